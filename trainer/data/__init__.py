@@ -1,0 +1,1 @@
+"""Data tools: the Oxford-IIIT Pets layout, synthetic samples, download and TFRecord conversion."""

@@ -1,0 +1,76 @@
+"""Label maps in the Object Detection API's `pet_label_map.pbtxt` text format."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+# The 37 Oxford-IIIT Pets breeds with their ids in the Object Detection API's pet_label_map.pbtxt.
+# Cat breeds are capitalised, dog breeds lower-case, exactly as in the dataset's file names.
+PETS_CLASSES: tuple[str, ...] = (
+    "Abyssinian", "american_bulldog", "american_pit_bull_terrier", "basset_hound", "beagle",
+    "Bengal", "Birman", "Bombay", "boxer", "British_Shorthair", "chihuahua", "Egyptian_Mau",
+    "english_cocker_spaniel", "english_setter", "german_shorthaired", "great_pyrenees",
+    "havanese", "japanese_chin", "keeshond", "leonberger", "Maine_Coon", "miniature_pinscher",
+    "newfoundland", "Persian", "pomeranian", "pug", "Ragdoll", "Russian_Blue", "saint_bernard",
+    "samoyed", "scottish_terrier", "shiba_inu", "Siamese", "Sphynx",
+    "staffordshire_bull_terrier", "wheaten_terrier", "yorkshire_terrier",
+)  # fmt: skip
+
+LABEL_MAP_FILENAME = "pet_label_map.pbtxt"
+
+
+def pets_label_map() -> dict[str, int]:
+    """Class name -> id (1-based; 0 is the background class)."""
+    return {name: index for index, name in enumerate(PETS_CLASSES, start=1)}
+
+
+def species_of(breed: str) -> str:
+    """Pets convention: cat breeds are capitalised, dog breeds are not."""
+    return "cat" if breed[:1].isupper() else "dog"
+
+
+def format_label_map(label_map: Mapping[str, int]) -> str:
+    items = sorted(label_map.items(), key=lambda item: item[1])
+    return "".join(f"item {{\n  id: {i}\n  name: '{name}'\n}}\n\n" for name, i in items)
+
+
+def write_label_map(label_map: Mapping[str, int], path: str | Path) -> Path:
+    path = Path(path)
+    path.write_text(format_label_map(label_map))
+    return path
+
+
+_ITEM = re.compile(r"item\s*\{(.*?)\}", re.DOTALL)
+_ID = re.compile(r"\bid\s*:\s*(\d+)")
+_NAME = re.compile(r"\b(?:display_)?name\s*:\s*[\"']([^\"']*)[\"']")
+
+
+class LabelMapError(ValueError):
+    pass
+
+
+def parse_label_map(text: str) -> dict[str, int]:
+    """Parses the pbtxt label-map format (`item { id: 1 name: 'cat' }`)."""
+    label_map: dict[str, int] = {}
+    for body in _ITEM.findall(text):
+        id_match, name_match = _ID.search(body), _NAME.search(body)
+        if not (id_match and name_match):
+            raise LabelMapError(f"label map item without id or name: {body.strip()!r}")
+        label_map[name_match.group(1)] = int(id_match.group(1))
+    if not label_map:
+        raise LabelMapError("label map has no `item { id: N name: '...' }` entries")
+    if 0 in label_map.values():
+        raise LabelMapError("label map id 0 is reserved for the background class")
+    return label_map
+
+
+def read_label_map(path: str | Path) -> dict[str, int]:
+    from trainer.io import read_text
+
+    return parse_label_map(read_text(str(path)))
+
+
+def id_to_name(label_map: Mapping[str, int]) -> dict[int, str]:
+    return {i: name for name, i in label_map.items()}
