@@ -284,9 +284,8 @@ def convert(
     progress: bool = True,
 ) -> dict:
     """Writes each split's shards, the label map and the report; returns the report."""
-    from tqdm import tqdm
-
     import tensorflow as tf
+    from tqdm import tqdm
 
     if num_shards < 1:
         raise ConversionError(f"--num-shards must be at least 1, got {num_shards}")

@@ -1,4 +1,4 @@
-"""Image validation and repair: every image we write decodes as a 3-channel JPEG of its stated size."""
+"""Image validation and repair: every image written decodes as a 3-channel JPEG of its size."""
 
 from __future__ import annotations
 

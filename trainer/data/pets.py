@@ -1,4 +1,4 @@
-"""The Oxford-IIIT Pets directory layout, shared by the sample generator, download and conversion."""
+"""The Oxford-IIIT Pets directory layout, shared by sampling, download and conversion."""
 
 from __future__ import annotations
 

@@ -1,0 +1,98 @@
+"""Chooses the tf.distribute strategy and numeric precision from where the trainer runs.
+
+Pure functions decide (so they are tested without devices); `build_strategy` does the I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
+
+# Vertex AI worker pools -> TF_CONFIG task types. Pool 2 holds parameter or reduction servers,
+# which MultiWorkerMirroredStrategy does not address, so it is left out of the cluster.
+VERTEX_POOL_ROLES = {"workerpool0": "chief", "workerpool1": "worker", "workerpool3": "evaluator"}
+
+
+class ClusterSpecError(ValueError):
+    pass
+
+
+def tf_config_from_cluster_spec(cluster_spec: Mapping) -> dict:
+    """Vertex AI's CLUSTER_SPEC (`workerpoolN` names) -> a TF_CONFIG dict."""
+    try:
+        cluster = {VERTEX_POOL_ROLES[pool]: list(addresses)
+                   for pool, addresses in cluster_spec["cluster"].items()
+                   if pool in VERTEX_POOL_ROLES and addresses}
+        task = cluster_spec["task"]
+        role = VERTEX_POOL_ROLES.get(task["type"], task["type"])
+        return {"cluster": cluster, "task": {"type": role, "index": int(task["index"])}}
+    except (KeyError, TypeError, ValueError) as error:
+        raise ClusterSpecError(f"CLUSTER_SPEC is not Vertex AI's format ({error!r})") from None
+
+
+def cluster_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Environment additions: TF_CONFIG derived from CLUSTER_SPEC when only the latter is set."""
+    if "TF_CONFIG" in env or "CLUSTER_SPEC" not in env:
+        return {}
+    try:
+        spec = json.loads(env["CLUSTER_SPEC"])
+    except json.JSONDecodeError as error:
+        raise ClusterSpecError(f"CLUSTER_SPEC is not JSON ({error})") from None
+    return {"TF_CONFIG": json.dumps(tf_config_from_cluster_spec(spec))}
+
+
+def tf_config(env: Mapping[str, str]) -> dict:
+    raw = env.get("TF_CONFIG") or cluster_env(env).get("TF_CONFIG")
+    return json.loads(raw) if raw else {}
+
+
+def num_workers(config: Mapping) -> int:
+    """Training workers in a TF_CONFIG (chief and workers; evaluators do not train)."""
+    cluster = config.get("cluster", {})
+    return len(cluster.get("chief", [])) + len(cluster.get("worker", []))
+
+
+def is_chief(config: Mapping) -> bool:
+    task = config.get("task", {})
+    if not task:
+        return True
+    if "chief" in config.get("cluster", {}):
+        return task.get("type") == "chief"
+    return task.get("type") == "worker" and task.get("index", 0) == 0
+
+
+def choose_strategy(requested: str, env: Mapping[str, str], num_gpus: int,
+                    tpu: str | None) -> str:
+    """`auto`: TF_CONFIG/CLUSTER_SPEC -> multi-worker; TPU -> tpu; GPUs -> mirrored; else one."""
+    if requested not in STRATEGIES:
+        raise ValueError(f"--strategy must be one of {', '.join(STRATEGIES)}, got {requested!r}")
+    if requested != "auto":
+        return requested
+    if tpu:
+        return "tpu"
+    if num_workers(tf_config(env)) > 1:
+        return "multi_worker_mirrored"
+    if num_gpus > 1:
+        return "mirrored"
+    return "one_device"
+
+
+def precision_for(strategy: str, num_gpus: int) -> str:
+    """bfloat16 on TPUs, mixed float16 on GPUs, float32 on CPUs."""
+    if strategy == "tpu":
+        return "bfloat16"
+    if num_gpus > 0:
+        return "float16"
+    return "float32"
+
+
+def build_strategy(name: str, num_gpus: int, tpu: str | None):
+    """Creates the strategy; TF_CONFIG must already be in os.environ for multi-worker."""
+    from official.common import distribute_utils
+
+    return distribute_utils.get_distribution_strategy(
+        distribution_strategy=name, num_gpus=num_gpus, tpu_address=tpu,
+        all_reduce_alg="nccl" if num_gpus else None,
+    )

@@ -1,0 +1,182 @@
+"""Checkpoint evaluation with COCO metrics, once or continuously beside a training job.
+
+Unlike the Object Detection API's eval jobs (and Model Garden's `continuous_eval`), this loop
+never re-evaluates a checkpoint it has results for (results are files, so a restarted eval job
+resumes), always evaluates the final checkpoint, exits by itself once it has, and gives up with
+a clear message when no new checkpoint appears within the idle timeout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from trainer import model_dir as model_dir_lib
+from trainer.io import write_text
+
+METRICS_DIR = "eval"
+SUMMARY_SUBDIR = "validation"
+NUM_SUMMARY_IMAGES = 4
+# Model Garden's input normalisation, undone to show validation images.
+MEAN_RGB = np.array([0.485, 0.456, 0.406]) * 255
+STDDEV_RGB = np.array([0.229, 0.224, 0.225]) * 255
+
+log = logging.getLogger(__name__)
+
+
+class EvalTimeoutError(RuntimeError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalResult:
+    checkpoint: str
+    step: int
+    metrics: dict[str, float]
+    path: str
+
+
+def metrics_path(model_dir: str, step: int) -> str:
+    return f"{model_dir}/{METRICS_DIR}/ckpt-{step}.json"
+
+
+def evaluated_steps(model_dir: str) -> set[int]:
+    import tensorflow as tf
+
+    return {int(p.rsplit("ckpt-", 1)[1].removesuffix(".json"))
+            for p in tf.io.gfile.glob(f"{model_dir}/{METRICS_DIR}/ckpt-*.json")}
+
+
+class CheckpointEvaluator:
+    """Builds the model and validation data once; evaluates any number of checkpoints."""
+
+    def __init__(self, params, model_dir: str, summary_dir: str,
+                 class_names: dict[int, str] | None = None) -> None:
+        import tensorflow as tf
+        from official.core import task_factory
+
+        self.params, self.model_dir, self.class_names = params, model_dir, class_names or {}
+        self.task = task_factory.get_task(params.task, logging_dir=model_dir)
+        self.model = self.task.build_model()
+        self.checkpoint = tf.train.Checkpoint(model=self.model)
+        self.dataset = self.task.build_inputs(params.task.validation_data)
+        metrics = self.task.build_metrics(training=False)
+        self._step = tf.function(
+            lambda inputs: self.task.validation_step(inputs, self.model, metrics))
+        self.writer = tf.summary.create_file_writer(summary_dir)
+
+    def evaluate(self, checkpoint: str) -> EvalResult:
+        import tensorflow as tf
+
+        step = model_dir_lib.checkpoint_step(checkpoint)
+        self.checkpoint.restore(checkpoint).expect_partial().assert_existing_objects_matched()
+        state, pictures = None, None
+        for inputs in self.dataset:
+            logs = self._step(inputs)
+            if pictures is None:
+                pictures = self._pictures(inputs, logs)
+            state = self.task.aggregate_logs(state, logs)
+        if state is None:
+            raise RuntimeError(f"validation data {self.params.task.validation_data.input_path} "
+                               "is empty")
+        raw = self.task.reduce_aggregated_logs(state, step)
+        metrics = {k: float(np.asarray(v)) for k, v in raw.items() if np.asarray(v).size == 1}
+        with self.writer.as_default(step=step):
+            for name, value in metrics.items():
+                tf.summary.scalar(name, value)
+            tf.summary.image("detections (white: ground truth)", pictures,
+                             max_outputs=NUM_SUMMARY_IMAGES)
+        self.writer.flush()
+        path = metrics_path(self.model_dir, step)
+        write_text(path, json.dumps({"checkpoint": checkpoint, "step": step,
+                                     "metrics": metrics}, indent=2) + "\n")
+        return EvalResult(checkpoint, step, metrics, path)
+
+    def _pictures(self, inputs, logs) -> np.ndarray:
+        """The first validation images with predictions and ground truth drawn on them."""
+        from PIL import Image
+
+        from trainer.visualize import draw_detections
+
+        features, labels = inputs
+        coco = logs[self.task.coco_metric.name] if hasattr(self.task, "coco_metric") else None
+        images = (features.numpy()[:NUM_SUMMARY_IMAGES] * STDDEV_RGB + MEAN_RGB)
+        info = labels["image_info"].numpy()
+        pictures = []
+        for i, pixels in enumerate(np.clip(images, 0, 255).astype(np.uint8)):
+            size = np.array(pixels.shape[:2], np.float32)  # the padded, resized frame
+            image = Image.fromarray(pixels).resize((2 * pixels.shape[1], 2 * pixels.shape[0]))
+            if coco is None:
+                pictures.append(np.asarray(image))
+                continue
+            groundtruths, outputs = coco
+            n = int(outputs["num_detections"][i])
+            boxes = outputs["detection_boxes"][i][:n].numpy() / np.tile(size, 2)
+            scale, offset = info[i, 2], info[i, 3]
+            gt = groundtruths["boxes"][i].numpy() * np.tile(scale, 2) - np.tile(offset, 2)
+            gt = gt[np.any(gt > 0, axis=1)] / np.tile(size, 2)
+            pictures.append(np.asarray(draw_detections(
+                image, boxes, outputs["detection_classes"][i][:n].numpy(),
+                outputs["detection_scores"][i][:n].numpy(), self.class_names, ground_truth=gt)))
+        return np.stack(pictures)
+
+
+def evaluate_latest(evaluator: CheckpointEvaluator) -> EvalResult:
+    import tensorflow as tf
+
+    checkpoint = tf.train.latest_checkpoint(evaluator.model_dir)
+    if checkpoint is None:
+        raise FileNotFoundError(f"no checkpoint in {evaluator.model_dir} to evaluate")
+    return evaluator.evaluate(checkpoint)
+
+
+def evaluate_continuously(
+    evaluator: CheckpointEvaluator,
+    final_step: int,
+    idle_timeout: float,
+    poll_interval: float = 10.0,
+    on_result: Callable[[EvalResult], None] = lambda result: None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[EvalResult]:
+    """Evaluates new checkpoints as they appear until the one at `final_step` is done."""
+    import tensorflow as tf
+
+    model_dir = evaluator.model_dir
+    done = evaluated_steps(model_dir)
+    if done and max(done) >= final_step:
+        log.info("final checkpoint (step %d) already evaluated", final_step)
+        return []
+    results, last_progress = [], clock()
+    while True:
+        pending = [c for c in model_dir_lib.list_checkpoints(model_dir)
+                   if model_dir_lib.checkpoint_step(c) not in done]
+        if pending:
+            newest = pending[-1]  # behind the trainer: skip to the newest, never to a stale one
+            try:
+                result = evaluator.evaluate(newest)
+            except (tf.errors.NotFoundError, ValueError) as error:
+                log.warning("%s vanished before it was evaluated (%s)", newest, error)
+                done.add(model_dir_lib.checkpoint_step(newest))
+                continue
+            done.add(result.step)
+            results.append(result)
+            on_result(result)
+            last_progress = clock()
+            if result.step >= final_step:
+                return results
+            continue
+        idle = clock() - last_progress
+        if idle > idle_timeout:
+            last = f"step {max(done)}" if done else "none yet"
+            raise EvalTimeoutError(
+                f"no new checkpoint in {model_dir} for {idle:.0f} s (last evaluated: {last}; "
+                f"waiting for step {final_step}). Is the training job running? Raise "
+                "--eval_idle_timeout if checkpoints are far apart."
+            )
+        sleep(poll_interval)

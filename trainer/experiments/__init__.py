@@ -1,0 +1,55 @@
+"""Pets experiments: Model Garden base experiments plus the shipped YAML overrides.
+
+Registering them with Model Garden's `exp_factory` makes `--experiment pets_retinanet_mobilenet`
+work exactly as `--experiment retinanet_resnetfpn_coco` does in `official/vision/train.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    name: str
+    base: str  # a Model Garden experiment registered by official.vision
+    description: str
+
+    @property
+    def config_file(self) -> Path:
+        return CONFIG_DIR / f"{self.name}.yaml"
+
+
+EXPERIMENTS = {
+    e.name: e
+    for e in (
+        Experiment("pets_retinanet_mobilenet", "retinanet_resnetfpn_coco",
+                   "RetinaNet MobileNetV2 at 128 px: CPU and the local demo"),
+        Experiment("pets_retinanet_resnetfpn", "retinanet_resnetfpn_coco",
+                   "RetinaNet ResNet-50-FPN at 640 px: GPUs and TPUs"),
+        Experiment("pets_fasterrcnn_resnetfpn", "fasterrcnn_resnetfpn_coco",
+                   "Faster R-CNN ResNet-50-FPN at 640 px: the original quick start's family"),
+    )
+}
+DEFAULT_EXPERIMENT = "pets_retinanet_mobilenet"
+
+
+def register() -> None:
+    """Registers every Pets experiment with Model Garden's exp_factory (idempotent)."""
+    from official.core import exp_factory
+    from official.modeling import hyperparams
+    from official.vision import registry_imports  # noqa: F401  (registers the base experiments)
+
+    for experiment in EXPERIMENTS.values():
+        if experiment.name in exp_factory._REGISTERED_CONFIGS:
+            continue
+
+        def factory(experiment: Experiment = experiment):
+            params = exp_factory.get_exp_config(experiment.base)
+            return hyperparams.override_params_dict(params, str(experiment.config_file),
+                                                    is_strict=True)
+
+        exp_factory.register_config_factory(experiment.name)(factory)

@@ -1,0 +1,75 @@
+"""The training driver: Model Garden's `run_experiment`, plus what Vertex AI and Pets need.
+
+Restarting the same command resumes from the newest checkpoint in the model directory (the
+checkpoint manager restores it), which is how a preempted or `kill -9`ed worker continues.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from trainer import distribution
+from trainer import model_dir as model_dir_lib
+from trainer.evaluation import SUMMARY_SUBDIR
+from trainer.io import read_text
+from trainer.settings import TrainerSettings
+
+log = logging.getLogger(__name__)
+
+
+def summary_managers(tensorboard_dir: str, params):
+    """Train and validation summary writers under `tensorboard_dir` (Vertex's log directory)."""
+    import orbit
+    import tensorflow as tf
+    from official.vision.utils import summary_manager
+
+    train = orbit.utils.SummaryManager(f"{tensorboard_dir}/train", tf.summary.scalar)
+    validation = summary_manager.maybe_build_eval_summary_manager(params, tensorboard_dir) or \
+        orbit.utils.SummaryManager(f"{tensorboard_dir}/{SUMMARY_SUBDIR}", tf.summary.scalar)
+    return train, validation
+
+
+def run_training(settings: TrainerSettings, params, strategy, cluster: dict) -> None:
+    """Trains (and, in train_and_eval, evaluates) until `trainer.train_steps`."""
+    import tensorflow as tf
+    from official.core import task_factory, train_lib, train_utils
+
+    chief = distribution.is_chief(cluster)
+    if chief:
+        train_utils.serialize_config(params, settings.model_dir)
+        label_map = read_text(settings.label_map) if settings.label_map and \
+            tf.io.gfile.exists(settings.label_map) else None
+        model_dir_lib.write_run_info(settings.model_dir, settings.experiment, label_map)
+    latest = tf.train.latest_checkpoint(settings.model_dir)
+    if latest:
+        print(f"resuming from {latest} (step {model_dir_lib.checkpoint_step(latest)})",
+              flush=True)
+    with strategy.scope():
+        task = task_factory.get_task(params.task, logging_dir=settings.model_dir)
+    train_summaries, eval_summaries = summary_managers(
+        settings.tensorboard_dir or settings.model_dir, params)
+    train_lib.run_experiment(
+        distribution_strategy=strategy, task=task, mode=settings.mode, params=params,
+        model_dir=settings.model_dir, summary_manager=train_summaries if chief else None,
+        eval_summary_manager=eval_summaries if chief else None,
+    )
+    final = tf.train.latest_checkpoint(settings.model_dir)
+    print(f"training finished at {final}", flush=True)
+    if chief and settings.export_dir:
+        from trainer.export import export
+
+        result = export(settings.model_dir, settings.export_dir)
+        print(f"exported {result.checkpoint} to {result.export_dir}", flush=True)
+
+
+def visible_gpus() -> int:
+    import tensorflow as tf
+
+    return len(tf.config.list_physical_devices("GPU"))
+
+
+def environment_for_cluster() -> dict:
+    """Puts TF_CONFIG (derived from Vertex's CLUSTER_SPEC if needed) into os.environ."""
+    os.environ.update(distribution.cluster_env(os.environ))
+    return distribution.tf_config(os.environ)
