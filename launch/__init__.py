@@ -1,0 +1,1 @@
+"""Client-side launch logic: jobs described as data, and executors that run them."""

@@ -28,7 +28,7 @@ def tf_config_from_cluster_spec(cluster_spec: Mapping) -> dict:
         task = cluster_spec["task"]
         role = VERTEX_POOL_ROLES.get(task["type"], task["type"])
         return {"cluster": cluster, "task": {"type": role, "index": int(task["index"])}}
-    except (KeyError, TypeError, ValueError) as error:
+    except (AttributeError, KeyError, TypeError, ValueError) as error:
         raise ClusterSpecError(f"CLUSTER_SPEC is not Vertex AI's format ({error!r})") from None
 
 

@@ -41,7 +41,7 @@ def build_params(settings: TrainerSettings, precision: str):
     register()
     try:
         params = exp_factory.get_exp_config(settings.experiment)
-    except KeyError:
+    except LookupError:
         raise SettingsError(f"unknown --experiment {settings.experiment!r}; Pets experiments: "
                             f"{', '.join(EXPERIMENTS)}") from None
     data_dtype = {"float16": "float16", "bfloat16": "bfloat16"}.get(precision, "float32")

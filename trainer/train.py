@@ -6,7 +6,6 @@ checkpoint manager restores it), which is how a preempted or `kill -9`ed worker 
 
 from __future__ import annotations
 
-import logging
 import os
 
 from trainer import distribution
@@ -14,8 +13,6 @@ from trainer import model_dir as model_dir_lib
 from trainer.evaluation import SUMMARY_SUBDIR
 from trainer.io import read_text
 from trainer.settings import TrainerSettings
-
-log = logging.getLogger(__name__)
 
 
 def summary_managers(tensorboard_dir: str, params):

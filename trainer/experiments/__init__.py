@@ -53,3 +53,13 @@ def register() -> None:
                                                     is_strict=True)
 
         exp_factory.register_config_factory(experiment.name)(factory)
+
+
+def default_train_steps(name: str) -> int | None:
+    """`trainer.train_steps` of a shipped experiment, read without importing TensorFlow."""
+    import yaml
+
+    if name not in EXPERIMENTS:
+        return None
+    config = yaml.safe_load(EXPERIMENTS[name].config_file.read_text())
+    return config.get("trainer", {}).get("train_steps")

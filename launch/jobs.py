@@ -1,0 +1,89 @@
+"""Trainer jobs described as data: the trainer command line plus worker pools.
+
+The same TrainerJob runs locally (`launch.local`) or on Vertex AI; only the executor differs,
+so a job that works on a laptop is the job that runs in the cloud.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from trainer.experiments import DEFAULT_EXPERIMENT
+
+TRAINER_COMMAND = ("python", "-m", "trainer")
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerPool:
+    """Replicas that run the same container. Pool 0 is the chief, pool 1 the workers."""
+
+    replica_count: int = 1
+
+    def __post_init__(self) -> None:
+        if self.replica_count < 1:
+            raise ValueError(f"a worker pool needs at least 1 replica, got {self.replica_count}")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainerJob:
+    name: str
+    args: tuple[str, ...]
+    pools: tuple[WorkerPool, ...] = (WorkerPool(),)
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    @property
+    def num_replicas(self) -> int:
+        return sum(pool.replica_count for pool in self.pools)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingRun:
+    """What a researcher chooses; the job builders turn it into trainer flags."""
+
+    model_dir: str
+    data_dir: str
+    experiment: str = DEFAULT_EXPERIMENT
+    steps: int | None = None
+    init_checkpoint: str | None = None
+    init_checkpoint_type: str = "backbone"
+    params_override: str = ""
+    config_files: Sequence[str] = ()
+
+    def trainer_args(self, mode: str) -> tuple[str, ...]:
+        args = [f"--experiment={self.experiment}", f"--mode={mode}",
+                f"--model_dir={self.model_dir}", f"--data_dir={self.data_dir}"]
+        args += [f"--config_file={path}" for path in self.config_files]
+        if self.steps is not None:
+            args.append(f"--train_steps={self.steps}")
+        if self.init_checkpoint:
+            args += [f"--init_checkpoint={self.init_checkpoint}",
+                     f"--init_checkpoint_type={self.init_checkpoint_type}"]
+        if self.params_override:
+            args.append(f"--params_override={self.params_override}")
+        return tuple(args)
+
+
+def train_job(run: TrainingRun, workers: int = 0, export_dir: str | None = None) -> TrainerJob:
+    """A chief plus `workers` more replicas (MultiWorkerMirroredStrategy when workers > 0)."""
+    if workers < 0:
+        raise ValueError(f"--workers must be 0 or more, got {workers}")
+    args = run.trainer_args("train")
+    if export_dir:
+        args += (f"--export_dir={export_dir}",)
+    pools = (WorkerPool(),) + ((WorkerPool(workers),) if workers else ())
+    return TrainerJob(name=f"train-{run.experiment}", args=args, pools=pools)
+
+
+def eval_job(run: TrainingRun, continuous: bool = True,
+             idle_timeout: float | None = None) -> TrainerJob:
+    """One replica evaluating checkpoints (continuously beside training, or the newest once)."""
+    args = run.trainer_args("continuous_eval" if continuous else "eval")
+    if idle_timeout is not None:
+        args += (f"--eval_idle_timeout={idle_timeout:g}",)
+    return TrainerJob(name=f"eval-{run.experiment}", args=args)
+
+
+def tool_job(name: str, args: Sequence[str]) -> TrainerJob:
+    """`python -m trainer data|export|predict ...` as a single-replica job."""
+    return TrainerJob(name=name, args=tuple(args))

@@ -1,0 +1,149 @@
+"""What researchers type: `invoke --list` is the menu. The logic lives in `launch/` and `trainer/`."""
+
+from __future__ import annotations
+
+import sys
+
+from invoke import Collection, Exit, task
+
+from launch import jobs, workflow
+
+WORK = "work"
+DATA_DIR, RECORDS_DIR, MODEL_DIR = f"{WORK}/pets", f"{WORK}/records", f"{WORK}/model"
+
+
+def _run(job: jobs.TrainerJob) -> None:
+    try:
+        workflow.run_job(job)
+    except workflow.WorkflowError as error:
+        raise Exit(f"error: {error}", code=1) from None
+
+
+def _local_only(target: str) -> None:
+    if target != "local":
+        raise Exit(f"error: --target {target!r} is not available yet; use --target local", code=2)
+
+
+def _training_run(experiment, steps, model_dir, data_dir) -> jobs.TrainingRun:
+    return jobs.TrainingRun(model_dir=model_dir, data_dir=data_dir, steps=steps,
+                            **({"experiment": experiment} if experiment else {}))
+
+
+@task(help={"output_dir": "where to write the Pets-layout sample",
+            "num_images": "how many images", "bad_inputs": "add corrupt and malformed files"})
+def sample(c, output_dir=DATA_DIR, num_images=0, bad_inputs=False):
+    """Write a synthetic dataset in the Oxford-IIIT Pets layout."""
+    args = ["data", "sample", f"--output_dir={output_dir}"]
+    args += [f"--num_images={num_images}"] if num_images else []
+    _run(jobs.tool_job("sample", args + (["--bad_inputs"] if bad_inputs else [])))
+
+
+@task(help={"output_dir": "where to extract images/ and annotations/"})
+def download(c, output_dir=DATA_DIR):
+    """Download Oxford-IIIT Pets (verified, resumable)."""
+    _run(jobs.tool_job("download", ["data", "download", f"--output_dir={output_dir}"]))
+
+
+@task(help={"data_dir": "Pets (or VOC with --voc) directory", "output_dir": "TFRecords go here",
+            "num_shards": "shards per split", "masks": "add instance masks from trimaps",
+            "voc": "the input is a PASCAL VOC directory", "label_map": "custom label map"})
+def convert(c, data_dir=DATA_DIR, output_dir=RECORDS_DIR, num_shards=10, masks=False, voc=False,
+            label_map=None):
+    """Convert Pets or VOC to sharded TFRecords with a conversion report."""
+    args = ["data", "convert", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
+            f"--num_shards={num_shards}"]
+    args += (["--masks"] if masks else []) + (["--voc"] if voc else [])
+    _run(jobs.tool_job("convert", args + ([f"--label_map={label_map}"] if label_map else [])))
+
+
+@task(help={"target": "local (vertex: see the launcher issue)", "experiment": "experiment name",
+            "steps": "training steps", "model_dir": "checkpoints and summaries",
+            "data_dir": "converted TFRecords", "workers": "extra workers beside the chief"})
+def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
+          data_dir=RECORDS_DIR, workers=0):
+    """Train a detector (resumes from the newest checkpoint in --model-dir)."""
+    _local_only(target)
+    steps = int(steps) if steps else None
+    try:
+        workflow.train(_training_run(experiment, steps, model_dir, data_dir), int(workers))
+    except (workflow.WorkflowError, ValueError) as error:
+        raise Exit(f"error: {error}", code=1) from None
+
+
+@task(name="eval", help={"target": "local", "model_dir": "the training run's model directory",
+                         "data_dir": "converted TFRecords", "experiment": "experiment name",
+                         "once": "evaluate the newest checkpoint and stop",
+                         "idle_timeout": "seconds to wait for a new checkpoint"})
+def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, experiment=None,
+             once=False, idle_timeout=None):
+    """Evaluate checkpoints with COCO metrics (continuously, beside a training run)."""
+    _local_only(target)
+    run = _training_run(experiment, None, model_dir, data_dir)
+    try:
+        workflow.evaluate(run, continuous=not once,
+                          idle_timeout=float(idle_timeout) if idle_timeout else None)
+    except workflow.WorkflowError as error:
+        raise Exit(f"error: {error}", code=1) from None
+
+
+@task(help={"model_dir": "the training run's model directory",
+            "output_dir": "SavedModel destination", "checkpoint": "default: the newest"})
+def export(c, model_dir=MODEL_DIR, output_dir=f"{WORK}/exported", checkpoint=None):
+    """Export a SavedModel (uint8 images in; boxes, classes, scores out)."""
+    args = ["export", f"--model_dir={model_dir}", f"--export_dir={output_dir}"]
+    _run(jobs.tool_job("export", args + ([f"--checkpoint={checkpoint}"] if checkpoint else [])))
+
+
+@task(help={"model": "exported SavedModel", "images": "image glob",
+            "output_dir": "annotated images and detections.json", "min_score": "score cut"})
+def predict(c, model=f"{WORK}/exported", images=f"{DATA_DIR}/images/*.jpg",
+            output_dir=f"{WORK}/predictions", min_score=0.3):
+    """Detect pets in images: annotated pictures plus a JSON of detections."""
+    _run(jobs.tool_job("predict", ["predict", f"--model={model}", f"--images={images}",
+                                   f"--output_dir={output_dir}", f"--min_score={min_score}"]))
+
+
+@task(help={"logdir": "a model directory (local or gs://)", "port": "port on 127.0.0.1"})
+def tensorboard(c, logdir=MODEL_DIR, port=6006):
+    """Serve TensorBoard for a model directory on 127.0.0.1."""
+    c.run(f"{sys.executable} -m tensorboard.main --logdir {logdir} --host 127.0.0.1 "
+          f"--port {port}", pty=False)
+
+
+@task(help={"workdir": "everything goes here", "steps": "training steps (default 1000)",
+            "num_images": "sample size"})
+def demo(c, workdir=f"{WORK}/demo", steps=None, num_images=None):
+    """Sample -> convert -> train -> evaluate -> export -> predict, all locally."""
+    try:
+        result = workflow.demo(workdir, int(steps) if steps else None,
+                               int(num_images) if num_images else None)
+    except workflow.WorkflowError as error:
+        raise Exit(f"error: {error}", code=1) from None
+    m = result.metrics
+    print(f"\nAP {m['AP']:.3f}  AP50 {m['AP50']:.3f}  AP75 {m['AP75']:.3f}  "
+          f"({result.seconds / 60:.1f} min)")
+    print(f"SavedModel:      {result.saved_model}")
+    print(f"annotated image: {result.annotated_image}")
+
+
+@task(help={"num_images": "sample size to convert"})
+def bench_convert(c, num_images=600):
+    """Benchmark conversion: examples/s with 1 process vs all cores."""
+    from benchmarks import convert_speed
+
+    convert_speed.main(int(num_images))
+
+
+@task(help={"steps": "training steps to time"})
+def bench_input(c, steps=60):
+    """Benchmark the tf.data input pipeline against the train step's consumption."""
+    from benchmarks import input_speed
+
+    input_speed.main(int(steps))
+
+
+data = Collection("data", sample, download, convert)
+bench = Collection("bench")
+bench.add_task(bench_convert, name="convert")
+bench.add_task(bench_input, name="input")
+namespace = Collection(data, bench, train, evaluate, export, predict, tensorboard, demo)

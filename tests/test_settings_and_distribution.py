@@ -1,0 +1,108 @@
+"""Flags, Vertex AI environment variables and strategy choice, decided by pure functions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_trainer
+from trainer import distribution, settings
+
+VERTEX_CLUSTER_SPEC = {
+    "cluster": {"workerpool0": ["cmle-training-workerpool0-ab-0:2222"],
+                "workerpool1": ["cmle-training-workerpool1-ab-0:2222",
+                                "cmle-training-workerpool1-ab-1:2222"]},
+    "environment": "cloud",
+    "task": {"type": "workerpool1", "index": 1},
+    "job": "{}",
+}
+
+
+def test_cluster_spec_becomes_tf_config():
+    env = {"CLUSTER_SPEC": json.dumps(VERTEX_CLUSTER_SPEC)}
+    config = json.loads(distribution.cluster_env(env)["TF_CONFIG"])
+    assert config == {
+        "cluster": {"chief": ["cmle-training-workerpool0-ab-0:2222"],
+                    "worker": ["cmle-training-workerpool1-ab-0:2222",
+                               "cmle-training-workerpool1-ab-1:2222"]},
+        "task": {"type": "worker", "index": 1},
+    }
+    assert not distribution.is_chief(config) and distribution.num_workers(config) == 3
+    assert distribution.cluster_env({**env, "TF_CONFIG": "{}"}) == {}  # Vertex's own wins
+
+
+def test_malformed_cluster_spec_is_a_clear_error():
+    with pytest.raises(distribution.ClusterSpecError, match="not JSON"):
+        distribution.cluster_env({"CLUSTER_SPEC": "{oops"})
+    with pytest.raises(distribution.ClusterSpecError, match="Vertex AI's format"):
+        distribution.cluster_env({"CLUSTER_SPEC": '{"cluster": 1}'})
+
+
+@pytest.mark.parametrize("requested,env,gpus,tpu,expected", [
+    ("auto", {}, 0, None, "one_device"),
+    ("auto", {}, 1, None, "one_device"),
+    ("auto", {}, 4, None, "mirrored"),
+    ("auto", {}, 0, "local", "tpu"),
+    ("auto", {"CLUSTER_SPEC": json.dumps(VERTEX_CLUSTER_SPEC)}, 1, None,
+     "multi_worker_mirrored"),
+    ("mirrored", {}, 0, None, "mirrored"),
+])
+def test_strategy_follows_the_environment(requested, env, gpus, tpu, expected):
+    assert distribution.choose_strategy(requested, env, gpus, tpu) == expected
+
+
+@pytest.mark.parametrize("strategy,gpus,expected", [
+    ("tpu", 0, "bfloat16"), ("mirrored", 8, "float16"), ("one_device", 1, "float16"),
+    ("one_device", 0, "float32"), ("multi_worker_mirrored", 0, "float32")])
+def test_precision_follows_the_device(strategy, gpus, expected):
+    assert distribution.precision_for(strategy, gpus) == expected
+
+
+def test_vertex_directories_come_from_aip_variables():
+    env = {"AIP_CHECKPOINT_DIR": "gs://b/job/checkpoints/", "AIP_MODEL_DIR": "gs://b/job/model/",
+           "AIP_TENSORBOARD_LOG_DIR": "gs://b/job/logs/"}
+    s = settings.parse(["--data_dir=gs://b/records/"], env)
+    assert s.model_dir == "gs://b/job/checkpoints"
+    assert s.export_dir == "gs://b/job/model/" and s.tensorboard_dir == "gs://b/job/logs/"
+    assert s.train_input == "gs://b/records/train.record-*"
+    assert s.eval_input == "gs://b/records/val.record-*"
+    assert s.label_map == "gs://b/records/pet_label_map.pbtxt"
+    explicit = settings.parse(["--model_dir=/m", "--data_dir=/d", "--train_input=/x/*"], env)
+    assert explicit.model_dir == "/m" and explicit.train_input == "/x/*"
+
+
+def test_missing_model_dir_is_a_usage_error():
+    with pytest.raises(settings.SettingsError, match="--model_dir is required"):
+        settings.parse([], {})
+
+
+def test_params_follow_flags_in_documented_order(train_records, tmp_path):
+    from trainer.params import build_params
+
+    override = tmp_path / "override.yaml"
+    override.write_text("task:\n  train_data:\n    global_batch_size: 4\n")
+    s = settings.parse([f"--model_dir={tmp_path}", f"--data_dir={train_records}",
+                        f"--config_file={override}", "--train_steps=30",
+                        "--params_override=task.train_data.global_batch_size=2",
+                        "--init_checkpoint=/ckpt/backbone", "--init_checkpoint_type=detection"],
+                       {})
+    params = build_params(s, "float32")
+    assert params.task.train_data.global_batch_size == 2  # --params_override has the last word
+    assert params.task.model.num_classes == 38  # 37 breeds + background, from the label map
+    assert params.trainer.train_steps == 30
+    assert params.trainer.optimizer_config.learning_rate.cosine.decay_steps == 30
+    assert params.task.init_checkpoint == "/ckpt/backbone"
+    assert params.task.init_checkpoint_modules == "all"
+    assert params.task.train_data.input_path == f"{train_records}/train.record-*"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--model_dir=/tmp/m", "--data_dir=/nonexistent"], "no files match --train_input"),
+    (["--model_dir=/tmp/m", "--experiment=nope"], "unknown --experiment 'nope'"),
+    (["--data_dir=/tmp"], "--model_dir is required"),
+])
+def test_bad_flags_exit_with_a_message_not_a_traceback(args, message):
+    result = run_trainer(*args, check=False, env={"AIP_CHECKPOINT_DIR": ""})
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
