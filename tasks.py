@@ -1,4 +1,4 @@
-"""What researchers type: `invoke --list` is the menu. The logic lives in `launch/` and `trainer/`."""
+"""What researchers type: `invoke --list` is the menu; the logic lives in launch/ and trainer/."""
 
 from __future__ import annotations
 

@@ -20,6 +20,8 @@ from launch.jobs import TrainerJob
 
 STEP_LINE = re.compile(r"^\s*train \| step:\s*(\d+)")
 ORBIT_OUTPUT = re.compile(r"^\s+[{']")  # the loss dictionary orbit prints after each step line
+# TensorFlow start-up lines that say nothing actionable on a CPU-only machine.
+NOISE = re.compile(r"failed call to cuInit|Could not find cuda drivers")
 TQDM_LINE = re.compile(r"^(?P<desc>[\w .-]+):\s+\d+%\|.*?\|\s*(?P<n>\d+)/(?P<total>\d+)")
 
 
@@ -136,7 +138,7 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
                 advance("training", int(step.group(1)), total_steps)
         elif bar:
             advance(bar.group("desc"), int(bar.group("n")), int(bar.group("total")))
-        elif line.strip() and not ORBIT_OUTPUT.match(line):
+        elif line.strip() and not ORBIT_OUTPUT.match(line) and not NOISE.search(line):
             progress.console.print(line if replica == 0 else f"[replica {replica}] {line}",
                                    markup=False, highlight=False)
 

@@ -137,7 +137,7 @@ def test_nothing_valid_left_is_an_error_with_a_report(tmp_path):
 
 
 def test_not_a_pets_directory_names_the_fix(tmp_path):
-    with pytest.raises(ConversionError, match="invoke data.sample"):
+    with pytest.raises(ConversionError, match=r"invoke data\.sample"):
         pets_sources(tmp_path)
 
 

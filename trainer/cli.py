@@ -21,10 +21,6 @@ from trainer import settings as settings_lib
 EXIT_FAILED, EXIT_USAGE, EXIT_EVAL_TIMEOUT = 1, 2, 3
 
 
-def _quiet_tensorflow() -> None:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # hides cuInit noise on CPU hosts
-
-
 def run_trainer(argv: Sequence[str]) -> int:
     from trainer import distribution, evaluation, train
     from trainer import params as params_lib
@@ -169,7 +165,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from trainer.predict import PredictError
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    _quiet_tensorflow()
     try:
         if argv and argv[0] in TOOLS:
             return run_tool(argv)

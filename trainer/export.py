@@ -51,6 +51,7 @@ def export(model_dir: str, export_dir: str, checkpoint: str | None = None) -> Ex
     checkpoint = checkpoint or tf.train.latest_checkpoint(model_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in {model_dir}; has training saved one yet?")
+    tf.get_logger().setLevel("ERROR")  # Keras warns once per layer while saving
     input_size = list(params.task.model.input_size[:2])
     module = _module_class()(params=params, batch_size=None, input_image_size=input_size,
                              input_type="image_tensor", num_channels=3)

@@ -1,0 +1,177 @@
+"""Real training on CPU: metrics, concurrent continuous evaluation, resume after kill -9,
+two workers on 127.0.0.1, export and prediction. Minutes, not seconds: marked slow."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.conftest import REPO, run_trainer
+
+pytestmark = pytest.mark.slow
+
+TRAIN_STEPS = 500
+AP50_BOUND = 0.7  # measured: AP50 ~0.9 after 500 steps on this sample (see README)
+
+
+def trainer_process(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "trainer", *args], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def data_flags(records: Path, model_dir: Path) -> list[str]:
+    return [f"--data_dir={records}", f"--model_dir={model_dir}"]
+
+
+@pytest.fixture(scope="session")
+def trained(train_records, tmp_path_factory):
+    """Trains while a continuous-eval process evaluates checkpoints beside it."""
+    model_dir = tmp_path_factory.mktemp("model")
+    flags = data_flags(train_records, model_dir)
+    evaluator = trainer_process(*flags, "--mode=continuous_eval", "--eval_poll_interval=2",
+                                "--eval_idle_timeout=600", f"--train_steps={TRAIN_STEPS}")
+    training = trainer_process(*flags, "--mode=train", f"--train_steps={TRAIN_STEPS}",
+                               "--params_override=trainer.checkpoint_interval=100")
+    train_out, _ = training.communicate(timeout=1500)
+    assert training.returncode == 0, train_out[-5000:]
+    eval_out, _ = evaluator.communicate(timeout=600)  # must exit by itself
+    assert evaluator.returncode == 0, eval_out[-5000:]
+    return model_dir, train_records, eval_out
+
+
+def test_training_reaches_the_ap50_bound(trained):
+    model_dir, _, _ = trained
+    result = json.loads((model_dir / "eval" / f"ckpt-{TRAIN_STEPS}.json").read_text())
+    print(f"AP50 after {TRAIN_STEPS} steps: {result['metrics']['AP50']:.3f}")
+    assert result["metrics"]["AP50"] >= AP50_BOUND
+    assert 0 <= result["metrics"]["AP"] <= result["metrics"]["AP50"]
+
+
+def test_continuous_eval_ran_beside_training_and_exited_after_the_final_checkpoint(trained):
+    _, _, eval_out = trained
+    steps = [int(line.split()[2].rstrip(":")) for line in eval_out.splitlines()
+             if line.startswith("evaluated step")]
+    assert steps == sorted(set(steps)) and steps[-1] == TRAIN_STEPS
+    assert len(steps) >= 2  # it evaluated while training ran, not just at the end
+    assert f"final checkpoint (step {TRAIN_STEPS}) evaluated" in eval_out
+
+
+def test_eval_wrote_tensorboard_scalars_and_annotated_images(trained):
+    model_dir, _, _ = trained
+    tags, images = set(), []
+    for event_file in (model_dir / "validation").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+            for value in event.summary.value:
+                tags.add(value.tag)
+                if "detections" in value.tag:
+                    images.append(tf.make_ndarray(value.tensor))
+    assert {"AP", "AP50", "AP75"} <= tags
+    assert images and images[0].size >= 3  # width, height and at least one encoded image
+
+
+def test_restarted_eval_does_not_reevaluate_and_exits(trained):
+    model_dir, records, _ = trained
+    before = sorted(p.name for p in (model_dir / "eval").iterdir())
+    result = run_trainer(*data_flags(records, model_dir), "--mode=continuous_eval",
+                         f"--train_steps={TRAIN_STEPS}", "--eval_idle_timeout=5")
+    assert "evaluated step" not in result.stdout
+    assert sorted(p.name for p in (model_dir / "eval").iterdir()) == before
+
+
+def test_eval_without_new_checkpoints_gives_up_with_a_message(train_records, tmp_path):
+    result = run_trainer(*data_flags(train_records, tmp_path), "--mode=continuous_eval",
+                         "--eval_idle_timeout=3", "--eval_poll_interval=1", check=False)
+    assert result.returncode == 3
+    assert "no new checkpoint" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_export_signature_and_prediction_on_a_sample_image(trained, tmp_path):
+    from trainer.data import pets
+    from trainer.data.voc import parse_voc
+
+    model_dir, _, _ = trained
+    export_dir = tmp_path / "exported"
+    run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
+    serve = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
+    (spec,) = serve.structured_input_signature[1].values()
+    assert spec.dtype == tf.uint8 and spec.shape.as_list() == [None, None, None, 3]
+    assert set(serve.structured_outputs) == {"detection_boxes", "detection_classes",
+                                             "detection_scores", "num_detections"}
+    assert (export_dir / "label_map.pbtxt").exists()
+
+    from trainer.data.sample import write_sample
+
+    data = write_sample(tmp_path / "fresh", num_images=3, seed=99)  # never seen in training
+    out = tmp_path / "predictions"
+    run_trainer("predict", f"--model={export_dir}", f"--images={data}/images/*.jpg",
+                f"--output_dir={out}")
+    report = json.loads((out / "detections.json").read_text())
+    assert len(report["images"]) == 3
+    for entry in report["images"]:
+        name = Path(entry["image"]).stem
+        assert Path(entry["annotated"]).exists()
+        truth = parse_voc(pets.xml_path(data, name).read_bytes()).objects[0]
+        top = max(entry["detections"], key=lambda d: d["score"])
+        ymin, xmin, ymax, xmax = top["box"]
+        box = np.array([xmin * entry["width"], ymin * entry["height"],
+                        xmax * entry["width"], ymax * entry["height"]])
+        gt = np.array([truth.xmin, truth.ymin, truth.xmax, truth.ymax])
+        inter = np.prod(np.clip(np.minimum(box[2:], gt[2:]) - np.maximum(box[:2], gt[:2]), 0,
+                                None))
+        union = np.prod(box[2:] - box[:2]) + np.prod(gt[2:] - gt[:2]) - inter
+        assert inter / union > 0.5, (name, top)
+        assert top["class"] == pets.breed_of(name)
+
+
+def test_training_resumes_after_kill_9_from_the_last_checkpoint(train_records, tmp_path):
+    flags = [*data_flags(train_records, tmp_path), "--train_steps=250",
+             "--params_override=trainer.checkpoint_interval=50,trainer.steps_per_loop=25,"
+             "trainer.summary_interval=25"]
+    process = trainer_process(*flags)
+    deadline = time.monotonic() + 600
+    while not tf.train.latest_checkpoint(str(tmp_path)):
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.5)
+    while int(tf.train.latest_checkpoint(str(tmp_path)).rsplit("-", 1)[1]) < 100:
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    os.kill(process.pid, signal.SIGKILL)  # a preempted VM: no chance to clean up
+    process.communicate(timeout=60)
+    last = int(tf.train.latest_checkpoint(str(tmp_path)).rsplit("-", 1)[1])
+    assert 100 <= last < 250
+
+    result = run_trainer(*flags)
+    assert f"resuming from {tmp_path}/ckpt-{last} (step {last})" in result.stdout
+    steps = [int(line.split("step:")[1].split("|")[0]) for line in result.stdout.splitlines()
+             if line.startswith("train | step:")]
+    assert steps[0] == last + 25 and steps[-1] == 250  # continued, not restarted
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-250")
+
+
+def test_two_workers_train_together_on_localhost(train_records, tmp_path):
+    from launch import jobs
+    from launch.local import LocalExecutor
+
+    lines: list[tuple[int, str]] = []
+    run = jobs.TrainingRun(model_dir=str(tmp_path), data_dir=str(train_records), steps=20,
+                           params_override="trainer.steps_per_loop=10,"
+                                           "trainer.checkpoint_interval=10")
+    job = jobs.train_job(run, workers=1)
+    code = LocalExecutor(on_line=lambda replica, line: lines.append((replica, line))).run(job)
+    output = "\n".join(f"[{r}] {line}" for r, line in lines)
+    assert code == 0, output[-5000:]
+    for replica in (0, 1):
+        assert any("strategy multi_worker_mirrored" in line for r, line in lines
+                   if r == replica), output[-5000:]
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-20")
+    assert any(line.startswith("train | step:     20") for r, line in lines if r == 1)
