@@ -47,7 +47,7 @@ def train_records(tmp_path_factory) -> Path:
     from trainer.data.convert import convert_directory
     from trainer.data.sample import write_sample
 
-    data = write_sample(tmp_path_factory.mktemp("train-pets"), num_images=240, seed=1)
+    data = write_sample(tmp_path_factory.mktemp("train-pets"))  # the demo's sample
     out = tmp_path_factory.mktemp("train-records")
     convert_directory(data, out, num_shards=2, progress=False)
     return out

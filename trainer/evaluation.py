@@ -160,7 +160,7 @@ def evaluate_continuously(
             newest = pending[-1]  # behind the trainer: skip to the newest, never to a stale one
             try:
                 result = evaluator.evaluate(newest)
-            except (tf.errors.NotFoundError, ValueError) as error:
+            except tf.errors.NotFoundError as error:
                 log.warning("%s vanished before it was evaluated (%s)", newest, error)
                 done.add(model_dir_lib.checkpoint_step(newest))
                 continue

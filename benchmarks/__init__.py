@@ -1,0 +1,1 @@
+"""Benchmarks: run with `invoke bench.convert` and `invoke bench.input`; figures in README."""

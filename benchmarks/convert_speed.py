@@ -1,0 +1,37 @@
+"""Conversion throughput: examples/s with one process vs all cores, on a synthetic sample."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from trainer.data.convert import convert_directory
+from trainer.data.sample import write_sample
+
+
+def timed_conversion(data_dir: Path, output_dir: Path, processes: int) -> tuple[float, int]:
+    start = time.perf_counter()
+    report = convert_directory(data_dir, output_dir, processes=processes, progress=False)
+    return time.perf_counter() - start, report["written"]
+
+
+def main(num_images: int = 600) -> dict:
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory() as tmp:
+        data = write_sample(Path(tmp) / "pets", num_images=num_images)
+        timed_conversion(data, Path(tmp) / "warmup", 1)  # imports and file cache
+        one, written = timed_conversion(data, Path(tmp) / "one", 1)
+        many, _ = timed_conversion(data, Path(tmp) / "many", cores)
+    result = {"examples": written, "one_process": written / one, "all_cores": written / many,
+              "cores": cores}
+    print(f"\nconverted {written} examples")
+    print(f"  1 process:        {result['one_process']:8.1f} examples/s")
+    print(f"  {cores} processes:      {result['all_cores']:8.1f} examples/s")
+    print(f"  speed-up:         {result['all_cores'] / result['one_process']:8.2f}x")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,112 @@
+"""Jobs as data, the local executor's cluster environment, and the invoke tasks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from launch import jobs
+from launch.local import LocalExecutor, cluster_specs, progress_printer, replica_environments
+from tests.conftest import REPO
+
+RUN = jobs.TrainingRun(model_dir="/m", data_dir="/d", steps=40, params_override="a.b=1",
+                       init_checkpoint="/ckpt", config_files=("x.yaml",))
+
+
+def test_train_job_is_the_trainer_command_line():
+    job = jobs.train_job(RUN, workers=2, export_dir="/e")
+    assert job.args == ("--experiment=pets_retinanet_mobilenet", "--mode=train",
+                        "--model_dir=/m", "--data_dir=/d", "--config_file=x.yaml",
+                        "--train_steps=40", "--init_checkpoint=/ckpt",
+                        "--init_checkpoint_type=backbone", "--params_override=a.b=1",
+                        "--export_dir=/e")
+    assert [p.replica_count for p in job.pools] == [1, 2] and job.num_replicas == 3
+    evaluation = jobs.eval_job(RUN, idle_timeout=30)
+    assert "--mode=continuous_eval" in evaluation.args
+    assert "--eval_idle_timeout=30" in evaluation.args and evaluation.num_replicas == 1
+
+
+@pytest.mark.parametrize("workers", [-1])
+def test_invalid_worker_counts_are_rejected(workers):
+    with pytest.raises(ValueError, match="--workers"):
+        jobs.train_job(RUN, workers=workers)
+    with pytest.raises(ValueError, match="at least 1 replica"):
+        jobs.WorkerPool(0)
+
+
+def test_replicas_get_vertex_cluster_specs_on_localhost():
+    job = jobs.train_job(RUN, workers=2)
+    specs = cluster_specs(job)
+    assert [s["task"] for s in specs] == [{"type": "workerpool0", "index": 0},
+                                          {"type": "workerpool1", "index": 0},
+                                          {"type": "workerpool1", "index": 1}]
+    cluster = specs[0]["cluster"]
+    addresses = cluster["workerpool0"] + cluster["workerpool1"]
+    assert len(addresses) == 3 == len(set(addresses))
+    assert all(a.startswith("127.0.0.1:") for a in addresses)
+
+    envs = replica_environments(job, {"TF_CONFIG": "stale", "HOME": "/root"})
+    assert all("TF_CONFIG" not in e and e["HOME"] == "/root" for e in envs)
+    assert [json.loads(e["CLUSTER_SPEC"])["task"]["index"] for e in envs] == [0, 0, 1]
+    (single,) = replica_environments(jobs.eval_job(RUN), {"CLUSTER_SPEC": "{}"})
+    assert "CLUSTER_SPEC" not in single
+
+
+def test_a_failing_replica_fails_the_job():
+    lines = []
+    executor = LocalExecutor(on_line=lambda replica, line: lines.append(line))
+    code = executor.run(jobs.tool_job("bad", ["data", "convert", "--data_dir=/nonexistent",
+                                              "--output_dir=/tmp/never"]))
+    assert code == 1
+    assert any("error: /nonexistent/annotations/trainval.txt not found" in line
+               for line in lines)
+
+
+def test_progress_printer_turns_step_and_tqdm_lines_into_bars(capsys):
+    from rich.console import Console
+
+    console = Console(file=sys.stdout, force_terminal=False, width=100)
+    on_line, close = progress_printer(100, console)
+    on_line(0, "train | step:     50 | steps/sec:    5.0 | output: ")
+    on_line(0, "    {'box_loss': np.float32(0.003),")
+    on_line(0, "converting:  50%|#####     | 5/10 [00:01<00:01,  5.00img/s]")
+    on_line(1, "saved checkpoint to /m/ckpt-50.")
+    on_line(0, "failed call to cuInit: INTERNAL: CUDA error")
+    close()
+    out = capsys.readouterr().out
+    assert "[replica 1] saved checkpoint" in out
+    assert "box_loss" not in out and "cuInit" not in out
+
+
+def invoke(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, text=True,
+                          capture_output=True, timeout=600)
+
+
+def test_invoke_menu_lists_the_tasks():
+    result = invoke("--list")
+    assert result.returncode == 0
+    for name in ("demo", "train", "eval", "export", "predict", "tensorboard", "data.sample",
+                 "data.download", "data.convert", "bench.convert", "bench.input"):
+        assert name in result.stdout
+
+
+def test_invoke_data_tasks_run_the_trainer(tmp_path):
+    assert invoke("data.sample", f"--output-dir={tmp_path / 'pets'}", "--num-images=6",
+                  "--bad-inputs").returncode == 0
+    result = invoke("data.convert", f"--data-dir={tmp_path / 'pets'}",
+                    f"--output-dir={tmp_path / 'records'}", "--num-shards=2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "skipped 7" in result.stdout
+    assert sorted(p.name for p in (tmp_path / "records").glob("*.record-*")) == [
+        "train.record-00000-of-00002", "train.record-00001-of-00002",
+        "val.record-00000-of-00002", "val.record-00001-of-00002"]
+
+
+def test_invoke_reports_unknown_targets_clearly():
+    result = invoke("train", "--target=mars")
+    assert result.returncode == 2
+    assert "--target 'mars' is not available" in result.stderr + result.stdout
