@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -22,6 +23,15 @@ def _params(records: Path, model_dir: str):
 
     return build_params(settings.parse([f"--data_dir={records}", f"--model_dir={model_dir}"],
                                        {}), "float32")
+
+
+def images_per_second(step: Callable[[], object], steps: int, batch: int) -> float:
+    for _ in range(WARMUP_BATCHES):
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return steps * batch / (time.perf_counter() - start)
 
 
 def main(steps: int = 60) -> dict:
@@ -41,12 +51,7 @@ def main(steps: int = 60) -> dict:
         dataset = task.build_inputs(params.task.train_data)
 
         iterator = iter(dataset)
-        for _ in range(WARMUP_BATCHES):
-            next(iterator)
-        start = time.perf_counter()
-        for _ in range(steps):
-            next(iterator)
-        input_rate = steps * batch / (time.perf_counter() - start)
+        input_rate = images_per_second(lambda: next(iterator), steps, batch)
 
         model = task.build_model()
         optimizer = task.create_optimizer(params.trainer.optimizer_config, params.runtime)
@@ -57,12 +62,7 @@ def main(steps: int = 60) -> dict:
         def train_step(inputs):
             return task.train_step(inputs, model, optimizer, metrics)
 
-        for _ in range(WARMUP_BATCHES):
-            train_step(fixed)
-        start = time.perf_counter()
-        for _ in range(steps):
-            train_step(fixed)
-        train_rate = steps * batch / (time.perf_counter() - start)
+        train_rate = images_per_second(lambda: train_step(fixed), steps, batch)
     result = {"input_images_per_s": input_rate, "train_images_per_s": train_rate,
               "ratio": input_rate / train_rate, "batch": batch}
     print(f"\nexperiment pets_retinanet_mobilenet, batch {batch}, {steps} steps")
