@@ -127,7 +127,7 @@ def demo(c, workdir=f"{WORK}/demo", steps=None, num_images=None):
 
 
 @task(help={"num_images": "sample size to convert"})
-def bench_convert(c, num_images=600):
+def bench_convert(c, num_images=2000):
     """Benchmark conversion: examples/s with 1 process vs all cores."""
     from benchmarks import convert_speed
 

@@ -10,6 +10,8 @@ from pathlib import Path
 from trainer.data.convert import convert_directory
 from trainer.data.sample import write_sample
 
+PHOTO_SCALE = 2.0  # images the size of Pets' photos (about 500x375), not the demo's small ones
+
 
 def timed_conversion(data_dir: Path, output_dir: Path, processes: int) -> tuple[float, int]:
     start = time.perf_counter()
@@ -17,10 +19,10 @@ def timed_conversion(data_dir: Path, output_dir: Path, processes: int) -> tuple[
     return time.perf_counter() - start, report["written"]
 
 
-def main(num_images: int = 600) -> dict:
+def main(num_images: int = 2000) -> dict:
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
-        data = write_sample(Path(tmp) / "pets", num_images=num_images)
+        data = write_sample(Path(tmp) / "pets", num_images=num_images, scale=PHOTO_SCALE)
         timed_conversion(data, Path(tmp) / "warmup", 1)  # imports and file cache
         one, written = timed_conversion(data, Path(tmp) / "one", 1)
         many, _ = timed_conversion(data, Path(tmp) / "many", cores)

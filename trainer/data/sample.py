@@ -200,8 +200,11 @@ def _bad_examples(rng: random.Random, next_number: Callable[[str], int]) -> list
 
 
 def write_sample(output_dir: str | Path, num_images: int = DEFAULT_NUM_IMAGES, seed: int = 0,
-                 bad_inputs: bool = False) -> Path:
-    """Writes `num_images` synthetic pets (plus defects if asked) in the Pets layout."""
+                 bad_inputs: bool = False, scale: float = 1.0) -> Path:
+    """Writes `num_images` synthetic pets (plus defects if asked) in the Pets layout.
+
+    `scale` enlarges the images (2 gives Pets' typical 500x375 photos, for benchmarks).
+    """
     if num_images < len(SAMPLE_BREEDS):
         raise ValueError(f"--num-images must be at least {len(SAMPLE_BREEDS)} (one per breed)")
     root = Path(output_dir)
@@ -218,7 +221,7 @@ def write_sample(output_dir: str | Path, num_images: int = DEFAULT_NUM_IMAGES, s
     for index in range(num_images):
         breed = breeds[index % len(breeds)]
         name = f"{breed}_{next_number(breed)}"
-        width, height = rng.randint(200, 320), rng.randint(170, 300)
+        width, height = int(scale * rng.randint(200, 320)), int(scale * rng.randint(170, 300))
         pet = _draw_pet(rng, SAMPLE_BREEDS[breed], width, height)
         writer.write(name, _jpeg(pet.image), _annotation(name, breed, width, height,
                                                            pet.head_box), pet.trimap)
