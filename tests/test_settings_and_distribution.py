@@ -106,3 +106,22 @@ def test_bad_flags_exit_with_a_message_not_a_traceback(args, message):
     result = run_trainer(*args, check=False, env={"AIP_CHECKPOINT_DIR": ""})
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("experiment", ["pets_retinanet_mobilenet", "pets_retinanet_resnetfpn",
+                                        "pets_fasterrcnn_resnetfpn"])
+@pytest.mark.parametrize("precision", ["float32", "float16", "bfloat16"])
+def test_every_shipped_experiment_builds_a_valid_config(experiment, precision, train_records,
+                                                        tmp_path):
+    from trainer.experiments import EXPERIMENTS
+    from trainer.params import build_params
+
+    assert experiment in EXPERIMENTS
+    params = build_params(settings.parse([f"--experiment={experiment}",
+                                          f"--model_dir={tmp_path}",
+                                          f"--data_dir={train_records}"], {}), precision)
+    assert params.runtime.mixed_precision_dtype == precision
+    assert params.task.train_data.dtype == params.task.validation_data.dtype == precision
+    assert params.task.model.num_classes == 38
+    assert params.task.annotation_file is None  # ground truth comes from the records
+    assert params.task.model.detection_generator.max_num_detections == 100

@@ -175,3 +175,71 @@ def test_two_workers_train_together_on_localhost(train_records, tmp_path):
                    if r == replica), output[-5000:]
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-20")
     assert any(line.startswith("train | step:     20") for r, line in lines if r == 1)
+
+
+FROZEN = ("--params_override=trainer.optimizer_config.learning_rate.cosine.initial_learning_rate="
+          "1e-9,trainer.optimizer_config.warmup.linear.warmup_learning_rate=1e-9")
+
+
+def test_fine_tunes_from_a_detection_checkpoint(trained, tmp_path):
+    model_dir, records, _ = trained
+    init = tf.train.latest_checkpoint(str(model_dir))
+    flags = data_flags(records, tmp_path)
+    run_trainer(*flags, "--train_steps=5", f"--init_checkpoint={init}",
+                "--init_checkpoint_type=detection", FROZEN)
+    result = run_trainer(*flags, "--mode=eval")
+    ap50 = json.loads((tmp_path / "eval" / "ckpt-5.json").read_text())["metrics"]["AP50"]
+    assert ap50 >= AP50_BOUND, result.stdout[-2000:]  # 5 steps from scratch score 0
+
+
+def test_fine_tunes_from_a_backbone_checkpoint(train_records, tmp_path):
+    """A classification-style checkpoint (a backbone alone, like Model Garden's ImageNet ones)."""
+    from official.core import task_factory
+
+    from trainer import settings
+    from trainer.params import build_params
+
+    params = build_params(settings.parse(data_flags(train_records, tmp_path / "x"), {}),
+                          "float32")
+    backbone = task_factory.get_task(params.task).build_model().backbone
+    init = tf.train.Checkpoint(backbone=backbone).save(str(tmp_path / "backbone" / "ckpt"))
+    model_dir = tmp_path / "model"
+    run_trainer(*data_flags(train_records, model_dir), "--train_steps=2",
+                f"--init_checkpoint={init}", "--init_checkpoint_type=backbone", FROZEN)
+    key = "backbone/layer_with_weights-0/_conv0/kernel/.ATTRIBUTES/VARIABLE_VALUE"
+    loaded = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(model_dir)))
+    np.testing.assert_allclose(loaded.get_tensor(key),
+                               tf.train.load_checkpoint(init).get_tensor(key), atol=1e-6)
+
+
+def test_a_missing_init_checkpoint_is_reported(train_records, tmp_path):
+    result = run_trainer(*data_flags(train_records, tmp_path), "--train_steps=2",
+                         f"--init_checkpoint={tmp_path}/nope/ckpt-1", check=False)
+    assert result.returncode != 0
+    assert f"{tmp_path}/nope/ckpt-1" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_invoke_tensorboard_serves_the_runs(trained):
+    import urllib.request
+
+    from launch.local import free_ports
+
+    model_dir, _, _ = trained
+    (port,) = free_ports(1)
+    server = subprocess.Popen([sys.executable, "-m", "invoke", "tensorboard",
+                               f"--logdir={model_dir}", f"--port={port}"], cwd=REPO,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        deadline, runs = time.monotonic() + 120, []
+        while time.monotonic() < deadline and not {"train", "validation"} <= set(runs):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/data/runs",
+                                            timeout=5) as response:
+                    runs = json.loads(response.read())
+            except OSError:
+                time.sleep(1)
+        assert {"train", "validation"} <= set(runs)
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)

@@ -22,6 +22,16 @@ def _check_inputs(pattern: str | None, flag: str) -> None:
                             "`invoke data.convert` (or `python -m trainer data convert`)")
 
 
+def _check_init_checkpoint(path: str) -> None:
+    import tensorflow as tf
+
+    found = (tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path)
+             else tf.io.gfile.exists(f"{path}.index"))
+    if not found:
+        raise SettingsError(f"--init_checkpoint {path} not found: pass a checkpoint prefix "
+                            "(.../ckpt-N with ckpt-N.index beside it) or a directory of them")
+
+
 def _num_classes(label_map_path: str | None) -> int | None:
     import tensorflow as tf
 
@@ -64,6 +74,7 @@ def build_params(settings: TrainerSettings, precision: str):
     if num_classes is not None:
         overrides["task"]["model"] = {"num_classes": num_classes}
     if settings.init_checkpoint:
+        _check_init_checkpoint(settings.init_checkpoint)
         overrides["task"]["init_checkpoint"] = settings.init_checkpoint
         overrides["task"]["init_checkpoint_modules"] = INIT_CHECKPOINT_TYPES[
             settings.init_checkpoint_type]
