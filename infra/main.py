@@ -1,16 +1,35 @@
-"""The CDK for Terraform app platform engineers deploy (`npx cdktf deploy`).
+"""The CDK for Terraform app: `npx cdktf synth|diff|deploy pets-dev` (or `pets-prod`).
 
-The stacks (project services, bucket, service accounts, Artifact Registry, trainer image,
-Vertex AI TensorBoard, GitOps identity) are being built; until then this synthesises an
-empty app so that `cdktf synth` works from a fresh checkout.
+Deploy with `--outputs-file infra/outputs.json`: the launcher reads project, bucket, image
+and service-account names from there, so none is typed twice.
 """
 
-from cdktf import App
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))  # cdktf runs this file as a script
+
+from cdktf import App  # noqa: E402
+
+from infra.environments import ENVIRONMENTS  # noqa: E402
+from infra.stack import TrainingPlatformStack  # noqa: E402
+from launch.image_context import context_hash  # noqa: E402
+
+# Terraform runs in cdktf.out/stacks/<stack>/: the repository root, relative to it, keeps
+# machine-specific paths out of the synthesised configuration.
+SOURCE_DIR_FROM_STACK = "../../.."
 
 
-def main() -> None:
-    App().synth()
+def build_app(outdir: str | None = None) -> App:
+    app = App(outdir=outdir) if outdir else App()
+    tag = context_hash(REPO_ROOT)
+    for env in ENVIRONMENTS.values():
+        TrainingPlatformStack(app, env, image_tag=tag, source_dir=SOURCE_DIR_FROM_STACK)
+    return app
 
 
 if __name__ == "__main__":
-    main()
+    build_app().synth()

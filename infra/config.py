@@ -1,0 +1,113 @@
+"""Per-environment configuration: one typed, validated place. Errors name the field and fix."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+
+# Regions where Vertex AI custom training and TensorBoard are offered.
+VERTEX_REGIONS = frozenset({
+    "us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2",
+    "us-west3", "us-west4", "northamerica-northeast1", "northamerica-northeast2",
+    "southamerica-east1", "southamerica-west1", "europe-central2", "europe-north1",
+    "europe-southwest1", "europe-west1", "europe-west2", "europe-west3", "europe-west4",
+    "europe-west6", "europe-west8", "europe-west9", "europe-west12", "me-central1",
+    "me-central2", "me-west1", "africa-south1", "asia-east1", "asia-east2", "asia-northeast1",
+    "asia-northeast2", "asia-northeast3", "asia-south1", "asia-southeast1", "asia-southeast2",
+    "australia-southeast1", "australia-southeast2",
+})
+
+_PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+_PREFIX = re.compile(r"^[a-z][a-z0-9-]{0,10}[a-z0-9]$")
+_EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
+_REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+_LABEL_KEY = re.compile(r"^[a-z][a-z0-9_-]{0,62}$")
+_LABEL_VALUE = re.compile(r"^[a-z0-9_-]{0,63}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def check_bucket_name(name: str, field: str) -> None:
+    """GCS bucket naming rules (the ones that apply to names without dots)."""
+    if not _BUCKET.match(name) or name.startswith("goog") or "google" in name or ".." in name:
+        raise ConfigError(f"{field}: {name!r} is not a valid bucket name (3-63 lowercase "
+                          "letters, digits, '-', '_' or '.', starting and ending with a letter "
+                          "or digit, no 'goog' prefix, no 'google')")
+
+
+@dataclasses.dataclass(frozen=True)
+class Retention:
+    noncurrent_version_days: int = 30  # delete overwritten/deleted object versions after this
+    soft_delete_days: int = 7  # recover deleted objects within this window
+    scratch_prefixes: tuple[str, ...] = ("scratch/",)
+    scratch_expiry_days: int | None = 14  # None keeps scratch objects forever
+    build_source_days: int = 7  # Cloud Build uploads and logs
+    keep_image_versions: int = 10  # most recent tagged trainer images kept
+    untagged_image_days: int = 3
+
+    def validate(self, where: str) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, int) and value < 1:
+                raise ConfigError(f"{where}.retention.{field.name}: must be at least 1, "
+                                  f"got {value}")
+        if not 7 <= self.soft_delete_days <= 90:
+            raise ConfigError(f"{where}.retention.soft_delete_days: GCS allows 7 to 90 days, "
+                              f"got {self.soft_delete_days}")
+        for prefix in self.scratch_prefixes:
+            if not prefix or prefix.startswith("/"):
+                raise ConfigError(f"{where}.retention.scratch_prefixes: {prefix!r} must be a "
+                                  "relative object prefix such as 'scratch/'")
+
+
+@dataclasses.dataclass(frozen=True)
+class Environment:
+    """Everything that differs between dev and prod. Derived names live in `infra.names`."""
+
+    name: str
+    project_id: str
+    region: str
+    name_prefix: str
+    researchers_group: str  # a Google group's email
+    github_repository: str  # owner/name: the only repository allowed to deploy
+    state_bucket: str  # Terraform state (bootstrapped by hand, see README)
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    retention: Retention = dataclasses.field(default_factory=Retention)
+
+    @property
+    def is_production(self) -> bool:
+        return self.name == "prod"
+
+    def validate(self) -> Environment:
+        where = f"environment {self.name!r}"
+        if not _PROJECT_ID.match(self.project_id):
+            raise ConfigError(f"{where}.project_id: {self.project_id!r} is not a project id "
+                              "(6-30 lowercase letters, digits or hyphens, starting with a "
+                              "letter)")
+        if self.region not in VERTEX_REGIONS:
+            raise ConfigError(f"{where}.region: {self.region!r} is not a Vertex AI region "
+                              "(e.g. us-central1, europe-west4)")
+        if not _PREFIX.match(self.name_prefix):
+            raise ConfigError(f"{where}.name_prefix: {self.name_prefix!r} must be 2-12 "
+                              "lowercase letters, digits or hyphens, starting with a letter")
+        if not _EMAIL.match(self.researchers_group):
+            raise ConfigError(f"{where}.researchers_group: {self.researchers_group!r} is not "
+                              "a group email address")
+        if not _REPOSITORY.match(self.github_repository):
+            raise ConfigError(f"{where}.github_repository: {self.github_repository!r} must be "
+                              "'owner/name'")
+        check_bucket_name(self.state_bucket, f"{where}.state_bucket")
+        for key, value in self.labels.items():
+            if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
+                raise ConfigError(f"{where}.labels: {key}={value!r} breaks GCP label rules "
+                                  "(lowercase letters, digits, '_' and '-'; keys start with a "
+                                  "letter)")
+        self.retention.validate(where)
+        from infra import names
+
+        check_bucket_name(names.data_bucket(self), f"{where} (project_id + name_prefix)")
+        return self

@@ -1,0 +1,29 @@
+"""The deployed environments. Edit the values here; `infra/config.py` validates them."""
+
+from __future__ import annotations
+
+from infra.config import Environment, Retention
+
+GITHUB_REPOSITORY = "pets-detector/pets-detector"
+RESEARCHERS_GROUP = "ml-researchers@example.com"
+
+ENVIRONMENTS = {
+    env.name: env.validate()
+    for env in (
+        Environment(
+            name="dev", project_id="pets-detector-dev", region="us-central1",
+            name_prefix="pets", researchers_group=RESEARCHERS_GROUP,
+            github_repository=GITHUB_REPOSITORY, state_bucket="pets-detector-dev-tfstate",
+            labels={"app": "pets-detector", "env": "dev"},
+            retention=Retention(noncurrent_version_days=7, scratch_expiry_days=7),
+        ),
+        Environment(
+            name="prod", project_id="pets-detector-prod", region="us-central1",
+            name_prefix="pets", researchers_group=RESEARCHERS_GROUP,
+            github_repository=GITHUB_REPOSITORY, state_bucket="pets-detector-prod-tfstate",
+            labels={"app": "pets-detector", "env": "prod"},
+            retention=Retention(noncurrent_version_days=90, soft_delete_days=30,
+                                scratch_expiry_days=30, keep_image_versions=20),
+        ),
+    )
+}

@@ -1,0 +1,1 @@
+"""One construct module per resource concern; IAM passed in as data (role -> members)."""

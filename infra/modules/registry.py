@@ -1,0 +1,45 @@
+"""The Docker repository for trainer images, with cleanup policies and repository-level IAM."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from cdktf_cdktf_provider_google.artifact_registry_repository import (
+    ArtifactRegistryRepository,
+    ArtifactRegistryRepositoryCleanupPolicies,
+    ArtifactRegistryRepositoryCleanupPoliciesCondition,
+    ArtifactRegistryRepositoryCleanupPoliciesMostRecentVersions,
+)
+from cdktf_cdktf_provider_google.artifact_registry_repository_iam_member import (
+    ArtifactRegistryRepositoryIamMember,
+)
+from constructs import Construct
+
+
+class DockerRepository(Construct):
+    def __init__(self, scope: Construct, id_: str, *, project: str, location: str,
+                 repository_id: str, labels: Mapping[str, str], keep_versions: int,
+                 untagged_days: int, iam: Mapping[str, Sequence[str]]) -> None:
+        super().__init__(scope, id_)
+        self.repository = ArtifactRegistryRepository(
+            self, "repository", project=project, location=location, format="DOCKER",
+            repository_id=repository_id, labels=dict(labels),
+            description="Trainer images, tagged with the content hash of their sources",
+            cleanup_policy_dry_run=False,
+            cleanup_policies=[
+                ArtifactRegistryRepositoryCleanupPolicies(
+                    id="keep-recent", action="KEEP",
+                    most_recent_versions=ArtifactRegistryRepositoryCleanupPoliciesMostRecentVersions(
+                        keep_count=keep_versions)),
+                ArtifactRegistryRepositoryCleanupPolicies(
+                    id="delete-untagged", action="DELETE",
+                    condition=ArtifactRegistryRepositoryCleanupPoliciesCondition(
+                        tag_state="UNTAGGED", older_than=f"{untagged_days * 86400}s")),
+            ],
+        )
+        self.iam_members = [
+            ArtifactRegistryRepositoryIamMember(
+                self, f"{role.split('/')[-1]}-{index}", project=project, location=location,
+                repository=self.repository.repository_id, role=role, member=member)
+            for role, members in sorted(iam.items()) for index, member in enumerate(members)
+        ]

@@ -1,0 +1,29 @@
+"""Service accounts with their project roles, listed as data; no keys are ever created."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cdktf_cdktf_provider_google.project_iam_member import ProjectIamMember
+from cdktf_cdktf_provider_google.service_account import ServiceAccount
+from cdktf_cdktf_provider_google.service_account_iam_member import ServiceAccountIamMember
+from constructs import Construct
+
+
+class ServiceAccountWithRoles(Construct):
+    def __init__(self, scope: Construct, id_: str, *, project: str, account_id: str,
+                 description: str, project_roles: Sequence[str] = ()) -> None:
+        super().__init__(scope, id_)
+        self.account = ServiceAccount(self, "account", project=project, account_id=account_id,
+                                      display_name=account_id, description=description)
+        self.member = f"serviceAccount:{self.account.email}"
+        self.project_roles = [
+            ProjectIamMember(self, role.split("/")[-1], project=project, role=role,
+                             member=self.member)
+            for role in project_roles
+        ]
+
+    def grant(self, id_: str, role: str, member: str) -> ServiceAccountIamMember:
+        """A role on this account itself (e.g. iam.serviceAccountUser to act as it)."""
+        return ServiceAccountIamMember(self, id_, service_account_id=self.account.name,
+                                       role=role, member=member)

@@ -1,0 +1,39 @@
+"""Builds and pushes the trainer images in Cloud Build during `cdktf deploy`.
+
+The tag is the content hash of the build context (launch.image_context), so the build runs
+again exactly when the trainer's sources or the Dockerfile change. `terraform_data` is
+Terraform's built-in resource: no extra provider to download.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from cdktf import LocalExecProvisioner, TerraformResource
+from constructs import Construct
+
+CLOUDBUILD_CONFIG = "cloudbuild.yaml"
+
+
+def build_command(*, project: str, region: str, gpu_image: str, tpu_image: str,
+                  service_account: str, build_bucket: str, source_dir: str) -> str:
+    """The `gcloud builds submit` that builds the GPU and TPU targets with this tag."""
+    args = [
+        "gcloud", "builds", "submit", source_dir, f"--project={project}", f"--region={region}",
+        f"--config={source_dir}/{CLOUDBUILD_CONFIG}",
+        f"--substitutions=_GPU_IMAGE={gpu_image},_TPU_IMAGE={tpu_image}",
+        f"--service-account=projects/{project}/serviceAccounts/{service_account}",
+        f"--gcs-source-staging-dir=gs://{build_bucket}/source",
+        f"--gcs-log-dir=gs://{build_bucket}/logs",
+    ]
+    return shlex.join(args)
+
+
+class TrainerImage(Construct):
+    def __init__(self, scope: Construct, id_: str, *, tag: str, command: str,
+                 depends_on: list) -> None:
+        super().__init__(scope, id_)
+        self.build = TerraformResource(
+            self, "build", terraform_resource_type="terraform_data", depends_on=depends_on,
+            provisioners=[LocalExecProvisioner(type="local-exec", command=command)])
+        self.build.add_override("triggers_replace", [tag])

@@ -1,0 +1,45 @@
+"""Every resource name, derived from an Environment in one place (the outputs carry them on)."""
+
+from __future__ import annotations
+
+from infra.config import Environment
+
+TRAINER_IMAGE = "trainer"
+TPU_IMAGE = "trainer-tpu"
+
+
+def data_bucket(env: Environment) -> str:
+    return f"{env.project_id}-{env.name_prefix}-data"
+
+
+def build_bucket(env: Environment) -> str:
+    return f"{env.project_id}-{env.name_prefix}-build"
+
+
+def service_account_id(env: Environment, role: str) -> str:
+    return f"{env.name_prefix}-{role}"
+
+
+def service_account_email(env: Environment, role: str) -> str:
+    return f"{service_account_id(env, role)}@{env.project_id}.iam.gserviceaccount.com"
+
+
+def repository_id(env: Environment) -> str:
+    return f"{env.name_prefix}-images"
+
+
+def repository_url(env: Environment) -> str:
+    """Provider 6.x has no registry_uri attribute: the Docker URL is built from its parts."""
+    return f"{env.region}-docker.pkg.dev/{env.project_id}/{repository_id(env)}"
+
+
+def image_uri(env: Environment, tag: str, image: str = TRAINER_IMAGE) -> str:
+    return f"{repository_url(env)}/{image}:{tag}"
+
+
+def workload_identity_pool_id(env: Environment) -> str:
+    return f"{env.name_prefix}-github"
+
+
+def stack_name(env: Environment) -> str:
+    return f"pets-{env.name}"

@@ -1,0 +1,78 @@
+"""The trainer image's build context and its content hash: the image tag, shared by the infra
+stack (which builds the image on `cdktf deploy`) and the launcher (which looks the tag up).
+
+Same sources give the same tag; a change to a file the image is built from (or to the
+Dockerfile or .dockerignore) gives a new one; files .dockerignore excludes do not count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUILD_DEFINITION = ("Dockerfile", ".dockerignore")
+TAG_LENGTH = 16
+
+
+@lru_cache(maxsize=64)
+def _pattern(pattern: str) -> re.Pattern:
+    """A .dockerignore pattern (Go filepath.Match plus `**`) as a regex over posix paths."""
+    out, i = "", 0
+    while i < len(pattern):
+        if pattern.startswith("**", i):
+            out += ".*"
+            i += 2
+            if pattern.startswith("/", i):
+                out, i = out + "(?:/)?", i + 1
+            continue
+        char = pattern[i]
+        out += {"*": "[^/]*", "?": "[^/]"}.get(char, re.escape(char))
+        i += 1
+    return re.compile(out + "(?:/.*)?")  # a pattern matching a directory covers its contents
+
+
+def read_dockerignore(root: Path) -> list[tuple[bool, re.Pattern]]:
+    """(is_exception, pattern) per line, in order: the last matching line decides."""
+    path = root / ".dockerignore"
+    rules = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        exception = line.startswith("!")
+        cleaned = line.lstrip("!").strip().strip("/")
+        rules.append((exception, _pattern(cleaned)))
+    return rules
+
+
+def is_ignored(relative: str, rules: list[tuple[bool, re.Pattern]]) -> bool:
+    ignored = False
+    for exception, pattern in rules:
+        if pattern.fullmatch(relative):
+            ignored = not exception
+    return ignored
+
+
+def context_files(root: Path = REPO_ROOT) -> Iterator[Path]:
+    """Files Docker would send as the build context, sorted."""
+    rules = read_dockerignore(root)
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or ".git" in path.relative_to(root).parts[:1]:
+            continue
+        if not is_ignored(path.relative_to(root).as_posix(), rules):
+            yield path
+
+
+def context_hash(root: Path = REPO_ROOT) -> str:
+    """The image tag: a hash of the build definition and every file in the context."""
+    digest = hashlib.sha256()
+    files = {*context_files(root), *(root / name for name in BUILD_DEFINITION
+                                     if (root / name).exists())}
+    for path in sorted(files):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:TAG_LENGTH]

@@ -1,0 +1,241 @@
+"""The cdktf app, synthesised once per session: every resource, every IAM grant, and
+project-wide properties over the whole Terraform JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from infra import names
+from infra.config import ConfigError, Environment, Retention
+from infra.environments import ENVIRONMENTS
+from infra.modules.services import SERVICES
+from launch.image_context import context_hash
+from tests.conftest import REPO
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+os.environ.setdefault("CHECKPOINT_DISABLE", "1")
+PRIMITIVE_ROLES = {"roles/owner", "roles/editor", "roles/viewer"}
+
+
+@pytest.fixture(scope="session")
+def stacks(tmp_path_factory) -> dict[str, dict]:
+    from infra.main import build_app
+
+    outdir = tmp_path_factory.mktemp("cdktf.out")
+    build_app(str(outdir)).synth()
+    return {env: json.loads((outdir / "stacks" / names.stack_name(e) / "cdk.tf.json")
+                            .read_text()) for env, e in ENVIRONMENTS.items()}
+
+
+def resources(stack: dict, kind: str) -> list[dict]:
+    return list(stack["resource"].get(kind, {}).values())
+
+
+def account_refs(stack: dict) -> dict[str, str]:
+    """Terraform reference of each service account's email -> its account_id."""
+    return {f"${{google_service_account.{key}.email}}": value["account_id"]
+            for key, value in stack["resource"]["google_service_account"].items()}
+
+
+def grants(stack: dict) -> set[tuple[str, str, str]]:
+    """(who, where, role) for every IAM member resource in the stack."""
+    refs = account_refs(stack)
+
+    def who(member: str) -> str:
+        for ref, account_id in refs.items():
+            member = member.replace(ref, account_id)
+        return member.removeprefix("serviceAccount:")
+
+    scopes = {
+        "google_project_iam_member": lambda r: "project",
+        "google_storage_bucket_iam_member": lambda r: "bucket:" + (
+            "data" if "data_bucket" in r["bucket"] else "build"),
+        "google_artifact_registry_repository_iam_member": lambda r: "repository",
+        "google_service_account_iam_member": lambda r: "account:" + next(
+            a for key, a in ((k, v["account_id"]) for k, v in
+                             stack["resource"]["google_service_account"].items())
+            if key in r["service_account_id"]),
+    }
+    return {(who(r["member"]), scope(r), r["role"])
+            for kind, scope in scopes.items() for r in resources(stack, kind)}
+
+
+@pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
+def test_project_services_are_enabled_and_never_disabled(stacks, env_name):
+    services = resources(stacks[env_name], "google_project_service")
+    assert sorted(s["service"] for s in services) == sorted(SERVICES)
+    assert all(s["disable_on_destroy"] is False for s in services)
+
+
+@pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
+def test_data_bucket_is_private_versioned_and_regional(stacks, env_name):
+    env = ENVIRONMENTS[env_name]
+    (data,) = [b for b in resources(stacks[env_name], "google_storage_bucket")
+               if b["name"] == names.data_bucket(env)]
+    assert data["location"] == env.region.upper()
+    assert data["uniform_bucket_level_access"] is True
+    assert data["public_access_prevention"] == "enforced"
+    assert data["versioning"] == {"enabled": True}
+    assert data["soft_delete_policy"]["retention_duration_seconds"] == \
+        env.retention.soft_delete_days * 86400
+    assert data["labels"] == dict(env.labels)
+    assert data["force_destroy"] is (env_name != "prod")
+    conditions = [rule["condition"] for rule in data["lifecycle_rule"]]
+    assert {"days_since_noncurrent_time": env.retention.noncurrent_version_days,
+            "with_state": "ARCHIVED"} in conditions
+    assert {"age": env.retention.scratch_expiry_days,
+            "matches_prefix": list(env.retention.scratch_prefixes)} in conditions
+    assert all(rule["action"] == {"type": "Delete"} for rule in data["lifecycle_rule"])
+
+
+@pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
+def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
+    env = ENVIRONMENTS[env_name]
+    sa = {role: names.service_account_id(env, role)
+          for role in ("trainer", "builder", "deployer", "planner")}
+    group = f"group:{env.researchers_group}"
+    wif = {r["member"] for r in resources(stacks[env_name], "google_service_account_iam_member")
+           if r["role"] == "roles/iam.workloadIdentityUser"}
+    main_branch = next(m for m in wif if m.endswith("/attribute.ref/refs/heads/main"))
+    repository = next(m for m in wif if m.endswith(f"/attribute.repository/"
+                                                   f"{env.github_repository}"))
+    from infra.stack import (
+        BUILDER_PROJECT_ROLES,
+        DEPLOYER_PROJECT_ROLES,
+        PLANNER_PROJECT_ROLES,
+        TRAINER_PROJECT_ROLES,
+    )
+
+    expected = {
+        *((sa["trainer"], "project", r) for r in TRAINER_PROJECT_ROLES),
+        (sa["trainer"], "bucket:data", "roles/storage.objectAdmin"),
+        (sa["trainer"], "repository", "roles/artifactregistry.reader"),
+        *((sa["builder"], "project", r) for r in BUILDER_PROJECT_ROLES),
+        (sa["builder"], "bucket:build", "roles/storage.objectAdmin"),
+        (sa["builder"], "repository", "roles/artifactregistry.writer"),
+        *((sa["deployer"], "project", r) for r in DEPLOYER_PROJECT_ROLES),
+        (sa["deployer"], "bucket:build", "roles/storage.objectAdmin"),
+        (sa["deployer"], "account:" + sa["builder"], "roles/iam.serviceAccountUser"),
+        *((sa["planner"], "project", r) for r in PLANNER_PROJECT_ROLES),
+        (group, "project", "roles/aiplatform.user"),
+        (group, "project", "roles/logging.viewer"),
+        (group, "account:" + sa["trainer"], "roles/iam.serviceAccountUser"),
+        (group, "bucket:data", "roles/storage.objectAdmin"),
+        (group, "repository", "roles/artifactregistry.reader"),
+        (main_branch, "account:" + sa["deployer"], "roles/iam.workloadIdentityUser"),
+        (repository, "account:" + sa["planner"], "roles/iam.workloadIdentityUser"),
+    }
+    assert grants(stacks[env_name]) == expected
+
+
+@pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
+def test_security_properties_hold_over_the_whole_configuration(stacks, env_name):
+    text = json.dumps(stacks[env_name])
+    roles = set(re.findall(r'"role": "([^"]+)"', text))
+    assert roles and not roles & PRIMITIVE_ROLES
+    assert "allUsers" not in text and "allAuthenticatedUsers" not in text
+    assert "google_service_account_key" not in stacks[env_name]["resource"]
+    for bucket in resources(stacks[env_name], "google_storage_bucket"):
+        assert bucket["uniform_bucket_level_access"] is True
+        assert bucket["public_access_prevention"] == "enforced"
+
+
+@pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
+def test_github_federation_admits_only_the_configured_repository(stacks, env_name):
+    env = ENVIRONMENTS[env_name]
+    (provider,) = resources(stacks[env_name], "google_iam_workload_identity_pool_provider")
+    assert provider["attribute_condition"] == (
+        f"assertion.repository == '{env.github_repository}' && "
+        f"assertion.sub == 'repo:{env.github_repository}:environment:{env_name}'")
+    assert provider["oidc"]["issuer_uri"] == "https://token.actions.githubusercontent.com"
+    assert provider["attribute_mapping"]["attribute.ref"] == "assertion.ref"
+
+
+@pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
+def test_registry_image_tensorboard_backend_and_outputs(stacks, env_name):
+    env, stack = ENVIRONMENTS[env_name], stacks[env_name]
+    (repository,) = resources(stack, "google_artifact_registry_repository")
+    assert repository["format"] == "DOCKER" and repository["location"] == env.region
+    policies = {p["id"]: p for p in repository["cleanup_policies"]}
+    assert policies["keep-recent"]["most_recent_versions"]["keep_count"] == \
+        env.retention.keep_image_versions
+    assert policies["delete-untagged"]["condition"]["tag_state"] == "UNTAGGED"
+    (build,) = resources(stack, "terraform_data")
+    tag = context_hash(REPO)
+    assert build["triggers_replace"] == [tag]
+    command = build["provisioner"][0]["local-exec"]["command"]
+    assert f"_GPU_IMAGE={names.image_uri(env, tag)}" in command
+    assert f"--service-account=projects/{env.project_id}/serviceAccounts/" \
+           f"{names.service_account_email(env, 'builder')}" in command
+    (tensorboard,) = resources(stack, "google_vertex_ai_tensorboard")
+    assert tensorboard["region"] == env.region
+    assert stack["terraform"]["backend"]["gcs"] == {"bucket": env.state_bucket,
+                                                    "prefix": f"pets-detector/{env_name}"}
+    outputs = stack["output"]
+    assert {"project", "region", "bucket", "repository_url", "image_uri",
+            "trainer_service_account", "tensorboard"} <= set(outputs)
+    assert outputs["image_uri"]["value"] == names.image_uri(env, tag)
+    assert outputs["repository_url"]["value"] == names.repository_url(env)
+
+
+VALID = ENVIRONMENTS["dev"]
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"project_id": "Bad_Project"}, "project_id"),
+    ({"project_id": "abc"}, "project_id"),
+    ({"region": "mars-north1"}, "region"),
+    ({"name_prefix": "-x"}, "name_prefix"),
+    ({"name_prefix": "a" * 20}, "name_prefix"),
+    ({"researchers_group": "not-an-email"}, "researchers_group"),
+    ({"github_repository": "no-slash"}, "github_repository"),
+    ({"state_bucket": "Has_Upper"}, "state_bucket"),
+    ({"state_bucket": "goog-state"}, "state_bucket"),
+    ({"labels": {"Env": "dev"}}, "labels"),
+    ({"labels": {"env": "Dev Env"}}, "labels"),
+    ({"retention": Retention(soft_delete_days=3)}, "retention.soft_delete_days"),
+    ({"retention": Retention(noncurrent_version_days=0)}, "retention.noncurrent_version_days"),
+    ({"retention": Retention(keep_image_versions=0)}, "retention.keep_image_versions"),
+    ({"retention": Retention(scratch_prefixes=("/abs",))}, "retention.scratch_prefixes"),
+    ({"project_id": "google-pets-dev"}, "project_id + name_prefix"),
+])
+def test_invalid_configuration_names_the_field(change, field):
+    with pytest.raises(ConfigError, match=re.escape(field)):
+        dataclasses.replace(VALID, **change).validate()
+
+
+def test_the_shipped_environments_are_valid():
+    assert set(ENVIRONMENTS) >= {"dev", "prod"}
+    assert all(isinstance(e, Environment) for e in ENVIRONMENTS.values())
+
+
+def mini_repo(tmp_path):
+    root = tmp_path / "repo"
+    (root / "trainer").mkdir(parents=True)
+    (root / "trainer" / "a.py").write_text("print(1)\n")
+    (root / "notes.md").write_text("notes\n")
+    for name in ("Dockerfile", ".dockerignore", "pyproject.toml"):
+        shutil.copy(REPO / name, root / name)
+    return root
+
+
+def test_image_tag_is_a_stable_content_hash(tmp_path):
+    root = mini_repo(tmp_path)
+    tag = context_hash(root)
+    assert re.fullmatch(r"[0-9a-f]{16}", tag) and context_hash(root) == tag
+    (root / "notes.md").write_text("excluded by .dockerignore\n")
+    (root / "trainer" / "__pycache__").mkdir()
+    (root / "trainer" / "__pycache__" / "a.pyc").write_bytes(b"\0")
+    assert context_hash(root) == tag
+    (root / "trainer" / "a.py").write_text("print(2)\n")
+    changed = context_hash(root)
+    assert changed != tag
+    with (root / "Dockerfile").open("a") as f:
+        f.write("# a comment\n")
+    assert context_hash(root) != changed

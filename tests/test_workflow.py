@@ -1,0 +1,42 @@
+"""The GitOps workflow: valid for actionlint, plans on pull requests, deploys main serially."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import yaml
+
+from tests.conftest import REPO
+
+WORKFLOW = REPO / ".github" / "workflows" / "infra.yml"
+
+
+def test_actionlint_accepts_the_workflow():
+    actionlint = shutil.which("actionlint") or str(REPO / ".venv" / "bin" / "actionlint")
+    result = subprocess.run([actionlint, str(WORKFLOW)], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_plan_on_pull_requests_and_deploy_from_main_without_keys():
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    triggers = workflow[True]  # YAML 1.1 reads the key `on` as True
+    assert set(triggers) == {"pull_request", "push"} and triggers["push"]["branches"] == ["main"]
+    assert workflow["permissions"] == {"contents": "read", "id-token": "write"}
+    plan, deploy = workflow["jobs"]["plan"], workflow["jobs"]["deploy"]
+    assert "pull_request" in plan["if"] and "refs/heads/main" in deploy["if"]
+    plan_steps = " ".join(s.get("run", "") for s in plan["steps"])
+    assert "cdktf synth" in plan_steps and "scripts/checkov" in plan_steps
+    assert "cdktf diff" in plan_steps and "cdktf deploy" not in plan_steps
+    deploy_steps = " ".join(s.get("run", "") for s in deploy["steps"])
+    assert "cdktf deploy" in deploy_steps and "--outputs-file infra/outputs.json" in deploy_steps
+    assert deploy["concurrency"]["cancel-in-progress"] is False
+    assert "${{ matrix.environment }}" in deploy["concurrency"]["group"]
+    assert deploy["strategy"]["max-parallel"] == 1
+    for job in (plan, deploy):  # tokens are bound to the GitHub environment (see the provider)
+        assert job["environment"] == "${{ matrix.environment }}"
+        auth = [s for s in job["steps"] if s.get("uses", "").startswith(
+            "google-github-actions/auth@")]
+        assert len(auth) == 1 and "workload_identity_provider" in auth[0]["with"]
+        assert "credentials_json" not in auth[0]["with"]
