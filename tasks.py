@@ -19,9 +19,30 @@ def _run(job: jobs.TrainerJob) -> None:
         raise Exit(f"error: {error}", code=1) from None
 
 
-def _local_only(target: str) -> None:
-    if target != "local":
-        raise Exit(f"error: --target {target!r} is not available yet; use --target local", code=2)
+TARGETS = ("local", "vertex")
+
+
+def _check_target(target: str) -> None:
+    if target not in TARGETS:
+        raise Exit(f"error: --target {target!r} is not available; use one of {TARGETS}", code=2)
+
+
+def _cloud(c, project, region, bucket, image, env) -> tuple[dict, dict]:
+    """invoke.yaml's `vertex:` section and the flags that override it."""
+    return dict(c.config.get("vertex", {})), {"project": project, "region": region,
+                                             "bucket": bucket, "image": image,
+                                             "environment": env}
+
+
+def _vertex(action) -> None:
+    from launch.cloud_settings import SettingsMissingError
+    from launch.hardware import HardwareError
+    from launch.vertex_client import VertexError
+
+    try:
+        print(action())
+    except (HardwareError, SettingsMissingError, VertexError, ValueError) as error:
+        raise Exit(f"error: {error}", code=2) from None
 
 
 def _training_run(experiment, steps, model_dir, data_dir) -> jobs.TrainingRun:
@@ -56,32 +77,75 @@ def convert(c, data_dir=DATA_DIR, output_dir=RECORDS_DIR, num_shards=10, masks=F
     _run(jobs.tool_job("convert", args + ([f"--label_map={label_map}"] if label_map else [])))
 
 
-@task(help={"target": "local (vertex: see the launcher issue)", "experiment": "experiment name",
-            "steps": "training steps", "model_dir": "checkpoints and summaries",
-            "data_dir": "converted TFRecords", "workers": "extra workers beside the chief"})
+CLOUD_HELP = {"project": "GCP project (default: infra outputs)", "region": "Vertex AI region",
+              "bucket": "data bucket", "image": "trainer image URI",
+              "env": "infra environment whose outputs to use (default: invoke.yaml)",
+              "dry_run": "print the CustomJob JSON instead of submitting it",
+              "run_id": "run name: gs://BUCKET/runs/RUN_ID"}
+
+
+@task(help={"target": "local or vertex", "experiment": "experiment name",
+            "steps": "training steps", "model_dir": "checkpoints and summaries (local)",
+            "data_dir": "converted TFRecords (local)", "workers": "workers beside the chief",
+            "machine_type": "e.g. n1-standard-8 (vertex)",
+            "accelerator": "TYPE:COUNT, e.g. NVIDIA_TESLA_T4:1 (vertex)",
+            "tpu": "v5litepod-1|4|8, v2-8, v3-8 (vertex)", "tpu_topology": "e.g. 2x2",
+            "reduction_servers": "Reduction Server replicas (vertex, GPU workers)",
+            "spot": "Spot VMs (vertex)", "flex_start": "wait for capacity (vertex)",
+            "timeout_hours": "job timeout (vertex)", **CLOUD_HELP})
 def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
-          data_dir=RECORDS_DIR, workers=0):
-    """Train a detector (resumes from the newest checkpoint in --model-dir)."""
-    _local_only(target)
+          data_dir=RECORDS_DIR, workers=0, machine_type=None, accelerator=None, tpu=None,
+          tpu_topology=None, reduction_servers=0, spot=False, flex_start=False,
+          timeout_hours=24.0, dry_run=False, run_id=None, project=None, region=None,
+          bucket=None, image=None, env=None):
+    """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
+    _check_target(target)
     steps = int(steps) if steps else None
+    if target == "vertex":
+        from launch import vertex_launch
+        from launch.vertex_jobs import Hardware
+        from launch.vertex_spec import Scheduling
+
+        config, overrides = _cloud(c, project, region, bucket, image, env)
+        strategy = "SPOT" if spot else "FLEX_START" if flex_start else "STANDARD"
+        _vertex(lambda: vertex_launch.train(
+            config, overrides, run_id=run_id, experiment=experiment, steps=steps,
+            hardware=Hardware(machine_type, accelerator, tpu, tpu_topology),
+            workers=int(workers), reduction_servers=int(reduction_servers),
+            scheduling=Scheduling(float(timeout_hours), strategy=strategy), dry_run=dry_run))
+        return
     try:
         workflow.train(_training_run(experiment, steps, model_dir, data_dir), int(workers))
     except (workflow.WorkflowError, ValueError) as error:
         raise Exit(f"error: {error}", code=1) from None
 
 
-@task(name="eval", help={"target": "local", "model_dir": "the training run's model directory",
-                         "data_dir": "converted TFRecords", "experiment": "experiment name",
-                         "once": "evaluate the newest checkpoint and stop",
-                         "idle_timeout": "seconds to wait for a new checkpoint"})
+@task(name="eval", help={"target": "local or vertex",
+                         "model_dir": "the training run's model directory (local)",
+                         "data_dir": "converted TFRecords (local)",
+                         "experiment": "experiment name", "steps": "the run's training steps",
+                         "once": "evaluate the newest checkpoint and stop (local)",
+                         "idle_timeout": "seconds to wait for a new checkpoint", **CLOUD_HELP})
 def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, experiment=None,
-             once=False, idle_timeout=None):
+             steps=None, once=False, idle_timeout=None, dry_run=False, run_id=None,
+             project=None, region=None, bucket=None, image=None, env=None):
     """Evaluate checkpoints with COCO metrics (continuously, beside a training run)."""
-    _local_only(target)
-    run = _training_run(experiment, None, model_dir, data_dir)
+    _check_target(target)
+    idle_timeout = float(idle_timeout) if idle_timeout else None
+    steps = int(steps) if steps else None
+    if target == "vertex":
+        from launch import vertex_launch
+
+        if not run_id:
+            raise Exit("error: --run-id names the training run to evaluate", code=2)
+        config, overrides = _cloud(c, project, region, bucket, image, env)
+        _vertex(lambda: vertex_launch.evaluate(
+            config, overrides, run_id=run_id, experiment=experiment, steps=steps,
+            idle_timeout=idle_timeout, dry_run=dry_run))
+        return
+    run = _training_run(experiment, steps, model_dir, data_dir)
     try:
-        workflow.evaluate(run, continuous=not once,
-                          idle_timeout=float(idle_timeout) if idle_timeout else None)
+        workflow.evaluate(run, continuous=not once, idle_timeout=idle_timeout)
     except workflow.WorkflowError as error:
         raise Exit(f"error: {error}", code=1) from None
 

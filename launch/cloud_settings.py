@@ -1,0 +1,50 @@
+"""Resolves where jobs run, in one place: flags > environment variables > invoke.yaml >
+the infra outputs file that `cdktf deploy --outputs-file infra/outputs.json` writes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from launch.image_context import REPO_ROOT
+from launch.vertex_spec import CloudTarget
+
+OUTPUTS_FILE = REPO_ROOT / "infra" / "outputs.json"
+ENV_PREFIX = "PETS_"
+# CloudTarget field -> the infra stack output that provides it.
+FROM_OUTPUTS = {"project": "project", "region": "region", "bucket": "bucket",
+                "image": "image_uri", "tpu_image": "tpu_image_uri",
+                "service_account": "trainer_service_account", "tensorboard": "tensorboard"}
+REQUIRED = ("project", "region", "bucket", "image", "tpu_image", "service_account")
+
+
+class SettingsMissingError(RuntimeError):
+    pass
+
+
+def stack_outputs(environment: str, path: Path = OUTPUTS_FILE) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    outputs = json.loads(path.read_text())
+    return dict(outputs.get(f"pets-{environment}", {}))
+
+
+def resolve_target(environment: str, overrides: Mapping[str, str | None],
+                   env: Mapping[str, str], config: Mapping[str, str],
+                   outputs_path: Path = OUTPUTS_FILE) -> CloudTarget:
+    """Each field from the first source that has it; a missing one names the fix."""
+    outputs = stack_outputs(environment, outputs_path)
+    values = {}
+    for field, output in FROM_OUTPUTS.items():
+        values[field] = (overrides.get(field) or env.get(f"{ENV_PREFIX}{field.upper()}")
+                         or config.get(field) or outputs.get(output))
+    missing = [field for field in REQUIRED if not values[field]]
+    if missing:
+        raise SettingsMissingError(
+            f"no {', '.join(missing)} for environment {environment!r}: a platform engineer "
+            f"creates them with `npx cdktf deploy pets-{environment} --outputs-file "
+            f"infra/outputs.json` (or `npx cdktf output pets-{environment} --outputs-file "
+            "infra/outputs.json` to fetch them); or pass --project/--region/--bucket/--image, "
+            f"set {ENV_PREFIX}PROJECT etc., or add them under `vertex:` in invoke.yaml")
+    return CloudTarget(**values)

@@ -1,0 +1,78 @@
+"""Thin adapter over Vertex AI's JobService: submit, wait (state changes as they happen),
+cancel; API errors become one clear sentence with the fix."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from google.api_core import exceptions
+from google.cloud import aiplatform_v1
+
+TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
+            "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"}
+
+
+class VertexError(RuntimeError):
+    pass
+
+
+def job_client(region: str, transport=None) -> aiplatform_v1.JobServiceClient:
+    if transport is not None:
+        return aiplatform_v1.JobServiceClient(transport=transport)
+    return aiplatform_v1.JobServiceClient(
+        client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
+
+
+def explain(error: exceptions.GoogleAPICallError, what: str) -> VertexError:
+    if isinstance(error, exceptions.PermissionDenied):
+        return VertexError(f"{what}: permission denied ({error.message}). Your account needs "
+                           "roles/aiplatform.user and roles/iam.serviceAccountUser on the "
+                           "trainer service account; run `invoke doctor` to check")
+    if isinstance(error, exceptions.ResourceExhausted):
+        return VertexError(f"{what}: quota exceeded ({error.message}). Request more quota for "
+                           "this accelerator in this region, pick another region, or try --spot")
+    if isinstance(error, exceptions.InvalidArgument):
+        return VertexError(f"{what}: Vertex AI rejected the request: {error.message}")
+    if isinstance(error, exceptions.NotFound):
+        return VertexError(f"{what}: not found ({error.message})")
+    return VertexError(f"{what}: {error.__class__.__name__}: {error.message}")
+
+
+def submit(client: aiplatform_v1.JobServiceClient, project: str, region: str,
+           job: aiplatform_v1.CustomJob) -> aiplatform_v1.CustomJob:
+    try:
+        return client.create_custom_job(parent=f"projects/{project}/locations/{region}",
+                                        custom_job=job)
+    except exceptions.GoogleAPICallError as error:
+        raise explain(error, f"submitting {job.display_name}") from None
+
+
+def cancel(client: aiplatform_v1.JobServiceClient, name: str) -> None:
+    try:
+        client.cancel_custom_job(name=name)
+    except exceptions.GoogleAPICallError as error:
+        raise explain(error, f"cancelling {name}") from None
+
+
+def wait(client: aiplatform_v1.JobServiceClient, name: str,
+         on_state: Callable[[str], None] = print, poll_seconds: float = 30.0,
+         timeout_seconds: float | None = None,
+         sleep: Callable[[float], None] = time.sleep,
+         clock: Callable[[], float] = time.monotonic) -> aiplatform_v1.CustomJob:
+    """Polls until the job ends, reporting each state change once."""
+    start, last = clock(), None
+    while True:
+        try:
+            job = client.get_custom_job(name=name)
+        except exceptions.GoogleAPICallError as error:
+            raise explain(error, f"reading {name}") from None
+        state = job.state.name
+        if state != last:
+            on_state(state)
+            last = state
+        if state in TERMINAL:
+            return job
+        if timeout_seconds is not None and clock() - start > timeout_seconds:
+            raise VertexError(f"{name} still {state} after {timeout_seconds:.0f} s")
+        sleep(poll_seconds)

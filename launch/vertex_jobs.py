@@ -1,0 +1,71 @@
+"""The Vertex AI target: research choices -> a validated CustomJob (no API calls here).
+
+A run lives under gs://<bucket>/runs/<run_id>/: Vertex AI's base output directory, so the
+trainer gets AIP_MODEL_DIR (<run>/model, the export) and AIP_CHECKPOINT_DIR; checkpoints go
+to <run>/checkpoints, where the evaluation job finds them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from google.cloud import aiplatform_v1
+
+from launch import jobs
+from launch.hardware import Machine, resolve_machine
+from launch.vertex_spec import DEFAULT_SCHEDULING, CloudTarget, Scheduling, custom_job
+
+RECORDS_PREFIX = "records"
+
+
+@dataclasses.dataclass(frozen=True)
+class Hardware:
+    machine_type: str | None = None
+    accelerator: str | None = None  # TYPE:COUNT
+    tpu: str | None = None  # v5litepod-4, v3-8, ...
+    tpu_topology: str | None = None
+
+    def resolve(self, region: str) -> Machine:
+        return resolve_machine(region=region, machine_type=self.machine_type,
+                               accelerator=self.accelerator, tpu=self.tpu,
+                               tpu_topology=self.tpu_topology)
+
+
+EVAL_HARDWARE = Hardware(machine_type="n1-standard-8")
+
+
+def run_dir(target: CloudTarget, run_id: str) -> str:
+    return f"gs://{target.bucket}/runs/{run_id}"
+
+
+def training_run(target: CloudTarget, run_id: str, experiment: str | None,
+                 steps: int | None) -> jobs.TrainingRun:
+    return jobs.TrainingRun(model_dir=f"{run_dir(target, run_id)}/checkpoints",
+                            data_dir=f"gs://{target.bucket}/{RECORDS_PREFIX}", steps=steps,
+                            **({"experiment": experiment} if experiment else {}))
+
+
+def train_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
+                     hardware: Hardware, workers: int = 0, reduction_servers: int = 0,
+                     scheduling: Scheduling = DEFAULT_SCHEDULING,
+                     labels: dict[str, str] | None = None) -> aiplatform_v1.CustomJob:
+    """Chief (+ workers on the same machine type) (+ Reduction Server), validated first."""
+    machine = hardware.resolve(target.region)
+    if machine.is_tpu and workers:
+        raise ValueError("TPU jobs run on one TPU VM here: drop --workers")
+    job = jobs.train_job(run, workers)
+    return custom_job(job, [machine] * len(job.pools), target, run_dir(target, run_id),
+                      scheduling, {**(labels or {}), "experiment": run.experiment,
+                                   "run": run_id}, reduction_servers)
+
+
+def eval_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
+                    hardware: Hardware | None = None,
+                    idle_timeout: float | None = None,
+                    labels: dict[str, str] | None = None) -> aiplatform_v1.CustomJob:
+    """The single-replica continuous evaluator beside a training run (CPU by default)."""
+    machine = (hardware or EVAL_HARDWARE).resolve(target.region)
+    job = jobs.eval_job(run, continuous=True, idle_timeout=idle_timeout)
+    return custom_job(job, [machine], target, f"{run_dir(target, run_id)}/eval",
+                      DEFAULT_SCHEDULING, {**(labels or {}), "experiment": run.experiment,
+                                     "run": run_id})

@@ -1,0 +1,64 @@
+"""`invoke train|eval --target vertex`: resolve settings, build the job, print or submit it."""
+
+from __future__ import annotations
+
+import datetime
+import getpass
+import os
+import subprocess
+from collections.abc import Mapping
+
+from launch import cloud_settings, vertex_client, vertex_jobs
+from launch.image_context import REPO_ROOT
+from launch.vertex_spec import CloudTarget, Scheduling, label_value, to_json
+
+
+def default_run_id(experiment: str | None) -> str:
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+    return label_value(f"{experiment or 'pets'}-{stamp}")
+
+
+def standard_labels() -> dict[str, str]:
+    try:
+        revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT,
+                                  capture_output=True, text=True, timeout=10).stdout.strip()
+    except OSError:
+        revision = ""
+    return {"user": getpass.getuser(), "git-revision": revision or "unknown"}
+
+
+def target(config: Mapping, overrides: Mapping[str, str | None]) -> CloudTarget:
+    """Settings from flags, PETS_* variables, invoke.yaml's `vertex:` and infra/outputs.json."""
+    environment = overrides.get("environment") or config.get("environment") or "dev"
+    return cloud_settings.resolve_target(environment, overrides, os.environ, config)
+
+
+def train(config: Mapping, overrides: Mapping[str, str | None], *, run_id: str | None,
+          experiment: str | None, steps: int | None, hardware: vertex_jobs.Hardware,
+          workers: int, reduction_servers: int, scheduling: Scheduling, dry_run: bool) -> str:
+    where = target(config, overrides)
+    run_id = run_id or default_run_id(experiment)
+    run = vertex_jobs.training_run(where, run_id, experiment, steps)
+    job = vertex_jobs.train_custom_job(where, run, run_id, hardware, workers,
+                                       reduction_servers, scheduling, standard_labels())
+    return _dispatch(where, job, dry_run, run_id)
+
+
+def evaluate(config: Mapping, overrides: Mapping[str, str | None], *, run_id: str,
+             experiment: str | None, steps: int | None, idle_timeout: float | None,
+             dry_run: bool) -> str:
+    where = target(config, overrides)
+    run = vertex_jobs.training_run(where, run_id, experiment, steps)
+    job = vertex_jobs.eval_custom_job(where, run, run_id, idle_timeout=idle_timeout,
+                                      labels=standard_labels())
+    return _dispatch(where, job, dry_run, run_id)
+
+
+def _dispatch(where: CloudTarget, job, dry_run: bool, run_id: str) -> str:
+    if dry_run:
+        return to_json(job)
+    created = vertex_client.submit(vertex_client.job_client(where.region), where.project,
+                                   where.region, job)
+    job_id = created.name.rsplit("/", 1)[-1]
+    return (f"submitted {created.name} (run {run_id})\nconsole: https://console.cloud.google."
+            f"com/vertex-ai/locations/{where.region}/training/{job_id}?project={where.project}")

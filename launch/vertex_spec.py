@@ -1,0 +1,125 @@
+"""Pure functions: a TrainerJob plus cloud settings -> the Vertex AI `CustomJob` proto.
+
+Nothing here calls an API, so `--dry-run` prints exactly what would be submitted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+
+from google.cloud import aiplatform_v1
+from google.protobuf import duration_pb2
+
+from launch.hardware import Machine
+from launch.jobs import TrainerJob
+
+REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+REDUCTION_SERVER_MACHINE = "n1-highcpu-16"
+SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
+
+
+@dataclasses.dataclass(frozen=True)
+class CloudTarget:
+    """Where jobs run: from infra outputs, invoke.yaml or flags (launch.cloud_settings)."""
+
+    project: str
+    region: str
+    bucket: str
+    image: str
+    tpu_image: str
+    service_account: str
+    tensorboard: str | None = None  # projects/.../locations/.../tensorboards/ID
+
+
+@dataclasses.dataclass(frozen=True)
+class Scheduling:
+    timeout_hours: float = 24.0
+    restart_job_on_worker_restart: bool = True
+    strategy: str = "STANDARD"  # SPOT: preemptible, cheaper; FLEX_START: waits for capacity
+
+    def __post_init__(self) -> None:
+        if self.strategy not in SCHEDULING_STRATEGIES:
+            raise ValueError(f"scheduling strategy must be one of "
+                             f"{', '.join(SCHEDULING_STRATEGIES)}, got {self.strategy!r}")
+        if self.timeout_hours <= 0:
+            raise ValueError(f"--timeout-hours must be positive, got {self.timeout_hours}")
+
+
+DEFAULT_SCHEDULING = Scheduling()
+
+
+def label_value(text: str) -> str:
+    """GCP label values: lowercase letters, digits, '_' and '-', at most 63 characters."""
+    return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
+
+
+def _machine_spec(machine: Machine) -> aiplatform_v1.MachineSpec:
+    spec = aiplatform_v1.MachineSpec(machine_type=machine.machine_type)
+    if machine.accelerator_type:
+        spec.accelerator_type = aiplatform_v1.AcceleratorType[machine.accelerator_type]
+        spec.accelerator_count = machine.accelerator_count
+    if machine.tpu_topology:
+        spec.tpu_topology = machine.tpu_topology
+    return spec
+
+
+def custom_job(
+    job: TrainerJob,
+    machines: Sequence[Machine],
+    target: CloudTarget,
+    output_dir: str,
+    scheduling: Scheduling = DEFAULT_SCHEDULING,
+    labels: Mapping[str, str] | None = None,
+    reduction_servers: int = 0,
+) -> aiplatform_v1.CustomJob:
+    """One worker pool per job pool, each on its machine; an optional Reduction Server pool."""
+    if len(machines) != len(job.pools):
+        raise ValueError(f"{len(job.pools)} worker pools but {len(machines)} machines")
+    args = list(job.args)
+    if machines[0].is_tpu and not any(a.startswith("--tpu") for a in args):
+        args.append("--tpu=local")  # the TPU is attached to the VM the trainer runs on
+    pools = [
+        aiplatform_v1.WorkerPoolSpec(
+            machine_spec=_machine_spec(machine), replica_count=pool.replica_count,
+            disk_spec=aiplatform_v1.DiskSpec(boot_disk_type="pd-ssd", boot_disk_size_gb=100),
+            container_spec=aiplatform_v1.ContainerSpec(
+                image_uri=target.tpu_image if machine.is_tpu else target.image,
+                args=args,
+                env=[aiplatform_v1.EnvVar(name=k, value=v) for k, v in sorted(job.env.items())],
+            ),
+        )
+        for pool, machine in zip(job.pools, machines, strict=True)
+    ]
+    if reduction_servers:
+        if len(pools) < 2 or any(m.is_tpu for m in machines):
+            raise ValueError("Reduction Server needs GPU workers: pass --workers N as well")
+        pools.append(aiplatform_v1.WorkerPoolSpec(
+            machine_spec=aiplatform_v1.MachineSpec(machine_type=REDUCTION_SERVER_MACHINE),
+            replica_count=reduction_servers,
+            container_spec=aiplatform_v1.ContainerSpec(image_uri=REDUCTION_SERVER_IMAGE)))
+    spec = aiplatform_v1.CustomJobSpec(
+        worker_pool_specs=pools,
+        service_account=target.service_account,
+        base_output_directory=aiplatform_v1.GcsDestination(output_uri_prefix=output_dir),
+        scheduling=aiplatform_v1.Scheduling(
+            timeout=duration_pb2.Duration(seconds=int(scheduling.timeout_hours * 3600)),
+            restart_job_on_worker_restart=scheduling.restart_job_on_worker_restart,
+            strategy=aiplatform_v1.Scheduling.Strategy[scheduling.strategy],
+        ),
+    )
+    if target.tensorboard:
+        spec.tensorboard = target.tensorboard
+    return aiplatform_v1.CustomJob(
+        display_name=job.name,
+        labels={k: label_value(v) for k, v in (labels or {}).items()},
+        job_spec=spec,
+    )
+
+
+def to_json(custom_job_proto: aiplatform_v1.CustomJob) -> str:
+    """The REST form, as `--dry-run` prints it (and `CustomJob.from_json` reads it back)."""
+    return aiplatform_v1.CustomJob.to_json(custom_job_proto, indent=2,
+                                           use_integers_for_enums=False,
+                                           always_print_fields_with_no_presence=False)

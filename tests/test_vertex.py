@@ -1,0 +1,215 @@
+"""The Vertex AI target through the real client library against a fake JobService on
+127.0.0.1: the exact CustomJob received, submit/wait/cancel, errors, invalid combinations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from google.cloud import aiplatform_v1
+
+from launch import cloud_settings, hardware, vertex_client
+from launch.vertex_jobs import Hardware, eval_custom_job, train_custom_job, training_run
+from launch.vertex_spec import CloudTarget, Scheduling, to_json
+from tests.fake_vertex import FakeJobService
+
+TARGET = CloudTarget(
+    project="pets-detector-dev", region="us-central1", bucket="pets-detector-dev-pets-data",
+    image="us-central1-docker.pkg.dev/p/pets-images/trainer:abc",
+    tpu_image="us-central1-docker.pkg.dev/p/pets-images/trainer-tpu:abc",
+    service_account="pets-trainer@pets-detector-dev.iam.gserviceaccount.com",
+    tensorboard="projects/p/locations/us-central1/tensorboards/42")
+RUN = training_run(TARGET, "run1", "pets_retinanet_resnetfpn", 5000)
+
+
+@pytest.fixture
+def fake():
+    with FakeJobService() as service:
+        yield service
+
+
+def submitted(fake, job) -> aiplatform_v1.CustomJob:
+    created = vertex_client.submit(fake.client(), TARGET.project, TARGET.region, job)
+    (request,) = fake.received[-1:]
+    assert request.parent == "projects/pets-detector-dev/locations/us-central1"
+    assert created.name.endswith("/customJobs/1")
+    return request.custom_job
+
+
+def test_gpu_job_as_received(fake):
+    job = train_custom_job(TARGET, RUN, "run1",
+                           Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1"),
+                           scheduling=Scheduling(timeout_hours=2, strategy="SPOT"),
+                           labels={"user": "Ada.Lovelace", "git": "1a2b3c"})
+    received = submitted(fake, job)
+    (pool,) = received.job_spec.worker_pool_specs
+    assert pool.machine_spec.machine_type == "n1-standard-8"
+    assert pool.machine_spec.accelerator_type == aiplatform_v1.AcceleratorType.NVIDIA_TESLA_T4
+    assert pool.machine_spec.accelerator_count == 1 and pool.replica_count == 1
+    assert pool.container_spec.image_uri == TARGET.image
+    assert list(pool.container_spec.args) == [
+        "--experiment=pets_retinanet_resnetfpn", "--mode=train",
+        "--model_dir=gs://pets-detector-dev-pets-data/runs/run1/checkpoints",
+        "--data_dir=gs://pets-detector-dev-pets-data/records", "--train_steps=5000"]
+    spec = received.job_spec
+    assert spec.service_account == TARGET.service_account
+    assert spec.base_output_directory.output_uri_prefix == \
+        "gs://pets-detector-dev-pets-data/runs/run1"
+    assert spec.tensorboard == TARGET.tensorboard
+    assert spec.scheduling.timeout.seconds == 7200
+    assert spec.scheduling.restart_job_on_worker_restart is True
+    assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
+    assert dict(received.labels) == {"user": "ada-lovelace", "git": "1a2b3c",
+                                     "experiment": "pets_retinanet_resnetfpn", "run": "run1"}
+
+
+def test_multi_worker_job_with_reduction_server(fake):
+    job = train_custom_job(TARGET, RUN, "run1", Hardware("a2-highgpu-2g"), workers=9,
+                           reduction_servers=2)
+    chief, workers, reducers = submitted(fake, job).job_spec.worker_pool_specs
+    assert chief.replica_count == 1 and workers.replica_count == 9
+    for pool in (chief, workers):
+        assert pool.machine_spec.accelerator_type == \
+            aiplatform_v1.AcceleratorType.NVIDIA_TESLA_A100
+        assert pool.machine_spec.accelerator_count == 2
+    assert chief.container_spec.args == workers.container_spec.args
+    assert reducers.replica_count == 2 and "reductionserver" in reducers.container_spec.image_uri
+
+
+@pytest.mark.parametrize("tpu,machine_type,topology,accelerator", [
+    ("v5litepod-4", "ct5lp-hightpu-4t", "2x2", None),
+    ("v3-8", "cloud-tpu", "", aiplatform_v1.AcceleratorType.TPU_V3),
+])
+def test_tpu_jobs_use_the_tpu_image(fake, tpu, machine_type, topology, accelerator):
+    (pool,) = submitted(fake, train_custom_job(TARGET, RUN, "run1", Hardware(tpu=tpu))
+                        ).job_spec.worker_pool_specs
+    assert pool.machine_spec.machine_type == machine_type
+    assert pool.machine_spec.tpu_topology == topology
+    if accelerator:
+        assert pool.machine_spec.accelerator_type == accelerator
+        assert pool.machine_spec.accelerator_count == 8
+    assert pool.container_spec.image_uri == TARGET.tpu_image
+    assert "--tpu=local" in pool.container_spec.args
+
+
+def test_eval_job_is_one_continuous_evaluator(fake):
+    received = submitted(fake, eval_custom_job(TARGET, RUN, "run1", idle_timeout=1800))
+    (pool,) = received.job_spec.worker_pool_specs
+    assert pool.replica_count == 1 and not pool.machine_spec.accelerator_count
+    assert "--mode=continuous_eval" in pool.container_spec.args
+    assert "--eval_idle_timeout=1800" in pool.container_spec.args
+    assert "--model_dir=gs://pets-detector-dev-pets-data/runs/run1/checkpoints" in \
+        pool.container_spec.args
+
+
+def test_submit_wait_and_cancel(fake):
+    client = fake.client()
+    job = vertex_client.submit(client, TARGET.project, TARGET.region,
+                               eval_custom_job(TARGET, RUN, "run1"))
+    states = []
+    done = vertex_client.wait(client, job.name, on_state=states.append, poll_seconds=0,
+                              sleep=lambda s: None)
+    assert states == ["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"]
+    assert done.state == aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
+    second = vertex_client.submit(client, TARGET.project, TARGET.region,
+                                  eval_custom_job(TARGET, RUN, "run2"))
+    vertex_client.cancel(client, second.name)
+    assert client.get_custom_job(name=second.name).state.name == "JOB_STATE_CANCELLED"
+
+
+@pytest.mark.parametrize("word,message", [("deny", "permission denied"),
+                                          ("quota", "quota exceeded"),
+                                          ("invalid", "rejected the request")])
+def test_api_errors_are_reported_clearly(fake, word, message):
+    job = eval_custom_job(TARGET, RUN, "run1")
+    job.display_name = f"{word}-job"
+    with pytest.raises(vertex_client.VertexError, match=message):
+        vertex_client.submit(fake.client(), TARGET.project, TARGET.region, job)
+    with pytest.raises(vertex_client.VertexError, match="not found"):
+        vertex_client.cancel(fake.client(), "projects/p/locations/l/customJobs/404")
+
+
+@pytest.mark.parametrize("kwargs,workers,message", [
+    ({"machine_type": "e2-standard-8", "accelerator": "NVIDIA_TESLA_T4:1"}, 0, "n1 machines"),
+    ({"machine_type": "n1-standard-8", "accelerator": "NVIDIA_TESLA_T4:3"}, 0, "counts 1, 2, 4"),
+    ({"machine_type": "n1-standard-8", "accelerator": "NVIDIA_H100_80GB:1"}, 0, "own family"),
+    ({"machine_type": "a2-highgpu-1g", "accelerator": "NVIDIA_TESLA_A100:4"}, 0,
+     "comes with NVIDIA_TESLA_A100:1"),
+    ({"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x4"}, 0, "topology 2x2"),
+    ({"tpu": "v9-1"}, 0, "unknown --tpu"),
+    ({"tpu": "v5litepod-4"}, 2, "drop --workers"),
+    ({"accelerator": "NVIDIA_TESLA_T4:0"}, 0, "at least 1"),
+    ({"accelerator": "NVIDIA_GTX_1080:1"}, 0, "unknown accelerator"),
+])
+def test_invalid_combinations_are_rejected_before_any_request(fake, kwargs, workers, message):
+    with pytest.raises((hardware.HardwareError, ValueError), match=message):
+        train_custom_job(TARGET, RUN, "run1", Hardware(**kwargs), workers=workers)
+    assert fake.received == []
+
+
+def test_regions_without_the_accelerator_are_rejected():
+    target = CloudTarget(**{**TARGET.__dict__, "region": "me-central2"})
+    with pytest.raises(hardware.HardwareError, match="not offered for training in me-central2"):
+        train_custom_job(target, RUN, "run1", Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1"))
+    with pytest.raises(ValueError, match="--workers must be 0 or more"):
+        train_custom_job(TARGET, RUN, "run1", Hardware(), workers=-1)
+
+
+@pytest.mark.parametrize("job", [
+    train_custom_job(TARGET, RUN, "r", Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1")),
+    train_custom_job(TARGET, RUN, "r", Hardware("n1-standard-8", "NVIDIA_TESLA_V100:1"),
+                     workers=9),
+    train_custom_job(TARGET, RUN, "r", Hardware(tpu="v5litepod-4")),
+    eval_custom_job(TARGET, RUN, "r"),
+])
+def test_dry_run_json_parses_back_into_the_api_type(job):
+    text = to_json(job)
+    assert aiplatform_v1.CustomJob.from_json(text) == job
+    assert json.loads(text)["jobSpec"]["workerPoolSpecs"][0]["replicaCount"] == "1"
+
+
+def test_settings_come_from_outputs_then_config_then_environment_then_flags(tmp_path):
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({"pets-dev": {
+        "project": "p-out", "region": "us-central1", "bucket": "b-out", "image_uri": "i:1",
+        "tpu_image_uri": "t:1", "trainer_service_account": "sa@p", "tensorboard": "tb"}}))
+    resolve = cloud_settings.resolve_target
+    assert resolve("dev", {}, {}, {}, outputs).bucket == "b-out"
+    assert resolve("dev", {}, {}, {"bucket": "b-cfg"}, outputs).bucket == "b-cfg"
+    assert resolve("dev", {}, {"PETS_BUCKET": "b-env"}, {"bucket": "b-cfg"}, outputs
+                   ).bucket == "b-env"
+    assert resolve("dev", {"bucket": "b-flag"}, {"PETS_BUCKET": "b-env"}, {}, outputs
+                   ).bucket == "b-flag"
+    with pytest.raises(cloud_settings.SettingsMissingError, match="npx cdktf deploy pets-prod"):
+        resolve("prod", {}, {}, {}, outputs)
+
+
+README_EXAMPLES = [  # the researcher's guide, as typed
+    ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn",
+     "--machine-type=n1-standard-8", "--accelerator=NVIDIA_TESLA_T4:1", "--run-id=gpu1"],
+    ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn",
+     "--machine-type=n1-standard-16", "--accelerator=NVIDIA_TESLA_V100:2", "--workers=9",
+     "--run-id=multi1"],
+    ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn", "--tpu=v5litepod-4",
+     "--run-id=tpu1"],
+    ["eval", "--target=vertex", "--experiment=pets_retinanet_resnetfpn", "--run-id=gpu1"],
+]
+
+
+@pytest.mark.parametrize("args", README_EXAMPLES, ids=["gpu", "multi-worker", "tpu", "eval"])
+def test_readme_examples_dry_run_to_valid_custom_jobs(args):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
+           "PETS_BUCKET": TARGET.bucket, "PETS_IMAGE": TARGET.image,
+           "PETS_TPU_IMAGE": TARGET.tpu_image, "PETS_SERVICE_ACCOUNT": TARGET.service_account}
+    result = subprocess.run([sys.executable, "-m", "invoke", *args, "--dry-run"], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    job = aiplatform_v1.CustomJob.from_json(result.stdout)
+    assert job.job_spec.service_account == TARGET.service_account
+    assert job.labels["run"] in {"gpu1", "multi1", "tpu1"}
