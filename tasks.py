@@ -41,7 +41,8 @@ def _vertex(action) -> None:
 
     try:
         print(action())
-    except (HardwareError, SettingsMissingError, VertexError, ValueError) as error:
+    except (HardwareError, SettingsMissingError, VertexError, ValueError,
+            FileNotFoundError) as error:
         raise Exit(f"error: {error}", code=2) from None
 
 
@@ -63,6 +64,16 @@ def sample(c, output_dir=DATA_DIR, num_images=0, bad_inputs=False):
 def download(c, output_dir=DATA_DIR):
     """Download Oxford-IIIT Pets (verified, resumable)."""
     _run(jobs.tool_job("download", ["data", "download", f"--output_dir={output_dir}"]))
+
+
+@task(help={"records_dir": "converted TFRecords", "env": "infra environment",
+            "bucket": "data bucket (default: infra outputs)"})
+def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None):
+    """Upload converted TFRecords to gs://BUCKET/records/ (skips unchanged files)."""
+    from launch import vertex_launch
+
+    config, overrides = _cloud(c, None, None, bucket, None, env)
+    _vertex(lambda: vertex_launch.upload_records(config, overrides, records_dir))
 
 
 @task(help={"data_dir": "Pets (or VOC with --voc) directory", "output_dir": "TFRecords go here",
@@ -206,7 +217,7 @@ def bench_input(c, steps=60):
     input_speed.main(int(steps))
 
 
-data = Collection("data", sample, download, convert)
+data = Collection("data", sample, download, convert, upload)
 bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")

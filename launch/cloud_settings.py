@@ -30,16 +30,17 @@ def stack_outputs(environment: str, path: Path = OUTPUTS_FILE) -> dict[str, str]
     return dict(outputs.get(f"pets-{environment}", {}))
 
 
-def resolve_target(environment: str, overrides: Mapping[str, str | None],
+def resolve_fields(environment: str, overrides: Mapping[str, str | None],
                    env: Mapping[str, str], config: Mapping[str, str],
-                   outputs_path: Path = OUTPUTS_FILE) -> CloudTarget:
-    """Each field from the first source that has it; a missing one names the fix."""
+                   outputs_path: Path = OUTPUTS_FILE,
+                   required: tuple[str, ...] = REQUIRED) -> dict[str, str | None]:
+    """Each field from the first source that has it; a missing required one names the fix."""
     outputs = stack_outputs(environment, outputs_path)
     values = {}
     for field, output in FROM_OUTPUTS.items():
         values[field] = (overrides.get(field) or env.get(f"{ENV_PREFIX}{field.upper()}")
                          or config.get(field) or outputs.get(output))
-    missing = [field for field in REQUIRED if not values[field]]
+    missing = [field for field in required if not values[field]]
     if missing:
         raise SettingsMissingError(
             f"no {', '.join(missing)} for environment {environment!r}: a platform engineer "
@@ -47,4 +48,10 @@ def resolve_target(environment: str, overrides: Mapping[str, str | None],
             f"infra/outputs.json` (or `npx cdktf output pets-{environment} --outputs-file "
             "infra/outputs.json` to fetch them); or pass --project/--region/--bucket/--image, "
             f"set {ENV_PREFIX}PROJECT etc., or add them under `vertex:` in invoke.yaml")
-    return CloudTarget(**values)
+    return values
+
+
+def resolve_target(environment: str, overrides: Mapping[str, str | None],
+                   env: Mapping[str, str], config: Mapping[str, str],
+                   outputs_path: Path = OUTPUTS_FILE) -> CloudTarget:
+    return CloudTarget(**resolve_fields(environment, overrides, env, config, outputs_path))

@@ -27,10 +27,29 @@ def standard_labels() -> dict[str, str]:
     return {"user": getpass.getuser(), "git-revision": revision or "unknown"}
 
 
+def _environment(config: Mapping, overrides: Mapping[str, str | None]) -> str:
+    return overrides.get("environment") or config.get("environment") or "dev"
+
+
 def target(config: Mapping, overrides: Mapping[str, str | None]) -> CloudTarget:
     """Settings from flags, PETS_* variables, invoke.yaml's `vertex:` and infra/outputs.json."""
-    environment = overrides.get("environment") or config.get("environment") or "dev"
-    return cloud_settings.resolve_target(environment, overrides, os.environ, config)
+    return cloud_settings.resolve_target(_environment(config, overrides), overrides,
+                                         os.environ, config)
+
+
+def upload_records(config: Mapping, overrides: Mapping[str, str | None],
+                   records_dir: str) -> str:
+    """`invoke data.upload`: needs only the project and the bucket."""
+    from google.cloud import storage
+
+    from launch.upload import upload_with_progress
+
+    fields = cloud_settings.resolve_fields(_environment(config, overrides), overrides,
+                                           os.environ, config, required=("project", "bucket"))
+    result = upload_with_progress(storage.Client(project=fields["project"]), fields["bucket"],
+                                  records_dir, vertex_jobs.RECORDS_PREFIX)
+    return (f"uploaded {len(result.uploaded)}, unchanged {len(result.skipped)}: "
+            f"gs://{fields['bucket']}/{vertex_jobs.RECORDS_PREFIX}/")
 
 
 def train(config: Mapping, overrides: Mapping[str, str | None], *, run_id: str | None,
