@@ -201,6 +201,41 @@ def demo(c, workdir=f"{WORK}/demo", steps=None, num_images=None):
     print(f"annotated image: {result.annotated_image}")
 
 
+LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
+JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
+
+
+def _job_command(c, command, job=None, env=None, project=None, region=None, **options):
+    from launch import vertex_launch
+
+    config, overrides = _cloud(c, project, region, None, None, env)
+    _vertex(lambda: vertex_launch.job_command(config, overrides, command, job, **options))
+
+
+@task(name="list", help=LIST_HELP)
+def jobs_list(c, env=None, project=None, region=None):
+    """List the newest Vertex AI custom jobs."""
+    _job_command(c, "list", env=env, project=project, region=region)
+
+
+@task(name="status", help=JOB_HELP)
+def jobs_status(c, job, env=None, project=None, region=None):
+    """Show one job's state."""
+    _job_command(c, "status", job, env, project, region)
+
+
+@task(name="cancel", help=JOB_HELP)
+def jobs_cancel(c, job, env=None, project=None, region=None):
+    """Cancel a job."""
+    _job_command(c, "cancel", job, env, project, region)
+
+
+@task(name="wait", help={**JOB_HELP, "poll": "seconds between checks"})
+def jobs_wait(c, job, env=None, project=None, region=None, poll=30):
+    """Wait for a job to end, printing each state change."""
+    _job_command(c, "wait", job, env, project, region, poll_seconds=float(poll))
+
+
 @task(help={"num_images": "sample size to convert"})
 def bench_convert(c, num_images=2000):
     """Benchmark conversion: examples/s with 1 process vs all cores."""
@@ -221,4 +256,6 @@ data = Collection("data", sample, download, convert, upload)
 bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")
-namespace = Collection(data, bench, train, evaluate, export, predict, tensorboard, demo)
+jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_cancel, jobs_wait)
+namespace = Collection(data, bench, jobs_collection, train, evaluate, export, predict,
+                       tensorboard, demo)

@@ -39,6 +39,29 @@ def explain(error: exceptions.GoogleAPICallError, what: str) -> VertexError:
     return VertexError(f"{what}: {error.__class__.__name__}: {error.message}")
 
 
+def job_name(project: str, region: str, job: str) -> str:
+    """Accepts a full resource name or the numeric id the console shows."""
+    return job if "/" in job else f"projects/{project}/locations/{region}/customJobs/{job}"
+
+
+def list_jobs(client: aiplatform_v1.JobServiceClient, project: str, region: str,
+              limit: int = 20) -> list[aiplatform_v1.CustomJob]:
+    """The newest custom jobs first."""
+    try:
+        pager = client.list_custom_jobs(parent=f"projects/{project}/locations/{region}")
+        jobs = list(pager)
+    except exceptions.GoogleAPICallError as error:
+        raise explain(error, f"listing jobs in {project}/{region}") from None
+    jobs.sort(key=lambda j: j.create_time, reverse=True)
+    return jobs[:limit]
+
+
+def describe(job: aiplatform_v1.CustomJob) -> str:
+    created = job.create_time.strftime("%Y-%m-%d %H:%M") if job.create_time else "-"
+    return (f"{job.name.rsplit('/', 1)[-1]:>20}  {job.state.name.removeprefix('JOB_STATE_'):<10}"
+            f"  {created}  {job.display_name}")
+
+
 def submit(client: aiplatform_v1.JobServiceClient, project: str, region: str,
            job: aiplatform_v1.CustomJob) -> aiplatform_v1.CustomJob:
     try:

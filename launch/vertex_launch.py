@@ -81,3 +81,27 @@ def _dispatch(where: CloudTarget, job, dry_run: bool, run_id: str) -> str:
     job_id = created.name.rsplit("/", 1)[-1]
     return (f"submitted {created.name} (run {run_id})\nconsole: https://console.cloud.google."
             f"com/vertex-ai/locations/{where.region}/training/{job_id}?project={where.project}")
+
+
+def job_command(config: Mapping, overrides: Mapping[str, str | None], command: str,
+                job: str | None = None, poll_seconds: float = 30.0) -> str:
+    """`invoke jobs.list|status|cancel|wait`: needs only the project and the region."""
+    fields = cloud_settings.resolve_fields(_environment(config, overrides), overrides,
+                                           os.environ, config, required=("project", "region"))
+    project, region = fields["project"], fields["region"]
+    client = vertex_client.job_client(region)
+    if command == "list":
+        return "\n".join(vertex_client.describe(j)
+                         for j in vertex_client.list_jobs(client, project, region)) or \
+            "no custom jobs"
+    if not job:
+        raise ValueError(f"jobs.{command} needs --job (the id `invoke jobs.list` shows)")
+    name = vertex_client.job_name(project, region, job)
+    if command == "cancel":
+        vertex_client.cancel(client, name)
+        return f"cancellation requested for {name}"
+    if command == "wait":
+        done = vertex_client.wait(client, name, poll_seconds=poll_seconds,
+                                  on_state=lambda state: print(f"{name}: {state}", flush=True))
+        return vertex_client.describe(done)
+    return vertex_client.describe(client.get_custom_job(name=name))

@@ -6,6 +6,7 @@ RUNNING -> SUCCEEDED), and answers with real gRPC errors for display names that 
 
 from __future__ import annotations
 
+import datetime
 from concurrent import futures
 
 import grpc
@@ -30,6 +31,9 @@ class FakeJobService:
             "GetCustomJob": grpc.unary_unary_rpc_method_handler(
                 self.get, request_deserializer=aiplatform_v1.GetCustomJobRequest.deserialize,
                 response_serializer=aiplatform_v1.CustomJob.serialize),
+            "ListCustomJobs": grpc.unary_unary_rpc_method_handler(
+                self.list, request_deserializer=aiplatform_v1.ListCustomJobsRequest.deserialize,
+                response_serializer=aiplatform_v1.ListCustomJobsResponse.serialize),
             "CancelCustomJob": grpc.unary_unary_rpc_method_handler(
                 self.cancel, request_deserializer=aiplatform_v1.CancelCustomJobRequest.deserialize,
                 response_serializer=empty_pb2.Empty.SerializeToString),
@@ -54,6 +58,8 @@ class FakeJobService:
         name = f"{request.parent}/customJobs/{len(self.jobs) + 1}"
         job = aiplatform_v1.CustomJob(request.custom_job)
         job.name, job.state = name, aiplatform_v1.JobState.JOB_STATE_QUEUED
+        job.create_time = datetime.datetime(2026, 11, 22, 0, len(self.jobs),
+                                            tzinfo=datetime.UTC)
         self.jobs[name] = job
         return job
 
@@ -65,6 +71,10 @@ class FakeJobService:
             reads = self.reads[request.name] = self.reads.get(request.name, -1) + 1
             job.state = aiplatform_v1.JobState[PROGRESSION[min(reads, len(PROGRESSION) - 1)]]
         return job
+
+    def list(self, request, context):
+        jobs = [j for n, j in self.jobs.items() if n.startswith(f"{request.parent}/")]
+        return aiplatform_v1.ListCustomJobsResponse(custom_jobs=jobs)
 
     def cancel(self, request, context):
         job = self.jobs.get(request.name)

@@ -90,7 +90,8 @@ def test_invoke_menu_lists_the_tasks():
     result = invoke("--list")
     assert result.returncode == 0
     for name in ("demo", "train", "eval", "export", "predict", "tensorboard", "data.sample",
-                 "data.download", "data.convert", "bench.convert", "bench.input"):
+                 "data.download", "data.convert", "data.upload", "bench.convert",
+                 "bench.input", "jobs.list", "jobs.status", "jobs.cancel", "jobs.wait"):
         assert name in result.stdout
 
 

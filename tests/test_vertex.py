@@ -213,3 +213,17 @@ def test_readme_examples_dry_run_to_valid_custom_jobs(args):
     job = aiplatform_v1.CustomJob.from_json(result.stdout)
     assert job.job_spec.service_account == TARGET.service_account
     assert job.labels["run"] in {"gpu1", "multi1", "tpu1"}
+
+
+def test_list_status_and_ids(fake):
+    client = fake.client()
+    first = vertex_client.submit(client, TARGET.project, TARGET.region,
+                                 eval_custom_job(TARGET, RUN, "run1"))
+    second = vertex_client.submit(client, TARGET.project, TARGET.region,
+                                  train_custom_job(TARGET, RUN, "run2", Hardware()))
+    listed = vertex_client.list_jobs(client, TARGET.project, TARGET.region)
+    assert [j.name for j in listed] == [second.name, first.name]  # newest first
+    line = vertex_client.describe(listed[0])
+    assert "QUEUED" in line and "train-pets_retinanet_resnetfpn" in line
+    assert vertex_client.job_name(TARGET.project, TARGET.region, "2") == second.name
+    assert vertex_client.job_name("x", "y", second.name) == second.name
