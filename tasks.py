@@ -37,11 +37,12 @@ def _cloud(c, project, region, bucket, image, env) -> tuple[dict, dict]:
 def _vertex(action) -> None:
     from launch.cloud_settings import SettingsMissingError
     from launch.hardware import HardwareError
+    from launch.image_build import ImageBuildError
     from launch.vertex_client import VertexError
 
     try:
         print(action())
-    except (HardwareError, SettingsMissingError, VertexError, ValueError,
+    except (HardwareError, SettingsMissingError, VertexError, ImageBuildError, ValueError,
             FileNotFoundError) as error:
         raise Exit(f"error: {error}", code=2) from None
 
@@ -202,6 +203,16 @@ def demo(c, workdir=f"{WORK}/demo", steps=None, num_images=None):
 
 
 LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
+@task(name="build", help={"env": "infra environment", "project": "GCP project",
+                          "region": "region of the repository"})
+def image_build(c, env=None, project=None, region=None):
+    """Build the trainer images in Cloud Build, unless their content-hash tag exists."""
+    from launch import vertex_launch
+
+    config, overrides = _cloud(c, project, region, None, None, env)
+    _vertex(lambda: vertex_launch.build_images(config, overrides))
+
+
 JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
 
 
@@ -252,10 +263,20 @@ def bench_input(c, steps=60):
     input_speed.main(int(steps))
 
 
+@task(help={"relaunches": "relaunches to average"})
+def bench_relaunch(c, relaunches=20):
+    """Benchmark the image step of a relaunch with unchanged sources (no build)."""
+    from benchmarks import relaunch
+
+    relaunch.main(int(relaunches))
+
+
 data = Collection("data", sample, download, convert, upload)
 bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")
+bench.add_task(bench_relaunch, name="relaunch")
+image = Collection("image", image_build)
 jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_cancel, jobs_wait)
-namespace = Collection(data, bench, jobs_collection, train, evaluate, export, predict,
+namespace = Collection(data, bench, image, jobs_collection, train, evaluate, export, predict,
                        tensorboard, demo)

@@ -122,11 +122,13 @@ class TrainingPlatformStack(TerraformStack):
 
         outputs = {
             "project": project, "region": region, "bucket": data.bucket.name,
+            "build_bucket": build.bucket.name,
             "repository_url": names.repository_url(env), "image_uri": gpu_image,
             "tpu_image_uri": names.image_uri(env, image_tag, names.TPU_IMAGE),
             "image_tag": image_tag, "trainer_service_account": trainer.account.email,
             "tensorboard": tensorboard.tensorboard.id,
             "deployer_service_account": deployer.account.email,
+            "builder_service_account": builder.account.email,
             "planner_service_account": planner.account.email,
             "workload_identity_provider": github.provider.name,
         }

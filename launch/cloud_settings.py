@@ -15,7 +15,9 @@ ENV_PREFIX = "PETS_"
 # CloudTarget field -> the infra stack output that provides it.
 FROM_OUTPUTS = {"project": "project", "region": "region", "bucket": "bucket",
                 "image": "image_uri", "tpu_image": "tpu_image_uri",
-                "service_account": "trainer_service_account", "tensorboard": "tensorboard"}
+                "service_account": "trainer_service_account", "tensorboard": "tensorboard",
+                "build_bucket": "build_bucket",
+                "builder_service_account": "builder_service_account"}
 REQUIRED = ("project", "region", "bucket", "image", "tpu_image", "service_account")
 
 
@@ -54,4 +56,5 @@ def resolve_fields(environment: str, overrides: Mapping[str, str | None],
 def resolve_target(environment: str, overrides: Mapping[str, str | None],
                    env: Mapping[str, str], config: Mapping[str, str],
                    outputs_path: Path = OUTPUTS_FILE) -> CloudTarget:
-    return CloudTarget(**resolve_fields(environment, overrides, env, config, outputs_path))
+    fields = resolve_fields(environment, overrides, env, config, outputs_path)
+    return CloudTarget(**{k: v for k, v in fields.items() if k in CloudTarget.__annotations__})

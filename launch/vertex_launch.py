@@ -105,3 +105,27 @@ def job_command(config: Mapping, overrides: Mapping[str, str | None], command: s
                                   on_state=lambda state: print(f"{name}: {state}", flush=True))
         return vertex_client.describe(done)
     return vertex_client.describe(client.get_custom_job(name=name))
+
+
+def build_images(config: Mapping, overrides: Mapping[str, str | None]) -> str:
+    """`invoke image.build`: Cloud Build, skipped when both tags already exist."""
+    from google.cloud import artifactregistry_v1, storage
+    from google.cloud.devtools import cloudbuild_v1
+
+    from launch.image_build import ensure_images
+    from launch.image_context import context_hash
+
+    fields = cloud_settings.resolve_fields(
+        _environment(config, overrides), overrides, os.environ, config,
+        required=("project", "region", "image", "tpu_image", "build_bucket",
+                  "builder_service_account"))
+    tag = context_hash()
+    for field in ("image", "tpu_image"):  # the outputs name the deployed tag: retag with ours
+        fields[field] = f"{fields[field].rsplit(':', 1)[0]}:{tag}"
+    return ensure_images(
+        registry=artifactregistry_v1.ArtifactRegistryClient(),
+        builds=cloudbuild_v1.CloudBuildClient(), storage_client=storage.Client(
+            project=fields["project"]), project=fields["project"], region=fields["region"],
+        gpu_image=fields["image"], tpu_image=fields["tpu_image"],
+        build_bucket=fields["build_bucket"],
+        service_account=fields["builder_service_account"], tag=tag)

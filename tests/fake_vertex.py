@@ -7,48 +7,37 @@ RUNNING -> SUCCEEDED), and answers with real gRPC errors for display names that 
 from __future__ import annotations
 
 import datetime
-from concurrent import futures
 
 import grpc
 from google.cloud import aiplatform_v1
 from google.protobuf import empty_pb2
 
-SERVICE = "google.cloud.aiplatform.v1.JobService"
+from tests.grpc_fake import GrpcFake, unary
+
 ERRORS = {"deny": grpc.StatusCode.PERMISSION_DENIED, "quota": grpc.StatusCode.RESOURCE_EXHAUSTED,
           "invalid": grpc.StatusCode.INVALID_ARGUMENT}
 PROGRESSION = ["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"]
 
 
-class FakeJobService:
+class FakeJobService(GrpcFake):
+    SERVICE = "google.cloud.aiplatform.v1.JobService"
+
     def __init__(self) -> None:
         self.received: list[aiplatform_v1.CreateCustomJobRequest] = []
         self.jobs: dict[str, aiplatform_v1.CustomJob] = {}
         self.reads: dict[str, int] = {}
-        handlers = {
-            "CreateCustomJob": grpc.unary_unary_rpc_method_handler(
-                self.create, request_deserializer=aiplatform_v1.CreateCustomJobRequest.deserialize,
-                response_serializer=aiplatform_v1.CustomJob.serialize),
-            "GetCustomJob": grpc.unary_unary_rpc_method_handler(
-                self.get, request_deserializer=aiplatform_v1.GetCustomJobRequest.deserialize,
-                response_serializer=aiplatform_v1.CustomJob.serialize),
-            "ListCustomJobs": grpc.unary_unary_rpc_method_handler(
-                self.list, request_deserializer=aiplatform_v1.ListCustomJobsRequest.deserialize,
-                response_serializer=aiplatform_v1.ListCustomJobsResponse.serialize),
-            "CancelCustomJob": grpc.unary_unary_rpc_method_handler(
-                self.cancel, request_deserializer=aiplatform_v1.CancelCustomJobRequest.deserialize,
-                response_serializer=empty_pb2.Empty.SerializeToString),
+        super().__init__()
+
+    def handlers(self) -> dict:
+        job = aiplatform_v1.CustomJob.serialize
+        return {
+            "CreateCustomJob": unary(self.create, aiplatform_v1.CreateCustomJobRequest, job),
+            "GetCustomJob": unary(self.get, aiplatform_v1.GetCustomJobRequest, job),
+            "ListCustomJobs": unary(self.list, aiplatform_v1.ListCustomJobsRequest,
+                                    aiplatform_v1.ListCustomJobsResponse.serialize),
+            "CancelCustomJob": unary(self.cancel, aiplatform_v1.CancelCustomJobRequest,
+                                     empty_pb2.Empty.SerializeToString),
         }
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        self.server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE, handlers),))
-        self.port = self.server.add_insecure_port("127.0.0.1:0")
-
-    def __enter__(self) -> FakeJobService:
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.stop(grace=None).wait(timeout=5)
 
     def create(self, request, context):
         for word, code in ERRORS.items():
@@ -88,5 +77,5 @@ class FakeJobService:
             JobServiceGrpcTransport,
         )
 
-        channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
-        return aiplatform_v1.JobServiceClient(transport=JobServiceGrpcTransport(channel=channel))
+        return aiplatform_v1.JobServiceClient(
+            transport=JobServiceGrpcTransport(channel=self.channel()))

@@ -1,0 +1,108 @@
+"""`invoke image.build`: the trainer images in Cloud Build (no local Docker needed), tagged
+with the build context's content hash, and skipped when Artifact Registry has that tag.
+
+The same hash tags the images `cdktf deploy` builds, so a deploy and a researcher never build
+the same sources twice.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import tarfile
+from pathlib import Path
+
+import yaml
+from google.api_core import exceptions
+from google.cloud import artifactregistry_v1
+from google.cloud.devtools import cloudbuild_v1
+from google.protobuf import duration_pb2
+
+from launch.image_context import BUILD_DEFINITION, REPO_ROOT, context_files
+
+CLOUDBUILD_CONFIG = "cloudbuild.yaml"
+_IMAGE_URI = re.compile(r"^(?P<location>[a-z0-9-]+)-docker\.pkg\.dev/(?P<project>[^/]+)/"
+                        r"(?P<repository>[^/]+)/(?P<image>[^:]+):(?P<tag>[\w.-]+)$")
+
+
+class ImageBuildError(RuntimeError):
+    pass
+
+
+def tag_resource(image_uri: str) -> str:
+    """`us-central1-docker.pkg.dev/p/repo/trainer:abc` -> the Artifact Registry tag name."""
+    match = _IMAGE_URI.match(image_uri)
+    if not match:
+        raise ImageBuildError(f"{image_uri} is not an Artifact Registry Docker image URI "
+                              "(LOCATION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG)")
+    g = match.groupdict()
+    return (f"projects/{g['project']}/locations/{g['location']}/repositories/"
+            f"{g['repository']}/packages/{g['image']}/tags/{g['tag']}")
+
+
+def tag_exists(client: artifactregistry_v1.ArtifactRegistryClient, image_uri: str) -> bool:
+    try:
+        client.get_tag(name=tag_resource(image_uri))
+        return True
+    except exceptions.NotFound:
+        return False
+
+
+def context_tarball(root: Path = REPO_ROOT) -> bytes:
+    """The Docker context plus the build config, as a reproducible tar.gz (sorted, no mtimes)."""
+    names = {*context_files(root), *(root / n for n in (*BUILD_DEFINITION, CLOUDBUILD_CONFIG))}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(p for p in names if p.exists()):
+            info = tarfile.TarInfo(path.relative_to(root).as_posix())
+            data = path.read_bytes()
+            info.size, info.mode, info.mtime = len(data), 0o644, 0
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(buffer.getvalue(), mtime=0)
+
+
+def build_request(*, config_text: str, gpu_image: str, tpu_image: str, source_bucket: str,
+                  source_object: str, service_account: str, logs_bucket: str
+                  ) -> cloudbuild_v1.Build:
+    """cloudbuild.yaml with the image names substituted: the same build `cdktf deploy` runs."""
+    config = yaml.safe_load(config_text)
+    timeout = int(str(config.get("timeout", "3600s")).rstrip("s"))
+    return cloudbuild_v1.Build(
+        source=cloudbuild_v1.Source(storage_source=cloudbuild_v1.StorageSource(
+            bucket=source_bucket, object_=source_object)),
+        steps=[cloudbuild_v1.BuildStep(name=s["name"], args=s.get("args", []))
+               for s in config["steps"]],
+        images=config.get("images", []),
+        substitutions={"_GPU_IMAGE": gpu_image, "_TPU_IMAGE": tpu_image},
+        service_account=service_account,
+        logs_bucket=f"gs://{logs_bucket}/logs",
+        options=cloudbuild_v1.BuildOptions(logging=cloudbuild_v1.BuildOptions.LoggingMode[
+            config.get("options", {}).get("logging", "GCS_ONLY")]),
+        timeout=duration_pb2.Duration(seconds=timeout),
+    )
+
+
+def ensure_images(*, registry, builds, storage_client, project: str, region: str,
+                  gpu_image: str, tpu_image: str, build_bucket: str, service_account: str,
+                  tag: str, root: Path = REPO_ROOT) -> str:
+    """Builds both images unless both tags exist; returns what happened, in one line."""
+    if tag_exists(registry, gpu_image) and tag_exists(registry, tpu_image):
+        return f"up to date: {gpu_image} and its TPU variant exist; nothing to build"
+    source_object = f"source/{tag}.tgz"
+    storage_client.bucket(build_bucket).blob(source_object).upload_from_string(
+        context_tarball(root), content_type="application/gzip")
+    request = build_request(
+        config_text=(root / CLOUDBUILD_CONFIG).read_text(), gpu_image=gpu_image,
+        tpu_image=tpu_image, source_bucket=build_bucket, source_object=source_object,
+        service_account=f"projects/{project}/serviceAccounts/{service_account}",
+        logs_bucket=build_bucket)
+    try:
+        operation = builds.create_build(
+            parent=f"projects/{project}/locations/{region}", project_id=project, build=request)
+        build = operation.result(timeout=3600)
+    except exceptions.GoogleAPICallError as error:
+        raise ImageBuildError(f"Cloud Build refused the build: {error.message}") from None
+    if build.status != cloudbuild_v1.Build.Status.SUCCESS:
+        raise ImageBuildError(f"build {build.id} ended {build.status.name}: {build.log_url}")
+    return f"built {gpu_image} and {tpu_image} (build {build.id})"
