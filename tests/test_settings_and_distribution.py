@@ -82,17 +82,19 @@ def test_params_follow_flags_in_documented_order(train_records, tmp_path):
 
     override = tmp_path / "override.yaml"
     override.write_text("task:\n  train_data:\n    global_batch_size: 4\n")
+    (tmp_path / "backbone.index").write_bytes(b"")  # a checkpoint prefix that exists
     s = settings.parse([f"--model_dir={tmp_path}", f"--data_dir={train_records}",
                         f"--config_file={override}", "--train_steps=30",
                         "--params_override=task.train_data.global_batch_size=2",
-                        "--init_checkpoint=/ckpt/backbone", "--init_checkpoint_type=detection"],
+                        f"--init_checkpoint={tmp_path}/backbone",
+                        "--init_checkpoint_type=detection"],
                        {})
     params = build_params(s, "float32")
     assert params.task.train_data.global_batch_size == 2  # --params_override has the last word
     assert params.task.model.num_classes == 38  # 37 breeds + background, from the label map
     assert params.trainer.train_steps == 30
     assert params.trainer.optimizer_config.learning_rate.cosine.decay_steps == 30
-    assert params.task.init_checkpoint == "/ckpt/backbone"
+    assert params.task.init_checkpoint == f"{tmp_path}/backbone"
     assert params.task.init_checkpoint_modules == "all"
     assert params.task.train_data.input_path == f"{train_records}/train.record-*"
 
