@@ -203,6 +203,24 @@ def demo(c, workdir=f"{WORK}/demo", steps=None, num_images=None):
 
 
 LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
+@task(help={"env": "infra environment", "project": "GCP project", "region": "Vertex AI region",
+            "bucket": "data bucket", "image": "trainer image URI"})
+def doctor(c, env=None, project=None, region=None, bucket=None, image=None):
+    """Check credentials, APIs, bucket, image and act-as before launching on Vertex AI."""
+    from launch import vertex_launch
+
+    config, overrides = _cloud(c, project, region, bucket, image, env)
+    result: dict = {}
+
+    def action() -> str:
+        text, result["ok"] = vertex_launch.doctor(config, overrides)
+        return text
+
+    _vertex(action)
+    if not result.get("ok"):
+        raise Exit(code=1)
+
+
 @task(name="build", help={"env": "infra environment", "project": "GCP project",
                           "region": "region of the repository"})
 def image_build(c, env=None, project=None, region=None):
@@ -278,5 +296,5 @@ bench.add_task(bench_input, name="input")
 bench.add_task(bench_relaunch, name="relaunch")
 image = Collection("image", image_build)
 jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_cancel, jobs_wait)
-namespace = Collection(data, bench, image, jobs_collection, train, evaluate, export, predict,
-                       tensorboard, demo)
+namespace = Collection(data, bench, image, jobs_collection, doctor, train, evaluate, export,
+                       predict, tensorboard, demo)

@@ -129,3 +129,26 @@ def build_images(config: Mapping, overrides: Mapping[str, str | None]) -> str:
         gpu_image=fields["image"], tpu_image=fields["tpu_image"],
         build_bucket=fields["build_bucket"],
         service_account=fields["builder_service_account"], tag=tag)
+
+
+def doctor(config: Mapping, overrides: Mapping[str, str | None]) -> tuple[str, bool]:
+    """`invoke doctor`: every check runs, whatever fails before it."""
+    import google.auth
+    from google.auth.transport.requests import AuthorizedSession
+    from google.cloud import artifactregistry_v1, storage
+
+    from launch import doctor as checks
+
+    credentials = checks.check_credentials(google.auth.default)
+    if not credentials.ok:
+        return checks.report([credentials])
+    where = target(config, overrides)
+    creds, _ = google.auth.default()
+    return checks.report([
+        credentials,
+        checks.check_vertex(vertex_client.job_client(where.region), where.project,
+                            where.region),
+        checks.check_bucket(storage.Client(project=where.project), where.bucket),
+        checks.check_image(artifactregistry_v1.ArtifactRegistryClient(), where.image),
+        checks.check_act_as(AuthorizedSession(creds), where.service_account),
+    ])

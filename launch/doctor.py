@@ -1,0 +1,96 @@
+"""`invoke doctor`: preflight for Vertex AI launches. Each check says what is wrong and the
+command that fixes it; nothing is changed."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from google.api_core import exceptions
+
+ACT_AS = "iam.serviceAccounts.actAs"
+IAM_ENDPOINT = "https://iam.googleapis.com"
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+def check_credentials(load: Callable) -> Check:
+    """`load` is google.auth.default (injected for tests)."""
+    import google.auth.exceptions
+
+    try:
+        _, project = load()
+    except google.auth.exceptions.DefaultCredentialsError as error:
+        return Check("credentials", False, str(error)[:200],
+                     "gcloud auth application-default login")
+    return Check("credentials", True, f"application default credentials (project {project})")
+
+
+def check_vertex(client, project: str, region: str) -> Check:
+    from launch import vertex_client
+
+    try:
+        vertex_client.list_jobs(client, project, region, limit=1)
+    except vertex_client.VertexError as error:
+        return Check("Vertex AI API", False, str(error),
+                     f"gcloud services enable aiplatform.googleapis.com --project {project}, "
+                     "or ask for roles/aiplatform.user")
+    return Check("Vertex AI API", True, f"custom jobs readable in {project}/{region}")
+
+
+def check_bucket(storage_client, bucket: str) -> Check:
+    try:
+        storage_client.get_bucket(bucket)
+    except exceptions.NotFound:
+        return Check("bucket", False, f"gs://{bucket} does not exist",
+                     "npx cdktf deploy (platform engineers), or fix --bucket")
+    except exceptions.Forbidden as error:
+        return Check("bucket", False, f"gs://{bucket}: {error.message}",
+                     "ask to be added to the researchers' group (object admin on the bucket)")
+    return Check("bucket", True, f"gs://{bucket} reachable")
+
+
+def check_image(registry, image_uri: str) -> Check:
+    from launch.image_build import ImageBuildError, tag_exists
+
+    try:
+        present = tag_exists(registry, image_uri)
+    except ImageBuildError as error:
+        return Check("trainer image", False, str(error), "fix --image or invoke.yaml")
+    except exceptions.GoogleAPICallError as error:
+        return Check("trainer image", False, error.message, "ask for artifactregistry.reader")
+    if not present:
+        return Check("trainer image", False, f"{image_uri} not in Artifact Registry",
+                     "invoke image.build")
+    return Check("trainer image", True, image_uri)
+
+
+def check_act_as(session, service_account: str, endpoint: str = IAM_ENDPOINT) -> Check:
+    """testIamPermissions on the trainer account: may the caller run jobs as it?"""
+    url = f"{endpoint}/v1/projects/-/serviceAccounts/{service_account}:testIamPermissions"
+    response = session.post(url, json={"permissions": [ACT_AS]}, timeout=30)
+    if response.status_code != 200:
+        return Check("act as trainer", False,
+                     f"IAM answered {response.status_code} for {service_account}",
+                     "check the trainer service account name (infra outputs)")
+    if ACT_AS not in response.json().get("permissions", []):
+        return Check("act as trainer", False, f"you may not act as {service_account}",
+                     "ask to be added to the researchers' group (iam.serviceAccountUser on "
+                     "the trainer account)")
+    return Check("act as trainer", True, f"may run jobs as {service_account}")
+
+
+def report(checks: Sequence[Check]) -> tuple[str, bool]:
+    lines = []
+    for check in checks:
+        mark = "ok  " if check.ok else "FAIL"
+        lines.append(f"{mark} {check.name:<16} {check.detail}")
+        if not check.ok and check.fix:
+            lines.append(f"     {'':<16} fix: {check.fix}")
+    return "\n".join(lines), all(c.ok for c in checks)

@@ -1,0 +1,115 @@
+"""invoke doctor's checks against local servers: each failure names its fix."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+
+import google.auth.exceptions
+import pytest
+import requests
+
+from launch import doctor
+from launch.image_build import tag_resource
+from tests.fake_build import FakeArtifactRegistry
+from tests.fake_gcs import FakeGcs
+from tests.fake_vertex import FakeJobService
+
+IMAGE = "us-central1-docker.pkg.dev/p/pets-images/trainer:abc"
+
+
+def test_credentials():
+    def missing():
+        raise google.auth.exceptions.DefaultCredentialsError("Your default credentials were "
+                                                             "not found. To set up...")
+
+    bad = doctor.check_credentials(missing)
+    assert not bad.ok and bad.fix == "gcloud auth application-default login"
+    assert doctor.check_credentials(lambda: (object(), "p")).ok
+
+
+def test_vertex_api():
+    with FakeJobService() as fake:
+        assert doctor.check_vertex(fake.client(), "p", "us-central1").ok
+    with FakeJobService() as fake:
+        client = fake.client()
+    failed = doctor.check_vertex(client, "p", "us-central1")  # server gone: unreachable
+    assert not failed.ok and "aiplatform" in failed.fix
+
+
+def test_bucket(monkeypatch):
+    with FakeGcs() as gcs:
+        monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs.url)
+        client = gcs.client()
+        client.create_bucket("pets-data")
+        assert doctor.check_bucket(client, "pets-data").ok
+        missing = doctor.check_bucket(client, "nope")
+        assert not missing.ok and "does not exist" in missing.detail
+
+
+def test_image():
+    with FakeArtifactRegistry() as registry:
+        absent = doctor.check_image(registry.client(), IMAGE)
+        assert not absent.ok and absent.fix == "invoke image.build"
+        registry.tags.add(tag_resource(IMAGE))
+        assert doctor.check_image(registry.client(), IMAGE).ok
+        assert not doctor.check_image(registry.client(), "docker.io/python:3").ok
+
+
+@pytest.fixture
+def iam():
+    """IAM's testIamPermissions over REST: grants actAs on one account only."""
+    allowed = "pets-trainer@p.iam.gserviceaccount.com"
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            granted = body["permissions"] if allowed in self.path else []
+            data = json.dumps({"permissions": granted} if granted else {}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", allowed
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+
+
+def test_act_as(iam):
+    endpoint, allowed = iam
+    session = requests.Session()
+    assert doctor.check_act_as(session, allowed, endpoint).ok
+    denied = doctor.check_act_as(session, "other@p.iam.gserviceaccount.com", endpoint)
+    assert not denied.ok and "iam.serviceAccountUser" in denied.fix
+
+
+def test_report_lists_fixes_and_fails_if_any_check_fails():
+    text, ok = doctor.report([doctor.Check("a", True, "fine"),
+                              doctor.Check("b", False, "broken", "do this")])
+    assert not ok and "FAIL b" in text and "fix: do this" in text
+    assert doctor.report([doctor.Check("a", True, "fine")])[1]
+
+
+def test_invoke_doctor_without_credentials_says_how_to_log_in(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "missing.json")}
+    result = subprocess.run([sys.executable, "-m", "invoke", "doctor"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "FAIL credentials" in result.stdout
+    assert "fix: gcloud auth application-default login" in result.stdout
+    assert "Traceback" not in result.stderr
