@@ -47,11 +47,6 @@ def _vertex(action) -> None:
         raise Exit(f"error: {error}", code=2) from None
 
 
-def _training_run(experiment, steps, model_dir, data_dir) -> jobs.TrainingRun:
-    return jobs.TrainingRun(model_dir=model_dir, data_dir=data_dir, steps=steps,
-                            **({"experiment": experiment} if experiment else {}))
-
-
 @task(help={"output_dir": "where to write the Pets-layout sample",
             "num_images": "how many images", "bad_inputs": "add corrupt and malformed files"})
 def sample(c, output_dir=DATA_DIR, num_images=0, bad_inputs=False):
@@ -127,7 +122,8 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
             scheduling=Scheduling(float(timeout_hours), strategy=strategy), dry_run=dry_run))
         return
     try:
-        workflow.train(_training_run(experiment, steps, model_dir, data_dir), int(workers))
+        workflow.train(jobs.training_run(model_dir, data_dir, experiment, steps),
+                       int(workers))
     except (workflow.WorkflowError, ValueError) as error:
         raise Exit(f"error: {error}", code=1) from None
 
@@ -155,7 +151,7 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
             config, overrides, run_id=run_id, experiment=experiment, steps=steps,
             idle_timeout=idle_timeout, dry_run=dry_run))
         return
-    run = _training_run(experiment, steps, model_dir, data_dir)
+    run = jobs.training_run(model_dir, data_dir, experiment, steps)
     try:
         workflow.evaluate(run, continuous=not once, idle_timeout=idle_timeout)
     except workflow.WorkflowError as error:

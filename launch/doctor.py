@@ -20,16 +20,18 @@ class Check:
     fix: str = ""
 
 
-def check_credentials(load: Callable) -> Check:
-    """`load` is google.auth.default (injected for tests)."""
+def check_credentials(load: Callable) -> tuple[Check, object | None]:
+    """`load` is google.auth.default (injected for tests); returns the credentials it found,
+    so later checks reuse them instead of looking them up again."""
     import google.auth.exceptions
 
     try:
-        _, project = load()
+        credentials, project = load()
     except google.auth.exceptions.DefaultCredentialsError as error:
         return Check("credentials", False, str(error)[:200],
-                     "gcloud auth application-default login")
-    return Check("credentials", True, f"application default credentials (project {project})")
+                     "gcloud auth application-default login"), None
+    return Check("credentials", True,
+                 f"application default credentials (project {project})"), credentials
 
 
 def check_vertex(client, project: str, region: str) -> Check:

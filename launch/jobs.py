@@ -64,6 +64,13 @@ class TrainingRun:
         return tuple(args)
 
 
+def training_run(model_dir: str, data_dir: str, experiment: str | None = None,
+                 steps: int | None = None) -> TrainingRun:
+    """A run from optional researcher choices: no experiment means the default one."""
+    return TrainingRun(model_dir=model_dir, data_dir=data_dir, steps=steps,
+                       experiment=experiment or DEFAULT_EXPERIMENT)
+
+
 def train_job(run: TrainingRun, workers: int = 0, export_dir: str | None = None) -> TrainerJob:
     """A chief plus `workers` more replicas (MultiWorkerMirroredStrategy when workers > 0)."""
     if workers < 0:

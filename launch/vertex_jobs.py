@@ -40,9 +40,8 @@ def run_dir(target: CloudTarget, run_id: str) -> str:
 
 def training_run(target: CloudTarget, run_id: str, experiment: str | None,
                  steps: int | None) -> jobs.TrainingRun:
-    return jobs.TrainingRun(model_dir=f"{run_dir(target, run_id)}/checkpoints",
-                            data_dir=f"gs://{target.bucket}/{RECORDS_PREFIX}", steps=steps,
-                            **({"experiment": experiment} if experiment else {}))
+    return jobs.training_run(f"{run_dir(target, run_id)}/checkpoints",
+                             f"gs://{target.bucket}/{RECORDS_PREFIX}", experiment, steps)
 
 
 def train_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,

@@ -139,11 +139,10 @@ def doctor(config: Mapping, overrides: Mapping[str, str | None]) -> tuple[str, b
 
     from launch import doctor as checks
 
-    credentials = checks.check_credentials(google.auth.default)
+    credentials, creds = checks.check_credentials(google.auth.default)
     if not credentials.ok:
         return checks.report([credentials])
     where = target(config, overrides)
-    creds, _ = google.auth.default()
     return checks.report([
         credentials,
         checks.check_vertex(vertex_client.job_client(where.region), where.project,

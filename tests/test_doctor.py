@@ -24,9 +24,11 @@ def test_credentials():
         raise google.auth.exceptions.DefaultCredentialsError("Your default credentials were "
                                                              "not found. To set up...")
 
-    bad = doctor.check_credentials(missing)
-    assert not bad.ok and bad.fix == "gcloud auth application-default login"
-    assert doctor.check_credentials(lambda: (object(), "p")).ok
+    bad, none = doctor.check_credentials(missing)
+    assert not bad.ok and bad.fix == "gcloud auth application-default login" and none is None
+    token = object()
+    good, found = doctor.check_credentials(lambda: (token, "p"))
+    assert good.ok and found is token
 
 
 def test_vertex_api():
