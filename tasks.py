@@ -10,6 +10,7 @@ from launch import jobs, workflow
 
 WORK = "work"
 DATA_DIR, RECORDS_DIR, MODEL_DIR = f"{WORK}/pets", f"{WORK}/records", f"{WORK}/model"
+EXPORT_DIR = f"{WORK}/exported"
 
 
 def _run(job: jobs.TrainerJob) -> None:
@@ -34,17 +35,33 @@ def _cloud(c, project, region, bucket, image, env) -> tuple[dict, dict]:
                                              "environment": env}
 
 
-def _vertex(action) -> None:
+NO_CREDENTIALS = ("no Google credentials found: run `gcloud auth application-default login` "
+                  "(on a workstation) or attach a service account (in CI, via Workload "
+                  "Identity Federation)")
+
+
+def _guarded(action):
+    """Runs a cloud-facing action; its expected failures become one line and exit status 2."""
+    from google.auth.exceptions import DefaultCredentialsError
+
     from launch.cloud_settings import SettingsMissingError
     from launch.hardware import HardwareError
     from launch.image_build import ImageBuildError
     from launch.vertex_client import VertexError
 
     try:
-        print(action())
+        return action()
     except (HardwareError, SettingsMissingError, VertexError, ImageBuildError, ValueError,
             FileNotFoundError) as error:
         raise Exit(f"error: {error}", code=2) from None
+    except DefaultCredentialsError:
+        raise Exit(f"error: {NO_CREDENTIALS}", code=2) from None
+    except workflow.WorkflowError as error:
+        raise Exit(f"error: {error}", code=1) from None
+
+
+def _vertex(action) -> None:
+    print(_guarded(action))
 
 
 @task(help={"output_dir": "where to write the Pets-layout sample",
@@ -158,26 +175,70 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
         raise Exit(f"error: {error}", code=1) from None
 
 
-@task(help={"model_dir": "the training run's model directory",
-            "output_dir": "SavedModel destination", "checkpoint": "default: the newest"})
-def export(c, model_dir=MODEL_DIR, output_dir=f"{WORK}/exported", checkpoint=None):
-    """Export a SavedModel (uint8 images in; boxes, classes, scores out)."""
-    args = ["export", f"--model_dir={model_dir}", f"--export_dir={output_dir}"]
-    _run(jobs.tool_job("export", args + ([f"--checkpoint={checkpoint}"] if checkpoint else [])))
+BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
+               "env": "infra environment", "project": "GCP project", "bucket": "data bucket"}
 
 
-@task(help={"model": "exported SavedModel", "images": "image glob",
-            "output_dir": "annotated images and detections.json", "min_score": "score cut"})
-def predict(c, model=f"{WORK}/exported", images=f"{DATA_DIR}/images/*.jpg",
-            output_dir=f"{WORK}/predictions", min_score=0.3):
+@task(help={"model_dir": "checkpoints: a local directory or gs:// (default: work/model)",
+            "output_dir": "SavedModel destination, local or gs://",
+            "checkpoint": "e.g. ckpt-500 (default: the newest)", **BUCKET_HELP})
+def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env=None,
+           project=None, bucket=None):
+    """Export a SavedModel (uint8 images in; boxes, classes, scores out), local or in the bucket."""
+    from launch import vertex_launch
+
+    config, overrides = _cloud(c, project, None, bucket, None, env)
+
+    def action() -> str:
+        paths = vertex_launch.run_paths(config, overrides, run_id) if run_id else None
+        return "exported to " + workflow.export(
+            model_dir or (paths.checkpoints if paths else MODEL_DIR),
+            output_dir or (paths.exported if paths else EXPORT_DIR), checkpoint,
+            storage_client=vertex_launch.storage_factory(config, overrides))
+
+    _vertex(action)
+
+
+@task(help={"model": "SavedModel: local or gs:// (default: work/exported)",
+            "images": "image glob, local or gs://BUCKET/DIR/*.jpg",
+            "output_dir": "annotated images and detections.json, local or gs://",
+            "min_score": "score cut", **BUCKET_HELP})
+def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=f"{WORK}/predictions",
+            min_score=0.3, run_id=None, env=None, project=None, bucket=None):
     """Detect pets in images: annotated pictures plus a JSON of detections."""
-    _run(jobs.tool_job("predict", ["predict", f"--model={model}", f"--images={images}",
-                                   f"--output_dir={output_dir}", f"--min_score={min_score}"]))
+    from launch import vertex_launch
+
+    config, overrides = _cloud(c, project, None, bucket, None, env)
+
+    def action() -> str:
+        paths = vertex_launch.run_paths(config, overrides, run_id) if run_id else None
+        return "predictions in " + workflow.predict(
+            model or (paths.model if paths else EXPORT_DIR), images, output_dir,
+            float(min_score), storage_client=vertex_launch.storage_factory(config, overrides))
+
+    _vertex(action)
 
 
-@task(help={"logdir": "a model directory (local or gs://)", "port": "port on 127.0.0.1"})
-def tensorboard(c, logdir=MODEL_DIR, port=6006):
-    """Serve TensorBoard for a model directory on 127.0.0.1."""
+@task(help={"logdir": "a model directory, local or gs:// (default: work/model)",
+            "port": "port on 127.0.0.1", "target": "local: serve TensorBoard here; vertex: "
+            "print the run's Vertex AI TensorBoard links", **BUCKET_HELP,
+            "region": "Vertex AI region"})
+def tensorboard(c, logdir=None, port=6006, target="local", run_id=None, env=None,
+                project=None, region=None, bucket=None):
+    """TensorBoard for a run: served on 127.0.0.1, or the run's Vertex AI TensorBoard link."""
+    from launch import vertex_launch
+
+    _check_target(target)
+    config, overrides = _cloud(c, project, region, bucket, None, env)
+    if target == "vertex":
+        if not run_id:
+            raise Exit("error: --run-id names the run whose TensorBoard to show", code=2)
+        _vertex(lambda: vertex_launch.tensorboard_links(config, overrides, run_id))
+        return
+    if run_id:  # the whole run: training, validation and evaluation-job summaries
+        logdir = _guarded(lambda: vertex_launch.run_paths(config, overrides, run_id).root)
+    logdir = logdir or MODEL_DIR
+    print(f"TensorBoard on http://127.0.0.1:{port} for {logdir}", flush=True)
     c.run(f"{sys.executable} -m tensorboard.main --logdir {logdir} --host 127.0.0.1 "
           f"--port {port}", pty=False)
 
@@ -249,6 +310,13 @@ def jobs_status(c, job, env=None, project=None, region=None):
     _job_command(c, "status", job, env, project, region)
 
 
+@task(name="logs", help={**JOB_HELP, "lines": "how many of the newest lines",
+                         "follow": "keep printing new lines until the job ends"})
+def jobs_logs(c, job, env=None, project=None, region=None, lines=100, follow=False):
+    """Print a job's log lines from Cloud Logging (all replicas)."""
+    _job_command(c, "logs", job, env, project, region, lines=int(lines), follow=follow)
+
+
 @task(name="cancel", help=JOB_HELP)
 def jobs_cancel(c, job, env=None, project=None, region=None):
     """Cancel a job."""
@@ -291,6 +359,7 @@ bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")
 bench.add_task(bench_relaunch, name="relaunch")
 image = Collection("image", image_build)
-jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_cancel, jobs_wait)
+jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_logs, jobs_cancel,
+                             jobs_wait)
 namespace = Collection(data, bench, image, jobs_collection, doctor, train, evaluate, export,
                        predict, tensorboard, demo)

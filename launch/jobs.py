@@ -94,3 +94,16 @@ def eval_job(run: TrainingRun, continuous: bool = True,
 def tool_job(name: str, args: Sequence[str]) -> TrainerJob:
     """`python -m trainer data|export|predict ...` as a single-replica job."""
     return TrainerJob(name=name, args=tuple(args))
+
+
+def export_job(model_dir: str, export_dir: str, checkpoint: str | None = None) -> TrainerJob:
+    """SavedModel export of `checkpoint` (default: the newest in `model_dir`)."""
+    args = ["export", f"--model_dir={model_dir}", f"--export_dir={export_dir}"]
+    return tool_job("export", args + ([f"--checkpoint={checkpoint}"] if checkpoint else []))
+
+
+def predict_job(model: str, images: str, output_dir: str,
+                min_score: float | None = None) -> TrainerJob:
+    """Annotated images plus detections.json for every image matching the glob."""
+    args = ["predict", f"--model={model}", f"--images={images}", f"--output_dir={output_dir}"]
+    return tool_job("predict", args + ([f"--min_score={min_score:g}"] if min_score else []))

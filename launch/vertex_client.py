@@ -4,7 +4,7 @@ cancel; API errors become one clear sentence with the fix."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from google.api_core import exceptions
 from google.cloud import aiplatform_v1
@@ -45,10 +45,13 @@ def job_name(project: str, region: str, job: str) -> str:
 
 
 def list_jobs(client: aiplatform_v1.JobServiceClient, project: str, region: str,
-              limit: int = 20) -> list[aiplatform_v1.CustomJob]:
-    """The newest custom jobs first."""
+              limit: int = 20, labels: Mapping[str, str] | None = None
+              ) -> list[aiplatform_v1.CustomJob]:
+    """The newest custom jobs first; only those carrying all `labels` if given."""
+    query = " AND ".join(f'labels.{k}="{v}"' for k, v in sorted((labels or {}).items()))
     try:
-        pager = client.list_custom_jobs(parent=f"projects/{project}/locations/{region}")
+        pager = client.list_custom_jobs(request={
+            "parent": f"projects/{project}/locations/{region}", "filter": query})
         jobs = list(pager)
     except exceptions.GoogleAPICallError as error:
         raise explain(error, f"listing jobs in {project}/{region}") from None
@@ -78,6 +81,13 @@ def cancel(client: aiplatform_v1.JobServiceClient, name: str) -> None:
         raise explain(error, f"cancelling {name}") from None
 
 
+def get(client: aiplatform_v1.JobServiceClient, name: str) -> aiplatform_v1.CustomJob:
+    try:
+        return client.get_custom_job(name=name)
+    except exceptions.GoogleAPICallError as error:
+        raise explain(error, f"reading {name}") from None
+
+
 def wait(client: aiplatform_v1.JobServiceClient, name: str,
          on_state: Callable[[str], None] = print, poll_seconds: float = 30.0,
          timeout_seconds: float | None = None,
@@ -86,10 +96,7 @@ def wait(client: aiplatform_v1.JobServiceClient, name: str,
     """Polls until the job ends, reporting each state change once."""
     start, last = clock(), None
     while True:
-        try:
-            job = client.get_custom_job(name=name)
-        except exceptions.GoogleAPICallError as error:
-            raise explain(error, f"reading {name}") from None
+        job = get(client, name)
         state = job.state.name
         if state != last:
             on_state(state)

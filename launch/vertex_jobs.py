@@ -16,8 +16,6 @@ from launch.hardware import Machine, resolve_machine
 from launch.vertex_spec import DEFAULT_SCHEDULING, CloudTarget, Scheduling, custom_job
 
 RECORDS_PREFIX = "records"
-
-
 @dataclasses.dataclass(frozen=True)
 class Hardware:
     machine_type: str | None = None
@@ -34,13 +32,38 @@ class Hardware:
 EVAL_HARDWARE = Hardware(machine_type="n1-standard-8")
 
 
-def run_dir(target: CloudTarget, run_id: str) -> str:
-    return f"gs://{target.bucket}/runs/{run_id}"
+@dataclasses.dataclass(frozen=True)
+class RunPaths:
+    """A run's place in the bucket; what `--run-id` means to eval, export, predict and
+    tensorboard."""
+
+    bucket: str
+    run_id: str
+
+    @property
+    def root(self) -> str:  # the training job's base output directory
+        return f"gs://{self.bucket}/runs/{self.run_id}"
+
+    @property
+    def checkpoints(self) -> str:  # the trainer's --model_dir
+        return f"{self.root}/checkpoints"
+
+    @property
+    def model(self) -> str:  # AIP_MODEL_DIR: the SavedModel exported when training ends
+        return f"{self.root}/model"
+
+    @property
+    def exported(self) -> str:  # `invoke export --run-id` re-exports here
+        return f"{self.root}/exported"
+
+    @property
+    def eval_root(self) -> str:  # the evaluation job's base output directory
+        return f"{self.root}/eval"
 
 
 def training_run(target: CloudTarget, run_id: str, experiment: str | None,
                  steps: int | None) -> jobs.TrainingRun:
-    return jobs.training_run(f"{run_dir(target, run_id)}/checkpoints",
+    return jobs.training_run(RunPaths(target.bucket, run_id).checkpoints,
                              f"gs://{target.bucket}/{RECORDS_PREFIX}", experiment, steps)
 
 
@@ -53,9 +76,9 @@ def train_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
     if machine.is_tpu and workers:
         raise ValueError("TPU jobs run on one TPU VM here: drop --workers")
     job = jobs.train_job(run, workers)
-    return custom_job(job, [machine] * len(job.pools), target, run_dir(target, run_id),
-                      scheduling, {**(labels or {}), "experiment": run.experiment,
-                                   "run": run_id}, reduction_servers)
+    labels = {**(labels or {}), "experiment": run.experiment, "run": run_id}
+    return custom_job(job, [machine] * len(job.pools), target,
+                      RunPaths(target.bucket, run_id).root, scheduling, labels, reduction_servers)
 
 
 def eval_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
@@ -65,6 +88,6 @@ def eval_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
     """The single-replica continuous evaluator beside a training run (CPU by default)."""
     machine = (hardware or EVAL_HARDWARE).resolve(target.region)
     job = jobs.eval_job(run, continuous=True, idle_timeout=idle_timeout)
-    return custom_job(job, [machine], target, f"{run_dir(target, run_id)}/eval",
+    return custom_job(job, [machine], target, RunPaths(target.bucket, run_id).eval_root,
                       DEFAULT_SCHEDULING, {**(labels or {}), "experiment": run.experiment,
                                      "run": run_id})

@@ -10,7 +10,14 @@ from collections.abc import Mapping
 
 from launch import cloud_settings, vertex_client, vertex_jobs
 from launch.image_context import REPO_ROOT
-from launch.vertex_spec import CloudTarget, Scheduling, label_value, to_json
+from launch.vertex_spec import (
+    CloudTarget,
+    Scheduling,
+    console_url,
+    label_value,
+    tensorboard_url,
+    to_json,
+)
 
 
 def default_run_id(experiment: str | None) -> str:
@@ -37,6 +44,29 @@ def target(config: Mapping, overrides: Mapping[str, str | None]) -> CloudTarget:
                                          os.environ, config)
 
 
+def _fields(config: Mapping, overrides: Mapping[str, str | None],
+            required: tuple[str, ...]) -> dict[str, str | None]:
+    return cloud_settings.resolve_fields(_environment(config, overrides), overrides, os.environ,
+                                         config, required=required)
+
+
+def run_paths(config: Mapping, overrides: Mapping[str, str | None],
+              run_id: str) -> vertex_jobs.RunPaths:
+    """`--run-id` -> the run's gs:// paths; needs only the bucket."""
+    return vertex_jobs.RunPaths(_fields(config, overrides, ("bucket",))["bucket"], run_id)
+
+
+def storage_factory(config: Mapping, overrides: Mapping[str, str | None]):
+    """A Cloud Storage client maker, resolving the project only if a gs:// path needs it."""
+
+    def make():
+        from google.cloud import storage
+
+        return storage.Client(project=_fields(config, overrides, ("project",))["project"])
+
+    return make
+
+
 def upload_records(config: Mapping, overrides: Mapping[str, str | None],
                    records_dir: str) -> str:
     """`invoke data.upload`: needs only the project and the bucket."""
@@ -44,8 +74,7 @@ def upload_records(config: Mapping, overrides: Mapping[str, str | None],
 
     from launch.upload import upload_with_progress
 
-    fields = cloud_settings.resolve_fields(_environment(config, overrides), overrides,
-                                           os.environ, config, required=("project", "bucket"))
+    fields = _fields(config, overrides, ("project", "bucket"))
     result = upload_with_progress(storage.Client(project=fields["project"]), fields["bucket"],
                                   records_dir, vertex_jobs.RECORDS_PREFIX)
     return (f"uploaded {len(result.uploaded)}, unchanged {len(result.skipped)}: "
@@ -78,16 +107,32 @@ def _dispatch(where: CloudTarget, job, dry_run: bool, run_id: str) -> str:
         return to_json(job)
     created = vertex_client.submit(vertex_client.job_client(where.region), where.project,
                                    where.region, job)
-    job_id = created.name.rsplit("/", 1)[-1]
-    return (f"submitted {created.name} (run {run_id})\nconsole: https://console.cloud.google."
-            f"com/vertex-ai/locations/{where.region}/training/{job_id}?project={where.project}")
+    lines = [f"submitted {created.name} (run {run_id})",
+             f"console:     {console_url(created.name)}"]
+    if tensorboard := tensorboard_url(created):
+        lines.append(f"tensorboard: {tensorboard}")
+    return "\n".join(lines)
+
+
+def tensorboard_links(config: Mapping, overrides: Mapping[str, str | None],
+                      run_id: str) -> str:
+    """`invoke tensorboard --target vertex --run-id R`: the Vertex AI TensorBoard experiment of
+    each of the run's jobs (training and evaluation)."""
+    fields = _fields(config, overrides, ("project", "region"))
+    found = vertex_client.list_jobs(vertex_client.job_client(fields["region"]),
+                                    fields["project"], fields["region"],
+                                    labels={"run": label_value(run_id)})
+    if not found:
+        raise ValueError(f"no Vertex AI job has run {run_id!r}; `invoke jobs.list` shows them")
+    return "\n".join(f"{job.display_name}: {tensorboard_url(job) or 'no TensorBoard attached'}"
+                     for job in found)
 
 
 def job_command(config: Mapping, overrides: Mapping[str, str | None], command: str,
-                job: str | None = None, poll_seconds: float = 30.0) -> str:
-    """`invoke jobs.list|status|cancel|wait`: needs only the project and the region."""
-    fields = cloud_settings.resolve_fields(_environment(config, overrides), overrides,
-                                           os.environ, config, required=("project", "region"))
+                job: str | None = None, poll_seconds: float = 30.0, lines: int = 100,
+                follow: bool = False) -> str:
+    """`invoke jobs.list|status|logs|cancel|wait`: needs only the project and the region."""
+    fields = _fields(config, overrides, ("project", "region"))
     project, region = fields["project"], fields["region"]
     client = vertex_client.job_client(region)
     if command == "list":
@@ -100,11 +145,28 @@ def job_command(config: Mapping, overrides: Mapping[str, str | None], command: s
     if command == "cancel":
         vertex_client.cancel(client, name)
         return f"cancellation requested for {name}"
+    if command == "logs":
+        return _logs(project, client, name, lines, follow)
     if command == "wait":
         done = vertex_client.wait(client, name, poll_seconds=poll_seconds,
                                   on_state=lambda state: print(f"{name}: {state}", flush=True))
         return vertex_client.describe(done)
-    return vertex_client.describe(client.get_custom_job(name=name))
+    return vertex_client.describe(vertex_client.get(client, name))
+
+
+def _logs(project: str, jobs, name: str, lines: int, follow: bool) -> str:
+    from google.cloud.logging_v2.services.logging_service_v2 import LoggingServiceV2Client
+
+    from launch import job_logs
+
+    logs = LoggingServiceV2Client()
+    if not follow:
+        return "\n".join(map(job_logs.format_entry,
+                             job_logs.tail(logs, project, name.rsplit("/", 1)[-1], lines))) \
+            or f"no log entries yet for {name}"
+    done = job_logs.follow(logs, jobs, project, name, lines=lines,
+                           on_entry=lambda e: print(job_logs.format_entry(e), flush=True))
+    return vertex_client.describe(done)
 
 
 def build_images(config: Mapping, overrides: Mapping[str, str | None]) -> str:
@@ -115,10 +177,8 @@ def build_images(config: Mapping, overrides: Mapping[str, str | None]) -> str:
     from launch.image_build import ensure_images
     from launch.image_context import context_hash
 
-    fields = cloud_settings.resolve_fields(
-        _environment(config, overrides), overrides, os.environ, config,
-        required=("project", "region", "image", "tpu_image", "build_bucket",
-                  "builder_service_account"))
+    fields = _fields(config, overrides, ("project", "region", "image", "tpu_image",
+                                         "build_bucket", "builder_service_account"))
     tag = context_hash()
     for field in ("image", "tpu_image"):  # the outputs name the deployed tag: retag with ours
         fields[field] = f"{fields[field].rsplit(':', 1)[0]}:{tag}"

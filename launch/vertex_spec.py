@@ -123,3 +123,21 @@ def to_json(custom_job_proto: aiplatform_v1.CustomJob) -> str:
     return aiplatform_v1.CustomJob.to_json(custom_job_proto, indent=2,
                                            use_integers_for_enums=False,
                                            always_print_fields_with_no_presence=False)
+
+
+def console_url(job_name: str) -> str:
+    """The Cloud console page of a custom job (projects/P/locations/R/customJobs/ID)."""
+    _, project, _, region, _, job_id = job_name.split("/")
+    return (f"https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job_id}"
+            f"?project={project}")
+
+
+def tensorboard_url(job: aiplatform_v1.CustomJob) -> str | None:
+    """The Vertex AI TensorBoard experiment a job streams to: Vertex names it after the job id."""
+    tensorboard = job.job_spec.tensorboard
+    if not tensorboard:
+        return None
+    region = tensorboard.split("/")[3]
+    experiment = f"{tensorboard}/experiments/{job.name.rsplit('/', 1)[-1]}"
+    return (f"https://{region}.tensorboard.googleusercontent.com/experiment/"
+            f"{experiment.replace('/', '+')}")

@@ -9,10 +9,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from launch import jobs
+from launch import bucket_models, jobs
 from launch.local import LocalExecutor, progress_printer
+from launch.upload import upload_directory
 from trainer.data import pets
 from trainer.experiments import default_train_steps
+from trainer.predict import DETECTIONS_FILE
 
 DEMO_PREDICT_IMAGES = 6
 
@@ -48,6 +50,59 @@ def train(run: jobs.TrainingRun, workers: int = 0, export_dir: str | None = None
 
 def evaluate(run: jobs.TrainingRun, continuous: bool, idle_timeout: float | None = None) -> None:
     run_job(jobs.eval_job(run, continuous, idle_timeout))
+
+
+def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
+           storage_client: Callable[[], object] | None = None) -> str:
+    """Exports a SavedModel; a gs:// model directory is staged first (the run files and one
+    checkpoint) and a gs:// output directory is uploaded after exporting locally."""
+    client = _client_if_remote(storage_client, model_dir, output_dir)
+    if bucket_models.is_gcs(model_dir):
+        local_model, local_checkpoint = bucket_models.stage_checkpoint(client, model_dir,
+                                                                       checkpoint)
+        model_dir, checkpoint = str(local_model), str(local_checkpoint)
+    run_job(jobs.export_job(model_dir, str(_local(output_dir)), checkpoint))
+    return _publish(client, output_dir)
+
+
+def predict(model: str, images: str, output_dir: str, min_score: float | None = None,
+            storage_client: Callable[[], object] | None = None) -> str:
+    """Detects with a SavedModel; gs:// models and image directories are staged first, and a
+    gs:// output directory is uploaded."""
+    client = _client_if_remote(storage_client, model, images, output_dir)
+    if bucket_models.is_gcs(model):
+        model = str(bucket_models.stage_directory(client, model))
+    if bucket_models.is_gcs(images):
+        folder, _, pattern = images.rpartition("/")
+        images = f"{bucket_models.stage_directory(client, folder)}/{pattern}"
+    local_out = _local(output_dir)
+    run_job(jobs.predict_job(model, images, str(local_out), min_score))
+    if client is not None:
+        report = local_out / DETECTIONS_FILE
+        report.write_text(json.dumps(bucket_models.mirrored_to_urls(
+            json.loads(report.read_text())), indent=2) + "\n")
+    return _publish(client, output_dir)
+
+
+def _client_if_remote(factory: Callable[[], object] | None, *paths: str):
+    if not any(map(bucket_models.is_gcs, paths)):
+        return None
+    if factory is None:
+        raise WorkflowError(f"{' '.join(paths)}: gs:// paths need cloud settings")
+    return factory()
+
+
+def _local(path: str) -> Path:
+    """A gs:// output is written to its local mirror first."""
+    return bucket_models.GcsPath.parse(path).mirror() if bucket_models.is_gcs(path) \
+        else Path(path)
+
+
+def _publish(client, output_dir: str) -> str:
+    if bucket_models.is_gcs(output_dir):
+        where = bucket_models.GcsPath.parse(output_dir)
+        upload_directory(client, where.bucket, where.mirror(), where.prefix)
+    return output_dir
 
 
 def latest_metrics(model_dir: str) -> dict:
@@ -93,16 +148,13 @@ def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
     say("4/6 Evaluating (COCO metrics)")
     evaluate(run, continuous=False)
     say("5/6 Exporting a SavedModel")
-    run_job(jobs.tool_job("export", ["export", f"--model_dir={model}",
-                                     f"--export_dir={exported}"]))
+    run_job(jobs.export_job(str(model), str(exported)))
     say("6/6 Detecting pets in held-out test images")
     test_images = root / "test_images"
     test_images.mkdir(exist_ok=True)
     for name in pets.read_example_list(data / pets.TEST_LIST)[:DEMO_PREDICT_IMAGES]:
         shutil.copy(pets.image_path(data, name), test_images)
-    run_job(jobs.tool_job("predict", ["predict", f"--model={exported}",
-                                      f"--images={test_images}/*.jpg",
-                                      f"--output_dir={predictions}"]))
+    run_job(jobs.predict_job(str(exported), f"{test_images}/*.jpg", str(predictions)))
     annotated = sorted(predictions.glob("*_detections.jpg"))
     metrics = latest_metrics(str(model))["metrics"]
     return DemoResult(metrics, str(exported), str(annotated[0]) if annotated else "",

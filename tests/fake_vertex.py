@@ -7,6 +7,7 @@ RUNNING -> SUCCEEDED), and answers with real gRPC errors for display names that 
 from __future__ import annotations
 
 import datetime
+import re
 
 import grpc
 from google.cloud import aiplatform_v1
@@ -16,6 +17,7 @@ from tests.grpc_fake import GrpcFake, unary
 
 ERRORS = {"deny": grpc.StatusCode.PERMISSION_DENIED, "quota": grpc.StatusCode.RESOURCE_EXHAUSTED,
           "invalid": grpc.StatusCode.INVALID_ARGUMENT}
+LABEL_CLAUSE = re.compile(r'labels\.([\w-]+)="([^"]*)"')
 PROGRESSION = ["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"]
 
 
@@ -62,7 +64,10 @@ class FakeJobService(GrpcFake):
         return job
 
     def list(self, request, context):
-        jobs = [j for n, j in self.jobs.items() if n.startswith(f"{request.parent}/")]
+        """Understands the `labels.KEY="VALUE"` clauses (joined by AND) of the API's filter."""
+        wanted = dict(LABEL_CLAUSE.findall(request.filter))
+        jobs = [j for n, j in self.jobs.items() if n.startswith(f"{request.parent}/")
+                and all(j.labels.get(k) == v for k, v in wanted.items())]
         return aiplatform_v1.ListCustomJobsResponse(custom_jobs=jobs)
 
     def cancel(self, request, context):

@@ -243,3 +243,45 @@ def test_invoke_tensorboard_serves_the_runs(trained):
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+
+
+def test_invoke_export_and_predict_on_a_run_in_the_bucket(trained, tmp_path):
+    """A Vertex AI run's checkpoints in GCS (fake-gcs-server) -> `invoke export --run-id`
+    -> a SavedModel in the bucket -> `invoke predict` on gs:// images, results in the bucket."""
+    from launch.upload import upload_directory
+    from tests.fake_gcs import FakeGcs
+    from trainer.data import pets
+    from trainer.data.sample import write_sample
+
+    model_dir, _, _ = trained
+    data = write_sample(tmp_path / "fresh", num_images=3, seed=7)
+    with FakeGcs() as server:
+        client = server.client()
+        client.create_bucket("pets-data")
+        upload_directory(client, "pets-data", model_dir, "runs/r1/checkpoints")
+        upload_directory(client, "pets-data", data / "images", "test-images")
+        env = {**os.environ, "STORAGE_EMULATOR_HOST": server.url, "PETS_PROJECT": "test",
+               "PETS_BUCKET": "pets-data", "PETS_CACHE_DIR": str(tmp_path / "cache")}
+
+        def invoke(*args: str) -> str:
+            result = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, env=env,
+                                    capture_output=True, text=True, timeout=600)
+            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+            return result.stdout
+
+        assert "exported to gs://pets-data/runs/r1/exported" in invoke("export", "--run-id=r1")
+        exported = {b.name for b in client.list_blobs("pets-data", prefix="runs/r1/exported/")}
+        assert {"runs/r1/exported/saved_model.pb",
+                "runs/r1/exported/label_map.pbtxt"} <= exported
+        invoke("predict", "--model=gs://pets-data/runs/r1/exported",
+               "--images=gs://pets-data/test-images/*.jpg",
+               "--output-dir=gs://pets-data/runs/r1/predictions")
+        report = json.loads(client.bucket("pets-data").blob(
+            "runs/r1/predictions/detections.json").download_as_text())
+        uploaded = {b.name for b in client.list_blobs("pets-data", prefix="runs/r1/predictions/")}
+    assert len(report["images"]) == 3
+    for entry in report["images"]:  # the uploaded report names objects in the bucket
+        assert entry["image"].startswith("gs://pets-data/test-images/")
+        assert entry["annotated"].removeprefix("gs://pets-data/") in uploaded
+        top = max(entry["detections"], key=lambda d: d["score"])
+        assert top["class"] == pets.breed_of(Path(entry["image"]).stem)

@@ -227,3 +227,41 @@ def test_list_status_and_ids(fake):
     assert "QUEUED" in line and "train-pets_retinanet_resnetfpn" in line
     assert vertex_client.job_name(TARGET.project, TARGET.region, "2") == second.name
     assert vertex_client.job_name("x", "y", second.name) == second.name
+
+
+def test_a_runs_jobs_and_their_tensorboard_and_console_links(fake):
+    from launch.vertex_spec import console_url, tensorboard_url
+
+    client = fake.client()
+    for job in (train_custom_job(TARGET, RUN, "run1", Hardware()),
+                eval_custom_job(TARGET, RUN, "run1"),
+                train_custom_job(TARGET, RUN, "run2", Hardware())):
+        vertex_client.submit(client, TARGET.project, TARGET.region, job)
+    found = vertex_client.list_jobs(client, TARGET.project, TARGET.region,
+                                    labels={"run": "run1"})
+    assert [j.display_name for j in found] == ["eval-pets_retinanet_resnetfpn",
+                                               "train-pets_retinanet_resnetfpn"]
+    assert tensorboard_url(found[1]) == (
+        "https://us-central1.tensorboard.googleusercontent.com/experiment/"
+        "projects+p+locations+us-central1+tensorboards+42+experiments+1")
+    assert console_url(found[1].name) == ("https://console.cloud.google.com/vertex-ai/locations/"
+                                          "us-central1/training/1?project=pets-detector-dev")
+    without = aiplatform_v1.CustomJob(name=found[1].name)
+    assert tensorboard_url(without) is None
+
+
+def test_cloud_commands_without_credentials_say_how_to_log_in(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "HOME": str(tmp_path), "CLOUDSDK_CONFIG": str(tmp_path),
+           "NO_GCE_CHECK": "True", "PETS_PROJECT": "p", "PETS_REGION": "us-central1"}
+    env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+    result = subprocess.run([sys.executable, "-m", "invoke", "jobs.logs", "--job=12"], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "gcloud auth application-default login" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,94 @@
+"""`invoke jobs.logs`: a custom job's log lines from Cloud Logging, newest last, optionally
+followed until the job ends (what `gcloud ai custom-jobs stream-logs` does).
+
+Vertex AI writes each replica's stdout/stderr as entries of resource type `ml_job`, labelled
+with the job id and the replica (`task_name`, e.g. workerpool0-0).
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Callable, Iterable
+
+from google.api_core import exceptions
+from google.cloud import aiplatform_v1
+from google.cloud.logging_v2.services.logging_service_v2 import LoggingServiceV2Client
+from google.cloud.logging_v2.types import LogEntry
+from google.logging.type import log_severity_pb2
+
+from launch import vertex_client
+
+
+def log_filter(job_id: str, since: datetime.datetime | None = None) -> str:
+    """The Logging query language filter for one custom job's entries."""
+    if not job_id.isdigit():
+        raise ValueError(f"{job_id!r} is not a custom job id: use the number that "
+                         "`invoke jobs.list` shows")
+    clauses = ['resource.type="ml_job"', f'resource.labels.job_id="{job_id}"']
+    if since is not None:
+        clauses.append(f'timestamp>="{since.astimezone(datetime.UTC).isoformat()}"')
+    return " AND ".join(clauses)
+
+
+def format_entry(entry: LogEntry) -> str:
+    """`2026-11-22 01:02:03 workerpool0-0 INFO message`, whatever the payload kind."""
+    if entry.text_payload:
+        message = entry.text_payload
+    else:
+        payload = dict(entry.json_payload or {})
+        message = str(payload.get("message", payload))
+    stamp = entry.timestamp.strftime("%Y-%m-%d %H:%M:%S") if entry.timestamp else "-"
+    replica = entry.resource.labels.get("task_name", "-")
+    severity = log_severity_pb2.LogSeverity.Name(entry.severity)
+    return f"{stamp} {replica} {severity:<7} {message.rstrip()}"
+
+
+def _entries(client: LoggingServiceV2Client, project: str, job_id: str, *, newest_first: bool,
+             since: datetime.datetime | None = None, limit: int | None = None
+             ) -> list[LogEntry]:
+    request = {"resource_names": [f"projects/{project}"], "filter": log_filter(job_id, since),
+               "order_by": "timestamp desc" if newest_first else "timestamp asc",
+               "page_size": min(limit or 1000, 1000)}
+    entries: list[LogEntry] = []
+    try:
+        for entry in client.list_log_entries(request=request):
+            entries.append(entry)
+            if limit is not None and len(entries) >= limit:
+                break
+    except exceptions.GoogleAPICallError as error:
+        raise vertex_client.explain(error, f"reading the logs of job {job_id}") from None
+    return entries
+
+
+def tail(client: LoggingServiceV2Client, project: str, job_id: str,
+         lines: int = 100) -> list[LogEntry]:
+    """The newest `lines` entries, oldest first."""
+    return list(reversed(_entries(client, project, job_id, newest_first=True, limit=lines)))
+
+
+def follow(logs: LoggingServiceV2Client, jobs: aiplatform_v1.JobServiceClient, project: str,
+           job_name: str, on_entry: Callable[[LogEntry], None], lines: int = 100,
+           poll_seconds: float = 10.0, sleep: Callable[[float], None] = time.sleep
+           ) -> aiplatform_v1.CustomJob:
+    """Prints the last `lines` entries, then new ones as they arrive, until the job ends."""
+    job_id = job_name.rsplit("/", 1)[-1]
+    seen: set[str] = set()
+
+    def show(entries: Iterable[LogEntry]) -> datetime.datetime | None:
+        newest = None
+        for entry in entries:
+            if entry.insert_id not in seen:
+                seen.add(entry.insert_id)
+                on_entry(entry)
+            newest = entry.timestamp or newest
+        return newest
+
+    since = show(tail(logs, project, job_id, lines))
+    while True:
+        job = vertex_client.get(jobs, job_name)
+        # Entries can share the newest timestamp: ask from it again and skip the seen ones.
+        since = show(_entries(logs, project, job_id, newest_first=False, since=since)) or since
+        if job.state.name in vertex_client.TERMINAL:
+            return job
+        sleep(poll_seconds)

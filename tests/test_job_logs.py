@@ -1,0 +1,60 @@
+"""`invoke jobs.logs` through the real Cloud Logging and Vertex AI clients against fakes on
+127.0.0.1: the newest lines, following until the job ends, paging, and clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from launch import job_logs, vertex_client
+from tests.fake_logging import FakeLoggingService, job_entry
+from tests.fake_vertex import FakeJobService
+from tests.test_vertex import RUN, TARGET
+
+PROJECT = TARGET.project
+
+
+@pytest.fixture
+def logging_fake():
+    with FakeLoggingService() as service:
+        yield service
+
+
+def test_tail_shows_the_newest_lines_of_that_job_oldest_first(logging_fake):
+    logging_fake.entries += [job_entry("7", s, f"step {s}") for s in range(30)]
+    logging_fake.entries += [job_entry("8", s, "another job") for s in range(5)]
+    entries = job_logs.tail(logging_fake.client(), PROJECT, "7", lines=4)
+    assert [e.text_payload for e in entries] == ["step 26", "step 27", "step 28", "step 29"]
+    (request,) = logging_fake.requests
+    assert list(request.resource_names) == [f"projects/{PROJECT}"]
+    line = job_logs.format_entry(entries[-1])
+    assert line == "2026-11-22 01:00:29 workerpool0-0 INFO    step 29"
+
+
+def test_follow_prints_every_line_once_until_the_job_ends(logging_fake):
+    from launch.vertex_jobs import eval_custom_job
+
+    with FakeJobService() as vertex:
+        jobs = vertex.client()
+        job = vertex_client.submit(jobs, PROJECT, TARGET.region,
+                                   eval_custom_job(TARGET, RUN, "run1"))
+        job_id = job.name.rsplit("/", 1)[-1]
+        logging_fake.entries += [job_entry(job_id, s, f"old {s}") for s in range(3)]
+        arriving = iter([[job_entry(job_id, 3, "starting"), job_entry(job_id, 3, "same second",
+                                                                    replica="workerpool1-0")],
+                         [job_entry(job_id, s, f"step {s}") for s in range(4, 2504)]])
+        printed = []
+        done = job_logs.follow(logging_fake.client(), jobs, PROJECT, job.name,
+                               on_entry=lambda e: printed.append(e.text_payload), lines=2,
+                               poll_seconds=0,
+                               sleep=lambda s: logging_fake.entries.extend(next(arriving, [])))
+    assert done.state.name == "JOB_STATE_SUCCEEDED"
+    assert printed[:4] == ["old 1", "old 2", "starting", "same second"]
+    assert printed[4:] == [f"step {s}" for s in range(4, 2504)]  # three pages, none twice
+
+
+def test_bad_job_ids_and_api_errors_are_clear(logging_fake):
+    with pytest.raises(ValueError, match="not a custom job id"):
+        job_logs.tail(logging_fake.client(), PROJECT, 'x" OR "1', lines=1)
+    with FakeJobService() as vertex, pytest.raises(vertex_client.VertexError, match="not found"):
+        job_logs.follow(logging_fake.client(), vertex.client(), PROJECT,
+                        "projects/p/locations/us-central1/customJobs/404", print)
