@@ -102,7 +102,10 @@ def convert(c, data_dir=DATA_DIR, output_dir=RECORDS_DIR, num_shards=10, masks=F
 
 
 CLOUD_HELP = {"project": "GCP project (default: infra outputs)", "region": "Vertex AI region",
-              "bucket": "data bucket", "image": "trainer image URI",
+              "bucket": "data bucket",
+              "image": "pin this image URI (default: the sources' content-hash tag, built "
+                       "first if missing)",
+              "local_docker": "build a missing image with the local Docker, not Cloud Build",
               "env": "infra environment whose outputs to use (default: invoke.yaml)",
               "dry_run": "print the CustomJob JSON instead of submitting it",
               "run_id": "run name: gs://BUCKET/runs/RUN_ID"}
@@ -121,7 +124,7 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
           data_dir=RECORDS_DIR, workers=0, machine_type=None, accelerator=None, tpu=None,
           tpu_topology=None, reduction_servers=0, spot=False, flex_start=False,
           timeout_hours=24.0, dry_run=False, run_id=None, project=None, region=None,
-          bucket=None, image=None, env=None):
+          bucket=None, image=None, env=None, local_docker=False):
     """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
     _check_target(target)
     steps = int(steps) if steps else None
@@ -136,7 +139,8 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
             config, overrides, run_id=run_id, experiment=experiment, steps=steps,
             hardware=Hardware(machine_type, accelerator, tpu, tpu_topology),
             workers=int(workers), reduction_servers=int(reduction_servers),
-            scheduling=Scheduling(float(timeout_hours), strategy=strategy), dry_run=dry_run))
+            scheduling=Scheduling(float(timeout_hours), strategy=strategy), dry_run=dry_run,
+            local_docker=local_docker))
         return
     try:
         workflow.train(jobs.training_run(model_dir, data_dir, experiment, steps),
@@ -153,7 +157,7 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
                          "idle_timeout": "seconds to wait for a new checkpoint", **CLOUD_HELP})
 def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, experiment=None,
              steps=None, once=False, idle_timeout=None, dry_run=False, run_id=None,
-             project=None, region=None, bucket=None, image=None, env=None):
+             project=None, region=None, bucket=None, image=None, env=None, local_docker=False):
     """Evaluate checkpoints with COCO metrics (continuously, beside a training run)."""
     _check_target(target)
     idle_timeout = float(idle_timeout) if idle_timeout else None
@@ -166,7 +170,7 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
         config, overrides = _cloud(c, project, region, bucket, image, env)
         _vertex(lambda: vertex_launch.evaluate(
             config, overrides, run_id=run_id, experiment=experiment, steps=steps,
-            idle_timeout=idle_timeout, dry_run=dry_run))
+            idle_timeout=idle_timeout, dry_run=dry_run, local_docker=local_docker))
         return
     run = jobs.training_run(model_dir, data_dir, experiment, steps)
     try:
@@ -279,13 +283,15 @@ def doctor(c, env=None, project=None, region=None, bucket=None, image=None):
 
 
 @task(name="build", help={"env": "infra environment", "project": "GCP project",
-                          "region": "region of the repository"})
-def image_build(c, env=None, project=None, region=None):
-    """Build the trainer images in Cloud Build, unless their content-hash tag exists."""
+                          "region": "region of the repository",
+                          "local_docker": CLOUD_HELP["local_docker"]})
+def image_build(c, env=None, project=None, region=None, local_docker=False):
+    """Build the trainer images (Cloud Build or local Docker) unless their content-hash tag
+    exists."""
     from launch import vertex_launch
 
     config, overrides = _cloud(c, project, region, None, None, env)
-    _vertex(lambda: vertex_launch.build_images(config, overrides))
+    _vertex(lambda: vertex_launch.build_images(config, overrides, local_docker))
 
 
 JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}

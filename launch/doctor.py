@@ -69,7 +69,7 @@ def check_image(registry, image_uri: str) -> Check:
         return Check("trainer image", False, error.message, "ask for artifactregistry.reader")
     if not present:
         return Check("trainer image", False, f"{image_uri} not in Artifact Registry",
-                     "invoke image.build")
+                     "invoke image.build (`invoke train --target vertex` also builds it)")
     return Check("trainer image", True, image_uri)
 
 

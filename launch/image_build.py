@@ -1,5 +1,6 @@
-"""`invoke image.build`: the trainer images in Cloud Build (no local Docker needed), tagged
-with the build context's content hash, and skipped when Artifact Registry has that tag.
+"""`invoke image.build`: the trainer images in Cloud Build (no local Docker needed) or with a
+local Docker engine (`--local-docker`), tagged with the build context's content hash, and
+skipped when Artifact Registry has that tag.
 
 The same hash tags the images `cdktf deploy` builds, so a deploy and a researcher never build
 the same sources twice.
@@ -10,6 +11,8 @@ from __future__ import annotations
 import gzip
 import io
 import re
+import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -39,6 +42,13 @@ def tag_resource(image_uri: str) -> str:
     g = match.groupdict()
     return (f"projects/{g['project']}/locations/{g['location']}/repositories/"
             f"{g['repository']}/packages/{g['image']}/tags/{g['tag']}")
+
+
+def with_tag(image_uri: str, tag: str) -> str:
+    """`.../trainer:deployed` (or untagged) -> `.../trainer:TAG`."""
+    name = image_uri.split("@", 1)[0]
+    repository, _, last = name.rpartition("/")
+    return f"{repository}/{last.split(':', 1)[0]}:{tag}"
 
 
 def tag_exists(client: artifactregistry_v1.ArtifactRegistryClient, image_uri: str) -> bool:
@@ -83,12 +93,50 @@ def build_request(*, config_text: str, gpu_image: str, tpu_image: str, source_bu
     )
 
 
+def _up_to_date(registry, gpu_image: str, tpu_image: str) -> str | None:
+    if tag_exists(registry, gpu_image) and tag_exists(registry, tpu_image):
+        return f"up to date: {gpu_image} and its TPU variant exist; nothing to build"
+    return None
+
+
+def docker_commands(config_text: str, gpu_image: str, tpu_image: str) -> list[list[str]]:
+    """cloudbuild.yaml's steps as local `docker` commands, then a push of each image: one
+    build definition for Cloud Build and for a workstation's Docker."""
+    config = yaml.safe_load(config_text)
+    values = {"${_GPU_IMAGE}": gpu_image, "${_TPU_IMAGE}": tpu_image}
+    commands = []
+    for step in config["steps"]:
+        if step["name"].rsplit("/", 1)[-1] != "docker":
+            raise ImageBuildError(f"{CLOUDBUILD_CONFIG}: step {step['name']} is not a docker "
+                                  "step; build in Cloud Build instead (drop --local-docker)")
+        commands.append(["docker", *(values.get(a, a) for a in step.get("args", []))])
+    return commands + [["docker", "push", values.get(i, i)] for i in config.get("images", [])]
+
+
+def ensure_images_locally(*, registry, gpu_image: str, tpu_image: str,
+                          root: Path = REPO_ROOT) -> str:
+    """Builds and pushes both images with the local Docker engine unless both tags exist."""
+    if skipped := _up_to_date(registry, gpu_image, tpu_image):
+        return skipped
+    if shutil.which("docker") is None:
+        raise ImageBuildError("docker is not on PATH: install Docker, or drop --local-docker "
+                              "to build in Cloud Build")
+    registry_host = gpu_image.split("/", 1)[0]
+    for command in docker_commands((root / CLOUDBUILD_CONFIG).read_text(), gpu_image,
+                                   tpu_image):
+        if subprocess.run(command, cwd=root).returncode != 0:
+            hint = (f"; authenticate with `gcloud auth configure-docker {registry_host}`"
+                    if command[1] == "push" else "")
+            raise ImageBuildError(f"`{' '.join(command)}` failed (output above){hint}")
+    return f"built and pushed {gpu_image} and {tpu_image} with the local Docker"
+
+
 def ensure_images(*, registry, builds, storage_client, project: str, region: str,
                   gpu_image: str, tpu_image: str, build_bucket: str, service_account: str,
                   tag: str, root: Path = REPO_ROOT) -> str:
-    """Builds both images unless both tags exist; returns what happened, in one line."""
-    if tag_exists(registry, gpu_image) and tag_exists(registry, tpu_image):
-        return f"up to date: {gpu_image} and its TPU variant exist; nothing to build"
+    """Builds both images in Cloud Build unless both tags exist; says what happened."""
+    if skipped := _up_to_date(registry, gpu_image, tpu_image):
+        return skipped
     source_object = f"source/{tag}.tgz"
     storage_client.bucket(build_bucket).blob(source_object).upload_from_string(
         context_tarball(root), content_type="application/gzip")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import getpass
 import os
@@ -9,7 +10,7 @@ import subprocess
 from collections.abc import Mapping
 
 from launch import cloud_settings, vertex_client, vertex_jobs
-from launch.image_context import REPO_ROOT
+from launch.image_context import REPO_ROOT, context_hash
 from launch.vertex_spec import (
     CloudTarget,
     Scheduling,
@@ -83,8 +84,9 @@ def upload_records(config: Mapping, overrides: Mapping[str, str | None],
 
 def train(config: Mapping, overrides: Mapping[str, str | None], *, run_id: str | None,
           experiment: str | None, steps: int | None, hardware: vertex_jobs.Hardware,
-          workers: int, reduction_servers: int, scheduling: Scheduling, dry_run: bool) -> str:
-    where = target(config, overrides)
+          workers: int, reduction_servers: int, scheduling: Scheduling, dry_run: bool,
+          local_docker: bool = False) -> str:
+    where = job_images(config, overrides, build=not dry_run, local_docker=local_docker)
     run_id = run_id or default_run_id(experiment)
     run = vertex_jobs.training_run(where, run_id, experiment, steps)
     job = vertex_jobs.train_custom_job(where, run, run_id, hardware, workers,
@@ -94,8 +96,8 @@ def train(config: Mapping, overrides: Mapping[str, str | None], *, run_id: str |
 
 def evaluate(config: Mapping, overrides: Mapping[str, str | None], *, run_id: str,
              experiment: str | None, steps: int | None, idle_timeout: float | None,
-             dry_run: bool) -> str:
-    where = target(config, overrides)
+             dry_run: bool, local_docker: bool = False) -> str:
+    where = job_images(config, overrides, build=not dry_run, local_docker=local_docker)
     run = vertex_jobs.training_run(where, run_id, experiment, steps)
     job = vertex_jobs.eval_custom_job(where, run, run_id, idle_timeout=idle_timeout,
                                       labels=standard_labels())
@@ -169,26 +171,49 @@ def _logs(project: str, jobs, name: str, lines: int, follow: bool) -> str:
     return vertex_client.describe(done)
 
 
-def build_images(config: Mapping, overrides: Mapping[str, str | None]) -> str:
-    """`invoke image.build`: Cloud Build, skipped when both tags already exist."""
-    from google.cloud import artifactregistry_v1, storage
+def build_images(config: Mapping, overrides: Mapping[str, str | None],
+                 local_docker: bool = False) -> str:
+    """`invoke image.build`: Cloud Build (or the local Docker), skipped when both tags exist."""
+    from google.cloud import artifactregistry_v1
+
+    from launch import image_build
+
+    required = ("project", "region", "image", "tpu_image")
+    if not local_docker:
+        required += ("build_bucket", "builder_service_account")
+    fields = _fields(config, overrides, required)
+    tag = context_hash()
+    gpu_image, tpu_image = (image_build.with_tag(fields[f], tag) for f in ("image", "tpu_image"))
+    registry = artifactregistry_v1.ArtifactRegistryClient()
+    if local_docker:
+        return image_build.ensure_images_locally(registry=registry, gpu_image=gpu_image,
+                                                 tpu_image=tpu_image)
+    from google.cloud import storage
     from google.cloud.devtools import cloudbuild_v1
 
-    from launch.image_build import ensure_images
-    from launch.image_context import context_hash
-
-    fields = _fields(config, overrides, ("project", "region", "image", "tpu_image",
-                                         "build_bucket", "builder_service_account"))
-    tag = context_hash()
-    for field in ("image", "tpu_image"):  # the outputs name the deployed tag: retag with ours
-        fields[field] = f"{fields[field].rsplit(':', 1)[0]}:{tag}"
-    return ensure_images(
-        registry=artifactregistry_v1.ArtifactRegistryClient(),
-        builds=cloudbuild_v1.CloudBuildClient(), storage_client=storage.Client(
-            project=fields["project"]), project=fields["project"], region=fields["region"],
-        gpu_image=fields["image"], tpu_image=fields["tpu_image"],
+    return image_build.ensure_images(
+        registry=registry, builds=cloudbuild_v1.CloudBuildClient(),
+        storage_client=storage.Client(project=fields["project"]), project=fields["project"],
+        region=fields["region"], gpu_image=gpu_image, tpu_image=tpu_image,
         build_bucket=fields["build_bucket"],
         service_account=fields["builder_service_account"], tag=tag)
+
+
+def job_images(config: Mapping, overrides: Mapping[str, str | None], *, build: bool,
+               local_docker: bool = False) -> CloudTarget:
+    """Where a job runs, with its images: a pinned `--image` as it is; otherwise the
+    repository's images tagged with the content hash of these sources, built first (when
+    `build`) unless Artifact Registry already has them."""
+    from launch.image_build import with_tag
+
+    where = target(config, overrides)
+    if overrides.get("image"):
+        return dataclasses.replace(where, tpu_image=overrides["image"])
+    tag = context_hash()
+    if build:
+        print(build_images(config, overrides, local_docker), flush=True)
+    return dataclasses.replace(where, image=with_tag(where.image, tag),
+                               tpu_image=with_tag(where.tpu_image, tag))
 
 
 def doctor(config: Mapping, overrides: Mapping[str, str | None]) -> tuple[str, bool]:
@@ -202,7 +227,7 @@ def doctor(config: Mapping, overrides: Mapping[str, str | None]) -> tuple[str, b
     credentials, creds = checks.check_credentials(google.auth.default)
     if not credentials.ok:
         return checks.report([credentials])
-    where = target(config, overrides)
+    where = job_images(config, overrides, build=False)  # the image a job would use
     return checks.report([
         credentials,
         checks.check_vertex(vertex_client.job_client(where.region), where.project,

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 import gzip
 import io
+import os
 import tarfile
+from pathlib import Path
 
 import pytest
 
 from launch.image_build import (
+    CLOUDBUILD_CONFIG,
     ImageBuildError,
     context_tarball,
+    docker_commands,
     ensure_images,
+    ensure_images_locally,
     tag_exists,
     tag_resource,
+    with_tag,
 )
-from launch.image_context import context_hash
+from launch.image_context import REPO_ROOT, context_hash
 from tests.fake_build import FakeArtifactRegistry, FakeCloudBuild
 from tests.fake_gcs import FakeGcs
 
@@ -80,3 +86,55 @@ def test_tag_lookup_and_bad_uris(services):
 
 def test_source_tarball_is_reproducible():
     assert context_tarball() == context_tarball()
+
+
+def test_local_docker_runs_the_cloud_build_steps_then_pushes():
+    gpu, tpu = f"{REPOSITORY}/trainer:t1", f"{REPOSITORY}/trainer-tpu:t1"
+    assert docker_commands((REPO_ROOT / CLOUDBUILD_CONFIG).read_text(), gpu, tpu) == [
+        ["docker", "build", "--target", "gpu", "-t", gpu, "."],
+        ["docker", "build", "--target", "tpu", "-t", tpu, "."],
+        ["docker", "push", gpu], ["docker", "push", tpu]]
+    with pytest.raises(ImageBuildError, match="not a docker step"):
+        docker_commands("steps: [{name: gcr.io/cloud-builders/gcloud, args: [x]}]", gpu, tpu)
+    assert with_tag(f"{REPOSITORY}/trainer:deployed", "abc") == f"{REPOSITORY}/trainer:abc"
+    assert with_tag("localhost:5000/trainer", "abc") == "localhost:5000/trainer:abc"
+
+
+def docker_on_path(tmp_path, monkeypatch, exit_on: str = "") -> Path:
+    """A `docker` executable that records its arguments (this machine has no Docker engine)."""
+    calls = tmp_path / "calls"
+    script = tmp_path / "bin" / "docker"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n'
+                      f'case "$*" in *"{exit_on or "never"}"*) exit 1;; esac\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{script.parent}{os.pathsep}{os.environ['PATH']}")
+    return calls
+
+
+def test_local_docker_builds_pushes_or_skips(services, tmp_path, monkeypatch):
+    registry, builds, _ = services
+    gpu, tpu = f"{REPOSITORY}/trainer:t2", f"{REPOSITORY}/trainer-tpu:t2"
+    calls = docker_on_path(tmp_path, monkeypatch)
+    result = ensure_images_locally(registry=registry.client(), gpu_image=gpu, tpu_image=tpu)
+    assert result.startswith("built and pushed")
+    assert calls.read_text().splitlines() == [
+        f"build --target gpu -t {gpu} .", f"build --target tpu -t {tpu} .", f"push {gpu}",
+        f"push {tpu}"]
+    registry.tags |= {tag_resource(gpu), tag_resource(tpu)}
+    calls.unlink()
+    assert ensure_images_locally(registry=registry.client(), gpu_image=gpu,
+                                 tpu_image=tpu).startswith("up to date")
+    assert not calls.exists() and builds.requests == []
+
+
+def test_local_docker_failures_name_the_fix(services, tmp_path, monkeypatch):
+    registry, _, _ = services
+    gpu, tpu = f"{REPOSITORY}/trainer:t3", f"{REPOSITORY}/trainer-tpu:t3"
+    docker_on_path(tmp_path, monkeypatch, exit_on="push")
+    with pytest.raises(ImageBuildError, match=r"gcloud auth configure-docker "
+                                              r"us-central1-docker\.pkg\.dev"):
+        ensure_images_locally(registry=registry.client(), gpu_image=gpu, tpu_image=tpu)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ImageBuildError, match="docker is not on PATH"):
+        ensure_images_locally(registry=registry.client(), gpu_image=gpu, tpu_image=tpu)

@@ -196,8 +196,7 @@ README_EXAMPLES = [  # the researcher's guide, as typed
 ]
 
 
-@pytest.mark.parametrize("args", README_EXAMPLES, ids=["gpu", "multi-worker", "tpu", "eval"])
-def test_readme_examples_dry_run_to_valid_custom_jobs(args):
+def dry_run(*args: str) -> aiplatform_v1.CustomJob:
     import os
     import subprocess
     import sys
@@ -210,9 +209,26 @@ def test_readme_examples_dry_run_to_valid_custom_jobs(args):
     result = subprocess.run([sys.executable, "-m", "invoke", *args, "--dry-run"], cwd=REPO,
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    job = aiplatform_v1.CustomJob.from_json(result.stdout)
+    return aiplatform_v1.CustomJob.from_json(result.stdout)
+
+
+@pytest.mark.parametrize("args", README_EXAMPLES, ids=["gpu", "multi-worker", "tpu", "eval"])
+def test_readme_examples_dry_run_to_valid_custom_jobs(args):
+    from launch.image_context import context_hash
+
+    job = dry_run(*args)
     assert job.job_spec.service_account == TARGET.service_account
     assert job.labels["run"] in {"gpu1", "multi1", "tpu1"}
+    repository = (TARGET.tpu_image if "--tpu=v5litepod-4" in args else TARGET.image)[:-4]
+    for pool in job.job_spec.worker_pool_specs:  # these sources' image, not the deployed one
+        assert pool.container_spec.image_uri == f"{repository}:{context_hash()}"
+
+
+def test_a_pinned_image_is_used_as_it_is():
+    pinned = "us-central1-docker.pkg.dev/p/pets-images/trainer:pinned"
+    for args in README_EXAMPLES[0], README_EXAMPLES[2]:
+        (pool,) = dry_run(*args, f"--image={pinned}").job_spec.worker_pool_specs
+        assert pool.container_spec.image_uri == pinned
 
 
 def test_list_status_and_ids(fake):
