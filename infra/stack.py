@@ -35,7 +35,10 @@ PLANNER_PROJECT_ROLES = (
     "roles/aiplatform.viewer", "roles/iam.workloadIdentityPoolViewer",
     "roles/iam.serviceAccountViewer",
 )
-RESEARCHER_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.viewer")
+# Researchers launch jobs (act as the trainer), read their logs, and build images of their
+# sources (`invoke train` / `image.build`: Cloud Build as the builder, or push from Docker).
+RESEARCHER_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.viewer",
+                            "roles/cloudbuild.builds.editor")
 
 
 class TrainingPlatformStack(TerraformStack):
@@ -67,6 +70,7 @@ class TrainingPlatformStack(TerraformStack):
             ProjectIamMember(self, f"researchers-{role.split('/')[-1]}", project=project,
                              role=role, member=researchers)
         trainer.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
+        builder.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
         builder.grant("deployer-act-as", "roles/iam.serviceAccountUser", deployer.member)
 
         data = PrivateBucket(
@@ -84,7 +88,8 @@ class TrainingPlatformStack(TerraformStack):
             labels=labels, force_destroy=True, soft_delete_days=7,
             lifecycle_rules=[delete_rule(age_days=env.retention.build_source_days),
                              delete_rule(noncurrent_days=1)],
-            iam={"roles/storage.objectAdmin": [builder.member, deployer.member]},
+            iam={"roles/storage.objectAdmin": [builder.member, deployer.member],
+                 "roles/storage.objectUser": [researchers]},  # uploads build sources
         )
         for bucket in (data, build):
             bucket.node.add_dependency(services)
@@ -93,8 +98,8 @@ class TrainingPlatformStack(TerraformStack):
             repository_id=names.repository_id(env), labels=labels,
             keep_versions=env.retention.keep_image_versions,
             untagged_days=env.retention.untagged_image_days,
-            iam={"roles/artifactregistry.reader": [trainer.member, researchers],
-                 "roles/artifactregistry.writer": [builder.member]},
+            iam={"roles/artifactregistry.reader": [trainer.member],
+                 "roles/artifactregistry.writer": [builder.member, researchers]},
         )
         registry.node.add_dependency(services)
         gpu_image = names.image_uri(env, image_tag)

@@ -73,19 +73,21 @@ def check_image(registry, image_uri: str) -> Check:
     return Check("trainer image", True, image_uri)
 
 
-def check_act_as(session, service_account: str, endpoint: str = IAM_ENDPOINT) -> Check:
-    """testIamPermissions on the trainer account: may the caller run jobs as it?"""
+def check_act_as(session, service_account: str, endpoint: str = IAM_ENDPOINT,
+                 role: str = "trainer", purpose: str = "run jobs") -> Check:
+    """testIamPermissions on a service account: may the caller act as it (to run jobs as the
+    trainer, or to build images as the builder)?"""
+    name = f"act as {role}"
     url = f"{endpoint}/v1/projects/-/serviceAccounts/{service_account}:testIamPermissions"
     response = session.post(url, json={"permissions": [ACT_AS]}, timeout=30)
     if response.status_code != 200:
-        return Check("act as trainer", False,
-                     f"IAM answered {response.status_code} for {service_account}",
-                     "check the trainer service account name (infra outputs)")
+        return Check(name, False, f"IAM answered {response.status_code} for {service_account}",
+                     f"check the {role} service account name (infra outputs)")
     if ACT_AS not in response.json().get("permissions", []):
-        return Check("act as trainer", False, f"you may not act as {service_account}",
+        return Check(name, False, f"you may not act as {service_account}",
                      "ask to be added to the researchers' group (iam.serviceAccountUser on "
-                     "the trainer account)")
-    return Check("act as trainer", True, f"may run jobs as {service_account}")
+                     f"the {role} account)")
+    return Check(name, True, f"may {purpose} as {service_account}")
 
 
 def report(checks: Sequence[Check]) -> tuple[str, bool]:

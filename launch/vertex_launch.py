@@ -228,11 +228,16 @@ def doctor(config: Mapping, overrides: Mapping[str, str | None]) -> tuple[str, b
     if not credentials.ok:
         return checks.report([credentials])
     where = job_images(config, overrides, build=False)  # the image a job would use
-    return checks.report([
+    session = AuthorizedSession(creds)
+    found = [
         credentials,
         checks.check_vertex(vertex_client.job_client(where.region), where.project,
                             where.region),
         checks.check_bucket(storage.Client(project=where.project), where.bucket),
         checks.check_image(artifactregistry_v1.ArtifactRegistryClient(), where.image),
-        checks.check_act_as(AuthorizedSession(creds), where.service_account),
-    ])
+        checks.check_act_as(session, where.service_account),
+    ]
+    if builder := _fields(config, overrides, ())["builder_service_account"]:
+        found.append(checks.check_act_as(session, builder, role="builder",
+                                         purpose="build images"))
+    return checks.report(found)

@@ -92,6 +92,9 @@ def test_act_as(iam):
     assert doctor.check_act_as(session, allowed, endpoint).ok
     denied = doctor.check_act_as(session, "other@p.iam.gserviceaccount.com", endpoint)
     assert not denied.ok and "iam.serviceAccountUser" in denied.fix
+    builder = doctor.check_act_as(session, "other@p.iam.gserviceaccount.com", endpoint,
+                                  role="builder", purpose="build images")
+    assert builder.name == "act as builder" and "on the builder account" in builder.fix
 
 
 def test_report_lists_fixes_and_fails_if_any_check_fails():

@@ -125,9 +125,12 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         *((sa["planner"], "project", r) for r in PLANNER_PROJECT_ROLES),
         (group, "project", "roles/aiplatform.user"),
         (group, "project", "roles/logging.viewer"),
+        (group, "project", "roles/cloudbuild.builds.editor"),
         (group, "account:" + sa["trainer"], "roles/iam.serviceAccountUser"),
+        (group, "account:" + sa["builder"], "roles/iam.serviceAccountUser"),
         (group, "bucket:data", "roles/storage.objectAdmin"),
-        (group, "repository", "roles/artifactregistry.reader"),
+        (group, "bucket:build", "roles/storage.objectUser"),
+        (group, "repository", "roles/artifactregistry.writer"),
         (main_branch, "account:" + sa["deployer"], "roles/iam.workloadIdentityUser"),
         (repository, "account:" + sa["planner"], "roles/iam.workloadIdentityUser"),
     }
