@@ -61,6 +61,8 @@ def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
         local_model, local_checkpoint = bucket_models.stage_checkpoint(client, model_dir,
                                                                        checkpoint)
         model_dir, checkpoint = str(local_model), str(local_checkpoint)
+    elif checkpoint and "/" not in checkpoint:  # `5000` or `ckpt-5000` in the model directory
+        checkpoint = f"{model_dir}/{bucket_models.checkpoint_name(checkpoint)}"
     run_job(jobs.export_job(model_dir, str(_local(output_dir)), checkpoint))
     return _publish(client, output_dir)
 

@@ -269,7 +269,11 @@ def test_invoke_export_and_predict_on_a_run_in_the_bucket(trained, tmp_path):
             assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
             return result.stdout
 
-        assert "exported to gs://pets-data/runs/r1/exported" in invoke("export", "--run-id=r1")
+        assert "exported to gs://pets-data/runs/r1/exported" in invoke(
+            "export", "--run-id=r1", f"--checkpoint={TRAIN_STEPS}")
+        mirrored = tmp_path / "cache/pets-data/runs/r1/checkpoints"
+        assert sorted(p.name for p in mirrored.glob("ckpt-*")) == [  # one checkpoint only
+            f"ckpt-{TRAIN_STEPS}.data-00000-of-00001", f"ckpt-{TRAIN_STEPS}.index"]
         exported = {b.name for b in client.list_blobs("pets-data", prefix="runs/r1/exported/")}
         assert {"runs/r1/exported/saved_model.pb",
                 "runs/r1/exported/label_map.pbtxt"} <= exported
