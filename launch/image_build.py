@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -133,7 +134,8 @@ def ensure_images_locally(*, registry, gpu_image: str, tpu_image: str,
 
 def ensure_images(*, registry, builds, storage_client, project: str, region: str,
                   gpu_image: str, tpu_image: str, build_bucket: str, service_account: str,
-                  tag: str, root: Path = REPO_ROOT) -> str:
+                  tag: str, root: Path = REPO_ROOT,
+                  on_status: Callable[[str], None] = print) -> str:
     """Builds both images in Cloud Build unless both tags exist; says what happened."""
     if skipped := _up_to_date(registry, gpu_image, tpu_image):
         return skipped
@@ -148,6 +150,9 @@ def ensure_images(*, registry, builds, storage_client, project: str, region: str
     try:
         operation = builds.create_build(
             parent=f"projects/{project}/locations/{region}", project_id=project, build=request)
+        started = operation.metadata.build
+        on_status(f"building {gpu_image} and its TPU variant in Cloud Build {started.id} "
+                  f"(about 20 minutes; log: {started.log_url})")
         build = operation.result(timeout=3600)
     except exceptions.GoogleAPICallError as error:
         raise ImageBuildError(f"Cloud Build refused the build: {error.message}") from None

@@ -196,7 +196,8 @@ def build_images(config: Mapping, overrides: Mapping[str, str | None],
         storage_client=storage.Client(project=fields["project"]), project=fields["project"],
         region=fields["region"], gpu_image=gpu_image, tpu_image=tpu_image,
         build_bucket=fields["build_bucket"],
-        service_account=fields["builder_service_account"], tag=tag)
+        service_account=fields["builder_service_account"], tag=tag,
+        on_status=lambda text: print(text, flush=True))
 
 
 def job_images(config: Mapping, overrides: Mapping[str, str | None], *, build: bool,

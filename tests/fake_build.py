@@ -53,10 +53,13 @@ class FakeCloudBuild(GrpcFake):
         self.requests.append(request)
         build = cloudbuild_v1.Build(request.build)
         build.id, build.status = f"build-{len(self.requests)}", cloudbuild_v1.Build.Status.SUCCESS
-        response = any_pb2.Any()
+        build.log_url = f"https://console.cloud.google.com/cloud-build/builds/{build.id}"
+        response, metadata = any_pb2.Any(), any_pb2.Any()
         response.Pack(cloudbuild_v1.Build.pb(build))
+        metadata.Pack(cloudbuild_v1.BuildOperationMetadata.pb(
+            cloudbuild_v1.BuildOperationMetadata(build=build)))
         return operations_pb2.Operation(name=f"operations/{build.id}", done=True,
-                                        response=response)
+                                        response=response, metadata=metadata)
 
     def client(self) -> cloudbuild_v1.CloudBuildClient:
         from google.cloud.devtools.cloudbuild_v1.services.cloud_build.transports import (

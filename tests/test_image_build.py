@@ -37,9 +37,9 @@ def services(monkeypatch):
         yield registry, builds, storage
 
 
-def ensure(services, tag):
+def ensure(services, tag, on_status=print):
     registry, builds, storage = services
-    return ensure_images(
+    return ensure_images(on_status=on_status,
         registry=registry.client(), builds=builds.client(), storage_client=storage,
         project="pets-detector-dev", region="us-central1",
         gpu_image=f"{REPOSITORY}/trainer:{tag}", tpu_image=f"{REPOSITORY}/trainer-tpu:{tag}",
@@ -50,8 +50,12 @@ def ensure(services, tag):
 def test_builds_both_targets_once_then_skips(services):
     registry, builds, storage = services
     tag = context_hash()
-    assert "built" in ensure(services, tag)
+    status = []
+    assert "built" in ensure(services, tag, status.append)
     (request,) = builds.requests
+    assert status == [f"building {REPOSITORY}/trainer:{tag} and its TPU variant in Cloud Build "
+                      "build-1 (about 20 minutes; log: https://console.cloud.google.com/"
+                      "cloud-build/builds/build-1)"]
     build = request.build
     assert request.parent == "projects/pets-detector-dev/locations/us-central1"
     assert build.substitutions["_GPU_IMAGE"] == f"{REPOSITORY}/trainer:{tag}"
