@@ -42,6 +42,7 @@ NO_CREDENTIALS = ("no Google credentials found: run `gcloud auth application-def
 
 def _guarded(action):
     """Runs a cloud-facing action; its expected failures become one line and exit status 2."""
+    from google.api_core.exceptions import GoogleAPICallError
     from google.auth.exceptions import DefaultCredentialsError
 
     from launch.cloud_settings import SettingsMissingError
@@ -56,6 +57,9 @@ def _guarded(action):
         raise Exit(f"error: {error}", code=2) from None
     except DefaultCredentialsError:
         raise Exit(f"error: {NO_CREDENTIALS}", code=2) from None
+    except GoogleAPICallError as error:  # any refusal the adapters do not explain themselves
+        raise Exit(f"error: Google Cloud refused the request ({error.__class__.__name__}: "
+                   f"{error.message}); `invoke doctor` checks your access", code=2) from None
     except workflow.WorkflowError as error:
         raise Exit(f"error: {error}", code=1) from None
 
