@@ -58,6 +58,20 @@ def check_bucket(storage_client, bucket: str) -> Check:
     return Check("bucket", True, f"gs://{bucket} reachable")
 
 
+def check_training_data(storage_client, bucket: str, prefix: str) -> Check:
+    from launch.upload import missing_training_data
+
+    try:
+        missing = missing_training_data(storage_client, bucket, prefix)
+    except (FileNotFoundError, exceptions.GoogleAPICallError) as error:
+        return Check("training data", False, str(error), "see the bucket check")
+    if missing:
+        return Check("training data", False,
+                     f"gs://{bucket}/{prefix}/ has no {', '.join(missing)}",
+                     "invoke data.convert && invoke data.upload")
+    return Check("training data", True, f"gs://{bucket}/{prefix}/ has shards and a label map")
+
+
 def check_image(registry, image_uri: str) -> Check:
     from launch.image_build import ImageBuildError, tag_exists
 

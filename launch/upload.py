@@ -15,6 +15,8 @@ from pathlib import Path
 
 import google_crc32c
 
+from trainer.data import layout
+
 CHUNK = 1 << 20
 UPLOAD_THREADS = 8
 
@@ -85,3 +87,16 @@ def upload_with_progress(client, bucket_name: str, local_dir: str | Path,
         task = progress.add_task("upload", total=total)
         return upload_directory(client, bucket_name, local_dir, prefix,
                                 on_bytes=lambda n: progress.advance(task, n))
+
+
+def missing_training_data(client, bucket_name: str, prefix: str) -> list[str]:
+    """What gs://bucket/prefix/ lacks for training (shards of each split, the label map)."""
+    from google.api_core import exceptions
+
+    try:
+        names = [b.name.removeprefix(f"{prefix}/")
+                 for b in client.list_blobs(bucket_name, prefix=f"{prefix}/", delimiter="/")]
+    except exceptions.NotFound:
+        raise FileNotFoundError(f"bucket gs://{bucket_name} does not exist; check --bucket "
+                                "or the infra outputs (`npx cdktf deploy`)") from None
+    return layout.missing(names)

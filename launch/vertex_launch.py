@@ -91,7 +91,21 @@ def train(config: Mapping, overrides: Mapping[str, str | None], *, run_id: str |
     run = vertex_jobs.training_run(where, run_id, experiment, steps)
     job = vertex_jobs.train_custom_job(where, run, run_id, hardware, workers,
                                        reduction_servers, scheduling, standard_labels())
+    if not dry_run:  # fail now, not after the job has waited for its machines
+        _require_training_data(where)
     return _dispatch(where, job, dry_run, run_id)
+
+
+def _require_training_data(where: CloudTarget) -> None:
+    from google.cloud import storage
+
+    from launch.upload import missing_training_data
+
+    if missing := missing_training_data(storage.Client(project=where.project), where.bucket,
+                                        vertex_jobs.RECORDS_PREFIX):
+        raise FileNotFoundError(
+            f"gs://{where.bucket}/{vertex_jobs.RECORDS_PREFIX}/ has no {', '.join(missing)}: "
+            "run `invoke data.convert` and `invoke data.upload` first")
 
 
 def evaluate(config: Mapping, overrides: Mapping[str, str | None], *, run_id: str,
@@ -229,12 +243,13 @@ def doctor(config: Mapping, overrides: Mapping[str, str | None]) -> tuple[str, b
     if not credentials.ok:
         return checks.report([credentials])
     where = job_images(config, overrides, build=False)  # the image a job would use
-    session = AuthorizedSession(creds)
+    session, storage_client = AuthorizedSession(creds), storage.Client(project=where.project)
     found = [
         credentials,
         checks.check_vertex(vertex_client.job_client(where.region), where.project,
                             where.region),
-        checks.check_bucket(storage.Client(project=where.project), where.bucket),
+        checks.check_bucket(storage_client, where.bucket),
+        checks.check_training_data(storage_client, where.bucket, vertex_jobs.RECORDS_PREFIX),
         checks.check_image(artifactregistry_v1.ArtifactRegistryClient(), where.image),
         checks.check_act_as(session, where.service_account),
     ]

@@ -17,7 +17,8 @@ from trainer.data.convert import (
     pets_sources,
     split_names,
 )
-from trainer.data.label_map import LABEL_MAP_FILENAME, pets_label_map, read_label_map
+from trainer.data.label_map import pets_label_map, read_label_map
+from trainer.data.layout import LABEL_MAP_FILENAME
 from trainer.data.sample import write_sample
 from trainer.data.voc import parse_voc
 

@@ -49,6 +49,20 @@ def test_bucket(monkeypatch):
         missing = doctor.check_bucket(client, "nope")
         assert not missing.ok and "does not exist" in missing.detail
 
+        empty = doctor.check_training_data(client, "pets-data", "records")
+        assert not empty.ok and empty.fix == "invoke data.convert && invoke data.upload"
+        assert empty.detail == ("gs://pets-data/records/ has no train.record-*, val.record-*, "
+                                "pet_label_map.pbtxt")
+        bucket = client.bucket("pets-data")
+        for name in ("train.record-00000-of-00001", "pet_label_map.pbtxt",
+                     "old/val.record-00000-of-00001"):  # not in records/ itself: still missing
+            bucket.blob(f"records/{name}").upload_from_string(b"x")
+        partial = doctor.check_training_data(client, "pets-data", "records")
+        assert partial.detail == "gs://pets-data/records/ has no val.record-*"
+        bucket.blob("records/val.record-00000-of-00001").upload_from_string(b"x")
+        assert doctor.check_training_data(client, "pets-data", "records").ok
+        assert not doctor.check_training_data(client, "nope", "records").ok
+
 
 def test_image():
     with FakeArtifactRegistry() as registry:

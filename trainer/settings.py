@@ -11,6 +11,7 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 
+from trainer.data import layout
 from trainer.distribution import STRATEGIES
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 
@@ -99,9 +100,9 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.env
         model_dir=model_dir.rstrip("/"),
         config_files=tuple(args.config_file),
         params_override=args.params_override,
-        train_input=from_data_dir(args.train_input, "train.record-*"),
-        eval_input=from_data_dir(args.eval_input, "val.record-*"),
-        label_map=from_data_dir(args.label_map, "pet_label_map.pbtxt"),
+        train_input=from_data_dir(args.train_input, layout.shard_glob("train")),
+        eval_input=from_data_dir(args.eval_input, layout.shard_glob("val")),
+        label_map=from_data_dir(args.label_map, layout.LABEL_MAP_FILENAME),
         init_checkpoint=args.init_checkpoint,
         init_checkpoint_type=args.init_checkpoint_type,
         train_steps=args.train_steps,

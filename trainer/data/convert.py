@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from trainer.data import pets
+from trainer.data import layout, pets
 from trainer.data.images import ImageError, check_image
-from trainer.data.label_map import LABEL_MAP_FILENAME, pets_label_map, write_label_map
+from trainer.data.label_map import pets_label_map, write_label_map
 from trainer.data.tf_example import Box, detection_example
 from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
 
@@ -70,11 +70,11 @@ class Outcome:
 
 def record_pattern(output_dir: str | Path, split: str) -> str:
     """The glob of a split's shards; the trainer reads the same pattern."""
-    return str(Path(output_dir) / f"{split}.record-*")
+    return str(Path(output_dir) / layout.shard_glob(split))
 
 
 def shard_path(output_dir: Path, split: str, index: int, num_shards: int) -> Path:
-    return output_dir / f"{split}.record-{index:05d}-of-{num_shards:05d}"
+    return output_dir / layout.shard_name(split, index, num_shards)
 
 
 # ---------------------------------------------------------------------------- planning
@@ -298,7 +298,7 @@ def convert(
     details, split_info = [], {}
     with tqdm(total=total, desc="converting", unit="img", disable=not progress) as bar:
         for split, sources in splits.items():
-            for stale in output_dir.glob(f"{split}.record-*"):
+            for stale in output_dir.glob(layout.shard_glob(split)):
                 stale.unlink()
             temp_paths = [Path(f"{shard_path(output_dir, split, i, num_shards)}.partial")
                           for i in range(num_shards)]
@@ -317,7 +317,7 @@ def convert(
                 writer.close()
                 temp.rename(str(temp).removesuffix(".partial"))
             split_info[split] = {"examples": written, "pattern": record_pattern(output_dir, split)}
-    label_map_path = write_label_map(label_map, output_dir / LABEL_MAP_FILENAME)
+    label_map_path = write_label_map(label_map, output_dir / layout.LABEL_MAP_FILENAME)
     report = {
         "written": sum(info["examples"] for info in split_info.values()),
         "splits": split_info,

@@ -18,7 +18,6 @@ PETS_CLASSES: tuple[str, ...] = (
     "staffordshire_bull_terrier", "wheaten_terrier", "yorkshire_terrier",
 )  # fmt: skip
 
-LABEL_MAP_FILENAME = "pet_label_map.pbtxt"
 
 
 def pets_label_map() -> dict[str, int]:
