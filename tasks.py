@@ -28,11 +28,13 @@ def _check_target(target: str) -> None:
         raise Exit(f"error: --target {target!r} is not available; use one of {TARGETS}", code=2)
 
 
-def _cloud(c, project, region, bucket, image, env) -> tuple[dict, dict]:
-    """invoke.yaml's `vertex:` section and the flags that override it."""
-    return dict(c.config.get("vertex", {})), {"project": project, "region": region,
-                                             "bucket": bucket, "image": image,
-                                             "environment": env}
+def _cloud(c, project=None, region=None, bucket=None, image=None, env=None):
+    """Settings from invoke.yaml's `vertex:` section, overridden by these flags."""
+    from launch.vertex_launch import Cloud
+
+    return Cloud(config=dict(c.config.get("vertex", {})),
+                 overrides={"project": project, "region": region, "bucket": bucket,
+                            "image": image, "environment": env})
 
 
 NO_CREDENTIALS = ("no Google credentials found: run `gcloud auth application-default login` "
@@ -89,8 +91,8 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None):
     """Upload converted TFRecords to gs://BUCKET/records/ (skips unchanged files)."""
     from launch import vertex_launch
 
-    config, overrides = _cloud(c, None, None, bucket, None, env)
-    _vertex(lambda: vertex_launch.upload_records(config, overrides, records_dir))
+    cloud = _cloud(c, bucket=bucket, env=env)
+    _vertex(lambda: vertex_launch.upload_records(cloud, records_dir))
 
 
 @task(help={"data_dir": "Pets (or VOC with --voc) directory", "output_dir": "TFRecords go here",
@@ -137,10 +139,10 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
         from launch.vertex_jobs import Hardware
         from launch.vertex_spec import Scheduling
 
-        config, overrides = _cloud(c, project, region, bucket, image, env)
+        cloud = _cloud(c, project, region, bucket, image, env)
         strategy = "SPOT" if spot else "FLEX_START" if flex_start else "STANDARD"
         _vertex(lambda: vertex_launch.train(
-            config, overrides, run_id=run_id, experiment=experiment, steps=steps,
+            cloud, run_id=run_id, experiment=experiment, steps=steps,
             hardware=Hardware(machine_type, accelerator, tpu, tpu_topology),
             workers=int(workers), reduction_servers=int(reduction_servers),
             scheduling=Scheduling(float(timeout_hours), strategy=strategy), dry_run=dry_run,
@@ -171,9 +173,9 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
 
         if not run_id:
             raise Exit("error: --run-id names the training run to evaluate", code=2)
-        config, overrides = _cloud(c, project, region, bucket, image, env)
+        cloud = _cloud(c, project, region, bucket, image, env)
         _vertex(lambda: vertex_launch.evaluate(
-            config, overrides, run_id=run_id, experiment=experiment, steps=steps,
+            cloud, run_id=run_id, experiment=experiment, steps=steps,
             idle_timeout=idle_timeout, dry_run=dry_run, local_docker=local_docker))
         return
     run = jobs.training_run(model_dir, data_dir, experiment, steps)
@@ -195,14 +197,14 @@ def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env
     """Export a SavedModel (uint8 images in; boxes, classes, scores out), local or in the bucket."""
     from launch import vertex_launch
 
-    config, overrides = _cloud(c, project, None, bucket, None, env)
+    cloud = _cloud(c, project=project, bucket=bucket, env=env)
 
     def action() -> str:
-        paths = vertex_launch.run_paths(config, overrides, run_id) if run_id else None
+        paths = vertex_launch.run_paths(cloud, run_id) if run_id else None
         return "exported to " + workflow.export(
             model_dir or (paths.checkpoints if paths else MODEL_DIR),
             output_dir or (paths.exported if paths else EXPORT_DIR), checkpoint,
-            storage_client=vertex_launch.storage_factory(config, overrides))
+            storage_client=cloud.storage)
 
     _vertex(action)
 
@@ -216,13 +218,13 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=f"{WORK
     """Detect pets in images: annotated pictures plus a JSON of detections."""
     from launch import vertex_launch
 
-    config, overrides = _cloud(c, project, None, bucket, None, env)
+    cloud = _cloud(c, project=project, bucket=bucket, env=env)
 
     def action() -> str:
-        paths = vertex_launch.run_paths(config, overrides, run_id) if run_id else None
+        paths = vertex_launch.run_paths(cloud, run_id) if run_id else None
         return "predictions in " + workflow.predict(
             model or (paths.model if paths else EXPORT_DIR), images, output_dir,
-            float(min_score), storage_client=vertex_launch.storage_factory(config, overrides))
+            float(min_score), storage_client=cloud.storage)
 
     _vertex(action)
 
@@ -237,14 +239,14 @@ def tensorboard(c, logdir=None, port=6006, target="local", run_id=None, env=None
     from launch import vertex_launch
 
     _check_target(target)
-    config, overrides = _cloud(c, project, region, bucket, None, env)
+    cloud = _cloud(c, project, region, bucket, env=env)
     if target == "vertex":
         if not run_id:
             raise Exit("error: --run-id names the run whose TensorBoard to show", code=2)
-        _vertex(lambda: vertex_launch.tensorboard_links(config, overrides, run_id))
+        _vertex(lambda: vertex_launch.tensorboard_links(cloud, run_id))
         return
     if run_id:  # the whole run: training, validation and evaluation-job summaries
-        logdir = _guarded(lambda: vertex_launch.run_paths(config, overrides, run_id).root)
+        logdir = _guarded(lambda: vertex_launch.run_paths(cloud, run_id).root)
     logdir = logdir or MODEL_DIR
     print(f"TensorBoard on http://127.0.0.1:{port} for {logdir}", flush=True)
     c.run(f"{sys.executable} -m tensorboard.main --logdir {logdir} --host 127.0.0.1 "
@@ -274,11 +276,11 @@ def doctor(c, env=None, project=None, region=None, bucket=None, image=None):
     """Check credentials, APIs, bucket, image and act-as before launching on Vertex AI."""
     from launch import vertex_launch
 
-    config, overrides = _cloud(c, project, region, bucket, image, env)
+    cloud = _cloud(c, project, region, bucket, image, env)
     result: dict = {}
 
     def action() -> str:
-        text, result["ok"] = vertex_launch.doctor(config, overrides)
+        text, result["ok"] = vertex_launch.doctor(cloud)
         return text
 
     _vertex(action)
@@ -294,8 +296,8 @@ def image_build(c, env=None, project=None, region=None, local_docker=False):
     exists."""
     from launch import vertex_launch
 
-    config, overrides = _cloud(c, project, region, None, None, env)
-    _vertex(lambda: vertex_launch.build_images(config, overrides, local_docker))
+    cloud = _cloud(c, project, region, env=env)
+    _vertex(lambda: vertex_launch.build_images(cloud, local_docker))
 
 
 JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
@@ -304,8 +306,8 @@ JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
 def _job_command(c, command, job=None, env=None, project=None, region=None, **options):
     from launch import vertex_launch
 
-    config, overrides = _cloud(c, project, region, None, None, env)
-    _vertex(lambda: vertex_launch.job_command(config, overrides, command, job, **options))
+    cloud = _cloud(c, project, region, env=env)
+    _vertex(lambda: vertex_launch.job_command(cloud, command, job, **options))
 
 
 @task(name="list", help=LIST_HELP)

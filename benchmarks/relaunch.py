@@ -1,49 +1,45 @@
-"""Relaunching with unchanged trainer sources: how long the image step takes (it must not
-build). Runs against the local fake Artifact Registry, Cloud Build and GCS of the tests."""
+"""Relaunching with unchanged trainer sources: the whole `invoke train --target vertex` path
+(settings, content hash, tag lookups, data check, submit), timed against the local fakes of
+Vertex AI, Artifact Registry, Cloud Build and GCS. It must not build."""
 
 from __future__ import annotations
 
-import os
+import contextlib
+import io
+import tempfile
 import time
+from pathlib import Path
 
-from launch.image_build import ensure_images, tag_resource
-from launch.image_context import context_hash
-from tests.fake_build import FakeArtifactRegistry, FakeCloudBuild
-from tests.fake_gcs import FakeGcs
-
-REPOSITORY = "us-central1-docker.pkg.dev/bench/pets-images"
+from launch import vertex_launch
+from launch.vertex_jobs import Hardware
+from launch.vertex_spec import Scheduling
+from tests.fake_cloud import fake_cloud, write_records
 
 
 def main(relaunches: int = 20) -> dict:
-    with FakeArtifactRegistry() as registry, FakeCloudBuild() as builds, FakeGcs() as gcs:
-        os.environ["STORAGE_EMULATOR_HOST"] = gcs.url
-        storage = gcs.client()
-        storage.create_bucket("bench-build")
-        clients = {"registry": registry.client(), "builds": builds.client(),
-                   "storage_client": storage}
+    with tempfile.TemporaryDirectory() as workdir, fake_cloud(Path(workdir)) as services:
+        cloud = services.cloud()
+        vertex_launch.upload_records(cloud, str(write_records(Path(workdir) / "records")))
 
-        def image_step() -> str:
-            tag = context_hash()
-            return ensure_images(**clients, project="bench", region="us-central1",
-                                 gpu_image=f"{REPOSITORY}/trainer:{tag}",
-                                 tpu_image=f"{REPOSITORY}/trainer-tpu:{tag}",
-                                 build_bucket="bench-build", service_account="b@bench", tag=tag)
+        def launch(run: int) -> None:
+            with contextlib.redirect_stdout(io.StringIO()):
+                vertex_launch.train(
+                    cloud, run_id=f"bench{run}", experiment=None, steps=None,
+                    hardware=Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1"), workers=0,
+                    reduction_servers=0, scheduling=Scheduling(), dry_run=False)
 
         start = time.perf_counter()
-        image_step()  # first launch: a build is submitted
+        launch(0)  # first launch: uploads the build context, submits a build, then the job
         first = time.perf_counter() - start
-        tag = context_hash()
-        registry.tags |= {tag_resource(f"{REPOSITORY}/trainer:{tag}"),
-                          tag_resource(f"{REPOSITORY}/trainer-tpu:{tag}")}
         start = time.perf_counter()
-        for _ in range(relaunches):
-            image_step()
+        for run in range(1, relaunches + 1):
+            launch(run)
         relaunch = (time.perf_counter() - start) / relaunches
-        builds_started = len(builds.requests)
-    print(f"\nfirst launch (uploads the context, submits a build): {first:6.3f} s")
-    print(f"relaunch, unchanged sources (hash + 2 tag lookups):  {relaunch:6.3f} s")
-    print(f"builds submitted: {builds_started} (1 expected: the first launch only)")
-    return {"first": first, "relaunch": relaunch, "builds": builds_started}
+        builds, jobs = len(services.builds.requests), len(services.vertex.received)
+    print(f"\nfirst launch (context upload + build + submit): {first:6.3f} s")
+    print(f"relaunch, unchanged sources (no build + submit): {relaunch:6.3f} s")
+    print(f"builds submitted: {builds} for {jobs} jobs (1 expected: the first launch only)")
+    return {"first": first, "relaunch": relaunch, "builds": builds, "jobs": jobs}
 
 
 if __name__ == "__main__":

@@ -17,13 +17,6 @@ class VertexError(RuntimeError):
     pass
 
 
-def job_client(region: str, transport=None) -> aiplatform_v1.JobServiceClient:
-    if transport is not None:
-        return aiplatform_v1.JobServiceClient(transport=transport)
-    return aiplatform_v1.JobServiceClient(
-        client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
-
-
 def explain(error: exceptions.GoogleAPICallError, what: str) -> VertexError:
     if isinstance(error, exceptions.PermissionDenied):
         return VertexError(f"{what}: permission denied ({error.message}). Your account needs "

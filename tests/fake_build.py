@@ -37,12 +37,14 @@ class FakeArtifactRegistry(GrpcFake):
 
 
 class FakeCloudBuild(GrpcFake):
-    """Completes every build at once, successfully, and records the requests."""
+    """Completes every build at once, successfully, and records the requests; with a
+    registry, it pushes the build's images there as Cloud Build does."""
 
     SERVICE = "google.devtools.cloudbuild.v1.CloudBuild"
 
-    def __init__(self) -> None:
+    def __init__(self, registry: FakeArtifactRegistry | None = None) -> None:
         self.requests: list[cloudbuild_v1.CreateBuildRequest] = []
+        self.registry = registry
         super().__init__()
 
     def handlers(self) -> dict:
@@ -54,6 +56,11 @@ class FakeCloudBuild(GrpcFake):
         build = cloudbuild_v1.Build(request.build)
         build.id, build.status = f"build-{len(self.requests)}", cloudbuild_v1.Build.Status.SUCCESS
         build.log_url = f"https://console.cloud.google.com/cloud-build/builds/{build.id}"
+        if self.registry is not None:
+            from launch.image_build import tag_resource
+
+            self.registry.tags |= {tag_resource(build.substitutions.get(i.strip("${}"), i))
+                                   for i in build.images}
         response, metadata = any_pb2.Any(), any_pb2.Any()
         response.Pack(cloudbuild_v1.Build.pb(build))
         metadata.Pack(cloudbuild_v1.BuildOperationMetadata.pb(

@@ -1,0 +1,51 @@
+"""Makers of the Google API clients the cloud tasks use, in one place.
+
+The defaults reach Google with application default credentials. Tests pass makers of the
+same client classes connected to local servers (tests/fake_*.py): real clients, fake
+services, never mocks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+
+def vertex_jobs(region: str):
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.JobServiceClient(
+        client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
+
+
+def cloud_logging():
+    from google.cloud.logging_v2.services.logging_service_v2 import LoggingServiceV2Client
+
+    return LoggingServiceV2Client()
+
+
+def cloud_storage(project: str):
+    from google.cloud import storage
+
+    return storage.Client(project=project)
+
+
+def artifact_registry():
+    from google.cloud import artifactregistry_v1
+
+    return artifactregistry_v1.ArtifactRegistryClient()
+
+
+def cloud_build():
+    from google.cloud.devtools import cloudbuild_v1
+
+    return cloudbuild_v1.CloudBuildClient()
+
+
+@dataclasses.dataclass(frozen=True)
+class GoogleClients:
+    jobs: Callable[[str], object] = vertex_jobs  # region -> JobServiceClient
+    logs: Callable[[], object] = cloud_logging
+    storage: Callable[[str], object] = cloud_storage  # project -> storage.Client
+    registry: Callable[[], object] = artifact_registry
+    builds: Callable[[], object] = cloud_build

@@ -1,0 +1,68 @@
+"""Every Google service the cloud tasks call, faked on 127.0.0.1 at once, and a
+`vertex_launch.Cloud` whose real clients reach them; settings come from an outputs file as
+`cdktf deploy --outputs-file` writes it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+from launch import vertex_launch
+from launch.google_clients import GoogleClients
+from tests.fake_build import FakeArtifactRegistry, FakeCloudBuild
+from tests.fake_gcs import FakeGcs
+from tests.fake_logging import FakeLoggingService
+from tests.fake_vertex import FakeJobService
+
+REPOSITORY = "us-central1-docker.pkg.dev/pets-detector-dev/pets-images"
+OUTPUTS = {
+    "project": "pets-detector-dev", "region": "us-central1", "bucket": "pets-data",
+    "build_bucket": "pets-build", "image_uri": f"{REPOSITORY}/trainer:deployed",
+    "tpu_image_uri": f"{REPOSITORY}/trainer-tpu:deployed",
+    "trainer_service_account": "pets-trainer@pets-detector-dev.iam.gserviceaccount.com",
+    "builder_service_account": "pets-builder@pets-detector-dev.iam.gserviceaccount.com",
+    "tensorboard": "projects/pets-detector-dev/locations/us-central1/tensorboards/7",
+}
+
+
+@contextlib.contextmanager
+def fake_cloud(workdir: Path) -> Iterator[SimpleNamespace]:
+    """`.cloud(**flags)` makes a Cloud; the fakes are attributes, for assertions."""
+    with FakeJobService() as vertex, FakeLoggingService() as logs, \
+            FakeArtifactRegistry() as registry, FakeCloudBuild(registry) as builds, \
+            FakeGcs() as gcs:
+        previous = os.environ.get("STORAGE_EMULATOR_HOST")
+        os.environ["STORAGE_EMULATOR_HOST"] = gcs.url  # resumable uploads read it
+        try:
+            storage = gcs.client()
+            for bucket in (OUTPUTS["bucket"], OUTPUTS["build_bucket"]):
+                storage.create_bucket(bucket)
+            outputs = workdir / "outputs.json"
+            outputs.write_text(json.dumps({"pets-dev": OUTPUTS}))
+            clients = GoogleClients(jobs=lambda region: vertex.client(), logs=logs.client,
+                                    storage=lambda project: gcs.client(),
+                                    registry=registry.client, builds=builds.client)
+            yield SimpleNamespace(
+                vertex=vertex, logs=logs, registry=registry, builds=builds, storage=storage,
+                cloud=lambda **flags: vertex_launch.Cloud(
+                    overrides=flags, environ={}, clients=clients, outputs_path=outputs))
+        finally:
+            if previous is None:
+                os.environ.pop("STORAGE_EMULATOR_HOST", None)
+            else:
+                os.environ["STORAGE_EMULATOR_HOST"] = previous
+
+
+def write_records(root: Path) -> Path:
+    """A converted dataset's files (random bytes: what matters here is their names)."""
+    import random
+
+    root.mkdir(parents=True, exist_ok=True)
+    for name in ("train.record-00000-of-00001", "val.record-00000-of-00001"):
+        (root / name).write_bytes(random.Random(name).randbytes(1000))
+    (root / "pet_label_map.pbtxt").write_text("item { id: 1 name: 'Abyssinian' }\n")
+    return root

@@ -1,0 +1,98 @@
+"""The cloud tasks end to end, through the real client libraries against local fakes of
+Vertex AI, Cloud Logging, Artifact Registry, Cloud Build and GCS (tests/fake_cloud.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from launch import vertex_launch
+from launch.image_context import context_hash
+from launch.vertex_jobs import Hardware
+from launch.vertex_spec import Scheduling
+from tests.fake_cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
+from tests.fake_logging import job_entry
+
+
+@pytest.fixture
+def fakes(tmp_path):
+    with fake_cloud(tmp_path) as services:
+        yield services
+
+
+def records(tmp_path):
+    return write_records(tmp_path / "records")
+
+
+def train(cloud, run_id="gpu1", **kwargs):
+    options = {"experiment": "pets_retinanet_resnetfpn", "steps": 100,
+               "hardware": Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1"), "workers": 0,
+               "reduction_servers": 0, "scheduling": Scheduling(), "dry_run": False, **kwargs}
+    return vertex_launch.train(cloud, run_id=run_id, **options)
+
+
+def test_train_without_data_fails_before_building_or_submitting(fakes):
+    with pytest.raises(FileNotFoundError, match=r"gs://pets-data/records/ has no "
+                                                r"train\.record-\*, val\.record-\*"):
+        train(fakes.cloud())
+    assert fakes.builds.requests == [] and fakes.vertex.received == []
+
+
+def test_upload_then_train_builds_once_and_submits_the_sources_image(fakes, tmp_path, capsys):
+    cloud = fakes.cloud()
+    assert vertex_launch.upload_records(cloud, str(records(tmp_path))).startswith(
+        "uploaded 3, unchanged 0: gs://pets-data/records/")
+
+    output = train(cloud)
+    assert "building" in capsys.readouterr().out
+    (build,) = fakes.builds.requests
+    assert build.build.service_account.endswith(OUTPUTS["builder_service_account"])
+    (request,) = fakes.vertex.received
+    (pool,) = request.custom_job.job_spec.worker_pool_specs
+    assert pool.container_spec.image_uri == f"{REPOSITORY}/trainer:{context_hash()}"
+    assert request.custom_job.job_spec.base_output_directory.output_uri_prefix == \
+        "gs://pets-data/runs/gpu1"
+    (job_name,) = fakes.vertex.jobs
+    job_id = job_name.rsplit("/", 1)[-1]
+    assert f"console:     https://console.cloud.google.com/vertex-ai/locations/us-central1/" \
+           f"training/{job_id}?project=pets-detector-dev" in output
+    assert f"tensorboards+7+experiments+{job_id}" in output
+
+    train(cloud, run_id="gpu2")  # unchanged sources: no second build
+    assert len(fakes.builds.requests) == 1 and len(fakes.vertex.received) == 2
+    assert capsys.readouterr().out.count("up to date") == 1
+
+
+def test_a_pinned_image_is_never_built(fakes, tmp_path):
+    cloud = fakes.cloud(image=f"{REPOSITORY}/trainer:pinned")
+    vertex_launch.upload_records(cloud, str(records(tmp_path)))
+    train(cloud)
+    assert fakes.builds.requests == []
+    (request,) = fakes.vertex.received
+    assert request.custom_job.job_spec.worker_pool_specs[0].container_spec.image_uri == \
+        f"{REPOSITORY}/trainer:pinned"
+
+
+def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
+    cloud = fakes.cloud()
+    vertex_launch.upload_records(cloud, str(records(tmp_path)))
+    train(cloud)
+    vertex_launch.evaluate(cloud, run_id="gpu1", experiment="pets_retinanet_resnetfpn",
+                           steps=100, idle_timeout=600, dry_run=False)
+    links = vertex_launch.tensorboard_links(cloud, "gpu1").splitlines()
+    assert [line.split(":")[0] for line in links] == ["eval-pets_retinanet_resnetfpn",
+                                                      "train-pets_retinanet_resnetfpn"]
+    with pytest.raises(ValueError, match="no Vertex AI job has run 'nope'"):
+        vertex_launch.tensorboard_links(cloud, "nope")
+
+    listed = vertex_launch.job_command(cloud, "list").splitlines()
+    assert [line.split()[0] for line in listed] == ["2", "1"]
+    fakes.logs.entries += [job_entry("1", s, f"step {s}") for s in range(5)]
+    logs = vertex_launch.job_command(cloud, "logs", "1", lines=2).splitlines()
+    assert [line.rsplit(" ", 2)[-2:] for line in logs] == [["step", "3"], ["step", "4"]]
+    assert "no log entries yet" in vertex_launch.job_command(cloud, "logs", "2")
+    assert "CANCELLED" in vertex_launch.job_command(cloud, "cancel", "2") + \
+        vertex_launch.job_command(cloud, "status", "2")
+    done = vertex_launch.job_command(cloud, "logs", "1", follow=True, poll_seconds=0)
+    assert "SUCCEEDED" in done and "step 4" in capsys.readouterr().out
+    with pytest.raises(ValueError, match=r"jobs\.status needs --job"):
+        vertex_launch.job_command(cloud, "status")
