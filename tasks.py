@@ -14,10 +14,7 @@ EXPORT_DIR = f"{WORK}/exported"
 
 
 def _run(job: jobs.TrainerJob) -> None:
-    try:
-        workflow.run_job(job)
-    except workflow.WorkflowError as error:
-        raise Exit(f"error: {error}", code=1) from None
+    _guarded(lambda: workflow.run_job(job))
 
 
 TARGETS = ("local", "vertex")
@@ -43,7 +40,8 @@ NO_CREDENTIALS = ("no Google credentials found: run `gcloud auth application-def
 
 
 def _guarded(action):
-    """Runs a cloud-facing action; its expected failures become one line and exit status 2."""
+    """Runs a task's action: a failed step exits 1; bad settings, input or a refusal by
+    Google Cloud exit 2; each with one line that names the fix, never a traceback."""
     from google.api_core.exceptions import GoogleAPICallError
     from google.auth.exceptions import DefaultCredentialsError
 
@@ -66,7 +64,8 @@ def _guarded(action):
         raise Exit(f"error: {error}", code=1) from None
 
 
-def _vertex(action) -> None:
+def _say(action) -> None:
+    """Runs an action that returns what to tell the user, and tells it."""
     print(_guarded(action))
 
 
@@ -92,7 +91,7 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None):
     from launch import vertex_launch
 
     cloud = _cloud(c, bucket=bucket, env=env)
-    _vertex(lambda: vertex_launch.upload_records(cloud, records_dir))
+    _say(lambda: vertex_launch.upload_records(cloud, records_dir))
 
 
 @task(help={"data_dir": "Pets (or VOC with --voc) directory", "output_dir": "TFRecords go here",
@@ -141,18 +140,15 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
 
         cloud = _cloud(c, project, region, bucket, image, env)
         strategy = "SPOT" if spot else "FLEX_START" if flex_start else "STANDARD"
-        _vertex(lambda: vertex_launch.train(
+        _say(lambda: vertex_launch.train(
             cloud, run_id=run_id, experiment=experiment, steps=steps,
             hardware=Hardware(machine_type, accelerator, tpu, tpu_topology),
             workers=int(workers), reduction_servers=int(reduction_servers),
             scheduling=Scheduling(float(timeout_hours), strategy=strategy), dry_run=dry_run,
             local_docker=local_docker))
         return
-    try:
-        workflow.train(jobs.training_run(model_dir, data_dir, experiment, steps),
-                       int(workers))
-    except (workflow.WorkflowError, ValueError) as error:
-        raise Exit(f"error: {error}", code=1) from None
+    _guarded(lambda: workflow.train(jobs.training_run(model_dir, data_dir, experiment, steps),
+                                    int(workers)))
 
 
 @task(name="eval", help={"target": "local or vertex",
@@ -174,15 +170,12 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
         if not run_id:
             raise Exit("error: --run-id names the training run to evaluate", code=2)
         cloud = _cloud(c, project, region, bucket, image, env)
-        _vertex(lambda: vertex_launch.evaluate(
+        _say(lambda: vertex_launch.evaluate(
             cloud, run_id=run_id, experiment=experiment, steps=steps,
             idle_timeout=idle_timeout, dry_run=dry_run, local_docker=local_docker))
         return
     run = jobs.training_run(model_dir, data_dir, experiment, steps)
-    try:
-        workflow.evaluate(run, continuous=not once, idle_timeout=idle_timeout)
-    except workflow.WorkflowError as error:
-        raise Exit(f"error: {error}", code=1) from None
+    _guarded(lambda: workflow.evaluate(run, continuous=not once, idle_timeout=idle_timeout))
 
 
 BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
@@ -206,7 +199,7 @@ def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env
             output_dir or (paths.exported if paths else EXPORT_DIR), checkpoint,
             storage_client=cloud.storage)
 
-    _vertex(action)
+    _say(action)
 
 
 @task(help={"model": "SavedModel: local or gs:// (default: work/exported)",
@@ -226,7 +219,7 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=f"{WORK
             model or (paths.model if paths else EXPORT_DIR), images, output_dir,
             float(min_score), storage_client=cloud.storage)
 
-    _vertex(action)
+    _say(action)
 
 
 @task(help={"logdir": "a model directory, local or gs:// (default: work/model)",
@@ -243,7 +236,7 @@ def tensorboard(c, logdir=None, port=6006, target="local", run_id=None, env=None
     if target == "vertex":
         if not run_id:
             raise Exit("error: --run-id names the run whose TensorBoard to show", code=2)
-        _vertex(lambda: vertex_launch.tensorboard_links(cloud, run_id))
+        _say(lambda: vertex_launch.tensorboard_links(cloud, run_id))
         return
     if run_id:  # the whole run: training, validation and evaluation-job summaries
         logdir = _guarded(lambda: vertex_launch.run_paths(cloud, run_id).root)
@@ -257,11 +250,8 @@ def tensorboard(c, logdir=None, port=6006, target="local", run_id=None, env=None
             "num_images": "sample size"})
 def demo(c, workdir=f"{WORK}/demo", steps=None, num_images=None):
     """Sample -> convert -> train -> evaluate -> export -> predict, all locally."""
-    try:
-        result = workflow.demo(workdir, int(steps) if steps else None,
-                               int(num_images) if num_images else None)
-    except workflow.WorkflowError as error:
-        raise Exit(f"error: {error}", code=1) from None
+    result = _guarded(lambda: workflow.demo(workdir, int(steps) if steps else None,
+                                            int(num_images) if num_images else None))
     m = result.metrics
     print(f"\nAP {m['AP']:.3f}  AP50 {m['AP50']:.3f}  AP75 {m['AP75']:.3f}  "
           f"({result.seconds / 60:.1f} min)")
@@ -283,7 +273,7 @@ def doctor(c, env=None, project=None, region=None, bucket=None, image=None):
         text, result["ok"] = vertex_launch.doctor(cloud)
         return text
 
-    _vertex(action)
+    _say(action)
     if not result.get("ok"):
         raise Exit(code=1)
 
@@ -297,7 +287,7 @@ def image_build(c, env=None, project=None, region=None, local_docker=False):
     from launch import vertex_launch
 
     cloud = _cloud(c, project, region, env=env)
-    _vertex(lambda: vertex_launch.build_images(cloud, local_docker))
+    _say(lambda: vertex_launch.build_images(cloud, local_docker))
 
 
 JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
@@ -307,7 +297,7 @@ def _job_command(c, command, job=None, env=None, project=None, region=None, **op
     from launch import vertex_launch
 
     cloud = _cloud(c, project, region, env=env)
-    _vertex(lambda: vertex_launch.job_command(cloud, command, job, **options))
+    _say(lambda: vertex_launch.job_command(cloud, command, job, **options))
 
 
 @task(name="list", help=LIST_HELP)
