@@ -157,6 +157,11 @@ def test_training_resumes_after_kill_9_from_the_last_checkpoint(train_records, t
     assert last <= steps[0] <= last + 25 and steps[-1] == 250  # continued, not restarted
     assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-250")
 
+    # An evaluator given no --train_steps takes the run's length from its model directory.
+    result = run_trainer(*data_flags(train_records, tmp_path), "--mode=continuous_eval",
+                         "--eval_idle_timeout=120")
+    assert "final checkpoint (step 250) evaluated" in result.stdout
+
 
 def test_two_workers_train_together_on_localhost(train_records, tmp_path):
     from launch import jobs

@@ -46,6 +46,7 @@ def run_trainer(argv: Sequence[str]) -> int:
 
 
 def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) -> int:
+    from trainer import model_dir as model_dir_lib
     from trainer.data.label_map import id_to_name, read_label_map
 
     names = id_to_name(read_label_map(settings.label_map)) if settings.label_map else {}
@@ -60,14 +61,21 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
     if settings.mode == "eval":
         report(evaluation.evaluate_latest(evaluator))
         return 0
+    def final_step() -> int:
+        """--train_steps if given, else the length the training run recorded, else the
+        experiment's: an evaluator beside `train --steps N` needs no --steps of its own."""
+        recorded = None if settings.train_steps else model_dir_lib.recorded_train_steps(
+            settings.model_dir)
+        return recorded or params.trainer.train_steps
+
     try:
         results = evaluation.evaluate_continuously(
-            evaluator, params.trainer.train_steps, settings.eval_idle_timeout,
-            settings.eval_poll_interval, on_result=report)
+            evaluator, final_step, settings.eval_idle_timeout, settings.eval_poll_interval,
+            on_result=report)
     except evaluation.EvalTimeoutError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_EVAL_TIMEOUT
-    print(f"final checkpoint (step {params.trainer.train_steps}) evaluated; "
+    print(f"final checkpoint (step {final_step()}) evaluated; "
           f"{len(results)} checkpoint(s) evaluated by this run", flush=True)
     return 0
 

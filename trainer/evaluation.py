@@ -137,20 +137,21 @@ def evaluate_latest(evaluator: CheckpointEvaluator) -> EvalResult:
 
 def evaluate_continuously(
     evaluator: CheckpointEvaluator,
-    final_step: int,
+    final_step: Callable[[], int],
     idle_timeout: float,
     poll_interval: float = 10.0,
     on_result: Callable[[EvalResult], None] = lambda result: None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[EvalResult]:
-    """Evaluates new checkpoints as they appear until the one at `final_step` is done."""
+    """Evaluates new checkpoints as they appear until the one at `final_step()` is done (asked
+    anew each time: training may record its length after the evaluator starts)."""
     import tensorflow as tf
 
     model_dir = evaluator.model_dir
     done = evaluated_steps(model_dir)
-    if done and max(done) >= final_step:
-        log.info("final checkpoint (step %d) already evaluated", final_step)
+    if done and max(done) >= final_step():
+        log.info("final checkpoint (step %d) already evaluated", final_step())
         return []
     results, last_progress = [], clock()
     while True:
@@ -168,7 +169,7 @@ def evaluate_continuously(
             results.append(result)
             on_result(result)
             last_progress = clock()
-            if result.step >= final_step:
+            if result.step >= final_step():
                 return results
             continue
         idle = clock() - last_progress
@@ -176,7 +177,7 @@ def evaluate_continuously(
             last = f"step {max(done)}" if done else "none yet"
             raise EvalTimeoutError(
                 f"no new checkpoint in {model_dir} for {idle:.0f} s (last evaluated: {last}; "
-                f"waiting for step {final_step}). Is the training job running? Raise "
+                f"waiting for step {final_step()}). Is the training job running? Raise "
                 "--eval_idle_timeout if checkpoints are far apart."
             )
         sleep(poll_interval)

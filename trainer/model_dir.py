@@ -38,6 +38,18 @@ def load_params(model_dir: str):
     return hyperparams.override_params_dict(params, params_path, is_strict=True)
 
 
+def recorded_train_steps(model_dir: str) -> int | None:
+    """The training length a run recorded in its params.yaml (None before training starts)."""
+    import tensorflow as tf
+    import yaml
+
+    path = f"{model_dir}/{PARAMS_FILE}"
+    if not tf.io.gfile.exists(path):
+        return None
+    steps = (yaml.safe_load(read_text(path)) or {}).get("trainer", {}).get("train_steps")
+    return int(steps) if steps else None
+
+
 def checkpoint_step(path: str) -> int:
     """`.../ckpt-1200` -> 1200."""
     return int(path.rsplit("-", 1)[1])
