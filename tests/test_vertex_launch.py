@@ -96,3 +96,15 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
     assert "SUCCEEDED" in done and "step 4" in capsys.readouterr().out
     with pytest.raises(ValueError, match=r"jobs\.status needs --job"):
         vertex_launch.job_command(cloud, "status")
+
+
+def test_an_impossible_machine_is_rejected_before_any_request(fakes, tmp_path):
+    from launch.hardware import HardwareError
+
+    cloud = fakes.cloud()
+    with pytest.raises(HardwareError, match="n1 machines"):
+        train(cloud, hardware=Hardware("e2-standard-8", "NVIDIA_TESLA_T4:1"))
+    with pytest.raises(ValueError, match="drop --workers"):
+        train(cloud, hardware=Hardware(tpu="v5litepod-4"), workers=2)
+    assert fakes.builds.requests == [] and fakes.vertex.received == []
+    assert list(fakes.storage.list_blobs("pets-build")) == []
