@@ -113,7 +113,14 @@ CLOUD_HELP = {"project": "GCP project (default: infra outputs)", "region": "Vert
               "local_docker": "build a missing image with the local Docker, not Cloud Build",
               "env": "infra environment whose outputs to use (default: invoke.yaml)",
               "dry_run": "print the CustomJob JSON instead of submitting it",
+              "follow": "print the job's log lines until it ends (fails if the job does)",
               "run_id": "run name: gs://BUCKET/runs/RUN_ID"}
+
+
+def _submission(dry_run: bool, local_docker: bool, follow: bool):
+    from launch.vertex_launch import Submission
+
+    return Submission(dry_run=dry_run, local_docker=local_docker, follow=follow)
 
 
 @task(help={"target": "local or vertex", "experiment": "experiment name",
@@ -129,7 +136,7 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
           data_dir=RECORDS_DIR, workers=0, machine_type=None, accelerator=None, tpu=None,
           tpu_topology=None, reduction_servers=0, spot=False, flex_start=False,
           timeout_hours=24.0, dry_run=False, run_id=None, project=None, region=None,
-          bucket=None, image=None, env=None, local_docker=False):
+          bucket=None, image=None, env=None, local_docker=False, follow=False):
     """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
     _check_target(target)
     steps = int(steps) if steps else None
@@ -144,8 +151,8 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
             cloud, run_id=run_id, experiment=experiment, steps=steps,
             hardware=Hardware(machine_type, accelerator, tpu, tpu_topology),
             workers=int(workers), reduction_servers=int(reduction_servers),
-            scheduling=Scheduling(float(timeout_hours), strategy=strategy), dry_run=dry_run,
-            local_docker=local_docker))
+            scheduling=Scheduling(float(timeout_hours), strategy=strategy),
+            submission=_submission(dry_run, local_docker, follow)))
         return
     _guarded(lambda: workflow.train(jobs.training_run(model_dir, data_dir, experiment, steps),
                                     int(workers)))
@@ -159,7 +166,8 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
                          "idle_timeout": "seconds to wait for a new checkpoint", **CLOUD_HELP})
 def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, experiment=None,
              steps=None, once=False, idle_timeout=None, dry_run=False, run_id=None,
-             project=None, region=None, bucket=None, image=None, env=None, local_docker=False):
+             project=None, region=None, bucket=None, image=None, env=None, local_docker=False,
+             follow=False):
     """Evaluate checkpoints with COCO metrics (continuously, beside a training run)."""
     _check_target(target)
     idle_timeout = float(idle_timeout) if idle_timeout else None
@@ -172,7 +180,7 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
         cloud = _cloud(c, project, region, bucket, image, env)
         _say(lambda: vertex_launch.evaluate(
             cloud, run_id=run_id, experiment=experiment, steps=steps,
-            idle_timeout=idle_timeout, dry_run=dry_run, local_docker=local_docker))
+            idle_timeout=idle_timeout, submission=_submission(dry_run, local_docker, follow)))
         return
     run = jobs.training_run(model_dir, data_dir, experiment, steps)
     _guarded(lambda: workflow.evaluate(run, continuous=not once, idle_timeout=idle_timeout))

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from launch import vertex_launch
 from launch.vertex_jobs import Hardware
-from launch.vertex_spec import Scheduling
 from tests.fake_cloud import fake_cloud, write_records
 
 
@@ -23,10 +22,8 @@ def main(relaunches: int = 20) -> dict:
 
         def launch(run: int) -> None:
             with contextlib.redirect_stdout(io.StringIO()):
-                vertex_launch.train(
-                    cloud, run_id=f"bench{run}", experiment=None, steps=None,
-                    hardware=Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1"), workers=0,
-                    reduction_servers=0, scheduling=Scheduling(), dry_run=False)
+                vertex_launch.train(cloud, run_id=f"bench{run}", experiment=None, steps=None,
+                                    hardware=Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1"))
 
         start = time.perf_counter()
         launch(0)  # first launch: uploads the build context, submits a build, then the job

@@ -18,6 +18,7 @@ from google.cloud.logging_v2.types import LogEntry
 from google.logging.type import log_severity_pb2
 
 from launch import vertex_client
+from launch.vertex_spec import job_id
 
 
 def log_filter(job_id: str, since: datetime.datetime | None = None) -> str:
@@ -72,7 +73,7 @@ def follow(logs: LoggingServiceV2Client, jobs: aiplatform_v1.JobServiceClient, p
            poll_seconds: float = 10.0, sleep: Callable[[float], None] = time.sleep
            ) -> aiplatform_v1.CustomJob:
     """Prints the last `lines` entries, then new ones as they arrive, until the job ends."""
-    job_id = job_name.rsplit("/", 1)[-1]
+    number = job_id(job_name)
     seen: set[str] = set()
 
     def show(entries: Iterable[LogEntry]) -> datetime.datetime | None:
@@ -84,11 +85,11 @@ def follow(logs: LoggingServiceV2Client, jobs: aiplatform_v1.JobServiceClient, p
             newest = entry.timestamp or newest
         return newest
 
-    since = show(tail(logs, project, job_id, lines))
+    since = show(tail(logs, project, number, lines))
     while True:
         job = vertex_client.get(jobs, job_name)
         # Entries can share the newest timestamp: ask from it again and skip the seen ones.
-        since = show(_entries(logs, project, job_id, newest_first=False, since=since)) or since
+        since = show(_entries(logs, project, number, newest_first=False, since=since)) or since
         if job.state.name in vertex_client.TERMINAL:
             return job
         sleep(poll_seconds)

@@ -9,6 +9,8 @@ from collections.abc import Callable, Mapping
 from google.api_core import exceptions
 from google.cloud import aiplatform_v1
 
+from launch.vertex_spec import job_id
+
 TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
             "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"}
 
@@ -54,7 +56,7 @@ def list_jobs(client: aiplatform_v1.JobServiceClient, project: str, region: str,
 
 def describe(job: aiplatform_v1.CustomJob) -> str:
     created = job.create_time.strftime("%Y-%m-%d %H:%M") if job.create_time else "-"
-    return (f"{job.name.rsplit('/', 1)[-1]:>20}  {job.state.name.removeprefix('JOB_STATE_'):<10}"
+    return (f"{job_id(job.name):>20}  {job.state.name.removeprefix('JOB_STATE_'):<10}"
             f"  {created}  {job.display_name}")
 
 

@@ -15,9 +15,11 @@ from launch import cloud_settings, vertex_client, vertex_jobs
 from launch.google_clients import GoogleClients
 from launch.image_context import REPO_ROOT, context_hash
 from launch.vertex_spec import (
+    DEFAULT_SCHEDULING,
     CloudTarget,
     Scheduling,
     console_url,
+    job_id,
     label_value,
     tensorboard_url,
     to_json,
@@ -66,6 +68,17 @@ class Cloud:
         return self.clients.storage(self.fields(("project",))["project"])
 
 
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """How a job is handed over: printed (--dry-run), or submitted after its images are built
+    (in Cloud Build, or with the local Docker), then optionally followed until it ends."""
+
+    dry_run: bool = False
+    local_docker: bool = False
+    follow: bool = False
+    poll_seconds: float = 15.0
+
+
 def run_paths(cloud: Cloud, run_id: str) -> vertex_jobs.RunPaths:
     """`--run-id` -> the run's gs:// paths; needs only the bucket."""
     return vertex_jobs.RunPaths(cloud.fields(("bucket",))["bucket"], run_id)
@@ -82,18 +95,18 @@ def upload_records(cloud: Cloud, records_dir: str) -> str:
             f"gs://{bucket}/{vertex_jobs.RECORDS_PREFIX}/")
 
 
-def train(cloud: Cloud, *, run_id: str | None,
-          experiment: str | None, steps: int | None, hardware: vertex_jobs.Hardware,
-          workers: int, reduction_servers: int, scheduling: Scheduling, dry_run: bool,
-          local_docker: bool = False) -> str:
+def train(cloud: Cloud, *, run_id: str | None, experiment: str | None, steps: int | None,
+          hardware: vertex_jobs.Hardware, workers: int = 0, reduction_servers: int = 0,
+          scheduling: Scheduling = DEFAULT_SCHEDULING, submission: Submission = Submission()
+          ) -> str:
     where = job_images(cloud)
     run_id = run_id or default_run_id(experiment)
     run = vertex_jobs.training_run(where, run_id, experiment, steps)
     job = vertex_jobs.train_custom_job(where, run, run_id, hardware, workers,
                                        reduction_servers, scheduling, standard_labels())
-    if not dry_run:  # no data: fail now, not after a build or a wait for machines
+    if not submission.dry_run:  # no data: fail now, not after a build or a wait for machines
         _require_training_data(cloud, where)
-    return _dispatch(cloud, where, job, dry_run, run_id, local_docker)
+    return _dispatch(cloud, where, job, run_id, submission)
 
 
 def _require_training_data(cloud: Cloud, where: CloudTarget) -> None:
@@ -106,30 +119,32 @@ def _require_training_data(cloud: Cloud, where: CloudTarget) -> None:
             "run `invoke data.convert` and `invoke data.upload` first")
 
 
-def evaluate(cloud: Cloud, *, run_id: str,
-             experiment: str | None, steps: int | None, idle_timeout: float | None,
-             dry_run: bool, local_docker: bool = False) -> str:
+def evaluate(cloud: Cloud, *, run_id: str, experiment: str | None, steps: int | None,
+             idle_timeout: float | None, submission: Submission = Submission()) -> str:
     where = job_images(cloud)
     run = vertex_jobs.training_run(where, run_id, experiment, steps)
     job = vertex_jobs.eval_custom_job(where, run, run_id, idle_timeout=idle_timeout,
                                       labels=standard_labels())
-    return _dispatch(cloud, where, job, dry_run, run_id, local_docker)
+    return _dispatch(cloud, where, job, run_id, submission)
 
 
-def _dispatch(cloud: Cloud, where: CloudTarget, job, dry_run: bool, run_id: str,
-              local_docker: bool) -> str:
-    """Prints the job (--dry-run), or builds its images if they are missing and submits it."""
-    if dry_run:
+def _dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
+              submission: Submission) -> str:
+    if submission.dry_run:
         return to_json(job)
     if not cloud.overrides.get("image"):
-        print(build_images(cloud, local_docker), flush=True)
-    created = vertex_client.submit(cloud.clients.jobs(where.region), where.project,
-                                   where.region, job)
+        print(build_images(cloud, submission.local_docker), flush=True)
+    jobs = cloud.clients.jobs(where.region)
+    created = vertex_client.submit(jobs, where.project, where.region, job)
     lines = [f"submitted {created.name} (run {run_id})",
              f"console:     {console_url(created.name)}"]
     if tensorboard := tensorboard_url(created):
         lines.append(f"tensorboard: {tensorboard}")
-    return "\n".join(lines)
+    if not submission.follow:
+        return "\n".join(lines)
+    print("\n".join(lines), flush=True)
+    return _follow(cloud.clients.logs(), jobs, where.project, created.name, 100,
+                   submission.poll_seconds)
 
 
 def tensorboard_links(cloud: Cloud, run_id: str) -> str:
@@ -161,8 +176,14 @@ def job_command(cloud: Cloud, command: str, job: str | None = None,
     if command == "cancel":
         vertex_client.cancel(client, name)
         return f"cancellation requested for {name}"
+    if command == "logs" and follow:
+        return _follow(cloud.clients.logs(), client, project, name, lines, poll_seconds)
     if command == "logs":
-        return _logs(cloud.clients.logs(), client, project, name, lines, follow, poll_seconds)
+        from launch import job_logs
+
+        return "\n".join(map(job_logs.format_entry,
+                             job_logs.tail(cloud.clients.logs(), project, job_id(name), lines))
+                         ) or f"no log entries yet for {name}"
     if command == "wait":
         done = vertex_client.wait(client, name, poll_seconds=poll_seconds,
                                   on_state=lambda state: print(f"{name}: {state}", flush=True))
@@ -170,16 +191,16 @@ def job_command(cloud: Cloud, command: str, job: str | None = None,
     return vertex_client.describe(vertex_client.get(client, name))
 
 
-def _logs(logs, jobs, project: str, name: str, lines: int, follow: bool,
-          poll_seconds: float) -> str:
+def _follow(logs, jobs, project: str, name: str, lines: int, poll_seconds: float) -> str:
+    """Prints the job's log lines until it ends; a job that did not succeed is a failure."""
     from launch import job_logs
+    from launch.workflow import WorkflowError
 
-    if not follow:
-        return "\n".join(map(job_logs.format_entry,
-                             job_logs.tail(logs, project, name.rsplit("/", 1)[-1], lines))) \
-            or f"no log entries yet for {name}"
     done = job_logs.follow(logs, jobs, project, name, lines=lines, poll_seconds=poll_seconds,
                            on_entry=lambda e: print(job_logs.format_entry(e), flush=True))
+    if done.state.name != "JOB_STATE_SUCCEEDED":
+        raise WorkflowError(f"{vertex_client.describe(done).strip()}: "
+                            f"{done.error.message or 'no error message'}")
     return vertex_client.describe(done)
 
 

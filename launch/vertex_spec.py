@@ -125,6 +125,11 @@ def to_json(custom_job_proto: aiplatform_v1.CustomJob) -> str:
                                            always_print_fields_with_no_presence=False)
 
 
+def job_id(job_name: str) -> str:
+    """`projects/P/locations/R/customJobs/123` -> `123`, the id the console shows."""
+    return job_name.rsplit("/", 1)[-1]
+
+
 def console_url(job_name: str) -> str:
     """The Cloud console page of a custom job (projects/P/locations/R/customJobs/ID)."""
     _, project, _, region, _, job_id = job_name.split("/")
@@ -138,6 +143,6 @@ def tensorboard_url(job: aiplatform_v1.CustomJob) -> str | None:
     if not tensorboard:
         return None
     region = tensorboard.split("/")[3]
-    experiment = f"{tensorboard}/experiments/{job.name.rsplit('/', 1)[-1]}"
+    experiment = f"{tensorboard}/experiments/{job_id(job.name)}"
     return (f"https://{region}.tensorboard.googleusercontent.com/experiment/"
             f"{experiment.replace('/', '+')}")

@@ -1,7 +1,8 @@
 """A small Vertex AI JobService on 127.0.0.1, built from the client library's own protos.
 
 It records every CustomJob it receives, advances job states on each read (PENDING ->
-RUNNING -> SUCCEEDED), and answers with real gRPC errors for display names that ask for them.
+RUNNING -> SUCCEEDED, or FAILED when asked to), and answers with real gRPC errors for display
+names that ask for them.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tests.grpc_fake import GrpcFake, unary
 ERRORS = {"deny": grpc.StatusCode.PERMISSION_DENIED, "quota": grpc.StatusCode.RESOURCE_EXHAUSTED,
           "invalid": grpc.StatusCode.INVALID_ARGUMENT}
 LABEL_CLAUSE = re.compile(r'labels\.([\w-]+)="([^"]*)"')
+ENDED = ("JOB_STATE_CANCELLED", "JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED")
 PROGRESSION = ["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"]
 
 
@@ -28,6 +30,8 @@ class FakeJobService(GrpcFake):
         self.received: list[aiplatform_v1.CreateCustomJobRequest] = []
         self.jobs: dict[str, aiplatform_v1.CustomJob] = {}
         self.reads: dict[str, int] = {}
+        self.fail_next: str | None = None  # the next job created ends FAILED with this error
+        self.failing: dict[str, str] = {}
         super().__init__()
 
     def handlers(self) -> dict:
@@ -52,15 +56,22 @@ class FakeJobService(GrpcFake):
         job.create_time = datetime.datetime(2026, 11, 22, 0, len(self.jobs),
                                             tzinfo=datetime.UTC)
         self.jobs[name] = job
+        if self.fail_next:
+            self.failing[name], self.fail_next = self.fail_next, None
         return job
 
     def get(self, request, context):
         job = self.jobs.get(request.name)
         if job is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"{request.name} not found")
-        if job.state.name not in ("JOB_STATE_CANCELLED", "JOB_STATE_SUCCEEDED"):
+        if job.state.name not in ENDED:
             reads = self.reads[request.name] = self.reads.get(request.name, -1) + 1
-            job.state = aiplatform_v1.JobState[PROGRESSION[min(reads, len(PROGRESSION) - 1)]]
+            state = PROGRESSION[min(reads, len(PROGRESSION) - 1)]
+            if state == "JOB_STATE_SUCCEEDED" and request.name in self.failing:
+                state = "JOB_STATE_FAILED"
+                job.error = {"code": grpc.StatusCode.INTERNAL.value[0],
+                             "message": self.failing[request.name]}
+            job.state = aiplatform_v1.JobState[state]
         return job
 
     def list(self, request, context):

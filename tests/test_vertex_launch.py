@@ -8,7 +8,6 @@ import pytest
 from launch import vertex_launch
 from launch.image_context import context_hash
 from launch.vertex_jobs import Hardware
-from launch.vertex_spec import Scheduling
 from tests.fake_cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.fake_logging import job_entry
 
@@ -25,8 +24,7 @@ def records(tmp_path):
 
 def train(cloud, run_id="gpu1", **kwargs):
     options = {"experiment": "pets_retinanet_resnetfpn", "steps": 100,
-               "hardware": Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1"), "workers": 0,
-               "reduction_servers": 0, "scheduling": Scheduling(), "dry_run": False, **kwargs}
+               "hardware": Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1"), **kwargs}
     return vertex_launch.train(cloud, run_id=run_id, **options)
 
 
@@ -77,7 +75,7 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
     vertex_launch.upload_records(cloud, str(records(tmp_path)))
     train(cloud)
     vertex_launch.evaluate(cloud, run_id="gpu1", experiment="pets_retinanet_resnetfpn",
-                           steps=100, idle_timeout=600, dry_run=False)
+                           steps=100, idle_timeout=600)
     links = vertex_launch.tensorboard_links(cloud, "gpu1").splitlines()
     assert [line.split(":")[0] for line in links] == ["eval-pets_retinanet_resnetfpn",
                                                       "train-pets_retinanet_resnetfpn"]
@@ -108,3 +106,26 @@ def test_an_impossible_machine_is_rejected_before_any_request(fakes, tmp_path):
         train(cloud, hardware=Hardware(tpu="v5litepod-4"), workers=2)
     assert fakes.builds.requests == [] and fakes.vertex.received == []
     assert list(fakes.storage.list_blobs("pets-build")) == []
+
+
+def test_train_follow_prints_the_logs_and_fails_when_the_job_does(fakes, tmp_path, capsys):
+    from launch.workflow import WorkflowError
+
+    cloud = fakes.cloud()
+    vertex_launch.upload_records(cloud, str(records(tmp_path)))
+    fakes.logs.entries += [job_entry("1", s, f"step {s}") for s in range(3)]
+    follow = vertex_launch.Submission(follow=True, poll_seconds=0)
+    assert "SUCCEEDED" in train(cloud, submission=follow)
+    out = capsys.readouterr().out
+    assert out.index("submitted") < out.index("step 0") < out.index("step 2")
+
+    fakes.vertex.fail_next = "the chief ran out of memory"
+    with pytest.raises(WorkflowError, match=r"FAILED.*the chief ran out of memory"):
+        train(cloud, run_id="gpu2", submission=follow)
+
+
+def test_the_relaunch_benchmark_builds_for_the_first_launch_only():
+    from benchmarks import relaunch
+
+    figures = relaunch.main(relaunches=3)
+    assert figures["builds"] == 1 and figures["jobs"] == 4
