@@ -14,7 +14,7 @@ import os
 import re
 from pathlib import Path
 
-from launch.upload import crc32c_of
+from launch.upload import crc32c_of, list_blobs
 
 # Mirrors of gs:// paths; PETS_CACHE_DIR moves them (e.g. to a larger disk).
 CACHE_DIR = Path(os.environ.get("PETS_CACHE_DIR", "work/cache"))
@@ -60,14 +60,7 @@ def _download(blob, target: Path) -> bool:
 
 def _listing(client, where: GcsPath, recursive: bool) -> dict[str, object]:
     """Blobs below the prefix by relative name; a missing bucket or prefix names the fix."""
-    from google.api_core import exceptions
-
-    try:
-        blobs = list(client.list_blobs(where.bucket, prefix=f"{where.prefix}/",
-                                       delimiter=None if recursive else "/"))
-    except exceptions.NotFound:
-        raise FileNotFoundError(f"bucket gs://{where.bucket} does not exist; check --bucket "
-                                "or the infra outputs (`npx cdktf deploy`)") from None
+    blobs = list_blobs(client, where.bucket, where.prefix, None if recursive else "/")
     found = {b.name.removeprefix(f"{where.prefix}/"): b for b in blobs
              if not b.name.endswith("/")}
     if not found:

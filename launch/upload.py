@@ -44,19 +44,24 @@ def files_to_upload(local_dir: Path) -> list[Path]:
     return files
 
 
+def list_blobs(client, bucket_name: str, prefix: str, delimiter: str | None = None) -> list:
+    """The objects below `prefix/`; a missing bucket is a FileNotFoundError that names the fix."""
+    from google.api_core import exceptions
+
+    try:
+        return list(client.list_blobs(bucket_name, prefix=f"{prefix}/", delimiter=delimiter))
+    except exceptions.NotFound:
+        raise FileNotFoundError(f"bucket gs://{bucket_name} does not exist; check --bucket "
+                                "or the infra outputs (`npx cdktf deploy`)") from None
+
+
 def upload_directory(client, bucket_name: str, local_dir: str | Path, prefix: str,
                      on_bytes: Callable[[int], None] = lambda n: None,
                      chunk_size: int | None = None) -> UploadResult:
     """Uploads every file below `local_dir` to gs://bucket/prefix/..., skipping equal ones."""
-    from google.api_core import exceptions
-
     local_dir = Path(local_dir)
     bucket = client.bucket(bucket_name)
-    try:
-        existing = {b.name: b for b in client.list_blobs(bucket_name, prefix=f"{prefix}/")}
-    except exceptions.NotFound:
-        raise FileNotFoundError(f"bucket gs://{bucket_name} does not exist; check --bucket "
-                                "or the infra outputs (`npx cdktf deploy`)") from None
+    existing = {b.name: b for b in list_blobs(client, bucket_name, prefix)}
     files = files_to_upload(local_dir)
 
     def one(path: Path) -> tuple[str, bool]:
@@ -91,12 +96,5 @@ def upload_with_progress(client, bucket_name: str, local_dir: str | Path,
 
 def missing_training_data(client, bucket_name: str, prefix: str) -> list[str]:
     """What gs://bucket/prefix/ lacks for training (shards of each split, the label map)."""
-    from google.api_core import exceptions
-
-    try:
-        names = [b.name.removeprefix(f"{prefix}/")
-                 for b in client.list_blobs(bucket_name, prefix=f"{prefix}/", delimiter="/")]
-    except exceptions.NotFound:
-        raise FileNotFoundError(f"bucket gs://{bucket_name} does not exist; check --bucket "
-                                "or the infra outputs (`npx cdktf deploy`)") from None
-    return layout.missing(names)
+    return layout.missing([b.name.removeprefix(f"{prefix}/")
+                           for b in list_blobs(client, bucket_name, prefix, delimiter="/")])
