@@ -16,6 +16,8 @@ from launch.hardware import Machine, resolve_machine
 from launch.vertex_spec import DEFAULT_SCHEDULING, CloudTarget, Scheduling, custom_job
 
 RECORDS_PREFIX = "records"
+
+
 @dataclasses.dataclass(frozen=True)
 class Hardware:
     machine_type: str | None = None
@@ -76,9 +78,9 @@ def train_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
     if machine.is_tpu and workers:
         raise ValueError("TPU jobs run on one TPU VM here: drop --workers")
     job = jobs.train_job(run, workers)
-    labels = {**(labels or {}), "experiment": run.experiment, "run": run_id}
     return custom_job(job, [machine] * len(job.pools), target,
-                      RunPaths(target.bucket, run_id).root, scheduling, labels, reduction_servers)
+                      RunPaths(target.bucket, run_id).root, scheduling,
+                      _run_labels(labels, run, run_id), reduction_servers)
 
 
 def eval_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
@@ -89,5 +91,10 @@ def eval_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
     machine = (hardware or EVAL_HARDWARE).resolve(target.region)
     job = jobs.eval_job(run, continuous=True, idle_timeout=idle_timeout)
     return custom_job(job, [machine], target, RunPaths(target.bucket, run_id).eval_root,
-                      DEFAULT_SCHEDULING, {**(labels or {}), "experiment": run.experiment,
-                                     "run": run_id})
+                      DEFAULT_SCHEDULING, _run_labels(labels, run, run_id))
+
+
+def _run_labels(labels: dict[str, str] | None, run: jobs.TrainingRun,
+                run_id: str) -> dict[str, str]:
+    """The caller's labels plus the experiment and the run, which find a run's jobs later."""
+    return {**(labels or {}), "experiment": run.experiment, "run": run_id}

@@ -132,8 +132,8 @@ def job_id(job_name: str) -> str:
 
 def console_url(job_name: str) -> str:
     """The Cloud console page of a custom job (projects/P/locations/R/customJobs/ID)."""
-    _, project, _, region, _, job_id = job_name.split("/")
-    return (f"https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job_id}"
+    _, project, _, region, _, number = job_name.split("/")
+    return (f"https://console.cloud.google.com/vertex-ai/locations/{region}/training/{number}"
             f"?project={project}")
 
 
