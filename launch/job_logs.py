@@ -58,7 +58,8 @@ def _entries(client: LoggingServiceV2Client, project: str, job_id: str, *, newes
             if limit is not None and len(entries) >= limit:
                 break
     except exceptions.GoogleAPICallError as error:
-        raise vertex_client.explain(error, f"reading the logs of job {job_id}") from None
+        raise vertex_client.explain(error, f"reading the logs of job {job_id}",
+                                    needs="roles/logging.viewer") from None
     return entries
 
 

@@ -19,11 +19,15 @@ class VertexError(RuntimeError):
     pass
 
 
-def explain(error: exceptions.GoogleAPICallError, what: str) -> VertexError:
+JOB_ROLES = "roles/aiplatform.user and roles/iam.serviceAccountUser on the trainer account"
+
+
+def explain(error: exceptions.GoogleAPICallError, what: str,
+            needs: str = JOB_ROLES) -> VertexError:
+    """One sentence with the fix; `needs` names the roles the refused call requires."""
     if isinstance(error, exceptions.PermissionDenied):
         return VertexError(f"{what}: permission denied ({error.message}). Your account needs "
-                           "roles/aiplatform.user and roles/iam.serviceAccountUser on the "
-                           "trainer service account; run `invoke doctor` to check")
+                           f"{needs}; run `invoke doctor` to check")
     if isinstance(error, exceptions.ResourceExhausted):
         return VertexError(f"{what}: quota exceeded ({error.message}). Request more quota for "
                            "this accelerator in this region, pick another region, or try --spot")

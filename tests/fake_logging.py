@@ -39,6 +39,7 @@ class FakeLoggingService(GrpcFake):
     def __init__(self) -> None:
         self.entries: list[LogEntry] = []
         self.requests: list[ListLogEntriesRequest] = []
+        self.deny = False  # answer PERMISSION_DENIED, as for an account without logging.viewer
         super().__init__()
 
     def handlers(self) -> dict:
@@ -58,6 +59,8 @@ class FakeLoggingService(GrpcFake):
 
     def list(self, request, context):
         self.requests.append(request)
+        if self.deny:
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, "logging.logEntries.list denied")
         clauses = request.filter.split(" AND ")
         if not all(CLAUSE.match(c.strip()) for c in clauses):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad filter {request.filter!r}")

@@ -58,3 +58,10 @@ def test_bad_job_ids_and_api_errors_are_clear(logging_fake):
     with FakeJobService() as vertex, pytest.raises(vertex_client.VertexError, match="not found"):
         job_logs.follow(logging_fake.client(), vertex.client(), PROJECT,
                         "projects/p/locations/us-central1/customJobs/404", print)
+
+
+def test_a_refused_log_read_names_the_logging_role(logging_fake):
+    logging_fake.deny = True
+    with pytest.raises(vertex_client.VertexError,
+                       match=r"permission denied .*roles/logging\.viewer"):
+        job_logs.tail(logging_fake.client(), PROJECT, "7")
