@@ -186,6 +186,16 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
     _guarded(lambda: workflow.evaluate(run, continuous=not once, idle_timeout=idle_timeout))
 
 
+def _place(cloud, run_id: str | None, explicit: str | None, in_run, local: str) -> str:
+    """A path given on the command line wins; else `--run-id R` means `in_run(R's RunPaths)`
+    in the bucket; else the local default."""
+    from launch import vertex_launch
+
+    if explicit:
+        return explicit
+    return in_run(vertex_launch.run_paths(cloud, run_id)) if run_id else local
+
+
 BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
                "env": "infra environment", "project": "GCP project", "bucket": "data bucket"}
 
@@ -196,18 +206,11 @@ BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
 def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env=None,
            project=None, bucket=None):
     """Export a SavedModel (uint8 images in; boxes, classes, scores out), local or in the bucket."""
-    from launch import vertex_launch
-
     cloud = _cloud(c, project=project, bucket=bucket, env=env)
-
-    def action() -> str:
-        paths = vertex_launch.run_paths(cloud, run_id) if run_id else None
-        return "exported to " + workflow.export(
-            model_dir or (paths.checkpoints if paths else MODEL_DIR),
-            output_dir or (paths.exported if paths else EXPORT_DIR), checkpoint,
-            storage_client=cloud.storage)
-
-    _say(action)
+    _say(lambda: "exported to " + workflow.export(
+        _place(cloud, run_id, model_dir, lambda run: run.checkpoints, MODEL_DIR),
+        _place(cloud, run_id, output_dir, lambda run: run.exported, EXPORT_DIR), checkpoint,
+        storage_client=cloud.storage))
 
 
 @task(help={"model": "SavedModel: local or gs:// (default: work/exported)",
@@ -217,17 +220,10 @@ def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env
 def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=f"{WORK}/predictions",
             min_score=0.3, run_id=None, env=None, project=None, bucket=None):
     """Detect pets in images: annotated pictures plus a JSON of detections."""
-    from launch import vertex_launch
-
     cloud = _cloud(c, project=project, bucket=bucket, env=env)
-
-    def action() -> str:
-        paths = vertex_launch.run_paths(cloud, run_id) if run_id else None
-        return "predictions in " + workflow.predict(
-            model or (paths.model if paths else EXPORT_DIR), images, output_dir,
-            float(min_score), storage_client=cloud.storage)
-
-    _say(action)
+    _say(lambda: "predictions in " + workflow.predict(
+        _place(cloud, run_id, model, lambda run: run.model, EXPORT_DIR), images, output_dir,
+        float(min_score), storage_client=cloud.storage))
 
 
 @task(help={"logdir": "a model directory, local or gs:// (default: work/model)",
@@ -246,9 +242,8 @@ def tensorboard(c, logdir=None, port=6006, target="local", run_id=None, env=None
             raise Exit("error: --run-id names the run whose TensorBoard to show", code=2)
         _say(lambda: vertex_launch.tensorboard_links(cloud, run_id))
         return
-    if run_id:  # the whole run: training, validation and evaluation-job summaries
-        logdir = _guarded(lambda: vertex_launch.run_paths(cloud, run_id).root)
-    logdir = logdir or MODEL_DIR
+    # --run-id: the whole run (training, validation and evaluation-job summaries)
+    logdir = _guarded(lambda: _place(cloud, run_id, logdir, lambda run: run.root, MODEL_DIR))
     print(f"TensorBoard on http://127.0.0.1:{port} for {logdir}", flush=True)
     c.run(f"{sys.executable} -m tensorboard.main --logdir {logdir} --host 127.0.0.1 "
           f"--port {port}", pty=False)
