@@ -15,10 +15,11 @@ import re
 from pathlib import Path
 
 from launch.upload import crc32c_of, list_blobs
+from trainer import model_dir
 
 # Mirrors of gs:// paths; PETS_CACHE_DIR moves them (e.g. to a larger disk).
 CACHE_DIR = Path(os.environ.get("PETS_CACHE_DIR", "work/cache"))
-RUN_FILES = ("run.json", "params.yaml", "label_map.pbtxt")  # trainer.model_dir's files
+RUN_FILES = (model_dir.RUN_FILE, model_dir.PARAMS_FILE, model_dir.LABEL_MAP_FILE)
 CHECKPOINT_STATE = "checkpoint"
 NEWEST = re.compile(r'^model_checkpoint_path:\s*"(?P<path>[^"]+)"', re.MULTILINE)
 
