@@ -5,6 +5,10 @@ models, and upload what they produce.
 Only the chosen checkpoint is fetched (not the whole run), files already mirrored with the
 same CRC32C are not fetched again, and a download is renamed into place only when complete,
 so an interrupted one never leaves a truncated file that looks whole.
+
+Object names are hostile input: anyone who may write to the bucket (a researcher, any job)
+chooses them. A name that would land outside the mirror (`..`, `//`, a leading `/`, or a
+symlink in the way) is refused before anything is fetched.
 """
 
 from __future__ import annotations
@@ -22,6 +26,27 @@ CACHE_DIR = Path(os.environ.get("PETS_CACHE_DIR", "work/cache"))
 RUN_FILES = (model_dir.RUN_FILE, model_dir.PARAMS_FILE, model_dir.LABEL_MAP_FILE)
 CHECKPOINT_STATE = "checkpoint"
 NEWEST = re.compile(r'^model_checkpoint_path:\s*"(?P<path>[^"]+)"', re.MULTILINE)
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,221}$")  # one plain path segment
+
+
+class UnsafePathError(ValueError):
+    """An object name or gs:// path that would be written outside the local mirror."""
+
+
+def unsafe_reason(relative: str) -> str | None:
+    """Why a slash-separated relative name may not become a local path (None if it may)."""
+    if not relative:
+        return "an empty name"
+    if relative.startswith("/"):
+        return "a leading '/'"
+    segments = relative.split("/")
+    if "" in segments:
+        return "an empty segment ('//' or a trailing '/')"
+    if any(segment in (".", "..") for segment in segments):
+        return "a '.' or '..' segment"
+    if "\0" in relative:
+        return "a NUL character"
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +59,13 @@ class GcsPath:
         if not url.startswith("gs://") or not url[5:].split("/", 1)[0]:
             raise ValueError(f"{url!r} is not a gs://BUCKET/PATH URL")
         bucket, _, prefix = url[5:].partition("/")
-        return cls(bucket, prefix.strip("/"))
+        prefix = prefix.strip("/")
+        if not BUCKET_NAME.match(bucket):
+            raise ValueError(f"{url!r}: {bucket!r} is not a bucket name")
+        if prefix and (reason := unsafe_reason(prefix)):
+            raise UnsafePathError(f"{url!r}: the path has {reason}; name the objects plainly "
+                                  "(gs://BUCKET/runs/RUN/model)")
+        return cls(bucket, prefix)
 
     def __str__(self) -> str:
         return f"gs://{self.bucket}/{self.prefix}"
@@ -42,6 +73,20 @@ class GcsPath:
     def mirror(self, cache_dir: Path = CACHE_DIR) -> Path:
         """Where this prefix lives on the workstation."""
         return cache_dir / self.bucket / self.prefix
+
+    def mirror_target(self, relative: str, cache_dir: Path = CACHE_DIR) -> Path:
+        """Where the object `relative` below this prefix is written; refused unless the path
+        stays inside the mirror once symlinks are resolved."""
+        reason = unsafe_reason(relative)
+        target = self.mirror(cache_dir) / relative
+        if reason is None and not target.resolve().is_relative_to(cache_dir.resolve()):
+            reason = "a path that resolves outside the mirror (a symlink in the way)"
+        if reason:
+            raise UnsafePathError(
+                f"refusing gs://{self.bucket}/{self.prefix}/{relative}: its name has {reason},"
+                f" so it would be written outside the local mirror {cache_dir}; nothing was "
+                "fetched. Rename or delete that object in the bucket.")
+        return target
 
 
 def is_gcs(path: str | None) -> bool:
@@ -73,10 +118,15 @@ def _listing(client, where: GcsPath, recursive: bool) -> dict[str, object]:
 def stage_directory(client, url: str, cache_dir: Path = CACHE_DIR) -> Path:
     """Mirrors every object below `url` (e.g. a SavedModel) and returns the local directory."""
     where = GcsPath.parse(url)
-    local = where.mirror(cache_dir)
-    for name, blob in _listing(client, where, recursive=True).items():
-        _download(blob, local / name)
-    return local
+    _fetch_all(where, _listing(client, where, recursive=True), cache_dir)
+    return where.mirror(cache_dir)
+
+
+def _fetch_all(where: GcsPath, blobs: dict[str, object], cache_dir: Path) -> None:
+    """Every name is checked before the first download: a hostile object refuses them all."""
+    targets = {name: where.mirror_target(name, cache_dir) for name in blobs}
+    for name, blob in blobs.items():
+        _download(blob, targets[name])
 
 
 def checkpoint_name(choice: str) -> str:
@@ -98,14 +148,15 @@ def stage_checkpoint(client, model_dir_url: str, checkpoint: str | None = None,
             raise FileNotFoundError(f"no checkpoint in {where}/ yet; has training saved one?")
         checkpoint = newest["path"]
     name = checkpoint_name(checkpoint)
+    if unsafe_reason(name):
+        raise UnsafePathError(f"{where}/: checkpoint name {name!r} is not a file name")
     wanted = {n: b for n, b in top.items()
               if n in RUN_FILES or n == f"{name}.index" or n.startswith(f"{name}.data-")}
     if f"{name}.index" not in wanted:
         have = sorted(n.removesuffix(".index") for n in top if n.endswith(".index"))
         raise FileNotFoundError(f"{where}/ has no checkpoint {name}; it has {have or 'none'}")
+    _fetch_all(where, wanted, cache_dir)
     local = where.mirror(cache_dir)
-    for relative, blob in wanted.items():
-        _download(blob, local / relative)
     return local, local / name
 
 

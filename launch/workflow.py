@@ -76,6 +76,9 @@ def predict(model: str, images: str, output_dir: str, min_score: float | None = 
         model = str(bucket_models.stage_directory(client, model))
     if bucket_models.is_gcs(images):
         folder, _, pattern = images.rpartition("/")
+        if pattern in ("", ".", ".."):
+            raise bucket_models.UnsafePathError(f"{images!r}: end the URL with a file "
+                                                "pattern, e.g. gs://BUCKET/DIR/*.jpg")
         images = f"{bucket_models.stage_directory(client, folder)}/{pattern}"
     local_out = _local(output_dir)
     run_job(jobs.predict_job(model, images, str(local_out), min_score))

@@ -7,6 +7,7 @@ import pytest
 
 from launch.bucket_models import (
     GcsPath,
+    UnsafePathError,
     checkpoint_name,
     mirrored_to_urls,
     stage_checkpoint,
@@ -97,3 +98,45 @@ def test_reports_name_mirrored_files_by_their_urls(tmp_path):
         "model": "gs://b/runs/r1/model", "min_score": 0.3,
         "images": [{"image": "gs://b/imgs/cat.jpg", "class": "Bengal"},
                    {"image": "/home/ada/dog.jpg"}]}
+
+
+@pytest.mark.parametrize("hostile", [
+    "runs/r1/model/../../../../escaped.txt",
+    "runs/r1/model//tmp/escaped.txt",
+    "runs/r1/model/variables/./../../../escaped.txt",
+])
+def test_object_names_that_would_leave_the_mirror_are_refused(gcs, tmp_path, hostile):
+    """Anyone who may write to the bucket chooses object names; none lands outside the mirror,
+    and a refusal fetches nothing at all."""
+    cache = tmp_path / "repo" / "work" / "cache"
+    blob = gcs.bucket("pets-data").blob(hostile)
+    blob.upload_from_string("pwned")
+    try:
+        assert hostile in {b.name for b in gcs.list_blobs("pets-data", prefix="runs/r1/")}
+        with pytest.raises(UnsafePathError, match=r"refusing gs://pets-data/runs/r1/model/.*"
+                                                  r"outside the local mirror"):
+            stage_directory(gcs, "gs://pets-data/runs/r1/model", cache_dir=cache)
+    finally:
+        blob.delete()
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # nothing written anywhere
+    assert not (tmp_path / "tmp").exists()
+
+
+def test_a_symlink_in_the_mirror_cannot_redirect_a_download(gcs, tmp_path):
+    cache, outside = tmp_path / "cache", tmp_path / "outside"
+    outside.mkdir()
+    (cache / "pets-data" / "runs" / "r1" / "model").mkdir(parents=True)
+    (cache / "pets-data" / "runs" / "r1" / "model" / "variables").symlink_to(outside)
+    with pytest.raises(UnsafePathError, match="symlink"):
+        stage_directory(gcs, "gs://pets-data/runs/r1/model", cache_dir=cache)
+    assert list(outside.iterdir()) == []
+
+
+def test_hostile_urls_and_checkpoint_names_are_refused(gcs, tmp_path):
+    for url in ("gs://pets-data/runs/../../../x", "gs://pets-data/runs//x", "gs://../x",
+                "gs://pets-data/runs/./x"):
+        with pytest.raises(ValueError, match="gs://"):
+            stage_directory(gcs, url, cache_dir=tmp_path)
+    with pytest.raises(UnsafePathError, match="not a file name"):
+        stage_checkpoint(gcs, RUN, "..", cache_dir=tmp_path)
+    assert not list(tmp_path.rglob("*"))
