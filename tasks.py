@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 from invoke import Collection, Exit, task
@@ -244,9 +245,19 @@ def tensorboard(c, logdir=None, port=6006, target="local", run_id=None, env=None
         return
     # --run-id: the whole run (training, validation and evaluation-job summaries)
     logdir = _guarded(lambda: _place(cloud, run_id, logdir, lambda run: run.root, MODEL_DIR))
+    port = _guarded(lambda: _port(port))
     print(f"TensorBoard on http://127.0.0.1:{port} for {logdir}", flush=True)
-    c.run(f"{sys.executable} -m tensorboard.main --logdir {logdir} --host 127.0.0.1 "
-          f"--port {port}", pty=False)
+    # An argument list, never a shell string: --logdir and --run-id are user input.
+    status = subprocess.call([sys.executable, "-m", "tensorboard.main", "--logdir", logdir,
+                              "--host", "127.0.0.1", "--port", str(port)])
+    if status != 0:
+        raise Exit(code=status)
+
+
+def _port(value) -> int:
+    if not str(value).isdigit() or not 1 <= int(value) <= 65535:
+        raise ValueError(f"--port must be a number from 1 to 65535, got {value!r}")
+    return int(value)
 
 
 @task(help={"workdir": "everything goes here", "steps": "training steps (default 1000)",

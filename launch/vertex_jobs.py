@@ -8,6 +8,7 @@ to <run>/checkpoints, where the evaluation job finds them.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from google.cloud import aiplatform_v1
 
@@ -16,6 +17,21 @@ from launch.hardware import Machine, resolve_machine
 from launch.vertex_spec import DEFAULT_SCHEDULING, CloudTarget, Scheduling, custom_job
 
 RECORDS_PREFIX = "records"
+RUN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+
+
+class RunIdError(ValueError):
+    """A run id that cannot be a label value and a plain bucket path segment."""
+
+
+def check_run_id(run_id: str) -> str:
+    """Run ids become job labels and bucket paths (gs://BUCKET/runs/RUN_ID): checked once,
+    here, before any of those is built."""
+    if not RUN_ID.fullmatch(run_id):
+        shown = run_id if len(run_id) <= 80 else f"{run_id[:80]}..."
+        raise RunIdError(f"--run-id {shown!r} is not a run id: use 1-63 lowercase letters, "
+                         "digits, '_' or '-', starting with a letter or digit (e.g. gpu1)")
+    return run_id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +57,9 @@ class RunPaths:
 
     bucket: str
     run_id: str
+
+    def __post_init__(self) -> None:
+        check_run_id(self.run_id)
 
     @property
     def root(self) -> str:  # the training job's base output directory

@@ -99,8 +99,8 @@ def train(cloud: Cloud, *, run_id: str | None, experiment: str | None, steps: in
           hardware: vertex_jobs.Hardware, workers: int = 0, reduction_servers: int = 0,
           scheduling: Scheduling = DEFAULT_SCHEDULING, submission: Submission = Submission()
           ) -> str:
+    run_id = vertex_jobs.check_run_id(run_id or default_run_id(experiment))
     where = job_images(cloud)
-    run_id = run_id or default_run_id(experiment)
     run = vertex_jobs.training_run(where, run_id, experiment, steps)
     job = vertex_jobs.train_custom_job(where, run, run_id, hardware, workers,
                                        reduction_servers, scheduling, standard_labels())
@@ -121,6 +121,7 @@ def _require_training_data(cloud: Cloud, where: CloudTarget) -> None:
 
 def evaluate(cloud: Cloud, *, run_id: str, experiment: str | None, steps: int | None,
              idle_timeout: float | None, submission: Submission = Submission()) -> str:
+    vertex_jobs.check_run_id(run_id)
     where = job_images(cloud)
     run = vertex_jobs.training_run(where, run_id, experiment, steps)
     job = vertex_jobs.eval_custom_job(where, run, run_id, idle_timeout=idle_timeout,
@@ -150,10 +151,11 @@ def _dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
 def tensorboard_links(cloud: Cloud, run_id: str) -> str:
     """`invoke tensorboard --target vertex --run-id R`: the Vertex AI TensorBoard experiment of
     each of the run's jobs (training and evaluation)."""
+    vertex_jobs.check_run_id(run_id)
     fields = cloud.fields(("project", "region"))
     found = vertex_client.list_jobs(cloud.clients.jobs(fields["region"]),
                                     fields["project"], fields["region"],
-                                    labels={"run": label_value(run_id)})
+                                    labels={"run": run_id})
     if not found:
         raise ValueError(f"no Vertex AI job has run {run_id!r}; `invoke jobs.list` shows them")
     return "\n".join(f"{job.display_name}: {tensorboard_url(job) or 'no TensorBoard attached'}"

@@ -111,3 +111,42 @@ def test_invoke_reports_unknown_targets_clearly():
     result = invoke("train", "--target=mars")
     assert result.returncode == 2
     assert "--target 'mars' is not available" in result.stderr + result.stdout
+
+
+def test_run_ids_are_checked_once_before_they_become_labels_or_paths():
+    from launch.vertex_jobs import RunIdError, RunPaths, check_run_id
+
+    for good in ("gpu1", "a", "r_2-b", "0" * 63):
+        assert check_run_id(good) == good == RunPaths("b", good).run_id
+    for bad in ("", "Gpu1", "-x", "_x", "a" * 64, "../x", "a/b", "r$(touch x)", "a b", "é",
+                "x\n", "r;rm -rf ~"):
+        with pytest.raises(RunIdError, match="is not a run id"):
+            RunPaths("b", bad)
+
+
+def hostile_tensorboard(tmp_path, *flags: str) -> tuple[subprocess.CompletedProcess, object]:
+    """`invoke tensorboard` with a flag carrying a command substitution; the port is taken so
+    that a TensorBoard that does start exits at once."""
+    import os
+    import socket
+
+    marker = tmp_path / "ran"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = [a.replace("MARKER", str(marker)) for a in flags]
+        result = subprocess.run(
+            [sys.executable, "-m", "invoke", "tensorboard", f"--port={port}", *args],
+            cwd=REPO, text=True, capture_output=True, timeout=300,
+            env={**os.environ, "PETS_PROJECT": "p", "PETS_BUCKET": "pets-data"})
+    return result, marker
+
+
+def test_tensorboard_flags_never_reach_a_shell(tmp_path):
+    result, marker = hostile_tensorboard(tmp_path, "--run-id=r$(touch MARKER)")
+    assert result.returncode == 2 and "is not a run id" in result.stderr
+    assert "Traceback" not in result.stderr
+    result, marker = hostile_tensorboard(tmp_path, f"--logdir={tmp_path}/x$(touch MARKER)")
+    assert result.returncode != 0  # the port is taken: TensorBoard itself gave up
+    assert not marker.exists()

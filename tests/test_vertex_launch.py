@@ -129,3 +129,17 @@ def test_the_relaunch_benchmark_builds_for_the_first_launch_only():
 
     figures = relaunch.main(relaunches=3)
     assert figures["builds"] == 1 and figures["jobs"] == 4
+
+
+def test_a_bad_run_id_is_refused_before_any_request(fakes, tmp_path):
+    from launch.vertex_jobs import RunIdError
+
+    cloud = fakes.cloud()
+    vertex_launch.upload_records(cloud, str(records(tmp_path)))
+    for action in (lambda: train(cloud, run_id="../other-team"),
+                   lambda: vertex_launch.evaluate(cloud, run_id="Run 1", experiment=None,
+                                                  steps=None, idle_timeout=None),
+                   lambda: vertex_launch.tensorboard_links(cloud, 'x" OR labels.run:*')):
+        with pytest.raises(RunIdError, match="is not a run id"):
+            action()
+    assert fakes.builds.requests == [] and fakes.vertex.received == []
