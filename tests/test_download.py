@@ -140,3 +140,44 @@ def test_not_a_tarball_is_a_clear_error(tmp_path):
     with pytest.raises(DownloadError, match="not a readable tar archive"):
         safe_extract(path, tmp_path)
     assert Path(path).exists()
+
+
+class EndlessServer(Server):
+    """Declares no length and streams until the client hangs up (at most 200 MB)."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                server.ranges.append(self.headers.get("Range"))
+                self.send_response(200)
+                self.end_headers()
+                try:
+                    for _ in range(200):
+                        self.wfile.write(b"\0" * (1 << 20))
+                except OSError:
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd.RequestHandlerClass = Handler
+
+
+@pytest.mark.parametrize("partial", [0, 1000])
+def test_a_server_sending_more_than_the_declared_size_is_cut_off(tmp_path, partial):
+    if partial:
+        (tmp_path / "images.tar.gz.partial").write_bytes(IMAGES[:partial])
+    with EndlessServer() as server, \
+            pytest.raises(DownloadError, match=f"more than the expected {len(IMAGES)} bytes"):
+        fetch(f"{server.url}/images.tar.gz", tmp_path / "images.tar.gz", ARCHIVES[0], False)
+    assert list(tmp_path.iterdir()) == []  # the oversized partial file is gone
+
+
+def test_a_partial_file_longer_than_the_archive_starts_over(tmp_path):
+    (tmp_path / "images.tar.gz.partial").write_bytes(b"x" * (len(IMAGES) + 5))
+    with Server({"images.tar.gz": IMAGES}) as server:
+        fetch(f"{server.url}/images.tar.gz", tmp_path / "images.tar.gz", ARCHIVES[0], False)
+    assert server.ranges == [None] and (tmp_path / "images.tar.gz").read_bytes() == IMAGES

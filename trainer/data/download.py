@@ -42,10 +42,14 @@ def sha256_of(path: Path) -> str:
 
 
 def _fetch_once(url: str, partial: Path, size: int, progress: bool) -> None:
-    """Appends to `partial` from where it stopped (HTTP Range), or restarts if not supported."""
+    """Appends to `partial` from where it stopped (HTTP Range), or restarts if not supported;
+    reads at most `size` bytes in all."""
     from tqdm import tqdm
 
     have = partial.stat().st_size if partial.exists() else 0
+    if have > size:  # not a prefix of the expected file: start over
+        partial.unlink()
+        have = 0
     request = urllib.request.Request(url, headers={"Range": f"bytes={have}-"} if have else {})
     try:
         response = urllib.request.urlopen(request, timeout=60)
@@ -58,12 +62,22 @@ def _fetch_once(url: str, partial: Path, size: int, progress: bool) -> None:
     with response:
         resumed = response.status == 206
         mode = "ab" if resumed else "wb"
-        with partial.open(mode) as out, tqdm(total=size or None, initial=have if resumed else 0,
-                                            unit="B", unit_scale=True, desc=partial.stem,
+        written = have if resumed else 0
+        with partial.open(mode) as out, tqdm(total=size, initial=written, unit="B",
+                                            unit_scale=True, desc=partial.stem,
                                             disable=not progress) as bar:
-            while chunk := response.read(CHUNK):
+            # Never more than one byte past the declared size: an endless or oversized
+            # answer cannot fill the disk.
+            while chunk := response.read(min(CHUNK, size + 1 - written)):
                 out.write(chunk)
+                written += len(chunk)
                 bar.update(len(chunk))
+                if written > size:
+                    break
+    if written > size:
+        partial.unlink()
+        raise DownloadError(f"{url}: the server sent more than the expected {size} bytes; "
+                            "stopped reading and removed the partial download")
 
 
 def fetch(url: str, destination: Path, archive: Archive, progress: bool = True) -> Path:
