@@ -97,12 +97,16 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None):
 
 @task(help={"data_dir": "Pets (or VOC with --voc) directory", "output_dir": "TFRecords go here",
             "num_shards": "shards per split", "masks": "add instance masks from trimaps",
-            "voc": "the input is a PASCAL VOC directory", "label_map": "custom label map"})
+            "voc": "the input is a PASCAL VOC directory", "label_map": "custom label map",
+            "max_pixels": "skip larger images (default 40,000,000)",
+            "max_objects": "skip annotations with more objects (default 1,000)"})
 def convert(c, data_dir=DATA_DIR, output_dir=RECORDS_DIR, num_shards=10, masks=False, voc=False,
-            label_map=None):
+            label_map=None, max_pixels=None, max_objects=None):
     """Convert Pets or VOC to sharded TFRecords with a conversion report."""
     args = ["data", "convert", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
             f"--num_shards={num_shards}"]
+    args += [f"--max_pixels={max_pixels}"] if max_pixels else []
+    args += [f"--max_objects={max_objects}"] if max_objects else []
     args += (["--masks"] if masks else []) + (["--voc"] if voc else [])
     _run(jobs.tool_job("convert", args + ([f"--label_map={label_map}"] if label_map else [])))
 

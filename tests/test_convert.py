@@ -132,7 +132,8 @@ def test_nothing_valid_left_is_an_error_with_a_report(tmp_path):
     shutil.rmtree(root / pets.XMLS_DIR)
     with pytest.raises(ConversionError, match="no valid example"):
         convert_directory(root, tmp_path / "out", progress=False)
-    report = json.loads((tmp_path / "out" / REPORT_FILENAME).read_text())
+    assert not (tmp_path / "out").exists()  # nothing to replace a previous output with
+    report = json.loads((tmp_path / f"out.{REPORT_FILENAME}").read_text())
     assert report["skipped"] == {"missing_xml": len(pets.read_example_list(
         root / pets.TRAINVAL_LIST))}
 

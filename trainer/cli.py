@@ -82,6 +82,7 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
 
 def _data_parser(subparsers) -> None:
     from trainer.data import convert, sample
+    from trainer.data.images import DEFAULT_MAX_PIXELS
 
     data = subparsers.add_parser("data", help="sample, download or convert data")
     tools = data.add_subparsers(dest="tool", required=True)
@@ -103,6 +104,11 @@ def _data_parser(subparsers) -> None:
     p.add_argument("--label_map", "--label-map", default=None,
                    help="label map .pbtxt (default: Pets' 37 breeds, or VOC's 20 classes)")
     p.add_argument("--processes", type=int, default=None, help="default: all cores")
+    p.add_argument("--max_pixels", "--max-pixels", type=int, default=DEFAULT_MAX_PIXELS,
+                   help="skip images with more pixels (checked before decoding)")
+    p.add_argument("--max_objects", "--max-objects", type=int,
+                   default=convert.DEFAULT_MAX_OBJECTS,
+                   help="skip annotations with more objects")
 
 
 def run_data(args: argparse.Namespace) -> int:
@@ -117,13 +123,14 @@ def run_data(args: argparse.Namespace) -> int:
         root = download_pets(args.output_dir, args.base_url or PETS_BASE_URL)
         print(f"Oxford-IIIT Pets is in {root}")
     else:
-        from trainer.data.convert import convert_directory
+        from trainer.data.convert import Limits, convert_directory
         from trainer.data.label_map import read_label_map
 
         label_map = read_label_map(args.label_map) if args.label_map else None
         convert_directory(args.data_dir, args.output_dir, voc=args.voc, masks=args.masks,
                           label_map=label_map, num_shards=args.num_shards,
-                          processes=args.processes)
+                          processes=args.processes,
+                          limits=Limits(args.max_pixels, args.max_objects))
     return 0
 
 

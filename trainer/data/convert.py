@@ -2,27 +2,41 @@
 
 Conversion never crashes on one bad example and never drops one silently: each example is
 written, repaired and written, or skipped, and every repair and skip is counted by reason in
-`conversion_report.json` beside the records. Output is deterministic: the same input gives
-byte-identical files whatever the number of processes.
+`conversion_report.json` beside the records. Everything it reads is treated as hostile: the
+names in the split lists, the numbers in the XML, the image bytes.
+
+Output is deterministic (the same input gives byte-identical files whatever the number of
+processes, in any process) and all or nothing: the records are written into a temporary
+sibling of the output directory and swapped in only when complete, so an error, Ctrl-C or a
+killed run leaves the previous output exactly as it was.
 """
 
 from __future__ import annotations
 
 import collections
+import ctypes
 import dataclasses
+import functools
 import io
+import itertools
 import json
 import multiprocessing
 import os
 import random
-from collections.abc import Iterable, Mapping, Sequence
+import re
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 from trainer.data import layout, pets
-from trainer.data.images import ImageError, check_image
+from trainer.data.images import DEFAULT_MAX_PIXELS, ImageError, check_image
 from trainer.data.label_map import pets_label_map, write_label_map
 from trainer.data.tf_example import Box, detection_example
 from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
@@ -31,6 +45,11 @@ REPORT_FILENAME = "conversion_report.json"
 SPLIT_SEED = 42  # the Object Detection API's create_pet_tf_record seed
 TRAIN_FRACTION = 0.7
 DEFAULT_NUM_SHARDS = 10
+DEFAULT_MAX_OBJECTS = 1000
+MAX_XML_BYTES = 16 << 20  # a VOC annotation is a few KB; lxml bounds the rest of a parse
+CHUNK_SIZE = 8  # examples per task sent to a worker process
+CHUNKS_IN_FLIGHT = 4  # per worker: bounds the memory held by results not yet written
+MAX_DETAIL = 300  # characters of an exception's text kept in the report
 VOC_CLASSES = (
     "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
     "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
@@ -39,7 +58,28 @@ VOC_CLASSES = (
 
 
 class ConversionError(RuntimeError):
-    """Nothing valid to write, or an input directory that is not of the expected layout."""
+    """Nothing valid to write, an input directory that is not of the expected layout, or a
+    run that could not finish; the previous output is left as it was."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Caps that keep one hostile example from exhausting memory or time."""
+
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    max_objects: int = DEFAULT_MAX_OBJECTS
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            if getattr(self, field.name) < 1:
+                raise ConversionError(f"--{field.name} must be at least 1, "
+                                      f"got {getattr(self, field.name)}")
+
+    def max_file_bytes(self) -> int:
+        """No image within the pixel cap needs more bytes than its raw RGBA pixels (plus
+        headers): a larger file is refused before it is read."""
+        return 4 * self.max_pixels + (1 << 20)
+
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +90,7 @@ class Source:
     image_path: Path
     xml_path: Path
     source_id: int  # decimal integer: Model Garden and COCO evaluation cast it to int64
+    root: Path  # the data directory, resolved: every file read must stay inside it
     class_name: str | None = None  # Pets: the breed from the file name; VOC: each <name>
     trimap_path: Path | None = None
 
@@ -66,6 +107,14 @@ class Outcome:
     name: str
     serialized: bytes | None
     problems: tuple[Problem, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The examples of each split, and what planning had to fix in the split lists."""
+
+    splits: dict[str, list[Source]]
+    problems: tuple[tuple[str, str, Problem], ...] = ()  # (split, example name, problem)
 
 
 def record_pattern(output_dir: str | Path, split: str) -> str:
@@ -92,7 +141,40 @@ def _source_ids(names: Iterable[str]) -> dict[str, int]:
     return {name: index for index, name in enumerate(sorted(set(names)), start=1)}
 
 
-def pets_sources(data_dir: Path, masks: bool = False) -> dict[str, list[Source]]:
+def _invalid_name(name: str) -> bool:
+    """A name is one file name: no separators (no traversal, no aliases), no NUL."""
+    return any(c in name for c in "/\\\0") or name in (".", "..")
+
+
+def _deduplicate(lists: Mapping[str, Sequence[str]], image_of: Callable[[str], Path],
+                 listed_in: str) -> tuple[dict[str, list[str]], list[tuple[str, str, Problem]]]:
+    """Each image once, in the first list that names it (directly, or through a symlink to
+    it): a name listed twice is converted once, and no image is in two splits."""
+    first: dict[Path, tuple[str, str]] = {}
+    kept: dict[str, list[str]] = {split: [] for split in lists}
+    problems = []
+    for split, names in lists.items():
+        for name in names:
+            if _invalid_name(name):
+                problems.append((split, name, Problem(
+                    "invalid_name", "skipped", f"{listed_in}: {name!r} is not a plain file "
+                                               "name (it has '/', '\\' or NUL, or is '..')")))
+                continue
+            image = image_of(name).resolve()
+            if image in first:
+                where, other = first[image]
+                same = f"{name!r}" if other == name else f"{name!r} (the image of {other!r})"
+                reason = "duplicate_name" if where == split else "in_train_and_val"
+                problems.append((split, name, Problem(
+                    reason, "repaired", f"{listed_in}: {same} is listed again in {split}; "
+                                        f"kept once, in {where}")))
+                continue
+            first[image] = (split, name)
+            kept[split].append(name)
+    return kept, problems
+
+
+def pets_sources(data_dir: Path, masks: bool = False) -> Plan:
     """Plans a Pets conversion from `annotations/trainval.txt`."""
     trainval = data_dir / pets.TRAINVAL_LIST
     if not trainval.is_file():
@@ -101,25 +183,29 @@ def pets_sources(data_dir: Path, masks: bool = False) -> dict[str, list[Source]]
             "(images/, annotations/trainval.txt, annotations/xmls/); run `invoke data.download` "
             "or `invoke data.sample` first"
         )
-    names = pets.read_example_list(trainval)
-    ids = _source_ids(names)
-    return {
+    unique, problems = _deduplicate({"trainval": pets.read_example_list(trainval)},
+                                    lambda name: pets.image_path(data_dir, name),
+                                    pets.TRAINVAL_LIST)
+    names = unique["trainval"]
+    ids, root = _source_ids(names), data_dir.resolve()
+    return Plan({
         split: [
             Source(
                 name=name,
                 image_path=pets.image_path(data_dir, name),
                 xml_path=pets.xml_path(data_dir, name),
                 source_id=ids[name],
+                root=root,
                 class_name=pets.breed_of(name) or name,
                 trimap_path=pets.trimap_path(data_dir, name) if masks else None,
             )
             for name in split_list
         ]
         for split, split_list in split_names(names).items()
-    }
+    }, tuple(problems))
 
 
-def voc_sources(voc_dir: Path) -> dict[str, list[Source]]:
+def voc_sources(voc_dir: Path) -> Plan:
     """Plans a PASCAL VOC conversion: ImageSets/Main/{train,val}.txt, else a 70/30 split."""
     annotations = voc_dir / "Annotations"
     if not annotations.is_dir():
@@ -129,18 +215,23 @@ def voc_sources(voc_dir: Path) -> dict[str, list[Source]]:
         )
     image_sets = voc_dir / "ImageSets" / "Main"
     if (image_sets / "train.txt").is_file() and (image_sets / "val.txt").is_file():
-        splits = {s: pets.read_example_list(image_sets / f"{s}.txt") for s in ("train", "val")}
+        listed = {s: pets.read_example_list(image_sets / f"{s}.txt") for s in ("train", "val")}
+        where = "ImageSets/Main"
     else:
-        splits = split_names(sorted(p.stem for p in annotations.glob("*.xml")))
+        listed = split_names(sorted(p.stem for p in annotations.glob("*.xml")))
+        where = "Annotations"
+    splits, problems = _deduplicate(listed, lambda name: voc_dir / "JPEGImages" / f"{name}.jpg",
+                                    where)
     ids = _source_ids(name for names in splits.values() for name in names)
-    return {
+    root = voc_dir.resolve()
+    return Plan({
         split: [
             Source(name, voc_dir / "JPEGImages" / f"{name}.jpg", annotations / f"{name}.xml",
-                   ids[name])
+                   ids[name], root)
             for name in names
         ]
         for split, names in splits.items()
-    }
+    }, tuple(problems))
 
 
 # ---------------------------------------------------------------------- one example
@@ -148,8 +239,10 @@ def voc_sources(voc_dir: Path) -> dict[str, list[Source]]:
 
 def _boxes(annotation: VocAnnotation, source: Source, label_map: Mapping[str, int],
            width: int, height: int) -> tuple[list[Box], list[Problem]]:
-    """Normalised, clipped boxes in the annotation's pixel frame, and what had to be fixed."""
-    problems = []
+    """Normalised, clipped boxes in the annotation's pixel frame, and what had to be fixed.
+    Coordinates are finite (parse_voc drops the others) and the frame is positive, so every
+    box is finite and inside [0, 1]."""
+    problems = [Problem(reason, "repaired", detail) for reason, detail in annotation.repairs]
     frame_w, frame_h = annotation.width or width, annotation.height or height
     if (annotation.width, annotation.height) not in ((width, height), (None, None)):
         problems.append(Problem(
@@ -162,8 +255,8 @@ def _boxes(annotation: VocAnnotation, source: Source, label_map: Mapping[str, in
         class_name = source.class_name or obj.name
         if class_name not in label_map:
             problems.append(Problem("unknown_class", "repaired",
-                                    f"object {index}: class {class_name!r} not in the label map;"
-                                    " object dropped"))
+                                    f"object {index}: class {class_name[:100]!r} not in the "
+                                    "label map; object dropped"))
             continue
         xmin, xmax = sorted((obj.xmin, obj.xmax))
         ymin, ymax = sorted((obj.ymin, obj.ymax))
@@ -191,6 +284,9 @@ def _boxes(annotation: VocAnnotation, source: Source, label_map: Mapping[str, in
 def _mask_png(trimap_path: Path, width: int, height: int) -> tuple[bytes, list[Problem]]:
     """The pet's foreground mask from a Pets trimap (everything that is not background)."""
     with Image.open(trimap_path) as trimap:
+        if trimap.width * trimap.height > width * height * 4:
+            raise ValueError(f"trimap is {trimap.width}x{trimap.height}, far larger than the "
+                             "image")
         trimap.load()
         problems = []
         if trimap.size != (width, height):
@@ -204,27 +300,83 @@ def _mask_png(trimap_path: Path, width: int, height: int) -> tuple[bytes, list[P
     return buffer.getvalue(), problems
 
 
-def convert_one(source: Source, label_map: Mapping[str, int]) -> Outcome:
-    """Converts one example; every failure becomes a named Problem, never an exception."""
+@functools.lru_cache(maxsize=256)
+def _resolved_directory(directory: Path) -> Path:
+    return directory.resolve()
 
+
+def _outside(source: Source) -> Path | None:
+    """The first of the example's files that resolves outside the data directory (through
+    `..` or a symlink), if any. Directories are resolved once per process; a file is
+    resolved itself only when it is a symlink."""
+    for path in (source.image_path, source.xml_path, source.trimap_path):
+        if path is None:
+            continue
+        resolved = path.resolve() if path.is_symlink() else \
+            _resolved_directory(path.parent) / path.name
+        if not resolved.is_relative_to(source.root):
+            return path
+    return None
+
+
+def _file_size(path: Path) -> int | None:
+    """The size of a regular file; None when there is none (one stat call)."""
+    try:
+        status = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return status.st_size if stat.S_ISREG(status.st_mode) else None
+
+
+def _record_filename(name: str) -> tuple[str, list[Problem]]:
+    """`image/filename` must be UTF-8 for every reader; undecodable bytes become U+FFFD."""
+    filename = f"{name}.jpg"
+    try:
+        filename.encode("utf-8")
+        return filename, []
+    except UnicodeEncodeError:
+        readable = filename.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return readable, [Problem("non_utf8_name", "repaired",
+                                  f"the name is not UTF-8; recorded as {readable!r}")]
+
+
+def convert_one(source: Source, label_map: Mapping[str, int],
+                limits: Limits = Limits()) -> Outcome:
+    """Converts one example; every failure becomes a named Problem, never an exception."""
+    try:
+        return _convert_one(source, label_map, limits)
+    except Exception as error:  # what nobody foresaw is still named, and the run goes on
+        text = f"{type(error).__name__}: {error}"[:MAX_DETAIL]
+        return Outcome(source.name, None, (Problem("unexpected_error", "skipped", text),))
+
+
+def _convert_one(source: Source, label_map: Mapping[str, int], limits: Limits) -> Outcome:
     def skipped(reason: str, detail: str, *earlier: Problem) -> Outcome:
         return Outcome(source.name, None, (*earlier, Problem(reason, "skipped", detail)))
 
+    if (outside := _outside(source)) is not None:
+        return skipped("path_outside_data_dir", f"{outside} resolves outside {source.root}")
     if source.class_name is not None and source.class_name not in label_map:
         return skipped("unknown_class", f"class {source.class_name!r} is not in the label map")
-    if not source.xml_path.is_file():
+    if (xml_size := _file_size(source.xml_path)) is None:
         return skipped("missing_xml", f"{source.xml_path} not found")
-    if not source.image_path.is_file():
+    if (image_size := _file_size(source.image_path)) is None:
         return skipped("missing_image", f"{source.image_path} not found")
+    if xml_size > MAX_XML_BYTES:
+        return skipped("xml_too_large", f"{source.xml_path} is {xml_size:,} bytes")
+    if image_size > limits.max_file_bytes():
+        return skipped("image_too_large", f"{source.image_path} is {image_size:,} bytes, more "
+                                          f"than an image of {limits.max_pixels:,} pixels needs")
     try:
-        annotation = parse_voc(source.xml_path.read_bytes())
+        annotation = parse_voc(source.xml_path.read_bytes(), limits.max_objects)
     except AnnotationError as error:
-        return skipped("malformed_xml", f"{source.xml_path}: {error}")
+        return skipped(error.reason, f"{source.xml_path}: {error}")
     try:
-        image = check_image(source.image_path.read_bytes())
+        image = check_image(source.image_path.read_bytes(), limits.max_pixels)
     except ImageError as error:
         return skipped(error.reason, f"{source.image_path}: {error}")
-    problems = [Problem(repair, "repaired", str(source.image_path)) for repair in image.repairs]
+    filename, problems = _record_filename(source.name)
+    problems += [Problem(repair, "repaired", str(source.image_path)) for repair in image.repairs]
     boxes, box_problems = _boxes(annotation, source, label_map, image.width, image.height)
     problems += box_problems
     if not boxes:
@@ -239,27 +391,49 @@ def convert_one(source: Source, label_map: Mapping[str, int]) -> Outcome:
             return skipped("corrupt_trimap", f"{source.trimap_path}: {error}", *problems)
         problems += mask_problems
         masks = [mask] * len(boxes)
-    example = detection_example(image.jpeg, image.width, image.height, f"{source.name}.jpg",
+    example = detection_example(image.jpeg, image.width, image.height, filename,
                                 source.source_id, boxes, masks)
-    return Outcome(source.name, example.SerializeToString(), tuple(problems))
+    # deterministic: map fields (the features) in key order, not in hash order
+    return Outcome(source.name, example.SerializeToString(deterministic=True), tuple(problems))
 
 
-# -------------------------------------------------------------------------- writing
+# -------------------------------------------------------------------------- running
 
 
-def _convert_task(args: tuple[Source, Mapping[str, int]]) -> Outcome:
-    return convert_one(*args)
+def _convert_chunk(chunk: Sequence[Source], label_map: Mapping[str, int],
+                   limits: Limits) -> list[Outcome]:
+    return [convert_one(source, label_map, limits) for source in chunk]
 
 
-def _outcomes(sources: Sequence[Source], label_map: Mapping[str, int],
-              processes: int) -> Iterable[Outcome]:
-    """Converts in parallel, yielding results in input order (so output is deterministic)."""
-    tasks = [(source, label_map) for source in sources]
+def _outcomes(sources: Sequence[Source], label_map: Mapping[str, int], limits: Limits,
+              processes: int) -> Iterator[Outcome]:
+    """Converts in parallel, yielding results in input order (so output is deterministic).
+
+    A bounded number of chunks is in flight, so memory does not grow with the dataset, and a
+    worker that dies (the OOM killer, a signal) ends the run at once instead of hanging it.
+    """
     if processes <= 1:
-        yield from map(_convert_task, tasks)
+        yield from _convert_chunk(sources, label_map, limits)
         return
-    with multiprocessing.get_context("fork").Pool(processes) as pool:
-        yield from pool.imap(_convert_task, tasks, chunksize=8)
+    chunks = (sources[i:i + CHUNK_SIZE] for i in range(0, len(sources), CHUNK_SIZE))
+    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
+    try:
+        pending = collections.deque(
+            pool.submit(_convert_chunk, chunk, label_map, limits)
+            for chunk in itertools.islice(chunks, processes * CHUNKS_IN_FLIGHT))
+        while pending:
+            try:
+                outcomes = pending.popleft().result()
+            except BrokenProcessPool:
+                raise ConversionError(
+                    "a conversion worker process died (killed by the out-of-memory killer or "
+                    "a signal?); nothing was replaced. Retry with fewer --processes, or lower "
+                    "--max_pixels if images are huge") from None
+            if (chunk := next(chunks, None)) is not None:
+                pending.append(pool.submit(_convert_chunk, chunk, label_map, limits))
+            yield from outcomes
+    finally:
+        pool.shutdown(cancel_futures=True)  # waits only for the chunks already running
 
 
 def _summarise(report: dict) -> str:
@@ -275,64 +449,152 @@ def _summarise(report: dict) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------- the output directory
+
+OUTPUT_FILE = re.compile(rf"^(?:\w+\.record-.*|{re.escape(layout.LABEL_MAP_FILENAME)}|"
+                         rf"{re.escape(REPORT_FILENAME)})$")
+STAGING = re.compile(r"\.partial-(?P<pid>\d+)-")
+AT_FDCWD, RENAME_EXCHANGE = -100, 2
+
+
+def _check_replaceable(output_dir: Path) -> None:
+    """The output directory is replaced whole: refuse one holding files we did not write."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise ConversionError(f"--output_dir {output_dir} is a file, not a directory")
+    foreign = sorted(p.name for p in output_dir.iterdir() if not OUTPUT_FILE.match(p.name)) \
+        if output_dir.is_dir() else []
+    if foreign:
+        raise ConversionError(
+            f"--output_dir {output_dir} holds files a conversion does not write "
+            f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); the directory is "
+            "replaced whole, so convert into an empty or new directory, or move them away")
+
+
+def _remove_abandoned(output_dir: Path) -> None:
+    """Staging directories of runs that were killed (their process is gone)."""
+    for staging in output_dir.parent.glob(f".{output_dir.name}.partial-*"):
+        match = STAGING.search(staging.name)
+        if match is None:
+            continue
+        try:
+            os.kill(int(match["pid"]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(staging, ignore_errors=True)
+        except (PermissionError, OverflowError):
+            pass  # alive, and someone else's
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swaps two directories atomically (Linux renameat2 RENAME_EXCHANGE); False where the
+    system or filesystem cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    return renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0
+
+
+def _swap_in(staging: Path, output_dir: Path) -> None:
+    """Puts the finished `staging` at `output_dir`; the previous contents end up in
+    `staging`, for the caller to remove."""
+    if not output_dir.exists():
+        staging.rename(output_dir)
+        return
+    if not _exchange(staging, output_dir):
+        previous = staging.with_name(staging.name + "-previous")
+        output_dir.rename(previous)
+        staging.rename(output_dir)
+        previous.rename(staging)
+
+
+# -------------------------------------------------------------------------- writing
+
+
+def _write_splits(plan: Plan, label_map: Mapping[str, int], staging: Path, num_shards: int,
+                  processes: int, limits: Limits, progress: bool
+                  ) -> tuple[dict[str, int], list[tuple[str, str, Problem]]]:
+    """Each split's shards into `staging`; returns the examples written per split and every
+    problem, planning's first, as (split, example, problem)."""
+    import tensorflow as tf
+    from tqdm import tqdm
+
+    ordered = [(split, source) for split, sources in plan.splits.items() for source in sources]
+    writers = {split: [tf.io.TFRecordWriter(str(shard_path(staging, split, i, num_shards)))
+                       for i in range(num_shards)] for split in plan.splits}
+    written = dict.fromkeys(plan.splits, 0)
+    problems = list(plan.problems)
+    with tqdm(total=len(ordered), desc="converting", unit="img", disable=not progress) as bar:
+        outcomes = _outcomes([source for _, source in ordered], label_map, limits, processes)
+        for (split, _), outcome in zip(ordered, outcomes, strict=True):
+            problems += [(split, outcome.name, problem) for problem in outcome.problems]
+            if outcome.serialized is not None:
+                writers[split][written[split] % num_shards].write(outcome.serialized)
+                written[split] += 1
+            bar.update()
+    for split_writers in writers.values():
+        for writer in split_writers:
+            writer.close()
+    return written, problems
+
+
 def convert(
-    splits: Mapping[str, Sequence[Source]],
+    plan: Plan,
     label_map: Mapping[str, int],
     output_dir: str | Path,
     num_shards: int = DEFAULT_NUM_SHARDS,
     processes: int | None = None,
     progress: bool = True,
+    limits: Limits = Limits(),
 ) -> dict:
-    """Writes each split's shards, the label map and the report; returns the report."""
-    import tensorflow as tf
-    from tqdm import tqdm
-
+    """Writes each split's shards, the label map and the report, swapping them in for the
+    previous output only when all is written; returns the report."""
     if num_shards < 1:
         raise ConversionError(f"--num-shards must be at least 1, got {num_shards}")
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    processes = processes or os.cpu_count() or 1
-    total = sum(len(s) for s in splits.values())
-    skipped: collections.Counter[str] = collections.Counter()
-    repaired: collections.Counter[str] = collections.Counter()
-    details, split_info = [], {}
-    with tqdm(total=total, desc="converting", unit="img", disable=not progress) as bar:
-        for split, sources in splits.items():
-            for stale in output_dir.glob(layout.shard_glob(split)):
-                stale.unlink()
-            temp_paths = [Path(f"{shard_path(output_dir, split, i, num_shards)}.partial")
-                          for i in range(num_shards)]
-            writers = [tf.io.TFRecordWriter(str(p)) for p in temp_paths]
-            written = 0
-            for outcome in _outcomes(sources, label_map, processes):
-                for problem in outcome.problems:
-                    (skipped if problem.action == "skipped" else repaired)[problem.reason] += 1
-                    details.append({"example": outcome.name, "split": split,
-                                    **dataclasses.asdict(problem)})
-                if outcome.serialized is not None:
-                    writers[written % num_shards].write(outcome.serialized)
-                    written += 1
-                bar.update()
-            for writer, temp in zip(writers, temp_paths, strict=True):
-                writer.close()
-                temp.rename(str(temp).removesuffix(".partial"))
-            split_info[split] = {"examples": written, "pattern": record_pattern(output_dir, split)}
-    label_map_path = write_label_map(label_map, output_dir / layout.LABEL_MAP_FILENAME)
-    report = {
-        "written": sum(info["examples"] for info in split_info.values()),
-        "splits": split_info,
+    output_dir = Path(output_dir).resolve()
+    _check_replaceable(output_dir)
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(output_dir)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.partial-{os.getpid()}-",
+                                    dir=output_dir.parent))
+    try:
+        written, problems = _write_splits(plan, label_map, staging, num_shards,
+                                          processes or os.cpu_count() or 1, limits, progress)
+        write_label_map(label_map, staging / layout.LABEL_MAP_FILENAME)
+        total = sum(written.values())
+        # nothing valid: the previous output stays, and the report goes beside it
+        report_path = output_dir / REPORT_FILENAME if total else \
+            output_dir.with_name(f"{output_dir.name}.{REPORT_FILENAME}")
+        report = _report(written, problems, output_dir, num_shards, limits, report_path)
+        (staging / REPORT_FILENAME if total else report_path).write_text(
+            json.dumps(report, indent=2) + "\n")
+        print(_summarise(report))
+        if total == 0:
+            raise ConversionError(f"no valid example to write; see {report['report_path']}")
+        _swap_in(staging, output_dir)
+        return report
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _report(written: Mapping[str, int], problems: list[tuple[str, str, Problem]],
+            output_dir: Path, num_shards: int, limits: Limits, report_path: Path) -> dict:
+    counts: dict[str, collections.Counter[str]] = {"skipped": collections.Counter(),
+                                                   "repaired": collections.Counter()}
+    for _, _, problem in problems:
+        counts[problem.action][problem.reason] += 1
+    return {
+        "written": sum(written.values()),
+        "splits": {split: {"examples": n, "pattern": record_pattern(output_dir, split)}
+                   for split, n in written.items()},
         "num_shards": num_shards,
-        "label_map": str(label_map_path),
-        "skipped": dict(sorted(skipped.items())),
-        "repaired": dict(sorted(repaired.items())),
-        "problems": details,
-        "report_path": str(output_dir / REPORT_FILENAME),
+        "limits": dataclasses.asdict(limits),
+        "label_map": str(output_dir / layout.LABEL_MAP_FILENAME),
+        "skipped": dict(sorted(counts["skipped"].items())),
+        "repaired": dict(sorted(counts["repaired"].items())),
+        "problems": [{"example": name, "split": split, **dataclasses.asdict(problem)}
+                     for split, name, problem in problems],
+        "report_path": str(report_path),
     }
-    Path(report["report_path"]).write_text(json.dumps(report, indent=2) + "\n")
-    print(_summarise(report))
-    if report["written"] == 0:
-        raise ConversionError(f"no valid example to write; see {report['report_path']}")
-    return report
 
 
 def convert_directory(data_dir: str | Path, output_dir: str | Path, voc: bool = False,

@@ -37,9 +37,14 @@ def list_line(example_name: str) -> str:
 
 
 def read_example_list(path: Path) -> list[str]:
-    """Example names from a Pets split file: the first token of each non-comment line."""
+    """Example names from a Pets split file: the first token of each non-comment line.
+
+    A UTF-8 byte-order mark, CRLF line ends and trailing spaces are ignored. Bytes that are
+    not UTF-8 are kept as surrogate escapes, so the name still finds its file on disk.
+    """
     names = []
-    for line in path.read_text().splitlines():
+    text = path.read_bytes().decode("utf-8-sig", errors="surrogateescape")
+    for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             names.append(line.split()[0])

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from xml.sax.saxutils import escape
 
 from lxml import etree
 
+MAX_SIDE = 1 << 16  # a <size> above this is no real image's (JPEG's own limit is 65,535)
+
 
 class AnnotationError(ValueError):
-    """An annotation file that cannot be used; the message names what is wrong."""
+    """An annotation file that cannot be used; `reason` is the report key."""
+
+    def __init__(self, message: str, reason: str = "malformed_xml") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +37,7 @@ class VocAnnotation:
     width: int | None
     height: int | None
     objects: tuple[VocObject, ...]
+    repairs: tuple[tuple[str, str], ...] = ()  # (report key, detail) of what parsing fixed
 
 
 def _text(node: etree._Element, tag: str, default: str | None = None) -> str | None:
@@ -39,37 +47,56 @@ def _text(node: etree._Element, tag: str, default: str | None = None) -> str | N
     return child.text.strip()
 
 
+def _float(text: str) -> float:
+    """Any text as a float; what is not a number is NaN (and so refused by the callers)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def _number(node: etree._Element, tag: str, where: str) -> float:
     value = _text(node, tag)
     if value is None:
         raise AnnotationError(f"{where}: missing <{tag}>")
     try:
-        return float(value)
+        return float(value)  # nan, inf and 1e400 parse: parse_voc drops such objects
     except ValueError:
-        raise AnnotationError(f"{where}: <{tag}> is {value!r}, not a number") from None
+        raise AnnotationError(f"{where}: <{tag}> is {value[:40]!r}, not a number") from None
 
 
-def _flag(node: etree._Element, tag: str) -> int:
-    value = _text(node, tag, "0")
-    try:
-        return int(float(value))
-    except ValueError:
+def _flag(node: etree._Element, tag: str, where: str, repairs: list) -> int:
+    """`truncated` and `difficult` are 0 or 1; anything else is read as 1 if it is a finite
+    positive number, else 0, and reported."""
+    value = _text(node, tag)
+    if value is None:
         return 0
+    number = _float(value)
+    if number in (0.0, 1.0):
+        return int(number)
+    flag = int(math.isfinite(number) and number > 0)
+    repairs.append(("invalid_flag", f"{where}: <{tag}> is {value[:40]!r}, not 0 or 1; "
+                                    f"read as {flag}"))
+    return flag
 
 
-def _optional_size(size: etree._Element | None, tag: str) -> int | None:
-    if size is None:
+def _size(size: etree._Element | None, tag: str, repairs: list) -> int | None:
+    """A declared image side: a whole number from 1 to MAX_SIDE, else unknown (reported)."""
+    value = None if size is None else _text(size, tag)
+    if value is None:
         return None
-    value = _text(size, tag)
-    try:
-        number = int(float(value)) if value is not None else 0
-    except ValueError:
-        return None
-    return number if number > 0 else None
+    number = _float(value)
+    if math.isfinite(number) and number == int(number) and 1 <= number <= MAX_SIDE:
+        return int(number)
+    repairs.append(("invalid_size", f"<size><{tag}> is {value[:40]!r}; the image's own size "
+                                    "is used"))
+    return None
 
 
-def parse_voc(xml_bytes: bytes) -> VocAnnotation:
-    """Parses one VOC annotation; raises AnnotationError on anything unusable."""
+def parse_voc(xml_bytes: bytes, max_objects: int | None = None) -> VocAnnotation:
+    """Parses one VOC annotation; raises AnnotationError on anything unusable. Objects with a
+    non-finite coordinate (nan, inf, 1e400) are dropped, odd flags and sizes repaired, and
+    each fix is named in `repairs`."""
     parser = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=False)
     try:
         root = etree.fromstring(xml_bytes, parser=parser)
@@ -77,30 +104,39 @@ def parse_voc(xml_bytes: bytes) -> VocAnnotation:
         raise AnnotationError(f"not well-formed XML ({error})") from None
     if root.tag != "annotation":
         raise AnnotationError(f"root element is <{root.tag}>, expected <annotation>")
-    size = root.find("size")
+    found = root.findall("object")
+    if max_objects is not None and len(found) > max_objects:
+        raise AnnotationError(f"{len(found)} objects, more than the cap of {max_objects} "
+                              "(--max_objects)", "too_many_objects")
+    repairs: list[tuple[str, str]] = []
     objects = []
-    for index, obj in enumerate(root.findall("object")):
+    for index, obj in enumerate(found):
         where = f"object {index}"
         box = obj.find("bndbox")
         if box is None:
             raise AnnotationError(f"{where}: missing <bndbox>")
+        corners = {tag: _number(box, tag, where) for tag in ("xmin", "ymin", "xmax", "ymax")}
+        if bad := [f"<{tag}> {_text(box, tag)!r}" for tag, value in corners.items()
+                   if not math.isfinite(value)]:
+            repairs.append(("nonfinite_box", f"{where}: {', '.join(bad)} is not a finite "
+                                             "number; object dropped"))
+            continue
         objects.append(
             VocObject(
                 name=_text(obj, "name", "") or "",
-                xmin=_number(box, "xmin", where),
-                ymin=_number(box, "ymin", where),
-                xmax=_number(box, "xmax", where),
-                ymax=_number(box, "ymax", where),
+                **corners,
                 pose=_text(obj, "pose", "Unspecified") or "Unspecified",
-                truncated=_flag(obj, "truncated"),
-                difficult=_flag(obj, "difficult"),
+                truncated=_flag(obj, "truncated", where, repairs),
+                difficult=_flag(obj, "difficult", where, repairs),
             )
         )
+    size = root.find("size")
     return VocAnnotation(
         filename=_text(root, "filename", "") or "",
-        width=_optional_size(size, "width"),
-        height=_optional_size(size, "height"),
+        width=_size(size, "width", repairs),
+        height=_size(size, "height", repairs),
         objects=tuple(objects),
+        repairs=tuple(repairs),
     )
 
 
