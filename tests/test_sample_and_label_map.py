@@ -67,7 +67,8 @@ def test_label_map_parses_object_detection_api_files():
     assert parse_label_map(text) == {"cat": 1, "dog": 2}
 
 
-@pytest.mark.parametrize("text", ["", "item { name: 'cat' }", "item { id: 0 name: 'bg' }"])
+@pytest.mark.parametrize("text", ["", "item { name: 'cat' }", "item { id: 0 name: 'bg' }",
+                                  "item { id: 99999999999999999999 name: 'x' }"])
 def test_bad_label_maps_are_rejected(text):
     with pytest.raises(LabelMapError):
         parse_label_map(text)

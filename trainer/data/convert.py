@@ -146,6 +146,15 @@ def _invalid_name(name: str) -> bool:
     return any(c in name for c in "/\\\0") or name in (".", "..")
 
 
+def _identity(path: Path) -> Path:
+    """The file a path names, through symlinks; a symlink loop is its own identity (and is
+    named when the example is converted)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
+
+
 def _deduplicate(lists: Mapping[str, Sequence[str]], image_of: Callable[[str], Path],
                  listed_in: str) -> tuple[dict[str, list[str]], list[tuple[str, str, Problem]]]:
     """Each image once, in the first list that names it (directly, or through a symlink to
@@ -160,7 +169,7 @@ def _deduplicate(lists: Mapping[str, Sequence[str]], image_of: Callable[[str], P
                     "invalid_name", "skipped", f"{listed_in}: {name!r} is not a plain file "
                                                "name (it has '/', '\\' or NUL, or is '..')")))
                 continue
-            image = image_of(name).resolve()
+            image = _identity(image_of(name))
             if image in first:
                 where, other = first[image]
                 same = f"{name!r}" if other == name else f"{name!r} (the image of {other!r})"
@@ -244,7 +253,7 @@ def _boxes(annotation: VocAnnotation, source: Source, label_map: Mapping[str, in
     box is finite and inside [0, 1]."""
     problems = [Problem(reason, "repaired", detail) for reason, detail in annotation.repairs]
     frame_w, frame_h = annotation.width or width, annotation.height or height
-    if (annotation.width, annotation.height) not in ((width, height), (None, None)):
+    if annotation.width not in (None, width) or annotation.height not in (None, height):
         problems.append(Problem(
             "size_mismatch", "repaired",
             f"XML says {annotation.width}x{annotation.height}, image is {width}x{height}; "

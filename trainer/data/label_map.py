@@ -46,6 +46,9 @@ _ID = re.compile(r"\bid\s*:\s*(\d+)")
 _NAME = re.compile(r"\b(?:display_)?name\s*:\s*[\"']([^\"']*)[\"']")
 
 
+MAX_ID = 100_000  # LVIS has 1,203 classes, ImageNet-21k 21,841
+
+
 class LabelMapError(ValueError):
     pass
 
@@ -62,6 +65,9 @@ def parse_label_map(text: str) -> dict[str, int]:
         raise LabelMapError("label map has no `item { id: N name: '...' }` entries")
     if 0 in label_map.values():
         raise LabelMapError("label map id 0 is reserved for the background class")
+    if (largest := max(label_map.values())) > MAX_ID:
+        raise LabelMapError(f"label map id {largest} is too large: the model gets one output "
+                            f"per id up to the largest, so ids must be at most {MAX_ID:,}")
     return label_map
 
 

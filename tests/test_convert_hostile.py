@@ -1,0 +1,303 @@
+"""Conversion against hostile input: odd numbers in XML, symlinks and `..` in names, broken
+split lists, huge images, killed workers and killed runs. Each either is a named problem in
+the report or fails the run cleanly, and nothing written is ever half a conversion."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from tests.conftest import REPO
+from tests.test_convert import read_records
+from trainer.data import pets
+from trainer.data.convert import (
+    REPORT_FILENAME,
+    ConversionError,
+    Limits,
+    convert_directory,
+)
+from trainer.data.sample import write_sample
+
+
+@pytest.fixture
+def small(tmp_path) -> Path:
+    return write_sample(tmp_path / "pets", num_images=9)
+
+
+def features(out: Path) -> list:
+    return [tf.train.Example.FromString(r).features.feature
+            for r in read_records(f"{out}/*.record-*")]
+
+
+def edit_xml(root: Path, name: str, **values: str) -> None:
+    path = pets.xml_path(root, name)
+    text = path.read_text()
+    for tag, value in values.items():
+        text, count = re.subn(rf"<{tag}>[^<]*</{tag}>", f"<{tag}>{value}</{tag}>", text)
+        assert count, tag
+    path.write_text(text)
+
+
+def names(root: Path) -> list[str]:
+    return pets.read_example_list(root / pets.TRAINVAL_LIST)
+
+
+@pytest.mark.parametrize("values,reasons", [
+    ({"xmin": "nan"}, {"nonfinite_box", "no_valid_objects"}),
+    ({"xmax": "inf"}, {"nonfinite_box", "no_valid_objects"}),
+    ({"ymax": "1e400"}, {"nonfinite_box", "no_valid_objects"}),
+    ({"ymin": "-Infinity"}, {"nonfinite_box", "no_valid_objects"}),
+    ({"xmax": "99999999999999999999999"}, {"box_clipped"}),
+    ({"xmin": "-1e308"}, {"box_clipped"}),
+    ({"width": "-500"}, {"invalid_size"}),
+    ({"height": "nan"}, {"invalid_size"}),
+    ({"width": "1e400", "height": "99999999999999999999999"}, {"invalid_size"}),
+    ({"width": "0"}, {"invalid_size"}),
+    ({"difficult": "1e30"}, {"invalid_flag"}),
+    ({"truncated": "-inf"}, {"invalid_flag"}),
+    ({"difficult": "nan", "truncated": "yes"}, {"invalid_flag"}),
+])
+def test_odd_numbers_in_xml_are_named_and_never_reach_a_record(small, tmp_path, values,
+                                                               reasons):
+    name = names(small)[0]
+    edit_xml(small, name, **values)
+    report = convert_directory(small, tmp_path / "out", num_shards=1, processes=1,
+                               progress=False)
+    found = {p["reason"] for p in report["problems"] if p["example"] == name}
+    assert found == reasons
+    assert not {"unexpected_error", "malformed_xml"} & set(report["skipped"])
+    written = features(tmp_path / "out")
+    assert len(written) == report["written"] == len(names(small)) - ("no_valid_objects" in found)
+    for feature in written:
+        for side in ("xmin", "ymin", "xmax", "ymax"):
+            for value in feature[f"image/object/bbox/{side}"].float_list.value:
+                assert math.isfinite(value) and 0 <= value <= 1
+        for flag in ("difficult", "truncated"):
+            assert set(feature[f"image/object/{flag}"].int64_list.value) <= {0, 1}
+        area = feature["image/object/area"].float_list.value
+        assert all(math.isfinite(a) and a > 0 for a in area)
+
+
+def test_an_unforeseen_failure_is_named_and_the_run_goes_on(small, tmp_path):
+    victim = names(small)[0]
+    image = pets.image_path(small, victim)
+    image.unlink()
+    image.symlink_to(image.name)  # a symlink loop: resolving it raises
+    report = convert_directory(small, tmp_path / "out", num_shards=1, processes=2,
+                               progress=False)
+    (problem,) = [p for p in report["problems"] if p["example"] == victim]
+    assert problem["reason"] == "unexpected_error" and problem["action"] == "skipped"
+    assert "Symlink loop" in problem["detail"]
+    assert report["written"] == len(names(small)) - 1
+
+
+def png_bomb(width: int, height: int) -> bytes:
+    """A tiny PNG whose header declares width x height pixels."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(
+            ">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) +
+            chunk(b"IDAT", zlib.compress(b"\0" * 1000)) + chunk(b"IEND", b""))
+
+
+def test_caps_on_pixels_and_objects_are_reported_and_configurable(small, tmp_path):
+    bomb, crowded = names(small)[:2]
+    pets.image_path(small, bomb).write_bytes(png_bomb(50_000, 50_000))  # 2.5 gigapixels
+    xml = pets.xml_path(small, crowded).read_text()
+    start, end = xml.index("<object>"), xml.index("</object>") + len("</object>")
+    pets.xml_path(small, crowded).write_text(xml[:start] + xml[start:end] * 1001 + xml[end:])
+    started = time.monotonic()
+    report = convert_directory(small, tmp_path / "a", num_shards=1, progress=False)
+    assert time.monotonic() - started < 60  # the bomb is refused from its header
+    assert report["skipped"] == {"image_too_large": 1, "too_many_objects": 1}
+    assert report["limits"] == {"max_pixels": 40_000_000, "max_objects": 1000}
+    report = convert_directory(small, tmp_path / "b", num_shards=1, progress=False,
+                               limits=Limits(max_objects=2000))
+    assert report["skipped"] == {"image_too_large": 1}
+    with pytest.raises(ConversionError, match="no valid example"):
+        convert_directory(small, tmp_path / "c", num_shards=1, progress=False,
+                          limits=Limits(max_pixels=10_000))  # every image is larger
+    report = json.loads((tmp_path / f"c.{REPORT_FILENAME}").read_text())
+    assert report["skipped"] == {"image_too_large": len(names(small)) - 1, "too_many_objects": 1}
+    with pytest.raises(ConversionError, match="--max_objects must be at least 1"):
+        Limits(max_objects=0)
+
+
+def test_split_lists_with_a_bom_crlf_trailing_spaces_and_duplicates(small, tmp_path):
+    listed = names(small)
+    lines = [f"{n} 1 1 1   " for n in listed] + [f"{listed[0]} 1 1 1", f"{listed[1]}"]
+    (small / pets.TRAINVAL_LIST).write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode())
+    report = convert_directory(small, tmp_path / "out", num_shards=1, progress=False)
+    assert report["repaired"] == {"duplicate_name": 2} and report["written"] == len(listed)
+    filenames = sorted(f["image/filename"].bytes_list.value[0].decode()
+                       for f in features(tmp_path / "out"))
+    assert filenames == sorted(f"{n}.jpg" for n in listed)  # each once, no BOM, no \r
+
+
+def voc_directory(sample: Path, root: Path, train: bytes, val: bytes) -> Path:
+    """A VOC directory with every sample example, under names taken from the split lists."""
+    voc = root / "VOC"
+    for sub in ("Annotations", "JPEGImages", "ImageSets/Main"):
+        (voc / sub).mkdir(parents=True)
+    (voc / "ImageSets/Main/train.txt").write_bytes(train)
+    (voc / "ImageSets/Main/val.txt").write_bytes(val)
+    return voc
+
+
+def add_voc_example(sample: Path, voc: Path, sample_name: str, name: bytes) -> None:
+    xml = pets.xml_path(sample, sample_name).read_text().replace(
+        f"<name>{pets.breed_of(sample_name)}</name>",
+        "<name>cat</name>" if sample_name[0].isupper() else "<name>dog</name>")
+    (voc / "Annotations").joinpath(os.fsdecode(name + b".xml")).write_text(xml)
+    shutil.copy(pets.image_path(sample, sample_name),
+                (voc / "JPEGImages").joinpath(os.fsdecode(name + b".jpg")))
+
+
+def test_voc_names_outside_the_directory_duplicates_and_non_utf8(small, tmp_path):
+    a, b, c, d = names(small)[:4]
+    secret = tmp_path / "secret.jpg"
+    shutil.copy(pets.image_path(small, a), secret)
+    voc = voc_directory(small, tmp_path,
+                        train=b"\xef\xbb\xbfimg1\r\nimg1 \r\ncaf\xe9\r\n../../secret\r\nlink\r\n",
+                        val=b"img1\nimg2\n")
+    for sample_name, name in ((a, b"img1"), (b, b"img2"), (c, b"caf\xe9"), (d, b"link")):
+        add_voc_example(small, voc, sample_name, name)
+    (voc / "JPEGImages" / "link.jpg").unlink()
+    (voc / "JPEGImages" / "link.jpg").symlink_to(secret)  # a symlink to outside the directory
+    report = convert_directory(voc, tmp_path / "out", voc=True, num_shards=1, progress=False)
+    reasons = {(p["example"], p["reason"]) for p in report["problems"]}
+    assert reasons == {("img1", "duplicate_name"), ("img1", "in_train_and_val"),
+                       ("../../secret", "invalid_name"), ("link", "path_outside_data_dir"),
+                       ("caf\udce9", "non_utf8_name")}
+    assert report["splits"]["train"]["examples"] == 2 and report["splits"]["val"]["examples"] == 1
+    by_split = {split: sorted(tf.train.Example.FromString(r).features.feature[
+        "image/filename"].bytes_list.value[0].decode("utf-8") for r in read_records(
+        f"{tmp_path}/out/{split}.record-*")) for split in ("train", "val")}
+    assert by_split == {"train": ["caf\ufffd.jpg", "img1.jpg"], "val": ["img2.jpg"]}
+    json.loads((tmp_path / "out" / REPORT_FILENAME).read_text())  # valid JSON with such names
+
+
+def test_an_output_directory_with_other_files_is_refused_untouched(small, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(ConversionError, match=r"holds files a conversion does not write "
+                                              r"\(notes\.txt\)"):
+        convert_directory(small, out, progress=False)
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+# ----------------------------------------------------- separate processes, killed runs
+
+
+def convert_process(data: Path, out: Path, *flags: str, env: dict | None = None
+                    ) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "trainer", "data", "convert", f"--data_dir={data}",
+         f"--output_dir={out}", "--num_shards=2", *flags], cwd=REPO, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        env={**os.environ, **(env or {})})
+
+
+def test_separate_runs_write_identical_bytes(small, tmp_path):
+    """Protobuf map order follows the hash seed unless serialisation is deterministic."""
+    runs = [convert_process(small, tmp_path / f"out{seed}", f"--processes={seed}",
+                            env={"PYTHONHASHSEED": str(seed)}) for seed in (1, 2)]
+    for run in runs:
+        assert run.wait(timeout=300) == 0, run.stderr.read()
+    shards = sorted(p.name for p in (tmp_path / "out1").glob("*.record-*"))
+    assert len(shards) == 4
+    for shard in shards:
+        assert (tmp_path / "out1" / shard).read_bytes() == \
+            (tmp_path / "out2" / shard).read_bytes()
+
+
+@pytest.fixture
+def slow(tmp_path) -> Path:
+    """A dataset whose images each take a while (big PNGs to re-encode): runs to kill."""
+    root = write_sample(tmp_path / "slow", num_images=30)
+    gradient = Image.linear_gradient("L").resize((3000, 3000)).convert("RGB")
+    gradient.save(tmp_path / "big.png")
+    for name in names(root):
+        shutil.copy(tmp_path / "big.png", pets.image_path(root, name))
+    return root
+
+
+def snapshot(directory: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(c) for c in path.read_text().split()] if path.exists() else []
+
+
+def wait_for(condition, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def staging_dirs(out: Path) -> list[Path]:
+    return list(out.parent.glob(f".{out.name}.partial-*"))
+
+
+@pytest.fixture
+def previous(small, tmp_path) -> tuple[Path, dict[str, bytes]]:
+    out = tmp_path / "records"
+    convert_directory(small, out, num_shards=2, progress=False)
+    return out, snapshot(out)
+
+
+def test_a_killed_worker_ends_the_run_at_once_and_replaces_nothing(slow, previous):
+    out, before = previous
+    run = convert_process(slow, out, "--processes=2")
+    wait_for(lambda: len(children(run.pid)) >= 2)
+    time.sleep(1)  # well into the conversion
+    os.kill(children(run.pid)[0], signal.SIGKILL)  # as the OOM killer would
+    started = time.monotonic()
+    try:
+        code = run.wait(timeout=60)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL) if run.poll() is None else None
+    assert time.monotonic() - started < 30
+    stderr = run.stderr.read()
+    assert code == 1 and "a conversion worker process died" in stderr
+    assert "Traceback" not in stderr
+    assert snapshot(out) == before and not staging_dirs(out)
+
+
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
+def test_an_interrupted_run_leaves_the_previous_output_exactly_as_it_was(slow, small,
+                                                                         previous, how):
+    out, before = previous
+    run = convert_process(slow, out, "--processes=2")
+    wait_for(lambda: staging_dirs(out) and len(children(run.pid)) >= 2)
+    time.sleep(1)
+    os.killpg(run.pid, how)  # Ctrl-C reaches the whole process group; so does a kill here
+    run.wait(timeout=60)
+    assert run.returncode != 0
+    assert snapshot(out) == before
+    if how == signal.SIGINT:
+        assert not staging_dirs(out)  # cleaned up on the way out
+    else:
+        assert staging_dirs(out)  # a killed run cannot clean up; the next run does
+        convert_directory(small, out, num_shards=2, progress=False)
+        assert not staging_dirs(out)
