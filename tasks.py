@@ -86,13 +86,14 @@ def download(c, output_dir=DATA_DIR):
 
 
 @task(help={"records_dir": "converted TFRecords", "env": "infra environment",
-            "bucket": "data bucket (default: infra outputs)"})
-def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None):
+            "bucket": "data bucket (default: infra outputs)",
+            "prune": "delete objects in records/ that this conversion did not write"})
+def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False):
     """Upload converted TFRecords to gs://BUCKET/records/ (skips unchanged files)."""
     from launch import vertex_launch
 
     cloud = _cloud(c, bucket=bucket, env=env)
-    _say(lambda: vertex_launch.upload_records(cloud, records_dir))
+    _say(lambda: vertex_launch.upload_records(cloud, records_dir, prune))
 
 
 @task(help={"data_dir": "Pets (or VOC with --voc) directory", "output_dir": "TFRecords go here",

@@ -59,17 +59,17 @@ def check_bucket(storage_client, bucket: str) -> Check:
 
 
 def check_training_data(storage_client, bucket: str, prefix: str) -> Check:
-    from launch.upload import missing_training_data
+    from launch.upload import training_data_problems
 
     try:
-        missing = missing_training_data(storage_client, bucket, prefix)
+        problems = training_data_problems(storage_client, bucket, prefix)
     except (FileNotFoundError, exceptions.GoogleAPICallError) as error:
         return Check("training data", False, str(error), "see the bucket check")
-    if missing:
-        return Check("training data", False,
-                     f"gs://{bucket}/{prefix}/ has no {', '.join(missing)}",
-                     "invoke data.convert && invoke data.upload")
-    return Check("training data", True, f"gs://{bucket}/{prefix}/ has shards and a label map")
+    if problems:
+        return Check("training data", False, f"gs://{bucket}/{prefix}/ {'; '.join(problems)}",
+                     "invoke data.convert && invoke data.upload --prune")
+    return Check("training data", True,
+                 f"gs://{bucket}/{prefix}/ holds one complete conversion")
 
 
 def check_image(registry, image_uri: str) -> Check:

@@ -3,6 +3,10 @@
 Parallel, with a progress bar, and idempotent: an object already there with the same CRC32C
 is skipped. GCS creates an object only when its upload completes, so an interrupted run
 leaves no partial object; generation preconditions keep two uploads from racing.
+
+The remote `records/` ends up exactly the local conversion: objects the conversion did not
+write (the shards of an earlier conversion with more shards) would be read by training's
+glob, so they are refused, or deleted with `--prune`.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import google_crc32c
+from google.api_core import exceptions
 
 from trainer.data import layout
 
@@ -21,10 +26,18 @@ CHUNK = 1 << 20
 UPLOAD_THREADS = 8
 
 
+STALE_ACTIONS = ("keep", "refuse", "delete")
+
+
 @dataclasses.dataclass(frozen=True)
 class UploadResult:
     uploaded: list[str]
     skipped: list[str]
+    deleted: list[str] = dataclasses.field(default_factory=list)
+
+
+class StaleObjectsError(ValueError):
+    """The destination holds objects the local directory does not: nothing was uploaded."""
 
 
 def crc32c_of(path: Path) -> str:
@@ -37,8 +50,13 @@ def crc32c_of(path: Path) -> str:
 
 
 def files_to_upload(local_dir: Path) -> list[Path]:
-    files = sorted(p for p in local_dir.rglob("*") if p.is_file()
-                   and not p.name.endswith(".partial"))
+    """Regular files below `local_dir`; a symlink is refused, since it could send a file from
+    anywhere on the workstation to the bucket."""
+    paths = sorted(p for p in local_dir.rglob("*") if not p.name.endswith(".partial"))
+    if links := [p for p in paths if p.is_symlink()]:
+        raise ValueError(f"{links[0]} is a symlink; refusing to upload what it points to. "
+                         "Copy the file in, or remove the link")
+    files = [p for p in paths if p.is_file()]
     if not files:
         raise FileNotFoundError(f"nothing to upload in {local_dir}; run `invoke data.convert`")
     return files
@@ -46,8 +64,6 @@ def files_to_upload(local_dir: Path) -> list[Path]:
 
 def list_blobs(client, bucket_name: str, prefix: str, delimiter: str | None = None) -> list:
     """The objects below `prefix/`; a missing bucket is a FileNotFoundError that names the fix."""
-    from google.api_core import exceptions
-
     try:
         return list(client.list_blobs(bucket_name, prefix=f"{prefix}/", delimiter=delimiter))
     except exceptions.NotFound:
@@ -57,12 +73,27 @@ def list_blobs(client, bucket_name: str, prefix: str, delimiter: str | None = No
 
 def upload_directory(client, bucket_name: str, local_dir: str | Path, prefix: str,
                      on_bytes: Callable[[int], None] = lambda n: None,
-                     chunk_size: int | None = None) -> UploadResult:
-    """Uploads every file below `local_dir` to gs://bucket/prefix/..., skipping equal ones."""
+                     chunk_size: int | None = None, on_stale: str = "keep") -> UploadResult:
+    """Uploads every file below `local_dir` to gs://bucket/prefix/..., skipping equal ones.
+
+    `on_stale` says what happens to objects below the prefix that the directory does not
+    have: `keep` them, `refuse` to upload anything, or `delete` them after the upload (each
+    only if it is still the version listed, so a second writer's new object survives).
+    """
+    if on_stale not in STALE_ACTIONS:
+        raise ValueError(f"on_stale must be one of {STALE_ACTIONS}, got {on_stale!r}")
     local_dir = Path(local_dir)
     bucket = client.bucket(bucket_name)
     existing = {b.name: b for b in list_blobs(client, bucket_name, prefix)}
     files = files_to_upload(local_dir)
+    wanted = {f"{prefix}/{path.relative_to(local_dir).as_posix()}" for path in files}
+    stale = sorted(name for name in existing if name not in wanted and not name.endswith("/"))
+    if stale and on_stale == "refuse":
+        raise StaleObjectsError(
+            f"gs://{bucket_name}/{prefix}/ holds {len(stale)} object(s) this conversion did not "
+            f"write ({', '.join(n.removeprefix(prefix + '/') for n in stale[:3])}"
+            f"{', ...' if len(stale) > 3 else ''}); training would read them too. Nothing was "
+            "uploaded: re-run with --prune to delete them, or upload to another bucket")
 
     def one(path: Path) -> tuple[str, bool]:
         name = f"{prefix}/{path.relative_to(local_dir).as_posix()}"
@@ -78,23 +109,37 @@ def upload_directory(client, bucket_name: str, local_dir: str | Path, prefix: st
 
     with ThreadPoolExecutor(UPLOAD_THREADS) as pool:
         results = list(pool.map(one, files))
+    deleted = []
+    if on_stale == "delete":
+        for name in stale:
+            try:
+                bucket.blob(name).delete(if_generation_match=existing[name].generation)
+                deleted.append(name)
+            except (exceptions.NotFound, exceptions.PreconditionFailed):
+                pass  # gone already, or replaced by a second writer since the listing
     return UploadResult(uploaded=[n for n, sent in results if sent],
-                        skipped=[n for n, sent in results if not sent])
+                        skipped=[n for n, sent in results if not sent], deleted=deleted)
 
 
-def upload_with_progress(client, bucket_name: str, local_dir: str | Path,
-                         prefix: str) -> UploadResult:
+def upload_records(client, bucket_name: str, local_dir: str | Path, prefix: str,
+                   prune: bool = False) -> UploadResult:
+    """`invoke data.upload`: a complete local conversion, with a progress bar; the remote
+    prefix then holds exactly that conversion."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    total = sum(p.stat().st_size for p in files_to_upload(Path(local_dir)))
+    files = files_to_upload(Path(local_dir))
+    if problems := layout.problems([p.name for p in files]):
+        raise ValueError(f"{local_dir} is not a complete conversion: it {'; '.join(problems)}."
+                         " Run `invoke data.convert` again")
     with Progress(TextColumn("[bold]uploading"), BarColumn(), DownloadColumn(),
                   TransferSpeedColumn()) as progress:
-        task = progress.add_task("upload", total=total)
+        task = progress.add_task("upload", total=sum(p.stat().st_size for p in files))
         return upload_directory(client, bucket_name, local_dir, prefix,
-                                on_bytes=lambda n: progress.advance(task, n))
+                                on_bytes=lambda n: progress.advance(task, n),
+                                on_stale="delete" if prune else "refuse")
 
 
-def missing_training_data(client, bucket_name: str, prefix: str) -> list[str]:
-    """What gs://bucket/prefix/ lacks for training (shards of each split, the label map)."""
-    return layout.missing([b.name.removeprefix(f"{prefix}/")
-                           for b in list_blobs(client, bucket_name, prefix, delimiter="/")])
+def training_data_problems(client, bucket_name: str, prefix: str) -> list[str]:
+    """Why gs://bucket/prefix/ is not one complete conversion (empty when it is)."""
+    return layout.problems([b.name.removeprefix(f"{prefix}/")
+                            for b in list_blobs(client, bucket_name, prefix, delimiter="/")])

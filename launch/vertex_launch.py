@@ -84,14 +84,15 @@ def run_paths(cloud: Cloud, run_id: str) -> vertex_jobs.RunPaths:
     return vertex_jobs.RunPaths(cloud.fields(("bucket",))["bucket"], run_id)
 
 
-def upload_records(cloud: Cloud, records_dir: str) -> str:
+def upload_records(cloud: Cloud, records_dir: str, prune: bool = False) -> str:
     """`invoke data.upload`: needs only the project and the bucket."""
-    from launch.upload import upload_with_progress
+    from launch import upload
 
     bucket = cloud.fields(("project", "bucket"))["bucket"]
-    result = upload_with_progress(cloud.storage(), bucket, records_dir,
-                                  vertex_jobs.RECORDS_PREFIX)
-    return (f"uploaded {len(result.uploaded)}, unchanged {len(result.skipped)}: "
+    result = upload.upload_records(cloud.storage(), bucket, records_dir,
+                                   vertex_jobs.RECORDS_PREFIX, prune)
+    deleted = f", deleted {len(result.deleted)}" if result.deleted else ""
+    return (f"uploaded {len(result.uploaded)}, unchanged {len(result.skipped)}{deleted}: "
             f"gs://{bucket}/{vertex_jobs.RECORDS_PREFIX}/")
 
 
@@ -110,13 +111,13 @@ def train(cloud: Cloud, *, run_id: str | None, experiment: str | None, steps: in
 
 
 def _require_training_data(cloud: Cloud, where: CloudTarget) -> None:
-    from launch.upload import missing_training_data
+    from launch.upload import training_data_problems
 
-    if missing := missing_training_data(cloud.storage(), where.bucket,
-                                        vertex_jobs.RECORDS_PREFIX):
+    if problems := training_data_problems(cloud.storage(), where.bucket,
+                                          vertex_jobs.RECORDS_PREFIX):
         raise FileNotFoundError(
-            f"gs://{where.bucket}/{vertex_jobs.RECORDS_PREFIX}/ has no {', '.join(missing)}: "
-            "run `invoke data.convert` and `invoke data.upload` first")
+            f"gs://{where.bucket}/{vertex_jobs.RECORDS_PREFIX}/ {'; '.join(problems)}: "
+            "run `invoke data.convert` and `invoke data.upload --prune` first")
 
 
 def evaluate(cloud: Cloud, *, run_id: str, experiment: str | None, steps: int | None,

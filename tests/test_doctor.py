@@ -50,7 +50,7 @@ def test_bucket(monkeypatch):
         assert not missing.ok and "does not exist" in missing.detail
 
         empty = doctor.check_training_data(client, "pets-data", "records")
-        assert not empty.ok and empty.fix == "invoke data.convert && invoke data.upload"
+        assert not empty.ok and empty.fix == "invoke data.convert && invoke data.upload --prune"
         assert empty.detail == ("gs://pets-data/records/ has no train.record-*, val.record-*, "
                                 "pet_label_map.pbtxt")
         bucket = client.bucket("pets-data")
@@ -61,6 +61,10 @@ def test_bucket(monkeypatch):
         assert partial.detail == "gs://pets-data/records/ has no val.record-*"
         bucket.blob("records/val.record-00000-of-00001").upload_from_string(b"x")
         assert doctor.check_training_data(client, "pets-data", "records").ok
+        bucket.blob("records/train.record-00003-of-00004").upload_from_string(b"x")  # stale
+        stale = doctor.check_training_data(client, "pets-data", "records")
+        assert stale.detail == ("gs://pets-data/records/ mixes train.record-* sets of 1 and 4 "
+                                "shards") and stale.fix.endswith("--prune")
         assert not doctor.check_training_data(client, "nope", "records").ok
 
 

@@ -10,7 +10,12 @@ import time
 
 import pytest
 
-from launch.upload import upload_directory
+from launch.upload import (
+    StaleObjectsError,
+    training_data_problems,
+    upload_directory,
+    upload_records,
+)
 from tests.conftest import REPO
 from tests.fake_gcs import FakeGcs
 
@@ -31,6 +36,7 @@ def records(tmp_path):
     rng = random.Random(0)
     for i in range(4):
         (root / f"train.record-0000{i}-of-00004").write_bytes(rng.randbytes(300_000))
+    (root / "val.record-00000-of-00001").write_bytes(rng.randbytes(1000))
     (root / "pet_label_map.pbtxt").write_text("item { id: 1 name: 'Abyssinian' }\n")
     (root / "train.record-00009-of-00010.partial").write_bytes(b"unfinished conversion")
     return root
@@ -38,7 +44,7 @@ def records(tmp_path):
 
 def test_upload_is_idempotent(gcs, records):
     first = upload_directory(gcs, "pets-data", records, "records")
-    assert len(first.uploaded) == 5 and first.skipped == []
+    assert len(first.uploaded) == 6 and first.skipped == []
     names = sorted(b.name for b in gcs.list_blobs("pets-data"))
     assert names == sorted(f"records/{p.name}" for p in records.iterdir()
                            if not p.name.endswith(".partial"))
@@ -46,7 +52,7 @@ def test_upload_is_idempotent(gcs, records):
     assert blob.download_as_bytes() == (records / "train.record-00001-of-00004").read_bytes()
 
     second = upload_directory(gcs, "pets-data", records, "records")
-    assert second.uploaded == [] and len(second.skipped) == 5
+    assert second.uploaded == [] and len(second.skipped) == 6
 
     (records / "pet_label_map.pbtxt").write_text("item { id: 1 name: 'Bengal' }\n")
     third = upload_directory(gcs, "pets-data", records, "records")
@@ -92,5 +98,46 @@ def test_invoke_data_upload_reports_and_skips_on_rerun(gcs, records):
         assert result.returncode == 0, result.stderr
         return result.stdout
 
-    assert "uploaded 5, unchanged 0: gs://pets-data/records/" in run()
-    assert "uploaded 0, unchanged 5" in run()
+    assert "uploaded 6, unchanged 0: gs://pets-data/records/" in run()
+    assert "uploaded 0, unchanged 6" in run()
+
+
+def reconvert_with_fewer_shards(records):
+    for path in records.glob("train.record-*"):
+        path.unlink()
+    for i in range(2):
+        (records / f"train.record-0000{i}-of-00002").write_bytes(random.Random(i).randbytes(999))
+
+
+def remote(gcs) -> list[str]:
+    return sorted(b.name.removeprefix("records/") for b in gcs.list_blobs("pets-data"))
+
+
+def test_stale_shards_of_an_earlier_conversion_are_refused_or_pruned(gcs, records):
+    upload_records(gcs, "pets-data", records, "records")
+    reconvert_with_fewer_shards(records)
+    before = remote(gcs)
+    with pytest.raises(StaleObjectsError, match=r"holds 4 object\(s\) this conversion did not "
+                                                r"write \(train\.record-00000-of-00004, .*"
+                                                r"--prune"):
+        upload_records(gcs, "pets-data", records, "records")
+    assert remote(gcs) == before  # nothing uploaded, nothing deleted
+    assert training_data_problems(gcs, "pets-data", "records") == []  # still the old, whole set
+
+    result = upload_records(gcs, "pets-data", records, "records", prune=True)
+    assert len(result.deleted) == 4
+    assert remote(gcs) == sorted(p.name for p in records.iterdir() if p.is_file()
+                                 and not p.name.endswith(".partial"))
+    assert training_data_problems(gcs, "pets-data", "records") == []
+
+
+def test_an_incomplete_or_linked_local_conversion_is_not_uploaded(gcs, records, tmp_path):
+    (records / "train.record-00002-of-00004").unlink()
+    with pytest.raises(ValueError, match=r"not a complete conversion: it lacks "
+                                         r"train\.record-00002-of-00004"):
+        upload_records(gcs, "pets-data", records, "records")
+    (records / "train.record-00002-of-00004").symlink_to(tmp_path / "secret")
+    (tmp_path / "secret").write_text("ssh key")
+    with pytest.raises(ValueError, match="is a symlink"):
+        upload_records(gcs, "pets-data", records, "records")
+    assert remote(gcs) == []

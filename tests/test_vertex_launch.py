@@ -143,3 +143,14 @@ def test_a_bad_run_id_is_refused_before_any_request(fakes, tmp_path):
         with pytest.raises(RunIdError, match="is not a run id"):
             action()
     assert fakes.builds.requests == [] and fakes.vertex.received == []
+
+
+def test_train_refuses_stale_shards_before_building_or_submitting(fakes, tmp_path):
+    cloud = fakes.cloud()
+    vertex_launch.upload_records(cloud, str(records(tmp_path)))
+    fakes.storage.bucket("pets-data").blob(
+        "records/val.record-00004-of-00005").upload_from_string(b"an earlier conversion")
+    with pytest.raises(FileNotFoundError, match=r"mixes val\.record-\* sets of 1 and 5 shards"
+                                                r".*data\.upload --prune"):
+        train(cloud)
+    assert fakes.builds.requests == [] and fakes.vertex.received == []

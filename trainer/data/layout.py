@@ -3,8 +3,11 @@ reads them, and the launcher looks for them in the bucket before it starts a job
 
 from __future__ import annotations
 
+import re
+
 SPLITS = ("train", "val")
 LABEL_MAP_FILENAME = "pet_label_map.pbtxt"
+SHARD = re.compile(r"(?P<index>\d{5})-of-(?P<total>\d{5})")
 
 
 def shard_glob(split: str) -> str:
@@ -21,3 +24,32 @@ def missing(names: list[str]) -> list[str]:
     return [want for want in needed
             if not any(name == want or (want.endswith("*") and name.startswith(want[:-1]))
                        for name in names)]
+
+
+def _listed(items: list[str], most: int = 3) -> str:
+    return ", ".join(items[:most]) + (f" and {len(items) - most} more" if len(items) > most
+                                      else "")
+
+
+def problems(names: list[str]) -> list[str]:
+    """What keeps a directory's files from being exactly one complete conversion, as clauses
+    ("has no ...", "mixes ..."). Training reads every file its split's glob matches, so a
+    stale shard of an earlier conversion, or a missing one, would silently change the data."""
+    found = [f"has no {', '.join(lacking)}"] if (lacking := missing(names)) else []
+    for split in SPLITS:
+        prefix = shard_glob(split).removesuffix("*")
+        shards = {name: SHARD.fullmatch(name.removeprefix(prefix)) for name in names
+                  if name.startswith(prefix)}
+        if odd := sorted(name for name, match in shards.items() if match is None):
+            found.append(f"has {_listed(odd)}, not named like {shard_name(split, 0, 1)}")
+        sets = {int(m["total"]) for m in shards.values() if m}
+        if len(sets) > 1:
+            found.append(f"mixes {shard_glob(split)} sets of "
+                         f"{' and '.join(map(str, sorted(sets)))} shards")
+        elif sets:
+            total, have = sets.pop(), {int(m["index"]) for m in shards.values() if m}
+            if absent := [shard_name(split, i, total) for i in range(total) if i not in have]:
+                found.append(f"lacks {_listed(absent)}")
+            if beyond := [shard_name(split, i, total) for i in sorted(have) if i >= total]:
+                found.append(f"has {_listed(beyond)}, beyond its set")
+    return found
