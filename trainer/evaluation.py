@@ -127,9 +127,7 @@ class CheckpointEvaluator:
 
 
 def evaluate_latest(evaluator: CheckpointEvaluator) -> EvalResult:
-    import tensorflow as tf
-
-    checkpoint = tf.train.latest_checkpoint(evaluator.model_dir)
+    checkpoint = model_dir_lib.newest_restorable(evaluator.model_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in {evaluator.model_dir} to evaluate")
     return evaluator.evaluate(checkpoint)
@@ -154,16 +152,18 @@ def evaluate_continuously(
         log.info("final checkpoint (step %d) already evaluated", final_step())
         return []
     results, last_progress = [], clock()
+    unusable: set[int] = set()
     while True:
         pending = [c for c in model_dir_lib.list_checkpoints(model_dir)
-                   if model_dir_lib.checkpoint_step(c) not in done]
+                   if model_dir_lib.checkpoint_step(c) not in done | unusable]
         if pending:
             newest = pending[-1]  # behind the trainer: skip to the newest, never to a stale one
             try:
                 result = evaluator.evaluate(newest)
-            except tf.errors.NotFoundError as error:
-                log.warning("%s vanished before it was evaluated (%s)", newest, error)
-                done.add(model_dir_lib.checkpoint_step(newest))
+            except (tf.errors.OpError, IndexError) as error:  # deleted or half-written
+                problem = model_dir_lib.first_line(error)
+                model_dir_lib.warn(model_dir_lib.unrestorable(newest, problem))
+                unusable.add(model_dir_lib.checkpoint_step(newest))
                 continue
             done.add(result.step)
             results.append(result)

@@ -48,7 +48,10 @@ def export(model_dir: str, export_dir: str, checkpoint: str | None = None) -> Ex
     from official.vision.serving import export_saved_model_lib
 
     params = model_dir_lib.load_params(model_dir)
-    checkpoint = checkpoint or tf.train.latest_checkpoint(model_dir)
+    if checkpoint and (problem := model_dir_lib.checkpoint_problem(checkpoint)):
+        raise FileNotFoundError(f"checkpoint {checkpoint} cannot be restored ({problem}); "
+                                "choose another with --checkpoint")
+    checkpoint = checkpoint or model_dir_lib.newest_restorable(model_dir)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in {model_dir}; has training saved one yet?")
     tf.get_logger().setLevel("ERROR")  # Keras warns once per layer while saving

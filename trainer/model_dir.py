@@ -7,6 +7,8 @@ exact model from the directory alone.
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 
 from trainer.io import read_text, write_text
 
@@ -62,3 +64,66 @@ def list_checkpoints(model_dir: str) -> list[str]:
     state = tf.train.get_checkpoint_state(model_dir)
     paths = list(state.all_model_checkpoint_paths) if state else []
     return sorted(paths, key=checkpoint_step)
+
+
+def warn(text: str) -> None:
+    print(f"warning: {text}", file=sys.stderr, flush=True)
+
+
+def first_line(error: BaseException) -> str:
+    """An exception as one short line: TensorFlow's messages run to many."""
+    return f"{type(error).__name__}: {(str(error).strip().splitlines() or [''])[0][:200]}"
+
+
+def unrestorable(prefix: str, problem: str) -> str:
+    return f"checkpoint {prefix} cannot be restored ({problem}); trying an older one"
+
+
+def checkpoint_problem(prefix: str) -> str | None:
+    """Why a checkpoint cannot be restored (a missing, truncated or damaged file), or None.
+    Reads every tensor once: a half-written data file fails only when its end is read."""
+    import tensorflow as tf
+
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+    except Exception as error:  # TF raises OpError, IndexError, ... for damaged files
+        return first_line(error)
+    return None
+
+
+def newest_restorable(model_dir: str, on_warning: Callable[[str], None] = warn
+                      ) -> str | None:
+    """The newest checkpoint that restores; each newer one that does not is named in a
+    warning. None when the directory has no checkpoint at all."""
+    checkpoints = list_checkpoints(model_dir)
+    for prefix in reversed(checkpoints):
+        if (problem := checkpoint_problem(prefix)) is None:
+            return prefix
+        on_warning(unrestorable(prefix, problem))
+    if checkpoints:
+        raise FileNotFoundError(f"no checkpoint in {model_dir} can be restored (see the "
+                                "warnings above); move the directory aside to start over")
+    return None
+
+
+def resume_from_restorable(model_dir: str, on_warning: Callable[[str], None] = warn
+                           ) -> str | None:
+    """Points the checkpoint state at the newest checkpoint that restores, which is where
+    Model Garden's checkpoint manager resumes; returns it (None: start from scratch)."""
+    import tensorflow as tf
+
+    # Not tf.train.latest_checkpoint: it answers None when the newest index file is missing,
+    # and training would start over on top of the older checkpoints.
+    state = tf.train.get_checkpoint_state(model_dir)
+    if state is None:
+        return None
+    usable = newest_restorable(model_dir, on_warning)
+    if usable != state.model_checkpoint_path:
+        kept = [p for p in list_checkpoints(model_dir)
+                if checkpoint_step(p) <= checkpoint_step(usable)]
+        tf.compat.v1.train.update_checkpoint_state(
+            model_dir, usable.rsplit("/", 1)[-1],
+            all_model_checkpoint_paths=[p.rsplit("/", 1)[-1] for p in kept])
+    return usable

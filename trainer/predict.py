@@ -24,11 +24,12 @@ def load_model(model: str):
     import tensorflow as tf
 
     try:
-        loaded = tf.saved_model.load(model)
-    except OSError as error:
-        raise PredictError(f"{model} is not a SavedModel ({error}); export one with "
-                           "`invoke export`") from None
-    return loaded.signatures["serving_default"]
+        return tf.saved_model.load(model).signatures["serving_default"]
+    except Exception as error:  # missing, truncated or foreign files raise many types
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise PredictError(f"{model} is not a readable SavedModel with a serving_default "
+                           f"signature ({first_line}); export one with `invoke export`") \
+            from None
 
 
 def predict(model: str, images: str, output_dir: str, min_score: float = 0.3) -> dict:

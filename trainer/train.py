@@ -38,7 +38,10 @@ def run_training(settings: TrainerSettings, params, strategy, cluster: dict) -> 
         label_map = read_text(settings.label_map) if settings.label_map and \
             tf.io.gfile.exists(settings.label_map) else None
         model_dir_lib.write_run_info(settings.model_dir, settings.experiment, label_map)
-    latest = tf.train.latest_checkpoint(settings.model_dir)
+    # Only the chief's checkpoint manager restores from the model directory; the others
+    # write to a temporary one (Model Garden's train_lib).
+    latest = model_dir_lib.resume_from_restorable(settings.model_dir) if chief else \
+        tf.train.latest_checkpoint(settings.model_dir)
     if latest:
         print(f"resuming from {latest} (step {model_dir_lib.checkpoint_step(latest)})",
               flush=True)

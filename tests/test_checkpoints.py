@@ -1,0 +1,99 @@
+"""Half-written checkpoints, on real TensorFlow checkpoints: the newest that restores is
+chosen, every broken one is named, and training resumes from it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from trainer import evaluation, model_dir
+from trainer.evaluation import EvalResult
+
+
+def save_checkpoints(directory: Path, steps=(100, 200, 300, 400)) -> dict[int, np.ndarray]:
+    """Checkpoints like the trainer's (a CheckpointManager, ckpt-N), each with other values."""
+    weights = tf.Variable(tf.zeros([64, 64]))
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(weights=weights), str(directory),
+                                         max_to_keep=10)
+    values = {}
+    for step in steps:
+        weights.assign(tf.fill([64, 64], float(step)))
+        manager.save(checkpoint_number=step)
+        values[step] = weights.numpy()
+    return values
+
+
+def damage(directory: Path, step: int, how: str) -> None:
+    data = next(directory.glob(f"ckpt-{step}.data-*"))
+    if how == "truncated data":
+        with data.open("r+b") as f:
+            f.truncate(data.stat().st_size // 2)
+    elif how == "missing data":
+        data.unlink()
+    elif how == "truncated index":
+        with (directory / f"ckpt-{step}.index").open("r+b") as f:
+            f.truncate(10)
+
+
+@pytest.mark.parametrize("how", ["truncated data", "missing data", "truncated index"])
+def test_the_newest_restorable_checkpoint_is_chosen_and_the_broken_ones_named(tmp_path, how):
+    save_checkpoints(tmp_path)
+    damage(tmp_path, 400, how)
+    damage(tmp_path, 300, "truncated data")
+    warnings: list[str] = []
+    assert model_dir.newest_restorable(str(tmp_path), warnings.append) == f"{tmp_path}/ckpt-200"
+    assert [w.split(" cannot")[0] for w in warnings] == [f"checkpoint {tmp_path}/ckpt-400",
+                                                         f"checkpoint {tmp_path}/ckpt-300"]
+    assert model_dir.checkpoint_problem(f"{tmp_path}/ckpt-200") is None
+
+
+def test_none_restorable_is_an_error_and_none_at_all_is_a_fresh_start(tmp_path):
+    save_checkpoints(tmp_path, steps=(100,))
+    damage(tmp_path, 100, "truncated data")
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint in .* can be restored"):
+        model_dir.newest_restorable(str(tmp_path), lambda text: None)
+    assert model_dir.resume_from_restorable(str(tmp_path / "empty")) is None
+
+
+def test_training_resumes_from_the_newest_restorable_checkpoint(tmp_path):
+    values = save_checkpoints(tmp_path)
+    damage(tmp_path, 400, "truncated index")  # tf.train.latest_checkpoint now answers None
+    assert model_dir.resume_from_restorable(str(tmp_path), lambda text: None) == \
+        f"{tmp_path}/ckpt-300"
+    # what Model Garden's checkpoint manager does on start: restores the newest in the state
+    weights = tf.Variable(tf.zeros([64, 64]))
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(weights=weights), str(tmp_path),
+                                         max_to_keep=10)
+    assert manager.restore_or_initialize() == f"{tmp_path}/ckpt-300"
+    np.testing.assert_array_equal(weights.numpy(), values[300])
+    assert model_dir.list_checkpoints(str(tmp_path)) == [
+        f"{tmp_path}/ckpt-{s}" for s in (100, 200, 300)]  # the broken one is not listed again
+
+
+class RestoringEvaluator:
+    """Restores each checkpoint for real, as CheckpointEvaluator does, and scores its value."""
+
+    def __init__(self, directory: Path) -> None:
+        self.model_dir = str(directory)
+        self.weights = tf.Variable(tf.zeros([64, 64]))
+
+    def evaluate(self, checkpoint: str) -> EvalResult:
+        tf.train.Checkpoint(weights=self.weights).restore(checkpoint).assert_consumed()
+        step = model_dir.checkpoint_step(checkpoint)
+        path = evaluation.metrics_path(self.model_dir, step)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        Path(path).write_text("{}")
+        return EvalResult(checkpoint, step, {"mean": float(self.weights.numpy().mean())}, path)
+
+
+def test_continuous_eval_skips_a_broken_checkpoint_and_says_so(tmp_path, capsys):
+    save_checkpoints(tmp_path, steps=(100, 200))
+    damage(tmp_path, 200, "truncated data")
+    results = evaluation.evaluate_continuously(
+        RestoringEvaluator(tmp_path), final_step=lambda: 100, idle_timeout=5, poll_interval=0)
+    assert [(r.step, r.metrics["mean"]) for r in results] == [(100, 100.0)]
+    assert f"checkpoint {tmp_path}/ckpt-200 cannot be restored" in capsys.readouterr().err
