@@ -74,9 +74,14 @@ class Environment:
     name_prefix: str
     researchers_group: str  # a Google group's email
     github_repository: str  # owner/name: the only repository allowed to deploy
+    github_repository_id: int  # its numeric id (the API's `id`): a re-created repo differs
+    github_owner_id: int  # the numeric id of its owner (user or organisation)
     state_bucket: str  # Terraform state (bootstrapped by hand, see README)
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     retention: Retention = dataclasses.field(default_factory=Retention)
+    # Researchers may push images from their own Docker (`--local-docker`). Off: images are
+    # built only by Cloud Build, as the builder account, from the sources' content hash.
+    researchers_push_images: bool = False
 
     @property
     def is_production(self) -> bool:
@@ -100,6 +105,11 @@ class Environment:
         if not _REPOSITORY.match(self.github_repository):
             raise ConfigError(f"{where}.github_repository: {self.github_repository!r} must be "
                               "'owner/name'")
+        for field in ("github_repository_id", "github_owner_id"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{where}.{field}: {value!r} is not a GitHub numeric id "
+                                  "(`gh api repos/OWNER/NAME --jq '.id, .owner.id'`)")
         check_bucket_name(self.state_bucket, f"{where}.state_bucket")
         for key, value in self.labels.items():
             if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):

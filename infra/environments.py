@@ -5,6 +5,8 @@ from __future__ import annotations
 from infra.config import Environment, Retention
 
 GITHUB_REPOSITORY = "pets-detector/pets-detector"
+# Numeric ids of that repository and its owner: `gh api repos/OWNER/NAME --jq '.id, .owner.id'`
+GITHUB_REPOSITORY_ID, GITHUB_OWNER_ID = 812664310, 182466201
 RESEARCHERS_GROUP = "ml-researchers@example.com"
 
 ENVIRONMENTS = {
@@ -13,14 +15,16 @@ ENVIRONMENTS = {
         Environment(
             name="dev", project_id="pets-detector-dev", region="us-central1",
             name_prefix="pets", researchers_group=RESEARCHERS_GROUP,
-            github_repository=GITHUB_REPOSITORY, state_bucket="pets-detector-dev-tfstate",
+            github_repository=GITHUB_REPOSITORY, github_repository_id=GITHUB_REPOSITORY_ID,
+            github_owner_id=GITHUB_OWNER_ID, state_bucket="pets-detector-dev-tfstate",
             labels={"app": "pets-detector", "env": "dev"},
             retention=Retention(noncurrent_version_days=7, scratch_expiry_days=7),
         ),
         Environment(
             name="prod", project_id="pets-detector-prod", region="us-central1",
             name_prefix="pets", researchers_group=RESEARCHERS_GROUP,
-            github_repository=GITHUB_REPOSITORY, state_bucket="pets-detector-prod-tfstate",
+            github_repository=GITHUB_REPOSITORY, github_repository_id=GITHUB_REPOSITORY_ID,
+            github_owner_id=GITHUB_OWNER_ID, state_bucket="pets-detector-prod-tfstate",
             labels={"app": "pets-detector", "env": "prod"},
             retention=Retention(noncurrent_version_days=90, soft_delete_days=30,
                                 scratch_expiry_days=30, keep_image_versions=20),

@@ -10,12 +10,14 @@ from constructs import Construct
 from infra import names
 from infra.config import Environment
 from infra.modules.bucket import PrivateBucket, delete_rule
+from infra.modules.conditions import grants_only, object_prefix
 from infra.modules.github_oidc import GithubDeployIdentity
 from infra.modules.registry import DockerRepository
 from infra.modules.service_accounts import ServiceAccountWithRoles
 from infra.modules.services import ProjectServices
 from infra.modules.tensorboard import TrainingTensorboard
 from infra.modules.trainer_image import TrainerImage, build_command
+from trainer.data import layout
 
 # Project-level roles per identity. Everything else is granted on a single resource below.
 TRAINER_PROJECT_ROLES = (
@@ -36,9 +38,15 @@ PLANNER_PROJECT_ROLES = (
     "roles/iam.serviceAccountViewer",
 )
 # Researchers launch jobs (act as the trainer), read their logs, and build images of their
-# sources (`invoke train` / `image.build`: Cloud Build as the builder, or push from Docker).
+# sources (`invoke train` / `image.build`: Cloud Build as the builder).
 RESEARCHER_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.viewer",
                             "roles/cloudbuild.builds.editor")
+PROJECT_IAM_ADMIN = "roles/resourcemanager.projectIamAdmin"
+# What the deployer may grant at project level: the roles above, never IAM admin itself, so
+# a change to its own delegation needs a human with Owner.
+DELEGATED_ROLES = tuple(sorted(
+    {*TRAINER_PROJECT_ROLES, *BUILDER_PROJECT_ROLES, *DEPLOYER_PROJECT_ROLES,
+     *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES} - {PROJECT_IAM_ADMIN}))
 
 
 class TrainingPlatformStack(TerraformStack):
@@ -51,17 +59,18 @@ class TrainingPlatformStack(TerraformStack):
         services = ProjectServices(self, "services", project)
         researchers = f"group:{env.researchers_group}"
 
-        def account(role: str, description: str, roles: tuple[str, ...]):
+        def account(role: str, description: str, roles: tuple[str, ...], conditions=None):
             return ServiceAccountWithRoles(
                 self, role, project=project, account_id=names.service_account_id(env, role),
-                description=description, project_roles=roles)
+                description=description, project_roles=roles, conditions=conditions)
 
         trainer = account("trainer", "Identity of Vertex AI training jobs",
                           TRAINER_PROJECT_ROLES)
         builder = account("builder", "Cloud Build: builds and pushes trainer images",
                           BUILDER_PROJECT_ROLES)
         deployer = account("deployer", "GitOps: applies this stack from the main branch",
-                           DEPLOYER_PROJECT_ROLES)
+                           DEPLOYER_PROJECT_ROLES,
+                           conditions={PROJECT_IAM_ADMIN: grants_only(DELEGATED_ROLES)})
         planner = account("planner", "GitOps: read-only plans for pull requests",
                           PLANNER_PROJECT_ROLES)
         for construct in (trainer, builder, deployer, planner):
@@ -81,7 +90,11 @@ class TrainingPlatformStack(TerraformStack):
             + ([delete_rule(age_days=env.retention.scratch_expiry_days,
                             prefixes=env.retention.scratch_prefixes)]
                if env.retention.scratch_expiry_days else []),
-            iam={"roles/storage.objectAdmin": [trainer.member, researchers]},
+            # Jobs read everything (records/, a run's checkpoints) but write only runs/.
+            iam={"roles/storage.objectAdmin": [researchers],
+                 "roles/storage.objectViewer": [trainer.member]},
+            conditional_iam=[("roles/storage.objectUser", trainer.member,
+                              object_prefix(names.data_bucket(env), layout.RUNS_PREFIX))],
         )
         build = PrivateBucket(
             self, "build", project=project, name=names.build_bucket(env), location=region,
@@ -99,7 +112,8 @@ class TrainingPlatformStack(TerraformStack):
             keep_versions=env.retention.keep_image_versions,
             untagged_days=env.retention.untagged_image_days,
             iam={"roles/artifactregistry.reader": [trainer.member],
-                 "roles/artifactregistry.writer": [builder.member, researchers]},
+                 "roles/artifactregistry.writer": [builder.member] + (
+                     [researchers] if env.researchers_push_images else [])},
         )
         registry.node.add_dependency(services)
         gpu_image = names.image_uri(env, image_tag)
@@ -118,12 +132,14 @@ class TrainingPlatformStack(TerraformStack):
         tensorboard.node.add_dependency(services)
         github = GithubDeployIdentity(self, "github", project=project,
                                       pool_id=names.workload_identity_pool_id(env),
-                                      repository=env.github_repository, environment=env.name)
+                                      repository=env.github_repository,
+                                      repository_id=env.github_repository_id,
+                                      owner_id=env.github_owner_id, environment=env.name)
         github.node.add_dependency(services)
         deployer.grant("github-main", "roles/iam.workloadIdentityUser",
                        github.main_branch_principal())
-        planner.grant("github-repository", "roles/iam.workloadIdentityUser",
-                      github.repository_principal(env.github_repository))
+        planner.grant("github-pull-requests", "roles/iam.workloadIdentityUser",
+                      github.pull_request_principal())
 
         outputs = {
             "project": project, "region": region, "bucket": data.bucket.name,
@@ -136,6 +152,7 @@ class TrainingPlatformStack(TerraformStack):
             "builder_service_account": builder.account.email,
             "planner_service_account": planner.account.email,
             "workload_identity_provider": github.provider.name,
+            "researchers_push_images": str(env.researchers_push_images).lower(),
         }
         for key, value in outputs.items():  # plain names: the launcher reads them
             TerraformOutput(self, f"output-{key}", value=value).override_logical_id(key)

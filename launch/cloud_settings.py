@@ -17,7 +17,8 @@ FROM_OUTPUTS = {"project": "project", "region": "region", "bucket": "bucket",
                 "image": "image_uri", "tpu_image": "tpu_image_uri",
                 "service_account": "trainer_service_account", "tensorboard": "tensorboard",
                 "build_bucket": "build_bucket",
-                "builder_service_account": "builder_service_account"}
+                "builder_service_account": "builder_service_account",
+                "researchers_push_images": "researchers_push_images"}
 REQUIRED = ("project", "region", "bucket", "image", "tpu_image", "service_account")
 
 

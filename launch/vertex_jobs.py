@@ -15,8 +15,9 @@ from google.cloud import aiplatform_v1
 from launch import jobs
 from launch.hardware import Machine, resolve_machine
 from launch.vertex_spec import DEFAULT_SCHEDULING, CloudTarget, Scheduling, custom_job
+from trainer.data import layout
 
-RECORDS_PREFIX = "records"
+RECORDS_PREFIX = layout.RECORDS_PREFIX
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 
@@ -63,7 +64,7 @@ class RunPaths:
 
     @property
     def root(self) -> str:  # the training job's base output directory
-        return f"gs://{self.bucket}/runs/{self.run_id}"
+        return f"gs://{self.bucket}/{layout.RUNS_PREFIX}/{self.run_id}"
 
     @property
     def checkpoints(self) -> str:  # the trainer's --model_dir

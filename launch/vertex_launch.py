@@ -218,6 +218,13 @@ def build_images(cloud: Cloud, local_docker: bool = False) -> str:
     tag = context_hash()
     gpu_image, tpu_image = (image_build.with_tag(fields[f], tag) for f in ("image", "tpu_image"))
     if local_docker:
+        if fields["researchers_push_images"] == "false":
+            raise image_build.ImageBuildError(
+                f"--local-docker pushes images, which researchers may not do in environment "
+                f"{cloud.environment!r} (researchers_push_images is off in "
+                "infra/environments.py, so a tag always names an image Cloud Build made). "
+                "Drop --local-docker to build in Cloud Build as the builder account, or ask a "
+                "platform engineer to turn researchers_push_images on")
         return image_build.ensure_images_locally(registry=cloud.clients.registry(),
                                                  gpu_image=gpu_image, tpu_image=tpu_image)
     return image_build.ensure_images(

@@ -52,10 +52,13 @@ def grants(stack: dict) -> set[tuple[str, str, str]]:
             member = member.replace(ref, account_id)
         return member.removeprefix("serviceAccount:")
 
+    def condition(r: dict) -> str:
+        return f" if {r['condition']['title']}" if r.get("condition") else ""
+
     scopes = {
-        "google_project_iam_member": lambda r: "project",
+        "google_project_iam_member": lambda r: "project" + condition(r),
         "google_storage_bucket_iam_member": lambda r: "bucket:" + (
-            "data" if "data_bucket" in r["bucket"] else "build"),
+            "data" if "data_bucket" in r["bucket"] else "build") + condition(r),
         "google_artifact_registry_repository_iam_member": lambda r: "repository",
         "google_service_account_iam_member": lambda r: "account:" + next(
             a for key, a in ((k, v["account_id"]) for k, v in
@@ -102,24 +105,29 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
     group = f"group:{env.researchers_group}"
     wif = {r["member"] for r in resources(stacks[env_name], "google_service_account_iam_member")
            if r["role"] == "roles/iam.workloadIdentityUser"}
-    main_branch = next(m for m in wif if m.endswith("/attribute.ref/refs/heads/main"))
-    repository = next(m for m in wif if m.endswith(f"/attribute.repository/"
-                                                   f"{env.github_repository}"))
+    main_branch = next(m for m in wif if m.endswith(
+        f"/attribute.workflow_ref/{env.github_repository}/.github/workflows/infra.yml"
+        "@refs/heads/main"))
+    pull_requests = next(m for m in wif if m.endswith("/attribute.event/pull_request"))
     from infra.stack import (
         BUILDER_PROJECT_ROLES,
         DEPLOYER_PROJECT_ROLES,
         PLANNER_PROJECT_ROLES,
+        PROJECT_IAM_ADMIN,
         TRAINER_PROJECT_ROLES,
     )
 
     expected = {
         *((sa["trainer"], "project", r) for r in TRAINER_PROJECT_ROLES),
-        (sa["trainer"], "bucket:data", "roles/storage.objectAdmin"),
+        (sa["trainer"], "bucket:data", "roles/storage.objectViewer"),
+        (sa["trainer"], "bucket:data if only-runs", "roles/storage.objectUser"),
         (sa["trainer"], "repository", "roles/artifactregistry.reader"),
         *((sa["builder"], "project", r) for r in BUILDER_PROJECT_ROLES),
         (sa["builder"], "bucket:build", "roles/storage.objectAdmin"),
         (sa["builder"], "repository", "roles/artifactregistry.writer"),
-        *((sa["deployer"], "project", r) for r in DEPLOYER_PROJECT_ROLES),
+        *((sa["deployer"], "project", r) for r in DEPLOYER_PROJECT_ROLES
+          if r != PROJECT_IAM_ADMIN),
+        (sa["deployer"], "project if delegated-role-grants", PROJECT_IAM_ADMIN),
         (sa["deployer"], "bucket:build", "roles/storage.objectAdmin"),
         (sa["deployer"], "account:" + sa["builder"], "roles/iam.serviceAccountUser"),
         *((sa["planner"], "project", r) for r in PLANNER_PROJECT_ROLES),
@@ -130,11 +138,47 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         (group, "account:" + sa["builder"], "roles/iam.serviceAccountUser"),
         (group, "bucket:data", "roles/storage.objectAdmin"),
         (group, "bucket:build", "roles/storage.objectUser"),
-        (group, "repository", "roles/artifactregistry.writer"),
+        *([(group, "repository", "roles/artifactregistry.writer")]
+          if env.researchers_push_images else []),
         (main_branch, "account:" + sa["deployer"], "roles/iam.workloadIdentityUser"),
-        (repository, "account:" + sa["planner"], "roles/iam.workloadIdentityUser"),
+        (pull_requests, "account:" + sa["planner"], "roles/iam.workloadIdentityUser"),
     }
     assert grants(stacks[env_name]) == expected
+
+
+@pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
+def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_roles(
+        stacks, env_name):
+    from infra.stack import DELEGATED_ROLES, PROJECT_IAM_ADMIN
+
+    stack, bucket = stacks[env_name], names.data_bucket(ENVIRONMENTS[env_name])
+    (runs,) = [r for r in resources(stack, "google_storage_bucket_iam_member")
+               if r.get("condition")]
+    assert runs["condition"]["expression"] == (
+        f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/runs/")')
+    (admin,) = [r for r in resources(stack, "google_project_iam_member")
+                if r["role"] == PROJECT_IAM_ADMIN]
+    listed = re.search(r"hasOnly\(\[(.*)\]\)", admin["condition"]["expression"])[1]
+    allowed = {role.strip(" '") for role in listed.split(",")}
+    granted = {r["role"] for r in resources(stack, "google_project_iam_member")}
+    assert allowed == set(DELEGATED_ROLES) == granted - {PROJECT_IAM_ADMIN}
+    assert admin["condition"]["expression"].startswith(
+        "api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', [])")
+
+
+def test_researchers_push_images_only_where_an_environment_opts_in(tmp_path):
+    from cdktf import App
+
+    from infra.stack import TrainingPlatformStack
+
+    app = App(outdir=str(tmp_path))
+    env = dataclasses.replace(ENVIRONMENTS["dev"], researchers_push_images=True)
+    TrainingPlatformStack(app, env, image_tag="t", source_dir=".")
+    app.synth()
+    stack = json.loads((tmp_path / "stacks" / "pets-dev" / "cdk.tf.json").read_text())
+    group = f"group:{env.researchers_group}"
+    assert (group, "repository", "roles/artifactregistry.writer") in grants(stack)
+    assert stack["output"]["researchers_push_images"]["value"] == "true"
 
 
 @pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
@@ -154,8 +198,13 @@ def test_github_federation_admits_only_the_configured_repository(stacks, env_nam
     env = ENVIRONMENTS[env_name]
     (provider,) = resources(stacks[env_name], "google_iam_workload_identity_pool_provider")
     assert provider["attribute_condition"] == (
+        f"assertion.repository_id == '{env.github_repository_id}' && "
+        f"assertion.repository_owner_id == '{env.github_owner_id}' && "
         f"assertion.repository == '{env.github_repository}' && "
-        f"assertion.sub == 'repo:{env.github_repository}:environment:{env_name}'")
+        f"assertion.sub == 'repo:{env.github_repository}:environment:{env_name}' && "
+        f"assertion.job_workflow_ref.startsWith('{env.github_repository}/"
+        ".github/workflows/infra.yml@') && "
+        "assertion.event_name in ['push', 'pull_request']")
     assert provider["oidc"]["issuer_uri"] == "https://token.actions.githubusercontent.com"
     assert provider["attribute_mapping"]["attribute.ref"] == "assertion.ref"
 
@@ -165,6 +214,7 @@ def test_registry_image_tensorboard_backend_and_outputs(stacks, env_name):
     env, stack = ENVIRONMENTS[env_name], stacks[env_name]
     (repository,) = resources(stack, "google_artifact_registry_repository")
     assert repository["format"] == "DOCKER" and repository["location"] == env.region
+    assert repository["docker_config"] == {"immutable_tags": True}
     policies = {p["id"]: p for p in repository["cleanup_policies"]}
     assert policies["keep-recent"]["most_recent_versions"]["keep_count"] == \
         env.retention.keep_image_versions
@@ -198,6 +248,8 @@ VALID = ENVIRONMENTS["dev"]
     ({"name_prefix": "a" * 20}, "name_prefix"),
     ({"researchers_group": "not-an-email"}, "researchers_group"),
     ({"github_repository": "no-slash"}, "github_repository"),
+    ({"github_repository_id": 0}, "github_repository_id"),
+    ({"github_owner_id": "182466201"}, "github_owner_id"),
     ({"state_bucket": "Has_Upper"}, "state_bucket"),
     ({"state_bucket": "goog-state"}, "state_bucket"),
     ({"labels": {"Env": "dev"}}, "labels"),

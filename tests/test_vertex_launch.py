@@ -154,3 +154,16 @@ def test_train_refuses_stale_shards_before_building_or_submitting(fakes, tmp_pat
                                                 r".*data\.upload --prune"):
         train(cloud)
     assert fakes.builds.requests == [] and fakes.vertex.received == []
+
+
+def test_local_docker_says_what_it_needs_where_researchers_may_not_push(fakes, tmp_path):
+    import json
+
+    from launch.image_build import ImageBuildError
+
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({"pets-dev": {**OUTPUTS, "researchers_push_images": "false"}}))
+    with pytest.raises(ImageBuildError, match=r"researchers_push_images is off.*Drop "
+                                              r"--local-docker to build in Cloud Build"):
+        vertex_launch.build_images(fakes.cloud(), local_docker=True)
+    assert fakes.builds.requests == []

@@ -13,8 +13,13 @@ from cdktf_cdktf_provider_google.storage_bucket import (
     StorageBucketSoftDeletePolicy,
     StorageBucketVersioning,
 )
-from cdktf_cdktf_provider_google.storage_bucket_iam_member import StorageBucketIamMember
+from cdktf_cdktf_provider_google.storage_bucket_iam_member import (
+    StorageBucketIamMember,
+    StorageBucketIamMemberCondition,
+)
 from constructs import Construct
+
+from infra.modules.conditions import Condition
 
 DAY_SECONDS = 24 * 3600
 
@@ -35,7 +40,10 @@ class PrivateBucket(Construct):
     def __init__(self, scope: Construct, id_: str, *, project: str, name: str, location: str,
                  labels: Mapping[str, str], force_destroy: bool, soft_delete_days: int,
                  lifecycle_rules: Sequence[StorageBucketLifecycleRule],
-                 iam: Mapping[str, Sequence[str]]) -> None:
+                 iam: Mapping[str, Sequence[str]],
+                 conditional_iam: Sequence[tuple[str, str, Condition]] = ()) -> None:
+        """`iam`: role -> members on the whole bucket; `conditional_iam`: (role, member,
+        condition) grants, e.g. on one object prefix."""
         super().__init__(scope, id_)
         self.bucket = StorageBucket(
             self, "bucket", project=project, name=name, location=location.upper(),
@@ -50,4 +58,12 @@ class PrivateBucket(Construct):
             StorageBucketIamMember(self, f"{role.split('/')[-1]}-{index}",
                                    bucket=self.bucket.name, role=role, member=member)
             for role, members in sorted(iam.items()) for index, member in enumerate(members)
+        ] + [
+            StorageBucketIamMember(
+                self, f"{role.split('/')[-1]}-{condition.title}-{index}",
+                bucket=self.bucket.name, role=role, member=member,
+                condition=StorageBucketIamMemberCondition(
+                    title=condition.title, expression=condition.expression,
+                    description=condition.description))
+            for index, (role, member, condition) in enumerate(conditional_iam)
         ]

@@ -9,6 +9,7 @@ from cdktf_cdktf_provider_google.artifact_registry_repository import (
     ArtifactRegistryRepositoryCleanupPolicies,
     ArtifactRegistryRepositoryCleanupPoliciesCondition,
     ArtifactRegistryRepositoryCleanupPoliciesMostRecentVersions,
+    ArtifactRegistryRepositoryDockerConfig,
 )
 from cdktf_cdktf_provider_google.artifact_registry_repository_iam_member import (
     ArtifactRegistryRepositoryIamMember,
@@ -25,6 +26,8 @@ class DockerRepository(Construct):
             self, "repository", project=project, location=location, format="DOCKER",
             repository_id=repository_id, labels=dict(labels),
             description="Trainer images, tagged with the content hash of their sources",
+            # A tag, once pushed, always names the same image: jobs run exactly what was built.
+            docker_config=ArtifactRegistryRepositoryDockerConfig(immutable_tags=True),
             cleanup_policy_dry_run=False,
             cleanup_policies=[
                 ArtifactRegistryRepositoryCleanupPolicies(

@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from cdktf_cdktf_provider_google.project_iam_member import ProjectIamMember
+from cdktf_cdktf_provider_google.project_iam_member import (
+    ProjectIamMember,
+    ProjectIamMemberCondition,
+)
 from cdktf_cdktf_provider_google.service_account import ServiceAccount
 from cdktf_cdktf_provider_google.service_account_iam_member import ServiceAccountIamMember
 from constructs import Construct
 
+from infra.modules.conditions import Condition
+
 
 class ServiceAccountWithRoles(Construct):
     def __init__(self, scope: Construct, id_: str, *, project: str, account_id: str,
-                 description: str, project_roles: Sequence[str] = ()) -> None:
+                 description: str, project_roles: Sequence[str] = (),
+                 conditions: Mapping[str, Condition] | None = None) -> None:
+        """`conditions`: role -> the condition its project-level grant carries."""
         super().__init__(scope, id_)
+        conditions = conditions or {}
         self.account = ServiceAccount(self, "account", project=project, account_id=account_id,
                                       display_name=account_id, description=description)
         self.member = f"serviceAccount:{self.account.email}"
         self.project_roles = [
             ProjectIamMember(self, role.split("/")[-1], project=project, role=role,
-                             member=self.member)
-            for role in project_roles
+                             member=self.member, condition=ProjectIamMemberCondition(
+                                 title=condition.title, expression=condition.expression,
+                                 description=condition.description) if condition else None)
+            for role in project_roles for condition in [conditions.get(role)]
         ]
 
     def grant(self, id_: str, role: str, member: str) -> ServiceAccountIamMember:

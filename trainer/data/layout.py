@@ -1,10 +1,13 @@
 """A converted dataset's file names, in one place: `data convert` writes them, the trainer
-reads them, and the launcher looks for them in the bucket before it starts a job."""
+reads them, and the launcher looks for them in the bucket before it starts a job. Also the
+data bucket's two top-level prefixes, which the infra's IAM conditions name too."""
 
 from __future__ import annotations
 
 import re
 
+RECORDS_PREFIX = "records"  # gs://BUCKET/records/: the converted dataset
+RUNS_PREFIX = "runs"  # gs://BUCKET/runs/RUN_ID/: everything jobs write
 SPLITS = ("train", "val")
 LABEL_MAP_FILENAME = "pet_label_map.pbtxt"
 SHARD = re.compile(r"(?P<index>\d{5})-of-(?P<total>\d{5})")

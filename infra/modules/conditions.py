@@ -1,0 +1,32 @@
+"""IAM conditions, as data: a title and a CEL expression, built in one place."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+
+@dataclasses.dataclass(frozen=True)
+class Condition:
+    title: str
+    expression: str
+    description: str = ""
+
+
+def object_prefix(bucket: str, prefix: str) -> Condition:
+    """Objects whose name starts with `prefix/` (needs uniform bucket-level access)."""
+    return Condition(
+        title=f"only-{prefix}",
+        expression=f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{prefix}/")',
+        description=f"objects under gs://{bucket}/{prefix}/ only")
+
+
+def grants_only(roles: Iterable[str]) -> Condition:
+    """Changes to IAM policy that add or remove only these roles (Cloud Foundation Fabric's
+    delegated role grants): an IAM admin that cannot grant anything else."""
+    listed = ", ".join(f"'{role}'" for role in sorted(set(roles)))
+    return Condition(
+        title="delegated-role-grants",
+        expression=f"api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', [])"
+                   f".hasOnly([{listed}])",
+        description="may grant or revoke only the roles this stack manages")
