@@ -1,4 +1,5 @@
-"""Conversion throughput: examples/s with one process vs all cores, on a synthetic sample."""
+"""Conversion throughput: examples/s with one process and with all cores, against the
+reference-style converter (one process, image headers only, no validation)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.reference_converter import convert_reference
 from trainer.data.convert import convert_directory
 from trainer.data.sample import write_sample
 
@@ -26,12 +28,17 @@ def main(num_images: int = 2000) -> dict:
         timed_conversion(data, Path(tmp) / "warmup", 1)  # imports and file cache
         one, written = timed_conversion(data, Path(tmp) / "one", 1)
         many, _ = timed_conversion(data, Path(tmp) / "many", cores)
+        start = time.perf_counter()
+        reference_written = convert_reference(data, Path(tmp) / "reference")
+        reference = time.perf_counter() - start
     result = {"examples": written, "one_process": written / one, "all_cores": written / many,
-              "cores": cores}
+              "reference": reference_written / reference, "cores": cores}
     print(f"\nconverted {written} examples")
     print(f"  1 process:        {result['one_process']:8.1f} examples/s")
     print(f"  {cores} processes:      {result['all_cores']:8.1f} examples/s")
     print(f"  speed-up:         {result['all_cores'] / result['one_process']:8.2f}x")
+    print(f"  reference style:  {result['reference']:8.1f} examples/s (1 process, headers only)")
+    print(f"  ours / reference: {result['all_cores'] / result['reference']:8.2f}x")
     return result
 
 

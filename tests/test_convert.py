@@ -172,3 +172,24 @@ def test_cli_reports_and_exits_nonzero_only_when_nothing_is_valid(tmp_path):
                       check=False)
     assert bad.returncode == 1
     assert "error: no valid example to write" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_benchmarks_reference_converter_lets_a_broken_image_reach_training(tmp_path):
+    """The yardstick of `invoke bench.convert` reads image headers only: the sample's
+    truncated JPEG reaches its records, and Model Garden's decoder fails on it in training.
+    Ours decodes every byte and skips it (corrupt_image)."""
+    from official.vision.dataloaders.tf_example_decoder import TfExampleDecoder
+
+    from benchmarks.reference_converter import convert_reference
+
+    root = write_sample(tmp_path / "pets", num_images=6, bad_inputs=True)
+    written = convert_reference(root, tmp_path / "out", num_shards=1)
+    records = read_records(f"{tmp_path}/out/*.record-*")
+    assert 0 < written == len(records)
+    failures = 0
+    for record in records:
+        try:
+            TfExampleDecoder().decode(tf.constant(record))["image"].numpy()
+        except tf.errors.InvalidArgumentError:
+            failures += 1
+    assert failures >= 1
