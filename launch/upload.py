@@ -86,7 +86,8 @@ def upload_directory(client, bucket_name: str, local_dir: str | Path, prefix: st
     bucket = client.bucket(bucket_name)
     existing = {b.name: b for b in list_blobs(client, bucket_name, prefix)}
     files = files_to_upload(local_dir)
-    wanted = {f"{prefix}/{path.relative_to(local_dir).as_posix()}" for path in files}
+    names = {path: f"{prefix}/{path.relative_to(local_dir).as_posix()}" for path in files}
+    wanted = set(names.values())
     stale = sorted(name for name in existing if name not in wanted and not name.endswith("/"))
     if stale and on_stale == "refuse":
         raise StaleObjectsError(
@@ -96,7 +97,7 @@ def upload_directory(client, bucket_name: str, local_dir: str | Path, prefix: st
             "uploaded: re-run with --prune to delete them, or upload to another bucket")
 
     def one(path: Path) -> tuple[str, bool]:
-        name = f"{prefix}/{path.relative_to(local_dir).as_posix()}"
+        name = names[path]
         remote = existing.get(name)
         if remote is not None and remote.crc32c == crc32c_of(path):
             on_bytes(path.stat().st_size)
