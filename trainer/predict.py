@@ -26,10 +26,9 @@ def load_model(model: str):
     try:
         return tf.saved_model.load(model).signatures["serving_default"]
     except Exception as error:  # missing, truncated or foreign files raise many types
-        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
         raise PredictError(f"{model} is not a readable SavedModel with a serving_default "
-                           f"signature ({first_line}); export one with `invoke export`") \
-            from None
+                           f"signature ({model_dir_lib.first_line(error)}); export one with "
+                           "`invoke export`") from None
 
 
 def predict(model: str, images: str, output_dir: str, min_score: float = 0.3) -> dict:
