@@ -154,8 +154,9 @@ def evaluate_continuously(
     results, last_progress = [], clock()
     unusable: set[int] = set()
     while True:
+        skip = done | unusable
         pending = [c for c in model_dir_lib.list_checkpoints(model_dir)
-                   if model_dir_lib.checkpoint_step(c) not in done | unusable]
+                   if model_dir_lib.checkpoint_step(c) not in skip]
         if pending:
             newest = pending[-1]  # behind the trainer: skip to the newest, never to a stale one
             try:

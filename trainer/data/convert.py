@@ -81,7 +81,6 @@ class Limits:
         return 4 * self.max_pixels + (1 << 20)
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Source:
     """One example to convert: where its files are and how it is identified."""
@@ -421,8 +420,9 @@ def _outcomes(sources: Sequence[Source], label_map: Mapping[str, int], limits: L
     A bounded number of chunks is in flight, so memory does not grow with the dataset, and a
     worker that dies (the OOM killer, a signal) ends the run at once instead of hanging it.
     """
-    if processes <= 1:
-        yield from _convert_chunk(sources, label_map, limits)
+    if processes <= 1:  # one at a time: never more than one example's bytes in memory
+        for source in sources:
+            yield convert_one(source, label_map, limits)
         return
     chunks = (sources[i:i + CHUNK_SIZE] for i in range(0, len(sources), CHUNK_SIZE))
     pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
