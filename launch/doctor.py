@@ -10,6 +10,9 @@ from google.api_core import exceptions
 
 ACT_AS = "iam.serviceAccounts.actAs"
 IAM_ENDPOINT = "https://iam.googleapis.com"
+# Cloud Build's default accounts, which hold project-wide roles out of the box.
+BROAD_BUILD_ACCOUNTS = {"@cloudbuild.gserviceaccount.com": "the legacy Cloud Build account",
+                        "-compute@developer.gserviceaccount.com": "the Compute Engine default"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,6 +21,9 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    warning: bool = False  # not ok, but nothing a launch needs: reported, not failed
+
+
 
 
 def check_credentials(load: Callable) -> tuple[Check, object | None]:
@@ -73,18 +79,43 @@ def check_training_data(storage_client, bucket: str, prefix: str) -> Check:
 
 
 def check_image(registry, image_uri: str) -> Check:
-    from launch.image_build import ImageBuildError, tag_exists
+    """The image a job would run, by the digest it would be submitted with."""
+    from launch.image_build import ImageBuildError, resolve_digest
 
     try:
-        present = tag_exists(registry, image_uri)
+        pinned = resolve_digest(registry, image_uri)
     except ImageBuildError as error:
-        return Check("trainer image", False, str(error), "fix --image or invoke.yaml")
+        fix = ("invoke image.build (`invoke train --target vertex` also builds it)"
+               if "not in Artifact Registry" in str(error) else "fix --image or invoke.yaml")
+        return Check("trainer image", False, str(error), fix)
     except exceptions.GoogleAPICallError as error:
         return Check("trainer image", False, error.message, "ask for artifactregistry.reader")
-    if not present:
-        return Check("trainer image", False, f"{image_uri} not in Artifact Registry",
-                     "invoke image.build (`invoke train --target vertex` also builds it)")
-    return Check("trainer image", True, image_uri)
+    return Check("trainer image", True, pinned)
+
+
+def check_default_build_account(builds, project: str, region: str) -> Check:
+    """A build that names no service account runs as the project's default Cloud Build
+    account, without the caller needing to act as it: whoever may submit builds (the
+    researchers) may borrow its roles. This platform's builds always name the builder."""
+    name = "build default"
+    try:
+        found = builds.get_default_service_account(
+            name=f"projects/{project}/locations/{region}/defaultServiceAccount", timeout=30)
+    except exceptions.GoogleAPICallError as error:
+        return Check(name, False, f"Cloud Build did not say: {error.message}",
+                     "ask for roles/cloudbuild.builds.viewer", warning=True)
+    email = found.service_account_email.rsplit("/", 1)[-1]
+    if not email:
+        return Check(name, True, "none: every build must name its service account")
+    for suffix, what in BROAD_BUILD_ACCOUNTS.items():
+        if email.endswith(suffix):
+            return Check(
+                name, False, f"builds that name no account run as {email} ({what}, with "
+                "project-wide roles): anyone who may submit a build can use them",
+                "a platform engineer revokes that account's project roles or disallows "
+                "default build accounts by organisation policy (README, Security model)",
+                warning=True)
+    return Check(name, True, f"builds that name no account run as {email}")
 
 
 def check_act_as(session, service_account: str, endpoint: str = IAM_ENDPOINT,
@@ -107,8 +138,8 @@ def check_act_as(session, service_account: str, endpoint: str = IAM_ENDPOINT,
 def report(checks: Sequence[Check]) -> tuple[str, bool]:
     lines = []
     for check in checks:
-        mark = "ok  " if check.ok else "FAIL"
+        mark = "ok  " if check.ok else "WARN" if check.warning else "FAIL"
         lines.append(f"{mark} {check.name:<16} {check.detail}")
         if not check.ok and check.fix:
             lines.append(f"     {'':<16} fix: {check.fix}")
-    return "\n".join(lines), all(c.ok for c in checks)
+    return "\n".join(lines), all(c.ok or c.warning for c in checks)

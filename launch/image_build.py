@@ -27,7 +27,8 @@ from launch.image_context import BUILD_DEFINITION, REPO_ROOT, context_files
 
 CLOUDBUILD_CONFIG = "cloudbuild.yaml"
 _IMAGE_URI = re.compile(r"^(?P<location>[a-z0-9-]+)-docker\.pkg\.dev/(?P<project>[^/]+)/"
-                        r"(?P<repository>[^/]+)/(?P<image>[^:]+):(?P<tag>[\w.-]+)$")
+                        r"(?P<repository>[^/]+)/(?P<image>[^:@]+):(?P<tag>[\w.-]+)$")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 class ImageBuildError(RuntimeError):
@@ -50,6 +51,34 @@ def with_tag(image_uri: str, tag: str) -> str:
     name = image_uri.split("@", 1)[0]
     repository, _, last = name.rpartition("/")
     return f"{repository}/{last.split(':', 1)[0]}:{tag}"
+
+
+def with_digest(image_uri: str, digest: str) -> str:
+    """`.../trainer:TAG` -> `.../trainer@sha256:...`: a name no later push can move."""
+    if not _DIGEST.match(digest):
+        raise ImageBuildError(f"{digest!r} is not an image digest (sha256:<64 hex digits>)")
+    name = image_uri.split("@", 1)[0]
+    repository, _, last = name.rpartition("/")
+    return f"{repository}/{last.split(':', 1)[0]}@{digest}"
+
+
+def resolve_digest(client: artifactregistry_v1.ArtifactRegistryClient, image_uri: str,
+                   timeout: float = 60.0) -> str:
+    """The image by the digest its Artifact Registry tag names now (as given when it already
+    names a digest): a job runs the image that was built, even if the tag moves later."""
+    if "@" in image_uri:
+        return with_digest(image_uri, image_uri.rsplit("@", 1)[1])
+    try:
+        name = tag_resource(image_uri)
+    except ImageBuildError as error:
+        raise ImageBuildError(f"{error}, nor pinned by digest (IMAGE@sha256:...): jobs run "
+                              "only images that cannot change under them") from None
+    try:
+        tag = client.get_tag(name=name, timeout=timeout)
+    except exceptions.NotFound:
+        raise ImageBuildError(f"{image_uri} is not in Artifact Registry: `invoke image.build` "
+                              "builds the sources' images; check --image") from None
+    return with_digest(image_uri, tag.version.rsplit("/", 1)[-1])
 
 
 def tag_exists(client: artifactregistry_v1.ArtifactRegistryClient, image_uri: str) -> bool:

@@ -8,6 +8,7 @@ import datetime
 import getpass
 import os
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,8 +22,10 @@ from launch.vertex_spec import (
     console_url,
     job_id,
     label_value,
+    pin_images,
     tensorboard_url,
     to_json,
+    trainer_images,
 )
 
 
@@ -133,9 +136,10 @@ def evaluate(cloud: Cloud, *, run_id: str, experiment: str | None, steps: int | 
 def _dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
               submission: Submission) -> str:
     if submission.dry_run:
-        return to_json(job)
+        return to_json(_pinned_if_possible(cloud, job))
     if not cloud.overrides.get("image"):
         print(build_images(cloud, submission.local_docker), flush=True)
+    job = pin_images(job, _digests(cloud, job))
     jobs = cloud.clients.jobs(where.region)
     created = vertex_client.submit(jobs, where.project, where.region, job)
     lines = [f"submitted {created.name} (run {run_id})",
@@ -147,6 +151,32 @@ def _dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
     print("\n".join(lines), flush=True)
     return _follow(cloud.clients.logs(), jobs, where.project, created.name, 100,
                    submission.poll_seconds)
+
+
+def _digests(cloud: Cloud, job, timeout: float = 60.0) -> dict[str, str]:
+    """Each of the job's images -> the same image by the digest its tag names now."""
+    from launch.image_build import resolve_digest
+
+    registry = cloud.clients.registry()
+    return {image: resolve_digest(registry, image, timeout) for image in trainer_images(job)}
+
+
+def _pinned_if_possible(cloud: Cloud, job):
+    """What `--dry-run` prints: the job by image digest when Artifact Registry can say (with
+    credentials, and after the build); otherwise by tag, with a note on stderr saying why."""
+    from google.api_core.exceptions import GoogleAPIError
+    from google.auth.exceptions import GoogleAuthError
+
+    from launch.image_build import ImageBuildError
+
+    try:
+        return pin_images(job, _digests(cloud, job, timeout=20.0))
+    except (ImageBuildError, GoogleAPIError, GoogleAuthError) as error:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+        print(f"note: images shown by tag, not digest ({reason}); a submitted job names each "
+              "image by the digest Artifact Registry has for it after the build",
+              file=sys.stderr)
+        return job
 
 
 def tensorboard_links(cloud: Cloud, run_id: str) -> str:
@@ -268,6 +298,8 @@ def doctor(cloud: Cloud) -> tuple[str, bool]:
         checks.check_training_data(storage_client, where.bucket, vertex_jobs.RECORDS_PREFIX),
         checks.check_image(cloud.clients.registry(), where.image),
         checks.check_act_as(session, where.service_account),
+        checks.check_default_build_account(cloud.clients.builds(), where.project,
+                                           where.region),
     ]
     if builder := cloud.fields(())["builder_service_account"]:
         found.append(checks.check_act_as(session, builder, role="builder",

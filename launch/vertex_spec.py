@@ -118,6 +118,22 @@ def custom_job(
     )
 
 
+def trainer_images(job: aiplatform_v1.CustomJob) -> list[str]:
+    """The images of the job's own containers (Google's Reduction Server is not ours)."""
+    return sorted({pool.container_spec.image_uri for pool in job.job_spec.worker_pool_specs}
+                  - {REDUCTION_SERVER_IMAGE})
+
+
+def pin_images(job: aiplatform_v1.CustomJob, pins: Mapping[str, str]
+               ) -> aiplatform_v1.CustomJob:
+    """A copy of `job` whose containers run `pins[image]` (the image by digest) instead."""
+    pinned = aiplatform_v1.CustomJob.deserialize(aiplatform_v1.CustomJob.serialize(job))
+    for pool in pinned.job_spec.worker_pool_specs:
+        image = pool.container_spec.image_uri
+        pool.container_spec.image_uri = pins.get(image, image)
+    return pinned
+
+
 def to_json(custom_job_proto: aiplatform_v1.CustomJob) -> str:
     """The REST form, as `--dry-run` prints it (and `CustomJob.from_json` reads it back)."""
     return aiplatform_v1.CustomJob.to_json(custom_job_proto, indent=2,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import grpc
 from google.cloud import artifactregistry_v1
 from google.cloud.devtools import cloudbuild_v1
@@ -15,8 +17,17 @@ class FakeArtifactRegistry(GrpcFake):
     SERVICE = "google.devtools.artifactregistry.v1.ArtifactRegistry"
 
     def __init__(self) -> None:
-        self.tags: set[str] = set()
+        self.tags: dict[str, str] = {}  # tag resource name -> the image digest it names
         super().__init__()
+
+    def push(self, image_uri: str) -> str:
+        """Tags new image content as `image_uri` (moving the tag if it exists); its digest."""
+        from launch.image_build import tag_resource
+
+        name = tag_resource(image_uri)
+        digest = "sha256:" + hashlib.sha256(f"{name}#{len(self.tags)}".encode()).hexdigest()
+        self.tags[name] = digest
+        return digest
 
     def handlers(self) -> dict:
         return {"GetTag": unary(self.get_tag, artifactregistry_v1.GetTagRequest,
@@ -25,7 +36,9 @@ class FakeArtifactRegistry(GrpcFake):
     def get_tag(self, request, context):
         if request.name not in self.tags:
             context.abort(grpc.StatusCode.NOT_FOUND, f"{request.name} not found")
-        return artifactregistry_v1.Tag(name=request.name)
+        package = request.name.rsplit("/tags/", 1)[0]
+        return artifactregistry_v1.Tag(name=request.name,
+                                       version=f"{package}/versions/{self.tags[request.name]}")
 
     def client(self) -> artifactregistry_v1.ArtifactRegistryClient:
         from google.cloud.artifactregistry_v1.services.artifact_registry.transports import (
@@ -45,11 +58,20 @@ class FakeCloudBuild(GrpcFake):
     def __init__(self, registry: FakeArtifactRegistry | None = None) -> None:
         self.requests: list[cloudbuild_v1.CreateBuildRequest] = []
         self.registry = registry
+        self.default_service_account = ""  # as GetDefaultServiceAccount answers: the API's form
         super().__init__()
 
     def handlers(self) -> dict:
         return {"CreateBuild": unary(self.create_build, cloudbuild_v1.CreateBuildRequest,
-                                     operations_pb2.Operation.SerializeToString)}
+                                     operations_pb2.Operation.SerializeToString),
+                "GetDefaultServiceAccount": unary(
+                    self.get_default_service_account,
+                    cloudbuild_v1.GetDefaultServiceAccountRequest,
+                    cloudbuild_v1.DefaultServiceAccount.serialize)}
+
+    def get_default_service_account(self, request, context):
+        return cloudbuild_v1.DefaultServiceAccount(
+            name=request.name, service_account_email=self.default_service_account)
 
     def create_build(self, request, context):
         self.requests.append(request)
@@ -57,10 +79,8 @@ class FakeCloudBuild(GrpcFake):
         build.id, build.status = f"build-{len(self.requests)}", cloudbuild_v1.Build.Status.SUCCESS
         build.log_url = f"https://console.cloud.google.com/cloud-build/builds/{build.id}"
         if self.registry is not None:
-            from launch.image_build import tag_resource
-
-            self.registry.tags |= {tag_resource(build.substitutions.get(i.strip("${}"), i))
-                                   for i in build.images}
+            for image in build.images:
+                self.registry.push(build.substitutions.get(image.strip("${}"), image))
         response, metadata = any_pb2.Any(), any_pb2.Any()
         response.Pack(cloudbuild_v1.Build.pb(build))
         metadata.Pack(cloudbuild_v1.BuildOperationMetadata.pb(

@@ -11,8 +11,7 @@ import pytest
 import requests
 
 from launch import doctor
-from launch.image_build import tag_resource
-from tests.fake_build import FakeArtifactRegistry
+from tests.fake_build import FakeArtifactRegistry, FakeCloudBuild
 from tests.fake_gcs import FakeGcs
 from tests.fake_vertex import FakeJobService
 
@@ -72,9 +71,29 @@ def test_image():
     with FakeArtifactRegistry() as registry:
         absent = doctor.check_image(registry.client(), IMAGE)
         assert not absent.ok and absent.fix.startswith("invoke image.build")
-        registry.tags.add(tag_resource(IMAGE))
-        assert doctor.check_image(registry.client(), IMAGE).ok
-        assert not doctor.check_image(registry.client(), "docker.io/python:3").ok
+        digest = registry.push(IMAGE)
+        present = doctor.check_image(registry.client(), IMAGE)
+        assert present.ok and present.detail == IMAGE.replace(":abc", f"@{digest}")
+        elsewhere = doctor.check_image(registry.client(), "docker.io/python:3")
+        assert not elsewhere.ok and elsewhere.fix == "fix --image or invoke.yaml"
+
+
+@pytest.mark.parametrize("email, ok", [
+    ("", True),
+    ("projects/p/serviceAccounts/123456789@cloudbuild.gserviceaccount.com", False),
+    ("projects/p/serviceAccounts/123456789-compute@developer.gserviceaccount.com", False),
+    ("projects/p/serviceAccounts/builds@p.iam.gserviceaccount.com", True),
+])
+def test_the_default_cloud_build_account_escalation_path_is_reported(email, ok):
+    with FakeCloudBuild() as builds:
+        builds.default_service_account = email
+        check = doctor.check_default_build_account(builds.client(), "p", "us-central1")
+    assert check.ok is ok
+    if not ok:  # a warning naming the account and who fixes it, not a failed preflight
+        assert check.warning and email.rsplit("/", 1)[1] in check.detail
+        assert "revokes that account's project roles" in check.fix
+        text, passed = doctor.report([check])
+        assert passed and text.startswith("WARN build default")
 
 
 @pytest.fixture

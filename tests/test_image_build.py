@@ -17,6 +17,7 @@ from launch.image_build import (
     docker_commands,
     ensure_images,
     ensure_images_locally,
+    resolve_digest,
     tag_exists,
     tag_resource,
     with_tag,
@@ -70,8 +71,8 @@ def test_builds_both_targets_once_then_skips(services):
     assert {"Dockerfile", "cloudbuild.yaml", "trainer/cli.py"} <= set(names)
     assert not any(n.startswith(("tests/", ".venv/", "work/")) for n in names)
 
-    registry.tags |= {tag_resource(f"{REPOSITORY}/trainer:{tag}"),
-                      tag_resource(f"{REPOSITORY}/trainer-tpu:{tag}")}
+    registry.push(f"{REPOSITORY}/trainer:{tag}")
+    registry.push(f"{REPOSITORY}/trainer-tpu:{tag}")
     assert ensure(services, tag).startswith("up to date")
     assert len(builds.requests) == 1  # nothing rebuilt
 
@@ -80,12 +81,35 @@ def test_tag_lookup_and_bad_uris(services):
     registry, _, _ = services
     uri = f"{REPOSITORY}/trainer:abc"
     assert not tag_exists(registry.client(), uri)
-    registry.tags.add(tag_resource(uri))
+    registry.push(uri)
     assert tag_exists(registry.client(), uri)
     assert tag_resource(uri) == ("projects/pets-detector-dev/locations/us-central1/"
                                  "repositories/pets-images/packages/trainer/tags/abc")
     with pytest.raises(ImageBuildError, match="not an Artifact Registry"):
         tag_resource("docker.io/library/python:3.11")
+
+
+def test_images_resolve_to_the_digest_their_tag_names_now(services):
+    registry, _, _ = services
+    client, uri = registry.client(), f"{REPOSITORY}/trainer:abc"
+    with pytest.raises(ImageBuildError, match=r"trainer:abc is not in Artifact Registry: "
+                                              r"`invoke image\.build`"):
+        resolve_digest(client, uri)
+    first = registry.push(uri)
+    assert resolve_digest(client, uri) == f"{REPOSITORY}/trainer@{first}"
+    second = registry.push(uri)  # the tag moves: a later resolution follows it
+    assert second != first and resolve_digest(client, uri) == f"{REPOSITORY}/trainer@{second}"
+
+    by_digest = f"docker.io/library/python@sha256:{'a' * 64}"
+    assert resolve_digest(client, by_digest) == by_digest  # already immutable: as it is
+    for hostile in ("docker.io/library/python:3.11", f"{REPOSITORY}/trainer@sha256:abc",
+                    f"{REPOSITORY}/trainer@sha256:{'A' * 64}", f"{REPOSITORY}/trainer",
+                    f"{REPOSITORY}/trainer:abc@md5:{'a' * 32}"):
+        with pytest.raises(ImageBuildError, match="digest"):
+            resolve_digest(client, hostile)
+    registry.tags[tag_resource(uri)] = "latest"  # a registry answer that is not a digest
+    with pytest.raises(ImageBuildError, match="'latest' is not an image digest"):
+        resolve_digest(client, uri)
 
 
 def test_source_tarball_is_reproducible():
@@ -125,7 +149,8 @@ def test_local_docker_builds_pushes_or_skips(services, tmp_path, monkeypatch):
     assert calls.read_text().splitlines() == [
         f"build --target gpu -t {gpu} .", f"build --target tpu -t {tpu} .", f"push {gpu}",
         f"push {tpu}"]
-    registry.tags |= {tag_resource(gpu), tag_resource(tpu)}
+    registry.push(gpu)
+    registry.push(tpu)
     calls.unlink()
     assert ensure_images_locally(registry=registry.client(), gpu_image=gpu,
                                  tpu_image=tpu).startswith("up to date")

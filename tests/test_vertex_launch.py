@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from launch import vertex_launch
+from launch.image_build import tag_resource
 from launch.image_context import context_hash
 from launch.vertex_jobs import Hardware
 from tests.fake_cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
@@ -46,7 +47,9 @@ def test_upload_then_train_builds_once_and_submits_the_sources_image(fakes, tmp_
     assert build.build.service_account.endswith(OUTPUTS["builder_service_account"])
     (request,) = fakes.vertex.received
     (pool,) = request.custom_job.job_spec.worker_pool_specs
-    assert pool.container_spec.image_uri == f"{REPOSITORY}/trainer:{context_hash()}"
+    built = f"{REPOSITORY}/trainer:{context_hash()}"  # the job runs what was built, by digest
+    assert pool.container_spec.image_uri == \
+        f"{REPOSITORY}/trainer@{fakes.registry.tags[tag_resource(built)]}"
     assert request.custom_job.job_spec.base_output_directory.output_uri_prefix == \
         "gs://pets-data/runs/gpu1"
     (job_name,) = fakes.vertex.jobs
@@ -60,14 +63,41 @@ def test_upload_then_train_builds_once_and_submits_the_sources_image(fakes, tmp_
     assert capsys.readouterr().out.count("up to date") == 1
 
 
-def test_a_pinned_image_is_never_built(fakes, tmp_path):
+def test_a_pinned_image_is_never_built_and_runs_by_digest(fakes, tmp_path):
+    from launch.image_build import ImageBuildError
+
     cloud = fakes.cloud(image=f"{REPOSITORY}/trainer:pinned")
     vertex_launch.upload_records(cloud, str(records(tmp_path)))
+    with pytest.raises(ImageBuildError, match="trainer:pinned is not in Artifact Registry"):
+        train(cloud)
+    digest = fakes.registry.push(f"{REPOSITORY}/trainer:pinned")
     train(cloud)
+    fakes.registry.push(f"{REPOSITORY}/trainer:pinned")  # a tag moved later moves no job
     assert fakes.builds.requests == []
     (request,) = fakes.vertex.received
     assert request.custom_job.job_spec.worker_pool_specs[0].container_spec.image_uri == \
-        f"{REPOSITORY}/trainer:pinned"
+        f"{REPOSITORY}/trainer@{digest}"
+    with pytest.raises(ImageBuildError, match="nor pinned by digest"):
+        train(fakes.cloud(image="docker.io/someone/trainer:latest"), run_id="gpu2")
+    assert len(fakes.vertex.received) == 1
+
+
+def test_dry_run_shows_digests_once_the_images_exist(fakes, capsys):
+    from google.cloud import aiplatform_v1
+
+    dry = vertex_launch.Submission(dry_run=True)
+    tpu = {"hardware": Hardware(tpu="v5litepod-4")}
+    job = aiplatform_v1.CustomJob.from_json(train(fakes.cloud(), submission=dry, **tpu))
+    tagged = f"{REPOSITORY}/trainer-tpu:{context_hash()}"
+    assert job.job_spec.worker_pool_specs[0].container_spec.image_uri == tagged
+    assert "images shown by tag, not digest (" in capsys.readouterr().err
+
+    digest = fakes.registry.push(tagged)
+    job = aiplatform_v1.CustomJob.from_json(train(fakes.cloud(), submission=dry, **tpu))
+    assert job.job_spec.worker_pool_specs[0].container_spec.image_uri == \
+        f"{REPOSITORY}/trainer-tpu@{digest}"
+    assert capsys.readouterr().err == ""
+    assert fakes.builds.requests == [] and fakes.vertex.received == []
 
 
 def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
