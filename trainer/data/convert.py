@@ -14,11 +14,11 @@ killed run leaves the previous output exactly as it was.
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import ctypes
 import dataclasses
 import functools
 import io
-import itertools
 import json
 import multiprocessing
 import os
@@ -27,7 +27,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -36,7 +36,12 @@ import numpy as np
 from PIL import Image
 
 from trainer.data import layout, pets
-from trainer.data.images import DEFAULT_MAX_PIXELS, ImageError, check_image
+from trainer.data.images import (
+    DEFAULT_MAX_PIXELS,
+    MAX_DECODABLE_PIXELS,
+    ImageError,
+    check_image,
+)
 from trainer.data.label_map import pets_label_map, write_label_map
 from trainer.data.tf_example import Box, detection_example
 from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
@@ -47,8 +52,6 @@ TRAIN_FRACTION = 0.7
 DEFAULT_NUM_SHARDS = 10
 DEFAULT_MAX_OBJECTS = 1000
 MAX_XML_BYTES = 16 << 20  # a VOC annotation is a few KB; lxml bounds the rest of a parse
-CHUNK_SIZE = 8  # examples per task sent to a worker process
-CHUNKS_IN_FLIGHT = 4  # per worker: bounds the memory held by results not yet written
 MAX_DETAIL = 300  # characters of an exception's text kept in the report
 VOC_CLASSES = (
     "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
@@ -74,6 +77,9 @@ class Limits:
             if getattr(self, field.name) < 1:
                 raise ConversionError(f"--{field.name} must be at least 1, "
                                       f"got {getattr(self, field.name)}")
+        if self.max_pixels > MAX_DECODABLE_PIXELS:
+            raise ConversionError(f"--max_pixels must be at most {MAX_DECODABLE_PIXELS:,}: "
+                                  "TensorFlow's JPEG decoder refuses larger images in training")
 
     def max_file_bytes(self) -> int:
         """No image within the pixel cap needs more bytes than its raw RGBA pixels (plus
@@ -408,41 +414,94 @@ def _convert_one(source: Source, label_map: Mapping[str, int], limits: Limits) -
 # -------------------------------------------------------------------------- running
 
 
-def _convert_chunk(chunk: Sequence[Source], label_map: Mapping[str, int],
-                   limits: Limits) -> list[Outcome]:
-    return [convert_one(source, label_map, limits) for source in chunk]
+@dataclasses.dataclass(frozen=True)
+class Shard:
+    """One record file and its examples: every `num_shards`-th of a split, in input order.
+    A shard's bytes depend only on its examples, however many processes share the work."""
+
+    split: str
+    path: Path
+    sources: tuple[tuple[int, Source], ...]  # (position in the split, example)
 
 
-def _outcomes(sources: Sequence[Source], label_map: Mapping[str, int], limits: Limits,
-              processes: int) -> Iterator[Outcome]:
-    """Converts in parallel, yielding results in input order (so output is deterministic).
+@dataclasses.dataclass(frozen=True)
+class Converted:
+    """What a shard writer reports of one example; its bytes went to the shard file."""
 
-    A bounded number of chunks is in flight, so memory does not grow with the dataset, and a
-    worker that dies (the OOM killer, a signal) ends the run at once instead of hanging it.
-    """
-    if processes <= 1:  # one at a time: never more than one example's bytes in memory
-        for source in sources:
-            yield convert_one(source, label_map, limits)
-        return
-    chunks = (sources[i:i + CHUNK_SIZE] for i in range(0, len(sources), CHUNK_SIZE))
-    pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("fork"))
+    position: int
+    name: str
+    problems: tuple[Problem, ...]
+    written: bool
+
+
+def _shards(plan: Plan, staging: Path, num_shards: int) -> list[Shard]:
+    return [Shard(split, shard_path(staging, split, i, num_shards),
+                  tuple(enumerate(sources))[i::num_shards])
+            for split, sources in plan.splits.items() for i in range(num_shards)]
+
+
+_examples_done = None  # in a worker process: the count shared with the parent, for progress
+
+
+def _start_worker(counter) -> None:
+    global _examples_done
+    _examples_done = counter
+
+
+def _count_in_worker() -> None:
+    with _examples_done.get_lock():
+        _examples_done.value += 1
+
+
+def _write_shard(shard: Shard, label_map: Mapping[str, int], limits: Limits,
+                 on_example: Callable[[], object]) -> list[Converted]:
+    """Converts and writes one shard, holding one example's bytes at a time."""
+    import tensorflow as tf
+
+    results = []
+    with tf.io.TFRecordWriter(str(shard.path)) as writer:
+        for position, source in shard.sources:
+            outcome = convert_one(source, label_map, limits)
+            if outcome.serialized is not None:
+                writer.write(outcome.serialized)
+            results.append(Converted(position, outcome.name, outcome.problems,
+                                     outcome.serialized is not None))
+            on_example()
+    return results
+
+
+def _write_all(shards: Sequence[Shard], label_map: Mapping[str, int], limits: Limits,
+               processes: int, on_progress: Callable[[int], object]) -> list[list[Converted]]:
+    """Each shard written by one process; the parent only counts. A worker that dies (the
+    OOM killer, a signal) ends the run at once instead of hanging it."""
+    if processes <= 1:
+        return [_write_shard(shard, label_map, limits, lambda: on_progress(1))
+                for shard in shards]
+    context = multiprocessing.get_context("fork")
+    counter = context.Value("q", 0)
+    pool = ProcessPoolExecutor(processes, mp_context=context, initializer=_start_worker,
+                               initargs=(counter,))
     try:
-        pending = collections.deque(
-            pool.submit(_convert_chunk, chunk, label_map, limits)
-            for chunk in itertools.islice(chunks, processes * CHUNKS_IN_FLIGHT))
-        while pending:
-            try:
-                outcomes = pending.popleft().result()
-            except BrokenProcessPool:
-                raise ConversionError(
-                    "a conversion worker process died (killed by the out-of-memory killer or "
-                    "a signal?); nothing was replaced. Retry with fewer --processes, or lower "
-                    "--max_pixels if images are huge") from None
-            if (chunk := next(chunks, None)) is not None:
-                pending.append(pool.submit(_convert_chunk, chunk, label_map, limits))
-            yield from outcomes
+        futures = [pool.submit(_write_shard, shard, label_map, limits, _count_in_worker)
+                   for shard in shards]
+        reported = 0
+        while running := [f for f in futures if not f.done()]:
+            concurrent.futures.wait(running, timeout=0.2, return_when="FIRST_COMPLETED")
+            on_progress(counter.value - reported)
+            reported = counter.value
+        try:
+            results = [future.result() for future in futures]
+        except BrokenProcessPool:
+            raise ConversionError(
+                "a conversion worker process died (killed by the out-of-memory killer or "
+                "a signal?); nothing was replaced. Retry with fewer --processes, or lower "
+                "--max_pixels if images are huge") from None
+        on_progress(counter.value - reported)
+        return results
     finally:
-        pool.shutdown(cancel_futures=True)  # waits only for the chunks already running
+        for process in list(pool._processes.values()):  # no public way before Python 3.14
+            process.terminate()  # an error or Ctrl-C: do not finish shards nobody will use
+        pool.shutdown(cancel_futures=True)
 
 
 def _summarise(report: dict) -> str:
@@ -523,26 +582,23 @@ def _write_splits(plan: Plan, label_map: Mapping[str, int], staging: Path, num_s
                   processes: int, limits: Limits, progress: bool
                   ) -> tuple[dict[str, int], list[tuple[str, str, Problem]]]:
     """Each split's shards into `staging`; returns the examples written per split and every
-    problem, planning's first, as (split, example, problem)."""
-    import tensorflow as tf
+    problem in input order, planning's first, as (split, example, problem)."""
     from tqdm import tqdm
 
-    ordered = [(split, source) for split, sources in plan.splits.items() for source in sources]
-    writers = {split: [tf.io.TFRecordWriter(str(shard_path(staging, split, i, num_shards)))
-                       for i in range(num_shards)] for split in plan.splits}
+    shards = _shards(plan, staging, num_shards)
+    total = sum(len(sources) for sources in plan.splits.values())
+    with tqdm(total=total, desc="converting", unit="img", disable=not progress) as bar:
+        results = _write_all(shards, label_map, limits, processes, bar.update)
     written = dict.fromkeys(plan.splits, 0)
+    by_split: dict[str, list[Converted]] = {split: [] for split in plan.splits}
+    for shard, converted in zip(shards, results, strict=True):
+        written[shard.split] += sum(c.written for c in converted)
+        by_split[shard.split] += converted
     problems = list(plan.problems)
-    with tqdm(total=len(ordered), desc="converting", unit="img", disable=not progress) as bar:
-        outcomes = _outcomes([source for _, source in ordered], label_map, limits, processes)
-        for (split, _), outcome in zip(ordered, outcomes, strict=True):
-            problems += [(split, outcome.name, problem) for problem in outcome.problems]
-            if outcome.serialized is not None:
-                writers[split][written[split] % num_shards].write(outcome.serialized)
-                written[split] += 1
-            bar.update()
-    for split_writers in writers.values():
-        for writer in split_writers:
-            writer.close()
+    for split, converted in by_split.items():
+        problems += [(split, c.name, problem)
+                     for c in sorted(converted, key=lambda c: c.position)
+                     for problem in c.problems]
     return written, problems
 
 

@@ -8,9 +8,11 @@ import warnings
 
 from PIL import Image
 
+from trainer.data import jpeg
+
 JPEG_QUALITY = 95
 DEFAULT_MAX_PIXELS = 40_000_000  # a 40 MP photo decodes to 120 MB of RGB
-
+MAX_DECODABLE_PIXELS = ((1 << 29) - 1) // 3  # TensorFlow's decode_jpeg: RGB under 2**29 bytes
 
 class ImageError(ValueError):
     """An image that cannot be decoded; `reason` is the report key."""
@@ -29,10 +31,18 @@ class CheckedImage:
 
 
 def check_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> CheckedImage:
-    """Decodes every byte of `data`; re-encodes it as RGB JPEG when it is another format or
-    colour mode. The pixel cap is checked from the header, before anything is decoded."""
+    """Keeps a 3-component JPEG that training's decoder reads to its end (checked by a walk
+    over its structure, not a decode); decodes any other format or colour mode and
+    re-encodes it as RGB JPEG. The pixel cap is checked from the header, before any decode."""
     if not data:
         raise ImageError("corrupt_image", "the file is empty")
+    if data.startswith(b"\xff\xd8"):
+        problem, headers = jpeg.walk(data)
+        if problem:
+            raise ImageError("corrupt_image", f"cannot decode image ({problem})")
+        _check_pixels(headers.width, headers.height, max_pixels)
+        if len(headers.components) == 3:  # YCbCr (or RGB): decoders give RGB, keep it
+            return CheckedImage(data, headers.width, headers.height, ())
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our cap decides
@@ -45,26 +55,26 @@ def check_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> CheckedIma
     except Exception as error:  # PIL raises many types for undecodable bytes
         raise ImageError("corrupt_image", f"cannot decode image ({error})") from None
     width, height = image.size
-    if width * height > max_pixels:
-        raise ImageError("image_too_large", f"{width}x{height} is {width * height:,} pixels, "
-                                            f"more than the cap of {max_pixels:,} (--max_pixels)")
+    _check_pixels(width, height, max_pixels)
     repairs = []
     if image.format != "JPEG":
         repairs.append(f"reencoded_{(image.format or 'unknown').lower()}_as_jpeg")
     if image.mode != "RGB":
         repairs.append(f"converted_{image.mode.lower()}_to_rgb")
     try:
-        if not repairs:  # kept as it is: decode at 1/8 scale, which still reads every byte
-            image.draft("RGB", (max(1, width // 8), max(1, height // 8)))
         image.load()  # truncated or corrupt files fail here, not in training
     except Exception as error:  # PIL raises many types for undecodable bytes
         raise ImageError("corrupt_image", f"cannot decode image ({error})") from None
-    if not repairs:
-        return CheckedImage(data, width, height, ())
     rgb = _to_rgb(image)
     buffer = io.BytesIO()
     rgb.save(buffer, format="JPEG", quality=JPEG_QUALITY)
     return CheckedImage(buffer.getvalue(), rgb.width, rgb.height, tuple(repairs))
+
+
+def _check_pixels(width: int, height: int, max_pixels: int) -> None:
+    if width * height > max_pixels:
+        raise ImageError("image_too_large", f"{width}x{height} is {width * height:,} pixels, "
+                                            f"more than the cap of {max_pixels:,} (--max_pixels)")
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:
