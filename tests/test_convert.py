@@ -177,7 +177,7 @@ def test_cli_reports_and_exits_nonzero_only_when_nothing_is_valid(tmp_path):
 def test_the_benchmarks_reference_converter_lets_a_broken_image_reach_training(tmp_path):
     """The yardstick of `invoke bench.convert` reads image headers only: the sample's
     truncated JPEG reaches its records, and Model Garden's decoder fails on it in training.
-    Ours decodes every byte and skips it (corrupt_image)."""
+    Ours walks every JPEG to its end and skips it (corrupt_image)."""
     from official.vision.dataloaders.tf_example_decoder import TfExampleDecoder
 
     from benchmarks.reference_converter import convert_reference

@@ -222,8 +222,11 @@ def test_registry_image_tensorboard_backend_and_outputs(stacks, env_name):
     (build,) = resources(stack, "terraform_data")
     tag = context_hash(REPO)
     assert build["triggers_replace"] == [tag]
-    command = build["provisioner"][0]["local-exec"]["command"]
-    assert f"_GPU_IMAGE={names.image_uri(env, tag)}" in command
+    local_exec = build["provisioner"][0]["local-exec"]
+    command = [*local_exec["interpreter"], local_exec["command"]]  # an argument list, no shell
+    assert command[:3] == ["gcloud", "builds", "submit"]
+    assert f"--substitutions=_GPU_IMAGE={names.image_uri(env, tag)}," \
+           f"_TPU_IMAGE={names.image_uri(env, tag, names.TPU_IMAGE)}" in command
     assert f"--service-account=projects/{env.project_id}/serviceAccounts/" \
            f"{names.service_account_email(env, 'builder')}" in command
     (tensorboard,) = resources(stack, "google_vertex_ai_tensorboard")

@@ -2,12 +2,11 @@
 
 The tag is the content hash of the build context (launch.image_context), so the build runs
 again exactly when the trainer's sources or the Dockerfile change. `terraform_data` is
-Terraform's built-in resource: no extra provider to download.
+Terraform's built-in resource: no extra provider to download. The command runs without a
+shell: local-exec's `interpreter` is the argument list, its `command` the last argument.
 """
 
 from __future__ import annotations
-
-import shlex
 
 from cdktf import LocalExecProvisioner, TerraformResource
 from constructs import Construct
@@ -16,7 +15,7 @@ CLOUDBUILD_CONFIG = "cloudbuild.yaml"
 
 
 def build_command(*, project: str, region: str, gpu_image: str, tpu_image: str,
-                  service_account: str, build_bucket: str, source_dir: str) -> str:
+                  service_account: str, build_bucket: str, source_dir: str) -> list[str]:
     """The `gcloud builds submit` that builds the GPU and TPU targets with this tag."""
     args = [
         "gcloud", "builds", "submit", source_dir, f"--project={project}", f"--region={region}",
@@ -26,14 +25,16 @@ def build_command(*, project: str, region: str, gpu_image: str, tpu_image: str,
         f"--gcs-source-staging-dir=gs://{build_bucket}/source",
         f"--gcs-log-dir=gs://{build_bucket}/logs",
     ]
-    return shlex.join(args)
+    return args
 
 
 class TrainerImage(Construct):
-    def __init__(self, scope: Construct, id_: str, *, tag: str, command: str,
+    def __init__(self, scope: Construct, id_: str, *, tag: str, command: list[str],
                  depends_on: list) -> None:
         super().__init__(scope, id_)
+        *interpreter, last = command
         self.build = TerraformResource(
             self, "build", terraform_resource_type="terraform_data", depends_on=depends_on,
-            provisioners=[LocalExecProvisioner(type="local-exec", command=command)])
+            provisioners=[LocalExecProvisioner(type="local-exec", interpreter=interpreter,
+                                               command=last)])
         self.build.add_override("triggers_replace", [tag])
