@@ -8,6 +8,7 @@ import sys
 from invoke import Collection, Exit, task
 
 from launch import jobs, workflow
+from launch.errors import InputError, StepFailed, UserError
 
 WORK = "work"
 DATA_DIR, RECORDS_DIR, MODEL_DIR = f"{WORK}/pets", f"{WORK}/records", f"{WORK}/model"
@@ -41,27 +42,22 @@ NO_CREDENTIALS = ("no Google credentials found: run `gcloud auth application-def
 
 
 def _guarded(action):
-    """Runs a task's action: a failed step exits 1; bad settings, input or a refusal by
-    Google Cloud exit 2; each with one line that names the fix, never a traceback."""
+    """Runs a task's action: a failed step exits 1; what the user can fix (settings, input,
+    access, a refusal by Google Cloud) exits 2; each with one line that names the fix. Any
+    other exception is a bug and keeps its traceback."""
     from google.api_core.exceptions import GoogleAPICallError
     from google.auth.exceptions import DefaultCredentialsError
 
-    from launch.cloud_settings import SettingsMissingError
-    from launch.hardware import HardwareError
-    from launch.image_build import ImageBuildError
-    from launch.vertex_client import VertexError
-
     try:
         return action()
-    except (HardwareError, SettingsMissingError, VertexError, ImageBuildError, ValueError,
-            FileNotFoundError) as error:
+    except UserError as error:
         raise Exit(f"error: {error}", code=2) from None
     except DefaultCredentialsError:
         raise Exit(f"error: {NO_CREDENTIALS}", code=2) from None
     except GoogleAPICallError as error:  # any refusal the adapters do not explain themselves
         raise Exit(f"error: Google Cloud refused the request ({error.__class__.__name__}: "
                    f"{error.message}); `invoke doctor` checks your access", code=2) from None
-    except workflow.WorkflowError as error:
+    except StepFailed as error:
         raise Exit(f"error: {error}", code=1) from None
 
 
@@ -261,7 +257,7 @@ def tensorboard(c, logdir=None, port=6006, target="local", run_id=None, env=None
 
 def _port(value) -> int:
     if not str(value).isdigit() or not 1 <= int(value) <= 65535:
-        raise ValueError(f"--port must be a number from 1 to 65535, got {value!r}")
+        raise InputError(f"--port must be a number from 1 to 65535, got {value!r}")
     return int(value)
 
 

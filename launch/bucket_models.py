@@ -18,6 +18,7 @@ import os
 import re
 from pathlib import Path
 
+from launch.errors import InputError, MissingError
 from launch.upload import crc32c_of, list_blobs
 from trainer import model_dir
 
@@ -29,7 +30,7 @@ NEWEST = re.compile(r'^model_checkpoint_path:\s*"(?P<path>[^"]+)"', re.MULTILINE
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,221}$")  # one plain path segment
 
 
-class UnsafePathError(ValueError):
+class UnsafePathError(InputError):
     """An object name or gs:// path that would be written outside the local mirror."""
 
 
@@ -57,11 +58,11 @@ class GcsPath:
     @classmethod
     def parse(cls, url: str) -> GcsPath:
         if not url.startswith("gs://") or not url[5:].split("/", 1)[0]:
-            raise ValueError(f"{url!r} is not a gs://BUCKET/PATH URL")
+            raise InputError(f"{url!r} is not a gs://BUCKET/PATH URL")
         bucket, _, prefix = url[5:].partition("/")
         prefix = prefix.strip("/")
         if not BUCKET_NAME.match(bucket):
-            raise ValueError(f"{url!r}: {bucket!r} is not a bucket name")
+            raise InputError(f"{url!r}: {bucket!r} is not a bucket name")
         if prefix and (reason := unsafe_reason(prefix)):
             raise UnsafePathError(f"{url!r}: the path has {reason}; name the objects plainly "
                                   "(gs://BUCKET/runs/RUN/model)")
@@ -110,7 +111,7 @@ def _listing(client, where: GcsPath, recursive: bool) -> dict[str, object]:
     found = {b.name.removeprefix(f"{where.prefix}/"): b for b in blobs
              if not b.name.endswith("/")}
     if not found:
-        raise FileNotFoundError(f"nothing at {where}/: check the run id, or that the job has "
+        raise MissingError(f"nothing at {where}/: check the run id, or that the job has "
                                 "written it (`invoke jobs.status`)")
     return found
 
@@ -145,7 +146,7 @@ def stage_checkpoint(client, model_dir_url: str, checkpoint: str | None = None,
         state = top.get(CHECKPOINT_STATE)
         newest = NEWEST.search(state.download_as_text()) if state is not None else None
         if newest is None:
-            raise FileNotFoundError(f"no checkpoint in {where}/ yet; has training saved one?")
+            raise MissingError(f"no checkpoint in {where}/ yet; has training saved one?")
         checkpoint = newest["path"]
     name = checkpoint_name(checkpoint)
     if unsafe_reason(name):
@@ -154,7 +155,7 @@ def stage_checkpoint(client, model_dir_url: str, checkpoint: str | None = None,
               if n in RUN_FILES or n == f"{name}.index" or n.startswith(f"{name}.data-")}
     if f"{name}.index" not in wanted:
         have = sorted(n.removesuffix(".index") for n in top if n.endswith(".index"))
-        raise FileNotFoundError(f"{where}/ has no checkpoint {name}; it has {have or 'none'}")
+        raise MissingError(f"{where}/ has no checkpoint {name}; it has {have or 'none'}")
     _fetch_all(where, wanted, cache_dir)
     local = where.mirror(cache_dir)
     return local, local / name

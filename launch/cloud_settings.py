@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from launch.errors import MissingError
 from launch.image_context import REPO_ROOT
 from launch.vertex_spec import CloudTarget
 
@@ -22,7 +23,7 @@ FROM_OUTPUTS = {"project": "project", "region": "region", "bucket": "bucket",
 REQUIRED = ("project", "region", "bucket", "image", "tpu_image", "service_account")
 
 
-class SettingsMissingError(RuntimeError):
+class SettingsMissingError(MissingError):
     pass
 
 

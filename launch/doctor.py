@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 
 from google.api_core import exceptions
 
+from launch.errors import MissingError
+
 ACT_AS = "iam.serviceAccounts.actAs"
 IAM_ENDPOINT = "https://iam.googleapis.com"
 # Cloud Build's default accounts, which hold project-wide roles out of the box.
@@ -69,7 +71,7 @@ def check_training_data(storage_client, bucket: str, prefix: str) -> Check:
 
     try:
         problems = training_data_problems(storage_client, bucket, prefix)
-    except (FileNotFoundError, exceptions.GoogleAPICallError) as error:
+    except (MissingError, exceptions.GoogleAPICallError) as error:
         return Check("training data", False, str(error), "see the bucket check")
     if problems:
         return Check("training data", False, f"gs://{bucket}/{prefix}/ {'; '.join(problems)}",

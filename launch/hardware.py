@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 import re
 
+from launch.errors import InputError
 
-class HardwareError(ValueError):
+
+class HardwareError(InputError):
     """An impossible machine/accelerator/TPU/region combination; the message says what fits."""
 
 

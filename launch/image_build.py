@@ -23,6 +23,7 @@ from google.cloud import artifactregistry_v1
 from google.cloud.devtools import cloudbuild_v1
 from google.protobuf import duration_pb2
 
+from launch.errors import UserError
 from launch.image_context import BUILD_DEFINITION, REPO_ROOT, context_files
 
 CLOUDBUILD_CONFIG = "cloudbuild.yaml"
@@ -31,7 +32,7 @@ _IMAGE_URI = re.compile(r"^(?P<location>[a-z0-9-]+)-docker\.pkg\.dev/(?P<project
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
-class ImageBuildError(RuntimeError):
+class ImageBuildError(UserError):
     pass
 
 

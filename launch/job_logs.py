@@ -18,13 +18,14 @@ from google.cloud.logging_v2.types import LogEntry
 from google.logging.type import log_severity_pb2
 
 from launch import vertex_client
+from launch.errors import InputError
 from launch.vertex_spec import job_id
 
 
 def log_filter(job_id: str, since: datetime.datetime | None = None) -> str:
     """The Logging query language filter for one custom job's entries."""
     if not job_id.isdigit():
-        raise ValueError(f"{job_id!r} is not a custom job id: use the number that "
+        raise InputError(f"{job_id!r} is not a custom job id: use the number that "
                          "`invoke jobs.list` shows")
     clauses = ['resource.type="ml_job"', f'resource.labels.job_id="{job_id}"']
     if since is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from launch.errors import InputError
 from trainer.experiments import DEFAULT_EXPERIMENT
 
 TRAINER_COMMAND = ("python", "-m", "trainer")
@@ -22,7 +23,7 @@ class WorkerPool:
 
     def __post_init__(self) -> None:
         if self.replica_count < 1:
-            raise ValueError(f"a worker pool needs at least 1 replica, got {self.replica_count}")
+            raise InputError(f"a worker pool needs at least 1 replica, got {self.replica_count}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +75,7 @@ def training_run(model_dir: str, data_dir: str, experiment: str | None = None,
 def train_job(run: TrainingRun, workers: int = 0, export_dir: str | None = None) -> TrainerJob:
     """A chief plus `workers` more replicas (MultiWorkerMirroredStrategy when workers > 0)."""
     if workers < 0:
-        raise ValueError(f"--workers must be 0 or more, got {workers}")
+        raise InputError(f"--workers must be 0 or more, got {workers}")
     args = run.trainer_args("train")
     if export_dir:
         args += (f"--export_dir={export_dir}",)

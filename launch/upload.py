@@ -20,6 +20,7 @@ from pathlib import Path
 import google_crc32c
 from google.api_core import exceptions
 
+from launch.errors import InputError, MissingError
 from trainer.data import layout
 
 CHUNK = 1 << 20
@@ -36,7 +37,7 @@ class UploadResult:
     deleted: list[str] = dataclasses.field(default_factory=list)
 
 
-class StaleObjectsError(ValueError):
+class StaleObjectsError(InputError):
     """The destination holds objects the local directory does not: nothing was uploaded."""
 
 
@@ -54,20 +55,20 @@ def files_to_upload(local_dir: Path) -> list[Path]:
     anywhere on the workstation to the bucket."""
     paths = sorted(p for p in local_dir.rglob("*") if not p.name.endswith(".partial"))
     if links := [p for p in paths if p.is_symlink()]:
-        raise ValueError(f"{links[0]} is a symlink; refusing to upload what it points to. "
+        raise InputError(f"{links[0]} is a symlink; refusing to upload what it points to. "
                          "Copy the file in, or remove the link")
     files = [p for p in paths if p.is_file()]
     if not files:
-        raise FileNotFoundError(f"nothing to upload in {local_dir}; run `invoke data.convert`")
+        raise MissingError(f"nothing to upload in {local_dir}; run `invoke data.convert`")
     return files
 
 
 def list_blobs(client, bucket_name: str, prefix: str, delimiter: str | None = None) -> list:
-    """The objects below `prefix/`; a missing bucket is a FileNotFoundError that names the fix."""
+    """The objects below `prefix/`; a missing bucket is a MissingError that names the fix."""
     try:
         return list(client.list_blobs(bucket_name, prefix=f"{prefix}/", delimiter=delimiter))
     except exceptions.NotFound:
-        raise FileNotFoundError(f"bucket gs://{bucket_name} does not exist; check --bucket "
+        raise MissingError(f"bucket gs://{bucket_name} does not exist; check --bucket "
                                 "or the infra outputs (`npx cdktf deploy`)") from None
 
 
@@ -81,7 +82,7 @@ def upload_directory(client, bucket_name: str, local_dir: str | Path, prefix: st
     only if it is still the version listed, so a second writer's new object survives).
     """
     if on_stale not in STALE_ACTIONS:
-        raise ValueError(f"on_stale must be one of {STALE_ACTIONS}, got {on_stale!r}")
+        raise InputError(f"on_stale must be one of {STALE_ACTIONS}, got {on_stale!r}")
     local_dir = Path(local_dir)
     bucket = client.bucket(bucket_name)
     existing = {b.name: b for b in list_blobs(client, bucket_name, prefix)}
@@ -130,7 +131,7 @@ def upload_records(client, bucket_name: str, local_dir: str | Path, prefix: str,
 
     files = files_to_upload(Path(local_dir))
     if problems := layout.problems([p.name for p in files]):
-        raise ValueError(f"{local_dir} is not a complete conversion: it {'; '.join(problems)}."
+        raise InputError(f"{local_dir} is not a complete conversion: it {'; '.join(problems)}."
                          " Run `invoke data.convert` again")
     with Progress(TextColumn("[bold]uploading"), BarColumn(), DownloadColumn(),
                   TransferSpeedColumn()) as progress:

@@ -9,13 +9,14 @@ from collections.abc import Callable, Mapping
 from google.api_core import exceptions
 from google.cloud import aiplatform_v1
 
+from launch.errors import UserError
 from launch.vertex_spec import job_id
 
 TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
             "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"}
 
 
-class VertexError(RuntimeError):
+class VertexError(UserError):
     pass
 
 

@@ -13,6 +13,7 @@ import re
 from google.cloud import aiplatform_v1
 
 from launch import jobs
+from launch.errors import InputError
 from launch.hardware import Machine, resolve_machine
 from launch.vertex_spec import DEFAULT_SCHEDULING, CloudTarget, Scheduling, custom_job
 from trainer.data import layout
@@ -21,7 +22,7 @@ RECORDS_PREFIX = layout.RECORDS_PREFIX
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 
-class RunIdError(ValueError):
+class RunIdError(InputError):
     """A run id that cannot be a label value and a plain bucket path segment."""
 
 
@@ -96,7 +97,7 @@ def train_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
     """Chief (+ workers on the same machine type) (+ Reduction Server), validated first."""
     machine = hardware.resolve(target.region)
     if machine.is_tpu and workers:
-        raise ValueError("TPU jobs run on one TPU VM here: drop --workers")
+        raise InputError("TPU jobs run on one TPU VM here: drop --workers")
     job = jobs.train_job(run, workers)
     return custom_job(job, [machine] * len(job.pools), target,
                       RunPaths(target.bucket, run_id).root, scheduling,

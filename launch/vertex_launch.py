@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from launch import cloud_settings, vertex_client, vertex_jobs
+from launch.errors import InputError, MissingError, StepFailed
 from launch.google_clients import GoogleClients
 from launch.image_context import REPO_ROOT, context_hash
 from launch.vertex_spec import (
@@ -118,7 +119,7 @@ def _require_training_data(cloud: Cloud, where: CloudTarget) -> None:
 
     if problems := training_data_problems(cloud.storage(), where.bucket,
                                           vertex_jobs.RECORDS_PREFIX):
-        raise FileNotFoundError(
+        raise MissingError(
             f"gs://{where.bucket}/{vertex_jobs.RECORDS_PREFIX}/ {'; '.join(problems)}: "
             "run `invoke data.convert` and `invoke data.upload --prune` first")
 
@@ -188,7 +189,7 @@ def tensorboard_links(cloud: Cloud, run_id: str) -> str:
                                     fields["project"], fields["region"],
                                     labels={"run": run_id})
     if not found:
-        raise ValueError(f"no Vertex AI job has run {run_id!r}; `invoke jobs.list` shows them")
+        raise MissingError(f"no Vertex AI job has run {run_id!r}; `invoke jobs.list` shows them")
     return "\n".join(f"{job.display_name}: {tensorboard_url(job) or 'no TensorBoard attached'}"
                      for job in found)
 
@@ -204,7 +205,7 @@ def job_command(cloud: Cloud, command: str, job: str | None = None,
                          for j in vertex_client.list_jobs(client, project, region)) or \
             "no custom jobs"
     if not job:
-        raise ValueError(f"jobs.{command} needs --job (the id `invoke jobs.list` shows)")
+        raise InputError(f"jobs.{command} needs --job (the id `invoke jobs.list` shows)")
     name = vertex_client.job_name(project, region, job)
     if command == "cancel":
         vertex_client.cancel(client, name)
@@ -227,12 +228,11 @@ def job_command(cloud: Cloud, command: str, job: str | None = None,
 def _follow(logs, jobs, project: str, name: str, lines: int, poll_seconds: float) -> str:
     """Prints the job's log lines until it ends; a job that did not succeed is a failure."""
     from launch import job_logs
-    from launch.workflow import WorkflowError
 
     done = job_logs.follow(logs, jobs, project, name, lines=lines, poll_seconds=poll_seconds,
                            on_entry=lambda e: print(job_logs.format_entry(e), flush=True))
     if done.state.name != "JOB_STATE_SUCCEEDED":
-        raise WorkflowError(f"{vertex_client.describe(done).strip()}: "
+        raise StepFailed(f"{vertex_client.describe(done).strip()}: "
                             f"{done.error.message or 'no error message'}")
     return vertex_client.describe(done)
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from google.cloud import aiplatform_v1
 from google.protobuf import duration_pb2
 
+from launch.errors import InputError
 from launch.hardware import Machine
 from launch.jobs import TrainerJob
 
@@ -41,10 +42,10 @@ class Scheduling:
 
     def __post_init__(self) -> None:
         if self.strategy not in SCHEDULING_STRATEGIES:
-            raise ValueError(f"scheduling strategy must be one of "
+            raise InputError(f"scheduling strategy must be one of "
                              f"{', '.join(SCHEDULING_STRATEGIES)}, got {self.strategy!r}")
         if self.timeout_hours <= 0:
-            raise ValueError(f"--timeout-hours must be positive, got {self.timeout_hours}")
+            raise InputError(f"--timeout-hours must be positive, got {self.timeout_hours}")
 
 
 DEFAULT_SCHEDULING = Scheduling()
@@ -76,7 +77,7 @@ def custom_job(
 ) -> aiplatform_v1.CustomJob:
     """One worker pool per job pool, each on its machine; an optional Reduction Server pool."""
     if len(machines) != len(job.pools):
-        raise ValueError(f"{len(job.pools)} worker pools but {len(machines)} machines")
+        raise InputError(f"{len(job.pools)} worker pools but {len(machines)} machines")
     args = list(job.args)
     if machines[0].is_tpu and not any(a.startswith("--tpu") for a in args):
         args.append("--tpu=local")  # the TPU is attached to the VM the trainer runs on
@@ -94,7 +95,7 @@ def custom_job(
     ]
     if reduction_servers:
         if len(pools) < 2 or any(m.is_tpu for m in machines):
-            raise ValueError("Reduction Server needs GPU workers: pass --workers N as well")
+            raise InputError("Reduction Server needs GPU workers: pass --workers N as well")
         pools.append(aiplatform_v1.WorkerPoolSpec(
             machine_spec=aiplatform_v1.MachineSpec(machine_type=REDUCTION_SERVER_MACHINE),
             replica_count=reduction_servers,

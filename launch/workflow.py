@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from launch import bucket_models, jobs
+from launch.errors import InputError, StepFailed
 from launch.local import LocalExecutor, progress_printer
 from launch.upload import upload_directory
 from trainer.data import pets
@@ -17,10 +18,6 @@ from trainer.experiments import default_train_steps
 from trainer.predict import DETECTIONS_FILE
 
 DEMO_PREDICT_IMAGES = 6
-
-
-class WorkflowError(RuntimeError):
-    """A step failed; the message names the step and where its output is."""
 
 
 def _console():
@@ -31,7 +28,7 @@ def _console():
 
 def run_job(job: jobs.TrainerJob, total_steps: int | None = None,
             executor: LocalExecutor | None = None) -> None:
-    """Runs a job locally with a progress bar; raises WorkflowError if it fails."""
+    """Runs a job locally with a progress bar; raises StepFailed if it fails."""
     on_line, close = progress_printer(total_steps)
     executor = executor or LocalExecutor()
     executor = dataclasses.replace(executor, on_line=on_line)
@@ -40,7 +37,7 @@ def run_job(job: jobs.TrainerJob, total_steps: int | None = None,
     finally:
         close()
     if code != 0:
-        raise WorkflowError(f"{job.name} failed with exit status {code} (output above)")
+        raise StepFailed(f"{job.name} failed with exit status {code} (output above)")
 
 
 def train(run: jobs.TrainingRun, workers: int = 0, export_dir: str | None = None) -> None:
@@ -93,7 +90,7 @@ def _client_if_remote(factory: Callable[[], object] | None, *paths: str):
     if not any(map(bucket_models.is_gcs, paths)):
         return None
     if factory is None:
-        raise WorkflowError(f"{' '.join(paths)}: gs:// paths need cloud settings")
+        raise InputError(f"{' '.join(paths)}: gs:// paths need cloud settings")
     return factory()
 
 
@@ -115,7 +112,7 @@ def latest_metrics(model_dir: str) -> dict:
     paths = sorted(Path(model_dir, "eval").glob("ckpt-*.json"),
                    key=lambda p: int(p.stem.removeprefix("ckpt-")))
     if not paths:
-        raise WorkflowError(f"no evaluation results in {model_dir}/eval")
+        raise StepFailed(f"no evaluation results in {model_dir}/eval")
     return json.loads(paths[-1].read_text())
 
 

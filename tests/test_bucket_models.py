@@ -13,6 +13,7 @@ from launch.bucket_models import (
     stage_checkpoint,
     stage_directory,
 )
+from launch.errors import InputError, MissingError
 from tests.fake_gcs import FakeGcs
 
 RUN = "gs://pets-data/runs/r1/checkpoints"
@@ -61,15 +62,15 @@ def test_stage_checkpoint_fetches_the_run_files_and_the_newest_checkpoint_only(g
 def test_a_chosen_checkpoint_and_the_errors_that_name_the_fix(gcs, tmp_path):
     _, checkpoint = stage_checkpoint(gcs, RUN, "500", cache_dir=tmp_path)
     assert checkpoint.name == "ckpt-500" and checkpoint.with_suffix(".index").exists()
-    with pytest.raises(FileNotFoundError, match=r"no checkpoint ckpt-7; it has \['ckpt-1000', "
+    with pytest.raises(MissingError, match=r"no checkpoint ckpt-7; it has \['ckpt-1000', "
                                                 r"'ckpt-500'\]"):
         stage_checkpoint(gcs, RUN, "ckpt-7", cache_dir=tmp_path)
-    with pytest.raises(FileNotFoundError, match="nothing at gs://pets-data/runs/nope/"):
+    with pytest.raises(MissingError, match="nothing at gs://pets-data/runs/nope/"):
         stage_checkpoint(gcs, "gs://pets-data/runs/nope", cache_dir=tmp_path)
-    with pytest.raises(FileNotFoundError, match="bucket gs://missing does not exist"):
+    with pytest.raises(MissingError, match="bucket gs://missing does not exist"):
         stage_directory(gcs, "gs://missing/runs/r1/model", cache_dir=tmp_path)
     gcs.bucket("pets-data").blob("runs/fresh/run.json").upload_from_string("{}")
-    with pytest.raises(FileNotFoundError, match="no checkpoint in gs://pets-data/runs/fresh"):
+    with pytest.raises(MissingError, match="no checkpoint in gs://pets-data/runs/fresh"):
         stage_checkpoint(gcs, "gs://pets-data/runs/fresh", cache_dir=tmp_path)
     assert not list(tmp_path.rglob("*.partial"))
 
@@ -85,7 +86,7 @@ def test_names_and_urls():
     where = GcsPath.parse("gs://b/runs/r1/")
     assert (where.bucket, where.prefix, str(where)) == ("b", "runs/r1", "gs://b/runs/r1")
     for bad in ("/local/dir", "gs://", "s3://b/x"):
-        with pytest.raises(ValueError, match="not a gs://BUCKET/PATH URL"):
+        with pytest.raises(InputError, match="not a gs://BUCKET/PATH URL"):
             GcsPath.parse(bad)
 
 
@@ -135,7 +136,7 @@ def test_a_symlink_in_the_mirror_cannot_redirect_a_download(gcs, tmp_path):
 def test_hostile_urls_and_checkpoint_names_are_refused(gcs, tmp_path):
     for url in ("gs://pets-data/runs/../../../x", "gs://pets-data/runs//x", "gs://../x",
                 "gs://pets-data/runs/./x"):
-        with pytest.raises(ValueError, match="gs://"):
+        with pytest.raises(InputError, match="gs://"):
             stage_directory(gcs, url, cache_dir=tmp_path)
     with pytest.raises(UnsafePathError, match="not a file name"):
         stage_checkpoint(gcs, RUN, "..", cache_dir=tmp_path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from launch import job_logs, vertex_client
+from launch.errors import InputError
 from tests.fake_logging import FakeLoggingService, job_entry
 from tests.fake_vertex import FakeJobService
 from tests.test_vertex import RUN, TARGET
@@ -53,7 +54,7 @@ def test_follow_prints_every_line_once_until_the_job_ends(logging_fake):
 
 
 def test_bad_job_ids_and_api_errors_are_clear(logging_fake):
-    with pytest.raises(ValueError, match="not a custom job id"):
+    with pytest.raises(InputError, match="not a custom job id"):
         job_logs.tail(logging_fake.client(), PROJECT, 'x" OR "1', lines=1)
     with FakeJobService() as vertex, pytest.raises(vertex_client.VertexError, match="not found"):
         job_logs.follow(logging_fake.client(), vertex.client(), PROJECT,

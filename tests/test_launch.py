@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from launch import jobs
+from launch.errors import InputError
 from launch.local import LocalExecutor, cluster_specs, progress_printer, replica_environments
 from tests.conftest import REPO
 
@@ -31,9 +32,9 @@ def test_train_job_is_the_trainer_command_line():
 
 @pytest.mark.parametrize("workers", [-1])
 def test_invalid_worker_counts_are_rejected(workers):
-    with pytest.raises(ValueError, match="--workers"):
+    with pytest.raises(InputError, match="--workers"):
         jobs.train_job(RUN, workers=workers)
-    with pytest.raises(ValueError, match="at least 1 replica"):
+    with pytest.raises(InputError, match="at least 1 replica"):
         jobs.WorkerPool(0)
 
 
@@ -150,3 +151,28 @@ def test_tensorboard_flags_never_reach_a_shell(tmp_path):
     result, marker = hostile_tensorboard(tmp_path, f"--logdir={tmp_path}/x$(touch MARKER)")
     assert result.returncode != 0  # the port is taken: TensorBoard itself gave up
     assert not marker.exists()
+
+
+def test_the_task_guard_turns_user_errors_into_one_line_and_lets_bugs_through():
+    """What the user can fix exits 2 (1 for a failed step) with one line; a bug, even a
+    built-in ValueError or FileNotFoundError, keeps its traceback."""
+    from invoke import Exit
+
+    import tasks
+    from launch.errors import MissingError, StepFailed
+    from launch.hardware import HardwareError
+
+    def fails(error: Exception):
+        def action():
+            raise error
+        return action
+
+    for error, code in ((HardwareError("an n1 machine takes T4 in counts 1, 2, 4"), 2),
+                        (MissingError("no checkpoint yet"), 2),
+                        (StepFailed("train failed with exit status 1"), 1)):
+        with pytest.raises(Exit) as exit_info:
+            tasks._guarded(fails(error))
+        assert exit_info.value.code == code and exit_info.value.message == f"error: {error}"
+    for bug in (ValueError("int() of 'abc'"), FileNotFoundError("/tmp/x"), KeyError("k")):
+        with pytest.raises(type(bug)):
+            tasks._guarded(fails(bug))

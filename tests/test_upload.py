@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from launch.errors import InputError, MissingError
 from launch.upload import (
     StaleObjectsError,
     training_data_problems,
@@ -84,7 +85,7 @@ def test_a_killed_upload_leaves_no_partial_object(gcs, records):
 
 
 def test_missing_bucket_is_a_clear_error(gcs, records):
-    with pytest.raises(FileNotFoundError, match="gs://nope does not exist"):
+    with pytest.raises(MissingError, match="gs://nope does not exist"):
         upload_directory(gcs, "nope", records, "records")
 
 
@@ -133,11 +134,11 @@ def test_stale_shards_of_an_earlier_conversion_are_refused_or_pruned(gcs, record
 
 def test_an_incomplete_or_linked_local_conversion_is_not_uploaded(gcs, records, tmp_path):
     (records / "train.record-00002-of-00004").unlink()
-    with pytest.raises(ValueError, match=r"not a complete conversion: it lacks "
+    with pytest.raises(InputError, match=r"not a complete conversion: it lacks "
                                          r"train\.record-00002-of-00004"):
         upload_records(gcs, "pets-data", records, "records")
     (records / "train.record-00002-of-00004").symlink_to(tmp_path / "secret")
     (tmp_path / "secret").write_text("ssh key")
-    with pytest.raises(ValueError, match="is a symlink"):
+    with pytest.raises(InputError, match="is a symlink"):
         upload_records(gcs, "pets-data", records, "records")
     assert remote(gcs) == []

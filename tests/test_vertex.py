@@ -9,6 +9,7 @@ import pytest
 from google.cloud import aiplatform_v1
 
 from launch import cloud_settings, hardware, vertex_client
+from launch.errors import InputError
 from launch.vertex_jobs import Hardware, eval_custom_job, train_custom_job, training_run
 from launch.vertex_spec import CloudTarget, Scheduling, to_json
 from tests.fake_vertex import FakeJobService
@@ -142,7 +143,7 @@ def test_api_errors_are_reported_clearly(fake, word, message):
     ({"accelerator": "NVIDIA_GTX_1080:1"}, 0, "unknown accelerator"),
 ])
 def test_invalid_combinations_are_rejected_before_any_request(fake, kwargs, workers, message):
-    with pytest.raises((hardware.HardwareError, ValueError), match=message):
+    with pytest.raises(InputError, match=message):  # HardwareError is an InputError
         train_custom_job(TARGET, RUN, "run1", Hardware(**kwargs), workers=workers)
     assert fake.received == []
 
@@ -151,7 +152,7 @@ def test_regions_without_the_accelerator_are_rejected():
     target = CloudTarget(**{**TARGET.__dict__, "region": "me-central2"})
     with pytest.raises(hardware.HardwareError, match="not offered for training in me-central2"):
         train_custom_job(target, RUN, "run1", Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1"))
-    with pytest.raises(ValueError, match="--workers must be 0 or more"):
+    with pytest.raises(InputError, match="--workers must be 0 or more"):
         train_custom_job(TARGET, RUN, "run1", Hardware(), workers=-1)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from launch import vertex_launch
+from launch.errors import InputError, MissingError, StepFailed
 from launch.image_build import tag_resource
 from launch.image_context import context_hash
 from launch.vertex_jobs import Hardware
@@ -30,7 +31,7 @@ def train(cloud, run_id="gpu1", **kwargs):
 
 
 def test_train_without_data_fails_before_building_or_submitting(fakes):
-    with pytest.raises(FileNotFoundError, match=r"gs://pets-data/records/ has no "
+    with pytest.raises(MissingError, match=r"gs://pets-data/records/ has no "
                                                 r"train\.record-\*, val\.record-\*"):
         train(fakes.cloud())
     assert fakes.builds.requests == [] and fakes.vertex.received == []
@@ -109,7 +110,7 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
     links = vertex_launch.tensorboard_links(cloud, "gpu1").splitlines()
     assert [line.split(":")[0] for line in links] == ["eval-pets_retinanet_resnetfpn",
                                                       "train-pets_retinanet_resnetfpn"]
-    with pytest.raises(ValueError, match="no Vertex AI job has run 'nope'"):
+    with pytest.raises(MissingError, match="no Vertex AI job has run 'nope'"):
         vertex_launch.tensorboard_links(cloud, "nope")
 
     listed = vertex_launch.job_command(cloud, "list").splitlines()
@@ -122,7 +123,7 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
         vertex_launch.job_command(cloud, "status", "2")
     done = vertex_launch.job_command(cloud, "logs", "1", follow=True, poll_seconds=0)
     assert "SUCCEEDED" in done and "step 4" in capsys.readouterr().out
-    with pytest.raises(ValueError, match=r"jobs\.status needs --job"):
+    with pytest.raises(InputError, match=r"jobs\.status needs --job"):
         vertex_launch.job_command(cloud, "status")
 
 
@@ -132,15 +133,13 @@ def test_an_impossible_machine_is_rejected_before_any_request(fakes, tmp_path):
     cloud = fakes.cloud()
     with pytest.raises(HardwareError, match="n1 machines"):
         train(cloud, hardware=Hardware("e2-standard-8", "NVIDIA_TESLA_T4:1"))
-    with pytest.raises(ValueError, match="drop --workers"):
+    with pytest.raises(InputError, match="drop --workers"):
         train(cloud, hardware=Hardware(tpu="v5litepod-4"), workers=2)
     assert fakes.builds.requests == [] and fakes.vertex.received == []
     assert list(fakes.storage.list_blobs("pets-build")) == []
 
 
 def test_train_follow_prints_the_logs_and_fails_when_the_job_does(fakes, tmp_path, capsys):
-    from launch.workflow import WorkflowError
-
     cloud = fakes.cloud()
     vertex_launch.upload_records(cloud, str(records(tmp_path)))
     fakes.logs.entries += [job_entry("1", s, f"step {s}") for s in range(3)]
@@ -150,7 +149,7 @@ def test_train_follow_prints_the_logs_and_fails_when_the_job_does(fakes, tmp_pat
     assert out.index("submitted") < out.index("step 0") < out.index("step 2")
 
     fakes.vertex.fail_next = "the chief ran out of memory"
-    with pytest.raises(WorkflowError, match=r"FAILED.*the chief ran out of memory"):
+    with pytest.raises(StepFailed, match=r"FAILED.*the chief ran out of memory"):
         train(cloud, run_id="gpu2", submission=follow)
 
 
@@ -180,7 +179,7 @@ def test_train_refuses_stale_shards_before_building_or_submitting(fakes, tmp_pat
     vertex_launch.upload_records(cloud, str(records(tmp_path)))
     fakes.storage.bucket("pets-data").blob(
         "records/val.record-00004-of-00005").upload_from_string(b"an earlier conversion")
-    with pytest.raises(FileNotFoundError, match=r"mixes val\.record-\* sets of 1 and 5 shards"
+    with pytest.raises(MissingError, match=r"mixes val\.record-\* sets of 1 and 5 shards"
                                                 r".*data\.upload --prune"):
         train(cloud)
     assert fakes.builds.requests == [] and fakes.vertex.received == []

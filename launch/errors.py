@@ -1,0 +1,27 @@
+"""The errors a user can act on, as one family. `invoke` prints them as one line that names
+the fix; anything else is a bug and keeps its traceback.
+
+- `UserError` (exit 2): a flag, a setting, an input or an access right to fix.
+  - `InputError`: a value that cannot work (a run id, a machine, a path, a shard set).
+  - `MissingError`: something that should exist does not (a bucket, a checkpoint, data).
+- `StepFailed` (exit 1): the request was fine but the work failed (a job, a build); its
+  output or logs say why.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """Something the user can fix; the message says what and how."""
+
+
+class InputError(UserError):
+    """A flag or input value that cannot work."""
+
+
+class MissingError(UserError):
+    """Something the command needs is not there (yet)."""
+
+
+class StepFailed(Exception):
+    """A job, build or other step ran and failed; the message says where its output is."""
