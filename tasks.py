@@ -140,24 +140,24 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
           timeout_hours=24.0, dry_run=False, run_id=None, project=None, region=None,
           bucket=None, image=None, env=None, local_docker=False, follow=False):
     """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
+    from launch.resources import Resources
+
     _check_target(target)
     steps = int(steps) if steps else None
+    resources = _guarded(lambda: Resources.from_flags(
+        machine_type=machine_type, accelerator=accelerator, tpu=tpu, tpu_topology=tpu_topology,
+        workers=workers, reduction_servers=reduction_servers, spot=spot, flex_start=flex_start,
+        timeout_hours=timeout_hours))
     if target == "vertex":
         from launch import vertex_launch
-        from launch.vertex_jobs import Hardware
-        from launch.vertex_spec import Scheduling
 
         cloud = _cloud(c, project, region, bucket, image, env)
-        strategy = "SPOT" if spot else "FLEX_START" if flex_start else "STANDARD"
         _say(lambda: vertex_launch.train(
-            cloud, run_id=run_id, experiment=experiment, steps=steps,
-            hardware=Hardware(machine_type, accelerator, tpu, tpu_topology),
-            workers=int(workers), reduction_servers=int(reduction_servers),
-            scheduling=Scheduling(float(timeout_hours), strategy=strategy),
+            cloud, run_id=run_id, experiment=experiment, steps=steps, resources=resources,
             submission=_submission(dry_run, local_docker, follow)))
         return
     _guarded(lambda: workflow.train(jobs.training_run(model_dir, data_dir, experiment, steps),
-                                    int(workers)))
+                                    resources))
 
 
 @task(name="eval", help={"target": "local or vertex",

@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from launch.errors import InputError
+from launch.resources import DEFAULT_RESOURCES, Resources
 from trainer.experiments import DEFAULT_EXPERIMENT
 
 TRAINER_COMMAND = ("python", "-m", "trainer")
@@ -72,15 +73,15 @@ def training_run(model_dir: str, data_dir: str, experiment: str | None = None,
                        experiment=experiment or DEFAULT_EXPERIMENT)
 
 
-def train_job(run: TrainingRun, workers: int = 0, export_dir: str | None = None) -> TrainerJob:
-    """A chief plus `workers` more replicas (MultiWorkerMirroredStrategy when workers > 0)."""
-    if workers < 0:
-        raise InputError(f"--workers must be 0 or more, got {workers}")
+def train_job(run: TrainingRun, resources: Resources = DEFAULT_RESOURCES,
+              export_dir: str | None = None) -> TrainerJob:
+    """A chief plus `resources.workers` more replicas (MultiWorkerMirroredStrategy when
+    there are workers)."""
     args = run.trainer_args("train")
     if export_dir:
         args += (f"--export_dir={export_dir}",)
-    pools = (WorkerPool(),) + ((WorkerPool(workers),) if workers else ())
-    return TrainerJob(name=f"train-{run.experiment}", args=args, pools=pools)
+    return TrainerJob(name=f"train-{run.experiment}", args=args,
+                      pools=tuple(WorkerPool(n) for n in resources.replicas))
 
 
 def eval_job(run: TrainingRun, continuous: bool = True,

@@ -14,8 +14,8 @@ from google.cloud import aiplatform_v1
 
 from launch import jobs
 from launch.errors import InputError
-from launch.hardware import Machine, resolve_machine
-from launch.vertex_spec import DEFAULT_SCHEDULING, CloudTarget, Scheduling, custom_job
+from launch.resources import EVAL_RESOURCES, Resources
+from launch.vertex_spec import CloudTarget, custom_job
 from trainer.data import layout
 
 RECORDS_PREFIX = layout.RECORDS_PREFIX
@@ -34,22 +34,6 @@ def check_run_id(run_id: str) -> str:
         raise RunIdError(f"--run-id {shown!r} is not a run id: use 1-63 lowercase letters, "
                          "digits, '_' or '-', starting with a letter or digit (e.g. gpu1)")
     return run_id
-
-
-@dataclasses.dataclass(frozen=True)
-class Hardware:
-    machine_type: str | None = None
-    accelerator: str | None = None  # TYPE:COUNT
-    tpu: str | None = None  # v5litepod-4, v3-8, ...
-    tpu_topology: str | None = None
-
-    def resolve(self, region: str) -> Machine:
-        return resolve_machine(region=region, machine_type=self.machine_type,
-                               accelerator=self.accelerator, tpu=self.tpu,
-                               tpu_topology=self.tpu_topology)
-
-
-EVAL_HARDWARE = Hardware(machine_type="n1-standard-8")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,28 +75,24 @@ def training_run(target: CloudTarget, run_id: str, experiment: str | None,
 
 
 def train_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
-                     hardware: Hardware, workers: int = 0, reduction_servers: int = 0,
-                     scheduling: Scheduling = DEFAULT_SCHEDULING,
-                     labels: dict[str, str] | None = None) -> aiplatform_v1.CustomJob:
-    """Chief (+ workers on the same machine type) (+ Reduction Server), validated first."""
-    machine = hardware.resolve(target.region)
-    if machine.is_tpu and workers:
-        raise InputError("TPU jobs run on one TPU VM here: drop --workers")
-    job = jobs.train_job(run, workers)
-    return custom_job(job, [machine] * len(job.pools), target,
-                      RunPaths(target.bucket, run_id).root, scheduling,
-                      _run_labels(labels, run, run_id), reduction_servers)
+                     resources: Resources, labels: dict[str, str] | None = None
+                     ) -> aiplatform_v1.CustomJob:
+    """Chief (+ workers on the same machine) (+ Reduction Server), validated first."""
+    machine = resources.machine(target.region)
+    return custom_job(jobs.train_job(run, resources), machine, target,
+                      RunPaths(target.bucket, run_id).root, resources,
+                      _run_labels(labels, run, run_id))
 
 
 def eval_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
-                    hardware: Hardware | None = None,
+                    resources: Resources = EVAL_RESOURCES,
                     idle_timeout: float | None = None,
                     labels: dict[str, str] | None = None) -> aiplatform_v1.CustomJob:
     """The single-replica continuous evaluator beside a training run (CPU by default)."""
-    machine = (hardware or EVAL_HARDWARE).resolve(target.region)
     job = jobs.eval_job(run, continuous=True, idle_timeout=idle_timeout)
-    return custom_job(job, [machine], target, RunPaths(target.bucket, run_id).eval_root,
-                      DEFAULT_SCHEDULING, _run_labels(labels, run, run_id))
+    return custom_job(job, resources.machine(target.region), target,
+                      RunPaths(target.bucket, run_id).eval_root, resources,
+                      _run_labels(labels, run, run_id))
 
 
 def _run_labels(labels: dict[str, str] | None, run: jobs.TrainingRun,

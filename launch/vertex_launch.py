@@ -16,10 +16,9 @@ from launch import cloud_settings, vertex_client, vertex_jobs
 from launch.errors import InputError, MissingError, StepFailed
 from launch.google_clients import GoogleClients
 from launch.image_context import REPO_ROOT, context_hash
+from launch.resources import Resources
 from launch.vertex_spec import (
-    DEFAULT_SCHEDULING,
     CloudTarget,
-    Scheduling,
     console_url,
     job_id,
     label_value,
@@ -101,15 +100,14 @@ def upload_records(cloud: Cloud, records_dir: str, prune: bool = False) -> str:
 
 
 def train(cloud: Cloud, *, run_id: str | None, experiment: str | None, steps: int | None,
-          hardware: vertex_jobs.Hardware, workers: int = 0, reduction_servers: int = 0,
-          scheduling: Scheduling = DEFAULT_SCHEDULING, submission: Submission = Submission()
-          ) -> str:
+          resources: Resources, submission: Submission = Submission()) -> str:
     run_id = vertex_jobs.check_run_id(run_id or default_run_id(experiment))
     where = job_images(cloud)
     run = vertex_jobs.training_run(where, run_id, experiment, steps)
-    job = vertex_jobs.train_custom_job(where, run, run_id, hardware, workers,
-                                       reduction_servers, scheduling, standard_labels())
-    if not submission.dry_run:  # no data: fail now, not after a build or a wait for machines
+    job = vertex_jobs.train_custom_job(where, run, run_id, resources, standard_labels())
+    if submission.dry_run:
+        print(f"resources: {resources.describe()}", file=sys.stderr)
+    else:  # no data: fail now, not after a build or a wait for machines
         _require_training_data(cloud, where)
     return _dispatch(cloud, where, job, run_id, submission)
 

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from google.cloud import aiplatform_v1
 from google.protobuf import duration_pb2
 
-from launch.errors import InputError
 from launch.hardware import Machine
 from launch.jobs import TrainerJob
+from launch.resources import Resources
 
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 REDUCTION_SERVER_MACHINE = "n1-highcpu-16"
-SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,21 +33,6 @@ class CloudTarget:
     tensorboard: str | None = None  # projects/.../locations/.../tensorboards/ID
 
 
-@dataclasses.dataclass(frozen=True)
-class Scheduling:
-    timeout_hours: float = 24.0
-    restart_job_on_worker_restart: bool = True
-    strategy: str = "STANDARD"  # SPOT: preemptible, cheaper; FLEX_START: waits for capacity
-
-    def __post_init__(self) -> None:
-        if self.strategy not in SCHEDULING_STRATEGIES:
-            raise InputError(f"scheduling strategy must be one of "
-                             f"{', '.join(SCHEDULING_STRATEGIES)}, got {self.strategy!r}")
-        if self.timeout_hours <= 0:
-            raise InputError(f"--timeout-hours must be positive, got {self.timeout_hours}")
-
-
-DEFAULT_SCHEDULING = Scheduling()
 
 
 def label_value(text: str) -> str:
@@ -66,20 +50,12 @@ def _machine_spec(machine: Machine) -> aiplatform_v1.MachineSpec:
     return spec
 
 
-def custom_job(
-    job: TrainerJob,
-    machines: Sequence[Machine],
-    target: CloudTarget,
-    output_dir: str,
-    scheduling: Scheduling = DEFAULT_SCHEDULING,
-    labels: Mapping[str, str] | None = None,
-    reduction_servers: int = 0,
-) -> aiplatform_v1.CustomJob:
-    """One worker pool per job pool, each on its machine; an optional Reduction Server pool."""
-    if len(machines) != len(job.pools):
-        raise InputError(f"{len(job.pools)} worker pools but {len(machines)} machines")
+def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_dir: str,
+               resources: Resources, labels: Mapping[str, str] | None = None
+               ) -> aiplatform_v1.CustomJob:
+    """One worker pool per job pool, all on `machine`; Reduction Server pools if asked."""
     args = list(job.args)
-    if machines[0].is_tpu and not any(a.startswith("--tpu") for a in args):
+    if machine.is_tpu and not any(a.startswith("--tpu") for a in args):
         args.append("--tpu=local")  # the TPU is attached to the VM the trainer runs on
     pools = [
         aiplatform_v1.WorkerPoolSpec(
@@ -91,15 +67,14 @@ def custom_job(
                 env=[aiplatform_v1.EnvVar(name=k, value=v) for k, v in sorted(job.env.items())],
             ),
         )
-        for pool, machine in zip(job.pools, machines, strict=True)
+        for pool in job.pools
     ]
-    if reduction_servers:
-        if len(pools) < 2 or any(m.is_tpu for m in machines):
-            raise InputError("Reduction Server needs GPU workers: pass --workers N as well")
+    if resources.reduction_servers:
         pools.append(aiplatform_v1.WorkerPoolSpec(
             machine_spec=aiplatform_v1.MachineSpec(machine_type=REDUCTION_SERVER_MACHINE),
-            replica_count=reduction_servers,
+            replica_count=resources.reduction_servers,
             container_spec=aiplatform_v1.ContainerSpec(image_uri=REDUCTION_SERVER_IMAGE)))
+    scheduling = resources.scheduling
     spec = aiplatform_v1.CustomJobSpec(
         worker_pool_specs=pools,
         service_account=target.service_account,

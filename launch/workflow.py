@@ -12,6 +12,7 @@ from pathlib import Path
 from launch import bucket_models, jobs
 from launch.errors import InputError, StepFailed
 from launch.local import LocalExecutor, progress_printer
+from launch.resources import DEFAULT_RESOURCES, Resources
 from launch.upload import upload_directory
 from trainer.data import pets
 from trainer.experiments import default_train_steps
@@ -40,8 +41,9 @@ def run_job(job: jobs.TrainerJob, total_steps: int | None = None,
         raise StepFailed(f"{job.name} failed with exit status {code} (output above)")
 
 
-def train(run: jobs.TrainingRun, workers: int = 0, export_dir: str | None = None) -> None:
-    job = jobs.train_job(run, workers, export_dir)
+def train(run: jobs.TrainingRun, resources: Resources = DEFAULT_RESOURCES,
+          export_dir: str | None = None) -> None:
+    job = jobs.train_job(run, resources, export_dir)
     run_job(job, run.steps or default_train_steps(run.experiment))
 
 

@@ -11,6 +11,7 @@ import pytest
 from launch import jobs
 from launch.errors import InputError
 from launch.local import LocalExecutor, cluster_specs, progress_printer, replica_environments
+from launch.resources import Resources
 from tests.conftest import REPO
 
 RUN = jobs.TrainingRun(model_dir="/m", data_dir="/d", steps=40, params_override="a.b=1",
@@ -18,7 +19,7 @@ RUN = jobs.TrainingRun(model_dir="/m", data_dir="/d", steps=40, params_override=
 
 
 def test_train_job_is_the_trainer_command_line():
-    job = jobs.train_job(RUN, workers=2, export_dir="/e")
+    job = jobs.train_job(RUN, Resources(workers=2), export_dir="/e")
     assert job.args == ("--experiment=pets_retinanet_mobilenet", "--mode=train",
                         "--model_dir=/m", "--data_dir=/d", "--config_file=x.yaml",
                         "--train_steps=40", "--init_checkpoint=/ckpt",
@@ -33,13 +34,13 @@ def test_train_job_is_the_trainer_command_line():
 @pytest.mark.parametrize("workers", [-1])
 def test_invalid_worker_counts_are_rejected(workers):
     with pytest.raises(InputError, match="--workers"):
-        jobs.train_job(RUN, workers=workers)
+        jobs.train_job(RUN, Resources(workers=workers))
     with pytest.raises(InputError, match="at least 1 replica"):
         jobs.WorkerPool(0)
 
 
 def test_replicas_get_vertex_cluster_specs_on_localhost():
-    job = jobs.train_job(RUN, workers=2)
+    job = jobs.train_job(RUN, Resources(workers=2))
     specs = cluster_specs(job)
     assert [s["task"] for s in specs] == [{"type": "workerpool0", "index": 0},
                                           {"type": "workerpool1", "index": 0},

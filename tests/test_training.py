@@ -166,12 +166,13 @@ def test_training_resumes_after_kill_9_from_the_last_checkpoint(train_records, t
 def test_two_workers_train_together_on_localhost(train_records, tmp_path):
     from launch import jobs
     from launch.local import LocalExecutor
+    from launch.resources import Resources
 
     lines: list[tuple[int, str]] = []
     run = jobs.TrainingRun(model_dir=str(tmp_path), data_dir=str(train_records), steps=20,
                            params_override="trainer.steps_per_loop=10,"
                                            "trainer.checkpoint_interval=10")
-    job = jobs.train_job(run, workers=1)
+    job = jobs.train_job(run, Resources(workers=1))
     code = LocalExecutor(on_line=lambda replica, line: lines.append((replica, line))).run(job)
     output = "\n".join(f"[{r}] {line}" for r, line in lines)
     assert code == 0, output[-5000:]

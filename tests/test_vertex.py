@@ -10,8 +10,9 @@ from google.cloud import aiplatform_v1
 
 from launch import cloud_settings, hardware, vertex_client
 from launch.errors import InputError
-from launch.vertex_jobs import Hardware, eval_custom_job, train_custom_job, training_run
-from launch.vertex_spec import CloudTarget, Scheduling, to_json
+from launch.resources import Resources, Scheduling
+from launch.vertex_jobs import eval_custom_job, train_custom_job, training_run
+from launch.vertex_spec import CloudTarget, to_json
 from tests.fake_vertex import FakeJobService
 
 TARGET = CloudTarget(
@@ -39,8 +40,8 @@ def submitted(fake, job) -> aiplatform_v1.CustomJob:
 
 def test_gpu_job_as_received(fake):
     job = train_custom_job(TARGET, RUN, "run1",
-                           Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1"),
-                           scheduling=Scheduling(timeout_hours=2, strategy="SPOT"),
+                           Resources("n1-standard-8", "NVIDIA_TESLA_T4:1",
+                                     scheduling=Scheduling(timeout_hours=2, strategy="SPOT")),
                            labels={"user": "Ada.Lovelace", "git": "1a2b3c"})
     received = submitted(fake, job)
     (pool,) = received.job_spec.worker_pool_specs
@@ -65,8 +66,8 @@ def test_gpu_job_as_received(fake):
 
 
 def test_multi_worker_job_with_reduction_server(fake):
-    job = train_custom_job(TARGET, RUN, "run1", Hardware("a2-highgpu-2g"), workers=9,
-                           reduction_servers=2)
+    job = train_custom_job(TARGET, RUN, "run1", Resources("a2-highgpu-2g", workers=9,
+                                                           reduction_servers=2))
     chief, workers, reducers = submitted(fake, job).job_spec.worker_pool_specs
     assert chief.replica_count == 1 and workers.replica_count == 9
     for pool in (chief, workers):
@@ -82,7 +83,7 @@ def test_multi_worker_job_with_reduction_server(fake):
     ("v3-8", "cloud-tpu", "", aiplatform_v1.AcceleratorType.TPU_V3),
 ])
 def test_tpu_jobs_use_the_tpu_image(fake, tpu, machine_type, topology, accelerator):
-    (pool,) = submitted(fake, train_custom_job(TARGET, RUN, "run1", Hardware(tpu=tpu))
+    (pool,) = submitted(fake, train_custom_job(TARGET, RUN, "run1", Resources(tpu=tpu))
                         ).job_spec.worker_pool_specs
     assert pool.machine_spec.machine_type == machine_type
     assert pool.machine_spec.tpu_topology == topology
@@ -144,23 +145,23 @@ def test_api_errors_are_reported_clearly(fake, word, message):
 ])
 def test_invalid_combinations_are_rejected_before_any_request(fake, kwargs, workers, message):
     with pytest.raises(InputError, match=message):  # HardwareError is an InputError
-        train_custom_job(TARGET, RUN, "run1", Hardware(**kwargs), workers=workers)
+        train_custom_job(TARGET, RUN, "run1", Resources(**kwargs, workers=workers))
     assert fake.received == []
 
 
 def test_regions_without_the_accelerator_are_rejected():
     target = CloudTarget(**{**TARGET.__dict__, "region": "me-central2"})
     with pytest.raises(hardware.HardwareError, match="not offered for training in me-central2"):
-        train_custom_job(target, RUN, "run1", Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1"))
+        train_custom_job(target, RUN, "run1", Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"))
     with pytest.raises(InputError, match="--workers must be 0 or more"):
-        train_custom_job(TARGET, RUN, "run1", Hardware(), workers=-1)
+        train_custom_job(TARGET, RUN, "run1", Resources(workers=-1))
 
 
 @pytest.mark.parametrize("job", [
-    train_custom_job(TARGET, RUN, "r", Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1")),
-    train_custom_job(TARGET, RUN, "r", Hardware("n1-standard-8", "NVIDIA_TESLA_V100:1"),
-                     workers=9),
-    train_custom_job(TARGET, RUN, "r", Hardware(tpu="v5litepod-4")),
+    train_custom_job(TARGET, RUN, "r", Resources("n1-standard-8", "NVIDIA_TESLA_T4:1")),
+    train_custom_job(TARGET, RUN, "r", Resources("n1-standard-8", "NVIDIA_TESLA_V100:1",
+                                                 workers=9)),
+    train_custom_job(TARGET, RUN, "r", Resources(tpu="v5litepod-4")),
     eval_custom_job(TARGET, RUN, "r"),
 ])
 def test_dry_run_json_parses_back_into_the_api_type(job):
@@ -240,7 +241,7 @@ def test_list_status_and_ids(fake):
     first = vertex_client.submit(client, TARGET.project, TARGET.region,
                                  eval_custom_job(TARGET, RUN, "run1"))
     second = vertex_client.submit(client, TARGET.project, TARGET.region,
-                                  train_custom_job(TARGET, RUN, "run2", Hardware()))
+                                  train_custom_job(TARGET, RUN, "run2", Resources()))
     listed = vertex_client.list_jobs(client, TARGET.project, TARGET.region)
     assert [j.name for j in listed] == [second.name, first.name]  # newest first
     line = vertex_client.describe(listed[0])
@@ -253,9 +254,9 @@ def test_a_runs_jobs_and_their_tensorboard_and_console_links(fake):
     from launch.vertex_spec import console_url, tensorboard_url
 
     client = fake.client()
-    for job in (train_custom_job(TARGET, RUN, "run1", Hardware()),
+    for job in (train_custom_job(TARGET, RUN, "run1", Resources()),
                 eval_custom_job(TARGET, RUN, "run1"),
-                train_custom_job(TARGET, RUN, "run2", Hardware())):
+                train_custom_job(TARGET, RUN, "run2", Resources())):
         vertex_client.submit(client, TARGET.project, TARGET.region, job)
     found = vertex_client.list_jobs(client, TARGET.project, TARGET.region,
                                     labels={"run": "run1"})

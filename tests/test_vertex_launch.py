@@ -9,7 +9,7 @@ from launch import vertex_launch
 from launch.errors import InputError, MissingError, StepFailed
 from launch.image_build import tag_resource
 from launch.image_context import context_hash
-from launch.vertex_jobs import Hardware
+from launch.resources import Resources
 from tests.fake_cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.fake_logging import job_entry
 
@@ -26,7 +26,7 @@ def records(tmp_path):
 
 def train(cloud, run_id="gpu1", **kwargs):
     options = {"experiment": "pets_retinanet_resnetfpn", "steps": 100,
-               "hardware": Hardware("n1-standard-8", "NVIDIA_TESLA_T4:1"), **kwargs}
+               "resources": Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"), **kwargs}
     return vertex_launch.train(cloud, run_id=run_id, **options)
 
 
@@ -87,17 +87,20 @@ def test_dry_run_shows_digests_once_the_images_exist(fakes, capsys):
     from google.cloud import aiplatform_v1
 
     dry = vertex_launch.Submission(dry_run=True)
-    tpu = {"hardware": Hardware(tpu="v5litepod-4")}
+    tpu = {"resources": Resources(tpu="v5litepod-4")}
     job = aiplatform_v1.CustomJob.from_json(train(fakes.cloud(), submission=dry, **tpu))
     tagged = f"{REPOSITORY}/trainer-tpu:{context_hash()}"
     assert job.job_spec.worker_pool_specs[0].container_spec.image_uri == tagged
-    assert "images shown by tag, not digest (" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "images shown by tag, not digest (" in err
+    assert "resources: v5litepod-4; 1 replica; STANDARD scheduling, timeout 24 h\n" in err
 
     digest = fakes.registry.push(tagged)
     job = aiplatform_v1.CustomJob.from_json(train(fakes.cloud(), submission=dry, **tpu))
     assert job.job_spec.worker_pool_specs[0].container_spec.image_uri == \
         f"{REPOSITORY}/trainer-tpu@{digest}"
-    assert capsys.readouterr().err == ""
+    err = capsys.readouterr().err
+    assert err.startswith("resources: ") and "note:" not in err
     assert fakes.builds.requests == [] and fakes.vertex.received == []
 
 
@@ -132,9 +135,9 @@ def test_an_impossible_machine_is_rejected_before_any_request(fakes, tmp_path):
 
     cloud = fakes.cloud()
     with pytest.raises(HardwareError, match="n1 machines"):
-        train(cloud, hardware=Hardware("e2-standard-8", "NVIDIA_TESLA_T4:1"))
+        train(cloud, resources=Resources("e2-standard-8", "NVIDIA_TESLA_T4:1"))
     with pytest.raises(InputError, match="drop --workers"):
-        train(cloud, hardware=Hardware(tpu="v5litepod-4"), workers=2)
+        train(cloud, resources=Resources("ct5lp-hightpu-4t", workers=2))
     assert fakes.builds.requests == [] and fakes.vertex.received == []
     assert list(fakes.storage.list_blobs("pets-build")) == []
 

@@ -1,0 +1,103 @@
+"""What a job runs on, as one validated value (SkyPilot's `Resources`, XManager's
+`JobRequirements`): the machine and its accelerators or TPU, the replicas, Reduction Server
+and scheduling. The flags become this value in one place (`Resources.from_flags`); every
+target reads it, and `--dry-run` shows it."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from launch.errors import InputError
+from launch.hardware import Machine, resolve_machine
+
+SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scheduling:
+    timeout_hours: float = 24.0
+    restart_job_on_worker_restart: bool = True
+    strategy: str = "STANDARD"  # SPOT: preemptible, cheaper; FLEX_START: waits for capacity
+
+    def __post_init__(self) -> None:
+        if self.strategy not in SCHEDULING_STRATEGIES:
+            raise InputError(f"scheduling strategy must be one of "
+                             f"{', '.join(SCHEDULING_STRATEGIES)}, got {self.strategy!r}")
+        if not 0 < self.timeout_hours < float("inf"):
+            raise InputError(f"--timeout-hours must be positive, got {self.timeout_hours}")
+
+
+DEFAULT_SCHEDULING = Scheduling()
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    machine_type: str | None = None  # default: n1-standard-8
+    accelerator: str | None = None  # TYPE:COUNT
+    tpu: str | None = None  # v5litepod-4, v3-8, ...
+    tpu_topology: str | None = None
+    workers: int = 0  # replicas beside the chief, on the same machine
+    reduction_servers: int = 0
+    scheduling: Scheduling = DEFAULT_SCHEDULING
+
+    def __post_init__(self) -> None:
+        for name in ("workers", "reduction_servers"):
+            if getattr(self, name) < 0:
+                raise InputError(f"--{name.replace('_', '-')} must be 0 or more, "
+                                 f"got {getattr(self, name)}")
+        if self.tpu and self.workers:
+            raise InputError("TPU jobs run on one TPU VM here: drop --workers")
+        if self.reduction_servers and not self.workers:
+            raise InputError("Reduction Server needs GPU workers: pass --workers N as well")
+
+    @classmethod
+    def from_flags(cls, *, machine_type: str | None = None, accelerator: str | None = None,
+                   tpu: str | None = None, tpu_topology: str | None = None,
+                   workers: int | str = 0, reduction_servers: int | str = 0,
+                   spot: bool = False, flex_start: bool = False,
+                   timeout_hours: float | str = 24.0) -> Resources:
+        """The command line's values (invoke passes numbers as text) as Resources."""
+        if spot and flex_start:
+            raise InputError("--spot and --flex-start exclude each other: choose one")
+        strategy = "SPOT" if spot else "FLEX_START" if flex_start else "STANDARD"
+        return cls(machine_type or None, accelerator or None, tpu or None, tpu_topology or None,
+                   workers=_number("--workers", workers, int),
+                   reduction_servers=_number("--reduction-servers", reduction_servers, int),
+                   scheduling=Scheduling(_number("--timeout-hours", timeout_hours, float),
+                                         strategy=strategy))
+
+    @property
+    def replicas(self) -> tuple[int, ...]:
+        """Replicas per worker pool: the chief, then the workers (if any)."""
+        return (1, self.workers) if self.workers else (1,)
+
+    def machine(self, region: str) -> Machine:
+        """The one machine every pool runs on, checked against what `region` offers."""
+        machine = resolve_machine(region=region, machine_type=self.machine_type,
+                                  accelerator=self.accelerator, tpu=self.tpu,
+                                  tpu_topology=self.tpu_topology)
+        if machine.is_tpu and (self.workers or self.reduction_servers):
+            raise InputError("TPU jobs run on one TPU VM here: drop --workers and "
+                             "--reduction-servers")
+        return machine
+
+    def describe(self) -> str:
+        """One line for people: what `--dry-run` says beside the job's JSON."""
+        hardware = self.tpu or " with ".join(
+            filter(None, (self.machine_type or "n1-standard-8", self.accelerator)))
+        replicas = f"chief + {self.workers} workers" if self.workers else "1 replica"
+        servers = f", {self.reduction_servers} reduction servers" if self.reduction_servers \
+            else ""
+        return (f"{hardware}; {replicas}{servers}; {self.scheduling.strategy} scheduling, "
+                f"timeout {self.scheduling.timeout_hours:g} h")
+
+
+DEFAULT_RESOURCES = Resources()
+EVAL_RESOURCES = Resources(machine_type="n1-standard-8")  # evaluation runs on CPU
+
+
+def _number(flag: str, value: int | float | str, kind: type) -> int | float:
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{flag} must be a number, got {value!r}") from None

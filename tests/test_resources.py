@@ -1,0 +1,46 @@
+"""One resources value: the flags become it in one place, and it refuses what cannot run."""
+
+from __future__ import annotations
+
+import pytest
+
+from launch.errors import InputError
+from launch.resources import Resources, Scheduling
+
+
+def test_flags_as_invoke_passes_them_become_one_value():
+    resources = Resources.from_flags(machine_type="n1-standard-16",
+                                     accelerator="NVIDIA_TESLA_V100:2", workers="9",
+                                     reduction_servers="2", spot=True, timeout_hours="6")
+    assert resources == Resources("n1-standard-16", "NVIDIA_TESLA_V100:2", workers=9,
+                                  reduction_servers=2,
+                                  scheduling=Scheduling(timeout_hours=6, strategy="SPOT"))
+    assert resources.replicas == (1, 9)
+    assert resources.describe() == ("n1-standard-16 with NVIDIA_TESLA_V100:2; chief + 9 "
+                                    "workers, 2 reduction servers; SPOT scheduling, timeout 6 h")
+    assert Resources.from_flags(tpu="v5litepod-4", flex_start=True).describe() == \
+        "v5litepod-4; 1 replica; FLEX_START scheduling, timeout 24 h"
+    assert Resources.from_flags().replicas == (1,)
+    assert Resources().machine("us-central1").machine_type == "n1-standard-8"
+
+
+@pytest.mark.parametrize("flags, message", [
+    ({"workers": "two"}, "--workers must be a number, got 'two'"),
+    ({"workers": "-1"}, "--workers must be 0 or more, got -1"),
+    ({"reduction_servers": "2"}, "Reduction Server needs GPU workers"),
+    ({"reduction_servers": "-3", "workers": "1"}, "--reduction-servers must be 0 or more"),
+    ({"tpu": "v5litepod-4", "workers": "2"}, "TPU jobs run on one TPU VM here: drop --workers"),
+    ({"spot": True, "flex_start": True}, "--spot and --flex-start exclude each other"),
+    ({"timeout_hours": "nan"}, "--timeout-hours must be positive, got nan"),
+    ({"timeout_hours": "inf"}, "--timeout-hours must be positive, got inf"),
+    ({"timeout_hours": "0"}, "--timeout-hours must be positive"),
+    ({"timeout_hours": "1e400x"}, "--timeout-hours must be a number"),
+])
+def test_what_cannot_run_is_refused_with_the_flag_named(flags, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        Resources.from_flags(**flags)
+
+
+def test_a_tpu_machine_type_takes_no_workers_either():
+    with pytest.raises(InputError, match="drop --workers and --reduction-servers"):
+        Resources("ct5lp-hightpu-4t", workers=2).machine("us-central1")
