@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from invoke import Collection, Exit, task
 
 from launch import jobs, workflow
@@ -17,14 +14,6 @@ EXPORT_DIR = f"{WORK}/exported"
 
 def _run(job: jobs.TrainerJob) -> None:
     _guarded(lambda: workflow.run_job(job))
-
-
-TARGETS = ("local", "vertex")
-
-
-def _check_target(target: str) -> None:
-    if target not in TARGETS:
-        raise Exit(f"error: --target {target!r} is not available; use one of {TARGETS}", code=2)
 
 
 def _cloud(c, project=None, region=None, bucket=None, image=None, env=None):
@@ -140,52 +129,52 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
           timeout_hours=24.0, dry_run=False, run_id=None, project=None, region=None,
           bucket=None, image=None, env=None, local_docker=False, follow=False):
     """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
+    from launch.jobs import Request
     from launch.resources import Resources
 
-    _check_target(target)
-    steps = int(steps) if steps else None
-    resources = _guarded(lambda: Resources.from_flags(
+    request = _guarded(lambda: Request.training(experiment, steps, Resources.from_flags(
         machine_type=machine_type, accelerator=accelerator, tpu=tpu, tpu_topology=tpu_topology,
         workers=workers, reduction_servers=reduction_servers, spot=spot, flex_start=flex_start,
-        timeout_hours=timeout_hours))
-    if target == "vertex":
-        from launch import vertex_launch
-
-        cloud = _cloud(c, project, region, bucket, image, env)
-        _say(lambda: vertex_launch.train(
-            cloud, run_id=run_id, experiment=experiment, steps=steps, resources=resources,
-            submission=_submission(dry_run, local_docker, follow)))
-        return
-    _guarded(lambda: workflow.train(jobs.training_run(model_dir, data_dir, experiment, steps),
-                                    resources))
+        timeout_hours=timeout_hours), run_id))
+    _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
+                                     env, _submission(dry_run, local_docker, follow)))
 
 
 @task(name="eval", help={"target": "local or vertex",
                          "model_dir": "the training run's model directory (local)",
                          "data_dir": "converted TFRecords (local)",
                          "experiment": "experiment name", "steps": "the run's training steps",
-                         "once": "evaluate the newest checkpoint and stop (local)",
+                         "once": "evaluate the newest checkpoint and stop",
                          "idle_timeout": "seconds to wait for a new checkpoint", **CLOUD_HELP})
 def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, experiment=None,
              steps=None, once=False, idle_timeout=None, dry_run=False, run_id=None,
              project=None, region=None, bucket=None, image=None, env=None, local_docker=False,
              follow=False):
     """Evaluate checkpoints with COCO metrics (continuously, beside a training run)."""
-    _check_target(target)
-    idle_timeout = float(idle_timeout) if idle_timeout else None
-    steps = int(steps) if steps else None
-    if target == "vertex":
-        from launch import vertex_launch
+    from launch.jobs import Request
 
-        if not run_id:
-            raise Exit("error: --run-id names the training run to evaluate", code=2)
-        cloud = _cloud(c, project, region, bucket, image, env)
-        _say(lambda: vertex_launch.evaluate(
-            cloud, run_id=run_id, experiment=experiment, steps=steps,
-            idle_timeout=idle_timeout, submission=_submission(dry_run, local_docker, follow)))
-        return
-    run = jobs.training_run(model_dir, data_dir, experiment, steps)
-    _guarded(lambda: workflow.evaluate(run, continuous=not once, idle_timeout=idle_timeout))
+    request = _guarded(lambda: Request.evaluation(experiment, steps, run_id,
+                                                  continuous=not once,
+                                                  idle_timeout=idle_timeout))
+    _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
+                                     env, _submission(dry_run, local_docker, follow)))
+
+
+def _target(c, model_dir=MODEL_DIR, data_dir=RECORDS_DIR, project=None, region=None,
+            bucket=None, image=None, env=None, submission=None):
+    """What the flags say about where a job runs (no API call yet)."""
+    from launch.executors import Target
+    from launch.jobs import Places
+
+    return Target(Places(model_dir, data_dir), _cloud(c, project, region, bucket, image, env),
+                  submission or _submission(False, False, False))
+
+
+def _launch(name: str, request, target) -> None:
+    """The same request for every target, to the target's executor."""
+    from launch.executors import executor_for
+
+    _say(lambda: executor_for(name, target).launch(request))
 
 
 def _place(cloud, run_id: str | None, explicit: str | None, in_run, local: str) -> str:
@@ -235,24 +224,10 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=f"{WORK
 def tensorboard(c, logdir=None, port=6006, target="local", run_id=None, env=None,
                 project=None, region=None, bucket=None):
     """TensorBoard for a run: served on 127.0.0.1, or the run's Vertex AI TensorBoard link."""
-    from launch import vertex_launch
+    from launch.executors import executor_for
 
-    _check_target(target)
-    cloud = _cloud(c, project, region, bucket, env=env)
-    if target == "vertex":
-        if not run_id:
-            raise Exit("error: --run-id names the run whose TensorBoard to show", code=2)
-        _say(lambda: vertex_launch.tensorboard_links(cloud, run_id))
-        return
-    # --run-id: the whole run (training, validation and evaluation-job summaries)
-    logdir = _guarded(lambda: _place(cloud, run_id, logdir, lambda run: run.root, MODEL_DIR))
-    port = _guarded(lambda: _port(port))
-    print(f"TensorBoard on http://127.0.0.1:{port} for {logdir}", flush=True)
-    # An argument list, never a shell string: --logdir and --run-id are user input.
-    status = subprocess.call([sys.executable, "-m", "tensorboard.main", "--logdir", logdir,
-                              "--host", "127.0.0.1", "--port", str(port)])
-    if status != 0:
-        raise Exit(code=status)
+    where = _target(c, project=project, region=region, bucket=bucket, env=env)
+    _say(lambda: executor_for(target, where).tensorboard(run_id, logdir, _port(port)))
 
 
 def _port(value) -> int:

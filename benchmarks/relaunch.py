@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 
 from launch import vertex_launch
+from launch.executors import Vertex
+from launch.jobs import Request
 from launch.resources import Resources
 from tests.fake_cloud import fake_cloud, write_records
 
@@ -22,8 +24,8 @@ def main(relaunches: int = 20) -> dict:
 
         def launch(run: int) -> None:
             with contextlib.redirect_stdout(io.StringIO()):
-                vertex_launch.train(cloud, run_id=f"bench{run}", experiment=None, steps=None,
-                                    resources=Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"))
+                resources = Resources("n1-standard-8", "NVIDIA_TESLA_T4:1")
+                Vertex(cloud).launch(Request.training(None, None, resources, f"bench{run}"))
 
         start = time.perf_counter()
         launch(0)  # first launch: uploads the build context, submits a build, then the job

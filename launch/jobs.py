@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from launch.errors import InputError
-from launch.resources import DEFAULT_RESOURCES, Resources
+from launch.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
 from trainer.experiments import DEFAULT_EXPERIMENT
 
 TRAINER_COMMAND = ("python", "-m", "trainer")
@@ -66,11 +66,56 @@ class TrainingRun:
         return tuple(args)
 
 
-def training_run(model_dir: str, data_dir: str, experiment: str | None = None,
-                 steps: int | None = None) -> TrainingRun:
-    """A run from optional researcher choices: no experiment means the default one."""
-    return TrainingRun(model_dir=model_dir, data_dir=data_dir, steps=steps,
-                       experiment=experiment or DEFAULT_EXPERIMENT)
+@dataclasses.dataclass(frozen=True)
+class Places:
+    """Where one target keeps a run's files: the trainer's --model_dir and --data_dir."""
+
+    model_dir: str
+    data_dir: str
+
+
+KINDS = ("train", "eval")
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    """A training or evaluation job as a researcher asks for it, the same for every target
+    (XManager's job description). An executor (launch.executors) decides where its files
+    live and runs the TrainerJob it makes."""
+
+    kind: str  # train | eval
+    experiment: str = DEFAULT_EXPERIMENT
+    steps: int | None = None
+    resources: Resources = DEFAULT_RESOURCES
+    run_id: str | None = None  # names the run where runs are named (a bucket's runs/)
+    continuous: bool = True  # eval: follow the training run's checkpoints until it ends
+    idle_timeout: float | None = None  # eval: seconds to wait for a new checkpoint
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise InputError(f"a job is one of {', '.join(KINDS)}, not {self.kind!r}")
+
+    @classmethod
+    def training(cls, experiment: str | None, steps: int | str | None,
+                 resources: Resources = DEFAULT_RESOURCES, run_id: str | None = None
+                 ) -> Request:
+        """From the command line's values (numbers may come as text)."""
+        return cls("train", experiment or DEFAULT_EXPERIMENT,
+                   optional_number("--steps", steps, int), resources, run_id or None)
+
+    @classmethod
+    def evaluation(cls, experiment: str | None, steps: int | str | None,
+                   run_id: str | None = None, continuous: bool = True,
+                   idle_timeout: float | str | None = None) -> Request:
+        return cls("eval", experiment or DEFAULT_EXPERIMENT,
+                   optional_number("--steps", steps, int), EVAL_RESOURCES, run_id or None,
+                   continuous, optional_number("--idle-timeout", idle_timeout, float))
+
+    def trainer_job(self, places: Places) -> TrainerJob:
+        run = TrainingRun(places.model_dir, places.data_dir, self.experiment, self.steps)
+        if self.kind == "train":
+            return train_job(run, self.resources)
+        return eval_job(run, self.continuous, self.idle_timeout)
 
 
 def train_job(run: TrainingRun, resources: Resources = DEFAULT_RESOURCES,

@@ -61,9 +61,9 @@ class Resources:
             raise InputError("--spot and --flex-start exclude each other: choose one")
         strategy = "SPOT" if spot else "FLEX_START" if flex_start else "STANDARD"
         return cls(machine_type or None, accelerator or None, tpu or None, tpu_topology or None,
-                   workers=_number("--workers", workers, int),
-                   reduction_servers=_number("--reduction-servers", reduction_servers, int),
-                   scheduling=Scheduling(_number("--timeout-hours", timeout_hours, float),
+                   workers=number("--workers", workers, int),
+                   reduction_servers=number("--reduction-servers", reduction_servers, int),
+                   scheduling=Scheduling(number("--timeout-hours", timeout_hours, float),
                                          strategy=strategy))
 
     @property
@@ -96,8 +96,14 @@ DEFAULT_RESOURCES = Resources()
 EVAL_RESOURCES = Resources(machine_type="n1-standard-8")  # evaluation runs on CPU
 
 
-def _number(flag: str, value: int | float | str, kind: type) -> int | float:
+def number(flag: str, value: int | float | str, kind: type) -> int | float:
+    """A flag's value as `kind` (invoke passes numbers as text), or an InputError naming it."""
     try:
         return kind(value)
     except (TypeError, ValueError):
         raise InputError(f"{flag} must be a number, got {value!r}") from None
+
+
+def optional_number(flag: str, value: int | float | str | None, kind: type
+                    ) -> int | float | None:
+    return None if value in (None, "") else number(flag, value, kind)

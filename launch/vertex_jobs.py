@@ -14,7 +14,6 @@ from google.cloud import aiplatform_v1
 
 from launch import jobs
 from launch.errors import InputError
-from launch.resources import EVAL_RESOURCES, Resources
 from launch.vertex_spec import CloudTarget, custom_job
 from trainer.data import layout
 
@@ -68,34 +67,24 @@ class RunPaths:
         return f"{self.root}/eval"
 
 
-def training_run(target: CloudTarget, run_id: str, experiment: str | None,
-                 steps: int | None) -> jobs.TrainingRun:
-    return jobs.training_run(RunPaths(target.bucket, run_id).checkpoints,
-                             f"gs://{target.bucket}/{RECORDS_PREFIX}", experiment, steps)
+def places(target: CloudTarget, run_id: str) -> jobs.Places:
+    """A run's checkpoints and the uploaded records, in the bucket."""
+    return jobs.Places(RunPaths(target.bucket, run_id).checkpoints,
+                       f"gs://{target.bucket}/{RECORDS_PREFIX}")
 
 
-def train_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
-                     resources: Resources, labels: dict[str, str] | None = None
-                     ) -> aiplatform_v1.CustomJob:
-    """Chief (+ workers on the same machine) (+ Reduction Server), validated first."""
-    machine = resources.machine(target.region)
-    return custom_job(jobs.train_job(run, resources), machine, target,
-                      RunPaths(target.bucket, run_id).root, resources,
-                      _run_labels(labels, run, run_id))
+def vertex_job(target: CloudTarget, request: jobs.Request, run_id: str,
+               labels: dict[str, str] | None = None) -> aiplatform_v1.CustomJob:
+    """The request's TrainerJob (the one every executor runs) as a CustomJob, on resources
+    validated first: training writes under the run, evaluation under its eval/."""
+    paths = RunPaths(target.bucket, run_id)
+    job = request.trainer_job(places(target, run_id))
+    return custom_job(job, request.resources.machine(target.region), target,
+                      paths.root if request.kind == "train" else paths.eval_root,
+                      request.resources, _run_labels(labels, request.experiment, run_id))
 
 
-def eval_custom_job(target: CloudTarget, run: jobs.TrainingRun, run_id: str,
-                    resources: Resources = EVAL_RESOURCES,
-                    idle_timeout: float | None = None,
-                    labels: dict[str, str] | None = None) -> aiplatform_v1.CustomJob:
-    """The single-replica continuous evaluator beside a training run (CPU by default)."""
-    job = jobs.eval_job(run, continuous=True, idle_timeout=idle_timeout)
-    return custom_job(job, resources.machine(target.region), target,
-                      RunPaths(target.bucket, run_id).eval_root, resources,
-                      _run_labels(labels, run, run_id))
-
-
-def _run_labels(labels: dict[str, str] | None, run: jobs.TrainingRun,
+def _run_labels(labels: dict[str, str] | None, experiment: str,
                 run_id: str) -> dict[str, str]:
     """The caller's labels plus the experiment and the run, which find a run's jobs later."""
-    return {**(labels or {}), "experiment": run.experiment, "run": run_id}
+    return {**(labels or {}), "experiment": experiment, "run": run_id}

@@ -16,7 +16,6 @@ from launch import cloud_settings, vertex_client, vertex_jobs
 from launch.errors import InputError, MissingError, StepFailed
 from launch.google_clients import GoogleClients
 from launch.image_context import REPO_ROOT, context_hash
-from launch.resources import Resources
 from launch.vertex_spec import (
     CloudTarget,
     console_url,
@@ -99,20 +98,7 @@ def upload_records(cloud: Cloud, records_dir: str, prune: bool = False) -> str:
             f"gs://{bucket}/{vertex_jobs.RECORDS_PREFIX}/")
 
 
-def train(cloud: Cloud, *, run_id: str | None, experiment: str | None, steps: int | None,
-          resources: Resources, submission: Submission = Submission()) -> str:
-    run_id = vertex_jobs.check_run_id(run_id or default_run_id(experiment))
-    where = job_images(cloud)
-    run = vertex_jobs.training_run(where, run_id, experiment, steps)
-    job = vertex_jobs.train_custom_job(where, run, run_id, resources, standard_labels())
-    if submission.dry_run:
-        print(f"resources: {resources.describe()}", file=sys.stderr)
-    else:  # no data: fail now, not after a build or a wait for machines
-        _require_training_data(cloud, where)
-    return _dispatch(cloud, where, job, run_id, submission)
-
-
-def _require_training_data(cloud: Cloud, where: CloudTarget) -> None:
+def require_training_data(cloud: Cloud, where: CloudTarget) -> None:
     from launch.upload import training_data_problems
 
     if problems := training_data_problems(cloud.storage(), where.bucket,
@@ -122,18 +108,10 @@ def _require_training_data(cloud: Cloud, where: CloudTarget) -> None:
             "run `invoke data.convert` and `invoke data.upload --prune` first")
 
 
-def evaluate(cloud: Cloud, *, run_id: str, experiment: str | None, steps: int | None,
-             idle_timeout: float | None, submission: Submission = Submission()) -> str:
-    vertex_jobs.check_run_id(run_id)
-    where = job_images(cloud)
-    run = vertex_jobs.training_run(where, run_id, experiment, steps)
-    job = vertex_jobs.eval_custom_job(where, run, run_id, idle_timeout=idle_timeout,
-                                      labels=standard_labels())
-    return _dispatch(cloud, where, job, run_id, submission)
-
-
-def _dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
-              submission: Submission) -> str:
+def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
+             submission: Submission) -> str:
+    """Prints the job (--dry-run), or builds its images if missing, pins them by digest,
+    submits it and optionally follows its logs."""
     if submission.dry_run:
         return to_json(_pinned_if_possible(cloud, job))
     if not cloud.overrides.get("image"):
@@ -176,20 +154,6 @@ def _pinned_if_possible(cloud: Cloud, job):
               "image by the digest Artifact Registry has for it after the build",
               file=sys.stderr)
         return job
-
-
-def tensorboard_links(cloud: Cloud, run_id: str) -> str:
-    """`invoke tensorboard --target vertex --run-id R`: the Vertex AI TensorBoard experiment of
-    each of the run's jobs (training and evaluation)."""
-    vertex_jobs.check_run_id(run_id)
-    fields = cloud.fields(("project", "region"))
-    found = vertex_client.list_jobs(cloud.clients.jobs(fields["region"]),
-                                    fields["project"], fields["region"],
-                                    labels={"run": run_id})
-    if not found:
-        raise MissingError(f"no Vertex AI job has run {run_id!r}; `invoke jobs.list` shows them")
-    return "\n".join(f"{job.display_name}: {tensorboard_url(job) or 'no TensorBoard attached'}"
-                     for job in found)
 
 
 def job_command(cloud: Cloud, command: str, job: str | None = None,
@@ -265,7 +229,7 @@ def build_images(cloud: Cloud, local_docker: bool = False) -> str:
 
 def job_images(cloud: Cloud) -> CloudTarget:
     """Where a job runs, with its images: a pinned `--image` as it is; otherwise the
-    repository's images tagged with the content hash of these sources (`_dispatch` builds
+    repository's images tagged with the content hash of these sources (`dispatch` builds
     them first unless Artifact Registry already has them)."""
     from launch.image_build import with_tag
 

@@ -9,7 +9,7 @@ from launch import job_logs, vertex_client
 from launch.errors import InputError
 from tests.fake_logging import FakeLoggingService, job_entry
 from tests.fake_vertex import FakeJobService
-from tests.test_vertex import RUN, TARGET
+from tests.test_vertex import TARGET, eval_custom_job
 
 PROJECT = TARGET.project
 
@@ -32,12 +32,10 @@ def test_tail_shows_the_newest_lines_of_that_job_oldest_first(logging_fake):
 
 
 def test_follow_prints_every_line_once_until_the_job_ends(logging_fake):
-    from launch.vertex_jobs import eval_custom_job
-
     with FakeJobService() as vertex:
         jobs = vertex.client()
         job = vertex_client.submit(jobs, PROJECT, TARGET.region,
-                                   eval_custom_job(TARGET, RUN, "run1"))
+                                   eval_custom_job(TARGET, "run1"))
         job_id = job.name.rsplit("/", 1)[-1]
         logging_fake.entries += [job_entry(job_id, s, f"old {s}") for s in range(3)]
         arriving = iter([[job_entry(job_id, 3, "starting"), job_entry(job_id, 3, "same second",

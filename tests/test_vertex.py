@@ -10,8 +10,9 @@ from google.cloud import aiplatform_v1
 
 from launch import cloud_settings, hardware, vertex_client
 from launch.errors import InputError
+from launch.jobs import Request
 from launch.resources import Resources, Scheduling
-from launch.vertex_jobs import eval_custom_job, train_custom_job, training_run
+from launch.vertex_jobs import vertex_job
 from launch.vertex_spec import CloudTarget, to_json
 from tests.fake_vertex import FakeJobService
 
@@ -21,7 +22,18 @@ TARGET = CloudTarget(
     tpu_image="us-central1-docker.pkg.dev/p/pets-images/trainer-tpu:abc",
     service_account="pets-trainer@pets-detector-dev.iam.gserviceaccount.com",
     tensorboard="projects/p/locations/us-central1/tensorboards/42")
-RUN = training_run(TARGET, "run1", "pets_retinanet_resnetfpn", 5000)
+EXPERIMENT, STEPS = "pets_retinanet_resnetfpn", 5000
+
+
+def train_custom_job(target: CloudTarget, run_id: str, resources: Resources,
+                     labels: dict[str, str] | None = None) -> aiplatform_v1.CustomJob:
+    return vertex_job(target, Request.training(EXPERIMENT, STEPS, resources), run_id, labels)
+
+
+def eval_custom_job(target: CloudTarget, run_id: str,
+                    idle_timeout: float | None = None) -> aiplatform_v1.CustomJob:
+    return vertex_job(target, Request.evaluation(EXPERIMENT, STEPS, idle_timeout=idle_timeout),
+                      run_id)
 
 
 @pytest.fixture
@@ -39,7 +51,7 @@ def submitted(fake, job) -> aiplatform_v1.CustomJob:
 
 
 def test_gpu_job_as_received(fake):
-    job = train_custom_job(TARGET, RUN, "run1",
+    job = train_custom_job(TARGET, "run1",
                            Resources("n1-standard-8", "NVIDIA_TESLA_T4:1",
                                      scheduling=Scheduling(timeout_hours=2, strategy="SPOT")),
                            labels={"user": "Ada.Lovelace", "git": "1a2b3c"})
@@ -66,7 +78,7 @@ def test_gpu_job_as_received(fake):
 
 
 def test_multi_worker_job_with_reduction_server(fake):
-    job = train_custom_job(TARGET, RUN, "run1", Resources("a2-highgpu-2g", workers=9,
+    job = train_custom_job(TARGET, "run1", Resources("a2-highgpu-2g", workers=9,
                                                            reduction_servers=2))
     chief, workers, reducers = submitted(fake, job).job_spec.worker_pool_specs
     assert chief.replica_count == 1 and workers.replica_count == 9
@@ -83,7 +95,7 @@ def test_multi_worker_job_with_reduction_server(fake):
     ("v3-8", "cloud-tpu", "", aiplatform_v1.AcceleratorType.TPU_V3),
 ])
 def test_tpu_jobs_use_the_tpu_image(fake, tpu, machine_type, topology, accelerator):
-    (pool,) = submitted(fake, train_custom_job(TARGET, RUN, "run1", Resources(tpu=tpu))
+    (pool,) = submitted(fake, train_custom_job(TARGET, "run1", Resources(tpu=tpu))
                         ).job_spec.worker_pool_specs
     assert pool.machine_spec.machine_type == machine_type
     assert pool.machine_spec.tpu_topology == topology
@@ -95,7 +107,7 @@ def test_tpu_jobs_use_the_tpu_image(fake, tpu, machine_type, topology, accelerat
 
 
 def test_eval_job_is_one_continuous_evaluator(fake):
-    received = submitted(fake, eval_custom_job(TARGET, RUN, "run1", idle_timeout=1800))
+    received = submitted(fake, eval_custom_job(TARGET, "run1", idle_timeout=1800))
     (pool,) = received.job_spec.worker_pool_specs
     assert pool.replica_count == 1 and not pool.machine_spec.accelerator_count
     assert "--mode=continuous_eval" in pool.container_spec.args
@@ -107,14 +119,14 @@ def test_eval_job_is_one_continuous_evaluator(fake):
 def test_submit_wait_and_cancel(fake):
     client = fake.client()
     job = vertex_client.submit(client, TARGET.project, TARGET.region,
-                               eval_custom_job(TARGET, RUN, "run1"))
+                               eval_custom_job(TARGET, "run1"))
     states = []
     done = vertex_client.wait(client, job.name, on_state=states.append, poll_seconds=0,
                               sleep=lambda s: None)
     assert states == ["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"]
     assert done.state == aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
     second = vertex_client.submit(client, TARGET.project, TARGET.region,
-                                  eval_custom_job(TARGET, RUN, "run2"))
+                                  eval_custom_job(TARGET, "run2"))
     vertex_client.cancel(client, second.name)
     assert client.get_custom_job(name=second.name).state.name == "JOB_STATE_CANCELLED"
 
@@ -123,7 +135,7 @@ def test_submit_wait_and_cancel(fake):
                                           ("quota", "quota exceeded"),
                                           ("invalid", "rejected the request")])
 def test_api_errors_are_reported_clearly(fake, word, message):
-    job = eval_custom_job(TARGET, RUN, "run1")
+    job = eval_custom_job(TARGET, "run1")
     job.display_name = f"{word}-job"
     with pytest.raises(vertex_client.VertexError, match=message):
         vertex_client.submit(fake.client(), TARGET.project, TARGET.region, job)
@@ -145,24 +157,24 @@ def test_api_errors_are_reported_clearly(fake, word, message):
 ])
 def test_invalid_combinations_are_rejected_before_any_request(fake, kwargs, workers, message):
     with pytest.raises(InputError, match=message):  # HardwareError is an InputError
-        train_custom_job(TARGET, RUN, "run1", Resources(**kwargs, workers=workers))
+        train_custom_job(TARGET, "run1", Resources(**kwargs, workers=workers))
     assert fake.received == []
 
 
 def test_regions_without_the_accelerator_are_rejected():
     target = CloudTarget(**{**TARGET.__dict__, "region": "me-central2"})
     with pytest.raises(hardware.HardwareError, match="not offered for training in me-central2"):
-        train_custom_job(target, RUN, "run1", Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"))
+        train_custom_job(target, "run1", Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"))
     with pytest.raises(InputError, match="--workers must be 0 or more"):
-        train_custom_job(TARGET, RUN, "run1", Resources(workers=-1))
+        train_custom_job(TARGET, "run1", Resources(workers=-1))
 
 
 @pytest.mark.parametrize("job", [
-    train_custom_job(TARGET, RUN, "r", Resources("n1-standard-8", "NVIDIA_TESLA_T4:1")),
-    train_custom_job(TARGET, RUN, "r", Resources("n1-standard-8", "NVIDIA_TESLA_V100:1",
+    train_custom_job(TARGET, "r", Resources("n1-standard-8", "NVIDIA_TESLA_T4:1")),
+    train_custom_job(TARGET, "r", Resources("n1-standard-8", "NVIDIA_TESLA_V100:1",
                                                  workers=9)),
-    train_custom_job(TARGET, RUN, "r", Resources(tpu="v5litepod-4")),
-    eval_custom_job(TARGET, RUN, "r"),
+    train_custom_job(TARGET, "r", Resources(tpu="v5litepod-4")),
+    eval_custom_job(TARGET, "r"),
 ])
 def test_dry_run_json_parses_back_into_the_api_type(job):
     text = to_json(job)
@@ -239,9 +251,9 @@ def test_a_pinned_image_is_used_as_it_is():
 def test_list_status_and_ids(fake):
     client = fake.client()
     first = vertex_client.submit(client, TARGET.project, TARGET.region,
-                                 eval_custom_job(TARGET, RUN, "run1"))
+                                 eval_custom_job(TARGET, "run1"))
     second = vertex_client.submit(client, TARGET.project, TARGET.region,
-                                  train_custom_job(TARGET, RUN, "run2", Resources()))
+                                  train_custom_job(TARGET, "run2", Resources()))
     listed = vertex_client.list_jobs(client, TARGET.project, TARGET.region)
     assert [j.name for j in listed] == [second.name, first.name]  # newest first
     line = vertex_client.describe(listed[0])
@@ -254,9 +266,9 @@ def test_a_runs_jobs_and_their_tensorboard_and_console_links(fake):
     from launch.vertex_spec import console_url, tensorboard_url
 
     client = fake.client()
-    for job in (train_custom_job(TARGET, RUN, "run1", Resources()),
-                eval_custom_job(TARGET, RUN, "run1"),
-                train_custom_job(TARGET, RUN, "run2", Resources())):
+    for job in (train_custom_job(TARGET, "run1", Resources()),
+                eval_custom_job(TARGET, "run1"),
+                train_custom_job(TARGET, "run2", Resources())):
         vertex_client.submit(client, TARGET.project, TARGET.region, job)
     found = vertex_client.list_jobs(client, TARGET.project, TARGET.region,
                                     labels={"run": "run1"})

@@ -7,9 +7,12 @@ import pytest
 
 from launch import vertex_launch
 from launch.errors import InputError, MissingError, StepFailed
+from launch.executors import Vertex
 from launch.image_build import tag_resource
 from launch.image_context import context_hash
+from launch.jobs import Request
 from launch.resources import Resources
+from launch.vertex_launch import Submission
 from tests.fake_cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.fake_logging import job_entry
 
@@ -24,10 +27,22 @@ def records(tmp_path):
     return write_records(tmp_path / "records")
 
 
-def train(cloud, run_id="gpu1", **kwargs):
-    options = {"experiment": "pets_retinanet_resnetfpn", "steps": 100,
-               "resources": Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"), **kwargs}
-    return vertex_launch.train(cloud, run_id=run_id, **options)
+T4 = Resources("n1-standard-8", "NVIDIA_TESLA_T4:1")
+
+
+def train(cloud, run_id="gpu1", resources=T4, submission=None):
+    request = Request.training("pets_retinanet_resnetfpn", 100, resources, run_id)
+    return Vertex(cloud, submission or Submission()).launch(request)
+
+
+def evaluate(cloud, run_id, idle_timeout=None):
+    request = Request.evaluation("pets_retinanet_resnetfpn", 100, run_id,
+                                 idle_timeout=idle_timeout)
+    return Vertex(cloud).launch(request)
+
+
+def tensorboard_links(cloud, run_id):
+    return Vertex(cloud).tensorboard(run_id, None, 6006)
 
 
 def test_train_without_data_fails_before_building_or_submitting(fakes):
@@ -86,7 +101,7 @@ def test_a_pinned_image_is_never_built_and_runs_by_digest(fakes, tmp_path):
 def test_dry_run_shows_digests_once_the_images_exist(fakes, capsys):
     from google.cloud import aiplatform_v1
 
-    dry = vertex_launch.Submission(dry_run=True)
+    dry = Submission(dry_run=True)
     tpu = {"resources": Resources(tpu="v5litepod-4")}
     job = aiplatform_v1.CustomJob.from_json(train(fakes.cloud(), submission=dry, **tpu))
     tagged = f"{REPOSITORY}/trainer-tpu:{context_hash()}"
@@ -108,13 +123,12 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
     cloud = fakes.cloud()
     vertex_launch.upload_records(cloud, str(records(tmp_path)))
     train(cloud)
-    vertex_launch.evaluate(cloud, run_id="gpu1", experiment="pets_retinanet_resnetfpn",
-                           steps=100, idle_timeout=600)
-    links = vertex_launch.tensorboard_links(cloud, "gpu1").splitlines()
+    evaluate(cloud, "gpu1", idle_timeout=600)
+    links = tensorboard_links(cloud, "gpu1").splitlines()
     assert [line.split(":")[0] for line in links] == ["eval-pets_retinanet_resnetfpn",
                                                       "train-pets_retinanet_resnetfpn"]
     with pytest.raises(MissingError, match="no Vertex AI job has run 'nope'"):
-        vertex_launch.tensorboard_links(cloud, "nope")
+        tensorboard_links(cloud, "nope")
 
     listed = vertex_launch.job_command(cloud, "list").splitlines()
     assert [line.split()[0] for line in listed] == ["2", "1"]
@@ -146,7 +160,7 @@ def test_train_follow_prints_the_logs_and_fails_when_the_job_does(fakes, tmp_pat
     cloud = fakes.cloud()
     vertex_launch.upload_records(cloud, str(records(tmp_path)))
     fakes.logs.entries += [job_entry("1", s, f"step {s}") for s in range(3)]
-    follow = vertex_launch.Submission(follow=True, poll_seconds=0)
+    follow = Submission(follow=True, poll_seconds=0)
     assert "SUCCEEDED" in train(cloud, submission=follow)
     out = capsys.readouterr().out
     assert out.index("submitted") < out.index("step 0") < out.index("step 2")
@@ -169,9 +183,8 @@ def test_a_bad_run_id_is_refused_before_any_request(fakes, tmp_path):
     cloud = fakes.cloud()
     vertex_launch.upload_records(cloud, str(records(tmp_path)))
     for action in (lambda: train(cloud, run_id="../other-team"),
-                   lambda: vertex_launch.evaluate(cloud, run_id="Run 1", experiment=None,
-                                                  steps=None, idle_timeout=None),
-                   lambda: vertex_launch.tensorboard_links(cloud, 'x" OR labels.run:*')):
+                   lambda: evaluate(cloud, "Run 1"),
+                   lambda: tensorboard_links(cloud, 'x" OR labels.run:*')):
         with pytest.raises(RunIdError, match="is not a run id"):
             action()
     assert fakes.builds.requests == [] and fakes.vertex.received == []
@@ -199,3 +212,39 @@ def test_local_docker_says_what_it_needs_where_researchers_may_not_push(fakes, t
                                               r"--local-docker to build in Cloud Build"):
         vertex_launch.build_images(fakes.cloud(), local_docker=True)
     assert fakes.builds.requests == []
+
+
+def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
+    """One request, one TrainerJob: the Vertex executor submits the very command line the
+    local one runs, with the bucket's places instead of local directories."""
+    from google.cloud import aiplatform_v1
+
+    from launch import vertex_jobs
+    from launch.errors import InputError
+    from launch.executors import Local, Target, executor_for
+    from launch.jobs import Places
+
+    cloud = fakes.cloud()
+    request = Request.training("pets_retinanet_resnetfpn", 100, Resources(workers=2), "gpu1")
+    submitted = aiplatform_v1.CustomJob.from_json(
+        Vertex(cloud, Submission(dry_run=True)).launch(request))
+    expected = request.trainer_job(vertex_jobs.places(cloud.target(), "gpu1"))
+    chief, workers = submitted.job_spec.worker_pool_specs
+    assert tuple(chief.container_spec.args) == expected.args == \
+        tuple(workers.container_spec.args)
+    assert [chief.replica_count, workers.replica_count] == \
+        [pool.replica_count for pool in expected.pools]
+    assert expected.args[2:4] == ("--model_dir=gs://pets-data/runs/gpu1/checkpoints",
+                                  "--data_dir=gs://pets-data/records")
+    local = request.trainer_job(Places("work/model", "work/records"))
+    assert [a for a in local.args if not a.startswith(("--model_dir", "--data_dir"))] == \
+        [a for a in expected.args if not a.startswith(("--model_dir", "--data_dir"))]
+
+    target = Target(Places("work/model", "work/records"), cloud)
+    assert isinstance(executor_for("local", target), Local)
+    with pytest.raises(InputError, match="--target 'gke' is not available; use one of "
+                                         "local, vertex"):
+        executor_for("gke", target)
+    with pytest.raises(InputError, match="--run-id names the training run to evaluate"):
+        Vertex(cloud).launch(Request.evaluation(None, None))
+    assert fakes.vertex.received == []

@@ -1,0 +1,119 @@
+"""Where jobs run, one class a target (XManager's executors). `invoke train` and `invoke eval`
+build the same `Request` for every target and hand it to `executor_for(target, ...)`; adding a
+target (a TPU VM, GKE) is one class here and one line in `EXECUTORS`.
+
+An executor decides where a run's files live (`jobs.Places`), turns the request into the
+TrainerJob every target runs, and runs it: as local processes, or as a Vertex AI custom job.
+It also knows where that run's TensorBoard is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Protocol
+
+from launch import vertex_client, vertex_jobs, vertex_launch, workflow
+from launch.errors import InputError, MissingError, StepFailed
+from launch.jobs import Places, Request
+from launch.vertex_launch import Cloud, Submission
+from launch.vertex_spec import tensorboard_url
+from trainer.experiments import default_train_steps
+
+
+class Executor(Protocol):
+    def launch(self, request: Request) -> str:
+        """Runs (or submits) the job; what to tell the user."""
+
+    def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
+        """Shows the run's TensorBoard; what to tell the user."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What the command line says about where a job runs; each executor reads its part."""
+
+    places: Places  # local runs: --model-dir and --data-dir
+    cloud: Cloud = dataclasses.field(default_factory=Cloud)  # settings; no API call yet
+    submission: Submission = dataclasses.field(default_factory=Submission)
+
+
+@dataclasses.dataclass(frozen=True)
+class Local:
+    """This machine: one `python -m trainer` process a replica, with a progress bar; a
+    multi-replica job gets the cluster spec Vertex AI would give it, on 127.0.0.1."""
+
+    places: Places
+    cloud: Cloud  # only for `--run-id`, which names a run in the bucket
+
+    def launch(self, request: Request) -> str:
+        job = request.trainer_job(self.places)
+        total_steps = None  # for the progress bar
+        if request.kind == "train":
+            total_steps = request.steps or default_train_steps(request.experiment)
+        workflow.run_job(job, total_steps)
+        return f"{job.name} done: {self.places.model_dir}"
+
+    def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
+        # --run-id: the whole run in the bucket (training, validation and evaluation jobs)
+        logdir = logdir or (vertex_launch.run_paths(self.cloud, run_id).root if run_id
+                            else self.places.model_dir)
+        print(f"TensorBoard on http://127.0.0.1:{port} for {logdir}", flush=True)
+        # An argument list, never a shell string: --logdir and --run-id are user input.
+        status = subprocess.call([sys.executable, "-m", "tensorboard.main", "--logdir", logdir,
+                                  "--host", "127.0.0.1", "--port", str(port)])
+        if status != 0:
+            raise StepFailed(f"TensorBoard exited with status {status}")
+        return "TensorBoard stopped"
+
+
+@dataclasses.dataclass(frozen=True)
+class Vertex:
+    """Vertex AI custom jobs on the stack's infrastructure: the run's files in the bucket
+    (gs://BUCKET/runs/RUN_ID), the sources' image built if missing and pinned by digest."""
+
+    cloud: Cloud
+    submission: Submission = dataclasses.field(default_factory=Submission)
+
+    def launch(self, request: Request) -> str:
+        if request.kind == "eval" and not request.run_id:
+            raise InputError("--run-id names the training run to evaluate")
+        run_id = vertex_jobs.check_run_id(
+            request.run_id or vertex_launch.default_run_id(request.experiment))
+        where = vertex_launch.job_images(self.cloud)
+        job = vertex_jobs.vertex_job(where, request, run_id, vertex_launch.standard_labels())
+        if self.submission.dry_run:
+            print(f"resources: {request.resources.describe()}", file=sys.stderr)
+        elif request.kind == "train":  # no data: fail now, not after a build or a wait
+            vertex_launch.require_training_data(self.cloud, where)
+        return vertex_launch.dispatch(self.cloud, where, job, run_id, self.submission)
+
+    def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
+        """The Vertex AI TensorBoard experiment of each of the run's jobs."""
+        if not run_id:
+            raise InputError("--run-id names the run whose TensorBoard to show")
+        vertex_jobs.check_run_id(run_id)
+        fields = self.cloud.fields(("project", "region"))
+        found = vertex_client.list_jobs(self.cloud.clients.jobs(fields["region"]),
+                                        fields["project"], fields["region"],
+                                        labels={"run": run_id})
+        if not found:
+            raise MissingError(f"no Vertex AI job has run {run_id!r}; `invoke jobs.list` shows "
+                               "them")
+        return "\n".join(f"{job.display_name}: {tensorboard_url(job) or 'no TensorBoard attached'}"
+                         for job in found)
+
+
+EXECUTORS: dict[str, Callable[[Target], Executor]] = {
+    "local": lambda target: Local(target.places, target.cloud),
+    "vertex": lambda target: Vertex(target.cloud, target.submission),
+}
+
+
+def executor_for(name: str, target: Target) -> Executor:
+    if name not in EXECUTORS:
+        raise InputError(f"--target {name!r} is not available; use one of "
+                         f"{', '.join(EXECUTORS)}")
+    return EXECUTORS[name](target)
