@@ -12,6 +12,7 @@ from infra.config import Environment
 from infra.modules.bucket import PrivateBucket, delete_rule
 from infra.modules.conditions import grants_only, object_prefix
 from infra.modules.github_oidc import GithubDeployIdentity
+from infra.modules.iam import Grant
 from infra.modules.registry import DockerRepository
 from infra.modules.service_accounts import ServiceAccountWithRoles
 from infra.modules.services import ProjectServices
@@ -91,18 +92,19 @@ class TrainingPlatformStack(TerraformStack):
                             prefixes=env.retention.scratch_prefixes)]
                if env.retention.scratch_expiry_days else []),
             # Jobs read everything (records/, a run's checkpoints) but write only runs/.
-            iam={"roles/storage.objectAdmin": [researchers],
-                 "roles/storage.objectViewer": [trainer.member]},
-            conditional_iam=[("roles/storage.objectUser", trainer.member,
-                              object_prefix(names.data_bucket(env), layout.RUNS_PREFIX))],
+            iam=[Grant("roles/storage.objectAdmin", "researchers", researchers),
+                 Grant("roles/storage.objectViewer", "trainer", trainer.member),
+                 Grant("roles/storage.objectUser", "trainer", trainer.member,
+                       object_prefix(names.data_bucket(env), layout.RUNS_PREFIX))],
         )
         build = PrivateBucket(
             self, "build", project=project, name=names.build_bucket(env), location=region,
             labels=labels, force_destroy=True, soft_delete_days=7,
             lifecycle_rules=[delete_rule(age_days=env.retention.build_source_days),
                              delete_rule(noncurrent_days=1)],
-            iam={"roles/storage.objectAdmin": [builder.member, deployer.member],
-                 "roles/storage.objectUser": [researchers]},  # uploads build sources
+            iam=[Grant("roles/storage.objectAdmin", "builder", builder.member),
+                 Grant("roles/storage.objectAdmin", "deployer", deployer.member),
+                 Grant("roles/storage.objectUser", "researchers", researchers)],  # sources
         )
         for bucket in (data, build):
             bucket.node.add_dependency(services)
@@ -111,9 +113,10 @@ class TrainingPlatformStack(TerraformStack):
             repository_id=names.repository_id(env), labels=labels,
             keep_versions=env.retention.keep_image_versions,
             untagged_days=env.retention.untagged_image_days,
-            iam={"roles/artifactregistry.reader": [trainer.member],
-                 "roles/artifactregistry.writer": [builder.member] + (
-                     [researchers] if env.researchers_push_images else [])},
+            iam=[Grant("roles/artifactregistry.reader", "trainer", trainer.member),
+                 Grant("roles/artifactregistry.writer", "builder", builder.member)]
+            + ([Grant("roles/artifactregistry.writer", "researchers", researchers)]
+               if env.researchers_push_images else []),
         )
         registry.node.add_dependency(services)
         gpu_image = names.image_uri(env, image_tag)

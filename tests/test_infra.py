@@ -297,3 +297,42 @@ def test_image_tag_is_a_stable_content_hash(tmp_path):
     with (root / "Dockerfile").open("a") as f:
         f.write("# a comment\n")
     assert context_hash(root) != changed
+
+
+def test_adding_a_grant_renames_no_other_resource():
+    """IAM members are named by role and member key, not by position: a new grant is one
+    create in the plan, not a destroy/create of every grant after it."""
+    from cdktf import App, TerraformStack, Testing
+    from cdktf_cdktf_provider_google.provider import GoogleProvider
+
+    from infra.modules.bucket import PrivateBucket
+    from infra.modules.conditions import object_prefix
+    from infra.modules.iam import Grant
+    from infra.modules.registry import DockerRepository
+
+    base = [Grant("roles/storage.objectAdmin", "researchers", "group:r@example.com"),
+            Grant("roles/storage.objectViewer", "trainer", "serviceAccount:t@p.iam"),
+            Grant("roles/storage.objectUser", "trainer", "serviceAccount:t@p.iam",
+                  object_prefix("b", "runs"))]
+    added = Grant("roles/storage.objectAdmin", "auditors", "group:a@example.com")
+
+    def ids(grants: list[Grant]) -> dict[str, str]:
+        """logical id -> member, for the bucket's and the repository's IAM members."""
+        stack = TerraformStack(App(), "s")
+        GoogleProvider(stack, "google", project="p")
+        PrivateBucket(stack, "data", project="p", name="b", location="us-central1", labels={},
+                      force_destroy=False, soft_delete_days=7, lifecycle_rules=[], iam=grants)
+        DockerRepository(stack, "images", project="p", location="us-central1",
+                         repository_id="r", labels={}, keep_versions=5, untagged_days=7,
+                         iam=[dataclasses.replace(g, role="roles/artifactregistry.reader")
+                              for g in grants if not g.condition])
+        synthesized = json.loads(Testing.synth(stack))["resource"]
+        return {key: value["member"] for kind in ("google_storage_bucket_iam_member",
+                                                  "google_artifact_registry_repository_iam_member")
+                for key, value in synthesized[kind].items()}
+
+    before, after = ids(base), ids([added, *base])
+    assert len(before) == 5 and len(after) == 7
+    assert {k: after[k] for k in before} == before  # every earlier grant keeps its id
+    with pytest.raises(ValueError, match=r"named twice: storage\.objectAdmin-researchers"):
+        ids([base[0], base[0]])

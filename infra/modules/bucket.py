@@ -19,7 +19,7 @@ from cdktf_cdktf_provider_google.storage_bucket_iam_member import (
 )
 from constructs import Construct
 
-from infra.modules.conditions import Condition
+from infra.modules.iam import Grant, checked
 
 DAY_SECONDS = 24 * 3600
 
@@ -40,10 +40,8 @@ class PrivateBucket(Construct):
     def __init__(self, scope: Construct, id_: str, *, project: str, name: str, location: str,
                  labels: Mapping[str, str], force_destroy: bool, soft_delete_days: int,
                  lifecycle_rules: Sequence[StorageBucketLifecycleRule],
-                 iam: Mapping[str, Sequence[str]],
-                 conditional_iam: Sequence[tuple[str, str, Condition]] = ()) -> None:
-        """`iam`: role -> members on the whole bucket; `conditional_iam`: (role, member,
-        condition) grants, e.g. on one object prefix."""
+                 iam: Sequence[Grant]) -> None:
+        """`iam`: the grants on this bucket, whole or (with a condition) on a prefix."""
         super().__init__(scope, id_)
         self.bucket = StorageBucket(
             self, "bucket", project=project, name=name, location=location.upper(),
@@ -55,15 +53,11 @@ class PrivateBucket(Construct):
             lifecycle_rule=list(lifecycle_rules),
         )
         self.iam_members = [
-            StorageBucketIamMember(self, f"{role.split('/')[-1]}-{index}",
-                                   bucket=self.bucket.name, role=role, member=member)
-            for role, members in sorted(iam.items()) for index, member in enumerate(members)
-        ] + [
             StorageBucketIamMember(
-                self, f"{role.split('/')[-1]}-{condition.title}-{index}",
-                bucket=self.bucket.name, role=role, member=member,
+                self, grant.logical_id, bucket=self.bucket.name, role=grant.role,
+                member=grant.member,
                 condition=StorageBucketIamMemberCondition(
-                    title=condition.title, expression=condition.expression,
-                    description=condition.description))
-            for index, (role, member, condition) in enumerate(conditional_iam)
+                    title=grant.condition.title, expression=grant.condition.expression,
+                    description=grant.condition.description) if grant.condition else None)
+            for grant in checked(iam)
         ]

@@ -16,11 +16,13 @@ from cdktf_cdktf_provider_google.artifact_registry_repository_iam_member import 
 )
 from constructs import Construct
 
+from infra.modules.iam import Grant, checked
+
 
 class DockerRepository(Construct):
     def __init__(self, scope: Construct, id_: str, *, project: str, location: str,
                  repository_id: str, labels: Mapping[str, str], keep_versions: int,
-                 untagged_days: int, iam: Mapping[str, Sequence[str]]) -> None:
+                 untagged_days: int, iam: Sequence[Grant]) -> None:
         super().__init__(scope, id_)
         self.repository = ArtifactRegistryRepository(
             self, "repository", project=project, location=location, format="DOCKER",
@@ -42,7 +44,7 @@ class DockerRepository(Construct):
         )
         self.iam_members = [
             ArtifactRegistryRepositoryIamMember(
-                self, f"{role.split('/')[-1]}-{index}", project=project, location=location,
-                repository=self.repository.repository_id, role=role, member=member)
-            for role, members in sorted(iam.items()) for index, member in enumerate(members)
+                self, grant.logical_id, project=project, location=location,
+                repository=self.repository.repository_id, role=grant.role, member=grant.member)
+            for grant in checked(iam)
         ]
