@@ -6,6 +6,8 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
+from infra import names
+
 # Regions where Vertex AI custom training and TensorBoard are offered.
 VERTEX_REGIONS = frozenset({
     "us-central1", "us-east1", "us-east4", "us-east5", "us-south1", "us-west1", "us-west2",
@@ -117,7 +119,5 @@ class Environment:
                                   "(lowercase letters, digits, '_' and '-'; keys start with a "
                                   "letter)")
         self.retention.validate(where)
-        from infra import names
-
         check_bucket_name(names.data_bucket(self), f"{where} (project_id + name_prefix)")
         return self

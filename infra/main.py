@@ -15,8 +15,8 @@ sys.path.insert(0, str(REPO_ROOT))  # cdktf runs this file as a script
 from cdktf import App  # noqa: E402
 
 from infra.environments import ENVIRONMENTS  # noqa: E402
+from infra.image_context import context_hash  # noqa: E402
 from infra.stack import TrainingPlatformStack  # noqa: E402
-from launch.image_context import context_hash  # noqa: E402
 
 # Terraform runs in cdktf.out/stacks/<stack>/: the repository root, relative to it, keeps
 # machine-specific paths out of the synthesised configuration.

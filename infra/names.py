@@ -1,8 +1,19 @@
-"""Every resource name, derived from an Environment in one place (the outputs carry them on)."""
+"""Every resource name, derived from an environment in one place (the outputs carry them on).
+
+Names need only these fields of `infra.config.Environment`, so this module imports nothing of
+ours and the config can check the names it implies."""
 
 from __future__ import annotations
 
-from infra.config import Environment
+from typing import Protocol
+
+
+class Environment(Protocol):
+    name: str
+    project_id: str
+    region: str
+    name_prefix: str
+
 
 TRAINER_IMAGE = "trainer"
 TPU_IMAGE = "trainer-tpu"
@@ -39,7 +50,3 @@ def image_uri(env: Environment, tag: str, image: str = TRAINER_IMAGE) -> str:
 
 def workload_identity_pool_id(env: Environment) -> str:
     return f"{env.name_prefix}-github"
-
-
-def stack_name(env: Environment) -> str:
-    return f"pets-{env.name}"

@@ -18,6 +18,7 @@ from infra.modules.service_accounts import ServiceAccountWithRoles
 from infra.modules.services import ProjectServices
 from infra.modules.tensorboard import TrainingTensorboard
 from infra.modules.trainer_image import TrainerImage, build_command
+from infra.outputs import StackOutputs, stack_name
 from trainer.data import layout
 
 # Project-level roles per identity. Everything else is granted on a single resource below.
@@ -53,7 +54,7 @@ DELEGATED_ROLES = tuple(sorted(
 class TrainingPlatformStack(TerraformStack):
     def __init__(self, scope: Construct, env: Environment, image_tag: str,
                  source_dir: str) -> None:
-        super().__init__(scope, names.stack_name(env))
+        super().__init__(scope, stack_name(env.name))
         project, region, labels = env.project_id, env.region, dict(env.labels)
         GcsBackend(self, bucket=env.state_bucket, prefix=f"pets-detector/{env.name}")
         GoogleProvider(self, "google", project=project, region=region)
@@ -144,19 +145,17 @@ class TrainingPlatformStack(TerraformStack):
         planner.grant("github-pull-requests", "roles/iam.workloadIdentityUser",
                       github.pull_request_principal())
 
-        outputs = {
-            "project": project, "region": region, "bucket": data.bucket.name,
-            "build_bucket": build.bucket.name,
-            "repository_url": names.repository_url(env), "image_uri": gpu_image,
-            "tpu_image_uri": names.image_uri(env, image_tag, names.TPU_IMAGE),
-            "image_tag": image_tag, "trainer_service_account": trainer.account.email,
-            "tensorboard": tensorboard.tensorboard.id,
-            "deployer_service_account": deployer.account.email,
-            "builder_service_account": builder.account.email,
-            "planner_service_account": planner.account.email,
-            "workload_identity_provider": github.provider.name,
-            "researchers_push_images": str(env.researchers_push_images).lower(),
-        }
-        for key, value in outputs.items():  # plain names: the launcher reads them
+        outputs = StackOutputs(
+            project=project, region=region, bucket=data.bucket.name,
+            build_bucket=build.bucket.name, repository_url=names.repository_url(env),
+            image_uri=gpu_image, tpu_image_uri=names.image_uri(env, image_tag, names.TPU_IMAGE),
+            image_tag=image_tag, trainer_service_account=trainer.account.email,
+            builder_service_account=builder.account.email,
+            deployer_service_account=deployer.account.email,
+            planner_service_account=planner.account.email,
+            tensorboard=tensorboard.tensorboard.id,
+            workload_identity_provider=github.provider.name,
+            researchers_push_images=str(env.researchers_push_images).lower())
+        for key, value in outputs.as_dict().items():  # plain names: the launcher reads them
             TerraformOutput(self, f"output-{key}", value=value).override_logical_id(key)
         self.image = image

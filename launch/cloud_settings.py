@@ -3,17 +3,16 @@ the infra outputs file that `cdktf deploy --outputs-file infra/outputs.json` wri
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from infra import outputs as stack_outputs
 from launch.errors import MissingError
-from launch.image_context import REPO_ROOT
 from launch.vertex_spec import CloudTarget
 
-OUTPUTS_FILE = REPO_ROOT / "infra" / "outputs.json"
+OUTPUTS_FILE = stack_outputs.OUTPUTS_FILE
 ENV_PREFIX = "PETS_"
-# CloudTarget field -> the infra stack output that provides it.
+# Setting -> the stack output (a `StackOutputs` field) that provides it.
 FROM_OUTPUTS = {"project": "project", "region": "region", "bucket": "bucket",
                 "image": "image_uri", "tpu_image": "tpu_image_uri",
                 "service_account": "trainer_service_account", "tensorboard": "tensorboard",
@@ -27,29 +26,23 @@ class SettingsMissingError(MissingError):
     pass
 
 
-def stack_outputs(environment: str, path: Path = OUTPUTS_FILE) -> dict[str, str]:
-    if not path.exists():
-        return {}
-    outputs = json.loads(path.read_text())
-    return dict(outputs.get(f"pets-{environment}", {}))
-
-
 def resolve_fields(environment: str, overrides: Mapping[str, str | None],
                    env: Mapping[str, str], config: Mapping[str, str],
                    outputs_path: Path = OUTPUTS_FILE,
                    required: tuple[str, ...] = REQUIRED) -> dict[str, str | None]:
     """Each field from the first source that has it; a missing required one names the fix."""
-    outputs = stack_outputs(environment, outputs_path)
+    outputs = stack_outputs.read(environment, outputs_path)
     values = {}
     for field, output in FROM_OUTPUTS.items():
         values[field] = (overrides.get(field) or env.get(f"{ENV_PREFIX}{field.upper()}")
                          or config.get(field) or outputs.get(output))
     missing = [field for field in required if not values[field]]
     if missing:
+        stack = stack_outputs.stack_name(environment)
         raise SettingsMissingError(
             f"no {', '.join(missing)} for environment {environment!r}: a platform engineer "
-            f"creates them with `npx cdktf deploy pets-{environment} --outputs-file "
-            f"infra/outputs.json` (or `npx cdktf output pets-{environment} --outputs-file "
+            f"creates them with `npx cdktf deploy {stack} --outputs-file "
+            f"infra/outputs.json` (or `npx cdktf output {stack} --outputs-file "
             "infra/outputs.json` to fetch them); or pass --project/--region/--bucket/--image, "
             f"set {ENV_PREFIX}PROJECT etc., or add them under `vertex:` in invoke.yaml")
     return values

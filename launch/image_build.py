@@ -23,8 +23,8 @@ from google.cloud import artifactregistry_v1
 from google.cloud.devtools import cloudbuild_v1
 from google.protobuf import duration_pb2
 
+from infra.image_context import BUILD_DEFINITION, REPO_ROOT, context_files
 from launch.errors import UserError
-from launch.image_context import BUILD_DEFINITION, REPO_ROOT, context_files
 
 CLOUDBUILD_CONFIG = "cloudbuild.yaml"
 _IMAGE_URI = re.compile(r"^(?P<location>[a-z0-9-]+)-docker\.pkg\.dev/(?P<project>[^/]+)/"

@@ -12,10 +12,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from infra.image_context import REPO_ROOT, context_hash
 from launch import cloud_settings, vertex_client, vertex_jobs
 from launch.errors import InputError, MissingError, StepFailed
 from launch.google_clients import GoogleClients
-from launch.image_context import REPO_ROOT, context_hash
 from launch.vertex_spec import (
     CloudTarget,
     console_url,

@@ -1,16 +1,17 @@
 """Every Google service the cloud tasks call, faked on 127.0.0.1 at once, and a
 `vertex_launch.Cloud` whose real clients reach them; settings come from an outputs file as
-`cdktf deploy --outputs-file` writes it."""
+`cdktf deploy --outputs-file` writes it (the stack's `StackOutputs`)."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+from infra import outputs as stack_outputs
+from infra.outputs import StackOutputs
 from launch import vertex_launch
 from launch.google_clients import GoogleClients
 from tests.fake_build import FakeArtifactRegistry, FakeCloudBuild
@@ -19,14 +20,19 @@ from tests.fake_logging import FakeLoggingService
 from tests.fake_vertex import FakeJobService
 
 REPOSITORY = "us-central1-docker.pkg.dev/pets-detector-dev/pets-images"
-OUTPUTS = {
-    "project": "pets-detector-dev", "region": "us-central1", "bucket": "pets-data",
-    "build_bucket": "pets-build", "image_uri": f"{REPOSITORY}/trainer:deployed",
-    "tpu_image_uri": f"{REPOSITORY}/trainer-tpu:deployed",
-    "trainer_service_account": "pets-trainer@pets-detector-dev.iam.gserviceaccount.com",
-    "builder_service_account": "pets-builder@pets-detector-dev.iam.gserviceaccount.com",
-    "tensorboard": "projects/pets-detector-dev/locations/us-central1/tensorboards/7",
-}
+PROJECT = "pets-detector-dev"
+OUTPUTS = StackOutputs(
+    project=PROJECT, region="us-central1", bucket="pets-data", build_bucket="pets-build",
+    repository_url=REPOSITORY, image_uri=f"{REPOSITORY}/trainer:deployed",
+    tpu_image_uri=f"{REPOSITORY}/trainer-tpu:deployed", image_tag="deployed",
+    trainer_service_account=f"pets-trainer@{PROJECT}.iam.gserviceaccount.com",
+    builder_service_account=f"pets-builder@{PROJECT}.iam.gserviceaccount.com",
+    deployer_service_account=f"pets-deployer@{PROJECT}.iam.gserviceaccount.com",
+    planner_service_account=f"pets-planner@{PROJECT}.iam.gserviceaccount.com",
+    tensorboard=f"projects/{PROJECT}/locations/us-central1/tensorboards/7",
+    workload_identity_provider=f"projects/{PROJECT}/locations/global/workloadIdentityPools/"
+                               "pets-github/providers/github",
+    researchers_push_images="true")
 
 
 @contextlib.contextmanager
@@ -39,10 +45,10 @@ def fake_cloud(workdir: Path) -> Iterator[SimpleNamespace]:
         os.environ["STORAGE_EMULATOR_HOST"] = gcs.url  # resumable uploads read it
         try:
             storage = gcs.client()
-            for bucket in (OUTPUTS["bucket"], OUTPUTS["build_bucket"]):
+            for bucket in (OUTPUTS.bucket, OUTPUTS.build_bucket):
                 storage.create_bucket(bucket)
             outputs = workdir / "outputs.json"
-            outputs.write_text(json.dumps({"pets-dev": OUTPUTS}))
+            stack_outputs.write({"dev": OUTPUTS}, outputs)
             clients = GoogleClients(jobs=lambda region: vertex.client(), logs=logs.client,
                                     storage=lambda project: gcs.client(),
                                     registry=registry.client, builds=builds.client)

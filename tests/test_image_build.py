@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from infra.image_context import REPO_ROOT, context_hash
 from launch.image_build import (
     CLOUDBUILD_CONFIG,
     ImageBuildError,
@@ -22,7 +23,6 @@ from launch.image_build import (
     tag_resource,
     with_tag,
 )
-from launch.image_context import REPO_ROOT, context_hash
 from tests.fake_build import FakeArtifactRegistry, FakeCloudBuild
 from tests.fake_gcs import FakeGcs
 

@@ -14,8 +14,9 @@ import pytest
 from infra import names
 from infra.config import ConfigError, Environment, Retention
 from infra.environments import ENVIRONMENTS
+from infra.image_context import context_hash
 from infra.modules.services import SERVICES
-from launch.image_context import context_hash
+from infra.outputs import StackOutputs, stack_name
 from tests.conftest import REPO
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -29,8 +30,8 @@ def stacks(tmp_path_factory) -> dict[str, dict]:
 
     outdir = tmp_path_factory.mktemp("cdktf.out")
     build_app(str(outdir)).synth()
-    return {env: json.loads((outdir / "stacks" / names.stack_name(e) / "cdk.tf.json")
-                            .read_text()) for env, e in ENVIRONMENTS.items()}
+    return {env: json.loads((outdir / "stacks" / stack_name(env) / "cdk.tf.json")
+                            .read_text()) for env in ENVIRONMENTS}
 
 
 def resources(stack: dict, kind: str) -> list[dict]:
@@ -336,3 +337,27 @@ def test_adding_a_grant_renames_no_other_resource():
     assert {k: after[k] for k in before} == before  # every earlier grant keeps its id
     with pytest.raises(ValueError, match=r"named twice: storage\.objectAdmin-researchers"):
         ids([base[0], base[0]])
+
+
+def test_the_stack_outputs_read_back_through_the_launcher(stacks, tmp_path):
+    """The contract: the synthesised stack emits exactly the StackOutputs fields, and the
+    file `cdktf deploy --outputs-file` would write from them gives the launcher its target."""
+    from infra import outputs as stack_outputs
+    from launch import cloud_settings
+
+    for env_name, stack in stacks.items():
+        emitted = {key: output["value"] for key, output in stack["output"].items()}
+        assert set(emitted) == stack_outputs.OUTPUT_NAMES
+        path = tmp_path / f"{env_name}.json"
+        stack_outputs.write({env_name: StackOutputs(**emitted)}, path)
+        assert stack_outputs.read(env_name, path) == emitted
+        target = cloud_settings.resolve_target(env_name, {}, {}, {}, path)
+        assert (target.project, target.region, target.bucket, target.image, target.tpu_image,
+                target.service_account, target.tensorboard) == (
+            emitted["project"], emitted["region"], emitted["bucket"], emitted["image_uri"],
+            emitted["tpu_image_uri"], emitted["trainer_service_account"],
+            emitted["tensorboard"])
+        fields = cloud_settings.resolve_fields(env_name, {}, {}, {}, path)
+        assert fields["researchers_push_images"] == "false"
+        assert fields["builder_service_account"] == emitted["builder_service_account"]
+    assert set(cloud_settings.FROM_OUTPUTS.values()) <= stack_outputs.OUTPUT_NAMES

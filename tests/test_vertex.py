@@ -231,7 +231,7 @@ def dry_run(*args: str) -> aiplatform_v1.CustomJob:
 
 @pytest.mark.parametrize("args", README_EXAMPLES, ids=["gpu", "multi-worker", "tpu", "eval"])
 def test_readme_examples_dry_run_to_valid_custom_jobs(args):
-    from launch.image_context import context_hash
+    from infra.image_context import context_hash
 
     job = dry_run(*args)
     assert job.job_spec.service_account == TARGET.service_account

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from infra.image_context import context_hash
 from launch import vertex_launch
 from launch.errors import InputError, MissingError, StepFailed
 from launch.executors import Vertex
 from launch.image_build import tag_resource
-from launch.image_context import context_hash
 from launch.jobs import Request
 from launch.resources import Resources
 from launch.vertex_launch import Submission
@@ -60,7 +60,7 @@ def test_upload_then_train_builds_once_and_submits_the_sources_image(fakes, tmp_
     output = train(cloud)
     assert "building" in capsys.readouterr().out
     (build,) = fakes.builds.requests
-    assert build.build.service_account.endswith(OUTPUTS["builder_service_account"])
+    assert build.build.service_account.endswith(OUTPUTS.builder_service_account)
     (request,) = fakes.vertex.received
     (pool,) = request.custom_job.job_spec.worker_pool_specs
     built = f"{REPOSITORY}/trainer:{context_hash()}"  # the job runs what was built, by digest
@@ -202,12 +202,13 @@ def test_train_refuses_stale_shards_before_building_or_submitting(fakes, tmp_pat
 
 
 def test_local_docker_says_what_it_needs_where_researchers_may_not_push(fakes, tmp_path):
-    import json
+    import dataclasses
 
+    from infra import outputs
     from launch.image_build import ImageBuildError
 
-    outputs = tmp_path / "outputs.json"
-    outputs.write_text(json.dumps({"pets-dev": {**OUTPUTS, "researchers_push_images": "false"}}))
+    no_push = dataclasses.replace(OUTPUTS, researchers_push_images="false")
+    outputs.write({"dev": no_push}, tmp_path / "outputs.json")
     with pytest.raises(ImageBuildError, match=r"researchers_push_images is off.*Drop "
                                               r"--local-docker to build in Cloud Build"):
         vertex_launch.build_images(fakes.cloud(), local_docker=True)

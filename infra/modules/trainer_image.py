@@ -1,6 +1,6 @@
 """Builds and pushes the trainer images in Cloud Build during `cdktf deploy`.
 
-The tag is the content hash of the build context (launch.image_context), so the build runs
+The tag is the content hash of the build context (infra.image_context), so the build runs
 again exactly when the trainer's sources or the Dockerfile change. `terraform_data` is
 Terraform's built-in resource: no extra provider to download. The command runs without a
 shell: local-exec's `interpreter` is the argument list, its `command` the last argument.
