@@ -6,14 +6,22 @@ from invoke import Collection, Exit, task
 
 from launch import jobs, workflow
 from launch.errors import InputError, StepFailed, UserError
+from launch.resources import optional_number
+from trainer.args import ConvertArgs, DownloadArgs, SampleArgs
 
 WORK = "work"
 DATA_DIR, RECORDS_DIR, MODEL_DIR = f"{WORK}/pets", f"{WORK}/records", f"{WORK}/model"
 EXPORT_DIR = f"{WORK}/exported"
 
 
-def _run(job: jobs.TrainerJob) -> None:
-    _guarded(lambda: workflow.run_job(job))
+def _tool(make_args) -> None:
+    """Runs the trainer tool whose typed arguments `make_args()` builds from the flags."""
+    _guarded(lambda: workflow.run_job(jobs.tool_job(make_args())))
+
+
+def _numbers(**values):
+    """The options given on the command line (None: keep the command's default)."""
+    return {name: value for name, value in values.items() if value is not None}
 
 
 def _cloud(c, project=None, region=None, bucket=None, image=None, env=None):
@@ -59,15 +67,14 @@ def _say(action) -> None:
             "num_images": "how many images", "bad_inputs": "add corrupt and malformed files"})
 def sample(c, output_dir=DATA_DIR, num_images=0, bad_inputs=False):
     """Write a synthetic dataset in the Oxford-IIIT Pets layout."""
-    args = ["data", "sample", f"--output_dir={output_dir}"]
-    args += [f"--num_images={num_images}"] if num_images else []
-    _run(jobs.tool_job("sample", args + (["--bad_inputs"] if bad_inputs else [])))
+    _tool(lambda: SampleArgs(output_dir, bad_inputs=bool(bad_inputs), **_numbers(
+        num_images=(optional_number("--num-images", num_images, int) or None))))
 
 
 @task(help={"output_dir": "where to extract images/ and annotations/"})
 def download(c, output_dir=DATA_DIR):
     """Download Oxford-IIIT Pets (verified, resumable)."""
-    _run(jobs.tool_job("download", ["data", "download", f"--output_dir={output_dir}"]))
+    _tool(lambda: DownloadArgs(output_dir))
 
 
 @task(help={"records_dir": "converted TFRecords", "env": "infra environment",
@@ -89,12 +96,11 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False):
 def convert(c, data_dir=DATA_DIR, output_dir=RECORDS_DIR, num_shards=10, masks=False, voc=False,
             label_map=None, max_pixels=None, max_objects=None):
     """Convert Pets or VOC to sharded TFRecords with a conversion report."""
-    args = ["data", "convert", f"--data_dir={data_dir}", f"--output_dir={output_dir}",
-            f"--num_shards={num_shards}"]
-    args += [f"--max_pixels={max_pixels}"] if max_pixels else []
-    args += [f"--max_objects={max_objects}"] if max_objects else []
-    args += (["--masks"] if masks else []) + (["--voc"] if voc else [])
-    _run(jobs.tool_job("convert", args + ([f"--label_map={label_map}"] if label_map else [])))
+    _tool(lambda: ConvertArgs(data_dir, output_dir, masks=bool(masks), voc=bool(voc),
+                              label_map=label_map or None, **_numbers(
+        num_shards=optional_number("--num-shards", num_shards, int),
+        max_pixels=optional_number("--max-pixels", max_pixels, int),
+        max_objects=optional_number("--max-objects", max_objects, int))))
 
 
 CLOUD_HELP = {"project": "GCP project (default: infra outputs)", "region": "Vertex AI region",

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from launch.errors import InputError
 from launch.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
+from trainer.args import Args, TrainArgs
 from trainer.experiments import DEFAULT_EXPERIMENT
 
 TRAINER_COMMAND = ("python", "-m", "trainer")
@@ -52,18 +53,14 @@ class TrainingRun:
     params_override: str = ""
     config_files: Sequence[str] = ()
 
-    def trainer_args(self, mode: str) -> tuple[str, ...]:
-        args = [f"--experiment={self.experiment}", f"--mode={mode}",
-                f"--model_dir={self.model_dir}", f"--data_dir={self.data_dir}"]
-        args += [f"--config_file={path}" for path in self.config_files]
-        if self.steps is not None:
-            args.append(f"--train_steps={self.steps}")
-        if self.init_checkpoint:
-            args += [f"--init_checkpoint={self.init_checkpoint}",
-                     f"--init_checkpoint_type={self.init_checkpoint_type}"]
-        if self.params_override:
-            args.append(f"--params_override={self.params_override}")
-        return tuple(args)
+    def trainer_args(self, mode: str, **more) -> TrainArgs:
+        """The training command for `mode`; `more` sets its other options."""
+        return TrainArgs(experiment=self.experiment, mode=mode, model_dir=self.model_dir,
+                         data_dir=self.data_dir, config_files=tuple(self.config_files),
+                         train_steps=self.steps, init_checkpoint=self.init_checkpoint,
+                         init_checkpoint_type=self.init_checkpoint_type
+                         if self.init_checkpoint else None,
+                         params_override=self.params_override, **more)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,35 +119,20 @@ def train_job(run: TrainingRun, resources: Resources = DEFAULT_RESOURCES,
               export_dir: str | None = None) -> TrainerJob:
     """A chief plus `resources.workers` more replicas (MultiWorkerMirroredStrategy when
     there are workers)."""
-    args = run.trainer_args("train")
-    if export_dir:
-        args += (f"--export_dir={export_dir}",)
-    return TrainerJob(name=f"train-{run.experiment}", args=args,
+    args = run.trainer_args("train", export_dir=export_dir)
+    return TrainerJob(name=f"train-{run.experiment}", args=tuple(args.to_argv()),
                       pools=tuple(WorkerPool(n) for n in resources.replicas))
 
 
 def eval_job(run: TrainingRun, continuous: bool = True,
              idle_timeout: float | None = None) -> TrainerJob:
     """One replica evaluating checkpoints (continuously beside training, or the newest once)."""
-    args = run.trainer_args("continuous_eval" if continuous else "eval")
-    if idle_timeout is not None:
-        args += (f"--eval_idle_timeout={idle_timeout:g}",)
-    return TrainerJob(name=f"eval-{run.experiment}", args=args)
+    timeout = {} if idle_timeout is None else {"eval_idle_timeout": idle_timeout}
+    args = run.trainer_args("continuous_eval" if continuous else "eval", **timeout)
+    return TrainerJob(name=f"eval-{run.experiment}", args=tuple(args.to_argv()))
 
 
-def tool_job(name: str, args: Sequence[str]) -> TrainerJob:
-    """`python -m trainer data|export|predict ...` as a single-replica job."""
-    return TrainerJob(name=name, args=tuple(args))
-
-
-def export_job(model_dir: str, export_dir: str, checkpoint: str | None = None) -> TrainerJob:
-    """SavedModel export of `checkpoint` (default: the newest in `model_dir`)."""
-    args = ["export", f"--model_dir={model_dir}", f"--export_dir={export_dir}"]
-    return tool_job("export", args + ([f"--checkpoint={checkpoint}"] if checkpoint else []))
-
-
-def predict_job(model: str, images: str, output_dir: str,
-                min_score: float | None = None) -> TrainerJob:
-    """Annotated images plus detections.json for every image matching the glob."""
-    args = ["predict", f"--model={model}", f"--images={images}", f"--output_dir={output_dir}"]
-    return tool_job("predict", args + ([f"--min_score={min_score:g}"] if min_score else []))
+def tool_job(args: Args) -> TrainerJob:
+    """A trainer tool (`python -m trainer data|export|predict ...`) as a one-replica job,
+    named after its command."""
+    return TrainerJob(name=args.COMMAND[-1], args=tuple(args.to_argv()))

@@ -14,6 +14,7 @@ from launch.errors import InputError, StepFailed
 from launch.local import LocalExecutor, progress_printer
 from launch.resources import DEFAULT_RESOURCES, Resources
 from launch.upload import upload_directory
+from trainer.args import ConvertArgs, ExportArgs, PredictArgs, SampleArgs
 from trainer.data import pets
 from trainer.experiments import default_train_steps
 from trainer.predict import DETECTIONS_FILE
@@ -62,7 +63,7 @@ def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
         model_dir, checkpoint = str(local_model), str(local_checkpoint)
     elif checkpoint and "/" not in checkpoint:  # `5000` or `ckpt-5000` in the model directory
         checkpoint = f"{model_dir}/{bucket_models.checkpoint_name(checkpoint)}"
-    run_job(jobs.export_job(model_dir, str(_local(output_dir)), checkpoint))
+    run_job(jobs.tool_job(ExportArgs(model_dir, str(_local(output_dir)), checkpoint)))
     return _publish(client, output_dir)
 
 
@@ -80,7 +81,8 @@ def predict(model: str, images: str, output_dir: str, min_score: float | None = 
                                                 "pattern, e.g. gs://BUCKET/DIR/*.jpg")
         images = f"{bucket_models.stage_directory(client, folder)}/{pattern}"
     local_out = _local(output_dir)
-    run_job(jobs.predict_job(model, images, str(local_out), min_score))
+    run_job(jobs.tool_job(PredictArgs(model, images, str(local_out),
+                                      **({} if min_score is None else {"min_score": min_score}))))
     if client is not None:
         report = local_out / DETECTIONS_FILE
         report.write_text(json.dumps(bucket_models.mirrored_to_urls(
@@ -139,26 +141,23 @@ def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
     start = time.monotonic()
 
     say("1/6 Writing a synthetic Oxford-IIIT Pets sample")
-    sample_args = ["data", "sample", f"--output_dir={data}"]
-    if num_images:
-        sample_args.append(f"--num_images={num_images}")
-    run_job(jobs.tool_job("sample", sample_args))
+    run_job(jobs.tool_job(SampleArgs(str(data), **({"num_images": num_images} if num_images
+                                                   else {}))))
     say("2/6 Converting to TFRecords")
-    run_job(jobs.tool_job("convert", ["data", "convert", f"--data_dir={data}",
-                                      f"--output_dir={records}", "--num_shards=4"]))
+    run_job(jobs.tool_job(ConvertArgs(str(data), str(records), num_shards=4)))
     run = jobs.TrainingRun(model_dir=str(model), data_dir=str(records), steps=steps)
     say("3/6 Training")
     train(run)
     say("4/6 Evaluating (COCO metrics)")
     evaluate(run, continuous=False)
     say("5/6 Exporting a SavedModel")
-    run_job(jobs.export_job(str(model), str(exported)))
+    run_job(jobs.tool_job(ExportArgs(str(model), str(exported))))
     say("6/6 Detecting pets in held-out test images")
     test_images = root / "test_images"
     test_images.mkdir(exist_ok=True)
     for name in pets.read_example_list(data / pets.TEST_LIST)[:DEMO_PREDICT_IMAGES]:
         shutil.copy(pets.image_path(data, name), test_images)
-    run_job(jobs.predict_job(str(exported), f"{test_images}/*.jpg", str(predictions)))
+    run_job(jobs.tool_job(PredictArgs(str(exported), f"{test_images}/*.jpg", str(predictions))))
     annotated = sorted(predictions.glob("*_detections.jpg"))
     metrics = latest_metrics(str(model))["metrics"]
     return DemoResult(metrics, str(exported), str(annotated[0]) if annotated else "",

@@ -13,6 +13,7 @@ from launch.errors import InputError
 from launch.local import LocalExecutor, cluster_specs, progress_printer, replica_environments
 from launch.resources import Resources
 from tests.conftest import REPO
+from trainer.args import ConvertArgs
 
 RUN = jobs.TrainingRun(model_dir="/m", data_dir="/d", steps=40, params_override="a.b=1",
                        init_checkpoint="/ckpt", config_files=("x.yaml",))
@@ -60,8 +61,7 @@ def test_replicas_get_vertex_cluster_specs_on_localhost():
 def test_a_failing_replica_fails_the_job():
     lines = []
     executor = LocalExecutor(on_line=lambda replica, line: lines.append(line))
-    code = executor.run(jobs.tool_job("bad", ["data", "convert", "--data_dir=/nonexistent",
-                                              "--output_dir=/tmp/never"]))
+    code = executor.run(jobs.tool_job(ConvertArgs("/nonexistent", "/tmp/never")))
     assert code == 1
     assert any("error: /nonexistent/annotations/trainval.txt not found" in line
                for line in lines)

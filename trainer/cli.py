@@ -1,9 +1,5 @@
-"""`python -m trainer`: the container's entrypoint.
-
-    python -m trainer --experiment=... --mode=train --model_dir=... [Model Garden flags]
-    python -m trainer data {sample,download,convert} ...
-    python -m trainer export --model_dir=... --export_dir=...
-    python -m trainer predict --model=... --images=GLOB --output_dir=...
+"""`python -m trainer`: the container's entrypoint. The commands and their flags are declared
+in `trainer.args`; this module runs the one `argv` names.
 
 Errors a user can fix (bad flags, missing data, corrupt inputs) print one clear line and exit
 with status 2 (1 for failed work) instead of a traceback.
@@ -11,21 +7,21 @@ with status 2 (1 for failed work) instead of a traceback.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from trainer import args as trainer_args
 from trainer import settings as settings_lib
 
 EXIT_FAILED, EXIT_USAGE, EXIT_EVAL_TIMEOUT = 1, 2, 3
 
 
-def run_trainer(argv: Sequence[str]) -> int:
+def run_trainer(args: trainer_args.TrainArgs) -> int:
     from trainer import distribution, evaluation, train
     from trainer import params as params_lib
 
-    settings = settings_lib.parse(argv)
+    settings = settings_lib.settings_from_args(args)
     cluster = train.environment_for_cluster()
     num_gpus = settings.num_gpus if settings.num_gpus is not None else train.visible_gpus()
     strategy_name = distribution.choose_strategy(settings.strategy, os.environ, num_gpus,
@@ -80,87 +76,42 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
     return 0
 
 
-def _data_parser(subparsers) -> None:
-    from trainer.data import convert, sample
-    from trainer.data.images import DEFAULT_MAX_PIXELS
+def run_sample(args: trainer_args.SampleArgs) -> int:
+    from trainer.data.sample import write_sample
 
-    data = subparsers.add_parser("data", help="sample, download or convert data")
-    tools = data.add_subparsers(dest="tool", required=True)
-    p = tools.add_parser("sample", help="write a synthetic dataset in the Pets layout")
-    p.add_argument("--output_dir", "--output-dir", required=True)
-    p.add_argument("--num_images", "--num-images", type=int, default=sample.DEFAULT_NUM_IMAGES)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--bad_inputs", "--bad-inputs", action="store_true",
-                   help="add corrupt and malformed files, as real collections have")
-    p = tools.add_parser("download", help="fetch and extract the Oxford-IIIT Pets archives")
-    p.add_argument("--output_dir", "--output-dir", required=True)
-    p.add_argument("--base_url", "--base-url", default=None)
-    p = tools.add_parser("convert", help="Pets or VOC directory -> sharded TFRecords")
-    p.add_argument("--data_dir", "--data-dir", required=True)
-    p.add_argument("--output_dir", "--output-dir", required=True)
-    p.add_argument("--num_shards", "--num-shards", type=int, default=convert.DEFAULT_NUM_SHARDS)
-    p.add_argument("--masks", action="store_true", help="add instance masks from trimaps")
-    p.add_argument("--voc", action="store_true", help="the input is a PASCAL VOC directory")
-    p.add_argument("--label_map", "--label-map", default=None,
-                   help="label map .pbtxt (default: Pets' 37 breeds, or VOC's 20 classes)")
-    p.add_argument("--processes", type=int, default=None, help="default: all cores")
-    p.add_argument("--max_pixels", "--max-pixels", type=int, default=DEFAULT_MAX_PIXELS,
-                   help="skip images with more pixels (checked before decoding)")
-    p.add_argument("--max_objects", "--max-objects", type=int,
-                   default=convert.DEFAULT_MAX_OBJECTS,
-                   help="skip annotations with more objects")
-
-
-def run_data(args: argparse.Namespace) -> int:
-    if args.tool == "sample":
-        from trainer.data.sample import write_sample
-
-        root = write_sample(args.output_dir, args.num_images, args.seed, args.bad_inputs)
-        print(f"wrote a synthetic Pets dataset to {root}")
-    elif args.tool == "download":
-        from trainer.data.download import PETS_BASE_URL, download_pets
-
-        root = download_pets(args.output_dir, args.base_url or PETS_BASE_URL)
-        print(f"Oxford-IIIT Pets is in {root}")
-    else:
-        from trainer.data.convert import Limits, convert_directory
-        from trainer.data.label_map import read_label_map
-
-        label_map = read_label_map(args.label_map) if args.label_map else None
-        convert_directory(args.data_dir, args.output_dir, voc=args.voc, masks=args.masks,
-                          label_map=label_map, num_shards=args.num_shards,
-                          processes=args.processes,
-                          limits=Limits(args.max_pixels, args.max_objects))
+    root = write_sample(args.output_dir, args.num_images, args.seed, args.bad_inputs)
+    print(f"wrote a synthetic Pets dataset to {root}")
     return 0
 
 
-def _tool_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    subparsers = parser.add_subparsers(dest="command", required=True)
-    _data_parser(subparsers)
-    p = subparsers.add_parser("export", help="export a SavedModel from a model directory")
-    p.add_argument("--model_dir", "--model-dir", required=True)
-    p.add_argument("--export_dir", "--export-dir", "--output-dir", required=True)
-    p.add_argument("--checkpoint", default=None, help="default: the newest")
-    p = subparsers.add_parser("predict", help="detect pets in images with an exported model")
-    p.add_argument("--model", required=True, help="exported SavedModel directory")
-    p.add_argument("--images", required=True, help="image file glob")
-    p.add_argument("--output_dir", "--output-dir", required=True)
-    p.add_argument("--min_score", "--min-score", type=float, default=0.3)
-    return parser
+def run_download(args: trainer_args.DownloadArgs) -> int:
+    from trainer.data.download import PETS_BASE_URL, download_pets
+
+    root = download_pets(args.output_dir, args.base_url or PETS_BASE_URL)
+    print(f"Oxford-IIIT Pets is in {root}")
+    return 0
 
 
-def run_tool(argv: Sequence[str]) -> int:
-    args = _tool_parser().parse_args(argv)
-    if args.command == "data":
-        return run_data(args)
-    if args.command == "export":
-        from trainer.export import export
+def run_convert(args: trainer_args.ConvertArgs) -> int:
+    from trainer.data.convert import Limits, convert_directory
+    from trainer.data.label_map import read_label_map
 
-        result = export(args.model_dir, args.export_dir, args.checkpoint)
-        print(f"exported {result.checkpoint} to {result.export_dir}")
-        return 0
+    label_map = read_label_map(args.label_map) if args.label_map else None
+    convert_directory(args.data_dir, args.output_dir, voc=args.voc, masks=args.masks,
+                      label_map=label_map, num_shards=args.num_shards,
+                      processes=args.processes, limits=Limits(args.max_pixels, args.max_objects))
+    return 0
+
+
+def run_export(args: trainer_args.ExportArgs) -> int:
+    from trainer.export import export
+
+    result = export(args.model_dir, args.export_dir, args.checkpoint)
+    print(f"exported {result.checkpoint} to {result.export_dir}")
+    return 0
+
+
+def run_predict(args: trainer_args.PredictArgs) -> int:
     from trainer.predict import predict
 
     report = predict(args.model, args.images, args.output_dir, args.min_score)
@@ -169,7 +120,11 @@ def run_tool(argv: Sequence[str]) -> int:
     return 0
 
 
-TOOLS = ("data", "export", "predict")
+RUNNERS: dict[type[trainer_args.Args], Callable[..., int]] = {
+    trainer_args.TrainArgs: run_trainer, trainer_args.SampleArgs: run_sample,
+    trainer_args.DownloadArgs: run_download, trainer_args.ConvertArgs: run_convert,
+    trainer_args.ExportArgs: run_export, trainer_args.PredictArgs: run_predict,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -181,9 +136,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv and argv[0] in TOOLS:
-            return run_tool(argv)
-        return run_trainer(argv[1:] if argv[:1] == ["train"] else argv)
+        args = trainer_args.parse(argv)
+        return RUNNERS[type(args)](args)
     except (settings_lib.SettingsError, LabelMapError, ClusterSpecError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE

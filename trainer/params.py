@@ -7,9 +7,10 @@ override always has the last word.
 
 from __future__ import annotations
 
+from trainer.args import INIT_CHECKPOINT_TYPES
 from trainer.data.label_map import read_label_map
 from trainer.experiments import EXPERIMENTS, register
-from trainer.settings import INIT_CHECKPOINT_TYPES, SettingsError, TrainerSettings
+from trainer.settings import SettingsError, TrainerSettings
 
 
 def _check_inputs(pattern: str | None, flag: str) -> None:

@@ -1,23 +1,15 @@
-"""The trainer's command line, parsed once into typed settings: the contract with the launchers.
-
-Flag names follow Model Garden's `official/vision/train.py` (`--experiment`, `--config_file`,
-`--params_override`, `--mode`, `--model_dir`, `--tpu`), so its documentation applies here.
-"""
+"""The training command's arguments (`trainer.args.TrainArgs`) resolved into the settings a
+run uses: data-directory defaults and Vertex AI's AIP_* variables filled in, values checked."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 
+from trainer import args as trainer_args
+from trainer.args import DEFAULT_EVAL_IDLE_TIMEOUT, TrainArgs
 from trainer.data import layout
-from trainer.distribution import STRATEGIES
-from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
-
-MODES = ("train", "eval", "train_and_eval", "continuous_eval")
-INIT_CHECKPOINT_TYPES = {"backbone": "backbone", "detection": "all"}
-DEFAULT_EVAL_IDLE_TIMEOUT = 3600
 
 
 class SettingsError(ValueError):
@@ -50,38 +42,7 @@ class TrainerSettings:
         return "train" in self.mode
 
 
-def add_flags(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
-    add("--experiment", default=DEFAULT_EXPERIMENT,
-        help=f"registered experiment: {', '.join(EXPERIMENTS)} or any Model Garden one")
-    add("--config_file", action="append", default=[],
-        help="YAML overriding the experiment (repeatable, applied in order)")
-    add("--params_override", default="", help="'a.b=1,c.d=x' or YAML, applied last")
-    add("--mode", default="train", choices=MODES)
-    add("--model_dir", default=None,
-        help="checkpoints and summaries (default: $AIP_CHECKPOINT_DIR on Vertex AI)")
-    add("--tpu", default=None, help="TPU address ('local' on TPU VMs)")
-    add("--data_dir", default=None,
-        help="converted data: reads train.record-*, val.record-* and pet_label_map.pbtxt")
-    add("--train_input", default=None, help="training TFRecord glob (overrides --data_dir)")
-    add("--eval_input", default=None, help="evaluation TFRecord glob (overrides --data_dir)")
-    add("--label_map", default=None, help="label map .pbtxt (overrides --data_dir)")
-    add("--init_checkpoint", default=None, help="checkpoint to fine-tune from")
-    add("--init_checkpoint_type", default="backbone", choices=sorted(INIT_CHECKPOINT_TYPES),
-        help="backbone: an ImageNet classification checkpoint; detection: a full detector")
-    add("--train_steps", type=int, default=None, help="overrides trainer.train_steps")
-    add("--strategy", default="auto", choices=STRATEGIES)
-    add("--num_gpus", type=int, default=None)
-    add("--tensorboard_dir", default=None,
-        help="summaries (default: $AIP_TENSORBOARD_LOG_DIR, else the model directory)")
-    add("--export_dir", default=None,
-        help="export a SavedModel here after training (default: $AIP_MODEL_DIR if set)")
-    add("--eval_idle_timeout", type=float, default=DEFAULT_EVAL_IDLE_TIMEOUT,
-        help="continuous_eval gives up after this many seconds without a new checkpoint")
-    add("--eval_poll_interval", type=float, default=10.0)
-
-
-def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.environ
+def settings_from_args(args: TrainArgs, env: Mapping[str, str] = os.environ
                        ) -> TrainerSettings:
     """Resolves flags against the data directory and Vertex AI's AIP_* variables."""
     model_dir = args.model_dir or env.get("AIP_CHECKPOINT_DIR")
@@ -98,13 +59,13 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.env
         experiment=args.experiment,
         mode=args.mode,
         model_dir=model_dir.rstrip("/"),
-        config_files=tuple(args.config_file),
+        config_files=args.config_files,
         params_override=args.params_override,
         train_input=from_data_dir(args.train_input, layout.shard_glob("train")),
         eval_input=from_data_dir(args.eval_input, layout.shard_glob("val")),
         label_map=from_data_dir(args.label_map, layout.LABEL_MAP_FILENAME),
         init_checkpoint=args.init_checkpoint,
-        init_checkpoint_type=args.init_checkpoint_type,
+        init_checkpoint_type=args.init_checkpoint_type or "backbone",
         train_steps=args.train_steps,
         strategy=args.strategy,
         tpu=args.tpu,
@@ -117,6 +78,8 @@ def settings_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.env
 
 
 def parse(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> TrainerSettings:
-    parser = argparse.ArgumentParser(prog="python -m trainer", description=__doc__)
-    add_flags(parser)
-    return settings_from_args(parser.parse_args(argv), env)
+    """The training flags (`python -m trainer --experiment=...`) as settings."""
+    parsed = trainer_args.parse(argv)
+    if not isinstance(parsed, TrainArgs):
+        raise SettingsError(f"{' '.join(parsed.COMMAND)} is a tool, not a training run")
+    return settings_from_args(parsed, env)

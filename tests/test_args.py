@@ -1,0 +1,67 @@
+"""The trainer's command line is declared once (trainer/args.py): what a launcher writes is
+what the trainer reads, for every command."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from trainer import args
+from trainer.args import (
+    ConvertArgs,
+    DownloadArgs,
+    ExportArgs,
+    PredictArgs,
+    SampleArgs,
+    TrainArgs,
+)
+from trainer.settings import SettingsError, parse
+
+EVERY_COMMAND = [
+    TrainArgs(),
+    TrainArgs(experiment="pets_retinanet_resnetfpn", mode="continuous_eval",
+              model_dir="gs://b/runs/r1/checkpoints", data_dir="gs://b/records",
+              config_files=("a.yaml", "b=c.yaml"), train_steps=5000,
+              init_checkpoint="gs://b/ckpt-1", init_checkpoint_type="detection",
+              params_override="task.model.num_classes=38,trainer.optimizer_config.x=1",
+              export_dir="/e", eval_idle_timeout=0.25, tpu="local", train_input="/t/*",
+              eval_input="/v/*", label_map="/l.pbtxt", strategy="mirrored", num_gpus=2,
+              tensorboard_dir="/tb", eval_poll_interval=2.5),
+    SampleArgs("/s"),
+    SampleArgs("/s with space", num_images=12, seed=3, bad_inputs=True),
+    DownloadArgs("/d", base_url="http://127.0.0.1:9/pets"),
+    ConvertArgs("/in", "/out"),
+    ConvertArgs("/in", "/out", num_shards=3, masks=True, voc=True, label_map="/l.pbtxt",
+                processes=1, max_pixels=1000, max_objects=7),
+    ExportArgs("/m", "/e", checkpoint="ckpt-5"),
+    PredictArgs("/model", "/images/*.jpg", "/out", min_score=0.05),
+]
+
+
+@pytest.mark.parametrize("command", EVERY_COMMAND, ids=lambda c: type(c).__name__)
+def test_every_command_round_trips_through_its_argv(command):
+    assert args.parse(command.to_argv()) == command
+
+
+def test_the_argv_is_the_command_then_the_options_that_differ_from_their_defaults():
+    assert TrainArgs(model_dir="/m", train_steps=40, eval_idle_timeout=30.0).to_argv() == [
+        "--experiment=pets_retinanet_mobilenet", "--mode=train", "--model_dir=/m",
+        "--train_steps=40", "--eval_idle_timeout=30"]  # what runs, always said
+    assert ConvertArgs("/in", "/out", voc=True).to_argv() == [
+        "data", "convert", "--data_dir=/in", "--output_dir=/out", "--voc"]
+    assert ExportArgs("/m", "/e").to_argv() == ["export", "--model_dir=/m", "--export_dir=/e"]
+    every_field = {f.name for c in args.COMMANDS for f in dataclasses.fields(c)}
+    assert "config_files" in every_field  # repeated as --config_file, as Model Garden spells it
+
+
+def test_hyphenated_spellings_are_accepted_and_bad_flags_are_refused(capsys):
+    assert args.parse(["data", "convert", "--data-dir=/a", "--output-dir=/b",
+                       "--num-shards=2"]) == ConvertArgs("/a", "/b", num_shards=2)
+    for bad in (["--mode=fly"], ["--train_steps=ten"], ["export", "--model_dir=/m"],
+                ["data", "convert", "--data_dir=/a"]):
+        with pytest.raises(SystemExit) as exit_info:
+            args.parse(bad)
+        assert exit_info.value.code == 2
+    with pytest.raises(SettingsError, match="data sample is a tool, not a training run"):
+        parse(["data", "sample", "--output_dir=/s"], {})

@@ -1,0 +1,230 @@
+"""The trainer's command line, declared once: one dataclass a command, with `to_argv()` for
+the launchers (local processes, Vertex AI jobs, the data tasks) and `parse()` for the
+container's entrypoint. The parser is generated from the same fields, so what a launcher
+writes is what the trainer reads (a test round-trips every command).
+
+    python -m trainer [--experiment=... --mode=train --model_dir=...]   # TrainArgs
+    python -m trainer data sample|download|convert ...                  # SampleArgs, ...
+    python -m trainer export ... | predict ...                          # ExportArgs, ...
+
+Flag names follow Model Garden's `official/vision/train.py` (`--experiment`,
+`--config_file`, `--params_override`, `--mode`, `--model_dir`, `--tpu`), so its
+documentation applies here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, ClassVar, get_type_hints
+
+from trainer.data import convert as convert_lib
+from trainer.data import sample as sample_lib
+from trainer.data.images import DEFAULT_MAX_PIXELS
+from trainer.distribution import STRATEGIES
+from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
+
+MODES = ("train", "eval", "train_and_eval", "continuous_eval")
+INIT_CHECKPOINT_TYPES = {"backbone": "backbone", "detection": "all"}
+DEFAULT_EVAL_IDLE_TIMEOUT = 3600.0
+
+
+def option(help: str = "", *, default: Any = None, flag: str | None = None,
+           choices: Sequence[str] | None = None, required: bool = False,
+           always: bool = False) -> Any:
+    """A dataclass field that is also a command-line option. `flag` names it where the
+    field's name differs (a repeated `--config_file` fills `config_files`); `always` writes
+    it even at its default (a job's spec then says what it runs)."""
+    metadata = {"help": help, "flag": flag, "choices": choices, "required": required,
+                "always": always or required}
+    if isinstance(default, (list, tuple)):
+        return dataclasses.field(default=tuple(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+class Args:
+    """Base of the commands: argv out, argv in."""
+
+    COMMAND: ClassVar[tuple[str, ...]] = ()
+    HELP: ClassVar[str] = ""
+
+    def to_argv(self) -> list[str]:
+        """The command words, then `--flag=value` for every option that differs from its
+        default, in declaration order."""
+        argv = list(self.COMMAND)
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value == field.default and not field.metadata["always"]:
+                continue
+            flag = f"--{field.metadata['flag'] or field.name}"
+            if isinstance(value, bool):
+                argv.append(flag)
+            elif isinstance(value, tuple):
+                argv += [f"{flag}={item}" for item in value]
+            else:
+                argv.append(f"{flag}={_text(value)}")
+        return argv
+
+
+def _text(value: object) -> str:
+    """Numbers without a lossy format: 30.0 -> "30", 0.25 -> "0.25"."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainArgs(Args):
+    HELP: ClassVar[str] = "train or evaluate a detector (the default command)"
+
+    experiment: str = option(f"registered experiment: {', '.join(EXPERIMENTS)} or any Model "
+                             "Garden one", default=DEFAULT_EXPERIMENT, always=True)
+    mode: str = option(default="train", choices=MODES, always=True)
+    model_dir: str | None = option("checkpoints and summaries (default: $AIP_CHECKPOINT_DIR "
+                                   "on Vertex AI)")
+    data_dir: str | None = option("converted data: reads train.record-*, val.record-* and "
+                                  "pet_label_map.pbtxt")
+    config_files: tuple[str, ...] = option("YAML overriding the experiment (repeatable, "
+                                           "applied in order)", default=(), flag="config_file")
+    train_steps: int | None = option("overrides trainer.train_steps")
+    init_checkpoint: str | None = option("checkpoint to fine-tune from")
+    init_checkpoint_type: str | None = option(
+        "backbone (default): an ImageNet classification checkpoint; detection: a full "
+        "detector", choices=sorted(INIT_CHECKPOINT_TYPES))
+    params_override: str = option("'a.b=1,c.d=x' or YAML, applied last", default="")
+    export_dir: str | None = option("export a SavedModel here after training (default: "
+                                    "$AIP_MODEL_DIR if set)")
+    eval_idle_timeout: float = option("continuous_eval gives up after this many seconds "
+                                      "without a new checkpoint",
+                                      default=DEFAULT_EVAL_IDLE_TIMEOUT)
+    tpu: str | None = option("TPU address ('local' on TPU VMs)")
+    train_input: str | None = option("training TFRecord glob (overrides --data_dir)")
+    eval_input: str | None = option("evaluation TFRecord glob (overrides --data_dir)")
+    label_map: str | None = option("label map .pbtxt (overrides --data_dir)")
+    strategy: str = option(default="auto", choices=STRATEGIES)
+    num_gpus: int | None = option("default: the visible GPUs")
+    tensorboard_dir: str | None = option("summaries (default: $AIP_TENSORBOARD_LOG_DIR, else "
+                                         "the model directory)")
+    eval_poll_interval: float = option(default=10.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleArgs(Args):
+    COMMAND: ClassVar[tuple[str, ...]] = ("data", "sample")
+    HELP: ClassVar[str] = "write a synthetic dataset in the Pets layout"
+
+    output_dir: str = option(required=True)
+    num_images: int = option(default=sample_lib.DEFAULT_NUM_IMAGES)
+    seed: int = option(default=0)
+    bad_inputs: bool = option("add corrupt and malformed files, as real collections have",
+                              default=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class DownloadArgs(Args):
+    COMMAND: ClassVar[tuple[str, ...]] = ("data", "download")
+    HELP: ClassVar[str] = "fetch and extract the Oxford-IIIT Pets archives"
+
+    output_dir: str = option(required=True)
+    base_url: str | None = option()
+
+
+@dataclasses.dataclass(frozen=True)
+class ConvertArgs(Args):
+    COMMAND: ClassVar[tuple[str, ...]] = ("data", "convert")
+    HELP: ClassVar[str] = "Pets or VOC directory -> sharded TFRecords"
+
+    data_dir: str = option(required=True)
+    output_dir: str = option(required=True)
+    num_shards: int = option(default=convert_lib.DEFAULT_NUM_SHARDS)
+    masks: bool = option("add instance masks from trimaps", default=False)
+    voc: bool = option("the input is a PASCAL VOC directory", default=False)
+    label_map: str | None = option("label map .pbtxt (default: Pets' 37 breeds, or VOC's 20 "
+                                   "classes)")
+    processes: int | None = option("default: all cores")
+    max_pixels: int = option("skip images with more pixels (checked before decoding)",
+                             default=DEFAULT_MAX_PIXELS)
+    max_objects: int = option("skip annotations with more objects",
+                              default=convert_lib.DEFAULT_MAX_OBJECTS)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportArgs(Args):
+    COMMAND: ClassVar[tuple[str, ...]] = ("export",)
+    HELP: ClassVar[str] = "export a SavedModel from a model directory"
+
+    model_dir: str = option(required=True)
+    export_dir: str = option(required=True)
+    checkpoint: str | None = option("default: the newest")
+
+
+@dataclasses.dataclass(frozen=True)
+class PredictArgs(Args):
+    COMMAND: ClassVar[tuple[str, ...]] = ("predict",)
+    HELP: ClassVar[str] = "detect pets in images with an exported model"
+
+    model: str = option("exported SavedModel directory", required=True)
+    images: str = option("image file glob", required=True)
+    output_dir: str = option(required=True)
+    min_score: float = option(default=0.3)
+
+
+COMMANDS: tuple[type[Args], ...] = (TrainArgs, SampleArgs, DownloadArgs, ConvertArgs,
+                                    ExportArgs, PredictArgs)
+
+
+def _add_options(parser: argparse.ArgumentParser, command: type[Args]) -> None:
+    hints = get_type_hints(command)
+    for field in dataclasses.fields(command):
+        meta, name = field.metadata, field.metadata["flag"] or field.name
+        flags = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
+        kind = hints[field.name]
+        options: dict[str, Any] = {"dest": field.name, "help": meta["help"] or None}
+        if kind is bool:
+            options["action"] = "store_true"
+        elif kind == tuple[str, ...]:
+            options.update(action="append", default=None)
+        else:
+            options.update(default=field.default, required=meta["required"],
+                           choices=meta["choices"],
+                           type=next((t for t in (int, float) if t in _members(kind)), str))
+        parser.add_argument(*flags, **options)
+
+
+def _members(kind: Any) -> tuple:
+    return getattr(kind, "__args__", (kind,))
+
+
+def parser() -> argparse.ArgumentParser:
+    """One parser for every command: the training flags at the top, the tools below."""
+    top = argparse.ArgumentParser(
+        prog="python -m trainer", allow_abbrev=False,  # a prefix is no flag of ours
+        description="Train or evaluate a detector (the flags below), or run a tool: "
+                    "`data sample|download|convert`, `export`, `predict` (each with --help).")
+    _add_options(top, TrainArgs)
+    commands = top.add_subparsers(dest="command", metavar="{data,export,predict}")
+    groups: dict[str, argparse._SubParsersAction] = {}
+    for command in COMMANDS[1:]:
+        *group, name = command.COMMAND
+        where = commands
+        if group:
+            if group[0] not in groups:
+                groups[group[0]] = commands.add_parser(
+                    group[0], help="sample, download or convert data",
+                    allow_abbrev=False).add_subparsers(dest="tool", required=True)
+            where = groups[group[0]]
+        _add_options(where.add_parser(name, help=command.HELP, allow_abbrev=False), command)
+        where.choices[name].set_defaults(_command=command)
+    return top
+
+
+def parse(argv: Sequence[str]) -> Args:
+    """The command `argv` names, with its options, as the matching dataclass."""
+    namespace = parser().parse_args(list(argv))
+    command = getattr(namespace, "_command", TrainArgs)
+    values = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(command)}
+    for field in dataclasses.fields(command):
+        if field.default == () and values[field.name] is None:
+            values[field.name] = ()
+    return command(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
