@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from cdktf import GcsBackend, TerraformOutput, TerraformStack
 from cdktf_cdktf_provider_google.project_iam_member import ProjectIamMember
 from cdktf_cdktf_provider_google.provider import GoogleProvider
@@ -51,111 +53,153 @@ DELEGATED_ROLES = tuple(sorted(
      *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES} - {PROJECT_IAM_ADMIN}))
 
 
+@dataclasses.dataclass(frozen=True)
+class Identities:
+    trainer: ServiceAccountWithRoles
+    builder: ServiceAccountWithRoles
+    deployer: ServiceAccountWithRoles
+    planner: ServiceAccountWithRoles
+    researchers: str  # the group, as an IAM member
+
+
+@dataclasses.dataclass(frozen=True)
+class Storage:
+    data: PrivateBucket
+    build: PrivateBucket
+
+
 class TrainingPlatformStack(TerraformStack):
+    """The platform of one environment, built concern by concern: identities, storage,
+    images, TensorBoard, GitOps, then the outputs the launcher reads."""
+
     def __init__(self, scope: Construct, env: Environment, image_tag: str,
                  source_dir: str) -> None:
         super().__init__(scope, stack_name(env.name))
-        project, region, labels = env.project_id, env.region, dict(env.labels)
+        self.env = env
         GcsBackend(self, bucket=env.state_bucket, prefix=f"pets-detector/{env.name}")
-        GoogleProvider(self, "google", project=project, region=region)
-        services = ProjectServices(self, "services", project)
-        researchers = f"group:{env.researchers_group}"
+        GoogleProvider(self, "google", project=env.project_id, region=env.region)
+        self.services = ProjectServices(self, "services", env.project_id)
+        who = self._identities()
+        storage = self._storage(who)
+        self.image = self._images(who, storage, image_tag, source_dir)
+        tensorboard = self._after_services(TrainingTensorboard(
+            self, "tensorboard", project=env.project_id, region=env.region,
+            display_name=f"{env.name_prefix}-{env.name}", labels=dict(env.labels)))
+        github = self._gitops(who)
+        self._outputs(StackOutputs(
+            project=env.project_id, region=env.region, bucket=storage.data.bucket.name,
+            build_bucket=storage.build.bucket.name, repository_url=names.repository_url(env),
+            image_uri=names.image_uri(env, image_tag),
+            tpu_image_uri=names.image_uri(env, image_tag, names.TPU_IMAGE),
+            image_tag=image_tag, trainer_service_account=who.trainer.account.email,
+            builder_service_account=who.builder.account.email,
+            deployer_service_account=who.deployer.account.email,
+            planner_service_account=who.planner.account.email,
+            tensorboard=tensorboard.tensorboard.id,
+            workload_identity_provider=github.provider.name,
+            researchers_push_images=str(env.researchers_push_images).lower()))
+
+    def _after_services(self, construct):
+        construct.node.add_dependency(self.services)
+        return construct
+
+    def _identities(self) -> Identities:
+        """The service accounts with their project roles, and who may act as whom."""
+        env = self.env
 
         def account(role: str, description: str, roles: tuple[str, ...], conditions=None):
-            return ServiceAccountWithRoles(
-                self, role, project=project, account_id=names.service_account_id(env, role),
-                description=description, project_roles=roles, conditions=conditions)
+            return self._after_services(ServiceAccountWithRoles(
+                self, role, project=env.project_id,
+                account_id=names.service_account_id(env, role), description=description,
+                project_roles=roles, conditions=conditions))
 
-        trainer = account("trainer", "Identity of Vertex AI training jobs",
-                          TRAINER_PROJECT_ROLES)
-        builder = account("builder", "Cloud Build: builds and pushes trainer images",
-                          BUILDER_PROJECT_ROLES)
-        deployer = account("deployer", "GitOps: applies this stack from the main branch",
-                           DEPLOYER_PROJECT_ROLES,
-                           conditions={PROJECT_IAM_ADMIN: grants_only(DELEGATED_ROLES)})
-        planner = account("planner", "GitOps: read-only plans for pull requests",
-                          PLANNER_PROJECT_ROLES)
-        for construct in (trainer, builder, deployer, planner):
-            construct.node.add_dependency(services)
+        researchers = f"group:{env.researchers_group}"
+        who = Identities(
+            trainer=account("trainer", "Identity of Vertex AI training jobs",
+                            TRAINER_PROJECT_ROLES),
+            builder=account("builder", "Cloud Build: builds and pushes trainer images",
+                            BUILDER_PROJECT_ROLES),
+            deployer=account("deployer", "GitOps: applies this stack from the main branch",
+                             DEPLOYER_PROJECT_ROLES,
+                             conditions={PROJECT_IAM_ADMIN: grants_only(DELEGATED_ROLES)}),
+            planner=account("planner", "GitOps: read-only plans for pull requests",
+                            PLANNER_PROJECT_ROLES),
+            researchers=researchers)
         for role in RESEARCHER_PROJECT_ROLES:
-            ProjectIamMember(self, f"researchers-{role.split('/')[-1]}", project=project,
+            ProjectIamMember(self, f"researchers-{role.split('/')[-1]}", project=env.project_id,
                              role=role, member=researchers)
-        trainer.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
-        builder.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
-        builder.grant("deployer-act-as", "roles/iam.serviceAccountUser", deployer.member)
+        who.trainer.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
+        who.builder.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
+        who.builder.grant("deployer-act-as", "roles/iam.serviceAccountUser",
+                          who.deployer.member)
+        return who
 
-        data = PrivateBucket(
-            self, "data", project=project, name=names.data_bucket(env), location=region,
-            labels=labels, force_destroy=not env.is_production,
-            soft_delete_days=env.retention.soft_delete_days,
-            lifecycle_rules=[delete_rule(noncurrent_days=env.retention.noncurrent_version_days)]
-            + ([delete_rule(age_days=env.retention.scratch_expiry_days,
-                            prefixes=env.retention.scratch_prefixes)]
-               if env.retention.scratch_expiry_days else []),
+    def _storage(self, who: Identities) -> Storage:
+        """The data bucket (records/, runs/) and the short-lived build bucket."""
+        env, retention = self.env, self.env.retention
+        data = self._after_services(PrivateBucket(
+            self, "data", project=env.project_id, name=names.data_bucket(env),
+            location=env.region, labels=dict(env.labels), force_destroy=not env.is_production,
+            soft_delete_days=retention.soft_delete_days,
+            lifecycle_rules=[delete_rule(noncurrent_days=retention.noncurrent_version_days)]
+            + ([delete_rule(age_days=retention.scratch_expiry_days,
+                            prefixes=retention.scratch_prefixes)]
+               if retention.scratch_expiry_days else []),
             # Jobs read everything (records/, a run's checkpoints) but write only runs/.
-            iam=[Grant("roles/storage.objectAdmin", "researchers", researchers),
-                 Grant("roles/storage.objectViewer", "trainer", trainer.member),
-                 Grant("roles/storage.objectUser", "trainer", trainer.member,
-                       object_prefix(names.data_bucket(env), layout.RUNS_PREFIX))],
-        )
-        build = PrivateBucket(
-            self, "build", project=project, name=names.build_bucket(env), location=region,
-            labels=labels, force_destroy=True, soft_delete_days=7,
-            lifecycle_rules=[delete_rule(age_days=env.retention.build_source_days),
+            iam=[Grant("roles/storage.objectAdmin", "researchers", who.researchers),
+                 Grant("roles/storage.objectViewer", "trainer", who.trainer.member),
+                 Grant("roles/storage.objectUser", "trainer", who.trainer.member,
+                       object_prefix(names.data_bucket(env), layout.RUNS_PREFIX))]))
+        build = self._after_services(PrivateBucket(
+            self, "build", project=env.project_id, name=names.build_bucket(env),
+            location=env.region, labels=dict(env.labels), force_destroy=True,
+            soft_delete_days=7,
+            lifecycle_rules=[delete_rule(age_days=retention.build_source_days),
                              delete_rule(noncurrent_days=1)],
-            iam=[Grant("roles/storage.objectAdmin", "builder", builder.member),
-                 Grant("roles/storage.objectAdmin", "deployer", deployer.member),
-                 Grant("roles/storage.objectUser", "researchers", researchers)],  # sources
-        )
-        for bucket in (data, build):
-            bucket.node.add_dependency(services)
-        registry = DockerRepository(
-            self, "images", project=project, location=region,
-            repository_id=names.repository_id(env), labels=labels,
+            iam=[Grant("roles/storage.objectAdmin", "builder", who.builder.member),
+                 Grant("roles/storage.objectAdmin", "deployer", who.deployer.member),
+                 Grant("roles/storage.objectUser", "researchers", who.researchers)]))  # sources
+        return Storage(data, build)
+
+    def _images(self, who: Identities, storage: Storage, image_tag: str,
+                source_dir: str) -> TrainerImage:
+        """The image repository, and the build of the sources' image into it."""
+        env = self.env
+        registry = self._after_services(DockerRepository(
+            self, "images", project=env.project_id, location=env.region,
+            repository_id=names.repository_id(env), labels=dict(env.labels),
             keep_versions=env.retention.keep_image_versions,
             untagged_days=env.retention.untagged_image_days,
-            iam=[Grant("roles/artifactregistry.reader", "trainer", trainer.member),
-                 Grant("roles/artifactregistry.writer", "builder", builder.member)]
-            + ([Grant("roles/artifactregistry.writer", "researchers", researchers)]
-               if env.researchers_push_images else []),
-        )
-        registry.node.add_dependency(services)
-        gpu_image = names.image_uri(env, image_tag)
-        image = TrainerImage(
+            iam=[Grant("roles/artifactregistry.reader", "trainer", who.trainer.member),
+                 Grant("roles/artifactregistry.writer", "builder", who.builder.member)]
+            + ([Grant("roles/artifactregistry.writer", "researchers", who.researchers)]
+               if env.researchers_push_images else [])))
+        return TrainerImage(
             self, "trainer-image", tag=image_tag,
             command=build_command(
-                project=project, region=region, gpu_image=gpu_image,
+                project=env.project_id, region=env.region,
+                gpu_image=names.image_uri(env, image_tag),
                 tpu_image=names.image_uri(env, image_tag, names.TPU_IMAGE),
                 service_account=names.service_account_email(env, "builder"),
                 build_bucket=names.build_bucket(env), source_dir=source_dir),
-            depends_on=[*registry.iam_members, *build.iam_members, *builder.project_roles],
-        )
-        tensorboard = TrainingTensorboard(
-            self, "tensorboard", project=project, region=region,
-            display_name=f"{env.name_prefix}-{env.name}", labels=labels)
-        tensorboard.node.add_dependency(services)
-        github = GithubDeployIdentity(self, "github", project=project,
-                                      pool_id=names.workload_identity_pool_id(env),
-                                      repository=env.github_repository,
-                                      repository_id=env.github_repository_id,
-                                      owner_id=env.github_owner_id, environment=env.name)
-        github.node.add_dependency(services)
-        deployer.grant("github-main", "roles/iam.workloadIdentityUser",
-                       github.main_branch_principal())
-        planner.grant("github-pull-requests", "roles/iam.workloadIdentityUser",
-                      github.pull_request_principal())
+            depends_on=[*registry.iam_members, *storage.build.iam_members,
+                        *who.builder.project_roles])
 
-        outputs = StackOutputs(
-            project=project, region=region, bucket=data.bucket.name,
-            build_bucket=build.bucket.name, repository_url=names.repository_url(env),
-            image_uri=gpu_image, tpu_image_uri=names.image_uri(env, image_tag, names.TPU_IMAGE),
-            image_tag=image_tag, trainer_service_account=trainer.account.email,
-            builder_service_account=builder.account.email,
-            deployer_service_account=deployer.account.email,
-            planner_service_account=planner.account.email,
-            tensorboard=tensorboard.tensorboard.id,
-            workload_identity_provider=github.provider.name,
-            researchers_push_images=str(env.researchers_push_images).lower())
+    def _gitops(self, who: Identities) -> GithubDeployIdentity:
+        """Workload Identity Federation for this repository's workflow: the deployer on
+        main, the planner on pull requests."""
+        env = self.env
+        github = self._after_services(GithubDeployIdentity(
+            self, "github", project=env.project_id,
+            pool_id=names.workload_identity_pool_id(env), repository=env.github_repository,
+            repository_id=env.github_repository_id, owner_id=env.github_owner_id,
+            environment=env.name))
+        who.deployer.grant("github-main", "roles/iam.workloadIdentityUser",
+                           github.main_branch_principal())
+        who.planner.grant("github-pull-requests", "roles/iam.workloadIdentityUser",
+                          github.pull_request_principal())
+        return github
+
+    def _outputs(self, outputs: StackOutputs) -> None:
         for key, value in outputs.as_dict().items():  # plain names: the launcher reads them
             TerraformOutput(self, f"output-{key}", value=value).override_logical_id(key)
-        self.image = image
