@@ -183,16 +183,6 @@ def _launch(name: str, request, target) -> None:
     _say(lambda: executor_for(name, target).launch(request))
 
 
-def _place(cloud, run_id: str | None, explicit: str | None, in_run, local: str) -> str:
-    """A path given on the command line wins; else `--run-id R` means `in_run(R's RunPaths)`
-    in the bucket; else the local default."""
-    from launch import vertex_launch
-
-    if explicit:
-        return explicit
-    return in_run(vertex_launch.run_paths(cloud, run_id)) if run_id else local
-
-
 BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
                "env": "infra environment", "project": "GCP project", "bucket": "data bucket"}
 
@@ -203,10 +193,12 @@ BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
 def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env=None,
            project=None, bucket=None):
     """Export a SavedModel (uint8 images in; boxes, classes, scores out), local or in the bucket."""
+    from launch.vertex_launch import place
+
     cloud = _cloud(c, project=project, bucket=bucket, env=env)
     _say(lambda: "exported to " + workflow.export(
-        _place(cloud, run_id, model_dir, lambda run: run.checkpoints, MODEL_DIR),
-        _place(cloud, run_id, output_dir, lambda run: run.exported, EXPORT_DIR), checkpoint,
+        place(cloud, run_id, model_dir, lambda run: run.checkpoints, MODEL_DIR),
+        place(cloud, run_id, output_dir, lambda run: run.exported, EXPORT_DIR), checkpoint,
         storage_client=cloud.storage))
 
 
@@ -217,10 +209,12 @@ def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env
 def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=f"{WORK}/predictions",
             min_score=0.3, run_id=None, env=None, project=None, bucket=None):
     """Detect pets in images: annotated pictures plus a JSON of detections."""
+    from launch.vertex_launch import place
+
     cloud = _cloud(c, project=project, bucket=bucket, env=env)
     _say(lambda: "predictions in " + workflow.predict(
-        _place(cloud, run_id, model, lambda run: run.model, EXPORT_DIR), images, output_dir,
-        float(min_score), storage_client=cloud.storage))
+        place(cloud, run_id, model, lambda run: run.model, EXPORT_DIR), images, output_dir,
+        optional_number("--min-score", min_score, float), storage_client=cloud.storage))
 
 
 @task(help={"logdir": "a model directory, local or gs:// (default: work/model)",
@@ -246,16 +240,15 @@ def _port(value) -> int:
             "num_images": "sample size"})
 def demo(c, workdir=f"{WORK}/demo", steps=None, num_images=None):
     """Sample -> convert -> train -> evaluate -> export -> predict, all locally."""
-    result = _guarded(lambda: workflow.demo(workdir, int(steps) if steps else None,
-                                            int(num_images) if num_images else None))
-    m = result.metrics
-    print(f"\nAP {m['AP']:.3f}  AP50 {m['AP50']:.3f}  AP75 {m['AP75']:.3f}  "
-          f"({result.seconds / 60:.1f} min)")
-    print(f"SavedModel:      {result.saved_model}")
-    print(f"annotated image: {result.annotated_image}")
+    result = _guarded(lambda: workflow.demo(
+        workdir, optional_number("--steps", steps, int),
+        optional_number("--num-images", num_images, int)))
+    print(result.summary())
 
 
 LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
+
+
 @task(help={"env": "infra environment", "project": "GCP project", "region": "Vertex AI region",
             "bucket": "data bucket", "image": "trainer image URI"})
 def doctor(c, env=None, project=None, region=None, bucket=None, image=None):
@@ -263,14 +256,9 @@ def doctor(c, env=None, project=None, region=None, bucket=None, image=None):
     from launch import vertex_launch
 
     cloud = _cloud(c, project, region, bucket, image, env)
-    result: dict = {}
-
-    def action() -> str:
-        text, result["ok"] = vertex_launch.doctor(cloud)
-        return text
-
-    _say(action)
-    if not result.get("ok"):
+    text, ok = _guarded(lambda: vertex_launch.doctor(cloud))
+    print(text)
+    if not ok:
         raise Exit(code=1)
 
 

@@ -9,7 +9,7 @@ import getpass
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from infra.image_context import REPO_ROOT, context_hash
@@ -84,6 +84,15 @@ class Submission:
 def run_paths(cloud: Cloud, run_id: str) -> vertex_jobs.RunPaths:
     """`--run-id` -> the run's gs:// paths; needs only the bucket."""
     return vertex_jobs.RunPaths(cloud.fields(("bucket",))["bucket"], run_id)
+
+
+def place(cloud: Cloud, run_id: str | None, explicit: str | None,
+          in_run: Callable[[vertex_jobs.RunPaths], str], local: str) -> str:
+    """A path given on the command line wins; else `--run-id R` means `in_run(R's paths)`
+    in the bucket; else the local default."""
+    if explicit:
+        return explicit
+    return in_run(run_paths(cloud, run_id)) if run_id else local
 
 
 def upload_records(cloud: Cloud, records_dir: str, prune: bool = False) -> str:

@@ -127,6 +127,12 @@ class DemoResult:
     annotated_image: str
     seconds: float
 
+    def summary(self) -> str:
+        m = self.metrics
+        return (f"\nAP {m['AP']:.3f}  AP50 {m['AP50']:.3f}  AP75 {m['AP75']:.3f}  "
+                f"({self.seconds / 60:.1f} min)\nSavedModel:      {self.saved_model}\n"
+                f"annotated image: {self.annotated_image}")
+
 
 def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
          say: Callable[[str], None] | None = None) -> DemoResult:
