@@ -14,7 +14,7 @@ from launch import vertex_launch
 from launch.executors import Vertex
 from launch.jobs import Request
 from launch.resources import Resources
-from tests.fake_cloud import fake_cloud, write_records
+from tests.fakes.cloud import fake_cloud, write_records
 
 
 def main(relaunches: int = 20) -> dict:

@@ -43,7 +43,7 @@ def check_credentials(load: Callable) -> tuple[Check, object | None]:
 
 
 def check_vertex(client, project: str, region: str) -> Check:
-    from launch import vertex_client
+    from launch.vertex import client as vertex_client
 
     try:
         vertex_client.list_jobs(client, project, region, limit=1)
@@ -67,7 +67,7 @@ def check_bucket(storage_client, bucket: str) -> Check:
 
 
 def check_training_data(storage_client, bucket: str, prefix: str) -> Check:
-    from launch.upload import training_data_problems
+    from launch.gcs.upload import training_data_problems
 
     try:
         problems = training_data_problems(storage_client, bucket, prefix)
@@ -82,7 +82,7 @@ def check_training_data(storage_client, bucket: str, prefix: str) -> Check:
 
 def check_image(registry, image_uri: str) -> Check:
     """The image a job would run, by the digest it would be submitted with."""
-    from launch.image_build import ImageBuildError, resolve_digest
+    from launch.images import ImageBuildError, resolve_digest
 
     try:
         pinned = resolve_digest(registry, image_uri)

@@ -15,11 +15,13 @@ import sys
 from collections.abc import Callable
 from typing import Protocol
 
-from launch import vertex_client, vertex_jobs, vertex_launch, workflow
+from launch import vertex_launch, workflow
 from launch.errors import InputError, MissingError, StepFailed
 from launch.jobs import Places, Request
+from launch.vertex import client as vertex_client
+from launch.vertex import jobs as vertex_jobs
+from launch.vertex.spec import tensorboard_url
 from launch.vertex_launch import Cloud, Submission
-from launch.vertex_spec import tensorboard_url
 from trainer.experiments import default_train_steps
 
 

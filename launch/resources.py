@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 
 from launch.errors import InputError
-from launch.hardware import Machine, resolve_machine
+from launch.vertex.hardware import Machine, resolve_machine
 
 SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 

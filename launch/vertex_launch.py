@@ -13,10 +13,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from infra.image_context import REPO_ROOT, context_hash
-from launch import cloud_settings, vertex_client, vertex_jobs
+from launch import settings
+from launch.clients import GoogleClients
 from launch.errors import InputError, MissingError, StepFailed
-from launch.google_clients import GoogleClients
-from launch.vertex_spec import (
+from launch.vertex import client as vertex_client
+from launch.vertex import jobs as vertex_jobs
+from launch.vertex.spec import (
     CloudTarget,
     console_url,
     job_id,
@@ -51,7 +53,7 @@ class Cloud:
     overrides: Mapping[str, str | None] = dataclasses.field(default_factory=dict)  # flags
     environ: Mapping[str, str] = dataclasses.field(default_factory=lambda: os.environ)
     clients: GoogleClients = dataclasses.field(default_factory=GoogleClients)
-    outputs_path: Path = cloud_settings.OUTPUTS_FILE
+    outputs_path: Path = settings.OUTPUTS_FILE
 
     @property
     def environment(self) -> str:
@@ -59,11 +61,11 @@ class Cloud:
 
     def fields(self, required: tuple[str, ...]) -> dict[str, str | None]:
         """The settings, failing with the command that creates any `required` one missing."""
-        return cloud_settings.resolve_fields(self.environment, self.overrides, self.environ,
+        return settings.resolve_fields(self.environment, self.overrides, self.environ,
                                              self.config, self.outputs_path, required)
 
     def target(self) -> CloudTarget:
-        return cloud_settings.resolve_target(self.environment, self.overrides, self.environ,
+        return settings.resolve_target(self.environment, self.overrides, self.environ,
                                              self.config, self.outputs_path)
 
     def storage(self):
@@ -97,7 +99,7 @@ def place(cloud: Cloud, run_id: str | None, explicit: str | None,
 
 def upload_records(cloud: Cloud, records_dir: str, prune: bool = False) -> str:
     """`invoke data.upload`: needs only the project and the bucket."""
-    from launch import upload
+    from launch.gcs import upload
 
     bucket = cloud.fields(("project", "bucket"))["bucket"]
     result = upload.upload_records(cloud.storage(), bucket, records_dir,
@@ -108,7 +110,7 @@ def upload_records(cloud: Cloud, records_dir: str, prune: bool = False) -> str:
 
 
 def require_training_data(cloud: Cloud, where: CloudTarget) -> None:
-    from launch.upload import training_data_problems
+    from launch.gcs.upload import training_data_problems
 
     if problems := training_data_problems(cloud.storage(), where.bucket,
                                           vertex_jobs.RECORDS_PREFIX):
@@ -141,7 +143,7 @@ def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
 
 def _digests(cloud: Cloud, job, timeout: float = 60.0) -> dict[str, str]:
     """Each of the job's images -> the same image by the digest its tag names now."""
-    from launch.image_build import resolve_digest
+    from launch.images import resolve_digest
 
     registry = cloud.clients.registry()
     return {image: resolve_digest(registry, image, timeout) for image in trainer_images(job)}
@@ -153,7 +155,7 @@ def _pinned_if_possible(cloud: Cloud, job):
     from google.api_core.exceptions import GoogleAPIError
     from google.auth.exceptions import GoogleAuthError
 
-    from launch.image_build import ImageBuildError
+    from launch.images import ImageBuildError
 
     try:
         return pin_images(job, _digests(cloud, job, timeout=20.0))
@@ -184,7 +186,7 @@ def job_command(cloud: Cloud, command: str, job: str | None = None,
     if command == "logs" and follow:
         return _follow(cloud.clients.logs(), client, project, name, lines, poll_seconds)
     if command == "logs":
-        from launch import job_logs
+        from launch.vertex import logs as job_logs
 
         return "\n".join(map(job_logs.format_entry,
                              job_logs.tail(cloud.clients.logs(), project, job_id(name), lines))
@@ -198,7 +200,7 @@ def job_command(cloud: Cloud, command: str, job: str | None = None,
 
 def _follow(logs, jobs, project: str, name: str, lines: int, poll_seconds: float) -> str:
     """Prints the job's log lines until it ends; a job that did not succeed is a failure."""
-    from launch import job_logs
+    from launch.vertex import logs as job_logs
 
     done = job_logs.follow(logs, jobs, project, name, lines=lines, poll_seconds=poll_seconds,
                            on_entry=lambda e: print(job_logs.format_entry(e), flush=True))
@@ -210,25 +212,25 @@ def _follow(logs, jobs, project: str, name: str, lines: int, poll_seconds: float
 
 def build_images(cloud: Cloud, local_docker: bool = False) -> str:
     """`invoke image.build`: Cloud Build (or the local Docker), skipped when both tags exist."""
-    from launch import image_build
+    from launch import images
 
     required = ("project", "region", "image", "tpu_image")
     if not local_docker:
         required += ("build_bucket", "builder_service_account")
     fields = cloud.fields(required)
     tag = context_hash()
-    gpu_image, tpu_image = (image_build.with_tag(fields[f], tag) for f in ("image", "tpu_image"))
+    gpu_image, tpu_image = (images.with_tag(fields[f], tag) for f in ("image", "tpu_image"))
     if local_docker:
         if fields["researchers_push_images"] == "false":
-            raise image_build.ImageBuildError(
+            raise images.ImageBuildError(
                 f"--local-docker pushes images, which researchers may not do in environment "
                 f"{cloud.environment!r} (researchers_push_images is off in "
                 "infra/environments.py, so a tag always names an image Cloud Build made). "
                 "Drop --local-docker to build in Cloud Build as the builder account, or ask a "
                 "platform engineer to turn researchers_push_images on")
-        return image_build.ensure_images_locally(registry=cloud.clients.registry(),
+        return images.ensure_images_locally(registry=cloud.clients.registry(),
                                                  gpu_image=gpu_image, tpu_image=tpu_image)
-    return image_build.ensure_images(
+    return images.ensure_images(
         registry=cloud.clients.registry(), builds=cloud.clients.builds(),
         storage_client=cloud.storage(), project=fields["project"], region=fields["region"],
         gpu_image=gpu_image, tpu_image=tpu_image, build_bucket=fields["build_bucket"],
@@ -240,7 +242,7 @@ def job_images(cloud: Cloud) -> CloudTarget:
     """Where a job runs, with its images: a pinned `--image` as it is; otherwise the
     repository's images tagged with the content hash of these sources (`dispatch` builds
     them first unless Artifact Registry already has them)."""
-    from launch.image_build import with_tag
+    from launch.images import with_tag
 
     where = cloud.target()
     if pinned := cloud.overrides.get("image"):

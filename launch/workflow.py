@@ -9,11 +9,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from launch import bucket_models, jobs
+from launch import jobs
 from launch.errors import InputError, StepFailed
+from launch.gcs import mirror
+from launch.gcs.upload import upload_directory
 from launch.local import LocalExecutor, progress_printer
 from launch.resources import DEFAULT_RESOURCES, Resources
-from launch.upload import upload_directory
 from trainer.args import ConvertArgs, ExportArgs, PredictArgs, SampleArgs
 from trainer.data import pets
 from trainer.experiments import default_train_steps
@@ -57,12 +58,12 @@ def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
     """Exports a SavedModel; a gs:// model directory is staged first (the run files and one
     checkpoint) and a gs:// output directory is uploaded after exporting locally."""
     client = _client_if_remote(storage_client, model_dir, output_dir)
-    if bucket_models.is_gcs(model_dir):
-        local_model, local_checkpoint = bucket_models.stage_checkpoint(client, model_dir,
+    if mirror.is_gcs(model_dir):
+        local_model, local_checkpoint = mirror.stage_checkpoint(client, model_dir,
                                                                        checkpoint)
         model_dir, checkpoint = str(local_model), str(local_checkpoint)
     elif checkpoint and "/" not in checkpoint:  # `5000` or `ckpt-5000` in the model directory
-        checkpoint = f"{model_dir}/{bucket_models.checkpoint_name(checkpoint)}"
+        checkpoint = f"{model_dir}/{mirror.checkpoint_name(checkpoint)}"
     run_job(jobs.tool_job(ExportArgs(model_dir, str(_local(output_dir)), checkpoint)))
     return _publish(client, output_dir)
 
@@ -72,26 +73,26 @@ def predict(model: str, images: str, output_dir: str, min_score: float | None = 
     """Detects with a SavedModel; gs:// models and image directories are staged first, and a
     gs:// output directory is uploaded."""
     client = _client_if_remote(storage_client, model, images, output_dir)
-    if bucket_models.is_gcs(model):
-        model = str(bucket_models.stage_directory(client, model))
-    if bucket_models.is_gcs(images):
+    if mirror.is_gcs(model):
+        model = str(mirror.stage_directory(client, model))
+    if mirror.is_gcs(images):
         folder, _, pattern = images.rpartition("/")
         if pattern in ("", ".", ".."):
-            raise bucket_models.UnsafePathError(f"{images!r}: end the URL with a file "
+            raise mirror.UnsafePathError(f"{images!r}: end the URL with a file "
                                                 "pattern, e.g. gs://BUCKET/DIR/*.jpg")
-        images = f"{bucket_models.stage_directory(client, folder)}/{pattern}"
+        images = f"{mirror.stage_directory(client, folder)}/{pattern}"
     local_out = _local(output_dir)
     run_job(jobs.tool_job(PredictArgs(model, images, str(local_out),
                                       **({} if min_score is None else {"min_score": min_score}))))
     if client is not None:
         report = local_out / DETECTIONS_FILE
-        report.write_text(json.dumps(bucket_models.mirrored_to_urls(
+        report.write_text(json.dumps(mirror.mirrored_to_urls(
             json.loads(report.read_text())), indent=2) + "\n")
     return _publish(client, output_dir)
 
 
 def _client_if_remote(factory: Callable[[], object] | None, *paths: str):
-    if not any(map(bucket_models.is_gcs, paths)):
+    if not any(map(mirror.is_gcs, paths)):
         return None
     if factory is None:
         raise InputError(f"{' '.join(paths)}: gs:// paths need cloud settings")
@@ -100,13 +101,13 @@ def _client_if_remote(factory: Callable[[], object] | None, *paths: str):
 
 def _local(path: str) -> Path:
     """A gs:// output is written to its local mirror first."""
-    return bucket_models.GcsPath.parse(path).mirror() if bucket_models.is_gcs(path) \
+    return mirror.GcsPath.parse(path).mirror() if mirror.is_gcs(path) \
         else Path(path)
 
 
 def _publish(client, output_dir: str) -> str:
-    if bucket_models.is_gcs(output_dir):
-        where = bucket_models.GcsPath.parse(output_dir)
+    if mirror.is_gcs(output_dir):
+        where = mirror.GcsPath.parse(output_dir)
         upload_directory(client, where.bucket, where.mirror(), where.prefix)
     return output_dir
 

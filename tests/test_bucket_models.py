@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from launch.bucket_models import (
+from launch.errors import InputError, MissingError
+from launch.gcs.mirror import (
     GcsPath,
     UnsafePathError,
     checkpoint_name,
@@ -13,8 +14,7 @@ from launch.bucket_models import (
     stage_checkpoint,
     stage_directory,
 )
-from launch.errors import InputError, MissingError
-from tests.fake_gcs import FakeGcs
+from tests.fakes.gcs import FakeGcs
 
 RUN = "gs://pets-data/runs/r1/checkpoints"
 STATE = 'model_checkpoint_path: "ckpt-1000"\nall_model_checkpoint_paths: "ckpt-500"\n' \

@@ -11,9 +11,9 @@ import pytest
 import requests
 
 from launch import doctor
-from tests.fake_build import FakeArtifactRegistry, FakeCloudBuild
-from tests.fake_gcs import FakeGcs
-from tests.fake_vertex import FakeJobService
+from tests.fakes.build import FakeArtifactRegistry, FakeCloudBuild
+from tests.fakes.gcs import FakeGcs
+from tests.fakes.vertex import FakeJobService
 
 IMAGE = "us-central1-docker.pkg.dev/p/pets-images/trainer:abc"
 

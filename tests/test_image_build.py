@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from infra.image_context import REPO_ROOT, context_hash
-from launch.image_build import (
+from launch.images import (
     CLOUDBUILD_CONFIG,
     ImageBuildError,
     context_tarball,
@@ -23,8 +23,8 @@ from launch.image_build import (
     tag_resource,
     with_tag,
 )
-from tests.fake_build import FakeArtifactRegistry, FakeCloudBuild
-from tests.fake_gcs import FakeGcs
+from tests.fakes.build import FakeArtifactRegistry, FakeCloudBuild
+from tests.fakes.gcs import FakeGcs
 
 REPOSITORY = "us-central1-docker.pkg.dev/pets-detector-dev/pets-images"
 

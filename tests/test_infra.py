@@ -343,7 +343,7 @@ def test_the_stack_outputs_read_back_through_the_launcher(stacks, tmp_path):
     """The contract: the synthesised stack emits exactly the StackOutputs fields, and the
     file `cdktf deploy --outputs-file` would write from them gives the launcher its target."""
     from infra import outputs as stack_outputs
-    from launch import cloud_settings
+    from launch import settings
 
     for env_name, stack in stacks.items():
         emitted = {key: output["value"] for key, output in stack["output"].items()}
@@ -351,13 +351,13 @@ def test_the_stack_outputs_read_back_through_the_launcher(stacks, tmp_path):
         path = tmp_path / f"{env_name}.json"
         stack_outputs.write({env_name: StackOutputs(**emitted)}, path)
         assert stack_outputs.read(env_name, path) == emitted
-        target = cloud_settings.resolve_target(env_name, {}, {}, {}, path)
+        target = settings.resolve_target(env_name, {}, {}, {}, path)
         assert (target.project, target.region, target.bucket, target.image, target.tpu_image,
                 target.service_account, target.tensorboard) == (
             emitted["project"], emitted["region"], emitted["bucket"], emitted["image_uri"],
             emitted["tpu_image_uri"], emitted["trainer_service_account"],
             emitted["tensorboard"])
-        fields = cloud_settings.resolve_fields(env_name, {}, {}, {}, path)
+        fields = settings.resolve_fields(env_name, {}, {}, {}, path)
         assert fields["researchers_push_images"] == "false"
         assert fields["builder_service_account"] == emitted["builder_service_account"]
-    assert set(cloud_settings.FROM_OUTPUTS.values()) <= stack_outputs.OUTPUT_NAMES
+    assert set(settings.FROM_OUTPUTS.values()) <= stack_outputs.OUTPUT_NAMES

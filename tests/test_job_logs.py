@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from launch import job_logs, vertex_client
 from launch.errors import InputError
-from tests.fake_logging import FakeLoggingService, job_entry
-from tests.fake_vertex import FakeJobService
+from launch.vertex import client as vertex_client
+from launch.vertex import logs as job_logs
+from tests.fakes.logs import FakeLoggingService, job_entry
+from tests.fakes.vertex import FakeJobService
 from tests.test_vertex import TARGET, eval_custom_job
 
 PROJECT = TARGET.project

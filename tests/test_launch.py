@@ -116,7 +116,7 @@ def test_invoke_reports_unknown_targets_clearly():
 
 
 def test_run_ids_are_checked_once_before_they_become_labels_or_paths():
-    from launch.vertex_jobs import RunIdError, RunPaths, check_run_id
+    from launch.vertex.jobs import RunIdError, RunPaths, check_run_id
 
     for good in ("gpu1", "a", "r_2-b", "0" * 63):
         assert check_run_id(good) == good == RunPaths("b", good).run_id
@@ -161,7 +161,7 @@ def test_the_task_guard_turns_user_errors_into_one_line_and_lets_bugs_through():
 
     import tasks
     from launch.errors import MissingError, StepFailed
-    from launch.hardware import HardwareError
+    from launch.vertex.hardware import HardwareError
 
     def fails(error: Exception):
         def action():

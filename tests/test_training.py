@@ -254,8 +254,8 @@ def test_invoke_tensorboard_serves_the_runs(trained):
 def test_invoke_export_and_predict_on_a_run_in_the_bucket(trained, tmp_path):
     """A Vertex AI run's checkpoints in GCS (fake-gcs-server) -> `invoke export --run-id`
     -> a SavedModel in the bucket -> `invoke predict` on gs:// images, results in the bucket."""
-    from launch.upload import upload_directory
-    from tests.fake_gcs import FakeGcs
+    from launch.gcs.upload import upload_directory
+    from tests.fakes.gcs import FakeGcs
     from trainer.data import pets
     from trainer.data.sample import write_sample
 

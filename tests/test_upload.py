@@ -11,14 +11,14 @@ import time
 import pytest
 
 from launch.errors import InputError, MissingError
-from launch.upload import (
+from launch.gcs.upload import (
     StaleObjectsError,
     training_data_problems,
     upload_directory,
     upload_records,
 )
 from tests.conftest import REPO
-from tests.fake_gcs import FakeGcs
+from tests.fakes.gcs import FakeGcs
 
 
 @pytest.fixture
@@ -66,8 +66,8 @@ SIZE = 192 << 20  # 768 requests of 256 KiB: far more than 1.5 s of uploading
 def test_a_killed_upload_leaves_no_partial_object(gcs, records):
     big = records / "train.record-00000-of-00004"
     big.write_bytes(random.Random(1).randbytes(SIZE))
-    script = ("import sys; from tests.fake_gcs import client_for; "
-              "from launch.upload import upload_directory; "
+    script = ("import sys; from tests.fakes.gcs import client_for; "
+              "from launch.gcs.upload import upload_directory; "
               "upload_directory(client_for(sys.argv[1]), 'pets-data', sys.argv[2], 'records', "
               "chunk_size=256 * 1024)")
     child = subprocess.Popen([sys.executable, "-c", script, os.environ["STORAGE_EMULATOR_HOST"],

@@ -8,13 +8,15 @@ import json
 import pytest
 from google.cloud import aiplatform_v1
 
-from launch import cloud_settings, hardware, vertex_client
+from launch import settings
 from launch.errors import InputError
 from launch.jobs import Request
 from launch.resources import Resources, Scheduling
-from launch.vertex_jobs import vertex_job
-from launch.vertex_spec import CloudTarget, to_json
-from tests.fake_vertex import FakeJobService
+from launch.vertex import client as vertex_client
+from launch.vertex import hardware
+from launch.vertex.jobs import vertex_job
+from launch.vertex.spec import CloudTarget, to_json
+from tests.fakes.vertex import FakeJobService
 
 TARGET = CloudTarget(
     project="pets-detector-dev", region="us-central1", bucket="pets-detector-dev-pets-data",
@@ -187,14 +189,14 @@ def test_settings_come_from_outputs_then_config_then_environment_then_flags(tmp_
     outputs.write_text(json.dumps({"pets-dev": {
         "project": "p-out", "region": "us-central1", "bucket": "b-out", "image_uri": "i:1",
         "tpu_image_uri": "t:1", "trainer_service_account": "sa@p", "tensorboard": "tb"}}))
-    resolve = cloud_settings.resolve_target
+    resolve = settings.resolve_target
     assert resolve("dev", {}, {}, {}, outputs).bucket == "b-out"
     assert resolve("dev", {}, {}, {"bucket": "b-cfg"}, outputs).bucket == "b-cfg"
     assert resolve("dev", {}, {"PETS_BUCKET": "b-env"}, {"bucket": "b-cfg"}, outputs
                    ).bucket == "b-env"
     assert resolve("dev", {"bucket": "b-flag"}, {"PETS_BUCKET": "b-env"}, {}, outputs
                    ).bucket == "b-flag"
-    with pytest.raises(cloud_settings.SettingsMissingError, match="npx cdktf deploy pets-prod"):
+    with pytest.raises(settings.SettingsMissingError, match="npx cdktf deploy pets-prod"):
         resolve("prod", {}, {}, {}, outputs)
 
 
@@ -263,7 +265,7 @@ def test_list_status_and_ids(fake):
 
 
 def test_a_runs_jobs_and_their_tensorboard_and_console_links(fake):
-    from launch.vertex_spec import console_url, tensorboard_url
+    from launch.vertex.spec import console_url, tensorboard_url
 
     client = fake.client()
     for job in (train_custom_job(TARGET, "run1", Resources()),

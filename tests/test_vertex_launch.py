@@ -1,5 +1,5 @@
 """The cloud tasks end to end, through the real client libraries against local fakes of
-Vertex AI, Cloud Logging, Artifact Registry, Cloud Build and GCS (tests/fake_cloud.py)."""
+Vertex AI, Cloud Logging, Artifact Registry, Cloud Build and GCS (tests/fakes/cloud.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from infra.image_context import context_hash
 from launch import vertex_launch
 from launch.errors import InputError, MissingError, StepFailed
 from launch.executors import Vertex
-from launch.image_build import tag_resource
+from launch.images import tag_resource
 from launch.jobs import Request
 from launch.resources import Resources
 from launch.vertex_launch import Submission
-from tests.fake_cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
-from tests.fake_logging import job_entry
+from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
+from tests.fakes.logs import job_entry
 
 
 @pytest.fixture
@@ -80,7 +80,7 @@ def test_upload_then_train_builds_once_and_submits_the_sources_image(fakes, tmp_
 
 
 def test_a_pinned_image_is_never_built_and_runs_by_digest(fakes, tmp_path):
-    from launch.image_build import ImageBuildError
+    from launch.images import ImageBuildError
 
     cloud = fakes.cloud(image=f"{REPOSITORY}/trainer:pinned")
     vertex_launch.upload_records(cloud, str(records(tmp_path)))
@@ -145,7 +145,7 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
 
 
 def test_an_impossible_machine_is_rejected_before_any_request(fakes, tmp_path):
-    from launch.hardware import HardwareError
+    from launch.vertex.hardware import HardwareError
 
     cloud = fakes.cloud()
     with pytest.raises(HardwareError, match="n1 machines"):
@@ -178,7 +178,7 @@ def test_the_relaunch_benchmark_builds_for_the_first_launch_only():
 
 
 def test_a_bad_run_id_is_refused_before_any_request(fakes, tmp_path):
-    from launch.vertex_jobs import RunIdError
+    from launch.vertex.jobs import RunIdError
 
     cloud = fakes.cloud()
     vertex_launch.upload_records(cloud, str(records(tmp_path)))
@@ -205,7 +205,7 @@ def test_local_docker_says_what_it_needs_where_researchers_may_not_push(fakes, t
     import dataclasses
 
     from infra import outputs
-    from launch.image_build import ImageBuildError
+    from launch.images import ImageBuildError
 
     no_push = dataclasses.replace(OUTPUTS, researchers_push_images="false")
     outputs.write({"dev": no_push}, tmp_path / "outputs.json")
@@ -220,10 +220,10 @@ def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
     local one runs, with the bucket's places instead of local directories."""
     from google.cloud import aiplatform_v1
 
-    from launch import vertex_jobs
     from launch.errors import InputError
     from launch.executors import Local, Target, executor_for
     from launch.jobs import Places
+    from launch.vertex import jobs as vertex_jobs
 
     cloud = fakes.cloud()
     request = Request.training("pets_retinanet_resnetfpn", 100, Resources(workers=2), "gpu1")

@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from launch.errors import InputError, MissingError
-from launch.upload import crc32c_of, list_blobs
+from launch.gcs.upload import crc32c_of, list_blobs
 from trainer import model_dir
 
 # Mirrors of gs:// paths; PETS_CACHE_DIR moves them (e.g. to a larger disk).

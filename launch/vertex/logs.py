@@ -17,9 +17,9 @@ from google.cloud.logging_v2.services.logging_service_v2 import LoggingServiceV2
 from google.cloud.logging_v2.types import LogEntry
 from google.logging.type import log_severity_pb2
 
-from launch import vertex_client
 from launch.errors import InputError
-from launch.vertex_spec import job_id
+from launch.vertex import client as vertex_client
+from launch.vertex.spec import job_id
 
 
 def log_filter(job_id: str, since: datetime.datetime | None = None) -> str:

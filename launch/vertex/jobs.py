@@ -14,7 +14,7 @@ from google.cloud import aiplatform_v1
 
 from launch import jobs
 from launch.errors import InputError
-from launch.vertex_spec import CloudTarget, custom_job
+from launch.vertex.spec import CloudTarget, custom_job
 from trainer.data import layout
 
 RECORDS_PREFIX = layout.RECORDS_PREFIX

@@ -17,7 +17,7 @@ from google.cloud.logging_v2.services.logging_service_v2.transports import (
 )
 from google.cloud.logging_v2.types import ListLogEntriesRequest, ListLogEntriesResponse, LogEntry
 
-from tests.grpc_fake import GrpcFake, unary
+from tests.fakes.grpc_server import GrpcFake, unary
 
 CLAUSE = re.compile(r'^(?P<field>[\w.]+)(?P<op>>=|=)"(?P<value>[^"]*)"$')
 START = datetime.datetime(2026, 11, 22, 1, 0, tzinfo=datetime.UTC)

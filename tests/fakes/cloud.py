@@ -13,11 +13,11 @@ from types import SimpleNamespace
 from infra import outputs as stack_outputs
 from infra.outputs import StackOutputs
 from launch import vertex_launch
-from launch.google_clients import GoogleClients
-from tests.fake_build import FakeArtifactRegistry, FakeCloudBuild
-from tests.fake_gcs import FakeGcs
-from tests.fake_logging import FakeLoggingService
-from tests.fake_vertex import FakeJobService
+from launch.clients import GoogleClients
+from tests.fakes.build import FakeArtifactRegistry, FakeCloudBuild
+from tests.fakes.gcs import FakeGcs
+from tests.fakes.logs import FakeLoggingService
+from tests.fakes.vertex import FakeJobService
 
 REPOSITORY = "us-central1-docker.pkg.dev/pets-detector-dev/pets-images"
 PROJECT = "pets-detector-dev"

@@ -1,7 +1,7 @@
 """Makers of the Google API clients the cloud tasks use, in one place.
 
 The defaults reach Google with application default credentials. Tests pass makers of the
-same client classes connected to local servers (tests/fake_*.py): real clients, fake
+same client classes connected to local servers (tests/fakes/): real clients, fake
 services, never mocks.
 """
 

@@ -10,7 +10,7 @@ from google.cloud.devtools import cloudbuild_v1
 from google.longrunning import operations_pb2
 from google.protobuf import any_pb2
 
-from tests.grpc_fake import GrpcFake, unary
+from tests.fakes.grpc_server import GrpcFake, unary
 
 
 class FakeArtifactRegistry(GrpcFake):
@@ -22,7 +22,7 @@ class FakeArtifactRegistry(GrpcFake):
 
     def push(self, image_uri: str) -> str:
         """Tags new image content as `image_uri` (moving the tag if it exists); its digest."""
-        from launch.image_build import tag_resource
+        from launch.images import tag_resource
 
         name = tag_resource(image_uri)
         digest = "sha256:" + hashlib.sha256(f"{name}#{len(self.tags)}".encode()).hexdigest()

@@ -14,7 +14,7 @@ import grpc
 from google.cloud import aiplatform_v1
 from google.protobuf import empty_pb2
 
-from tests.grpc_fake import GrpcFake, unary
+from tests.fakes.grpc_server import GrpcFake, unary
 
 ERRORS = {"deny": grpc.StatusCode.PERMISSION_DENIED, "quota": grpc.StatusCode.RESOURCE_EXHAUSTED,
           "invalid": grpc.StatusCode.INVALID_ARGUMENT}

@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from google.cloud import aiplatform_v1
 from google.protobuf import duration_pb2
 
-from launch.hardware import Machine
 from launch.jobs import TrainerJob
 from launch.resources import Resources
+from launch.vertex.hardware import Machine
 
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 REDUCTION_SERVER_MACHINE = "n1-highcpu-16"
@@ -22,7 +22,7 @@ REDUCTION_SERVER_MACHINE = "n1-highcpu-16"
 
 @dataclasses.dataclass(frozen=True)
 class CloudTarget:
-    """Where jobs run: from infra outputs, invoke.yaml or flags (launch.cloud_settings)."""
+    """Where jobs run: from infra outputs, invoke.yaml or flags (launch.settings)."""
 
     project: str
     region: str
