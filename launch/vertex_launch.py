@@ -62,11 +62,11 @@ class Cloud:
     def fields(self, required: tuple[str, ...]) -> dict[str, str | None]:
         """The settings, failing with the command that creates any `required` one missing."""
         return settings.resolve_fields(self.environment, self.overrides, self.environ,
-                                             self.config, self.outputs_path, required)
+                                       self.config, self.outputs_path, required)
 
     def target(self) -> CloudTarget:
         return settings.resolve_target(self.environment, self.overrides, self.environ,
-                                             self.config, self.outputs_path)
+                                       self.config, self.outputs_path)
 
     def storage(self):
         return self.clients.storage(self.fields(("project",))["project"])
@@ -229,7 +229,7 @@ def build_images(cloud: Cloud, local_docker: bool = False) -> str:
                 "Drop --local-docker to build in Cloud Build as the builder account, or ask a "
                 "platform engineer to turn researchers_push_images on")
         return images.ensure_images_locally(registry=cloud.clients.registry(),
-                                                 gpu_image=gpu_image, tpu_image=tpu_image)
+                                            gpu_image=gpu_image, tpu_image=tpu_image)
     return images.ensure_images(
         registry=cloud.clients.registry(), builds=cloud.clients.builds(),
         storage_client=cloud.storage(), project=fields["project"], region=fields["region"],

@@ -59,8 +59,7 @@ def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
     checkpoint) and a gs:// output directory is uploaded after exporting locally."""
     client = _client_if_remote(storage_client, model_dir, output_dir)
     if mirror.is_gcs(model_dir):
-        local_model, local_checkpoint = mirror.stage_checkpoint(client, model_dir,
-                                                                       checkpoint)
+        local_model, local_checkpoint = mirror.stage_checkpoint(client, model_dir, checkpoint)
         model_dir, checkpoint = str(local_model), str(local_checkpoint)
     elif checkpoint and "/" not in checkpoint:  # `5000` or `ckpt-5000` in the model directory
         checkpoint = f"{model_dir}/{mirror.checkpoint_name(checkpoint)}"

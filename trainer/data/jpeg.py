@@ -194,7 +194,3 @@ def walk(data: bytes) -> tuple[str | None, JpegHeaders]:
             position = end.start()
     return "truncated: the file ends before the JPEG end-of-image marker", headers
 
-
-def structure_problem(data: bytes) -> str | None:
-    """Why training's decoder would stop reading `data`, or None."""
-    return walk(data)[0]
