@@ -1,4 +1,9 @@
-"""What researchers type: `invoke --list` is the menu; the logic lives in launch/ and trainer/."""
+"""What researchers type: `invoke --list` is the menu; the logic lives in launch/ and trainer/.
+
+Modules that load Google's client libraries (launch.cloud, launch.executors, launch.vertex.*,
+launch.doctor: about two seconds) are imported inside the tasks that need them, so the menu
+and the local data tasks start at once; every other import is here.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ from invoke import Collection, Exit, task
 
 from launch import jobs, workflow
 from launch.errors import InputError, StepFailed, UserError
-from launch.resources import optional_number
+from launch.jobs import Places, Request
+from launch.resources import Resources, optional_number
 from trainer.args import ConvertArgs, DownloadArgs, SampleArgs
 
 WORK = "work"
@@ -26,7 +32,7 @@ def _numbers(**values):
 
 def _cloud(c, project=None, region=None, bucket=None, image=None, env=None):
     """Settings from invoke.yaml's `vertex:` section, overridden by these flags."""
-    from launch.vertex_launch import Cloud
+    from launch.cloud import Cloud
 
     return Cloud(config=dict(c.config.get("vertex", {})),
                  overrides={"project": project, "region": region, "bucket": bucket,
@@ -82,10 +88,10 @@ def download(c, output_dir=DATA_DIR):
             "prune": "delete objects in records/ that this conversion did not write"})
 def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False):
     """Upload converted TFRecords to gs://BUCKET/records/ (skips unchanged files)."""
-    from launch import vertex_launch
+    from launch.gcs.records import upload_records
 
     cloud = _cloud(c, bucket=bucket, env=env)
-    _say(lambda: vertex_launch.upload_records(cloud, records_dir, prune))
+    _say(lambda: upload_records(cloud, records_dir, prune))
 
 
 @task(help={"data_dir": "Pets (or VOC with --voc) directory", "output_dir": "TFRecords go here",
@@ -115,7 +121,7 @@ CLOUD_HELP = {"project": "GCP project (default: infra outputs)", "region": "Vert
 
 
 def _submission(dry_run: bool, local_docker: bool, follow: bool):
-    from launch.vertex_launch import Submission
+    from launch.vertex.submit import Submission
 
     return Submission(dry_run=dry_run, local_docker=local_docker, follow=follow)
 
@@ -135,9 +141,6 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
           timeout_hours=24.0, dry_run=False, run_id=None, project=None, region=None,
           bucket=None, image=None, env=None, local_docker=False, follow=False):
     """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
-    from launch.jobs import Request
-    from launch.resources import Resources
-
     request = _guarded(lambda: Request.training(experiment, steps, Resources.from_flags(
         machine_type=machine_type, accelerator=accelerator, tpu=tpu, tpu_topology=tpu_topology,
         workers=workers, reduction_servers=reduction_servers, spot=spot, flex_start=flex_start,
@@ -157,8 +160,6 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
              project=None, region=None, bucket=None, image=None, env=None, local_docker=False,
              follow=False):
     """Evaluate checkpoints with COCO metrics (continuously, beside a training run)."""
-    from launch.jobs import Request
-
     request = _guarded(lambda: Request.evaluation(experiment, steps, run_id,
                                                   continuous=not once,
                                                   idle_timeout=idle_timeout))
@@ -170,7 +171,6 @@ def _target(c, model_dir=MODEL_DIR, data_dir=RECORDS_DIR, project=None, region=N
             bucket=None, image=None, env=None, submission=None):
     """What the flags say about where a job runs (no API call yet)."""
     from launch.executors import Target
-    from launch.jobs import Places
 
     return Target(Places(model_dir, data_dir), _cloud(c, project, region, bucket, image, env),
                   submission or _submission(False, False, False))
@@ -193,7 +193,7 @@ BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
 def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env=None,
            project=None, bucket=None):
     """Export a SavedModel (uint8 images in; boxes, classes, scores out), local or in the bucket."""
-    from launch.vertex_launch import place
+    from launch.cloud import place
 
     cloud = _cloud(c, project=project, bucket=bucket, env=env)
     _say(lambda: "exported to " + workflow.export(
@@ -209,7 +209,7 @@ def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env
 def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=f"{WORK}/predictions",
             min_score=0.3, run_id=None, env=None, project=None, bucket=None):
     """Detect pets in images: annotated pictures plus a JSON of detections."""
-    from launch.vertex_launch import place
+    from launch.cloud import place
 
     cloud = _cloud(c, project=project, bucket=bucket, env=env)
     _say(lambda: "predictions in " + workflow.predict(
@@ -253,10 +253,10 @@ LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Ve
             "bucket": "data bucket", "image": "trainer image URI"})
 def doctor(c, env=None, project=None, region=None, bucket=None, image=None):
     """Check credentials, APIs, bucket, image and act-as before launching on Vertex AI."""
-    from launch import vertex_launch
+    from launch import doctor as checks
 
     cloud = _cloud(c, project, region, bucket, image, env)
-    text, ok = _guarded(lambda: vertex_launch.doctor(cloud))
+    text, ok = _guarded(lambda: checks.run(cloud))
     print(text)
     if not ok:
         raise Exit(code=1)
@@ -268,20 +268,20 @@ def doctor(c, env=None, project=None, region=None, bucket=None, image=None):
 def image_build(c, env=None, project=None, region=None, local_docker=False):
     """Build the trainer images (Cloud Build or local Docker) unless their content-hash tag
     exists."""
-    from launch import vertex_launch
+    from launch.vertex.submit import build_images
 
     cloud = _cloud(c, project, region, env=env)
-    _say(lambda: vertex_launch.build_images(cloud, local_docker))
+    _say(lambda: build_images(cloud, local_docker).message)
 
 
 JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
 
 
 def _job_command(c, command, job=None, env=None, project=None, region=None, **options):
-    from launch import vertex_launch
+    from launch.vertex.submit import job_command
 
     cloud = _cloud(c, project, region, env=env)
-    _say(lambda: vertex_launch.job_command(cloud, command, job, **options))
+    _say(lambda: job_command(cloud, command, job, **options))
 
 
 @task(name="list", help=LIST_HELP)

@@ -10,8 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from launch import vertex_launch
 from launch.executors import Vertex
+from launch.gcs.records import upload_records
 from launch.jobs import Request
 from launch.resources import Resources
 from tests.fakes.cloud import fake_cloud, write_records
@@ -20,7 +20,7 @@ from tests.fakes.cloud import fake_cloud, write_records
 def main(relaunches: int = 20) -> dict:
     with tempfile.TemporaryDirectory() as workdir, fake_cloud(Path(workdir)) as services:
         cloud = services.cloud()
-        vertex_launch.upload_records(cloud, str(write_records(Path(workdir) / "records")))
+        upload_records(cloud, str(write_records(Path(workdir) / "records")))
 
         def launch(run: int) -> None:
             with contextlib.redirect_stdout(io.StringIO()):

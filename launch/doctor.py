@@ -6,9 +6,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+import google.auth
+import google.auth.exceptions
 from google.api_core import exceptions
+from google.auth.transport.requests import AuthorizedSession
 
+from launch.cloud import Cloud, job_images
 from launch.errors import MissingError
+from launch.gcs.upload import training_data_problems
+from launch.images import ImageBuildError, resolve_digest
+from launch.vertex import client as vertex_client
+from launch.vertex.jobs import RECORDS_PREFIX
 
 ACT_AS = "iam.serviceAccounts.actAs"
 IAM_ENDPOINT = "https://iam.googleapis.com"
@@ -26,13 +34,30 @@ class Check:
     warning: bool = False  # not ok, but nothing a launch needs: reported, not failed
 
 
+def run(cloud: Cloud) -> tuple[str, bool]:
+    """Every check runs, whatever fails before it; the report and whether all passed."""
+    credentials, creds = check_credentials(google.auth.default)
+    if not credentials.ok:
+        return report([credentials])
+    where = job_images(cloud)  # the image a job would use
+    session, storage_client = AuthorizedSession(creds), cloud.storage()
+    found = [
+        credentials,
+        check_vertex(cloud.clients.jobs(where.region), where.project, where.region),
+        check_bucket(storage_client, where.bucket),
+        check_training_data(storage_client, where.bucket, RECORDS_PREFIX),
+        check_image(cloud.clients.registry(), where.image),
+        check_act_as(session, where.service_account),
+        check_default_build_account(cloud.clients.builds(), where.project, where.region),
+    ]
+    if builder := cloud.fields(())["builder_service_account"]:
+        found.append(check_act_as(session, builder, role="builder", purpose="build images"))
+    return report(found)
 
 
 def check_credentials(load: Callable) -> tuple[Check, object | None]:
     """`load` is google.auth.default (injected for tests); returns the credentials it found,
     so later checks reuse them instead of looking them up again."""
-    import google.auth.exceptions
-
     try:
         credentials, project = load()
     except google.auth.exceptions.DefaultCredentialsError as error:
@@ -43,8 +68,6 @@ def check_credentials(load: Callable) -> tuple[Check, object | None]:
 
 
 def check_vertex(client, project: str, region: str) -> Check:
-    from launch.vertex import client as vertex_client
-
     try:
         vertex_client.list_jobs(client, project, region, limit=1)
     except vertex_client.VertexError as error:
@@ -67,8 +90,6 @@ def check_bucket(storage_client, bucket: str) -> Check:
 
 
 def check_training_data(storage_client, bucket: str, prefix: str) -> Check:
-    from launch.gcs.upload import training_data_problems
-
     try:
         problems = training_data_problems(storage_client, bucket, prefix)
     except (MissingError, exceptions.GoogleAPICallError) as error:
@@ -82,8 +103,6 @@ def check_training_data(storage_client, bucket: str, prefix: str) -> Check:
 
 def check_image(registry, image_uri: str) -> Check:
     """The image a job would run, by the digest it would be submitted with."""
-    from launch.images import ImageBuildError, resolve_digest
-
     try:
         pinned = resolve_digest(registry, image_uri)
     except ImageBuildError as error:

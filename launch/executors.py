@@ -15,13 +15,15 @@ import sys
 from collections.abc import Callable
 from typing import Protocol
 
-from launch import vertex_launch, workflow
+from launch import workflow
+from launch.cloud import Cloud, default_run_id, job_images, run_paths, standard_labels
 from launch.errors import InputError, MissingError, StepFailed
+from launch.gcs.records import require_training_data
 from launch.jobs import Places, Request
 from launch.vertex import client as vertex_client
 from launch.vertex import jobs as vertex_jobs
 from launch.vertex.spec import tensorboard_url
-from launch.vertex_launch import Cloud, Submission
+from launch.vertex.submit import Submission, dispatch
 from trainer.experiments import default_train_steps
 
 
@@ -60,7 +62,7 @@ class Local:
 
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
         # --run-id: the whole run in the bucket (training, validation and evaluation jobs)
-        logdir = logdir or (vertex_launch.run_paths(self.cloud, run_id).root if run_id
+        logdir = logdir or (run_paths(self.cloud, run_id).root if run_id
                             else self.places.model_dir)
         print(f"TensorBoard on http://127.0.0.1:{port} for {logdir}", flush=True)
         # An argument list, never a shell string: --logdir and --run-id are user input.
@@ -83,14 +85,14 @@ class Vertex:
         if request.kind == "eval" and not request.run_id:
             raise InputError("--run-id names the training run to evaluate")
         run_id = vertex_jobs.check_run_id(
-            request.run_id or vertex_launch.default_run_id(request.experiment))
-        where = vertex_launch.job_images(self.cloud)
-        job = vertex_jobs.vertex_job(where, request, run_id, vertex_launch.standard_labels())
+            request.run_id or default_run_id(request.experiment))
+        where = job_images(self.cloud)
+        job = vertex_jobs.vertex_job(where, request, run_id, standard_labels())
         if self.submission.dry_run:
             print(f"resources: {request.resources.describe()}", file=sys.stderr)
         elif request.kind == "train":  # no data: fail now, not after a build or a wait
-            vertex_launch.require_training_data(self.cloud, where)
-        return vertex_launch.dispatch(self.cloud, where, job, run_id, self.submission)
+            require_training_data(self.cloud, where.bucket)
+        return dispatch(self.cloud, where, job, run_id, self.submission)
 
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
         """The Vertex AI TensorBoard experiment of each of the run's jobs."""

@@ -8,6 +8,7 @@ the same sources twice.
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import io
 import re
@@ -34,6 +35,43 @@ _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 class ImageBuildError(UserError):
     pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Images:
+    """The two images one build makes from the same sources: GPU/CPU and TPU."""
+
+    gpu: str
+    tpu: str
+
+    def both(self) -> tuple[str, str]:
+        return self.gpu, self.tpu
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildSite:
+    """Where Cloud Build runs and as whom; the bucket holds the sources and the logs."""
+
+    project: str
+    region: str
+    bucket: str
+    service_account: str  # email
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildClients:
+    registry: artifactregistry_v1.ArtifactRegistryClient
+    builds: cloudbuild_v1.CloudBuildClient
+    storage: object  # google.cloud.storage.Client: uploads the build context
+
+
+@dataclasses.dataclass(frozen=True)
+class Built:
+    """What `ensure_images*` did, and each image by the digest its tag names now (known
+    without another lookup when the tags already existed; empty after a fresh build)."""
+
+    message: str
+    digests: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def tag_resource(image_uri: str) -> str:
@@ -70,24 +108,24 @@ def resolve_digest(client: artifactregistry_v1.ArtifactRegistryClient, image_uri
     if "@" in image_uri:
         return with_digest(image_uri, image_uri.rsplit("@", 1)[1])
     try:
-        name = tag_resource(image_uri)
+        tag_resource(image_uri)
     except ImageBuildError as error:
         raise ImageBuildError(f"{error}, nor pinned by digest (IMAGE@sha256:...): jobs run "
                               "only images that cannot change under them") from None
-    try:
-        tag = client.get_tag(name=name, timeout=timeout)
-    except exceptions.NotFound:
+    if (pinned := tagged_digest(client, image_uri, timeout)) is None:
         raise ImageBuildError(f"{image_uri} is not in Artifact Registry: `invoke image.build` "
-                              "builds the sources' images; check --image") from None
-    return with_digest(image_uri, tag.version.rsplit("/", 1)[-1])
+                              "builds the sources' images; check --image")
+    return pinned
 
 
-def tag_exists(client: artifactregistry_v1.ArtifactRegistryClient, image_uri: str) -> bool:
+def tagged_digest(client: artifactregistry_v1.ArtifactRegistryClient, image_uri: str,
+                  timeout: float = 60.0) -> str | None:
+    """`.../IMAGE:TAG` -> `.../IMAGE@sha256:...` as the tag names it now; None if no such tag."""
     try:
-        client.get_tag(name=tag_resource(image_uri))
-        return True
+        tag = client.get_tag(name=tag_resource(image_uri), timeout=timeout)
     except exceptions.NotFound:
-        return False
+        return None
+    return with_digest(image_uri, tag.version.rsplit("/", 1)[-1])
 
 
 def context_tarball(root: Path = REPO_ROOT) -> bytes:
@@ -124,10 +162,19 @@ def build_request(*, config_text: str, gpu_image: str, tpu_image: str, source_bu
     )
 
 
-def _up_to_date(registry, gpu_image: str, tpu_image: str) -> str | None:
-    if tag_exists(registry, gpu_image) and tag_exists(registry, tpu_image):
-        return f"up to date: {gpu_image} and its TPU variant exist; nothing to build"
-    return None
+def _existing(registry, images: Images) -> dict[str, str] | None:
+    """Both images by digest when both tags exist (one lookup each); None otherwise."""
+    digests = {}
+    for image in images.both():
+        if (pinned := tagged_digest(registry, image)) is None:
+            return None
+        digests[image] = pinned
+    return digests
+
+
+def _up_to_date(images: Images, digests: dict[str, str]) -> Built:
+    return Built(f"up to date: {images.gpu} and its TPU variant exist; nothing to build",
+                 digests)
 
 
 def docker_commands(config_text: str, gpu_image: str, tpu_image: str) -> list[list[str]]:
@@ -144,11 +191,11 @@ def docker_commands(config_text: str, gpu_image: str, tpu_image: str) -> list[li
     return commands + [["docker", "push", values.get(i, i)] for i in config.get("images", [])]
 
 
-def ensure_images_locally(*, registry, gpu_image: str, tpu_image: str,
-                          root: Path = REPO_ROOT) -> str:
+def ensure_images_locally(registry, images: Images, root: Path = REPO_ROOT) -> Built:
     """Builds and pushes both images with the local Docker engine unless both tags exist."""
-    if skipped := _up_to_date(registry, gpu_image, tpu_image):
-        return skipped
+    if (digests := _existing(registry, images)) is not None:
+        return _up_to_date(images, digests)
+    gpu_image, tpu_image = images.both()
     if shutil.which("docker") is None:
         raise ImageBuildError("docker is not on PATH: install Docker, or drop --local-docker "
                               "to build in Cloud Build")
@@ -159,27 +206,27 @@ def ensure_images_locally(*, registry, gpu_image: str, tpu_image: str,
             hint = (f"; authenticate with `gcloud auth configure-docker {registry_host}`"
                     if command[1] == "push" else "")
             raise ImageBuildError(f"`{' '.join(command)}` failed (output above){hint}")
-    return f"built and pushed {gpu_image} and {tpu_image} with the local Docker"
+    return Built(f"built and pushed {gpu_image} and {tpu_image} with the local Docker")
 
 
-def ensure_images(*, registry, builds, storage_client, project: str, region: str,
-                  gpu_image: str, tpu_image: str, build_bucket: str, service_account: str,
-                  tag: str, root: Path = REPO_ROOT,
-                  on_status: Callable[[str], None] = print) -> str:
+def ensure_images(clients: BuildClients, site: BuildSite, images: Images, tag: str,
+                  root: Path = REPO_ROOT, on_status: Callable[[str], None] = print) -> Built:
     """Builds both images in Cloud Build unless both tags exist; says what happened."""
-    if skipped := _up_to_date(registry, gpu_image, tpu_image):
-        return skipped
+    if (digests := _existing(clients.registry, images)) is not None:
+        return _up_to_date(images, digests)
+    gpu_image, tpu_image = images.both()
     source_object = f"source/{tag}.tgz"
-    storage_client.bucket(build_bucket).blob(source_object).upload_from_string(
+    clients.storage.bucket(site.bucket).blob(source_object).upload_from_string(
         context_tarball(root), content_type="application/gzip")
     request = build_request(
         config_text=(root / CLOUDBUILD_CONFIG).read_text(), gpu_image=gpu_image,
-        tpu_image=tpu_image, source_bucket=build_bucket, source_object=source_object,
-        service_account=f"projects/{project}/serviceAccounts/{service_account}",
-        logs_bucket=build_bucket)
+        tpu_image=tpu_image, source_bucket=site.bucket, source_object=source_object,
+        service_account=f"projects/{site.project}/serviceAccounts/{site.service_account}",
+        logs_bucket=site.bucket)
     try:
-        operation = builds.create_build(
-            parent=f"projects/{project}/locations/{region}", project_id=project, build=request)
+        operation = clients.builds.create_build(
+            parent=f"projects/{site.project}/locations/{site.region}",
+            project_id=site.project, build=request)
         started = operation.metadata.build
         on_status(f"building {gpu_image} and its TPU variant in Cloud Build {started.id} "
                   f"(about 20 minutes; log: {started.log_url})")
@@ -188,4 +235,4 @@ def ensure_images(*, registry, builds, storage_client, project: str, region: str
         raise ImageBuildError(f"Cloud Build refused the build: {error.message}") from None
     if build.status != cloudbuild_v1.Build.Status.SUCCESS:
         raise ImageBuildError(f"build {build.id} ended {build.status.name}: {build.log_url}")
-    return f"built {gpu_image} and {tpu_image} (build {build.id})"
+    return Built(f"built {gpu_image} and {tpu_image} (build {build.id})")

@@ -13,20 +13,25 @@ import pytest
 from infra.image_context import REPO_ROOT, context_hash
 from launch.images import (
     CLOUDBUILD_CONFIG,
+    BuildClients,
+    BuildSite,
     ImageBuildError,
+    Images,
     context_tarball,
     docker_commands,
     ensure_images,
     ensure_images_locally,
     resolve_digest,
-    tag_exists,
     tag_resource,
+    tagged_digest,
     with_tag,
 )
 from tests.fakes.build import FakeArtifactRegistry, FakeCloudBuild
 from tests.fakes.gcs import FakeGcs
 
 REPOSITORY = "us-central1-docker.pkg.dev/pets-detector-dev/pets-images"
+SITE = BuildSite("pets-detector-dev", "us-central1", "pets-build",
+                 "pets-builder@p.iam.gserviceaccount.com")
 
 
 @pytest.fixture
@@ -40,19 +45,17 @@ def services(monkeypatch):
 
 def ensure(services, tag, on_status=print):
     registry, builds, storage = services
-    return ensure_images(on_status=on_status,
-        registry=registry.client(), builds=builds.client(), storage_client=storage,
-        project="pets-detector-dev", region="us-central1",
-        gpu_image=f"{REPOSITORY}/trainer:{tag}", tpu_image=f"{REPOSITORY}/trainer-tpu:{tag}",
-        build_bucket="pets-build", service_account="pets-builder@p.iam.gserviceaccount.com",
-        tag=tag)
+    return ensure_images(
+        BuildClients(registry.client(), builds.client(), storage),
+        SITE, Images(f"{REPOSITORY}/trainer:{tag}", f"{REPOSITORY}/trainer-tpu:{tag}"), tag,
+        on_status=on_status)
 
 
 def test_builds_both_targets_once_then_skips(services):
     registry, builds, storage = services
     tag = context_hash()
     status = []
-    assert "built" in ensure(services, tag, status.append)
+    assert "built" in ensure(services, tag, status.append).message
     (request,) = builds.requests
     assert status == [f"building {REPOSITORY}/trainer:{tag} and its TPU variant in Cloud Build "
                       "build-1 (about 20 minutes; log: https://console.cloud.google.com/"
@@ -71,18 +74,21 @@ def test_builds_both_targets_once_then_skips(services):
     assert {"Dockerfile", "cloudbuild.yaml", "trainer/cli.py"} <= set(names)
     assert not any(n.startswith(("tests/", ".venv/", "work/")) for n in names)
 
-    registry.push(f"{REPOSITORY}/trainer:{tag}")
-    registry.push(f"{REPOSITORY}/trainer-tpu:{tag}")
-    assert ensure(services, tag).startswith("up to date")
+    gpu, tpu = (registry.push(f"{REPOSITORY}/{name}:{tag}") for name in ("trainer", "trainer-tpu"))
+    skipped = ensure(services, tag)
+    assert skipped.message.startswith("up to date")
+    assert skipped.digests == {
+        f"{REPOSITORY}/trainer:{tag}": f"{REPOSITORY}/trainer@{gpu}",
+        f"{REPOSITORY}/trainer-tpu:{tag}": f"{REPOSITORY}/trainer-tpu@{tpu}"}
     assert len(builds.requests) == 1  # nothing rebuilt
 
 
 def test_tag_lookup_and_bad_uris(services):
     registry, _, _ = services
     uri = f"{REPOSITORY}/trainer:abc"
-    assert not tag_exists(registry.client(), uri)
-    registry.push(uri)
-    assert tag_exists(registry.client(), uri)
+    assert tagged_digest(registry.client(), uri) is None
+    digest = registry.push(uri)
+    assert tagged_digest(registry.client(), uri) == f"{REPOSITORY}/trainer@{digest}"
     assert tag_resource(uri) == ("projects/pets-detector-dev/locations/us-central1/"
                                  "repositories/pets-images/packages/trainer/tags/abc")
     with pytest.raises(ImageBuildError, match="not an Artifact Registry"):
@@ -144,7 +150,7 @@ def test_local_docker_builds_pushes_or_skips(services, tmp_path, monkeypatch):
     registry, builds, _ = services
     gpu, tpu = f"{REPOSITORY}/trainer:t2", f"{REPOSITORY}/trainer-tpu:t2"
     calls = docker_on_path(tmp_path, monkeypatch)
-    result = ensure_images_locally(registry=registry.client(), gpu_image=gpu, tpu_image=tpu)
+    result = ensure_images_locally(registry.client(), Images(gpu, tpu)).message
     assert result.startswith("built and pushed")
     assert calls.read_text().splitlines() == [
         f"build --target gpu -t {gpu} .", f"build --target tpu -t {tpu} .", f"push {gpu}",
@@ -152,8 +158,8 @@ def test_local_docker_builds_pushes_or_skips(services, tmp_path, monkeypatch):
     registry.push(gpu)
     registry.push(tpu)
     calls.unlink()
-    assert ensure_images_locally(registry=registry.client(), gpu_image=gpu,
-                                 tpu_image=tpu).startswith("up to date")
+    assert ensure_images_locally(registry.client(),
+                                 Images(gpu, tpu)).message.startswith("up to date")
     assert not calls.exists() and builds.requests == []
 
 
@@ -163,7 +169,7 @@ def test_local_docker_failures_name_the_fix(services, tmp_path, monkeypatch):
     docker_on_path(tmp_path, monkeypatch, exit_on="push")
     with pytest.raises(ImageBuildError, match=r"gcloud auth configure-docker "
                                               r"us-central1-docker\.pkg\.dev"):
-        ensure_images_locally(registry=registry.client(), gpu_image=gpu, tpu_image=tpu)
+        ensure_images_locally(registry.client(), Images(gpu, tpu))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(ImageBuildError, match="docker is not on PATH"):
-        ensure_images_locally(registry=registry.client(), gpu_image=gpu, tpu_image=tpu)
+        ensure_images_locally(registry.client(), Images(gpu, tpu))

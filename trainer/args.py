@@ -19,9 +19,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar, get_type_hints
 
-from trainer.data import convert as convert_lib
-from trainer.data import sample as sample_lib
-from trainer.data.images import DEFAULT_MAX_PIXELS
+from trainer.data import defaults
 from trainer.distribution import STRATEGIES
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 
@@ -115,7 +113,7 @@ class SampleArgs(Args):
     HELP: ClassVar[str] = "write a synthetic dataset in the Pets layout"
 
     output_dir: str = option(required=True)
-    num_images: int = option(default=sample_lib.DEFAULT_NUM_IMAGES)
+    num_images: int = option(default=defaults.NUM_SAMPLE_IMAGES)
     seed: int = option(default=0)
     bad_inputs: bool = option("add corrupt and malformed files, as real collections have",
                               default=False)
@@ -137,16 +135,16 @@ class ConvertArgs(Args):
 
     data_dir: str = option(required=True)
     output_dir: str = option(required=True)
-    num_shards: int = option(default=convert_lib.DEFAULT_NUM_SHARDS)
+    num_shards: int = option(default=defaults.NUM_SHARDS)
     masks: bool = option("add instance masks from trimaps", default=False)
     voc: bool = option("the input is a PASCAL VOC directory", default=False)
     label_map: str | None = option("label map .pbtxt (default: Pets' 37 breeds, or VOC's 20 "
                                    "classes)")
     processes: int | None = option("default: all cores")
     max_pixels: int = option("skip images with more pixels (checked before decoding)",
-                             default=DEFAULT_MAX_PIXELS)
+                             default=defaults.MAX_PIXELS)
     max_objects: int = option("skip annotations with more objects",
-                              default=convert_lib.DEFAULT_MAX_OBJECTS)
+                              default=defaults.MAX_OBJECTS)
 
 
 @dataclasses.dataclass(frozen=True)

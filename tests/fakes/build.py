@@ -18,6 +18,7 @@ class FakeArtifactRegistry(GrpcFake):
 
     def __init__(self) -> None:
         self.tags: dict[str, str] = {}  # tag resource name -> the image digest it names
+        self.lookups: list[str] = []  # the tags asked for, in order
         super().__init__()
 
     def push(self, image_uri: str) -> str:
@@ -34,6 +35,7 @@ class FakeArtifactRegistry(GrpcFake):
                                 artifactregistry_v1.Tag.serialize)}
 
     def get_tag(self, request, context):
+        self.lookups.append(request.name)
         if request.name not in self.tags:
             context.abort(grpc.StatusCode.NOT_FOUND, f"{request.name} not found")
         package = request.name.rsplit("/tags/", 1)[0]

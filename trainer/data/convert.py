@@ -35,9 +35,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from trainer.data import layout, pets
+from trainer.data import defaults, layout, pets
 from trainer.data.images import (
-    DEFAULT_MAX_PIXELS,
     MAX_DECODABLE_PIXELS,
     ImageError,
     check_image,
@@ -49,8 +48,6 @@ from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
 REPORT_FILENAME = "conversion_report.json"
 SPLIT_SEED = 42  # the Object Detection API's create_pet_tf_record seed
 TRAIN_FRACTION = 0.7
-DEFAULT_NUM_SHARDS = 10
-DEFAULT_MAX_OBJECTS = 1000
 MAX_XML_BYTES = 16 << 20  # a VOC annotation is a few KB; lxml bounds the rest of a parse
 MAX_DETAIL = 300  # characters of an exception's text kept in the report
 VOC_CLASSES = (
@@ -69,8 +66,8 @@ class ConversionError(RuntimeError):
 class Limits:
     """Caps that keep one hostile example from exhausting memory or time."""
 
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    max_objects: int = DEFAULT_MAX_OBJECTS
+    max_pixels: int = defaults.MAX_PIXELS
+    max_objects: int = defaults.MAX_OBJECTS
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -606,7 +603,7 @@ def convert(
     plan: Plan,
     label_map: Mapping[str, int],
     output_dir: str | Path,
-    num_shards: int = DEFAULT_NUM_SHARDS,
+    num_shards: int = defaults.NUM_SHARDS,
     processes: int | None = None,
     progress: bool = True,
     limits: Limits = Limits(),

@@ -8,10 +8,9 @@ import warnings
 
 from PIL import Image
 
-from trainer.data import jpeg
+from trainer.data import defaults, jpeg
 
 JPEG_QUALITY = 95
-DEFAULT_MAX_PIXELS = 40_000_000  # a 40 MP photo decodes to 120 MB of RGB
 MAX_DECODABLE_PIXELS = ((1 << 29) - 1) // 3  # TensorFlow's decode_jpeg: RGB under 2**29 bytes
 
 class ImageError(ValueError):
@@ -30,7 +29,7 @@ class CheckedImage:
     repairs: tuple[str, ...]  # report keys of what was fixed, empty when the bytes are kept as-is
 
 
-def check_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> CheckedImage:
+def check_image(data: bytes, max_pixels: int = defaults.MAX_PIXELS) -> CheckedImage:
     """Keeps a 3-component JPEG that training's decoder reads to its end (checked by a walk
     over its structure, not a decode); decodes any other format or colour mode and
     re-encodes it as RGB JPEG. The pixel cap is checked from the header, before any decode."""

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from trainer.data import pets
+from trainer.data import defaults, pets
 from trainer.data.voc import VocAnnotation, VocObject, format_voc
 
 RGB = tuple[int, int, int]
@@ -36,7 +36,6 @@ SAMPLE_BREEDS: dict[str, BreedStyle] = {
     "beagle": BreedStyle(fur=(182, 128, 64), accent=(245, 242, 232), ears="floppy"),
 }
 
-DEFAULT_NUM_IMAGES = 360
 TEST_FRACTION = 0.1
 
 
@@ -199,8 +198,8 @@ def _bad_examples(rng: random.Random, next_number: Callable[[str], int]) -> list
     return examples
 
 
-def write_sample(output_dir: str | Path, num_images: int = DEFAULT_NUM_IMAGES, seed: int = 0,
-                 bad_inputs: bool = False, scale: float = 1.0) -> Path:
+def write_sample(output_dir: str | Path, num_images: int = defaults.NUM_SAMPLE_IMAGES,
+                 seed: int = 0, bad_inputs: bool = False, scale: float = 1.0) -> Path:
     """Writes `num_images` synthetic pets (plus defects if asked) in the Pets layout.
 
     `scale` enlarges the images (2 gives Pets' typical 500x375 photos, for benchmarks).

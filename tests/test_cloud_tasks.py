@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from infra.image_context import context_hash
-from launch import vertex_launch
 from launch.errors import InputError, MissingError, StepFailed
 from launch.executors import Vertex
+from launch.gcs.records import upload_records
 from launch.images import tag_resource
 from launch.jobs import Request
 from launch.resources import Resources
-from launch.vertex_launch import Submission
+from launch.vertex.submit import Submission, build_images, job_command
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.fakes.logs import job_entry
 
@@ -54,7 +54,7 @@ def test_train_without_data_fails_before_building_or_submitting(fakes):
 
 def test_upload_then_train_builds_once_and_submits_the_sources_image(fakes, tmp_path, capsys):
     cloud = fakes.cloud()
-    assert vertex_launch.upload_records(cloud, str(records(tmp_path))).startswith(
+    assert upload_records(cloud, str(records(tmp_path))).startswith(
         "uploaded 3, unchanged 0: gs://pets-data/records/")
 
     output = train(cloud)
@@ -74,16 +74,23 @@ def test_upload_then_train_builds_once_and_submits_the_sources_image(fakes, tmp_
            f"training/{job_id}?project=pets-detector-dev" in output
     assert f"tensorboards+7+experiments+{job_id}" in output
 
+    fakes.registry.lookups.clear()
     train(cloud, run_id="gpu2")  # unchanged sources: no second build
     assert len(fakes.builds.requests) == 1 and len(fakes.vertex.received) == 2
     assert capsys.readouterr().out.count("up to date") == 1
+    # one lookup a tag: the digests found while checking for a build pin the job
+    assert sorted(fakes.registry.lookups) == sorted(
+        tag_resource(f"{REPOSITORY}/{image}:{context_hash()}")
+        for image in ("trainer", "trainer-tpu"))
+    assert fakes.vertex.received[1].custom_job.job_spec.worker_pool_specs[0].container_spec \
+        .image_uri == pool.container_spec.image_uri
 
 
 def test_a_pinned_image_is_never_built_and_runs_by_digest(fakes, tmp_path):
     from launch.images import ImageBuildError
 
     cloud = fakes.cloud(image=f"{REPOSITORY}/trainer:pinned")
-    vertex_launch.upload_records(cloud, str(records(tmp_path)))
+    upload_records(cloud, str(records(tmp_path)))
     with pytest.raises(ImageBuildError, match="trainer:pinned is not in Artifact Registry"):
         train(cloud)
     digest = fakes.registry.push(f"{REPOSITORY}/trainer:pinned")
@@ -121,7 +128,7 @@ def test_dry_run_shows_digests_once_the_images_exist(fakes, capsys):
 
 def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
     cloud = fakes.cloud()
-    vertex_launch.upload_records(cloud, str(records(tmp_path)))
+    upload_records(cloud, str(records(tmp_path)))
     train(cloud)
     evaluate(cloud, "gpu1", idle_timeout=600)
     links = tensorboard_links(cloud, "gpu1").splitlines()
@@ -130,18 +137,18 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
     with pytest.raises(MissingError, match="no Vertex AI job has run 'nope'"):
         tensorboard_links(cloud, "nope")
 
-    listed = vertex_launch.job_command(cloud, "list").splitlines()
+    listed = job_command(cloud, "list").splitlines()
     assert [line.split()[0] for line in listed] == ["2", "1"]
     fakes.logs.entries += [job_entry("1", s, f"step {s}") for s in range(5)]
-    logs = vertex_launch.job_command(cloud, "logs", "1", lines=2).splitlines()
+    logs = job_command(cloud, "logs", "1", lines=2).splitlines()
     assert [line.rsplit(" ", 2)[-2:] for line in logs] == [["step", "3"], ["step", "4"]]
-    assert "no log entries yet" in vertex_launch.job_command(cloud, "logs", "2")
-    assert "CANCELLED" in vertex_launch.job_command(cloud, "cancel", "2") + \
-        vertex_launch.job_command(cloud, "status", "2")
-    done = vertex_launch.job_command(cloud, "logs", "1", follow=True, poll_seconds=0)
+    assert "no log entries yet" in job_command(cloud, "logs", "2")
+    assert "CANCELLED" in job_command(cloud, "cancel", "2") + \
+        job_command(cloud, "status", "2")
+    done = job_command(cloud, "logs", "1", follow=True, poll_seconds=0)
     assert "SUCCEEDED" in done and "step 4" in capsys.readouterr().out
     with pytest.raises(InputError, match=r"jobs\.status needs --job"):
-        vertex_launch.job_command(cloud, "status")
+        job_command(cloud, "status")
 
 
 def test_an_impossible_machine_is_rejected_before_any_request(fakes, tmp_path):
@@ -158,7 +165,7 @@ def test_an_impossible_machine_is_rejected_before_any_request(fakes, tmp_path):
 
 def test_train_follow_prints_the_logs_and_fails_when_the_job_does(fakes, tmp_path, capsys):
     cloud = fakes.cloud()
-    vertex_launch.upload_records(cloud, str(records(tmp_path)))
+    upload_records(cloud, str(records(tmp_path)))
     fakes.logs.entries += [job_entry("1", s, f"step {s}") for s in range(3)]
     follow = Submission(follow=True, poll_seconds=0)
     assert "SUCCEEDED" in train(cloud, submission=follow)
@@ -181,7 +188,7 @@ def test_a_bad_run_id_is_refused_before_any_request(fakes, tmp_path):
     from launch.vertex.jobs import RunIdError
 
     cloud = fakes.cloud()
-    vertex_launch.upload_records(cloud, str(records(tmp_path)))
+    upload_records(cloud, str(records(tmp_path)))
     for action in (lambda: train(cloud, run_id="../other-team"),
                    lambda: evaluate(cloud, "Run 1"),
                    lambda: tensorboard_links(cloud, 'x" OR labels.run:*')):
@@ -192,7 +199,7 @@ def test_a_bad_run_id_is_refused_before_any_request(fakes, tmp_path):
 
 def test_train_refuses_stale_shards_before_building_or_submitting(fakes, tmp_path):
     cloud = fakes.cloud()
-    vertex_launch.upload_records(cloud, str(records(tmp_path)))
+    upload_records(cloud, str(records(tmp_path)))
     fakes.storage.bucket("pets-data").blob(
         "records/val.record-00004-of-00005").upload_from_string(b"an earlier conversion")
     with pytest.raises(MissingError, match=r"mixes val\.record-\* sets of 1 and 5 shards"
@@ -211,7 +218,7 @@ def test_local_docker_says_what_it_needs_where_researchers_may_not_push(fakes, t
     outputs.write({"dev": no_push}, tmp_path / "outputs.json")
     with pytest.raises(ImageBuildError, match=r"researchers_push_images is off.*Drop "
                                               r"--local-docker to build in Cloud Build"):
-        vertex_launch.build_images(fakes.cloud(), local_docker=True)
+        build_images(fakes.cloud(), local_docker=True)
     assert fakes.builds.requests == []
 
 

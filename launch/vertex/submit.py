@@ -1,0 +1,151 @@
+"""Handing a job to Vertex AI, and the job tasks: print it (`--dry-run`), or build its
+images if missing, pin them by digest, submit it and optionally follow its logs; `invoke
+image.build` and `invoke jobs.*`."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from google.api_core.exceptions import GoogleAPIError
+from google.auth.exceptions import GoogleAuthError
+
+from infra.image_context import context_hash
+from launch import images
+from launch.cloud import Cloud
+from launch.errors import InputError, StepFailed
+from launch.vertex import client as vertex_client
+from launch.vertex import logs
+from launch.vertex.spec import (
+    CloudTarget,
+    console_url,
+    job_id,
+    pin_images,
+    tensorboard_url,
+    to_json,
+    trainer_images,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """How a job is handed over: printed (--dry-run), or submitted after its images are built
+    (in Cloud Build, or with the local Docker), then optionally followed until it ends."""
+
+    dry_run: bool = False
+    local_docker: bool = False
+    follow: bool = False
+    poll_seconds: float = 15.0
+
+
+def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
+             submission: Submission) -> str:
+    """Prints the job (--dry-run), or builds its images if missing, pins them by digest,
+    submits it and optionally follows its logs."""
+    if submission.dry_run:
+        return to_json(_pinned_if_possible(cloud, job))
+    known = {}
+    if not cloud.overrides.get("image"):
+        built = build_images(cloud, submission.local_docker)
+        print(built.message, flush=True)
+        known = built.digests
+    job = pin_images(job, _digests(cloud, job, known))
+    jobs = cloud.clients.jobs(where.region)
+    created = vertex_client.submit(jobs, where.project, where.region, job)
+    lines = [f"submitted {created.name} (run {run_id})",
+             f"console:     {console_url(created.name)}"]
+    if tensorboard := tensorboard_url(created):
+        lines.append(f"tensorboard: {tensorboard}")
+    if not submission.follow:
+        return "\n".join(lines)
+    print("\n".join(lines), flush=True)
+    return _follow(cloud, jobs, where.project, created.name, 100, submission.poll_seconds)
+
+
+def _digests(cloud: Cloud, job, known: dict[str, str] | None = None,
+             timeout: float = 60.0) -> dict[str, str]:
+    """Each of the job's images -> the same image by the digest its tag names now (looked up
+    unless the build step already did)."""
+    known = known or {}
+    registry = cloud.clients.registry()
+    return {image: known.get(image) or images.resolve_digest(registry, image, timeout)
+            for image in trainer_images(job)}
+
+
+def _pinned_if_possible(cloud: Cloud, job):
+    """What `--dry-run` prints: the job by image digest when Artifact Registry can say (with
+    credentials, and after the build); otherwise by tag, with a note on stderr saying why."""
+    try:
+        return pin_images(job, _digests(cloud, job, timeout=20.0))
+    except (images.ImageBuildError, GoogleAPIError, GoogleAuthError) as error:
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
+        print(f"note: images shown by tag, not digest ({reason}); a submitted job names each "
+              "image by the digest Artifact Registry has for it after the build",
+              file=sys.stderr)
+        return job
+
+
+def build_images(cloud: Cloud, local_docker: bool = False) -> images.Built:
+    """`invoke image.build`: Cloud Build (or the local Docker), skipped when both tags exist."""
+    required = ("project", "region", "image", "tpu_image")
+    if not local_docker:
+        required += ("build_bucket", "builder_service_account")
+    fields = cloud.fields(required)
+    tag = context_hash()
+    wanted = images.Images(*(images.with_tag(fields[f], tag) for f in ("image", "tpu_image")))
+    registry = cloud.clients.registry()
+    if local_docker:
+        if fields["researchers_push_images"] == "false":
+            raise images.ImageBuildError(
+                f"--local-docker pushes images, which researchers may not do in environment "
+                f"{cloud.environment!r} (researchers_push_images is off in "
+                "infra/environments.py, so a tag always names an image Cloud Build made). "
+                "Drop --local-docker to build in Cloud Build as the builder account, or ask a "
+                "platform engineer to turn researchers_push_images on")
+        return images.ensure_images_locally(registry, wanted)
+    site = images.BuildSite(fields["project"], fields["region"], fields["build_bucket"],
+                            fields["builder_service_account"])
+    return images.ensure_images(
+        images.BuildClients(registry, cloud.clients.builds(), cloud.storage()), site, wanted,
+        tag, on_status=lambda text: print(text, flush=True))
+
+
+def job_command(cloud: Cloud, command: str, job: str | None = None,
+                poll_seconds: float = 30.0, lines: int = 100, follow: bool = False) -> str:
+    """`invoke jobs.list|status|logs|cancel|wait`: needs only the project and the region."""
+    fields = cloud.fields(("project", "region"))
+    project, region = fields["project"], fields["region"]
+    client = cloud.clients.jobs(region)
+    if command == "list":
+        return "\n".join(vertex_client.describe(j)
+                         for j in vertex_client.list_jobs(client, project, region)) or \
+            "no custom jobs"
+    if not job:
+        raise InputError(f"jobs.{command} needs --job (the id `invoke jobs.list` shows)")
+    name = vertex_client.job_name(project, region, job)
+    if command == "cancel":
+        vertex_client.cancel(client, name)
+        return f"cancellation requested for {name}"
+    if command == "logs" and follow:
+        return _follow(cloud, client, project, name, lines, poll_seconds)
+    if command == "logs":
+        return "\n".join(map(logs.format_entry,
+                             logs.tail(cloud.clients.logs(), project, job_id(name), lines))
+                         ) or f"no log entries yet for {name}"
+    if command == "wait":
+        done = vertex_client.wait(client, name, poll_seconds=poll_seconds,
+                                  on_state=lambda state: print(f"{name}: {state}", flush=True))
+        return vertex_client.describe(done)
+    return vertex_client.describe(vertex_client.get(client, name))
+
+
+def _follow(cloud: Cloud, jobs, project: str, name: str, lines: int,
+            poll_seconds: float) -> str:
+    """Prints the job's log lines until it ends; a job that did not succeed is a failure."""
+    done = logs.follow(cloud.clients.logs(), jobs, project, name, lines=lines,
+                       poll_seconds=poll_seconds,
+                       on_entry=lambda e: print(logs.format_entry(e), flush=True))
+    if done.state.name != "JOB_STATE_SUCCEEDED":
+        raise StepFailed(f"{vertex_client.describe(done).strip()}: "
+                         f"{done.error.message or 'no error message'}")
+    return vertex_client.describe(done)
