@@ -12,7 +12,7 @@ from invoke import Collection, Exit, task
 from launch import jobs, workflow
 from launch.errors import InputError, StepFailed, UserError
 from launch.jobs import Places, Request
-from launch.resources import Resources, optional_number
+from launch.resources import Resources, Scheduling, optional_number
 from trainer.args import ConvertArgs, DownloadArgs, SampleArgs
 
 WORK = "work"
@@ -126,15 +126,19 @@ def _submission(dry_run: bool, local_docker: bool, follow: bool):
     return Submission(dry_run=dry_run, local_docker=local_docker, follow=follow)
 
 
+HARDWARE_HELP = {
+    "machine_type": "e.g. n1-standard-8, g2-standard-8, a3-highgpu-8g (vertex)",
+    "accelerator": "TYPE:COUNT, e.g. NVIDIA_TESLA_T4:1 (vertex)",
+    "tpu": "v5litepod-1|4|8, v2-8, v3-8 (vertex)", "tpu_topology": "e.g. 2x2",
+    "spot": "Spot VMs (vertex)", "flex_start": "wait for capacity (vertex)",
+    "timeout_hours": "job timeout (vertex)"}
+
+
 @task(help={"target": "local or vertex", "experiment": "experiment name",
             "steps": "training steps", "model_dir": "checkpoints and summaries (local)",
             "data_dir": "converted TFRecords (local)", "workers": "workers beside the chief",
-            "machine_type": "e.g. n1-standard-8 (vertex)",
-            "accelerator": "TYPE:COUNT, e.g. NVIDIA_TESLA_T4:1 (vertex)",
-            "tpu": "v5litepod-1|4|8, v2-8, v3-8 (vertex)", "tpu_topology": "e.g. 2x2",
             "reduction_servers": "Reduction Server replicas (vertex, GPU workers)",
-            "spot": "Spot VMs (vertex)", "flex_start": "wait for capacity (vertex)",
-            "timeout_hours": "job timeout (vertex)", **CLOUD_HELP})
+            **HARDWARE_HELP, **CLOUD_HELP})
 def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
           data_dir=RECORDS_DIR, workers=0, machine_type=None, accelerator=None, tpu=None,
           tpu_topology=None, reduction_servers=0, spot=False, flex_start=False,
@@ -143,8 +147,9 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
     """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
     request = _guarded(lambda: Request.training(experiment, steps, Resources.from_flags(
         machine_type=machine_type, accelerator=accelerator, tpu=tpu, tpu_topology=tpu_topology,
-        workers=workers, reduction_servers=reduction_servers, spot=spot, flex_start=flex_start,
-        timeout_hours=timeout_hours), run_id))
+        workers=workers, reduction_servers=reduction_servers,
+        scheduling=Scheduling.from_flags(spot=spot, flex_start=flex_start,
+                                         timeout_hours=timeout_hours)), run_id))
     _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
                                      env, _submission(dry_run, local_docker, follow)))
 
@@ -154,15 +159,21 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
                          "data_dir": "converted TFRecords (local)",
                          "experiment": "experiment name", "steps": "the run's training steps",
                          "once": "evaluate the newest checkpoint and stop",
-                         "idle_timeout": "seconds to wait for a new checkpoint", **CLOUD_HELP})
+                         "idle_timeout": "seconds to wait for a new checkpoint",
+                         **HARDWARE_HELP, **CLOUD_HELP})
 def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, experiment=None,
-             steps=None, once=False, idle_timeout=None, dry_run=False, run_id=None,
-             project=None, region=None, bucket=None, image=None, env=None, local_docker=False,
-             follow=False):
-    """Evaluate checkpoints with COCO metrics (continuously, beside a training run)."""
-    request = _guarded(lambda: Request.evaluation(experiment, steps, run_id,
-                                                  continuous=not once,
-                                                  idle_timeout=idle_timeout))
+             steps=None, once=False, idle_timeout=None, machine_type=None, accelerator=None,
+             tpu=None, tpu_topology=None, spot=False, flex_start=False, timeout_hours=24.0,
+             dry_run=False, run_id=None, project=None, region=None, bucket=None, image=None,
+             env=None, local_docker=False, follow=False):
+    """Evaluate checkpoints with COCO metrics (continuously, beside a training run), on a CPU
+    machine unless the hardware flags say otherwise."""
+    request = _guarded(lambda: Request.evaluation(
+        experiment, steps, run_id, continuous=not once, idle_timeout=idle_timeout,
+        resources=Resources.from_flags(
+            machine_type=machine_type, accelerator=accelerator, tpu=tpu,
+            tpu_topology=tpu_topology, scheduling=Scheduling.from_flags(
+                spot=spot, flex_start=flex_start, timeout_hours=timeout_hours))))
     _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
                                      env, _submission(dry_run, local_docker, follow)))
 

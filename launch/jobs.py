@@ -91,6 +91,9 @@ class Request:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise InputError(f"a job is one of {', '.join(KINDS)}, not {self.kind!r}")
+        if self.kind == "eval" and self.resources.replicas != (1,):
+            raise InputError("evaluation runs on one replica: drop --workers and "
+                             "--reduction-servers")
 
     @classmethod
     def training(cls, experiment: str | None, steps: int | str | None,
@@ -103,9 +106,10 @@ class Request:
     @classmethod
     def evaluation(cls, experiment: str | None, steps: int | str | None,
                    run_id: str | None = None, continuous: bool = True,
-                   idle_timeout: float | str | None = None) -> Request:
+                   idle_timeout: float | str | None = None,
+                   resources: Resources = EVAL_RESOURCES) -> Request:
         return cls("eval", experiment or DEFAULT_EXPERIMENT,
-                   optional_number("--steps", steps, int), EVAL_RESOURCES, run_id or None,
+                   optional_number("--steps", steps, int), resources, run_id or None,
                    continuous, optional_number("--idle-timeout", idle_timeout, float))
 
     def trainer_job(self, places: Places) -> TrainerJob:

@@ -1,6 +1,7 @@
 """What a job runs on, as one validated value (SkyPilot's `Resources`, XManager's
 `JobRequirements`): the machine and its accelerators or TPU, the replicas, Reduction Server
-and scheduling. The flags become this value in one place (`Resources.from_flags`); every
+and scheduling. The flags become this value in one place (`Resources.from_flags`,
+`Scheduling.from_flags`); every
 target reads it, and `--dry-run` shows it."""
 
 from __future__ import annotations
@@ -25,6 +26,14 @@ class Scheduling:
                              f"{', '.join(SCHEDULING_STRATEGIES)}, got {self.strategy!r}")
         if not 0 < self.timeout_hours < float("inf"):
             raise InputError(f"--timeout-hours must be positive, got {self.timeout_hours}")
+
+    @classmethod
+    def from_flags(cls, *, spot: bool = False, flex_start: bool = False,
+                   timeout_hours: float | str = 24.0) -> Scheduling:
+        if spot and flex_start:
+            raise InputError("--spot and --flex-start exclude each other: choose one")
+        strategy = "SPOT" if spot else "FLEX_START" if flex_start else "STANDARD"
+        return cls(number("--timeout-hours", timeout_hours, float), strategy=strategy)
 
 
 DEFAULT_SCHEDULING = Scheduling()
@@ -54,17 +63,12 @@ class Resources:
     def from_flags(cls, *, machine_type: str | None = None, accelerator: str | None = None,
                    tpu: str | None = None, tpu_topology: str | None = None,
                    workers: int | str = 0, reduction_servers: int | str = 0,
-                   spot: bool = False, flex_start: bool = False,
-                   timeout_hours: float | str = 24.0) -> Resources:
+                   scheduling: Scheduling = DEFAULT_SCHEDULING) -> Resources:
         """The command line's values (invoke passes numbers as text) as Resources."""
-        if spot and flex_start:
-            raise InputError("--spot and --flex-start exclude each other: choose one")
-        strategy = "SPOT" if spot else "FLEX_START" if flex_start else "STANDARD"
         return cls(machine_type or None, accelerator or None, tpu or None, tpu_topology or None,
                    workers=number("--workers", workers, int),
                    reduction_servers=number("--reduction-servers", reduction_servers, int),
-                   scheduling=Scheduling(number("--timeout-hours", timeout_hours, float),
-                                         strategy=strategy))
+                   scheduling=scheduling)
 
     @property
     def replicas(self) -> tuple[int, ...]:

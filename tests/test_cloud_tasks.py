@@ -256,3 +256,40 @@ def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
     with pytest.raises(InputError, match="--run-id names the training run to evaluate"):
         Vertex(cloud).launch(Request.evaluation(None, None))
     assert fakes.vertex.received == []
+
+
+def test_eval_runs_on_the_hardware_asked_for(fakes, tmp_path):
+    """`invoke eval --target vertex` takes train's hardware flags: here an L4 GPU."""
+    from google.cloud import aiplatform_v1
+
+    from launch.resources import Scheduling
+
+    cloud = fakes.cloud()
+    upload_records(cloud, str(records(tmp_path)))
+    gpu = Resources.from_flags(machine_type="g2-standard-8", accelerator="NVIDIA_L4:1",
+                               scheduling=Scheduling.from_flags(timeout_hours="2"))
+    Vertex(cloud).launch(Request.evaluation("pets_retinanet_resnetfpn", 100, "gpu1",
+                                            continuous=False, resources=gpu))
+    (received,) = fakes.vertex.received
+    (pool,) = received.custom_job.job_spec.worker_pool_specs
+    built = f"{REPOSITORY}/trainer:{context_hash()}"
+    assert pool == aiplatform_v1.WorkerPoolSpec(
+        machine_spec=aiplatform_v1.MachineSpec(
+            machine_type="g2-standard-8", accelerator_count=1,
+            accelerator_type=aiplatform_v1.AcceleratorType.NVIDIA_L4),
+        replica_count=1,
+        disk_spec=aiplatform_v1.DiskSpec(boot_disk_type="pd-ssd", boot_disk_size_gb=100),
+        container_spec=aiplatform_v1.ContainerSpec(
+            image_uri=f"{REPOSITORY}/trainer@{fakes.registry.tags[tag_resource(built)]}",
+            args=["--experiment=pets_retinanet_resnetfpn", "--mode=eval",
+                  "--model_dir=gs://pets-data/runs/gpu1/checkpoints",
+                  "--data_dir=gs://pets-data/records", "--train_steps=100"]))
+    assert received.custom_job.job_spec.scheduling.timeout.seconds == 2 * 3600
+    assert received.custom_job.job_spec.base_output_directory.output_uri_prefix == \
+        "gs://pets-data/runs/gpu1/eval"
+    with pytest.raises(InputError, match="evaluation runs on one replica"):
+        Request.evaluation(None, None, "gpu1", resources=Resources(workers=1))
+    with pytest.raises(InputError, match="NVIDIA_L4:1"):  # validated as train's are
+        Vertex(cloud).launch(Request.evaluation(None, None, "gpu1", resources=Resources(
+            "g2-standard-8", "NVIDIA_TESLA_T4:1")))
+    assert len(fakes.vertex.received) == 1

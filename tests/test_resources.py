@@ -7,18 +7,27 @@ import pytest
 from launch.errors import InputError
 from launch.resources import Resources, Scheduling
 
+SCHEDULING_FLAGS = ("spot", "flex_start", "timeout_hours")
+
+
+def from_flags(**flags) -> Resources:
+    """As tasks.py parses them: the scheduling flags, then the rest."""
+    scheduling = Scheduling.from_flags(**{k: v for k, v in flags.items()
+                                          if k in SCHEDULING_FLAGS})
+    return Resources.from_flags(scheduling=scheduling, **{
+        k: v for k, v in flags.items() if k not in SCHEDULING_FLAGS})
+
 
 def test_flags_as_invoke_passes_them_become_one_value():
-    resources = Resources.from_flags(machine_type="n1-standard-16",
-                                     accelerator="NVIDIA_TESLA_V100:2", workers="9",
-                                     reduction_servers="2", spot=True, timeout_hours="6")
+    resources = from_flags(machine_type="n1-standard-16", accelerator="NVIDIA_TESLA_V100:2",
+                           workers="9", reduction_servers="2", spot=True, timeout_hours="6")
     assert resources == Resources("n1-standard-16", "NVIDIA_TESLA_V100:2", workers=9,
                                   reduction_servers=2,
                                   scheduling=Scheduling(timeout_hours=6, strategy="SPOT"))
     assert resources.replicas == (1, 9)
     assert resources.describe() == ("n1-standard-16 with NVIDIA_TESLA_V100:2; chief + 9 "
                                     "workers, 2 reduction servers; SPOT scheduling, timeout 6 h")
-    assert Resources.from_flags(tpu="v5litepod-4", flex_start=True).describe() == \
+    assert from_flags(tpu="v5litepod-4", flex_start=True).describe() == \
         "v5litepod-4; 1 replica; FLEX_START scheduling, timeout 24 h"
     assert Resources.from_flags().replicas == (1,)
     assert Resources().machine("us-central1").machine_type == "n1-standard-8"
@@ -38,7 +47,7 @@ def test_flags_as_invoke_passes_them_become_one_value():
 ])
 def test_what_cannot_run_is_refused_with_the_flag_named(flags, message):
     with pytest.raises(InputError, match=message.replace("(", r"\(")):
-        Resources.from_flags(**flags)
+        from_flags(**flags)
 
 
 def test_a_tpu_machine_type_takes_no_workers_either():

@@ -209,6 +209,8 @@ README_EXAMPLES = [  # the researcher's guide, as typed
     ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn", "--tpu=v5litepod-4",
      "--run-id=tpu1"],
     ["eval", "--target=vertex", "--experiment=pets_retinanet_resnetfpn", "--run-id=gpu1"],
+    ["eval", "--target=vertex", "--experiment=pets_retinanet_resnetfpn", "--run-id=gpu1",
+     "--machine-type=g2-standard-8", "--accelerator=NVIDIA_L4:1"],
 ]
 
 
@@ -231,7 +233,7 @@ def dry_run(*args: str) -> aiplatform_v1.CustomJob:
     return aiplatform_v1.CustomJob.from_json(result.stdout)
 
 
-@pytest.mark.parametrize("args", README_EXAMPLES, ids=["gpu", "multi-worker", "tpu", "eval"])
+@pytest.mark.parametrize("args", README_EXAMPLES, ids=["gpu", "multi-worker", "tpu", "eval", "eval-gpu"])
 def test_readme_examples_dry_run_to_valid_custom_jobs(args):
     from infra.image_context import context_hash
 
@@ -241,6 +243,10 @@ def test_readme_examples_dry_run_to_valid_custom_jobs(args):
     repository = (TARGET.tpu_image if "--tpu=v5litepod-4" in args else TARGET.image)[:-4]
     for pool in job.job_spec.worker_pool_specs:  # these sources' image, not the deployed one
         assert pool.container_spec.image_uri == f"{repository}:{context_hash()}"
+    if "--accelerator=NVIDIA_L4:1" in args:
+        (pool,) = job.job_spec.worker_pool_specs
+        assert (pool.machine_spec.machine_type, pool.machine_spec.accelerator_type.name,
+                pool.machine_spec.accelerator_count) == ("g2-standard-8", "NVIDIA_L4", 1)
 
 
 def test_a_pinned_image_is_used_as_it_is():
