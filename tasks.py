@@ -129,8 +129,13 @@ def _submission(dry_run: bool, local_docker: bool, follow: bool):
 HARDWARE_HELP = {
     "machine_type": "e.g. n1-standard-8, g2-standard-8, a3-highgpu-8g (vertex)",
     "accelerator": "TYPE:COUNT, e.g. NVIDIA_TESLA_T4:1 (vertex)",
-    "tpu": "v5litepod-1|4|8, v2-8, v3-8 (vertex)", "tpu_topology": "e.g. 2x2",
-    "spot": "Spot VMs (vertex)", "flex_start": "wait for capacity (vertex)",
+    "tpu": "v2-8, v3-8, v5litepod-1|4|8|16|...|256, v6e-1|4|8|16|...|256 (vertex)",
+    "tpu_topology": "e.g. 2x2, 4x4 (with a TPU --machine-type)",
+    "spot": "Spot VMs (vertex)", "flex_start": "queue for capacity: Dynamic Workload "
+    "Scheduler (vertex; L4, A100, H100, H200, B200)",
+    "max_wait_hours": "--flex-start: hours to queue (0: no limit; default 24)",
+    "reservation": "consume a Compute Engine reservation: 'any', NAME or its path",
+    "persistent_resource": "run on this Vertex AI persistent resource (ID)",
     "timeout_hours": "job timeout (vertex)"}
 
 
@@ -142,14 +147,17 @@ HARDWARE_HELP = {
 def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
           data_dir=RECORDS_DIR, workers=0, machine_type=None, accelerator=None, tpu=None,
           tpu_topology=None, reduction_servers=0, spot=False, flex_start=False,
-          timeout_hours=24.0, dry_run=False, run_id=None, project=None, region=None,
-          bucket=None, image=None, env=None, local_docker=False, follow=False):
+          max_wait_hours=None, reservation=None, persistent_resource=None, timeout_hours=24.0,
+          dry_run=False, run_id=None, project=None, region=None, bucket=None, image=None,
+          env=None, local_docker=False, follow=False):
     """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
     request = _guarded(lambda: Request.training(experiment, steps, Resources.from_flags(
         machine_type=machine_type, accelerator=accelerator, tpu=tpu, tpu_topology=tpu_topology,
         workers=workers, reduction_servers=reduction_servers,
-        scheduling=Scheduling.from_flags(spot=spot, flex_start=flex_start,
-                                         timeout_hours=timeout_hours)), run_id))
+        scheduling=Scheduling.from_flags(
+            spot=spot, flex_start=flex_start, max_wait_hours=max_wait_hours,
+            reservation=reservation, persistent_resource=persistent_resource,
+            timeout_hours=timeout_hours)), run_id))
     _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
                                      env, _submission(dry_run, local_docker, follow)))
 
@@ -163,9 +171,10 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
                          **HARDWARE_HELP, **CLOUD_HELP})
 def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, experiment=None,
              steps=None, once=False, idle_timeout=None, machine_type=None, accelerator=None,
-             tpu=None, tpu_topology=None, spot=False, flex_start=False, timeout_hours=24.0,
-             dry_run=False, run_id=None, project=None, region=None, bucket=None, image=None,
-             env=None, local_docker=False, follow=False):
+             tpu=None, tpu_topology=None, spot=False, flex_start=False, max_wait_hours=None,
+             reservation=None, persistent_resource=None, timeout_hours=24.0, dry_run=False,
+             run_id=None, project=None, region=None, bucket=None, image=None, env=None,
+             local_docker=False, follow=False):
     """Evaluate checkpoints with COCO metrics (continuously, beside a training run), on a CPU
     machine unless the hardware flags say otherwise."""
     request = _guarded(lambda: Request.evaluation(
@@ -173,7 +182,9 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
         resources=Resources.from_flags(
             machine_type=machine_type, accelerator=accelerator, tpu=tpu,
             tpu_topology=tpu_topology, scheduling=Scheduling.from_flags(
-                spot=spot, flex_start=flex_start, timeout_hours=timeout_hours))))
+                spot=spot, flex_start=flex_start, max_wait_hours=max_wait_hours,
+                reservation=reservation, persistent_resource=persistent_resource,
+                timeout_hours=timeout_hours))))
     _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
                                      env, _submission(dry_run, local_docker, follow)))
 

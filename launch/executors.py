@@ -22,6 +22,7 @@ from launch.gcs.records import require_training_data
 from launch.jobs import Places, Request
 from launch.vertex import client as vertex_client
 from launch.vertex import jobs as vertex_jobs
+from launch.vertex.hardware import tensorflow_note
 from launch.vertex.spec import tensorboard_url
 from launch.vertex.submit import Submission, dispatch
 from trainer.experiments import default_train_steps
@@ -88,6 +89,8 @@ class Vertex:
             request.run_id or default_run_id(request.experiment))
         where = job_images(self.cloud)
         job = vertex_jobs.vertex_job(where, request, run_id, standard_labels())
+        if note := tensorflow_note(request.resources.machine(where.region)):
+            print(note, file=sys.stderr)
         if self.submission.dry_run:
             print(f"resources: {request.resources.describe()}", file=sys.stderr)
         elif request.kind == "train":  # no data: fail now, not after a build or a wait

@@ -7,18 +7,29 @@ target reads it, and `--dry-run` shows it."""
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from launch.errors import InputError
-from launch.vertex.hardware import Machine, resolve_machine
+from launch.vertex.hardware import Machine, check_scheduling, resolve_machine
 
 SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 
 
+RESOURCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+RESERVATION_PATH = re.compile(r"projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/zones/[a-z0-9-]+/"
+                              r"reservations/[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
 @dataclasses.dataclass(frozen=True)
 class Scheduling:
+    """How a job gets its capacity and how long it may take."""
+
     timeout_hours: float = 24.0
     restart_job_on_worker_restart: bool = True
     strategy: str = "STANDARD"  # SPOT: preemptible, cheaper; FLEX_START: waits for capacity
+    max_wait_hours: float | None = None  # FLEX_START: how long to queue (0: no limit)
+    reservation: str | None = None  # "any", a reservation name, or its full resource path
+    persistent_resource: str | None = None  # the id of a Vertex AI persistent resource
 
     def __post_init__(self) -> None:
         if self.strategy not in SCHEDULING_STRATEGIES:
@@ -26,14 +37,51 @@ class Scheduling:
                              f"{', '.join(SCHEDULING_STRATEGIES)}, got {self.strategy!r}")
         if not 0 < self.timeout_hours < float("inf"):
             raise InputError(f"--timeout-hours must be positive, got {self.timeout_hours}")
+        if self.max_wait_hours is not None:
+            if self.strategy != "FLEX_START":
+                raise InputError("--max-wait-hours is how long a --flex-start job queues: "
+                                 "add --flex-start or drop it")
+            if not 0 <= self.max_wait_hours < float("inf"):
+                raise InputError(f"--max-wait-hours must be 0 (no limit) or more, got "
+                                 f"{self.max_wait_hours}")
+        if self.reservation and self.persistent_resource:
+            raise InputError("--reservation and --persistent-resource exclude each other: a "
+                             "persistent resource brings its own capacity")
+        if (self.reservation or self.persistent_resource) and self.strategy != "STANDARD":
+            raise InputError(f"--reservation and --persistent-resource use capacity already "
+                             f"set aside, not {self.strategy} capacity: drop --spot/--flex-start")
+        if self.reservation and self.reservation != "any" and not (
+                RESOURCE_NAME.fullmatch(self.reservation)
+                or RESERVATION_PATH.fullmatch(self.reservation)):
+            raise InputError(f"--reservation {self.reservation[:80]!r} is not 'any', a "
+                             "reservation name or projects/P/zones/Z/reservations/NAME")
+        if self.persistent_resource and not RESOURCE_NAME.fullmatch(self.persistent_resource):
+            raise InputError(f"--persistent-resource {self.persistent_resource[:80]!r} is not "
+                             "a persistent resource id (lowercase letters, digits and '-')")
 
     @classmethod
     def from_flags(cls, *, spot: bool = False, flex_start: bool = False,
-                   timeout_hours: float | str = 24.0) -> Scheduling:
+                   timeout_hours: float | str = 24.0, max_wait_hours: float | str | None = None,
+                   reservation: str | None = None, persistent_resource: str | None = None
+                   ) -> Scheduling:
         if spot and flex_start:
             raise InputError("--spot and --flex-start exclude each other: choose one")
         strategy = "SPOT" if spot else "FLEX_START" if flex_start else "STANDARD"
-        return cls(number("--timeout-hours", timeout_hours, float), strategy=strategy)
+        return cls(number("--timeout-hours", timeout_hours, float), strategy=strategy,
+                   max_wait_hours=optional_number("--max-wait-hours", max_wait_hours, float),
+                   reservation=reservation or None,
+                   persistent_resource=persistent_resource or None)
+
+    def describe(self) -> str:
+        parts = [f"{self.strategy} scheduling", f"timeout {self.timeout_hours:g} h"]
+        if self.max_wait_hours is not None:
+            parts.append(f"queue up to {self.max_wait_hours:g} h" if self.max_wait_hours
+                         else "queue without limit")
+        if self.reservation:
+            parts.append(f"reservation {self.reservation}")
+        if self.persistent_resource:
+            parts.append(f"persistent resource {self.persistent_resource}")
+        return ", ".join(parts)
 
 
 DEFAULT_SCHEDULING = Scheduling()
@@ -55,7 +103,8 @@ class Resources:
                 raise InputError(f"--{name.replace('_', '-')} must be 0 or more, "
                                  f"got {getattr(self, name)}")
         if self.tpu and self.workers:
-            raise InputError("TPU jobs run on one TPU VM here: drop --workers")
+            raise InputError("a TPU job is one slice: drop --workers (--tpu v5litepod-16 and "
+                             "larger span several hosts)")
         if self.reduction_servers and not self.workers:
             raise InputError("Reduction Server needs GPU workers: pass --workers N as well")
 
@@ -81,8 +130,10 @@ class Resources:
                                   accelerator=self.accelerator, tpu=self.tpu,
                                   tpu_topology=self.tpu_topology)
         if machine.is_tpu and (self.workers or self.reduction_servers):
-            raise InputError("TPU jobs run on one TPU VM here: drop --workers and "
-                             "--reduction-servers")
+            raise InputError("a TPU job is one slice (every host of a multi-host slice runs "
+                             "the trainer): drop --workers and --reduction-servers")
+        check_scheduling(machine, self.scheduling.strategy, self.scheduling.timeout_hours,
+                         extra_pools=bool(self.reduction_servers))
         return machine
 
     def describe(self) -> str:
@@ -92,8 +143,7 @@ class Resources:
         replicas = f"chief + {self.workers} workers" if self.workers else "1 replica"
         servers = f", {self.reduction_servers} reduction servers" if self.reduction_servers \
             else ""
-        return (f"{hardware}; {replicas}{servers}; {self.scheduling.strategy} scheduling, "
-                f"timeout {self.scheduling.timeout_hours:g} h")
+        return f"{hardware}; {replicas}{servers}; {self.scheduling.describe()}"
 
 
 DEFAULT_RESOURCES = Resources()

@@ -38,7 +38,7 @@ def test_flags_as_invoke_passes_them_become_one_value():
     ({"workers": "-1"}, "--workers must be 0 or more, got -1"),
     ({"reduction_servers": "2"}, "Reduction Server needs GPU workers"),
     ({"reduction_servers": "-3", "workers": "1"}, "--reduction-servers must be 0 or more"),
-    ({"tpu": "v5litepod-4", "workers": "2"}, "TPU jobs run on one TPU VM here: drop --workers"),
+    ({"tpu": "v5litepod-4", "workers": "2"}, "a TPU job is one slice: drop --workers"),
     ({"spot": True, "flex_start": True}, "--spot and --flex-start exclude each other"),
     ({"timeout_hours": "nan"}, "--timeout-hours must be positive, got nan"),
     ({"timeout_hours": "inf"}, "--timeout-hours must be positive, got inf"),

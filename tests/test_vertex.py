@@ -148,10 +148,12 @@ def test_api_errors_are_reported_clearly(fake, word, message):
 @pytest.mark.parametrize("kwargs,workers,message", [
     ({"machine_type": "e2-standard-8", "accelerator": "NVIDIA_TESLA_T4:1"}, 0, "n1 machines"),
     ({"machine_type": "n1-standard-8", "accelerator": "NVIDIA_TESLA_T4:3"}, 0, "counts 1, 2, 4"),
-    ({"machine_type": "n1-standard-8", "accelerator": "NVIDIA_H100_80GB:1"}, 0, "own family"),
+    ({"machine_type": "n1-standard-8", "accelerator": "NVIDIA_H100_80GB:1"}, 0,
+     "own machine types: a3-highgpu-1g"),
     ({"machine_type": "a2-highgpu-1g", "accelerator": "NVIDIA_TESLA_A100:4"}, 0,
      "comes with NVIDIA_TESLA_A100:1"),
-    ({"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x4"}, 0, "topology 2x2"),
+    ({"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "3x3"}, 0,
+     "topologies 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16, not 3x3"),
     ({"tpu": "v9-1"}, 0, "unknown --tpu"),
     ({"tpu": "v5litepod-4"}, 2, "drop --workers"),
     ({"accelerator": "NVIDIA_TESLA_T4:0"}, 0, "at least 1"),
@@ -211,6 +213,11 @@ README_EXAMPLES = [  # the researcher's guide, as typed
     ["eval", "--target=vertex", "--experiment=pets_retinanet_resnetfpn", "--run-id=gpu1"],
     ["eval", "--target=vertex", "--experiment=pets_retinanet_resnetfpn", "--run-id=gpu1",
      "--machine-type=g2-standard-8", "--accelerator=NVIDIA_L4:1"],
+    ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn",
+     "--tpu=v5litepod-16", "--run-id=tpu16"],
+    ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn",
+     "--machine-type=a3-highgpu-8g", "--flex-start", "--max-wait-hours=6",
+     "--timeout-hours=48", "--run-id=h100"],
 ]
 
 
@@ -233,16 +240,25 @@ def dry_run(*args: str) -> aiplatform_v1.CustomJob:
     return aiplatform_v1.CustomJob.from_json(result.stdout)
 
 
-@pytest.mark.parametrize("args", README_EXAMPLES, ids=["gpu", "multi-worker", "tpu", "eval", "eval-gpu"])
+@pytest.mark.parametrize("args", README_EXAMPLES, ids=["gpu", "multi-worker", "tpu", "eval",
+                                                       "eval-gpu", "tpu-slice", "flex-start"])
 def test_readme_examples_dry_run_to_valid_custom_jobs(args):
     from infra.image_context import context_hash
 
     job = dry_run(*args)
     assert job.job_spec.service_account == TARGET.service_account
-    assert job.labels["run"] in {"gpu1", "multi1", "tpu1"}
-    repository = (TARGET.tpu_image if "--tpu=v5litepod-4" in args else TARGET.image)[:-4]
+    assert job.labels["run"] in {"gpu1", "multi1", "tpu1", "tpu16", "h100"}
+    tpu = any(arg.startswith("--tpu=") for arg in args)
+    repository = (TARGET.tpu_image if tpu else TARGET.image)[:-4]
     for pool in job.job_spec.worker_pool_specs:  # these sources' image, not the deployed one
         assert pool.container_spec.image_uri == f"{repository}:{context_hash()}"
+    if "--tpu=v5litepod-16" in args:
+        (pool,) = job.job_spec.worker_pool_specs
+        assert (pool.machine_spec.machine_type, pool.machine_spec.tpu_topology,
+                pool.replica_count) == ("ct5lp-hightpu-4t", "4x4", 1)
+    if "--flex-start" in args:
+        assert job.job_spec.scheduling.strategy.name == "FLEX_START"
+        assert job.job_spec.scheduling.max_wait_duration.total_seconds() == 6 * 3600
     if "--accelerator=NVIDIA_L4:1" in args:
         (pool,) = job.job_spec.worker_pool_specs
         assert (pool.machine_spec.machine_type, pool.machine_spec.accelerator_type.name,

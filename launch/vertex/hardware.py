@@ -1,16 +1,29 @@
-"""What Vertex AI custom training can run on, as data, and the checks a job must pass before
-any API call: accelerator vs machine family, counts, TPU topology, region."""
+"""What Vertex AI custom training can run on, and the checks a job must pass before any API
+call: accelerator vs machine family, counts, TPU slices and their hosts, regions, and which
+scheduling each shape accepts. The facts are data (catalogue.yaml, with the date and the
+pages they were taken from); this module only reads them."""
 
 from __future__ import annotations
 
 import dataclasses
-import re
+import functools
+from pathlib import Path
+
+import yaml
 
 from launch.errors import InputError
 
+CATALOGUE_FILE = Path(__file__).with_name("catalogue.yaml")
+
 
 class HardwareError(InputError):
-    """An impossible machine/accelerator/TPU/region combination; the message says what fits."""
+    """An impossible machine/accelerator/TPU/region/scheduling combination; the message says
+    what fits."""
+
+
+@functools.cache
+def catalogue() -> dict:
+    return yaml.safe_load(CATALOGUE_FILE.read_text())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -19,68 +32,40 @@ class Machine:
     accelerator_type: str | None = None
     accelerator_count: int = 0
     tpu_topology: str | None = None
+    hosts: int = 1  # VMs a replica spans: more than one for a multi-host TPU slice
 
     @property
     def is_tpu(self) -> bool:
-        return bool(self.accelerator_type and self.accelerator_type.startswith("TPU")) or \
-            self.machine_type.startswith("ct5lp-")
+        return self.machine_type in catalogue()["tpu_machines"] or \
+            self.machine_type == "cloud-tpu"
+
+    @property
+    def tpu_generation(self) -> str | None:
+        if self.machine_type == "cloud-tpu":
+            return self.accelerator_type.removeprefix("TPU_").lower()
+        return catalogue()["tpu_machines"].get(self.machine_type, {}).get("generation")
+
+    def regions(self) -> tuple[str, list[str] | None]:
+        """What limits where this machine trains (its accelerator or TPU generation), and
+        the regions that offer it (None: wherever Vertex AI trains)."""
+        facts = catalogue()
+        if self.accelerator_type:
+            return self.accelerator_type, facts["regions"].get(self.accelerator_type)
+        if self.is_tpu:
+            return f"TPU {self.tpu_generation}", facts["tpu_regions"].get(self.tpu_generation)
+        return self.machine_type, None
+
+    def describe(self) -> str:
+        if self.tpu_topology:
+            hosts = f", {self.hosts} hosts" if self.hosts > 1 else ""
+            return f"{self.machine_type} {self.tpu_topology}{hosts}"
+        if self.accelerator_type:
+            return f"{self.machine_type} with {self.accelerator_type}:{self.accelerator_count}"
+        return self.machine_type
 
 
-# GPU families on n1 machines: accelerator -> counts one n1 machine takes.
-N1_GPUS = {"NVIDIA_TESLA_T4": (1, 2, 4), "NVIDIA_TESLA_V100": (1, 2, 4, 8),
-           "NVIDIA_TESLA_P100": (1, 2, 4), "NVIDIA_TESLA_P4": (1, 2, 4)}
-# Families whose machine type fixes the accelerator: regex -> (accelerator, count from name).
-FIXED_GPU_FAMILIES = (
-    (re.compile(r"^a2-highgpu-(\d+)g$"), "NVIDIA_TESLA_A100"),
-    (re.compile(r"^a2-ultragpu-(\d+)g$"), "NVIDIA_A100_80GB"),
-    (re.compile(r"^a3-highgpu-(\d+)g$"), "NVIDIA_H100_80GB"),
-    (re.compile(r"^a3-megagpu-(\d+)g$"), "NVIDIA_H100_MEGA_80GB"),
-    (re.compile(r"^a3-ultragpu-(\d+)g$"), "NVIDIA_H200_141GB"),
-    (re.compile(r"^a4-highgpu-(\d+)g$"), "NVIDIA_B200"),
-)
-G2_L4_COUNTS = {"4": 1, "8": 1, "12": 1, "16": 1, "24": 2, "32": 1, "48": 4, "96": 8}
-CPU_FAMILIES = ("n1-", "n2-", "n2d-", "e2-", "c2-", "c2d-", "m1-")
-# TPU VMs: v5e single-host machine types and their topologies.
-V5E_TOPOLOGIES = {"ct5lp-hightpu-1t": "1x1", "ct5lp-hightpu-4t": "2x2",
-                  "ct5lp-hightpu-8t": "2x4"}
-TPU_SHORTHANDS = {
-    "v5litepod-1": Machine("ct5lp-hightpu-1t", tpu_topology="1x1"),
-    "v5litepod-4": Machine("ct5lp-hightpu-4t", tpu_topology="2x2"),
-    "v5litepod-8": Machine("ct5lp-hightpu-8t", tpu_topology="2x4"),
-    "v2-8": Machine("cloud-tpu", "TPU_V2", 8),
-    "v3-8": Machine("cloud-tpu", "TPU_V3", 8),
-}
-# Where Vertex AI training offers each accelerator (Vertex AI "locations" page; extend as
-# Google adds regions). A region missing here is rejected with the list of those that work.
-ACCELERATOR_REGIONS = {
-    "NVIDIA_TESLA_T4": {"us-central1", "us-east1", "us-east4", "us-west1", "us-west2",
-                        "europe-west1", "europe-west2", "europe-west4", "asia-east1",
-                        "asia-northeast1", "asia-northeast3", "asia-south1",
-                        "asia-southeast1", "australia-southeast1", "northamerica-northeast1",
-                        "southamerica-east1"},
-    "NVIDIA_TESLA_V100": {"us-central1", "us-east1", "us-west1", "europe-west4", "asia-east1"},
-    "NVIDIA_TESLA_P100": {"us-central1", "us-east1", "us-west1", "europe-west1",
-                          "europe-west4", "asia-east1"},
-    "NVIDIA_TESLA_P4": {"us-central1", "us-east4", "us-west2", "europe-west4",
-                        "northamerica-northeast1", "asia-southeast1", "australia-southeast1"},
-    "NVIDIA_TESLA_A100": {"us-central1", "us-east1", "us-west1", "us-west3", "us-west4",
-                          "europe-west4", "asia-northeast1", "asia-northeast3",
-                          "asia-southeast1", "me-west1"},
-    "NVIDIA_A100_80GB": {"us-central1", "us-east4", "us-east5", "europe-west4",
-                         "asia-southeast1"},
-    "NVIDIA_L4": {"us-central1", "us-east1", "us-east4", "us-west1", "us-west4",
-                  "europe-west1", "europe-west2", "europe-west3", "europe-west4",
-                  "asia-east1", "asia-northeast1", "asia-southeast1"},
-    "NVIDIA_H100_80GB": {"us-central1", "us-east4", "us-east5", "us-west1", "europe-west4",
-                         "asia-southeast1"},
-    "NVIDIA_H100_MEGA_80GB": {"us-central1", "us-east4", "us-east5", "europe-west4"},
-    "NVIDIA_H200_141GB": {"us-central1", "us-east4", "europe-west1"},
-    "NVIDIA_B200": {"us-central1", "us-east4"},
-    "TPU_V2": {"us-central1", "europe-west4"},
-    "TPU_V3": {"us-central1", "europe-west4"},
-    "TPU_V5_LITEPOD": {"us-central1", "us-west1", "us-west4", "us-east1", "us-south1",
-                       "europe-west4", "asia-southeast1"},
-}
+def _listed(values) -> str:
+    return ", ".join(map(str, values))
 
 
 def parse_accelerator(text: str | None) -> tuple[str | None, int]:
@@ -88,9 +73,9 @@ def parse_accelerator(text: str | None) -> tuple[str | None, int]:
     if not text:
         return None, 0
     name, _, count = text.partition(":")
-    if name not in ACCELERATOR_REGIONS:
-        raise HardwareError(f"unknown accelerator {name!r}; one of: "
-                            f"{', '.join(sorted(ACCELERATOR_REGIONS))}")
+    known = catalogue()["regions"]
+    if name not in known:
+        raise HardwareError(f"unknown accelerator {name!r}; one of: {_listed(sorted(known))}")
     try:
         number = int(count) if count else 1
     except ValueError:
@@ -102,53 +87,72 @@ def parse_accelerator(text: str | None) -> tuple[str | None, int]:
 
 
 def _gpu_machine(machine_type: str, accelerator: str | None, count: int) -> Machine:
-    for pattern, fixed in FIXED_GPU_FAMILIES:
-        if match := pattern.match(machine_type):
-            expected = int(match.group(1))
-            if accelerator not in (None, fixed) or count not in (0, expected):
-                raise HardwareError(f"{machine_type} comes with {fixed}:{expected}; drop "
-                                    f"--accelerator or pass {fixed}:{expected}")
-            return Machine(machine_type, fixed, expected)
-    if machine_type.startswith("g2-standard-"):
-        expected = G2_L4_COUNTS.get(machine_type.rsplit("-", 1)[1])
-        if expected is None or accelerator not in (None, "NVIDIA_L4") or \
-                count not in (0, expected):
-            raise HardwareError(f"{machine_type} comes with NVIDIA_L4:{expected}; drop "
-                                "--accelerator or pass that")
-        return Machine(machine_type, "NVIDIA_L4", expected)
+    facts = catalogue()
+    if machine_type in facts["gpu_machines"]:
+        fixed, expected = facts["gpu_machines"][machine_type]
+        if accelerator not in (None, fixed) or count not in (0, expected):
+            raise HardwareError(f"{machine_type} comes with {fixed}:{expected}; drop "
+                                f"--accelerator or pass {fixed}:{expected}")
+        return Machine(machine_type, fixed, expected)
+    family = machine_type.rsplit("-", 1)[0]
+    if family not in facts["cpu_families"] or not machine_type.rsplit("-", 1)[1].isdigit():
+        raise HardwareError(f"unknown machine type {machine_type!r}; Vertex AI trains on "
+                            f"{_listed(facts['cpu_families'])} (any size), "
+                            f"{_listed(facts['gpu_machines'])}, and the TPU machines "
+                            f"{_listed(facts['tpu_machines'])}")
     if accelerator is None:
-        if not machine_type.startswith(CPU_FAMILIES):
-            raise HardwareError(f"unknown machine type {machine_type!r}")
         return Machine(machine_type)
+    n1_gpus = facts["n1_gpus"]
     if not machine_type.startswith("n1-"):
         raise HardwareError(f"{accelerator} attaches to n1 machines only, not {machine_type}; "
                             "use e.g. --machine-type n1-standard-8")
-    if accelerator not in N1_GPUS:
+    if accelerator not in n1_gpus:
+        owners = [m for m, (a, _) in facts["gpu_machines"].items() if a == accelerator]
         raise HardwareError(f"{accelerator} does not attach to n1 machines; it comes with its "
-                            "own family (a2-, a3-, a4-, g2-)")
-    if count not in N1_GPUS[accelerator]:
+                            f"own machine types: {_listed(owners) or 'none for training'}")
+    if count not in n1_gpus[accelerator]:
         raise HardwareError(f"an n1 machine takes {accelerator} in counts "
-                            f"{', '.join(map(str, N1_GPUS[accelerator]))}, not {count}")
+                            f"{_listed(n1_gpus[accelerator])}, not {count}")
     return Machine(machine_type, accelerator, count)
 
 
 def _tpu_machine(machine_type: str, accelerator: str | None, count: int,
                  topology: str | None) -> Machine:
+    facts = catalogue()
     if machine_type == "cloud-tpu":
-        if accelerator not in ("TPU_V2", "TPU_V3") or count != 8:
-            raise HardwareError("cloud-tpu machines take TPU_V2:8 or TPU_V3:8")
+        cores = facts["cloud_tpu_accelerators"]
+        if accelerator not in cores or count != cores[accelerator]:
+            raise HardwareError("cloud-tpu machines take "
+                                f"{_listed(f'{a}:{n}' for a, n in cores.items())}")
         if topology:
             raise HardwareError("cloud-tpu (v2/v3) takes no --tpu-topology")
-        return Machine(machine_type, accelerator, 8)
-    expected = V5E_TOPOLOGIES.get(machine_type)
-    if expected is None:
-        raise HardwareError(f"unknown TPU machine type {machine_type!r}; one of "
-                            f"{', '.join(sorted(V5E_TOPOLOGIES))}")
+        return Machine(machine_type, accelerator, count)
+    shape = facts["tpu_machines"][machine_type]
     if accelerator is not None:
         raise HardwareError(f"{machine_type} is a TPU VM: drop --accelerator")
-    if topology not in (None, expected):
-        raise HardwareError(f"{machine_type} has topology {expected}, not {topology}")
-    return Machine(machine_type, tpu_topology=expected)
+    topologies = shape["topologies"]
+    if topology is None:  # the machine's own chips: the single-host slice
+        topology = next(t for t, hosts in topologies.items() if hosts == 1)
+    if topology not in topologies:
+        raise HardwareError(f"{machine_type} trains on topologies {_listed(topologies)}, "
+                            f"not {topology or 'none'} (pass --tpu-topology, or --tpu NAME)")
+    return Machine(machine_type, tpu_topology=topology, hosts=topologies[topology])
+
+
+def tpu_machine_type(tpu: str) -> tuple[str, str | None, str | None]:
+    """`--tpu v5litepod-16` -> (machine type, accelerator text, topology)."""
+    facts = catalogue()
+    if tpu not in facts["tpu_names"]:
+        generation = tpu.split("-", 1)[0]
+        if generation in facts["tpus_not_offered"]:
+            raise HardwareError(f"{facts['tpus_not_offered'][generation]}; Vertex AI trains "
+                                "on v2-8, v3-8, v5litepod-N and v6e-N")
+        raise HardwareError(f"unknown --tpu {tpu!r}; one of {_listed(facts['tpu_names'])}")
+    name = facts["tpu_names"][tpu]
+    accelerator = name.get("accelerator")
+    if accelerator:
+        accelerator = f"{accelerator}:{facts['cloud_tpu_accelerators'][accelerator]}"
+    return name["machine_type"], accelerator, name.get("topology")
 
 
 def resolve_machine(*, region: str, machine_type: str | None = None,
@@ -156,28 +160,57 @@ def resolve_machine(*, region: str, machine_type: str | None = None,
                     tpu_topology: str | None = None) -> Machine:
     """One validated machine for a worker pool; raises HardwareError before any API call."""
     if tpu:
-        if tpu not in TPU_SHORTHANDS:
-            raise HardwareError(f"unknown --tpu {tpu!r}; one of {', '.join(TPU_SHORTHANDS)}")
         if machine_type or accelerator:
             raise HardwareError("--tpu chooses the machine: drop --machine-type/--accelerator")
-        shorthand = TPU_SHORTHANDS[tpu]
-        machine_type = shorthand.machine_type
-        accelerator = shorthand.accelerator_type
-        accelerator_text = f"{accelerator}:{shorthand.accelerator_count}" if accelerator else None
-        return resolve_machine(region=region, machine_type=machine_type,
-                               accelerator=accelerator_text, tpu_topology=tpu_topology)
+        machine_type, accelerator, named_topology = tpu_machine_type(tpu)
+        if tpu_topology and named_topology and tpu_topology != named_topology:
+            raise HardwareError(f"--tpu {tpu} is topology {named_topology}, not {tpu_topology}")
+        tpu_topology = named_topology
     name, count = parse_accelerator(accelerator)
-    machine_type = machine_type or "n1-standard-8"
-    if machine_type == "cloud-tpu" or machine_type.startswith("ct5lp-"):
+    machine_type = machine_type or catalogue()["default_machine"]
+    if machine_type == "cloud-tpu" or machine_type in catalogue()["tpu_machines"]:
         machine = _tpu_machine(machine_type, name, count, tpu_topology)
     else:
         if tpu_topology:
             raise HardwareError("--tpu-topology applies to TPU machines only")
         machine = _gpu_machine(machine_type, name, count)
-    offered = ACCELERATOR_REGIONS.get(machine.accelerator_type or
-                                      ("TPU_V5_LITEPOD" if machine.is_tpu else ""))
+    what, offered = machine.regions()
     if offered is not None and region not in offered:
-        kind = machine.accelerator_type or "TPU v5e"
-        raise HardwareError(f"{kind} is not offered for training in {region}; regions: "
-                            f"{', '.join(sorted(offered))}")
+        raise HardwareError(f"{what} is not offered for training in {region}; "
+                            f"regions: {_listed(sorted(offered))}")
     return machine
+
+
+def tensorflow_note(machine: Machine) -> str | None:
+    """A warning for TPU generations Vertex AI documents without TensorFlow."""
+    if machine.tpu_generation in catalogue()["tpu_generations_without_tensorflow"]:
+        return (f"note: Vertex AI documents TPU {machine.tpu_generation} for JAX and PyTorch, "
+                "not TensorFlow (see catalogue.yaml's sources); v5litepod-N is the TPU "
+                "our TensorFlow trainer is documented on")
+    return None
+
+
+def check_scheduling(machine: Machine, strategy: str, timeout_hours: float,
+                     extra_pools: bool) -> None:
+    """The scheduling rules of each shape: Flex-start's accelerators, timeout bound and single
+    machine shape; Spot not on multi-host TPU slices."""
+    rules = catalogue()["scheduling"]
+    if strategy == "FLEX_START":
+        flex = rules["flex_start"]
+        if machine.accelerator_type not in flex["accelerators"]:
+            raise HardwareError(f"--flex-start takes jobs on {_listed(flex['accelerators'])}; "
+                                f"{machine.describe()} is not one: drop --flex-start, or "
+                                "choose e.g. --machine-type g2-standard-8 (L4) or "
+                                "a2-highgpu-1g (A100)")
+        if timeout_hours > flex["max_timeout_hours"]:
+            raise HardwareError(f"--flex-start jobs time out after at most "
+                                f"{flex['max_timeout_hours']} hours (7 days), not "
+                                f"{timeout_hours:g}: lower --timeout-hours")
+        if extra_pools and flex["same_machine_in_every_pool"]:
+            raise HardwareError("--flex-start needs the same machine in every worker pool, "
+                                "and Reduction Server runs on its own: drop "
+                                "--reduction-servers or --flex-start")
+    if strategy == "SPOT" and machine.hosts > 1 and not rules["spot"]["multi_host_tpu"]:
+        raise HardwareError(f"Spot VMs are not offered for multi-host TPU slices "
+                            f"({machine.describe()}): drop --spot, or use a single-host "
+                            "slice (v5litepod-8 or smaller)")

@@ -33,21 +33,51 @@ class CloudTarget:
     tensorboard: str | None = None  # projects/.../locations/.../tensorboards/ID
 
 
-
-
 def label_value(text: str) -> str:
     """GCP label values: lowercase letters, digits, '_' and '-', at most 63 characters."""
     return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
 
 
-def _machine_spec(machine: Machine) -> aiplatform_v1.MachineSpec:
+RESERVATION_KEY = "compute.googleapis.com/reservation-name"
+
+
+def _machine_spec(machine: Machine, reservation: str | None = None,
+                  project: str = "") -> aiplatform_v1.MachineSpec:
     spec = aiplatform_v1.MachineSpec(machine_type=machine.machine_type)
     if machine.accelerator_type:
         spec.accelerator_type = aiplatform_v1.AcceleratorType[machine.accelerator_type]
         spec.accelerator_count = machine.accelerator_count
     if machine.tpu_topology:
         spec.tpu_topology = machine.tpu_topology
+    if reservation:
+        spec.reservation_affinity = _reservation_affinity(reservation, project)
     return spec
+
+
+def _reservation_affinity(reservation: str, project: str) -> aiplatform_v1.ReservationAffinity:
+    """`any`, or one reservation: a bare name is the job's project's, in any zone."""
+    kinds = aiplatform_v1.ReservationAffinity.Type
+    if reservation == "any":
+        return aiplatform_v1.ReservationAffinity(reservation_affinity_type=kinds.ANY_RESERVATION)
+    path = reservation if "/" in reservation else \
+        f"projects/{project}/zones/-/reservations/{reservation}"
+    return aiplatform_v1.ReservationAffinity(
+        reservation_affinity_type=kinds.SPECIFIC_RESERVATION, key=RESERVATION_KEY,
+        values=[path])
+
+
+def _scheduling(scheduling) -> aiplatform_v1.Scheduling:
+    spec = aiplatform_v1.Scheduling(
+        timeout=_hours(scheduling.timeout_hours),
+        restart_job_on_worker_restart=scheduling.restart_job_on_worker_restart,
+        strategy=aiplatform_v1.Scheduling.Strategy[scheduling.strategy])
+    if scheduling.max_wait_hours is not None:
+        spec.max_wait_duration = _hours(scheduling.max_wait_hours)
+    return spec
+
+
+def _hours(hours: float) -> duration_pb2.Duration:
+    return duration_pb2.Duration(seconds=int(hours * 3600))
 
 
 def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_dir: str,
@@ -59,7 +89,9 @@ def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_di
         args.append("--tpu=local")  # the TPU is attached to the VM the trainer runs on
     pools = [
         aiplatform_v1.WorkerPoolSpec(
-            machine_spec=_machine_spec(machine), replica_count=pool.replica_count,
+            machine_spec=_machine_spec(machine, resources.scheduling.reservation,
+                                       target.project),
+            replica_count=pool.replica_count,
             disk_spec=aiplatform_v1.DiskSpec(boot_disk_type="pd-ssd", boot_disk_size_gb=100),
             container_spec=aiplatform_v1.ContainerSpec(
                 image_uri=target.tpu_image if machine.is_tpu else target.image,
@@ -74,16 +106,12 @@ def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_di
             machine_spec=aiplatform_v1.MachineSpec(machine_type=REDUCTION_SERVER_MACHINE),
             replica_count=resources.reduction_servers,
             container_spec=aiplatform_v1.ContainerSpec(image_uri=REDUCTION_SERVER_IMAGE)))
-    scheduling = resources.scheduling
     spec = aiplatform_v1.CustomJobSpec(
         worker_pool_specs=pools,
         service_account=target.service_account,
         base_output_directory=aiplatform_v1.GcsDestination(output_uri_prefix=output_dir),
-        scheduling=aiplatform_v1.Scheduling(
-            timeout=duration_pb2.Duration(seconds=int(scheduling.timeout_hours * 3600)),
-            restart_job_on_worker_restart=scheduling.restart_job_on_worker_restart,
-            strategy=aiplatform_v1.Scheduling.Strategy[scheduling.strategy],
-        ),
+        scheduling=_scheduling(resources.scheduling),
+        persistent_resource_id=resources.scheduling.persistent_resource or "",
     )
     if target.tensorboard:
         spec.tensorboard = target.tensorboard

@@ -1,0 +1,183 @@
+"""The catalogue of what Vertex AI trains on (launch/vertex/catalogue.yaml): each rule's
+accepted and rejected shapes, as the CustomJob a dry run would print, before any request."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from google.cloud import aiplatform_v1
+
+from launch.errors import InputError
+from launch.jobs import Request
+from launch.resources import Resources, Scheduling
+from launch.vertex import hardware
+from launch.vertex.jobs import vertex_job
+from launch.vertex.spec import CloudTarget
+
+TARGET = CloudTarget(
+    project="pets-detector-dev", region="us-central1", bucket="pets-data",
+    image="us-central1-docker.pkg.dev/p/pets-images/trainer:abc",
+    tpu_image="us-central1-docker.pkg.dev/p/pets-images/trainer-tpu:abc",
+    service_account="pets-trainer@pets-detector-dev.iam.gserviceaccount.com")
+
+
+def job(resources: Resources, region: str = "us-central1") -> aiplatform_v1.CustomJob:
+    target = CloudTarget(**{**TARGET.__dict__, "region": region})
+    return vertex_job(target, Request.training(None, 100, resources), "run1")
+
+
+def test_the_catalogue_says_when_and_where_its_facts_come_from():
+    facts = hardware.catalogue()
+    taken = datetime.date.fromisoformat(facts["taken"])
+    assert datetime.date(2026, 1, 1) <= taken <= datetime.date.today()
+    assert all(url.startswith("https://cloud.google.com/") for url in facts["sources"].values())
+    for machine_type, (accelerator, count) in facts["gpu_machines"].items():
+        assert accelerator in aiplatform_v1.AcceleratorType.__members__, machine_type
+        assert accelerator in facts["regions"] and count >= 1
+    for name in facts["tpu_names"].values():  # every name resolves to a listed shape
+        assert name["machine_type"] in {*facts["tpu_machines"], "cloud-tpu"}
+
+
+@pytest.mark.parametrize("tpu,machine_type,topology,hosts", [
+    ("v5litepod-1", "ct5lp-hightpu-1t", "1x1", 1),
+    ("v5litepod-8", "ct5lp-hightpu-8t", "2x4", 1),
+    ("v5litepod-16", "ct5lp-hightpu-4t", "4x4", 4),
+    ("v5litepod-64", "ct5lp-hightpu-4t", "8x8", 16),
+    ("v5litepod-256", "ct5lp-hightpu-4t", "16x16", 64),
+    ("v6e-8", "ct6e-standard-8t", "2x4", 1),
+    ("v6e-32", "ct6e-standard-4t", "4x8", 8),
+])
+def test_tpu_slices_single_and_multi_host(tpu, machine_type, topology, hosts):
+    machine = Resources(tpu=tpu).machine("us-central1")
+    assert (machine.machine_type, machine.tpu_topology, machine.hosts) == \
+        (machine_type, topology, hosts)
+    (pool,) = job(Resources(tpu=tpu)).job_spec.worker_pool_specs
+    assert pool.machine_spec == aiplatform_v1.MachineSpec(machine_type=machine_type,
+                                                          tpu_topology=topology)
+    assert pool.replica_count == 1  # every host of the slice runs this one replica
+    assert pool.container_spec.image_uri == TARGET.tpu_image
+    # the same slice named by machine type and topology
+    assert Resources(machine_type=machine_type, tpu_topology=topology).machine(
+        "us-central1") == machine
+
+
+def test_a_four_chip_host_alone_is_its_single_host_slice():
+    assert Resources("ct5lp-hightpu-4t").machine("us-central1").tpu_topology == "2x2"
+    assert Resources("ct5lp-hightpu-4t", tpu_topology="2x4").machine("us-central1").hosts == 2
+
+
+@pytest.mark.parametrize("machine_type,accelerator,count", [
+    ("g2-standard-48", "NVIDIA_L4", 4), ("a2-megagpu-16g", "NVIDIA_TESLA_A100", 16),
+    ("a2-ultragpu-8g", "NVIDIA_A100_80GB", 8), ("a3-highgpu-2g", "NVIDIA_H100_80GB", 2),
+    ("a3-megagpu-8g", "NVIDIA_H100_MEGA_80GB", 8), ("a3-ultragpu-8g", "NVIDIA_H200_141GB", 8),
+    ("a4-highgpu-8g", "NVIDIA_B200", 8), ("a4x-highgpu-4g", "NVIDIA_GB200", 4),
+])
+def test_gpu_machine_types_come_with_their_gpus(machine_type, accelerator, count):
+    (pool,) = job(Resources(machine_type)).job_spec.worker_pool_specs
+    assert (pool.machine_spec.accelerator_type.name, pool.machine_spec.accelerator_count) == \
+        (accelerator, count)
+    with_count = Resources(machine_type, f"{accelerator}:{count}").machine("us-central1")
+    assert with_count.accelerator_count == count
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: Resources(tpu="v5p-8"), "TPU v5p is offered on Cloud TPU VMs and GKE, not for "
+                                     "Vertex AI"),
+    (lambda: Resources(tpu="v4-32"), "TPU v4 is offered"),
+    (lambda: Resources(tpu="v5litepod-12"), "unknown --tpu 'v5litepod-12'"),
+    (lambda: Resources(tpu="v5litepod-16", tpu_topology="2x2"), "is topology 4x4, not 2x2"),
+    (lambda: Resources("ct6e-standard-8t", tpu_topology="4x4"), "topologies 2x4, not 4x4"),
+    (lambda: Resources("a3-highgpu-8g", "NVIDIA_H100_80GB:4"), "comes with NVIDIA_H100_80GB:8"),
+    (lambda: Resources("g2-standard-24", "NVIDIA_L4:1"), "comes with NVIDIA_L4:2"),
+    (lambda: Resources("n1-standard-8", "NVIDIA_L4:1"), "own machine types: g2-standard-4"),
+    (lambda: Resources("n3-standard-8"), "unknown machine type 'n3-standard-8'"),
+    (lambda: Resources("n1-standard-8; rm -rf /"), "unknown machine type"),
+    (lambda: Resources(tpu="v5litepod-16", workers=1), "a TPU job is one slice"),
+    (lambda: Resources(tpu="v5litepod-16", scheduling=Scheduling(strategy="SPOT")),
+     "Spot VMs are not offered for multi-host TPU slices"),
+    (lambda: Resources("n1-standard-8", "NVIDIA_TESLA_T4:1",
+               scheduling=Scheduling(strategy="FLEX_START")),
+     "--flex-start takes jobs on NVIDIA_L4, NVIDIA_TESLA_A100"),
+    (lambda: Resources(tpu="v5litepod-4", scheduling=Scheduling(strategy="FLEX_START")),
+     "ct5lp-hightpu-4t 2x2 is not one"),
+    (lambda: Resources("a2-highgpu-1g", scheduling=Scheduling(timeout_hours=169,
+                                                      strategy="FLEX_START")),
+     "at most 168 hours"),
+    (lambda: Resources("a2-highgpu-1g", workers=1, reduction_servers=1,
+               scheduling=Scheduling(strategy="FLEX_START")),
+     "same machine in every worker pool"),
+])
+def test_shapes_vertex_would_refuse_are_refused_first(make, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        job(make())
+
+
+@pytest.mark.parametrize("region,resources,message", [
+    ("asia-northeast1", Resources(tpu="v5litepod-4"), "TPU v5e is not offered for training "
+                                                     "in asia-northeast1"),
+    ("asia-south1", Resources(tpu="v6e-4"), "TPU v6e is not offered"),
+    ("europe-west1", Resources("a4-highgpu-8g"), "NVIDIA_B200 is not offered"),
+])
+def test_regions_follow_the_catalogue(region, resources, message):
+    with pytest.raises(hardware.HardwareError, match=message):
+        job(resources, region)
+    assert job(Resources("n2-standard-32"), region)  # CPUs train everywhere
+
+
+def test_v6e_runs_with_a_note_that_tensorflow_is_not_documented_there():
+    note = hardware.tensorflow_note(Resources(tpu="v6e-4").machine("us-central1"))
+    assert note and "TPU v6e for JAX and PyTorch" in note
+    assert hardware.tensorflow_note(Resources(tpu="v5litepod-16").machine("us-central1")) \
+        is None
+
+
+def test_flex_start_waits_as_long_as_asked():
+    scheduling = Scheduling.from_flags(flex_start=True, timeout_hours="48",
+                                       max_wait_hours="6")
+    spec = job(Resources("a3-highgpu-8g", scheduling=scheduling)).job_spec
+    assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.FLEX_START
+    assert spec.scheduling.max_wait_duration == datetime.timedelta(hours=6)
+    assert spec.scheduling.timeout == datetime.timedelta(hours=48)
+    forever = Scheduling.from_flags(flex_start=True, max_wait_hours="0")
+    waits = aiplatform_v1.Scheduling.pb(
+        job(Resources("g2-standard-8", scheduling=forever)).job_spec.scheduling)
+    assert waits.HasField("max_wait_duration") and waits.max_wait_duration.seconds == 0
+    default = aiplatform_v1.Scheduling.pb(job(Resources("g2-standard-8")).job_spec.scheduling)
+    assert not default.HasField("max_wait_duration")  # Vertex's own default: one day
+
+
+def test_reservations_and_persistent_resources_in_the_job():
+    kinds = aiplatform_v1.ReservationAffinity.Type
+    named = Scheduling.from_flags(reservation="a100-pool")
+    (pool,) = job(Resources("a2-highgpu-8g", scheduling=named)).job_spec.worker_pool_specs
+    assert pool.machine_spec.reservation_affinity == aiplatform_v1.ReservationAffinity(
+        reservation_affinity_type=kinds.SPECIFIC_RESERVATION,
+        key="compute.googleapis.com/reservation-name",
+        values=["projects/pets-detector-dev/zones/-/reservations/a100-pool"])
+    path = "projects/shared-capacity/zones/us-central1-a/reservations/h100s"
+    (pool,) = job(Resources("a3-highgpu-8g", scheduling=Scheduling(reservation=path))
+                  ).job_spec.worker_pool_specs
+    assert list(pool.machine_spec.reservation_affinity.values) == [path]
+    (pool,) = job(Resources("a3-highgpu-8g", scheduling=Scheduling(reservation="any"))
+                  ).job_spec.worker_pool_specs
+    assert pool.machine_spec.reservation_affinity.reservation_affinity_type == \
+        kinds.ANY_RESERVATION
+    spec = job(Resources("a2-highgpu-1g",
+                         scheduling=Scheduling(persistent_resource="team-a100s"))).job_spec
+    assert spec.persistent_resource_id == "team-a100s"
+
+
+@pytest.mark.parametrize("flags,message", [
+    ({"max_wait_hours": "2"}, "--max-wait-hours is how long a --flex-start job queues"),
+    ({"flex_start": True, "max_wait_hours": "-1"}, "must be 0 \\(no limit\\) or more"),
+    ({"flex_start": True, "max_wait_hours": "nan"}, "must be 0 \\(no limit\\) or more"),
+    ({"spot": True, "reservation": "r1"}, "not SPOT capacity"),
+    ({"reservation": "r1", "persistent_resource": "p1"}, "exclude each other"),
+    ({"reservation": "../../other-project"}, "is not 'any', a reservation name"),
+    ({"reservation": "projects/p/zones/z/reservations/Bad_Name"}, "is not 'any'"),
+    ({"persistent_resource": "Team Pool"}, "is not a persistent resource id"),
+])
+def test_capacity_flags_are_checked_when_parsed(flags, message):
+    with pytest.raises(InputError, match=message):
+        Scheduling.from_flags(**flags)
