@@ -117,13 +117,17 @@ CLOUD_HELP = {"project": "GCP project (default: infra outputs)", "region": "Vert
               "env": "infra environment whose outputs to use (default: invoke.yaml)",
               "dry_run": "print the CustomJob JSON instead of submitting it",
               "follow": "print the job's log lines until it ends (fails if the job does)",
-              "run_id": "run name: gs://BUCKET/runs/RUN_ID"}
+              "run_id": "run name: gs://BUCKET/runs/RUN_ID",
+              "max_cost": "USD: refuse a job whose bound (price x timeout) or expected cost "
+                          "is higher"}
 
 
-def _submission(dry_run: bool, local_docker: bool, follow: bool):
+def _submission(dry_run: bool, local_docker: bool, follow: bool, max_cost=None):
+    from launch.pricing.estimate import max_cost as budget
     from launch.vertex.submit import Submission
 
-    return Submission(dry_run=dry_run, local_docker=local_docker, follow=follow)
+    return Submission(dry_run=dry_run, local_docker=local_docker, follow=follow,
+                      max_cost=budget(max_cost))
 
 
 HARDWARE_HELP = {
@@ -149,7 +153,7 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
           tpu_topology=None, reduction_servers=0, spot=False, flex_start=False,
           max_wait_hours=None, reservation=None, persistent_resource=None, timeout_hours=24.0,
           dry_run=False, run_id=None, project=None, region=None, bucket=None, image=None,
-          env=None, local_docker=False, follow=False):
+          env=None, local_docker=False, follow=False, max_cost=None):
     """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
     request = _guarded(lambda: Request.training(experiment, steps, Resources.from_flags(
         machine_type=machine_type, accelerator=accelerator, tpu=tpu, tpu_topology=tpu_topology,
@@ -159,7 +163,8 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
             reservation=reservation, persistent_resource=persistent_resource,
             timeout_hours=timeout_hours)), run_id))
     _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
-                                     env, _submission(dry_run, local_docker, follow)))
+                                     env, _guarded(lambda: _submission(
+                                         dry_run, local_docker, follow, max_cost))))
 
 
 @task(name="eval", help={"target": "local or vertex",
@@ -174,7 +179,7 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
              tpu=None, tpu_topology=None, spot=False, flex_start=False, max_wait_hours=None,
              reservation=None, persistent_resource=None, timeout_hours=24.0, dry_run=False,
              run_id=None, project=None, region=None, bucket=None, image=None, env=None,
-             local_docker=False, follow=False):
+             local_docker=False, follow=False, max_cost=None):
     """Evaluate checkpoints with COCO metrics (continuously, beside a training run), on a CPU
     machine unless the hardware flags say otherwise."""
     request = _guarded(lambda: Request.evaluation(
@@ -186,7 +191,8 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
                 reservation=reservation, persistent_resource=persistent_resource,
                 timeout_hours=timeout_hours))))
     _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
-                                     env, _submission(dry_run, local_docker, follow)))
+                                     env, _guarded(lambda: _submission(
+                                         dry_run, local_docker, follow, max_cost))))
 
 
 def _target(c, model_dir=MODEL_DIR, data_dir=RECORDS_DIR, project=None, region=None,

@@ -20,6 +20,8 @@ from launch.cloud import Cloud, default_run_id, job_images, run_paths, standard_
 from launch.errors import InputError, MissingError, StepFailed
 from launch.gcs.records import require_training_data
 from launch.jobs import Places, Request
+from launch.pricing.estimate import Estimate, measured_speed, read_summaries
+from launch.pricing.table import PriceMissing, PriceTable, job_hourly
 from launch.vertex import client as vertex_client
 from launch.vertex import jobs as vertex_jobs
 from launch.vertex.hardware import tensorflow_note
@@ -89,13 +91,38 @@ class Vertex:
             request.run_id or default_run_id(request.experiment))
         where = job_images(self.cloud)
         job = vertex_jobs.vertex_job(where, request, run_id, standard_labels())
-        if note := tensorflow_note(request.resources.machine(where.region)):
+        machine = request.resources.machine(where.region)
+        if note := tensorflow_note(machine):
             print(note, file=sys.stderr)
         if self.submission.dry_run:
             print(f"resources: {request.resources.describe()}", file=sys.stderr)
-        elif request.kind == "train":  # no data: fail now, not after a build or a wait
-            require_training_data(self.cloud, where.bucket)
+        self._price(request, where, job, request.resources.hardware_key(machine))
+        if not self.submission.dry_run and request.kind == "train":
+            require_training_data(self.cloud, where.bucket)  # fail now, not after a build
         return dispatch(self.cloud, where, job, run_id, self.submission)
+
+    def _price(self, request: Request, where, job, hardware: str) -> None:
+        """Prints the estimate on stderr; refuses a job over --max-cost before any request
+        (its bound needs none; its expected cost reads earlier runs' speed)."""
+        try:
+            hourly = job_hourly(PriceTable.load(), where.region, job)
+        except PriceMissing as error:
+            if self.submission.max_cost is not None:
+                raise PriceMissing(f"--max-cost cannot be checked: {error}") from None
+            print(f"cost: unknown ({error})", file=sys.stderr)
+            return
+        steps = None
+        if request.kind == "train":
+            steps = request.steps or default_train_steps(request.experiment)
+        estimate = Estimate(hourly, request.resources.scheduling.timeout_hours, steps)
+        estimate.refuse_over(self.submission.max_cost)
+        if steps is not None:
+            speed, why_not = measured_speed(
+                lambda: read_summaries(self.cloud.storage(), where.bucket),
+                request.experiment, hardware)
+            estimate = dataclasses.replace(estimate, speed=speed, no_speed=why_not)
+        print("\n".join(estimate.lines()), file=sys.stderr, flush=True)
+        estimate.refuse_over(self.submission.max_cost)
 
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
         """The Vertex AI TensorBoard experiment of each of the run's jobs."""

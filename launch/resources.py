@@ -136,6 +136,13 @@ class Resources:
                          extra_pools=bool(self.reduction_servers))
         return machine
 
+    def hardware_key(self, machine: Machine) -> str:
+        """The hardware in words, the same for every run on it whatever its scheduling:
+        how earlier runs' speed is matched to a new one's."""
+        servers = f" + {self.reduction_servers} reduction servers" if self.reduction_servers \
+            else ""
+        return f"{machine.describe()} x {sum(self.replicas)}{servers}"
+
     def describe(self) -> str:
         """One line for people: what `--dry-run` says beside the job's JSON."""
         hardware = self.tpu or " with ".join(

@@ -15,12 +15,28 @@ from trainer.io import read_text, write_text
 RUN_FILE = "run.json"
 PARAMS_FILE = "params.yaml"  # written by Model Garden's train_utils.serialize_config
 LABEL_MAP_FILE = "label_map.pbtxt"
+# How fast a training job went, for cost estimates of later runs on the same hardware.
+TRAINING_SUMMARY_FILE = "training_summary.json"
+HARDWARE_ENV = "PETS_HARDWARE"  # set by the Vertex launcher: the job's machine, in words
 
 
 def write_run_info(model_dir: str, experiment: str, label_map_text: str | None) -> None:
     write_text(f"{model_dir}/{RUN_FILE}", json.dumps({"experiment": experiment}) + "\n")
     if label_map_text is not None:
         write_text(f"{model_dir}/{LABEL_MAP_FILE}", label_map_text)
+
+
+def training_summary(experiment: str, hardware: str | None, steps: int,
+                     seconds: float) -> dict:
+    """What one training session measured: steps trained and the wall time they took
+    (checkpoints and validation included, since the job pays for those too)."""
+    return {"experiment": experiment, "hardware": hardware, "steps": steps,
+            "seconds": round(seconds, 3),
+            "seconds_per_step": round(seconds / steps, 6) if steps > 0 else None}
+
+
+def write_training_summary(model_dir: str, summary: dict) -> None:
+    write_text(f"{model_dir}/{TRAINING_SUMMARY_FILE}", json.dumps(summary, indent=2) + "\n")
 
 
 def load_params(model_dir: str):

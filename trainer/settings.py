@@ -8,6 +8,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from trainer import args as trainer_args
+from trainer import model_dir as model_dir_lib
 from trainer.args import DEFAULT_EVAL_IDLE_TIMEOUT, TrainArgs
 from trainer.data import layout
 
@@ -36,6 +37,7 @@ class TrainerSettings:
     export_dir: str | None = None
     eval_idle_timeout: float = DEFAULT_EVAL_IDLE_TIMEOUT
     eval_poll_interval: float = 10.0
+    hardware: str | None = None  # what the job runs on, recorded in its training summary
 
     @property
     def trains(self) -> bool:
@@ -74,6 +76,7 @@ def settings_from_args(args: TrainArgs, env: Mapping[str, str] = os.environ
         export_dir=args.export_dir or env.get("AIP_MODEL_DIR"),
         eval_idle_timeout=args.eval_idle_timeout,
         eval_poll_interval=args.eval_poll_interval,
+        hardware=env.get(model_dir_lib.HARDWARE_ENV) or None,
     )
 
 

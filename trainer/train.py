@@ -7,6 +7,7 @@ checkpoint manager restores it), which is how a preempted or `kill -9`ed worker 
 from __future__ import annotations
 
 import os
+import time
 
 from trainer import distribution
 from trainer import model_dir as model_dir_lib
@@ -42,13 +43,14 @@ def run_training(settings: TrainerSettings, params, strategy, cluster: dict) -> 
     # write to a temporary one (Model Garden's train_lib).
     latest = model_dir_lib.resume_from_restorable(settings.model_dir) if chief else \
         tf.train.latest_checkpoint(settings.model_dir)
+    first_step = model_dir_lib.checkpoint_step(latest) if latest else 0
     if latest:
-        print(f"resuming from {latest} (step {model_dir_lib.checkpoint_step(latest)})",
-              flush=True)
+        print(f"resuming from {latest} (step {first_step})", flush=True)
     with strategy.scope():
         task = task_factory.get_task(params.task, logging_dir=settings.model_dir)
     train_summaries, eval_summaries = summary_managers(
         settings.tensorboard_dir or settings.model_dir, params)
+    started = time.monotonic()
     train_lib.run_experiment(
         distribution_strategy=strategy, task=task, mode=settings.mode, params=params,
         model_dir=settings.model_dir, summary_manager=train_summaries if chief else None,
@@ -56,6 +58,10 @@ def run_training(settings: TrainerSettings, params, strategy, cluster: dict) -> 
     )
     final = tf.train.latest_checkpoint(settings.model_dir)
     print(f"training finished at {final}", flush=True)
+    if chief and final:
+        model_dir_lib.write_training_summary(settings.model_dir, model_dir_lib.training_summary(
+            settings.experiment, settings.hardware,
+            model_dir_lib.checkpoint_step(final) - first_step, time.monotonic() - started))
     if chief and settings.export_dir:
         from trainer.export import export
 

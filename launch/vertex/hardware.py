@@ -64,6 +64,24 @@ class Machine:
         return self.machine_type
 
 
+def machine_shape(machine_type: str) -> tuple[int, float]:
+    """(vCPUs, GB of memory) of a CPU or GPU machine type (TPU VMs are priced by chip)."""
+    facts = catalogue()
+    if machine_type in facts["machine_shapes"]:
+        vcpus, memory = facts["machine_shapes"][machine_type]
+        return vcpus, float(memory)
+    family, _, size = machine_type.rpartition("-")
+    return int(size), int(size) * float(facts["memory_per_vcpu"][family])
+
+
+def tpu_chips(machine: Machine) -> int:
+    """Chips in a TPU VM slice: the product of its topology (`4x4` -> 16)."""
+    chips = 1
+    for side in (machine.tpu_topology or "").split("x"):
+        chips *= int(side) if side.isdigit() else 1
+    return chips
+
+
 def _listed(values) -> str:
     return ", ".join(map(str, values))
 
@@ -94,10 +112,10 @@ def _gpu_machine(machine_type: str, accelerator: str | None, count: int) -> Mach
             raise HardwareError(f"{machine_type} comes with {fixed}:{expected}; drop "
                                 f"--accelerator or pass {fixed}:{expected}")
         return Machine(machine_type, fixed, expected)
-    family = machine_type.rsplit("-", 1)[0]
-    if family not in facts["cpu_families"] or not machine_type.rsplit("-", 1)[1].isdigit():
+    family, _, size = machine_type.rpartition("-")
+    if family not in facts["memory_per_vcpu"] or not size.isdigit() or int(size) < 1:
         raise HardwareError(f"unknown machine type {machine_type!r}; Vertex AI trains on "
-                            f"{_listed(facts['cpu_families'])} (any size), "
+                            f"{_listed(facts['memory_per_vcpu'])} (FAMILY-vCPUs), "
                             f"{_listed(facts['gpu_machines'])}, and the TPU machines "
                             f"{_listed(facts['tpu_machines'])}")
     if accelerator is None:

@@ -16,6 +16,7 @@ from launch import jobs
 from launch.errors import InputError
 from launch.vertex.spec import CloudTarget, custom_job
 from trainer.data import layout
+from trainer.model_dir import HARDWARE_ENV
 
 RECORDS_PREFIX = layout.RECORDS_PREFIX
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -79,7 +80,11 @@ def vertex_job(target: CloudTarget, request: jobs.Request, run_id: str,
     validated first: training writes under the run, evaluation under its eval/."""
     paths = RunPaths(target.bucket, run_id)
     job = request.trainer_job(places(target, run_id))
-    return custom_job(job, request.resources.machine(target.region), target,
+    machine = request.resources.machine(target.region)
+    if request.kind == "train":  # recorded with the run's speed, for later cost estimates
+        job = dataclasses.replace(job, env={
+            **job.env, HARDWARE_ENV: request.resources.hardware_key(machine)})
+    return custom_job(job, machine, target,
                       paths.root if request.kind == "train" else paths.eval_root,
                       request.resources, _run_labels(labels, request.experiment, run_id))
 

@@ -36,6 +36,7 @@ class Submission:
     local_docker: bool = False
     follow: bool = False
     poll_seconds: float = 15.0
+    max_cost: float | None = None  # USD: refuse a job that can or should cost more
 
 
 def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,

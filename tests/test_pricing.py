@@ -1,0 +1,181 @@
+"""A price before every job: the pinned table's loader, a known table giving known figures,
+the estimate from earlier runs' speed, and `--max-cost` refusing before any request."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from google.cloud import aiplatform_v1
+
+from launch.executors import Vertex
+from launch.gcs.records import upload_records
+from launch.jobs import Request
+from launch.pricing import table as prices
+from launch.pricing.estimate import Estimate, OverBudget, Speed, max_cost, speed_of
+from launch.resources import Resources, Scheduling
+from launch.vertex.jobs import vertex_job
+from launch.vertex.spec import CloudTarget
+from launch.vertex.submit import Submission
+from tests.fakes.cloud import fake_cloud, write_records
+
+TABLE = prices.PriceTable("2026-11-01", "a test", "USD", {"us-central1": {
+    "cores": {"n1": {"standard": 0.04, "spot": 0.01}, "g2": {"standard": 0.03,
+                                                            "flex_start": 0.015}},
+    "ram": {"n1": {"standard": 0.005, "spot": 0.001}, "g2": {"standard": 0.004,
+                                                            "flex_start": 0.002}},
+    "accelerators": {"NVIDIA_TESLA_T4": {"standard": 0.4, "spot": 0.1},
+                     "NVIDIA_L4": {"standard": 0.6, "flex_start": 0.3},
+                     "TPU_V3": {"standard": 1.0}},
+    "tpu_chips": {"v5e": {"standard": 1.5, "spot": 0.75}},
+}})
+TARGET = CloudTarget(project="p", region="us-central1", bucket="b", image="i:1",
+                     tpu_image="t:1", service_account="sa@p.iam.gserviceaccount.com")
+
+
+def hourly(resources: Resources, region: str = "us-central1") -> prices.Hourly:
+    job = vertex_job(TARGET, Request.training(None, 100, resources), "run1")
+    return prices.job_hourly(TABLE, region, job)
+
+
+def test_the_pinned_table_loads_and_round_trips(tmp_path):
+    pinned = prices.PriceTable.load()
+    assert pinned.taken and pinned.currency == "USD" and "us-central1" in pinned.regions
+    for parts in pinned.regions.values():
+        assert set(parts) <= set(prices.PRICE_KINDS)
+        for kind in parts.values():
+            for columns in kind.values():
+                assert set(columns) <= {"standard", "spot", "flex_start"}
+                assert all(0 <= v < math.inf for v in columns.values())
+    pinned.write(tmp_path / "prices.yaml")
+    assert prices.PriceTable.load(tmp_path / "prices.yaml") == pinned
+    # every GPU the catalogue offers has an on-demand price in us-central1
+    from launch.vertex import hardware
+    for accelerator, _ in hardware.catalogue()["gpu_machines"].values():
+        assert pinned.price("us-central1", "accelerators", accelerator, "standard") > 0
+
+
+def test_a_known_table_gives_known_figures():
+    # n1-standard-8: 8 vCPUs at 0.04 + 30 GB at 0.005 + one T4 at 0.4
+    t4 = hourly(Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"))
+    assert t4.total == pytest.approx(8 * 0.04 + 30 * 0.005 + 0.4)
+    assert t4.parts == ("1 x n1-standard-8 + NVIDIA_TESLA_T4:1 at 0.8700/h",)
+    spot = hourly(Resources("n1-standard-8", "NVIDIA_TESLA_T4:1", workers=2,
+                            scheduling=Scheduling(strategy="SPOT")))
+    assert spot.total == pytest.approx(3 * (8 * 0.01 + 30 * 0.001 + 0.1))
+    flex = hourly(Resources("g2-standard-8", scheduling=Scheduling(strategy="FLEX_START")))
+    assert flex.total == pytest.approx(8 * 0.015 + 32 * 0.002 + 0.3)
+    assert hourly(Resources(tpu="v5litepod-16")).total == pytest.approx(16 * 1.5)
+    assert hourly(Resources(tpu="v3-8")).total == pytest.approx(8 * 1.0)
+    estimate = Estimate(t4, timeout_hours=10, steps=3600, speed=Speed(0.5, 3))
+    assert estimate.bound == pytest.approx(8.7)
+    assert estimate.expected == pytest.approx(0.5 * 0.87)  # half an hour
+    assert estimate.lines() == [
+        "cost: 0.87 USD/h (1 x n1-standard-8 + NVIDIA_TESLA_T4:1 at 0.8700/h); at most 8.70 "
+        "USD (10 h timeout)",
+        "      expected 0.43 USD: 3600 steps at 0.5 s/step (median of 3 earlier runs on this "
+        "hardware)"]
+
+
+@pytest.mark.parametrize("resources,region,message", [
+    (Resources("n1-standard-8"), "europe-west4", "no prices for europe-west4 in prices.yaml"),
+    (Resources("e2-standard-8"), "us-central1", "no cores price for e2 in us-central1"),
+    (Resources(tpu="v3-8", scheduling=Scheduling(strategy="SPOT")), "us-central1",
+     "no spot price for TPU_V3 in us-central1 in prices.yaml \\(taken 2026-11-01\\) "
+     "\\(it has standard\\)"),
+])
+def test_a_missing_price_names_what_and_the_fix(resources, region, message):
+    target = CloudTarget(**{**TARGET.__dict__, "region": region})
+    job = vertex_job(target, Request.training(None, 100, resources), "run1")
+    with pytest.raises(prices.PriceMissing, match=message):
+        prices.job_hourly(TABLE, region, job)
+
+
+def test_speed_comes_from_matching_finite_measurements_only():
+    def run(seconds, experiment="e", hardware="h"):
+        return {"experiment": experiment, "hardware": hardware, "seconds_per_step": seconds}
+
+    hostile = [run(math.nan), run(-1.0), run(math.inf), run("0.1"), run(True), run(None),
+               "not a dict", run(0.1, experiment="other"), run(0.1, hardware="other"), {}]
+    assert speed_of(hostile, "e", "h") is None
+    assert speed_of([*hostile, run(0.2), run(0.4), run(9.0)], "e", "h") == Speed(0.4, 3)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "ten", "1e400"])
+def test_max_cost_must_be_an_amount(value):
+    with pytest.raises(Exception, match="--max-cost must be a positive amount"):
+        max_cost(value)
+
+
+def test_over_budget_messages_say_what_would_fit():
+    estimate = Estimate(prices.Hourly(2.0, ()), timeout_hours=24, steps=1000,
+                        speed=Speed(36.0, 1))  # 10 hours expected, 24 allowed
+    with pytest.raises(OverBudget, match=r"up to 48\.00 USD .* lower --timeout-hours to "
+                                         r"5\.00 or less"):
+        estimate.refuse_over(10)
+    estimate.refuse_over(48)
+    short = Estimate(prices.Hourly(2.0, ()), timeout_hours=5, steps=1000, speed=Speed(36.0, 1))
+    assert short.lines()[-1] == ("      the 5 h timeout ends the job first, near step 500: "
+                                 "raise --timeout-hours")
+    with pytest.raises(OverBudget, match=r"expected to cost 20\.00 USD, over --max-cost 15"):
+        short.refuse_over(15)
+
+
+@pytest.fixture
+def fakes(tmp_path):
+    with fake_cloud(tmp_path) as services:
+        yield services
+
+
+def summary(run_id: str, seconds_per_step: float, fakes, hardware: str) -> None:
+    fakes.storage.bucket("pets-data").blob(
+        f"runs/{run_id}/checkpoints/training_summary.json").upload_from_string(json.dumps({
+            "experiment": "pets_retinanet_resnetfpn", "hardware": hardware, "steps": 100,
+            "seconds": 100 * seconds_per_step, "seconds_per_step": seconds_per_step}))
+
+
+T4 = Resources("n1-standard-8", "NVIDIA_TESLA_T4:1", scheduling=Scheduling(timeout_hours=2))
+T4_KEY = "n1-standard-8 with NVIDIA_TESLA_T4:1 x 1"
+
+
+def launch(cloud, steps=1000, run_id="new1", budget=None, dry_run=False):
+    request = Request.training("pets_retinanet_resnetfpn", steps, T4, run_id)
+    return Vertex(cloud, Submission(max_cost=budget, dry_run=dry_run)).launch(request)
+
+
+def test_train_prints_the_estimate_from_earlier_runs(fakes, tmp_path, capsys):
+    cloud = fakes.cloud()
+    upload_records(cloud, str(write_records(tmp_path / "records")))
+    job = aiplatform_v1.CustomJob.from_json(launch(cloud, dry_run=True))
+    env = {e.name: e.value for e in job.job_spec.worker_pool_specs[0].container_spec.env}
+    assert env == {"PETS_HARDWARE": T4_KEY}  # what the trainer records with its speed
+    err = capsys.readouterr().err
+    assert "USD/h (1 x n1-standard-8 + NVIDIA_TESLA_T4:1 at " in err
+    assert "no expected cost: no earlier run of pets_retinanet_resnetfpn on " + T4_KEY in err
+
+    summary("old1", 1.0, fakes, T4_KEY)
+    summary("old2", 3.0, fakes, T4_KEY)
+    summary("old3", 2.0, fakes, T4_KEY)
+    summary("other", 0.01, fakes, "a3-highgpu-8g with NVIDIA_H100_80GB:8 x 1")
+    fakes.storage.bucket("pets-data").blob("runs/junk/checkpoints/training_summary.json") \
+        .upload_from_string(b"\xff not json")
+    launch(cloud)
+    err = capsys.readouterr().err
+    assert "1000 steps at 2 s/step (median of 3 earlier runs on this hardware)" in err
+    assert len(fakes.vertex.received) == 1
+
+
+def test_max_cost_refuses_before_any_request(fakes, tmp_path):
+    cloud = fakes.cloud()
+    upload_records(cloud, str(write_records(tmp_path / "records")))
+    hourly_price = prices.job_hourly(prices.PriceTable.load(), "us-central1", vertex_job(
+        cloud.target(), Request.training("pets_retinanet_resnetfpn", 1000, T4), "x")).total
+    with pytest.raises(OverBudget, match="lower --timeout-hours"):  # the bound: 2 h
+        launch(cloud, budget=hourly_price * 1.5)
+    summary("old1", 36.0, fakes, T4_KEY)  # 1000 steps: 10 hours, over a 2 h timeout's bound
+    with pytest.raises(OverBudget, match="expected to cost"):
+        launch(cloud, budget=hourly_price * 2.5)
+    assert fakes.builds.requests == [] and fakes.vertex.received == []
+    launch(cloud, steps=100, budget=hourly_price * 2.5)  # one hour expected: fits
+    assert len(fakes.vertex.received) == 1
