@@ -180,8 +180,7 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
              reservation=None, persistent_resource=None, timeout_hours=24.0, dry_run=False,
              run_id=None, project=None, region=None, bucket=None, image=None, env=None,
              local_docker=False, follow=False, max_cost=None):
-    """Evaluate checkpoints with COCO metrics (continuously, beside a training run), on a CPU
-    machine unless the hardware flags say otherwise."""
+    """Evaluate checkpoints with COCO metrics, beside a training run (CPU by default)."""
     request = _guarded(lambda: Request.evaluation(
         experiment, steps, run_id, continuous=not once, idle_timeout=idle_timeout,
         resources=Resources.from_flags(
@@ -343,6 +342,15 @@ def jobs_wait(c, job, env=None, project=None, region=None, poll=30):
     _job_command(c, "wait", job, env, project, region, poll_seconds=float(poll))
 
 
+@task(name="refresh")
+def pricing_refresh(c):
+    """Rebuild launch/pricing/prices.yaml from the Cloud Billing Catalog (Vertex AI SKUs)."""
+    from launch.clients import cloud_catalog
+    from launch.pricing.refresh import refresh
+
+    _say(lambda: refresh(cloud_catalog()))
+
+
 @task(help={"num_images": "sample size to convert"})
 def bench_convert(c, num_images=2000):
     """Benchmark conversion: examples/s with 1 process vs all cores."""
@@ -373,7 +381,8 @@ bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")
 bench.add_task(bench_relaunch, name="relaunch")
 image = Collection("image", image_build)
+pricing = Collection("pricing", pricing_refresh)
 jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_logs, jobs_cancel,
                              jobs_wait)
-namespace = Collection(data, bench, image, jobs_collection, doctor, train, evaluate, export,
-                       predict, tensorboard, demo)
+namespace = Collection(data, bench, image, pricing, jobs_collection, doctor, train, evaluate,
+                       export, predict, tensorboard, demo)

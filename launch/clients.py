@@ -42,6 +42,12 @@ def cloud_build():
     return cloudbuild_v1.CloudBuildClient()
 
 
+def cloud_catalog():
+    from google.cloud import billing_v1
+
+    return billing_v1.CloudCatalogClient()
+
+
 @dataclasses.dataclass(frozen=True)
 class GoogleClients:
     jobs: Callable[[str], object] = vertex_jobs  # region -> JobServiceClient
@@ -49,3 +55,4 @@ class GoogleClients:
     storage: Callable[[str], object] = cloud_storage  # project -> storage.Client
     registry: Callable[[], object] = artifact_registry
     builds: Callable[[], object] = cloud_build
+    catalog: Callable[[], object] = cloud_catalog  # the Billing Catalog (prices)

@@ -139,6 +139,7 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
 
     listed = job_command(cloud, "list").splitlines()
     assert [line.split()[0] for line in listed] == ["2", "1"]
+    assert all(line.endswith("0.00 USD so far") for line in listed)  # not started yet
     fakes.logs.entries += [job_entry("1", s, f"step {s}") for s in range(5)]
     logs = job_command(cloud, "logs", "1", lines=2).splitlines()
     assert [line.rsplit(" ", 2)[-2:] for line in logs] == [["step", "3"], ["step", "4"]]
@@ -147,6 +148,12 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
         job_command(cloud, "status", "2")
     done = job_command(cloud, "logs", "1", follow=True, poll_seconds=0)
     assert "SUCCEEDED" in done and "step 4" in capsys.readouterr().out
+    from launch.pricing.table import PriceTable, job_hourly
+
+    hourly = job_hourly(PriceTable.load(), "us-central1", fakes.vertex.jobs[
+        "projects/pets-detector-dev/locations/us-central1/customJobs/1"]).total
+    # the fake's jobs run for one hour: the cost of a finished job is its hourly price
+    assert job_command(cloud, "status", "1").endswith(f"  {hourly:.2f} USD")
     with pytest.raises(InputError, match=r"jobs\.status needs --job"):
         job_command(cloud, "status")
 

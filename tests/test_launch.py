@@ -93,7 +93,8 @@ def test_invoke_menu_lists_the_tasks():
     assert result.returncode == 0
     for name in ("demo", "train", "eval", "export", "predict", "tensorboard", "data.sample",
                  "data.download", "data.convert", "data.upload", "bench.convert",
-                 "bench.input", "jobs.list", "jobs.status", "jobs.cancel", "jobs.wait"):
+                 "bench.input", "jobs.list", "jobs.status", "jobs.cancel", "jobs.wait",
+                 "pricing.refresh"):
         assert name in result.stdout
 
 

@@ -179,3 +179,78 @@ def test_max_cost_refuses_before_any_request(fakes, tmp_path):
     assert fakes.builds.requests == [] and fakes.vertex.received == []
     launch(cloud, steps=100, budget=hourly_price * 2.5)  # one hour expected: fits
     assert len(fakes.vertex.received) == 1
+
+
+CATALOGUE = [  # training SKUs as the Billing Catalog describes them, and others it lists
+    ("Custom Training: N1 Predefined Instance Core running in Americas",
+     ["us-central1", "us-east1"], 0.036354),
+    ("Custom Training: N1 Predefined Instance Ram running in Americas",
+     ["us-central1", "us-east1"], 0.004873, "OnDemand", "GiBy.h"),
+    ("Custom Training: Spot Preemptible N1 Predefined Instance Core running in Americas",
+     ["us-central1"], 0.008, "Preemptible"),
+    ("Custom Training: Spot Preemptible N1 Predefined Instance Ram running in Americas",
+     ["us-central1"], 0.001, "Preemptible", "GiBy.h"),
+    ("Custom Training: Nvidia Tesla T4 GPU running in Americas", ["us-central1"], 0.4025),
+    ("Custom Training: Spot Preemptible Nvidia Tesla T4 GPU running in Americas",
+     ["us-central1"], 0.1265, "Preemptible"),
+    ("Custom Training: Nvidia H100 80GB Mega GPU running in Americas", ["us-central1"], 12.0),
+    ("Custom Training: Nvidia H100 80GB GPU running in Americas", ["us-central1"], 11.2573),
+    ("Custom Training: DWS Flex-start Nvidia H100 80GB GPU running in Americas",
+     ["us-central1"], 5.97),
+    ("Custom Training: Nvidia GB200 GPU running in Americas", ["us-central1"], 16.5),
+    ("Custom Training: TPU v5e chip running in Americas", ["us-central1"], 1.38),
+    ("Custom Training: TPU v3 Pod core running in EMEA", ["europe-west4"], 1.15),
+    ("Online Prediction: Nvidia Tesla T4 GPU running in Americas", ["us-central1"], 0.4),
+    ("Custom Training: Commitment v1: Nvidia Tesla T4 GPU for 1 year", ["us-central1"], 0.2),
+    ("Custom Training: Nvidia Tesla T4 GPU running in Americas", ["us-central1"], 99.0,
+     "Commit1Yr"),
+    ("Vertex AI Pipelines: pipeline run", ["us-central1"], 0.03),
+]
+
+
+def test_refresh_rebuilds_the_table_from_the_billing_catalog(tmp_path):
+    import datetime
+
+    from launch.pricing.refresh import refresh
+    from tests.fakes.billing import VERTEX, FakeCloudCatalog, sku
+
+    path = tmp_path / "prices.yaml"
+    with FakeCloudCatalog([sku(*row) for row in CATALOGUE]) as catalog:
+        said = refresh(catalog.client(), path, today=datetime.date(2026, 12, 1))
+        (request, *more) = catalog.sku_requests
+        assert request.parent == VERTEX.name and request.currency_code == "USD"
+        assert len(more) == 5  # every page read (3 SKUs a page)
+    assert said == ("prices.yaml: 14 prices in 3 regions from 12 Vertex AI training SKUs (4 "
+                    "other SKUs left out), taken 2026-12-01")
+    table = prices.PriceTable.load(path)
+    assert table.taken == "2026-12-01" and "services/C7E2-9256-1C43" in table.source
+    central = table.regions["us-central1"]
+    assert central["cores"]["n1"] == {"standard": 0.036354, "spot": 0.008}
+    assert central["accelerators"]["NVIDIA_TESLA_T4"] == {"standard": 0.4025, "spot": 0.1265}
+    assert central["accelerators"]["NVIDIA_H100_80GB"] == {"standard": 11.2573,
+                                                           "flex_start": 5.97}
+    assert central["accelerators"]["NVIDIA_H100_MEGA_80GB"] == {"standard": 12.0}
+    assert central["accelerators"]["NVIDIA_GB200"] == {"standard": 16.5}
+    assert central["tpu_chips"] == {"v5e": {"standard": 1.38}}
+    assert table.regions["us-east1"]["ram"]["n1"] == {"standard": 0.004873}
+    assert table.regions["europe-west4"]["accelerators"]["TPU_V3"] == {"standard": 1.15}
+    # the refreshed table prices a job
+    job = vertex_job(TARGET, Request.training(None, 100, Resources(
+        "n1-standard-8", "NVIDIA_TESLA_T4:1")), "run1")
+    assert prices.job_hourly(table, "us-central1", job).total == pytest.approx(
+        8 * 0.036354 + 30 * 0.004873 + 0.4025)
+
+
+def test_a_refresh_that_recognises_nothing_keeps_the_table(tmp_path):
+    from launch.errors import MissingError
+    from launch.pricing.refresh import refresh
+    from tests.fakes.billing import FakeCloudCatalog, sku
+
+    path = tmp_path / "prices.yaml"
+    path.write_text("the table as it was\n")
+    with FakeCloudCatalog([sku("Online Prediction: N1 core", ["us-central1"], 1.0)]) as fake, \
+            pytest.raises(MissingError, match=r"none of the 1 Vertex AI SKUs is a training "
+                                              r"price.*prices\.yaml left as it was"):
+        refresh(fake.client(), path)
+    assert path.read_text() == "the table as it was\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["prices.yaml"]  # no staging file left

@@ -8,6 +8,7 @@ what is (or was) actually submitted.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -120,3 +121,19 @@ def job_hourly(table: PriceTable, region: str, job: aiplatform_v1.CustomJob) -> 
 def job_region(job: aiplatform_v1.CustomJob) -> str:
     """`projects/P/locations/REGION/customJobs/ID` -> REGION."""
     return job.name.split("/")[3]
+
+
+def cost_so_far(table: PriceTable, job: aiplatform_v1.CustomJob,
+                now: datetime.datetime) -> str:
+    """What a running or finished job has cost: its hourly price x the time it has run
+    (from start to end, or to `now`); a job that has not started has cost nothing."""
+    start = job.start_time
+    if not start:
+        return f"0.00 {table.currency} so far"
+    hours = max(((job.end_time or now) - start).total_seconds(), 0.0) / 3600
+    try:
+        hourly = job_hourly(table, job_region(job), job)
+    except PriceMissing as error:
+        return f"cost unknown ({str(error).split(':')[0]})"
+    spent = f"{hourly.total * hours:.2f} {table.currency}"
+    return spent if job.end_time else f"{spent} so far"

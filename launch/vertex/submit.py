@@ -5,6 +5,7 @@ image.build` and `invoke jobs.*`."""
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import sys
 
 from google.api_core.exceptions import GoogleAPIError
@@ -14,6 +15,7 @@ from infra.image_context import context_hash
 from launch import images
 from launch.cloud import Cloud
 from launch.errors import InputError, StepFailed
+from launch.pricing.table import PriceTable, cost_so_far
 from launch.vertex import client as vertex_client
 from launch.vertex import logs
 from launch.vertex.spec import (
@@ -117,8 +119,9 @@ def job_command(cloud: Cloud, command: str, job: str | None = None,
     fields = cloud.fields(("project", "region"))
     project, region = fields["project"], fields["region"]
     client = cloud.clients.jobs(region)
+    table, now = PriceTable.load(), datetime.datetime.now(datetime.UTC)
     if command == "list":
-        return "\n".join(vertex_client.describe(j)
+        return "\n".join(f"{vertex_client.describe(j)}  {cost_so_far(table, j, now)}"
                          for j in vertex_client.list_jobs(client, project, region)) or \
             "no custom jobs"
     if not job:
@@ -137,7 +140,8 @@ def job_command(cloud: Cloud, command: str, job: str | None = None,
         done = vertex_client.wait(client, name, poll_seconds=poll_seconds,
                                   on_state=lambda state: print(f"{name}: {state}", flush=True))
         return vertex_client.describe(done)
-    return vertex_client.describe(vertex_client.get(client, name))
+    found = vertex_client.get(client, name)
+    return f"{vertex_client.describe(found)}  {cost_so_far(table, found, now)}"
 
 
 def _follow(cloud: Cloud, jobs, project: str, name: str, lines: int,

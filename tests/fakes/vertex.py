@@ -72,6 +72,10 @@ class FakeJobService(GrpcFake):
                 job.error = {"code": grpc.StatusCode.INTERNAL.value[0],
                              "message": self.failing[request.name]}
             job.state = aiplatform_v1.JobState[state]
+            if state == "JOB_STATE_RUNNING":  # a fixed clock: each job runs one hour
+                job.start_time = job.create_time + datetime.timedelta(minutes=1)
+            elif state in ENDED:
+                job.end_time = job.start_time + datetime.timedelta(hours=1)
         return job
 
     def list(self, request, context):
