@@ -122,12 +122,12 @@ CLOUD_HELP = {"project": "GCP project (default: infra outputs)", "region": "Vert
                           "is higher"}
 
 
-def _submission(dry_run: bool, local_docker: bool, follow: bool, max_cost=None):
+def _submission(dry_run: bool, local_docker: bool, follow: bool, max_cost=None, ladder=None):
     from launch.pricing.estimate import max_cost as budget
     from launch.vertex.submit import Submission
 
     return Submission(dry_run=dry_run, local_docker=local_docker, follow=follow,
-                      max_cost=budget(max_cost))
+                      max_cost=budget(max_cost), ladder=ladder)
 
 
 HARDWARE_HELP = {
@@ -147,14 +147,21 @@ HARDWARE_HELP = {
             "steps": "training steps", "model_dir": "checkpoints and summaries (local)",
             "data_dir": "converted TFRecords (local)", "workers": "workers beside the chief",
             "reduction_servers": "Reduction Server replicas (vertex, GPU workers)",
+            "capacity": "kinds of capacity to try in order, e.g. spot,flex-start,standard: "
+                        "a job that finds none is resubmitted on the next (vertex; waits)",
+            "max_preemptions": "--capacity: preempted jobs resubmitted on the same kind "
+                               "before the next (default 2)",
             **HARDWARE_HELP, **CLOUD_HELP})
 def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
           data_dir=RECORDS_DIR, workers=0, machine_type=None, accelerator=None, tpu=None,
           tpu_topology=None, reduction_servers=0, spot=False, flex_start=False,
           max_wait_hours=None, reservation=None, persistent_resource=None, timeout_hours=24.0,
           dry_run=False, run_id=None, project=None, region=None, bucket=None, image=None,
-          env=None, local_docker=False, follow=False, max_cost=None):
+          env=None, local_docker=False, follow=False, max_cost=None, capacity=None,
+          max_preemptions=2):
     """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
+    from launch.vertex.ladder import Ladder
+
     request = _guarded(lambda: Request.training(experiment, steps, Resources.from_flags(
         machine_type=machine_type, accelerator=accelerator, tpu=tpu, tpu_topology=tpu_topology,
         workers=workers, reduction_servers=reduction_servers,
@@ -162,9 +169,11 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
             spot=spot, flex_start=flex_start, max_wait_hours=max_wait_hours,
             reservation=reservation, persistent_resource=persistent_resource,
             timeout_hours=timeout_hours)), run_id))
+    ladder = _guarded(lambda: Ladder.from_flag(capacity, max_preemptions,
+                                               request.resources.scheduling.strategy))
     _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
                                      env, _guarded(lambda: _submission(
-                                         dry_run, local_docker, follow, max_cost))))
+                                         dry_run, local_docker, follow, max_cost, ladder))))
 
 
 @task(name="eval", help={"target": "local or vertex",

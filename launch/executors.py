@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable
 from typing import Protocol
 
+from google.cloud import aiplatform_v1
+
 from launch import workflow
 from launch.cloud import Cloud, default_run_id, job_images, run_paths, standard_labels
 from launch.errors import InputError, MissingError, StepFailed
@@ -25,8 +27,9 @@ from launch.pricing.table import PriceMissing, PriceTable, job_hourly
 from launch.vertex import client as vertex_client
 from launch.vertex import jobs as vertex_jobs
 from launch.vertex.hardware import tensorflow_note
+from launch.vertex.ladder import Ladder, climb
 from launch.vertex.spec import tensorboard_url
-from launch.vertex.submit import Submission, dispatch
+from launch.vertex.submit import Submission, create, dispatch, prepare
 from trainer.experiments import default_train_steps
 
 
@@ -90,39 +93,77 @@ class Vertex:
         run_id = vertex_jobs.check_run_id(
             request.run_id or default_run_id(request.experiment))
         where = job_images(self.cloud)
-        job = vertex_jobs.vertex_job(where, request, run_id, standard_labels())
+        ladder = self.submission.ladder
+        strategies = ladder.strategies if ladder else (request.resources.scheduling.strategy,)
+        labels = standard_labels()
+        jobs = {strategy: vertex_jobs.vertex_job(where, dataclasses.replace(
+                    request, resources=request.resources.with_strategy(strategy)),
+                    run_id, labels)
+                for strategy in strategies}  # every rung checked before anything is sent
         machine = request.resources.machine(where.region)
         if note := tensorflow_note(machine):
             print(note, file=sys.stderr)
         if self.submission.dry_run:
             print(f"resources: {request.resources.describe()}", file=sys.stderr)
-        self._price(request, where, job, request.resources.hardware_key(machine))
+            if ladder:
+                print(f"capacity ladder: {' -> '.join(strategies)} (the job shown is the "
+                      "first rung's)", file=sys.stderr)
+        self._price(request, where, jobs, request.resources.hardware_key(machine))
         if not self.submission.dry_run and request.kind == "train":
             require_training_data(self.cloud, where.bucket)  # fail now, not after a build
-        return dispatch(self.cloud, where, job, run_id, self.submission)
+        if ladder and not self.submission.dry_run:
+            return self._climb(ladder, where, jobs, run_id)
+        return dispatch(self.cloud, where, jobs[strategies[0]], run_id, self.submission)
 
-    def _price(self, request: Request, where, job, hardware: str) -> None:
-        """Prints the estimate on stderr; refuses a job over --max-cost before any request
-        (its bound needs none; its expected cost reads earlier runs' speed)."""
+    def _price(self, request: Request, where, jobs: dict, hardware: str) -> None:
+        """Prints the estimate of each rung on stderr; refuses a job over --max-cost before
+        any request (its bound needs none; its expected cost reads earlier runs' speed)."""
+        table, budget = PriceTable.load(), self.submission.max_cost
         try:
-            hourly = job_hourly(PriceTable.load(), where.region, job)
+            hourly = {strategy: job_hourly(table, where.region, job)
+                      for strategy, job in jobs.items()}
         except PriceMissing as error:
-            if self.submission.max_cost is not None:
+            if budget is not None:
                 raise PriceMissing(f"--max-cost cannot be checked: {error}") from None
             print(f"cost: unknown ({error})", file=sys.stderr)
             return
         steps = None
         if request.kind == "train":
             steps = request.steps or default_train_steps(request.experiment)
-        estimate = Estimate(hourly, request.resources.scheduling.timeout_hours, steps)
-        estimate.refuse_over(self.submission.max_cost)
+        timeout = request.resources.scheduling.timeout_hours
+        for price in hourly.values():
+            Estimate(price, timeout, steps).refuse_over(budget)
+        speed, why_not = None, ""
         if steps is not None:
             speed, why_not = measured_speed(
                 lambda: read_summaries(self.cloud.storage(), where.bucket),
                 request.experiment, hardware)
-            estimate = dataclasses.replace(estimate, speed=speed, no_speed=why_not)
-        print("\n".join(estimate.lines()), file=sys.stderr, flush=True)
-        estimate.refuse_over(self.submission.max_cost)
+        for strategy, price in hourly.items():
+            estimate = Estimate(price, timeout, steps, speed, why_not)
+            lines = estimate.lines()
+            if len(hourly) > 1:
+                lines[0] = f"{strategy.lower()} rung: {lines[0]}"
+            print("\n".join(lines), file=sys.stderr, flush=True)
+            estimate.refuse_over(budget)
+
+    def _climb(self, ladder: Ladder, where, jobs: dict, run_id: str) -> str:
+        """Submits the run on each rung in turn until a job succeeds (vertex/ladder.py)."""
+        client = self.cloud.clients.jobs(where.region)
+
+        def run(strategy: str, attempt: int):
+            job = aiplatform_v1.CustomJob.deserialize(
+                aiplatform_v1.CustomJob.serialize(jobs[strategy]))
+            job.labels["capacity"], job.labels["attempt"] = strategy.lower(), str(attempt)
+            created = create(self.cloud, where, prepare(self.cloud, job, self.submission),
+                             run_id)
+            print(created.summary, flush=True)
+            name = created.job.name
+            return vertex_client.wait(client, name, poll_seconds=self.submission.poll_seconds,
+                                      on_state=lambda state: print(f"{name}: {state}",
+                                                                   flush=True))
+
+        done = climb(ladder, run, say=lambda text: print(text, flush=True))
+        return f"{vertex_client.describe(done).strip()} (run {run_id})"
 
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
         """The Vertex AI TensorBoard experiment of each of the run's jobs."""

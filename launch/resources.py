@@ -136,6 +136,14 @@ class Resources:
                          extra_pools=bool(self.reduction_servers))
         return machine
 
+    def with_strategy(self, strategy: str) -> Resources:
+        """The same resources on another kind of capacity (a rung of the capacity ladder);
+        the Flex-start queueing time stays with Flex-start."""
+        scheduling = dataclasses.replace(
+            self.scheduling, strategy=strategy,
+            max_wait_hours=self.scheduling.max_wait_hours if strategy == "FLEX_START" else None)
+        return dataclasses.replace(self, scheduling=scheduling)
+
     def hardware_key(self, machine: Machine) -> str:
         """The hardware in words, the same for every run on it whatever its scheduling:
         how earlier runs' speed is matched to a new one's."""

@@ -218,6 +218,8 @@ README_EXAMPLES = [  # the researcher's guide, as typed
     ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn",
      "--machine-type=a3-highgpu-8g", "--flex-start", "--max-wait-hours=6",
      "--timeout-hours=48", "--run-id=h100"],
+    ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn",
+     "--machine-type=a2-highgpu-1g", "--capacity=spot,flex-start,standard", "--run-id=a100"],
 ]
 
 
@@ -241,13 +243,14 @@ def dry_run(*args: str) -> aiplatform_v1.CustomJob:
 
 
 @pytest.mark.parametrize("args", README_EXAMPLES, ids=["gpu", "multi-worker", "tpu", "eval",
-                                                       "eval-gpu", "tpu-slice", "flex-start"])
+                                                       "eval-gpu", "tpu-slice", "flex-start",
+                                                       "ladder"])
 def test_readme_examples_dry_run_to_valid_custom_jobs(args):
     from infra.image_context import context_hash
 
     job = dry_run(*args)
     assert job.job_spec.service_account == TARGET.service_account
-    assert job.labels["run"] in {"gpu1", "multi1", "tpu1", "tpu16", "h100"}
+    assert job.labels["run"] in {"gpu1", "multi1", "tpu1", "tpu16", "h100", "a100"}
     tpu = any(arg.startswith("--tpu=") for arg in args)
     repository = (TARGET.tpu_image if tpu else TARGET.image)[:-4]
     for pool in job.job_spec.worker_pool_specs:  # these sources' image, not the deployed one
@@ -256,6 +259,8 @@ def test_readme_examples_dry_run_to_valid_custom_jobs(args):
         (pool,) = job.job_spec.worker_pool_specs
         assert (pool.machine_spec.machine_type, pool.machine_spec.tpu_topology,
                 pool.replica_count) == ("ct5lp-hightpu-4t", "4x4", 1)
+    if "--capacity=spot,flex-start,standard" in args:  # the first rung's job
+        assert job.job_spec.scheduling.strategy.name == "SPOT"
     if "--flex-start" in args:
         assert job.job_spec.scheduling.strategy.name == "FLEX_START"
         assert job.job_spec.scheduling.max_wait_duration.total_seconds() == 6 * 3600

@@ -10,6 +10,7 @@ import sys
 
 from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
+from google.cloud import aiplatform_v1
 
 from infra.image_context import context_hash
 from launch import images
@@ -18,6 +19,7 @@ from launch.errors import InputError, StepFailed
 from launch.pricing.table import PriceTable, cost_so_far
 from launch.vertex import client as vertex_client
 from launch.vertex import logs
+from launch.vertex.ladder import Ladder
 from launch.vertex.spec import (
     CloudTarget,
     console_url,
@@ -39,6 +41,7 @@ class Submission:
     follow: bool = False
     poll_seconds: float = 15.0
     max_cost: float | None = None  # USD: refuse a job that can or should cost more
+    ladder: Ladder | None = None  # capacity kinds to try in turn (waits for each job)
 
 
 def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
@@ -47,22 +50,38 @@ def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
     submits it and optionally follows its logs."""
     if submission.dry_run:
         return to_json(_pinned_if_possible(cloud, job))
+    jobs = cloud.clients.jobs(where.region)
+    created = create(cloud, where, prepare(cloud, job, submission), run_id)
+    if not submission.follow:
+        return created.summary
+    print(created.summary, flush=True)
+    return _follow(cloud, jobs, where.project, created.job.name, 100, submission.poll_seconds)
+
+
+def prepare(cloud: Cloud, job, submission: Submission):
+    """The job with its images built if missing and named by digest."""
     known = {}
     if not cloud.overrides.get("image"):
         built = build_images(cloud, submission.local_docker)
         print(built.message, flush=True)
         known = built.digests
-    job = pin_images(job, _digests(cloud, job, known))
-    jobs = cloud.clients.jobs(where.region)
-    created = vertex_client.submit(jobs, where.project, where.region, job)
+    return pin_images(job, _digests(cloud, job, known))
+
+
+@dataclasses.dataclass(frozen=True)
+class Created:
+    job: aiplatform_v1.CustomJob
+    summary: str  # its name, console page and TensorBoard, for people
+
+
+def create(cloud: Cloud, where: CloudTarget, job, run_id: str) -> Created:
+    created = vertex_client.submit(cloud.clients.jobs(where.region), where.project,
+                                   where.region, job)
     lines = [f"submitted {created.name} (run {run_id})",
              f"console:     {console_url(created.name)}"]
     if tensorboard := tensorboard_url(created):
         lines.append(f"tensorboard: {tensorboard}")
-    if not submission.follow:
-        return "\n".join(lines)
-    print("\n".join(lines), flush=True)
-    return _follow(cloud, jobs, where.project, created.name, 100, submission.poll_seconds)
+    return Created(created, "\n".join(lines))
 
 
 def _digests(cloud: Cloud, job, known: dict[str, str] | None = None,

@@ -31,7 +31,10 @@ class FakeJobService(GrpcFake):
         self.jobs: dict[str, aiplatform_v1.CustomJob] = {}
         self.reads: dict[str, int] = {}
         self.fail_next: str | None = None  # the next job created ends FAILED with this error
-        self.failing: dict[str, str] = {}
+        # what the next jobs created end with, in order: None succeeds, (code, message) fails
+        # with that google.rpc code, as capacity failures and preemptions do
+        self.script: list[tuple[int, str] | None] = []
+        self.failing: dict[str, tuple[int, str]] = {}
         super().__init__()
 
     def handlers(self) -> dict:
@@ -57,7 +60,10 @@ class FakeJobService(GrpcFake):
                                             tzinfo=datetime.UTC)
         self.jobs[name] = job
         if self.fail_next:
-            self.failing[name], self.fail_next = self.fail_next, None
+            self.failing[name] = (grpc.StatusCode.INTERNAL.value[0], self.fail_next)
+            self.fail_next = None
+        elif self.script and (failure := self.script.pop(0)):
+            self.failing[name] = failure
         return job
 
     def get(self, request, context):
@@ -69,8 +75,8 @@ class FakeJobService(GrpcFake):
             state = PROGRESSION[min(reads, len(PROGRESSION) - 1)]
             if state == "JOB_STATE_SUCCEEDED" and request.name in self.failing:
                 state = "JOB_STATE_FAILED"
-                job.error = {"code": grpc.StatusCode.INTERNAL.value[0],
-                             "message": self.failing[request.name]}
+                code, message = self.failing[request.name]
+                job.error = {"code": code, "message": message}
             job.state = aiplatform_v1.JobState[state]
             if state == "JOB_STATE_RUNNING":  # a fixed clock: each job runs one hour
                 job.start_time = job.create_time + datetime.timedelta(minutes=1)
