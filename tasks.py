@@ -376,6 +376,14 @@ def bench_input(c, steps=60):
     input_speed.main(int(steps))
 
 
+@task(help={"steps": "training steps for each driver", "interval": "steps a summary"})
+def bench_train(c, steps=150, interval=25):
+    """Benchmark training steps/s: our trainer against Model Garden's own driver."""
+    from benchmarks import train_speed
+
+    train_speed.main(int(steps), int(interval))
+
+
 @task(help={"relaunches": "relaunches to average"})
 def bench_relaunch(c, relaunches=20):
     """Benchmark the image step of a relaunch with unchanged sources (no build)."""
@@ -389,6 +397,7 @@ bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")
 bench.add_task(bench_relaunch, name="relaunch")
+bench.add_task(bench_train, name="train")
 image = Collection("image", image_build)
 pricing = Collection("pricing", pricing_refresh)
 jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_logs, jobs_cancel,

@@ -52,6 +52,21 @@ def test_strategy_follows_the_environment(requested, env, gpus, tpu, expected):
     assert distribution.choose_strategy(requested, env, gpus, tpu) == expected
 
 
+def test_every_host_of_a_multi_host_tpu_slice_knows_its_part():
+    hosts = {"TPU_WORKER_HOSTNAMES": "t1k-w-0,t1k-w-1,t1k-w-2,t1k-w-3"}
+    first, third = (distribution.tpu_slice({**hosts, "TPU_WORKER_ID": i}) for i in "02")
+    assert first == distribution.TpuSlice(0, 4) and third == distribution.TpuSlice(2, 4)
+    assert distribution.is_chief({}, first) and not distribution.is_chief({}, third)
+    # one slice, one TPUStrategy: the resolver finds the slice's hosts itself
+    assert distribution.tpu_address("local", first) is None
+    single = distribution.tpu_slice({})  # a single-host TPU VM, or no TPU at all
+    assert single == distribution.TpuSlice(0, 1) and not single.multi_host
+    assert distribution.tpu_address("local", single) == "local"
+    for bad in ("4", "-1", "x", "1e9"):
+        with pytest.raises(distribution.ClusterSpecError, match="TPU_WORKER_ID"):
+            distribution.tpu_slice({**hosts, "TPU_WORKER_ID": bad})
+
+
 @pytest.mark.parametrize("strategy,gpus,expected", [
     ("tpu", 0, "bfloat16"), ("mirrored", 8, "float16"), ("one_device", 1, "float16"),
     ("one_device", 0, "float32"), ("multi_worker_mirrored", 0, "float32")])

@@ -36,8 +36,10 @@ def run_trainer(args: trainer_args.TrainArgs) -> int:
         performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
     if settings.mode in ("eval", "continuous_eval"):
         return _run_evaluation(settings, params, evaluation)
-    strategy = distribution.build_strategy(strategy_name, num_gpus, settings.tpu)
-    train.run_training(settings, params, strategy, cluster)
+    slice_ = distribution.tpu_slice(os.environ)
+    strategy = distribution.build_strategy(strategy_name, num_gpus,
+                                           distribution.tpu_address(settings.tpu, slice_))
+    train.run_training(settings, params, strategy, cluster, slice_)
     return 0
 
 

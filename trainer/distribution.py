@@ -5,6 +5,7 @@ Pure functions decide (so they are tested without devices); `build_strategy` doe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Mapping
 
@@ -17,6 +18,23 @@ VERTEX_POOL_ROLES = {"workerpool0": "chief", "workerpool1": "worker", "workerpoo
 
 class ClusterSpecError(ValueError):
     pass
+
+
+@dataclasses.dataclass(frozen=True)
+class TpuSlice:
+    """Which host of a TPU VM slice this is. On a multi-host slice (v5litepod-16 and up)
+    every host runs the container; the TPU runtime names the hosts in TPU_WORKER_HOSTNAMES
+    and this one's index in TPU_WORKER_ID."""
+
+    index: int = 0
+    hosts: int = 1
+
+    @property
+    def multi_host(self) -> bool:
+        return self.hosts > 1
+
+
+SINGLE_HOST = TpuSlice()
 
 
 def tf_config_from_cluster_spec(cluster_spec: Mapping) -> dict:
@@ -54,13 +72,34 @@ def num_workers(config: Mapping) -> int:
     return len(cluster.get("chief", [])) + len(cluster.get("worker", []))
 
 
-def is_chief(config: Mapping) -> bool:
+def is_chief(config: Mapping, slice_: TpuSlice = SINGLE_HOST) -> bool:
+    """The one replica (and the one host of a TPU slice) that writes summaries, the run's
+    files and the export."""
+    if slice_.index != 0:
+        return False
     task = config.get("task", {})
     if not task:
         return True
     if "chief" in config.get("cluster", {}):
         return task.get("type") == "chief"
     return task.get("type") == "worker" and task.get("index", 0) == 0
+
+
+def tpu_slice(env: Mapping[str, str]) -> TpuSlice:
+    hostnames = [h for h in env.get("TPU_WORKER_HOSTNAMES", "").split(",") if h.strip()]
+    raw = env.get("TPU_WORKER_ID", "").strip() or "0"
+    if not raw.isdigit() or int(raw) >= max(len(hostnames), 1):
+        raise ClusterSpecError(f"TPU_WORKER_ID {raw[:20]!r} is not the index of one of the "
+                               f"{len(hostnames)} hosts in TPU_WORKER_HOSTNAMES")
+    return TpuSlice(int(raw), max(len(hostnames), 1))
+
+
+def tpu_address(requested: str | None, slice_: TpuSlice) -> str | None:
+    """`--tpu local` means this VM's chips; on a multi-host slice the TPU cluster resolver
+    finds every host of the slice itself (no address: Cloud TPU's own discovery)."""
+    if requested == "local" and slice_.multi_host:
+        return None
+    return requested
 
 
 def choose_strategy(requested: str, env: Mapping[str, str], num_gpus: int,

@@ -28,12 +28,13 @@ def summary_managers(tensorboard_dir: str, params):
     return train, validation
 
 
-def run_training(settings: TrainerSettings, params, strategy, cluster: dict) -> None:
+def run_training(settings: TrainerSettings, params, strategy, cluster: dict,
+                 slice_: distribution.TpuSlice = distribution.SINGLE_HOST) -> None:
     """Trains (and, in train_and_eval, evaluates) until `trainer.train_steps`."""
     import tensorflow as tf
     from official.core import task_factory, train_lib, train_utils
 
-    chief = distribution.is_chief(cluster)
+    chief = distribution.is_chief(cluster, slice_)
     if chief:
         train_utils.serialize_config(params, settings.model_dir)
         label_map = read_text(settings.label_map) if settings.label_map and \

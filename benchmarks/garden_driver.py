@@ -1,0 +1,14 @@
+"""Model Garden's own training driver (official/vision/train.py), unchanged, with the Pets
+experiments registered so that it knows their names: the reference `bench.train` times our
+trainer against."""
+
+from __future__ import annotations
+
+from absl import app
+from official.vision import train
+
+from trainer.experiments import register
+
+if __name__ == "__main__":
+    register()
+    app.run(train.main)
