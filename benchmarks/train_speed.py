@@ -38,7 +38,8 @@ def run(command: list[str], log: Path) -> float:
         status = subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
     if status != 0:
-        raise SystemExit(f"{' '.join(command[:4])} ... failed ({status}); see {log}")
+        tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
+        raise SystemExit(f"{' '.join(command[:4])} ... failed ({status}):\n{tail}")
     return time.perf_counter() - start
 
 
@@ -51,7 +52,8 @@ def main(steps: int = 150, interval: int = 25) -> dict:
         records = work / "records"
         convert_directory(write_sample(work / "pets", num_images=48), records, num_shards=2)
         ours, theirs = work / "ours", work / "garden"
-        override = (f"trainer.summary_interval={interval},trainer.checkpoint_interval={steps},"
+        override = (f"trainer.steps_per_loop={interval},trainer.summary_interval={interval},"
+                    f"trainer.checkpoint_interval={steps},"
                     f"trainer.validation_interval={steps * 10}")
         our_seconds = run([sys.executable, "-m", "trainer", f"--experiment={EXPERIMENT}",
                            "--mode=train", f"--data_dir={records}", f"--model_dir={ours}",

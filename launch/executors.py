@@ -138,12 +138,15 @@ class Vertex:
             speed, why_not = measured_speed(
                 lambda: read_summaries(self.cloud.storage(), where.bucket),
                 request.experiment, hardware)
-        for strategy, price in hourly.items():
-            estimate = Estimate(price, timeout, steps, speed, why_not)
-            lines = estimate.lines()
-            if len(hourly) > 1:
-                lines[0] = f"{strategy.lower()} rung: {lines[0]}"
-            print("\n".join(lines), file=sys.stderr, flush=True)
+        estimates = {strategy: Estimate(price, timeout, steps, speed, why_not)
+                     for strategy, price in hourly.items()}
+        lines: list[str] = []
+        for strategy, estimate in estimates.items():
+            first, *more = estimate.lines()
+            lines += [f"{strategy.lower()} rung: {first}" if len(estimates) > 1 else first,
+                      *more]
+        print("\n".join(dict.fromkeys(lines)), file=sys.stderr, flush=True)  # once each
+        for estimate in estimates.values():
             estimate.refuse_over(budget)
 
     def _climb(self, ladder: Ladder, where, jobs: dict, run_id: str) -> str:

@@ -254,3 +254,20 @@ def test_a_refresh_that_recognises_nothing_keeps_the_table(tmp_path):
         refresh(fake.client(), path)
     assert path.read_text() == "the table as it was\n"
     assert [p.name for p in tmp_path.iterdir()] == ["prices.yaml"]  # no staging file left
+
+
+def test_the_readme_example_estimate_is_what_the_task_prints(fakes, tmp_path, capsys):
+    from tests.conftest import REPO
+
+    cloud = fakes.cloud()
+    upload_records(cloud, str(write_records(tmp_path / "records")))
+    for run_id, seconds in (("old1", 1.0), ("old2", 2.0), ("old3", 3.0)):
+        summary(run_id, seconds, fakes, T4_KEY)
+    resources = Resources("n1-standard-8", "NVIDIA_TESLA_T4:1",
+                          scheduling=Scheduling(timeout_hours=12))
+    Vertex(cloud, Submission(dry_run=True)).launch(
+        Request.training("pets_retinanet_resnetfpn", 5000, resources, "gpu2"))
+    printed = [line for line in capsys.readouterr().err.splitlines()
+               if line.lstrip().startswith(("cost:", "expected"))]
+    readme = (REPO / "README.md").read_text()
+    assert len(printed) == 2 and all(f"\n{line}\n" in readme for line in printed), printed
