@@ -18,6 +18,13 @@ def vertex_jobs(region: str):
         client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
 
 
+def vertex_persistent_resources(region: str):
+    from google.cloud import aiplatform_v1
+
+    return aiplatform_v1.PersistentResourceServiceClient(
+        client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
+
+
 def cloud_logging():
     from google.cloud.logging_v2.services.logging_service_v2 import LoggingServiceV2Client
 
@@ -56,3 +63,4 @@ class GoogleClients:
     registry: Callable[[], object] = artifact_registry
     builds: Callable[[], object] = cloud_build
     catalog: Callable[[], object] = cloud_catalog  # the Billing Catalog (prices)
+    persistent_resources: Callable[[str], object] = vertex_persistent_resources  # region ->

@@ -26,6 +26,7 @@ from launch.pricing.estimate import Estimate, measured_speed, read_summaries
 from launch.pricing.table import PriceMissing, PriceTable, job_hourly
 from launch.vertex import client as vertex_client
 from launch.vertex import jobs as vertex_jobs
+from launch.vertex import persistent
 from launch.vertex.hardware import tensorflow_note
 from launch.vertex.ladder import Ladder, climb
 from launch.vertex.spec import tensorboard_url
@@ -111,6 +112,15 @@ class Vertex:
         self._price(request, where, jobs, request.resources.hardware_key(machine))
         if not self.submission.dry_run and request.kind == "train":
             require_training_data(self.cloud, where.bucket)  # fail now, not after a build
+        if resource_id := request.resources.scheduling.persistent_resource:
+            if self.submission.dry_run:
+                print(f"note: the fit on persistent resource {resource_id} is checked when "
+                      "the job is submitted", file=sys.stderr)
+            else:
+                resource = persistent.fetch(self.cloud.clients.persistent_resources(
+                    where.region), where.project, where.region, resource_id)
+                for job in jobs.values():
+                    persistent.check_fits(job, resource)
         if ladder and not self.submission.dry_run:
             return self._climb(ladder, where, jobs, run_id)
         return dispatch(self.cloud, where, jobs[strategies[0]], run_id, self.submission)

@@ -3,6 +3,8 @@ or is preempted too often, against the fake JobService scripting those failures.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from google.cloud import aiplatform_v1
 
@@ -133,3 +135,59 @@ def test_the_dry_run_shows_the_first_rung_and_the_ladder(fakes, capsys):
     assert "capacity ladder: SPOT -> STANDARD" in err
     assert "spot rung: cost: " in err and "standard rung: cost: " in err
     assert fakes.vertex.received == []
+
+
+def persistent_resource(state="RUNNING", replicas=2, autoscale_to=0):
+    pool = aiplatform_v1.ResourcePool(
+        id="a100s", replica_count=replicas,
+        machine_spec=aiplatform_v1.MachineSpec(
+            machine_type="a2-highgpu-1g", accelerator_count=1,
+            accelerator_type=aiplatform_v1.AcceleratorType.NVIDIA_TESLA_A100))
+    if autoscale_to:
+        pool.autoscaling_spec = {"min_replica_count": 1, "max_replica_count": autoscale_to}
+    return aiplatform_v1.PersistentResource(
+        name="projects/pets-detector-dev/locations/us-central1/persistentResources/team-a100s",
+        resource_pools=[pool], state=aiplatform_v1.PersistentResource.State[state])
+
+
+def on_resource(resources: Resources) -> Resources:
+    from launch.resources import Scheduling
+
+    return dataclasses.replace(resources, scheduling=Scheduling(
+        persistent_resource="team-a100s"))
+
+
+def test_jobs_on_a_persistent_resource_must_fit_its_pools(fakes, tmp_path):
+    from launch.errors import MissingError
+    from launch.vertex.hardware import HardwareError
+
+    cloud = fakes.cloud()
+    upload_records(cloud, str(write_records(tmp_path / "records")))
+    name = "projects/pets-detector-dev/locations/us-central1/persistentResources/team-a100s"
+
+    def launch(resources, run_id):
+        return Vertex(cloud).launch(Request.training(None, 100, on_resource(resources), run_id))
+
+    with pytest.raises(MissingError, match="no persistent resource team-a100s in "
+                                           "pets-detector-dev/us-central1"):
+        launch(A100, "r1")
+    fakes.persistent.resources[name] = persistent_resource()
+    for resources, message in (
+            (Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"),
+             "has no pool of n1-standard-8 with NVIDIA_TESLA_T4:1 \\(worker pool 0\\); its "
+             "pools: a2-highgpu-1g with NVIDIA_TESLA_A100:1 x2"),
+            (Resources("a2-highgpu-1g", workers=2), "the job asks for 3 replicas of "
+                                                    "a2-highgpu-1g with NVIDIA_TESLA_A100:1; "
+                                                    "persistent resource team-a100s holds at "
+                                                    "most 2")):
+        with pytest.raises(HardwareError, match=message):
+            launch(resources, "r2")
+    fakes.persistent.resources[name] = persistent_resource("PROVISIONING")
+    with pytest.raises(HardwareError, match="is PROVISIONING, not RUNNING"):
+        launch(A100, "r3")
+    assert fakes.vertex.received == [] and fakes.builds.requests == []
+
+    fakes.persistent.resources[name] = persistent_resource(autoscale_to=4)
+    launch(Resources("a2-highgpu-1g", workers=2), "r4")  # 1 + 2 replicas: the pool grows to 4
+    (received,) = fakes.vertex.received
+    assert received.custom_job.job_spec.persistent_resource_id == "team-a100s"

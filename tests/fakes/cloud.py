@@ -17,7 +17,7 @@ from launch.cloud import Cloud
 from tests.fakes.build import FakeArtifactRegistry, FakeCloudBuild
 from tests.fakes.gcs import FakeGcs
 from tests.fakes.logs import FakeLoggingService
-from tests.fakes.vertex import FakeJobService
+from tests.fakes.vertex import FakeJobService, FakePersistentResources
 
 REPOSITORY = "us-central1-docker.pkg.dev/pets-detector-dev/pets-images"
 PROJECT = "pets-detector-dev"
@@ -40,7 +40,7 @@ def fake_cloud(workdir: Path) -> Iterator[SimpleNamespace]:
     """`.cloud(**flags)` makes a Cloud; the fakes are attributes, for assertions."""
     with FakeJobService() as vertex, FakeLoggingService() as logs, \
             FakeArtifactRegistry() as registry, FakeCloudBuild(registry) as builds, \
-            FakeGcs() as gcs:
+            FakeGcs() as gcs, FakePersistentResources() as persistent:
         previous = os.environ.get("STORAGE_EMULATOR_HOST")
         os.environ["STORAGE_EMULATOR_HOST"] = gcs.url  # resumable uploads read it
         try:
@@ -51,9 +51,11 @@ def fake_cloud(workdir: Path) -> Iterator[SimpleNamespace]:
             stack_outputs.write({"dev": OUTPUTS}, outputs)
             clients = GoogleClients(jobs=lambda region: vertex.client(), logs=logs.client,
                                     storage=lambda project: gcs.client(),
-                                    registry=registry.client, builds=builds.client)
+                                    registry=registry.client, builds=builds.client,
+                                    persistent_resources=lambda region: persistent.client())
             yield SimpleNamespace(
                 vertex=vertex, logs=logs, registry=registry, builds=builds, storage=storage,
+                persistent=persistent,
                 cloud=lambda **flags: Cloud(
                     overrides=flags, environ={}, clients=clients, outputs_path=outputs))
         finally:

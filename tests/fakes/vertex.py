@@ -105,3 +105,34 @@ class FakeJobService(GrpcFake):
 
         return aiplatform_v1.JobServiceClient(
             transport=JobServiceGrpcTransport(channel=self.channel()))
+
+
+class FakePersistentResources(GrpcFake):
+    """Vertex AI's PersistentResourceService: answers GetPersistentResource from `resources`
+    (name -> PersistentResource), NOT_FOUND otherwise."""
+
+    SERVICE = "google.cloud.aiplatform.v1.PersistentResourceService"
+
+    def __init__(self) -> None:
+        self.resources: dict[str, aiplatform_v1.PersistentResource] = {}
+        self.reads: list[str] = []
+        super().__init__()
+
+    def handlers(self) -> dict:
+        return {"GetPersistentResource": unary(
+            self.get, aiplatform_v1.GetPersistentResourceRequest,
+            aiplatform_v1.PersistentResource.serialize)}
+
+    def get(self, request, context):
+        self.reads.append(request.name)
+        if request.name not in self.resources:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"{request.name} not found")
+        return self.resources[request.name]
+
+    def client(self) -> aiplatform_v1.PersistentResourceServiceClient:
+        from google.cloud.aiplatform_v1.services.persistent_resource_service.transports import (
+            PersistentResourceServiceGrpcTransport,
+        )
+
+        return aiplatform_v1.PersistentResourceServiceClient(
+            transport=PersistentResourceServiceGrpcTransport(channel=self.channel()))
