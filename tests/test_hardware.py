@@ -72,6 +72,7 @@ def test_a_four_chip_host_alone_is_its_single_host_slice():
     ("a2-ultragpu-8g", "NVIDIA_A100_80GB", 8), ("a3-highgpu-2g", "NVIDIA_H100_80GB", 2),
     ("a3-megagpu-8g", "NVIDIA_H100_MEGA_80GB", 8), ("a3-ultragpu-8g", "NVIDIA_H200_141GB", 8),
     ("a4-highgpu-8g", "NVIDIA_B200", 8), ("a4x-highgpu-4g", "NVIDIA_GB200", 4),
+    ("g4-standard-192", "NVIDIA_RTX_PRO_6000", 4),
 ])
 def test_gpu_machine_types_come_with_their_gpus(machine_type, accelerator, count):
     (pool,) = job(Resources(machine_type)).job_spec.worker_pool_specs

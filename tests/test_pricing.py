@@ -198,6 +198,7 @@ CATALOGUE = [  # training SKUs as the Billing Catalog describes them, and others
     ("Custom Training: DWS Flex-start Nvidia H100 80GB GPU running in Americas",
      ["us-central1"], 5.97),
     ("Custom Training: Nvidia GB200 GPU running in Americas", ["us-central1"], 16.5),
+    ("Custom Training: Nvidia RTX PRO 6000 GPU running in Americas", ["us-central1"], 3.58),
     ("Custom Training: TPU v5e chip running in Americas", ["us-central1"], 1.38),
     ("Custom Training: TPU v3 Pod core running in EMEA", ["europe-west4"], 1.15),
     ("Online Prediction: Nvidia Tesla T4 GPU running in Americas", ["us-central1"], 0.4),
@@ -220,7 +221,7 @@ def test_refresh_rebuilds_the_table_from_the_billing_catalog(tmp_path):
         (request, *more) = catalog.sku_requests
         assert request.parent == VERTEX.name and request.currency_code == "USD"
         assert len(more) == 5  # every page read (3 SKUs a page)
-    assert said == ("prices.yaml: 14 prices in 3 regions from 12 Vertex AI training SKUs (4 "
+    assert said == ("prices.yaml: 15 prices in 3 regions from 13 Vertex AI training SKUs (4 "
                     "other SKUs left out), taken 2026-12-01")
     table = prices.PriceTable.load(path)
     assert table.taken == "2026-12-01" and "services/C7E2-9256-1C43" in table.source
@@ -231,6 +232,7 @@ def test_refresh_rebuilds_the_table_from_the_billing_catalog(tmp_path):
                                                            "flex_start": 5.97}
     assert central["accelerators"]["NVIDIA_H100_MEGA_80GB"] == {"standard": 12.0}
     assert central["accelerators"]["NVIDIA_GB200"] == {"standard": 16.5}
+    assert central["accelerators"]["NVIDIA_RTX_PRO_6000"] == {"standard": 3.58}
     assert central["tpu_chips"] == {"v5e": {"standard": 1.38}}
     assert table.regions["us-east1"]["ram"]["n1"] == {"standard": 0.004873}
     assert table.regions["europe-west4"]["accelerators"]["TPU_V3"] == {"standard": 1.15}

@@ -37,7 +37,8 @@ TPU = re.compile(r"\bTPU[ -]?(?P<generation>v\d+[a-z]*)\b.*\b(?P<unit>chip|core)
 FAMILY = re.compile(r"\b(?P<family>[ACEGMN]\d+[A-Z]?)\b.*\b(?P<part>Core|vCPU|Ram|Memory)\b",
                     re.IGNORECASE)
 # GPU names as SKUs spell them -> accelerator types; tried in order (GB200 before B200).
-GPU_NAMES = (("GB200", "NVIDIA_GB200"), ("B200", "NVIDIA_B200"), ("H200", "NVIDIA_H200_141GB"),
+GPU_NAMES = (("RTX PRO 6000", "NVIDIA_RTX_PRO_6000"), ("GB200", "NVIDIA_GB200"),
+             ("B200", "NVIDIA_B200"), ("H200", "NVIDIA_H200_141GB"),
              ("H100 MEGA", "NVIDIA_H100_MEGA_80GB"), ("H100", "NVIDIA_H100_80GB"),
              ("A100 80GB", "NVIDIA_A100_80GB"), ("A100", "NVIDIA_TESLA_A100"),
              ("L4", "NVIDIA_L4"), ("T4", "NVIDIA_TESLA_T4"), ("V100", "NVIDIA_TESLA_V100"),
