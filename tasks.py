@@ -138,7 +138,7 @@ HARDWARE_HELP = {
     "spot": "Spot VMs (vertex)", "flex_start": "queue for capacity: Dynamic Workload "
     "Scheduler (vertex; L4, A100, H100, H200, B200)",
     "max_wait_hours": "--flex-start: hours to queue (0: no limit; default 24)",
-    "reservation": "consume a Compute Engine reservation: 'any', NAME or its path",
+    "reservation": "consume a Compute Engine reservation: any, ZONE/NAME or its path",
     "persistent_resource": "run on this Vertex AI persistent resource (ID)",
     "timeout_hours": "job timeout (vertex)"}
 
@@ -377,7 +377,7 @@ def bench_input(c, steps=60):
 
 
 @task(help={"steps": "training steps for each driver", "interval": "steps a summary"})
-def bench_train(c, steps=150, interval=25):
+def bench_train(c, steps=300, interval=50):
     """Benchmark training steps/s: our trainer against Model Garden's own driver."""
     from benchmarks import train_speed
 

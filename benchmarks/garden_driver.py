@@ -5,10 +5,12 @@ trainer against."""
 from __future__ import annotations
 
 from absl import app
+from official.common import flags as tfm_flags
 from official.vision import train
 
 from trainer.experiments import register
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # as official/vision/train.py's own
+    tfm_flags.define_flags()
     register()
     app.run(train.main)

@@ -43,7 +43,7 @@ def run(command: list[str], log: Path) -> float:
     return time.perf_counter() - start
 
 
-def main(steps: int = 150, interval: int = 25) -> dict:
+def main(steps: int = 300, interval: int = 50) -> dict:
     from trainer.data.convert import convert_directory
     from trainer.data.sample import write_sample
 

@@ -16,8 +16,10 @@ SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 
 
 RESOURCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
-RESERVATION_PATH = re.compile(r"projects/[a-z][-a-z0-9]{4,28}[a-z0-9]/zones/[a-z0-9-]+/"
-                              r"reservations/[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+# a reservation in the job's project (ZONE/NAME) or anywhere (its full resource path)
+RESERVATION = re.compile(r"(projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/zones/)?"
+                         r"(?P<zone>[a-z]+-[a-z]+\d+-[a-z])/(reservations/)?"
+                         r"(?P<name>[a-z]([-a-z0-9]{0,61}[a-z0-9])?)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,10 +53,12 @@ class Scheduling:
             raise InputError(f"--reservation and --persistent-resource use capacity already "
                              f"set aside, not {self.strategy} capacity: drop --spot/--flex-start")
         if self.reservation and self.reservation != "any" and not (
-                RESOURCE_NAME.fullmatch(self.reservation)
-                or RESERVATION_PATH.fullmatch(self.reservation)):
-            raise InputError(f"--reservation {self.reservation[:80]!r} is not 'any', a "
-                             "reservation name or projects/P/zones/Z/reservations/NAME")
+                (match := RESERVATION.fullmatch(self.reservation))
+                and bool(match["project"]) == self.reservation.startswith("projects/")
+                and bool(match["project"]) == ("/reservations/" in self.reservation)):
+            raise InputError(f"--reservation {self.reservation[:80]!r} is not 'any', ZONE/NAME "
+                             "(a reservation of the job's project) or "
+                             "projects/P/zones/ZONE/reservations/NAME")
         if self.persistent_resource and not RESOURCE_NAME.fullmatch(self.persistent_resource):
             raise InputError(f"--persistent-resource {self.persistent_resource[:80]!r} is not "
                              "a persistent resource id (lowercase letters, digits and '-')")

@@ -150,12 +150,15 @@ def test_flex_start_waits_as_long_as_asked():
 
 def test_reservations_and_persistent_resources_in_the_job():
     kinds = aiplatform_v1.ReservationAffinity.Type
-    named = Scheduling.from_flags(reservation="a100-pool")
+    named = Scheduling.from_flags(reservation="us-central1-b/a100-pool")
     (pool,) = job(Resources("a2-highgpu-8g", scheduling=named)).job_spec.worker_pool_specs
     assert pool.machine_spec.reservation_affinity == aiplatform_v1.ReservationAffinity(
         reservation_affinity_type=kinds.SPECIFIC_RESERVATION,
         key="compute.googleapis.com/reservation-name",
-        values=["projects/pets-detector-dev/zones/-/reservations/a100-pool"])
+        values=["projects/pets-detector-dev/zones/us-central1-b/reservations/a100-pool"])
+    with pytest.raises(InputError, match="zone europe-west4-a is not in the job's region "
+                                         "us-central1"):
+        job(Resources("a2-highgpu-8g", scheduling=Scheduling(reservation="europe-west4-a/r")))
     path = "projects/shared-capacity/zones/us-central1-a/reservations/h100s"
     (pool,) = job(Resources("a3-highgpu-8g", scheduling=Scheduling(reservation=path))
                   ).job_spec.worker_pool_specs
@@ -173,10 +176,14 @@ def test_reservations_and_persistent_resources_in_the_job():
     ({"max_wait_hours": "2"}, "--max-wait-hours is how long a --flex-start job queues"),
     ({"flex_start": True, "max_wait_hours": "-1"}, "must be 0 \\(no limit\\) or more"),
     ({"flex_start": True, "max_wait_hours": "nan"}, "must be 0 \\(no limit\\) or more"),
-    ({"spot": True, "reservation": "r1"}, "not SPOT capacity"),
-    ({"reservation": "r1", "persistent_resource": "p1"}, "exclude each other"),
-    ({"reservation": "../../other-project"}, "is not 'any', a reservation name"),
-    ({"reservation": "projects/p/zones/z/reservations/Bad_Name"}, "is not 'any'"),
+    ({"spot": True, "reservation": "us-central1-a/r1"}, "not SPOT capacity"),
+    ({"reservation": "us-central1-a/r1", "persistent_resource": "p1"}, "exclude each other"),
+    ({"reservation": "../../other-project"}, "is not 'any', ZONE/NAME"),
+    ({"reservation": "a100-pool"}, "is not 'any', ZONE/NAME"),
+    ({"reservation": "projects/pets-1/zones/us-central1-a/reservations/Bad_Name"},
+     "is not 'any'"),
+    ({"reservation": "projects/pets-1/zones/us-central1-a/r1"}, "is not 'any'"),
+    ({"reservation": "us-central1-a/reservations/r1"}, "is not 'any'"),
     ({"persistent_resource": "Team Pool"}, "is not a persistent resource id"),
 ])
 def test_capacity_flags_are_checked_when_parsed(flags, message):

@@ -13,8 +13,8 @@ from google.cloud import aiplatform_v1
 from google.protobuf import duration_pb2
 
 from launch.jobs import TrainerJob
-from launch.resources import Resources
-from launch.vertex.hardware import Machine
+from launch.resources import RESERVATION, Resources
+from launch.vertex.hardware import HardwareError, Machine
 
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 REDUCTION_SERVER_MACHINE = "n1-highcpu-16"
@@ -42,7 +42,7 @@ RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
 
 def _machine_spec(machine: Machine, reservation: str | None = None,
-                  project: str = "") -> aiplatform_v1.MachineSpec:
+                  target: CloudTarget | None = None) -> aiplatform_v1.MachineSpec:
     spec = aiplatform_v1.MachineSpec(machine_type=machine.machine_type)
     if machine.accelerator_type:
         spec.accelerator_type = aiplatform_v1.AcceleratorType[machine.accelerator_type]
@@ -50,17 +50,23 @@ def _machine_spec(machine: Machine, reservation: str | None = None,
     if machine.tpu_topology:
         spec.tpu_topology = machine.tpu_topology
     if reservation:
-        spec.reservation_affinity = _reservation_affinity(reservation, project)
+        spec.reservation_affinity = _reservation_affinity(reservation, target.project,
+                                                          target.region)
     return spec
 
 
-def _reservation_affinity(reservation: str, project: str) -> aiplatform_v1.ReservationAffinity:
-    """`any`, or one reservation: a bare name is the job's project's, in any zone."""
+def _reservation_affinity(reservation: str, project: str, region: str
+                          ) -> aiplatform_v1.ReservationAffinity:
+    """`any`, or one reservation (ZONE/NAME: the job's project's), in the job's region."""
     kinds = aiplatform_v1.ReservationAffinity.Type
     if reservation == "any":
         return aiplatform_v1.ReservationAffinity(reservation_affinity_type=kinds.ANY_RESERVATION)
-    path = reservation if "/" in reservation else \
-        f"projects/{project}/zones/-/reservations/{reservation}"
+    match = RESERVATION.fullmatch(reservation)
+    if not match["zone"].startswith(f"{region}-"):
+        raise HardwareError(f"--reservation {reservation}: zone {match['zone']} is not in the "
+                            f"job's region {region}")
+    path = reservation if match["project"] else \
+        f"projects/{project}/zones/{match['zone']}/reservations/{match['name']}"
     return aiplatform_v1.ReservationAffinity(
         reservation_affinity_type=kinds.SPECIFIC_RESERVATION, key=RESERVATION_KEY,
         values=[path])
@@ -89,8 +95,7 @@ def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_di
         args.append("--tpu=local")  # the TPU is attached to the VM the trainer runs on
     pools = [
         aiplatform_v1.WorkerPoolSpec(
-            machine_spec=_machine_spec(machine, resources.scheduling.reservation,
-                                       target.project),
+            machine_spec=_machine_spec(machine, resources.scheduling.reservation, target),
             replica_count=pool.replica_count,
             disk_spec=aiplatform_v1.DiskSpec(boot_disk_type="pd-ssd", boot_disk_size_gb=100),
             container_spec=aiplatform_v1.ContainerSpec(
