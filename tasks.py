@@ -225,17 +225,21 @@ BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
 
 @task(help={"model_dir": "checkpoints: a local directory or gs:// (default: work/model)",
             "output_dir": "SavedModel destination, local or gs://",
-            "checkpoint": "e.g. ckpt-500 (default: the newest)", **BUCKET_HELP})
+            "checkpoint": "e.g. ckpt-500 (default: the newest)",
+            "max_detections": "detections per image (default 100)",
+            "min_score": "drop detections scoring less (default 0.05)", **BUCKET_HELP})
 def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env=None,
-           project=None, bucket=None):
-    """Export a SavedModel (uint8 images in; boxes, classes, scores out), local or in the bucket."""
+           project=None, bucket=None, max_detections=None, min_score=None):
+    """Export a SavedModel (uint8 images or encoded files in; boxes, classes, scores out)."""
     from launch.cloud import place
 
     cloud = _cloud(c, project=project, bucket=bucket, env=env)
     _say(lambda: "exported to " + workflow.export(
         place(cloud, run_id, model_dir, lambda run: run.checkpoints, MODEL_DIR),
         place(cloud, run_id, output_dir, lambda run: run.exported, EXPORT_DIR), checkpoint,
-        storage_client=cloud.storage))
+        storage_client=cloud.storage,
+        max_detections=optional_number("--max-detections", max_detections, int),
+        min_score=optional_number("--min-score", min_score, float)))
 
 
 @task(help={"model": "SavedModel: local or gs:// (default: work/exported)",

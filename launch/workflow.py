@@ -54,7 +54,8 @@ def evaluate(run: jobs.TrainingRun, continuous: bool, idle_timeout: float | None
 
 
 def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
-           storage_client: Callable[[], object] | None = None) -> str:
+           storage_client: Callable[[], object] | None = None,
+           max_detections: int | None = None, min_score: float | None = None) -> str:
     """Exports a SavedModel; a gs:// model directory is staged first (the run files and one
     checkpoint) and a gs:// output directory is uploaded after exporting locally."""
     client = _client_if_remote(storage_client, model_dir, output_dir)
@@ -63,7 +64,8 @@ def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
         model_dir, checkpoint = str(local_model), str(local_checkpoint)
     elif checkpoint and "/" not in checkpoint:  # `5000` or `ckpt-5000` in the model directory
         checkpoint = f"{model_dir}/{mirror.checkpoint_name(checkpoint)}"
-    run_job(jobs.tool_job(ExportArgs(model_dir, str(_local(output_dir)), checkpoint)))
+    run_job(jobs.tool_job(ExportArgs(model_dir, str(_local(output_dir)), checkpoint,
+                                     max_detections, min_score)))
     return _publish(client, output_dir)
 
 

@@ -147,6 +147,50 @@ def test_export_signature_and_prediction_on_a_sample_image(trained, tmp_path):
         assert top["class"] == pets.breed_of(name)
 
 
+def test_the_bytes_signature_answers_like_the_uint8_one_and_options_bound_it(trained,
+                                                                             tmp_path):
+    """`serving_bytes` takes encoded files (as TF Serving's REST API feeds them from b64),
+    of mixed sizes in one request, and returns what `serving_default` returns."""
+    import io
+
+    from PIL import Image
+
+    from trainer.data.sample import write_sample
+
+    model_dir, _, _ = trained
+    export_dir = tmp_path / "exported"
+    run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
+    model = tf.saved_model.load(str(export_dir))
+    as_uint8, as_bytes = (model.signatures[k] for k in ("serving_default", "serving_bytes"))
+    (spec,) = as_bytes.structured_input_signature[1].values()
+    assert spec.dtype == tf.string and spec.shape.as_list() == [None]
+
+    data = write_sample(tmp_path / "fresh", num_images=2, seed=7)
+    jpegs = [path.read_bytes() for path in sorted((data / "images").glob("*.jpg"))]
+    png = io.BytesIO()  # another format, and another size, in the same request
+    Image.open(io.BytesIO(jpegs[0])).resize((321, 207)).save(png, "PNG")
+    files = [*jpegs, png.getvalue()]
+    together = as_bytes(tf.constant(files))
+    for index, encoded in enumerate(files):
+        alone = as_uint8(tf.image.decode_image(encoded, channels=3)[tf.newaxis])
+        for key in ("detection_boxes", "detection_scores", "detection_classes",
+                    "num_detections"):
+            np.testing.assert_allclose(together[key][index].numpy(), alone[key][0].numpy(),
+                                       atol=1e-4, err_msg=f"{key} of image {index}")
+
+    bounded = tmp_path / "bounded"
+    run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={bounded}",
+                "--max_detections=5", "--min_score=0.3")
+    result = tf.saved_model.load(str(bounded)).signatures["serving_bytes"](tf.constant(files))
+    assert result["detection_boxes"].shape == (3, 5, 4)
+    for scores, count in zip(result["detection_scores"].numpy(),
+                             result["num_detections"].numpy(), strict=True):
+        assert (scores[:count] >= 0.3).all()
+    refused = run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'x'}",
+                          "--max_detections=0", check=False)
+    assert refused.returncode == 2 and "--max_detections must be 1 to 1000" in refused.stderr
+
+
 def test_training_resumes_after_kill_9_from_the_last_checkpoint(train_records, tmp_path):
     flags = [*data_flags(train_records, tmp_path), "--train_steps=250",
              "--params_override=trainer.checkpoint_interval=50,trainer.steps_per_loop=25,"

@@ -155,6 +155,9 @@ class ExportArgs(Args):
     model_dir: str = option(required=True)
     export_dir: str = option(required=True)
     checkpoint: str | None = option("default: the newest")
+    max_detections: int | None = option("detections per image (default: the experiment's, "
+                                        "100)")
+    min_score: float | None = option("drop detections scoring less (default 0.05)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -106,9 +106,10 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
 
 
 def run_export(args: trainer_args.ExportArgs) -> int:
-    from trainer.export import export
+    from trainer.export import ExportOptions, export
 
-    result = export(args.model_dir, args.export_dir, args.checkpoint)
+    result = export(args.model_dir, args.export_dir, args.checkpoint,
+                    ExportOptions(args.max_detections, args.min_score))
     print(f"exported {result.checkpoint} to {result.export_dir}")
     return 0
 

@@ -1,4 +1,11 @@
-"""SavedModel export: uint8 images in, normalised boxes and label-map class ids out."""
+"""SavedModel export: images in, normalised boxes and label-map class ids out.
+
+Two signatures return the same detections: `serving_default` takes a uint8 batch of
+decoded images; `serving_bytes` takes encoded JPEG/PNG files (a string tensor, what TF
+Serving's REST API decodes from `{"b64": ...}`), one image at a time so a request may mix
+sizes, and keeps requests small. How many detections come back, and from what score, are
+export options, so responses fit the serving limits.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +13,34 @@ import dataclasses
 
 from trainer import model_dir as model_dir_lib
 from trainer.io import read_text, write_text
+from trainer.settings import SettingsError
 
 SIGNATURE = "serving_default"
+BYTES_SIGNATURE = "serving_bytes"
+MAX_DETECTIONS_LIMIT = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    max_detections: int | None = None  # default: the experiment's (100)
+    min_score: float | None = None  # detections scoring less are dropped (default 0.05)
+
+    def __post_init__(self) -> None:
+        if self.max_detections is not None and \
+                not 1 <= self.max_detections <= MAX_DETECTIONS_LIMIT:
+            raise SettingsError(f"--max_detections must be 1 to {MAX_DETECTIONS_LIMIT}, got "
+                             f"{self.max_detections}")
+        if self.min_score is not None and not 0 <= self.min_score < 1:
+            raise SettingsError(f"--min_score must be at least 0 and below 1, got "
+                             f"{self.min_score}")
+
+    def overrides(self) -> dict:
+        generator = {}
+        if self.max_detections is not None:
+            generator["max_num_detections"] = self.max_detections
+        if self.min_score is not None:
+            generator["pre_nms_score_threshold"] = self.min_score
+        return {"task": {"model": {"detection_generator": generator}}} if generator else {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,15 +72,33 @@ def _module_class():
                 "num_detections": tf.cast(outputs["num_detections"], tf.int32),
             }
 
+        @tf.function
+        def inference_from_image_bytes(self, inputs: tf.Tensor):
+            """Each encoded image decoded and detected on its own: images of any sizes."""
+            count = self.params.task.model.detection_generator.max_num_detections
+
+            def one(encoded: tf.Tensor):
+                with tf.device("cpu:0"):
+                    image = self._decode_image(encoded)
+                return {k: v[0] for k, v in self.serve(image[tf.newaxis]).items()}
+
+            return tf.map_fn(one, inputs, fn_output_signature={
+                "detection_boxes": tf.TensorSpec([count, 4], tf.float32),
+                "detection_classes": tf.TensorSpec([count], tf.int32),
+                "detection_scores": tf.TensorSpec([count], tf.float32),
+                "num_detections": tf.TensorSpec([], tf.int32)})
+
     return NormalisedDetectionModule
 
 
-def export(model_dir: str, export_dir: str, checkpoint: str | None = None) -> ExportResult:
+def export(model_dir: str, export_dir: str, checkpoint: str | None = None,
+           options: ExportOptions = ExportOptions()) -> ExportResult:
     """Exports `checkpoint` (default: the newest in `model_dir`) with the label map beside it."""
     import tensorflow as tf
     from official.vision.serving import export_saved_model_lib
 
     params = model_dir_lib.load_params(model_dir)
+    params.override(options.overrides(), is_strict=True)
     if checkpoint and (problem := model_dir_lib.checkpoint_problem(checkpoint)):
         raise FileNotFoundError(f"checkpoint {checkpoint} cannot be restored ({problem}); "
                                 "choose another with --checkpoint")
@@ -62,6 +113,7 @@ def export(model_dir: str, export_dir: str, checkpoint: str | None = None) -> Ex
         input_type="image_tensor", batch_size=None, input_image_size=input_size,
         params=params, checkpoint_path=checkpoint, export_dir=export_dir,
         export_module=module,
+        function_keys={"image_tensor": SIGNATURE, "image_bytes": BYTES_SIGNATURE},
     )
     label_map = f"{model_dir}/{model_dir_lib.LABEL_MAP_FILE}"
     if tf.io.gfile.exists(label_map):
