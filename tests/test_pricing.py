@@ -273,3 +273,21 @@ def test_the_readme_example_estimate_is_what_the_task_prints(fakes, tmp_path, ca
                if line.lstrip().startswith(("cost:", "expected"))]
     readme = (REPO / "README.md").read_text()
     assert len(printed) == 2 and all(f"\n{line}\n" in readme for line in printed), printed
+
+
+def test_cost_so_far_of_queued_running_and_finished_jobs():
+    import datetime
+
+    start = datetime.datetime(2026, 11, 22, 10, 0, tzinfo=datetime.UTC)
+    job = vertex_job(TARGET, Request.training(None, 100, Resources(
+        "n1-standard-8", "NVIDIA_TESLA_T4:1")), "run1")
+    job.name = "projects/p/locations/us-central1/customJobs/7"
+    now = start + datetime.timedelta(minutes=30)
+    assert prices.cost_so_far(TABLE, job, now) == "0.00 USD so far"  # not started
+    job.start_time = start
+    assert prices.cost_so_far(TABLE, job, now) == "0.43 USD so far"  # half an hour of 0.87
+    job.end_time = start + datetime.timedelta(hours=2)
+    assert prices.cost_so_far(TABLE, job, now) == "1.74 USD"  # finished: two hours
+    job.name = "projects/p/locations/mars-north1/customJobs/7"
+    assert prices.cost_so_far(TABLE, job, now) == "cost unknown (no prices for mars-north1 " \
+        "in prices.yaml (taken 2026-11-01))"
