@@ -25,3 +25,8 @@ class MissingError(UserError):
 
 class StepFailed(Exception):
     """A job, build or other step ran and failed; the message says where its output is."""
+
+
+def reason(error: BaseException, limit: int = 200) -> str:
+    """An exception as the short reason a note gives: its first line, or its type."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]

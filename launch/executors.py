@@ -15,8 +15,6 @@ import sys
 from collections.abc import Callable
 from typing import Protocol
 
-from google.cloud import aiplatform_v1
-
 from launch import workflow
 from launch.cloud import Cloud, default_run_id, job_images, run_paths, standard_labels
 from launch.errors import InputError, MissingError, StepFailed
@@ -29,8 +27,8 @@ from launch.vertex import jobs as vertex_jobs
 from launch.vertex import persistent
 from launch.vertex.hardware import tensorflow_note
 from launch.vertex.ladder import Ladder, climb
-from launch.vertex.spec import tensorboard_url
-from launch.vertex.submit import Submission, create, dispatch, prepare
+from launch.vertex.spec import pin_images, tensorboard_url
+from launch.vertex.submit import Submission, create, dispatch, image_pins
 from trainer.experiments import default_train_steps
 
 
@@ -162,13 +160,13 @@ class Vertex:
     def _climb(self, ladder: Ladder, where, jobs: dict, run_id: str) -> str:
         """Submits the run on each rung in turn until a job succeeds (vertex/ladder.py)."""
         client = self.cloud.clients.jobs(where.region)
+        # every rung runs the same images: built (if missing) and resolved once
+        pins = image_pins(self.cloud, next(iter(jobs.values())), self.submission)
 
         def run(strategy: str, attempt: int):
-            job = aiplatform_v1.CustomJob.deserialize(
-                aiplatform_v1.CustomJob.serialize(jobs[strategy]))
+            job = pin_images(jobs[strategy], pins)  # a copy, labelled with its attempt
             job.labels["capacity"], job.labels["attempt"] = strategy.lower(), str(attempt)
-            created = create(self.cloud, where, prepare(self.cloud, job, self.submission),
-                             run_id)
+            created = create(self.cloud, where, job, run_id)
             print(created.summary, flush=True)
             name = created.job.name
             return vertex_client.wait(client, name, poll_seconds=self.submission.poll_seconds,

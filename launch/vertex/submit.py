@@ -15,7 +15,7 @@ from google.cloud import aiplatform_v1
 from infra.image_context import context_hash
 from launch import images
 from launch.cloud import Cloud
-from launch.errors import InputError, StepFailed
+from launch.errors import InputError, StepFailed, reason
 from launch.pricing.table import PriceTable, cost_so_far
 from launch.vertex import client as vertex_client
 from launch.vertex import logs
@@ -51,21 +51,22 @@ def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
     if submission.dry_run:
         return to_json(_pinned_if_possible(cloud, job))
     jobs = cloud.clients.jobs(where.region)
-    created = create(cloud, where, prepare(cloud, job, submission), run_id)
+    created = create(cloud, where, pin_images(job, image_pins(cloud, job, submission)), run_id)
     if not submission.follow:
         return created.summary
     print(created.summary, flush=True)
     return _follow(cloud, jobs, where.project, created.job.name, 100, submission.poll_seconds)
 
 
-def prepare(cloud: Cloud, job, submission: Submission):
-    """The job with its images built if missing and named by digest."""
+def image_pins(cloud: Cloud, job, submission: Submission) -> dict[str, str]:
+    """The job's images (built first if missing) -> the same images by digest, for
+    `pin_images`."""
     known = {}
     if not cloud.overrides.get("image"):
         built = build_images(cloud, submission.local_docker)
         print(built.message, flush=True)
         known = built.digests
-    return pin_images(job, _digests(cloud, job, known))
+    return _digests(cloud, job, known)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,9 +101,9 @@ def _pinned_if_possible(cloud: Cloud, job):
     try:
         return pin_images(job, _digests(cloud, job, timeout=20.0))
     except (images.ImageBuildError, GoogleAPIError, GoogleAuthError) as error:
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:300]
-        print(f"note: images shown by tag, not digest ({reason}); a submitted job names each "
-              "image by the digest Artifact Registry has for it after the build",
+        print(f"note: images shown by tag, not digest ({reason(error, 300)}); a submitted "
+              "job names each image by the digest Artifact Registry has for it after the "
+              "build",
               file=sys.stderr)
         return job
 
