@@ -92,6 +92,15 @@ def test_a_missing_price_names_what_and_the_fix(resources, region, message):
         prices.job_hourly(TABLE, region, job)
 
 
+@pytest.mark.parametrize("value", [math.nan, math.inf, -0.4])
+def test_a_price_that_is_not_a_price_is_refused(value):
+    broken = prices.PriceTable("2026-11-01", "a test", "USD", {"us-central1": {
+        "cores": {"n1": {"standard": value}}}})
+    with pytest.raises(prices.PriceMissing, match=r"is .*, not a price: run `invoke "
+                                                  r"pricing\.refresh`"):
+        broken.price("us-central1", "cores", "n1", "standard")
+
+
 def test_speed_comes_from_matching_finite_measurements_only():
     def run(seconds, experiment="e", hardware="h"):
         return {"experiment": experiment, "hardware": hardware, "seconds_per_step": seconds}
@@ -160,6 +169,10 @@ def test_train_prints_the_estimate_from_earlier_runs(fakes, tmp_path, capsys):
     summary("other", 0.01, fakes, "a3-highgpu-8g with NVIDIA_H100_80GB:8 x 1")
     fakes.storage.bucket("pets-data").blob("runs/junk/checkpoints/training_summary.json") \
         .upload_from_string(b"\xff not json")
+    huge = json.dumps({"experiment": "pets_retinanet_resnetfpn", "hardware": T4_KEY,
+                       "seconds_per_step": 0.001, "padding": "x" * 200_000})
+    fakes.storage.bucket("pets-data").blob("runs/huge/checkpoints/training_summary.json") \
+        .upload_from_string(huge)  # read only in part, so not JSON: not measured
     launch(cloud)
     err = capsys.readouterr().err
     assert "1000 steps at 2 s/step (median of 3 earlier runs on this hardware)" in err

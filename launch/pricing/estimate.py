@@ -10,16 +10,19 @@ import json
 import math
 import statistics
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
 
-from launch.errors import InputError, UserError
+from launch.errors import InputError, UserError, reason
 from launch.pricing.table import Hourly
 from trainer.data import layout
 from trainer.model_dir import TRAINING_SUMMARY_FILE
 
 RECENT_RUNS = 50  # earlier runs read for their speed, newest names first
+READERS = 8  # summaries read at once
+SUMMARY_BYTES = 65536
 
 
 class OverBudget(InputError):
@@ -118,15 +121,18 @@ def read_summaries(storage_client, bucket: str, limit: int = RECENT_RUNS) -> lis
     listing = storage_client.list_blobs(bucket, prefix=prefix, delimiter="/")
     list(listing)  # the prefixes arrive with the pages
     runs = sorted(listing.prefixes, reverse=True)[:limit]
-    summaries = []
-    for run in runs:
+
+    def read(run: str) -> dict | None:
         blob = storage_client.bucket(bucket).blob(f"{run}checkpoints/{TRAINING_SUMMARY_FILE}")
         try:
-            text = blob.download_as_bytes(timeout=30)[:65536]
-            summaries.append(json.loads(text))
+            # a summary is a few hundred bytes: read no more than SUMMARY_BYTES of anything
+            return json.loads(blob.download_as_bytes(start=0, end=SUMMARY_BYTES - 1,
+                                                     timeout=30))
         except (GoogleAPIError, ValueError):  # missing (NotFound) or not JSON: not measured
-            continue
-    return summaries
+            return None
+
+    with ThreadPoolExecutor(READERS) as pool:  # one small read a run, before every launch
+        return [summary for summary in pool.map(read, runs) if summary is not None]
 
 
 def measured_speed(read, experiment: str, hardware: str) -> tuple[Speed | None, str]:
@@ -134,8 +140,7 @@ def measured_speed(read, experiment: str, hardware: str) -> tuple[Speed | None, 
     try:
         summaries = read()
     except (GoogleAPIError, GoogleAuthError, UserError, OSError) as error:
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
-        return None, f"earlier runs could not be read ({reason})"
+        return None, f"earlier runs could not be read ({reason(error)})"
     if speed := speed_of(summaries, experiment, hardware):
         return speed, ""
     return None, f"no earlier run of {experiment} on {hardware} has recorded its speed"
