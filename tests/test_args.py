@@ -65,3 +65,20 @@ def test_hyphenated_spellings_are_accepted_and_bad_flags_are_refused(capsys):
         assert exit_info.value.code == 2
     with pytest.raises(SettingsError, match="data sample is a tool, not a training run"):
         parse(["data", "sample", "--output_dir=/s"], {})
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"max_detections": 0}, "--max_detections must be 1 to 1000, got 0"),
+    ({"max_detections": 10**9}, "--max_detections must be 1 to 1000"),
+    ({"min_score": float("nan")}, "--min_score must be at least 0 and below 1, got nan"),
+    ({"min_score": 1.0}, "--min_score must be at least 0 and below 1"),
+    ({"min_score": -0.1}, "--min_score must be at least 0 and below 1"),
+])
+def test_export_options_out_of_range_are_refused(options, message):
+    from trainer.export import ExportOptions
+    from trainer.settings import SettingsError
+
+    with pytest.raises(SettingsError, match=message):
+        ExportOptions(**options)
+    assert ExportOptions(max_detections=20, min_score=0.3).overrides() == {"task": {"model": {
+        "detection_generator": {"max_num_detections": 20, "pre_nms_score_threshold": 0.3}}}}

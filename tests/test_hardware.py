@@ -176,6 +176,7 @@ def test_reservations_and_persistent_resources_in_the_job():
     ({"max_wait_hours": "2"}, "--max-wait-hours is how long a --flex-start job queues"),
     ({"flex_start": True, "max_wait_hours": "-1"}, "must be 0 \\(no limit\\) or more"),
     ({"flex_start": True, "max_wait_hours": "nan"}, "must be 0 \\(no limit\\) or more"),
+    ({"flex_start": True, "max_wait_hours": "inf"}, "must be 0 \\(no limit\\) or more"),
     ({"spot": True, "reservation": "us-central1-a/r1"}, "not SPOT capacity"),
     ({"reservation": "us-central1-a/r1", "persistent_resource": "p1"}, "exclude each other"),
     ({"reservation": "../../other-project"}, "is not 'any', ZONE/NAME"),

@@ -43,6 +43,8 @@ def test_the_flag_becomes_an_ordered_ladder():
         Ladder.from_flag("spot,standard", chosen="SPOT")
     with pytest.raises(InputError, match="--max-preemptions must be a number"):
         Ladder.from_flag("spot", "many")
+    with pytest.raises(InputError, match="--max-preemptions must be 0 or more"):
+        Ladder.from_flag("spot", "-1")
 
 
 @pytest.mark.parametrize("job,expected", [
