@@ -1,8 +1,7 @@
 """What a job runs on, as one validated value (SkyPilot's `Resources`, XManager's
 `JobRequirements`): the machine and its accelerators or TPU, the replicas, Reduction Server
 and scheduling. The flags become this value in one place (`Resources.from_flags`,
-`Scheduling.from_flags`); every
-target reads it, and `--dry-run` shows it."""
+`Scheduling.from_flags`); every target reads it, and `--dry-run` shows it."""
 
 from __future__ import annotations
 
@@ -16,10 +15,19 @@ SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 
 
 RESOURCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
-# a reservation in the job's project (ZONE/NAME) or anywhere (its full resource path)
-RESERVATION = re.compile(r"(projects/(?P<project>[a-z][-a-z0-9]{4,28}[a-z0-9])/zones/)?"
-                         r"(?P<zone>[a-z]+-[a-z]+\d+-[a-z])/(reservations/)?"
-                         r"(?P<name>[a-z]([-a-z0-9]{0,61}[a-z0-9])?)")
+_ZONE, _NAME = r"(?P<zone>[a-z]+-[a-z]+\d+-[a-z])", r"(?P<name>[a-z]([-a-z0-9]{0,61}[a-z0-9])?)"
+# a reservation of the job's project (ZONE/NAME), or of any project (its resource path)
+RESERVATION_FORMS = (
+    re.compile(rf"{_ZONE}/{_NAME}"),
+    re.compile(rf"projects/(?P<project>[a-z][-a-z0-9]{{4,28}}[a-z0-9])/zones/{_ZONE}/"
+               rf"reservations/{_NAME}"),
+)
+
+
+def reservation_parts(text: str) -> re.Match | None:
+    """`ZONE/NAME` or `projects/P/zones/ZONE/reservations/NAME` -> its zone, name and
+    project (None for the job's own); None for anything else."""
+    return next(filter(None, (form.fullmatch(text) for form in RESERVATION_FORMS)), None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,7 +38,7 @@ class Scheduling:
     restart_job_on_worker_restart: bool = True
     strategy: str = "STANDARD"  # SPOT: preemptible, cheaper; FLEX_START: waits for capacity
     max_wait_hours: float | None = None  # FLEX_START: how long to queue (0: no limit)
-    reservation: str | None = None  # "any", a reservation name, or its full resource path
+    reservation: str | None = None  # "any", ZONE/NAME, or its full resource path
     persistent_resource: str | None = None  # the id of a Vertex AI persistent resource
 
     def __post_init__(self) -> None:
@@ -52,10 +60,7 @@ class Scheduling:
         if (self.reservation or self.persistent_resource) and self.strategy != "STANDARD":
             raise InputError(f"--reservation and --persistent-resource use capacity already "
                              f"set aside, not {self.strategy} capacity: drop --spot/--flex-start")
-        if self.reservation and self.reservation != "any" and not (
-                (match := RESERVATION.fullmatch(self.reservation))
-                and bool(match["project"]) == self.reservation.startswith("projects/")
-                and bool(match["project"]) == ("/reservations/" in self.reservation)):
+        if self.reservation not in (None, "any") and not reservation_parts(self.reservation):
             raise InputError(f"--reservation {self.reservation[:80]!r} is not 'any', ZONE/NAME "
                              "(a reservation of the job's project) or "
                              "projects/P/zones/ZONE/reservations/NAME")

@@ -13,7 +13,7 @@ from google.cloud import aiplatform_v1
 from google.protobuf import duration_pb2
 
 from launch.jobs import TrainerJob
-from launch.resources import RESERVATION, Resources
+from launch.resources import Resources, reservation_parts
 from launch.vertex.hardware import HardwareError, Machine
 
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
@@ -61,12 +61,12 @@ def _reservation_affinity(reservation: str, project: str, region: str
     kinds = aiplatform_v1.ReservationAffinity.Type
     if reservation == "any":
         return aiplatform_v1.ReservationAffinity(reservation_affinity_type=kinds.ANY_RESERVATION)
-    match = RESERVATION.fullmatch(reservation)
-    if not match["zone"].startswith(f"{region}-"):
-        raise HardwareError(f"--reservation {reservation}: zone {match['zone']} is not in the "
+    parts = reservation_parts(reservation)  # checked when the Scheduling was made
+    if not parts["zone"].startswith(f"{region}-"):
+        raise HardwareError(f"--reservation {reservation}: zone {parts['zone']} is not in the "
                             f"job's region {region}")
-    path = reservation if match["project"] else \
-        f"projects/{project}/zones/{match['zone']}/reservations/{match['name']}"
+    path = f"projects/{parts.groupdict().get('project') or project}/zones/{parts['zone']}/" \
+        f"reservations/{parts['name']}"
     return aiplatform_v1.ReservationAffinity(
         reservation_affinity_type=kinds.SPECIFIC_RESERVATION, key=RESERVATION_KEY,
         values=[path])
