@@ -26,6 +26,9 @@ from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 MODES = ("train", "eval", "train_and_eval", "continuous_eval")
 INIT_CHECKPOINT_TYPES = {"backbone": "backbone", "detection": "all"}
 DEFAULT_EVAL_IDLE_TIMEOUT = 3600.0
+EXPORT_FORMATS = ("saved_model", "tflite")
+QUANTIZATIONS = ("float16", "int8")
+DEFAULT_SIGNATURES = ("uint8", "bytes")
 
 
 def option(help: str = "", *, default: Any = None, flag: str | None = None,
@@ -158,6 +161,15 @@ class ExportArgs(Args):
     max_detections: int | None = option("detections per image (default: the experiment's, "
                                         "100)")
     min_score: float | None = option("drop detections scoring less (default 0.05)")
+    format: str = option("saved_model, or tflite (model.tflite in --export_dir)",
+                         default="saved_model", choices=EXPORT_FORMATS)
+    quantize: str | None = option("tflite: float16, or int8 calibrated on training images",
+                                  choices=QUANTIZATIONS)
+    default_signature: str = option("what serving_default takes: uint8 pixels, or bytes "
+                                    "(encoded files, for Vertex AI)", default="uint8",
+                                    choices=DEFAULT_SIGNATURES)
+    calibration_data: str | None = option("int8: TFRecord glob to calibrate on (default: the "
+                                          "run's training data)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +177,7 @@ class PredictArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("predict",)
     HELP: ClassVar[str] = "detect pets in images with an exported model"
 
-    model: str = option("exported SavedModel directory", required=True)
+    model: str = option("exported SavedModel directory or .tflite file", required=True)
     images: str = option("image file glob", required=True)
     output_dir: str = option(required=True)
     min_score: float = option(default=0.3)

@@ -108,8 +108,17 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
 def run_export(args: trainer_args.ExportArgs) -> int:
     from trainer.export import ExportOptions, export
 
-    result = export(args.model_dir, args.export_dir, args.checkpoint,
-                    ExportOptions(args.max_detections, args.min_score))
+    options = ExportOptions(args.max_detections, args.min_score, args.default_signature)
+    if args.format == "tflite":
+        from trainer.tflite import export_tflite
+
+        done = export_tflite(args.model_dir, args.export_dir, args.checkpoint, options,
+                             args.quantize, args.calibration_data)
+        print(f"exported {done.checkpoint} to {done.path} ({done.size_bytes / 1e6:.1f} MB)")
+        return 0
+    if args.quantize:
+        raise settings_lib.SettingsError("--quantize applies to --format tflite")
+    result = export(args.model_dir, args.export_dir, args.checkpoint, options)
     print(f"exported {result.checkpoint} to {result.export_dir}")
     return 0
 

@@ -1,10 +1,12 @@
 """SavedModel export: images in, normalised boxes and label-map class ids out.
 
-Two signatures return the same detections: `serving_default` takes a uint8 batch of
-decoded images; `serving_bytes` takes encoded JPEG/PNG files (a string tensor, what TF
-Serving's REST API decodes from `{"b64": ...}`), one image at a time so a request may mix
-sizes, and keeps requests small. How many detections come back, and from what score, are
-export options, so responses fit the serving limits.
+Two signatures return the same detections: `serving_uint8` takes a uint8 batch of decoded
+images; `serving_bytes` takes encoded JPEG/PNG files (a string tensor, what TF Serving's REST
+API decodes from `{"b64": ...}`), one image at a time so a request may mix sizes, and keeps
+requests small. `serving_default` is one of them: uint8 for notebooks (the default), bytes
+for Vertex AI's prediction container, which calls the default signature. How many
+detections come back, and from what score, are export options, so responses fit the serving
+limits.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from __future__ import annotations
 import dataclasses
 
 from trainer import model_dir as model_dir_lib
-from trainer.io import read_text, write_text
 from trainer.settings import SettingsError
 
 SIGNATURE = "serving_default"
+UINT8_SIGNATURE = "serving_uint8"
 BYTES_SIGNATURE = "serving_bytes"
+SIGNATURE_OF = {"uint8": UINT8_SIGNATURE, "bytes": BYTES_SIGNATURE}  # --default_signature
 MAX_DETECTIONS_LIMIT = 1000
 
 
@@ -24,8 +27,13 @@ MAX_DETECTIONS_LIMIT = 1000
 class ExportOptions:
     max_detections: int | None = None  # default: the experiment's (100)
     min_score: float | None = None  # detections scoring less are dropped (default 0.05)
+    default_signature: str = "uint8"  # which of the two `serving_default` is
 
     def __post_init__(self) -> None:
+        if self.default_signature not in SIGNATURE_OF:
+            raise SettingsError(f"--default_signature must be one of "
+                                f"{', '.join(SIGNATURE_OF)}, got "
+                                f"{self.default_signature!r}")
         if self.max_detections is not None and \
                 not 1 <= self.max_detections <= MAX_DETECTIONS_LIMIT:
             raise SettingsError(f"--max_detections must be 1 to {MAX_DETECTIONS_LIMIT}, got "
@@ -49,7 +57,7 @@ class ExportResult:
     checkpoint: str
 
 
-def _module_class():
+def _module_class(default_signature: str):
     import tensorflow as tf
     from official.vision.serving import detection
 
@@ -59,6 +67,12 @@ def _module_class():
         Model Garden normalises only RetinaNet's boxes (and only when asked); Faster R-CNN's
         come back in resized-image pixels. Consumers want [0, 1] ymin, xmin, ymax, xmax.
         """
+
+        def get_inference_signatures(self, function_keys: dict[str, str]):
+            signatures = super().get_inference_signatures(
+                {"image_tensor": UINT8_SIGNATURE, "image_bytes": BYTES_SIGNATURE})
+            signatures[SIGNATURE] = signatures[SIGNATURE_OF[default_signature]]
+            return signatures
 
         def serve(self, images: tf.Tensor):
             outputs = super().serve(images)
@@ -99,23 +113,17 @@ def export(model_dir: str, export_dir: str, checkpoint: str | None = None,
 
     params = model_dir_lib.load_params(model_dir)
     params.override(options.overrides(), is_strict=True)
-    if checkpoint and (problem := model_dir_lib.checkpoint_problem(checkpoint)):
-        raise FileNotFoundError(f"checkpoint {checkpoint} cannot be restored ({problem}); "
-                                "choose another with --checkpoint")
-    checkpoint = checkpoint or model_dir_lib.newest_restorable(model_dir)
-    if checkpoint is None:
-        raise FileNotFoundError(f"no checkpoint in {model_dir}; has training saved one yet?")
+    checkpoint = model_dir_lib.export_checkpoint(model_dir, checkpoint)
     tf.get_logger().setLevel("ERROR")  # Keras warns once per layer while saving
     input_size = list(params.task.model.input_size[:2])
-    module = _module_class()(params=params, batch_size=None, input_image_size=input_size,
-                             input_type="image_tensor", num_channels=3)
+    module = _module_class(options.default_signature)(
+        params=params, batch_size=None, input_image_size=input_size, input_type="image_tensor",
+        num_channels=3)
     export_saved_model_lib.export_inference_graph(
         input_type="image_tensor", batch_size=None, input_image_size=input_size,
         params=params, checkpoint_path=checkpoint, export_dir=export_dir,
         export_module=module,
-        function_keys={"image_tensor": SIGNATURE, "image_bytes": BYTES_SIGNATURE},
+        function_keys={"image_tensor": UINT8_SIGNATURE, "image_bytes": BYTES_SIGNATURE},
     )
-    label_map = f"{model_dir}/{model_dir_lib.LABEL_MAP_FILE}"
-    if tf.io.gfile.exists(label_map):
-        write_text(f"{export_dir}/{model_dir_lib.LABEL_MAP_FILE}", read_text(label_map))
+    model_dir_lib.copy_label_map(model_dir, export_dir)
     return ExportResult(export_dir, checkpoint)

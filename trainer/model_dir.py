@@ -124,6 +124,27 @@ def newest_restorable(model_dir: str, on_warning: Callable[[str], None] = warn
     return None
 
 
+def export_checkpoint(model_dir: str, checkpoint: str | None) -> str:
+    """The checkpoint an export reads: the one asked for, which must restore, or the newest
+    in `model_dir` that does."""
+    if checkpoint and (problem := checkpoint_problem(checkpoint)):
+        raise FileNotFoundError(f"checkpoint {checkpoint} cannot be restored ({problem}); "
+                                "choose another with --checkpoint")
+    checkpoint = checkpoint or newest_restorable(model_dir)
+    if checkpoint is None:
+        raise FileNotFoundError(f"no checkpoint in {model_dir}; has training saved one yet?")
+    return checkpoint
+
+
+def copy_label_map(model_dir: str, export_dir: str) -> None:
+    """Exports carry the run's label map, so their readers can name the classes."""
+    import tensorflow as tf
+
+    source = f"{model_dir}/{LABEL_MAP_FILE}"
+    if tf.io.gfile.exists(source):
+        write_text(f"{export_dir}/{LABEL_MAP_FILE}", read_text(source))
+
+
 def resume_from_restorable(model_dir: str, on_warning: Callable[[str], None] = warn
                            ) -> str | None:
     """Points the checkpoint state at the newest checkpoint that restores, which is where

@@ -1,9 +1,17 @@
-"""Runs an exported detector on image files: annotated pictures and a JSON of detections."""
+"""Runs a detector on image files: annotated pictures and a JSON of detections.
+
+The detector may be an exported SavedModel, a `.tflite` file, or (from the launcher) a
+Vertex AI endpoint: each is a function from one picture to its detections, and everything
+else (reading the images, drawing, the report) is the same for all of them.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import glob
+import io
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -11,61 +19,127 @@ from PIL import Image, ImageOps
 
 from trainer import model_dir as model_dir_lib
 from trainer.data.label_map import id_to_name, read_label_map
+from trainer.export import SIGNATURE, UINT8_SIGNATURE
 from trainer.visualize import draw_detections
 
 DETECTIONS_FILE = "detections.json"
+TFLITE_SUFFIX = ".tflite"
 
 
 class PredictError(RuntimeError):
     pass
 
 
-def load_model(model: str):
+@dataclasses.dataclass(frozen=True)
+class Picture:
+    path: str
+    image: Image.Image  # RGB, as a person sees it (EXIF orientation applied)
+    encoded: bytes  # the file's bytes; a PNG of `image` when EXIF turned it
+
+    @property
+    def pixels(self) -> np.ndarray:
+        return np.asarray(self.image)
+
+
+@dataclasses.dataclass(frozen=True)
+class Detections:
+    boxes: np.ndarray  # [n, 4] ymin, xmin, ymax, xmax normalised to the image
+    classes: np.ndarray  # [n] label-map ids
+    scores: np.ndarray  # [n]
+
+
+Detector = Callable[[Picture], Detections]
+
+
+def read_picture(path: str) -> Picture:
+    """Raises PIL's many error types for undecodable bytes; the caller reports them."""
+    data = Path(path).read_bytes()
+    with Image.open(io.BytesIO(data)) as opened:
+        turned = ImageOps.exif_transpose(opened)
+        image = turned.convert("RGB")
+        if turned is not opened:  # the pixels a person sees differ from the file's
+            png = io.BytesIO()
+            image.save(png, "PNG")
+            data = png.getvalue()
+    return Picture(path, image, data)
+
+
+def saved_model_detector(model: str) -> Detector:
     import tensorflow as tf
 
     try:
-        return tf.saved_model.load(model).signatures["serving_default"]
+        signatures = tf.saved_model.load(model).signatures
+        # exports before `serving_uint8` existed had it as their only default
+        serve = signatures.get(UINT8_SIGNATURE) or signatures[SIGNATURE]
     except Exception as error:  # missing, truncated or foreign files raise many types
-        raise PredictError(f"{model} is not a readable SavedModel with a serving_default "
+        raise PredictError(f"{model} is not a readable SavedModel with a uint8 image "
                            f"signature ({model_dir_lib.first_line(error)}); export one with "
                            "`invoke export`") from None
 
+    def detect(picture: Picture) -> Detections:
+        outputs = serve(tf.constant(picture.pixels[None]))
+        n = int(outputs["num_detections"][0])
+        return Detections(outputs["detection_boxes"][0][:n].numpy(),
+                          outputs["detection_classes"][0][:n].numpy(),
+                          outputs["detection_scores"][0][:n].numpy())
+
+    return detect
+
+
+def tflite_detector(model: str) -> Detector:
+    from trainer.tflite import TfliteDetector
+
+    try:
+        run = TfliteDetector(model)
+    except Exception as error:  # the interpreter raises ValueError/RuntimeError variants
+        raise PredictError(f"{model} is not a readable TFLite detector "
+                           f"({model_dir_lib.first_line(error)}); export one with "
+                           "`invoke export --format tflite`") from None
+    return lambda picture: Detections(*run(picture.pixels))
+
+
+def load_detector(model: str) -> tuple[Detector, dict[int, str]]:
+    """A SavedModel directory or a `.tflite` file, with the class names of the label map
+    exported beside it."""
+    is_tflite = model.endswith(TFLITE_SUFFIX)
+    folder = Path(model).parent if is_tflite else Path(model)
+    label_map = folder / model_dir_lib.LABEL_MAP_FILE
+    names = id_to_name(read_label_map(str(label_map))) if label_map.exists() else {}
+    return (tflite_detector if is_tflite else saved_model_detector)(model), names
+
 
 def predict(model: str, images: str, output_dir: str, min_score: float = 0.3) -> dict:
-    """Detects in every image matching `images`; unreadable images are reported, not fatal."""
-    import tensorflow as tf
-
     paths = sorted(glob.glob(images))
     if not paths:
         raise PredictError(f"no image matches {images}")
-    serve = load_model(model)
-    label_map_path = f"{model}/{model_dir_lib.LABEL_MAP_FILE}"
-    names = id_to_name(read_label_map(label_map_path)) if Path(label_map_path).exists() else {}
+    detector, names = load_detector(model)
+    return detect_files(detector, names, model, paths, output_dir, min_score)
+
+
+def detect_files(detector: Detector, names: dict[int, str], model: str, paths: list[str],
+                 output_dir: str, min_score: float) -> dict:
+    """Detects in every file; unreadable images are reported, not fatal."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     results, failures = [], []
     for path in paths:
         try:
-            with Image.open(path) as opened:
-                image = ImageOps.exif_transpose(opened).convert("RGB")  # as a person sees it
+            picture = read_picture(path)
         except Exception as error:  # PIL raises many types for undecodable bytes
             failures.append({"image": path, "error": str(error)})
             continue
-        outputs = serve(tf.constant(np.asarray(image)[None]))
-        n = int(outputs["num_detections"][0])
-        boxes = outputs["detection_boxes"][0][:n].numpy()
-        classes = outputs["detection_classes"][0][:n].numpy()
-        scores = outputs["detection_scores"][0][:n].numpy()
+        found = detector(picture)
         annotated = out / f"{Path(path).stem}_detections.jpg"
-        draw_detections(image, boxes, classes, scores, names, min_score).save(annotated,
-                                                                               quality=92)
+        draw_detections(picture.image, found.boxes, found.classes, found.scores, names,
+                        min_score).save(annotated, quality=92)
         results.append({
-            "image": path, "annotated": str(annotated), "width": image.width,
-            "height": image.height,
+            "image": path, "annotated": str(annotated), "width": picture.image.width,
+            "height": picture.image.height,
             "detections": [
                 {"box": [round(float(v), 5) for v in box], "class_id": int(cls),
                  "class": names.get(int(cls), str(int(cls))), "score": round(float(score), 5)}
-                for box, cls, score in zip(boxes, classes, scores, strict=True)
+                for box, cls, score in zip(found.boxes, found.classes, found.scores,
+                                           strict=True)
                 if score >= min_score
             ],
         })

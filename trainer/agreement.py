@@ -1,0 +1,105 @@
+"""How closely an export answers like the SavedModel: the same top detection per image, and
+COCO AP50 on labelled images. The tests hold TFLite exports to these; `invoke bench.serve`
+prints them."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from trainer.predict import Detections, Detector, Picture
+
+SAME_BOX_IOU = 0.8  # two top boxes this close are the same box
+
+
+@dataclasses.dataclass(frozen=True)
+class Labelled:
+    picture: Picture
+    boxes: np.ndarray  # [n, 4] normalised ymin, xmin, ymax, xmax
+    classes: np.ndarray  # [n]
+
+
+def labelled_images(records: str, limit: int | None = None) -> Iterator[Labelled]:
+    """The images of converted TFRecords with their boxes, as a detector sees them."""
+    import tensorflow as tf
+    from PIL import Image
+
+    features = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+                "image/filename": tf.io.FixedLenFeature([], tf.string, default_value=""),
+                "image/object/class/label": tf.io.VarLenFeature(tf.int64),
+                **{f"image/object/bbox/{k}": tf.io.VarLenFeature(tf.float32)
+                   for k in ("ymin", "xmin", "ymax", "xmax")}}
+    files = sorted(tf.io.gfile.glob(records))
+    dataset = tf.data.TFRecordDataset(files).map(
+        lambda record: tf.io.parse_single_example(record, features))
+    for example in dataset.take(-1 if limit is None else limit):
+        encoded = example["image/encoded"].numpy()
+        image = Image.open(io.BytesIO(encoded)).convert("RGB")
+        boxes = np.stack([tf.sparse.to_dense(example[f"image/object/bbox/{k}"]).numpy()
+                          for k in ("ymin", "xmin", "ymax", "xmax")], axis=-1)
+        yield Labelled(Picture(example["image/filename"].numpy().decode(), image, encoded),
+                       boxes.reshape(-1, 4),
+                       tf.sparse.to_dense(example["image/object/class/label"]).numpy())
+
+
+def iou(a: np.ndarray, b: np.ndarray) -> float:
+    inter = np.prod(np.clip(np.minimum(a[2:], b[2:]) - np.maximum(a[:2], b[:2]), 0, None))
+    union = np.prod(a[2:] - a[:2]) + np.prod(b[2:] - b[:2]) - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
+def same_top(a: Detections, b: Detections) -> bool:
+    """The highest-scoring detection of each is the same class and the same box."""
+    if not len(a.scores) or not len(b.scores):
+        return len(a.scores) == len(b.scores)
+    i, j = int(np.argmax(a.scores)), int(np.argmax(b.scores))
+    return int(a.classes[i]) == int(b.classes[j]) and iou(a.boxes[i], b.boxes[j]) >= SAME_BOX_IOU
+
+
+def top_agreement(a: Sequence[Detections], b: Sequence[Detections]) -> float:
+    return sum(map(same_top, a, b)) / len(a)
+
+
+def ap50(truth: Sequence[Labelled], found: Sequence[Detections]) -> float:
+    """COCO AP at IoU 0.5 (pycocotools), boxes in pixels as COCO counts them."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    images, annotations, results = [], [], []
+    for image_id, (labelled, detections) in enumerate(zip(truth, found, strict=True), 1):
+        width, height = labelled.picture.image.size
+        scale = np.array([height, width, height, width], np.float64)
+        images.append({"id": image_id, "width": width, "height": height})
+        for box, cls in zip(labelled.boxes * scale, labelled.classes, strict=True):
+            annotations.append({"id": len(annotations) + 1, "image_id": image_id,
+                                "category_id": int(cls), "iscrowd": 0,
+                                "bbox": _xywh(box), "area": float(np.prod(box[2:] - box[:2]))})
+        for box, cls, score in zip(detections.boxes * scale, detections.classes,
+                                   detections.scores, strict=True):
+            results.append({"image_id": image_id, "category_id": int(cls),
+                            "bbox": _xywh(box), "score": float(score)})
+    categories = sorted({a["category_id"] for a in annotations} |
+                        {r["category_id"] for r in results})
+    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
+        coco = COCO()
+        coco.dataset = {"images": images, "annotations": annotations,
+                        "categories": [{"id": c} for c in categories]}
+        coco.createIndex()
+        evaluation = COCOeval(coco, coco.loadRes(results) if results else COCO(), "bbox")
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    return float(max(evaluation.stats[1], 0.0))
+
+
+def _xywh(box: np.ndarray) -> list[float]:
+    ymin, xmin, ymax, xmax = (float(v) for v in box)
+    return [xmin, ymin, xmax - xmin, ymax - ymin]
+
+
+def detect_all(detector: Detector, truth: Sequence[Labelled]) -> list[Detections]:
+    return [detector(labelled.picture) for labelled in truth]

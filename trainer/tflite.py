@@ -1,0 +1,214 @@
+"""TFLite export for phones and edge boards, and the host side that feeds it.
+
+The `.tflite` takes one uint8 RGB image of the experiment's input size ([1, S, S, 3]) and
+normalises it in the graph; non-maximum suppression is TFLite's builtin
+`TFLite_Detection_PostProcess` (Model Garden's `nms_version: tflite`), so the file runs in
+the stock interpreter with no Select TF ops. It answers with the SavedModel's meaning: boxes
+[ymin, xmin, ymax, xmax] normalised to the input square, label-map class ids, scores.
+
+Model Garden trains on images resized to fit S x S with their aspect ratio kept and padded at
+the bottom and right; `letterbox` does the same on the host (padding with the mean colour,
+which the graph's normalisation turns into the zeros training padded with) and
+`to_image_boxes` maps the boxes back onto the whole image. A caller that stretches the image
+to S x S instead gets boxes normalised to the image directly, a little less accurate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from trainer import model_dir as model_dir_lib
+from trainer.args import QUANTIZATIONS
+from trainer.export import ExportOptions
+from trainer.settings import SettingsError
+
+TFLITE_FILE = "model.tflite"
+# Model Garden's normalisation constants (preprocess_ops.MEAN_RGB), as uint8 pixels
+MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
+CALIBRATION_IMAGES = 100  # int8: training images the converter measures ranges on
+
+
+@dataclasses.dataclass(frozen=True)
+class TfliteResult:
+    path: str
+    checkpoint: str
+    size_bytes: int
+
+
+def letterbox(image: np.ndarray, size: int) -> tuple[np.ndarray, tuple[float, float]]:
+    """An H x W x 3 uint8 image -> the model's [1, size, size, 3] input, and the fraction of
+    the square (height, width) the image fills."""
+    from PIL import Image
+
+    height, width = image.shape[:2]
+    scale = min(size / height, size / width)
+    scaled = (max(1, min(size, round(height * scale))), max(1, min(size, round(width * scale))))
+    resized = np.asarray(Image.fromarray(image).resize((scaled[1], scaled[0]),
+                                                       Image.Resampling.BILINEAR))
+    square = np.empty((size, size, 3), np.uint8)
+    square[...] = np.round(MEAN_RGB).astype(np.uint8)
+    square[:scaled[0], :scaled[1]] = resized
+    return square[np.newaxis], (scaled[0] / size, scaled[1] / size)
+
+
+def to_image_boxes(boxes: np.ndarray, filled: tuple[float, float]) -> np.ndarray:
+    """Boxes normalised to the letterboxed square -> normalised to the image."""
+    fill_y, fill_x = filled
+    return np.clip(boxes / np.array([fill_y, fill_x, fill_y, fill_x], np.float32), 0.0, 1.0)
+
+
+def _module_class():
+    import tensorflow as tf
+    from official.vision.ops import preprocess_ops
+    from official.vision.serving import detection
+
+    class TfliteDetectionModule(detection.DetectionModule):
+        """Model Garden's TFLite detection module, fed uint8 pixels: the normalisation runs in
+        the graph, so callers send plain RGB and int8 calibration sees real images."""
+
+        def get_inference_signatures(self, function_keys: dict[str, str]):
+            spec = tf.TensorSpec([1, *self._input_image_size, 3], tf.uint8, name="images")
+            return {name: self.inference_for_tflite.get_concrete_function(spec)
+                    for name in function_keys.values()}
+
+        @tf.function
+        def inference_for_tflite(self, images: tf.Tensor):
+            pixels = preprocess_ops.normalize_image(
+                tf.cast(images, tf.float32), offset=preprocess_ops.MEAN_RGB,
+                scale=preprocess_ops.STDDEV_RGB)
+            outputs = self.serve(pixels)
+            return {
+                "detection_boxes": outputs["detection_boxes"],
+                "detection_classes": outputs["detection_classes"],
+                "detection_scores": outputs["detection_scores"],
+                "num_detections": outputs["num_detections"],
+            }
+
+    return TfliteDetectionModule
+
+
+def tflite_overrides(params, options: ExportOptions) -> dict:
+    """The detection generator as TFLite's post-processing op runs it, bounded like the
+    SavedModel's."""
+    generator = params.task.model.detection_generator
+    return {"task": {"model": {"detection_generator": {
+        "nms_version": "tflite",
+        "tflite_post_processing": {
+            "max_detections": options.max_detections or generator.max_num_detections,
+            "max_classes_per_detection": 1,
+            "use_regular_nms": False,
+            "nms_score_threshold": (generator.pre_nms_score_threshold
+                                    if options.min_score is None else options.min_score),
+            "nms_iou_threshold": generator.nms_iou_threshold,
+            "normalize_anchor_coordinates": True,
+        }}}}}
+
+
+def check_exportable(params) -> None:
+    from official.vision import configs
+
+    if not isinstance(params.task.model, configs.retinanet.RetinaNet):
+        raise SettingsError("--format tflite needs a RetinaNet experiment (e.g. "
+                            "pets_retinanet_mobilenet): Model Garden's TFLite post-processing "
+                            "op decodes RetinaNet's anchors; export this model as a SavedModel")
+
+
+def calibration_images(records: str, size: int,
+                       count: int = CALIBRATION_IMAGES) -> Iterator[list[np.ndarray]]:
+    """int8 calibration: the first `count` training images, letterboxed as at inference."""
+    import tensorflow as tf
+
+    files = sorted(tf.io.gfile.glob(records))
+    if not files:
+        raise SettingsError(f"--quantize int8 measures training images, and no file matches "
+                            f"{records}; pass --data_dir with the converted TFRecords")
+    parsed = tf.data.TFRecordDataset(files).map(lambda record: tf.io.parse_single_example(
+        record, {"image/encoded": tf.io.FixedLenFeature([], tf.string)})["image/encoded"])
+    for encoded in parsed.take(count):
+        image = tf.io.decode_image(encoded, channels=3, expand_animations=False).numpy()
+        yield [letterbox(image, size)[0]]
+
+
+def convert(saved_model: str, quantize: str | None,
+            representative: Iterator[list[np.ndarray]] | None) -> bytes:
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_saved_model(saved_model)
+    if quantize == "float16":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.target_spec.supported_types = [tf.float16]
+    elif quantize == "int8":  # integer kernels where calibrated, float elsewhere
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = lambda: representative
+    return converter.convert()
+
+
+def export_tflite(model_dir: str, output_dir: str, checkpoint: str | None = None,
+                  options: ExportOptions | None = None, quantize: str | None = None,
+                  records: str | None = None) -> TfliteResult:
+    """Writes `output_dir`/model.tflite (with the label map beside it) from `checkpoint`
+    (default: the newest in `model_dir`)."""
+    import tensorflow as tf
+    from official.vision.serving import export_saved_model_lib
+
+    if quantize is not None and quantize not in QUANTIZATIONS:
+        raise SettingsError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, got "
+                            f"{quantize!r}")
+    options = options or ExportOptions()
+    params = model_dir_lib.load_params(model_dir)
+    check_exportable(params)
+    params.override(options.overrides(), is_strict=True)
+    params.override(tflite_overrides(params, options), is_strict=True)
+    checkpoint = model_dir_lib.export_checkpoint(model_dir, checkpoint)
+    size = list(params.task.model.input_size[:2])
+    representative = None
+    if quantize == "int8":
+        pattern = records or params.task.train_data.input_path
+        representative = calibration_images(pattern, size[0])
+    tf.get_logger().setLevel("ERROR")
+    with tempfile.TemporaryDirectory() as staging:
+        module = _module_class()(params=params, batch_size=1, input_image_size=size,
+                                 input_type="tflite", num_channels=3)
+        export_saved_model_lib.export_inference_graph(
+            input_type="tflite", batch_size=1, input_image_size=size, params=params,
+            checkpoint_path=checkpoint, export_dir=staging, export_module=module,
+            function_keys={"tflite": "serving_default"})
+        flatbuffer = convert(staging, quantize, representative)
+    output = Path(output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    path = output / TFLITE_FILE
+    partial = path.with_suffix(".tflite.partial")
+    partial.write_bytes(flatbuffer)
+    partial.replace(path)  # a reader never sees half a model
+    model_dir_lib.copy_label_map(model_dir, str(output))
+    return TfliteResult(str(path), checkpoint, len(flatbuffer))
+
+
+class TfliteDetector:
+    """A `.tflite` detector in TensorFlow's interpreter: an RGB image in, the SavedModel's
+    detections (boxes normalised to the image) out."""
+
+    def __init__(self, path: str, threads: int | None = None) -> None:
+        import warnings
+
+        import tensorflow as tf
+
+        with warnings.catch_warnings():  # "use ai_edge_litert": the same runtime, not needed
+            warnings.simplefilter("ignore", UserWarning)
+            self.interpreter = tf.lite.Interpreter(model_path=path, num_threads=threads)
+        self.run = self.interpreter.get_signature_runner()
+        (spec,) = self.run.get_input_details().values()
+        self.size = int(spec["shape"][1])
+
+    def __call__(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        square, filled = letterbox(image, self.size)
+        out = self.run(images=square)
+        count = int(out["num_detections"][0])
+        return (to_image_boxes(out["detection_boxes"][0][:count], filled),
+                out["detection_classes"][0][:count].astype(np.int32),
+                out["detection_scores"][0][:count])
