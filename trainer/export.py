@@ -12,13 +12,16 @@ limits.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from trainer import model_dir as model_dir_lib
+from trainer.io import write_text
 from trainer.settings import SettingsError
 
 SIGNATURE = "serving_default"
 UINT8_SIGNATURE = "serving_uint8"
 BYTES_SIGNATURE = "serving_bytes"
+EXPORT_INFO_FILE = "export.json"  # how it was exported: read without loading TensorFlow
 SIGNATURE_OF = {"uint8": UINT8_SIGNATURE, "bytes": BYTES_SIGNATURE}  # --default_signature
 MAX_DETECTIONS_LIMIT = 1000
 
@@ -126,4 +129,13 @@ def export(model_dir: str, export_dir: str, checkpoint: str | None = None,
         function_keys={"image_tensor": UINT8_SIGNATURE, "image_bytes": BYTES_SIGNATURE},
     )
     model_dir_lib.copy_label_map(model_dir, export_dir)
+    write_text(f"{export_dir}/{EXPORT_INFO_FILE}", json.dumps({
+        "checkpoint": checkpoint.rsplit("/", 1)[-1],
+        "experiment": model_dir_lib.read_run_info(model_dir).get("experiment"),
+        "default_signature": options.default_signature,
+        "signatures": {SIGNATURE: options.default_signature,
+                       **{name: kind for kind, name in SIGNATURE_OF.items()}},
+        "max_detections": params.task.model.detection_generator.max_num_detections,
+        "min_score": params.task.model.detection_generator.pre_nms_score_threshold,
+        "tensorflow": tf.__version__}, indent=2) + "\n")
     return ExportResult(export_dir, checkpoint)

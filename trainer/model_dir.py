@@ -39,6 +39,10 @@ def write_training_summary(model_dir: str, summary: dict) -> None:
     write_text(f"{model_dir}/{TRAINING_SUMMARY_FILE}", json.dumps(summary, indent=2) + "\n")
 
 
+def read_run_info(model_dir: str) -> dict:
+    return json.loads(read_text(f"{model_dir}/{RUN_FILE}"))
+
+
 def load_params(model_dir: str):
     """The ExperimentConfig a model directory was trained with."""
     import tensorflow as tf
@@ -52,7 +56,7 @@ def load_params(model_dir: str):
         raise FileNotFoundError(f"{model_dir} holds no trained model ({RUN_FILE} and "
                                 f"{PARAMS_FILE} missing); train with `invoke train` first")
     register()
-    params = exp_factory.get_exp_config(json.loads(read_text(run_path))["experiment"])
+    params = exp_factory.get_exp_config(read_run_info(model_dir)["experiment"])
     return hyperparams.override_params_dict(params, params_path, is_strict=True)
 
 

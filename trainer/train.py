@@ -64,9 +64,11 @@ def run_training(settings: TrainerSettings, params, strategy, cluster: dict,
             settings.experiment, settings.hardware,
             model_dir_lib.checkpoint_step(final) - first_step, time.monotonic() - started))
     if chief and settings.export_dir:
-        from trainer.export import export
+        from trainer.export import ExportOptions, export
 
-        result = export(settings.model_dir, settings.export_dir)
+        # the run's model is what `invoke model.upload` serves: encoded files by default
+        result = export(settings.model_dir, settings.export_dir,
+                        options=ExportOptions(default_signature="bytes"))
         print(f"exported {result.checkpoint} to {result.export_dir}", flush=True)
 
 
