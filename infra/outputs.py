@@ -35,6 +35,7 @@ class StackOutputs:
     image_tag: str
     trainer_service_account: str
     builder_service_account: str
+    serving_service_account: str  # what endpoints and batch predictions run as
     deployer_service_account: str
     planner_service_account: str
     tensorboard: str  # projects/.../locations/.../tensorboards/ID

@@ -12,7 +12,7 @@ from constructs import Construct
 from infra import names
 from infra.config import Environment
 from infra.modules.bucket import PrivateBucket, delete_rule
-from infra.modules.conditions import grants_only, object_prefix
+from infra.modules.conditions import grants_only, object_prefix, run_models
 from infra.modules.github_oidc import GithubDeployIdentity
 from infra.modules.iam import Grant
 from infra.modules.registry import DockerRepository
@@ -29,6 +29,9 @@ TRAINER_PROJECT_ROLES = (
     "roles/aiplatform.user",  # writes to the Vertex AI TensorBoard (no narrower role exists)
 )
 BUILDER_PROJECT_ROLES = ("roles/logging.logWriter",)
+# Endpoints' and batch predictions' containers write their logs and metrics; the model files
+# they read are granted on the bucket, for runs/*/model/ only.
+SERVING_PROJECT_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")
 DEPLOYER_PROJECT_ROLES = (
     "roles/serviceusage.serviceUsageAdmin", "roles/storage.admin",
     "roles/iam.serviceAccountAdmin", "roles/resourcemanager.projectIamAdmin",
@@ -49,7 +52,8 @@ PROJECT_IAM_ADMIN = "roles/resourcemanager.projectIamAdmin"
 # What the deployer may grant at project level: the roles above, never IAM admin itself, so
 # a change to its own delegation needs a human with Owner.
 DELEGATED_ROLES = tuple(sorted(
-    {*TRAINER_PROJECT_ROLES, *BUILDER_PROJECT_ROLES, *DEPLOYER_PROJECT_ROLES,
+    {*TRAINER_PROJECT_ROLES, *BUILDER_PROJECT_ROLES, *SERVING_PROJECT_ROLES,
+     *DEPLOYER_PROJECT_ROLES,
      *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES} - {PROJECT_IAM_ADMIN}))
 
 
@@ -57,6 +61,7 @@ DELEGATED_ROLES = tuple(sorted(
 class Identities:
     trainer: ServiceAccountWithRoles
     builder: ServiceAccountWithRoles
+    serving: ServiceAccountWithRoles
     deployer: ServiceAccountWithRoles
     planner: ServiceAccountWithRoles
     researchers: str  # the group, as an IAM member
@@ -93,6 +98,7 @@ class TrainingPlatformStack(TerraformStack):
             tpu_image_uri=names.image_uri(env, image_tag, names.TPU_IMAGE),
             image_tag=image_tag, trainer_service_account=who.trainer.account.email,
             builder_service_account=who.builder.account.email,
+            serving_service_account=who.serving.account.email,
             deployer_service_account=who.deployer.account.email,
             planner_service_account=who.planner.account.email,
             tensorboard=tensorboard.tensorboard.id,
@@ -119,6 +125,8 @@ class TrainingPlatformStack(TerraformStack):
                             TRAINER_PROJECT_ROLES),
             builder=account("builder", "Cloud Build: builds and pushes trainer images",
                             BUILDER_PROJECT_ROLES),
+            serving=account("serving", "Identity of Vertex AI endpoints and batch "
+                            "predictions", SERVING_PROJECT_ROLES),
             deployer=account("deployer", "GitOps: applies this stack from the main branch",
                              DEPLOYER_PROJECT_ROLES,
                              conditions={PROJECT_IAM_ADMIN: grants_only(DELEGATED_ROLES)}),
@@ -130,6 +138,7 @@ class TrainingPlatformStack(TerraformStack):
                              role=role, member=researchers)
         who.trainer.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
         who.builder.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
+        who.serving.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
         who.builder.grant("deployer-act-as", "roles/iam.serviceAccountUser",
                           who.deployer.member)
         return who
@@ -149,7 +158,10 @@ class TrainingPlatformStack(TerraformStack):
             iam=[Grant("roles/storage.objectAdmin", "researchers", who.researchers),
                  Grant("roles/storage.objectViewer", "trainer", who.trainer.member),
                  Grant("roles/storage.objectUser", "trainer", who.trainer.member,
-                       object_prefix(names.data_bucket(env), layout.RUNS_PREFIX))]))
+                       object_prefix(names.data_bucket(env), layout.RUNS_PREFIX)),
+                 # serving reads exported models, not data or checkpoints
+                 Grant("roles/storage.objectViewer", "serving", who.serving.member,
+                       run_models(names.data_bucket(env), layout.RUNS_PREFIX))]))
         build = self._after_services(PrivateBucket(
             self, "build", project=env.project_id, name=names.build_bucket(env),
             location=env.region, labels=dict(env.labels), force_destroy=True,

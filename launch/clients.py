@@ -14,15 +14,35 @@ from collections.abc import Callable
 def vertex_jobs(region: str):
     from google.cloud import aiplatform_v1
 
-    return aiplatform_v1.JobServiceClient(
-        client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
+    return _regional(aiplatform_v1.JobServiceClient, region)
 
 
 def vertex_persistent_resources(region: str):
     from google.cloud import aiplatform_v1
 
-    return aiplatform_v1.PersistentResourceServiceClient(
-        client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
+    return _regional(aiplatform_v1.PersistentResourceServiceClient, region)
+
+
+def _regional(client_class, region: str):
+    return client_class(client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
+
+
+def vertex_models(region: str):
+    from google.cloud import aiplatform_v1
+
+    return _regional(aiplatform_v1.ModelServiceClient, region)
+
+
+def vertex_endpoints(region: str):
+    from google.cloud import aiplatform_v1
+
+    return _regional(aiplatform_v1.EndpointServiceClient, region)
+
+
+def vertex_prediction(region: str):
+    from google.cloud import aiplatform_v1
+
+    return _regional(aiplatform_v1.PredictionServiceClient, region)
 
 
 def cloud_logging():
@@ -64,3 +84,6 @@ class GoogleClients:
     builds: Callable[[], object] = cloud_build
     catalog: Callable[[], object] = cloud_catalog  # the Billing Catalog (prices)
     persistent_resources: Callable[[str], object] = vertex_persistent_resources  # region ->
+    models: Callable[[str], object] = vertex_models  # region -> ModelServiceClient
+    endpoints: Callable[[str], object] = vertex_endpoints  # region -> EndpointServiceClient
+    prediction: Callable[[str], object] = vertex_prediction  # region -> PredictionService

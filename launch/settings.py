@@ -18,6 +18,7 @@ FROM_OUTPUTS = {"project": "project", "region": "region", "bucket": "bucket",
                 "service_account": "trainer_service_account", "tensorboard": "tensorboard",
                 "build_bucket": "build_bucket",
                 "builder_service_account": "builder_service_account",
+                "serving_service_account": "serving_service_account",
                 "researchers_push_images": "researchers_push_images"}
 REQUIRED = ("project", "region", "bucket", "image", "tpu_image", "service_account")
 

@@ -102,7 +102,7 @@ def test_data_bucket_is_private_versioned_and_regional(stacks, env_name):
 def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
     env = ENVIRONMENTS[env_name]
     sa = {role: names.service_account_id(env, role)
-          for role in ("trainer", "builder", "deployer", "planner")}
+          for role in ("trainer", "builder", "serving", "deployer", "planner")}
     group = f"group:{env.researchers_group}"
     wif = {r["member"] for r in resources(stacks[env_name], "google_service_account_iam_member")
            if r["role"] == "roles/iam.workloadIdentityUser"}
@@ -115,6 +115,7 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         DEPLOYER_PROJECT_ROLES,
         PLANNER_PROJECT_ROLES,
         PROJECT_IAM_ADMIN,
+        SERVING_PROJECT_ROLES,
         TRAINER_PROJECT_ROLES,
     )
 
@@ -126,6 +127,8 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         *((sa["builder"], "project", r) for r in BUILDER_PROJECT_ROLES),
         (sa["builder"], "bucket:build", "roles/storage.objectAdmin"),
         (sa["builder"], "repository", "roles/artifactregistry.writer"),
+        *((sa["serving"], "project", r) for r in SERVING_PROJECT_ROLES),
+        (sa["serving"], "bucket:data if only-run-models", "roles/storage.objectViewer"),
         *((sa["deployer"], "project", r) for r in DEPLOYER_PROJECT_ROLES
           if r != PROJECT_IAM_ADMIN),
         (sa["deployer"], "project if delegated-role-grants", PROJECT_IAM_ADMIN),
@@ -137,6 +140,7 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         (group, "project", "roles/cloudbuild.builds.editor"),
         (group, "account:" + sa["trainer"], "roles/iam.serviceAccountUser"),
         (group, "account:" + sa["builder"], "roles/iam.serviceAccountUser"),
+        (group, "account:" + sa["serving"], "roles/iam.serviceAccountUser"),
         (group, "bucket:data", "roles/storage.objectAdmin"),
         (group, "bucket:build", "roles/storage.objectUser"),
         *([(group, "repository", "roles/artifactregistry.writer")]
@@ -153,10 +157,17 @@ def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_r
     from infra.stack import DELEGATED_ROLES, PROJECT_IAM_ADMIN
 
     stack, bucket = stacks[env_name], names.data_bucket(ENVIRONMENTS[env_name])
-    (runs,) = [r for r in resources(stack, "google_storage_bucket_iam_member")
-               if r.get("condition")]
-    assert runs["condition"]["expression"] == (
-        f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/runs/")')
+    conditional = {re.search(r"service_account\.(\w+?)_account", r["member"])[1]:
+                   r["condition"]["expression"]
+                   for r in resources(stack, "google_storage_bucket_iam_member")
+                   if r.get("condition")}
+    assert conditional == {
+        "trainer":
+            f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/runs/")',
+        # endpoints read exported models only: runs/RUN/model/..., never checkpoints or data
+        "serving":
+            f'resource.name.extract("projects/_/buckets/{bucket}/objects/runs/{{run}}/model/")'
+            ' != ""'}
     (admin,) = [r for r in resources(stack, "google_project_iam_member")
                 if r["role"] == PROJECT_IAM_ADMIN]
     listed = re.search(r"hasOnly\(\[(.*)\]\)", admin["condition"]["expression"])[1]

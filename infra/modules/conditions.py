@@ -21,6 +21,15 @@ def object_prefix(bucket: str, prefix: str) -> Condition:
         description=f"objects under gs://{bucket}/{prefix}/ only")
 
 
+def run_models(bucket: str, runs_prefix: str) -> Condition:
+    """Objects in any run's exported model, `runs_prefix/RUN/model/...`, and nothing else."""
+    return Condition(
+        title="only-run-models",
+        expression=f'resource.name.extract("projects/_/buckets/{bucket}/objects/'
+                   f'{runs_prefix}/{{run}}/model/") != ""',
+        description=f"objects under gs://{bucket}/{runs_prefix}/*/model/ only")
+
+
 def grants_only(roles: Iterable[str]) -> Condition:
     """Changes to IAM policy that add or remove only these roles (Cloud Foundation Fabric's
     delegated role grants): an IAM admin that cannot grant anything else."""

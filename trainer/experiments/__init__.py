@@ -17,6 +17,9 @@ class Experiment:
     name: str
     base: str  # a Model Garden experiment registered by official.vision
     description: str
+    # `invoke model.upload` refuses runs whose final AP50 is lower: a floor that catches a
+    # broken run (labels that do not match, a diverged loss), not a quality target
+    min_ap50: float = 0.5
 
     @property
     def config_file(self) -> Path:
@@ -27,7 +30,7 @@ EXPERIMENTS = {
     e.name: e
     for e in (
         Experiment("pets_retinanet_mobilenet", "retinanet_resnetfpn_coco",
-                   "RetinaNet MobileNetV2 at 128 px: CPU and the local demo"),
+                   "RetinaNet MobileNetV2 at 128 px: CPU and the local demo", min_ap50=0.5),
         Experiment("pets_retinanet_resnetfpn", "retinanet_resnetfpn_coco",
                    "RetinaNet ResNet-50-FPN at 640 px: GPUs and TPUs"),
         Experiment("pets_fasterrcnn_resnetfpn", "fasterrcnn_resnetfpn_coco",

@@ -1,0 +1,187 @@
+"""Model Registry: a trained run becomes a version of its experiment's Vertex AI Model, and
+only when its final evaluation clears the gate.
+
+A run's versions share one parent Model per experiment (`pets-retinanet-mobilenet`), so the
+registry shows a model's history; each version carries its run, experiment and final COCO
+metrics as labels, and aliases (`candidate`, `default`) that deployments can name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+
+from google.cloud import aiplatform_v1
+
+from launch.errors import InputError, MissingError
+from launch.gcs.upload import list_blobs
+from launch.vertex.hardware import catalogue
+from launch.vertex.jobs import RunPaths
+from launch.vertex.spec import label_value
+from trainer.data import layout
+from trainer.experiments import EXPERIMENTS
+from trainer.export import EXPORT_INFO_FILE
+from trainer.model_dir import RUN_FILE
+
+CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")
+EVALUATION = re.compile(r"eval/ckpt-(\d+)\.json")
+METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
+ALIAS = re.compile(r"[a-z][a-z0-9-]{0,127}")
+DEFAULT_ALIASES = ("candidate",)
+UPLOAD_TIMEOUT = 1800.0
+
+
+class GateError(InputError):
+    """A run whose evaluation does not allow it into the registry."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    step: int
+    metrics: dict[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """What the gate read about a run: everything the Model spec needs."""
+
+    run: RunPaths
+    experiment: str
+    evaluation: Evaluation
+    export: dict  # the artifact's export.json
+
+
+def parent_model_id(experiment: str) -> str:
+    """Model ids: lowercase letters, digits and '-' (underscores are not allowed)."""
+    return label_value(experiment).replace("_", "-")
+
+
+def prediction_image(region: str, device: str = "cpu") -> str:
+    containers = catalogue()["prediction_containers"]
+    geo = next((name for name, prefixes in containers["geos"].items()
+                if region.startswith(tuple(prefixes))), "us")
+    return containers["image"].format(geo=geo, device=device,
+                                      version=containers["tensorflow"][0].replace(".", "-"))
+
+
+def check_aliases(text: str) -> tuple[str, ...]:
+    aliases = tuple(a.strip() for a in text.split(",") if a.strip())
+    for alias in aliases:
+        if not ALIAS.fullmatch(alias):
+            raise InputError(f"--aliases: {alias!r} is not a version alias (a lowercase "
+                             "letter, then letters, digits or '-')")
+    return aliases
+
+
+def _final(step_of, names: list[str], pattern: re.Pattern) -> int | None:
+    steps = [int(m.group(1)) for name in names if (m := pattern.fullmatch(step_of(name)))]
+    return max(steps) if steps else None
+
+
+def read_candidate(storage, run: RunPaths) -> Candidate:
+    """The run's final checkpoint, its evaluation and its exported model, from the bucket.
+    Every value is checked: these files are written by jobs, not by us."""
+    prefix = f"{layout.RUNS_PREFIX}/{run.run_id}"
+    names = [blob.name for blob in list_blobs(storage, run.bucket, f"{prefix}/checkpoints")]
+    relative = lambda name: name.removeprefix(f"{prefix}/checkpoints/")  # noqa: E731
+    final = _final(relative, names, CHECKPOINT)
+    if final is None:
+        raise MissingError(f"run {run.run_id} has no checkpoint in {run.checkpoints}; train it "
+                           "with `invoke train --target vertex --run-id "
+                           f"{run.run_id}`")
+    evaluated = _final(relative, names, EVALUATION)
+    if evaluated != final:
+        raise GateError(f"run {run.run_id}'s final checkpoint ckpt-{final} has no evaluation "
+                        f"(newest: {f'ckpt-{evaluated}' if evaluated else 'none'}); evaluate it "
+                        f"with `invoke eval --target vertex --run-id {run.run_id} --once`")
+    bucket = storage.bucket(run.bucket)
+    read = lambda path: _json(bucket.blob(f"{prefix}/{path}"), path)  # noqa: E731
+    result = read(f"checkpoints/eval/ckpt-{final}.json")
+    export = read(f"model/{EXPORT_INFO_FILE}")
+    if export.get("default_signature") != "bytes":
+        raise GateError(f"{run.model} answers uint8 pixels by default; Vertex AI's container "
+                        "calls serving_default with encoded files: re-export it with `invoke "
+                        f"export --run-id {run.run_id} --output-dir {run.model} "
+                        "--default-signature bytes`")
+    experiment = read(f"checkpoints/{RUN_FILE}").get("experiment")
+    if experiment not in EXPERIMENTS:
+        raise GateError(f"run {run.run_id} names experiment {experiment!r}, not one of ours")
+    return Candidate(run, experiment, Evaluation(final, _metrics(result.get("metrics"))),
+                     export)
+
+
+def _json(blob, path: str) -> dict:
+    from google.api_core import exceptions
+
+    try:
+        value = json.loads(blob.download_as_bytes(start=0, end=1 << 20))
+    except exceptions.NotFound:
+        raise MissingError(f"gs://{blob.bucket.name}/{blob.name} is missing") from None
+    except ValueError:
+        raise GateError(f"gs://{blob.bucket.name}/{blob.name} is not JSON") from None
+    if not isinstance(value, dict):
+        raise GateError(f"gs://{blob.bucket.name}/{blob.name} is not a JSON object ({path})")
+    return value
+
+
+def _metrics(found) -> dict[str, float]:
+    """COCO metrics are numbers in [-1, 1] (-1: no object of that size); anything else is
+    not a metric and fails the gate rather than reaching a label."""
+    if not isinstance(found, dict):
+        raise GateError("the evaluation has no metrics")
+    metrics = {}
+    for name in METRICS:
+        value = found.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not math.isfinite(value) or not -1 <= value <= 1:
+            raise GateError(f"the evaluation's {name} is {value!r}, not a COCO metric")
+        metrics[name] = float(value)
+    return metrics
+
+
+def gate(candidate: Candidate, min_ap50: float | None) -> float:
+    """The AP50 bar this run must reach: --min-ap50, else its experiment's."""
+    bar = EXPERIMENTS[candidate.experiment].min_ap50 if min_ap50 is None else min_ap50
+    ap50 = candidate.evaluation.metrics["AP50"]
+    if ap50 < bar:
+        source = "--min-ap50" if min_ap50 is not None else \
+            f"the default of {candidate.experiment}"
+        raise GateError(f"run {candidate.run.run_id} is not uploaded: its final AP50 is "
+                        f"{ap50:.3f} (ckpt-{candidate.evaluation.step}), below {bar:.3f} "
+                        f"({source}); train longer, or pass --min-ap50 to accept it")
+    return bar
+
+
+def model_spec(candidate: Candidate, image: str) -> aiplatform_v1.Model:
+    """The Model version: the run's SavedModel on the prebuilt TensorFlow container."""
+    metrics = candidate.evaluation.metrics
+    summary = ", ".join(f"{k} {metrics[k]:.4f}" for k in ("AP", "AP50", "AP75"))
+    return aiplatform_v1.Model(
+        display_name=parent_model_id(candidate.experiment),
+        description=EXPERIMENTS[candidate.experiment].description,
+        version_description=f"run {candidate.run.run_id}, ckpt-{candidate.evaluation.step}: "
+                            f"{summary}",
+        artifact_uri=candidate.run.model,
+        container_spec=aiplatform_v1.ModelContainerSpec(image_uri=image),
+        labels={"run-id": candidate.run.run_id,
+                "experiment": label_value(candidate.experiment),
+                "step": str(candidate.evaluation.step),
+                **{label_value(k): _metric_label(metrics[k]) for k in ("AP", "AP50", "AP75")}})
+
+
+def _metric_label(value: float) -> str:
+    """0.8352 -> "0_8352": label values allow no '.'."""
+    return f"{value:.4f}".replace(".", "_").replace("-", "minus")
+
+
+def upload_request(project: str, region: str, model: aiplatform_v1.Model,
+                   parent: aiplatform_v1.Model | None) -> aiplatform_v1.UploadModelRequest:
+    """A new version of `parent`, or the first version of the experiment's Model."""
+    location = f"projects/{project}/locations/{region}"
+    if parent is not None:
+        return aiplatform_v1.UploadModelRequest(parent=location, parent_model=parent.name,
+                                                model=model)
+    return aiplatform_v1.UploadModelRequest(parent=location, model=model,
+                                            model_id=model.display_name)
