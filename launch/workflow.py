@@ -76,17 +76,32 @@ def predict(model: str, images: str, output_dir: str, min_score: float | None = 
     client = _client_if_remote(storage_client, model, images, output_dir)
     if mirror.is_gcs(model):
         model = str(mirror.stage_directory(client, model))
-    if mirror.is_gcs(images):
-        folder, _, pattern = images.rpartition("/")
-        if pattern in ("", ".", ".."):
-            raise mirror.UnsafePathError(f"{images!r}: end the URL with a file "
-                                                "pattern, e.g. gs://BUCKET/DIR/*.jpg")
-        images = f"{mirror.stage_directory(client, folder)}/{pattern}"
     local_out = _local(output_dir)
-    run_job(jobs.tool_job(PredictArgs(model, images, str(local_out),
+    run_job(jobs.tool_job(PredictArgs(model, stage_images(client, images), str(local_out),
                                       **({} if min_score is None else {"min_score": min_score}))))
+    return publish_predictions(client, output_dir)
+
+
+def stage_images(client, images: str) -> str:
+    """A gs://BUCKET/DIR/PATTERN glob -> the same pattern in DIR's local mirror."""
+    if not mirror.is_gcs(images):
+        return images
+    folder, _, pattern = images.rpartition("/")
+    if pattern in ("", ".", ".."):
+        raise mirror.UnsafePathError(f"{images!r}: end the URL with a file pattern, e.g. "
+                                     "gs://BUCKET/DIR/*.jpg")
+    return f"{mirror.stage_directory(client, folder)}/{pattern}"
+
+
+def predictions_dir(output_dir: str) -> Path:
+    """Where predictions are written first: `output_dir`, or a gs:// one's mirror."""
+    return _local(output_dir)
+
+
+def publish_predictions(client, output_dir: str) -> str:
+    """Uploads a gs:// `output_dir` from its mirror, its report naming the bucket's files."""
     if client is not None:
-        report = local_out / DETECTIONS_FILE
+        report = _local(output_dir) / DETECTIONS_FILE
         report.write_text(json.dumps(mirror.mirrored_to_urls(
             json.loads(report.read_text())), indent=2) + "\n")
     return _publish(client, output_dir)

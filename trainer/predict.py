@@ -30,6 +30,11 @@ class PredictError(RuntimeError):
     pass
 
 
+class ImageRefused(Exception):
+    """A detector could not answer for one image (too large to send, say): reported with the
+    image, and the others go on."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Picture:
     path: str
@@ -128,7 +133,11 @@ def detect_files(detector: Detector, names: dict[int, str], model: str, paths: l
         except Exception as error:  # PIL raises many types for undecodable bytes
             failures.append({"image": path, "error": str(error)})
             continue
-        found = detector(picture)
+        try:
+            found = detector(picture)
+        except ImageRefused as error:
+            failures.append({"image": path, "error": str(error)})
+            continue
         annotated = out / f"{Path(path).stem}_detections.jpg"
         draw_detections(picture.image, found.boxes, found.classes, found.scores, names,
                         min_score).save(annotated, quality=92)

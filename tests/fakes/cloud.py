@@ -17,6 +17,13 @@ from launch.cloud import Cloud
 from tests.fakes.build import FakeArtifactRegistry, FakeCloudBuild
 from tests.fakes.gcs import FakeGcs
 from tests.fakes.logs import FakeLoggingService
+from tests.fakes.serving import (
+    BatchRunner,
+    FakeEndpointService,
+    FakeModelService,
+    FakePredictionService,
+    SavedModelRunner,
+)
 from tests.fakes.vertex import FakeJobService, FakePersistentResources
 
 REPOSITORY = "us-central1-docker.pkg.dev/pets-detector-dev/pets-images"
@@ -41,7 +48,11 @@ def fake_cloud(workdir: Path) -> Iterator[SimpleNamespace]:
     """`.cloud(**flags)` makes a Cloud; the fakes are attributes, for assertions."""
     with FakeJobService() as vertex, FakeLoggingService() as logs, \
             FakeArtifactRegistry() as registry, FakeCloudBuild(registry) as builds, \
-            FakeGcs() as gcs, FakePersistentResources() as persistent:
+            FakeGcs() as gcs, FakePersistentResources() as persistent, \
+            FakeModelService() as models, FakeEndpointService(models) as endpoints:
+        runner = SavedModelRunner(gcs.client())
+        vertex.batch_runner = BatchRunner(models, runner)
+        prediction = FakePredictionService(endpoints, runner).__enter__()
         previous = os.environ.get("STORAGE_EMULATOR_HOST")
         os.environ["STORAGE_EMULATOR_HOST"] = gcs.url  # resumable uploads read it
         try:
@@ -53,13 +64,18 @@ def fake_cloud(workdir: Path) -> Iterator[SimpleNamespace]:
             clients = GoogleClients(jobs=lambda region: vertex.client(), logs=logs.client,
                                     storage=lambda project: gcs.client(),
                                     registry=registry.client, builds=builds.client,
-                                    persistent_resources=lambda region: persistent.client())
+                                    persistent_resources=lambda region: persistent.client(),
+                                    models=lambda region: models.client(),
+                                    endpoints=lambda region: endpoints.client(),
+                                    prediction=lambda region: prediction.client())
             yield SimpleNamespace(
                 vertex=vertex, logs=logs, registry=registry, builds=builds, storage=storage,
-                persistent=persistent,
+                persistent=persistent, models=models, endpoints=endpoints,
+                prediction=prediction,
                 cloud=lambda **flags: Cloud(
                     overrides=flags, environ={}, clients=clients, outputs_path=outputs))
         finally:
+            prediction.__exit__()
             if previous is None:
                 os.environ.pop("STORAGE_EMULATOR_HOST", None)
             else:

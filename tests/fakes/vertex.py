@@ -35,6 +35,9 @@ class FakeJobService(GrpcFake):
         # with that google.rpc code, as capacity failures and preemptions do
         self.script: list[tuple[int, str] | None] = []
         self.failing: dict[str, tuple[int, str]] = {}
+        self.batch_jobs: dict[str, aiplatform_v1.BatchPredictionJob] = {}
+        self.batch_received: list[aiplatform_v1.CreateBatchPredictionJobRequest] = []
+        self.batch_runner = None  # runs a batch job when it succeeds (tests/fakes/serving.py)
         super().__init__()
 
     def handlers(self) -> dict:
@@ -46,7 +49,34 @@ class FakeJobService(GrpcFake):
                                     aiplatform_v1.ListCustomJobsResponse.serialize),
             "CancelCustomJob": unary(self.cancel, aiplatform_v1.CancelCustomJobRequest,
                                      empty_pb2.Empty.SerializeToString),
+            "CreateBatchPredictionJob": unary(
+                self.create_batch, aiplatform_v1.CreateBatchPredictionJobRequest,
+                aiplatform_v1.BatchPredictionJob.serialize),
+            "GetBatchPredictionJob": unary(
+                self.get_batch, aiplatform_v1.GetBatchPredictionJobRequest,
+                aiplatform_v1.BatchPredictionJob.serialize),
         }
+
+    def create_batch(self, request, context):
+        self.batch_received.append(request)
+        name = f"{request.parent}/batchPredictionJobs/{len(self.batch_jobs) + 1}"
+        job = aiplatform_v1.BatchPredictionJob(request.batch_prediction_job)
+        job.name, job.state = name, aiplatform_v1.JobState.JOB_STATE_PENDING
+        self.batch_jobs[name] = job
+        return job
+
+    def get_batch(self, request, context):
+        """PENDING -> RUNNING -> SUCCEEDED, one step a read; the batch runs at the last."""
+        job = self.batch_jobs.get(request.name)
+        if job is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"{request.name} not found")
+        if job.state.name == "JOB_STATE_PENDING":
+            job.state = aiplatform_v1.JobState.JOB_STATE_RUNNING
+        elif job.state.name == "JOB_STATE_RUNNING":
+            if self.batch_runner is not None:
+                self.batch_runner(job)
+            job.state = aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
+        return job
 
     def create(self, request, context):
         for word, code in ERRORS.items():

@@ -1,0 +1,97 @@
+"""What Vertex AI's TensorFlow container answers, read back as detections: online (an
+endpoint, one image a request, sent as `{"b64": ...}`) and in batch (JSON lines of
+`{"instance": URI, "prediction": {...}}`). Predictions come from a server: every value is
+checked before it reaches a picture or a report."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Iterable, Mapping
+
+import numpy as np
+
+from trainer.predict import Detections, Detector, ImageRefused, Picture
+
+# Vertex AI refuses online requests over 1.5 MB; base64 makes a file 4/3 larger, and the
+# JSON around it takes a few bytes more
+MAX_REQUEST_BYTES = 1_572_864
+ENVELOPE_BYTES = 64
+
+
+class BadAnswer(ValueError):
+    """A prediction that is not the export's four outputs."""
+
+
+def instance(picture: Picture) -> dict[str, str]:
+    """One image as TF Serving's JSON carries bytes."""
+    encoded = base64.b64encode(picture.encoded).decode("ascii")
+    if len(encoded) + ENVELOPE_BYTES > MAX_REQUEST_BYTES:
+        raise ImageRefused(f"{len(picture.encoded) / 1e6:.1f} MB encoded is more than a "
+                           f"Vertex AI online request takes ({MAX_REQUEST_BYTES / 1e6:.1f} MB "
+                           "after base64): resize it, or use batch prediction "
+                           "(`invoke predict --target vertex`)")
+    return {"b64": encoded}
+
+
+def detections(prediction: Mapping) -> Detections:
+    """The export's outputs for one image -> detections, cut at num_detections."""
+    try:
+        count = prediction["num_detections"]
+        boxes = np.asarray(prediction["detection_boxes"], np.float64)
+        classes = np.asarray(prediction["detection_classes"], np.float64)
+        scores = np.asarray(prediction["detection_scores"], np.float64)
+    except (KeyError, TypeError, ValueError) as error:
+        raise BadAnswer(f"not a detection: {str(error)[:100]}") from None
+    if isinstance(count, bool) or not isinstance(count, (int, float)) or \
+            not math.isfinite(count) or not 0 <= count <= len(scores):
+        raise BadAnswer(f"num_detections {str(count)[:40]} is not a count of "
+                        f"{len(scores)} scores")
+    n = int(count)
+    if boxes.ndim != 2 or boxes.shape[1:] != (4,) or len(boxes) < n or len(classes) < n:
+        raise BadAnswer(f"boxes {boxes.shape} and classes {classes.shape} do not hold "
+                        f"{n} detections")
+    boxes, classes, scores = boxes[:n], classes[:n], scores[:n]
+    if not (np.isfinite(boxes).all() and np.isfinite(scores).all() and
+            np.isfinite(classes).all()):
+        raise BadAnswer("non-finite numbers in a detection")
+    return Detections(np.clip(boxes, 0.0, 1.0).astype(np.float32),
+                      classes.astype(np.int32), scores.astype(np.float32))
+
+
+def endpoint_detector(client, endpoint: str) -> Detector:
+    """Each picture sent to the endpoint on its own (a request stays under the limit)."""
+
+    def detect(picture: Picture) -> Detections:
+        response = client.predict(endpoint=endpoint, instances=[instance(picture)])
+        (prediction,) = response.predictions
+        try:
+            return detections(prediction)
+        except BadAnswer as error:
+            raise ImageRefused(f"the endpoint's answer: {error}") from None
+
+    return detect
+
+
+def batch_results(lines: Iterable[str]) -> tuple[dict[str, Detections], dict[str, str]]:
+    """JSON lines of a batch job's results and errors -> detections and errors by file URI."""
+    found, errors = {}, {}
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            uri = row["instance"]
+            if not isinstance(uri, str):
+                raise TypeError("instance is not a file URI")
+        except (ValueError, KeyError, TypeError):
+            continue  # not a row of ours: nothing to attribute it to
+        if "prediction" in row:
+            try:
+                found[uri] = detections(row["prediction"])
+            except BadAnswer as error:
+                errors[uri] = str(error)
+        else:
+            errors[uri] = str(row.get("error", "no prediction"))[:300]
+    return found, errors

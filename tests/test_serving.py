@@ -1,0 +1,279 @@
+"""Serving against local fakes of Vertex AI's Model, Endpoint and Job services (the real
+client library, the API's own protos): the registry gate, the exact requests, traffic splits,
+and what comes back from a server checked before it is drawn."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from google.cloud import aiplatform_v1
+
+from launch.errors import InputError, MissingError, StepFailed
+from launch.serving import answers, commands, endpoints, registry
+from launch.serving.endpoints import Serving
+from tests.fakes.cloud import OUTPUTS, fake_cloud
+from trainer.predict import ImageRefused, Picture
+
+METRICS = {"AP": 0.8352, "AP50": 0.97, "AP75": 0.9, "APs": -1.0, "APm": 0.7, "APl": 0.86}
+CPU_IMAGE = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+
+
+def put(storage, name: str, data: bytes | str) -> None:
+    storage.bucket(OUTPUTS.bucket).blob(name).upload_from_string(data)
+
+
+def write_run(storage, run_id: str = "r1", step: int = 1000, metrics: dict | None = None,
+              evaluated: int | None = None, signature: str = "bytes",
+              experiment: str = "pets_retinanet_mobilenet") -> None:
+    """A trained run's files as the jobs leave them in the bucket."""
+    root = f"runs/{run_id}"
+    put(storage, f"{root}/checkpoints/{'run.json'}", json.dumps({"experiment": experiment}))
+    for s in (step // 2, step):
+        put(storage, f"{root}/checkpoints/ckpt-{s}.index", b"index")
+    put(storage, f"{root}/checkpoints/eval/ckpt-{evaluated or step}.json",
+        json.dumps({"step": evaluated or step, "metrics": metrics or METRICS}))
+    put(storage, f"{root}/model/export.json", json.dumps({"default_signature": signature}))
+    put(storage, f"{root}/model/saved_model.pb", b"pb")
+    put(storage, f"{root}/model/label_map.pbtxt", "item { id: 1 name: 'Abyssinian' }\n")
+
+
+@pytest.fixture
+def services(tmp_path):
+    with fake_cloud(tmp_path) as fakes:
+        yield fakes
+
+
+def cpu(region: str) -> Serving:
+    return Serving.from_flags(region, "n1-standard-4", None, 1, 2, 100)
+
+
+def test_upload_sends_the_model_version_with_its_metrics_and_moves_the_candidate_alias(
+        services):
+    write_run(services.storage, "r1")
+    said = commands.upload_model(services.cloud(), "r1")
+    assert "AP50 0.970 at ckpt-1000 clears 0.500" in said
+    parent = "projects/pets-detector-dev/locations/us-central1/models/pets-retinanet-mobilenet"
+    assert f"uploaded as {parent}@1 (aliases: candidate)" in said
+    (first,) = services.models.received
+    assert first.parent == "projects/pets-detector-dev/locations/us-central1"
+    assert first.model_id == "pets-retinanet-mobilenet" and not first.parent_model
+    model = first.model
+    assert model.artifact_uri == "gs://pets-data/runs/r1/model"
+    assert model.container_spec.image_uri == CPU_IMAGE
+    assert dict(model.labels) == {"run-id": "r1", "experiment": "pets_retinanet_mobilenet",
+                                  "step": "1000", "ap": "0_8352", "ap50": "0_9700",
+                                  "ap75": "0_9000"}
+    assert model.version_description == \
+        "run r1, ckpt-1000: AP 0.8352, AP50 0.9700, AP75 0.9000"
+
+    write_run(services.storage, "r2", step=2000)
+    commands.upload_model(services.cloud(), "r2", aliases="candidate,staging")
+    second = services.models.received[1]
+    assert second.parent_model == parent and not second.model_id
+    versions = {v.version_id: list(v.version_aliases) for v in services.models.versions[parent]}
+    # the first version stays the default; the candidate alias moved to the new one
+    assert versions == {"1": ["default"], "2": ["candidate", "staging"]}
+
+
+def test_the_gate_refuses_a_run_without_a_final_evaluation_or_below_the_bar(services):
+    cloud = services.cloud()
+    write_run(services.storage, "late", step=1000, evaluated=500)
+    with pytest.raises(registry.GateError, match=r"final checkpoint ckpt-1000 has no "
+                       r"evaluation \(newest: ckpt-500\).*invoke eval --target vertex "
+                       r"--run-id late --once"):
+        commands.upload_model(cloud, "late")
+    write_run(services.storage, "weak", metrics={**METRICS, "AP50": 0.31})
+    with pytest.raises(registry.GateError, match=r"final AP50 is 0\.310 \(ckpt-1000\), below "
+                       r"0\.500 \(the default of pets_retinanet_mobilenet\)"):
+        commands.upload_model(cloud, "weak")
+    assert "clears 0.300" in commands.upload_model(cloud, "weak", min_ap50=0.3)
+    with pytest.raises(MissingError, match="run none has no checkpoint"):
+        commands.upload_model(cloud, "none")
+    assert len(services.models.received) == 1  # only the run that passed
+
+
+@pytest.mark.parametrize("value", [float("nan"), "0.9", True, 1.5, None])
+def test_metrics_that_are_not_metrics_fail_the_gate(services, value):
+    write_run(services.storage, "odd", metrics={**METRICS, "AP50": value})
+    with pytest.raises(registry.GateError, match=r"AP50 is .* not a COCO metric"):
+        commands.upload_model(services.cloud(), "odd")
+    assert not services.models.received
+
+
+def test_a_model_exported_for_notebooks_is_refused_with_the_command_that_fixes_it(services):
+    write_run(services.storage, "r1", signature="uint8")
+    with pytest.raises(registry.GateError, match="invoke export --run-id r1 --output-dir "
+                       "gs://pets-data/runs/r1/model --default-signature bytes"):
+        commands.upload_model(services.cloud(), "r1")
+
+
+def test_a_dry_run_prints_the_request_and_sends_nothing(services):
+    write_run(services.storage, "r1")
+    said = commands.upload_model(services.cloud(region="europe-west4"), "r1", gpu=True,
+                                 dry_run=True)
+    request = json.loads(said[said.index("{"):])
+    assert request["model"]["containerSpec"]["imageUri"] == \
+        "europe-docker.pkg.dev/vertex-ai/prediction/tf2-gpu.2-15:latest"
+    assert request["modelId"] == "pets-retinanet-mobilenet"
+    assert not services.models.received
+
+
+def test_deploy_shares_traffic_with_the_version_deployed_and_undeploy_gives_it_back(services):
+    cloud = services.cloud()
+    for run in ("r1", "r2"):
+        write_run(services.storage, run)
+        commands.upload_model(cloud, run)
+    said = commands.deploy(cloud, "r1", cpu)
+    (endpoint,) = services.endpoints.endpoints.values()
+    assert endpoint.display_name == "pets-detector" and f"to {endpoint.name}" in said
+    first = services.endpoints.received[1]  # after the endpoint's creation
+    assert first.traffic_split == {"0": 100}
+    deployed = first.deployed_model
+    assert deployed.model.endswith("/models/pets-retinanet-mobilenet@1")
+    assert deployed.service_account == OUTPUTS.serving_service_account
+    assert deployed.dedicated_resources.machine_spec.machine_type == "n1-standard-4"
+    assert (deployed.dedicated_resources.min_replica_count,
+            deployed.dedicated_resources.max_replica_count) == (1, 2)
+
+    old_id = endpoint.deployed_models[0].id
+    commands.deploy(cloud, "r2", lambda region: Serving.from_flags(
+        region, "n1-standard-4", None, 1, 1, 20), endpoint=endpoint.name.rsplit("/", 1)[-1])
+    assert services.endpoints.received[-1].traffic_split == {"0": 20, old_id: 80}
+    listed = commands.list_endpoints(cloud)
+    assert "pets-retinanet-mobilenet@1  80%  n1-standard-4 x 1-2  (r1)" in listed
+    assert "pets-retinanet-mobilenet@2  20%" in listed
+
+    said = commands.undeploy(cloud, endpoint.name.rsplit("/", 1)[-1], old_id)
+    new_id = next(d.id for d in endpoint.deployed_models)
+    assert services.endpoints.received[-1].traffic_split == {new_id: 100}
+    assert f"traffic {new_id}: 100%" in said
+    with pytest.raises(InputError, match="has no deployed model 'nope'"):
+        commands.undeploy(cloud, endpoint.name, "nope")
+
+
+def test_deploy_checks_the_machine_and_the_container_before_any_request(services):
+    cloud = services.cloud()
+    write_run(services.storage, "r1")
+    commands.upload_model(cloud, "r1")
+
+    def gpu(region: str) -> Serving:
+        return Serving.from_flags(region, "g2-standard-4", "NVIDIA_L4:1", 1, 1, 100)
+
+    with pytest.raises(InputError, match=r"serves on the CPU container .* upload it with --gpu"):
+        commands.deploy(cloud, "r1", gpu)
+    with pytest.raises(InputError, match="nothing is deployed on this endpoint"):
+        commands.deploy(cloud, "r1", lambda region: Serving.from_flags(
+            region, "n1-standard-4", None, 1, 1, 50))
+    write_run(services.storage, "r9")
+    with pytest.raises(MissingError, match=r"invoke model.upload --run-id r9"):
+        commands.deploy(cloud, "r9", cpu)
+    assert not [r for r in services.endpoints.received
+                if isinstance(r, aiplatform_v1.DeployModelRequest)]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("n1-standard-4", None, 0, 1, 100), "replicas"),
+    (("n1-standard-4", None, 3, 2, 100), "replicas"),
+    (("n1-standard-4", None, 1, 1, 101), "--traffic is a percentage"),
+    (("ct5lp-hightpu-4t", None, 1, 1, 100), "serve on CPU or GPU machines"),
+    (("n1-standard-4", "NVIDIA_L4:1", 1, 1, 100), "L4"),
+])
+def test_serving_flags_that_cannot_work_are_named(flags, message):
+    with pytest.raises(InputError, match=message):
+        Serving.from_flags("us-central1", *flags)
+
+
+@pytest.mark.parametrize("current, traffic, expected", [
+    ({}, 100, {"0": 100}),
+    ({"a": 100}, 10, {"0": 10, "a": 90}),
+    ({"a": 50, "b": 50}, 33, {"0": 33, "a": 34, "b": 33}),
+    ({"a": 1, "b": 2}, 0, {"0": 0, "a": 33, "b": 67}),
+])
+def test_traffic_splits_always_add_up(current, traffic, expected):
+    split = endpoints.split_with_new(current, traffic)
+    assert split == expected and sum(split.values()) == 100
+
+
+def test_undeploying_gives_the_share_to_the_rest():
+    assert endpoints.split_without({"a": 20, "b": 40, "c": 40}, "a") == {"b": 50, "c": 50}
+    assert endpoints.split_without({"a": 100, "b": 0}, "a") == {"b": 100}
+    assert endpoints.split_without({"a": 100}, "a") == {}
+
+
+PREDICTION = {"num_detections": 2, "detection_boxes": [[0.1, 0.2, 0.5, 0.6], [0, 0, 1.2, 1],
+                                                       [0, 0, 0, 0]],
+              "detection_classes": [3, 1, 0], "detection_scores": [0.9, 0.4, 0.0]}
+
+
+def test_predictions_from_a_server_are_checked_before_they_are_drawn():
+    found = answers.detections(PREDICTION)
+    assert found.classes.tolist() == [3, 1] and found.boxes.max() == 1.0  # clipped
+    for bad in ({**PREDICTION, "num_detections": 5}, {**PREDICTION, "num_detections": True},
+                {**PREDICTION, "num_detections": float("nan")},
+                {**PREDICTION, "detection_scores": [float("inf"), 0.4, 0]},
+                {**PREDICTION, "detection_boxes": [[0.1, 0.2]]},
+                {k: v for k, v in PREDICTION.items() if k != "detection_boxes"}):
+        with pytest.raises(answers.BadAnswer):
+            answers.detections(bad)
+
+
+def test_batch_results_are_read_by_file_and_odd_lines_are_not_trusted():
+    lines = [json.dumps({"instance": "gs://b/a.jpg", "prediction": PREDICTION}),
+             json.dumps({"instance": "gs://b/bad.jpg", "error": "Invalid JPEG data"}),
+             json.dumps({"instance": "gs://b/odd.jpg", "prediction": {"num_detections": 9}}),
+             json.dumps({"instance": {"b64": "..."}, "prediction": PREDICTION}),
+             "not json", ""]
+    found, errors = answers.batch_results(lines)
+    assert set(found) == {"gs://b/a.jpg"}
+    assert errors["gs://b/bad.jpg"] == "Invalid JPEG data"
+    assert "gs://b/odd.jpg" in errors
+
+
+def test_an_image_too_large_for_an_online_request_is_refused_alone():
+    from PIL import Image
+
+    big = Picture("big.png", Image.new("RGB", (1, 1)), np.random.default_rng(0).bytes(1_300_000))
+    with pytest.raises(ImageRefused, match=r"1.3 MB encoded is more than a Vertex AI online "
+                       r"request takes .* --target vertex"):
+        answers.instance(big)
+
+
+def test_batch_inputs_list_the_matching_files_and_skip_names_that_break_a_line(services):
+    for name in ("images/a.jpg", "images/b.jpg", "images/c.png", "images/sub/d.jpg",
+                 "images/evil\nname.jpg"):
+        put(services.storage, name, b"x")
+    uris = commands.batch_inputs(services.storage, "gs://pets-data/images/*.jpg")
+    assert uris == ["gs://pets-data/images/a.jpg", "gs://pets-data/images/b.jpg",
+                    "gs://pets-data/images/sub/d.jpg"]
+    with pytest.raises(InputError, match="no object matches"):
+        commands.batch_inputs(services.storage, "gs://pets-data/images/*.gif")
+
+
+def test_the_batch_job_is_a_file_list_job_on_the_serving_identity(services):
+    cloud = services.cloud()
+    write_run(services.storage, "r1")
+    commands.upload_model(cloud, "r1")
+    put(services.storage, "images/a.jpg", b"not an image")
+    services.vertex.batch_runner = None  # the job only: no model runs here
+    with pytest.raises(StepFailed, match=r"batch prediction .* wrote no results"):
+        commands.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
+                               poll_seconds=0, say=lambda text: None)
+    (request,) = services.vertex.batch_received
+    job = request.batch_prediction_job
+    assert job.model.endswith("/models/pets-retinanet-mobilenet@1")
+    assert job.input_config.instances_format == "file-list"
+    (listing,) = job.input_config.gcs_source.uris
+    assert listing.startswith("gs://pets-data/runs/r1/batch/") and listing.endswith(
+        "/inputs.txt")
+    assert job.output_config.predictions_format == "jsonl"
+    assert job.output_config.gcs_destination.output_uri_prefix == \
+        listing.removesuffix("inputs.txt")
+    assert job.service_account == OUTPUTS.serving_service_account
+    assert job.dedicated_resources.machine_spec.machine_type == "n1-standard-4"
+    assert job.dedicated_resources.max_replica_count == 2
+    assert job.labels["run-id"] == "r1"
+    name = listing.removeprefix("gs://pets-data/")
+    assert services.storage.bucket("pets-data").blob(name).download_as_text() == \
+        "gs://pets-data/images/a.jpg\n"
