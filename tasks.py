@@ -13,6 +13,7 @@ from launch import jobs, workflow
 from launch.errors import InputError, StepFailed, UserError
 from launch.jobs import Places, Request
 from launch.resources import Resources, Scheduling, optional_number
+from launch.workflow import ExportChoices
 from trainer.args import ConvertArgs, DownloadArgs, SampleArgs
 
 WORK = "work"
@@ -219,6 +220,7 @@ def _launch(name: str, request, target) -> None:
     _say(lambda: executor_for(name, target).launch(request))
 
 
+LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
 BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
                "env": "infra environment", "project": "GCP project", "bucket": "data bucket"}
 
@@ -227,34 +229,142 @@ BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
             "output_dir": "SavedModel destination, local or gs://",
             "checkpoint": "e.g. ckpt-500 (default: the newest)",
             "max_detections": "detections per image (default 100)",
-            "min_score": "drop detections scoring less (default 0.05)", **BUCKET_HELP})
+            "min_score": "drop detections scoring less (default 0.05)",
+            "format": "saved_model (default) or tflite (OUTPUT_DIR/model.tflite)",
+            "quantize": "tflite: float16, or int8 (calibrated on training images)",
+            "default_signature": "what serving_default takes: uint8 (default) or bytes "
+                                 "(encoded files: what Vertex AI's container sends)",
+            "calibration_data": "int8: TFRecord glob (default: the run's training data)",
+            **BUCKET_HELP})
 def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env=None,
-           project=None, bucket=None, max_detections=None, min_score=None):
-    """Export a SavedModel (uint8 images or encoded files in; boxes, classes, scores out)."""
+           project=None, bucket=None, max_detections=None, min_score=None,
+           format="saved_model", quantize=None, default_signature="uint8",
+           calibration_data=None):
+    """Export a SavedModel (uint8 images or encoded files in) or a TFLite model."""
     from launch.cloud import place
 
     cloud = _cloud(c, project=project, bucket=bucket, env=env)
     _say(lambda: "exported to " + workflow.export(
         place(cloud, run_id, model_dir, lambda run: run.checkpoints, MODEL_DIR),
         place(cloud, run_id, output_dir, lambda run: run.exported, EXPORT_DIR), checkpoint,
-        storage_client=cloud.storage,
-        max_detections=optional_number("--max-detections", max_detections, int),
-        min_score=optional_number("--min-score", min_score, float)))
+        storage_client=cloud.storage, options=ExportChoices(
+            max_detections=optional_number("--max-detections", max_detections, int),
+            min_score=optional_number("--min-score", min_score, float), format=format,
+            quantize=quantize or None, default_signature=default_signature,
+            calibration_data=calibration_data or None)))
 
 
-@task(help={"model": "SavedModel: local or gs:// (default: work/exported)",
+SERVING_HELP = {"machine_type": "serving machine (default n1-standard-4)",
+                "accelerator": "TYPE:COUNT, e.g. NVIDIA_L4:1 (needs a model uploaded --gpu)",
+                "min_replicas": "replicas always up", "max_replicas": "autoscaling bound"}
+
+
+def _serving(machine_type, accelerator, min_replicas, max_replicas, traffic=100):
+    """The serving machine, validated (against the region) when the task knows it."""
+    from launch.serving.endpoints import Serving
+    from launch.vertex.hardware import catalogue
+
+    return lambda region: Serving.from_flags(
+        region, machine_type or catalogue()["prediction_containers"]["default_machine"],
+        accelerator, optional_number("--min-replicas", min_replicas, int),
+        optional_number("--max-replicas", max_replicas, int),
+        optional_number("--traffic", traffic, int))
+
+
+@task(help={"model": "SavedModel dir or .tflite file: local or gs:// (default: "
+                     "work/exported)",
             "images": "image glob, local or gs://BUCKET/DIR/*.jpg",
-            "output_dir": "annotated images and detections.json, local or gs://",
-            "min_score": "score cut", **BUCKET_HELP})
-def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=f"{WORK}/predictions",
-            min_score=0.3, run_id=None, env=None, project=None, bucket=None):
-    """Detect pets in images: annotated pictures plus a JSON of detections."""
+            "output_dir": "annotated images and detections.json, local or gs:// (vertex "
+                          "default: the run's predictions/)",
+            "min_score": "score cut", "endpoint": "ask this Vertex AI endpoint (id)",
+            "target": "local (default), or vertex: a batch prediction job with --run-id's "
+                      "model over gs:// images",
+            **SERVING_HELP, **BUCKET_HELP, "region": "Vertex AI region"})
+def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=None,
+            min_score=0.3, run_id=None, env=None, project=None, bucket=None, endpoint=None,
+            target="local", machine_type=None, accelerator=None, min_replicas=1,
+            max_replicas=1, region=None):
+    """Detect pets in images (a model here, an endpoint, or a batch job): annotated
+    pictures plus a JSON of detections."""
     from launch.cloud import place
 
-    cloud = _cloud(c, project=project, bucket=bucket, env=env)
+    cloud = _cloud(c, project=project, bucket=bucket, env=env, region=region)
+    score = _guarded(lambda: optional_number("--min-score", min_score, float))
+    if endpoint or target == "vertex":
+        from launch.serving import commands
+
+        if endpoint:
+            _say(lambda: "predictions in " + commands.predict_online(
+                cloud, endpoint, images, output_dir or f"{WORK}/predictions", score))
+            return
+        if not run_id:
+            raise Exit("error: --target vertex predicts with a run's uploaded model: pass "
+                       "--run-id", code=2)
+        _say(lambda: "predictions in " + commands.predict_batch(
+            cloud, run_id, images, output_dir, score,
+            _serving(machine_type, accelerator, min_replicas, max_replicas)))
+        return
+    if target != "local":
+        raise Exit(f"error: --target must be local or vertex, got {target!r}", code=2)
     _say(lambda: "predictions in " + workflow.predict(
-        place(cloud, run_id, model, lambda run: run.model, EXPORT_DIR), images, output_dir,
-        optional_number("--min-score", min_score, float), storage_client=cloud.storage))
+        place(cloud, run_id, model, lambda run: run.model, EXPORT_DIR), images,
+        output_dir or f"{WORK}/predictions", score, storage_client=cloud.storage))
+
+
+@task(name="upload", help={"run_id": "the trained run (gs://BUCKET/runs/RUN_ID)",
+                           "min_ap50": "refuse a run whose final AP50 is lower (default: "
+                                       "the experiment's)",
+                           "aliases": "version aliases (default: candidate; add default "
+                                      "to make it the model's default version)",
+                           "gpu": "serve on the GPU container (deploy with --accelerator)",
+                           "dry_run": "print the UploadModelRequest JSON, send nothing",
+                           **LIST_HELP})
+def model_upload(c, run_id, min_ap50=None, aliases="candidate", gpu=False, dry_run=False,
+                 env=None, project=None, region=None):
+    """Upload a run's SavedModel to the Vertex AI Model Registry, if its evaluation passes."""
+    from launch.serving import commands
+
+    cloud = _cloud(c, project, region, env=env)
+    _say(lambda: commands.upload_model(
+        cloud, run_id, optional_number("--min-ap50", min_ap50, float), aliases, bool(gpu),
+        bool(dry_run)))
+
+
+@task(name="deploy", help={"run_id": "the uploaded run to deploy",
+                           "endpoint": "endpoint id (default: pets-detector, created if "
+                                       "missing)",
+                           "traffic": "percent of requests for this version; the deployed "
+                                      "ones share the rest (default 100)",
+                           "dry_run": "print the DeployModelRequest JSON, deploy nothing",
+                           **SERVING_HELP, **LIST_HELP})
+def endpoint_deploy(c, run_id, endpoint=None, machine_type=None, accelerator=None,
+                    min_replicas=1, max_replicas=1, traffic=100, dry_run=False, env=None,
+                    project=None, region=None):
+    """Deploy a run's registered model to an endpoint, sharing traffic with what is there."""
+    from launch.serving import commands
+
+    cloud = _cloud(c, project, region, env=env)
+    _say(lambda: commands.deploy(
+        cloud, run_id, _serving(machine_type, accelerator, min_replicas, max_replicas,
+                                traffic), endpoint, bool(dry_run)))
+
+
+@task(name="list", help=LIST_HELP)
+def endpoint_list(c, env=None, project=None, region=None):
+    """List the endpoints, their deployed models and traffic."""
+    from launch.serving import commands
+
+    _say(lambda: commands.list_endpoints(_cloud(c, project, region, env=env)))
+
+
+@task(name="undeploy", help={"endpoint": "endpoint id", "deployed_model": "deployed model id "
+                             "(from endpoint.list)", **LIST_HELP})
+def endpoint_undeploy(c, endpoint, deployed_model, env=None, project=None, region=None):
+    """Undeploy a model from an endpoint; its traffic goes to the others."""
+    from launch.serving import commands
+
+    _say(lambda: commands.undeploy(_cloud(c, project, region, env=env), endpoint,
+                                   deployed_model))
 
 
 @task(help={"logdir": "a model directory, local or gs:// (default: work/model)",
@@ -284,9 +394,6 @@ def demo(c, workdir=f"{WORK}/demo", steps=None, num_images=None):
         workdir, optional_number("--steps", steps, int),
         optional_number("--num-images", num_images, int)))
     print(result.summary())
-
-
-LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
 
 
 @task(help={"env": "infra environment", "project": "GCP project", "region": "Vertex AI region",
@@ -406,5 +513,8 @@ image = Collection("image", image_build)
 pricing = Collection("pricing", pricing_refresh)
 jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_logs, jobs_cancel,
                              jobs_wait)
-namespace = Collection(data, bench, image, pricing, jobs_collection, doctor, train, evaluate,
-                       export, predict, tensorboard, demo)
+model = Collection("model", model_upload)
+endpoint_collection = Collection("endpoint", endpoint_deploy, endpoint_list, endpoint_undeploy)
+namespace = Collection(data, bench, image, pricing, jobs_collection, model,
+                       endpoint_collection, doctor, train, evaluate, export, predict,
+                       tensorboard, demo)

@@ -15,7 +15,15 @@ from launch.gcs import mirror
 from launch.gcs.upload import upload_directory
 from launch.local import LocalExecutor, progress_printer
 from launch.resources import DEFAULT_RESOURCES, Resources
-from trainer.args import ConvertArgs, ExportArgs, PredictArgs, SampleArgs
+from trainer.args import (
+    DEFAULT_SIGNATURES,
+    EXPORT_FORMATS,
+    QUANTIZATIONS,
+    ConvertArgs,
+    ExportArgs,
+    PredictArgs,
+    SampleArgs,
+)
 from trainer.data import pets
 from trainer.experiments import default_train_steps
 from trainer.predict import DETECTIONS_FILE
@@ -53,11 +61,35 @@ def evaluate(run: jobs.TrainingRun, continuous: bool, idle_timeout: float | None
     run_job(jobs.eval_job(run, continuous, idle_timeout))
 
 
+@dataclasses.dataclass(frozen=True)
+class ExportChoices:
+    """`invoke export`'s options, checked before the export starts."""
+
+    max_detections: int | None = None
+    min_score: float | None = None
+    format: str = "saved_model"
+    quantize: str | None = None
+    default_signature: str = "uint8"
+    calibration_data: str | None = None
+
+    def __post_init__(self) -> None:
+        for flag, value, allowed in (("--format", self.format, EXPORT_FORMATS),
+                                     ("--quantize", self.quantize, (None, *QUANTIZATIONS)),
+                                     ("--default-signature", self.default_signature,
+                                      DEFAULT_SIGNATURES)):
+            if value not in allowed:
+                raise InputError(f"{flag} must be one of "
+                                 f"{', '.join(a for a in allowed if a)}, got {value!r}")
+        if self.quantize and self.format != "tflite":
+            raise InputError("--quantize applies to --format tflite")
+
+
 def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
            storage_client: Callable[[], object] | None = None,
-           max_detections: int | None = None, min_score: float | None = None) -> str:
-    """Exports a SavedModel; a gs:// model directory is staged first (the run files and one
-    checkpoint) and a gs:// output directory is uploaded after exporting locally."""
+           options: ExportChoices = ExportChoices()) -> str:
+    """Exports a SavedModel or a .tflite; a gs:// model directory is staged first (the run
+    files and one checkpoint) and a gs:// output directory is uploaded after exporting
+    locally."""
     client = _client_if_remote(storage_client, model_dir, output_dir)
     if mirror.is_gcs(model_dir):
         local_model, local_checkpoint = mirror.stage_checkpoint(client, model_dir, checkpoint)
@@ -65,7 +97,7 @@ def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
     elif checkpoint and "/" not in checkpoint:  # `5000` or `ckpt-5000` in the model directory
         checkpoint = f"{model_dir}/{mirror.checkpoint_name(checkpoint)}"
     run_job(jobs.tool_job(ExportArgs(model_dir, str(_local(output_dir)), checkpoint,
-                                     max_detections, min_score)))
+                                     **dataclasses.asdict(options))))
     return _publish(client, output_dir)
 
 

@@ -90,3 +90,17 @@ def exported(trained, tmp_path_factory) -> Path:
     export_dir = tmp_path_factory.mktemp("exported") / "saved_model"
     run_trainer("export", f"--model_dir={trained[0]}", f"--export_dir={export_dir}")
     return export_dir
+
+
+SERVED_MAX_DETECTIONS, SERVED_MIN_SCORE = 20, 0.1
+
+
+@pytest.fixture(scope="session")
+def served(trained, tmp_path_factory) -> Path:
+    """The trained model exported as Vertex AI serves it: encoded files by default, fewer
+    detections from a higher score (a response that stays small)."""
+    export_dir = tmp_path_factory.mktemp("served") / "model"
+    run_trainer("export", f"--model_dir={trained[0]}", f"--export_dir={export_dir}",
+                "--default_signature=bytes", f"--max_detections={SERVED_MAX_DETECTIONS}",
+                f"--min_score={SERVED_MIN_SCORE}")
+    return export_dir

@@ -15,9 +15,19 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import AP50_BOUND, REPO, TRAIN_STEPS, data_flags, run_trainer, trainer_process
+from tests.conftest import (
+    AP50_BOUND,
+    REPO,
+    SERVED_MAX_DETECTIONS,
+    SERVED_MIN_SCORE,
+    TRAIN_STEPS,
+    data_flags,
+    run_trainer,
+    trainer_process,
+)
 
 pytestmark = pytest.mark.slow
+
 
 def test_training_reaches_the_ap50_bound(trained):
     model_dir, _, _ = trained
@@ -117,7 +127,7 @@ def test_export_signature_and_prediction_on_a_sample_image(exported, tmp_path):
 
 
 def test_the_bytes_signature_answers_like_the_uint8_one_and_options_bound_it(
-        trained, exported, tmp_path):
+        trained, exported, served, tmp_path):
     """`serving_bytes` takes encoded files (as TF Serving's REST API feeds them from b64),
     of mixed sizes in one request, and returns what `serving_uint8` returns."""
     import io
@@ -153,15 +163,14 @@ def test_the_bytes_signature_answers_like_the_uint8_one_and_options_bound_it(
         np.testing.assert_allclose(mine["detection_boxes"][top],
                                    alone["detection_boxes"][alone_top], atol=1e-3)
 
-    bounded = tmp_path / "bounded"
-    run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={bounded}",
-                "--max_detections=5", "--min_score=0.3", "--default_signature=bytes")
     # for Vertex AI's prediction container, which calls the default signature
-    result = tf.saved_model.load(str(bounded)).signatures["serving_default"](tf.constant(files))
-    assert result["detection_boxes"].shape == (3, 5, 4)
+    result = tf.saved_model.load(str(served)).signatures["serving_default"](tf.constant(files))
+    assert result["detection_boxes"].shape == (3, SERVED_MAX_DETECTIONS, 4)
     for scores, count in zip(result["detection_scores"].numpy(),
                              result["num_detections"].numpy(), strict=True):
-        assert (scores[:count] >= 0.3).all()
+        assert (scores[:count] >= SERVED_MIN_SCORE).all()
+    info = json.loads((served / "export.json").read_text())
+    assert info["default_signature"] == "bytes" and info["max_detections"] == 20
     refused = run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'x'}",
                           "--max_detections=0", check=False)
     assert refused.returncode == 2 and "--max_detections must be 1 to 1000" in refused.stderr

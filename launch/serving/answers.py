@@ -64,8 +64,12 @@ def endpoint_detector(client, endpoint: str) -> Detector:
     """Each picture sent to the endpoint on its own (a request stays under the limit)."""
 
     def detect(picture: Picture) -> Detections:
+        from google.cloud import aiplatform_v1
+        from google.protobuf import json_format
+
         response = client.predict(endpoint=endpoint, instances=[instance(picture)])
-        (prediction,) = response.predictions
+        (prediction,) = json_format.MessageToDict(
+            aiplatform_v1.PredictResponse.pb(response))["predictions"]
         try:
             return detections(prediction)
         except BadAnswer as error:

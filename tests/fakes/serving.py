@@ -20,7 +20,7 @@ from pathlib import Path
 import grpc
 from google.cloud import aiplatform_v1
 from google.longrunning import operations_pb2
-from google.protobuf import json_format
+from google.protobuf import json_format, struct_pb2
 
 from tests.fakes.grpc_server import GrpcFake, unary
 
@@ -298,9 +298,11 @@ class FakePredictionService(GrpcFake):
             predictions = self.runner.predict(model.artifact_uri, instances)
         except ValueError as error:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        return aiplatform_v1.PredictResponse(predictions=predictions, deployed_model_id=busiest,
-                                             model=model.name,
-                                             model_version_id=model.version_id)
+        response = aiplatform_v1.PredictResponse.pb(aiplatform_v1.PredictResponse(
+            deployed_model_id=busiest, model=model.name, model_version_id=model.version_id))
+        response.predictions.extend(json_format.ParseDict(p, struct_pb2.Value())
+                                    for p in predictions)
+        return aiplatform_v1.PredictResponse.wrap(response)
 
     def client(self) -> aiplatform_v1.PredictionServiceClient:
         from google.cloud.aiplatform_v1.services.prediction_service.transports import (
