@@ -503,11 +503,20 @@ def bench_relaunch(c, relaunches=20):
     relaunch.main(int(relaunches))
 
 
+@task(help={"model_dir": "a trained model directory (default: the demo's)"})
+def bench_serve(c, model_dir=f"{WORK}/demo/model"):
+    """Benchmark serving: ms per image, AP50 and agreement of the SavedModel and TFLite."""
+    from benchmarks import serve_speed
+
+    serve_speed.main(model_dir)
+
+
 data = Collection("data", sample, download, convert, upload)
 bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")
 bench.add_task(bench_relaunch, name="relaunch")
+bench.add_task(bench_serve, name="serve")
 bench.add_task(bench_train, name="train")
 image = Collection("image", image_build)
 pricing = Collection("pricing", pricing_refresh)
