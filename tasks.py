@@ -318,13 +318,13 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=None,
                                       "to make it the model's default version)",
                            "gpu": "serve on the GPU container (deploy with --accelerator)",
                            "dry_run": "print the UploadModelRequest JSON, send nothing",
-                           **LIST_HELP})
+                           **LIST_HELP, "bucket": "data bucket"})
 def model_upload(c, run_id, min_ap50=None, aliases="candidate", gpu=False, dry_run=False,
-                 env=None, project=None, region=None):
+                 env=None, project=None, region=None, bucket=None):
     """Upload a run's SavedModel to the Vertex AI Model Registry, if its evaluation passes."""
     from launch.serving import commands
 
-    cloud = _cloud(c, project, region, env=env)
+    cloud = _cloud(c, project, region, bucket, env=env)
     _say(lambda: commands.upload_model(
         cloud, run_id, optional_number("--min-ap50", min_ap50, float), aliases, bool(gpu),
         bool(dry_run)))
@@ -336,14 +336,14 @@ def model_upload(c, run_id, min_ap50=None, aliases="candidate", gpu=False, dry_r
                            "traffic": "percent of requests for this version; the deployed "
                                       "ones share the rest (default 100)",
                            "dry_run": "print the DeployModelRequest JSON, deploy nothing",
-                           **SERVING_HELP, **LIST_HELP})
+                           **SERVING_HELP, **LIST_HELP, "bucket": "data bucket"})
 def endpoint_deploy(c, run_id, endpoint=None, machine_type=None, accelerator=None,
                     min_replicas=1, max_replicas=1, traffic=100, dry_run=False, env=None,
-                    project=None, region=None):
+                    project=None, region=None, bucket=None):
     """Deploy a run's registered model to an endpoint, sharing traffic with what is there."""
     from launch.serving import commands
 
-    cloud = _cloud(c, project, region, env=env)
+    cloud = _cloud(c, project, region, bucket, env=env)
     _say(lambda: commands.deploy(
         cloud, run_id, _serving(machine_type, accelerator, min_replicas, max_replicas,
                                 traffic), endpoint, bool(dry_run)))

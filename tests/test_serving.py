@@ -277,3 +277,33 @@ def test_the_batch_job_is_a_file_list_job_on_the_serving_identity(services):
     name = listing.removeprefix("gs://pets-data/")
     assert services.storage.bucket("pets-data").blob(name).download_as_text() == \
         "gs://pets-data/images/a.jpg\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["endpoint.deploy", "--run-id=r1", "--min-replicas=0"], "replicas: need 1 <="),
+    (["endpoint.deploy", "--run-id=r1", "--traffic=150"], "--traffic is a percentage"),
+    (["endpoint.deploy", "--run-id=r1", "--machine-type=ct5lp-hightpu-4t"],
+     "serve on CPU or GPU machines"),
+    (["model.upload", "--run-id=../x"], "is not a run id"),
+    (["model.upload", "--run-id=r1", "--aliases=Bad Alias"], "is not a version alias"),
+    (["predict", "--target=vertex"], "pass --run-id"),
+    (["predict", "--target=vertex", "--run-id=r1", "--images=photos/*.jpg"],
+     "batch prediction reads the bucket"),
+    (["export", "--quantize=int8"], "--quantize applies to --format tflite"),
+    (["export", "--format=onnx"], "--format must be one of saved_model, tflite"),
+])
+def test_serving_tasks_refuse_flags_that_cannot_work_before_any_request(args, message):
+    """Through `invoke` itself, with no credentials at all: the refusal comes first."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "GOOGLE_APPLICATION_CREDENTIALS": str(REPO / "work" / "none.json")}
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", *args, "--project=p", "--region=us-central1",
+         "--bucket=b"] if args[0] != "export" else [sys.executable, "-m", "invoke", *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and "Traceback" not in result.stderr

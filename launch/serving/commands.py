@@ -41,7 +41,7 @@ class Place:
 
     @classmethod
     def of(cls, cloud: Cloud) -> Place:
-        fields = cloud.fields(("project", "region", "bucket"))
+        fields = cloud.fields(("project", "region"))
         return cls(cloud, fields["project"], fields["region"])
 
     @property
@@ -70,7 +70,8 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
                  dry_run: bool = False) -> str:
     place = Place.of(cloud)
     wanted = registry.check_aliases(aliases)
-    candidate = registry.read_candidate(cloud.storage(), run_paths(cloud, run_id))
+    paths = run_paths(cloud, run_id)  # a run id is checked before any request
+    candidate = registry.read_candidate(cloud.storage(), paths)
     bar = registry.gate(candidate, min_ap50)
     image = registry.prediction_image(place.region, "gpu" if gpu else "cpu")
     model = registry.model_spec(candidate, image)
