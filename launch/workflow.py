@@ -82,6 +82,9 @@ class ExportChoices:
                                  f"{', '.join(a for a in allowed if a)}, got {value!r}")
         if self.quantize and self.format != "tflite":
             raise InputError("--quantize applies to --format tflite")
+        if self.format == "tflite" and self.default_signature != "uint8":
+            raise InputError("--default-signature applies to SavedModels; a .tflite takes "
+                             "uint8 pixels")
 
 
 def export(model_dir: str, output_dir: str, checkpoint: str | None = None,

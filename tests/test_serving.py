@@ -291,6 +291,7 @@ def test_the_batch_job_is_a_file_list_job_on_the_serving_identity(services):
      "batch prediction reads the bucket"),
     (["export", "--quantize=int8"], "--quantize applies to --format tflite"),
     (["export", "--format=onnx"], "--format must be one of saved_model, tflite"),
+    (["export", "--format=tflite", "--default-signature=bytes"], "a .tflite takes uint8"),
 ])
 def test_serving_tasks_refuse_flags_that_cannot_work_before_any_request(args, message):
     """Through `invoke` itself, with no credentials at all: the refusal comes first."""

@@ -112,6 +112,10 @@ def run_export(args: trainer_args.ExportArgs) -> int:
     if args.format == "tflite":
         from trainer.tflite import export_tflite
 
+        if args.default_signature != "uint8":
+            raise settings_lib.SettingsError("--default_signature applies to SavedModels; a "
+                                             ".tflite takes uint8 pixels")
+
         done = export_tflite(args.model_dir, args.export_dir, args.checkpoint, options,
                              args.quantize, args.calibration_data)
         print(f"exported {done.checkpoint} to {done.path} ({done.size_bytes / 1e6:.1f} MB)")
