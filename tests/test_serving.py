@@ -213,6 +213,8 @@ def test_predictions_from_a_server_are_checked_before_they_are_drawn():
     for bad in ({**PREDICTION, "num_detections": 5}, {**PREDICTION, "num_detections": True},
                 {**PREDICTION, "num_detections": float("nan")},
                 {**PREDICTION, "detection_scores": [float("inf"), 0.4, 0]},
+                {**PREDICTION, "detection_classes": [1e40, 1, 0]},
+                {**PREDICTION, "detection_classes": [1.5, 1, 0]},
                 {**PREDICTION, "detection_boxes": [[0.1, 0.2]]},
                 {k: v for k, v in PREDICTION.items() if k != "detection_boxes"}):
         with pytest.raises(answers.BadAnswer):
@@ -240,13 +242,13 @@ def test_an_image_too_large_for_an_online_request_is_refused_alone():
         answers.instance(big)
 
 
-def test_batch_inputs_list_the_matching_files_and_skip_names_that_break_a_line(services):
+def test_batch_inputs_are_the_folders_matching_files_and_skip_names_that_break_a_line(
+        services):
     for name in ("images/a.jpg", "images/b.jpg", "images/c.png", "images/sub/d.jpg",
                  "images/evil\nname.jpg"):
         put(services.storage, name, b"x")
     uris = commands.batch_inputs(services.storage, "gs://pets-data/images/*.jpg")
-    assert uris == ["gs://pets-data/images/a.jpg", "gs://pets-data/images/b.jpg",
-                    "gs://pets-data/images/sub/d.jpg"]
+    assert uris == ["gs://pets-data/images/a.jpg", "gs://pets-data/images/b.jpg"]
     with pytest.raises(InputError, match="no object matches"):
         commands.batch_inputs(services.storage, "gs://pets-data/images/*.gif")
 

@@ -56,6 +56,8 @@ def detections(prediction: Mapping) -> Detections:
     if not (np.isfinite(boxes).all() and np.isfinite(scores).all() and
             np.isfinite(classes).all()):
         raise BadAnswer("non-finite numbers in a detection")
+    if (np.abs(classes) >= 2**31).any() or (classes != np.round(classes)).any():
+        raise BadAnswer("class ids that are not label-map ids")
     return Detections(np.clip(boxes, 0.0, 1.0).astype(np.float32),
                       classes.astype(np.int32), scores.astype(np.float32))
 

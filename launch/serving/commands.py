@@ -253,17 +253,18 @@ def predict_online(cloud: Cloud, endpoint: str, images: str, output_dir: str,
 
 
 def batch_inputs(storage, images: str) -> list[str]:
-    """The gs:// files a glob names (`gs://BUCKET/DIR/*.jpg`, matched below DIR/)."""
+    """The gs:// files a glob names (`gs://BUCKET/DIR/*.jpg`: DIR's own files, as a local
+    glob matches them)."""
     folder, _, pattern = images.rpartition("/")
     where = mirror.GcsPath.parse(folder)
     if not pattern or pattern in (".", ".."):
         raise InputError(f"--images {images!r}: end it with a file pattern, e.g. "
                          "gs://BUCKET/DIR/*.jpg")
     uris = []
-    for blob in list_blobs(storage, where.bucket, where.prefix):
+    for blob in list_blobs(storage, where.bucket, where.prefix, delimiter="/"):
         name = blob.name.removeprefix(f"{where.prefix}/")
         # a file list is one URI a line: a name that would break a line is not sent
-        if fnmatch.fnmatchcase(name, pattern) and not any(c in name for c in "\r\n"):
+        if fnmatch.fnmatchcase(name, pattern) and not any(c in name for c in "\r\n/"):
             uris.append(f"gs://{where.bucket}/{blob.name}")
     if not uris:
         raise InputError(f"no object matches {images}")
@@ -314,7 +315,7 @@ def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None
     say(f"batch prediction {job.name}: {len(uris)} image(s) with "
         f"{version.name}@{version.version_id}")
     job = _wait_batch(jobs, job.name, poll_seconds, say)
-    if job.state.name != "JOB_STATE_SUCCEEDED":
+    if job.state.name not in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"):
         raise StepFailed(f"batch prediction {job.name} ended {job.state.name}: "
                          f"{job.error.message or 'see its logs in the console'}")
     if not job.output_info.gcs_output_directory:
