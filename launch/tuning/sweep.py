@@ -1,0 +1,230 @@
+"""A hyperparameter sweep as data: what to vary, what to optimise, how many trials.
+
+Written as a YAML file or as repeated `--param` flags, and checked here before anything is
+built or sent: an unknown parameter, an empty range, a metric the evaluator does not write,
+more parallel trials than trials. The same `Sweep` becomes a Vertex AI study spec or a local
+Optuna study.
+
+    metric: AP50            # any of METRICS
+    goal: maximize
+    trials: 12
+    parallel: 3
+    algorithm: bayesian     # bayesian | random | grid
+    params:
+      learning_rate: {low: 1e-4, high: 1e-2, log: true}
+      batch_size: [8, 16, 32]
+      task.model.head.num_convs: {low: 1, high: 4}
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+import yaml
+
+from launch.errors import InputError
+
+# Friendly names for the knobs researchers turn most, and the config path each sets; any
+# other dotted path of the experiment's config works as is.
+PARAMETERS = {
+    "learning_rate": "trainer.optimizer_config.learning_rate.cosine.initial_learning_rate",
+    "warmup_steps": "trainer.optimizer_config.warmup.linear.warmup_steps",
+    "batch_size": "task.train_data.global_batch_size",
+    "input_size": "task.model.input_size",  # a square side: S becomes [S, S, 3]
+}
+# What the evaluator writes for every checkpoint (COCO, pycocotools' names)
+METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl", "ARmax1", "ARmax10", "ARmax100", "ARs",
+           "ARm", "ARl")
+GOALS = ("maximize", "minimize")
+ALGORITHMS = ("bayesian", "random", "grid")
+MAX_TRIALS = 1000
+CONFIG_PATH = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+")
+
+
+class SweepError(InputError):
+    """A sweep that cannot run; the message names the field and what would work."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Param:
+    """One parameter: a range (`low`..`high`, integers or reals, optionally log-scaled) or a
+    list of values (numbers or words)."""
+
+    name: str
+    low: float | None = None
+    high: float | None = None
+    log: bool = False
+    integer: bool = False
+    values: tuple = ()
+
+    def __post_init__(self) -> None:
+        if self.name not in PARAMETERS and not CONFIG_PATH.fullmatch(self.name):
+            raise SweepError(f"parameter {self.name!r} is neither one of "
+                             f"{', '.join(PARAMETERS)} nor a dotted config path (e.g. "
+                             "task.model.head.num_convs)")
+        if self.values:
+            if self.low is not None or self.high is not None:
+                raise SweepError(f"{self.name}: give a range or values, not both")
+            if len(set(self.values)) != len(self.values):
+                raise SweepError(f"{self.name}: values {list(self.values)} repeat")
+            for value in self.values:
+                if isinstance(value, bool) or not isinstance(value, (int, float, str)) or \
+                        (isinstance(value, float) and not math.isfinite(value)):
+                    raise SweepError(f"{self.name}: {value!r} is not a number or a word")
+            return
+        if self.low is None or self.high is None:
+            raise SweepError(f"{self.name}: give low and high, or a list of values")
+        for bound in (self.low, self.high):
+            if isinstance(bound, bool) or not isinstance(bound, (int, float)) or \
+                    not math.isfinite(bound):
+                raise SweepError(f"{self.name}: bounds must be finite numbers, got "
+                                 f"{self.low!r}..{self.high!r}")
+        if not self.low < self.high:
+            raise SweepError(f"{self.name}: the range {self.low}..{self.high} is empty; "
+                             "low must be below high")
+        if self.log and self.low <= 0:
+            raise SweepError(f"{self.name}: a log scale needs low > 0, got {self.low}")
+
+    @property
+    def is_range(self) -> bool:
+        return not self.values
+
+    @property
+    def config_path(self) -> str:
+        return PARAMETERS.get(self.name, self.name)
+
+    @property
+    def parameter_id(self) -> str:
+        """The name Vertex AI passes the trial's value under (`--ID=VALUE`)."""
+        return self.name.replace(".", "__")
+
+    def override(self, value) -> dict:
+        """The params override that sets this parameter to `value`."""
+        if self.name == "input_size":
+            value = [int(value), int(value), 3]
+        node: dict = {}
+        top = node
+        *parents, leaf = self.config_path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+        return top
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    params: tuple[Param, ...]
+    metric: str = "AP"
+    goal: str = "maximize"
+    trials: int = 10
+    parallel: int = 1
+    algorithm: str = "bayesian"
+
+    def __post_init__(self) -> None:
+        if not self.params:
+            raise SweepError("a sweep needs at least one parameter (--param NAME=LOW:HIGH)")
+        names = [p.name for p in self.params]
+        if duplicates := sorted({n for n in names if names.count(n) > 1}):
+            raise SweepError(f"parameters named twice: {', '.join(duplicates)}")
+        if self.metric not in METRICS:
+            raise SweepError(f"metric {self.metric!r} is not one the evaluator writes; use "
+                             f"one of {', '.join(METRICS)}")
+        if self.goal not in GOALS:
+            raise SweepError(f"goal {self.goal!r}: use maximize or minimize")
+        if self.algorithm not in ALGORITHMS:
+            raise SweepError(f"algorithm {self.algorithm!r}: use one of "
+                             f"{', '.join(ALGORITHMS)}")
+        for name, value in (("trials", self.trials), ("parallel", self.parallel)):
+            if isinstance(value, bool) or not isinstance(value, int) or \
+                    not 1 <= value <= MAX_TRIALS:
+                raise SweepError(f"{name} must be a whole number from 1 to {MAX_TRIALS}, "
+                                 f"got {value!r}")
+        if self.parallel > self.trials:
+            raise SweepError(f"parallel ({self.parallel}) is more than trials "
+                             f"({self.trials})")
+        if self.algorithm == "grid" and (ranges := [
+                p.name for p in self.params if p.is_range and not p.integer]):
+            raise SweepError(f"a grid needs values or integer ranges; {', '.join(ranges)} "
+                             "is a real range: list its values")
+
+    @classmethod
+    def from_mapping(cls, data: Mapping) -> Sweep:
+        if not isinstance(data, Mapping):
+            raise SweepError("a sweep file is a mapping: metric, goal, trials, parallel, "
+                             "algorithm, params")
+        unknown = set(data) - {"metric", "goal", "trials", "parallel", "algorithm", "params"}
+        if unknown:
+            raise SweepError(f"unknown sweep fields: {', '.join(sorted(map(str, unknown)))}")
+        params = data.get("params") or {}
+        if not isinstance(params, Mapping):
+            raise SweepError("params is a mapping: NAME: {low, high[, log]} or NAME: [values]")
+        fields = {k: data[k] for k in ("metric", "goal", "trials", "parallel", "algorithm")
+                  if k in data}
+        return cls(tuple(_param(str(name), spec) for name, spec in params.items()), **fields)
+
+    @classmethod
+    def from_yaml(cls, text: str) -> Sweep:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise SweepError(f"the sweep file is not YAML: {str(error).splitlines()[0]}") \
+                from None
+        return cls.from_mapping(data or {})
+
+    def with_flags(self, flags: Iterable[str]) -> Sweep:
+        """`--param` flags added to (or replacing) the file's parameters."""
+        extra = [parse_flag(flag) for flag in flags]
+        names = {p.name for p in extra}
+        return dataclasses.replace(
+            self, params=tuple(p for p in self.params if p.name not in names) + tuple(extra))
+
+
+def _param(name: str, spec) -> Param:
+    if isinstance(spec, Sequence) and not isinstance(spec, str):
+        return Param(name, values=tuple(spec))
+    if not isinstance(spec, Mapping):
+        raise SweepError(f"{name}: give {{low: .., high: ..[, log: true]}} or a list of "
+                         f"values, not {spec!r}")
+    unknown = set(spec) - {"low", "high", "log"}
+    if unknown:
+        raise SweepError(f"{name}: unknown keys {', '.join(sorted(map(str, unknown)))}")
+    low, high = (_number(name, spec.get(k)) for k in ("low", "high"))
+    return Param(name, low, high, log=spec.get("log") is True,
+                 integer=isinstance(low, int) and isinstance(high, int))
+
+
+def _number(name: str, value):
+    """YAML reads `1e-4` as a string: numbers are parsed here, with the parameter named."""
+    if isinstance(value, str):
+        try:
+            return int(value) if re.fullmatch(r"[+-]?\d+", value) else float(value)
+        except ValueError:
+            raise SweepError(f"{name}: {value!r} is not a number") from None
+    return value
+
+
+FLAG = re.compile(r"(?P<name>[^=]+)=(?P<spec>.+)")
+
+
+def parse_flag(flag: str) -> Param:
+    """`NAME=LOW:HIGH[:log]` (integers if both bounds are) or `NAME=a,b,c`."""
+    match = FLAG.fullmatch(flag.strip())
+    if not match:
+        raise SweepError(f"--param {flag!r}: use NAME=LOW:HIGH[:log] or NAME=a,b,c")
+    name, spec = match["name"].strip(), match["spec"].strip()
+    if ":" in spec:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "log"):
+            raise SweepError(f"--param {flag!r}: a range is LOW:HIGH or LOW:HIGH:log")
+        return _param(name, {"low": parts[0], "high": parts[1], "log": len(parts) == 3})
+    return Param(name, values=tuple(_value(v.strip()) for v in spec.split(",")))
+
+
+def _value(text: str):
+    try:
+        return int(text) if re.fullmatch(r"[+-]?\d+", text) else float(text)
+    except ValueError:
+        return text
