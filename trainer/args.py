@@ -93,7 +93,11 @@ class TrainArgs(Args):
     init_checkpoint_type: str | None = option(
         "backbone (default): an ImageNet classification checkpoint; detection: a full "
         "detector", choices=sorted(INIT_CHECKPOINT_TYPES))
-    params_override: str = option("'a.b=1,c.d=x' or YAML, applied last", default="")
+    params_override: str = option("'a.b=1,c.d=x' or YAML, applied after the config files",
+                                  default="")
+    hparams: tuple[str, ...] = option("a tuning trial's value, ID=VALUE, applied last "
+                                      "(repeatable; Vertex AI's --ID=VALUE is read as this)",
+                                      default=(), flag="hparam")
     export_dir: str | None = option("export a SavedModel here after training (default: "
                                     "$AIP_MODEL_DIR if set)")
     eval_idle_timeout: float = option("continuous_eval gives up after this many seconds "
@@ -234,7 +238,11 @@ def parser() -> argparse.ArgumentParser:
 
 def parse(argv: Sequence[str]) -> Args:
     """The command `argv` names, with its options, as the matching dataclass."""
-    namespace = parser().parse_args(list(argv))
+    from trainer import hparams
+
+    known = {f.metadata["flag"] or f.name for command in COMMANDS
+             for f in dataclasses.fields(command)}
+    namespace = parser().parse_args(hparams.trial_flags(list(argv), known))
     command = getattr(namespace, "_command", TrainArgs)
     values = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(command)}
     for field in dataclasses.fields(command):

@@ -45,11 +45,8 @@ def run_trainer(args: trainer_args.TrainArgs) -> int:
 
 def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) -> int:
     from trainer import model_dir as model_dir_lib
-    from trainer.data.label_map import id_to_name, read_label_map
 
-    names = id_to_name(read_label_map(settings.label_map)) if settings.label_map else {}
-    summary_dir = f"{settings.tensorboard_dir or settings.model_dir}/{evaluation.SUMMARY_SUBDIR}"
-    evaluator = evaluation.CheckpointEvaluator(params, settings.model_dir, summary_dir, names)
+    evaluator = evaluation.evaluator_for(settings, params)
 
     def report(result: evaluation.EvalResult) -> None:
         shown = {k: round(result.metrics[k], 4) for k in ("AP", "AP50", "AP75")

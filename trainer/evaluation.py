@@ -126,6 +126,15 @@ class CheckpointEvaluator:
         return np.stack(pictures)
 
 
+def evaluator_for(settings, params) -> CheckpointEvaluator:
+    """The evaluator of a run: its validation data, class names and summary directory."""
+    from trainer.data.label_map import id_to_name, read_label_map
+
+    names = id_to_name(read_label_map(settings.label_map)) if settings.label_map else {}
+    summary_dir = f"{settings.tensorboard_dir or settings.model_dir}/{SUMMARY_SUBDIR}"
+    return CheckpointEvaluator(params, settings.model_dir, summary_dir, names)
+
+
 def evaluate_latest(evaluator: CheckpointEvaluator) -> EvalResult:
     checkpoint = model_dir_lib.newest_restorable(evaluator.model_dir)
     if checkpoint is None:

@@ -7,6 +7,7 @@ override always has the last word.
 
 from __future__ import annotations
 
+from trainer import hparams
 from trainer.args import INIT_CHECKPOINT_TYPES
 from trainer.data.label_map import read_label_map
 from trainer.experiments import EXPERIMENTS, register
@@ -89,6 +90,12 @@ def build_params(settings: TrainerSettings, precision: str):
     if settings.params_override:
         params = hyperparams.override_params_dict(params, settings.params_override,
                                                   is_strict=True)
+    if settings.hparams:
+        try:
+            params.override(hparams.trial_override(settings.hparams), is_strict=True)
+        except (KeyError, ValueError, TypeError) as error:
+            raise SettingsError(f"a trial's values {list(settings.hparams)} do not fit the "
+                                f"experiment's config: {error}") from None
     params.validate()
     params.lock()
     return params

@@ -38,6 +38,7 @@ class TrainerSettings:
     eval_idle_timeout: float = DEFAULT_EVAL_IDLE_TIMEOUT
     eval_poll_interval: float = 10.0
     hardware: str | None = None  # what the job runs on, recorded in its training summary
+    hparams: tuple[str, ...] = ()  # a tuning trial's ID=VALUE
 
     @property
     def trains(self) -> bool:
@@ -77,6 +78,7 @@ def settings_from_args(args: TrainArgs, env: Mapping[str, str] = os.environ
         eval_idle_timeout=args.eval_idle_timeout,
         eval_poll_interval=args.eval_poll_interval,
         hardware=env.get(model_dir_lib.HARDWARE_ENV) or None,
+        hparams=args.hparams,
     )
 
 

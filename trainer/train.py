@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from trainer import distribution
+from trainer import distribution, hparams
 from trainer import model_dir as model_dir_lib
 from trainer.evaluation import SUMMARY_SUBDIR
 from trainer.io import read_text
@@ -70,6 +70,18 @@ def run_training(settings: TrainerSettings, params, strategy, cluster: dict,
         result = export(settings.model_dir, settings.export_dir,
                         options=ExportOptions(default_signature="bytes"))
         print(f"exported {result.checkpoint} to {result.export_dir}", flush=True)
+    if chief and final and hparams.is_trial(os.environ):
+        report_trial(settings, params, final)
+
+
+def report_trial(settings: TrainerSettings, params, final: str) -> None:
+    """A tuning trial ends with its final checkpoint evaluated and the metrics reported
+    where Vertex AI's tuning service reads them."""
+    from trainer import evaluation
+
+    result = evaluation.evaluator_for(settings, params).evaluate(final)
+    path = hparams.report(result.metrics, result.step)
+    print(f"trial metrics at step {result.step} -> {path}", flush=True)
 
 
 def visible_gpus() -> int:

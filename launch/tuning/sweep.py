@@ -26,22 +26,15 @@ from collections.abc import Iterable, Mapping, Sequence
 import yaml
 
 from launch.errors import InputError
+from trainer import hparams
+from trainer.hparams import PARAMETERS
 
-# Friendly names for the knobs researchers turn most, and the config path each sets; any
-# other dotted path of the experiment's config works as is.
-PARAMETERS = {
-    "learning_rate": "trainer.optimizer_config.learning_rate.cosine.initial_learning_rate",
-    "warmup_steps": "trainer.optimizer_config.warmup.linear.warmup_steps",
-    "batch_size": "task.train_data.global_batch_size",
-    "input_size": "task.model.input_size",  # a square side: S becomes [S, S, 3]
-}
 # What the evaluator writes for every checkpoint (COCO, pycocotools' names)
 METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl", "ARmax1", "ARmax10", "ARmax100", "ARs",
            "ARm", "ARl")
 GOALS = ("maximize", "minimize")
 ALGORITHMS = ("bayesian", "random", "grid")
 MAX_TRIALS = 1000
-CONFIG_PATH = re.compile(r"[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+")
 
 
 class SweepError(InputError):
@@ -61,7 +54,7 @@ class Param:
     values: tuple = ()
 
     def __post_init__(self) -> None:
-        if self.name not in PARAMETERS and not CONFIG_PATH.fullmatch(self.name):
+        if "__" in self.name or hparams.config_path(self.name) is None:
             raise SweepError(f"parameter {self.name!r} is neither one of "
                              f"{', '.join(PARAMETERS)} nor a dotted config path (e.g. "
                              "task.model.head.num_convs)")
@@ -94,24 +87,16 @@ class Param:
 
     @property
     def config_path(self) -> str:
-        return PARAMETERS.get(self.name, self.name)
+        return hparams.config_path(self.name)
 
     @property
     def parameter_id(self) -> str:
         """The name Vertex AI passes the trial's value under (`--ID=VALUE`)."""
-        return self.name.replace(".", "__")
+        return hparams.parameter_id(self.name)
 
     def override(self, value) -> dict:
         """The params override that sets this parameter to `value`."""
-        if self.name == "input_size":
-            value = [int(value), int(value), 3]
-        node: dict = {}
-        top = node
-        *parents, leaf = self.config_path.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-        return top
+        return hparams.override(self.name, value)
 
 
 @dataclasses.dataclass(frozen=True)
