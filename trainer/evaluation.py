@@ -23,7 +23,7 @@ METRICS_DIR = "eval"
 SUMMARY_SUBDIR = "validation"
 NUM_SUMMARY_IMAGES = 4
 # Model Garden's input normalisation, undone to show validation images.
-MEAN_RGB = np.array([0.485, 0.456, 0.406]) * 255
+MEAN_RGB = np.array([0.485, 0.456, 0.406]) * 255  # Model Garden's normalisation, in pixels
 STDDEV_RGB = np.array([0.229, 0.224, 0.225]) * 255
 
 log = logging.getLogger(__name__)

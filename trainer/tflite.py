@@ -24,12 +24,11 @@ import numpy as np
 
 from trainer import model_dir as model_dir_lib
 from trainer.args import QUANTIZATIONS
+from trainer.evaluation import MEAN_RGB  # Model Garden's, as uint8 pixel values
 from trainer.export import ExportOptions
 from trainer.settings import SettingsError
 
 TFLITE_FILE = "model.tflite"
-# Model Garden's normalisation constants (preprocess_ops.MEAN_RGB), as uint8 pixels
-MEAN_RGB = (0.485 * 255, 0.456 * 255, 0.406 * 255)
 CALIBRATION_IMAGES = 100  # int8: training images the converter measures ranges on
 
 
