@@ -233,8 +233,10 @@ def test_separate_runs_write_identical_bytes(small, tmp_path):
 
 @pytest.fixture
 def slow(tmp_path) -> Path:
-    """A dataset whose images each take a while (big PNGs to re-encode): runs to kill."""
-    root = write_sample(tmp_path / "slow", num_images=30)
+    """A dataset whose images each take a while (big PNGs to re-encode): runs to kill. Big
+    enough that a run outlasts the tests' waits on a fast machine (30 images once finished
+    in CI before the signal arrived); killed runs stop early, so its size costs little."""
+    root = write_sample(tmp_path / "slow", num_images=120)
     gradient = Image.linear_gradient("L").resize((3000, 3000)).convert("RGB")
     gradient.save(tmp_path / "big.png")
     for name in names(root):
