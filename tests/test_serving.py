@@ -62,7 +62,7 @@ def test_upload_sends_the_model_version_with_its_metrics_and_moves_the_candidate
     model = first.model
     assert model.artifact_uri == "gs://pets-data/runs/r1/model"
     assert model.container_spec.image_uri == CPU_IMAGE
-    assert dict(model.labels) == {"run-id": "r1", "experiment": "pets_retinanet_mobilenet",
+    assert dict(model.labels) == {"run": "r1", "experiment": "pets_retinanet_mobilenet",
                                   "step": "1000", "ap": "0_8352", "ap50": "0_9700",
                                   "ap75": "0_9000"}
     assert model.version_description == \
@@ -275,7 +275,7 @@ def test_the_batch_job_is_a_file_list_job_on_the_serving_identity(services):
     assert job.service_account == OUTPUTS.serving_service_account
     assert job.dedicated_resources.machine_spec.machine_type == "n1-standard-4"
     assert job.dedicated_resources.max_replica_count == 2
-    assert job.labels["run-id"] == "r1"
+    assert job.labels["run"] == "r1"
     name = listing.removeprefix("gs://pets-data/")
     assert services.storage.bucket("pets-data").blob(name).download_as_text() == \
         "gs://pets-data/images/a.jpg\n"

@@ -115,7 +115,7 @@ def run_version(cloud: Cloud, run_id: str) -> aiplatform_v1.Model:
     parent = f"{place.location}/models/{registry.parent_model_id(str(experiment))}"
     try:
         versions = list(place.models().list_model_versions(
-            request={"name": parent, "filter": f'labels.run-id="{run_id}"'}))
+            request={"name": parent, "filter": f'labels.run="{run_id}"'}))
     except exceptions.NotFound:
         versions = []
     if not versions:
@@ -289,7 +289,7 @@ def batch_job(version: aiplatform_v1.Model, inputs: str, output_prefix: str,
             machine_spec=resources.machine_spec, starting_replica_count=setup.min_replicas,
             max_replica_count=setup.max_replicas),
         service_account=service_account or "",
-        labels={**standard_labels(), "run-id": run_id})
+        labels={**standard_labels(), "run": run_id})
 
 
 def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None,

@@ -165,7 +165,7 @@ def model_spec(candidate: Candidate, image: str) -> aiplatform_v1.Model:
                             f"{summary}",
         artifact_uri=candidate.run.model,
         container_spec=aiplatform_v1.ModelContainerSpec(image_uri=image),
-        labels={"run-id": candidate.run.run_id,
+        labels={"run": candidate.run.run_id,  # as the run's jobs are labelled
                 "experiment": label_value(candidate.experiment),
                 "step": str(candidate.evaluation.step),
                 **{label_value(k): _metric_label(metrics[k]) for k in ("AP", "AP50", "AP75")}})
