@@ -215,7 +215,14 @@ def convert_process(data: Path, out: Path, *flags: str, env: dict | None = None
         [sys.executable, "-m", "trainer", "data", "convert", f"--data_dir={data}",
          f"--output_dir={out}", "--num_shards=2", *flags], cwd=REPO, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        env={**os.environ, **(env or {})})
+        env={**os.environ, **(env or {})}, preexec_fn=_interruptible)
+
+
+def _interruptible() -> None:
+    """Ctrl-C as a terminal delivers it, even when the tests themselves run where SIGINT is
+    ignored (a background job, nohup): an ignored signal is inherited across exec, and
+    Python then never turns SIGINT into KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_separate_runs_write_identical_bytes(small, tmp_path):
@@ -233,10 +240,8 @@ def test_separate_runs_write_identical_bytes(small, tmp_path):
 
 @pytest.fixture
 def slow(tmp_path) -> Path:
-    """A dataset whose images each take a while (big PNGs to re-encode): runs to kill. Big
-    enough that a run outlasts the tests' waits on a fast machine (30 images once finished
-    in CI before the signal arrived); killed runs stop early, so its size costs little."""
-    root = write_sample(tmp_path / "slow", num_images=120)
+    """A dataset whose images each take a while (big PNGs to re-encode): runs to kill."""
+    root = write_sample(tmp_path / "slow", num_images=30)
     gradient = Image.linear_gradient("L").resize((3000, 3000)).convert("RGB")
     gradient.save(tmp_path / "big.png")
     for name in names(root):
