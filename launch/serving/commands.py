@@ -21,7 +21,7 @@ from launch.errors import InputError, MissingError, StepFailed
 from launch.gcs import mirror
 from launch.gcs.upload import list_blobs
 from launch.serving import answers, endpoints, registry
-from launch.vertex.spec import label_value
+from launch.vertex.spec import label_value, machine_spec
 from trainer.data.label_map import id_to_name, parse_label_map
 from trainer.model_dir import LABEL_MAP_FILE, RUN_FILE
 from trainer.predict import Detections, ImageRefused, Picture, detect_files
@@ -275,7 +275,6 @@ def batch_job(version: aiplatform_v1.Model, inputs: str, output_prefix: str,
               setup: endpoints.Serving, service_account: str | None, run_id: str,
               stamp: str) -> aiplatform_v1.BatchPredictionJob:
     """A batch prediction over a file list: Vertex AI sends each file as `{"b64": ...}`."""
-    resources = endpoints.deployed_model("", setup, None, "").dedicated_resources
     return aiplatform_v1.BatchPredictionJob(
         display_name=f"pets-batch-{run_id}-{stamp}"[:128],
         model=f"{version.name}@{version.version_id}",
@@ -286,7 +285,7 @@ def batch_job(version: aiplatform_v1.Model, inputs: str, output_prefix: str,
             predictions_format="jsonl",
             gcs_destination=aiplatform_v1.GcsDestination(output_uri_prefix=output_prefix)),
         dedicated_resources=aiplatform_v1.BatchDedicatedResources(
-            machine_spec=resources.machine_spec, starting_replica_count=setup.min_replicas,
+            machine_spec=machine_spec(setup.machine), starting_replica_count=setup.min_replicas,
             max_replica_count=setup.max_replicas),
         service_account=service_account or "",
         labels={**standard_labels(), "run": run_id})

@@ -9,6 +9,7 @@ from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
 from launch.vertex.hardware import Machine, resolve_machine
+from launch.vertex.spec import machine_spec
 
 DEFAULT_ENDPOINT = "pets-detector"  # display name of the endpoint `deploy` creates
 MAX_REPLICAS = 100
@@ -45,16 +46,11 @@ class Serving:
 
 def deployed_model(model_version: str, serving: Serving, service_account: str | None,
                    display_name: str) -> aiplatform_v1.DeployedModel:
-    machine = serving.machine
-    spec = aiplatform_v1.MachineSpec(machine_type=machine.machine_type)
-    if machine.accelerator_type:
-        spec.accelerator_type = aiplatform_v1.AcceleratorType[machine.accelerator_type]
-        spec.accelerator_count = machine.accelerator_count
     return aiplatform_v1.DeployedModel(
         model=model_version, display_name=display_name,
         service_account=service_account or "",
         dedicated_resources=aiplatform_v1.DedicatedResources(
-            machine_spec=spec, min_replica_count=serving.min_replicas,
+            machine_spec=machine_spec(serving.machine), min_replica_count=serving.min_replicas,
             max_replica_count=serving.max_replicas))
 
 

@@ -41,7 +41,7 @@ def label_value(text: str) -> str:
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
 
-def _machine_spec(machine: Machine, reservation: str | None = None,
+def machine_spec(machine: Machine, reservation: str | None = None,
                   target: CloudTarget | None = None) -> aiplatform_v1.MachineSpec:
     spec = aiplatform_v1.MachineSpec(machine_type=machine.machine_type)
     if machine.accelerator_type:
@@ -95,7 +95,7 @@ def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_di
         args.append("--tpu=local")  # the TPU is attached to the VM the trainer runs on
     pools = [
         aiplatform_v1.WorkerPoolSpec(
-            machine_spec=_machine_spec(machine, resources.scheduling.reservation, target),
+            machine_spec=machine_spec(machine, resources.scheduling.reservation, target),
             replica_count=pool.replica_count,
             disk_spec=aiplatform_v1.DiskSpec(boot_disk_type="pd-ssd", boot_disk_size_gb=100),
             container_spec=aiplatform_v1.ContainerSpec(
