@@ -110,6 +110,8 @@ def convert(c, data_dir=DATA_DIR, output_dir=RECORDS_DIR, num_shards=10, masks=F
         max_objects=optional_number("--max-objects", max_objects, int))))
 
 
+LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
+JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
 CLOUD_HELP = {"project": "GCP project (default: infra outputs)", "region": "Vertex AI region",
               "bucket": "data bucket",
               "image": "pin this image URI (default: the sources' content-hash tag, built "
@@ -163,18 +165,80 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
     """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
     from launch.vertex.ladder import Ladder
 
-    request = _guarded(lambda: Request.training(experiment, steps, Resources.from_flags(
-        machine_type=machine_type, accelerator=accelerator, tpu=tpu, tpu_topology=tpu_topology,
-        workers=workers, reduction_servers=reduction_servers,
-        scheduling=Scheduling.from_flags(
-            spot=spot, flex_start=flex_start, max_wait_hours=max_wait_hours,
-            reservation=reservation, persistent_resource=persistent_resource,
-            timeout_hours=timeout_hours)), run_id))
+    request = _training(experiment, steps, run_id, workers=workers,
+                        reduction_servers=reduction_servers, machine_type=machine_type,
+                        accelerator=accelerator, tpu=tpu, tpu_topology=tpu_topology, spot=spot,
+                        flex_start=flex_start, max_wait_hours=max_wait_hours,
+                        reservation=reservation, persistent_resource=persistent_resource,
+                        timeout_hours=timeout_hours)
     ladder = _guarded(lambda: Ladder.from_flag(capacity, max_preemptions,
                                                request.resources.scheduling.strategy))
     _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
                                      env, _guarded(lambda: _submission(
                                          dry_run, local_docker, follow, max_cost, ladder))))
+
+
+def _training(experiment, steps, run_id, workers=0, reduction_servers=0, spot=False,
+              flex_start=False, max_wait_hours=None, reservation=None,
+              persistent_resource=None, timeout_hours=24.0, **hardware) -> Request:
+    """`invoke train`'s (and a sweep's trials') request from the flags."""
+    return _guarded(lambda: Request.training(experiment, steps, Resources.from_flags(
+        **hardware, workers=workers, reduction_servers=reduction_servers,
+        scheduling=Scheduling.from_flags(
+            spot=spot, flex_start=flex_start, max_wait_hours=max_wait_hours,
+            reservation=reservation, persistent_resource=persistent_resource,
+            timeout_hours=timeout_hours)), run_id))
+
+
+SWEEP_DIR = f"{WORK}/sweep"
+
+
+@task(iterable=["param"], help={
+    "sweep": "sweep file (YAML): metric, goal, trials, parallel, algorithm, params",
+    "param": "NAME=LOW:HIGH[:log] or NAME=a,b,c (repeatable; adds to the file's params)",
+    "metric": "AP, AP50, AP75, APs, APm, APl, ARmax1, ...", "goal": "maximize or minimize",
+    "trials": "how many trials", "parallel": "trials at a time",
+    "algorithm": "bayesian, random or grid", "target": "local or vertex",
+    "experiment": "experiment name", "steps": "training steps of each trial",
+    "model_dir": "the sweep's directory (local): its study and a run directory a trial",
+    "data_dir": "converted TFRecords (local)", "workers": "workers beside each trial's chief",
+    "reduction_servers": "Reduction Server replicas (vertex, GPU workers)",
+    **HARDWARE_HELP, **CLOUD_HELP})
+def tune(c, sweep=None, param=None, metric=None, goal=None, trials=None, parallel=None,
+         algorithm=None, target="local", experiment=None, steps=None, model_dir=SWEEP_DIR,
+         data_dir=RECORDS_DIR, workers=0, machine_type=None, accelerator=None, tpu=None,
+         tpu_topology=None, reduction_servers=0, spot=False, flex_start=False,
+         max_wait_hours=None, reservation=None, persistent_resource=None, timeout_hours=24.0,
+         dry_run=False, run_id=None, project=None, region=None, bucket=None, image=None,
+         env=None, local_docker=False, follow=False, max_cost=None):
+    """Sweep hyperparameters: trials of `invoke train` (Optuna here, Vertex AI Vizier)."""
+    from launch.executors import executor_for
+    from launch.tuning.sweep import load
+
+    study = _guarded(lambda: load(sweep, param or (), metric=metric, goal=goal,
+                                  algorithm=algorithm, **_numbers(
+                                      trials=optional_number("--trials", trials, int),
+                                      parallel=optional_number("--parallel", parallel, int))))
+    request = _training(experiment, steps, run_id, workers=workers,
+                        reduction_servers=reduction_servers, machine_type=machine_type,
+                        accelerator=accelerator, tpu=tpu, tpu_topology=tpu_topology, spot=spot,
+                        flex_start=flex_start, max_wait_hours=max_wait_hours,
+                        reservation=reservation, persistent_resource=persistent_resource,
+                        timeout_hours=timeout_hours)
+    where = _target(c, model_dir, data_dir, project, region, bucket, image, env,
+                    _guarded(lambda: _submission(dry_run, local_docker, follow, max_cost)))
+    _say(lambda: executor_for(target, where).tune(request, study))
+
+
+@task(name="status", help={**JOB_HELP, "job": "tuning job id (default: list the newest)",
+                           "follow": "print trials as they start and end, until the job ends",
+                           "poll": "seconds between checks"})
+def tune_status(c, job=None, follow=False, poll=30, env=None, project=None, region=None):
+    """Show a Vertex AI tuning job's trials, best first (or list the newest tuning jobs)."""
+    from launch.tuning.commands import status
+
+    cloud = _cloud(c, project, region, env=env)
+    _say(lambda: status(cloud, job, follow, float(poll)))
 
 
 @task(name="eval", help={"target": "local or vertex",
@@ -220,7 +284,6 @@ def _launch(name: str, request, target) -> None:
     _say(lambda: executor_for(name, target).launch(request))
 
 
-LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
 BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
                "env": "infra environment", "project": "GCP project", "bucket": "data bucket"}
 
@@ -421,7 +484,6 @@ def image_build(c, env=None, project=None, region=None, local_docker=False):
     _say(lambda: build_images(cloud, local_docker).message)
 
 
-JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
 
 
 def _job_command(c, command, job=None, env=None, project=None, region=None, **options):
@@ -524,6 +586,9 @@ jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_logs, jobs_can
                              jobs_wait)
 model = Collection("model", model_upload)
 endpoint_collection = Collection("endpoint", endpoint_deploy, endpoint_list, endpoint_undeploy)
+tune_collection = Collection("tune")
+tune_collection.add_task(tune, default=True)
+tune_collection.add_task(tune_status, name="status")
 namespace = Collection(data, bench, image, pricing, jobs_collection, model,
-                       endpoint_collection, doctor, train, evaluate, export, predict,
-                       tensorboard, demo)
+                       endpoint_collection, tune_collection, doctor, train, evaluate, export,
+                       predict, tensorboard, demo)

@@ -22,13 +22,17 @@ from launch.gcs.records import require_training_data
 from launch.jobs import Places, Request
 from launch.pricing.estimate import Estimate, measured_speed, read_summaries
 from launch.pricing.table import PriceMissing, PriceTable, job_hourly
+from launch.tuning import local as local_tuning
+from launch.tuning import study
+from launch.tuning.commands import submit_sweep
+from launch.tuning.sweep import Sweep
 from launch.vertex import client as vertex_client
 from launch.vertex import jobs as vertex_jobs
 from launch.vertex import persistent
 from launch.vertex.hardware import tensorflow_note
 from launch.vertex.ladder import Ladder, climb
 from launch.vertex.spec import pin_images, tensorboard_url
-from launch.vertex.submit import Submission, create, dispatch, image_pins
+from launch.vertex.submit import Submission, create, dispatch, image_pins, pinned
 from trainer.experiments import default_train_steps
 
 
@@ -38,6 +42,9 @@ class Executor(Protocol):
 
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
         """Shows the run's TensorBoard; what to tell the user."""
+
+    def tune(self, request: Request, sweep: Sweep) -> str:
+        """Runs (or submits) the sweep: trials of the training `request`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +71,10 @@ class Local:
             total_steps = request.steps or default_train_steps(request.experiment)
         workflow.run_job(job, total_steps)
         return f"{job.name} done: {self.places.model_dir}"
+
+    def tune(self, request: Request, sweep: Sweep) -> str:
+        """An Optuna study in the sweep directory (--model-dir): trials are runs beside it."""
+        return local_tuning.run_sweep(sweep, request, self.places)
 
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
         # --run-id: the whole run in the bucket (training, validation and evaluation jobs)
@@ -123,12 +134,36 @@ class Vertex:
             return self._climb(ladder, where, jobs, run_id)
         return dispatch(self.cloud, where, jobs[strategies[0]], run_id, self.submission)
 
-    def _price(self, request: Request, where, jobs: dict, hardware: str) -> None:
-        """Prints the estimate of each rung on stderr; refuses a job over --max-cost before
-        any request (its bound needs none; its expected cost reads earlier runs' speed)."""
+    def tune(self, request: Request, sweep: Sweep) -> str:
+        """A HyperparameterTuningJob whose trials run the job `launch` would submit for
+        `request`, each in its own directory under the sweep's run."""
+        if request.kind != "train":
+            raise InputError("a sweep tunes training runs")
+        if self.submission.ladder:
+            raise InputError("--capacity-ladder does not apply to a sweep: Vertex AI "
+                             "schedules its trials; choose one --capacity")
+        run_id = vertex_jobs.check_run_id(
+            request.run_id or default_run_id(f"{request.experiment}-tune"))
+        where = job_images(self.cloud)
+        trial = vertex_jobs.vertex_job(where, request, run_id, standard_labels(), trial=True)
+        machine = request.resources.machine(where.region)
+        self._price(request, where, {request.resources.scheduling.strategy: trial},
+                    request.resources.hardware_key(machine), trials=sweep.trials)
+        if not self.submission.dry_run:
+            require_training_data(self.cloud, where.bucket)
+        job = study.tuning_job(sweep, pinned(self.cloud, trial, self.submission))
+        if self.submission.dry_run:
+            return study.to_json(job)
+        return submit_sweep(self.cloud, where, job, run_id, self.submission)
+
+    def _price(self, request: Request, where, jobs: dict, hardware: str,
+               trials: int = 1) -> None:
+        """Prints the estimate of each rung (of a sweep's `trials` runs) on stderr; refuses
+        a job over --max-cost before any request (its bound needs none; its expected cost
+        reads earlier runs' speed)."""
         table, budget = PriceTable.load(), self.submission.max_cost
         try:
-            hourly = {strategy: job_hourly(table, where.region, job)
+            hourly = {strategy: job_hourly(table, where.region, job).times(trials)
                       for strategy, job in jobs.items()}
         except PriceMissing as error:
             if budget is not None:

@@ -44,7 +44,7 @@ class TrainerJob:
 class TrainingRun:
     """What a researcher chooses; the job builders turn it into trainer flags."""
 
-    model_dir: str
+    model_dir: str | None  # None: $AIP_CHECKPOINT_DIR (a tuning trial's own directory)
     data_dir: str
     experiment: str = DEFAULT_EXPERIMENT
     steps: int | None = None
@@ -52,6 +52,7 @@ class TrainingRun:
     init_checkpoint_type: str = "backbone"
     params_override: str = ""
     config_files: Sequence[str] = ()
+    hparams: Sequence[str] = ()  # a tuning trial's values, ID=VALUE
 
     def trainer_args(self, mode: str, **more) -> TrainArgs:
         """The training command for `mode`; `more` sets its other options."""
@@ -60,14 +61,15 @@ class TrainingRun:
                          train_steps=self.steps, init_checkpoint=self.init_checkpoint,
                          init_checkpoint_type=self.init_checkpoint_type
                          if self.init_checkpoint else None,
-                         params_override=self.params_override, **more)
+                         params_override=self.params_override, hparams=tuple(self.hparams),
+                         **more)
 
 
 @dataclasses.dataclass(frozen=True)
 class Places:
     """Where one target keeps a run's files: the trainer's --model_dir and --data_dir."""
 
-    model_dir: str
+    model_dir: str | None
     data_dir: str
 
 

@@ -62,12 +62,14 @@ class LocalExecutor:
     python: str = sys.executable
     on_line: Callable[[int, str], None] = lambda replica, line: print(line, flush=True)
     cwd: str | None = None
+    cancel: threading.Event | None = None  # set from another thread: stop the replicas
 
     def command(self, job: TrainerJob) -> list[str]:
         return [self.python, "-m", "trainer", *job.args]
 
     def run(self, job: TrainerJob) -> int:
-        """Runs all replicas to completion; a failing replica stops the others."""
+        """Runs all replicas to completion; a failing replica (or `cancel`) stops the
+        others."""
         environments = replica_environments(job, os.environ)
         processes = [
             subprocess.Popen(self.command(job), env=env, cwd=self.cwd, stdout=subprocess.PIPE,
@@ -89,7 +91,7 @@ class LocalExecutor:
             thread.start()
         try:
             while any(t.is_alive() for t in threads):
-                if failed.wait(timeout=0.5):
+                if failed.wait(timeout=0.5) or (self.cancel and self.cancel.is_set()):
                     for process in processes:
                         if process.poll() is None:
                             process.terminate()

@@ -52,6 +52,11 @@ def test_trial_values_apply_last_and_unknown_paths_are_named(train_records, tmp_
     built = params("--params_override=task.train_data.global_batch_size=4",
                    "--batch_size=2", "--learning_rate=0.02")
     assert built.task.train_data.global_batch_size == 2
+    # Vertex AI passes a DISCRETE value as a double; an integer field still gets an integer
+    doubled = params("--batch_size=16.0", "--learning_rate=1.0")
+    assert type(doubled.task.train_data.global_batch_size) is int
+    assert type(doubled.trainer.optimizer_config.learning_rate.cosine.initial_learning_rate) \
+        is float
     assert built.trainer.optimizer_config.learning_rate.cosine.initial_learning_rate == 0.02
     with pytest.raises(SettingsError, match="do not fit the experiment's config"):
         params("--task__model__no_such_field=1")

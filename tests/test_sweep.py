@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from launch.tuning.sweep import Param, Sweep, SweepError, parse_flag
+from launch.tuning.sweep import Param, Sweep, SweepError, load, parse_flag
 
 FILE = """
 metric: AP50
@@ -36,9 +36,13 @@ def test_a_sweep_file_reads_into_typed_parameters():
         {"task": {"model": {"input_size": [256, 256, 3]}}}
 
 
-def test_flags_add_to_or_replace_the_files_parameters():
-    sweep = Sweep.from_yaml(FILE).with_flags(["batch_size=4,8", "warmup_steps=10:100",
-                                              "task.losses.focal_loss_gamma=1.0:3.0"])
+def test_flags_add_to_or_replace_the_files_parameters_and_fields(tmp_path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text(FILE)
+    sweep = load(str(path), ["batch_size=4,8", "warmup_steps=10:100",
+                             "task.losses.focal_loss_gamma=1.0:3.0"], trials=20, metric=None)
+    assert (sweep.trials, sweep.metric) == (20, "AP50")
+    assert Sweep.from_mapping(sweep.as_mapping()) == sweep
     by_name = {p.name: p for p in sweep.params}
     assert by_name["batch_size"].values == (4, 8)
     assert (by_name["warmup_steps"].low, by_name["warmup_steps"].integer) == (10, True)
@@ -92,3 +96,13 @@ def test_a_sweep_file_that_is_not_yaml_or_not_a_mapping_is_named():
         Sweep.from_yaml("params: [unclosed")
     with pytest.raises(SweepError, match="is a mapping"):
         Sweep.from_yaml("- a\n- b\n")
+
+
+def test_a_missing_or_broken_sweep_file_is_named(tmp_path):
+    with pytest.raises(SweepError, match=r"cannot read the sweep file .*nope\.yaml"):
+        load(str(tmp_path / "nope.yaml"))
+    (tmp_path / "bad.yaml").write_text("params: [\n")
+    with pytest.raises(SweepError, match="not YAML"):
+        load(str(tmp_path / "bad.yaml"))
+    with pytest.raises(SweepError, match="at least one parameter"):
+        load(None)

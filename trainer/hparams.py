@@ -93,6 +93,22 @@ def _merge(into: dict, tree: Mapping) -> None:
             into[key] = value
 
 
+def fit_types(tree: Mapping, current: Mapping) -> dict:
+    """Whole floats where the config holds an integer: Vertex AI passes a DISCRETE value
+    as a double (`--batch_size=16.0`), and Model Garden would keep the float."""
+    fitted = {}
+    for key, value in tree.items():
+        now = current.get(key) if isinstance(current, Mapping) else None
+        if isinstance(value, Mapping):
+            fitted[key] = fit_types(value, now if isinstance(now, Mapping) else {})
+        elif isinstance(value, float) and value.is_integer() and isinstance(now, int) and \
+                not isinstance(now, bool):
+            fitted[key] = int(value)
+        else:
+            fitted[key] = value
+    return fitted
+
+
 def trial_flags(argv: Sequence[str], known: set[str]) -> list[str]:
     """`--ID=VALUE` flags that are not options of ours but name a tunable parameter become
     `--hparam=ID=VALUE`; everything else is left for the parser to judge."""
@@ -125,3 +141,20 @@ def report(metrics: Mapping[str, float], step: int,
     with open(path, "w") as out:  # the library rewrites the whole file each report
         out.write(json.dumps(line, sort_keys=True) + "\n")
     return path
+
+
+def read_report(path: str, metric: str) -> tuple[float, int] | None:
+    """The last value of `metric` in a metrics file (and its step), as the tuning service
+    reads it; None when the file or the metric is missing or unreadable."""
+    try:
+        with open(path) as lines:
+            records = [json.loads(line) for line in lines if line.strip()]
+    except (OSError, ValueError):
+        return None
+    for record in reversed(records):
+        if isinstance(record, dict) and metric in record:
+            try:
+                return float(record[metric]), int(record.get("global_step", 0))
+            except (TypeError, ValueError):
+                return None
+    return None

@@ -92,7 +92,8 @@ def build_params(settings: TrainerSettings, precision: str):
                                                   is_strict=True)
     if settings.hparams:
         try:
-            params.override(hparams.trial_override(settings.hparams), is_strict=True)
+            params.override(hparams.fit_types(hparams.trial_override(settings.hparams),
+                                              params.as_dict()), is_strict=True)
         except (KeyError, ValueError, TypeError) as error:
             raise SettingsError(f"a trial's values {list(settings.hparams)} do not fit the "
                                 f"experiment's config: {error}") from None

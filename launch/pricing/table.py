@@ -81,6 +81,13 @@ class Hourly:
     parts: tuple[str, ...]
     currency: str = "USD"
 
+    def times(self, runs: int) -> Hourly:
+        """`runs` such jobs (a sweep's trials), as one price to bound and estimate."""
+        if runs == 1:
+            return self
+        return dataclasses.replace(self, total=self.total * runs,
+                                   parts=(*self.parts, f"x {runs} trials"))
+
 
 def pool_hourly(table: PriceTable, region: str, pool: aiplatform_v1.WorkerPoolSpec,
                 column: str) -> tuple[float, str]:

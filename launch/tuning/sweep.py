@@ -22,6 +22,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 
 import yaml
 
@@ -98,6 +99,12 @@ class Param:
         """The params override that sets this parameter to `value`."""
         return hparams.override(self.name, value)
 
+    def as_spec(self) -> list | dict:
+        """What a sweep file says for this parameter."""
+        if self.values:
+            return list(self.values)
+        return {"low": self.low, "high": self.high, "log": self.log}
+
 
 @dataclasses.dataclass(frozen=True)
 class Sweep:
@@ -159,12 +166,12 @@ class Sweep:
                 from None
         return cls.from_mapping(data or {})
 
-    def with_flags(self, flags: Iterable[str]) -> Sweep:
-        """`--param` flags added to (or replacing) the file's parameters."""
-        extra = [parse_flag(flag) for flag in flags]
-        names = {p.name for p in extra}
-        return dataclasses.replace(
-            self, params=tuple(p for p in self.params if p.name not in names) + tuple(extra))
+    def as_mapping(self) -> dict:
+        """The sweep file of this sweep: `Sweep.from_mapping(s.as_mapping()) == s`."""
+        return {"metric": self.metric, "goal": self.goal, "trials": self.trials,
+                "parallel": self.parallel, "algorithm": self.algorithm,
+                "params": {p.name: p.as_spec() for p in self.params}}
+
 
 
 def _param(name: str, spec) -> Param:
@@ -213,3 +220,25 @@ def _value(text: str):
         return int(text) if re.fullmatch(r"[+-]?\d+", text) else float(text)
     except ValueError:
         return text
+
+
+def load(path: str | None, flags: Iterable[str] = (), **fields) -> Sweep:
+    """`invoke tune`'s sweep: the file (if any), then `--param` flags, then the fields given
+    as flags (None: the file's or the default)."""
+    data: dict = {}
+    if path:
+        try:
+            text = Path(path).read_text()
+        except (OSError, UnicodeDecodeError) as error:
+            raise SweepError(f"cannot read the sweep file {path}: "
+                             f"{getattr(error, 'strerror', None) or error}") from None
+        try:
+            data = dict(yaml.safe_load(text) or {})
+        except (yaml.YAMLError, TypeError, ValueError):
+            return Sweep.from_yaml(text)  # says what is wrong with it
+    flags = list(flags)
+    if flags and isinstance(data.get("params") or {}, Mapping):
+        data["params"] = {**(data.get("params") or {}),
+                          **{p.name: p.as_spec() for p in map(parse_flag, flags)}}
+    data.update({k: v for k, v in fields.items() if v is not None})
+    return Sweep.from_mapping(data)

@@ -88,15 +88,51 @@ def get(client: aiplatform_v1.JobServiceClient, name: str) -> aiplatform_v1.Cust
         raise explain(error, f"reading {name}") from None
 
 
+def tuning_job_name(project: str, region: str, job: str) -> str:
+    return job if "/" in job else \
+        f"projects/{project}/locations/{region}/hyperparameterTuningJobs/{job}"
+
+
+def submit_tuning(client: aiplatform_v1.JobServiceClient, project: str, region: str,
+                  job: aiplatform_v1.HyperparameterTuningJob
+                  ) -> aiplatform_v1.HyperparameterTuningJob:
+    try:
+        return client.create_hyperparameter_tuning_job(
+            parent=f"projects/{project}/locations/{region}", hyperparameter_tuning_job=job)
+    except exceptions.GoogleAPICallError as error:
+        raise explain(error, f"submitting {job.display_name}") from None
+
+
+def get_tuning(client: aiplatform_v1.JobServiceClient, name: str
+               ) -> aiplatform_v1.HyperparameterTuningJob:
+    try:
+        return client.get_hyperparameter_tuning_job(name=name)
+    except exceptions.GoogleAPICallError as error:
+        raise explain(error, f"reading {name}") from None
+
+
+def list_tuning(client: aiplatform_v1.JobServiceClient, project: str, region: str,
+                limit: int = 20) -> list[aiplatform_v1.HyperparameterTuningJob]:
+    """The newest tuning jobs first."""
+    try:
+        jobs = list(client.list_hyperparameter_tuning_jobs(
+            parent=f"projects/{project}/locations/{region}"))
+    except exceptions.GoogleAPICallError as error:
+        raise explain(error, f"listing tuning jobs in {project}/{region}") from None
+    jobs.sort(key=lambda j: j.create_time, reverse=True)
+    return jobs[:limit]
+
+
 def wait(client: aiplatform_v1.JobServiceClient, name: str,
          on_state: Callable[[str], None] = print, poll_seconds: float = 30.0,
          timeout_seconds: float | None = None,
          sleep: Callable[[float], None] = time.sleep,
-         clock: Callable[[], float] = time.monotonic) -> aiplatform_v1.CustomJob:
-    """Polls until the job ends, reporting each state change once."""
+         clock: Callable[[], float] = time.monotonic, read: Callable = get):
+    """Polls until the job (a custom job, or any job `read` reads) ends, reporting each state
+    change once."""
     start, last = clock(), None
     while True:
-        job = get(client, name)
+        job = read(client, name)
         state = job.state.name
         if state != last:
             on_state(state)

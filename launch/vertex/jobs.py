@@ -68,18 +68,21 @@ class RunPaths:
         return f"{self.root}/eval"
 
 
-def places(target: CloudTarget, run_id: str) -> jobs.Places:
-    """A run's checkpoints and the uploaded records, in the bucket."""
-    return jobs.Places(RunPaths(target.bucket, run_id).checkpoints,
+def places(target: CloudTarget, run_id: str, trial: bool = False) -> jobs.Places:
+    """A run's checkpoints and the uploaded records, in the bucket. A tuning trial's
+    checkpoints go where Vertex AI points AIP_CHECKPOINT_DIR: <run>/<trial id>/checkpoints."""
+    return jobs.Places(None if trial else RunPaths(target.bucket, run_id).checkpoints,
                        f"gs://{target.bucket}/{RECORDS_PREFIX}")
 
 
 def vertex_job(target: CloudTarget, request: jobs.Request, run_id: str,
-               labels: dict[str, str] | None = None) -> aiplatform_v1.CustomJob:
+               labels: dict[str, str] | None = None, trial: bool = False
+               ) -> aiplatform_v1.CustomJob:
     """The request's TrainerJob (the one every executor runs) as a CustomJob, on resources
-    validated first: training writes under the run, evaluation under its eval/."""
+    validated first: training writes under the run, evaluation under its eval/; `trial`:
+    the spec every trial of a tuning job runs."""
     paths = RunPaths(target.bucket, run_id)
-    job = request.trainer_job(places(target, run_id))
+    job = request.trainer_job(places(target, run_id, trial))
     machine = request.resources.machine(target.region)
     if request.kind == "train":  # recorded with the run's speed, for later cost estimates
         job = dataclasses.replace(job, env={

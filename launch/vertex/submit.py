@@ -49,13 +49,22 @@ def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
     """Prints the job (--dry-run), or builds its images if missing, pins them by digest,
     submits it and optionally follows its logs."""
     if submission.dry_run:
-        return to_json(_pinned_if_possible(cloud, job))
+        return to_json(pinned(cloud, job, submission))
     jobs = cloud.clients.jobs(where.region)
-    created = create(cloud, where, pin_images(job, image_pins(cloud, job, submission)), run_id)
+    created = create(cloud, where, pinned(cloud, job, submission), run_id)
     if not submission.follow:
         return created.summary
     print(created.summary, flush=True)
     return _follow(cloud, jobs, where.project, created.job.name, 100, submission.poll_seconds)
+
+
+def pinned(cloud: Cloud, job: aiplatform_v1.CustomJob, submission: Submission
+           ) -> aiplatform_v1.CustomJob:
+    """The job by image digest: for --dry-run when Artifact Registry can say (else by tag,
+    with a note why); for a submission after building any missing image."""
+    if submission.dry_run:
+        return _pinned_if_possible(cloud, job)
+    return pin_images(job, image_pins(cloud, job, submission))
 
 
 def image_pins(cloud: Cloud, job, submission: Submission) -> dict[str, str]:

@@ -8,6 +8,9 @@ names that ask for them.
 from __future__ import annotations
 
 import datetime
+import json
+import math
+import random
 import re
 
 import grpc
@@ -38,6 +41,7 @@ class FakeJobService(GrpcFake):
         self.batch_jobs: dict[str, aiplatform_v1.BatchPredictionJob] = {}
         self.batch_received: list[aiplatform_v1.CreateBatchPredictionJobRequest] = []
         self.batch_runner = None  # runs a batch job when it succeeds (tests/fakes/serving.py)
+        self.tuning = FakeTuning()
         super().__init__()
 
     def handlers(self) -> dict:
@@ -55,6 +59,7 @@ class FakeJobService(GrpcFake):
             "GetBatchPredictionJob": unary(
                 self.get_batch, aiplatform_v1.GetBatchPredictionJobRequest,
                 aiplatform_v1.BatchPredictionJob.serialize),
+            **self.tuning.handlers(),
         }
 
     def create_batch(self, request, context):
@@ -135,6 +140,112 @@ class FakeJobService(GrpcFake):
 
         return aiplatform_v1.JobServiceClient(
             transport=JobServiceGrpcTransport(channel=self.channel()))
+
+
+class FakeTuning:
+    """The tuning-job methods of the JobService. Each read of a running job ends its active
+    trials and starts up to `parallel_trial_count` more, until `max_trial_count`. A trial
+    "runs" by calling `trial_runner(values, env)`: the environment is the one Vertex AI gives
+    a trial (its id, the metric's tag, a metric file); the trial's result is read back from
+    that file as the tuning service reads it (the newest line with the metric)."""
+
+    def __init__(self) -> None:
+        self.received: list[aiplatform_v1.CreateHyperparameterTuningJobRequest] = []
+        self.jobs: dict[str, aiplatform_v1.HyperparameterTuningJob] = {}
+        self.trial_runner = None  # (values: dict, env: dict) -> None
+        self.metric_dir = None  # a pathlib.Path for the trials' metric files
+
+    def handlers(self) -> dict:
+        job = aiplatform_v1.HyperparameterTuningJob.serialize
+        return {
+            "CreateHyperparameterTuningJob": unary(
+                self.create, aiplatform_v1.CreateHyperparameterTuningJobRequest, job),
+            "GetHyperparameterTuningJob": unary(
+                self.get, aiplatform_v1.GetHyperparameterTuningJobRequest, job),
+            "ListHyperparameterTuningJobs": unary(
+                self.list, aiplatform_v1.ListHyperparameterTuningJobsRequest,
+                aiplatform_v1.ListHyperparameterTuningJobsResponse.serialize),
+        }
+
+    def create(self, request, context):
+        self.received.append(request)
+        name = f"{request.parent}/hyperparameterTuningJobs/{len(self.jobs) + 1}"
+        job = aiplatform_v1.HyperparameterTuningJob(request.hyperparameter_tuning_job)
+        job.name, job.state = name, aiplatform_v1.JobState.JOB_STATE_PENDING
+        job.create_time = datetime.datetime(2026, 11, 22, 1, len(self.jobs), tzinfo=datetime.UTC)
+        self.jobs[name] = job
+        return job
+
+    def get(self, request, context):
+        job = self.jobs.get(request.name)
+        if job is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"{request.name} not found")
+        states = aiplatform_v1.Trial.State
+        if job.state.name == "JOB_STATE_PENDING":
+            job.state = aiplatform_v1.JobState.JOB_STATE_RUNNING
+        elif job.state.name == "JOB_STATE_RUNNING":
+            for trial in job.trials:
+                if trial.state == states.ACTIVE:
+                    self._finish(job, trial)
+            started = 0
+            while len(job.trials) < job.max_trial_count and \
+                    started < job.parallel_trial_count:
+                job.trials.append(self._start(job, len(job.trials) + 1))
+                started += 1
+            if not started and all(t.state != states.ACTIVE for t in job.trials):
+                if any(t.state == states.SUCCEEDED for t in job.trials):
+                    job.state = aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
+                else:
+                    job.state = aiplatform_v1.JobState.JOB_STATE_FAILED
+                    job.error = {"code": 9, "message": "all trials failed"}
+        return job
+
+    def list(self, request, context):
+        return aiplatform_v1.ListHyperparameterTuningJobsResponse(hyperparameter_tuning_jobs=[
+            j for n, j in self.jobs.items() if n.startswith(f"{request.parent}/")])
+
+    @staticmethod
+    def _start(job, number: int) -> aiplatform_v1.Trial:
+        """Values drawn from the study spec, as Vizier's random search would."""
+        rng = random.Random(number)
+        parameters = []
+        for spec in job.study_spec.parameters:
+            if "double_value_spec" in spec:
+                low, high = spec.double_value_spec.min_value, spec.double_value_spec.max_value
+                value = math.exp(rng.uniform(math.log(low), math.log(high))) \
+                    if spec.scale_type.name == "UNIT_LOG_SCALE" else rng.uniform(low, high)
+            elif "integer_value_spec" in spec:
+                value = rng.randint(spec.integer_value_spec.min_value,
+                                    spec.integer_value_spec.max_value)
+            elif "discrete_value_spec" in spec:
+                value = rng.choice(list(spec.discrete_value_spec.values))
+            else:
+                value = rng.choice(list(spec.categorical_value_spec.values))
+            parameters.append(aiplatform_v1.Trial.Parameter(
+                parameter_id=spec.parameter_id, value=value))
+        return aiplatform_v1.Trial(id=str(number), state=aiplatform_v1.Trial.State.ACTIVE,
+                                   parameters=parameters)
+
+    def _finish(self, job, trial) -> None:
+        (metric,) = job.study_spec.metrics
+        path = self.metric_dir / trial.id / "output.metrics"
+        env = {"CLOUD_ML_TRIAL_ID": trial.id, "CLOUD_ML_HP_METRIC_TAG": metric.metric_id,
+               "CLOUD_ML_HP_METRIC_FILE": str(path)}
+        if self.trial_runner is not None:
+            self.trial_runner({p.parameter_id: p.value for p in trial.parameters}, env)
+        value = None
+        if path.exists():
+            for line in path.read_text().splitlines():
+                record = json.loads(line)
+                if metric.metric_id in record:
+                    value = float(record[metric.metric_id])
+        if value is None:
+            trial.state = aiplatform_v1.Trial.State.INFEASIBLE
+            trial.infeasible_reason = f"no {metric.metric_id} in {path}"
+            return
+        trial.state = aiplatform_v1.Trial.State.SUCCEEDED
+        trial.final_measurement = aiplatform_v1.Measurement(metrics=[
+            aiplatform_v1.Measurement.Metric(metric_id=metric.metric_id, value=value)])
 
 
 class FakePersistentResources(GrpcFake):

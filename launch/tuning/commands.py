@@ -1,0 +1,76 @@
+"""Vertex AI tuning jobs from the command line: submit one (`invoke tune --target vertex`),
+show its trials best first (`invoke tune.status`), and follow it as trials start and end."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from google.cloud import aiplatform_v1
+
+from launch.cloud import Cloud
+from launch.errors import StepFailed
+from launch.tuning import study
+from launch.vertex import client as vertex_client
+from launch.vertex.spec import CloudTarget, job_id
+from launch.vertex.submit import Submission
+
+
+def submit_sweep(cloud: Cloud, where: CloudTarget, job: aiplatform_v1.HyperparameterTuningJob,
+                 run_id: str, submission: Submission) -> str:
+    client = cloud.clients.jobs(where.region)
+    created = vertex_client.submit_tuning(client, where.project, where.region, job)
+    summary = (f"submitted {created.name} (run {run_id}: each trial in "
+               f"gs://{where.bucket}/runs/{run_id}/TRIAL_ID)\n"
+               f"status:      invoke tune.status --job {job_id(created.name)}")
+    if not submission.follow:
+        return summary
+    print(summary, flush=True)
+    return follow(client, created.name, submission.poll_seconds)
+
+
+def status(cloud: Cloud, job: str | None, follow_it: bool = False,
+           poll_seconds: float = 30.0) -> str:
+    """`invoke tune.status [--job ID] [--follow]`: the newest tuning jobs, or one job's
+    trials best first."""
+    fields = cloud.fields(("project", "region"))
+    project, region = fields["project"], fields["region"]
+    client = cloud.clients.jobs(region)
+    if not job:
+        return "\n".join(
+            f"{job_id(j.name):>20}  {j.state.name.removeprefix('JOB_STATE_'):<10}  "
+            f"{len(j.trials):>3}/{j.max_trial_count} trials  {j.display_name}"
+            for j in vertex_client.list_tuning(client, project, region)) or "no tuning jobs"
+    name = vertex_client.tuning_job_name(project, region, job)
+    if follow_it:
+        return follow(client, name, poll_seconds)
+    return study.trials_table(vertex_client.get_tuning(client, name))
+
+
+def follow(client, name: str, poll_seconds: float, say: Callable[[str], None] = print,
+           sleep: Callable[[float], None] = time.sleep) -> str:
+    """Prints the job's and each trial's state changes until the job ends; then the table.
+    A job that did not succeed is a failure (with the table of what it did)."""
+    seen: dict[str, str] = {}
+
+    def on_change(job) -> None:
+        for trial in job.trials:
+            state = trial.state.name
+            if seen.get(trial.id) != state:
+                seen[trial.id] = state
+                value = study.trial_metric(trial, job.study_spec.metrics[0].metric_id)
+                metric = "" if value is None else \
+                    f" {job.study_spec.metrics[0].metric_id}={value:.4f}"
+                say(f"trial {trial.id}: {state}{metric}")
+
+    def read(client, name):
+        job = vertex_client.get_tuning(client, name)
+        on_change(job)
+        return job
+
+    done = vertex_client.wait(client, name, on_state=lambda state: say(f"{name}: {state}"),
+                              poll_seconds=poll_seconds, sleep=sleep, read=read)
+    table = study.trials_table(done)
+    if done.state.name != "JOB_STATE_SUCCEEDED":
+        raise StepFailed(f"{table}\n{done.error.message or 'no error message'}")
+    return table

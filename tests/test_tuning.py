@@ -1,0 +1,164 @@
+"""`invoke tune --target vertex` and `invoke tune.status` through the real Vertex AI client
+against the fake JobService (tests/fakes/vertex.py): the tuning job as the service receives
+it, and trials whose metric is read back from the file the trainer writes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from google.cloud import aiplatform_v1
+
+from launch.errors import InputError, StepFailed
+from launch.executors import Vertex
+from launch.gcs.records import upload_records
+from launch.jobs import Request
+from launch.pricing.estimate import OverBudget
+from launch.resources import Resources
+from launch.tuning import commands
+from launch.tuning.sweep import Sweep
+from launch.vertex.ladder import Ladder
+from launch.vertex.submit import Submission
+from tests.fakes.cloud import fake_cloud, write_records
+from trainer import hparams
+
+SWEEP = Sweep.from_yaml("""
+metric: AP50
+trials: 4
+parallel: 2
+params:
+  learning_rate: {low: 1e-4, high: 1e-1, log: true}
+  batch_size: [8, 16, 32]
+  task.model.head.num_convs: {low: 1, high: 4}
+  task.model.backbone.type: [resnet, mobilenet]
+""")
+HARDWARE = {"gpu": Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"),
+            "multi-worker": Resources("n1-standard-8", "NVIDIA_TESLA_T4:2", workers=2),
+            "tpu": Resources(tpu="v5litepod-8")}
+
+
+@pytest.fixture
+def fakes(tmp_path):
+    with fake_cloud(tmp_path) as services:
+        services.vertex.tuning.metric_dir = tmp_path / "hypertune"
+        yield services
+
+
+def request(resources: Resources, run_id: str = "sweep1") -> Request:
+    return Request.training("pets_retinanet_resnetfpn", 500, resources, run_id)
+
+
+def without_model_dir(spec: aiplatform_v1.CustomJobSpec) -> aiplatform_v1.CustomJobSpec:
+    spec = aiplatform_v1.CustomJobSpec(spec)
+    for pool in spec.worker_pool_specs:
+        args = [a for a in pool.container_spec.args if not a.startswith("--model_dir=")]
+        pool.container_spec.args = args
+    return spec
+
+
+@pytest.mark.parametrize("hardware", sorted(HARDWARE))
+def test_each_trial_runs_the_train_spec_in_its_own_directory(fakes, hardware):
+    cloud, dry = fakes.cloud(), Submission(dry_run=True)
+    trained = aiplatform_v1.CustomJob.from_json(
+        Vertex(cloud, dry).launch(request(HARDWARE[hardware])))
+    tuning = aiplatform_v1.HyperparameterTuningJob.from_json(
+        Vertex(cloud, dry).tune(request(HARDWARE[hardware]), SWEEP))
+    # the spec `invoke train` builds, but the trainer takes Vertex AI's per-trial
+    # AIP_CHECKPOINT_DIR (runs/sweep1/<trial id>/checkpoints) instead of the run's
+    assert tuning.trial_job_spec == without_model_dir(trained.job_spec)
+    assert tuning.trial_job_spec != trained.job_spec
+    for pool in tuning.trial_job_spec.worker_pool_specs:
+        assert not any(a.startswith("--model_dir") for a in pool.container_spec.args)
+    assert tuning.trial_job_spec.base_output_directory.output_uri_prefix == \
+        "gs://pets-data/runs/sweep1"
+    assert (tuning.max_trial_count, tuning.parallel_trial_count) == (4, 2)
+    assert tuning.labels["run"] == "sweep1" and tuning.display_name.startswith("tune-train-")
+    assert fakes.vertex.received == [] and fakes.vertex.tuning.received == []
+
+
+def test_the_study_spec_says_what_the_sweep_says(fakes):
+    tuning = aiplatform_v1.HyperparameterTuningJob.from_json(
+        Vertex(fakes.cloud(), Submission(dry_run=True)).tune(request(HARDWARE["gpu"]), SWEEP))
+    spec = tuning.study_spec
+    assert [(m.metric_id, m.goal.name) for m in spec.metrics] == [("AP50", "MAXIMIZE")]
+    lr, batch, convs, backbone = spec.parameters
+    assert (lr.parameter_id, lr.double_value_spec.min_value, lr.double_value_spec.max_value,
+            lr.scale_type.name) == ("learning_rate", 1e-4, 1e-1, "UNIT_LOG_SCALE")
+    assert list(batch.discrete_value_spec.values) == [8.0, 16.0, 32.0]
+    assert (convs.parameter_id, convs.integer_value_spec.min_value,
+            convs.integer_value_spec.max_value) == ("task__model__head__num_convs", 1, 4)
+    assert list(backbone.categorical_value_spec.values) == ["resnet", "mobilenet"]
+    assert spec.algorithm.name == "ALGORITHM_UNSPECIFIED"  # Vizier's Bayesian default
+
+
+def test_a_sweep_over_budget_or_on_a_ladder_is_refused_before_any_request(fakes, capsys):
+    cloud, budget = fakes.cloud(), Submission(dry_run=True, max_cost=50)
+    Vertex(cloud, budget).launch(request(HARDWARE["gpu"]))  # one run fits the budget...
+    one = capsys.readouterr().err
+    with pytest.raises(OverBudget, match="over --max-cost 50"):  # ...four trials do not
+        Vertex(cloud, budget).tune(request(HARDWARE["gpu"]), SWEEP)
+    hourly = float(one.split("cost: ")[1].split()[0])
+    Vertex(cloud, Submission(dry_run=True)).tune(request(HARDWARE["gpu"]), SWEEP)
+    assert f"cost: {4 * hourly:.2f} USD/h (" in capsys.readouterr().err
+    with pytest.raises(InputError, match="a sweep tunes training runs"):
+        Vertex(cloud).tune(Request.evaluation(None, None, "sweep1"), SWEEP)
+    with pytest.raises(InputError, match="--capacity-ladder does not apply"):
+        Vertex(cloud, Submission(ladder=Ladder(("SPOT", "STANDARD")))).tune(
+            request(HARDWARE["gpu"]), SWEEP)
+    assert fakes.vertex.tuning.received == [] and fakes.builds.requests == []
+
+
+def reported_metric(values: dict, env: dict) -> None:
+    """What a trial's trainer does at its end (trainer/train.py report_trial): AP50 peaks
+    at a learning rate of 0.01."""
+    ap50 = 1 - abs(math.log10(values["learning_rate"]) + 2) / 3
+    hparams.report({"AP": ap50 / 2, "AP50": ap50}, step=500, env=env)
+
+
+def test_trials_report_their_metric_and_status_lists_them_best_first(fakes, tmp_path,
+                                                                      capsys):
+    cloud = fakes.cloud()
+    upload_records(cloud, str(write_records(tmp_path / "records")))
+    fakes.vertex.tuning.trial_runner = reported_metric
+    out = Vertex(cloud).tune(request(HARDWARE["gpu"]), SWEEP)
+    (received,) = fakes.vertex.tuning.received
+    (pool,) = received.hyperparameter_tuning_job.trial_job_spec.worker_pool_specs
+    assert "@sha256:" in pool.container_spec.image_uri  # built, then pinned by digest
+    assert "tune.status --job 1" in out
+
+    said: list[str] = []
+    table = commands.follow(cloud.clients.jobs("us-central1"),
+                            next(iter(fakes.vertex.tuning.jobs)), 0, said.append,
+                            sleep=lambda seconds: None)
+    assert said[0].endswith("JOB_STATE_RUNNING") and said[-1].endswith("JOB_STATE_SUCCEEDED")
+    assert [line for line in said if line.startswith("trial 1:")] == [
+        "trial 1: ACTIVE", f"trial 1: SUCCEEDED AP50={expected(fakes, '1'):.4f}"]
+
+    job = next(iter(fakes.vertex.tuning.jobs.values()))
+    values = [expected(fakes, t.id) for t in job.trials]
+    rows = table.splitlines()[1:]
+    assert len(rows) == 4
+    shown = [float(row.split("AP50")[1].split()[0]) for row in rows]
+    assert shown == sorted(shown, reverse=True)
+    assert shown == pytest.approx(sorted(values, reverse=True), abs=1e-4)
+    assert commands.status(cloud, "1") == table
+    assert "SUCCEEDED     4/4 trials  tune-train-" in commands.status(cloud, None)
+
+
+def expected(fakes, trial_id: str) -> float:
+    job = next(iter(fakes.vertex.tuning.jobs.values()))
+    (trial,) = [t for t in job.trials if t.id == trial_id]
+    rate = next(p.value for p in trial.parameters if p.parameter_id == "learning_rate")
+    return 1 - abs(math.log10(rate) + 2) / 3
+
+
+def test_a_trial_without_its_metric_is_infeasible_and_the_job_still_ends(fakes, tmp_path):
+    cloud = fakes.cloud()
+    upload_records(cloud, str(write_records(tmp_path / "records")))
+    fakes.vertex.tuning.trial_runner = lambda values, env: hparams.report(
+        {"AP": 0.5}, step=1, env={**env, "CLOUD_ML_HP_METRIC_TAG": "AP"})  # the wrong one
+    Vertex(cloud).tune(request(HARDWARE["gpu"]), SWEEP)
+    with pytest.raises(StepFailed) as failed:
+        commands.follow(cloud.clients.jobs("us-central1"), next(iter(fakes.vertex.tuning.jobs)),
+                        0, lambda line: None, sleep=lambda seconds: None)
+    assert "INFEASIBLE" in str(failed.value) and "all trials failed" in str(failed.value)
