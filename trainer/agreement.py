@@ -4,13 +4,13 @@ prints them."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import io
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from trainer.analysis import ImageBoxes, coco_evaluation, iou_matrix
 from trainer.predict import Detections, Detector, Picture
 
 SAME_BOX_IOU = 0.8  # two top boxes this close are the same box
@@ -46,18 +46,13 @@ def labelled_images(records: str, limit: int | None = None) -> Iterator[Labelled
                        tf.sparse.to_dense(example["image/object/class/label"]).numpy())
 
 
-def iou(a: np.ndarray, b: np.ndarray) -> float:
-    inter = np.prod(np.clip(np.minimum(a[2:], b[2:]) - np.maximum(a[:2], b[:2]), 0, None))
-    union = np.prod(a[2:] - a[:2]) + np.prod(b[2:] - b[:2]) - inter
-    return float(inter / union) if union > 0 else 0.0
-
-
 def same_top(a: Detections, b: Detections) -> bool:
     """The highest-scoring detection of each is the same class and the same box."""
     if not len(a.scores) or not len(b.scores):
         return len(a.scores) == len(b.scores)
     i, j = int(np.argmax(a.scores)), int(np.argmax(b.scores))
-    return int(a.classes[i]) == int(b.classes[j]) and iou(a.boxes[i], b.boxes[j]) >= SAME_BOX_IOU
+    return int(a.classes[i]) == int(b.classes[j]) and iou_matrix(a.boxes[i], b.boxes[j])[0, 0] >= \
+        SAME_BOX_IOU
 
 
 def top_agreement(a: Sequence[Detections], b: Sequence[Detections]) -> float:
@@ -66,39 +61,11 @@ def top_agreement(a: Sequence[Detections], b: Sequence[Detections]) -> float:
 
 def ap50(truth: Sequence[Labelled], found: Sequence[Detections]) -> float:
     """COCO AP at IoU 0.5 (pycocotools), boxes in pixels as COCO counts them."""
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
-
-    images, annotations, results = [], [], []
-    for image_id, (labelled, detections) in enumerate(zip(truth, found, strict=True), 1):
-        width, height = labelled.picture.image.size
-        scale = np.array([height, width, height, width], np.float64)
-        images.append({"id": image_id, "width": width, "height": height})
-        for box, cls in zip(labelled.boxes * scale, labelled.classes, strict=True):
-            annotations.append({"id": len(annotations) + 1, "image_id": image_id,
-                                "category_id": int(cls), "iscrowd": 0,
-                                "bbox": _xywh(box), "area": float(np.prod(box[2:] - box[:2]))})
-        for box, cls, score in zip(detections.boxes * scale, detections.classes,
-                                   detections.scores, strict=True):
-            results.append({"image_id": image_id, "category_id": int(cls),
-                            "bbox": _xywh(box), "score": float(score)})
-    categories = sorted({a["category_id"] for a in annotations} |
-                        {r["category_id"] for r in results})
-    with contextlib.redirect_stdout(io.StringIO()):  # pycocotools prints its progress
-        coco = COCO()
-        coco.dataset = {"images": images, "annotations": annotations,
-                        "categories": [{"id": c} for c in categories]}
-        coco.createIndex()
-        evaluation = COCOeval(coco, coco.loadRes(results) if results else COCO(), "bbox")
-        evaluation.evaluate()
-        evaluation.accumulate()
-        evaluation.summarize()
-    return float(max(evaluation.stats[1], 0.0))
-
-
-def _xywh(box: np.ndarray) -> list[float]:
-    ymin, xmin, ymax, xmax = (float(v) for v in box)
-    return [xmin, ymin, xmax - xmin, ymax - ymin]
+    images = [ImageBoxes(labelled.picture.path, labelled.picture.image.height,
+                         labelled.picture.image.width, labelled.boxes, labelled.classes,
+                         detections.boxes, detections.classes, detections.scores)
+              for labelled, detections in zip(truth, found, strict=True)]
+    return float(max(coco_evaluation(images).stats[1], 0.0))
 
 
 def detect_all(detector: Detector, truth: Sequence[Labelled]) -> list[Detections]:

@@ -9,6 +9,7 @@ a clear message when no new checkpoint appears within the idle timeout.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import logging
 import time
@@ -16,12 +17,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from trainer import analysis
 from trainer import model_dir as model_dir_lib
 from trainer.io import write_text
 
 METRICS_DIR = "eval"
 SUMMARY_SUBDIR = "validation"
 NUM_SUMMARY_IMAGES = 4
+NUM_WORST_IMAGES, WORST_SCALE = 8, 2  # the report's gallery: the worst images, enlarged
 # Model Garden's input normalisation, undone to show validation images.
 MEAN_RGB = np.array([0.485, 0.456, 0.406]) * 255  # Model Garden's normalisation, in pixels
 STDDEV_RGB = np.array([0.229, 0.224, 0.225]) * 255
@@ -75,11 +78,18 @@ class CheckpointEvaluator:
 
         step = model_dir_lib.checkpoint_step(checkpoint)
         self.checkpoint.restore(checkpoint).expect_partial().assert_existing_objects_matched()
-        state, pictures = None, None
+        state, pictures, seen = None, None, []
+        worst = WorstImages()
         for inputs in self.dataset:
             logs = self._step(inputs)
+            batch = list(self._images(inputs, logs))
             if pictures is None:
-                pictures = self._pictures(inputs, logs)
+                pictures = np.stack([np.asarray(self._draw(image, pixels, scale=2))
+                                     for image, pixels in batch[:NUM_SUMMARY_IMAGES]])
+            for image, pixels in batch:
+                if image is not None:
+                    seen.append(image)
+                    worst.offer(image, pixels)
             state = self.task.aggregate_logs(state, logs)
         if state is None:
             raise RuntimeError(f"validation data {self.params.task.validation_data.input_path} "
@@ -93,37 +103,83 @@ class CheckpointEvaluator:
                              max_outputs=NUM_SUMMARY_IMAGES)
         self.writer.flush()
         path = metrics_path(self.model_dir, step)
-        write_text(path, json.dumps({"checkpoint": checkpoint, "step": step,
-                                     "metrics": metrics}, indent=2) + "\n")
+        record = {"checkpoint": checkpoint, "step": step, "metrics": metrics}
+        if seen:
+            record.update(self._breakdown(seen, worst, step))
+        write_text(path, json.dumps(record, indent=2) + "\n")
         return EvalResult(checkpoint, step, metrics, path)
 
-    def _pictures(self, inputs, logs) -> np.ndarray:
-        """The first validation images with predictions and ground truth drawn on them."""
+    def _breakdown(self, seen: list, worst: WorstImages, step: int) -> dict:
+        """AP per class, the PR curve, and the worst images drawn beside the metrics."""
+        evaluation = analysis.coco_evaluation(seen)
+        shown = []
+        for rank, (errors, image, pixels) in enumerate(worst.ranked(), 1):
+            name = f"ckpt-{step}/worst-{rank:02d}.jpg"
+            buffer = io.BytesIO()
+            self._draw(image, pixels, scale=WORST_SCALE).save(buffer, "JPEG", quality=90)
+            write_text(f"{self.model_dir}/{METRICS_DIR}/{name}", buffer.getvalue())
+            shown.append({**dataclasses.asdict(errors), "picture": name})
+        return {"per_class": analysis.per_class(evaluation, self.class_names),
+                "pr_curve": analysis.pr_curve(evaluation), "worst_images": shown}
+
+    def _images(self, inputs, logs):
+        """Each validation image of a batch as the model saw it (the padded, resized frame,
+        uint8), with its objects and detections normalised to that frame (None without
+        Model Garden's COCO outputs)."""
+        features, labels = inputs
+        coco = logs[self.task.coco_metric.name] if hasattr(self.task, "coco_metric") else None
+        frames = np.clip(features.numpy() * STDDEV_RGB + MEAN_RGB, 0, 255).astype(np.uint8)
+        info = labels["image_info"].numpy()
+        for i, pixels in enumerate(frames):
+            if coco is None:
+                yield None, pixels
+                continue
+            groundtruths, outputs = coco
+            size = np.tile(np.array(pixels.shape[:2], np.float32), 2)
+            n = int(outputs["num_detections"][i])
+            scale, offset = info[i, 2], info[i, 3]
+            truth = groundtruths["boxes"][i].numpy() * np.tile(scale, 2) - np.tile(offset, 2)
+            keep = np.any(truth > 0, axis=1)
+            source = groundtruths["source_id"][i].numpy() if "source_id" in groundtruths \
+                else i
+            yield analysis.ImageBoxes(
+                str(source.decode() if isinstance(source, bytes) else source),
+                pixels.shape[0], pixels.shape[1], truth[keep] / size,
+                groundtruths["classes"][i].numpy()[keep].astype(np.int64),
+                outputs["detection_boxes"][i][:n].numpy() / size,
+                outputs["detection_classes"][i][:n].numpy().astype(np.int64),
+                outputs["detection_scores"][i][:n].numpy()), pixels
+
+    def _draw(self, image, pixels: np.ndarray, scale: int):
+        """The frame enlarged `scale` times, detections and ground truth (white) drawn."""
         from PIL import Image
 
         from trainer.visualize import draw_detections
 
-        features, labels = inputs
-        coco = logs[self.task.coco_metric.name] if hasattr(self.task, "coco_metric") else None
-        images = (features.numpy()[:NUM_SUMMARY_IMAGES] * STDDEV_RGB + MEAN_RGB)
-        info = labels["image_info"].numpy()
-        pictures = []
-        for i, pixels in enumerate(np.clip(images, 0, 255).astype(np.uint8)):
-            size = np.array(pixels.shape[:2], np.float32)  # the padded, resized frame
-            image = Image.fromarray(pixels).resize((2 * pixels.shape[1], 2 * pixels.shape[0]))
-            if coco is None:
-                pictures.append(np.asarray(image))
-                continue
-            groundtruths, outputs = coco
-            n = int(outputs["num_detections"][i])
-            boxes = outputs["detection_boxes"][i][:n].numpy() / np.tile(size, 2)
-            scale, offset = info[i, 2], info[i, 3]
-            gt = groundtruths["boxes"][i].numpy() * np.tile(scale, 2) - np.tile(offset, 2)
-            gt = gt[np.any(gt > 0, axis=1)] / np.tile(size, 2)
-            pictures.append(np.asarray(draw_detections(
-                image, boxes, outputs["detection_classes"][i][:n].numpy(),
-                outputs["detection_scores"][i][:n].numpy(), self.class_names, ground_truth=gt)))
-        return np.stack(pictures)
+        picture = Image.fromarray(pixels).resize((scale * pixels.shape[1],
+                                                  scale * pixels.shape[0]))
+        if image is None:
+            return picture
+        return draw_detections(picture, image.boxes, image.classes, image.scores,
+                               self.class_names, ground_truth=image.truth)
+
+
+class WorstImages:
+    """Keeps the `size` worst images seen (analysis.badness) with their pixels, not all."""
+
+    def __init__(self, size: int = NUM_WORST_IMAGES) -> None:
+        self.size, self.kept = size, []
+
+    def offer(self, image, pixels: np.ndarray) -> None:
+        errors = analysis.image_errors(image)
+        if not errors.objects:
+            return  # an image without objects has nothing to miss
+        self.kept.append((analysis.badness(errors), errors, image, pixels))
+        self.kept.sort(key=lambda entry: entry[0])
+        del self.kept[self.size:]
+
+    def ranked(self) -> list:
+        return [(errors, image, pixels) for _, errors, image, pixels in self.kept]
 
 
 def evaluator_for(settings, params) -> CheckpointEvaluator:
