@@ -7,6 +7,8 @@ and the local data tasks start at once; every other import is here.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from invoke import Collection, Exit, task
 
 from launch import jobs, workflow
@@ -239,6 +241,32 @@ def tune_status(c, job=None, follow=False, poll=30, env=None, project=None, regi
 
     cloud = _cloud(c, project, region, env=env)
     _say(lambda: status(cloud, job, follow, float(poll)))
+
+
+@task(name="list", help={"root": "local runs below this directory (default: work)",
+                         "target": "local, or vertex: the runs in the bucket", **LIST_HELP,
+                         "bucket": "data bucket"})
+def runs_list(c, root=WORK, target="local", env=None, project=None, region=None,
+              bucket=None):
+    """List runs with their newest metrics: model directories here, or runs in the bucket."""
+    from launch.runs.commands import list_runs
+
+    cloud = (lambda: _cloud(c, project, region, bucket, env=env)) if target == "vertex" \
+        else None
+    _say(lambda: list_runs(Path(root), cloud))
+
+
+@task(name="compare", iterable=["run"], help={
+    "run": "a model directory (or a sweep's), gs:// path, run id or SWEEP/TRIAL "
+           "(repeatable)", "output_dir": "where the report goes (default: work/report)",
+    **LIST_HELP, "bucket": "data bucket"})
+def runs_compare(c, run=None, output_dir=f"{WORK}/report", env=None, project=None,
+                 region=None, bucket=None):
+    """Compare runs: a table, PNG plots and an HTML report with the worst images."""
+    from launch.runs.commands import compare
+
+    _say(lambda: compare(lambda: _cloud(c, project, region, bucket, env=env), run or [],
+                         Path(output_dir)))
 
 
 @task(name="eval", help={"target": "local or vertex",
@@ -586,9 +614,10 @@ jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_logs, jobs_can
                              jobs_wait)
 model = Collection("model", model_upload)
 endpoint_collection = Collection("endpoint", endpoint_deploy, endpoint_list, endpoint_undeploy)
+runs_collection = Collection("runs", runs_list, runs_compare)
 tune_collection = Collection("tune")
 tune_collection.add_task(tune, default=True)
 tune_collection.add_task(tune_status, name="status")
 namespace = Collection(data, bench, image, pricing, jobs_collection, model,
-                       endpoint_collection, tune_collection, doctor, train, evaluate, export,
-                       predict, tensorboard, demo)
+                       endpoint_collection, tune_collection, runs_collection, doctor, train,
+                       evaluate, export, predict, tensorboard, demo)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from launch.errors import InputError, MissingError
@@ -116,10 +117,14 @@ def _listing(client, where: GcsPath, recursive: bool) -> dict[str, object]:
     return found
 
 
-def stage_directory(client, url: str, cache_dir: Path = CACHE_DIR) -> Path:
-    """Mirrors every object below `url` (e.g. a SavedModel) and returns the local directory."""
+def stage_directory(client, url: str, cache_dir: Path = CACHE_DIR,
+                    keep: Callable[[str], bool] = lambda name: True) -> Path:
+    """Mirrors every object below `url` (e.g. a SavedModel) whose relative name `keep`
+    accepts, and returns the local directory."""
     where = GcsPath.parse(url)
-    _fetch_all(where, _listing(client, where, recursive=True), cache_dir)
+    blobs = {name: blob for name, blob in _listing(client, where, recursive=True).items()
+             if keep(name)}
+    _fetch_all(where, blobs, cache_dir)
     return where.mirror(cache_dir)
 
 

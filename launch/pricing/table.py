@@ -134,13 +134,18 @@ def cost_so_far(table: PriceTable, job: aiplatform_v1.CustomJob,
                 now: datetime.datetime) -> str:
     """What a running or finished job has cost: its hourly price x the time it has run
     (from start to end, or to `now`); a job that has not started has cost nothing."""
-    start = job.start_time
-    if not start:
-        return f"0.00 {table.currency} so far"
-    hours = max(((job.end_time or now) - start).total_seconds(), 0.0) / 3600
     try:
-        hourly = job_hourly(table, job_region(job), job)
+        amount = job_cost(table, job, now)
     except PriceMissing as error:
         return f"cost unknown ({str(error).split(':')[0]})"
-    spent = f"{hourly.total * hours:.2f} {table.currency}"
+    spent = f"{amount:.2f} {table.currency}"
     return spent if job.end_time else f"{spent} so far"
+
+
+def job_cost(table: PriceTable, job: aiplatform_v1.CustomJob,
+             now: datetime.datetime) -> float:
+    """The amount behind `cost_so_far`; PriceMissing when the table lacks the hardware."""
+    if not job.start_time:
+        return 0.0
+    hours = max(((job.end_time or now) - job.start_time).total_seconds(), 0.0) / 3600
+    return job_hourly(table, job_region(job), job).total * hours

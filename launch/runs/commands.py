@@ -1,0 +1,152 @@
+"""`invoke runs.list` and `invoke runs.compare`: runs here or in the bucket, side by side.
+
+A run is named by its model directory here (`work/model`, `work/sweep/trial-003`), a gs://
+model directory, or its id in the bucket: `RUN` (gs://BUCKET/runs/RUN/checkpoints) or
+`SWEEP/TRIAL` (a Vertex AI tuning trial: gs://BUCKET/runs/SWEEP/TRIAL/checkpoints). Runs in
+the bucket are read from a mirror of their small files (never their checkpoints); their cost
+comes from their Vertex AI jobs when those can be read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from google.api_core.exceptions import GoogleAPIError
+from google.auth.exceptions import GoogleAuthError
+
+from launch.cloud import Cloud
+from launch.errors import InputError, MissingError, UserError
+from launch.gcs import mirror
+from launch.gcs.upload import list_blobs
+from launch.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
+from launch.runs.report import Report, table, write_report
+from launch.vertex.jobs import check_run_id
+from trainer.data import layout
+from trainer.model_dir import RUN_FILE
+
+CHECKPOINTS = "checkpoints"
+RECORD_FILE = re.compile(r"run\.json|training_summary\.json|eval/ckpt-\d+\.json|"
+                         r"eval/ckpt-\d+/worst-\d+\.jpg|train/events\.out\.tfevents\.[^/]+")
+EVENTS = re.compile(r"train/events\.out\.tfevents\.[^/]+")
+BUCKET_RUNS = 50  # runs.list reads the newest this many runs in the bucket
+
+
+def is_record_file(name: str) -> bool:
+    return RECORD_FILE.fullmatch(name) is not None
+
+
+def _stage(client, url: str) -> Path:
+    """The run's record files mirrored (and its Vertex log directory's loss events)."""
+    local = mirror.stage_directory(client, url, keep=is_record_file)
+    if url.endswith(f"/{CHECKPOINTS}"):  # Vertex AI's AIP_TENSORBOARD_LOG_DIR beside it
+        # no TensorBoard attached: the loss is under the checkpoints (or nowhere)
+        with contextlib.suppress(MissingError):
+            mirror.stage_directory(client, f"{url.removesuffix(CHECKPOINTS)}{LOGS_DIR}",
+                                   keep=EVENTS.fullmatch)
+    return local
+
+
+def run_id_parts(ref: str) -> list[str]:
+    """`RUN` or `SWEEP/TRIAL`, each part a run id; InputError otherwise."""
+    parts = ref.split("/")
+    if len(parts) > 2:
+        raise InputError(f"{ref!r} is neither a directory here nor a run id (RUN or "
+                         "SWEEP/TRIAL)")
+    for part in parts:
+        check_run_id(part)
+    return parts
+
+
+def run_cost(cloud: Cloud, run_id: str) -> str | None:
+    """What the run's Vertex AI jobs cost (training and evaluation), or None when unknown."""
+    from launch.pricing.table import PriceMissing, PriceTable, job_cost
+    from launch.vertex import client as vertex_client
+
+    try:
+        fields = cloud.fields(("project", "region"))
+        found = vertex_client.list_jobs(cloud.clients.jobs(fields["region"]),
+                                        fields["project"], fields["region"], limit=100,
+                                        labels={"run": run_id})
+        table_ = PriceTable.load()
+        now = datetime.datetime.now(datetime.UTC)
+        amount = sum(job_cost(table_, job, now) for job in found)
+    except (UserError, GoogleAPIError, GoogleAuthError, PriceMissing):
+        return None
+    return f"{amount:.2f} {table_.currency}" if found else None
+
+
+def load(cloud: Callable[[], Cloud], ref: str) -> RunRecord:
+    """One run, however it is named."""
+    if Path(ref).is_dir():
+        if not (Path(ref) / RUN_FILE).exists():
+            raise MissingError(f"{ref} is not a run's model directory (it has no {RUN_FILE})")
+        return load_run(Path(ref), ref)
+    if mirror.is_gcs(ref):
+        return load_run(_stage(cloud().storage(), ref.rstrip("/")), ref)
+    parts = run_id_parts(ref)
+    settings = cloud()
+    bucket = settings.fields(("bucket",))["bucket"]
+    url = f"gs://{bucket}/{layout.RUNS_PREFIX}/{'/'.join(parts)}/{CHECKPOINTS}"
+    try:
+        local = _stage(settings.storage(), url)
+    except MissingError:
+        raise MissingError(f"no run {ref!r}: not a directory here, and nothing at {url}; "
+                           "`invoke runs.list` shows the runs") from None
+    return load_run(local, ref, run_cost(settings, parts[0]) if len(parts) == 1 else None)
+
+
+def compare(cloud: Callable[[], Cloud], refs: Sequence[str], out: Path) -> str:
+    if not refs:
+        raise InputError("name the runs to compare: model directories, gs:// paths or run "
+                         "ids (`invoke runs.list` shows them)")
+    refs = [run for ref in refs for run in expand(ref)]
+    if len(set(refs)) != len(refs):
+        raise InputError("a run is named twice")
+    records = [load(cloud, ref) for ref in refs]
+    report: Report = write_report(records, out)
+    for record in records:
+        if not record.evaluations:
+            print(f"note: {record.name} has no evaluation yet (eval/ckpt-N.json)",
+                  file=sys.stderr)
+    return report.summary()
+
+
+def expand(ref: str) -> list[str]:
+    """A local directory of runs (a sweep's) stands for the runs in it."""
+    path = Path(ref)
+    if path.is_dir() and not (path / RUN_FILE).exists():
+        return [str(run) for run in find_runs(path)] or [ref]
+    return [ref]
+
+
+def bucket_runs(cloud: Cloud) -> list[str]:
+    """Run ids (and SWEEP/TRIAL ids) in the bucket that have a run.json, newest names first."""
+    bucket = cloud.fields(("bucket",))["bucket"]
+    suffix = f"/{CHECKPOINTS}/{RUN_FILE}"
+    ids = []
+    for blob in list_blobs(cloud.storage(), bucket, layout.RUNS_PREFIX):
+        name = blob.name.removeprefix(f"{layout.RUNS_PREFIX}/")
+        if name.endswith(suffix):
+            try:
+                ids.append("/".join(run_id_parts(name.removesuffix(suffix))))
+            except InputError:
+                continue  # an object name that is no run id is not listed (nor followed)
+    return sorted(ids, reverse=True)[:BUCKET_RUNS]
+
+
+def list_runs(root: Path, cloud: Callable[[], Cloud] | None = None) -> str:
+    """The runs below `root` here, or (with `cloud`) the runs in the bucket."""
+    if cloud is not None:
+        refs = bucket_runs(cloud())
+        if not refs:
+            return "no runs in the bucket yet"
+        return table([load(cloud, ref) for ref in refs])
+    if not root.is_dir():
+        raise MissingError(f"{root} is not a directory")
+    records = [load_run(path, str(path)) for path in find_runs(root, skip=(mirror.CACHE_DIR,))]
+    return table(records) if records else f"no runs below {root} (a run has {RUN_FILE})"

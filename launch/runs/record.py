@@ -1,0 +1,160 @@
+"""A training run as the files it left: what it trained (run.json), on what and how long
+(training_summary.json), every evaluation (eval/ckpt-N.json, with AP per class, the PR curve
+and its worst images) and its loss (the train/ TensorBoard events).
+
+Read from a local directory: a local run's model directory, or the mirror of one in the
+bucket. Files are input like any other: one that is missing, not JSON or holds no number is
+left out (and the report says what is missing), never a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+import struct
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from trainer.evaluation import METRICS_DIR
+from trainer.model_dir import RUN_FILE, TRAINING_SUMMARY_FILE
+
+EVAL_FILE = re.compile(r"ckpt-(\d+)\.json")
+LOSS_TAG = "total_loss"
+LOGS_DIR = "logs"  # Vertex AI's AIP_TENSORBOARD_LOG_DIR, beside a run's checkpoints
+LOSS_DIRS = ("train", f"../{LOGS_DIR}/train")
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """One checkpoint's evaluation (eval/ckpt-N.json)."""
+
+    step: int
+    metrics: Mapping[str, float]
+    per_class: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    pr_curve: Mapping[str, list] | None = None
+    worst_images: tuple[Mapping, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    name: str
+    path: Path  # the model directory here (a mirror for a run in the bucket)
+    experiment: str | None = None
+    hardware: str | None = None
+    steps: int | None = None
+    seconds: float | None = None
+    evaluations: tuple[Evaluation, ...] = ()  # by step
+    losses: tuple[tuple[int, float], ...] = ()  # (step, total loss)
+    cost: str | None = None  # for runs whose jobs Vertex AI knows
+
+    @property
+    def latest(self) -> Evaluation | None:
+        return self.evaluations[-1] if self.evaluations else None
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _evaluation(path: Path, step: int) -> Evaluation | None:
+    data = _json(path)
+    if data is None or not isinstance(data.get("metrics"), dict):
+        return None
+    metrics = {str(k): v for k, v in data["metrics"].items() if _number(v) is not None}
+    per_class = {str(name): {k: float(v) for k, v in values.items() if _number(v) is not None}
+                 for name, values in (data.get("per_class") or {}).items()
+                 if isinstance(values, dict)}
+    curve = data.get("pr_curve")
+    if not (isinstance(curve, dict) and all(
+            isinstance(curve.get(k), list) and all(_number(v) is not None for v in curve[k])
+            for k in ("recall", "precision")) and
+            len(curve["recall"]) == len(curve["precision"])):
+        curve = None
+    worst = tuple(w for w in data.get("worst_images") or () if isinstance(w, dict))
+    return Evaluation(step, metrics, per_class, curve, worst)
+
+
+def events(path: Path) -> Iterator:
+    """The Event protos of a TensorBoard file, read without TensorFlow (TFRecord framing:
+    length, its CRC, the record, its CRC). A truncated tail (a file still being written)
+    ends the reading; a file that is not one yields nothing more."""
+    from google.protobuf.message import DecodeError
+    from tensorboard.compat.proto import event_pb2
+
+    with open(path, "rb") as stream:
+        while len(header := stream.read(12)) == 12:
+            (length,) = struct.unpack("<Q", header[:8])
+            record = stream.read(length)
+            if len(record) != length or len(stream.read(4)) != 4:
+                return
+            try:
+                yield event_pb2.Event.FromString(record)
+            except DecodeError:
+                return
+
+
+def losses(model_dir: Path) -> tuple[tuple[int, float], ...]:
+    """The total loss at each step the trainer summarised (TensorBoard events)."""
+    from tensorboard.util import tensor_util
+
+    found: dict[int, float] = {}
+    for sub in LOSS_DIRS:
+        for path in sorted((model_dir / sub).glob("events.out.tfevents.*")):
+            for event in events(path):
+                for value in event.summary.value:
+                    if value.tag != LOSS_TAG:
+                        continue
+                    number = float(tensor_util.make_ndarray(value.tensor)) \
+                        if value.HasField("tensor") else value.simple_value
+                    if math.isfinite(number):
+                        found[int(event.step)] = number
+    return tuple(sorted(found.items()))
+
+
+def load_run(model_dir: Path, name: str | None = None, cost: str | None = None) -> RunRecord:
+    """Everything the run's files say (what they lack stays None or empty)."""
+    run = _json(model_dir / RUN_FILE) or {}
+    summary = _json(model_dir / TRAINING_SUMMARY_FILE) or {}
+    evaluations = []
+    for path in (model_dir / METRICS_DIR).glob("ckpt-*.json"):
+        if (match := EVAL_FILE.fullmatch(path.name)) and \
+                (evaluation := _evaluation(path, int(match[1]))):
+            evaluations.append(evaluation)
+    evaluations.sort(key=lambda e: e.step)
+    steps = summary.get("steps")
+    text = lambda value: value if isinstance(value, str) else None  # noqa: E731
+    return RunRecord(
+        name=name or model_dir.name, path=model_dir,
+        experiment=text(run.get("experiment")) or text(summary.get("experiment")),
+        hardware=text(summary.get("hardware")),
+        steps=steps if isinstance(steps, int) and not isinstance(steps, bool) else
+        (evaluations[-1].step if evaluations else None),
+        seconds=_number(summary.get("seconds")), evaluations=tuple(evaluations),
+        losses=losses(model_dir), cost=cost)
+
+
+def find_runs(root: Path, skip: tuple[Path, ...] = ()) -> Iterator[Path]:
+    """Model directories below `root` (they hold run.json), not following symlinks and not
+    looking inside `skip` (the bucket's mirror)."""
+    skipped = {p.resolve() for p in skip}
+    for folder, subfolders, files in os.walk(root):
+        here = Path(folder)
+        if here.resolve() in skipped:
+            subfolders[:] = []
+            continue
+        if RUN_FILE in files:
+            yield here
+        subfolders.sort()

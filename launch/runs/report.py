@@ -1,0 +1,210 @@
+"""Runs side by side: a table, plots (PNG) and one self-contained HTML page.
+
+    table(records)              the text `invoke runs.compare` prints
+    write_report(records, dir)  table.csv, ap_by_step.png, loss_by_step.png,
+                                per_class_ap.png, pr_curve.png and report.html (the plots and
+                                each run's worst validation images embedded, so the page can
+                                be mailed or attached to a review as one file)
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import dataclasses
+import html
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from launch.runs.record import RunRecord
+from trainer.evaluation import METRICS_DIR
+
+METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
+COLUMNS = ("run", "experiment", "hardware", "steps", "wall time", "cost", *METRICS)
+PLOTS = {"ap_by_step.png": "AP against step", "loss_by_step.png": "Loss against step",
+         "per_class_ap.png": "AP per class (newest evaluation)",
+         "pr_curve.png": "Precision against recall at IoU 0.5 (newest evaluation)"}
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def row(record: RunRecord) -> dict[str, str]:
+    """The run's cells as printed: metrics of its newest evaluation, 4 decimals."""
+    latest = record.latest.metrics if record.latest else {}
+    return {"run": record.name, "experiment": record.experiment or "-",
+            "hardware": record.hardware or "-",
+            "steps": "-" if record.steps is None else str(record.steps),
+            "wall time": _duration(record.seconds), "cost": record.cost or "-",
+            # COCO's -1: no object of that size to measure
+            **{m: f"{latest[m]:.4f}" if latest.get(m, -1) >= 0 else "-" for m in METRICS}}
+
+
+def table(records: Sequence[RunRecord]) -> str:
+    rows = [dict(zip(COLUMNS, COLUMNS, strict=True)), *map(row, records)]
+    widths = {c: max(len(r[c]) for r in rows) for c in COLUMNS}
+    return "\n".join("  ".join(r[c].ljust(widths[c]) for c in COLUMNS).rstrip() for r in rows)
+
+
+def _figure(draw: Callable, path: Path, title: str, xlabel: str, ylabel: str) -> bool:
+    """Draws one plot; False (and no file) when no run has the data."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    figure, axes = pyplot.subplots(figsize=(7, 4.2), dpi=100)
+    try:
+        if not draw(axes):
+            return False
+        axes.set_title(title)
+        axes.set_xlabel(xlabel)
+        axes.set_ylabel(ylabel)
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize="small")
+        figure.tight_layout()
+        figure.savefig(path, format="png")
+        return True
+    finally:
+        pyplot.close(figure)
+
+
+def _lines(records: Sequence[RunRecord], points: Callable[[RunRecord], list]) -> Callable:
+    def draw(axes) -> bool:
+        drawn = False
+        for record in records:
+            if found := points(record):
+                xs, ys = zip(*found, strict=True)
+                axes.plot(xs, ys, marker="o" if len(xs) < 30 else None, label=record.name)
+                drawn = True
+        return drawn
+    return draw
+
+
+def _per_class(records: Sequence[RunRecord]) -> Callable:
+    def draw(axes) -> bool:
+        import numpy as np
+
+        classes = sorted({c for r in records if r.latest for c in r.latest.per_class})
+        having = [r for r in records if r.latest and r.latest.per_class]
+        if not classes or not having:
+            return False
+        width = 0.8 / len(having)
+        for i, record in enumerate(having):
+            values = [record.latest.per_class.get(c, {}).get("AP", 0.0) for c in classes]
+            axes.bar(np.arange(len(classes)) + i * width - 0.4 + width / 2, values, width,
+                     label=record.name)
+        axes.set_xticks(range(len(classes)), classes, rotation=45 if len(classes) > 6 else 0,
+                        ha="right" if len(classes) > 6 else "center", fontsize="small")
+        axes.set_ylim(0, 1)
+        return True
+    return draw
+
+
+def _pr(record: RunRecord) -> list:
+    curve = record.latest.pr_curve if record.latest else None
+    return list(zip(curve["recall"], curve["precision"], strict=True)) if curve else []
+
+
+def write_plots(records: Sequence[RunRecord], out: Path) -> dict[str, Path]:
+    """The plots that have data, by file name."""
+    out.mkdir(parents=True, exist_ok=True)
+    drawers = {
+        "ap_by_step.png": (_lines(records, lambda r: [(e.step, e.metrics["AP"])
+                                                      for e in r.evaluations
+                                                      if "AP" in e.metrics]), "step", "AP"),
+        "loss_by_step.png": (_lines(records, lambda r: list(r.losses)), "step", "total loss"),
+        "per_class_ap.png": (_per_class(records), "class", "AP"),
+        "pr_curve.png": (_lines(records, _pr), "recall", "precision"),
+    }
+    return {name: out / name for name, (draw, x, y) in drawers.items()
+            if _figure(draw, out / name, PLOTS[name], x, y)}
+
+
+def write_table(records: Sequence[RunRecord], path: Path) -> None:
+    """Every number at full precision, for spreadsheets."""
+    with open(path, "w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow([*COLUMNS[:3], "steps", "seconds", "cost", "step evaluated", *METRICS])
+        for r in records:
+            latest = r.latest.metrics if r.latest else {}
+            writer.writerow([r.name, r.experiment or "", r.hardware or "", r.steps or "",
+                             r.seconds or "", r.cost or "", r.latest.step if r.latest else "",
+                             *(latest.get(m, "") for m in METRICS)])
+
+
+def _embedded(path: Path, kind: str) -> str:
+    return f"data:image/{kind};base64,{base64.b64encode(path.read_bytes()).decode()}"
+
+
+def _worst(record: RunRecord) -> str:
+    """The run's worst validation images (newest evaluation) with what went wrong."""
+    if not record.latest or not record.latest.worst_images:
+        return "<p>No worst images recorded (evaluated before the report existed?).</p>"
+    eval_dir = (record.path / METRICS_DIR).resolve()
+    cells = []
+    for image in record.latest.worst_images:
+        picture = str(image.get("picture", ""))
+        path = (eval_dir / picture).resolve()
+        if not picture or not path.is_relative_to(eval_dir) or not path.is_file():
+            continue  # a name from the file that points elsewhere is not followed
+        caption = (f"{image.get('key', '?')}: {image.get('missed', '?')} of "
+                   f"{image.get('objects', '?')} missed, mean IoU "
+                   f"{_fraction(image.get('mean_iou'))}, {image.get('extra', '?')} extra")
+        cells.append(f'<figure><img src="{_embedded(path, "jpeg")}" alt="">'
+                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    return f'<div class="gallery">{"".join(cells)}</div>' if cells else \
+        "<p>The worst images' files are missing.</p>"
+
+
+def _fraction(value) -> str:
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "?"
+
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}
+table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;
+text-align:left}.plots img{max-width:48%}.gallery{display:flex;flex-wrap:wrap;gap:8px}
+figure{margin:0;width:256px}figure img{width:256px}figcaption{font-size:12px}"""
+
+
+def write_html(records: Sequence[RunRecord], plots: dict[str, Path], path: Path) -> None:
+    header = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row(r).values()) +
+                   "</tr>" for r in records)
+    figures = "".join(f'<img src="{_embedded(p, "png")}" alt="{html.escape(PLOTS[n])}">'
+                      for n, p in plots.items())
+    galleries = "".join(f"<h3>{html.escape(r.name)}</h3>{_worst(r)}" for r in records)
+    missing = [f"{r.name}: no evaluation" for r in records if not r.evaluations]
+    notes = "".join(f"<li>{html.escape(m)}</li>" for m in missing)
+    path.write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Runs compared</title>"
+        f"<style>{STYLE}</style></head><body><h1>Runs compared</h1>"
+        f"<table><tr>{header}</tr>{body}</table>{f'<ul>{notes}</ul>' if notes else ''}"
+        f"<h2>Curves</h2><div class='plots'>{figures}</div>"
+        f"<h2>Worst validation images</h2><p>White: ground truth; coloured: detections "
+        f"scored 30% or more. Worst first: objects missed, then poorer boxes.</p>{galleries}"
+        "</body></html>\n")
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    table: str
+    directory: Path
+    plots: dict[str, Path]
+
+    def summary(self) -> str:
+        return (f"{self.table}\n\nreport: {self.directory / 'report.html'} "
+                f"({len(self.plots)} plots, table.csv)")
+
+
+def write_report(records: Sequence[RunRecord], out: Path) -> Report:
+    out.mkdir(parents=True, exist_ok=True)
+    plots = write_plots(records, out)
+    write_table(records, out / "table.csv")
+    write_html(records, plots, out / "report.html")
+    return Report(table(records), out, plots)
