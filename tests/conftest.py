@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,3 +107,40 @@ def served(trained, tmp_path_factory) -> Path:
                 "--default_signature=bytes", f"--max_detections={SERVED_MAX_DETECTIONS}",
                 f"--min_score={SERVED_MIN_SCORE}")
     return export_dir
+
+
+def interruptible() -> None:
+    """Ctrl-C as a terminal delivers it, even when the tests run where SIGINT is ignored (a
+    background job, nohup): an ignored signal is inherited across exec."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    returncode: int
+    out: str
+
+
+@pytest.fixture(scope="session")
+def swept(train_records, tmp_path_factory):
+    """`invoke tune --target local`: three two-step trials, stopped with Ctrl-C while the
+    second runs, then the same command again (with two trials at a time) to the end."""
+    sweep_dir = tmp_path_factory.mktemp("tune") / "sweep"
+    command = [sys.executable, "-m", "invoke", "tune", "--param=learning_rate=0.001:0.05:log",
+               "--param=batch_size=2,4", "--metric=AP50", "--trials=3", "--steps=2",
+               f"--model-dir={sweep_dir}", f"--data-dir={train_records}"]
+    first = subprocess.Popen([*command, "--parallel=1"], cwd=REPO, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True, preexec_fn=interruptible)
+    seen = []
+    for line in first.stdout:
+        seen.append(line)
+        if line.startswith("trial 1: ") and " -> " in line:
+            break
+    time.sleep(8)  # the second trial's trainer is up
+    os.killpg(first.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    rest, _ = first.communicate(timeout=120)
+    second = subprocess.run([*command, "--parallel=2"], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
+    return (sweep_dir, Finished(first.returncode, "".join(seen) + rest),
+            Finished(second.returncode, second.stdout))

@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from tests.conftest import REPO
+from tests.conftest import REPO, interruptible
 from tests.test_convert import read_records
 from trainer.data import pets
 from trainer.data.convert import (
@@ -215,14 +215,7 @@ def convert_process(data: Path, out: Path, *flags: str, env: dict | None = None
         [sys.executable, "-m", "trainer", "data", "convert", f"--data_dir={data}",
          f"--output_dir={out}", "--num_shards=2", *flags], cwd=REPO, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        env={**os.environ, **(env or {})}, preexec_fn=_interruptible)
-
-
-def _interruptible() -> None:
-    """Ctrl-C as a terminal delivers it, even when the tests themselves run where SIGINT is
-    ignored (a background job, nohup): an ignored signal is inherited across exec, and
-    Python then never turns SIGINT into KeyboardInterrupt."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+        env={**os.environ, **(env or {})}, preexec_fn=interruptible)
 
 
 def test_separate_runs_write_identical_bytes(small, tmp_path):

@@ -5,11 +5,6 @@ it, and trials whose metric is read back from the file the trainer writes."""
 from __future__ import annotations
 
 import math
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 from google.cloud import aiplatform_v1
@@ -24,7 +19,6 @@ from launch.tuning import commands
 from launch.tuning.sweep import Sweep
 from launch.vertex.ladder import Ladder
 from launch.vertex.submit import Submission
-from tests.conftest import REPO
 from tests.fakes.cloud import fake_cloud, write_records
 from trainer import hparams
 
@@ -170,42 +164,19 @@ def test_a_trial_without_its_metric_is_infeasible_and_the_job_still_ends(fakes, 
     assert "INFEASIBLE" in str(failed.value) and "all trials failed" in str(failed.value)
 
 
-def _interruptible() -> None:
-    """Ctrl-C as a terminal delivers it, even when the tests run with SIGINT ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @pytest.mark.slow
-def test_a_local_sweep_resumes_after_ctrl_c_and_ends_with_its_best_trial(train_records,
-                                                                          tmp_path):
+def test_a_local_sweep_resumes_after_ctrl_c_and_ends_with_its_best_trial(swept):
     """Three two-step trials; Ctrl-C while the second runs; the same command finishes the
     sweep (the interrupted trial again, in its own directory, with its values)."""
-    sweep_dir = tmp_path / "sweep"
-    command = [sys.executable, "-m", "invoke", "tune", "--param=learning_rate=0.001:0.05:log",
-               "--param=batch_size=2,4", "--metric=AP50", "--trials=3", "--steps=2",
-               f"--model-dir={sweep_dir}", f"--data-dir={train_records}"]
-    first = subprocess.Popen([*command, "--parallel=1"], cwd=REPO, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             start_new_session=True, preexec_fn=_interruptible)
-    seen = []
-    for line in first.stdout:
-        seen.append(line)
-        if line.startswith("trial 1: ") and " -> " in line:
-            break
-    time.sleep(8)  # the second trial's trainer is up
-    os.killpg(first.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-    rest, _ = first.communicate(timeout=120)
-    out = "".join(seen) + rest
-    assert first.returncode == 1, out[-3000:]
-    assert "interrupted: run the same command to resume the sweep" in out
-    assert "trial 0: AP50 " in out
+    sweep_dir, first, second = swept
+    assert first.returncode == 1, first.out[-3000:]
+    assert "interrupted: run the same command to resume the sweep" in first.out
+    assert "trial 0: AP50 " in first.out
 
-    second = subprocess.run([*command, "--parallel=2"], cwd=REPO, text=True,
-                            capture_output=True, timeout=900)
-    assert second.returncode == 0, (second.stdout + second.stderr)[-3000:]
-    assert "resuming interrupted trials 1 from their checkpoints" in second.stdout
-    assert "trial 0: " not in second.stdout  # a finished trial is not run again
-    assert "3 trials finished; AP50 maximized" in second.stdout
+    assert second.returncode == 0, second.out[-3000:]
+    assert "resuming interrupted trials 1 from their checkpoints" in second.out
+    assert "trial 0: " not in second.out  # a finished trial is not run again
+    assert "3 trials finished; AP50 maximized" in second.out
 
     runs = sorted(p.name for p in sweep_dir.glob("trial-*"))
     assert runs == ["trial-000", "trial-001", "trial-003"]  # trial 2 re-ran trial 1's
@@ -213,11 +184,11 @@ def test_a_local_sweep_resumes_after_ctrl_c_and_ends_with_its_best_trial(train_r
         "training finished") == 1
     assert (sweep_dir / "trial-001" / "trainer.log").read_text().count(
         "training finished") == 1  # stopped once, then finished
-    first_values = next(line for line in seen if line.startswith("trial 1: "))
-    assert first_values.replace("trial 1: ", "trial 2: ") in second.stdout
+    started = next(line for line in first.out.splitlines() if line.startswith("trial 1: "))
+    assert started.replace("trial 1: ", "trial 2: ") in second.out  # the same values
 
     reported = {run: hparams.read_report(str(sweep_dir / run / "hypertune/output.metrics"),
                                          "AP50") for run in runs}
     assert all(value is not None and 0 <= value[0] <= 1 for value in reported.values())
     best = max(runs, key=lambda run: reported[run][0])  # ties: the first trial
-    assert second.stdout.strip().endswith(f"in {sweep_dir / best}")
+    assert second.out.strip().endswith(f"in {sweep_dir / best}")

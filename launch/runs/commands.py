@@ -40,14 +40,14 @@ def is_record_file(name: str) -> bool:
     return RECORD_FILE.fullmatch(name) is not None
 
 
-def _stage(client, url: str) -> Path:
+def _stage(client, url: str, cache_dir: Path) -> Path:
     """The run's record files mirrored (and its Vertex log directory's loss events)."""
-    local = mirror.stage_directory(client, url, keep=is_record_file)
+    local = mirror.stage_directory(client, url, cache_dir, keep=is_record_file)
     if url.endswith(f"/{CHECKPOINTS}"):  # Vertex AI's AIP_TENSORBOARD_LOG_DIR beside it
         # no TensorBoard attached: the loss is under the checkpoints (or nowhere)
         with contextlib.suppress(MissingError):
             mirror.stage_directory(client, f"{url.removesuffix(CHECKPOINTS)}{LOGS_DIR}",
-                                   keep=EVENTS.fullmatch)
+                                   cache_dir, keep=EVENTS.fullmatch)
     return local
 
 
@@ -80,34 +80,36 @@ def run_cost(cloud: Cloud, run_id: str) -> str | None:
     return f"{amount:.2f} {table_.currency}" if found else None
 
 
-def load(cloud: Callable[[], Cloud], ref: str) -> RunRecord:
+def load(cloud: Callable[[], Cloud], ref: str, cache_dir: Path = mirror.CACHE_DIR
+         ) -> RunRecord:
     """One run, however it is named."""
     if Path(ref).is_dir():
         if not (Path(ref) / RUN_FILE).exists():
             raise MissingError(f"{ref} is not a run's model directory (it has no {RUN_FILE})")
         return load_run(Path(ref), ref)
     if mirror.is_gcs(ref):
-        return load_run(_stage(cloud().storage(), ref.rstrip("/")), ref)
+        return load_run(_stage(cloud().storage(), ref.rstrip("/"), cache_dir), ref)
     parts = run_id_parts(ref)
     settings = cloud()
     bucket = settings.fields(("bucket",))["bucket"]
     url = f"gs://{bucket}/{layout.RUNS_PREFIX}/{'/'.join(parts)}/{CHECKPOINTS}"
     try:
-        local = _stage(settings.storage(), url)
+        local = _stage(settings.storage(), url, cache_dir)
     except MissingError:
         raise MissingError(f"no run {ref!r}: not a directory here, and nothing at {url}; "
                            "`invoke runs.list` shows the runs") from None
     return load_run(local, ref, run_cost(settings, parts[0]) if len(parts) == 1 else None)
 
 
-def compare(cloud: Callable[[], Cloud], refs: Sequence[str], out: Path) -> str:
+def compare(cloud: Callable[[], Cloud], refs: Sequence[str], out: Path,
+            cache_dir: Path = mirror.CACHE_DIR) -> str:
     if not refs:
         raise InputError("name the runs to compare: model directories, gs:// paths or run "
                          "ids (`invoke runs.list` shows them)")
     refs = [run for ref in refs for run in expand(ref)]
     if len(set(refs)) != len(refs):
         raise InputError("a run is named twice")
-    records = [load(cloud, ref) for ref in refs]
+    records = [load(cloud, ref, cache_dir) for ref in refs]
     report: Report = write_report(records, out)
     for record in records:
         if not record.evaluations:
@@ -139,14 +141,15 @@ def bucket_runs(cloud: Cloud) -> list[str]:
     return sorted(ids, reverse=True)[:BUCKET_RUNS]
 
 
-def list_runs(root: Path, cloud: Callable[[], Cloud] | None = None) -> str:
+def list_runs(root: Path, cloud: Callable[[], Cloud] | None = None,
+              cache_dir: Path = mirror.CACHE_DIR) -> str:
     """The runs below `root` here, or (with `cloud`) the runs in the bucket."""
     if cloud is not None:
         refs = bucket_runs(cloud())
         if not refs:
             return "no runs in the bucket yet"
-        return table([load(cloud, ref) for ref in refs])
+        return table([load(cloud, ref, cache_dir) for ref in refs])
     if not root.is_dir():
         raise MissingError(f"{root} is not a directory")
-    records = [load_run(path, str(path)) for path in find_runs(root, skip=(mirror.CACHE_DIR,))]
+    records = [load_run(path, str(path)) for path in find_runs(root, skip=(cache_dir,))]
     return table(records) if records else f"no runs below {root} (a run has {RUN_FILE})"

@@ -1,0 +1,205 @@
+"""`invoke runs.list` and `invoke runs.compare` on runs' files as the trainer writes them
+(eval/ckpt-N.json, training_summary.json, TensorBoard events), here and in the bucket (the
+fake GCS and Vertex AI of tests/fakes), including damaged and hostile ones. The same report
+on two really trained runs is in test_runs_trained.py."""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from google.cloud import aiplatform_v1
+from PIL import Image
+
+from launch.errors import InputError, MissingError
+from launch.gcs.upload import upload_directory
+from launch.runs import commands
+from launch.runs.record import load_run
+from launch.runs.report import METRICS, table
+from tests.fakes.cloud import fake_cloud
+
+CLASSES = {"Abyssinian": 0.9, "<b>beagle</b>": 0.6, "Russian_Blue": 0.75}
+
+
+def write_run(model_dir: Path, steps=(100, 200), scale: float = 1.0, loss=True) -> Path:
+    """A run's record files, shaped as the trainer and the evaluator write them."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    (model_dir / "eval").mkdir(parents=True)
+    (model_dir / "run.json").write_text(json.dumps({"experiment": "pets_retinanet_mobilenet"}))
+    (model_dir / "training_summary.json").write_text(json.dumps({
+        "experiment": "pets_retinanet_mobilenet", "hardware": "this CPU x 1",
+        "steps": steps[-1], "seconds": 754.2, "seconds_per_step": 3.771}))
+    for i, step in enumerate(steps, 1):
+        fraction = scale * i / len(steps)
+        (model_dir / "eval" / f"ckpt-{step}").mkdir()
+        worst = []
+        for rank in (1, 2):
+            picture = f"ckpt-{step}/worst-0{rank}.jpg"
+            pixels = np.random.default_rng(rank).integers(0, 255, (64, 64, 3), np.uint8)
+            Image.fromarray(pixels).save(model_dir / "eval" / picture)
+            worst.append({"key": f"img{rank}" if rank == 1 else "<script>x</script>",
+                          "objects": 2, "missed": 2 - rank,
+                          "mean_iou": 0.3 * rank, "extra": 0, "picture": picture})
+        worst.append({"key": "evil", "objects": 1, "missed": 1, "mean_iou": 0, "extra": 0,
+                      "picture": "../../run.json"})  # not followed out of eval/
+        (model_dir / "eval" / f"ckpt-{step}.json").write_text(json.dumps({
+            "checkpoint": str(model_dir / f"ckpt-{step}"), "step": step,
+            "metrics": {"AP": 0.5 * fraction, "AP50": 0.9 * fraction, "AP75": 0.4 * fraction,
+                        "APs": -1.0, "APm": 0.45 * fraction, "APl": 0.55 * fraction},
+            "per_class": {name: {"AP": ap * fraction, "AP50": 1.0, "objects": 10}
+                          for name, ap in CLASSES.items()},
+            "pr_curve": {"recall": list(np.linspace(0, 1, 101)),
+                         "precision": list(np.linspace(1, 0.2 * fraction, 101))},
+            "worst_images": worst}))
+    if loss:
+        writer = EventFileWriter(str(model_dir / "train"))
+        for step in range(0, steps[-1] + 1, 50):
+            writer.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(value=[
+                summary_pb2.Summary.Value(tag="total_loss", simple_value=2.0 / (1 + step))])))
+        writer.close()
+    return model_dir
+
+
+def cells(text: str) -> list[dict[str, str]]:
+    """The printed table back into rows (columns split on runs of two spaces)."""
+    import re
+
+    header, *rows = text.splitlines()
+    names = re.split(r"\s{2,}", header.strip())
+    return [dict(zip(names, re.split(r"\s{2,}", r.strip()), strict=True)) for r in rows]
+
+
+def test_the_report_has_the_evaluators_numbers_real_plots_and_one_html(tmp_path):
+    first, second = write_run(tmp_path / "a"), write_run(tmp_path / "b", scale=0.5)
+    out = commands.compare(lambda: pytest.fail("local runs need no cloud"),
+                           [str(first), str(second)], tmp_path / "report")
+    rows = cells(out.split("\n\n")[0])
+    for row, run in zip(rows, (first, second), strict=True):
+        newest = json.loads((run / "eval" / "ckpt-200.json").read_text())["metrics"]
+        for metric in METRICS:
+            value = newest[metric]
+            assert row[metric] == (f"{value:.4f}" if value >= 0 else "-")
+        assert (row["steps"], row["wall time"], row["hardware"]) == \
+            ("200", "12m34s", "this CPU x 1")
+    with open(tmp_path / "report" / "table.csv") as f:
+        saved = list(csv.DictReader(f))
+    assert float(saved[1]["AP"]) == json.loads(
+        (second / "eval" / "ckpt-200.json").read_text())["metrics"]["AP"]
+
+    for name in ("ap_by_step.png", "loss_by_step.png", "per_class_ap.png", "pr_curve.png"):
+        image = Image.open(tmp_path / "report" / name)
+        assert image.format == "PNG" and image.size == (700, 420)
+        pixels = np.asarray(image.convert("RGB"))
+        assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50  # lines, bars, text
+        assert (pixels.std(axis=(0, 1)) > 10).all()
+
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 4
+    assert page.count("data:image/jpeg;base64,") == 4  # two worst images a run
+    assert "<script>x" not in page and "&lt;script&gt;x&lt;/script&gt;: 0 of 2" in page
+    assert "img1: 1 of 2 missed, mean IoU 0.30, 0 extra" in page
+    assert "evil" not in page  # its picture points out of eval/: left out
+
+
+def test_damaged_files_cost_a_cell_not_the_report(tmp_path):
+    run = write_run(tmp_path / "run", loss=False)
+    (run / "eval" / "ckpt-100.json").write_text("{not json")
+    (run / "eval" / "ckpt-200.json").write_text(json.dumps({
+        "step": 200, "metrics": {"AP": float("nan"), "AP50": "high", "AP75": 0.25},
+        "per_class": {"x": "y"}, "pr_curve": {"recall": [0, 1], "precision": [1]}}))
+    (run / "eval" / "ckpt-300.json.partial").write_text("{}")
+    (run / "training_summary.json").write_text("[1, 2]")
+    (run / "train").mkdir()
+    (run / "train" / "events.out.tfevents.1.host").write_bytes(b"\x10\x00\x00")  # truncated
+    record = load_run(run)
+    assert [e.step for e in record.evaluations] == [200]
+    assert record.latest.metrics == {"AP75": 0.25} and record.latest.pr_curve is None
+    assert record.losses == () and record.seconds is None
+    (row,) = cells(table([record]))
+    assert (row["AP"], row["AP75"], row["steps"]) == ("-", "0.2500", "200")
+    out = commands.compare(lambda: None, [str(run)], tmp_path / "report")
+    assert "report: " in out and (tmp_path / "report" / "report.html").exists()
+
+
+def test_runs_are_named_plainly_or_refused(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MissingError, match="is not a run's model directory"):
+        commands.load(lambda: None, str(tmp_path / "empty"))
+    with pytest.raises(InputError, match="neither a directory here nor a run id"):
+        commands.load(lambda: None, "a/b/c")
+    with pytest.raises(InputError, match="is not a run id"):
+        commands.load(lambda: None, "../etc")
+    with pytest.raises(InputError, match="name the runs to compare"):
+        commands.compare(lambda: None, [], tmp_path / "report")
+    sweep = tmp_path / "sweep"
+    write_run(sweep / "trial-000")
+    write_run(sweep / "trial-001")
+    out = commands.compare(lambda: None, [str(sweep)], tmp_path / "report")  # its trials
+    assert [row["run"] for row in cells(out.split("\n\n")[0])] == \
+        [str(sweep / "trial-000"), str(sweep / "trial-001")]
+    with pytest.raises(InputError, match="named twice"):
+        commands.compare(lambda: None, [str(sweep), str(sweep / "trial-000")], tmp_path / "r")
+
+
+def test_list_finds_runs_below_a_root_but_not_in_the_mirror_nor_through_symlinks(tmp_path):
+    write_run(tmp_path / "work" / "model")
+    write_run(tmp_path / "work" / "cache" / "pets-data" / "runs" / "r1" / "checkpoints")
+    write_run(tmp_path / "elsewhere" / "run")
+    (tmp_path / "work" / "link").symlink_to(tmp_path / "elsewhere")
+    listed = commands.list_runs(tmp_path / "work", cache_dir=tmp_path / "work" / "cache")
+    assert [row["run"] for row in cells(listed)] == [str(tmp_path / "work" / "model")]
+    assert commands.list_runs(tmp_path / "elsewhere" / "run" / "eval").startswith("no runs")
+
+
+@pytest.fixture
+def fakes(tmp_path):
+    with fake_cloud(tmp_path) as services:
+        yield services
+
+
+def upload_run(fakes, local: Path, prefix: str) -> None:
+    for extra in ("ckpt-200.index", "ckpt-200.data-00000-of-00001"):  # never fetched
+        (local / extra).write_bytes(b"\0" * 4096)
+    upload_directory(fakes.storage, "pets-data", local, prefix)
+
+
+def test_runs_in_the_bucket_are_mirrored_without_checkpoints_and_costed(fakes, tmp_path):
+    upload_run(fakes, write_run(tmp_path / "gpu1"), "runs/gpu1/checkpoints")
+    upload_run(fakes, write_run(tmp_path / "trial", steps=(100,), loss=False),
+               "runs/sweep1/3/checkpoints")
+    bucket = fakes.storage.bucket("pets-data")
+    bucket.blob("runs/gpu1/checkpoints/eval/../../../../escape.json").upload_from_string("{}")
+    bucket.blob("runs/Bad Name/checkpoints/run.json").upload_from_string("{}")
+    started = datetime.datetime(2026, 11, 22, 1, tzinfo=datetime.UTC)
+    fakes.vertex.jobs["projects/pets-detector-dev/locations/us-central1/customJobs/9"] = \
+        aiplatform_v1.CustomJob(
+            name="projects/pets-detector-dev/locations/us-central1/customJobs/9",
+            labels={"run": "gpu1"}, state=aiplatform_v1.JobState.JOB_STATE_SUCCEEDED,
+            start_time=started, end_time=started + datetime.timedelta(hours=2),
+            job_spec=aiplatform_v1.CustomJobSpec(worker_pool_specs=[
+                aiplatform_v1.WorkerPoolSpec(replica_count=1, machine_spec=aiplatform_v1.
+                                             MachineSpec(machine_type="n1-standard-8"))]))
+    cloud, cache = fakes.cloud, tmp_path / "cache"
+
+    listed = cells(commands.list_runs(tmp_path, cloud, cache_dir=cache))
+    assert [row["run"] for row in listed] == ["sweep1/3", "gpu1"]
+    assert listed[1]["cost"].endswith(" USD") and float(listed[1]["cost"].split()[0]) > 0
+    assert listed[0]["cost"] == "-"  # a tuning trial's cost is its tuning job's
+
+    out = commands.compare(cloud, ["gpu1", "sweep1/3"], tmp_path / "report", cache_dir=cache)
+    mirrored = sorted(p.relative_to(cache).as_posix() for p in cache.rglob("*") if p.is_file())
+    assert not [p for p in mirrored if "ckpt-200.data" in p or p.endswith(".index")]
+    assert "pets-data/runs/gpu1/checkpoints/eval/ckpt-200.json" in mirrored
+    assert not (tmp_path / "escape.json").exists() and not (cache / "escape.json").exists()
+    assert [row["run"] for row in cells(out.split("\n\n")[0])] == ["gpu1", "sweep1/3"]
+    with pytest.raises(MissingError, match="no run 'gpu2'"):
+        commands.load(cloud, "gpu2", cache)
+    image = Image.open(io.BytesIO((tmp_path / "report" / "loss_by_step.png").read_bytes()))
+    assert image.size == (700, 420)
