@@ -9,6 +9,7 @@ import pytest
 
 from trainer import hparams
 from trainer.args import TrainArgs, parse
+from trainer.experiments import EXPERIMENTS
 from trainer.settings import SettingsError
 
 
@@ -76,3 +77,20 @@ def test_metrics_are_reported_as_cloudml_hypertune_writes_them(tmp_path):
     (line,) = path.read_text().splitlines()  # rewritten, as the library does
     assert {k: v for k, v in json.loads(line).items() if k != "timestamp"} == {
         "trial": "7", "global_step": "400", "AP50": "0.75"}
+
+
+@pytest.mark.parametrize("experiment", sorted(EXPERIMENTS))
+def test_every_friendly_parameter_reaches_every_shipped_experiment(experiment, train_records,
+                                                                     tmp_path):
+    from trainer.params import build_params
+    from trainer.settings import settings_from_args
+
+    built = build_params(settings_from_args(parse([
+        f"--experiment={experiment}", f"--data_dir={train_records}", f"--model_dir={tmp_path}",
+        "--learning_rate=0.0123", "--warmup_steps=7", "--batch_size=4", "--input_size=256"])),
+        "float32")
+    optimizer = built.trainer.optimizer_config
+    assert optimizer.learning_rate.cosine.initial_learning_rate == 0.0123
+    assert optimizer.warmup.linear.warmup_steps == 7
+    assert built.task.train_data.global_batch_size == 4
+    assert list(built.task.model.input_size) == [256, 256, 3]
