@@ -167,12 +167,7 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
     """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
     from launch.vertex.ladder import Ladder
 
-    request = _training(experiment, steps, run_id, workers=workers,
-                        reduction_servers=reduction_servers, machine_type=machine_type,
-                        accelerator=accelerator, tpu=tpu, tpu_topology=tpu_topology, spot=spot,
-                        flex_start=flex_start, max_wait_hours=max_wait_hours,
-                        reservation=reservation, persistent_resource=persistent_resource,
-                        timeout_hours=timeout_hours)
+    request = _training(experiment, steps, run_id, locals())
     ladder = _guarded(lambda: Ladder.from_flag(capacity, max_preemptions,
                                                request.resources.scheduling.strategy))
     _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
@@ -180,16 +175,19 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
                                          dry_run, local_docker, follow, max_cost, ladder))))
 
 
-def _training(experiment, steps, run_id, workers=0, reduction_servers=0, spot=False,
-              flex_start=False, max_wait_hours=None, reservation=None,
-              persistent_resource=None, timeout_hours=24.0, **hardware) -> Request:
-    """`invoke train`'s (and a sweep's trials') request from the flags."""
+HARDWARE_FLAGS = ("machine_type", "accelerator", "tpu", "tpu_topology", "workers",
+                  "reduction_servers")
+SCHEDULING_FLAGS = ("spot", "flex_start", "max_wait_hours", "reservation",
+                    "persistent_resource", "timeout_hours")
+
+
+def _training(experiment, steps, run_id, flags: dict) -> Request:
+    """`invoke train`'s (and a sweep's trials') request, from the task's flags (its
+    locals(): both tasks take every HARDWARE_FLAGS and SCHEDULING_FLAGS option)."""
     return _guarded(lambda: Request.training(experiment, steps, Resources.from_flags(
-        **hardware, workers=workers, reduction_servers=reduction_servers,
-        scheduling=Scheduling.from_flags(
-            spot=spot, flex_start=flex_start, max_wait_hours=max_wait_hours,
-            reservation=reservation, persistent_resource=persistent_resource,
-            timeout_hours=timeout_hours)), run_id))
+        **{name: flags[name] for name in HARDWARE_FLAGS},
+        scheduling=Scheduling.from_flags(**{name: flags[name] for name in SCHEDULING_FLAGS})),
+        run_id))
 
 
 SWEEP_DIR = f"{WORK}/sweep"
@@ -221,12 +219,7 @@ def tune(c, sweep=None, param=None, metric=None, goal=None, trials=None, paralle
                                   algorithm=algorithm, **_numbers(
                                       trials=optional_number("--trials", trials, int),
                                       parallel=optional_number("--parallel", parallel, int))))
-    request = _training(experiment, steps, run_id, workers=workers,
-                        reduction_servers=reduction_servers, machine_type=machine_type,
-                        accelerator=accelerator, tpu=tpu, tpu_topology=tpu_topology, spot=spot,
-                        flex_start=flex_start, max_wait_hours=max_wait_hours,
-                        reservation=reservation, persistent_resource=persistent_resource,
-                        timeout_hours=timeout_hours)
+    request = _training(experiment, steps, run_id, locals())
     where = _target(c, model_dir, data_dir, project, region, bucket, image, env,
                     _guarded(lambda: _submission(dry_run, local_docker, follow, max_cost)))
     _say(lambda: executor_for(target, where).tune(request, study))
