@@ -192,3 +192,56 @@ def test_a_local_sweep_resumes_after_ctrl_c_and_ends_with_its_best_trial(swept):
     assert all(value is not None and 0 <= value[0] <= 1 for value in reported.values())
     best = max(runs, key=lambda run: reported[run][0])  # ties: the first trial
     assert second.out.strip().endswith(f"in {sweep_dir / best}")
+
+
+def test_a_local_sweep_directory_holds_one_sweep_and_one_process(tmp_path):
+    from launch.jobs import Places
+    from launch.tuning import local
+
+    request, places = Request.training(None, 2), Places(str(tmp_path / "sweep"), "records")
+    wanted = local.identity(SWEEP, request, places)
+    held = local._claim(tmp_path / "sweep", wanted)
+    with pytest.raises(local.SweepBusy, match="another sweep is running in"):
+        local._claim(tmp_path / "sweep", wanted)
+    held.close()
+    local._claim(tmp_path / "sweep", wanted).close()  # the same sweep resumes
+    more = Sweep.from_mapping({**SWEEP.as_mapping(), "trials": 40, "parallel": 4})
+    local._claim(tmp_path / "sweep", local.identity(more, request, places)).close()
+    other = Sweep.from_mapping({**SWEEP.as_mapping(), "metric": "AP"})
+    with pytest.raises(InputError, match="holds a different sweep"):
+        local._claim(tmp_path / "sweep", local.identity(other, request, places))
+    with pytest.raises(InputError, match="a local sweep keeps its study"):
+        local.run_sweep(SWEEP, request, Places("gs://pets-data/sweep", "records"))
+
+
+def test_an_interrupted_trial_runs_again_with_its_values_and_directory(tmp_path):
+    from optuna.trial import TrialState
+
+    from launch.tuning import local
+
+    study = local.open_study(tmp_path, SWEEP)
+    finished = study.ask()
+    study.tell(finished, 0.5)
+    failed = study.ask()
+    failed.set_user_attr("failed", "exit status 1")
+    study.tell(failed, state=TrialState.FAIL)
+    running = study.ask()
+    values = local.suggest(running, SWEEP)
+    running.set_user_attr("run_dir", "trial-002")
+    assert local.counted(study) == 2  # a result each: finished, and failed on its own
+
+    study = local.open_study(tmp_path, SWEEP)  # the next run of the sweep
+    assert local.requeue_interrupted(study) == [2]
+    assert local.counted(study) == 2  # the interrupted trial is not a result
+    again = study.ask()
+    assert local.suggest(again, SWEEP) == values
+    assert again.user_attrs["run_dir"] == "trial-002"
+    job = local.trial_job(Request.training(None, 2), local.Places(str(tmp_path), "records"),
+                          SWEEP, tmp_path / "trial-002", again.number, values)
+    assert job.env["CLOUD_ML_HP_METRIC_TAG"] == "AP50"
+    assert job.env["CLOUD_ML_HP_METRIC_FILE"] == \
+        str(tmp_path / "trial-002" / "hypertune/output.metrics")
+    flags = [a for a in job.args if a.startswith("--hparam=")]
+    assert flags == [f"--hparam={SWEEP.params[i].parameter_id}={v}"
+                     for i, v in enumerate(values.values())]
+    assert f"--model_dir={tmp_path / 'trial-002'}" in job.args

@@ -182,6 +182,9 @@ def run_sweep(sweep: Sweep, request: Request, places: Places,
 
     if request.kind != "train":
         raise InputError("a sweep tunes training runs")
+    if "://" in places.model_dir:
+        raise InputError(f"--model-dir {places.model_dir}: a local sweep keeps its study and "
+                         "trials in a local directory; sweep in the cloud with --target vertex")
     root = Path(places.model_dir)
     lock = _claim(root, identity(sweep, request, places))
     try:
