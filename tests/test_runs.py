@@ -134,7 +134,7 @@ def test_runs_are_named_plainly_or_refused(tmp_path):
         commands.load(lambda: None, str(tmp_path / "empty"))
     with pytest.raises(InputError, match="neither a directory here nor a run id"):
         commands.load(lambda: None, "a/b/c")
-    with pytest.raises(InputError, match="is not a run id"):
+    with pytest.raises(InputError, match="neither a directory here nor a run id"):
         commands.load(lambda: None, "../etc")
     with pytest.raises(InputError, match="name the runs to compare"):
         commands.compare(lambda: None, [], tmp_path / "report")
@@ -203,3 +203,28 @@ def test_runs_in_the_bucket_are_mirrored_without_checkpoints_and_costed(fakes, t
         commands.load(cloud, "gpu2", cache)
     image = Image.open(io.BytesIO((tmp_path / "report" / "loss_by_step.png").read_bytes()))
     assert image.size == (700, 420)
+
+
+def test_the_invoke_tasks_list_and_compare(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    write_run(tmp_path / "runs" / "a")
+    write_run(tmp_path / "runs" / "b", scale=0.5)
+
+    def invoke(*args):
+        return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, text=True,
+                              capture_output=True, timeout=120)
+
+    listed = invoke("runs.list", f"--root={tmp_path / 'runs'}")
+    assert listed.returncode == 0, listed.stderr
+    assert [row["run"] for row in cells(listed.stdout.strip())] == \
+        [str(tmp_path / "runs" / "a"), str(tmp_path / "runs" / "b")]
+    compared = invoke("runs.compare", f"--run={tmp_path / 'runs'}",
+                      f"--output-dir={tmp_path / 'report'}")
+    assert compared.returncode == 0, compared.stderr
+    assert (tmp_path / "report" / "report.html").exists()
+    refused = invoke("runs.compare", "--run=../x")
+    assert refused.returncode == 2 and refused.stderr.startswith("error: '../x' is neither")

@@ -25,7 +25,7 @@ from launch.gcs import mirror
 from launch.gcs.upload import list_blobs
 from launch.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
 from launch.runs.report import Report, table, write_report
-from launch.vertex.jobs import check_run_id
+from launch.vertex.jobs import RUN_ID
 from trainer.data import layout
 from trainer.model_dir import RUN_FILE
 
@@ -54,11 +54,11 @@ def _stage(client, url: str, cache_dir: Path) -> Path:
 def run_id_parts(ref: str) -> list[str]:
     """`RUN` or `SWEEP/TRIAL`, each part a run id; InputError otherwise."""
     parts = ref.split("/")
-    if len(parts) > 2:
-        raise InputError(f"{ref!r} is neither a directory here nor a run id (RUN or "
-                         "SWEEP/TRIAL)")
-    for part in parts:
-        check_run_id(part)
+    if len(parts) > 2 or not all(RUN_ID.fullmatch(part) for part in parts):
+        shown = ref if len(ref) <= 80 else f"{ref[:80]}..."
+        raise InputError(f"{shown!r} is neither a directory here nor a run id in the bucket "
+                         "(RUN or SWEEP/TRIAL, each 1-63 lowercase letters, digits, '_' or "
+                         "'-'); `invoke runs.list` shows the runs")
     return parts
 
 
