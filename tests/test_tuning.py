@@ -245,3 +245,18 @@ def test_an_interrupted_trial_runs_again_with_its_values_and_directory(tmp_path)
     assert flags == [f"--hparam={SWEEP.params[i].parameter_id}={v}"
                      for i, v in enumerate(values.values())]
     assert f"--model_dir={tmp_path / 'trial-002'}" in job.args
+
+
+def test_a_sweep_whose_trials_all_fail_fails_and_a_grid_is_tried_once(tmp_path):
+    from launch.jobs import Places
+    from launch.tuning import local
+
+    grid = Sweep.from_mapping({"metric": "AP", "algorithm": "grid", "trials": 5, "parallel": 2,
+                               "params": {"batch_size": [2, 4]}})
+    assert local.wanted_trials(grid) == 2
+    places = Places(str(tmp_path / "sweep"), str(tmp_path / "no-records"))
+    with pytest.raises(StepFailed, match="no trial finished") as failed:
+        local.run_sweep(grid, Request.training(None, 2), places, say=lambda line: None)
+    assert "0 trials finished, 2 failed" in str(failed.value)
+    logs = sorted((tmp_path / "sweep").glob("trial-*/trainer.log"))
+    assert len(logs) == 2 and all("no files match" in log.read_text() for log in logs)

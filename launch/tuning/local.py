@@ -16,6 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import fcntl
+import itertools
 import json
 import math
 import threading
@@ -38,14 +39,25 @@ class SweepBusy(InputError):
     """Another process is running this sweep."""
 
 
+def grid(sweep: Sweep) -> dict[str, list]:
+    """Every value of each parameter (a grid has lists and integer ranges only)."""
+    return {p.name: list(p.values) if p.values else list(range(int(p.low), int(p.high) + 1))
+            for p in sweep.params}
+
+
+def wanted_trials(sweep: Sweep) -> int:
+    """`trials`, but no more than a grid has points (each is tried once)."""
+    if sweep.algorithm != "grid":
+        return sweep.trials
+    return min(sweep.trials, math.prod(len(values) for values in grid(sweep).values()))
+
+
 def sampler(sweep: Sweep, seed: int = 0):
+    """A grid's points are queued as trials (`open_study`), each once; Optuna's GridSampler
+    would stop the study itself, which only `study.optimize` allows."""
     import optuna
 
-    if sweep.algorithm == "grid":
-        return optuna.samplers.GridSampler({
-            p.name: list(p.values) if p.values else list(range(int(p.low), int(p.high) + 1))
-            for p in sweep.params}, seed=seed)
-    if sweep.algorithm == "random":
+    if sweep.algorithm in ("grid", "random"):
         return optuna.samplers.RandomSampler(seed=seed)
     # TPE needs a few random trials to model anything: at most a third of a short sweep
     return optuna.samplers.TPESampler(seed=seed,
@@ -117,8 +129,13 @@ def open_study(root: Path, sweep: Sweep):
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = JournalStorage(JournalFileBackend(str(root / STUDY_FILE)))
-    return optuna.create_study(study_name="sweep", storage=storage, load_if_exists=True,
-                               sampler=sampler(sweep), direction=sweep.goal)
+    study = optuna.create_study(study_name="sweep", storage=storage, load_if_exists=True,
+                                sampler=sampler(sweep), direction=sweep.goal)
+    if sweep.algorithm == "grid":
+        points = grid(sweep)
+        for values in itertools.product(*points.values()):
+            study.enqueue_trial(dict(zip(points, values, strict=True)), skip_if_exists=True)
+    return study
 
 
 def requeue_interrupted(study) -> list[int]:
@@ -199,10 +216,12 @@ def run_sweep(sweep: Sweep, request: Request, places: Places,
         with progress, concurrent.futures.ThreadPoolExecutor(sweep.parallel) as pool:
             try:
                 _run_trials(study, sweep, request, places, runner, pool, progress.console.print)
-            except KeyboardInterrupt:
+            except BaseException as error:
                 runner.cancel.set()  # the running trials stop; the next run resumes them
-                raise StepFailed(f"interrupted: run the same command to resume the sweep in "
-                                 f"{root}") from None
+                if isinstance(error, KeyboardInterrupt):
+                    raise StepFailed(f"interrupted: run the same command to resume the sweep "
+                                     f"in {root}") from None
+                raise
         return summary(study, sweep, root)
     finally:
         lock.close()
@@ -214,7 +233,8 @@ def _run_trials(study, sweep: Sweep, request: Request, places: Places, runner: T
 
     running: dict = {}
     while True:
-        while len(running) < sweep.parallel and counted(study) + len(running) < sweep.trials:
+        while len(running) < sweep.parallel and \
+                counted(study) + len(running) < wanted_trials(sweep):
             trial = study.ask()
             values = suggest(trial, sweep)
             run_dir = trial.user_attrs.get("run_dir") or f"trial-{trial.number:03d}"
@@ -258,6 +278,8 @@ def summary(study, sweep: Sweep, root: Path) -> str:
              f"; {sweep.metric} {sweep.goal}d"]
     lines += [f"  trial {t.number:>3}  {sweep.metric} {t.value:.4f}  {_values(t.params)}  "
               f"{root / t.user_attrs['run_dir']}" for t in done]
-    if done:
-        lines.append(f"best: trial {done[0].number} in {root / done[0].user_attrs['run_dir']}")
+    if not done:
+        raise StepFailed("\n".join([*lines, f"no trial finished: see the trainer.log of each "
+                                             f"trial in {root}"]))
+    lines.append(f"best: trial {done[0].number} in {root / done[0].user_attrs['run_dir']}")
     return "\n".join(lines)
