@@ -186,12 +186,20 @@ def test_runs_in_the_bucket_are_mirrored_without_checkpoints_and_costed(fakes, t
             job_spec=aiplatform_v1.CustomJobSpec(worker_pool_specs=[
                 aiplatform_v1.WorkerPoolSpec(replica_count=1, machine_spec=aiplatform_v1.
                                              MachineSpec(machine_type="n1-standard-8"))]))
+    fakes.vertex.tuning.jobs["projects/pets-detector-dev/locations/us-central1/"
+                             "hyperparameterTuningJobs/4"] = aiplatform_v1.HyperparameterTuningJob(
+        name="projects/pets-detector-dev/locations/us-central1/hyperparameterTuningJobs/4",
+        labels={"run": "sweep1"}, trial_job_spec=fakes.vertex.jobs[
+            "projects/pets-detector-dev/locations/us-central1/customJobs/9"].job_spec,
+        trials=[aiplatform_v1.Trial(id=str(i), start_time=started,
+                                    end_time=started + datetime.timedelta(hours=i))
+                for i in (1, 2, 3)])
     cloud, cache = fakes.cloud, tmp_path / "cache"
 
     listed = cells(commands.list_runs(tmp_path, cloud, cache_dir=cache))
     assert [row["run"] for row in listed] == ["sweep1/3", "gpu1"]
-    assert listed[1]["cost"].endswith(" USD") and float(listed[1]["cost"].split()[0]) > 0
-    assert listed[0]["cost"] == "-"  # a tuning trial's cost is its tuning job's
+    gpu1, trial3 = (float(listed[i]["cost"].removesuffix(" USD")) for i in (1, 0))
+    assert gpu1 > 0 and trial3 == pytest.approx(gpu1 * 3 / 2, abs=0.01)  # 3 h against 2 h
 
     out = commands.compare(cloud, ["gpu1", "sweep1/3"], tmp_path / "report", cache_dir=cache)
     mirrored = sorted(p.relative_to(cache).as_posix() for p in cache.rglob("*") if p.is_file())

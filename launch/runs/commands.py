@@ -62,16 +62,28 @@ def run_id_parts(ref: str) -> list[str]:
     return parts
 
 
-def run_cost(cloud: Cloud, run_id: str) -> str | None:
-    """What the run's Vertex AI jobs cost (training and evaluation), or None when unknown."""
+def run_cost(cloud: Cloud, parts: Sequence[str]) -> str | None:
+    """What a run's Vertex AI jobs cost (training and evaluation), or a tuning trial (its
+    time x its tuning job's trial spec); None when unknown (no jobs, no access, no price)."""
+    from google.cloud import aiplatform_v1
+
     from launch.pricing.table import PriceMissing, PriceTable, job_cost
     from launch.vertex import client as vertex_client
 
     try:
         fields = cloud.fields(("project", "region"))
-        found = vertex_client.list_jobs(cloud.clients.jobs(fields["region"]),
-                                        fields["project"], fields["region"], limit=100,
-                                        labels={"run": run_id})
+        client = cloud.clients.jobs(fields["region"])
+        if len(parts) == 1:
+            found = vertex_client.list_jobs(client, fields["project"], fields["region"],
+                                            limit=100, labels={"run": parts[0]})
+        else:  # a trial runs as its tuning job's trial spec, from its start to its end
+            found = [aiplatform_v1.CustomJob(name=job.name, job_spec=job.trial_job_spec,
+                                             start_time=trial.start_time,
+                                             end_time=trial.end_time)
+                     for job in vertex_client.list_tuning(client, fields["project"],
+                                                          fields["region"], limit=100)
+                     if job.labels.get("run") == parts[0]
+                     for trial in job.trials if trial.id == parts[1] and trial.end_time]
         table_ = PriceTable.load()
         now = datetime.datetime.now(datetime.UTC)
         amount = sum(job_cost(table_, job, now) for job in found)
@@ -98,7 +110,7 @@ def load(cloud: Callable[[], Cloud], ref: str, cache_dir: Path = mirror.CACHE_DI
     except MissingError:
         raise MissingError(f"no run {ref!r}: not a directory here, and nothing at {url}; "
                            "`invoke runs.list` shows the runs") from None
-    return load_run(local, ref, run_cost(settings, parts[0]) if len(parts) == 1 else None)
+    return load_run(local, ref, run_cost(settings, parts))
 
 
 def compare(cloud: Callable[[], Cloud], refs: Sequence[str], out: Path,

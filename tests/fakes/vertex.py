@@ -224,7 +224,8 @@ class FakeTuning:
             parameters.append(aiplatform_v1.Trial.Parameter(
                 parameter_id=spec.parameter_id, value=value))
         return aiplatform_v1.Trial(id=str(number), state=aiplatform_v1.Trial.State.ACTIVE,
-                                   parameters=parameters)
+                                   parameters=parameters, start_time=job.create_time +
+                                   datetime.timedelta(hours=number))
 
     def _finish(self, job, trial) -> None:
         (metric,) = job.study_spec.metrics
@@ -244,6 +245,7 @@ class FakeTuning:
             trial.infeasible_reason = f"no {metric.metric_id} in {path}"
             return
         trial.state = aiplatform_v1.Trial.State.SUCCEEDED
+        trial.end_time = trial.start_time + datetime.timedelta(hours=1)  # a fixed clock
         trial.final_measurement = aiplatform_v1.Measurement(metrics=[
             aiplatform_v1.Measurement.Metric(metric_id=metric.metric_id, value=value)])
 
