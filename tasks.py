@@ -73,11 +73,13 @@ def _say(action) -> None:
 
 
 @task(help={"output_dir": "where to write the Pets-layout sample",
-            "num_images": "how many images", "bad_inputs": "add corrupt and malformed files"})
-def sample(c, output_dir=DATA_DIR, num_images=0, bad_inputs=False):
-    """Write a synthetic dataset in the Oxford-IIIT Pets layout."""
-    _tool(lambda: SampleArgs(output_dir, bad_inputs=bool(bad_inputs), **_numbers(
-        num_images=(optional_number("--num-images", num_images, int) or None))))
+            "num_images": "how many images", "bad_inputs": "add corrupt and malformed files",
+            "format": "pets, or coco: also annotations/instances.json"})
+def sample(c, output_dir=DATA_DIR, num_images=0, bad_inputs=False, format="pets"):
+    """Write a synthetic dataset in the Oxford-IIIT Pets layout (and as COCO JSON)."""
+    _tool(lambda: SampleArgs(output_dir, bad_inputs=bool(bad_inputs), format=format,
+                             **_numbers(num_images=(optional_number(
+                                 "--num-images", num_images, int) or None))))
 
 
 @task(help={"output_dir": "where to extract images/ and annotations/"})
@@ -97,15 +99,23 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False):
     _say(lambda: upload_records(cloud, records_dir, prune))
 
 
-@task(help={"data_dir": "Pets (or VOC with --voc) directory", "output_dir": "TFRecords go here",
-            "num_shards": "shards per split", "masks": "add instance masks from trimaps",
-            "voc": "the input is a PASCAL VOC directory", "label_map": "custom label map",
+@task(help={"data_dir": "Pets or VOC directory", "output_dir": "TFRecords go here",
+            "format": "pets, voc or coco", "masks": "add instance masks (Pets trimaps, "
+            "COCO segmentations)", "annotations": "COCO JSON (split 70/30 unless "
+            "--val-annotations)", "val_annotations": "COCO JSON of the validation split",
+            "images": "COCO: the directory file_name is relative to",
+            "dense_ids": "COCO: categories numbered 1..N", "label_map": "custom label map",
             "max_pixels": "skip larger images (default 40,000,000)",
             "max_objects": "skip annotations with more objects (default 1,000)"})
-def convert(c, data_dir=DATA_DIR, output_dir=RECORDS_DIR, num_shards=10, masks=False, voc=False,
+def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=10,
+            masks=False, annotations=None, val_annotations=None, images=None, dense_ids=False,
             label_map=None, max_pixels=None, max_objects=None):
-    """Convert Pets or VOC to sharded TFRecords with a conversion report."""
-    _tool(lambda: ConvertArgs(data_dir, output_dir, masks=bool(masks), voc=bool(voc),
+    """Convert Pets, VOC or COCO to sharded TFRecords with a conversion report."""
+    if data_dir is None and format != "coco":
+        data_dir = DATA_DIR
+    _tool(lambda: ConvertArgs(data_dir, output_dir, masks=bool(masks), format=format,
+                              annotations=annotations, val_annotations=val_annotations,
+                              images=images, dense_ids=bool(dense_ids),
                               label_map=label_map or None, **_numbers(
         num_shards=optional_number("--num-shards", num_shards, int),
         max_pixels=optional_number("--max-pixels", max_pixels, int),

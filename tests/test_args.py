@@ -32,8 +32,10 @@ EVERY_COMMAND = [
     SampleArgs("/s with space", num_images=12, seed=3, bad_inputs=True),
     DownloadArgs("/d", base_url="http://127.0.0.1:9/pets"),
     ConvertArgs("/in", "/out"),
-    ConvertArgs("/in", "/out", num_shards=3, masks=True, voc=True, label_map="/l.pbtxt",
+    ConvertArgs("/in", "/out", num_shards=3, masks=True, format="voc", label_map="/l.pbtxt",
                 processes=1, max_pixels=1000, max_objects=7),
+    ConvertArgs(None, "/out", format="coco", annotations="/a.json", val_annotations="/v.json",
+                images="/img", dense_ids=True, masks=True),
     ExportArgs("/m", "/e", checkpoint="ckpt-5"),
     PredictArgs("/model", "/images/*.jpg", "/out", min_score=0.05),
 ]
@@ -48,8 +50,8 @@ def test_the_argv_is_the_command_then_the_options_that_differ_from_their_default
     assert TrainArgs(model_dir="/m", train_steps=40, eval_idle_timeout=30.0).to_argv() == [
         "--experiment=pets_retinanet_mobilenet", "--mode=train", "--model_dir=/m",
         "--train_steps=40", "--eval_idle_timeout=30"]  # what runs, always said
-    assert ConvertArgs("/in", "/out", voc=True).to_argv() == [
-        "data", "convert", "--data_dir=/in", "--output_dir=/out", "--voc"]
+    assert ConvertArgs("/in", "/out", format="voc").to_argv() == [
+        "data", "convert", "--data_dir=/in", "--output_dir=/out", "--format=voc"]
     assert ExportArgs("/m", "/e").to_argv() == ["export", "--model_dir=/m", "--export_dir=/e"]
     every_field = {f.name for c in args.COMMANDS for f in dataclasses.fields(c)}
     assert "config_files" in every_field  # repeated as --config_file, as Model Garden spells it

@@ -152,7 +152,7 @@ def test_voc_directory_mode(sample_dir, tmp_path):
         xml = pets.xml_path(sample_dir, name).read_text()
         (voc / "Annotations" / f"{name}.xml").write_text(xml)
         shutil.copy(pets.image_path(sample_dir, name), voc / "JPEGImages")
-    report = convert_directory(voc, tmp_path / "out", voc=True, num_shards=1, progress=False)
+    report = convert_directory(voc, tmp_path / "out", format="voc", num_shards=1, progress=False)
     assert report["written"] == len(names) and not report["skipped"]
     labels = {int(e["groundtruth_classes"][0]) for s in ("train", "val")
               for e in decode_all(tmp_path / "out", s)}

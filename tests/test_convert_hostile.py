@@ -183,7 +183,7 @@ def test_voc_names_outside_the_directory_duplicates_and_non_utf8(small, tmp_path
         add_voc_example(small, voc, sample_name, name)
     (voc / "JPEGImages" / "link.jpg").unlink()
     (voc / "JPEGImages" / "link.jpg").symlink_to(secret)  # a symlink to outside the directory
-    report = convert_directory(voc, tmp_path / "out", voc=True, num_shards=1, progress=False)
+    report = convert_directory(voc, tmp_path / "out", format="voc", num_shards=1, progress=False)
     reasons = {(p["example"], p["reason"]) for p in report["problems"]}
     assert reasons == {("img1", "duplicate_name"), ("img1", "in_train_and_val"),
                        ("../../secret", "invalid_name"), ("link", "path_outside_data_dir"),

@@ -29,6 +29,7 @@ DEFAULT_EVAL_IDLE_TIMEOUT = 3600.0
 EXPORT_FORMATS = ("saved_model", "tflite")
 QUANTIZATIONS = ("float16", "int8")
 DEFAULT_SIGNATURES = ("uint8", "bytes")
+DATA_FORMATS = ("pets", "voc", "coco")
 
 
 def option(help: str = "", *, default: Any = None, flag: str | None = None,
@@ -117,13 +118,15 @@ class TrainArgs(Args):
 @dataclasses.dataclass(frozen=True)
 class SampleArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("data", "sample")
-    HELP: ClassVar[str] = "write a synthetic dataset in the Pets layout"
+    HELP: ClassVar[str] = "write a synthetic dataset in the Pets layout (and as COCO)"
 
     output_dir: str = option(required=True)
     num_images: int = option(default=defaults.NUM_SAMPLE_IMAGES)
     seed: int = option(default=0)
     bad_inputs: bool = option("add corrupt and malformed files, as real collections have",
                               default=False)
+    format: str = option("pets, or coco: also annotations/instances.json", default="pets",
+                         choices=("pets", "coco"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,15 +141,23 @@ class DownloadArgs(Args):
 @dataclasses.dataclass(frozen=True)
 class ConvertArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("data", "convert")
-    HELP: ClassVar[str] = "Pets or VOC directory -> sharded TFRecords"
+    HELP: ClassVar[str] = "Pets, VOC or COCO -> sharded TFRecords"
 
-    data_dir: str = option(required=True)
+    data_dir: str | None = option("the Pets or VOC directory")
     output_dir: str = option(required=True)
     num_shards: int = option(default=defaults.NUM_SHARDS)
-    masks: bool = option("add instance masks from trimaps", default=False)
-    voc: bool = option("the input is a PASCAL VOC directory", default=False)
-    label_map: str | None = option("label map .pbtxt (default: Pets' 37 breeds, or VOC's 20 "
-                                   "classes)")
+    masks: bool = option("add instance masks (Pets: trimaps; COCO: segmentations)",
+                         default=False)
+    format: str = option("pets, voc, or coco (--annotations and --images)", default="pets",
+                         choices=DATA_FORMATS)
+    annotations: str | None = option("COCO: the annotations JSON (split 70/30 unless "
+                                     "--val_annotations)")
+    val_annotations: str | None = option("COCO: the validation split's JSON")
+    images: str | None = option("COCO: the directory file_name is relative to")
+    dense_ids: bool = option("COCO: number the categories 1..N (default: keep their ids "
+                             "when they are 1..1000)", default=False)
+    label_map: str | None = option("label map .pbtxt (default: Pets' 37 breeds, VOC's 20 "
+                                   "classes, or COCO's categories)")
     processes: int | None = option("default: all cores")
     max_pixels: int = option("skip images with more pixels (checked before decoding)",
                              default=defaults.MAX_PIXELS)

@@ -80,6 +80,11 @@ def run_sample(args: trainer_args.SampleArgs) -> int:
 
     root = write_sample(args.output_dir, args.num_images, args.seed, args.bad_inputs)
     print(f"wrote a synthetic Pets dataset to {root}")
+    if args.format == "coco":
+        from trainer.data.sample import write_coco_sample
+
+        print(f"and its trainval examples as COCO: {write_coco_sample(root, args.bad_inputs)} "
+              f"(images: {root / 'images'})")
     return 0
 
 
@@ -92,13 +97,26 @@ def run_download(args: trainer_args.DownloadArgs) -> int:
 
 
 def run_convert(args: trainer_args.ConvertArgs) -> int:
-    from trainer.data.convert import Limits, convert_directory
+    from trainer.data.convert import Limits, convert_coco, convert_directory
     from trainer.data.label_map import read_label_map
 
     label_map = read_label_map(args.label_map) if args.label_map else None
-    convert_directory(args.data_dir, args.output_dir, voc=args.voc, masks=args.masks,
-                      label_map=label_map, num_shards=args.num_shards,
-                      processes=args.processes, limits=Limits(args.max_pixels, args.max_objects))
+    options = {"label_map": label_map, "num_shards": args.num_shards, "masks": args.masks,
+               "processes": args.processes, "limits": Limits(args.max_pixels,
+                                                             args.max_objects)}
+    if args.format == "coco":
+        if not args.annotations or not args.images:
+            raise settings_lib.SettingsError("--format coco needs --annotations FILE.json and "
+                                             "--images DIR")
+        convert_coco(args.annotations, args.images, args.output_dir, args.val_annotations,
+                     dense_ids=args.dense_ids, **options)
+        return 0
+    if not args.data_dir:
+        raise settings_lib.SettingsError(f"--format {args.format} needs --data_dir")
+    if args.annotations or args.images or args.val_annotations or args.dense_ids:
+        raise settings_lib.SettingsError("--annotations, --val_annotations, --images and "
+                                         "--dense_ids are for --format coco")
+    convert_directory(args.data_dir, args.output_dir, args.format, **options)
     return 0
 
 

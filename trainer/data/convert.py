@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from trainer.data import defaults, layout, pets
+from trainer.data import coco, defaults, layout, pets
 from trainer.data.images import (
     MAX_DECODABLE_PIXELS,
     ImageError,
@@ -90,11 +90,13 @@ class Source:
 
     name: str
     image_path: Path
-    xml_path: Path
+    xml_path: Path | None  # None: the annotation came with the plan (COCO)
     source_id: int  # decimal integer: Model Garden and COCO evaluation cast it to int64
     root: Path  # the data directory, resolved: every file read must stay inside it
     class_name: str | None = None  # Pets: the breed from the file name; VOC: each <name>
     trimap_path: Path | None = None
+    annotation: VocAnnotation | None = None  # COCO: the image's objects, read with the JSON
+    masks: bool = False  # COCO: instance masks from each object's segmentation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,8 +159,16 @@ def _identity(path: Path) -> Path:
         return path
 
 
+def _invalid_path(name: str) -> bool:
+    """A relative path below the images directory (COCO's file_name may have folders): no
+    leading '/', no '..', '.' or empty segment, no backslash, no NUL."""
+    return name.startswith("/") or any(c in name for c in "\\\0") or \
+        any(part in ("", ".", "..") for part in name.split("/"))
+
+
 def _deduplicate(lists: Mapping[str, Sequence[str]], image_of: Callable[[str], Path],
-                 listed_in: str) -> tuple[dict[str, list[str]], list[tuple[str, str, Problem]]]:
+                 listed_in: str, invalid: Callable[[str], bool] = _invalid_name
+                 ) -> tuple[dict[str, list[str]], list[tuple[str, str, Problem]]]:
     """Each image once, in the first list that names it (directly, or through a symlink to
     it): a name listed twice is converted once, and no image is in two splits."""
     first: dict[Path, tuple[str, str]] = {}
@@ -166,10 +176,11 @@ def _deduplicate(lists: Mapping[str, Sequence[str]], image_of: Callable[[str], P
     problems = []
     for split, names in lists.items():
         for name in names:
-            if _invalid_name(name):
+            if invalid(name):
                 problems.append((split, name, Problem(
-                    "invalid_name", "skipped", f"{listed_in}: {name!r} is not a plain file "
-                                               "name (it has '/', '\\' or NUL, or is '..')")))
+                    "invalid_name", "skipped", f"{listed_in}: {name!r} is not a plain "
+                                               "relative file name (it has '..', a leading "
+                                               "'/', '\\' or NUL)")))
                 continue
             image = _identity(image_of(name))
             if image in first:
@@ -245,14 +256,75 @@ def voc_sources(voc_dir: Path) -> Plan:
     }, tuple(problems))
 
 
+COCO_SKIPS = {"invalid_category", "duplicate_category_id", "invalid_image_id", "invalid_name",
+              "duplicate_image_id", "unknown_image_id", "invalid_annotation"}
+
+
+def coco_sources(annotations: Path, images_dir: Path, val_annotations: Path | None = None,
+                 masks: bool = False, dense_ids: bool = False
+                 ) -> tuple[Plan, dict[str, int]]:
+    """Plans a COCO conversion and makes its label map: one file split 70/30 as Pets is
+    (seeded), or a train file and a val file."""
+    if not images_dir.is_dir():
+        raise ConversionError(f"--images {images_dir} is not a directory: it holds the images "
+                              "the annotations' file_name values name")
+    try:
+        files = {split: coco.parse_coco(coco.read_json(path)) for split, path in
+                 (("train", annotations), ("val", val_annotations)) if path is not None}
+    except coco.CocoError as error:
+        raise ConversionError(str(error)) from None
+    if "val" in files and files["val"].categories != files["train"].categories:
+        raise ConversionError(f"{annotations} and {val_annotations} have different categories "
+                              "(ids and names must match): export both splits from one project")
+    label_map, changes = coco.label_map_of(files["train"].names, dense_ids)
+    problems = [("train", "categories", Problem(reason, "repaired", detail))
+                for reason, detail in changes]
+    images: dict[str, coco.CocoImage] = {}
+    lists: dict[str, list[str]] = {}
+    for split, parsed in files.items():
+        where = (annotations if split == "train" else val_annotations).name
+        problems += [(split, entry, Problem(reason, "skipped" if reason in COCO_SKIPS else
+                                            "repaired", f"{where}: {detail}"))
+                     for entry, reason, detail in parsed.problems
+                     if split == "train" or entry != "categories"]
+        lists[split] = []
+        for image in parsed.images:
+            if image.file_name in images and images[image.file_name].image_id != image.image_id:
+                problems.append((split, image.file_name, Problem(
+                    "duplicate_name", "repaired", f"{where}: {image.file_name!r} is image "
+                    f"{images[image.file_name].image_id} and {image.image_id}; kept once")))
+                continue
+            images.setdefault(image.file_name, image)
+            lists[split].append(image.file_name)
+    if "val" not in files:
+        lists = split_names(lists["train"])
+    splits, duplicates = _deduplicate(lists, lambda name: images_dir / name, "annotations",
+                                      invalid=_invalid_path)
+    problems += duplicates
+    ids: dict[int, str] = {}
+    root, planned = images_dir.resolve(), {}
+    for split, names in splits.items():
+        planned[split] = []
+        for name in names:
+            image = images[name]
+            if ids.setdefault(image.image_id, name) != name:
+                problems.append((split, name, Problem(
+                    "duplicate_image_id", "skipped", f"image id {image.image_id} is "
+                    f"{ids[image.image_id]!r} already (in the other file)")))
+                continue
+            planned[split].append(Source(name, images_dir / name, None, image.image_id, root,
+                                         annotation=image.annotation, masks=masks))
+    return Plan(planned, tuple(problems)), label_map
+
+
 # ---------------------------------------------------------------------- one example
 
 
 def _boxes(annotation: VocAnnotation, source: Source, label_map: Mapping[str, int],
-           width: int, height: int) -> tuple[list[Box], list[Problem]]:
-    """Normalised, clipped boxes in the annotation's pixel frame, and what had to be fixed.
-    Coordinates are finite (parse_voc drops the others) and the frame is positive, so every
-    box is finite and inside [0, 1]."""
+           width: int, height: int) -> tuple[list[tuple[int, Box]], list[Problem]]:
+    """Normalised, clipped boxes in the annotation's pixel frame (each with its object's
+    index), and what had to be fixed. Coordinates are finite (the parsers drop the others)
+    and the frame is positive, so every box is finite and inside [0, 1]."""
     problems = [Problem(reason, "repaired", detail) for reason, detail in annotation.repairs]
     frame_w, frame_h = annotation.width or width, annotation.height or height
     if annotation.width not in (None, width) or annotation.height not in (None, height):
@@ -284,11 +356,12 @@ def _boxes(annotation: VocAnnotation, source: Source, label_map: Mapping[str, in
             problems.append(Problem("degenerate_box", "repaired",
                                     f"object {index}: box has no area inside the image; dropped"))
             continue
-        boxes.append(Box(
+        boxes.append((index, Box(
             xmin=xmin / frame_w, ymin=ymin / frame_h, xmax=xmax / frame_w, ymax=ymax / frame_h,
             class_text=class_name, class_label=label_map[class_name],
             difficult=obj.difficult, truncated=obj.truncated, view=obj.pose,
-        ))
+            is_crowd=obj.is_crowd,
+        )))
     return boxes, problems
 
 
@@ -339,9 +412,8 @@ def _file_size(path: Path) -> int | None:
     return status.st_size if stat.S_ISREG(status.st_mode) else None
 
 
-def _record_filename(name: str) -> tuple[str, list[Problem]]:
+def _record_filename(filename: str) -> tuple[str, list[Problem]]:
     """`image/filename` must be UTF-8 for every reader; undecodable bytes become U+FFFD."""
-    filename = f"{name}.jpg"
     try:
         filename.encode("utf-8")
         return filename, []
@@ -369,7 +441,8 @@ def _convert_one(source: Source, label_map: Mapping[str, int], limits: Limits) -
         return skipped("path_outside_data_dir", f"{outside} resolves outside {source.root}")
     if source.class_name is not None and source.class_name not in label_map:
         return skipped("unknown_class", f"class {source.class_name!r} is not in the label map")
-    if (xml_size := _file_size(source.xml_path)) is None:
+    xml_size = 0
+    if source.annotation is None and (xml_size := _file_size(source.xml_path)) is None:
         return skipped("missing_xml", f"{source.xml_path} not found")
     if (image_size := _file_size(source.image_path)) is None:
         return skipped("missing_image", f"{source.image_path} not found")
@@ -378,21 +451,36 @@ def _convert_one(source: Source, label_map: Mapping[str, int], limits: Limits) -
     if image_size > limits.max_file_bytes():
         return skipped("image_too_large", f"{source.image_path} is {image_size:,} bytes, more "
                                           f"than an image of {limits.max_pixels:,} pixels needs")
-    try:
-        annotation = parse_voc(source.xml_path.read_bytes(), limits.max_objects)
-    except AnnotationError as error:
-        return skipped(error.reason, f"{source.xml_path}: {error}")
+    annotation = source.annotation
+    if annotation is not None and len(annotation.objects) > limits.max_objects:
+        return skipped("too_many_objects", f"{len(annotation.objects)} objects, more than the "
+                                           f"cap of {limits.max_objects} (--max_objects)")
+    if annotation is None:
+        try:
+            annotation = parse_voc(source.xml_path.read_bytes(), limits.max_objects)
+        except AnnotationError as error:
+            return skipped(error.reason, f"{source.xml_path}: {error}")
     try:
         image = check_image(source.image_path.read_bytes(), limits.max_pixels)
     except ImageError as error:
         return skipped(error.reason, f"{source.image_path}: {error}")
-    filename, problems = _record_filename(source.name)
+    filename, problems = _record_filename(source.image_path.name)
     problems += [Problem(repair, "repaired", str(source.image_path)) for repair in image.repairs]
-    boxes, box_problems = _boxes(annotation, source, label_map, image.width, image.height)
+    kept, box_problems = _boxes(annotation, source, label_map, image.width, image.height)
     problems += box_problems
-    if not boxes:
+    if not kept:
         return skipped("no_valid_objects", "no usable box left", *problems)
+    boxes = [box for _, box in kept]
     masks = None
+    if source.masks:
+        masks = []
+        for index, box in kept:
+            mask, mask_problems = coco.mask_png(annotation.objects[index], box, image.width,
+                                                image.height, annotation.width,
+                                                annotation.height)
+            masks.append(mask)
+            problems += [Problem(reason, "repaired", f"object {index}: {detail}")
+                         for reason, detail in mask_problems]
     if source.trimap_path is not None:
         if not source.trimap_path.is_file():
             return skipped("missing_trimap", f"{source.trimap_path} not found", *problems)
@@ -659,12 +747,25 @@ def _report(written: Mapping[str, int], problems: list[tuple[str, str, Problem]]
     }
 
 
-def convert_directory(data_dir: str | Path, output_dir: str | Path, voc: bool = False,
+def convert_coco(annotations: str | Path, images_dir: str | Path, output_dir: str | Path,
+                 val_annotations: str | Path | None = None, masks: bool = False,
+                 dense_ids: bool = False, label_map: Mapping[str, int] | None = None,
+                 **options) -> dict:
+    """`data convert --format coco`: the label map from the categories unless given."""
+    plan, categories = coco_sources(Path(annotations), Path(images_dir),
+                                    Path(val_annotations) if val_annotations else None, masks,
+                                    dense_ids)
+    return convert(plan, label_map or categories, output_dir, **options)
+
+
+def convert_directory(data_dir: str | Path, output_dir: str | Path, format: str = "pets",
                       masks: bool = False, label_map: Mapping[str, int] | None = None,
                       **options) -> dict:
-    """`data convert`: plans from the directory layout, then converts."""
+    """`data convert`: plans from the directory layout (Pets or VOC), then converts."""
     data_dir = Path(data_dir)
-    if voc:
+    if format not in ("pets", "voc"):
+        raise ConversionError(f"a {format!r} dataset is not a directory layout")
+    if format == "voc":
         if masks:
             raise ConversionError("--masks needs Pets trimaps; VOC mode writes boxes only")
         return convert(voc_sources(data_dir), label_map or

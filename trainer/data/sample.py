@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import io
+import json
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from trainer.data import defaults, pets
+from trainer.data import coco, defaults, pets
 from trainer.data.voc import VocAnnotation, VocObject, format_voc
 
 RGB = tuple[int, int, int]
@@ -245,3 +246,62 @@ def _write_lists(root: Path, trainval: list[str], test: list[str]) -> None:
     everything = sorted(trainval + test)
     (root / pets.ALL_LIST).write_text(header + "".join(pets.list_line(n) + "\n"
                                                        for n in everything))
+
+
+COCO_FILE = "annotations/instances.json"  # `data sample --format coco`: beside the Pets files
+
+
+def pets_as_coco(root: Path) -> dict:
+    """The trainval examples of a Pets directory as one COCO file: the same images, boxes,
+    classes and (from the trimaps) masks, image ids numbered as the Pets conversion numbers
+    them. Examples whose XML or image the Pets path would refuse are left out."""
+    from trainer.data.label_map import pets_label_map
+    from trainer.data.voc import AnnotationError, parse_voc
+
+    names = list(dict.fromkeys(pets.read_example_list(root / pets.TRAINVAL_LIST)))
+    ids = {name: index for index, name in enumerate(sorted(set(names)), start=1)}
+    images = []
+    for name in names:
+        try:
+            annotation = parse_voc(pets.xml_path(root, name).read_bytes())
+            with Image.open(pets.image_path(root, name)) as image:
+                width, height = image.size
+            with Image.open(pets.trimap_path(root, name)) as trimap:
+                mask = np.asarray(trimap.convert("L")) != 2
+        except (OSError, AnnotationError, ValueError):
+            continue
+        objects = [(pets.breed_of(name) or name, (o.xmin, o.ymin, o.xmax, o.ymax),
+                    mask if mask.shape == (height, width) else None)
+                   for o in annotation.objects]
+        images.append({"id": ids[name], "file_name": f"{name}.jpg", "width": width,
+                       "height": height, "objects": objects})
+    used = {breed for image in images for breed, _, _ in image["objects"]}
+    return coco.sample_coco(images, {n: i for n, i in pets_label_map().items() if n in used})
+
+
+def coco_defects(data: dict) -> dict:
+    """The COCO file with the defects other tools' files have, one of each."""
+    first = data["images"][0]
+    box = data["annotations"][0]
+    broken = [
+        {**box, "id": 90001, "category_id": 999},  # a category the file does not have
+        {**box, "id": 90002, "image_id": 424242},  # an image the file does not have
+        {**box, "id": 90003, "bbox": [1.0, float("nan"), 20.0, 20.0]},  # NaN in the box
+        {**box, "id": 90004, "bbox": [10.0, 10.0, -5.0, 20.0]},  # a negative width
+        {**box, "id": 90005, "iscrowd": 7},  # not 0 or 1 (read as 0)
+        {**box, "id": 90006, "image_id": 90001},  # the image outside the images directory
+        {**box, "id": 90007, "image_id": 90002},  # the image file is missing
+    ]
+    return {**data,
+            "images": [*data["images"], {**first, "id": first["id"]},  # duplicate image id
+                       {**first, "id": 90001, "file_name": "../outside.jpg"},
+                       {**first, "id": 90002, "file_name": "missing/none.jpg"}],
+            "annotations": [*data["annotations"], *broken]}
+
+
+def write_coco_sample(root: Path, bad_inputs: bool = False) -> Path:
+    """Writes the Pets directory's trainval examples as COCO JSON into it."""
+    data = pets_as_coco(root)
+    path = root / COCO_FILE
+    path.write_text(json.dumps(coco_defects(data) if bad_inputs else data))
+    return path

@@ -22,6 +22,7 @@ class Box:
     difficult: int = 0
     truncated: int = 0
     view: str = "Unspecified"
+    is_crowd: int = 0
 
 
 def detection_example(
@@ -58,7 +59,7 @@ def detection_example(
     put("image/object/difficult", "int64_list", [b.difficult for b in boxes])
     put("image/object/truncated", "int64_list", [b.truncated for b in boxes])
     put("image/object/view", "bytes_list", [b.view.encode() for b in boxes])
-    put("image/object/is_crowd", "int64_list", [0] * len(boxes))
+    put("image/object/is_crowd", "int64_list", [b.is_crowd for b in boxes])
     put("image/object/area", "float_list",
         [(b.xmax - b.xmin) * width * (b.ymax - b.ymin) * height for b in boxes])
     if masks_png is not None:

@@ -21,6 +21,8 @@ class AnnotationError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class VocObject:
+    """One labelled box in pixels (from VOC XML, or from COCO JSON with its extras)."""
+
     name: str
     xmin: float
     ymin: float
@@ -29,6 +31,8 @@ class VocObject:
     pose: str = "Unspecified"
     truncated: int = 0
     difficult: int = 0
+    is_crowd: int = 0  # COCO's iscrowd
+    segmentation: object = None  # COCO's polygons or RLE, for --masks
 
 
 @dataclasses.dataclass(frozen=True)

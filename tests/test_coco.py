@@ -1,0 +1,233 @@
+"""COCO JSON in: the synthetic sample written as COCO converts to the same records as its
+Pets form, every valid annotation lands once with the JSON's box, masks are pycocotools'
+decoding, and every defect other tools' files have is reported by reason."""
+
+from __future__ import annotations
+
+import glob
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.conftest import REPO
+from trainer.data.convert import ConversionError, convert_coco, convert_directory
+from trainer.data.sample import COCO_FILE, coco_defects, write_coco_sample, write_sample
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> Path:
+    root = write_sample(tmp_path_factory.mktemp("coco-sample"), num_images=30)
+    write_coco_sample(root)
+    return root
+
+
+def examples(records: Path) -> dict[str, object]:
+    import tensorflow as tf
+
+    found = {}
+    for path in sorted(glob.glob(str(records / "*.record-*"))):
+        for record in tf.data.TFRecordDataset(path):
+            example = tf.train.Example.FromString(record.numpy())
+            name = example.features.feature["image/filename"].bytes_list.value[0].decode()
+            assert name not in found  # each image once
+            found[name] = (Path(path).name.split(".")[0], example)
+    return found
+
+
+def values(example, key: str) -> list:
+    feature = example.features.feature[key]
+    return list(getattr(feature, feature.WhichOneof("kind")).value)
+
+
+def test_the_coco_form_converts_to_the_pets_forms_records(sample, tmp_path):
+    convert_directory(sample, tmp_path / "pets", num_shards=2, progress=False, masks=True)
+    convert_coco(sample / COCO_FILE, sample / "images", tmp_path / "coco", num_shards=2,
+                 progress=False, masks=True)
+    pets, from_coco = examples(tmp_path / "pets"), examples(tmp_path / "coco")
+    assert set(pets) == set(from_coco) and len(pets) == 27  # 10% are test images
+    for name, (split, example) in pets.items():
+        other_split, other = from_coco[name]
+        assert split == other_split  # the same seeded 70/30 split
+        keys = set(example.features.feature) | set(other.features.feature)
+        differ = {k for k in keys if example.features.feature[k] != other.features.feature[k]}
+        assert differ <= {"image/object/view"}, (name, differ)  # VOC's pose: not in COCO
+
+
+def test_every_valid_annotation_lands_once_with_the_jsons_box_and_mask(sample, tmp_path):
+    from pycocotools import mask as mask_utils
+
+    data = json.loads((sample / COCO_FILE).read_text())
+    convert_coco(sample / COCO_FILE, sample / "images", tmp_path / "out", num_shards=3,
+                 progress=False, masks=True)
+    found = examples(tmp_path / "out")
+    categories = {c["id"]: c["name"] for c in data["categories"]}
+    for image in data["images"]:
+        _, example = found[image["file_name"]]
+        assert values(example, "image/source_id") == [str(image["id"]).encode()]
+        annotations = [a for a in data["annotations"] if a["image_id"] == image["id"]]
+        assert len(values(example, "image/object/class/label")) == len(annotations)
+        for i, annotation in enumerate(annotations):
+            x, y, w, h = annotation["bbox"]
+            got = [values(example, f"image/object/bbox/{k}")[i]
+                   for k in ("xmin", "ymin", "xmax", "ymax")]
+            want = [x / image["width"], y / image["height"], (x + w) / image["width"],
+                    (y + h) / image["height"]]
+            assert got == pytest.approx(want, abs=1e-6)
+            assert values(example, "image/object/class/label")[i] == annotation["category_id"]
+            assert values(example, "image/object/class/text")[i].decode() == \
+                categories[annotation["category_id"]]
+            mask = np.asarray(Image.open(io.BytesIO(values(example, "image/object/mask")[i])))
+            rle = {**annotation["segmentation"],
+                   "counts": annotation["segmentation"]["counts"].encode()}
+            assert np.array_equal(mask, mask_utils.decode(rle))
+    report = json.loads((tmp_path / "out" / "conversion_report.json").read_text())
+    assert report["written"] == len(data["images"]) and report["skipped"] == {}
+
+
+def test_each_defect_is_reported_by_reason_and_nothing_else_is_lost(sample, tmp_path):
+    data = coco_defects(json.loads((sample / COCO_FILE).read_text()))
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    (tmp_path / "outside.jpg").write_bytes((sample / "images" / data["images"][0]["file_name"])
+                                           .read_bytes())
+    report = convert_coco(tmp_path / "bad.json", sample / "images", tmp_path / "out",
+                          num_shards=1, progress=False)
+    assert report["skipped"] == {"duplicate_image_id": 1, "invalid_name": 1,
+                                 "missing_image": 1, "unknown_image_id": 1}
+    assert report["repaired"] == {"degenerate_box": 1, "invalid_flag": 1, "nonfinite_box": 1,
+                                  "unknown_category": 1}
+    assert report["written"] == 27  # every good image, with its good boxes
+    first = examples(tmp_path / "out")[data["images"][0]["file_name"]][1]
+    # its own box, and the crowd flag read as 0, are there; the broken ones are not
+    assert len(values(first, "image/object/class/label")) == 2
+    assert values(first, "image/object/is_crowd") == [0, 0]
+    details = " ".join(p["detail"] for p in report["problems"])
+    assert "../outside.jpg" in details and "424242" in details
+
+
+def test_conversion_is_deterministic_whatever_the_processes(sample, tmp_path):
+    for processes in (1, 2):
+        convert_coco(sample / COCO_FILE, sample / "images", tmp_path / f"out{processes}",
+                     num_shards=2, processes=processes, progress=False, masks=True)
+    for path in sorted((tmp_path / "out1").glob("*.record-*")):
+        assert path.read_bytes() == (tmp_path / "out2" / path.name).read_bytes()
+
+
+def tiny(tmp_path: Path, categories, annotations=None, images=None) -> Path:
+    """A COCO file over one real image of the sample."""
+    image = Image.new("RGB", (100, 80), (120, 90, 60))
+    (tmp_path / "img").mkdir(exist_ok=True)
+    (tmp_path / "img" / "sub").mkdir(exist_ok=True)
+    image.save(tmp_path / "img" / "sub" / "a.jpg")
+    data = {"images": images or [{"id": 7, "file_name": "sub/a.jpg", "width": 100,
+                                  "height": 80}],
+            "annotations": annotations or [
+                {"id": 1, "image_id": 7, "category_id": c["id"], "bbox": [10, 10, 30, 20],
+                 "iscrowd": 0} for c in categories if isinstance(c.get("id"), int)],
+            "categories": categories}
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def label_map(tmp_path: Path) -> str:
+    return (tmp_path / "out" / "pet_label_map.pbtxt").read_text()
+
+
+def test_category_ids_are_kept_renumbered_or_made_safe(tmp_path):
+    path = tiny(tmp_path, [{"id": 3, "name": "cat"}, {"id": 90, "name": "dog"}])
+    convert_coco(path, tmp_path / "img", tmp_path / "out", num_shards=1, progress=False)
+    assert "id: 3\n  name: 'cat'" in label_map(tmp_path) and "id: 90" in label_map(tmp_path)
+    convert_coco(path, tmp_path / "img", tmp_path / "out", num_shards=1, progress=False,
+                 dense_ids=True)
+    assert "id: 1\n  name: 'cat'" in label_map(tmp_path) and "id: 2\n  name: 'dog'" in \
+        label_map(tmp_path)
+    path = tiny(tmp_path, [{"id": 0, "name": "it's"}, {"id": 5000, "name": "it's"},
+                           {"id": "x", "name": "bad"}])
+    report = convert_coco(path, tmp_path / "img", tmp_path / "out", num_shards=1,
+                          progress=False)
+    assert "id: 1\n  name: 'it_s'" in label_map(tmp_path)
+    assert "id: 2\n  name: 'it_s_5000'" in label_map(tmp_path)
+    assert report["repaired"]["category_renamed"] == 2
+    assert report["repaired"]["category_ids_renumbered"] == 1
+    assert report["skipped"]["invalid_category"] == 1
+
+
+def test_polygons_and_uncompressed_rle_become_pycocotools_masks(tmp_path):
+    from pycocotools import mask as mask_utils
+
+    polygon = [[10, 10, 40, 10, 40, 30, 10, 30]]
+    crowd = mask_utils.encode(np.asfortranarray(np.pad(np.ones((20, 30), np.uint8),
+                                                       ((40, 20), (50, 20)))))
+    # uncompressed RLE (a list of run lengths), as CVAT writes crowds
+    uncompressed = {"size": [80, 100], "counts": _uncompressed(np.pad(
+        np.ones((20, 30), np.uint8), ((40, 20), (50, 20))))}
+    path = tiny(tmp_path, [{"id": 1, "name": "pet"}], annotations=[
+        {"id": 1, "image_id": 7, "category_id": 1, "bbox": [10, 10, 30, 20], "iscrowd": 0,
+         "segmentation": polygon},
+        {"id": 2, "image_id": 7, "category_id": 1, "bbox": [50, 40, 30, 20], "iscrowd": 1,
+         "segmentation": uncompressed},
+        {"id": 3, "image_id": 7, "category_id": 1, "bbox": [0, 0, 5, 5], "iscrowd": 0}])
+    report = convert_coco(path, tmp_path / "img", tmp_path / "out", num_shards=1,
+                          progress=False, masks=True)
+    (_, example), = examples(tmp_path / "out").values()
+    masks = [np.asarray(Image.open(io.BytesIO(m))) for m in values(example,
+                                                                   "image/object/mask")]
+    want = mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects(polygon, 80, 100)))
+    assert np.array_equal(masks[0], want)
+    assert np.array_equal(masks[1], mask_utils.decode(crowd))
+    assert masks[2][:5, :5].all() and masks[2].sum() == 25  # no segmentation: its box
+    assert values(example, "image/object/is_crowd") == [0, 1, 0]
+    assert report["repaired"] == {"missing_mask": 1}
+
+
+def _uncompressed(mask: np.ndarray) -> list[int]:
+    """COCO's uncompressed RLE: run lengths over the column-major pixels, zeros first."""
+    flat = mask.flatten(order="F")
+    runs, current, length = [], 0, 0
+    for pixel in flat:
+        if pixel == current:
+            length += 1
+        else:
+            runs.append(length)
+            current, length = pixel, 1
+    return [*runs, length]
+
+
+def test_files_that_are_not_coco_are_refused_with_their_name(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "a.json").write_text("{not json")
+    with pytest.raises(ConversionError, match=r"a\.json is not JSON"):
+        convert_coco(tmp_path / "a.json", tmp_path / "img", tmp_path / "out")
+    (tmp_path / "b.json").write_text(json.dumps({"images": []}))
+    with pytest.raises(ConversionError, match="needs lists named images, annotations and "):
+        convert_coco(tmp_path / "b.json", tmp_path / "img", tmp_path / "out")
+    with pytest.raises(ConversionError, match="is not a directory"):
+        convert_coco(tmp_path / "b.json", tmp_path / "nope", tmp_path / "out")
+    train = tiny(tmp_path, [{"id": 1, "name": "cat"}])
+    val = tmp_path / "val.json"
+    val.write_text(json.dumps({**json.loads(train.read_text()),
+                               "categories": [{"id": 1, "name": "dog"}]}))
+    with pytest.raises(ConversionError, match="have different categories"):
+        convert_coco(train, tmp_path / "img", tmp_path / "out", val_annotations=val)
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_cli_converts_coco_and_names_missing_flags(sample, tmp_path):
+    def trainer(*args):
+        return subprocess.run([sys.executable, "-m", "trainer", "data", "convert", *args],
+                              cwd=REPO, text=True, capture_output=True, timeout=300)
+
+    missing = trainer("--format=coco", f"--output_dir={tmp_path / 'out'}")
+    assert missing.returncode == 2 and "needs --annotations FILE.json and --images DIR" in \
+        missing.stderr
+    done = trainer("--format=coco", f"--annotations={sample / COCO_FILE}",
+                   f"--images={sample / 'images'}", f"--output_dir={tmp_path / 'out'}",
+                   "--num_shards=1")
+    assert done.returncode == 0, done.stderr
+    assert "wrote 27 examples: train 18, val 9" in done.stdout

@@ -1,0 +1,276 @@
+"""COCO JSON (what CVAT, Label Studio, Roboflow and most labelling tools export) -> the
+converter's plan, and the synthetic sample written as COCO.
+
+Everything in the file is hostile input. An image entry, an annotation or a category that
+cannot be used is reported by reason and the rest goes on: a duplicate or invalid image id,
+a file name that leaves the images directory, an annotation of an unknown image or category,
+a box that is not four finite numbers with a positive width and height. pycocotools does
+what it already does (polygons and RLE to masks).
+
+Categories become the label map. Their ids are kept (so a detection's class is the id the
+labelling tool shows) when they are whole numbers from 1 to MAX_KEPT_ID; otherwise, or with
+`dense_ids`, they are renumbered 1..N in the order of their ids. Names are made unique and
+safe for the label map's text format.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from trainer.data.voc import VocAnnotation, VocObject
+
+MAX_JSON_BYTES = 2 << 30  # COCO 2017's train annotations are 448 MB
+MAX_KEPT_ID = 1000  # larger category ids are renumbered: num_classes is the largest id + 1
+UNSAFE_NAME = re.compile(r"[\"'\\\n\r\t]")
+
+
+class CocoError(ValueError):
+    """A file that is not COCO at all (not JSON, no images/annotations/categories)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class CocoImage:
+    image_id: int
+    file_name: str
+    annotation: VocAnnotation  # its objects (class names from the categories), in pixels
+
+
+@dataclasses.dataclass(frozen=True)
+class CocoFile:
+    images: tuple[CocoImage, ...]
+    categories: dict[int, str]  # id -> name, as in the file
+    names: dict[int, str]  # id -> its label-map name (the objects' class names)
+    problems: tuple[tuple[str, str, str], ...]  # (entry, reason, detail), all repairs/skips
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _whole(value) -> int | None:
+    number = _number(value)
+    return int(number) if number is not None and number == int(number) else None
+
+
+def read_json(path: Path) -> dict:
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        raise CocoError(f"{path}: {error.strerror}") from None
+    if size > MAX_JSON_BYTES:
+        raise CocoError(f"{path} is {size:,} bytes, more than {MAX_JSON_BYTES:,}")
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as error:
+        raise CocoError(f"{path} is not JSON: {str(error)[:200]}") from None
+    if not isinstance(data, dict) or not all(
+            isinstance(data.get(key), list) for key in ("images", "annotations", "categories")):
+        raise CocoError(f"{path} is not a COCO detection file: it needs lists named images, "
+                        "annotations and categories")
+    return data
+
+
+def _categories(entries: list, problems: list) -> dict[int, str]:
+    categories: dict[int, str] = {}
+    for position, entry in enumerate(entries):
+        where = f"category {position}"
+        category_id = _whole(entry.get("id")) if isinstance(entry, dict) else None
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if category_id is None or not isinstance(name, str) or not name.strip():
+            problems.append((where, "invalid_category", f"{str(entry)[:100]}: needs a whole "
+                                                        "number id and a name; skipped"))
+            continue
+        if category_id in categories:
+            problems.append((where, "duplicate_category_id",
+                             f"id {category_id} is {categories[category_id]!r} already; "
+                             f"{name[:100]!r} skipped"))
+            continue
+        categories[category_id] = name.strip()
+    return categories
+
+
+def _box(entry: dict, where: str, problems: list) -> tuple[float, float, float, float] | None:
+    bbox = entry.get("bbox")
+    numbers = [_number(v) for v in bbox] if isinstance(bbox, list) and len(bbox) == 4 else None
+    if numbers is None or None in numbers:
+        problems.append((where, "nonfinite_box" if isinstance(bbox, list) and len(bbox) == 4
+                         else "invalid_box", f"bbox {str(bbox)[:100]} is not four finite "
+                                             "numbers; object dropped"))
+        return None
+    x, y, w, h = numbers
+    if w <= 0 or h <= 0:
+        problems.append((where, "degenerate_box", f"bbox {bbox} has no area; object dropped"))
+        return None
+    return x, y, x + w, y + h
+
+
+def parse_coco(data: Mapping) -> CocoFile:
+    """The images with their objects; whatever cannot be used is in `problems`."""
+    problems: list[tuple[str, str, str]] = []
+    categories = _categories(data["categories"], problems)
+    names, renamed = safe_names(categories)
+    problems += [("categories", reason, detail) for reason, detail in renamed]
+    images: dict[int, dict] = {}
+    for position, entry in enumerate(data["images"]):
+        where = f"image {position}"
+        image_id = _whole(entry.get("id")) if isinstance(entry, dict) else None
+        file_name = entry.get("file_name") if isinstance(entry, dict) else None
+        if image_id is None or image_id < 0 or image_id >= 1 << 63:
+            problems.append((where, "invalid_image_id", f"id {str(entry)[:100]} is not a whole "
+                                                        "number from 0; skipped"))
+            continue
+        if not isinstance(file_name, str) or not file_name:
+            problems.append((where, "invalid_name", f"image {image_id} has no file_name; "
+                                                    "skipped"))
+            continue
+        if image_id in images:
+            problems.append((file_name, "duplicate_image_id",
+                             f"image id {image_id} is {images[image_id]['file_name']!r} "
+                             "already; skipped"))
+            continue
+        images[image_id] = {"file_name": file_name, "width": _whole(entry.get("width")),
+                            "height": _whole(entry.get("height")), "objects": [],
+                            "repairs": []}
+    for position, entry in enumerate(data["annotations"]):
+        if not isinstance(entry, dict):
+            problems.append((f"annotation {position}", "invalid_annotation",
+                             f"{str(entry)[:100]} is not an object; skipped"))
+            continue
+        where = f"annotation {entry.get('id', position)}"
+        image = images.get(_whole(entry.get("image_id")))
+        if image is None:
+            problems.append((where, "unknown_image_id",
+                             f"image_id {str(entry.get('image_id'))[:40]} is no image in the "
+                             "file; dropped"))
+            continue
+        category = names.get(_whole(entry.get("category_id")))
+        if category is None:
+            image["repairs"].append(("unknown_category", f"{where}: category_id "
+                                     f"{str(entry.get('category_id'))[:40]} is no category "
+                                     "in the file; object dropped"))
+            continue
+        box_problems: list = []
+        box = _box(entry, where, box_problems)
+        image["repairs"] += [(reason, detail if detail.startswith(where) else
+                              f"{where}: {detail}") for _, reason, detail in box_problems]
+        if box is None:
+            continue
+        crowd = entry.get("iscrowd", 0)
+        if crowd not in (0, 1):
+            image["repairs"].append(("invalid_flag", f"{where}: iscrowd {str(crowd)[:20]} is "
+                                                     "not 0 or 1; read as 0"))
+            crowd = 0
+        image["objects"].append(VocObject(category, *box, is_crowd=int(crowd),
+                                          segmentation=entry.get("segmentation") or None))
+    return CocoFile(tuple(
+        CocoImage(image_id, image["file_name"], VocAnnotation(
+            image["file_name"], image["width"] if (image["width"] or 0) > 0 else None,
+            image["height"] if (image["height"] or 0) > 0 else None,
+            tuple(image["objects"]), tuple(image["repairs"])))
+        for image_id, image in images.items()), categories, names, tuple(problems))
+
+
+def safe_names(categories: Mapping[int, str]) -> tuple[dict[int, str], list[tuple[str, str]]]:
+    """Each category's label-map name: without quotes, backslashes or line breaks (the
+    label map's text format), unique (a repeated name gets its id appended)."""
+    names: dict[int, str] = {}
+    changes = []
+    for category_id, name in sorted(categories.items()):
+        safe = UNSAFE_NAME.sub("_", name)[:200]
+        if safe in names.values():
+            safe = f"{safe}_{category_id}"
+        if safe != name:
+            changes.append(("category_renamed", f"category {category_id} {name[:100]!r} is "
+                                                f"{safe!r} in the label map"))
+        names[category_id] = safe
+    return names, changes
+
+
+def label_map_of(names: Mapping[int, str], dense: bool = False
+                 ) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """The label map (name -> id): the file's ids, or 1..N in their order when `dense` or
+    when they cannot be kept (0 is the background; a huge id would make a huge model)."""
+    keep = not dense and all(1 <= i <= MAX_KEPT_ID for i in names)
+    changes = [] if keep or dense else [(
+        "category_ids_renumbered", f"category ids outside 1..{MAX_KEPT_ID}: renumbered 1..N in "
+                                   "the order of their ids")]
+    return ({name: (i if keep else n) for n, (i, name) in enumerate(sorted(names.items()), 1)},
+            changes)
+
+
+def mask_png(obj: VocObject, box, width: int, height: int, frame_width: int | None,
+             frame_height: int | None) -> tuple[bytes, list[tuple[str, str]]]:
+    """The object's instance mask at the image's size, as PNG: its polygons or RLE decoded by
+    pycocotools; its box filled when it has none (reported)."""
+    from PIL import Image
+    from pycocotools import mask as mask_utils
+
+    problems = []
+    frame_w, frame_h = frame_width or width, frame_height or height
+    pixels = None
+    segmentation = obj.segmentation
+    try:
+        if isinstance(segmentation, list) and segmentation:
+            polygons = [p for p in segmentation if isinstance(p, list) and len(p) >= 6 and
+                        len(p) % 2 == 0 and all(_number(v) is not None for v in p)]
+            if polygons:
+                pixels = mask_utils.decode(mask_utils.merge(
+                    mask_utils.frPyObjects(polygons, frame_h, frame_w)))
+        elif isinstance(segmentation, dict) and "counts" in segmentation:
+            size = segmentation.get("size")
+            if isinstance(size, list) and [_whole(v) for v in size] == [frame_h, frame_w]:
+                rle = segmentation if isinstance(segmentation["counts"], str) else \
+                    mask_utils.frPyObjects(segmentation, frame_h, frame_w)
+                if isinstance(rle.get("counts"), str):
+                    rle = {**rle, "counts": rle["counts"].encode()}
+                pixels = mask_utils.decode(rle)
+    except (ValueError, TypeError, OverflowError, MemoryError) as error:
+        problems.append(("invalid_mask", f"{str(error)[:100]}; the box filled instead"))
+        pixels = None
+    if pixels is None:
+        if not problems:
+            problems.append(("missing_mask", "no usable polygon or RLE (of the image's size); "
+                                             "the box filled instead"))
+        pixels = np.zeros((frame_h, frame_w), np.uint8)
+        pixels[int(box.ymin * frame_h):math.ceil(box.ymax * frame_h),
+               int(box.xmin * frame_w):math.ceil(box.xmax * frame_w)] = 1
+    mask = Image.fromarray((np.asarray(pixels) > 0).astype(np.uint8))
+    if mask.size != (width, height):
+        mask = mask.resize((width, height), Image.NEAREST)
+    buffer = io.BytesIO()
+    mask.save(buffer, format="PNG")
+    return buffer.getvalue(), problems
+
+
+def sample_coco(images: Sequence[dict], categories: Mapping[str, int]) -> dict:
+    """A COCO file: `images` are {id, file_name, width, height, objects: [(name, box,
+    mask)]} with boxes in pixels (xmin, ymin, xmax, ymax) and masks as 0/1 arrays or None."""
+    from pycocotools import mask as mask_utils
+
+    annotations = []
+    for image in images:
+        for name, (x0, y0, x1, y1), mask in image["objects"]:
+            entry = {"id": len(annotations) + 1, "image_id": image["id"],
+                     "category_id": categories[name], "bbox": [x0, y0, x1 - x0, y1 - y0],
+                     "area": float((x1 - x0) * (y1 - y0)), "iscrowd": 0}
+            if mask is not None:
+                rle = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
+                entry["segmentation"] = {"size": list(rle["size"]),
+                                         "counts": rle["counts"].decode()}
+            annotations.append(entry)
+    return {"info": {"description": "synthetic pets (trainer/data/sample.py)"},
+            "images": [{k: image[k] for k in ("id", "file_name", "width", "height")}
+                       for image in images],
+            "annotations": annotations,
+            "categories": [{"id": i, "name": n, "supercategory": "pet"}
+                           for n, i in sorted(categories.items(), key=lambda item: item[1])]}
