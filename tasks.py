@@ -166,6 +166,7 @@ HARDWARE_HELP = {
                         "a job that finds none is resubmitted on the next (vertex; waits)",
             "max_preemptions": "--capacity: preempted jobs resubmitted on the same kind "
                                "before the next (default 2)",
+            "force": "train even when the data checks refuse the records",
             **HARDWARE_HELP, **CLOUD_HELP})
 def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
           data_dir=RECORDS_DIR, workers=0, machine_type=None, accelerator=None, tpu=None,
@@ -173,7 +174,7 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
           max_wait_hours=None, reservation=None, persistent_resource=None, timeout_hours=24.0,
           dry_run=False, run_id=None, project=None, region=None, bucket=None, image=None,
           env=None, local_docker=False, follow=False, max_cost=None, capacity=None,
-          max_preemptions=2):
+          max_preemptions=2, force=False):
     """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
     from launch.vertex.ladder import Ladder
 
@@ -182,7 +183,8 @@ def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
                                                request.resources.scheduling.strategy))
     _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
                                      env, _guarded(lambda: _submission(
-                                         dry_run, local_docker, follow, max_cost, ladder))))
+                                         dry_run, local_docker, follow, max_cost, ladder)),
+                                     force))
 
 
 HARDWARE_FLAGS = ("machine_type", "accelerator", "tpu", "tpu_topology", "workers",
@@ -213,6 +215,7 @@ SWEEP_DIR = f"{WORK}/sweep"
     "model_dir": "the sweep's directory (local): its study and a run directory a trial",
     "data_dir": "converted TFRecords (local)", "workers": "workers beside each trial's chief",
     "reduction_servers": "Reduction Server replicas (vertex, GPU workers)",
+    "force": "tune even when the data checks refuse the records",
     **HARDWARE_HELP, **CLOUD_HELP})
 def tune(c, sweep=None, param=None, metric=None, goal=None, trials=None, parallel=None,
          algorithm=None, target="local", experiment=None, steps=None, model_dir=SWEEP_DIR,
@@ -220,7 +223,7 @@ def tune(c, sweep=None, param=None, metric=None, goal=None, trials=None, paralle
          tpu_topology=None, reduction_servers=0, spot=False, flex_start=False,
          max_wait_hours=None, reservation=None, persistent_resource=None, timeout_hours=24.0,
          dry_run=False, run_id=None, project=None, region=None, bucket=None, image=None,
-         env=None, local_docker=False, follow=False, max_cost=None):
+         env=None, local_docker=False, follow=False, max_cost=None, force=False):
     """Sweep hyperparameters: trials of `invoke train` (Optuna here, Vertex AI Vizier)."""
     from launch.executors import executor_for
     from launch.tuning.sweep import load
@@ -231,7 +234,8 @@ def tune(c, sweep=None, param=None, metric=None, goal=None, trials=None, paralle
                                       parallel=optional_number("--parallel", parallel, int))))
     request = _training(experiment, steps, run_id, locals())
     where = _target(c, model_dir, data_dir, project, region, bucket, image, env,
-                    _guarded(lambda: _submission(dry_run, local_docker, follow, max_cost)))
+                    _guarded(lambda: _submission(dry_run, local_docker, follow, max_cost)),
+                    force)
     _say(lambda: executor_for(target, where).tune(request, study))
 
 
@@ -300,12 +304,12 @@ def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, exper
 
 
 def _target(c, model_dir=MODEL_DIR, data_dir=RECORDS_DIR, project=None, region=None,
-            bucket=None, image=None, env=None, submission=None):
+            bucket=None, image=None, env=None, submission=None, force=False):
     """What the flags say about where a job runs (no API call yet)."""
     from launch.executors import Target
 
     return Target(Places(model_dir, data_dir), _cloud(c, project, region, bucket, image, env),
-                  submission or _submission(False, False, False))
+                  submission or _submission(False, False, False), bool(force))
 
 
 def _launch(name: str, request, target) -> None:

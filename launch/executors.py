@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Protocol
 
-from launch import workflow
+from launch import datachecks, workflow
 from launch.cloud import Cloud, default_run_id, job_images, run_paths, standard_labels
 from launch.errors import InputError, MissingError, StepFailed
 from launch.gcs.records import require_training_data
@@ -54,6 +54,7 @@ class Target:
     places: Places  # local runs: --model-dir and --data-dir
     cloud: Cloud = dataclasses.field(default_factory=Cloud)  # settings; no API call yet
     submission: Submission = dataclasses.field(default_factory=Submission)
+    force: bool = False  # train even when the data checks refuse the records
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,17 +64,20 @@ class Local:
 
     places: Places
     cloud: Cloud  # only for `--run-id`, which names a run in the bucket
+    force: bool = False
 
     def launch(self, request: Request) -> str:
         job = request.trainer_job(self.places)
         total_steps = None  # for the progress bar
         if request.kind == "train":
+            datachecks.check_local(self.places.data_dir, self.force)
             total_steps = request.steps or default_train_steps(request.experiment)
         workflow.run_job(job, total_steps)
         return f"{job.name} done: {self.places.model_dir}"
 
     def tune(self, request: Request, sweep: Sweep) -> str:
         """An Optuna study in the sweep directory (--model-dir): trials are runs beside it."""
+        datachecks.check_local(self.places.data_dir, self.force)
         return local_tuning.run_sweep(sweep, request, self.places)
 
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
@@ -96,6 +100,7 @@ class Vertex:
 
     cloud: Cloud
     submission: Submission = dataclasses.field(default_factory=Submission)
+    force: bool = False
 
     def launch(self, request: Request) -> str:
         if request.kind == "eval" and not request.run_id:
@@ -120,7 +125,7 @@ class Vertex:
                       "first rung's)", file=sys.stderr)
         self._price(request, where, jobs, request.resources.hardware_key(machine))
         if not self.submission.dry_run and request.kind == "train":
-            require_training_data(self.cloud, where.bucket)  # fail now, not after a build
+            self._require_data(where.bucket)  # fail now, not after a build
         if resource_id := request.resources.scheduling.persistent_resource:
             if self.submission.dry_run:
                 print(f"note: the fit on persistent resource {resource_id} is checked when "
@@ -150,11 +155,16 @@ class Vertex:
         self._price(request, where, {request.resources.scheduling.strategy: trial},
                     request.resources.hardware_key(machine), trials=sweep.trials)
         if not self.submission.dry_run:
-            require_training_data(self.cloud, where.bucket)
+            self._require_data(where.bucket)
         job = study.tuning_job(sweep, pinned(self.cloud, trial, self.submission))
         if self.submission.dry_run:
             return study.to_json(job)
         return submit_sweep(self.cloud, where, job, run_id, self.submission)
+
+    def _require_data(self, bucket: str) -> None:
+        """A complete conversion in the bucket that the data checks accept."""
+        require_training_data(self.cloud, bucket)
+        datachecks.check_bucket(self.cloud.storage(), bucket, self.force)
 
     def _price(self, request: Request, where, jobs: dict, hardware: str,
                trials: int = 1) -> None:
@@ -228,8 +238,8 @@ class Vertex:
 
 
 EXECUTORS: dict[str, Callable[[Target], Executor]] = {
-    "local": lambda target: Local(target.places, target.cloud),
-    "vertex": lambda target: Vertex(target.cloud, target.submission),
+    "local": lambda target: Local(target.places, target.cloud, target.force),
+    "vertex": lambda target: Vertex(target.cloud, target.submission, target.force),
 }
 
 

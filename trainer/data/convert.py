@@ -45,7 +45,7 @@ from trainer.data.label_map import pets_label_map, write_label_map
 from trainer.data.tf_example import Box, detection_example
 from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
 
-REPORT_FILENAME = "conversion_report.json"
+REPORT_FILENAME = layout.REPORT_FILENAME
 SPLIT_SEED = 42  # the Object Detection API's create_pet_tf_record seed
 TRAIN_FRACTION = 0.7
 MAX_XML_BYTES = 16 << 20  # a VOC annotation is a few KB; lxml bounds the rest of a parse
@@ -111,6 +111,7 @@ class Outcome:
     name: str
     serialized: bytes | None
     problems: tuple[Problem, ...] = ()
+    classes: tuple[str, ...] = ()  # the written boxes' classes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -493,7 +494,8 @@ def _convert_one(source: Source, label_map: Mapping[str, int], limits: Limits) -
     example = detection_example(image.jpeg, image.width, image.height, filename,
                                 source.source_id, boxes, masks)
     # deterministic: map fields (the features) in key order, not in hash order
-    return Outcome(source.name, example.SerializeToString(deterministic=True), tuple(problems))
+    return Outcome(source.name, example.SerializeToString(deterministic=True), tuple(problems),
+                   tuple(box.class_text for box in boxes))
 
 
 # -------------------------------------------------------------------------- running
@@ -517,6 +519,7 @@ class Converted:
     name: str
     problems: tuple[Problem, ...]
     written: bool
+    classes: tuple[str, ...] = ()
 
 
 def _shards(plan: Plan, staging: Path, num_shards: int) -> list[Shard]:
@@ -550,7 +553,7 @@ def _write_shard(shard: Shard, label_map: Mapping[str, int], limits: Limits,
             if outcome.serialized is not None:
                 writer.write(outcome.serialized)
             results.append(Converted(position, outcome.name, outcome.problems,
-                                     outcome.serialized is not None))
+                                     outcome.serialized is not None, outcome.classes))
             on_example()
     return results
 
@@ -665,9 +668,10 @@ def _swap_in(staging: Path, output_dir: Path) -> None:
 
 def _write_splits(plan: Plan, label_map: Mapping[str, int], staging: Path, num_shards: int,
                   processes: int, limits: Limits, progress: bool
-                  ) -> tuple[dict[str, int], list[tuple[str, str, Problem]]]:
-    """Each split's shards into `staging`; returns the examples written per split and every
-    problem in input order, planning's first, as (split, example, problem)."""
+                  ) -> tuple[dict[str, int], list[tuple[str, str, Problem]], dict]:
+    """Each split's shards into `staging`; returns the examples written per split, every
+    problem in input order, planning's first, as (split, example, problem), and each
+    split's images and objects per class."""
     from tqdm import tqdm
 
     shards = _shards(plan, staging, num_shards)
@@ -680,11 +684,16 @@ def _write_splits(plan: Plan, label_map: Mapping[str, int], staging: Path, num_s
         written[shard.split] += sum(c.written for c in converted)
         by_split[shard.split] += converted
     problems = list(plan.problems)
+    classes: dict[str, dict[str, dict[str, int]]] = {}
     for split, converted in by_split.items():
         problems += [(split, c.name, problem)
                      for c in sorted(converted, key=lambda c: c.position)
                      for problem in c.problems]
-    return written, problems
+        objects = collections.Counter(name for c in converted for name in c.classes)
+        images = collections.Counter(name for c in converted for name in set(c.classes))
+        classes[split] = {name: {"images": images[name], "objects": objects[name]}
+                          for name in sorted(objects)}
+    return written, problems, classes
 
 
 def convert(
@@ -707,14 +716,17 @@ def convert(
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.partial-{os.getpid()}-",
                                     dir=output_dir.parent))
     try:
-        written, problems = _write_splits(plan, label_map, staging, num_shards,
-                                          processes or os.cpu_count() or 1, limits, progress)
+        written, problems, classes = _write_splits(
+            plan, label_map, staging, num_shards, processes or os.cpu_count() or 1, limits,
+            progress)
         write_label_map(label_map, staging / layout.LABEL_MAP_FILENAME)
         total = sum(written.values())
         # nothing valid: the previous output stays, and the report goes beside it
         report_path = output_dir / REPORT_FILENAME if total else \
             output_dir.with_name(f"{output_dir.name}.{REPORT_FILENAME}")
         report = _report(written, problems, output_dir, num_shards, limits, report_path)
+        report.update(classes=classes, label_map_ids=dict(sorted(label_map.items(),
+                                                                  key=lambda item: item[1])))
         (staging / REPORT_FILENAME if total else report_path).write_text(
             json.dumps(report, indent=2) + "\n")
         print(_summarise(report))

@@ -10,6 +10,7 @@ RECORDS_PREFIX = "records"  # gs://BUCKET/records/: the converted dataset
 RUNS_PREFIX = "runs"  # gs://BUCKET/runs/RUN_ID/: everything jobs write
 SPLITS = ("train", "val")
 LABEL_MAP_FILENAME = "pet_label_map.pbtxt"
+REPORT_FILENAME = "conversion_report.json"
 SHARD = re.compile(r"(?P<index>\d{5})-of-(?P<total>\d{5})")
 
 

@@ -1,0 +1,77 @@
+"""The data checks before a training run (trainer/data/checks.py) on the records it will
+read: a local records directory, or the records in the bucket. Refusals stop the run before
+anything starts or is built, unless --force; warnings are printed."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from launch.errors import InputError
+from trainer.data import checks, layout
+from trainer.data.label_map import LabelMapError, parse_label_map
+
+MAX_REPORT_BYTES = 64 << 20  # a report lists every problem: large datasets, large reports
+
+
+class DataRefused(InputError):
+    """Records that a training run would learn nothing right from."""
+
+
+def check(report_text: str | None, label_map_text: str | None, where: str,
+          force: bool = False) -> list[str]:
+    """Raises DataRefused on a refusal (unless `force`); returns the warnings, printed."""
+    if report_text is None or label_map_text is None:
+        missing = layout.REPORT_FILENAME if report_text is None else layout.LABEL_MAP_FILENAME
+        return _warn([f"{where} has no {missing}: the data checks were skipped"])
+    try:
+        report = json.loads(report_text)
+        label_map = parse_label_map(label_map_text)
+    except (ValueError, LabelMapError) as error:
+        found = [checks.Finding(True, f"unreadable {layout.REPORT_FILENAME} or "
+                                      f"{layout.LABEL_MAP_FILENAME}: {str(error)[:200]}")]
+    else:
+        found = checks.findings(report if isinstance(report, dict) else {}, label_map)
+    refusals = [f.text for f in found if f.refuse]
+    if refusals and not force:
+        raise DataRefused(f"the data in {where} would train badly: {'; '.join(refusals)}. "
+                          "`invoke data.inspect` shows the data; --force trains anyway")
+    return _warn([f"{'refusal overridden by --force: ' if f.refuse else ''}{f.text}"
+                  for f in found])
+
+
+def _warn(lines: list[str]) -> list[str]:
+    for line in lines:
+        print(f"warning: data: {line}", file=sys.stderr)
+    return lines
+
+
+def _read(path: Path) -> str | None:
+    try:
+        if path.stat().st_size > MAX_REPORT_BYTES:
+            return None
+        return path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def check_local(data_dir: str, force: bool = False) -> list[str]:
+    root = Path(data_dir)
+    return check(_read(root / layout.REPORT_FILENAME), _read(root / layout.LABEL_MAP_FILENAME),
+                 data_dir, force)
+
+
+def check_bucket(storage_client, bucket: str, force: bool = False) -> list[str]:
+    from google.api_core.exceptions import NotFound
+
+    def read(name: str) -> str | None:
+        blob = storage_client.bucket(bucket).blob(f"{layout.RECORDS_PREFIX}/{name}")
+        try:
+            return blob.download_as_bytes(start=0, end=MAX_REPORT_BYTES - 1,
+                                          timeout=60).decode("utf-8", "replace")
+        except NotFound:
+            return None
+
+    return check(read(layout.REPORT_FILENAME), read(layout.LABEL_MAP_FILENAME),
+                 f"gs://{bucket}/{layout.RECORDS_PREFIX}/", force)

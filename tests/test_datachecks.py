@@ -1,0 +1,102 @@
+"""The checks before training: records a run would learn nothing right from are refused on
+both targets before anything starts (or is built), unless --force; the rest is warned."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from launch.datachecks import DataRefused, check, check_local
+from launch.executors import Local, Vertex
+from launch.gcs.upload import upload_directory
+from launch.jobs import Places, Request
+from launch.resources import Resources
+from tests.fakes.cloud import fake_cloud
+from trainer.data.checks import findings
+from trainer.data.convert import convert_coco
+
+CATEGORIES = [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}]
+
+
+def coco_records(tmp_path: Path, train_classes=(1, 2), val_classes=(1, 2), images=12) -> Path:
+    """Records from a train and a val COCO file with objects of the given categories."""
+    (tmp_path / "img").mkdir(exist_ok=True)
+    files = {}
+    for split, wanted in (("train", train_classes), ("val", val_classes)):
+        entries, annotations = [], []
+        for i in range(images):
+            name = f"{split}{i}.jpg"
+            Image.new("RGB", (64, 48), (10 * i, 80, 120)).save(tmp_path / "img" / name)
+            image_id = len(files) * 1000 + i + 1
+            entries.append({"id": image_id, "file_name": name, "width": 64, "height": 48})
+            annotations.append({"id": image_id, "image_id": image_id,
+                                "category_id": wanted[i % len(wanted)],
+                                "bbox": [5, 5, 30, 20], "iscrowd": 0})
+        files[split] = tmp_path / f"{split}.json"
+        files[split].write_text(json.dumps({"images": entries, "annotations": annotations,
+                                            "categories": CATEGORIES}))
+    out = tmp_path / "records"
+    convert_coco(files["train"], tmp_path / "img", out, val_annotations=files["val"],
+                 num_shards=1, progress=False)
+    return out
+
+
+def test_the_findings_of_a_report():
+    report = {"classes": {"train": {"cat": {"images": 40, "objects": 44},
+                                    "dog": {"images": 3, "objects": 3}},
+                          "val": {"cat": {"images": 9, "objects": 9},
+                                  "owl": {"images": 2, "objects": 2}}},
+              "label_map_ids": {"cat": 1, "dog": 2, "owl": 3, "eel": 4}}
+    found = findings(report, report["label_map_ids"])
+    assert [(f.refuse, f.text.split(":")[0]) for f in found] == [
+        (True, "owl"), (False, "few training images (under 10)"),
+        (False, "no validation objects, so no AP, for dog"),
+        (False, "1 label-map classes have no example (fine for a subset of a larger label map)")]
+    moved = findings(report, {"cat": 1, "dog": 3, "owl": 2, "eel": 4})
+    assert moved[0].refuse and "disagree on dog, owl" in moved[0].text
+    (old,) = findings({}, {"cat": 1})
+    assert not old.refuse and "predates the data checks" in old.text
+
+
+def test_a_class_without_training_examples_is_refused_before_training(tmp_path, capsys):
+    records = coco_records(tmp_path, train_classes=(1,), val_classes=(1, 2))
+    report = json.loads((records / "conversion_report.json").read_text())
+    assert report["classes"]["val"]["dog"] == {"images": 6, "objects": 6}
+    assert "dog" not in report["classes"]["train"]
+    local = Local(Places(str(tmp_path / "model"), str(records)), cloud=None)
+    with pytest.raises(DataRefused, match=r"dog: validation objects but no training example"):
+        local.launch(Request.training(None, 2))
+    assert not (tmp_path / "model").exists()  # nothing started
+    warned = check_local(str(records), force=True)
+    assert warned[0].startswith("refusal overridden by --force: dog:")
+    assert "warning: data: refusal overridden" in capsys.readouterr().err
+
+
+def test_a_label_map_that_disagrees_with_the_records_is_refused(tmp_path):
+    records = coco_records(tmp_path, images=20)
+    assert check_local(str(records)) == []  # two balanced classes: nothing to say
+    (records / "pet_label_map.pbtxt").write_text("item { id: 1 name: 'dog' }\n"
+                                                 "item { id: 2 name: 'cat' }\n")
+    with pytest.raises(DataRefused, match="disagree on cat, dog"):
+        check_local(str(records))
+    (records / "pet_label_map.pbtxt").write_text("not a label map")
+    with pytest.raises(DataRefused, match="unreadable"):
+        check_local(str(records))
+    assert check(None, "x", "here") == ["here has no conversion_report.json: the data checks "
+                                        "were skipped"]
+
+
+def test_vertex_refuses_before_building_or_submitting(tmp_path):
+    records = coco_records(tmp_path, train_classes=(1,), val_classes=(1, 2))
+    with fake_cloud(tmp_path) as fakes:
+        upload_directory(fakes.storage, "pets-data", records, "records")
+        request = Request.training(None, 10, Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"),
+                                   "gpu1")
+        with pytest.raises(DataRefused, match="gs://pets-data/records/ would train badly"):
+            Vertex(fakes.cloud()).launch(request)
+        assert fakes.builds.requests == [] and fakes.vertex.received == []
+        Vertex(fakes.cloud(), force=True).launch(request)  # --force: submitted
+        assert len(fakes.vertex.received) == 1

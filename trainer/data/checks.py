@@ -1,0 +1,64 @@
+"""Checks on converted data that are worth refusing a training run for, from the records'
+metadata alone (the conversion report and the label map beside them): fast enough to run
+before every `invoke train` and in `invoke doctor`.
+
+Refused (unless --force): the label map and the records disagree, or a class has validation
+objects but no training example (its AP is 0 however long the run). Warned: a class with few
+training examples, one that validation never measures, label-map classes without examples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+FEW_EXAMPLES = 10  # training images of a class below which it is flagged
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    refuse: bool  # False: a warning
+    text: str
+
+
+def _names(names, limit: int = 5) -> str:
+    names = sorted(names)
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit
+                                        else "")
+
+
+def findings(report: Mapping, label_map: Mapping[str, int]) -> list[Finding]:
+    """What the conversion report and the label map the trainer will read say, refusals
+    first."""
+    classes = report.get("classes")
+    converted_with = report.get("label_map_ids")
+    if not isinstance(classes, Mapping) or not isinstance(converted_with, Mapping):
+        return [Finding(False, "the conversion report predates the data checks: run "
+                               "`invoke data.convert` again to have them")]
+    out = []
+    if dict(converted_with) != dict(label_map):
+        changed = {n for n in set(converted_with) | set(label_map)
+                   if converted_with.get(n) != label_map.get(n)}
+        out.append(Finding(True, f"the label map and the records disagree on "
+                                 f"{_names(changed)}: the records were written with another "
+                                 "label map; convert again, or restore the label map the "
+                                 "conversion wrote"))
+    train = {n for n, c in (classes.get("train") or {}).items() if c.get("objects")}
+    val = {n for n, c in (classes.get("val") or {}).items() if c.get("objects")}
+    if unknown := (train | val) - set(label_map):
+        out.append(Finding(True, f"classes in the records are not in the label map: "
+                                 f"{_names(unknown)}"))
+    if untrained := val - train:
+        out.append(Finding(True, f"{_names(untrained)}: validation objects but no training "
+                                 "example (their AP is 0 however long training runs); "
+                                 "relabel, or re-split so each class is in train"))
+    few = {n for n in train if (classes["train"][n].get("images") or 0) < FEW_EXAMPLES}
+    if few:
+        out.append(Finding(False, f"few training images (under {FEW_EXAMPLES}): "
+                                  f"{_names(few)}"))
+    if unmeasured := train - val:
+        out.append(Finding(False, f"no validation objects, so no AP, for {_names(unmeasured)}"))
+    if unused := set(label_map) - train - val:
+        out.append(Finding(False, f"{len(unused)} label-map classes have no example (fine for "
+                                  "a subset of a larger label map)"))
+    return sorted(out, key=lambda finding: not finding.refuse)
