@@ -19,20 +19,24 @@ class DataRefused(InputError):
     """Records that a training run would learn nothing right from."""
 
 
-def check(report_text: str | None, label_map_text: str | None, where: str,
-          force: bool = False) -> list[str]:
-    """Raises DataRefused on a refusal (unless `force`); returns the warnings, printed."""
+def evaluate(report_text: str | None, label_map_text: str | None, where: str
+             ) -> list[checks.Finding]:
+    """The findings on the records' metadata (refusals first)."""
     if report_text is None or label_map_text is None:
         missing = layout.REPORT_FILENAME if report_text is None else layout.LABEL_MAP_FILENAME
-        return _warn([f"{where} has no {missing}: the data checks were skipped"])
+        return [checks.Finding(False, f"{where} has no {missing}: the data checks were "
+                                      "skipped")]
     try:
         report = json.loads(report_text)
         label_map = parse_label_map(label_map_text)
     except (ValueError, LabelMapError) as error:
-        found = [checks.Finding(True, f"unreadable {layout.REPORT_FILENAME} or "
-                                      f"{layout.LABEL_MAP_FILENAME}: {str(error)[:200]}")]
-    else:
-        found = checks.findings(report if isinstance(report, dict) else {}, label_map)
+        return [checks.Finding(True, f"unreadable {layout.REPORT_FILENAME} or "
+                                     f"{layout.LABEL_MAP_FILENAME}: {str(error)[:200]}")]
+    return checks.findings(report if isinstance(report, dict) else {}, label_map)
+
+
+def check(found: list[checks.Finding], where: str, force: bool = False) -> list[str]:
+    """Raises DataRefused on a refusal (unless `force`); returns the warnings, printed."""
     refusals = [f.text for f in found if f.refuse]
     if refusals and not force:
         raise DataRefused(f"the data in {where} would train badly: {'; '.join(refusals)}. "
@@ -56,13 +60,21 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def check_local(data_dir: str, force: bool = False) -> list[str]:
+def local_findings(data_dir: str) -> list[checks.Finding]:
     root = Path(data_dir)
-    return check(_read(root / layout.REPORT_FILENAME), _read(root / layout.LABEL_MAP_FILENAME),
-                 data_dir, force)
+    return evaluate(_read(root / layout.REPORT_FILENAME),
+                    _read(root / layout.LABEL_MAP_FILENAME), data_dir)
 
 
-def check_bucket(storage_client, bucket: str, force: bool = False) -> list[str]:
+def check_local(data_dir: str, force: bool = False) -> list[str]:
+    return check(local_findings(data_dir), data_dir, force)
+
+
+def bucket_where(bucket: str) -> str:
+    return f"gs://{bucket}/{layout.RECORDS_PREFIX}/"
+
+
+def bucket_findings(storage_client, bucket: str) -> list[checks.Finding]:
     from google.api_core.exceptions import NotFound
 
     def read(name: str) -> str | None:
@@ -73,5 +85,9 @@ def check_bucket(storage_client, bucket: str, force: bool = False) -> list[str]:
         except NotFound:
             return None
 
-    return check(read(layout.REPORT_FILENAME), read(layout.LABEL_MAP_FILENAME),
-                 f"gs://{bucket}/{layout.RECORDS_PREFIX}/", force)
+    return evaluate(read(layout.REPORT_FILENAME), read(layout.LABEL_MAP_FILENAME),
+                    bucket_where(bucket))
+
+
+def check_bucket(storage_client, bucket: str, force: bool = False) -> list[str]:
+    return check(bucket_findings(storage_client, bucket), bucket_where(bucket), force)

@@ -11,6 +11,7 @@ import google.auth.exceptions
 from google.api_core import exceptions
 from google.auth.transport.requests import AuthorizedSession
 
+from launch import datachecks
 from launch.cloud import Cloud, job_images
 from launch.errors import MissingError
 from launch.gcs.upload import training_data_problems
@@ -46,6 +47,7 @@ def run(cloud: Cloud) -> tuple[str, bool]:
         check_vertex(cloud.clients.jobs(where.region), where.project, where.region),
         check_bucket(storage_client, where.bucket),
         check_training_data(storage_client, where.bucket, RECORDS_PREFIX),
+        check_data_findings(storage_client, where.bucket),
         check_image(cloud.clients.registry(), where.image),
         check_act_as(session, where.service_account),
         check_default_build_account(cloud.clients.builds(), where.project, where.region),
@@ -99,6 +101,21 @@ def check_training_data(storage_client, bucket: str, prefix: str) -> Check:
                      "invoke data.convert && invoke data.upload --prune")
     return Check("training data", True,
                  f"gs://{bucket}/{prefix}/ holds one complete conversion")
+
+
+def check_data_findings(storage_client, bucket: str) -> Check:
+    """What `invoke train` would refuse or warn about in the bucket's records."""
+    try:
+        found = datachecks.bucket_findings(storage_client, bucket)
+    except exceptions.GoogleAPICallError as error:
+        return Check("data checks", False, str(error), "see the bucket check")
+    refusals = [f.text for f in found if f.refuse]
+    if refusals:
+        return Check("data checks", False, "; ".join(refusals),
+                     "`invoke data.inspect` shows the data; fix it and convert again")
+    if found:
+        return Check("data checks", False, "; ".join(f.text for f in found), warning=True)
+    return Check("data checks", True, "every class has training and validation examples")
 
 
 def check_image(registry, image_uri: str) -> Check:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from launch.datachecks import DataRefused, check, check_local
+from launch.datachecks import DataRefused, check, check_local, evaluate
 from launch.executors import Local, Vertex
 from launch.gcs.upload import upload_directory
 from launch.jobs import Places, Request
@@ -85,8 +85,8 @@ def test_a_label_map_that_disagrees_with_the_records_is_refused(tmp_path):
     (records / "pet_label_map.pbtxt").write_text("not a label map")
     with pytest.raises(DataRefused, match="unreadable"):
         check_local(str(records))
-    assert check(None, "x", "here") == ["here has no conversion_report.json: the data checks "
-                                        "were skipped"]
+    assert check(evaluate(None, "x", "here"), "here") == [
+        "here has no conversion_report.json: the data checks were skipped"]
 
 
 def test_vertex_refuses_before_building_or_submitting(tmp_path):
@@ -100,3 +100,15 @@ def test_vertex_refuses_before_building_or_submitting(tmp_path):
         assert fakes.builds.requests == [] and fakes.vertex.received == []
         Vertex(fakes.cloud(), force=True).launch(request)  # --force: submitted
         assert len(fakes.vertex.received) == 1
+
+
+def test_the_doctor_shows_the_same_findings(tmp_path):
+    from launch import doctor
+
+    records = coco_records(tmp_path, train_classes=(1,), val_classes=(1, 2))
+    with fake_cloud(tmp_path) as fakes:
+        assert doctor.check_data_findings(fakes.storage, "pets-data").warning  # none yet
+        upload_directory(fakes.storage, "pets-data", records, "records")
+        found = doctor.check_data_findings(fakes.storage, "pets-data")
+        assert not found.ok and not found.warning
+        assert "dog: validation objects but no training example" in found.detail
