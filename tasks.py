@@ -122,6 +122,29 @@ def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=
         max_objects=optional_number("--max-objects", max_objects, int))))
 
 
+@task(help={"records": "converted TFRecords (default: work/records)",
+            "data_dir": "or a raw Pets/VOC directory (converted to a temporary directory)",
+            "format": "the raw dataset's format: pets, voc or coco",
+            "annotations": "or a raw COCO JSON (with --images)", "images": "COCO images",
+            "experiment": "whose input size and anchors to check against",
+            "output_dir": "where the report goes (default: work/inspect)"})
+def inspect(c, records=None, data_dir=None, format="pets", annotations=None, images=None,
+            experiment=None, output_dir=f"{WORK}/inspect"):
+    """Look at a dataset: class counts, box sizes against the anchors, samples; flags."""
+    import tempfile
+
+    from launch.dataset_report import inspect as inspect_records
+    from trainer.experiments import DEFAULT_EXPERIMENT
+
+    if data_dir or annotations:
+        scratch = tempfile.mkdtemp(prefix="inspect-")
+        _tool(lambda: ConvertArgs(data_dir, f"{scratch}/records", format="coco" if annotations
+                                  else format, annotations=annotations, images=images))
+        records = f"{scratch}/records"
+    _say(lambda: inspect_records(records or RECORDS_DIR, experiment or DEFAULT_EXPERIMENT,
+                                 Path(output_dir)))
+
+
 LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
 JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
 CLOUD_HELP = {"project": "GCP project (default: infra outputs)", "region": "Vertex AI region",
@@ -608,7 +631,7 @@ def bench_serve(c, model_dir=f"{WORK}/demo/model"):
     serve_speed.main(model_dir)
 
 
-data = Collection("data", sample, download, convert, upload)
+data = Collection("data", sample, download, convert, upload, inspect)
 bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")

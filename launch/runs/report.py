@@ -9,13 +9,13 @@
 
 from __future__ import annotations
 
-import base64
 import csv
 import dataclasses
 import html
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from launch.plots import embedded, figure
 from launch.runs.record import RunRecord
 from trainer.evaluation import METRICS_DIR
 
@@ -49,29 +49,6 @@ def table(records: Sequence[RunRecord]) -> str:
     rows = [dict(zip(COLUMNS, COLUMNS, strict=True)), *map(row, records)]
     widths = {c: max(len(r[c]) for r in rows) for c in COLUMNS}
     return "\n".join("  ".join(r[c].ljust(widths[c]) for c in COLUMNS).rstrip() for r in rows)
-
-
-def _figure(draw: Callable, path: Path, title: str, xlabel: str, ylabel: str) -> bool:
-    """Draws one plot; False (and no file) when no run has the data."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot
-
-    figure, axes = pyplot.subplots(figsize=(7, 4.2), dpi=100)
-    try:
-        if not draw(axes):
-            return False
-        axes.set_title(title)
-        axes.set_xlabel(xlabel)
-        axes.set_ylabel(ylabel)
-        axes.grid(alpha=0.3)
-        axes.legend(fontsize="small")
-        figure.tight_layout()
-        figure.savefig(path, format="png")
-        return True
-    finally:
-        pyplot.close(figure)
 
 
 def _lines(records: Sequence[RunRecord], points: Callable[[RunRecord], list]) -> Callable:
@@ -123,7 +100,7 @@ def write_plots(records: Sequence[RunRecord], out: Path) -> dict[str, Path]:
         "pr_curve.png": (_lines(records, _pr), "recall", "precision"),
     }
     return {name: out / name for name, (draw, x, y) in drawers.items()
-            if _figure(draw, out / name, PLOTS[name], x, y)}
+            if figure(draw, out / name, PLOTS[name], x, y)}
 
 
 def write_table(records: Sequence[RunRecord], path: Path) -> None:
@@ -136,10 +113,6 @@ def write_table(records: Sequence[RunRecord], path: Path) -> None:
             writer.writerow([r.name, r.experiment or "", r.hardware or "", r.steps or "",
                              r.seconds or "", r.cost or "", r.latest.step if r.latest else "",
                              *(latest.get(m, "") for m in METRICS)])
-
-
-def _embedded(path: Path, kind: str) -> str:
-    return f"data:image/{kind};base64,{base64.b64encode(path.read_bytes()).decode()}"
 
 
 def _worst(record: RunRecord) -> str:
@@ -156,7 +129,7 @@ def _worst(record: RunRecord) -> str:
         caption = (f"{image.get('key', '?')}: {image.get('missed', '?')} of "
                    f"{image.get('objects', '?')} missed, mean IoU "
                    f"{_fraction(image.get('mean_iou'))}, {image.get('extra', '?')} extra")
-        cells.append(f'<figure><img src="{_embedded(path, "jpeg")}" alt="">'
+        cells.append(f'<figure><img src="{embedded(path, "jpeg")}" alt="">'
                      f"<figcaption>{html.escape(caption)}</figcaption></figure>")
     return f'<div class="gallery">{"".join(cells)}</div>' if cells else \
         "<p>The worst images' files are missing.</p>"
@@ -176,7 +149,7 @@ def write_html(records: Sequence[RunRecord], plots: dict[str, Path], path: Path)
     header = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row(r).values()) +
                    "</tr>" for r in records)
-    figures = "".join(f'<img src="{_embedded(p, "png")}" alt="{html.escape(PLOTS[n])}">'
+    figures = "".join(f'<img src="{embedded(p, "png")}" alt="{html.escape(PLOTS[n])}">'
                       for n, p in plots.items())
     galleries = "".join(f"<h3>{html.escape(r.name)}</h3>{_worst(r)}" for r in records)
     missing = [f"{r.name}: no evaluation" for r in records if not r.evaluations]

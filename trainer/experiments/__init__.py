@@ -66,3 +66,22 @@ def default_train_steps(name: str) -> int | None:
         return None
     config = yaml.safe_load(EXPERIMENTS[name].config_file.read_text())
     return config.get("trainer", {}).get("train_steps")
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """What an experiment does to a dataset's images: resized so the longer side is
+    `input_size`, then matched against anchors no smaller than `smallest_anchor` pixels."""
+
+    input_size: int
+    smallest_anchor: float
+
+
+def geometry(name: str) -> Geometry:
+    """From the experiment's Model Garden config (any registered experiment)."""
+    from official.core import exp_factory
+
+    register()
+    model = exp_factory.get_exp_config(name).task.model
+    return Geometry(int(max(model.input_size[:2])),
+                    float(model.anchor.anchor_size) * 2 ** int(model.min_level))

@@ -1,0 +1,300 @@
+"""`invoke data.inspect`: a converted dataset as pictures and numbers, and what in it would
+hurt training, before a GPU hour is spent.
+
+    read_dataset(records_dir)              every example's metadata (and a few images a class)
+    flags(stats, label_map, geometry)      what would hurt: empty or thin classes, boxes
+                                           below the smallest anchor, oversized images,
+                                           class ids outside the label map
+    write_report(stats, ..., out_dir)      summary.csv, PNG plots, report.html
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import html
+import io
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from launch.plots import embedded, figure
+from trainer.data import layout
+from trainer.data.checks import FEW_EXAMPLES
+from trainer.experiments import Geometry
+
+SAMPLES_PER_CLASS = 4
+OVERSIZED = 4  # an image whose longer side is this many times the input size is flagged
+
+
+@dataclasses.dataclass
+class SplitStats:
+    images: int = 0
+    objects: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    images_with: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    per_image: list[int] = dataclasses.field(default_factory=list)
+    sizes: list[tuple[int, int]] = dataclasses.field(default_factory=list)  # (w, h) pixels
+    # (width, height) in the image's pixels, then at the input size, and the class id
+    boxes: list[tuple[float, float, float, float, int]] = dataclasses.field(
+        default_factory=list)
+    labels: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+
+@dataclasses.dataclass
+class DatasetStats:
+    splits: dict[str, SplitStats]
+    samples: dict[str, list[tuple[bytes, np.ndarray]]]  # class -> (jpeg, boxes [n, 4])
+
+
+def read_dataset(records_dir: Path, geometry: Geometry) -> DatasetStats:
+    """One pass over the records: sizes, boxes and classes of every example, and the first
+    few images of each class (training split first)."""
+    import tensorflow as tf
+
+    features = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+                "image/width": tf.io.FixedLenFeature([], tf.int64),
+                "image/height": tf.io.FixedLenFeature([], tf.int64),
+                "image/object/class/text": tf.io.VarLenFeature(tf.string),
+                "image/object/class/label": tf.io.VarLenFeature(tf.int64),
+                **{f"image/object/bbox/{k}": tf.io.VarLenFeature(tf.float32)
+                   for k in ("xmin", "ymin", "xmax", "ymax")}}
+    stats = DatasetStats({}, collections.defaultdict(list))
+    for split in layout.SPLITS:
+        files = sorted(tf.io.gfile.glob(str(records_dir / layout.shard_glob(split))))
+        split_stats = stats.splits[split] = SplitStats()
+        for raw in tf.data.TFRecordDataset(files):
+            example = tf.io.parse_single_example(raw, features)
+            width, height = int(example["image/width"]), int(example["image/height"])
+            names = [n.decode("utf-8", "replace") for n in
+                     tf.sparse.to_dense(example["image/object/class/text"]).numpy()]
+            labels = tf.sparse.to_dense(example["image/object/class/label"]).numpy()
+            corners = np.stack([tf.sparse.to_dense(example[f"image/object/bbox/{k}"]).numpy()
+                                for k in ("xmin", "ymin", "xmax", "ymax")], -1).reshape(-1, 4)
+            split_stats.images += 1
+            split_stats.sizes.append((width, height))
+            split_stats.per_image.append(len(names))
+            split_stats.objects.update(names)
+            split_stats.images_with.update(set(names))
+            split_stats.labels.update(int(label) for label in labels)
+            scale = geometry.input_size / max(width, height, 1)
+            for (xmin, ymin, xmax, ymax), label in zip(corners, labels, strict=False):
+                w, h = (xmax - xmin) * width, (ymax - ymin) * height
+                split_stats.boxes.append((w, h, w * scale, h * scale, int(label)))
+            for name in set(names):
+                if len(stats.samples[name]) < SAMPLES_PER_CLASS:
+                    stats.samples[name].append((example["image/encoded"].numpy(), corners))
+    return stats
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    problem: str
+    detail: str
+
+
+def flags(stats: DatasetStats, label_map: Mapping[str, int], geometry: Geometry) -> list[Flag]:
+    train, val = stats.splits["train"], stats.splits["val"]
+    found = []
+    for name in sorted(set(train.objects) | set(val.objects)):
+        if not train.images_with[name]:
+            found.append(Flag("no training example", f"{name}: 0 train, "
+                                                     f"{val.images_with[name]} val images"))
+        elif train.images_with[name] < FEW_EXAMPLES:
+            found.append(Flag("few training examples", f"{name}: {train.images_with[name]} "
+                                                       "train images"))
+        if not val.images_with[name]:
+            found.append(Flag("no validation example", f"{name}: never measured"))
+    ids = set(label_map.values())
+    for split, data in stats.splits.items():
+        if outside := sorted(label for label in data.labels if label not in ids):
+            found.append(Flag("class ids outside the label map",
+                              f"{split}: {', '.join(map(str, outside[:10]))}"))
+        boxes = np.array([b[2:4] for b in data.boxes]).reshape(-1, 2)
+        small = int(np.sum(np.sqrt(np.prod(boxes, axis=1)) < geometry.smallest_anchor))
+        if small:
+            found.append(Flag("boxes smaller than the smallest anchor",
+                              f"{split}: {small} of {len(boxes)} boxes are under "
+                              f"{geometry.smallest_anchor:g} px at the {geometry.input_size} px "
+                              "input size: raise the input size or the anchors' size"))
+        big = sum(max(w, h) > OVERSIZED * geometry.input_size for w, h in data.sizes)
+        if big:
+            found.append(Flag("images far larger than the input size",
+                              f"{split}: {big} images are over {OVERSIZED}x "
+                              f"{geometry.input_size} px: their details are lost when resized"))
+    return found
+
+
+def summary(stats: DatasetStats) -> list[dict[str, str]]:
+    """A row per class: images and objects in each split."""
+    names = sorted({n for s in stats.splits.values() for n in s.objects})
+    return [{"class": name, **{f"{split} {what}": str(getattr(s, field)[name])
+                               for split, s in stats.splits.items()
+                               for what, field in (("images", "images_with"),
+                                                   ("objects", "objects"))}}
+            for name in names]
+
+
+def table(rows: Sequence[dict[str, str]]) -> str:
+    if not rows:
+        return "no objects"
+    columns = list(rows[0])
+    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
+    lines += ["  ".join(r[c].ljust(widths[c]) for c in columns) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _bars(stats: DatasetStats, field: str):
+    def draw(axes) -> bool:
+        names = sorted({n for s in stats.splits.values() for n in getattr(s, field)})
+        if not names:
+            return False
+        width = 0.8 / len(stats.splits)
+        for i, (split, data) in enumerate(stats.splits.items()):
+            axes.bar(np.arange(len(names)) + i * width - 0.4 + width / 2,
+                     [getattr(data, field)[n] for n in names], width, label=split)
+        axes.set_xticks(range(len(names)), names, rotation=45 if len(names) > 6 else 0,
+                        ha="right" if len(names) > 6 else "center", fontsize="small")
+        return True
+    return draw
+
+
+def _histogram(stats: DatasetStats, values, log: bool = False, marks=()):
+    def draw(axes) -> bool:
+        series = {split: np.asarray(values(data), np.float64) for split, data in
+                  stats.splits.items()}
+        series = {k: v[np.isfinite(v) & (v > 0 if log else True)] for k, v in series.items()}
+        if not any(len(v) for v in series.values()):
+            return False
+        everything = np.concatenate(list(series.values()))
+        bins = np.geomspace(everything.min(), everything.max() * 1.01, 30) if log and \
+            everything.min() > 0 else 30
+        for split, v in series.items():
+            if len(v):
+                axes.hist(v, bins=bins, alpha=0.6, label=split)
+        if log:
+            axes.set_xscale("log")
+        for value, label in marks:
+            axes.axvline(value, color="black", linestyle="--", label=label)
+        return True
+    return draw
+
+
+PLOTS = {
+    "objects_per_class.png": "Objects per class and split",
+    "images_per_class.png": "Images per class and split",
+    "box_sizes.png": "Box size at the input size (sqrt of area)",
+    "aspect_ratios.png": "Box aspect ratio (width / height)",
+    "objects_per_image.png": "Objects per image",
+    "image_sizes.png": "Image size (longer side, pixels)",
+}
+
+
+def write_plots(stats: DatasetStats, geometry: Geometry, out: Path) -> dict[str, Path]:
+    drawers = {
+        "objects_per_class.png": (_bars(stats, "objects"), "class", "objects"),
+        "images_per_class.png": (_bars(stats, "images_with"), "class", "images"),
+        "box_sizes.png": (_histogram(
+            stats, lambda s: [np.sqrt(b[2] * b[3]) for b in s.boxes], log=True,
+            marks=[(geometry.smallest_anchor, f"smallest anchor ({geometry.smallest_anchor:g} "
+                                              "px)")]), "pixels at the input size", "boxes"),
+        "aspect_ratios.png": (_histogram(
+            stats, lambda s: [b[0] / b[1] for b in s.boxes if b[1] > 0], log=True,
+            marks=[(0.5, "anchor ratios 0.5, 1, 2"), (1.0, None), (2.0, None)]),
+            "width / height", "boxes"),
+        "objects_per_image.png": (_histogram(stats, lambda s: s.per_image), "objects",
+                                  "images"),
+        "image_sizes.png": (_histogram(
+            stats, lambda s: [max(w, h) for w, h in s.sizes],
+            marks=[(geometry.input_size, f"input size ({geometry.input_size} px)")]),
+            "pixels", "images"),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    return {name: out / name for name, (draw, x, y) in drawers.items()
+            if figure(draw, out / name, PLOTS[name], x, y)}
+
+
+def _samples(stats: DatasetStats, out: Path) -> dict[str, list[Path]]:
+    """The first images of each class with every box drawn (one colour a class)."""
+    from PIL import Image, ImageDraw
+
+    written: dict[str, list[Path]] = {}
+    for index, (name, samples) in enumerate(sorted(stats.samples.items())):
+        for k, (jpeg, boxes) in enumerate(samples):
+            image = Image.open(io.BytesIO(jpeg)).convert("RGB")
+            image.thumbnail((256, 256))
+            draw = ImageDraw.Draw(image)
+            w, h = image.size
+            for xmin, ymin, xmax, ymax in boxes:
+                draw.rectangle((xmin * w, ymin * h, xmax * w, ymax * h), outline=(255, 60, 60),
+                               width=2)
+            path = out / f"sample-{index:03d}-{k}.jpg"
+            image.save(path, quality=85)
+            written.setdefault(name, []).append(path)
+    return written
+
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}
+table{border-collapse:collapse}td,th{padding:3px 9px;border-bottom:1px solid #ddd;
+text-align:left}.plots img{max-width:48%}.grid img{width:160px;margin:2px}
+.flag{color:#a00}"""
+
+
+def write_report(stats: DatasetStats, found: Sequence[Flag], geometry: Geometry,
+                 out: Path, title: str) -> tuple[str, dict[str, Path]]:
+    """summary.csv, the plots and report.html in `out`; returns the printed summary."""
+    import csv
+
+    plots = write_plots(stats, geometry, out)
+    samples = _samples(stats, out)
+    rows = summary(stats)
+    with open(out / "summary.csv", "w", newline="") as csv_file:
+        if rows:
+            writer = csv.DictWriter(csv_file, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    header = "".join(f"<th>{html.escape(c)}</th>" for c in (rows[0] if rows else {}))
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r.values()) +
+                   "</tr>" for r in rows)
+    flag_items = "".join(f"<li class='flag'><b>{html.escape(f.problem)}</b>: "
+                         f"{html.escape(f.detail)}</li>" for f in found) or \
+        "<li>nothing that would hurt training</li>"
+    figures = "".join(f'<img src="{embedded(p, "png")}" alt="{html.escape(PLOTS[n])}">'
+                      for n, p in plots.items())
+    grids = "".join(f"<h3>{html.escape(name)}</h3><div class='grid'>" +
+                    "".join(f'<img src="{embedded(p, "jpeg")}" alt="">' for p in paths) +
+                    "</div>" for name, paths in samples.items())
+    images = sum(s.images for s in stats.splits.values())
+    (out / "report.html").write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+        f"</title><style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
+        f"<p>{images} images; input size {geometry.input_size} px, smallest anchor "
+        f"{geometry.smallest_anchor:g} px.</p><h2>What would hurt training</h2>"
+        f"<ul>{flag_items}</ul><h2>Classes</h2><table><tr>{header}</tr>{body}</table>"
+        f"<h2>Distributions</h2><div class='plots'>{figures}</div>"
+        f"<h2>Samples (red: the labelled boxes)</h2>{grids}</body></html>\n")
+    lines = [table(rows), ""]
+    lines += [f"flag: {f.problem}: {f.detail}" for f in found] or ["no flags"]
+    lines.append(f"report: {out / 'report.html'} ({len(plots)} plots, summary.csv)")
+    return "\n".join(lines), plots
+
+
+def inspect(records_dir: str, experiment: str, out: Path) -> str:
+    """`invoke data.inspect --records DIR`: the report on converted records."""
+    from launch.errors import MissingError
+    from trainer.data.label_map import read_label_map
+    from trainer.experiments import geometry as geometry_of
+
+    records = Path(records_dir)
+    if missing := layout.missing([p.name for p in records.glob("*")] if records.is_dir()
+                                 else []):
+        raise MissingError(f"{records} is not a converted dataset (no {', '.join(missing)}): "
+                           "run `invoke data.convert` first, or pass --data-dir or "
+                           "--annotations to inspect a raw dataset")
+    label_map = read_label_map(records / layout.LABEL_MAP_FILENAME)
+    geometry = geometry_of(experiment)
+    stats = read_dataset(records, geometry)
+    found = flags(stats, label_map, geometry)
+    text, _ = write_report(stats, found, geometry, out, f"Dataset: {records}")
+    return text
