@@ -508,12 +508,13 @@ def _port(value) -> int:
 
 
 @task(help={"workdir": "everything goes here", "steps": "training steps (default 1000)",
+            "format": "pets, or coco: convert the sample from its COCO JSON",
             "num_images": "sample size"})
-def demo(c, workdir=f"{WORK}/demo", steps=None, num_images=None):
+def demo(c, workdir=f"{WORK}/demo", steps=None, num_images=None, format="pets"):
     """Sample -> convert -> train -> evaluate -> export -> predict, all locally."""
     result = _guarded(lambda: workflow.demo(
         workdir, optional_number("--steps", steps, int),
-        optional_number("--num-images", num_images, int)))
+        optional_number("--num-images", num_images, int), format=format))
     print(result.summary())
 
 

@@ -25,6 +25,7 @@ from trainer.args import (
     SampleArgs,
 )
 from trainer.data import pets
+from trainer.data.sample import COCO_FILE
 from trainer.experiments import default_train_steps
 from trainer.predict import DETECTIONS_FILE
 
@@ -187,8 +188,11 @@ class DemoResult:
 
 
 def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
-         say: Callable[[str], None] | None = None) -> DemoResult:
-    """sample -> convert -> train -> evaluate -> export -> predict, everything under `workdir`."""
+         say: Callable[[str], None] | None = None, format: str = "pets") -> DemoResult:
+    """sample -> convert -> train -> evaluate -> export -> predict, everything under `workdir`;
+    `format` coco converts the sample from its COCO JSON instead of its Pets files."""
+    if format not in ("pets", "coco"):
+        raise InputError(f"--format must be pets or coco, got {format!r}")
     console = _console()
     say = say or (lambda text: console.rule(f"[bold]{text}"))
     root = Path(workdir).resolve()
@@ -199,10 +203,15 @@ def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
     start = time.monotonic()
 
     say("1/6 Writing a synthetic Oxford-IIIT Pets sample")
-    run_job(jobs.tool_job(SampleArgs(str(data), **({"num_images": num_images} if num_images
-                                                   else {}))))
-    say("2/6 Converting to TFRecords")
-    run_job(jobs.tool_job(ConvertArgs(str(data), str(records), num_shards=4)))
+    run_job(jobs.tool_job(SampleArgs(str(data), format=format,
+                                     **({"num_images": num_images} if num_images else {}))))
+    say(f"2/6 Converting {'the COCO JSON ' if format == 'coco' else ''}to TFRecords")
+    if format == "coco":
+        run_job(jobs.tool_job(ConvertArgs(None, str(records), num_shards=4, format="coco",
+                                          annotations=str(data / COCO_FILE),
+                                          images=str(data / pets.IMAGES_DIR))))
+    else:
+        run_job(jobs.tool_job(ConvertArgs(str(data), str(records), num_shards=4)))
     run = jobs.TrainingRun(model_dir=str(model), data_dir=str(records), steps=steps)
     say("3/6 Training")
     train(run)

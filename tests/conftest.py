@@ -46,13 +46,15 @@ def records_dir(sample_dir, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def train_records(tmp_path_factory) -> Path:
-    """A clean sample big enough to learn from, converted once for all training tests."""
-    from trainer.data.convert import convert_directory
-    from trainer.data.sample import write_sample
+    """A clean sample big enough to learn from, converted once for all training tests: the
+    demo's sample, from its COCO JSON (the same records as from its Pets files but for VOC's
+    pose field, tests/test_coco.py shows), so the trained model is a run on COCO-format data."""
+    from trainer.data.convert import convert_coco
+    from trainer.data.sample import write_coco_sample, write_sample
 
-    data = write_sample(tmp_path_factory.mktemp("train-pets"))  # the demo's sample
+    data = write_sample(tmp_path_factory.mktemp("train-pets"))
     out = tmp_path_factory.mktemp("train-records")
-    convert_directory(data, out, num_shards=2, progress=False)
+    convert_coco(write_coco_sample(data), data / "images", out, num_shards=2, progress=False)
     return out
 
 

@@ -112,3 +112,46 @@ def test_the_doctor_shows_the_same_findings(tmp_path):
         found = doctor.check_data_findings(fakes.storage, "pets-data")
         assert not found.ok and not found.warning
         assert "dog: validation objects but no training example" in found.detail
+
+
+def test_the_dataset_report_counts_and_flags_a_known_dataset(tmp_path):
+    import numpy as np
+
+    from launch.dataset_report import inspect
+
+    (tmp_path / "img").mkdir()
+    entries, annotations = [], []
+    for i in range(6):  # 4 training images of cats, 2 val images: a dog, and a cat
+        name, size = f"im{i}.jpg", (1200, 900) if i == 0 else (160, 120)
+        Image.new("RGB", size, (30 * i, 90, 60)).save(tmp_path / "img" / name)
+        entries.append({"id": i + 1, "file_name": name, "width": size[0], "height": size[1]})
+        box = [2, 2, 6, 6] if i == 1 else [10, 10, 80, 60]  # 6 px: 5 px at 128
+        annotations.append({"id": i + 1, "image_id": i + 1, "category_id": 2 if i == 4 else 1,
+                            "bbox": box, "iscrowd": 0})
+    data = {"images": entries, "annotations": annotations, "categories": CATEGORIES}
+    for split, chosen in (("train", range(4)), ("val", range(4, 6))):
+        (tmp_path / f"{split}.json").write_text(json.dumps({
+            **data, "images": [entries[i] for i in chosen],
+            "annotations": [annotations[i] for i in chosen]}))
+    convert_coco(tmp_path / "train.json", tmp_path / "img", tmp_path / "records",
+                 val_annotations=tmp_path / "val.json", num_shards=1, progress=False)
+    text = inspect(str(tmp_path / "records"), "pets_retinanet_mobilenet", tmp_path / "out")
+    rows = [line.split() for line in text.splitlines()[1:3]]
+    assert rows == [["cat", "4", "4", "1", "1"], ["dog", "0", "0", "1", "1"]]
+    assert "flag: no training example: dog: 0 train, 1 val images" in text
+    assert "flag: few training examples: cat: 4 train images" in text
+    # the 6 px box, and the big image's 80 px box: 7 px once 1,200 px are resized to 128
+    assert "flag: boxes smaller than the smallest anchor: train: 2 of 4 boxes are under 24 " \
+        "px at the 128 px input size" in text
+    assert "flag: images far larger than the input size: train: 1 images are over 4x 128 px" \
+        in text
+    for name in ("objects_per_class.png", "images_per_class.png", "box_sizes.png",
+                 "aspect_ratios.png", "objects_per_image.png", "image_sizes.png"):
+        pixels = np.asarray(Image.open(tmp_path / "out" / name).convert("RGB"))
+        assert pixels.shape == (420, 700, 3)
+        assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 30
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert page.count("data:image/png;base64,") == 6
+    assert page.count("data:image/jpeg;base64,") == 5  # 4 cat samples, 1 dog
+    with open(tmp_path / "out" / "summary.csv") as f:
+        assert f.read().splitlines()[1] == "cat,4,4,1,1"

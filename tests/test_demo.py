@@ -14,10 +14,13 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.slow
 
 
-def test_invoke_demo_leaves_metrics_a_savedmodel_and_an_annotated_image(tmp_path):
+@pytest.mark.parametrize("data_format", ["pets", "coco"])
+def test_invoke_demo_leaves_metrics_a_savedmodel_and_an_annotated_image(tmp_path,
+                                                                         data_format):
     result = subprocess.run(
         [sys.executable, "-m", "invoke", "demo", f"--workdir={tmp_path}", "--steps=20",
-         "--num-images=30"], cwd=REPO, text=True, capture_output=True, timeout=900)
+         "--num-images=30", f"--format={data_format}"], cwd=REPO, text=True,
+        capture_output=True, timeout=900)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     assert "AP50" in result.stdout
     annotated = result.stdout.split("annotated image:")[1].split()[0]

@@ -106,7 +106,8 @@ def test_params_follow_flags_in_documented_order(train_records, tmp_path):
                        {})
     params = build_params(s, "float32")
     assert params.task.train_data.global_batch_size == 2  # --params_override has the last word
-    assert params.task.model.num_classes == 38  # 37 breeds + background, from the label map
+    # the largest label-map id + background: the COCO sample keeps Pets' ids (up to 28)
+    assert params.task.model.num_classes == 29
     assert params.trainer.train_steps == 30
     assert params.trainer.optimizer_config.learning_rate.cosine.decay_steps == 30
     assert params.task.init_checkpoint == f"{tmp_path}/backbone"
@@ -139,6 +140,6 @@ def test_every_shipped_experiment_builds_a_valid_config(experiment, precision, t
                                           f"--data_dir={train_records}"], {}), precision)
     assert params.runtime.mixed_precision_dtype == precision
     assert params.task.train_data.dtype == params.task.validation_data.dtype == precision
-    assert params.task.model.num_classes == 38
+    assert params.task.model.num_classes == 29
     assert params.task.annotation_file is None  # ground truth comes from the records
     assert params.task.model.detection_generator.max_num_detections == 100
