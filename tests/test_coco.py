@@ -231,3 +231,32 @@ def test_the_cli_converts_coco_and_names_missing_flags(sample, tmp_path):
                    "--num_shards=1")
     assert done.returncode == 0, done.stderr
     assert "wrote 27 examples: train 18, val 9" in done.stdout
+
+
+def test_what_other_tools_write_converts(tmp_path):
+    """Roboflow's category 0 (the dataset's name), string image ids, and file names written
+    as absolute, Windows or export-relative paths whose base name is in --images."""
+    images = tmp_path / "img"
+    images.mkdir()
+    names = ("a.jpg", "b.jpg", "c.jpg")
+    for name in names:
+        Image.new("RGB", (100, 80), (40, 90, 60)).save(images / name)
+    file_names = ("/data/upload/1/a.jpg", "C:\\\\labels\\\\b.jpg", "images/c.jpg")
+    data = {
+        "images": [{"id": f"img-{i}", "file_name": f, "width": 100, "height": 80}
+                   for i, f in enumerate(file_names)],
+        "annotations": [{"id": i, "image_id": f"img-{i}", "category_id": 1 + i % 2,
+                         "bbox": [10, 10, 40, 30], "iscrowd": 0} for i in range(3)],
+        "categories": [{"id": 0, "name": "pets", "supercategory": "none"},
+                       {"id": 1, "name": "cat", "supercategory": "pets"},
+                       {"id": 2, "name": "dog", "supercategory": "pets"}]}
+    (tmp_path / "tool.json").write_text(json.dumps(data))
+    report = convert_coco(tmp_path / "tool.json", images, tmp_path / "out", num_shards=1,
+                          progress=False)
+    assert report["written"] == 3 and report["skipped"] == {}
+    assert report["repaired"] == {"background_category_dropped": 1, "file_name_base_name": 3}
+    assert (tmp_path / "out" / "pet_label_map.pbtxt").read_text().count("item") == 2
+    found = examples(tmp_path / "out")
+    assert sorted(found) == list(names)
+    ids = sorted(int(values(e, "image/source_id")[0]) for _, e in found.values())
+    assert ids == [1, 2, 3]  # names numbered from 1

@@ -99,6 +99,22 @@ def _categories(entries: list, problems: list) -> dict[int, str]:
     return categories
 
 
+def _image_key(value) -> int | str | None:
+    """An image id: a whole number from 0 (as COCO has it) or a name (as some tools write)."""
+    if isinstance(value, str):
+        return value if 0 < len(value) <= 200 else None
+    number = _whole(value)
+    return number if number is not None and 0 <= number < 1 << 62 else None
+
+
+def _source_ids(keys: list) -> dict:
+    """Each image's `image/source_id`: its id when a number; names get numbers above those."""
+    numbers = [k for k in keys if isinstance(k, int)]
+    start = max(numbers, default=0) + 1
+    named = sorted(k for k in keys if isinstance(k, str))
+    return {**{k: k for k in numbers}, **{k: start + i for i, k in enumerate(named)}}
+
+
 def _box(entry: dict, where: str, problems: list) -> tuple[float, float, float, float] | None:
     bbox = entry.get("bbox")
     numbers = [_number(v) for v in bbox] if isinstance(bbox, list) and len(bbox) == 4 else None
@@ -120,14 +136,15 @@ def parse_coco(data: Mapping) -> CocoFile:
     categories = _categories(data["categories"], problems)
     names, renamed = safe_names(categories)
     problems += [("categories", reason, detail) for reason, detail in renamed]
-    images: dict[int, dict] = {}
+    images: dict[object, dict] = {}
     for position, entry in enumerate(data["images"]):
         where = f"image {position}"
-        image_id = _whole(entry.get("id")) if isinstance(entry, dict) else None
+        image_id = _image_key(entry.get("id")) if isinstance(entry, dict) else None
         file_name = entry.get("file_name") if isinstance(entry, dict) else None
-        if image_id is None or image_id < 0 or image_id >= 1 << 63:
-            problems.append((where, "invalid_image_id", f"id {str(entry)[:100]} is not a whole "
-                                                        "number from 0; skipped"))
+        if image_id is None:
+            problems.append((where, "invalid_image_id", f"id {str(entry)[:100]} is neither a "
+                                                        "whole number from 0 nor a name; "
+                                                        "skipped"))
             continue
         if not isinstance(file_name, str) or not file_name:
             problems.append((where, "invalid_name", f"image {image_id} has no file_name; "
@@ -147,7 +164,7 @@ def parse_coco(data: Mapping) -> CocoFile:
                              f"{str(entry)[:100]} is not an object; skipped"))
             continue
         where = f"annotation {entry.get('id', position)}"
-        image = images.get(_whole(entry.get("image_id")))
+        image = images.get(_image_key(entry.get("image_id")))
         if image is None:
             problems.append((where, "unknown_image_id",
                              f"image_id {str(entry.get('image_id'))[:40]} is no image in the "
@@ -172,8 +189,16 @@ def parse_coco(data: Mapping) -> CocoFile:
             crowd = 0
         image["objects"].append(VocObject(category, *box, is_crowd=int(crowd),
                                           segmentation=entry.get("segmentation") or None))
+    used = {o.name for image in images.values() for o in image["objects"]}
+    if 0 in names and names[0] not in used:  # a tool's placeholder (Roboflow's dataset name)
+        problems.append(("categories", "background_category_dropped",
+                         f"category 0 {names[0][:100]!r} has no annotation: 0 is the "
+                         "background, so it is not a class"))
+        categories = {i: n for i, n in categories.items() if i != 0}
+        names = {i: n for i, n in names.items() if i != 0}
+    numbers = _source_ids(list(images))
     return CocoFile(tuple(
-        CocoImage(image_id, image["file_name"], VocAnnotation(
+        CocoImage(numbers[image_id], image["file_name"], VocAnnotation(
             image["file_name"], image["width"] if (image["width"] or 0) > 0 else None,
             image["height"] if (image["height"] or 0) > 0 else None,
             tuple(image["objects"]), tuple(image["repairs"])))

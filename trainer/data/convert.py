@@ -257,6 +257,18 @@ def voc_sources(voc_dir: Path) -> Plan:
     }, tuple(problems))
 
 
+def _coco_image_path(images_dir: Path, name: str) -> tuple[Path, Problem | None]:
+    """Where a COCO file_name's image is: below --images as named, else (a tool's absolute,
+    Windows or export-relative path) the file of that base name in --images."""
+    if not _invalid_path(name) and (images_dir / name).exists():
+        return images_dir / name, None
+    base = re.split(r"[\\/]", name)[-1]
+    if base != name and not _invalid_name(base) and (images_dir / base).is_file():
+        return images_dir / base, Problem("file_name_base_name", "repaired",
+                                          f"{name[:200]!r} read as {base!r} in --images")
+    return images_dir / name, None
+
+
 COCO_SKIPS = {"invalid_category", "duplicate_category_id", "invalid_image_id", "invalid_name",
               "duplicate_image_id", "unknown_image_id", "invalid_annotation"}
 
@@ -299,8 +311,11 @@ def coco_sources(annotations: Path, images_dir: Path, val_annotations: Path | No
             lists[split].append(image.file_name)
     if "val" not in files:
         lists = split_names(lists["train"])
-    splits, duplicates = _deduplicate(lists, lambda name: images_dir / name, "annotations",
-                                      invalid=_invalid_path)
+    # a path that leaves --images is refused, unless its base name is a file in --images
+    splits, duplicates = _deduplicate(
+        lists, lambda name: _coco_image_path(images_dir, name)[0], "annotations",
+        invalid=lambda name: _invalid_path(name) and
+        _coco_image_path(images_dir, name)[1] is None)
     problems += duplicates
     ids: dict[int, str] = {}
     root, planned = images_dir.resolve(), {}
@@ -313,7 +328,10 @@ def coco_sources(annotations: Path, images_dir: Path, val_annotations: Path | No
                     "duplicate_image_id", "skipped", f"image id {image.image_id} is "
                     f"{ids[image.image_id]!r} already (in the other file)")))
                 continue
-            planned[split].append(Source(name, images_dir / name, None, image.image_id, root,
+            path, problem = _coco_image_path(images_dir, name)
+            if problem:
+                problems.append((split, name, problem))
+            planned[split].append(Source(name, path, None, image.image_id, root,
                                          annotation=image.annotation, masks=masks))
     return Plan(planned, tuple(problems)), label_map
 
