@@ -136,13 +136,16 @@ def inspect(c, records=None, data_dir=None, format="pets", annotations=None, ima
     from launch.dataset_report import inspect as inspect_records
     from trainer.experiments import DEFAULT_EXPERIMENT
 
-    if data_dir or annotations:
-        scratch = tempfile.mkdtemp(prefix="inspect-")
+    def report(records_dir: str) -> None:
+        _say(lambda: inspect_records(records_dir, experiment or DEFAULT_EXPERIMENT,
+                                     Path(output_dir)))
+
+    if not (data_dir or annotations):
+        return report(records or RECORDS_DIR)
+    with tempfile.TemporaryDirectory(prefix="inspect-") as scratch:  # the raw data, converted
         _tool(lambda: ConvertArgs(data_dir, f"{scratch}/records", format="coco" if annotations
                                   else format, annotations=annotations, images=images))
-        records = f"{scratch}/records"
-    _say(lambda: inspect_records(records or RECORDS_DIR, experiment or DEFAULT_EXPERIMENT,
-                                 Path(output_dir)))
+        report(f"{scratch}/records")
 
 
 LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
