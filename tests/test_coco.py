@@ -260,3 +260,13 @@ def test_what_other_tools_write_converts(tmp_path):
     assert sorted(found) == list(names)
     ids = sorted(int(values(e, "image/source_id")[0]) for _, e in found.values())
     assert ids == [1, 2, 3]  # names numbered from 1
+
+
+def test_invoke_data_inspect_on_the_raw_coco_files(sample, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", "data.inspect", f"--annotations={sample / COCO_FILE}",
+         f"--images={sample / 'images'}", f"--output-dir={tmp_path / 'report'}"],
+        cwd=REPO, text=True, capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "class" in result.stdout and "report: " in result.stdout
+    assert (tmp_path / "report" / "report.html").stat().st_size > 10_000
