@@ -270,3 +270,21 @@ def test_invoke_data_inspect_on_the_raw_coco_files(sample, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "class" in result.stdout and "report: " in result.stdout
     assert (tmp_path / "report" / "report.html").stat().st_size > 10_000
+
+
+def test_train_and_val_files_that_both_number_from_one_keep_every_image(sample, tmp_path):
+    data = json.loads((sample / COCO_FILE).read_text())
+    halves = {"train": data["images"][:20], "val": data["images"][20:]}
+    for split, chosen in halves.items():
+        renumber = {image["id"]: i for i, image in enumerate(chosen, 1)}  # each from 1
+        (tmp_path / f"{split}.json").write_text(json.dumps({
+            **data, "images": [{**image, "id": renumber[image["id"]]} for image in chosen],
+            "annotations": [{**a, "image_id": renumber[a["image_id"]]}
+                            for a in data["annotations"] if a["image_id"] in renumber]}))
+    report = convert_coco(tmp_path / "train.json", sample / "images", tmp_path / "out",
+                          val_annotations=tmp_path / "val.json", num_shards=1, progress=False)
+    assert report["splits"]["train"]["examples"] == 20
+    assert report["splits"]["val"]["examples"] == len(halves["val"])
+    assert report["repaired"] == {"image_id_renumbered": len(halves["val"])}
+    ids = [int(values(e, "image/source_id")[0]) for _, e in examples(tmp_path / "out").values()]
+    assert len(set(ids)) == len(ids)

@@ -317,22 +317,26 @@ def coco_sources(annotations: Path, images_dir: Path, val_annotations: Path | No
         invalid=lambda name: _invalid_path(name) and
         _coco_image_path(images_dir, name)[1] is None)
     problems += duplicates
-    ids: dict[int, str] = {}
+    # tools number each exported subset from 1: an id the other file has is renumbered
+    used = {images[name].image_id for names in splits.values() for name in names}
+    taken: set[int] = set()
+    spare = max(used, default=0) + 1
     root, planned = images_dir.resolve(), {}
     for split, names in splits.items():
         planned[split] = []
         for name in names:
-            image = images[name]
-            if ids.setdefault(image.image_id, name) != name:
+            image_id = images[name].image_id
+            if image_id in taken:
                 problems.append((split, name, Problem(
-                    "duplicate_image_id", "skipped", f"image id {image.image_id} is "
-                    f"{ids[image.image_id]!r} already (in the other file)")))
-                continue
+                    "image_id_renumbered", "repaired", f"image id {image_id} is another "
+                    f"file's image too; {name!r} is image {spare} in the records")))
+                image_id, spare = spare, spare + 1
+            taken.add(image_id)
             path, problem = _coco_image_path(images_dir, name)
             if problem:
                 problems.append((split, name, problem))
-            planned[split].append(Source(name, path, None, image.image_id, root,
-                                         annotation=image.annotation, masks=masks))
+            planned[split].append(Source(name, path, None, image_id, root,
+                                         annotation=images[name].annotation, masks=masks))
     return Plan(planned, tuple(problems)), label_map
 
 
