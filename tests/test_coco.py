@@ -148,11 +148,12 @@ def test_category_ids_are_kept_renumbered_or_made_safe(tmp_path):
     assert "id: 1\n  name: 'cat'" in label_map(tmp_path) and "id: 2\n  name: 'dog'" in \
         label_map(tmp_path)
     path = tiny(tmp_path, [{"id": 0, "name": "it's"}, {"id": 5000, "name": "it's"},
-                           {"id": "x", "name": "bad"}])
+                           {"id": 7, "name": "chat noir 🐈"}, {"id": "x", "name": "bad"}])
     report = convert_coco(path, tmp_path / "img", tmp_path / "out", num_shards=1,
                           progress=False)
     assert "id: 1\n  name: 'it_s'" in label_map(tmp_path)
-    assert "id: 2\n  name: 'it_s_5000'" in label_map(tmp_path)
+    assert "id: 2\n  name: 'chat noir 🐈'" in label_map(tmp_path)  # UTF-8, as is
+    assert "id: 3\n  name: 'it_s_5000'" in label_map(tmp_path)
     assert report["repaired"]["category_renamed"] == 2
     assert report["repaired"]["category_ids_renumbered"] == 1
     assert report["skipped"]["invalid_category"] == 1

@@ -37,7 +37,7 @@ def format_label_map(label_map: Mapping[str, int]) -> str:
 
 def write_label_map(label_map: Mapping[str, int], path: str | Path) -> Path:
     path = Path(path)
-    path.write_text(format_label_map(label_map))
+    path.write_text(format_label_map(label_map), encoding="utf-8")
     return path
 
 
