@@ -115,17 +115,19 @@ def _source_ids(keys: list) -> dict:
     return {**{k: k for k in numbers}, **{k: start + i for i, k in enumerate(named)}}
 
 
-def _box(entry: dict, where: str, problems: list) -> tuple[float, float, float, float] | None:
+def _box(entry: dict, where: str, repairs: list) -> tuple[float, float, float, float] | None:
+    """The annotation's box as corners in pixels; None (and the reason in `repairs`) when it
+    is not four finite numbers with a positive width and height."""
     bbox = entry.get("bbox")
     numbers = [_number(v) for v in bbox] if isinstance(bbox, list) and len(bbox) == 4 else None
     if numbers is None or None in numbers:
-        problems.append((where, "nonfinite_box" if isinstance(bbox, list) and len(bbox) == 4
-                         else "invalid_box", f"bbox {str(bbox)[:100]} is not four finite "
-                                             "numbers; object dropped"))
+        repairs.append(("nonfinite_box" if numbers is not None else "invalid_box",
+                        f"{where}: bbox {str(bbox)[:100]} is not four finite numbers; object "
+                        "dropped"))
         return None
     x, y, w, h = numbers
     if w <= 0 or h <= 0:
-        problems.append((where, "degenerate_box", f"bbox {bbox} has no area; object dropped"))
+        repairs.append(("degenerate_box", f"{where}: bbox {bbox} has no area; object dropped"))
         return None
     return x, y, x + w, y + h
 
@@ -176,10 +178,7 @@ def parse_coco(data: Mapping) -> CocoFile:
                                      f"{str(entry.get('category_id'))[:40]} is no category "
                                      "in the file; object dropped"))
             continue
-        box_problems: list = []
-        box = _box(entry, where, box_problems)
-        image["repairs"] += [(reason, detail if detail.startswith(where) else
-                              f"{where}: {detail}") for _, reason, detail in box_problems]
+        box = _box(entry, where, image["repairs"])
         if box is None:
             continue
         crowd = entry.get("iscrowd", 0)

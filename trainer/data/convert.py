@@ -311,11 +311,11 @@ def coco_sources(annotations: Path, images_dir: Path, val_annotations: Path | No
             lists[split].append(image.file_name)
     if "val" not in files:
         lists = split_names(lists["train"])
+    located = {name: _coco_image_path(images_dir, name) for name in images}  # one look each
     # a path that leaves --images is refused, unless its base name is a file in --images
     splits, duplicates = _deduplicate(
-        lists, lambda name: _coco_image_path(images_dir, name)[0], "annotations",
-        invalid=lambda name: _invalid_path(name) and
-        _coco_image_path(images_dir, name)[1] is None)
+        lists, lambda name: located[name][0], "annotations",
+        invalid=lambda name: _invalid_path(name) and located[name][1] is None)
     problems += duplicates
     # tools number each exported subset from 1: an id the other file has is renumbered
     used = {images[name].image_id for names in splits.values() for name in names}
@@ -332,7 +332,7 @@ def coco_sources(annotations: Path, images_dir: Path, val_annotations: Path | No
                     f"file's image too; {name!r} is image {spare} in the records")))
                 image_id, spare = spare, spare + 1
             taken.add(image_id)
-            path, problem = _coco_image_path(images_dir, name)
+            path, problem = located[name]
             if problem:
                 problems.append((split, name, problem))
             planned[split].append(Source(name, path, None, image_id, root,
