@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from launch.plots import embedded, figure
+from launch.plots import embedded, embedded_plots, figure, html_table, text_table
 from trainer.data import layout
 from trainer.data.checks import FEW_EXAMPLES
 from trainer.experiments import Geometry
@@ -135,16 +135,6 @@ def summary(stats: DatasetStats) -> list[dict[str, str]]:
             for name in names]
 
 
-def table(rows: Sequence[dict[str, str]]) -> str:
-    if not rows:
-        return "no objects"
-    columns = list(rows[0])
-    widths = {c: max(len(c), *(len(r[c]) for r in rows)) for c in columns}
-    lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
-    lines += ["  ".join(r[c].ljust(widths[c]) for c in columns) for r in rows]
-    return "\n".join(line.rstrip() for line in lines)
-
-
 def _bars(stats: DatasetStats, field: str):
     def draw(axes) -> bool:
         names = sorted({n for s in stats.splits.values() for n in getattr(s, field)})
@@ -254,14 +244,10 @@ def write_report(stats: DatasetStats, found: Sequence[Flag], geometry: Geometry,
             writer = csv.DictWriter(csv_file, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-    header = "".join(f"<th>{html.escape(c)}</th>" for c in (rows[0] if rows else {}))
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r.values()) +
-                   "</tr>" for r in rows)
+    columns = list(rows[0]) if rows else []
     flag_items = "".join(f"<li class='flag'><b>{html.escape(f.problem)}</b>: "
                          f"{html.escape(f.detail)}</li>" for f in found) or \
         "<li>nothing that would hurt training</li>"
-    figures = "".join(f'<img src="{embedded(p, "png")}" alt="{html.escape(PLOTS[n])}">'
-                      for n, p in plots.items())
     grids = "".join(f"<h3>{html.escape(name)}</h3><div class='grid'>" +
                     "".join(f'<img src="{embedded(p, "jpeg")}" alt="">' for p in paths) +
                     "</div>" for name, paths in samples.items())
@@ -271,10 +257,10 @@ def write_report(stats: DatasetStats, found: Sequence[Flag], geometry: Geometry,
         f"</title><style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
         f"<p>{images} images; input size {geometry.input_size} px, smallest anchor "
         f"{geometry.smallest_anchor:g} px.</p><h2>What would hurt training</h2>"
-        f"<ul>{flag_items}</ul><h2>Classes</h2><table><tr>{header}</tr>{body}</table>"
-        f"<h2>Distributions</h2><div class='plots'>{figures}</div>"
+        f"<ul>{flag_items}</ul><h2>Classes</h2>{html_table(rows, columns)}"
+        f"<h2>Distributions</h2><div class='plots'>{embedded_plots(plots, PLOTS)}</div>"
         f"<h2>Samples (red: the labelled boxes)</h2>{grids}</body></html>\n")
-    lines = [table(rows), ""]
+    lines = [text_table(rows, columns) if rows else "no objects", ""]
     lines += [f"flag: {f.problem}: {f.detail}" for f in found] or ["no flags"]
     lines.append(f"report: {out / 'report.html'} ({len(plots)} plots, summary.csv)")
     return "\n".join(lines), plots

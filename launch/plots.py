@@ -1,10 +1,12 @@
-"""The reports' drawing and embedding, in one place (run comparisons, dataset reports):
-PNG plots with matplotlib's Agg backend, and images embedded in a self-contained HTML page."""
+"""What the reports (run comparisons, dataset reports) share: PNG plots with matplotlib's
+Agg backend, images embedded in a self-contained HTML page, and their tables as text and as
+HTML."""
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+import html
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 
@@ -37,3 +39,25 @@ def figure(draw: Callable, path: Path, title: str, xlabel: str, ylabel: str,
 def embedded(path: Path, kind: str) -> str:
     """A data: URL of the file, for <img src>."""
     return f"data:image/{kind};base64,{base64.b64encode(path.read_bytes()).decode()}"
+
+
+def embedded_plots(plots: Mapping[str, Path], titles: Mapping[str, str]) -> str:
+    """Each plot (by file name) as an <img>, its title as the alt text."""
+    return "".join(f'<img src="{embedded(path, "png")}" alt="{html.escape(titles[name])}">'
+                   for name, path in plots.items())
+
+
+def text_table(rows: Sequence[Mapping[str, str]], columns: Sequence[str]) -> str:
+    """The header and the rows, each column as wide as its widest cell, two spaces apart."""
+    lines = [dict(zip(columns, columns, strict=True)), *rows]
+    widths = {c: max(len(line[c]) for line in lines) for c in columns}
+    return "\n".join("  ".join(line[c].ljust(widths[c]) for c in columns).rstrip()
+                     for line in lines)
+
+
+def html_table(rows: Sequence[Mapping[str, str]], columns: Sequence[str]) -> str:
+    """The same table for a page, every cell escaped."""
+    header = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(row[c])}</td>" for c in columns) +
+                   "</tr>" for row in rows)
+    return f"<table><tr>{header}</tr>{body}</table>"

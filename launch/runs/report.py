@@ -15,7 +15,7 @@ import html
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from launch.plots import embedded, figure
+from launch.plots import embedded, embedded_plots, figure, html_table, text_table
 from launch.runs.record import RunRecord
 from trainer.evaluation import METRICS_DIR
 
@@ -46,9 +46,7 @@ def row(record: RunRecord) -> dict[str, str]:
 
 
 def table(records: Sequence[RunRecord]) -> str:
-    rows = [dict(zip(COLUMNS, COLUMNS, strict=True)), *map(row, records)]
-    widths = {c: max(len(r[c]) for r in rows) for c in COLUMNS}
-    return "\n".join("  ".join(r[c].ljust(widths[c]) for c in COLUMNS).rstrip() for r in rows)
+    return text_table([row(r) for r in records], COLUMNS)
 
 
 def _lines(records: Sequence[RunRecord], points: Callable[[RunRecord], list]) -> Callable:
@@ -146,19 +144,15 @@ figure{margin:0;width:256px}figure img{width:256px}figcaption{font-size:12px}"""
 
 
 def write_html(records: Sequence[RunRecord], plots: dict[str, Path], path: Path) -> None:
-    header = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row(r).values()) +
-                   "</tr>" for r in records)
-    figures = "".join(f'<img src="{embedded(p, "png")}" alt="{html.escape(PLOTS[n])}">'
-                      for n, p in plots.items())
     galleries = "".join(f"<h3>{html.escape(r.name)}</h3>{_worst(r)}" for r in records)
     missing = [f"{r.name}: no evaluation" for r in records if not r.evaluations]
     notes = "".join(f"<li>{html.escape(m)}</li>" for m in missing)
     path.write_text(
         f"<!doctype html><html><head><meta charset='utf-8'><title>Runs compared</title>"
         f"<style>{STYLE}</style></head><body><h1>Runs compared</h1>"
-        f"<table><tr>{header}</tr>{body}</table>{f'<ul>{notes}</ul>' if notes else ''}"
-        f"<h2>Curves</h2><div class='plots'>{figures}</div>"
+        f"{html_table([row(r) for r in records], COLUMNS)}"
+        f"{f'<ul>{notes}</ul>' if notes else ''}"
+        f"<h2>Curves</h2><div class='plots'>{embedded_plots(plots, PLOTS)}</div>"
         f"<h2>Worst validation images</h2><p>White: ground truth; coloured: detections "
         f"scored 30% or more. Worst first: objects missed, then poorer boxes.</p>{galleries}"
         "</body></html>\n")
