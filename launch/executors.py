@@ -145,8 +145,9 @@ class Vertex:
         if request.kind != "train":
             raise InputError("a sweep tunes training runs")
         if self.submission.ladder:
-            raise InputError("--capacity-ladder does not apply to a sweep: Vertex AI "
-                             "schedules its trials; choose one --capacity")
+            raise InputError("--capacity (a ladder of capacity kinds) does not apply to a "
+                             "sweep: Vertex AI schedules its trials; choose --spot or "
+                             "--flex-start for them")
         run_id = vertex_jobs.check_run_id(
             request.run_id or default_run_id(f"{request.experiment}-tune"))
         where = job_images(self.cloud)

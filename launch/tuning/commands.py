@@ -41,7 +41,7 @@ def status(cloud: Cloud, job: str | None, follow_it: bool = False,
             f"{job_id(j.name):>20}  {j.state.name.removeprefix('JOB_STATE_'):<10}  "
             f"{len(j.trials):>3}/{j.max_trial_count} trials  {j.display_name}"
             for j in vertex_client.list_tuning(client, project, region)) or "no tuning jobs"
-    name = vertex_client.tuning_job_name(project, region, job)
+    name = vertex_client.job_name(project, region, job, "hyperparameterTuningJobs")
     if follow_it:
         return follow(client, name, poll_seconds)
     return study.trials_table(vertex_client.get_tuning(client, name))

@@ -39,9 +39,10 @@ def explain(error: exceptions.GoogleAPICallError, what: str,
     return VertexError(f"{what}: {error.__class__.__name__}: {error.message}")
 
 
-def job_name(project: str, region: str, job: str) -> str:
-    """Accepts a full resource name or the numeric id the console shows."""
-    return job if "/" in job else f"projects/{project}/locations/{region}/customJobs/{job}"
+def job_name(project: str, region: str, job: str, collection: str = "customJobs") -> str:
+    """Accepts a full resource name or the numeric id the console shows (of a custom job, or
+    of another `collection`: hyperparameterTuningJobs)."""
+    return job if "/" in job else f"projects/{project}/locations/{region}/{collection}/{job}"
 
 
 def list_jobs(client: aiplatform_v1.JobServiceClient, project: str, region: str,
@@ -86,11 +87,6 @@ def get(client: aiplatform_v1.JobServiceClient, name: str) -> aiplatform_v1.Cust
         return client.get_custom_job(name=name)
     except exceptions.GoogleAPICallError as error:
         raise explain(error, f"reading {name}") from None
-
-
-def tuning_job_name(project: str, region: str, job: str) -> str:
-    return job if "/" in job else \
-        f"projects/{project}/locations/{region}/hyperparameterTuningJobs/{job}"
 
 
 def submit_tuning(client: aiplatform_v1.JobServiceClient, project: str, region: str,
