@@ -10,7 +10,8 @@ from pathlib import Path
 
 from launch.errors import InputError
 from trainer.data import checks, layout
-from trainer.data.label_map import LabelMapError, parse_label_map
+from trainer.data.label_map import parse_label_map
+from trainer.errors import LabelMapError
 
 MAX_REPORT_BYTES = 64 << 20  # a report lists every problem: large datasets, large reports
 

@@ -16,7 +16,8 @@ from trainer.args import (
     SampleArgs,
     TrainArgs,
 )
-from trainer.settings import SettingsError, parse
+from trainer.errors import SettingsError
+from trainer.settings import parse
 
 EVERY_COMMAND = [
     TrainArgs(),
@@ -77,8 +78,8 @@ def test_hyphenated_spellings_are_accepted_and_bad_flags_are_refused(capsys):
     ({"min_score": -0.1}, "--min_score must be at least 0 and below 1"),
 ])
 def test_export_options_out_of_range_are_refused(options, message):
+    from trainer.errors import SettingsError
     from trainer.export import ExportOptions
-    from trainer.settings import SettingsError
 
     with pytest.raises(SettingsError, match=message):
         ExportOptions(**options)

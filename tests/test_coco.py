@@ -16,8 +16,9 @@ import pytest
 from PIL import Image
 
 from tests.conftest import REPO
-from trainer.data.convert import ConversionError, convert_coco, convert_directory
+from trainer.data.convert import convert_coco, convert_directory
 from trainer.data.sample import COCO_FILE, coco_defects, write_coco_sample, write_sample
+from trainer.errors import ConversionError
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import pytest
 
 from trainer import hparams
 from trainer.args import TrainArgs, parse
+from trainer.errors import SettingsError
 from trainer.experiments import EXPERIMENTS
-from trainer.settings import SettingsError
 
 
 def test_vertex_trial_flags_become_hparams_and_round_trip():

@@ -8,6 +8,7 @@ import pytest
 
 from tests.conftest import run_trainer
 from trainer import distribution, settings
+from trainer.errors import ClusterSpecError, SettingsError
 
 VERTEX_CLUSTER_SPEC = {
     "cluster": {"workerpool0": ["cmle-training-workerpool0-ab-0:2222"],
@@ -33,9 +34,9 @@ def test_cluster_spec_becomes_tf_config():
 
 
 def test_malformed_cluster_spec_is_a_clear_error():
-    with pytest.raises(distribution.ClusterSpecError, match="not JSON"):
+    with pytest.raises(ClusterSpecError, match="not JSON"):
         distribution.cluster_env({"CLUSTER_SPEC": "{oops"})
-    with pytest.raises(distribution.ClusterSpecError, match="Vertex AI's format"):
+    with pytest.raises(ClusterSpecError, match="Vertex AI's format"):
         distribution.cluster_env({"CLUSTER_SPEC": '{"cluster": 1}'})
 
 
@@ -63,7 +64,7 @@ def test_every_host_of_a_multi_host_tpu_slice_knows_its_part():
     assert single == distribution.TpuSlice(0, 1) and not single.multi_host
     assert distribution.tpu_address("local", single) == "local"
     for bad in ("4", "-1", "x", "1e9"):
-        with pytest.raises(distribution.ClusterSpecError, match="TPU_WORKER_ID"):
+        with pytest.raises(ClusterSpecError, match="TPU_WORKER_ID"):
             distribution.tpu_slice({**hosts, "TPU_WORKER_ID": bad})
 
 
@@ -88,7 +89,7 @@ def test_vertex_directories_come_from_aip_variables():
 
 
 def test_missing_model_dir_is_a_usage_error():
-    with pytest.raises(settings.SettingsError, match="--model_dir is required"):
+    with pytest.raises(SettingsError, match="--model_dir is required"):
         settings.parse([], {})
 
 

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from trainer import args as trainer_args
+from trainer import errors
 from trainer import settings as settings_lib
 
 EXIT_FAILED, EXIT_USAGE, EXIT_EVAL_TIMEOUT = 1, 2, 3
@@ -22,6 +23,7 @@ def run_trainer(args: trainer_args.TrainArgs) -> int:
     from trainer import params as params_lib
 
     settings = settings_lib.settings_from_args(args)
+    params_lib.check_inputs(settings)  # before the GPU probe loads TensorFlow
     cluster = train.environment_for_cluster()
     num_gpus = settings.num_gpus if settings.num_gpus is not None else train.visible_gpus()
     strategy_name = distribution.choose_strategy(settings.strategy, os.environ, num_gpus,
@@ -67,7 +69,7 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
         results = evaluation.evaluate_continuously(
             evaluator, final_step, settings.eval_idle_timeout, settings.eval_poll_interval,
             on_result=report)
-    except evaluation.EvalTimeoutError as error:
+    except errors.EvalTimeoutError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_EVAL_TIMEOUT
     print(f"final checkpoint (step {final_step()}) evaluated; "
@@ -106,15 +108,15 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
                                                              args.max_objects)}
     if args.format == "coco":
         if not args.annotations or not args.images:
-            raise settings_lib.SettingsError("--format coco needs --annotations FILE.json and "
+            raise errors.SettingsError("--format coco needs --annotations FILE.json and "
                                              "--images DIR")
         convert_coco(args.annotations, args.images, args.output_dir, args.val_annotations,
                      dense_ids=args.dense_ids, **options)
         return 0
     if not args.data_dir:
-        raise settings_lib.SettingsError(f"--format {args.format} needs --data_dir")
+        raise errors.SettingsError(f"--format {args.format} needs --data_dir")
     if args.annotations or args.images or args.val_annotations or args.dense_ids:
-        raise settings_lib.SettingsError("--annotations, --val_annotations, --images and "
+        raise errors.SettingsError("--annotations, --val_annotations, --images and "
                                          "--dense_ids are for --format coco")
     convert_directory(args.data_dir, args.output_dir, args.format, **options)
     return 0
@@ -128,7 +130,7 @@ def run_export(args: trainer_args.ExportArgs) -> int:
         from trainer.tflite import export_tflite
 
         if args.default_signature != "uint8":
-            raise settings_lib.SettingsError("--default_signature applies to SavedModels; a "
+            raise errors.SettingsError("--default_signature applies to SavedModels; a "
                                              ".tflite takes uint8 pixels")
 
         done = export_tflite(args.model_dir, args.export_dir, args.checkpoint, options,
@@ -136,7 +138,7 @@ def run_export(args: trainer_args.ExportArgs) -> int:
         print(f"exported {done.checkpoint} to {done.path} ({done.size_bytes / 1e6:.1f} MB)")
         return 0
     if args.quantize:
-        raise settings_lib.SettingsError("--quantize applies to --format tflite")
+        raise errors.SettingsError("--quantize applies to --format tflite")
     result = export(args.model_dir, args.export_dir, args.checkpoint, options)
     print(f"exported {result.checkpoint} to {result.export_dir}")
     return 0
@@ -159,19 +161,13 @@ RUNNERS: dict[type[trainer_args.Args], Callable[..., int]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from trainer.data.convert import ConversionError
-    from trainer.data.download import DownloadError
-    from trainer.data.label_map import LabelMapError
-    from trainer.distribution import ClusterSpecError
-    from trainer.predict import PredictError
-
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = trainer_args.parse(argv)
         return RUNNERS[type(args)](args)
-    except (settings_lib.SettingsError, LabelMapError, ClusterSpecError) as error:
+    except errors.USAGE_ERRORS as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
-    except (ConversionError, DownloadError, PredictError, FileNotFoundError) as error:
+    except errors.FAILURES as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_FAILED

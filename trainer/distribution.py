@@ -9,15 +9,13 @@ import dataclasses
 import json
 from collections.abc import Mapping
 
+from trainer.errors import ClusterSpecError
+
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 # Vertex AI worker pools -> TF_CONFIG task types. Pool 2 holds parameter or reduction servers,
 # which MultiWorkerMirroredStrategy does not address, so it is left out of the cluster.
 VERTEX_POOL_ROLES = {"workerpool0": "chief", "workerpool1": "worker", "workerpool3": "evaluator"}
-
-
-class ClusterSpecError(ValueError):
-    pass
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ import numpy as np
 
 from trainer import analysis
 from trainer import model_dir as model_dir_lib
+from trainer.errors import EvalTimeoutError
 from trainer.io import write_text
 
 METRICS_DIR = "eval"
@@ -30,10 +31,6 @@ MEAN_RGB = np.array([0.485, 0.456, 0.406]) * 255  # Model Garden's normalisation
 STDDEV_RGB = np.array([0.229, 0.224, 0.225]) * 255
 
 log = logging.getLogger(__name__)
-
-
-class EvalTimeoutError(RuntimeError):
-    pass
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,8 +15,8 @@ import dataclasses
 import json
 
 from trainer import model_dir as model_dir_lib
+from trainer.errors import SettingsError
 from trainer.io import write_text
-from trainer.settings import SettingsError
 
 SIGNATURE = "serving_default"
 UINT8_SIGNATURE = "serving_uint8"

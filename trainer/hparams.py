@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 
 import yaml
 
-from trainer.settings import SettingsError
+from trainer.errors import SettingsError
 
 PARAMETERS = {
     "learning_rate": "trainer.optimizer_config.learning_rate.cosine.initial_learning_rate",

@@ -1,9 +1,44 @@
-"""File access that works for local paths and gs:// alike (tf.io.gfile), imported lazily."""
+"""File access that works for local paths and gs:// alike (tf.io.gfile), imported lazily.
+Look-ups on local paths use Python alone, so a wrong path is answered before TensorFlow loads."""
 
 from __future__ import annotations
 
+import glob as glob_lib
+import os
+
+
+def is_url(path: str) -> bool:
+    return "://" in path
+
+
+def glob(pattern: str) -> list[str]:
+    if not is_url(pattern):
+        return sorted(glob_lib.glob(pattern))
+    import tensorflow as tf
+
+    return tf.io.gfile.glob(pattern)
+
+
+def exists(path: str) -> bool:
+    if not is_url(path):
+        return os.path.exists(path)
+    import tensorflow as tf
+
+    return tf.io.gfile.exists(path)
+
+
+def isdir(path: str) -> bool:
+    if not is_url(path):
+        return os.path.isdir(path)
+    import tensorflow as tf
+
+    return tf.io.gfile.isdir(path)
+
 
 def read_text(path: str) -> str:
+    if not is_url(path):
+        with open(path, encoding="utf-8") as f:
+            return f.read()
     import tensorflow as tf
 
     with tf.io.gfile.GFile(path, "r") as f:

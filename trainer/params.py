@@ -7,55 +7,74 @@ override always has the last word.
 
 from __future__ import annotations
 
-from trainer import hparams
+from trainer import hparams, io
 from trainer.args import INIT_CHECKPOINT_TYPES
 from trainer.data.label_map import read_label_map
+from trainer.errors import SettingsError
 from trainer.experiments import EXPERIMENTS, register
-from trainer.settings import SettingsError, TrainerSettings
+from trainer.settings import TrainerSettings
 
 
 def _check_inputs(pattern: str | None, flag: str) -> None:
-    import tensorflow as tf
-
     if pattern is None:
         raise SettingsError(f"{flag} (or --data_dir) is required for this mode")
-    if not tf.io.gfile.glob(pattern):
+    if not io.glob(pattern):
         raise SettingsError(f"no files match {flag} {pattern}; convert data first with "
                             "`invoke data.convert` (or `python -m trainer data convert`)")
 
 
 def _check_init_checkpoint(path: str) -> None:
-    import tensorflow as tf
+    if io.isdir(path):
+        import tensorflow as tf
 
-    found = (tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path)
-             else tf.io.gfile.exists(f"{path}.index"))
+        found = bool(tf.train.latest_checkpoint(path))
+    else:
+        found = io.exists(f"{path}.index")
     if not found:
         raise SettingsError(f"--init_checkpoint {path} not found: pass a checkpoint prefix "
                             "(.../ckpt-N with ckpt-N.index beside it) or a directory of them")
 
 
 def _num_classes(label_map_path: str | None) -> int | None:
-    import tensorflow as tf
-
     if label_map_path is None:
         return None
-    if not tf.io.gfile.exists(label_map_path):
+    if not io.exists(label_map_path):
         raise SettingsError(f"label map {label_map_path} not found; pass --label_map or a "
                             "--data_dir written by `invoke data.convert`")
     return max(read_label_map(label_map_path).values()) + 1
 
 
-def build_params(settings: TrainerSettings, precision: str):
-    """Returns the locked ExperimentConfig for this run."""
+def _experiment_config(name: str):
     from official.core import exp_factory
-    from official.modeling import hyperparams
 
     register()
     try:
-        params = exp_factory.get_exp_config(settings.experiment)
+        return exp_factory.get_exp_config(name)
     except LookupError:
-        raise SettingsError(f"unknown --experiment {settings.experiment!r}; Pets experiments: "
+        raise SettingsError(f"unknown --experiment {name!r}; Pets experiments: "
                             f"{', '.join(EXPERIMENTS)}") from None
+
+
+def check_inputs(settings: TrainerSettings) -> None:
+    """The experiment is known and the run's files exist: checked before Model Garden (and
+    TensorFlow) load where that can be, so a wrong name or path is answered at once."""
+    if settings.experiment not in EXPERIMENTS:  # perhaps one of Model Garden's own
+        _experiment_config(settings.experiment)
+    if settings.trains:
+        _check_inputs(settings.train_input, "--train_input")
+    if settings.mode != "train":
+        _check_inputs(settings.eval_input, "--eval_input")
+    if settings.init_checkpoint:
+        _check_init_checkpoint(settings.init_checkpoint)
+    _num_classes(settings.label_map)
+
+
+def build_params(settings: TrainerSettings, precision: str):
+    """Returns the locked ExperimentConfig for this run."""
+    check_inputs(settings)
+    from official.modeling import hyperparams
+
+    params = _experiment_config(settings.experiment)
     data_dtype = {"float16": "float16", "bfloat16": "bfloat16"}.get(precision, "float32")
     params.override({
         "runtime": {"mixed_precision_dtype": precision},
@@ -63,11 +82,6 @@ def build_params(settings: TrainerSettings, precision: str):
     })
     for config_file in settings.config_files:
         params = hyperparams.override_params_dict(params, config_file, is_strict=True)
-
-    if settings.trains:
-        _check_inputs(settings.train_input, "--train_input")
-    if settings.mode != "train":
-        _check_inputs(settings.eval_input, "--eval_input")
     overrides: dict = {"runtime": {"tpu": settings.tpu}, "task": {
         "train_data": {"input_path": settings.train_input or ""},
         "validation_data": {"input_path": settings.eval_input or ""},
@@ -76,7 +90,6 @@ def build_params(settings: TrainerSettings, precision: str):
     if num_classes is not None:
         overrides["task"]["model"] = {"num_classes": num_classes}
     if settings.init_checkpoint:
-        _check_init_checkpoint(settings.init_checkpoint)
         overrides["task"]["init_checkpoint"] = settings.init_checkpoint
         overrides["task"]["init_checkpoint_modules"] = INIT_CHECKPOINT_TYPES[
             settings.init_checkpoint_type]
@@ -88,8 +101,12 @@ def build_params(settings: TrainerSettings, precision: str):
                 "learning_rate": {"cosine": {"decay_steps": settings.train_steps}}}
     params.override(overrides, is_strict=True)
     if settings.params_override:
-        params = hyperparams.override_params_dict(params, settings.params_override,
-                                                  is_strict=True)
+        try:
+            params = hyperparams.override_params_dict(params, settings.params_override,
+                                                      is_strict=True)
+        except (KeyError, ValueError, TypeError) as error:
+            raise SettingsError(f"--params_override {settings.params_override!r} does not fit "
+                                f"the experiment's config: {error}") from None
     if settings.hparams:
         try:
             params.override(hparams.fit_types(hparams.trial_override(settings.hparams),

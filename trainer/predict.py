@@ -19,15 +19,12 @@ from PIL import Image, ImageOps
 
 from trainer import model_dir as model_dir_lib
 from trainer.data.label_map import id_to_name, read_label_map
+from trainer.errors import PredictError
 from trainer.export import SIGNATURE, UINT8_SIGNATURE
 from trainer.visualize import draw_detections
 
 DETECTIONS_FILE = "detections.json"
 TFLITE_SUFFIX = ".tflite"
-
-
-class PredictError(RuntimeError):
-    pass
 
 
 class ImageRefused(Exception):

@@ -11,10 +11,7 @@ from trainer import args as trainer_args
 from trainer import model_dir as model_dir_lib
 from trainer.args import DEFAULT_EVAL_IDLE_TIMEOUT, TrainArgs
 from trainer.data import layout
-
-
-class SettingsError(ValueError):
-    """A flag or environment value that cannot work; the message says which and how to fix it."""
+from trainer.errors import SettingsError
 
 
 @dataclasses.dataclass(frozen=True)

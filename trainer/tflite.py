@@ -24,9 +24,9 @@ import numpy as np
 
 from trainer import model_dir as model_dir_lib
 from trainer.args import QUANTIZATIONS
+from trainer.errors import SettingsError
 from trainer.evaluation import MEAN_RGB  # Model Garden's, as uint8 pixel values
 from trainer.export import ExportOptions
-from trainer.settings import SettingsError
 
 TFLITE_FILE = "model.tflite"
 CALIBRATION_IMAGES = 100  # int8: training images the converter measures ranges on

@@ -44,6 +44,7 @@ from trainer.data.images import (
 from trainer.data.label_map import pets_label_map, write_label_map
 from trainer.data.tf_example import Box, detection_example
 from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
+from trainer.errors import ConversionError
 
 REPORT_FILENAME = layout.REPORT_FILENAME
 SPLIT_SEED = 42  # the Object Detection API's create_pet_tf_record seed
@@ -55,11 +56,6 @@ VOC_CLASSES = (
     "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
     "train", "tvmonitor",
 )  # fmt: skip
-
-
-class ConversionError(RuntimeError):
-    """Nothing valid to write, an input directory that is not of the expected layout, or a
-    run that could not finish; the previous output is left as it was."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -587,6 +583,8 @@ def _write_all(shards: Sequence[Shard], label_map: Mapping[str, int], limits: Li
     if processes <= 1:
         return [_write_shard(shard, label_map, limits, lambda: on_progress(1))
                 for shard in shards]
+    import tensorflow  # noqa: F401  (once, here: the forked workers inherit it loaded)
+
     context = multiprocessing.get_context("fork")
     counter = context.Value("q", 0)
     pool = ProcessPoolExecutor(processes, mp_context=context, initializer=_start_worker,

@@ -9,6 +9,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from trainer.errors import DownloadError
+
 PETS_BASE_URL = "https://thor.robots.ox.ac.uk/~vgg/data/pets"
 CHUNK = 1 << 20
 
@@ -27,10 +29,6 @@ PETS_ARCHIVES = (
     Archive("annotations.tar.gz",
             "52425fb6de5c424942b7626b428656fcbd798db970a937df61750c0f1d358e91", 19173078),
 )
-
-
-class DownloadError(RuntimeError):
-    pass
 
 
 def sha256_of(path: Path) -> str:

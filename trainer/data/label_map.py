@@ -6,6 +6,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from trainer.errors import LabelMapError
+
 # The 37 Oxford-IIIT Pets breeds with their ids in the Object Detection API's pet_label_map.pbtxt.
 # Cat breeds are capitalised, dog breeds lower-case, exactly as in the dataset's file names.
 PETS_CLASSES: tuple[str, ...] = (
@@ -47,10 +49,6 @@ _NAME = re.compile(r"\b(?:display_)?name\s*:\s*[\"']([^\"']*)[\"']")
 
 
 MAX_ID = 100_000  # LVIS has 1,203 classes, ImageNet-21k 21,841
-
-
-class LabelMapError(ValueError):
-    pass
 
 
 def parse_label_map(text: str) -> dict[str, int]:

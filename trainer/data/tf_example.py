@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import tensorflow as tf
+if TYPE_CHECKING:
+    import tensorflow as tf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +39,11 @@ def detection_example(
     """One image with its boxes; `source_id` is an integer because COCO evaluation casts it.
 
     Fields are filled in place: building nested Feature objects costs twice the time of the
-    rest of the example, and conversion builds thousands.
+    rest of the example, and conversion builds thousands. TensorFlow is imported here, not
+    above, so that a conversion's bad flags are answered before it loads.
     """
+    import tensorflow as tf
+
     example = tf.train.Example()
     feature = example.features.feature
 
