@@ -619,6 +619,14 @@ def bench_train(c, steps=300, interval=50):
     train_speed.main(int(steps), int(interval))
 
 
+@task(help={"repeats": "runs of each driver (the median is shown)"})
+def bench_startup(c, repeats=3):
+    """Benchmark start-up: seconds to the first training step, ours against Model Garden's."""
+    from benchmarks import startup
+
+    startup.main(int(repeats))
+
+
 @task(help={"relaunches": "relaunches to average"})
 def bench_relaunch(c, relaunches=20):
     """Benchmark the image step of a relaunch with unchanged sources (no build)."""
@@ -641,6 +649,7 @@ bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")
 bench.add_task(bench_relaunch, name="relaunch")
 bench.add_task(bench_serve, name="serve")
+bench.add_task(bench_startup, name="startup")
 bench.add_task(bench_train, name="train")
 image = Collection("image", image_build)
 pricing = Collection("pricing", pricing_refresh)

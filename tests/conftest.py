@@ -12,8 +12,31 @@ from pathlib import Path
 
 import pytest
 
+from tests.once import once, session_root
+
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+BUILDS = ("trained", "swept")  # session fixtures that take minutes
+READS_BUILDS = {*BUILDS, "exported"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The order the xdist workers take tests in, each taking the next when it is free: the
+    first test of each long build (so that it runs beside everything else), the other slow
+    tests, the quick ones, and last the tests that read the builds, by then ready."""
+    starters = {next((item for item in items if build in item.fixturenames), None)
+                for build in BUILDS}
+
+    def rank(item: pytest.Item) -> int:
+        if item in starters:
+            return 0
+        if READS_BUILDS & set(item.fixturenames):
+            return 3
+        return 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=rank)
 
 
 def run_trainer(*args: str, env: dict | None = None, timeout: float = 600,
@@ -73,42 +96,46 @@ def data_flags(records: Path, model_dir: Path) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def trained(train_records, tmp_path_factory):
-    """Trains while a continuous-eval process evaluates checkpoints beside it."""
-    model_dir = tmp_path_factory.mktemp("model")
-    flags = data_flags(train_records, model_dir)
-    evaluator = trainer_process(*flags, "--mode=continuous_eval", "--eval_poll_interval=2",
-                                "--eval_idle_timeout=600", f"--train_steps={TRAIN_STEPS}")
-    training = trainer_process(*flags, "--mode=train", f"--train_steps={TRAIN_STEPS}",
-                               "--params_override=trainer.checkpoint_interval=250",
-                               env={"PETS_HARDWARE": "this CPU x 1"})
-    train_out, _ = training.communicate(timeout=1500)
-    assert training.returncode == 0, train_out[-5000:]
-    eval_out, _ = evaluator.communicate(timeout=600)  # must exit by itself
-    assert evaluator.returncode == 0, eval_out[-5000:]
-    return model_dir, train_records, eval_out
+def shared(tmp_path_factory, worker_id) -> Path:
+    return session_root(tmp_path_factory, worker_id)
 
 
 @pytest.fixture(scope="session")
-def exported(trained, tmp_path_factory) -> Path:
-    """The trained model exported once as a SavedModel, for the tests that only read it."""
-    export_dir = tmp_path_factory.mktemp("exported") / "saved_model"
-    run_trainer("export", f"--model_dir={trained[0]}", f"--export_dir={export_dir}")
-    return export_dir
+def trained(train_records, shared):
+    """Trains while a continuous-eval process evaluates checkpoints beside it; once for the
+    session, whichever xdist worker asks first."""
+    def build(model_dir: Path) -> dict:
+        flags = data_flags(train_records, model_dir)
+        evaluator = trainer_process(*flags, "--mode=continuous_eval", "--eval_poll_interval=2",
+                                    "--eval_idle_timeout=600", f"--train_steps={TRAIN_STEPS}")
+        training = trainer_process(*flags, "--mode=train", f"--train_steps={TRAIN_STEPS}",
+                                   "--params_override=trainer.checkpoint_interval=250",
+                                   env={"PETS_HARDWARE": "this CPU x 1"})
+        train_out, _ = training.communicate(timeout=1500)
+        assert training.returncode == 0, train_out[-5000:]
+        eval_out, _ = evaluator.communicate(timeout=600)  # must exit by itself
+        assert evaluator.returncode == 0, eval_out[-5000:]
+        return {"model_dir": str(model_dir), "records": str(train_records), "eval": eval_out}
+
+    built = once(shared, "trained", build)
+    return Path(built["model_dir"]), Path(built["records"]), built["eval"]
 
 
 SERVED_MAX_DETECTIONS, SERVED_MIN_SCORE = 20, 0.1
+SERVED_OPTIONS = (f"--max_detections={SERVED_MAX_DETECTIONS}", f"--min_score={SERVED_MIN_SCORE}")
 
 
 @pytest.fixture(scope="session")
-def served(trained, tmp_path_factory) -> Path:
-    """The trained model exported as Vertex AI serves it: encoded files by default, fewer
-    detections from a higher score (a response that stays small)."""
-    export_dir = tmp_path_factory.mktemp("served") / "model"
-    run_trainer("export", f"--model_dir={trained[0]}", f"--export_dir={export_dir}",
-                "--default_signature=bytes", f"--max_detections={SERVED_MAX_DETECTIONS}",
-                f"--min_score={SERVED_MIN_SCORE}")
-    return export_dir
+def exported(trained, shared) -> Path:
+    """The trained model exported once, as Vertex AI serves it: encoded files by default
+    (`serving_uint8` beside it), fewer detections from a higher score (a response that stays
+    small)."""
+    def build(export_dir: Path) -> dict:
+        run_trainer("export", f"--model_dir={trained[0]}", f"--export_dir={export_dir}",
+                    "--default_signature=bytes", *SERVED_OPTIONS)
+        return {"export_dir": str(export_dir)}
+
+    return Path(once(shared, "exported", build)["export_dir"])
 
 
 def interruptible() -> None:
@@ -124,25 +151,29 @@ class Finished:
 
 
 @pytest.fixture(scope="session")
-def swept(train_records, tmp_path_factory):
+def swept(train_records, shared):
     """`invoke tune --target local`: three two-step trials, stopped with Ctrl-C while the
     second runs, then the same command again (with two trials at a time) to the end."""
-    sweep_dir = tmp_path_factory.mktemp("tune") / "sweep"
-    command = [sys.executable, "-m", "invoke", "tune", "--param=learning_rate=0.001:0.05:log",
-               "--param=batch_size=2,4", "--metric=AP50", "--trials=3", "--steps=2",
-               f"--model-dir={sweep_dir}", f"--data-dir={train_records}"]
-    first = subprocess.Popen([*command, "--parallel=1"], cwd=REPO, text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             start_new_session=True, preexec_fn=interruptible)
-    seen = []
-    for line in first.stdout:
-        seen.append(line)
-        if line.startswith("trial 1: ") and " -> " in line:
-            break
-    time.sleep(8)  # the second trial's trainer is up
-    os.killpg(first.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-    rest, _ = first.communicate(timeout=120)
-    second = subprocess.run([*command, "--parallel=2"], cwd=REPO, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
-    return (sweep_dir, Finished(first.returncode, "".join(seen) + rest),
-            Finished(second.returncode, second.stdout))
+    def build(sweep_dir: Path) -> dict:
+        command = [sys.executable, "-m", "invoke", "tune", "--param=learning_rate=0.001:0.05:log",
+                   "--param=batch_size=2,4", "--metric=AP50", "--trials=3", "--steps=2",
+                   f"--model-dir={sweep_dir}", f"--data-dir={train_records}"]
+        first = subprocess.Popen([*command, "--parallel=1"], cwd=REPO, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 start_new_session=True, preexec_fn=interruptible)
+        seen = []
+        for line in first.stdout:
+            seen.append(line)
+            if line.startswith("trial 1: ") and " -> " in line:
+                break
+        time.sleep(8)  # the second trial's trainer is up
+        os.killpg(first.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        rest, _ = first.communicate(timeout=120)
+        second = subprocess.run([*command, "--parallel=2"], cwd=REPO, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
+        return {"sweep_dir": str(sweep_dir),
+                "first": [first.returncode, "".join(seen) + rest],
+                "second": [second.returncode, second.stdout]}
+
+    built = once(shared, "swept", build)
+    return Path(built["sweep_dir"]), Finished(*built["first"]), Finished(*built["second"])

@@ -85,3 +85,52 @@ def test_export_options_out_of_range_are_refused(options, message):
         ExportOptions(**options)
     assert ExportOptions(max_detections=20, min_score=0.3).overrides() == {"task": {"model": {
         "detection_generator": {"max_num_detections": 20, "pre_nms_score_threshold": 0.3}}}}
+
+
+# `python -m trainer ARGS` in a child that reports whether TensorFlow was imported
+WITHOUT_TENSORFLOW = """
+import runpy, sys
+sys.argv = ["trainer", *sys.argv[1:]]
+try:
+    runpy.run_module("trainer", run_name="__main__")
+except SystemExit as exit:
+    print("exit", exit.code, "tensorflow" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("argv,code,message", [
+    (["--help"], 0, "usage: python -m trainer"),
+    (["data", "convert", "--help"], 0, "usage: python -m trainer data convert"),
+    (["--model_dir=m", "--train_steps=0"], 2, "--train_steps must be at least 1"),
+    (["--model_dir=m", "--data_dir=/nonexistent"], 2, "no files match --train_input"),
+    (["--model_dir=m", "--mode=eval", "--data_dir=/nonexistent"], 2,
+     "no files match --eval_input"),
+    (["--model_dir=m", "--data_dir=.", "--init_checkpoint=/no/ckpt-1"], 2,
+     "--init_checkpoint /no/ckpt-1 not found"),
+    (["data", "convert", "--data_dir=/nonexistent", "--output_dir=o"], 1,
+     "/nonexistent/annotations/trainval.txt not found"),
+    (["export", "--model_dir=m", "--export_dir=e", "--max_detections=0"], 2,
+     "--max_detections must be 1 to 1000"),
+    (["predict", "--model=m", "--images=/nonexistent/*.jpg", "--output_dir=o"], 1,
+     "no image matches /nonexistent/*.jpg"),
+])
+def test_help_and_bad_flags_are_answered_before_tensorflow_loads(argv, code, message,
+                                                                 tmp_path):
+    """Start-up costs seconds only where the work needs TensorFlow: help and the mistakes
+    one can see from the flags and the file system are answered at once."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    (tmp_path / "train.record-00000-of-00001").write_bytes(b"")  # for --data_dir=.
+    started = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", WITHOUT_TENSORFLOW, *argv], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60,
+                            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    print(f"{' '.join(argv)}: {time.perf_counter() - started:.2f} s")
+    assert result.stdout.splitlines()[-1] == f"exit {code} False", result.stderr[-2000:]
+    assert message in result.stdout + result.stderr
+    if code:
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

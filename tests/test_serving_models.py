@@ -19,7 +19,7 @@ from tests.fakes.cloud import OUTPUTS, fake_cloud
 pytestmark = pytest.mark.slow
 
 
-def upload_run(storage, trained, served, run_id: str = "r1") -> None:
+def upload_run(storage, trained, exported, run_id: str = "r1") -> None:
     """The run's files in the bucket, as the training and evaluation jobs leave them."""
     model_dir = trained[0]
     bucket = storage.bucket(OUTPUTS.bucket)
@@ -27,9 +27,9 @@ def upload_run(storage, trained, served, run_id: str = "r1") -> None:
     for path in [model_dir / "run.json", final, *model_dir.glob(f"{final.stem}.*")]:
         bucket.blob(f"runs/{run_id}/checkpoints/{path.relative_to(model_dir)}"
                     ).upload_from_filename(path)
-    for path in served.rglob("*"):
+    for path in exported.rglob("*"):
         if path.is_file():
-            bucket.blob(f"runs/{run_id}/model/{path.relative_to(served)}"
+            bucket.blob(f"runs/{run_id}/model/{path.relative_to(exported)}"
                         ).upload_from_filename(path)
 
 
@@ -46,19 +46,19 @@ def same_report(theirs: dict, ours: dict) -> None:
 
 
 def test_upload_deploy_and_predict_online_and_in_batch_like_the_local_model(
-        trained, served, tmp_path):
+        trained, exported, tmp_path):
     from trainer.data.sample import write_sample
 
     data = write_sample(tmp_path / "fresh", num_images=6, seed=5)
     images = sorted((data / "images").glob("*.jpg"))
     local = tmp_path / "local"
-    run_trainer("predict", f"--model={served}", f"--images={data}/images/*.jpg",
+    run_trainer("predict", f"--model={exported}", f"--images={data}/images/*.jpg",
                 f"--output_dir={local}")
     expected = json.loads((local / "detections.json").read_text())
 
     with fake_cloud(tmp_path) as services:
         cloud = services.cloud()
-        upload_run(services.storage, trained, served)
+        upload_run(services.storage, trained, exported)
         assert "uploaded as" in commands.upload_model(cloud, "r1")
         commands.deploy(cloud, "r1", lambda region: Serving.from_flags(
             region, "n1-standard-4", None, 1, 1, 100))

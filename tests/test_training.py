@@ -81,13 +81,6 @@ def test_restarted_eval_does_not_reevaluate_and_exits(trained):
     assert sorted(p.name for p in (model_dir / "eval").iterdir()) == before
 
 
-def test_eval_without_new_checkpoints_gives_up_with_a_message(train_records, tmp_path):
-    result = run_trainer(*data_flags(train_records, tmp_path), "--mode=continuous_eval",
-                         "--eval_idle_timeout=3", "--eval_poll_interval=1", check=False)
-    assert result.returncode == 3
-    assert "no new checkpoint" in result.stderr and "Traceback" not in result.stderr
-
-
 def test_export_signature_and_prediction_on_a_sample_image(exported, tmp_path):
     from trainer.data import pets
     from trainer.data.voc import parse_voc
@@ -95,11 +88,12 @@ def test_export_signature_and_prediction_on_a_sample_image(exported, tmp_path):
     export_dir = exported
     signatures = tf.saved_model.load(str(export_dir)).signatures
     assert set(signatures) == {"serving_default", "serving_uint8", "serving_bytes"}
-    serve = signatures["serving_default"]
+    serve = signatures["serving_uint8"]
     (spec,) = serve.structured_input_signature[1].values()
     assert spec.dtype == tf.uint8 and spec.shape.as_list() == [None, None, None, 3]
-    assert set(serve.structured_outputs) == {"detection_boxes", "detection_classes",
-                                             "detection_scores", "num_detections"}
+    for name in signatures:
+        assert set(signatures[name].structured_outputs) == {
+            "detection_boxes", "detection_classes", "detection_scores", "num_detections"}
     assert (export_dir / "label_map.pbtxt").exists()
 
     from trainer.data.sample import write_sample
@@ -127,7 +121,7 @@ def test_export_signature_and_prediction_on_a_sample_image(exported, tmp_path):
 
 
 def test_the_bytes_signature_answers_like_the_uint8_one_and_options_bound_it(
-        trained, exported, served, tmp_path):
+        trained, exported, tmp_path):
     """`serving_bytes` takes encoded files (as TF Serving's REST API feeds them from b64),
     of mixed sizes in one request, and returns what `serving_uint8` returns."""
     import io
@@ -164,12 +158,12 @@ def test_the_bytes_signature_answers_like_the_uint8_one_and_options_bound_it(
                                    alone["detection_boxes"][alone_top], atol=1e-3)
 
     # for Vertex AI's prediction container, which calls the default signature
-    result = tf.saved_model.load(str(served)).signatures["serving_default"](tf.constant(files))
+    result = model.signatures["serving_default"](tf.constant(files))
     assert result["detection_boxes"].shape == (3, SERVED_MAX_DETECTIONS, 4)
     for scores, count in zip(result["detection_scores"].numpy(),
                              result["num_detections"].numpy(), strict=True):
         assert (scores[:count] >= SERVED_MIN_SCORE).all()
-    info = json.loads((served / "export.json").read_text())
+    info = json.loads((exported / "export.json").read_text())
     assert info["default_signature"] == "bytes" and info["max_detections"] == 20
     refused = run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'x'}",
                           "--max_detections=0", check=False)
@@ -177,33 +171,33 @@ def test_the_bytes_signature_answers_like_the_uint8_one_and_options_bound_it(
 
 
 def test_training_resumes_after_kill_9_from_the_last_checkpoint(train_records, tmp_path):
-    flags = [*data_flags(train_records, tmp_path), "--train_steps=250",
-             "--params_override=trainer.checkpoint_interval=50,trainer.steps_per_loop=25,"
-             "trainer.summary_interval=25"]
+    flags = [*data_flags(train_records, tmp_path), "--train_steps=100",
+             "--params_override=trainer.checkpoint_interval=20,trainer.steps_per_loop=10,"
+             "trainer.summary_interval=10"]
     process = trainer_process(*flags)
     deadline = time.monotonic() + 600
     while not tf.train.latest_checkpoint(str(tmp_path)):
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.5)
-    while int(tf.train.latest_checkpoint(str(tmp_path)).rsplit("-", 1)[1]) < 100:
+    while int(tf.train.latest_checkpoint(str(tmp_path)).rsplit("-", 1)[1]) < 40:
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
     os.kill(process.pid, signal.SIGKILL)  # a preempted VM: no chance to clean up
     process.communicate(timeout=60)
     last = int(tf.train.latest_checkpoint(str(tmp_path)).rsplit("-", 1)[1])
-    assert 100 <= last < 250
+    assert 40 <= last < 100
 
     result = run_trainer(*flags)
     assert f"resuming from {tmp_path}/ckpt-{last} (step {last})" in result.stdout
     steps = [int(line.split("step:")[1].split("|")[0]) for line in result.stdout.splitlines()
              if line.startswith("train | step:")]
-    assert last <= steps[0] <= last + 25 and steps[-1] == 250  # continued, not restarted
-    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-250")
+    assert last <= steps[0] <= last + 10 and steps[-1] == 100  # continued, not restarted
+    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-100")
 
     # An evaluator given no --train_steps takes the run's length from its model directory.
     result = run_trainer(*data_flags(train_records, tmp_path), "--mode=continuous_eval",
                          "--eval_idle_timeout=120")
-    assert "final checkpoint (step 250) evaluated" in result.stdout
+    assert "final checkpoint (step 100) evaluated" in result.stdout
 
 
 def test_two_workers_train_together_on_localhost(train_records, tmp_path):
@@ -259,13 +253,6 @@ def test_fine_tunes_from_a_backbone_checkpoint(train_records, tmp_path):
     loaded = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(model_dir)))
     np.testing.assert_allclose(loaded.get_tensor(key),
                                tf.train.load_checkpoint(init).get_tensor(key), atol=1e-6)
-
-
-def test_a_missing_init_checkpoint_is_reported(train_records, tmp_path):
-    result = run_trainer(*data_flags(train_records, tmp_path), "--train_steps=2",
-                         f"--init_checkpoint={tmp_path}/nope/ckpt-1", check=False)
-    assert result.returncode != 0
-    assert f"{tmp_path}/nope/ckpt-1" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_invoke_tensorboard_serves_the_runs(trained):

@@ -1,0 +1,24 @@
+"""The trainer's process contract where no trained model is needed: what `python -m trainer`
+says and exits with when there is nothing it can use."""
+
+from __future__ import annotations
+
+from tests.conftest import data_flags, run_trainer
+
+
+def test_eval_without_new_checkpoints_gives_up_with_a_message(train_records, tmp_path):
+    result = run_trainer(*data_flags(train_records, tmp_path), "--mode=continuous_eval",
+                         "--eval_idle_timeout=3", "--eval_poll_interval=1", check=False)
+    assert result.returncode == 3
+    assert "no new checkpoint" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_file_that_is_not_a_tflite_model_is_named(tmp_path):
+    (tmp_path / "model.tflite").write_bytes(b"not a flatbuffer")
+    (tmp_path / "cat.jpg").write_bytes(b"")
+    failed = run_trainer("predict", f"--model={tmp_path / 'model.tflite'}",
+                         f"--images={tmp_path}/*.jpg", f"--output_dir={tmp_path / 'out'}",
+                         check=False)
+    assert failed.returncode == 1
+    assert "is not a readable TFLite detector" in failed.stderr
+    assert "Traceback" not in failed.stderr
