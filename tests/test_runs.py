@@ -234,5 +234,7 @@ def test_the_invoke_tasks_list_and_compare(tmp_path):
                       f"--output-dir={tmp_path / 'report'}")
     assert compared.returncode == 0, compared.stderr
     assert (tmp_path / "report" / "report.html").exists()
-    refused = invoke("runs.compare", "--run=../x")
-    assert refused.returncode == 2 and refused.stderr.startswith("error: '../x' is neither")
+    missing = f"../{tmp_path.name}-missing"  # neither a directory beside the repo nor a run id
+    assert not (REPO / missing).exists()
+    refused = invoke("runs.compare", f"--run={missing}")
+    assert refused.returncode == 2 and refused.stderr.startswith(f"error: '{missing}' is neither")
