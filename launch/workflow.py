@@ -187,6 +187,22 @@ class DemoResult:
                 f"annotated image: {self.annotated_image}")
 
 
+def demo_data(data: Path, records: Path, num_images: int | None,
+              say: Callable[[str], None], format: str = "pets") -> None:
+    """The demo's first two steps: a synthetic sample in `data`, converted into `records`
+    from its Pets files or, with `format` coco, from its COCO JSON."""
+    say("1/6 Writing a synthetic Oxford-IIIT Pets sample")
+    run_job(jobs.tool_job(SampleArgs(str(data), format=format,
+                                     **({"num_images": num_images} if num_images else {}))))
+    say(f"2/6 Converting {'the COCO JSON ' if format == 'coco' else ''}to TFRecords")
+    if format == "coco":
+        run_job(jobs.tool_job(ConvertArgs(None, str(records), num_shards=4, format="coco",
+                                          annotations=str(data / COCO_FILE),
+                                          images=str(data / pets.IMAGES_DIR))))
+    else:
+        run_job(jobs.tool_job(ConvertArgs(str(data), str(records), num_shards=4)))
+
+
 def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
          say: Callable[[str], None] | None = None, format: str = "pets") -> DemoResult:
     """sample -> convert -> train -> evaluate -> export -> predict, everything under `workdir`;
@@ -202,16 +218,7 @@ def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
         shutil.rmtree(model)
     start = time.monotonic()
 
-    say("1/6 Writing a synthetic Oxford-IIIT Pets sample")
-    run_job(jobs.tool_job(SampleArgs(str(data), format=format,
-                                     **({"num_images": num_images} if num_images else {}))))
-    say(f"2/6 Converting {'the COCO JSON ' if format == 'coco' else ''}to TFRecords")
-    if format == "coco":
-        run_job(jobs.tool_job(ConvertArgs(None, str(records), num_shards=4, format="coco",
-                                          annotations=str(data / COCO_FILE),
-                                          images=str(data / pets.IMAGES_DIR))))
-    else:
-        run_job(jobs.tool_job(ConvertArgs(str(data), str(records), num_shards=4)))
+    demo_data(data, records, num_images, say, format)
     run = jobs.TrainingRun(model_dir=str(model), data_dir=str(records), steps=steps)
     say("3/6 Training")
     train(run)
