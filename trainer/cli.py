@@ -109,7 +109,7 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
     if args.format == "coco":
         if not args.annotations or not args.images:
             raise errors.SettingsError("--format coco needs --annotations FILE.json and "
-                                             "--images DIR")
+                                       "--images DIR")
         convert_coco(args.annotations, args.images, args.output_dir, args.val_annotations,
                      dense_ids=args.dense_ids, **options)
         return 0
@@ -117,7 +117,7 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
         raise errors.SettingsError(f"--format {args.format} needs --data_dir")
     if args.annotations or args.images or args.val_annotations or args.dense_ids:
         raise errors.SettingsError("--annotations, --val_annotations, --images and "
-                                         "--dense_ids are for --format coco")
+                                   "--dense_ids are for --format coco")
     convert_directory(args.data_dir, args.output_dir, args.format, **options)
     return 0
 
@@ -131,7 +131,7 @@ def run_export(args: trainer_args.ExportArgs) -> int:
 
         if args.default_signature != "uint8":
             raise errors.SettingsError("--default_signature applies to SavedModels; a "
-                                             ".tflite takes uint8 pixels")
+                                       ".tflite takes uint8 pixels")
 
         done = export_tflite(args.model_dir, args.export_dir, args.checkpoint, options,
                              args.quantize, args.calibration_data)

@@ -70,8 +70,8 @@ def check_inputs(settings: TrainerSettings) -> None:
 
 
 def build_params(settings: TrainerSettings, precision: str):
-    """Returns the locked ExperimentConfig for this run."""
-    check_inputs(settings)
+    """Returns the locked ExperimentConfig for this run, whose inputs `check_inputs` has
+    checked (the CLI runs it first, before TensorFlow loads)."""
     from official.modeling import hyperparams
 
     params = _experiment_config(settings.experiment)
