@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import Collection, Exit, task
+from invoke import Collection, Exit
 
-from launch import jobs, workflow
+from launch import jobfile, jobs, workflow
 from launch.errors import InputError, StepFailed, UserError
-from launch.jobs import Places, Request
-from launch.resources import Resources, Scheduling, optional_number
+from launch.jobfile import EVAL, TRAIN, TUNE
+from launch.jobs import Places
+from launch.resources import optional_number
+from launch.taskflags import Flag, job_task, task
 from launch.workflow import ExportChoices
 from trainer.args import ConvertArgs, DownloadArgs, SampleArgs
 
@@ -150,119 +152,143 @@ def inspect(c, records=None, data_dir=None, format="pets", annotations=None, ima
 
 LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
 JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
-CLOUD_HELP = {"project": "GCP project (default: infra outputs)", "region": "Vertex AI region",
-              "bucket": "data bucket",
-              "image": "pin this image URI (default: the sources' content-hash tag, built "
-                       "first if missing)",
-              "local_docker": "build a missing image with the local Docker, not Cloud Build",
-              "env": "infra environment whose outputs to use (default: invoke.yaml)",
-              "dry_run": "print the CustomJob JSON instead of submitting it",
-              "follow": "print the job's log lines until it ends (fails if the job does)",
-              "run_id": "run name: gs://BUCKET/runs/RUN_ID",
-              "max_cost": "USD: refuse a job whose bound (price x timeout) or expected cost "
-                          "is higher"}
-
-
-def _submission(dry_run: bool, local_docker: bool, follow: bool, max_cost=None, ladder=None):
-    from launch.pricing.estimate import max_cost as budget
+def _submission(dry_run: bool, local_docker: bool, follow: bool, max_cost=None, ladder=None,
+                save_job=None):
     from launch.vertex.submit import Submission
 
-    return Submission(dry_run=dry_run, local_docker=local_docker, follow=follow,
-                      max_cost=budget(max_cost), ladder=ladder)
+    return Submission(dry_run=bool(dry_run), local_docker=bool(local_docker),
+                      follow=bool(follow), max_cost=max_cost, ladder=ladder,
+                      save_job=save_job or None)
 
 
-HARDWARE_HELP = {
-    "machine_type": "e.g. n1-standard-8, g2-standard-8, a3-highgpu-8g (vertex)",
-    "accelerator": "TYPE:COUNT, e.g. NVIDIA_TESLA_T4:1 (vertex)",
-    "tpu": "v2-8, v3-8, v5litepod-1|4|8|16|...|256, v6e-1|4|8|16|...|256 (vertex)",
-    "tpu_topology": "e.g. 2x2, 4x4 (with a TPU --machine-type)",
-    "spot": "Spot VMs (vertex)", "flex_start": "queue for capacity: Dynamic Workload "
-    "Scheduler (vertex; L4, A100, H100, H200, B200)",
-    "max_wait_hours": "--flex-start: hours to queue (0: no limit; default 24)",
-    "reservation": "consume a Compute Engine reservation: any, ZONE/NAME or its path",
-    "persistent_resource": "run on this Vertex AI persistent resource (ID)",
-    "timeout_hours": "job timeout (vertex)"}
+# How a job task runs, or where: never part of the job, so never in a job file.
+RUN_FLAGS = {
+    "job": Flag("a job file (YAML): keys are these flags' names; flags given with it win"),
+    "rerun": Flag("repeat an earlier run's job: a run id (its job.yaml in the bucket) or a "
+                  "local model directory"),
+    "dry_run": Flag("print the resolved job file and the request it becomes; run nothing",
+                    False),
+    "save_job": Flag("write the resolved job file here (review it, edit it, pass it to "
+                     "--job)"),
+    "follow": Flag("print the job's log lines until it ends (fails if the job does)", False),
+    "local_docker": Flag("build a missing image with the local Docker, not Cloud Build",
+                         False),
+    "env": Flag("infra environment whose outputs to use (default: invoke.yaml's)"),
+    "project": Flag("GCP project (default: the infra outputs')"),
+    "bucket": Flag("data bucket (default: the infra outputs')"),
+}
+FORCE = {"force": Flag("train even when the data checks refuse the records", False)}
+SWEEP_FLAGS = {
+    "sweep": Flag("sweep file (YAML): metric, goal, trials, parallel, algorithm, params"),
+    "param": Flag("NAME=LOW:HIGH[:log] or NAME=a,b,c (adds to the file's params)",
+                  iterable=True),
+    "metric": Flag("AP, AP50, AP75, APs, APm, APl, ARmax1, ... (default AP)"),
+    "goal": Flag("maximize or minimize (default maximize)"),
+    "trials": Flag("how many trials (default 10)"),
+    "parallel": Flag("trials at a time (default 1)"),
+    "algorithm": Flag("bayesian, random or grid (default bayesian)"),
+}
+LOCAL_DIRS = {TRAIN: MODEL_DIR, EVAL: MODEL_DIR, TUNE: f"{WORK}/sweep"}
 
 
-@task(help={"target": "local or vertex", "experiment": "experiment name",
-            "steps": "training steps", "model_dir": "checkpoints and summaries (local)",
-            "data_dir": "converted TFRecords (local)", "workers": "workers beside the chief",
-            "reduction_servers": "Reduction Server replicas (vertex, GPU workers)",
-            "capacity": "kinds of capacity to try in order, e.g. spot,flex-start,standard: "
-                        "a job that finds none is resubmitted on the next (vertex; waits)",
-            "max_preemptions": "--capacity: preempted jobs resubmitted on the same kind "
-                               "before the next (default 2)",
-            "force": "train even when the data checks refuse the records",
-            **HARDWARE_HELP, **CLOUD_HELP})
-def train(c, target="local", experiment=None, steps=None, model_dir=MODEL_DIR,
-          data_dir=RECORDS_DIR, workers=0, machine_type=None, accelerator=None, tpu=None,
-          tpu_topology=None, reduction_servers=0, spot=False, flex_start=False,
-          max_wait_hours=None, reservation=None, persistent_resource=None, timeout_hours=24.0,
-          dry_run=False, run_id=None, project=None, region=None, bucket=None, image=None,
-          env=None, local_docker=False, follow=False, max_cost=None, capacity=None,
-          max_preemptions=2, force=False):
-    """Train a detector locally or as a Vertex AI custom job (GPU, multi-worker, TPU)."""
+@job_task(TRAIN, {**RUN_FLAGS, **FORCE})
+def train(c, **flags):
+    """Train a detector here or on Vertex AI, from scratch or from a pretrained checkpoint.
+
+    On Vertex AI: a custom job on GPUs, several workers or a TPU slice."""
+    _run_job(c, TRAIN, flags)
+
+
+@job_task(EVAL, RUN_FLAGS, name="eval")
+def evaluate(c, **flags):
+    """Evaluate a run's checkpoints with COCO metrics, beside its training.
+
+    On Vertex AI it runs on a CPU machine unless the flags (or the job file's `eval:`) say
+    otherwise."""
+    _run_job(c, EVAL, flags)
+
+
+@job_task(TUNE, {**RUN_FLAGS, **FORCE, **SWEEP_FLAGS})
+def tune(c, **flags):
+    """Sweep hyperparameters: trials of `invoke train` (Optuna here, Vertex AI Vizier)."""
+    _run_job(c, TUNE, flags)
+
+
+def _run_job(c, task: str, flags: dict) -> None:
+    """A job task: the job file (--job, or the run --rerun names), the flags over it, each
+    value checked, then the same request to the target's executor."""
+    from launch.executors import Target, executor_for
     from launch.vertex.ladder import Ladder
 
-    request = _training(experiment, steps, run_id, locals())
-    ladder = _guarded(lambda: Ladder.from_flag(capacity, max_preemptions,
-                                               request.resources.scheduling.strategy))
-    _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
-                                     env, _guarded(lambda: _submission(
-                                         dry_run, local_docker, follow, max_cost, ladder)),
-                                     force))
+    def prepare():
+        source, file = _job_source(c, task, flags)
+        if task == TUNE:
+            flags["sweep"] = _sweep(flags, file).as_mapping()
+        job = jobfile.resolve(task, flags, file, source)
+        request = jobfile.request(job, task)
+        ladder = Ladder.from_flag(",".join(job.capacity), job.max_preemptions,
+                                  request.resources.scheduling.strategy)
+        places = Places(job.model_dir or LOCAL_DIRS[task], job.data_dir or RECORDS_DIR)
+        target = Target(places, _cloud(c, flags["project"], job.region, flags["bucket"],
+                                       job.image, flags["env"]),
+                        _submission(flags["dry_run"], flags["local_docker"], flags["follow"],
+                                    job.max_cost, ladder, flags["save_job"]),
+                        bool(flags.get("force")))
+        return job, request, executor_for(job.target, target)
+
+    job, request, executor = _guarded(prepare)
+    if task == TUNE:
+        from launch.tuning.sweep import Sweep
+
+        _say(lambda: executor.tune(request, Sweep.from_mapping(job.sweep)))
+    else:
+        _say(lambda: executor.launch(request))
 
 
-HARDWARE_FLAGS = ("machine_type", "accelerator", "tpu", "tpu_topology", "workers",
-                  "reduction_servers")
-SCHEDULING_FLAGS = ("spot", "flex_start", "max_wait_hours", "reservation",
-                    "persistent_resource", "timeout_hours")
+def _job_source(c, task: str, flags: dict) -> tuple[str, dict]:
+    """The file a job starts from: --job's, the stored one of the run --rerun names (as a
+    new run: its run id and model directory are not reused), or none."""
+    if flags["job"] and flags["rerun"]:
+        raise InputError("--job and --rerun both give the job: choose one")
+    if flags["job"]:
+        return f"--job {flags['job']}", jobfile.read(flags["job"])
+    if not flags["rerun"]:
+        return "", {}
+    from launch.runs.jobfiles import stored_job
+
+    cloud = _cloud(c, flags["project"], None, flags["bucket"], None, flags["env"])
+    text, where = stored_job(cloud, flags["rerun"])
+    file = jobfile.parse(text, f"--rerun {flags['rerun']} ({where})")
+    file.pop("run-id", None)
+    file.pop("model-dir", None)
+    return f"--rerun {flags['rerun']} ({where})", file
 
 
-def _training(experiment, steps, run_id, flags: dict) -> Request:
-    """`invoke train`'s (and a sweep's trials') request, from the task's flags (its
-    locals(): both tasks take every HARDWARE_FLAGS and SCHEDULING_FLAGS option)."""
-    return _guarded(lambda: Request.training(experiment, steps, Resources.from_flags(
-        **{name: flags[name] for name in HARDWARE_FLAGS},
-        scheduling=Scheduling.from_flags(**{name: flags[name] for name in SCHEDULING_FLAGS})),
-        run_id))
-
-
-SWEEP_DIR = f"{WORK}/sweep"
-
-
-@task(iterable=["param"], help={
-    "sweep": "sweep file (YAML): metric, goal, trials, parallel, algorithm, params",
-    "param": "NAME=LOW:HIGH[:log] or NAME=a,b,c (repeatable; adds to the file's params)",
-    "metric": "AP, AP50, AP75, APs, APm, APl, ARmax1, ...", "goal": "maximize or minimize",
-    "trials": "how many trials", "parallel": "trials at a time",
-    "algorithm": "bayesian, random or grid", "target": "local or vertex",
-    "experiment": "experiment name", "steps": "training steps of each trial",
-    "model_dir": "the sweep's directory (local): its study and a run directory a trial",
-    "data_dir": "converted TFRecords (local)", "workers": "workers beside each trial's chief",
-    "reduction_servers": "Reduction Server replicas (vertex, GPU workers)",
-    "force": "tune even when the data checks refuse the records",
-    **HARDWARE_HELP, **CLOUD_HELP})
-def tune(c, sweep=None, param=None, metric=None, goal=None, trials=None, parallel=None,
-         algorithm=None, target="local", experiment=None, steps=None, model_dir=SWEEP_DIR,
-         data_dir=RECORDS_DIR, workers=0, machine_type=None, accelerator=None, tpu=None,
-         tpu_topology=None, reduction_servers=0, spot=False, flex_start=False,
-         max_wait_hours=None, reservation=None, persistent_resource=None, timeout_hours=24.0,
-         dry_run=False, run_id=None, project=None, region=None, bucket=None, image=None,
-         env=None, local_docker=False, follow=False, max_cost=None, force=False):
-    """Sweep hyperparameters: trials of `invoke train` (Optuna here, Vertex AI Vizier)."""
-    from launch.executors import executor_for
+def _sweep(flags: dict, file: dict):
+    """tune's sweep: the job file's `tune: sweep:`, then --sweep's file, then the flags."""
     from launch.tuning.sweep import load
 
-    study = _guarded(lambda: load(sweep, param or (), metric=metric, goal=goal,
-                                  algorithm=algorithm, **_numbers(
-                                      trials=optional_number("--trials", trials, int),
-                                      parallel=optional_number("--parallel", parallel, int))))
-    request = _training(experiment, steps, run_id, locals())
-    where = _target(c, model_dir, data_dir, project, region, bucket, image, env,
-                    _guarded(lambda: _submission(dry_run, local_docker, follow, max_cost)),
-                    force)
-    _say(lambda: executor_for(target, where).tune(request, study))
+    base = (file.get(jobfile.SECTIONS[TUNE]) or {}).get("sweep") or {}
+    return load(flags["sweep"], flags["param"] or (), metric=flags["metric"],
+                goal=flags["goal"], algorithm=flags["algorithm"], base=base, **_numbers(
+                    trials=optional_number("--trials", flags["trials"], int),
+                    parallel=optional_number("--parallel", flags["parallel"], int)))
+
+
+@task
+def models_pretrained(c):
+    """List the pretrained checkpoints `--init-from NAME` takes, and what each fits."""
+    from launch.pretrained import listing
+
+    print(listing())
+
+
+def _target(c, project=None, region=None, bucket=None, env=None):
+    """Where a job runs, for the tasks that only look (no API call yet)."""
+    from launch.executors import Target
+
+    return Target(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, project, region, bucket, None,
+                                                         env), _submission(False, False, False))
 
 
 @task(name="status", help={**JOB_HELP, "job": "tuning job id (default: list the newest)",
@@ -300,49 +326,6 @@ def runs_compare(c, run=None, output_dir=f"{WORK}/report", env=None, project=Non
 
     _say(lambda: compare(lambda: _cloud(c, project, region, bucket, env=env), run or [],
                          Path(output_dir)))
-
-
-@task(name="eval", help={"target": "local or vertex",
-                         "model_dir": "the training run's model directory (local)",
-                         "data_dir": "converted TFRecords (local)",
-                         "experiment": "experiment name", "steps": "the run's training steps",
-                         "once": "evaluate the newest checkpoint and stop",
-                         "idle_timeout": "seconds to wait for a new checkpoint",
-                         **HARDWARE_HELP, **CLOUD_HELP})
-def evaluate(c, target="local", model_dir=MODEL_DIR, data_dir=RECORDS_DIR, experiment=None,
-             steps=None, once=False, idle_timeout=None, machine_type=None, accelerator=None,
-             tpu=None, tpu_topology=None, spot=False, flex_start=False, max_wait_hours=None,
-             reservation=None, persistent_resource=None, timeout_hours=24.0, dry_run=False,
-             run_id=None, project=None, region=None, bucket=None, image=None, env=None,
-             local_docker=False, follow=False, max_cost=None):
-    """Evaluate checkpoints with COCO metrics, beside a training run (CPU by default)."""
-    request = _guarded(lambda: Request.evaluation(
-        experiment, steps, run_id, continuous=not once, idle_timeout=idle_timeout,
-        resources=Resources.from_flags(
-            machine_type=machine_type, accelerator=accelerator, tpu=tpu,
-            tpu_topology=tpu_topology, scheduling=Scheduling.from_flags(
-                spot=spot, flex_start=flex_start, max_wait_hours=max_wait_hours,
-                reservation=reservation, persistent_resource=persistent_resource,
-                timeout_hours=timeout_hours))))
-    _launch(target, request, _target(c, model_dir, data_dir, project, region, bucket, image,
-                                     env, _guarded(lambda: _submission(
-                                         dry_run, local_docker, follow, max_cost))))
-
-
-def _target(c, model_dir=MODEL_DIR, data_dir=RECORDS_DIR, project=None, region=None,
-            bucket=None, image=None, env=None, submission=None, force=False):
-    """What the flags say about where a job runs (no API call yet)."""
-    from launch.executors import Target
-
-    return Target(Places(model_dir, data_dir), _cloud(c, project, region, bucket, image, env),
-                  submission or _submission(False, False, False), bool(force))
-
-
-def _launch(name: str, request, target) -> None:
-    """The same request for every target, to the target's executor."""
-    from launch.executors import executor_for
-
-    _say(lambda: executor_for(name, target).launch(request))
 
 
 BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
@@ -408,8 +391,9 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=None,
             min_score=0.3, run_id=None, env=None, project=None, bucket=None, endpoint=None,
             target="local", machine_type=None, accelerator=None, min_replicas=1,
             max_replicas=1, region=None):
-    """Detect pets in images (a model here, an endpoint, or a batch job): annotated
-    pictures plus a JSON of detections."""
+    """Detect pets in images: annotated pictures plus a JSON of detections.
+
+    With a model here, a Vertex AI endpoint, or a batch prediction job."""
     from launch.cloud import place
 
     cloud = _cloud(c, project=project, bucket=bucket, env=env, region=region)
@@ -536,10 +520,11 @@ def doctor(c, env=None, project=None, region=None, bucket=None, image=None):
 
 @task(name="build", help={"env": "infra environment", "project": "GCP project",
                           "region": "region of the repository",
-                          "local_docker": CLOUD_HELP["local_docker"]})
+                          "local_docker": RUN_FLAGS["local_docker"].help})
 def image_build(c, env=None, project=None, region=None, local_docker=False):
-    """Build the trainer images (Cloud Build or local Docker) unless their content-hash tag
-    exists."""
+    """Build the trainer images unless their content-hash tag exists.
+
+    In Cloud Build, or with the local Docker (--local-docker)."""
     from launch.vertex.submit import build_images
 
     cloud = _cloud(c, project, region, env=env)
@@ -658,9 +643,12 @@ jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_logs, jobs_can
 model = Collection("model", model_upload)
 endpoint_collection = Collection("endpoint", endpoint_deploy, endpoint_list, endpoint_undeploy)
 runs_collection = Collection("runs", runs_list, runs_compare)
+models = Collection("models")
+models.add_task(models_pretrained, name="pretrained")
 tune_collection = Collection("tune")
 tune_collection.add_task(tune, default=True)
 tune_collection.add_task(tune_status, name="status")
 namespace = Collection(data, bench, image, pricing, jobs_collection, model,
-                       endpoint_collection, tune_collection, runs_collection, doctor, train,
+                       endpoint_collection, tune_collection, runs_collection, models, doctor,
+                       train,
                        evaluate, export, predict, tensorboard, demo)

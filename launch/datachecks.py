@@ -71,15 +71,16 @@ def check_local(data_dir: str, force: bool = False) -> list[str]:
     return check(local_findings(data_dir), data_dir, force)
 
 
-def bucket_where(bucket: str) -> str:
-    return f"gs://{bucket}/{layout.RECORDS_PREFIX}/"
+def bucket_where(bucket: str, prefix: str = layout.RECORDS_PREFIX) -> str:
+    return f"gs://{bucket}/{prefix}/"
 
 
-def bucket_findings(storage_client, bucket: str) -> list[checks.Finding]:
+def bucket_findings(storage_client, bucket: str, prefix: str = layout.RECORDS_PREFIX
+                    ) -> list[checks.Finding]:
     from google.api_core.exceptions import NotFound
 
     def read(name: str) -> str | None:
-        blob = storage_client.bucket(bucket).blob(f"{layout.RECORDS_PREFIX}/{name}")
+        blob = storage_client.bucket(bucket).blob(f"{prefix}/{name}")
         try:
             return blob.download_as_bytes(start=0, end=MAX_REPORT_BYTES - 1,
                                           timeout=60).decode("utf-8", "replace")
@@ -87,8 +88,10 @@ def bucket_findings(storage_client, bucket: str) -> list[checks.Finding]:
             return None
 
     return evaluate(read(layout.REPORT_FILENAME), read(layout.LABEL_MAP_FILENAME),
-                    bucket_where(bucket))
+                    bucket_where(bucket, prefix))
 
 
-def check_bucket(storage_client, bucket: str, force: bool = False) -> list[str]:
-    return check(bucket_findings(storage_client, bucket), bucket_where(bucket), force)
+def check_bucket(storage_client, bucket: str, force: bool = False,
+                 prefix: str = layout.RECORDS_PREFIX) -> list[str]:
+    return check(bucket_findings(storage_client, bucket, prefix), bucket_where(bucket, prefix),
+                 force)

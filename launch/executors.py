@@ -10,18 +10,28 @@ It also knows where that run's TensorBoard is.
 from __future__ import annotations
 
 import dataclasses
+import json
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Protocol
+
+from google.api_core.exceptions import GoogleAPIError
+from google.auth.exceptions import GoogleAuthError
 
 from launch import datachecks, workflow
 from launch.cloud import Cloud, default_run_id, job_images, run_paths, standard_labels
-from launch.errors import InputError, MissingError, StepFailed
+from launch.errors import InputError, MissingError, StepFailed, reason
+from launch.gcs import mirror
 from launch.gcs.records import require_training_data
-from launch.jobs import Places, Request
+from launch.images import check_image_uri
+from launch.jobs import Evaluation, Places, Request, Training
+from launch.local import LocalExecutor
 from launch.pricing.estimate import Estimate, measured_speed, read_summaries
 from launch.pricing.table import PriceMissing, PriceTable, job_hourly
+from launch.runs import jobfiles
 from launch.tuning import local as local_tuning
 from launch.tuning import study
 from launch.tuning.commands import submit_sweep
@@ -29,11 +39,30 @@ from launch.tuning.sweep import Sweep
 from launch.vertex import client as vertex_client
 from launch.vertex import jobs as vertex_jobs
 from launch.vertex import persistent
-from launch.vertex.hardware import tensorflow_note
+from launch.vertex.hardware import check_region, tensorflow_note
 from launch.vertex.ladder import Ladder, climb
-from launch.vertex.spec import pin_images, tensorboard_url
+from launch.vertex.spec import CloudTarget, pin_images, tensorboard_url, trainer_images
 from launch.vertex.submit import Submission, create, dispatch, image_pins, pinned
 from trainer.experiments import default_train_steps
+
+
+def _job_text(request: Request, submission: Submission, **decided) -> str:
+    """The resolved job file of `request` (with what the executor decided), written to
+    --save-job when asked."""
+    if request.record is None:
+        return ""
+    text = request.record.text(**decided)
+    if submission.save_job:
+        Path(submission.save_job).write_text(text)
+    return text
+
+
+def _say_job(text: str, where: str) -> None:
+    """A dry run's account on stderr (stdout carries the request): where it would run and
+    the job file that gives this request again."""
+    print(where, file=sys.stderr)
+    if text:
+        print(f"job file:\n{text.rstrip()}", file=sys.stderr, flush=True)
 
 
 class Executor(Protocol):
@@ -65,19 +94,40 @@ class Local:
     places: Places
     cloud: Cloud  # only for `--run-id`, which names a run in the bucket
     force: bool = False
+    submission: Submission = dataclasses.field(default_factory=Submission)
 
     def launch(self, request: Request) -> str:
+        if isinstance(request, Evaluation) and not request.data_dir:  # the run's own data
+            request = dataclasses.replace(
+                request, data_dir=jobfiles.local_run_data_dir(self.places.model_dir))
+        data_dir = request.data_dir or self.places.data_dir
         job = request.trainer_job(self.places)
+        text = _job_text(request, self.submission, data_dir=data_dir,
+                         model_dir=self.places.model_dir)
+        if self.submission.dry_run:
+            _say_job(text, f"runs here: model directory {self.places.model_dir}, data "
+                           f"{data_dir}")
+            return shlex.join(LocalExecutor().command(job))
+        if not mirror.is_gcs(data_dir) and not Path(data_dir).is_dir():
+            raise MissingError(f"--data-dir {data_dir}: no such directory; convert data first "
+                               "(`invoke data.convert`)")
         total_steps = None  # for the progress bar
-        if request.kind == "train":
-            datachecks.check_local(self.places.data_dir, self.force)
+        if isinstance(request, Training):
+            datachecks.check_local(data_dir, self.force)
             total_steps = request.steps or default_train_steps(request.experiment)
+            if text and self.places.model_dir:
+                jobfiles.store_local(self.places.model_dir, text)
         workflow.run_job(job, total_steps)
         return f"{job.name} done: {self.places.model_dir}"
 
     def tune(self, request: Request, sweep: Sweep) -> str:
         """An Optuna study in the sweep directory (--model-dir): trials are runs beside it."""
-        datachecks.check_local(self.places.data_dir, self.force)
+        text = _job_text(request, self.submission, data_dir=request.data_dir or
+                         self.places.data_dir, model_dir=self.places.model_dir)
+        if self.submission.dry_run:
+            _say_job(text, f"runs here: sweep directory {self.places.model_dir}")
+            return json.dumps(sweep.as_mapping(), indent=2)
+        datachecks.check_local(request.data_dir or self.places.data_dir, self.force)
         return local_tuning.run_sweep(sweep, request, self.places)
 
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
@@ -103,14 +153,15 @@ class Vertex:
     force: bool = False
 
     def launch(self, request: Request) -> str:
-        if request.kind == "eval" and not request.run_id:
+        if isinstance(request, Evaluation) and not request.run_id:
             raise InputError("--run-id names the training run to evaluate")
         run_id = vertex_jobs.check_run_id(
             request.run_id or default_run_id(request.experiment))
-        where = job_images(self.cloud)
+        where = self._where(request)
+        request = self._with_run_data(request, run_id)
         ladder = self.submission.ladder
         strategies = ladder.strategies if ladder else (request.resources.scheduling.strategy,)
-        labels = standard_labels()
+        labels = {**standard_labels(), **request.labels}
         jobs = {strategy: vertex_jobs.vertex_job(where, dataclasses.replace(
                     request, resources=request.resources.with_strategy(strategy)),
                     run_id, labels)
@@ -118,14 +169,17 @@ class Vertex:
         machine = request.resources.machine(where.region)
         if note := tensorflow_note(machine):
             print(note, file=sys.stderr)
+        data = self._data_url(request, where)
+        text = _job_text(request, self.submission, run_id=run_id, region=where.region,
+                         data_dir=data)
         if self.submission.dry_run:
-            print(f"resources: {request.resources.describe()}", file=sys.stderr)
+            self._say_dry_run(text, where, run_id, request, isinstance(request, Training))
             if ladder:
                 print(f"capacity ladder: {' -> '.join(strategies)} (the job shown is the "
                       "first rung's)", file=sys.stderr)
         self._price(request, where, jobs, request.resources.hardware_key(machine))
-        if not self.submission.dry_run and request.kind == "train":
-            self._require_data(where.bucket)  # fail now, not after a build
+        if not self.submission.dry_run and isinstance(request, Training):
+            self._require_data(data)  # fail now, not after a build
         if resource_id := request.resources.scheduling.persistent_resource:
             if self.submission.dry_run:
                 print(f"note: the fit on persistent resource {resource_id} is checked when "
@@ -135,6 +189,11 @@ class Vertex:
                     where.region), where.project, where.region, resource_id)
                 for job in jobs.values():
                     persistent.check_fits(job, resource)
+        if not self.submission.dry_run and isinstance(request, Training) and text:
+            image = trainer_images(jobs[strategies[0]])[0]
+            jobfiles.store_in_bucket(self.cloud, run_id, _job_text(
+                request, Submission(), run_id=run_id, region=where.region, data_dir=data,
+                image=image))
         if ladder and not self.submission.dry_run:
             return self._climb(ladder, where, jobs, run_id)
         return dispatch(self.cloud, where, jobs[strategies[0]], run_id, self.submission)
@@ -142,7 +201,7 @@ class Vertex:
     def tune(self, request: Request, sweep: Sweep) -> str:
         """A HyperparameterTuningJob whose trials run the job `launch` would submit for
         `request`, each in its own directory under the sweep's run."""
-        if request.kind != "train":
+        if not isinstance(request, Training):
             raise InputError("a sweep tunes training runs")
         if self.submission.ladder:
             raise InputError("--capacity (a ladder of capacity kinds) does not apply to a "
@@ -150,22 +209,74 @@ class Vertex:
                              "--flex-start for them")
         run_id = vertex_jobs.check_run_id(
             request.run_id or default_run_id(f"{request.experiment}-tune"))
-        where = job_images(self.cloud)
-        trial = vertex_jobs.vertex_job(where, request, run_id, standard_labels(), trial=True)
+        where = self._where(request)
+        trial = vertex_jobs.vertex_job(where, request, run_id,
+                                       {**standard_labels(), **request.labels}, trial=True)
         machine = request.resources.machine(where.region)
+        data = self._data_url(request, where)
+        text = _job_text(request, self.submission, run_id=run_id, region=where.region,
+                         data_dir=data)
+        if self.submission.dry_run:
+            self._say_dry_run(text, where, run_id, request, True)
         self._price(request, where, {request.resources.scheduling.strategy: trial},
                     request.resources.hardware_key(machine), trials=sweep.trials)
         if not self.submission.dry_run:
-            self._require_data(where.bucket)
+            self._require_data(data)
         job = study.tuning_job(sweep, pinned(self.cloud, trial, self.submission))
         if self.submission.dry_run:
             return study.to_json(job)
         return submit_sweep(self.cloud, where, job, run_id, self.submission)
 
-    def _require_data(self, bucket: str) -> None:
-        """A complete conversion in the bucket that the data checks accept."""
-        require_training_data(self.cloud, bucket)
-        datachecks.check_bucket(self.cloud.storage(), bucket, self.force)
+    def _where(self, request: Request) -> CloudTarget:
+        """The project, region, bucket and images, and what a Vertex AI job can read:
+        checked before any request or build."""
+        where = job_images(self.cloud)
+        check_region(where.region)
+        if pinned_image := self.cloud.overrides.get("image"):
+            check_image_uri(pinned_image)
+        for flag_name, path in (("--init-from", request.init_checkpoint),
+                                ("--data-dir", request.data_dir)):
+            if path and not path.startswith(("gs://", "https://")):
+                raise InputError(f"{flag_name} {path[:100]} is on this machine, and a Vertex "
+                                 "AI job reads gs://: copy it to the bucket (`gcloud storage "
+                                 "cp -r`, or `invoke data.upload` for data) and pass its "
+                                 "gs:// path")
+        return where
+
+    def _with_run_data(self, request: Request, run_id: str) -> Request:
+        """Evaluation reads the run's own data (its job file says which) unless told."""
+        if not isinstance(request, Evaluation) or request.data_dir:
+            return request
+        try:
+            recorded = jobfiles.bucket_run_data_dir(self.cloud, run_id)
+        except (GoogleAPIError, GoogleAuthError) as error:
+            if not self.submission.dry_run:
+                raise
+            print(f"note: the run's data directory is read from its job file when the job "
+                  f"is submitted ({reason(error)}); shown: the bucket's records",
+                  file=sys.stderr)
+            return request
+        return dataclasses.replace(request, data_dir=recorded) if recorded else request
+
+    @staticmethod
+    def _data_url(request: Request, where: CloudTarget) -> str:
+        return request.data_dir or f"gs://{where.bucket}/{vertex_jobs.RECORDS_PREFIX}"
+
+    def _say_dry_run(self, text: str, where: CloudTarget, run_id: str, request: Request,
+                     trains: bool) -> None:
+        _say_job(text, f"project {where.project}, region {where.region}, run "
+                       f"{run_paths(self.cloud, run_id).root}")
+        print(f"resources: {request.resources.describe()}", file=sys.stderr)
+        if trains:
+            print("note: dry run: the data checks of the bucket's records were skipped",
+                  file=sys.stderr)
+
+    def _require_data(self, url: str) -> None:
+        """A complete conversion at `url` that the data checks accept."""
+        location = mirror.GcsPath.parse(url)
+        require_training_data(self.cloud, location.bucket, location.prefix)
+        datachecks.check_bucket(self.cloud.storage(), location.bucket, self.force,
+                                location.prefix)
 
     def _price(self, request: Request, where, jobs: dict, hardware: str,
                trials: int = 1) -> None:
@@ -239,7 +350,7 @@ class Vertex:
 
 
 EXECUTORS: dict[str, Callable[[Target], Executor]] = {
-    "local": lambda target: Local(target.places, target.cloud, target.force),
+    "local": lambda target: Local(target.places, target.cloud, target.force, target.submission),
     "vertex": lambda target: Vertex(target.cloud, target.submission, target.force),
 }
 

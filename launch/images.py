@@ -31,6 +31,7 @@ CLOUDBUILD_CONFIG = "cloudbuild.yaml"
 _IMAGE_URI = re.compile(r"^(?P<location>[a-z0-9-]+)-docker\.pkg\.dev/(?P<project>[^/]+)/"
                         r"(?P<repository>[^/]+)/(?P<image>[^:@]+):(?P<tag>[\w.-]+)$")
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+_BY_DIGEST = re.compile(r"^[a-z0-9-]+-docker\.pkg\.dev/[^/:@]+/[^/:@]+/[^:@]+@sha256:[0-9a-f]{64}$")
 
 
 class ImageBuildError(UserError):
@@ -83,6 +84,16 @@ def tag_resource(image_uri: str) -> str:
     g = match.groupdict()
     return (f"projects/{g['project']}/locations/{g['location']}/repositories/"
             f"{g['repository']}/packages/{g['image']}/tags/{g['tag']}")
+
+
+def check_image_uri(image_uri: str) -> str:
+    """`--image`: an Artifact Registry image by tag or digest (jobs run only images of the
+    project's repositories, which the trainer's service account may pull)."""
+    if not (_IMAGE_URI.match(image_uri) or _BY_DIGEST.match(image_uri)):
+        raise ImageBuildError(f"--image {image_uri[:100]!r} is not an Artifact Registry image: "
+                              "give LOCATION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG or "
+                              "...IMAGE@sha256:DIGEST (`invoke image.build` makes one)")
+    return image_uri
 
 
 def with_tag(image_uri: str, tag: str) -> str:

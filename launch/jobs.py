@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from launch.errors import InputError
 from launch.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
 from trainer.args import Args, TrainArgs
 from trainer.experiments import DEFAULT_EXPERIMENT
+
+if TYPE_CHECKING:
+    from launch.jobfile import Written
 
 TRAINER_COMMAND = ("python", "-m", "trainer")
 
@@ -50,7 +54,7 @@ class TrainingRun:
     steps: int | None = None
     init_checkpoint: str | None = None
     init_checkpoint_type: str = "backbone"
-    params_override: str = ""
+    params_override: Sequence[str] = ()
     config_files: Sequence[str] = ()
     hparams: Sequence[str] = ()  # a tuning trial's values, ID=VALUE
 
@@ -61,7 +65,8 @@ class TrainingRun:
                          train_steps=self.steps, init_checkpoint=self.init_checkpoint,
                          init_checkpoint_type=self.init_checkpoint_type
                          if self.init_checkpoint else None,
-                         params_override=self.params_override, hparams=tuple(self.hparams),
+                         params_override=tuple(self.params_override),
+                         hparams=tuple(self.hparams),
                          **more)
 
 
@@ -73,52 +78,77 @@ class Places:
     data_dir: str
 
 
-KINDS = ("train", "eval")
-
-
 @dataclasses.dataclass(frozen=True)
 class Request:
     """A training or evaluation job as a researcher asks for it, the same for every target
-    (XManager's job description). An executor (launch.executors) decides where its files
-    live and runs the TrainerJob it makes."""
+    (XManager's job description); its kind is its type. An executor (launch.executors)
+    decides where its files live and runs the TrainerJob it makes."""
 
-    kind: str  # train | eval
     experiment: str = DEFAULT_EXPERIMENT
     steps: int | None = None
     resources: Resources = DEFAULT_RESOURCES
     run_id: str | None = None  # names the run where runs are named (a bucket's runs/)
-    continuous: bool = True  # eval: follow the training run's checkpoints until it ends
-    idle_timeout: float | None = None  # eval: seconds to wait for a new checkpoint
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise InputError(f"a job is one of {', '.join(KINDS)}, not {self.kind!r}")
-        if self.kind == "eval" and self.resources.replicas != (1,):
-            raise InputError("evaluation runs on one replica: drop --workers and "
-                             "--reduction-servers")
+    data_dir: str | None = None  # None: the target's (work/records, gs://BUCKET/records)
+    init_checkpoint: str | None = None
+    init_checkpoint_type: str = "backbone"
+    config_files: tuple[str, ...] = ()
+    params_override: tuple[str, ...] = ()
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    record: Written | None = None  # the job file it came from: printed, and stored
 
     @classmethod
     def training(cls, experiment: str | None, steps: int | str | None,
-                 resources: Resources = DEFAULT_RESOURCES, run_id: str | None = None
-                 ) -> Request:
+                 resources: Resources = DEFAULT_RESOURCES, run_id: str | None = None,
+                 **more) -> Training:
         """From the command line's values (numbers may come as text)."""
-        return cls("train", experiment or DEFAULT_EXPERIMENT,
-                   optional_number("--steps", steps, int), resources, run_id or None)
+        return Training(experiment or DEFAULT_EXPERIMENT,
+                        optional_number("--steps", steps, int), resources, run_id or None,
+                        **more)
 
     @classmethod
     def evaluation(cls, experiment: str | None, steps: int | str | None,
                    run_id: str | None = None, continuous: bool = True,
                    idle_timeout: float | str | None = None,
-                   resources: Resources = EVAL_RESOURCES) -> Request:
-        return cls("eval", experiment or DEFAULT_EXPERIMENT,
-                   optional_number("--steps", steps, int), resources, run_id or None,
-                   continuous, optional_number("--idle-timeout", idle_timeout, float))
+                   resources: Resources = EVAL_RESOURCES, **more) -> Evaluation:
+        return Evaluation(experiment or DEFAULT_EXPERIMENT,
+                          optional_number("--steps", steps, int), resources, run_id or None,
+                          continuous=continuous, idle_timeout=optional_number(
+                              "--idle-timeout", idle_timeout, float), **more)
+
+    def run(self, places: Places) -> TrainingRun:
+        """The trainer's choices for this request with the target's places (an explicit
+        data directory wins over the target's)."""
+        return TrainingRun(places.model_dir, self.data_dir or places.data_dir,
+                           self.experiment, self.steps, self.init_checkpoint,
+                           self.init_checkpoint_type, tuple(self.params_override),
+                           tuple(self.config_files))
 
     def trainer_job(self, places: Places) -> TrainerJob:
-        run = TrainingRun(places.model_dir, places.data_dir, self.experiment, self.steps)
-        if self.kind == "train":
-            return train_job(run, self.resources)
-        return eval_job(run, self.continuous, self.idle_timeout)
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class Training(Request):
+    """Trains a run: a chief, and workers if the resources have them."""
+
+    def trainer_job(self, places: Places) -> TrainerJob:
+        return train_job(self.run(places), self.resources)
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation(Request):
+    """Evaluates a run's checkpoints on one replica."""
+
+    continuous: bool = True  # follow the training run's checkpoints until it ends
+    idle_timeout: float | None = None  # seconds to wait for a new checkpoint
+
+    def __post_init__(self) -> None:
+        if self.resources.replicas != (1,):
+            raise InputError("evaluation runs on one replica: drop --workers and "
+                             "--reduction-servers")
+
+    def trainer_job(self, places: Places) -> TrainerJob:
+        return eval_job(self.run(places), self.continuous, self.idle_timeout)
 
 
 def train_job(run: TrainingRun, resources: Resources = DEFAULT_RESOURCES,

@@ -3,11 +3,12 @@ the infra outputs file that `cdktf deploy --outputs-file infra/outputs.json` wri
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from infra import outputs as stack_outputs
-from launch.errors import MissingError
+from launch.errors import InputError, MissingError
 from launch.vertex.spec import CloudTarget
 
 OUTPUTS_FILE = stack_outputs.OUTPUTS_FILE
@@ -27,6 +28,18 @@ class SettingsMissingError(MissingError):
     pass
 
 
+BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
+
+
+def bucket_name(value: str, source: str) -> str:
+    """A bucket's name, given plainly or as gs://NAME (never doubled into gs://gs://)."""
+    name = value.removeprefix("gs://").rstrip("/")
+    if not BUCKET.fullmatch(name) or ".." in name:
+        raise InputError(f"{source} {value[:100]!r} is not a bucket name: lowercase letters, "
+                         "digits, '-', '_' and '.' (gs://NAME is fine; no path after it)")
+    return name
+
+
 def resolve_fields(environment: str, overrides: Mapping[str, str | None],
                    env: Mapping[str, str], config: Mapping[str, str],
                    outputs_path: Path = OUTPUTS_FILE,
@@ -35,8 +48,13 @@ def resolve_fields(environment: str, overrides: Mapping[str, str | None],
     outputs = stack_outputs.read(environment, outputs_path)
     values = {}
     for field, output in FROM_OUTPUTS.items():
-        values[field] = (overrides.get(field) or env.get(f"{ENV_PREFIX}{field.upper()}")
-                         or config.get(field) or outputs.get(output))
+        sources = ((f"--{field.replace('_', '-')}", overrides.get(field)),
+                   (f"{ENV_PREFIX}{field.upper()}", env.get(f"{ENV_PREFIX}{field.upper()}")),
+                   (f"invoke.yaml's vertex.{field}", config.get(field)),
+                   (f"{outputs_path}'s {output}", outputs.get(output)))
+        source, values[field] = next(((s, v) for s, v in sources if v), ("", None))
+        if field == "bucket" and values[field]:
+            values[field] = bucket_name(str(values[field]), source)
     missing = [field for field in required if not values[field]]
     if missing:
         stack = stack_outputs.stack_name(environment)

@@ -18,7 +18,7 @@ def upload_records(cloud: Cloud, records_dir: str, prune: bool = False) -> str:
             f"gs://{bucket}/{RECORDS_PREFIX}/")
 
 
-def require_training_data(cloud: Cloud, bucket: str) -> None:
-    if problems := upload.training_data_problems(cloud.storage(), bucket, RECORDS_PREFIX):
-        raise MissingError(f"gs://{bucket}/{RECORDS_PREFIX}/ {'; '.join(problems)}: "
+def require_training_data(cloud: Cloud, bucket: str, prefix: str = RECORDS_PREFIX) -> None:
+    if problems := upload.training_data_problems(cloud.storage(), bucket, prefix):
+        raise MissingError(f"gs://{bucket}/{prefix}/ {'; '.join(problems)}: "
                            "run `invoke data.convert` and `invoke data.upload --prune` first")

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from launch.errors import InputError, StepFailed
-from launch.jobs import Places, Request, TrainerJob, TrainingRun, train_job
+from launch.jobs import Places, Request, TrainerJob, Training, train_job
 from launch.local import STEP_LINE, LocalExecutor
 from launch.tuning.sweep import Sweep
 from trainer import hparams
@@ -81,8 +81,8 @@ def trial_job(request: Request, places: Places, sweep: Sweep, run_dir: Path, num
     """`invoke train`'s job in the trial's directory, with the trial's values and the
     environment Vertex AI gives a tuning trial (its id, the metric's tag, the metric file)."""
     flags = [f"{hparams.parameter_id(name)}={value}" for name, value in values.items()]
-    run = TrainingRun(str(run_dir), places.data_dir, request.experiment, request.steps,
-                      hparams=flags)
+    run = dataclasses.replace(request.run(Places(str(run_dir), places.data_dir)),
+                              hparams=tuple(flags))
     job = train_job(run, request.resources)
     return dataclasses.replace(job, name=f"trial-{number}", env={
         **job.env, hparams.TRIAL_ENV: str(number), hparams.METRIC_TAG_ENV: sweep.metric,
@@ -93,7 +93,7 @@ def identity(sweep: Sweep, request: Request, places: Places) -> dict:
     """What must not change when a sweep resumes (trials and parallel may)."""
     fixed = {k: v for k, v in sweep.as_mapping().items() if k not in ("trials", "parallel")}
     return {"sweep": fixed, "experiment": request.experiment, "steps": request.steps,
-            "data_dir": places.data_dir}
+            "data_dir": request.data_dir or places.data_dir}
 
 
 def _claim(root: Path, wanted: dict):
@@ -197,7 +197,7 @@ def run_sweep(sweep: Sweep, request: Request, places: Places,
     `sweep.parallel` trials at a time; returns the trials, best first."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    if request.kind != "train":
+    if not isinstance(request, Training):
         raise InputError("a sweep tunes training runs")
     if "://" in places.model_dir:
         raise InputError(f"--model-dir {places.model_dir}: a local sweep keeps its study and "

@@ -222,10 +222,11 @@ def _value(text: str):
         return text
 
 
-def load(path: str | None, flags: Iterable[str] = (), **fields) -> Sweep:
-    """`invoke tune`'s sweep: the file (if any), then `--param` flags, then the fields given
-    as flags (None: the file's or the default)."""
-    data: dict = {}
+def load(path: str | None, flags: Iterable[str] = (), base: Mapping | None = None,
+         **fields) -> Sweep:
+    """`invoke tune`'s sweep: `base` (a job file's), the sweep file (if any) over it, then
+    `--param` flags, then the fields given as flags (None: the file's or the default)."""
+    data: dict = dict(base or {})
     if path:
         try:
             text = Path(path).read_text()
@@ -233,7 +234,7 @@ def load(path: str | None, flags: Iterable[str] = (), **fields) -> Sweep:
             raise SweepError(f"cannot read the sweep file {path}: "
                              f"{getattr(error, 'strerror', None) or error}") from None
         try:
-            data = dict(yaml.safe_load(text) or {})
+            data.update(yaml.safe_load(text) or {})
         except (yaml.YAMLError, TypeError, ValueError):
             return Sweep.from_yaml(text)  # says what is wrong with it
     flags = list(flags)

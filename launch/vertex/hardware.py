@@ -86,6 +86,21 @@ def _listed(values) -> str:
     return ", ".join(map(str, values))
 
 
+def regions() -> list[str]:
+    """Every region where the catalogue knows Vertex AI trains on some accelerator."""
+    facts = catalogue()
+    return sorted({region for offered in (*facts["regions"].values(),
+                                          *facts["tpu_regions"].values())
+                   for region in offered})
+
+
+def check_region(region: str) -> str:
+    if region not in regions():
+        raise HardwareError(f"--region {region[:80]!r} is not a Vertex AI training region the "
+                            f"catalogue knows: {_listed(regions())}")
+    return region
+
+
 def parse_accelerator(text: str | None) -> tuple[str | None, int]:
     """`NVIDIA_TESLA_T4:2` -> ("NVIDIA_TESLA_T4", 2); a bare type means one."""
     if not text:

@@ -42,6 +42,7 @@ class Submission:
     poll_seconds: float = 15.0
     max_cost: float | None = None  # USD: refuse a job that can or should cost more
     ladder: Ladder | None = None  # capacity kinds to try in turn (waits for each job)
+    save_job: str | None = None  # write the resolved job file here too
 
 
 def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,

@@ -1,0 +1,475 @@
+"""A job written down once. The options `invoke train`, `tune` and `eval` share are the fields
+of `JobFile`: the tasks' flags, their help, the job file's keys and the check of every value
+all come from these fields, so a flag and a key never disagree.
+
+    invoke train --job job.yaml --steps 2000   # the file, then the flags over it
+    invoke train --job job.yaml --dry-run      # the resolved file, then the request it makes
+    invoke train --rerun RUN_ID                # the file an earlier run stored
+
+A file's keys are the flags' names (`machine-type: g2-standard-8`). Evaluation runs on its own
+hardware, so eval reads its machine, scheduling and options from the file's `eval:` section
+(default: a CPU machine); `tune:` holds the sweep (the sweep file's fields). Nothing here
+calls an API or imports a target's modules: executors turn the resolved file into jobs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launch import pretrained
+from launch.errors import InputError
+from launch.jobs import Evaluation, Request, Training
+from launch.resources import Resources, Scheduling
+from trainer import hparams
+from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
+from trainer.experiments import fields as experiment_fields
+
+TRAIN, TUNE, EVAL = "train", "tune", "eval"
+TASKS = (TRAIN, TUNE, EVAL)
+TRAINING = frozenset({TRAIN, TUNE})  # a sweep's trials are training runs
+EVERY = frozenset(TASKS)
+SECTIONS = {EVAL: "eval", TUNE: "tune"}  # a task's own section of the file
+TARGETS = ("local", "vertex")
+INIT_TYPES = ("backbone", "detector", "all")
+MAX_FILE_BYTES = 1 << 20
+KEY_VALUE = re.compile(r"(?P<key>[^=]+)=(?P<value>.*)", re.DOTALL)
+
+
+class JobFileError(InputError):
+    """A job file or flag value that cannot make a job; the message names the flag."""
+
+
+def option(help: str, *, default: Any = None, tasks: frozenset = EVERY,
+           hardware: bool = False, minimum: float | None = None, above: bool = False,
+           choices: tuple[str, ...] | None = None) -> Any:
+    """A field that is a flag of each task in `tasks` and a key of the job file.
+    `hardware`: eval reads it from the file's `eval:` section (its own machine); `minimum`
+    bounds a number (`above`: strictly)."""
+    metadata = {"help": help, "tasks": tasks, "hardware": hardware, "minimum": minimum,
+                "above": above, "choices": choices}
+    if isinstance(default, (tuple, dict)):
+        return dataclasses.field(default_factory=lambda: type(default)(default),
+                                 metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobFile:
+    """What a researcher decides about a run, the same for every target."""
+
+    target: str = option("where it runs: local or vertex", default="local", choices=TARGETS)
+    experiment: str = option("the model: " + ", ".join(EXPERIMENTS) + ", or a Model "
+                             "Garden detection experiment", default=DEFAULT_EXPERIMENT)
+    data_dir: str | None = option("converted TFRecords, local or gs:// (default: "
+                                  "work/records; on Vertex AI gs://BUCKET/records; eval: "
+                                  "the run's own)")
+    model_dir: str | None = option("local: checkpoints and summaries (default: work/model; "
+                                   "tune: the sweep's directory, work/sweep)")
+    run_id: str | None = option("the run's name: gs://BUCKET/runs/RUN_ID (default: the "
+                                "experiment and the time)")
+    region: str | None = option("Vertex AI region (default: the infra outputs')")
+    image: str | None = option("an Artifact Registry image to run (default: these sources' "
+                               "content-hash tag, built first if missing)")
+    init_from: str | None = option("fine-tune from a pretrained checkpoint: a name from "
+                                   "`invoke models.pretrained`, or a gs:// or local "
+                                   "checkpoint prefix or directory", tasks=TRAINING)
+    init_type: str | None = option("what --init-from holds: backbone (an ImageNet "
+                                   "classifier), detector (a detector of other classes: "
+                                   "backbone and decoder are restored) or all (your own run's "
+                                   "classes) (default: the catalogue's; all for a path)",
+                                   tasks=TRAINING, choices=INIT_TYPES)
+    steps: int | None = option("training steps (default: the experiment's)", minimum=1)
+    override: Mapping[str, Any] = option("a Model Garden parameter, KEY=VALUE (repeatable): "
+                            "batch_size, learning_rate, warmup_steps, input_size or a "
+                            "config path such as task.model.head.num_convs", default={})
+    config_file: tuple = option("a Model Garden YAML applied to the experiment before "
+                                "--override (repeatable; the path is read where the trainer "
+                                "runs)", default=())
+    params_override: tuple = option("Model Garden's --params_override, passed through "
+                                    "(repeatable)", default=())
+    label: Mapping[str, str] = option("a label for the run's jobs, KEY=VALUE (repeatable)", default={})
+    max_cost: float | None = option("USD: refuse a job whose bound (price x timeout) or "
+                                    "expected cost is higher", minimum=0, above=True)
+    machine_type: str | None = option("e.g. n1-standard-8, g2-standard-8, a3-highgpu-8g "
+                                      "(vertex)", hardware=True)
+    accelerator: str | None = option("TYPE:COUNT, e.g. NVIDIA_TESLA_T4:1 (vertex)",
+                                     hardware=True)
+    tpu: str | None = option("v2-8, v3-8, v5litepod-1|4|8|16|...|256, v6e-1|4|...|256 "
+                             "(vertex)", hardware=True)
+    tpu_topology: str | None = option("e.g. 2x2, 4x4 (with a TPU --machine-type)",
+                                      hardware=True)
+    workers: int = option("workers beside the chief", default=0, tasks=TRAINING, minimum=0)
+    reduction_servers: int = option("Reduction Server replicas (vertex, GPU workers)",
+                                    default=0, tasks=TRAINING, minimum=0)
+    spot: bool = option("Spot VMs (vertex)", default=False, hardware=True)
+    flex_start: bool = option("queue for capacity: Dynamic Workload Scheduler (vertex; "
+                              "L4, A100, H100, H200, B200)", default=False, hardware=True)
+    max_wait_hours: float | None = option("--flex-start: hours to queue (0: no limit; "
+                                          "default 24)", hardware=True, minimum=0)
+    reservation: str | None = option("consume a Compute Engine reservation: any, ZONE/NAME "
+                                     "or its path", hardware=True)
+    persistent_resource: str | None = option("run on this Vertex AI persistent resource "
+                                             "(ID)", hardware=True)
+    timeout_hours: float = option("job timeout (vertex)", default=24.0, hardware=True,
+                                  minimum=0, above=True)
+    capacity: tuple = option("kinds of capacity to try in order, e.g. "
+                             "spot,flex-start,standard: a job that finds none is "
+                             "resubmitted on the next (vertex; waits)", default=(),
+                             tasks=frozenset({TRAIN}))
+    max_preemptions: int = option("--capacity: preempted jobs resubmitted on the same kind "
+                                  "before the next", default=2, tasks=frozenset({TRAIN}),
+                                  minimum=0)
+    once: bool = option("evaluate the newest checkpoint and stop", default=False,
+                        tasks=frozenset({EVAL}), hardware=True)
+    idle_timeout: float | None = option("seconds to wait for a new checkpoint",
+                                        tasks=frozenset({EVAL}), hardware=True, minimum=0,
+                                        above=True)
+    sweep: Mapping[str, Any] = option("the sweep (tune: the sweep file's fields)", default={},
+                         tasks=frozenset({TUNE}), hardware=True)
+
+    def to_yaml(self, task: str, header: str = "") -> str:
+        """The resolved file for `task`: every value that differs from its default, plus
+        the ones that say what runs (target, experiment, steps, data and run)."""
+        return header + yaml.safe_dump(self.as_mapping(task), sort_keys=False,
+                                       default_flow_style=False, allow_unicode=True)
+
+    def as_mapping(self, task: str) -> dict:
+        top: dict[str, Any] = {}
+        section: dict[str, Any] = {}
+        for field in options(task):
+            value = getattr(self, field.name)
+            if value == field.default and field.name not in ALWAYS_WRITTEN:
+                continue
+            if value is None:
+                continue
+            where = section if _in_section(field, task) else top
+            where[key(field)] = _plain(value)
+        if section:
+            top[SECTIONS[task]] = section
+        return top
+
+
+# Written even at their defaults: a reviewer sees what runs, and a rerun does not depend on
+# a default that may change.
+ALWAYS_WRITTEN = ("target", "experiment")
+FIELDS = {field.name: field for field in dataclasses.fields(JobFile)}
+
+
+def key(field: dataclasses.Field) -> str:
+    """A field's flag without its dashes, and its key in the file: `machine-type`."""
+    return field.name.replace("_", "-")
+
+
+def flag(name: str) -> str:
+    return f"--{name.replace('_', '-')}"
+
+
+def options(task: str) -> list[dataclasses.Field]:
+    """The fields `task` takes, in declaration order."""
+    return [field for field in dataclasses.fields(JobFile) if task in field.metadata["tasks"]]
+
+
+def _in_section(field: dataclasses.Field, task: str) -> bool:
+    """Whether `task` reads this field from its own section (eval's machine, tune's sweep)."""
+    return task in SECTIONS and field.metadata["hardware"]
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def read(path: str) -> dict:
+    """A job file as a mapping, or a JobFileError naming `--job` and what is wrong."""
+    try:
+        file = Path(path)
+        if file.stat().st_size > MAX_FILE_BYTES:
+            raise JobFileError(f"--job {path}: larger than {MAX_FILE_BYTES >> 10} KiB; a job "
+                               "file is a page of settings")
+        text = file.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        raise JobFileError(f"--job {path}: cannot read it "
+                           f"({getattr(error, 'strerror', None) or error})") from None
+    return parse(text, f"--job {path}")
+
+
+def parse(text: str, source: str) -> dict:
+    try:
+        data = yaml.safe_load(text)
+    except (yaml.YAMLError, RecursionError) as error:
+        raise JobFileError(f"{source}: not YAML ({str(error).splitlines()[0][:200]})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise JobFileError(f"{source}: a job file is a mapping of flag names to values, e.g. "
+                           "`steps: 2000`")
+    return dict(data)
+
+
+def resolve(task: str, flags: Mapping[str, Any], file: Mapping[str, Any] | None = None,
+            source: str = "") -> JobFile:
+    """The job `task` runs: each field from the flags if given, else from the file (its
+    section for eval's machine and tune's sweep), else its default; every value checked."""
+    values: dict[str, Any] = {}
+    for name, value in _from_file(task, file or {}, source).items():
+        values[name] = _value(FIELDS[name], value, f"{flag(name)} (in {source})")
+    for name, value in flags.items():
+        if name in FIELDS and _given(value) and task in FIELDS[name].metadata["tasks"]:
+            values[name] = _value(FIELDS[name], value, flag(name))
+    job = JobFile(**values)
+    _check(job, task)
+    return job
+
+
+def _given(value: Any) -> bool:
+    """invoke's "not on the command line": None, False, or an empty repeatable flag."""
+    return value not in (None, False, "") and value != [] and value != ()
+
+
+def _from_file(task: str, file: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The file's values `task` reads: top-level keys, and its own section's."""
+    known = {key(field): field for field in FIELDS.values()}
+    sections = set(SECTIONS.values())
+    for name in file:
+        if name not in known and name not in sections:
+            raise JobFileError(f"{source}: unknown key {str(name)[:80]!r}; a job file's keys "
+                               "are the flags' names (`invoke train --help`), plus `eval:` "
+                               "and `tune:` sections")
+    section = file.get(SECTIONS.get(task, ""), {}) or {}
+    if not isinstance(section, Mapping):
+        raise JobFileError(f"{source}: `{SECTIONS[task]}:` is a mapping of flag names to "
+                           "values")
+    for name in section:
+        if name not in known or not known[name].metadata["hardware"]:
+            raise JobFileError(f"{source}: `{SECTIONS[task]}:` takes "
+                               f"{', '.join(key(f) for f in options(task) if _in_section(f, task))}"
+                               f"; not {str(name)[:80]!r}")
+    values = {}
+    for name, field in known.items():
+        if task not in field.metadata["tasks"]:
+            continue
+        where = section if _in_section(field, task) else file
+        if name in where:
+            values[field.name] = where[name]
+    return values
+
+
+def _value(field: dataclasses.Field, value: Any, shown: str) -> Any:
+    """A flag's text (invoke passes text) or a file's YAML value, as the field's type."""
+    kind = _kind(field)
+    meta = field.metadata
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise JobFileError(f"{shown} is true or false, got {value!r}")
+        return value
+    if kind is dict:
+        return _mapping(field, value, shown)
+    if kind is tuple:
+        return _sequence(field, value, shown)
+    if kind in (int, float):
+        number = _number(value, kind, shown)
+        minimum = meta["minimum"]
+        if minimum is not None and (number <= minimum if meta["above"] else number < minimum):
+            bound = f"more than {minimum:g}" if meta["above"] else f"at least {minimum:g}"
+            raise JobFileError(f"{shown} must be {bound}, got {value!r}")
+        return number
+    if not isinstance(value, str) or not value.strip():
+        raise JobFileError(f"{shown} is text, got {value!r}")
+    if meta["choices"] and value not in meta["choices"]:
+        raise JobFileError(f"{shown} must be one of {', '.join(meta['choices'])}, got "
+                           f"{value[:80]!r}")
+    return value
+
+
+def _kind(field: dataclasses.Field) -> type:
+    """bool, int, float, tuple (a list), dict (a mapping) or str, from the annotation."""
+    annotation = str(field.type)
+    if annotation.startswith("Mapping"):
+        return dict
+    for kind in (bool, int, float, tuple):
+        if annotation.startswith(kind.__name__):
+            return kind
+    return str
+
+
+def _number(value: Any, kind: type, shown: str) -> int | float:
+    """A finite number; for a whole number field, a whole one (`1e3` is 1000, `1.5` is not)."""
+    word = "a whole number" if kind is int else "a number"
+    if isinstance(value, bool):
+        raise JobFileError(f"{shown} must be {word}, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise JobFileError(f"{shown} must be {word}, got {str(value)[:80]!r}") from None
+    if not math.isfinite(number) or abs(number) > 1e15:
+        raise JobFileError(f"{shown} must be {word}, got {str(value)[:80]!r}")
+    if kind is int:
+        if not number.is_integer():
+            raise JobFileError(f"{shown} must be {word}, got {value!r}")
+        return int(number)
+    return number
+
+
+def _sequence(field: dataclasses.Field, value: Any, shown: str) -> tuple:
+    """A repeatable flag (a list of texts; `--capacity a,b` is one text) or a YAML list."""
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)):
+        raise JobFileError(f"{shown} is a list, got {value!r}")
+    if field.name == "capacity":
+        items = [part.strip() for item in items for part in str(item).split(",")
+                 if part.strip()]
+    if not all(isinstance(item, str) and item for item in items):
+        raise JobFileError(f"{shown}: each value is text, got {items!r}"[:200])
+    return tuple(items)
+
+
+def _mapping(field: dataclasses.Field, value: Any, shown: str) -> dict:
+    """`KEY=VALUE` flags (repeatable) or a YAML mapping. An override's value is YAML
+    (`0.01`, `true`, `[640, 640, 3]`); a label's is text."""
+    if field.name == "sweep":
+        if not isinstance(value, Mapping):
+            raise JobFileError(f"{shown}: the sweep is a mapping (the sweep file's fields)")
+        return dict(value)
+    if isinstance(value, Mapping):
+        pairs = dict(value)
+    elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        pairs = {}
+        for text in value:
+            match = KEY_VALUE.fullmatch(text)
+            if not match or not match["key"].strip():
+                raise JobFileError(f"{shown} takes KEY=VALUE, got {text[:80]!r}")
+            pairs[match["key"].strip()] = match["value"] if field.name == "label" \
+                else _yaml_value(match["value"], shown)
+    else:
+        raise JobFileError(f"{shown} takes KEY=VALUE pairs, got {value!r}"[:200])
+    if field.name == "label":
+        return _labels(pairs, shown)
+    return {str(k): v for k, v in pairs.items()}
+
+
+def _yaml_value(text: str, shown: str) -> Any:
+    try:
+        return yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        raise JobFileError(f"{shown}: {text[:80]!r} is not a value (a number, true/false, "
+                           "text or [a, list])") from None
+
+
+LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+
+
+def _labels(pairs: Mapping, shown: str) -> dict[str, str]:
+    """Google Cloud labels: lowercase keys and values, at most 63 characters."""
+    labels = {}
+    for name, value in pairs.items():
+        text = "" if value is None else str(value)
+        if not LABEL.fullmatch(str(name)) or not LABEL_VALUE.fullmatch(text):
+            raise JobFileError(f"{shown} {str(name)[:40]}={text[:40]}: label keys and values "
+                               "are up to 63 lowercase letters, digits, '_' or '-' (keys "
+                               "start with a letter)")
+        labels[str(name)] = text
+    return labels
+
+
+def _check(job: JobFile, task: str) -> None:
+    """What depends on several values, or on the experiment."""
+    if job.experiment not in experiment_fields.registered():
+        raise JobFileError(f"--experiment {job.experiment[:80]!r} is not a detection "
+                           f"experiment: use {', '.join(EXPERIMENTS)} or one of Model "
+                           "Garden's (`invoke models.pretrained` lists what fits each)")
+    if job.init_type and not job.init_from:
+        raise JobFileError("--init-type says what --init-from holds: add --init-from or drop "
+                           "it")
+    check_overrides(job.experiment, job.override)
+
+
+def check_overrides(experiment: str, overrides: Mapping[str, Any]) -> None:
+    """Each `--override` names a field of the experiment's config, with a value of its type
+    (checked for the shipped experiments, whose fields are recorded; the trainer checks any
+    experiment again)."""
+    known = experiment_fields.fields(experiment)
+    for name, value in overrides.items():
+        path = hparams.config_path(name)
+        if path is None:
+            raise JobFileError(f"--override {name[:80]!r}: use one of "
+                               f"{', '.join(hparams.PARAMETERS)} or a config path such as "
+                               "task.model.head.num_convs")
+        if known is None:
+            continue
+        kind = "list" if name == "input_size" else known.get(path)  # a side: S -> [S, S, 3]
+        if kind is None:
+            close = sorted(p for p in known if p.rsplit(".", 1)[-1] == path.rsplit(".", 1)[-1])
+            hint = f" (did you mean {', '.join(close[:3])}?)" if close else ""
+            raise JobFileError(f"--override {name[:80]!r}: {experiment} has no field "
+                               f"{path[:80]}{hint}")
+        shown_kind = "whole number" if kind == "int" else kind
+        if name == "input_size":
+            kind, shown_kind = "int", "whole number (the side of a square input)"
+        if not experiment_fields.fits(kind, value):
+            raise JobFileError(f"--override {name}={value!r}: {path} takes a {shown_kind}")
+
+
+def trainer_overrides(job: JobFile) -> tuple[str, ...]:
+    """The file's Model Garden parameters as the trainer's --params_override values: the
+    user's own first, then `override` (one JSON document, so its values keep their types)."""
+    merged: dict = {}
+    for name, value in job.override.items():
+        _merge(merged, hparams.override(name, value))
+    return (*job.params_override, *([json.dumps(merged, sort_keys=True)] if merged else []))
+
+
+def _merge(into: dict, more: Mapping) -> None:
+    for name, value in more.items():
+        if isinstance(value, Mapping) and isinstance(into.get(name), dict):
+            _merge(into[name], value)
+        else:
+            into[name] = value
+
+
+@dataclasses.dataclass(frozen=True)
+class Written:
+    """A resolved job file and the task it is for: what `--dry-run` prints and a run stores
+    (the executor fills in what it decides: the run id, the region, the image's digest)."""
+
+    task: str
+    job: JobFile
+
+    def text(self, **decided: Any) -> str:
+        job = dataclasses.replace(self.job, **{k: v for k, v in decided.items() if v})
+        return job.to_yaml(self.task, f"# invoke {self.task} --job FILE: this job again "
+                                      "(flags given with it win)\n")
+
+
+def request(job: JobFile, task: str) -> Request:
+    """The job as the request executors run: the pretrained checkpoint resolved against
+    the experiment, the hardware as Resources, the overrides as the trainer's."""
+    customised = bool(job.config_file or job.params_override or any(
+        (hparams.config_path(name) or "").startswith(("task.model.backbone",
+                                                      "task.model.decoder"))
+        for name in job.override))
+    init = pretrained.resolve(job.init_from, job.init_type, job.experiment, customised)
+    resources = Resources.from_flags(
+        machine_type=job.machine_type, accelerator=job.accelerator, tpu=job.tpu,
+        tpu_topology=job.tpu_topology, workers=job.workers,
+        reduction_servers=job.reduction_servers, scheduling=Scheduling.from_flags(
+            spot=job.spot, flex_start=job.flex_start, timeout_hours=job.timeout_hours,
+            max_wait_hours=job.max_wait_hours, reservation=job.reservation,
+            persistent_resource=job.persistent_resource))
+    common = {"experiment": job.experiment, "steps": job.steps, "resources": resources,
+              "run_id": job.run_id, "data_dir": job.data_dir,
+              "config_files": tuple(job.config_file),
+              "params_override": trainer_overrides(job), "labels": dict(job.label),
+              "record": Written(task, job)}
+    if init:
+        common.update(init_checkpoint=init.checkpoint, init_checkpoint_type=init.type)
+    if task == EVAL:
+        return Evaluation(**common, continuous=not job.once, idle_timeout=job.idle_timeout)
+    return Training(**common)

@@ -1,0 +1,85 @@
+"""The job file each run stores beside its checkpoints: what `--rerun` repeats, and where
+`invoke eval` finds the run's own data directory. A local run keeps it in its model
+directory; a Vertex AI run at gs://BUCKET/runs/RUN_ID/job.yaml."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from launch.cloud import Cloud, run_paths
+from launch.errors import MissingError
+from launch.gcs.mirror import is_gcs
+
+JOB_FILE = "job.yaml"
+
+MAX_BYTES = 1 << 20
+
+
+def store_local(model_dir: str, text: str) -> None:
+    path = Path(model_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    (path / JOB_FILE).write_text(text)
+
+
+def store_in_bucket(cloud: Cloud, run_id: str, text: str) -> str:
+    """Writes the run's job file; its gs:// URL."""
+    paths = run_paths(cloud, run_id)
+    url = f"{paths.root}/{JOB_FILE}"
+    cloud.storage().bucket(paths.bucket).blob(url.removeprefix(f"gs://{paths.bucket}/")) \
+        .upload_from_string(text, content_type="application/yaml", timeout=60)
+    return url
+
+
+def stored_job(cloud: Cloud, run: str) -> tuple[str, str]:
+    """The job file of `run`: a local model directory holding one, else a run id in the
+    bucket; (its text, where it was read)."""
+    local = Path(run, JOB_FILE)
+    if local.is_file():
+        return local.read_text()[:MAX_BYTES], str(local)
+    if "/" in run or run.startswith("."):
+        raise MissingError(f"--rerun {run[:100]}: no {JOB_FILE} there (a run started by "
+                           "`invoke train` stores one in its model directory)")
+    paths = run_paths(cloud, run)  # checks the run id
+    text = _read_bucket(cloud.storage(), paths.bucket, f"{paths.root}/{JOB_FILE}")
+    if text is None:
+        raise MissingError(f"--rerun {run}: no {JOB_FILE} in {paths.root} (runs launched "
+                           "before job files were stored cannot be rerun this way)")
+    return text, f"{paths.root}/{JOB_FILE}"
+
+
+def _read_bucket(storage_client, bucket: str, url: str) -> str | None:
+    from google.api_core.exceptions import NotFound
+
+    blob = storage_client.bucket(bucket).blob(url.removeprefix(f"gs://{bucket}/"))
+    try:
+        return blob.download_as_bytes(start=0, end=MAX_BYTES - 1, timeout=60).decode(
+            "utf-8", "replace")
+    except NotFound:
+        return None
+
+
+def recorded_data_dir(text: str | None) -> str | None:
+    """The data directory a stored job file names (None: none recorded, or unreadable)."""
+    try:
+        data = yaml.safe_load(text) if text else None
+    except yaml.YAMLError:
+        return None
+    value = data.get("data-dir") if isinstance(data, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def local_run_data_dir(model_dir: str) -> str | None:
+    """The data directory the local run in `model_dir` trained on, if it recorded one."""
+    if is_gcs(model_dir):
+        return None
+    path = Path(model_dir, JOB_FILE)
+    return recorded_data_dir(path.read_text()[:MAX_BYTES]) if path.is_file() else None
+
+
+def bucket_run_data_dir(cloud: Cloud, run_id: str) -> str | None:
+    """The data directory the Vertex AI run `run_id` trained on, if it recorded one."""
+    paths = run_paths(cloud, run_id)
+    return recorded_data_dir(_read_bucket(cloud.storage(), paths.bucket,
+                                          f"{paths.root}/{JOB_FILE}"))

@@ -1,0 +1,138 @@
+"""How `tasks.py` declares its flags: invoke's `@task` with the choices this project makes
+once. No automatic short flags (`-h` stays help, and one letter never means two things);
+every option's help shows its type and default; numbers are parsed here, so `--steps abc`
+is one line naming the flag (exit 2), not invoke's traceback. `job_task` builds train, tune
+and eval from the fields of `launch.jobfile.JobFile`, the one place they are declared."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from invoke import Exit
+from invoke import task as invoke_task
+
+from launch import jobfile
+
+KIND_WORDS = {bool: "", int: "whole number", float: "number", str: "text",
+              tuple: "repeatable", dict: "KEY=VALUE, repeatable"}
+
+
+def describe(help: str, kind: type, default: Any, bound: str = "") -> str:
+    """`help [type; default X]`: what invoke prints beside the flag."""
+    facts = [f"{KIND_WORDS[kind]}{bound}".strip()]
+    unset = default is None or default is False or (not isinstance(default, (int, float))
+                                                     and not default)
+    if not unset and "default" not in help:
+        facts.append(f"default {default:g}" if isinstance(default, float)
+                     else f"default {default}")
+    shown = "; ".join(fact for fact in facts if fact)
+    return f"{help} [{shown}]" if shown else help
+
+
+def _number(name: str, value: Any, kind: type) -> int | float:
+    try:
+        return jobfile._number(value, kind, jobfile.flag(name))
+    except jobfile.JobFileError as error:
+        raise Exit(f"error: {error}", code=2) from None
+
+
+def task(*args, help: Mapping[str, str] | None = None, **kwargs):
+    """invoke's `@task` (with or without options), as described above."""
+    def decorate(body: Callable) -> Any:
+        signature = inspect.signature(body)
+        numbers = {name: type(p.default) for name, p in signature.parameters.items()
+                   if type(p.default) in (int, float)}
+        texts = dict(help or {})
+        for name, parameter in signature.parameters.items():
+            if name in texts:
+                default = parameter.default
+                kind = bool if isinstance(default, bool) else type(default) \
+                    if type(default) in KIND_WORDS else str
+                if name in kwargs.get("iterable", ()):
+                    kind = tuple
+                texts[name] = describe(texts[name], kind, default)
+
+        @functools.wraps(body)
+        def run(context, *positional, **values):
+            for name, kind in numbers.items():
+                if name in values and not isinstance(values[name], kind):
+                    values[name] = _number(name, values[name], kind)
+            return body(context, *positional, **values)
+
+        # invoke parses numbers itself (a traceback on `abc`) unless their default is text
+        run.__signature__ = signature.replace(parameters=[
+            p.replace(default=str(p.default)) if name in numbers else p
+            for name, p in signature.parameters.items()])
+        return invoke_task(run, auto_shortflags=False, help=texts, **kwargs)
+
+    if len(args) == 1 and callable(args[0]) and not kwargs and help is None:
+        return decorate(args[0])
+    return decorate
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """A flag of a job task that is not part of the job: how to run it, or where."""
+
+    help: str
+    default: Any = None
+    iterable: bool = False
+
+
+def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> Callable:
+    """`@job_task("train", {...})` over `def train(c, **flags)`: the task takes every
+    JobFile field `kind` takes, with the field's help, plus `flags` (which win over a field
+    of the same name); the body gets them all as keyword arguments (None: not given)."""
+    def decorate(body: Callable) -> Any:
+        parameters = [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        texts, iterable = {}, []
+        for field in jobfile.options(kind):
+            if field.name in flags:
+                continue
+            field_kind = jobfile._kind(field)
+            parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY,
+                                                default=False if field_kind is bool else None))
+            repeatable = field_kind in (tuple, dict) and field.name not in COMMA_LISTS
+            texts[field.name] = describe(field.metadata["help"],
+                                         field_kind if repeatable or field_kind is bool
+                                         else str if field_kind is tuple else field_kind,
+                                         _default(field), _bound(field))
+            if repeatable:
+                iterable.append(field.name)
+        for flag_name, extra in flags.items():
+            parameters.append(inspect.Parameter(flag_name, inspect.Parameter.KEYWORD_ONLY,
+                                                default=extra.default))
+            texts[flag_name] = describe(extra.help, tuple if extra.iterable else
+                                        bool if extra.default is False else str, None)
+            if extra.iterable:
+                iterable.append(flag_name)
+
+        @functools.wraps(body)
+        def run(context, **values):
+            return body(context, **values)
+
+        run.__signature__ = inspect.Signature(parameters)
+        return invoke_task(run, auto_shortflags=False, help=texts, iterable=iterable,
+                           **({"name": name} if name else {}))
+
+    return decorate
+
+
+COMMA_LISTS = ("capacity",)  # one flag, values separated by commas
+
+
+def _default(field: dataclasses.Field) -> Any:
+    if field.default is dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
+
+
+def _bound(field: dataclasses.Field) -> str:
+    minimum = field.metadata["minimum"]
+    if minimum is None:
+        return ""
+    return f" > {minimum:g}" if field.metadata["above"] else f" >= {minimum:g}"

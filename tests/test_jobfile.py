@@ -1,0 +1,257 @@
+"""Jobs written down once: every bad value is one line naming the flag (exit 2, nothing
+built), the job file round-trips through --dry-run for train, tune and eval on GPU, TPU and
+multi-worker hardware, and --init-from reaches the trainer's arguments."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from google.cloud import aiplatform_v1
+
+from launch import jobfile, pretrained
+from launch.errors import InputError
+from launch.jobs import Evaluation, Training
+from tests.conftest import REPO
+from tests.test_vertex import TARGET
+
+VERTEX_ENV = {"PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
+              "PETS_BUCKET": TARGET.bucket, "PETS_IMAGE": TARGET.image,
+              "PETS_TPU_IMAGE": TARGET.tpu_image,
+              "PETS_SERVICE_ACCOUNT": TARGET.service_account,
+              # no credentials: nothing can be built or submitted from these tests
+              "GOOGLE_APPLICATION_CREDENTIALS": str(REPO / "work" / "no-credentials.json")}
+
+
+def invoke(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=cwd,
+                          env={**os.environ, **VERTEX_ENV}, capture_output=True, text=True,
+                          timeout=120)
+
+
+def refused(result: subprocess.CompletedProcess) -> str:
+    """The one line a refused command prints."""
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr and "usage" not in result.stderr.lower()
+    return lines[0]
+
+
+VERTEX = ("--target=vertex", "--experiment=pets_retinanet_resnetfpn")
+BAD_VALUES = [
+    (("train", "--steps=0"), "--steps must be at least 1, got '0'"),
+    (("train", "--steps=-100"), "--steps must be at least 1"),
+    (("train", "--steps=abc"), "--steps must be a whole number, got 'abc'"),
+    (("train", "--steps=1.5"), "--steps must be a whole number"),
+    (("train", "--steps=nan"), "--steps must be a whole number"),
+    (("train", *VERTEX, "--steps=0", "--dry-run"), "--steps must be at least 1"),
+    (("train", "--experiment=retinanet_resnetfpn_cocoo"),
+     "--experiment 'retinanet_resnetfpn_cocoo' is not a detection experiment"),
+    (("eval", "--experiment=resnet_imagenet"), "--experiment 'resnet_imagenet' is not a"),
+    (("train", *VERTEX, "--bucket=gs://b/records", "--dry-run"),
+     "--bucket 'gs://b/records' is not a bucket name"),
+    (("train", *VERTEX, "--region=us-centrall", "--dry-run"),
+     "--region 'us-centrall' is not a Vertex AI training region"),
+    (("train", *VERTEX, "--image=nginx:latest", "--dry-run"),
+     "--image 'nginx:latest' is not an Artifact Registry image"),
+    (("train", "--data-dir=work/no-such-records"), "--data-dir work/no-such-records: no such"),
+    (("train", *VERTEX, "--data-dir=work/records", "--dry-run"),
+     "--data-dir work/records is on this machine"),
+    (("train", "--override=task.model.no_such_field=1"),
+     "--override 'task.model.no_such_field': pets_retinanet_mobilenet has no field"),
+    (("train", "--override=batch_size=abc"),
+     "--override batch_size='abc': task.train_data.global_batch_size takes a whole number"),
+    (("train", "--override=learning_rate=true"), "takes a float"),
+    (("train", "--override=nonsense"), "--override takes KEY=VALUE, got 'nonsense'"),
+    (("train", "--init-from=resnet50-imagenet"),
+     "--init-from resnet50-imagenet is a resnet-50 checkpoint and pets_retinanet_mobilenet "
+     "has a mobilenet-MobileNetV2 backbone"),
+    (("train", "--init-from=no-such-checkpoint"),
+     "--init-from 'no-such-checkpoint' is neither a pretrained checkpoint"),
+    (("train", "--init-from=work/no/ckpt-5"), "--init-from work/no/ckpt-5: no checkpoint there"),
+    (("train", *VERTEX, "--init-from=/tmp", "--dry-run"), "--init-from /tmp is on this machine"),
+    (("train", "--init-type=all"), "--init-type says what --init-from holds"),
+    (("train", "--experiment=pets_retinanet_resnetfpn", "--init-from=resnet50-imagenet",
+      "--init-type=all"), "--init-type all restores every layer"),
+    (("train", "--workers=-1"), "--workers must be at least 0"),
+    (("train", "--timeout-hours=inf"), "--timeout-hours must be a number"),
+    (("train", "--max-cost=-5"), "--max-cost must be more than 0"),
+    (("train", "--label=Team=x"), "--label Team=x: label keys and values"),
+    (("train", "--target=laptop"), "--target must be one of local, vertex, got 'laptop'"),
+    (("train", "--job=work/no-such-job.yaml"), "--job work/no-such-job.yaml: cannot read it"),
+    (("eval", "--idle-timeout=0"), "--idle-timeout must be more than 0"),
+    (("tune", "--trials=0", "--param=learning_rate=0.001:0.1"), "trials must be a whole"),
+    (("data.convert", "--num-shards=abc"), "--num-shards must be a whole number, got 'abc'"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_VALUES,
+                         ids=[" ".join(args) for args, _ in BAD_VALUES])
+def test_every_bad_value_is_one_line_naming_the_flag_and_nothing_runs(args, message, tmp_path):
+    model_dir = tmp_path / "model"
+    extra = (f"--model-dir={model_dir}",) if args[0] in ("train", "eval") else ()
+    line = refused(invoke(*args, *extra))
+    assert message in line, line
+    assert not model_dir.exists()  # nothing trained, nothing written
+
+
+def test_a_job_file_names_its_own_keys_and_the_flag(tmp_path):
+    job = tmp_path / "job.yaml"
+    job.write_text("experiment: pets_retinanet_resnetfpn\nsteps: 0\n")
+    assert f"--steps (in --job {job}) must be at least 1" in refused(invoke(
+        "train", f"--job={job}"))
+    job.write_text("stpes: 100\n")
+    assert "unknown key 'stpes'" in refused(invoke("train", f"--job={job}"))
+    job.write_text("- a list\n")
+    assert "a job file is a mapping" in refused(invoke("train", f"--job={job}"))
+    job.write_text("eval:\n  steps: 5\n")
+    assert "`eval:` takes machine-type" in refused(invoke("eval", f"--job={job}"))
+
+
+def test_a_bucket_given_as_a_url_is_its_name_never_doubled():
+    result = invoke("train", *VERTEX, "--bucket=gs://other-bucket/", "--run-id=b1",
+                    "--dry-run")
+    assert result.returncode == 0, result.stderr
+    job = aiplatform_v1.CustomJob.from_json(result.stdout)
+    assert job.job_spec.base_output_directory.output_uri_prefix == \
+        "gs://other-bucket/runs/b1"
+    assert "gs://gs://" not in result.stdout + result.stderr
+
+
+def test_help_has_no_automatic_short_flags_and_shows_types_and_defaults():
+    for name in ("train", "tune", "eval", "data.convert", "predict", "export"):
+        result = invoke(name, "-h")
+        assert result.returncode == 0, result.stderr
+        options = result.stdout.split("Options:", 1)[1]
+        assert not [line for line in options.splitlines() if line.strip().startswith("-")
+                    and not line.strip().startswith("--")], options
+    train = invoke("train", "--help").stdout
+    assert "--steps=STRING" in train and "[whole number >= 1]" in train
+    assert "[number > 0; default 24]" in train  # --timeout-hours
+    assert "--max-preemptions" in train and "default 2]" in train
+
+
+def test_every_task_summary_is_a_whole_sentence():
+    """`invoke --list` shows a docstring's first line: it must not stop mid-sentence."""
+    import tasks
+
+    def walk(collection):
+        yield from collection.tasks.values()
+        for child in collection.collections.values():
+            yield from walk(child)
+
+    for task in walk(tasks.namespace):
+        first = task.__doc__.strip().splitlines()[0]
+        assert first.endswith("."), first
+
+
+def dry_run(*args: str) -> tuple[str, str]:
+    result = invoke(*args, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    return result.stdout, result.stderr
+
+
+ROUND_TRIPS = {
+    "train-gpu": ("train", "--machine-type=g2-standard-8", "--accelerator=NVIDIA_L4:1",
+                  "--steps=2000", "--override=batch_size=16", "--label=team=pets"),
+    "train-multi-worker": ("train", "--machine-type=n1-standard-16",
+                           "--accelerator=NVIDIA_TESLA_T4:2", "--workers=2",
+                           "--reduction-servers=2", "--init-from=resnet50-imagenet"),
+    "train-tpu": ("train", "--tpu=v5litepod-8", "--capacity=spot,standard",
+                  "--override=learning_rate=0.02"),
+    "eval-gpu": ("eval", "--run-id=gpu1", "--machine-type=g2-standard-8",
+                 "--accelerator=NVIDIA_L4:1", "--once"),
+    "eval-tpu": ("eval", "--run-id=tpu1", "--tpu=v5litepod-1"),
+    "eval-cpu": ("eval", "--run-id=multi1", "--idle-timeout=600"),
+    "tune-gpu": ("tune", "--machine-type=g2-standard-8", "--accelerator=NVIDIA_L4:1",
+                 "--param=learning_rate=0.001:0.1:log", "--trials=4", "--parallel=2"),
+    "tune-multi-worker": ("tune", "--accelerator=NVIDIA_TESLA_T4:1", "--workers=1",
+                          "--param=batch_size=8,16"),
+    "tune-tpu": ("tune", "--tpu=v5litepod-4", "--param=warmup_steps=100:1000"),
+}
+
+
+@pytest.mark.parametrize("args", ROUND_TRIPS.values(), ids=ROUND_TRIPS)
+def test_the_dry_runs_job_file_fed_back_gives_the_identical_request(args, tmp_path):
+    saved = tmp_path / "job.yaml"
+    first, notes = dry_run(*args, *VERTEX, f"--save-job={saved}")
+    text = saved.read_text()
+    assert text.rstrip() in notes  # printed too, for people
+    assert f"project {TARGET.project}, region {TARGET.region}, run gs://{TARGET.bucket}/runs/" \
+        in notes
+    again, _ = dry_run(args[0], f"--job={saved}")
+    assert again == first
+    (aiplatform_v1.HyperparameterTuningJob if args[0] == "tune"
+     else aiplatform_v1.CustomJob).from_json(first)  # the API's own type reads it
+    if args[0] == "eval":
+        assert yaml.safe_load(text)["eval"]  # eval's machine lives in its own section
+
+
+def test_flags_given_with_a_job_file_win(tmp_path):
+    saved = tmp_path / "job.yaml"
+    dry_run("train", *VERTEX, "--steps=2000", "--run-id=r1", f"--save-job={saved}")
+    request, _ = dry_run("train", f"--job={saved}", "--steps=300")
+    (pool,) = aiplatform_v1.CustomJob.from_json(request).job_spec.worker_pool_specs
+    assert "--train_steps=300" in pool.container_spec.args
+
+
+def test_vertex_dry_run_fine_tunes_from_a_catalogue_checkpoint():
+    request, notes = dry_run("train", *VERTEX, "--init-from=resnet50-imagenet", "--run-id=ft1")
+    (pool,) = aiplatform_v1.CustomJob.from_json(request).job_spec.worker_pool_specs
+    args = list(pool.container_spec.args)
+    assert f"--init_checkpoint={pretrained.catalogue()['resnet50-imagenet'].path}" in args
+    assert "--init_checkpoint_type=backbone" in args
+    assert "init-from: resnet50-imagenet" in notes
+
+
+def test_a_coco_detector_restores_its_decoder_only_where_it_matches():
+    resnet = pretrained.resolve("retinanet-resnet50fpn-coco", None, "pets_retinanet_resnetfpn")
+    assert resnet.type == "detector" and resnet.checkpoint.endswith(".tar.gz")
+    # Faster R-CNN's FPN spans levels 2-6, RetinaNet's 3-7: only the backbone fits
+    assert pretrained.resolve("retinanet-resnet50fpn-coco", None,
+                              "pets_fasterrcnn_resnetfpn").type == "backbone"
+    with pytest.raises(InputError, match="decoder .* differs"):
+        pretrained.resolve("retinanet-resnet50fpn-coco", "detector",
+                           "pets_fasterrcnn_resnetfpn")
+
+
+def test_every_catalogue_entry_fits_an_experiment_and_names_its_source():
+    entries = pretrained.catalogue()
+    assert {"resnet50-imagenet", "mobilenetv2-imagenet", "retinanet-resnet50fpn-coco"} <= \
+        set(entries)
+    for entry in entries.values():
+        assert entry.holds in pretrained.HOLDS
+        assert entry.source.startswith("https://")
+        assert entry.path.startswith(("gs://", "https://storage.googleapis.com/"))
+        assert any(entry.fits(name) for name in jobfile.experiment_fields.registered()), entry
+    listing = invoke("models.pretrained").stdout
+    assert all(name in listing for name in entries)
+
+
+def test_a_resolved_job_reads_back_as_the_same_job():
+    job = jobfile.resolve("train", {"steps": "200", "override": ["batch_size=4"],
+                                    "label": ["team=pets"], "capacity": "spot,standard"})
+    again = jobfile.resolve("train", {}, yaml.safe_load(job.to_yaml("train")), "the file")
+    assert again == job
+    assert isinstance(jobfile.request(job, "train"), Training)
+    evaluation = jobfile.resolve("eval", {"once": True, "machine_type": "n1-standard-4"})
+    assert yaml.safe_load(evaluation.to_yaml("eval"))["eval"] == {
+        "machine-type": "n1-standard-4", "once": True}
+    assert isinstance(jobfile.request(evaluation, "eval"), Evaluation)
+
+
+def test_overrides_reach_the_trainer_as_one_typed_document():
+    job = jobfile.resolve("train", {"override": ["batch_size=4", "learning_rate=0.01"],
+                                    "params_override": ["task.model.num_classes=3"]})
+    first, merged = jobfile.trainer_overrides(job)
+    assert first == "task.model.num_classes=3"
+    assert json.loads(merged) == {
+        "task": {"train_data": {"global_batch_size": 4}},
+        "trainer": {"optimizer_config": {"learning_rate": {"cosine": {
+            "initial_learning_rate": 0.01}}}}}
