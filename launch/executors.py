@@ -20,6 +20,7 @@ from launch.cloud import Cloud, default_run_id, job_images, run_paths, standard_
 from launch.errors import InputError, MissingError, StepFailed
 from launch.gcs.records import require_training_data
 from launch.jobs import Places, Request
+from launch.places import check_run_id
 from launch.pricing.estimate import Estimate, measured_speed, read_summaries
 from launch.pricing.table import PriceMissing, PriceTable, job_hourly
 from launch.tuning import local as local_tuning
@@ -29,7 +30,7 @@ from launch.tuning.sweep import Sweep
 from launch.vertex import client as vertex_client
 from launch.vertex import jobs as vertex_jobs
 from launch.vertex import persistent
-from launch.vertex.hardware import tensorflow_note
+from launch.vertex.hardware import machine_for, tensorflow_note
 from launch.vertex.ladder import Ladder, climb
 from launch.vertex.spec import pin_images, tensorboard_url
 from launch.vertex.submit import Submission, create, dispatch, image_pins, pinned
@@ -105,7 +106,7 @@ class Vertex:
     def launch(self, request: Request) -> str:
         if request.kind == "eval" and not request.run_id:
             raise InputError("--run-id names the training run to evaluate")
-        run_id = vertex_jobs.check_run_id(
+        run_id = check_run_id(
             request.run_id or default_run_id(request.experiment))
         where = job_images(self.cloud)
         ladder = self.submission.ladder
@@ -115,7 +116,7 @@ class Vertex:
                     request, resources=request.resources.with_strategy(strategy)),
                     run_id, labels)
                 for strategy in strategies}  # every rung checked before anything is sent
-        machine = request.resources.machine(where.region)
+        machine = machine_for(request.resources, where.region)
         if note := tensorflow_note(machine):
             print(note, file=sys.stderr)
         if self.submission.dry_run:
@@ -148,11 +149,11 @@ class Vertex:
             raise InputError("--capacity (a ladder of capacity kinds) does not apply to a "
                              "sweep: Vertex AI schedules its trials; choose --spot or "
                              "--flex-start for them")
-        run_id = vertex_jobs.check_run_id(
+        run_id = check_run_id(
             request.run_id or default_run_id(f"{request.experiment}-tune"))
         where = job_images(self.cloud)
         trial = vertex_jobs.vertex_job(where, request, run_id, standard_labels(), trial=True)
-        machine = request.resources.machine(where.region)
+        machine = machine_for(request.resources, where.region)
         self._price(request, where, {request.resources.scheduling.strategy: trial},
                     request.resources.hardware_key(machine), trials=sweep.trials)
         if not self.submission.dry_run:
@@ -226,7 +227,7 @@ class Vertex:
         """The Vertex AI TensorBoard experiment of each of the run's jobs."""
         if not run_id:
             raise InputError("--run-id names the run whose TensorBoard to show")
-        vertex_jobs.check_run_id(run_id)
+        check_run_id(run_id)
         fields = self.cloud.fields(("project", "region"))
         found = vertex_client.list_jobs(self.cloud.clients.jobs(fields["region"]),
                                         fields["project"], fields["region"],

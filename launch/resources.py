@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Protocol
 
 from launch.errors import InputError
-from launch.vertex.hardware import Machine, check_scheduling, resolve_machine
 
 SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 
@@ -96,6 +96,13 @@ class Scheduling:
 DEFAULT_SCHEDULING = Scheduling()
 
 
+class Described(Protocol):
+    """A target's resolved machine (launch.vertex.hardware.Machine), as far as resources
+    need it: its words, so this module stays free of any target's catalogue."""
+
+    def describe(self) -> str: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Resources:
     machine_type: str | None = None  # default: n1-standard-8
@@ -133,18 +140,6 @@ class Resources:
         """Replicas per worker pool: the chief, then the workers (if any)."""
         return (1, self.workers) if self.workers else (1,)
 
-    def machine(self, region: str) -> Machine:
-        """The one machine every pool runs on, checked against what `region` offers."""
-        machine = resolve_machine(region=region, machine_type=self.machine_type,
-                                  accelerator=self.accelerator, tpu=self.tpu,
-                                  tpu_topology=self.tpu_topology)
-        if machine.is_tpu and (self.workers or self.reduction_servers):
-            raise InputError("a TPU job is one slice (every host of a multi-host slice runs "
-                             "the trainer): drop --workers and --reduction-servers")
-        check_scheduling(machine, self.scheduling.strategy, self.scheduling.timeout_hours,
-                         extra_pools=bool(self.reduction_servers))
-        return machine
-
     def with_strategy(self, strategy: str) -> Resources:
         """The same resources on another kind of capacity (a rung of the capacity ladder);
         the Flex-start queueing time stays with Flex-start."""
@@ -153,7 +148,7 @@ class Resources:
             max_wait_hours=self.scheduling.max_wait_hours if strategy == "FLEX_START" else None)
         return dataclasses.replace(self, scheduling=scheduling)
 
-    def hardware_key(self, machine: Machine) -> str:
+    def hardware_key(self, machine: Described) -> str:
         """The hardware in words, the same for every run on it whatever its scheduling:
         how earlier runs' speed is matched to a new one's."""
         servers = f" + {self.reduction_servers} reduction servers" if self.reduction_servers \

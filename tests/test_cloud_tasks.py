@@ -192,7 +192,7 @@ def test_the_relaunch_benchmark_builds_for_the_first_launch_only():
 
 
 def test_a_bad_run_id_is_refused_before_any_request(fakes, tmp_path):
-    from launch.vertex.jobs import RunIdError
+    from launch.places import RunIdError
 
     cloud = fakes.cloud()
     upload_records(cloud, str(records(tmp_path)))

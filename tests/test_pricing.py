@@ -12,11 +12,11 @@ from google.cloud import aiplatform_v1
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
 from launch.jobs import Request
+from launch.places import CloudTarget
 from launch.pricing import table as prices
 from launch.pricing.estimate import Estimate, OverBudget, Speed, max_cost, speed_of
 from launch.resources import Resources, Scheduling
 from launch.vertex.jobs import vertex_job
-from launch.vertex.spec import CloudTarget
 from launch.vertex.submit import Submission
 from tests.fakes.cloud import fake_cloud, write_records
 

@@ -6,6 +6,7 @@ import pytest
 
 from launch.errors import InputError
 from launch.resources import Resources, Scheduling
+from launch.vertex.hardware import machine_for
 
 SCHEDULING_FLAGS = ("spot", "flex_start", "timeout_hours")
 
@@ -30,7 +31,7 @@ def test_flags_as_invoke_passes_them_become_one_value():
     assert from_flags(tpu="v5litepod-4", flex_start=True).describe() == \
         "v5litepod-4; 1 replica; FLEX_START scheduling, timeout 24 h"
     assert Resources.from_flags().replicas == (1,)
-    assert Resources().machine("us-central1").machine_type == "n1-standard-8"
+    assert machine_for(Resources(), "us-central1").machine_type == "n1-standard-8"
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -52,4 +53,4 @@ def test_what_cannot_run_is_refused_with_the_flag_named(flags, message):
 
 def test_a_tpu_machine_type_takes_no_workers_either():
     with pytest.raises(InputError, match="drop --workers and --reduction-servers"):
-        Resources("ct5lp-hightpu-4t", workers=2).machine("us-central1")
+        machine_for(Resources("ct5lp-hightpu-4t", workers=2), "us-central1")

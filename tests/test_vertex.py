@@ -11,11 +11,12 @@ from google.cloud import aiplatform_v1
 from launch import settings
 from launch.errors import InputError
 from launch.jobs import Request
+from launch.places import CloudTarget
 from launch.resources import Resources, Scheduling
 from launch.vertex import client as vertex_client
 from launch.vertex import hardware
 from launch.vertex.jobs import vertex_job
-from launch.vertex.spec import CloudTarget, to_json
+from launch.vertex.spec import to_json
 from tests.fakes.vertex import FakeJobService
 
 TARGET = CloudTarget(

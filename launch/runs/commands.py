@@ -23,9 +23,9 @@ from launch.cloud import Cloud
 from launch.errors import InputError, MissingError, UserError
 from launch.gcs import mirror
 from launch.gcs.upload import list_blobs
+from launch.places import RUN_ID
 from launch.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
 from launch.runs.report import Report, table, write_report
-from launch.vertex.jobs import RUN_ID
 from trainer.data import layout
 from trainer.model_dir import RUN_FILE
 

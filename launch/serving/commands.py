@@ -20,8 +20,9 @@ from launch.cloud import Cloud, run_paths, standard_labels
 from launch.errors import InputError, MissingError, StepFailed
 from launch.gcs import mirror
 from launch.gcs.upload import list_blobs
+from launch.places import label_value
 from launch.serving import answers, endpoints, registry
-from launch.vertex.spec import label_value, machine_spec
+from launch.vertex.spec import machine_spec
 from trainer.data.label_map import id_to_name, parse_label_map
 from trainer.model_dir import LABEL_MAP_FILE, RUN_FILE
 from trainer.predict import Detections, ImageRefused, Picture, detect_files

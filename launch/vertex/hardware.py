@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from launch.errors import InputError
+from launch.resources import Resources
 
 CATALOGUE_FILE = Path(__file__).with_name("catalogue.yaml")
 
@@ -196,6 +197,20 @@ def resolve_machine(*, region: str, machine_type: str | None = None,
     if offered is not None and region not in offered:
         raise HardwareError(f"{what} is not offered for training in {region}; "
                             f"regions: {_listed(sorted(offered))}")
+    return machine
+
+
+def machine_for(resources: Resources, region: str) -> Machine:
+    """The one machine every pool of `resources` runs on, checked against what `region`
+    offers and against the resources' replicas and scheduling."""
+    machine = resolve_machine(region=region, machine_type=resources.machine_type,
+                              accelerator=resources.accelerator, tpu=resources.tpu,
+                              tpu_topology=resources.tpu_topology)
+    if machine.is_tpu and (resources.workers or resources.reduction_servers):
+        raise InputError("a TPU job is one slice (every host of a multi-host slice runs "
+                         "the trainer): drop --workers and --reduction-servers")
+    check_scheduling(machine, resources.scheduling.strategy, resources.scheduling.timeout_hours,
+                     extra_pools=bool(resources.reduction_servers))
     return machine
 
 
