@@ -22,14 +22,14 @@ from launch.gcs.records import require_training_data
 from launch.jobs import Places, Request
 from launch.places import check_run_id
 from launch.pricing.estimate import Estimate, measured_speed, read_summaries
-from launch.pricing.table import PriceMissing, PriceTable, job_hourly
+from launch.pricing.table import PriceMissing, PriceTable
 from launch.tuning import local as local_tuning
 from launch.tuning import study
 from launch.tuning.commands import submit_sweep
 from launch.tuning.sweep import Sweep
 from launch.vertex import client as vertex_client
+from launch.vertex import costs, persistent
 from launch.vertex import jobs as vertex_jobs
-from launch.vertex import persistent
 from launch.vertex.hardware import machine_for, tensorflow_note
 from launch.vertex.ladder import Ladder, climb
 from launch.vertex.spec import pin_images, tensorboard_url
@@ -175,7 +175,7 @@ class Vertex:
         reads earlier runs' speed)."""
         table, budget = PriceTable.load(), self.submission.max_cost
         try:
-            hourly = {strategy: job_hourly(table, where.region, job).times(trials)
+            hourly = {strategy: costs.job_hourly(table, where.region, job).times(trials)
                       for strategy, job in jobs.items()}
         except PriceMissing as error:
             if budget is not None:

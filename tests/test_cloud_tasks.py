@@ -148,7 +148,8 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
         job_command(cloud, "status", "2")
     done = job_command(cloud, "logs", "1", follow=True, poll_seconds=0)
     assert "SUCCEEDED" in done and "step 4" in capsys.readouterr().out
-    from launch.pricing.table import PriceTable, job_hourly
+    from launch.pricing.table import PriceTable
+    from launch.vertex.costs import job_hourly
 
     hourly = job_hourly(PriceTable.load(), "us-central1", fakes.vertex.jobs[
         "projects/pets-detector-dev/locations/us-central1/customJobs/1"]).total

@@ -16,6 +16,7 @@ from launch.places import CloudTarget
 from launch.pricing import table as prices
 from launch.pricing.estimate import Estimate, OverBudget, Speed, max_cost, speed_of
 from launch.resources import Resources, Scheduling
+from launch.vertex import costs
 from launch.vertex.jobs import vertex_job
 from launch.vertex.submit import Submission
 from tests.fakes.cloud import fake_cloud, write_records
@@ -36,7 +37,7 @@ TARGET = CloudTarget(project="p", region="us-central1", bucket="b", image="i:1",
 
 def hourly(resources: Resources, region: str = "us-central1") -> prices.Hourly:
     job = vertex_job(TARGET, Request.training(None, 100, resources), "run1")
-    return prices.job_hourly(TABLE, region, job)
+    return costs.job_hourly(TABLE, region, job)
 
 
 def test_the_pinned_table_loads_and_round_trips(tmp_path):
@@ -89,7 +90,7 @@ def test_a_missing_price_names_what_and_the_fix(resources, region, message):
     target = CloudTarget(**{**TARGET.__dict__, "region": region})
     job = vertex_job(target, Request.training(None, 100, resources), "run1")
     with pytest.raises(prices.PriceMissing, match=message):
-        prices.job_hourly(TABLE, region, job)
+        costs.job_hourly(TABLE, region, job)
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -0.4])
@@ -182,7 +183,7 @@ def test_train_prints_the_estimate_from_earlier_runs(fakes, tmp_path, capsys):
 def test_max_cost_refuses_before_any_request(fakes, tmp_path):
     cloud = fakes.cloud()
     upload_records(cloud, str(write_records(tmp_path / "records")))
-    hourly_price = prices.job_hourly(prices.PriceTable.load(), "us-central1", vertex_job(
+    hourly_price = costs.job_hourly(prices.PriceTable.load(), "us-central1", vertex_job(
         cloud.target(), Request.training("pets_retinanet_resnetfpn", 1000, T4), "x")).total
     with pytest.raises(OverBudget, match="lower --timeout-hours"):  # the bound: 2 h
         launch(cloud, budget=hourly_price * 1.5)
@@ -252,7 +253,7 @@ def test_refresh_rebuilds_the_table_from_the_billing_catalog(tmp_path):
     # the refreshed table prices a job
     job = vertex_job(TARGET, Request.training(None, 100, Resources(
         "n1-standard-8", "NVIDIA_TESLA_T4:1")), "run1")
-    assert prices.job_hourly(table, "us-central1", job).total == pytest.approx(
+    assert costs.job_hourly(table, "us-central1", job).total == pytest.approx(
         8 * 0.036354 + 30 * 0.004873 + 0.4025)
 
 
@@ -296,11 +297,11 @@ def test_cost_so_far_of_queued_running_and_finished_jobs():
         "n1-standard-8", "NVIDIA_TESLA_T4:1")), "run1")
     job.name = "projects/p/locations/us-central1/customJobs/7"
     now = start + datetime.timedelta(minutes=30)
-    assert prices.cost_so_far(TABLE, job, now) == "0.00 USD so far"  # not started
+    assert costs.cost_so_far(TABLE, job, now) == "0.00 USD so far"  # not started
     job.start_time = start
-    assert prices.cost_so_far(TABLE, job, now) == "0.43 USD so far"  # half an hour of 0.87
+    assert costs.cost_so_far(TABLE, job, now) == "0.43 USD so far"  # half an hour of 0.87
     job.end_time = start + datetime.timedelta(hours=2)
-    assert prices.cost_so_far(TABLE, job, now) == "1.74 USD"  # finished: two hours
+    assert costs.cost_so_far(TABLE, job, now) == "1.74 USD"  # finished: two hours
     job.name = "projects/p/locations/mars-north1/customJobs/7"
-    assert prices.cost_so_far(TABLE, job, now) == "cost unknown (no prices for mars-north1 " \
+    assert costs.cost_so_far(TABLE, job, now) == "cost unknown (no prices for mars-north1 " \
         "in prices.yaml (taken 2026-11-01))"

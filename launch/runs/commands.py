@@ -67,8 +67,9 @@ def run_cost(cloud: Cloud, parts: Sequence[str]) -> str | None:
     time x its tuning job's trial spec); None when unknown (no jobs, no access, no price)."""
     from google.cloud import aiplatform_v1
 
-    from launch.pricing.table import PriceMissing, PriceTable, job_cost
+    from launch.pricing.table import PriceMissing, PriceTable
     from launch.vertex import client as vertex_client
+    from launch.vertex.costs import job_cost
 
     try:
         fields = cloud.fields(("project", "region"))

@@ -17,9 +17,10 @@ from launch import images
 from launch.cloud import Cloud
 from launch.errors import InputError, StepFailed, reason
 from launch.places import CloudTarget
-from launch.pricing.table import PriceTable, cost_so_far
+from launch.pricing.table import PriceTable
 from launch.vertex import client as vertex_client
 from launch.vertex import logs
+from launch.vertex.costs import cost_so_far
 from launch.vertex.ladder import Ladder
 from launch.vertex.spec import (
     console_url,
