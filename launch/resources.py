@@ -96,6 +96,34 @@ class Scheduling:
 DEFAULT_SCHEDULING = Scheduling()
 
 
+@dataclasses.dataclass(frozen=True)
+class Accelerator:
+    """An accelerator type and how many a machine carries, parsed once from
+    `--accelerator TYPE:COUNT`; which types exist is each target's catalogue's business."""
+
+    type: str
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.type:
+            raise InputError(f"--accelerator {str(self)!r} is not TYPE:COUNT "
+                             "(e.g. NVIDIA_TESLA_T4:2)")
+        if self.count < 1:
+            raise InputError(f"--accelerator {str(self)!r}: the count must be at least 1")
+
+    @classmethod
+    def parse(cls, text: str) -> Accelerator:
+        """`NVIDIA_TESLA_T4:2` -> Accelerator("NVIDIA_TESLA_T4", 2); a bare type means one."""
+        name, colon, count = text.partition(":")
+        if colon and not re.fullmatch(r"[0-9]{1,9}", count):
+            raise InputError(f"--accelerator {text!r}: the count after ':' must be a number "
+                             "(TYPE:COUNT, e.g. NVIDIA_TESLA_T4:2)")
+        return cls(name, int(count) if colon else 1)
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.count}"
+
+
 class Described(Protocol):
     """A target's resolved machine (launch.vertex.hardware.Machine), as far as resources
     need it: its words, so this module stays free of any target's catalogue."""
@@ -106,7 +134,7 @@ class Described(Protocol):
 @dataclasses.dataclass(frozen=True)
 class Resources:
     machine_type: str | None = None  # default: n1-standard-8
-    accelerator: str | None = None  # TYPE:COUNT
+    accelerator: Accelerator | None = None
     tpu: str | None = None  # v5litepod-4, v3-8, ...
     tpu_topology: str | None = None
     workers: int = 0  # replicas beside the chief, on the same machine
@@ -130,7 +158,8 @@ class Resources:
                    workers: int | str = 0, reduction_servers: int | str = 0,
                    scheduling: Scheduling = DEFAULT_SCHEDULING) -> Resources:
         """The command line's values (invoke passes numbers as text) as Resources."""
-        return cls(machine_type or None, accelerator or None, tpu or None, tpu_topology or None,
+        return cls(machine_type or None, Accelerator.parse(accelerator) if accelerator else None,
+                   tpu or None, tpu_topology or None,
                    workers=number("--workers", workers, int),
                    reduction_servers=number("--reduction-servers", reduction_servers, int),
                    scheduling=scheduling)
@@ -158,7 +187,7 @@ class Resources:
     def describe(self) -> str:
         """One line for people: what `--dry-run` says beside the job's JSON."""
         hardware = self.tpu or " with ".join(
-            filter(None, (self.machine_type or "n1-standard-8", self.accelerator)))
+            map(str, filter(None, (self.machine_type or "n1-standard-8", self.accelerator))))
         replicas = f"chief + {self.workers} workers" if self.workers else "1 replica"
         servers = f", {self.reduction_servers} reduction servers" if self.reduction_servers \
             else ""

@@ -11,7 +11,7 @@ from launch.executors import Vertex
 from launch.gcs.records import upload_records
 from launch.images import tag_resource
 from launch.jobs import Request
-from launch.resources import Resources
+from launch.resources import Accelerator, Resources
 from launch.vertex.submit import Submission, build_images, job_command
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.fakes.logs import job_entry
@@ -27,7 +27,7 @@ def records(tmp_path):
     return write_records(tmp_path / "records")
 
 
-T4 = Resources("n1-standard-8", "NVIDIA_TESLA_T4:1")
+T4 = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))
 
 
 def train(cloud, run_id="gpu1", resources=T4, submission=None):
@@ -164,7 +164,7 @@ def test_an_impossible_machine_is_rejected_before_any_request(fakes, tmp_path):
 
     cloud = fakes.cloud()
     with pytest.raises(HardwareError, match="n1 machines"):
-        train(cloud, resources=Resources("e2-standard-8", "NVIDIA_TESLA_T4:1"))
+        train(cloud, resources=Resources("e2-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)))
     with pytest.raises(InputError, match="drop --workers"):
         train(cloud, resources=Resources("ct5lp-hightpu-4t", workers=2))
     assert fakes.builds.requests == [] and fakes.vertex.received == []
@@ -299,5 +299,5 @@ def test_eval_runs_on_the_hardware_asked_for(fakes, tmp_path):
         Request.evaluation(None, None, "gpu1", resources=Resources(workers=1))
     with pytest.raises(InputError, match="NVIDIA_L4:1"):  # validated as train's are
         Vertex(cloud).launch(Request.evaluation(None, None, "gpu1", resources=Resources(
-            "g2-standard-8", "NVIDIA_TESLA_T4:1")))
+            "g2-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))))
     assert len(fakes.vertex.received) == 1

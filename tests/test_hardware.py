@@ -11,7 +11,7 @@ from google.cloud import aiplatform_v1
 from launch.errors import InputError
 from launch.jobs import Request
 from launch.places import CloudTarget
-from launch.resources import Resources, Scheduling
+from launch.resources import Accelerator, Resources, Scheduling
 from launch.vertex import hardware
 from launch.vertex.jobs import vertex_job
 
@@ -81,8 +81,8 @@ def test_gpu_machine_types_come_with_their_gpus(machine_type, accelerator, count
     (pool,) = job(Resources(machine_type)).job_spec.worker_pool_specs
     assert (pool.machine_spec.accelerator_type.name, pool.machine_spec.accelerator_count) == \
         (accelerator, count)
-    with_count = resolved(Resources(machine_type, f"{accelerator}:{count}"))
-    assert with_count.accelerator_count == count
+    with_count = resolved(Resources(machine_type, Accelerator(accelerator, count)))
+    assert with_count.accelerator == Accelerator(accelerator, count)
 
 
 @pytest.mark.parametrize("make,message", [
@@ -92,15 +92,17 @@ def test_gpu_machine_types_come_with_their_gpus(machine_type, accelerator, count
     (lambda: Resources(tpu="v5litepod-12"), "unknown --tpu 'v5litepod-12'"),
     (lambda: Resources(tpu="v5litepod-16", tpu_topology="2x2"), "is topology 4x4, not 2x2"),
     (lambda: Resources("ct6e-standard-8t", tpu_topology="4x4"), "topologies 2x4, not 4x4"),
-    (lambda: Resources("a3-highgpu-8g", "NVIDIA_H100_80GB:4"), "comes with NVIDIA_H100_80GB:8"),
-    (lambda: Resources("g2-standard-24", "NVIDIA_L4:1"), "comes with NVIDIA_L4:2"),
-    (lambda: Resources("n1-standard-8", "NVIDIA_L4:1"), "own machine types: g2-standard-4"),
+    (lambda: Resources("a3-highgpu-8g", Accelerator("NVIDIA_H100_80GB", 4)),
+     "comes with NVIDIA_H100_80GB:8"),
+    (lambda: Resources("g2-standard-24", Accelerator("NVIDIA_L4", 1)), "comes with NVIDIA_L4:2"),
+    (lambda: Resources("n1-standard-8", Accelerator("NVIDIA_L4", 1)),
+     "own machine types: g2-standard-4"),
     (lambda: Resources("n3-standard-8"), "unknown machine type 'n3-standard-8'"),
     (lambda: Resources("n1-standard-8; rm -rf /"), "unknown machine type"),
     (lambda: Resources(tpu="v5litepod-16", workers=1), "a TPU job is one slice"),
     (lambda: Resources(tpu="v5litepod-16", scheduling=Scheduling(strategy="SPOT")),
      "Spot VMs are not offered for multi-host TPU slices"),
-    (lambda: Resources("n1-standard-8", "NVIDIA_TESLA_T4:1",
+    (lambda: Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1),
                scheduling=Scheduling(strategy="FLEX_START")),
      "--flex-start takes jobs on NVIDIA_L4, NVIDIA_TESLA_A100"),
     (lambda: Resources(tpu="v5litepod-4", scheduling=Scheduling(strategy="FLEX_START")),

@@ -132,7 +132,7 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
     place = Place.of(cloud)
     setup = serving(place.region)  # validated before any request
     version = run_version(cloud, run_id)
-    if setup.machine.accelerator_type and "tf2-gpu" not in version.container_spec.image_uri:
+    if setup.machine.accelerator and "tf2-gpu" not in version.container_spec.image_uri:
         raise InputError(f"{version.name}@{version.version_id} serves on the CPU container "
                          f"({version.container_spec.image_uri}); upload it with --gpu to "
                          "deploy on a GPU")

@@ -12,6 +12,7 @@ import datetime
 from google.cloud import aiplatform_v1
 
 from launch.pricing.table import Hourly, PriceMissing, PriceTable
+from launch.resources import Accelerator
 from launch.vertex import hardware
 
 # A job's scheduling strategy -> the price column it pays.
@@ -23,12 +24,12 @@ def pool_hourly(table: PriceTable, region: str, pool: aiplatform_v1.WorkerPoolSp
                 column: str) -> tuple[float, str]:
     """One worker pool's price per hour: replicas x (machine + accelerators, or TPU chips)."""
     spec = pool.machine_spec
-    accelerator = spec.accelerator_type.name if spec.accelerator_count else None
-    machine = hardware.Machine(spec.machine_type, accelerator, spec.accelerator_count,
-                               spec.tpu_topology or None)
+    accelerator = Accelerator(spec.accelerator_type.name, spec.accelerator_count) \
+        if spec.accelerator_count else None
+    machine = hardware.Machine(spec.machine_type, accelerator, spec.tpu_topology or None)
     if machine.machine_type == "cloud-tpu":
-        each = table.price(region, "accelerators", accelerator, column) * spec.accelerator_count
-        what = f"{accelerator}:{spec.accelerator_count}"
+        each = table.price(region, "accelerators", accelerator.type, column) * accelerator.count
+        what = str(accelerator)
     elif machine.is_tpu:
         chips = hardware.tpu_chips(machine)
         each = table.price(region, "tpu_chips", machine.tpu_generation, column) * chips
@@ -40,9 +41,9 @@ def pool_hourly(table: PriceTable, region: str, pool: aiplatform_v1.WorkerPoolSp
             memory * table.price(region, "ram", family, column)
         what = machine.machine_type
         if accelerator:
-            each += spec.accelerator_count * table.price(region, "accelerators", accelerator,
-                                                         column)
-            what += f" + {accelerator}:{spec.accelerator_count}"
+            each += accelerator.count * table.price(region, "accelerators", accelerator.type,
+                                                    column)
+            what += f" + {accelerator}"
     replicas = max(int(pool.replica_count), 1)
     return replicas * each, f"{replicas} x {what} at {each:.4f}/h"
 

@@ -25,9 +25,9 @@ RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 def machine_spec(machine: Machine, reservation: str | None = None,
                   target: CloudTarget | None = None) -> aiplatform_v1.MachineSpec:
     spec = aiplatform_v1.MachineSpec(machine_type=machine.machine_type)
-    if machine.accelerator_type:
-        spec.accelerator_type = aiplatform_v1.AcceleratorType[machine.accelerator_type]
-        spec.accelerator_count = machine.accelerator_count
+    if machine.accelerator:
+        spec.accelerator_type = aiplatform_v1.AcceleratorType[machine.accelerator.type]
+        spec.accelerator_count = machine.accelerator.count
     if machine.tpu_topology:
         spec.tpu_topology = machine.tpu_topology
     if reservation:
