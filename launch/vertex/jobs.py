@@ -18,14 +18,12 @@ from launch.vertex.spec import custom_job
 from trainer.data import layout
 from trainer.model_dir import HARDWARE_ENV
 
-RECORDS_PREFIX = layout.RECORDS_PREFIX
-
 
 def places(target: CloudTarget, run_id: str, trial: bool = False) -> jobs.Places:
     """A run's checkpoints and the uploaded records, in the bucket. A tuning trial's
     checkpoints go where Vertex AI points AIP_CHECKPOINT_DIR: <run>/<trial id>/checkpoints."""
     return jobs.Places(None if trial else RunPaths(target.bucket, run_id).checkpoints,
-                       f"gs://{target.bucket}/{RECORDS_PREFIX}")
+                       f"gs://{target.bucket}/{layout.RECORDS_PREFIX}")
 
 
 def vertex_job(target: CloudTarget, request: jobs.Request, run_id: str,
