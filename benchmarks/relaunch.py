@@ -13,7 +13,7 @@ from pathlib import Path
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
 from launch.jobs import Request
-from launch.resources import Resources
+from launch.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud, write_records
 
 
@@ -24,7 +24,7 @@ def main(relaunches: int = 20) -> dict:
 
         def launch(run: int) -> None:
             with contextlib.redirect_stdout(io.StringIO()):
-                resources = Resources("n1-standard-8", "NVIDIA_TESLA_T4:1")
+                resources = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))
                 Vertex(cloud).launch(Request.training(None, None, resources, f"bench{run}"))
 
         start = time.perf_counter()

@@ -16,8 +16,7 @@ from infra.image_context import REPO_ROOT, context_hash
 from launch import settings
 from launch.clients import GoogleClients
 from launch.images import with_tag
-from launch.vertex.jobs import RunPaths
-from launch.vertex.spec import CloudTarget, label_value
+from launch.places import CloudTarget, RunPaths, label_value
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,20 +29,22 @@ from launch.gcs.records import require_training_data
 from launch.images import check_image_uri
 from launch.jobs import Evaluation, Places, Request, Training
 from launch.local import LocalExecutor
+from launch.places import CloudTarget, check_run_id
 from launch.pricing.estimate import Estimate, measured_speed, read_summaries
-from launch.pricing.table import PriceMissing, PriceTable, job_hourly
+from launch.pricing.table import PriceMissing, PriceTable
 from launch.runs import jobfiles
 from launch.tuning import local as local_tuning
 from launch.tuning import study
 from launch.tuning.commands import submit_sweep
 from launch.tuning.sweep import Sweep
 from launch.vertex import client as vertex_client
+from launch.vertex import costs, persistent
 from launch.vertex import jobs as vertex_jobs
-from launch.vertex import persistent
-from launch.vertex.hardware import check_region, tensorflow_note
+from launch.vertex.hardware import check_region, machine_for, tensorflow_note
 from launch.vertex.ladder import Ladder, climb
-from launch.vertex.spec import CloudTarget, pin_images, tensorboard_url, trainer_images
+from launch.vertex.spec import pin_images, tensorboard_url, trainer_images
 from launch.vertex.submit import Submission, create, dispatch, image_pins, pinned
+from trainer.data import layout
 from trainer.experiments import default_train_steps
 
 
@@ -155,7 +157,7 @@ class Vertex:
     def launch(self, request: Request) -> str:
         if isinstance(request, Evaluation) and not request.run_id:
             raise InputError("--run-id names the training run to evaluate")
-        run_id = vertex_jobs.check_run_id(
+        run_id = check_run_id(
             request.run_id or default_run_id(request.experiment))
         where = self._where(request)
         request = self._with_run_data(request, run_id)
@@ -166,7 +168,7 @@ class Vertex:
                     request, resources=request.resources.with_strategy(strategy)),
                     run_id, labels)
                 for strategy in strategies}  # every rung checked before anything is sent
-        machine = request.resources.machine(where.region)
+        machine = machine_for(request.resources, where.region)
         if note := tensorflow_note(machine):
             print(note, file=sys.stderr)
         data = self._data_url(request, where)
@@ -207,12 +209,12 @@ class Vertex:
             raise InputError("--capacity (a ladder of capacity kinds) does not apply to a "
                              "sweep: Vertex AI schedules its trials; choose --spot or "
                              "--flex-start for them")
-        run_id = vertex_jobs.check_run_id(
+        run_id = check_run_id(
             request.run_id or default_run_id(f"{request.experiment}-tune"))
         where = self._where(request)
         trial = vertex_jobs.vertex_job(where, request, run_id,
                                        {**standard_labels(), **request.labels}, trial=True)
-        machine = request.resources.machine(where.region)
+        machine = machine_for(request.resources, where.region)
         data = self._data_url(request, where)
         text = _job_text(request, self.submission, run_id=run_id, region=where.region,
                          data_dir=data)
@@ -260,7 +262,7 @@ class Vertex:
 
     @staticmethod
     def _data_url(request: Request, where: CloudTarget) -> str:
-        return request.data_dir or f"gs://{where.bucket}/{vertex_jobs.RECORDS_PREFIX}"
+        return request.data_dir or f"gs://{where.bucket}/{layout.RECORDS_PREFIX}"
 
     def _say_dry_run(self, text: str, where: CloudTarget, run_id: str, request: Request,
                      trains: bool) -> None:
@@ -285,7 +287,7 @@ class Vertex:
         reads earlier runs' speed)."""
         table, budget = PriceTable.load(), self.submission.max_cost
         try:
-            hourly = {strategy: job_hourly(table, where.region, job).times(trials)
+            hourly = {strategy: costs.job_hourly(table, where.region, job).times(trials)
                       for strategy, job in jobs.items()}
         except PriceMissing as error:
             if budget is not None:
@@ -293,7 +295,7 @@ class Vertex:
             print(f"cost: unknown ({error})", file=sys.stderr)
             return
         steps = None
-        if request.kind == "train":
+        if isinstance(request, Training):
             steps = request.steps or default_train_steps(request.experiment)
         timeout = request.resources.scheduling.timeout_hours
         for price in hourly.values():
@@ -337,7 +339,7 @@ class Vertex:
         """The Vertex AI TensorBoard experiment of each of the run's jobs."""
         if not run_id:
             raise InputError("--run-id names the run whose TensorBoard to show")
-        vertex_jobs.check_run_id(run_id)
+        check_run_id(run_id)
         fields = self.cloud.fields(("project", "region"))
         found = vertex_client.list_jobs(self.cloud.clients.jobs(fields["region"]),
                                         fields["project"], fields["region"],

@@ -95,7 +95,8 @@ class JobFile:
                                 "runs)", default=())
     params_override: tuple = option("Model Garden's --params_override, passed through "
                                     "(repeatable)", default=())
-    label: Mapping[str, str] = option("a label for the run's jobs, KEY=VALUE (repeatable)", default={})
+    label: Mapping[str, str] = option("a label for the run's jobs, KEY=VALUE (repeatable)",
+                                      default={})
     max_cost: float | None = option("USD: refuse a job whose bound (price x timeout) or "
                                     "expected cost is higher", minimum=0, above=True)
     machine_type: str | None = option("e.g. n1-standard-8, g2-standard-8, a3-highgpu-8g "

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Protocol
 
 from launch.errors import InputError
-from launch.vertex.hardware import Machine, check_scheduling, resolve_machine
 
 SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 
@@ -97,9 +97,44 @@ DEFAULT_SCHEDULING = Scheduling()
 
 
 @dataclasses.dataclass(frozen=True)
+class Accelerator:
+    """An accelerator type and how many a machine carries, parsed once from
+    `--accelerator TYPE:COUNT`; which types exist is each target's catalogue's business."""
+
+    type: str
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.type:
+            raise InputError(f"--accelerator {str(self)!r} is not TYPE:COUNT "
+                             "(e.g. NVIDIA_TESLA_T4:2)")
+        if self.count < 1:
+            raise InputError(f"--accelerator {str(self)!r}: the count must be at least 1")
+
+    @classmethod
+    def parse(cls, text: str) -> Accelerator:
+        """`NVIDIA_TESLA_T4:2` -> Accelerator("NVIDIA_TESLA_T4", 2); a bare type means one."""
+        name, colon, count = text.partition(":")
+        if colon and not re.fullmatch(r"[0-9]{1,9}", count):
+            raise InputError(f"--accelerator {text!r}: the count after ':' must be a number "
+                             "(TYPE:COUNT, e.g. NVIDIA_TESLA_T4:2)")
+        return cls(name, int(count) if colon else 1)
+
+    def __str__(self) -> str:
+        return f"{self.type}:{self.count}"
+
+
+class Described(Protocol):
+    """A target's resolved machine (launch.vertex.hardware.Machine), as far as resources
+    need it: its words, so this module stays free of any target's catalogue."""
+
+    def describe(self) -> str: ...
+
+
+@dataclasses.dataclass(frozen=True)
 class Resources:
     machine_type: str | None = None  # default: n1-standard-8
-    accelerator: str | None = None  # TYPE:COUNT
+    accelerator: Accelerator | None = None
     tpu: str | None = None  # v5litepod-4, v3-8, ...
     tpu_topology: str | None = None
     workers: int = 0  # replicas beside the chief, on the same machine
@@ -123,7 +158,8 @@ class Resources:
                    workers: int | str = 0, reduction_servers: int | str = 0,
                    scheduling: Scheduling = DEFAULT_SCHEDULING) -> Resources:
         """The command line's values (invoke passes numbers as text) as Resources."""
-        return cls(machine_type or None, accelerator or None, tpu or None, tpu_topology or None,
+        return cls(machine_type or None, Accelerator.parse(accelerator) if accelerator else None,
+                   tpu or None, tpu_topology or None,
                    workers=number("--workers", workers, int),
                    reduction_servers=number("--reduction-servers", reduction_servers, int),
                    scheduling=scheduling)
@@ -133,18 +169,6 @@ class Resources:
         """Replicas per worker pool: the chief, then the workers (if any)."""
         return (1, self.workers) if self.workers else (1,)
 
-    def machine(self, region: str) -> Machine:
-        """The one machine every pool runs on, checked against what `region` offers."""
-        machine = resolve_machine(region=region, machine_type=self.machine_type,
-                                  accelerator=self.accelerator, tpu=self.tpu,
-                                  tpu_topology=self.tpu_topology)
-        if machine.is_tpu and (self.workers or self.reduction_servers):
-            raise InputError("a TPU job is one slice (every host of a multi-host slice runs "
-                             "the trainer): drop --workers and --reduction-servers")
-        check_scheduling(machine, self.scheduling.strategy, self.scheduling.timeout_hours,
-                         extra_pools=bool(self.reduction_servers))
-        return machine
-
     def with_strategy(self, strategy: str) -> Resources:
         """The same resources on another kind of capacity (a rung of the capacity ladder);
         the Flex-start queueing time stays with Flex-start."""
@@ -153,7 +177,7 @@ class Resources:
             max_wait_hours=self.scheduling.max_wait_hours if strategy == "FLEX_START" else None)
         return dataclasses.replace(self, scheduling=scheduling)
 
-    def hardware_key(self, machine: Machine) -> str:
+    def hardware_key(self, machine: Described) -> str:
         """The hardware in words, the same for every run on it whatever its scheduling:
         how earlier runs' speed is matched to a new one's."""
         servers = f" + {self.reduction_servers} reduction servers" if self.reduction_servers \
@@ -163,7 +187,7 @@ class Resources:
     def describe(self) -> str:
         """One line for people: what `--dry-run` says beside the job's JSON."""
         hardware = self.tpu or " with ".join(
-            filter(None, (self.machine_type or "n1-standard-8", self.accelerator)))
+            map(str, filter(None, (self.machine_type or "n1-standard-8", self.accelerator))))
         replicas = f"chief + {self.workers} workers" if self.workers else "1 replica"
         servers = f", {self.reduction_servers} reduction servers" if self.reduction_servers \
             else ""

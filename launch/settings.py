@@ -9,7 +9,7 @@ from pathlib import Path
 
 from infra import outputs as stack_outputs
 from launch.errors import InputError, MissingError
-from launch.vertex.spec import CloudTarget
+from launch.places import CloudTarget
 
 OUTPUTS_FILE = stack_outputs.OUTPUTS_FILE
 ENV_PREFIX = "PETS_"

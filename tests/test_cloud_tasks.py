@@ -11,7 +11,7 @@ from launch.executors import Vertex
 from launch.gcs.records import upload_records
 from launch.images import tag_resource
 from launch.jobs import Request
-from launch.resources import Resources
+from launch.resources import Accelerator, Resources
 from launch.vertex.submit import Submission, build_images, job_command
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.fakes.logs import job_entry
@@ -27,7 +27,7 @@ def records(tmp_path):
     return write_records(tmp_path / "records")
 
 
-T4 = Resources("n1-standard-8", "NVIDIA_TESLA_T4:1")
+T4 = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))
 
 
 def train(cloud, run_id="gpu1", resources=T4, submission=None):
@@ -148,7 +148,8 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
         job_command(cloud, "status", "2")
     done = job_command(cloud, "logs", "1", follow=True, poll_seconds=0)
     assert "SUCCEEDED" in done and "step 4" in capsys.readouterr().out
-    from launch.pricing.table import PriceTable, job_hourly
+    from launch.pricing.table import PriceTable
+    from launch.vertex.costs import job_hourly
 
     hourly = job_hourly(PriceTable.load(), "us-central1", fakes.vertex.jobs[
         "projects/pets-detector-dev/locations/us-central1/customJobs/1"]).total
@@ -163,7 +164,7 @@ def test_an_impossible_machine_is_rejected_before_any_request(fakes, tmp_path):
 
     cloud = fakes.cloud()
     with pytest.raises(HardwareError, match="n1 machines"):
-        train(cloud, resources=Resources("e2-standard-8", "NVIDIA_TESLA_T4:1"))
+        train(cloud, resources=Resources("e2-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)))
     with pytest.raises(InputError, match="drop --workers"):
         train(cloud, resources=Resources("ct5lp-hightpu-4t", workers=2))
     assert fakes.builds.requests == [] and fakes.vertex.received == []
@@ -192,7 +193,7 @@ def test_the_relaunch_benchmark_builds_for_the_first_launch_only():
 
 
 def test_a_bad_run_id_is_refused_before_any_request(fakes, tmp_path):
-    from launch.vertex.jobs import RunIdError
+    from launch.places import RunIdError
 
     cloud = fakes.cloud()
     upload_records(cloud, str(records(tmp_path)))
@@ -298,5 +299,5 @@ def test_eval_runs_on_the_hardware_asked_for(fakes, tmp_path):
         Request.evaluation(None, None, "gpu1", resources=Resources(workers=1))
     with pytest.raises(InputError, match="NVIDIA_L4:1"):  # validated as train's are
         Vertex(cloud).launch(Request.evaluation(None, None, "gpu1", resources=Resources(
-            "g2-standard-8", "NVIDIA_TESLA_T4:1")))
+            "g2-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))))
     assert len(fakes.vertex.received) == 1

@@ -13,7 +13,7 @@ from launch.datachecks import DataRefused, check, check_local, evaluate
 from launch.executors import Local, Vertex
 from launch.gcs.upload import upload_directory
 from launch.jobs import Places, Request
-from launch.resources import Resources
+from launch.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud
 from trainer.data.checks import findings
 from trainer.data.convert import convert_coco
@@ -93,8 +93,8 @@ def test_vertex_refuses_before_building_or_submitting(tmp_path):
     records = coco_records(tmp_path, train_classes=(1,), val_classes=(1, 2))
     with fake_cloud(tmp_path) as fakes:
         upload_directory(fakes.storage, "pets-data", records, "records")
-        request = Request.training(None, 10, Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"),
-                                   "gpu1")
+        request = Request.training(
+            None, 10, Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)), "gpu1")
         with pytest.raises(DataRefused, match="gs://pets-data/records/ would train badly"):
             Vertex(fakes.cloud()).launch(request)
         assert fakes.builds.requests == [] and fakes.vertex.received == []

@@ -10,10 +10,10 @@ from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
 from launch.jobs import Request
-from launch.resources import Resources, Scheduling
+from launch.places import CloudTarget
+from launch.resources import Accelerator, Resources, Scheduling
 from launch.vertex import hardware
 from launch.vertex.jobs import vertex_job
-from launch.vertex.spec import CloudTarget
 
 TARGET = CloudTarget(
     project="pets-detector-dev", region="us-central1", bucket="pets-data",
@@ -25,6 +25,10 @@ TARGET = CloudTarget(
 def job(resources: Resources, region: str = "us-central1") -> aiplatform_v1.CustomJob:
     target = CloudTarget(**{**TARGET.__dict__, "region": region})
     return vertex_job(target, Request.training(None, 100, resources), "run1")
+
+
+def resolved(resources: Resources) -> hardware.Machine:
+    return hardware.machine_for(resources, "us-central1")
 
 
 def test_the_catalogue_says_when_and_where_its_facts_come_from():
@@ -49,7 +53,7 @@ def test_the_catalogue_says_when_and_where_its_facts_come_from():
     ("v6e-32", "ct6e-standard-4t", "4x8", 8),
 ])
 def test_tpu_slices_single_and_multi_host(tpu, machine_type, topology, hosts):
-    machine = Resources(tpu=tpu).machine("us-central1")
+    machine = resolved(Resources(tpu=tpu))
     assert (machine.machine_type, machine.tpu_topology, machine.hosts) == \
         (machine_type, topology, hosts)
     (pool,) = job(Resources(tpu=tpu)).job_spec.worker_pool_specs
@@ -58,13 +62,12 @@ def test_tpu_slices_single_and_multi_host(tpu, machine_type, topology, hosts):
     assert pool.replica_count == 1  # every host of the slice runs this one replica
     assert pool.container_spec.image_uri == TARGET.tpu_image
     # the same slice named by machine type and topology
-    assert Resources(machine_type=machine_type, tpu_topology=topology).machine(
-        "us-central1") == machine
+    assert resolved(Resources(machine_type=machine_type, tpu_topology=topology)) == machine
 
 
 def test_a_four_chip_host_alone_is_its_single_host_slice():
-    assert Resources("ct5lp-hightpu-4t").machine("us-central1").tpu_topology == "2x2"
-    assert Resources("ct5lp-hightpu-4t", tpu_topology="2x4").machine("us-central1").hosts == 2
+    assert resolved(Resources("ct5lp-hightpu-4t")).tpu_topology == "2x2"
+    assert resolved(Resources("ct5lp-hightpu-4t", tpu_topology="2x4")).hosts == 2
 
 
 @pytest.mark.parametrize("machine_type,accelerator,count", [
@@ -78,8 +81,8 @@ def test_gpu_machine_types_come_with_their_gpus(machine_type, accelerator, count
     (pool,) = job(Resources(machine_type)).job_spec.worker_pool_specs
     assert (pool.machine_spec.accelerator_type.name, pool.machine_spec.accelerator_count) == \
         (accelerator, count)
-    with_count = Resources(machine_type, f"{accelerator}:{count}").machine("us-central1")
-    assert with_count.accelerator_count == count
+    with_count = resolved(Resources(machine_type, Accelerator(accelerator, count)))
+    assert with_count.accelerator == Accelerator(accelerator, count)
 
 
 @pytest.mark.parametrize("make,message", [
@@ -89,15 +92,17 @@ def test_gpu_machine_types_come_with_their_gpus(machine_type, accelerator, count
     (lambda: Resources(tpu="v5litepod-12"), "unknown --tpu 'v5litepod-12'"),
     (lambda: Resources(tpu="v5litepod-16", tpu_topology="2x2"), "is topology 4x4, not 2x2"),
     (lambda: Resources("ct6e-standard-8t", tpu_topology="4x4"), "topologies 2x4, not 4x4"),
-    (lambda: Resources("a3-highgpu-8g", "NVIDIA_H100_80GB:4"), "comes with NVIDIA_H100_80GB:8"),
-    (lambda: Resources("g2-standard-24", "NVIDIA_L4:1"), "comes with NVIDIA_L4:2"),
-    (lambda: Resources("n1-standard-8", "NVIDIA_L4:1"), "own machine types: g2-standard-4"),
+    (lambda: Resources("a3-highgpu-8g", Accelerator("NVIDIA_H100_80GB", 4)),
+     "comes with NVIDIA_H100_80GB:8"),
+    (lambda: Resources("g2-standard-24", Accelerator("NVIDIA_L4", 1)), "comes with NVIDIA_L4:2"),
+    (lambda: Resources("n1-standard-8", Accelerator("NVIDIA_L4", 1)),
+     "own machine types: g2-standard-4"),
     (lambda: Resources("n3-standard-8"), "unknown machine type 'n3-standard-8'"),
     (lambda: Resources("n1-standard-8; rm -rf /"), "unknown machine type"),
     (lambda: Resources(tpu="v5litepod-16", workers=1), "a TPU job is one slice"),
     (lambda: Resources(tpu="v5litepod-16", scheduling=Scheduling(strategy="SPOT")),
      "Spot VMs are not offered for multi-host TPU slices"),
-    (lambda: Resources("n1-standard-8", "NVIDIA_TESLA_T4:1",
+    (lambda: Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1),
                scheduling=Scheduling(strategy="FLEX_START")),
      "--flex-start takes jobs on NVIDIA_L4, NVIDIA_TESLA_A100"),
     (lambda: Resources(tpu="v5litepod-4", scheduling=Scheduling(strategy="FLEX_START")),
@@ -127,9 +132,9 @@ def test_regions_follow_the_catalogue(region, resources, message):
 
 
 def test_v6e_runs_with_a_note_that_tensorflow_is_not_documented_there():
-    note = hardware.tensorflow_note(Resources(tpu="v6e-4").machine("us-central1"))
+    note = hardware.tensorflow_note(resolved(Resources(tpu="v6e-4")))
     assert note and "TPU v6e for JAX and PyTorch" in note
-    assert hardware.tensorflow_note(Resources(tpu="v5litepod-16").machine("us-central1")) \
+    assert hardware.tensorflow_note(resolved(Resources(tpu="v5litepod-16"))) \
         is None
 
 

@@ -216,7 +216,7 @@ def test_a_coco_detector_restores_its_decoder_only_where_it_matches():
     # Faster R-CNN's FPN spans levels 2-6, RetinaNet's 3-7: only the backbone fits
     assert pretrained.resolve("retinanet-resnet50fpn-coco", None,
                               "pets_fasterrcnn_resnetfpn").type == "backbone"
-    with pytest.raises(InputError, match="decoder .* differs"):
+    with pytest.raises(InputError, match=r"decoder .* differs"):
         pretrained.resolve("retinanet-resnet50fpn-coco", "detector",
                            "pets_fasterrcnn_resnetfpn")
 

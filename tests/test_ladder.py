@@ -12,7 +12,7 @@ from launch.errors import InputError, StepFailed
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
 from launch.jobs import Request
-from launch.resources import Resources
+from launch.resources import Accelerator, Resources
 from launch.vertex.ladder import Ladder, climb, outcome
 from launch.vertex.submit import Submission
 from tests.fakes.cloud import fake_cloud, write_records
@@ -121,7 +121,7 @@ def test_every_rung_is_checked_before_anything_is_sent(fakes, tmp_path):
 
     cloud = fakes.cloud()
     upload_records(cloud, str(write_records(tmp_path / "records")))
-    t4 = Resources("n1-standard-8", "NVIDIA_TESLA_T4:1")
+    t4 = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))
     with pytest.raises(HardwareError, match="--flex-start takes jobs on"):
         Vertex(cloud, Submission(ladder=Ladder(("SPOT", "FLEX_START")))).launch(
             Request.training(None, 100, t4, "t4run"))
@@ -175,7 +175,7 @@ def test_jobs_on_a_persistent_resource_must_fit_its_pools(fakes, tmp_path):
         launch(A100, "r1")
     fakes.persistent.resources[name] = persistent_resource()
     for resources, message in (
-            (Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"),
+            (Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)),
              "has no pool of n1-standard-8 with NVIDIA_TESLA_T4:1 \\(worker pool 0\\); its "
              "pools: a2-highgpu-1g with NVIDIA_TESLA_A100:1 x2"),
             (Resources("a2-highgpu-1g", workers=2), "the job asks for 3 replicas of "

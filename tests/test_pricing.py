@@ -12,11 +12,12 @@ from google.cloud import aiplatform_v1
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
 from launch.jobs import Request
+from launch.places import CloudTarget
 from launch.pricing import table as prices
 from launch.pricing.estimate import Estimate, OverBudget, Speed, max_cost, speed_of
-from launch.resources import Resources, Scheduling
+from launch.resources import Accelerator, Resources, Scheduling
+from launch.vertex import costs
 from launch.vertex.jobs import vertex_job
-from launch.vertex.spec import CloudTarget
 from launch.vertex.submit import Submission
 from tests.fakes.cloud import fake_cloud, write_records
 
@@ -36,7 +37,7 @@ TARGET = CloudTarget(project="p", region="us-central1", bucket="b", image="i:1",
 
 def hourly(resources: Resources, region: str = "us-central1") -> prices.Hourly:
     job = vertex_job(TARGET, Request.training(None, 100, resources), "run1")
-    return prices.job_hourly(TABLE, region, job)
+    return costs.job_hourly(TABLE, region, job)
 
 
 def test_the_pinned_table_loads_and_round_trips(tmp_path):
@@ -58,10 +59,10 @@ def test_the_pinned_table_loads_and_round_trips(tmp_path):
 
 def test_a_known_table_gives_known_figures():
     # n1-standard-8: 8 vCPUs at 0.04 + 30 GB at 0.005 + one T4 at 0.4
-    t4 = hourly(Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"))
+    t4 = hourly(Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)))
     assert t4.total == pytest.approx(8 * 0.04 + 30 * 0.005 + 0.4)
     assert t4.parts == ("1 x n1-standard-8 + NVIDIA_TESLA_T4:1 at 0.8700/h",)
-    spot = hourly(Resources("n1-standard-8", "NVIDIA_TESLA_T4:1", workers=2,
+    spot = hourly(Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1), workers=2,
                             scheduling=Scheduling(strategy="SPOT")))
     assert spot.total == pytest.approx(3 * (8 * 0.01 + 30 * 0.001 + 0.1))
     flex = hourly(Resources("g2-standard-8", scheduling=Scheduling(strategy="FLEX_START")))
@@ -89,7 +90,7 @@ def test_a_missing_price_names_what_and_the_fix(resources, region, message):
     target = CloudTarget(**{**TARGET.__dict__, "region": region})
     job = vertex_job(target, Request.training(None, 100, resources), "run1")
     with pytest.raises(prices.PriceMissing, match=message):
-        prices.job_hourly(TABLE, region, job)
+        costs.job_hourly(TABLE, region, job)
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -0.4])
@@ -144,7 +145,8 @@ def summary(run_id: str, seconds_per_step: float, fakes, hardware: str) -> None:
             "seconds": 100 * seconds_per_step, "seconds_per_step": seconds_per_step}))
 
 
-T4 = Resources("n1-standard-8", "NVIDIA_TESLA_T4:1", scheduling=Scheduling(timeout_hours=2))
+T4 = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1),
+               scheduling=Scheduling(timeout_hours=2))
 T4_KEY = "n1-standard-8 with NVIDIA_TESLA_T4:1 x 1"
 
 
@@ -182,7 +184,7 @@ def test_train_prints_the_estimate_from_earlier_runs(fakes, tmp_path, capsys):
 def test_max_cost_refuses_before_any_request(fakes, tmp_path):
     cloud = fakes.cloud()
     upload_records(cloud, str(write_records(tmp_path / "records")))
-    hourly_price = prices.job_hourly(prices.PriceTable.load(), "us-central1", vertex_job(
+    hourly_price = costs.job_hourly(prices.PriceTable.load(), "us-central1", vertex_job(
         cloud.target(), Request.training("pets_retinanet_resnetfpn", 1000, T4), "x")).total
     with pytest.raises(OverBudget, match="lower --timeout-hours"):  # the bound: 2 h
         launch(cloud, budget=hourly_price * 1.5)
@@ -251,8 +253,8 @@ def test_refresh_rebuilds_the_table_from_the_billing_catalog(tmp_path):
     assert table.regions["europe-west4"]["accelerators"]["TPU_V3"] == {"standard": 1.15}
     # the refreshed table prices a job
     job = vertex_job(TARGET, Request.training(None, 100, Resources(
-        "n1-standard-8", "NVIDIA_TESLA_T4:1")), "run1")
-    assert prices.job_hourly(table, "us-central1", job).total == pytest.approx(
+        "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))), "run1")
+    assert costs.job_hourly(table, "us-central1", job).total == pytest.approx(
         8 * 0.036354 + 30 * 0.004873 + 0.4025)
 
 
@@ -278,7 +280,7 @@ def test_the_readme_example_estimate_is_what_the_task_prints(fakes, tmp_path, ca
     upload_records(cloud, str(write_records(tmp_path / "records")))
     for run_id, seconds in (("old1", 1.0), ("old2", 2.0), ("old3", 3.0)):
         summary(run_id, seconds, fakes, T4_KEY)
-    resources = Resources("n1-standard-8", "NVIDIA_TESLA_T4:1",
+    resources = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1),
                           scheduling=Scheduling(timeout_hours=12))
     Vertex(cloud, Submission(dry_run=True)).launch(
         Request.training("pets_retinanet_resnetfpn", 5000, resources, "gpu2"))
@@ -293,14 +295,14 @@ def test_cost_so_far_of_queued_running_and_finished_jobs():
 
     start = datetime.datetime(2026, 11, 22, 10, 0, tzinfo=datetime.UTC)
     job = vertex_job(TARGET, Request.training(None, 100, Resources(
-        "n1-standard-8", "NVIDIA_TESLA_T4:1")), "run1")
+        "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))), "run1")
     job.name = "projects/p/locations/us-central1/customJobs/7"
     now = start + datetime.timedelta(minutes=30)
-    assert prices.cost_so_far(TABLE, job, now) == "0.00 USD so far"  # not started
+    assert costs.cost_so_far(TABLE, job, now) == "0.00 USD so far"  # not started
     job.start_time = start
-    assert prices.cost_so_far(TABLE, job, now) == "0.43 USD so far"  # half an hour of 0.87
+    assert costs.cost_so_far(TABLE, job, now) == "0.43 USD so far"  # half an hour of 0.87
     job.end_time = start + datetime.timedelta(hours=2)
-    assert prices.cost_so_far(TABLE, job, now) == "1.74 USD"  # finished: two hours
+    assert costs.cost_so_far(TABLE, job, now) == "1.74 USD"  # finished: two hours
     job.name = "projects/p/locations/mars-north1/customJobs/7"
-    assert prices.cost_so_far(TABLE, job, now) == "cost unknown (no prices for mars-north1 " \
+    assert costs.cost_so_far(TABLE, job, now) == "cost unknown (no prices for mars-north1 " \
         "in prices.yaml (taken 2026-11-01))"

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from launch.errors import InputError
-from launch.resources import Resources, Scheduling
+from launch.resources import Accelerator, Resources, Scheduling
+from launch.vertex.hardware import machine_for
 
 SCHEDULING_FLAGS = ("spot", "flex_start", "timeout_hours")
 
@@ -21,7 +24,7 @@ def from_flags(**flags) -> Resources:
 def test_flags_as_invoke_passes_them_become_one_value():
     resources = from_flags(machine_type="n1-standard-16", accelerator="NVIDIA_TESLA_V100:2",
                            workers="9", reduction_servers="2", spot=True, timeout_hours="6")
-    assert resources == Resources("n1-standard-16", "NVIDIA_TESLA_V100:2", workers=9,
+    assert resources == Resources("n1-standard-16", Accelerator("NVIDIA_TESLA_V100", 2), workers=9,
                                   reduction_servers=2,
                                   scheduling=Scheduling(timeout_hours=6, strategy="SPOT"))
     assert resources.replicas == (1, 9)
@@ -30,7 +33,7 @@ def test_flags_as_invoke_passes_them_become_one_value():
     assert from_flags(tpu="v5litepod-4", flex_start=True).describe() == \
         "v5litepod-4; 1 replica; FLEX_START scheduling, timeout 24 h"
     assert Resources.from_flags().replicas == (1,)
-    assert Resources().machine("us-central1").machine_type == "n1-standard-8"
+    assert machine_for(Resources(), "us-central1").machine_type == "n1-standard-8"
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -50,6 +53,29 @@ def test_what_cannot_run_is_refused_with_the_flag_named(flags, message):
         from_flags(**flags)
 
 
+def test_the_accelerator_is_parsed_once_into_its_type_and_count():
+    assert Accelerator.parse("NVIDIA_TESLA_T4:2") == Accelerator("NVIDIA_TESLA_T4", 2)
+    assert Accelerator.parse("NVIDIA_L4") == Accelerator("NVIDIA_L4", 1)  # a bare type: one
+    assert str(Accelerator.parse("NVIDIA_L4")) == "NVIDIA_L4:1"
+    assert from_flags(accelerator="NVIDIA_L4").describe().startswith(
+        "n1-standard-8 with NVIDIA_L4:1; 1 replica")
+    assert from_flags(accelerator="").accelerator is None
+
+
+@pytest.mark.parametrize("text, message", [
+    ("NVIDIA_TESLA_T4:two", "--accelerator 'NVIDIA_TESLA_T4:two': the count after ':' must be "
+                            "a number (TYPE:COUNT, e.g. NVIDIA_TESLA_T4:2)"),
+    ("NVIDIA_TESLA_T4:", "the count after ':' must be a number"),
+    ("NVIDIA_TESLA_T4: 2", "the count after ':' must be a number"),
+    ("NVIDIA_TESLA_T4:2_0", "the count after ':' must be a number"),
+    ("NVIDIA_TESLA_T4:0", "--accelerator 'NVIDIA_TESLA_T4:0': the count must be at least 1"),
+    (":2", "--accelerator ':2' is not TYPE:COUNT (e.g. NVIDIA_TESLA_T4:2)"),
+])
+def test_an_accelerator_that_is_not_type_count_is_refused_when_the_flags_are_read(text, message):
+    with pytest.raises(InputError, match=re.escape(message)):
+        from_flags(accelerator=text)
+
+
 def test_a_tpu_machine_type_takes_no_workers_either():
     with pytest.raises(InputError, match="drop --workers and --reduction-servers"):
-        Resources("ct5lp-hightpu-4t", workers=2).machine("us-central1")
+        machine_for(Resources("ct5lp-hightpu-4t", workers=2), "us-central1")

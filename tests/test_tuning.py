@@ -14,7 +14,7 @@ from launch.executors import Vertex
 from launch.gcs.records import upload_records
 from launch.jobs import Request
 from launch.pricing.estimate import OverBudget
-from launch.resources import Resources
+from launch.resources import Accelerator, Resources
 from launch.tuning import commands
 from launch.tuning.sweep import Sweep
 from launch.vertex.ladder import Ladder
@@ -32,8 +32,9 @@ params:
   task.model.head.num_convs: {low: 1, high: 4}
   task.model.backbone.type: [resnet, mobilenet]
 """)
-HARDWARE = {"gpu": Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"),
-            "multi-worker": Resources("n1-standard-8", "NVIDIA_TESLA_T4:2", workers=2),
+HARDWARE = {"gpu": Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)),
+            "multi-worker": Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 2),
+                                      workers=2),
             "tpu": Resources(tpu="v5litepod-8")}
 
 

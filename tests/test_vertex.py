@@ -11,11 +11,12 @@ from google.cloud import aiplatform_v1
 from launch import settings
 from launch.errors import InputError
 from launch.jobs import Request
-from launch.resources import Resources, Scheduling
+from launch.places import CloudTarget
+from launch.resources import Accelerator, Resources, Scheduling
 from launch.vertex import client as vertex_client
 from launch.vertex import hardware
 from launch.vertex.jobs import vertex_job
-from launch.vertex.spec import CloudTarget, to_json
+from launch.vertex.spec import to_json
 from tests.fakes.vertex import FakeJobService
 
 TARGET = CloudTarget(
@@ -54,7 +55,7 @@ def submitted(fake, job) -> aiplatform_v1.CustomJob:
 
 def test_gpu_job_as_received(fake):
     job = train_custom_job(TARGET, "run1",
-                           Resources("n1-standard-8", "NVIDIA_TESLA_T4:1",
+                           Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1),
                                      scheduling=Scheduling(timeout_hours=2, strategy="SPOT")),
                            labels={"user": "Ada.Lovelace", "git": "1a2b3c"})
     received = submitted(fake, job)
@@ -161,21 +162,22 @@ def test_api_errors_are_reported_clearly(fake, word, message):
 ])
 def test_invalid_combinations_are_rejected_before_any_request(fake, kwargs, workers, message):
     with pytest.raises(InputError, match=message):  # HardwareError is an InputError
-        train_custom_job(TARGET, "run1", Resources(**kwargs, workers=workers))
+        train_custom_job(TARGET, "run1", Resources.from_flags(**kwargs, workers=workers))
     assert fake.received == []
 
 
 def test_regions_without_the_accelerator_are_rejected():
     target = CloudTarget(**{**TARGET.__dict__, "region": "me-central2"})
     with pytest.raises(hardware.HardwareError, match="not offered for training in me-central2"):
-        train_custom_job(target, "run1", Resources("n1-standard-8", "NVIDIA_TESLA_T4:1"))
+        train_custom_job(target, "run1",
+                         Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)))
     with pytest.raises(InputError, match="--workers must be 0 or more"):
         train_custom_job(TARGET, "run1", Resources(workers=-1))
 
 
 @pytest.mark.parametrize("job", [
-    train_custom_job(TARGET, "r", Resources("n1-standard-8", "NVIDIA_TESLA_T4:1")),
-    train_custom_job(TARGET, "r", Resources("n1-standard-8", "NVIDIA_TESLA_V100:1",
+    train_custom_job(TARGET, "r", Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))),
+    train_custom_job(TARGET, "r", Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_V100", 1),
                                                  workers=9)),
     train_custom_job(TARGET, "r", Resources(tpu="v5litepod-4")),
     eval_custom_job(TARGET, "r"),

@@ -23,9 +23,9 @@ from launch.cloud import Cloud
 from launch.errors import InputError, MissingError, UserError
 from launch.gcs import mirror
 from launch.gcs.upload import list_blobs
+from launch.places import RUN_ID
 from launch.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
 from launch.runs.report import Report, table, write_report
-from launch.vertex.jobs import RUN_ID
 from trainer.data import layout
 from trainer.model_dir import RUN_FILE
 
@@ -67,8 +67,9 @@ def run_cost(cloud: Cloud, parts: Sequence[str]) -> str | None:
     time x its tuning job's trial spec); None when unknown (no jobs, no access, no price)."""
     from google.cloud import aiplatform_v1
 
-    from launch.pricing.table import PriceMissing, PriceTable, job_cost
+    from launch.pricing.table import PriceMissing, PriceTable
     from launch.vertex import client as vertex_client
+    from launch.vertex.costs import job_cost
 
     try:
         fields = cloud.fields(("project", "region"))

@@ -20,8 +20,9 @@ from launch.cloud import Cloud, run_paths, standard_labels
 from launch.errors import InputError, MissingError, StepFailed
 from launch.gcs import mirror
 from launch.gcs.upload import list_blobs
+from launch.places import label_value
 from launch.serving import answers, endpoints, registry
-from launch.vertex.spec import label_value, machine_spec
+from launch.vertex.spec import machine_spec
 from trainer.data.label_map import id_to_name, parse_label_map
 from trainer.model_dir import LABEL_MAP_FILE, RUN_FILE
 from trainer.predict import Detections, ImageRefused, Picture, detect_files
@@ -131,7 +132,7 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
     place = Place.of(cloud)
     setup = serving(place.region)  # validated before any request
     version = run_version(cloud, run_id)
-    if setup.machine.accelerator_type and "tf2-gpu" not in version.container_spec.image_uri:
+    if setup.machine.accelerator and "tf2-gpu" not in version.container_spec.image_uri:
         raise InputError(f"{version.name}@{version.version_id} serves on the CPU container "
                          f"({version.container_spec.image_uri}); upload it with --gpu to "
                          "deploy on a GPU")

@@ -8,6 +8,7 @@ import dataclasses
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
+from launch.resources import Accelerator
 from launch.vertex.hardware import Machine, resolve_machine
 from launch.vertex.spec import machine_spec
 
@@ -35,8 +36,9 @@ class Serving:
     @classmethod
     def from_flags(cls, region: str, machine_type: str, accelerator: str | None,
                    min_replicas: int, max_replicas: int, traffic: int) -> Serving:
-        machine = resolve_machine(region=region, machine_type=machine_type,
-                                  accelerator=accelerator)
+        machine = resolve_machine(
+            region=region, machine_type=machine_type,
+            accelerator=Accelerator.parse(accelerator) if accelerator else None)
         if machine.is_tpu:
             raise InputError(f"--machine-type {machine_type}: endpoints here serve on CPU or "
                              "GPU machines (e.g. n1-standard-4, or g2-standard-4 with "

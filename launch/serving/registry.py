@@ -17,9 +17,8 @@ from google.cloud import aiplatform_v1
 
 from launch.errors import InputError, MissingError
 from launch.gcs.upload import list_blobs
+from launch.places import RunPaths, label_value
 from launch.vertex.hardware import catalogue
-from launch.vertex.jobs import RunPaths
-from launch.vertex.spec import label_value
 from trainer.data import layout
 from trainer.experiments import EXPERIMENTS
 from trainer.export import EXPORT_INFO_FILE

@@ -10,9 +10,10 @@ from google.cloud import aiplatform_v1
 
 from launch.cloud import Cloud
 from launch.errors import StepFailed
+from launch.places import CloudTarget
 from launch.tuning import study
 from launch.vertex import client as vertex_client
-from launch.vertex.spec import CloudTarget, job_id
+from launch.vertex.spec import job_id
 from launch.vertex.submit import Submission
 
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 
 from google.cloud import aiplatform_v1
 
+from launch.places import label_value
 from launch.tuning.sweep import Param, Sweep
-from launch.vertex.spec import label_value
 
 StudySpec = aiplatform_v1.StudySpec
 ParameterSpec = StudySpec.ParameterSpec

@@ -12,6 +12,7 @@ from pathlib import Path
 import yaml
 
 from launch.errors import InputError
+from launch.resources import Accelerator, Resources
 
 CATALOGUE_FILE = Path(__file__).with_name("catalogue.yaml")
 
@@ -29,8 +30,7 @@ def catalogue() -> dict:
 @dataclasses.dataclass(frozen=True)
 class Machine:
     machine_type: str
-    accelerator_type: str | None = None
-    accelerator_count: int = 0
+    accelerator: Accelerator | None = None
     tpu_topology: str | None = None
     hosts: int = 1  # VMs a replica spans: more than one for a multi-host TPU slice
 
@@ -42,15 +42,15 @@ class Machine:
     @property
     def tpu_generation(self) -> str | None:
         if self.machine_type == "cloud-tpu":
-            return self.accelerator_type.removeprefix("TPU_").lower()
+            return self.accelerator.type.removeprefix("TPU_").lower()
         return catalogue()["tpu_machines"].get(self.machine_type, {}).get("generation")
 
     def regions(self) -> tuple[str, list[str] | None]:
         """What limits where this machine trains (its accelerator or TPU generation), and
         the regions that offer it (None: wherever Vertex AI trains)."""
         facts = catalogue()
-        if self.accelerator_type:
-            return self.accelerator_type, facts["regions"].get(self.accelerator_type)
+        if self.accelerator:
+            return self.accelerator.type, facts["regions"].get(self.accelerator.type)
         if self.is_tpu:
             return f"TPU {self.tpu_generation}", facts["tpu_regions"].get(self.tpu_generation)
         return self.machine_type, None
@@ -59,8 +59,8 @@ class Machine:
         if self.tpu_topology:
             hosts = f", {self.hosts} hosts" if self.hosts > 1 else ""
             return f"{self.machine_type} {self.tpu_topology}{hosts}"
-        if self.accelerator_type:
-            return f"{self.machine_type} with {self.accelerator_type}:{self.accelerator_count}"
+        if self.accelerator:
+            return f"{self.machine_type} with {self.accelerator}"
         return self.machine_type
 
 
@@ -101,32 +101,21 @@ def check_region(region: str) -> str:
     return region
 
 
-def parse_accelerator(text: str | None) -> tuple[str | None, int]:
-    """`NVIDIA_TESLA_T4:2` -> ("NVIDIA_TESLA_T4", 2); a bare type means one."""
-    if not text:
-        return None, 0
-    name, _, count = text.partition(":")
+def _check_known(accelerator: Accelerator | None) -> None:
     known = catalogue()["regions"]
-    if name not in known:
-        raise HardwareError(f"unknown accelerator {name!r}; one of: {_listed(sorted(known))}")
-    try:
-        number = int(count) if count else 1
-    except ValueError:
-        raise HardwareError(f"--accelerator {text!r}: the count after ':' must be a number"
-                            ) from None
-    if number < 1:
-        raise HardwareError(f"--accelerator {text!r}: the count must be at least 1")
-    return name, number
+    if accelerator and accelerator.type not in known:
+        raise HardwareError(f"unknown accelerator {accelerator.type!r}; one of: "
+                            f"{_listed(sorted(known))}")
 
 
-def _gpu_machine(machine_type: str, accelerator: str | None, count: int) -> Machine:
+def _gpu_machine(machine_type: str, accelerator: Accelerator | None) -> Machine:
     facts = catalogue()
     if machine_type in facts["gpu_machines"]:
-        fixed, expected = facts["gpu_machines"][machine_type]
-        if accelerator not in (None, fixed) or count not in (0, expected):
-            raise HardwareError(f"{machine_type} comes with {fixed}:{expected}; drop "
-                                f"--accelerator or pass {fixed}:{expected}")
-        return Machine(machine_type, fixed, expected)
+        fixed = Accelerator(*facts["gpu_machines"][machine_type])
+        if accelerator not in (None, fixed):
+            raise HardwareError(f"{machine_type} comes with {fixed}; drop "
+                                f"--accelerator or pass {fixed}")
+        return Machine(machine_type, fixed)
     family, _, size = machine_type.rpartition("-")
     if family not in facts["memory_per_vcpu"] or not size.isdigit() or int(size) < 1:
         raise HardwareError(f"unknown machine type {machine_type!r}; Vertex AI trains on "
@@ -135,31 +124,30 @@ def _gpu_machine(machine_type: str, accelerator: str | None, count: int) -> Mach
                             f"{_listed(facts['tpu_machines'])}")
     if accelerator is None:
         return Machine(machine_type)
-    n1_gpus = facts["n1_gpus"]
+    n1_gpus, name = facts["n1_gpus"], accelerator.type
     if not machine_type.startswith("n1-"):
-        raise HardwareError(f"{accelerator} attaches to n1 machines only, not {machine_type}; "
+        raise HardwareError(f"{name} attaches to n1 machines only, not {machine_type}; "
                             "use e.g. --machine-type n1-standard-8")
-    if accelerator not in n1_gpus:
-        owners = [m for m, (a, _) in facts["gpu_machines"].items() if a == accelerator]
-        raise HardwareError(f"{accelerator} does not attach to n1 machines; it comes with its "
+    if name not in n1_gpus:
+        owners = [m for m, (a, _) in facts["gpu_machines"].items() if a == name]
+        raise HardwareError(f"{name} does not attach to n1 machines; it comes with its "
                             f"own machine types: {_listed(owners) or 'none for training'}")
-    if count not in n1_gpus[accelerator]:
-        raise HardwareError(f"an n1 machine takes {accelerator} in counts "
-                            f"{_listed(n1_gpus[accelerator])}, not {count}")
-    return Machine(machine_type, accelerator, count)
+    if accelerator.count not in n1_gpus[name]:
+        raise HardwareError(f"an n1 machine takes {name} in counts "
+                            f"{_listed(n1_gpus[name])}, not {accelerator.count}")
+    return Machine(machine_type, accelerator)
 
 
-def _tpu_machine(machine_type: str, accelerator: str | None, count: int,
+def _tpu_machine(machine_type: str, accelerator: Accelerator | None,
                  topology: str | None) -> Machine:
     facts = catalogue()
     if machine_type == "cloud-tpu":
-        cores = facts["cloud_tpu_accelerators"]
-        if accelerator not in cores or count != cores[accelerator]:
-            raise HardwareError("cloud-tpu machines take "
-                                f"{_listed(f'{a}:{n}' for a, n in cores.items())}")
+        cores = [Accelerator(*pair) for pair in facts["cloud_tpu_accelerators"].items()]
+        if accelerator not in cores:
+            raise HardwareError(f"cloud-tpu machines take {_listed(cores)}")
         if topology:
             raise HardwareError("cloud-tpu (v2/v3) takes no --tpu-topology")
-        return Machine(machine_type, accelerator, count)
+        return Machine(machine_type, accelerator)
     shape = facts["tpu_machines"][machine_type]
     if accelerator is not None:
         raise HardwareError(f"{machine_type} is a TPU VM: drop --accelerator")
@@ -172,8 +160,8 @@ def _tpu_machine(machine_type: str, accelerator: str | None, count: int,
     return Machine(machine_type, tpu_topology=topology, hosts=topologies[topology])
 
 
-def tpu_machine_type(tpu: str) -> tuple[str, str | None, str | None]:
-    """`--tpu v5litepod-16` -> (machine type, accelerator text, topology)."""
+def tpu_machine_type(tpu: str) -> tuple[str, Accelerator | None, str | None]:
+    """`--tpu v5litepod-16` -> (machine type, its accelerator (v2, v3), topology)."""
     facts = catalogue()
     if tpu not in facts["tpu_names"]:
         generation = tpu.split("-", 1)[0]
@@ -182,14 +170,13 @@ def tpu_machine_type(tpu: str) -> tuple[str, str | None, str | None]:
                                 "on v2-8, v3-8, v5litepod-N and v6e-N")
         raise HardwareError(f"unknown --tpu {tpu!r}; one of {_listed(facts['tpu_names'])}")
     name = facts["tpu_names"][tpu]
-    accelerator = name.get("accelerator")
-    if accelerator:
-        accelerator = f"{accelerator}:{facts['cloud_tpu_accelerators'][accelerator]}"
+    kind = name.get("accelerator")  # v2, v3: a Cloud TPU accelerator of a fixed core count
+    accelerator = Accelerator(kind, facts["cloud_tpu_accelerators"][kind]) if kind else None
     return name["machine_type"], accelerator, name.get("topology")
 
 
 def resolve_machine(*, region: str, machine_type: str | None = None,
-                    accelerator: str | None = None, tpu: str | None = None,
+                    accelerator: Accelerator | None = None, tpu: str | None = None,
                     tpu_topology: str | None = None) -> Machine:
     """One validated machine for a worker pool; raises HardwareError before any API call."""
     if tpu:
@@ -199,18 +186,32 @@ def resolve_machine(*, region: str, machine_type: str | None = None,
         if tpu_topology and named_topology and tpu_topology != named_topology:
             raise HardwareError(f"--tpu {tpu} is topology {named_topology}, not {tpu_topology}")
         tpu_topology = named_topology
-    name, count = parse_accelerator(accelerator)
+    _check_known(accelerator)
     machine_type = machine_type or catalogue()["default_machine"]
     if machine_type == "cloud-tpu" or machine_type in catalogue()["tpu_machines"]:
-        machine = _tpu_machine(machine_type, name, count, tpu_topology)
+        machine = _tpu_machine(machine_type, accelerator, tpu_topology)
     else:
         if tpu_topology:
             raise HardwareError("--tpu-topology applies to TPU machines only")
-        machine = _gpu_machine(machine_type, name, count)
+        machine = _gpu_machine(machine_type, accelerator)
     what, offered = machine.regions()
     if offered is not None and region not in offered:
         raise HardwareError(f"{what} is not offered for training in {region}; "
                             f"regions: {_listed(sorted(offered))}")
+    return machine
+
+
+def machine_for(resources: Resources, region: str) -> Machine:
+    """The one machine every pool of `resources` runs on, checked against what `region`
+    offers and against the resources' replicas and scheduling."""
+    machine = resolve_machine(region=region, machine_type=resources.machine_type,
+                              accelerator=resources.accelerator, tpu=resources.tpu,
+                              tpu_topology=resources.tpu_topology)
+    if machine.is_tpu and (resources.workers or resources.reduction_servers):
+        raise InputError("a TPU job is one slice (every host of a multi-host slice runs "
+                         "the trainer): drop --workers and --reduction-servers")
+    check_scheduling(machine, resources.scheduling.strategy, resources.scheduling.timeout_hours,
+                     extra_pools=bool(resources.reduction_servers))
     return machine
 
 
@@ -230,7 +231,7 @@ def check_scheduling(machine: Machine, strategy: str, timeout_hours: float,
     rules = catalogue()["scheduling"]
     if strategy == "FLEX_START":
         flex = rules["flex_start"]
-        if machine.accelerator_type not in flex["accelerators"]:
+        if not machine.accelerator or machine.accelerator.type not in flex["accelerators"]:
             raise HardwareError(f"--flex-start takes jobs on {_listed(flex['accelerators'])}; "
                                 f"{machine.describe()} is not one: drop --flex-start, or "
                                 "choose e.g. --machine-type g2-standard-8 (L4) or "

@@ -5,37 +5,18 @@ Nothing here calls an API, so `--dry-run` prints exactly what would be submitted
 
 from __future__ import annotations
 
-import dataclasses
-import re
 from collections.abc import Mapping
 
 from google.cloud import aiplatform_v1
 from google.protobuf import duration_pb2
 
 from launch.jobs import TrainerJob
+from launch.places import CloudTarget, label_value
 from launch.resources import Resources, reservation_parts
 from launch.vertex.hardware import HardwareError, Machine
 
 REDUCTION_SERVER_IMAGE = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
 REDUCTION_SERVER_MACHINE = "n1-highcpu-16"
-
-
-@dataclasses.dataclass(frozen=True)
-class CloudTarget:
-    """Where jobs run: from infra outputs, invoke.yaml or flags (launch.settings)."""
-
-    project: str
-    region: str
-    bucket: str
-    image: str
-    tpu_image: str
-    service_account: str
-    tensorboard: str | None = None  # projects/.../locations/.../tensorboards/ID
-
-
-def label_value(text: str) -> str:
-    """GCP label values: lowercase letters, digits, '_' and '-', at most 63 characters."""
-    return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
 
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
@@ -44,9 +25,9 @@ RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 def machine_spec(machine: Machine, reservation: str | None = None,
                   target: CloudTarget | None = None) -> aiplatform_v1.MachineSpec:
     spec = aiplatform_v1.MachineSpec(machine_type=machine.machine_type)
-    if machine.accelerator_type:
-        spec.accelerator_type = aiplatform_v1.AcceleratorType[machine.accelerator_type]
-        spec.accelerator_count = machine.accelerator_count
+    if machine.accelerator:
+        spec.accelerator_type = aiplatform_v1.AcceleratorType[machine.accelerator.type]
+        spec.accelerator_count = machine.accelerator.count
     if machine.tpu_topology:
         spec.tpu_topology = machine.tpu_topology
     if reservation:

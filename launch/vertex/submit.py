@@ -16,12 +16,13 @@ from infra.image_context import context_hash
 from launch import images
 from launch.cloud import Cloud
 from launch.errors import InputError, StepFailed, reason
-from launch.pricing.table import PriceTable, cost_so_far
+from launch.places import CloudTarget
+from launch.pricing.table import PriceTable
 from launch.vertex import client as vertex_client
 from launch.vertex import logs
+from launch.vertex.costs import cost_so_far
 from launch.vertex.ladder import Ladder
 from launch.vertex.spec import (
-    CloudTarget,
     console_url,
     job_id,
     pin_images,

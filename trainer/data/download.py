@@ -39,7 +39,7 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _fetch_once(url: str, partial: Path, size: int, progress: bool) -> None:
+def fetch_once(url: str, partial: Path, size: int, progress: bool) -> None:
     """Appends to `partial` from where it stopped (HTTP Range), or restarts if not supported;
     reads at most `size` bytes in all."""
     from tqdm import tqdm
@@ -84,7 +84,7 @@ def fetch(url: str, destination: Path, archive: Archive, progress: bool = True) 
         return destination
     partial = destination.with_name(destination.name + ".partial")
     for attempt in range(2):  # a corrupt partial file fails the check once; retry from scratch
-        _fetch_once(url, partial, archive.size, progress)
+        fetch_once(url, partial, archive.size, progress)
         actual = sha256_of(partial)
         if actual == archive.sha256:
             partial.rename(destination)

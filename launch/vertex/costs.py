@@ -1,0 +1,82 @@
+"""What a Vertex AI job costs per hour by the pinned price table (launch/pricing/table.py).
+
+Pure: a `CustomJob` (the very spec a dry run prints) and a region in, dollars per hour out,
+with the parts that make it up, so every estimate and every "cost so far" is priced from
+what is (or was) actually submitted.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from google.cloud import aiplatform_v1
+
+from launch.pricing.table import Hourly, PriceMissing, PriceTable
+from launch.resources import Accelerator
+from launch.vertex import hardware
+
+# A job's scheduling strategy -> the price column it pays.
+COLUMNS = {"STANDARD": "standard", "SPOT": "spot", "FLEX_START": "flex_start",
+           "ON_DEMAND": "standard", "LOW_COST": "spot", "STRATEGY_UNSPECIFIED": "standard"}
+
+
+def pool_hourly(table: PriceTable, region: str, pool: aiplatform_v1.WorkerPoolSpec,
+                column: str) -> tuple[float, str]:
+    """One worker pool's price per hour: replicas x (machine + accelerators, or TPU chips)."""
+    spec = pool.machine_spec
+    accelerator = Accelerator(spec.accelerator_type.name, spec.accelerator_count) \
+        if spec.accelerator_count else None
+    machine = hardware.Machine(spec.machine_type, accelerator, spec.tpu_topology or None)
+    if machine.machine_type == "cloud-tpu":
+        each = table.price(region, "accelerators", accelerator.type, column) * accelerator.count
+        what = str(accelerator)
+    elif machine.is_tpu:
+        chips = hardware.tpu_chips(machine)
+        each = table.price(region, "tpu_chips", machine.tpu_generation, column) * chips
+        what = f"{machine.machine_type} {machine.tpu_topology} ({chips} chips)"
+    else:
+        vcpus, memory = hardware.machine_shape(machine.machine_type)
+        family = machine.machine_type.split("-", 1)[0]
+        each = vcpus * table.price(region, "cores", family, column) + \
+            memory * table.price(region, "ram", family, column)
+        what = machine.machine_type
+        if accelerator:
+            each += accelerator.count * table.price(region, "accelerators", accelerator.type,
+                                                    column)
+            what += f" + {accelerator}"
+    replicas = max(int(pool.replica_count), 1)
+    return replicas * each, f"{replicas} x {what} at {each:.4f}/h"
+
+
+def job_hourly(table: PriceTable, region: str, job: aiplatform_v1.CustomJob) -> Hourly:
+    """Every pool of the job at its scheduling strategy's prices."""
+    column = COLUMNS[job.job_spec.scheduling.strategy.name]
+    priced = [pool_hourly(table, region, pool, column)
+              for pool in job.job_spec.worker_pool_specs]
+    return Hourly(sum(p for p, _ in priced), tuple(part for _, part in priced), table.currency)
+
+
+def job_region(job: aiplatform_v1.CustomJob) -> str:
+    """`projects/P/locations/REGION/customJobs/ID` -> REGION."""
+    return job.name.split("/")[3]
+
+
+def cost_so_far(table: PriceTable, job: aiplatform_v1.CustomJob,
+                now: datetime.datetime) -> str:
+    """What a running or finished job has cost: its hourly price x the time it has run
+    (from start to end, or to `now`); a job that has not started has cost nothing."""
+    try:
+        amount = job_cost(table, job, now)
+    except PriceMissing as error:
+        return f"cost unknown ({str(error).split(':')[0]})"
+    spent = f"{amount:.2f} {table.currency}"
+    return spent if job.end_time else f"{spent} so far"
+
+
+def job_cost(table: PriceTable, job: aiplatform_v1.CustomJob,
+             now: datetime.datetime) -> float:
+    """The amount behind `cost_so_far`; PriceMissing when the table lacks the hardware."""
+    if not job.start_time:
+        return 0.0
+    hours = max(((job.end_time or now) - job.start_time).total_seconds(), 0.0) / 3600
+    return job_hourly(table, job_region(job), job).total * hours
