@@ -50,7 +50,7 @@ class TrainingRun:
     steps: int | None = None
     init_checkpoint: str | None = None
     init_checkpoint_type: str = "backbone"
-    params_override: str = ""
+    params_override: Sequence[str] = ()  # applied in order, after the config files
     config_files: Sequence[str] = ()
     hparams: Sequence[str] = ()  # a tuning trial's values, ID=VALUE
 
@@ -61,8 +61,8 @@ class TrainingRun:
                          train_steps=self.steps, init_checkpoint=self.init_checkpoint,
                          init_checkpoint_type=self.init_checkpoint_type
                          if self.init_checkpoint else None,
-                         params_override=self.params_override, hparams=tuple(self.hparams),
-                         **more)
+                         params_override=tuple(self.params_override),
+                         hparams=tuple(self.hparams), **more)
 
 
 @dataclasses.dataclass(frozen=True)

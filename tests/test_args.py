@@ -25,7 +25,7 @@ EVERY_COMMAND = [
               model_dir="gs://b/runs/r1/checkpoints", data_dir="gs://b/records",
               config_files=("a.yaml", "b=c.yaml"), train_steps=5000,
               init_checkpoint="gs://b/ckpt-1", init_checkpoint_type="detection",
-              params_override="task.model.num_classes=38,trainer.optimizer_config.x=1",
+              params_override=("task.model.num_classes=38", "trainer.optimizer_config.x=1"),
               export_dir="/e", eval_idle_timeout=0.25, tpu="local", train_input="/t/*",
               eval_input="/v/*", label_map="/l.pbtxt", strategy="mirrored", num_gpus=2,
               tensorboard_dir="/tb", eval_poll_interval=2.5),
@@ -56,6 +56,15 @@ def test_the_argv_is_the_command_then_the_options_that_differ_from_their_default
     assert ExportArgs("/m", "/e").to_argv() == ["export", "--model_dir=/m", "--export_dir=/e"]
     every_field = {f.name for c in args.COMMANDS for f in dataclasses.fields(c)}
     assert "config_files" in every_field  # repeated as --config_file, as Model Garden spells it
+
+
+def test_params_override_repeats_and_a_single_one_reads_as_model_gardens():
+    """Model Garden's one `--params_override=a=1,b=2` is one override; each repeat is applied
+    after the one before (a launcher appends its own after the user's)."""
+    assert args.parse(["--params_override=a=1,b=2"]).params_override == ("a=1,b=2",)
+    assert args.parse(["--params_override=a", "--params-override=b"]).params_override == (
+        "a", "b")
+    assert TrainArgs().params_override == ()
 
 
 def test_hyphenated_spellings_are_accepted_and_bad_flags_are_refused(capsys):

@@ -15,8 +15,9 @@ from launch.resources import Resources
 from tests.conftest import REPO
 from trainer.args import ConvertArgs
 
-RUN = jobs.TrainingRun(model_dir="/m", data_dir="/d", steps=40, params_override="a.b=1",
-                       init_checkpoint="/ckpt", config_files=("x.yaml",))
+RUN = jobs.TrainingRun(model_dir="/m", data_dir="/d", steps=40,
+                       params_override=("a.b=1", '{"a": {"c": 2}}'), init_checkpoint="/ckpt",
+                       config_files=("x.yaml",))
 
 
 def test_train_job_is_the_trainer_command_line():
@@ -25,7 +26,7 @@ def test_train_job_is_the_trainer_command_line():
                         "--model_dir=/m", "--data_dir=/d", "--config_file=x.yaml",
                         "--train_steps=40", "--init_checkpoint=/ckpt",
                         "--init_checkpoint_type=backbone", "--params_override=a.b=1",
-                        "--export_dir=/e")
+                        '--params_override={"a": {"c": 2}}', "--export_dir=/e")
     assert [p.replica_count for p in job.pools] == [1, 2] and job.num_replicas == 3
     evaluation = jobs.eval_job(RUN, idle_timeout=30)
     assert "--mode=continuous_eval" in evaluation.args

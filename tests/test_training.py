@@ -207,8 +207,8 @@ def test_two_workers_train_together_on_localhost(train_records, tmp_path):
 
     lines: list[tuple[int, str]] = []
     run = jobs.TrainingRun(model_dir=str(tmp_path), data_dir=str(train_records), steps=20,
-                           params_override="trainer.steps_per_loop=10,"
-                                           "trainer.checkpoint_interval=10")
+                           params_override=("trainer.steps_per_loop=10,"
+                                            "trainer.checkpoint_interval=10",))
     job = jobs.train_job(run, Resources(workers=1))
     code = LocalExecutor(on_line=lambda replica, line: lines.append((replica, line))).run(job)
     output = "\n".join(f"[{r}] {line}" for r, line in lines)

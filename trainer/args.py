@@ -56,6 +56,8 @@ class Args:
         default, in declaration order."""
         argv = list(self.COMMAND)
         for field in dataclasses.fields(self):
+            if "always" not in field.metadata:  # not an option: TrainerSettings.hardware
+                continue
             value = getattr(self, field.name)
             if value == field.default and not field.metadata["always"]:
                 continue
@@ -94,8 +96,9 @@ class TrainArgs(Args):
     init_checkpoint_type: str | None = option(
         "backbone (default): an ImageNet classification checkpoint; detection: a full "
         "detector", choices=sorted(INIT_CHECKPOINT_TYPES))
-    params_override: str = option("'a.b=1,c.d=x' or YAML, applied after the config files",
-                                  default="")
+    params_override: tuple[str, ...] = option(
+        "'a.b=1,c.d=x', YAML or JSON, applied after the config files (repeatable, applied in "
+        "order)", default=())
     hparams: tuple[str, ...] = option("a tuning trial's value, ID=VALUE, applied last "
                                       "(repeatable; Vertex AI's --ID=VALUE is read as this)",
                                       default=(), flag="hparam")

@@ -1,7 +1,7 @@
 """Builds the Model Garden ExperimentConfig from settings, in one documented order.
 
 base experiment (with its shipped YAML) -> device precision -> --config_file ... ->
-paths and steps from flags -> --params_override. Later steps win, so a user's explicit
+paths and steps from flags -> --params_override ... Later steps win, so a user's explicit
 override always has the last word.
 """
 
@@ -100,13 +100,12 @@ def build_params(settings: TrainerSettings, precision: str):
             overrides["trainer"]["optimizer_config"] = {
                 "learning_rate": {"cosine": {"decay_steps": settings.train_steps}}}
     params.override(overrides, is_strict=True)
-    if settings.params_override:
+    for override in settings.params_override:
         try:
-            params = hyperparams.override_params_dict(params, settings.params_override,
-                                                      is_strict=True)
+            params = hyperparams.override_params_dict(params, override, is_strict=True)
         except (KeyError, ValueError, TypeError) as error:
-            raise SettingsError(f"--params_override {settings.params_override!r} does not fit "
-                                f"the experiment's config: {error}") from None
+            raise SettingsError(f"--params_override {override!r} does not fit the "
+                                f"experiment's config: {error}") from None
     if settings.hparams:
         try:
             params.override(hparams.fit_types(hparams.trial_override(settings.hparams),
