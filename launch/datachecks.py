@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 from launch.errors import InputError
-from trainer.data import checks, layout
+from trainer.data import checks
 from trainer.data.label_map import parse_label_map
 from trainer.errors import LabelMapError
+from trainer.files import CONVERSION_REPORT_FILE, DATA_LABEL_MAP_FILE, RECORDS_PREFIX
 
 MAX_REPORT_BYTES = 64 << 20  # a report lists every problem: large datasets, large reports
 
@@ -24,15 +25,15 @@ def evaluate(report_text: str | None, label_map_text: str | None, where: str
              ) -> list[checks.Finding]:
     """The findings on the records' metadata (refusals first)."""
     if report_text is None or label_map_text is None:
-        missing = layout.REPORT_FILENAME if report_text is None else layout.LABEL_MAP_FILENAME
+        missing = CONVERSION_REPORT_FILE if report_text is None else DATA_LABEL_MAP_FILE
         return [checks.Finding(False, f"{where} has no {missing}: the data checks were "
                                       "skipped")]
     try:
         report = json.loads(report_text)
         label_map = parse_label_map(label_map_text)
     except (ValueError, LabelMapError) as error:
-        return [checks.Finding(True, f"unreadable {layout.REPORT_FILENAME} or "
-                                     f"{layout.LABEL_MAP_FILENAME}: {str(error)[:200]}")]
+        return [checks.Finding(True, f"unreadable {CONVERSION_REPORT_FILE} or "
+                                     f"{DATA_LABEL_MAP_FILE}: {str(error)[:200]}")]
     return checks.findings(report if isinstance(report, dict) else {}, label_map)
 
 
@@ -63,8 +64,8 @@ def _read(path: Path) -> str | None:
 
 def local_findings(data_dir: str) -> list[checks.Finding]:
     root = Path(data_dir)
-    return evaluate(_read(root / layout.REPORT_FILENAME),
-                    _read(root / layout.LABEL_MAP_FILENAME), data_dir)
+    return evaluate(_read(root / CONVERSION_REPORT_FILE),
+                    _read(root / DATA_LABEL_MAP_FILE), data_dir)
 
 
 def check_local(data_dir: str, force: bool = False) -> list[str]:
@@ -72,21 +73,21 @@ def check_local(data_dir: str, force: bool = False) -> list[str]:
 
 
 def bucket_where(bucket: str) -> str:
-    return f"gs://{bucket}/{layout.RECORDS_PREFIX}/"
+    return f"gs://{bucket}/{RECORDS_PREFIX}/"
 
 
 def bucket_findings(storage_client, bucket: str) -> list[checks.Finding]:
     from google.api_core.exceptions import NotFound
 
     def read(name: str) -> str | None:
-        blob = storage_client.bucket(bucket).blob(f"{layout.RECORDS_PREFIX}/{name}")
+        blob = storage_client.bucket(bucket).blob(f"{RECORDS_PREFIX}/{name}")
         try:
             return blob.download_as_bytes(start=0, end=MAX_REPORT_BYTES - 1,
                                           timeout=60).decode("utf-8", "replace")
         except NotFound:
             return None
 
-    return evaluate(read(layout.REPORT_FILENAME), read(layout.LABEL_MAP_FILENAME),
+    return evaluate(read(CONVERSION_REPORT_FILE), read(DATA_LABEL_MAP_FILE),
                     bucket_where(bucket))
 
 

@@ -25,9 +25,8 @@ from trainer.args import (
     SampleArgs,
 )
 from trainer.data import pets
-from trainer.data.sample import COCO_FILE
 from trainer.experiments import default_train_steps
-from trainer.predict import DETECTIONS_FILE
+from trainer.files import DETECTIONS_FILE, METRICS_DIR, METRICS_FILE, SAMPLE_COCO_FILE
 
 DEMO_PREDICT_IMAGES = 6
 
@@ -166,11 +165,11 @@ def _publish(client, output_dir: str) -> str:
 
 def latest_metrics(model_dir: str) -> dict:
     """The newest evaluation results written by the trainer (eval/ckpt-N.json)."""
-    paths = sorted(Path(model_dir, "eval").glob("ckpt-*.json"),
-                   key=lambda p: int(p.stem.removeprefix("ckpt-")))
-    if not paths:
-        raise StepFailed(f"no evaluation results in {model_dir}/eval")
-    return json.loads(paths[-1].read_text())
+    found = {int(match[1]): path for path in Path(model_dir, METRICS_DIR).glob("ckpt-*.json")
+             if (match := METRICS_FILE.fullmatch(path.name))}
+    if not found:
+        raise StepFailed(f"no evaluation results in {model_dir}/{METRICS_DIR}")
+    return json.loads(found[max(found)].read_text())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +196,7 @@ def demo_data(data: Path, records: Path, num_images: int | None,
     say(f"2/6 Converting {'the COCO JSON ' if format == 'coco' else ''}to TFRecords")
     if format == "coco":
         run_job(jobs.tool_job(ConvertArgs(None, str(records), num_shards=4, format="coco",
-                                          annotations=str(data / COCO_FILE),
+                                          annotations=str(data / SAMPLE_COCO_FILE),
                                           images=str(data / pets.IMAGES_DIR))))
     else:
         run_job(jobs.tool_job(ConvertArgs(str(data), str(records), num_shards=4)))

@@ -16,12 +16,12 @@ import json
 
 from trainer import model_dir as model_dir_lib
 from trainer.errors import SettingsError
+from trainer.files import EXPORT_INFO_FILE
 from trainer.io import write_text
 
 SIGNATURE = "serving_default"
 UINT8_SIGNATURE = "serving_uint8"
 BYTES_SIGNATURE = "serving_bytes"
-EXPORT_INFO_FILE = "export.json"  # how it was exported: read without loading TensorFlow
 SIGNATURE_OF = {"uint8": UINT8_SIGNATURE, "bytes": BYTES_SIGNATURE}  # --default_signature
 MAX_DETECTIONS_LIMIT = 1000
 

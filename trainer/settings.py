@@ -8,9 +8,9 @@ import os
 from collections.abc import Mapping, Sequence
 
 from trainer import args as trainer_args
+from trainer import files
 from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs
-from trainer.data import layout
 from trainer.errors import SettingsError
 
 
@@ -45,9 +45,9 @@ def settings_from_args(args: TrainArgs, env: Mapping[str, str] = os.environ
     return TrainerSettings(**{
         **given,
         "model_dir": model_dir.rstrip("/"),
-        "train_input": from_data_dir(args.train_input, layout.shard_glob("train")),
-        "eval_input": from_data_dir(args.eval_input, layout.shard_glob("val")),
-        "label_map": from_data_dir(args.label_map, layout.LABEL_MAP_FILENAME),
+        "train_input": from_data_dir(args.train_input, files.shard_glob("train")),
+        "eval_input": from_data_dir(args.eval_input, files.shard_glob("val")),
+        "label_map": from_data_dir(args.label_map, files.DATA_LABEL_MAP_FILE),
         "init_checkpoint_type": args.init_checkpoint_type or "backbone",
         "tensorboard_dir": args.tensorboard_dir or env.get("AIP_TENSORBOARD_LOG_DIR"),
         "export_dir": args.export_dir or env.get("AIP_MODEL_DIR"),

@@ -27,8 +27,8 @@ from trainer.args import QUANTIZATIONS
 from trainer.errors import SettingsError
 from trainer.evaluation import MEAN_RGB  # Model Garden's, as uint8 pixel values
 from trainer.export import ExportOptions
+from trainer.files import TFLITE_FILE
 
-TFLITE_FILE = "model.tflite"
 CALIBRATION_IMAGES = 100  # int8: training images the converter measures ranges on
 
 

@@ -15,10 +15,9 @@ from google.cloud import aiplatform_v1
 from launch import jobs
 from launch.errors import InputError
 from launch.vertex.spec import CloudTarget, custom_job
-from trainer.data import layout
+from trainer.files import RECORDS_PREFIX, RUNS_PREFIX
 from trainer.model_dir import HARDWARE_ENV
 
-RECORDS_PREFIX = layout.RECORDS_PREFIX
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
 
@@ -49,7 +48,7 @@ class RunPaths:
 
     @property
     def root(self) -> str:  # the training job's base output directory
-        return f"gs://{self.bucket}/{layout.RUNS_PREFIX}/{self.run_id}"
+        return f"gs://{self.bucket}/{RUNS_PREFIX}/{self.run_id}"
 
     @property
     def checkpoints(self) -> str:  # the trainer's --model_dir

@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from trainer.data import coco, defaults, layout, pets
+from trainer import files
+from trainer.data import coco, defaults, pets
 from trainer.data.images import (
     MAX_DECODABLE_PIXELS,
     ImageError,
@@ -46,7 +47,6 @@ from trainer.data.tf_example import Box, detection_example
 from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
 from trainer.errors import ConversionError
 
-REPORT_FILENAME = layout.REPORT_FILENAME
 SPLIT_SEED = 42  # the Object Detection API's create_pet_tf_record seed
 TRAIN_FRACTION = 0.7
 MAX_XML_BYTES = 16 << 20  # a VOC annotation is a few KB; lxml bounds the rest of a parse
@@ -120,11 +120,11 @@ class Plan:
 
 def record_pattern(output_dir: str | Path, split: str) -> str:
     """The glob of a split's shards; the trainer reads the same pattern."""
-    return str(Path(output_dir) / layout.shard_glob(split))
+    return str(Path(output_dir) / files.shard_glob(split))
 
 
 def shard_path(output_dir: Path, split: str, index: int, num_shards: int) -> Path:
-    return output_dir / layout.shard_name(split, index, num_shards)
+    return output_dir / files.shard_name(split, index, num_shards)
 
 
 # ---------------------------------------------------------------------------- planning
@@ -627,8 +627,8 @@ def _summarise(report: dict) -> str:
 
 # ------------------------------------------------------------- the output directory
 
-OUTPUT_FILE = re.compile(rf"^(?:\w+\.record-.*|{re.escape(layout.LABEL_MAP_FILENAME)}|"
-                         rf"{re.escape(REPORT_FILENAME)})$")
+OUTPUT_FILE = re.compile(rf"^(?:\w+\.record-.*|{re.escape(files.DATA_LABEL_MAP_FILE)}|"
+                         rf"{re.escape(files.CONVERSION_REPORT_FILE)})$")
 STAGING = re.compile(r"\.partial-(?P<pid>\d+)-")
 AT_FDCWD, RENAME_EXCHANGE = -100, 2
 
@@ -739,15 +739,15 @@ def convert(
         written, problems, classes = _write_splits(
             plan, label_map, staging, num_shards, processes or os.cpu_count() or 1, limits,
             progress)
-        write_label_map(label_map, staging / layout.LABEL_MAP_FILENAME)
+        write_label_map(label_map, staging / files.DATA_LABEL_MAP_FILE)
         total = sum(written.values())
         # nothing valid: the previous output stays, and the report goes beside it
-        report_path = output_dir / REPORT_FILENAME if total else \
-            output_dir.with_name(f"{output_dir.name}.{REPORT_FILENAME}")
+        report_path = output_dir / files.CONVERSION_REPORT_FILE if total else \
+            output_dir.with_name(f"{output_dir.name}.{files.CONVERSION_REPORT_FILE}")
         report = _report(written, problems, output_dir, num_shards, limits, report_path)
         report.update(classes=classes, label_map_ids=dict(sorted(label_map.items(),
                                                                   key=lambda item: item[1])))
-        (staging / REPORT_FILENAME if total else report_path).write_text(
+        (staging / files.CONVERSION_REPORT_FILE if total else report_path).write_text(
             json.dumps(report, indent=2) + "\n")
         print(_summarise(report))
         if total == 0:
@@ -770,7 +770,7 @@ def _report(written: Mapping[str, int], problems: list[tuple[str, str, Problem]]
                    for split, n in written.items()},
         "num_shards": num_shards,
         "limits": dataclasses.asdict(limits),
-        "label_map": str(output_dir / layout.LABEL_MAP_FILENAME),
+        "label_map": str(output_dir / files.DATA_LABEL_MAP_FILE),
         "skipped": dict(sorted(counts["skipped"].items())),
         "repaired": dict(sorted(counts["repaired"].items())),
         "problems": [{"example": name, "split": split, **dataclasses.asdict(problem)}
