@@ -24,6 +24,7 @@ from trainer.args import (
     PredictArgs,
     SampleArgs,
 )
+from trainer.cli import ERROR_PREFIX, EXIT_USAGE
 from trainer.data import pets
 from trainer.experiments import default_train_steps
 from trainer.files import DETECTIONS_FILE, METRICS_DIR, METRICS_FILE, SAMPLE_COCO_FILE
@@ -39,16 +40,28 @@ def _console():
 
 def run_job(job: jobs.TrainerJob, total_steps: int | None = None,
             executor: LocalExecutor | None = None) -> None:
-    """Runs a job locally with a progress bar; raises StepFailed if it fails."""
-    on_line, close = progress_printer(total_steps)
-    executor = executor or LocalExecutor()
-    executor = dataclasses.replace(executor, on_line=on_line)
+    """Runs a job locally with a progress bar. The trainer's `error: ...` line is held back
+    and becomes the error raised: InputError for a usage mistake (the trainer's exit 2, as
+    invoke's own), so the user sees that one line once; StepFailed for any other failure."""
+    printer, close = progress_printer(total_steps)
+    reasons: list[str] = []
+
+    def on_line(replica: int, line: str) -> None:
+        if line.startswith(ERROR_PREFIX):
+            reasons.append(line.removeprefix(ERROR_PREFIX))
+        else:
+            printer(replica, line)
+
+    executor = dataclasses.replace(executor or LocalExecutor(), on_line=on_line)
     try:
         code = executor.run(job)
     finally:
         close()
+    if code == EXIT_USAGE and reasons:
+        raise InputError(reasons[-1])
     if code != 0:
-        raise StepFailed(f"{job.name} failed with exit status {code} (output above)")
+        why = f": {reasons[-1]}" if reasons else " (output above)"
+        raise StepFailed(f"{job.name} failed with exit status {code}{why}")
 
 
 def train(run: jobs.TrainingRun, resources: Resources = DEFAULT_RESOURCES,

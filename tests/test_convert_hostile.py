@@ -26,6 +26,7 @@ from tests.test_convert import read_records
 from trainer.data import pets
 from trainer.data.convert import ConversionError, Limits, convert_directory
 from trainer.data.sample import write_sample
+from trainer.errors import SettingsError
 from trainer.files import CONVERSION_REPORT_FILE
 
 
@@ -131,9 +132,9 @@ def test_caps_on_pixels_and_objects_are_reported_and_configurable(small, tmp_pat
                           limits=Limits(max_pixels=10_000))  # every image is larger
     report = json.loads((tmp_path / f"c.{CONVERSION_REPORT_FILE}").read_text())
     assert report["skipped"] == {"image_too_large": len(names(small)) - 1, "too_many_objects": 1}
-    with pytest.raises(ConversionError, match="--max_objects must be at least 1"):
+    with pytest.raises(SettingsError, match="--max-objects must be at least 1"):
         Limits(max_objects=0)
-    with pytest.raises(ConversionError, match="--max_pixels must be at most 178,956,970: "
+    with pytest.raises(SettingsError, match="--max-pixels must be at most 178,956,970: "
                                               "TensorFlow's JPEG decoder refuses larger"):
         Limits(max_pixels=200_000_000)
 
@@ -197,8 +198,8 @@ def test_an_output_directory_with_other_files_is_refused_untouched(small, tmp_pa
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(ConversionError, match=r"holds files a conversion does not write "
-                                              r"\(notes\.txt\)"):
+    with pytest.raises(SettingsError, match=r"--output-dir .* holds files a conversion does "
+                                            r"not write \(notes\.txt\)"):
         convert_directory(small, out, progress=False)
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
 

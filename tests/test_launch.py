@@ -111,6 +111,27 @@ def test_invoke_data_tasks_run_the_trainer(tmp_path):
         "val.record-00000-of-00002", "val.record-00001-of-00002"]
 
 
+@pytest.mark.parametrize("flags,message", [
+    (["--format=yolo"], "error: --format must be one of pets, voc, coco, got 'yolo'"),
+    (["--max-pixels=0"], "error: --max-pixels must be at least 1, got 0"),  # the trainer's
+])
+def test_a_trainer_usage_error_reaches_invoke_as_its_one_line_and_exit_2(flags, message,
+                                                                         tmp_path):
+    result = invoke("data.convert", f"--data-dir={tmp_path}",
+                    f"--output-dir={tmp_path / 'records'}", *flags)
+    assert result.returncode == 2
+    assert (result.stderr.splitlines(), result.stdout) == ([message], "")  # said once
+
+
+def test_a_failed_tool_says_why_in_its_error():
+    from launch.errors import StepFailed
+    from launch.workflow import run_job
+
+    with pytest.raises(StepFailed, match=r"^convert failed with exit status 1: /nonexistent/"
+                                         r"annotations/trainval\.txt not found"):
+        run_job(jobs.tool_job(ConvertArgs("/nonexistent", "/tmp/never")))
+
+
 def test_invoke_reports_unknown_targets_clearly():
     result = invoke("train", "--target=mars")
     assert result.returncode == 2

@@ -105,7 +105,7 @@ def test_settings_are_the_flags_resolved_not_a_copy_of_them():
 
 
 def test_missing_model_dir_is_a_usage_error():
-    with pytest.raises(SettingsError, match="--model_dir is required"):
+    with pytest.raises(SettingsError, match="--model-dir is required"):
         settings.parse([], {})
 
 
@@ -134,9 +134,9 @@ def test_params_follow_flags_in_documented_order(train_records, tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--model_dir=/tmp/m", "--data_dir=/nonexistent"], "no files match --train_input"),
+    (["--model_dir=/tmp/m", "--data_dir=/nonexistent"], "no files match --train-input"),
     (["--model_dir=/tmp/m", "--experiment=nope"], "unknown --experiment 'nope'"),
-    (["--data_dir=/tmp"], "--model_dir is required"),
+    (["--data_dir=/tmp"], "--model-dir is required"),
 ])
 def test_bad_flags_exit_with_a_message_not_a_traceback(args, message):
     result = run_trainer(*args, check=False, env={"AIP_CHECKPOINT_DIR": ""})

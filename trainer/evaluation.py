@@ -19,6 +19,7 @@ import numpy as np
 
 from trainer import analysis, files
 from trainer import model_dir as model_dir_lib
+from trainer.args import TrainArgs, shown
 from trainer.errors import EvalTimeoutError
 from trainer.io import write_text
 
@@ -241,6 +242,6 @@ def evaluate_continuously(
             raise EvalTimeoutError(
                 f"no new checkpoint in {model_dir} for {idle:.0f} s (last evaluated: {last}; "
                 f"waiting for step {final_step()}). Is the training job running? Raise "
-                "--eval_idle_timeout if checkpoints are far apart."
+                f"{shown(TrainArgs, 'eval_idle_timeout')} if checkpoints are far apart."
             )
         sleep(poll_interval)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from trainer import args as trainer_args
 from trainer import files
 from trainer import model_dir as model_dir_lib
-from trainer.args import TrainArgs
+from trainer.args import TrainArgs, shown
 from trainer.errors import SettingsError
 
 
@@ -33,14 +33,15 @@ def settings_from_args(args: TrainArgs, env: Mapping[str, str] = os.environ
     """Resolves flags against the data directory and Vertex AI's AIP_* variables."""
     model_dir = args.model_dir or env.get("AIP_CHECKPOINT_DIR")
     if not model_dir:
-        raise SettingsError("--model_dir is required (or AIP_CHECKPOINT_DIR, set by Vertex AI)")
+        raise SettingsError("--model-dir is required (or AIP_CHECKPOINT_DIR, set by Vertex AI)")
     data_dir = args.data_dir.rstrip("/") if args.data_dir else None
 
     def from_data_dir(explicit: str | None, name: str) -> str | None:
         return explicit or (f"{data_dir}/{name}" if data_dir else None)
 
     if args.train_steps is not None and args.train_steps < 1:
-        raise SettingsError(f"--train_steps must be at least 1, got {args.train_steps}")
+        raise SettingsError(f"{shown(TrainArgs, 'train_steps')} must be at least 1, got "
+                            f"{args.train_steps}")
     given = {field.name: getattr(args, field.name) for field in dataclasses.fields(TrainArgs)}
     return TrainerSettings(**{
         **given,

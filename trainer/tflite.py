@@ -125,7 +125,7 @@ def calibration_images(records: str, size: int,
     files = sorted(tf.io.gfile.glob(records))
     if not files:
         raise SettingsError(f"--quantize int8 measures training images, and no file matches "
-                            f"{records}; pass --data_dir with the converted TFRecords")
+                            f"{records}; pass --calibration-data with the converted TFRecords")
     parsed = tf.data.TFRecordDataset(files).map(lambda record: tf.io.parse_single_example(
         record, {"image/encoded": tf.io.FixedLenFeature([], tf.string)})["image/encoded"])
     for encoded in parsed.take(count):

@@ -36,6 +36,7 @@ import numpy as np
 from PIL import Image
 
 from trainer import files
+from trainer.args import ConvertArgs, shown
 from trainer.data import coco, defaults, pets
 from trainer.data.images import (
     MAX_DECODABLE_PIXELS,
@@ -45,7 +46,7 @@ from trainer.data.images import (
 from trainer.data.label_map import pets_label_map, write_label_map
 from trainer.data.tf_example import Box, detection_example
 from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
-from trainer.errors import ConversionError
+from trainer.errors import ConversionError, SettingsError
 
 SPLIT_SEED = 42  # the Object Detection API's create_pet_tf_record seed
 TRAIN_FRACTION = 0.7
@@ -68,11 +69,11 @@ class Limits:
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             if getattr(self, field.name) < 1:
-                raise ConversionError(f"--{field.name} must be at least 1, "
-                                      f"got {getattr(self, field.name)}")
+                raise SettingsError(f"{shown(ConvertArgs, field.name)} must be at least 1, "
+                                    f"got {getattr(self, field.name)}")
         if self.max_pixels > MAX_DECODABLE_PIXELS:
-            raise ConversionError(f"--max_pixels must be at most {MAX_DECODABLE_PIXELS:,}: "
-                                  "TensorFlow's JPEG decoder refuses larger images in training")
+            raise SettingsError(f"--max-pixels must be at most {MAX_DECODABLE_PIXELS:,}: "
+                                "TensorFlow's JPEG decoder refuses larger images in training")
 
     def max_file_bytes(self) -> int:
         """No image within the pixel cap needs more bytes than its raw RGBA pixels (plus
@@ -473,7 +474,7 @@ def _convert_one(source: Source, label_map: Mapping[str, int], limits: Limits) -
     annotation = source.annotation
     if annotation is not None and len(annotation.objects) > limits.max_objects:
         return skipped("too_many_objects", f"{len(annotation.objects)} objects, more than the "
-                                           f"cap of {limits.max_objects} (--max_objects)")
+                                           f"cap of {limits.max_objects} (--max-objects)")
     if annotation is None:
         try:
             annotation = parse_voc(source.xml_path.read_bytes(), limits.max_objects)
@@ -603,7 +604,7 @@ def _write_all(shards: Sequence[Shard], label_map: Mapping[str, int], limits: Li
             raise ConversionError(
                 "a conversion worker process died (killed by the out-of-memory killer or "
                 "a signal?); nothing was replaced. Retry with fewer --processes, or lower "
-                "--max_pixels if images are huge") from None
+                "--max-pixels if images are huge") from None
         on_progress(counter.value - reported)
         return results
     finally:
@@ -636,12 +637,12 @@ AT_FDCWD, RENAME_EXCHANGE = -100, 2
 def _check_replaceable(output_dir: Path) -> None:
     """The output directory is replaced whole: refuse one holding files we did not write."""
     if output_dir.exists() and not output_dir.is_dir():
-        raise ConversionError(f"--output_dir {output_dir} is a file, not a directory")
+        raise SettingsError(f"--output-dir {output_dir} is a file, not a directory")
     foreign = sorted(p.name for p in output_dir.iterdir() if not OUTPUT_FILE.match(p.name)) \
         if output_dir.is_dir() else []
     if foreign:
-        raise ConversionError(
-            f"--output_dir {output_dir} holds files a conversion does not write "
+        raise SettingsError(
+            f"--output-dir {output_dir} holds files a conversion does not write "
             f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); the directory is "
             "replaced whole, so convert into an empty or new directory, or move them away")
 
