@@ -14,7 +14,8 @@ from pathlib import Path
 from lxml import etree
 from PIL import Image
 
-from trainer.data import layout, pets
+from trainer import files
+from trainer.data import pets
 from trainer.data.convert import split_names
 from trainer.data.label_map import pets_label_map
 
@@ -78,7 +79,7 @@ def convert_reference(data_dir: Path, output_dir: Path, num_shards: int = 10) ->
     names = pets.read_example_list(data_dir / pets.TRAINVAL_LIST)
     written = 0
     for split, split_list in split_names(names).items():
-        writers = [tf.io.TFRecordWriter(str(output_dir / layout.shard_name(split, i, num_shards)))
+        writers = [tf.io.TFRecordWriter(str(output_dir / files.shard_name(split, i, num_shards)))
                    for i in range(num_shards)]
         for index, name in enumerate(split_list):
             try:

@@ -41,19 +41,20 @@ def median_ms(call, pictures) -> float:
 def main(model_dir: str = "work/demo/model") -> list[dict]:
     import tensorflow as tf
 
+    from trainer import files
     from trainer.agreement import ap50, detect_all, labelled_images, top_agreement
     from trainer.data.convert import convert_directory
     from trainer.data.sample import write_sample
     from trainer.predict import load_detector
 
-    if not Path(model_dir, "run.json").exists():
+    if not Path(model_dir, files.RUN_FILE).exists():
         raise SystemExit(f"no trained model in {model_dir}: run `invoke demo` first")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         data = write_sample(root / "held-out", num_images=HELD_OUT_IMAGES, seed=99)
         convert_directory(data, root / "records", num_shards=1, progress=False)
-        truth = list(labelled_images(f"{root / 'records'}/*.record-*"))
+        truth = list(labelled_images(f"{root / 'records'}/{files.shard_glob('*')}"))
         pictures = [labelled.picture for labelled in truth]
         print(f"exporting {model_dir} (SavedModel, TFLite float32, float16, int8)...",
               flush=True)
@@ -73,7 +74,7 @@ def main(model_dir: str = "work/demo/model") -> list[dict]:
                      "ms": median_ms(lambda p: as_bytes(tf.constant([p.encoded])), pictures),
                      "ap50": None, "same_top": None, "mb": None})
         for name in variants:
-            path = root / name / "model.tflite"
+            path = root / name / files.TFLITE_FILE
             lite, _ = load_detector(str(path))
             found = detect_all(lite, truth)
             rows.append({"model": f"TFLite {name}", "ms": median_ms(lite, pictures),

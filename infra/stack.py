@@ -21,7 +21,7 @@ from infra.modules.services import ProjectServices
 from infra.modules.tensorboard import TrainingTensorboard
 from infra.modules.trainer_image import TrainerImage, build_command
 from infra.outputs import StackOutputs, stack_name
-from trainer.data import layout
+from trainer.files import RUNS_PREFIX
 
 # Project-level roles per identity. Everything else is granted on a single resource below.
 TRAINER_PROJECT_ROLES = (
@@ -158,10 +158,10 @@ class TrainingPlatformStack(TerraformStack):
             iam=[Grant("roles/storage.objectAdmin", "researchers", who.researchers),
                  Grant("roles/storage.objectViewer", "trainer", who.trainer.member),
                  Grant("roles/storage.objectUser", "trainer", who.trainer.member,
-                       object_prefix(names.data_bucket(env), layout.RUNS_PREFIX)),
+                       object_prefix(names.data_bucket(env), RUNS_PREFIX)),
                  # serving reads exported models, not data or checkpoints
                  Grant("roles/storage.objectViewer", "serving", who.serving.member,
-                       run_models(names.data_bucket(env), layout.RUNS_PREFIX))]))
+                       run_models(names.data_bucket(env), RUNS_PREFIX))]))
         build = self._after_services(PrivateBucket(
             self, "build", project=env.project_id, name=names.build_bucket(env),
             location=env.region, labels=dict(env.labels), force_destroy=True,

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 
 from launch.errors import InputError
-from trainer.data import checks, layout
+from trainer.data import checks
 from trainer.data.label_map import parse_label_map
 from trainer.errors import LabelMapError
+from trainer.files import CONVERSION_REPORT_FILE, DATA_LABEL_MAP_FILE, RECORDS_PREFIX
 
 MAX_REPORT_BYTES = 64 << 20  # a report lists every problem: large datasets, large reports
 
@@ -24,15 +25,15 @@ def evaluate(report_text: str | None, label_map_text: str | None, where: str
              ) -> list[checks.Finding]:
     """The findings on the records' metadata (refusals first)."""
     if report_text is None or label_map_text is None:
-        missing = layout.REPORT_FILENAME if report_text is None else layout.LABEL_MAP_FILENAME
+        missing = CONVERSION_REPORT_FILE if report_text is None else DATA_LABEL_MAP_FILE
         return [checks.Finding(False, f"{where} has no {missing}: the data checks were "
                                       "skipped")]
     try:
         report = json.loads(report_text)
         label_map = parse_label_map(label_map_text)
     except (ValueError, LabelMapError) as error:
-        return [checks.Finding(True, f"unreadable {layout.REPORT_FILENAME} or "
-                                     f"{layout.LABEL_MAP_FILENAME}: {str(error)[:200]}")]
+        return [checks.Finding(True, f"unreadable {CONVERSION_REPORT_FILE} or "
+                                     f"{DATA_LABEL_MAP_FILE}: {str(error)[:200]}")]
     return checks.findings(report if isinstance(report, dict) else {}, label_map)
 
 
@@ -63,19 +64,19 @@ def _read(path: Path) -> str | None:
 
 def local_findings(data_dir: str) -> list[checks.Finding]:
     root = Path(data_dir)
-    return evaluate(_read(root / layout.REPORT_FILENAME),
-                    _read(root / layout.LABEL_MAP_FILENAME), data_dir)
+    return evaluate(_read(root / CONVERSION_REPORT_FILE),
+                    _read(root / DATA_LABEL_MAP_FILE), data_dir)
 
 
 def check_local(data_dir: str, force: bool = False) -> list[str]:
     return check(local_findings(data_dir), data_dir, force)
 
 
-def bucket_where(bucket: str, prefix: str = layout.RECORDS_PREFIX) -> str:
+def bucket_where(bucket: str, prefix: str = RECORDS_PREFIX) -> str:
     return f"gs://{bucket}/{prefix}/"
 
 
-def bucket_findings(storage_client, bucket: str, prefix: str = layout.RECORDS_PREFIX
+def bucket_findings(storage_client, bucket: str, prefix: str = RECORDS_PREFIX
                     ) -> list[checks.Finding]:
     from google.api_core.exceptions import NotFound
 
@@ -87,11 +88,11 @@ def bucket_findings(storage_client, bucket: str, prefix: str = layout.RECORDS_PR
         except NotFound:
             return None
 
-    return evaluate(read(layout.REPORT_FILENAME), read(layout.LABEL_MAP_FILENAME),
+    return evaluate(read(CONVERSION_REPORT_FILE), read(DATA_LABEL_MAP_FILE),
                     bucket_where(bucket, prefix))
 
 
 def check_bucket(storage_client, bucket: str, force: bool = False,
-                 prefix: str = layout.RECORDS_PREFIX) -> list[str]:
+                 prefix: str = RECORDS_PREFIX) -> list[str]:
     return check(bucket_findings(storage_client, bucket, prefix), bucket_where(bucket, prefix),
                  force)

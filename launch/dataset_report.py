@@ -23,6 +23,7 @@ from launch.plots import embedded, embedded_plots, figure, html_table, text_tabl
 from trainer.data import layout
 from trainer.data.checks import FEW_EXAMPLES
 from trainer.experiments import Geometry
+from trainer.files import DATA_LABEL_MAP_FILE, SPLITS, shard_glob
 
 SAMPLES_PER_CLASS = 4
 OVERSIZED = 4  # an image whose longer side is this many times the input size is flagged
@@ -60,8 +61,8 @@ def read_dataset(records_dir: Path, geometry: Geometry) -> DatasetStats:
                 **{f"image/object/bbox/{k}": tf.io.VarLenFeature(tf.float32)
                    for k in ("xmin", "ymin", "xmax", "ymax")}}
     stats = DatasetStats({}, collections.defaultdict(list))
-    for split in layout.SPLITS:
-        files = sorted(tf.io.gfile.glob(str(records_dir / layout.shard_glob(split))))
+    for split in SPLITS:
+        files = sorted(tf.io.gfile.glob(str(records_dir / shard_glob(split))))
         split_stats = stats.splits[split] = SplitStats()
         for raw in tf.data.TFRecordDataset(files):
             example = tf.io.parse_single_example(raw, features)
@@ -278,7 +279,7 @@ def inspect(records_dir: str, experiment: str, out: Path) -> str:
         raise MissingError(f"{records} is not a converted dataset (no {', '.join(missing)}): "
                            "run `invoke data.convert` first, or pass --data-dir or "
                            "--annotations to inspect a raw dataset")
-    label_map = read_label_map(records / layout.LABEL_MAP_FILENAME)
+    label_map = read_label_map(records / DATA_LABEL_MAP_FILE)
     geometry = geometry_of(experiment)
     stats = read_dataset(records, geometry)
     found = flags(stats, label_map, geometry)

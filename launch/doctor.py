@@ -17,7 +17,7 @@ from launch.errors import MissingError
 from launch.gcs.upload import training_data_problems
 from launch.images import ImageBuildError, resolve_digest
 from launch.vertex import client as vertex_client
-from trainer.data.layout import RECORDS_PREFIX
+from trainer.files import RECORDS_PREFIX
 
 ACT_AS = "iam.serviceAccounts.actAs"
 IAM_ENDPOINT = "https://iam.googleapis.com"

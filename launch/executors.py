@@ -44,8 +44,8 @@ from launch.vertex.hardware import check_region, machine_for, tensorflow_note
 from launch.vertex.ladder import Ladder, climb
 from launch.vertex.spec import pin_images, tensorboard_url, trainer_images
 from launch.vertex.submit import Submission, create, dispatch, image_pins, pinned
-from trainer.data import layout
 from trainer.experiments import default_train_steps
+from trainer.files import RECORDS_PREFIX
 
 
 def _job_text(request: Request, submission: Submission, **decided) -> str:
@@ -262,7 +262,7 @@ class Vertex:
 
     @staticmethod
     def _data_url(request: Request, where: CloudTarget) -> str:
-        return request.data_dir or f"gs://{where.bucket}/{layout.RECORDS_PREFIX}"
+        return request.data_dir or f"gs://{where.bucket}/{RECORDS_PREFIX}"
 
     def _say_dry_run(self, text: str, where: CloudTarget, run_id: str, request: Request,
                      trains: bool) -> None:

@@ -54,7 +54,7 @@ class TrainingRun:
     steps: int | None = None
     init_checkpoint: str | None = None
     init_checkpoint_type: str = "backbone"
-    params_override: Sequence[str] = ()
+    params_override: Sequence[str] = ()  # applied in order, after the config files
     config_files: Sequence[str] = ()
     hparams: Sequence[str] = ()  # a tuning trial's values, ID=VALUE
 
@@ -66,8 +66,7 @@ class TrainingRun:
                          init_checkpoint_type=self.init_checkpoint_type
                          if self.init_checkpoint else None,
                          params_override=tuple(self.params_override),
-                         hparams=tuple(self.hparams),
-                         **more)
+                         hparams=tuple(self.hparams), **more)
 
 
 @dataclasses.dataclass(frozen=True)

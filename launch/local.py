@@ -144,4 +144,8 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
             progress.console.print(line if replica == 0 else f"[replica {replica}] {line}",
                                    markup=False, highlight=False)
 
-    return on_line, progress.stop
+    def close() -> None:
+        if bars:  # stopping a Progress that never started prints an empty line
+            progress.stop()
+
+    return on_line, close

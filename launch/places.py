@@ -8,7 +8,7 @@ import dataclasses
 import re
 
 from launch.errors import InputError
-from trainer.data import layout
+from trainer.files import RUNS_PREFIX
 
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 
@@ -58,7 +58,7 @@ class RunPaths:
 
     @property
     def root(self) -> str:  # the training job's base output directory
-        return f"gs://{self.bucket}/{layout.RUNS_PREFIX}/{self.run_id}"
+        return f"gs://{self.bucket}/{RUNS_PREFIX}/{self.run_id}"
 
     @property
     def checkpoints(self) -> str:  # the trainer's --model_dir

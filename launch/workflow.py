@@ -24,10 +24,10 @@ from trainer.args import (
     PredictArgs,
     SampleArgs,
 )
+from trainer.cli import ERROR_PREFIX, EXIT_USAGE
 from trainer.data import pets
-from trainer.data.sample import COCO_FILE
 from trainer.experiments import default_train_steps
-from trainer.predict import DETECTIONS_FILE
+from trainer.files import DETECTIONS_FILE, METRICS_DIR, METRICS_FILE, SAMPLE_COCO_FILE
 
 DEMO_PREDICT_IMAGES = 6
 
@@ -40,16 +40,28 @@ def _console():
 
 def run_job(job: jobs.TrainerJob, total_steps: int | None = None,
             executor: LocalExecutor | None = None) -> None:
-    """Runs a job locally with a progress bar; raises StepFailed if it fails."""
-    on_line, close = progress_printer(total_steps)
-    executor = executor or LocalExecutor()
-    executor = dataclasses.replace(executor, on_line=on_line)
+    """Runs a job locally with a progress bar. The trainer's `error: ...` line is held back
+    and becomes the error raised: InputError for a usage mistake (the trainer's exit 2, as
+    invoke's own), so the user sees that one line once; StepFailed for any other failure."""
+    printer, close = progress_printer(total_steps)
+    reasons: list[str] = []
+
+    def on_line(replica: int, line: str) -> None:
+        if line.startswith(ERROR_PREFIX):
+            reasons.append(line.removeprefix(ERROR_PREFIX))
+        else:
+            printer(replica, line)
+
+    executor = dataclasses.replace(executor or LocalExecutor(), on_line=on_line)
     try:
         code = executor.run(job)
     finally:
         close()
+    if code == EXIT_USAGE and reasons:
+        raise InputError(reasons[-1])
     if code != 0:
-        raise StepFailed(f"{job.name} failed with exit status {code} (output above)")
+        why = f": {reasons[-1]}" if reasons else " (output above)"
+        raise StepFailed(f"{job.name} failed with exit status {code}{why}")
 
 
 def train(run: jobs.TrainingRun, resources: Resources = DEFAULT_RESOURCES,
@@ -166,11 +178,11 @@ def _publish(client, output_dir: str) -> str:
 
 def latest_metrics(model_dir: str) -> dict:
     """The newest evaluation results written by the trainer (eval/ckpt-N.json)."""
-    paths = sorted(Path(model_dir, "eval").glob("ckpt-*.json"),
-                   key=lambda p: int(p.stem.removeprefix("ckpt-")))
-    if not paths:
-        raise StepFailed(f"no evaluation results in {model_dir}/eval")
-    return json.loads(paths[-1].read_text())
+    found = {int(match[1]): path for path in Path(model_dir, METRICS_DIR).glob("ckpt-*.json")
+             if (match := METRICS_FILE.fullmatch(path.name))}
+    if not found:
+        raise StepFailed(f"no evaluation results in {model_dir}/{METRICS_DIR}")
+    return json.loads(found[max(found)].read_text())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,7 +209,7 @@ def demo_data(data: Path, records: Path, num_images: int | None,
     say(f"2/6 Converting {'the COCO JSON ' if format == 'coco' else ''}to TFRecords")
     if format == "coco":
         run_job(jobs.tool_job(ConvertArgs(None, str(records), num_shards=4, format="coco",
-                                          annotations=str(data / COCO_FILE),
+                                          annotations=str(data / SAMPLE_COCO_FILE),
                                           images=str(data / pets.IMAGES_DIR))))
     else:
         run_job(jobs.tool_job(ConvertArgs(str(data), str(records), num_shards=4)))

@@ -25,7 +25,7 @@ EVERY_COMMAND = [
               model_dir="gs://b/runs/r1/checkpoints", data_dir="gs://b/records",
               config_files=("a.yaml", "b=c.yaml"), train_steps=5000,
               init_checkpoint="gs://b/ckpt-1", init_checkpoint_type="detection",
-              params_override="task.model.num_classes=38,trainer.optimizer_config.x=1",
+              params_override=("task.model.num_classes=38", "trainer.optimizer_config.x=1"),
               export_dir="/e", eval_idle_timeout=0.25, tpu="local", train_input="/t/*",
               eval_input="/v/*", label_map="/l.pbtxt", strategy="mirrored", num_gpus=2,
               tensorboard_dir="/tb", eval_poll_interval=2.5),
@@ -58,24 +58,47 @@ def test_the_argv_is_the_command_then_the_options_that_differ_from_their_default
     assert "config_files" in every_field  # repeated as --config_file, as Model Garden spells it
 
 
-def test_hyphenated_spellings_are_accepted_and_bad_flags_are_refused(capsys):
+def test_params_override_repeats_and_a_single_one_reads_as_model_gardens():
+    """Model Garden's one `--params_override=a=1,b=2` is one override; each repeat is applied
+    after the one before (a launcher appends its own after the user's)."""
+    assert args.parse(["--params_override=a=1,b=2"]).params_override == ("a=1,b=2",)
+    assert args.parse(["--params_override=a", "--params-override=b"]).params_override == (
+        "a", "b")
+    assert TrainArgs().params_override == ()
+
+
+@pytest.mark.parametrize("bad,message", [
+    (["--mode=fly"], "--mode must be one of train, eval, train_and_eval, continuous_eval, "
+                     "got 'fly'"),
+    (["--train_steps=ten"], "--steps must be a whole number, got 'ten'"),  # invoke's name
+    (["--eval_idle_timeout=soon"], "--idle-timeout must be a number, got 'soon'"),
+    (["export", "--model_dir=/m"], "--output-dir is required"),  # invoke export's name
+    (["data", "convert", "--data_dir=/a"], "--output-dir is required"),
+    (["data", "convert", "--output-dir=/o", "--format=yolo"],
+     "--format must be one of pets, voc, coco, got 'yolo'"),
+    (["data", "convert", "--output-dir=/o", "--colour"], "unrecognized arguments: --colour"),
+])
+def test_bad_flags_are_one_line_naming_the_flag_as_invoke_spells_it(bad, message, capsys):
+    """No usage block: the CLI prints the SettingsError as one line and exits 2."""
+    with pytest.raises(SettingsError) as error:
+        args.parse(bad)
+    assert str(error.value) == message
+    assert capsys.readouterr() == ("", "")
+
+
+def test_hyphenated_spellings_are_accepted(capsys):
     assert args.parse(["data", "convert", "--data-dir=/a", "--output-dir=/b",
                        "--num-shards=2"]) == ConvertArgs("/a", "/b", num_shards=2)
-    for bad in (["--mode=fly"], ["--train_steps=ten"], ["export", "--model_dir=/m"],
-                ["data", "convert", "--data_dir=/a"]):
-        with pytest.raises(SystemExit) as exit_info:
-            args.parse(bad)
-        assert exit_info.value.code == 2
     with pytest.raises(SettingsError, match="data sample is a tool, not a training run"):
         parse(["data", "sample", "--output_dir=/s"], {})
 
 
 @pytest.mark.parametrize("options,message", [
-    ({"max_detections": 0}, "--max_detections must be 1 to 1000, got 0"),
-    ({"max_detections": 10**9}, "--max_detections must be 1 to 1000"),
-    ({"min_score": float("nan")}, "--min_score must be at least 0 and below 1, got nan"),
-    ({"min_score": 1.0}, "--min_score must be at least 0 and below 1"),
-    ({"min_score": -0.1}, "--min_score must be at least 0 and below 1"),
+    ({"max_detections": 0}, "--max-detections must be 1 to 1000, got 0"),
+    ({"max_detections": 10**9}, "--max-detections must be 1 to 1000"),
+    ({"min_score": float("nan")}, "--min-score must be at least 0 and below 1, got nan"),
+    ({"min_score": 1.0}, "--min-score must be at least 0 and below 1"),
+    ({"min_score": -0.1}, "--min-score must be at least 0 and below 1"),
 ])
 def test_export_options_out_of_range_are_refused(options, message):
     from trainer.errors import SettingsError
@@ -101,16 +124,16 @@ except SystemExit as exit:
 @pytest.mark.parametrize("argv,code,message", [
     (["--help"], 0, "usage: python -m trainer"),
     (["data", "convert", "--help"], 0, "usage: python -m trainer data convert"),
-    (["--model_dir=m", "--train_steps=0"], 2, "--train_steps must be at least 1"),
-    (["--model_dir=m", "--data_dir=/nonexistent"], 2, "no files match --train_input"),
+    (["--model_dir=m", "--train_steps=0"], 2, "--steps must be at least 1"),
+    (["--model_dir=m", "--data_dir=/nonexistent"], 2, "no files match --train-input"),
     (["--model_dir=m", "--mode=eval", "--data_dir=/nonexistent"], 2,
-     "no files match --eval_input"),
+     "no files match --eval-input"),
     (["--model_dir=m", "--data_dir=.", "--init_checkpoint=/no/ckpt-1"], 2,
-     "--init_checkpoint /no/ckpt-1 not found"),
+     "--init-from /no/ckpt-1 not found"),
     (["data", "convert", "--data_dir=/nonexistent", "--output_dir=o"], 1,
      "/nonexistent/annotations/trainval.txt not found"),
     (["export", "--model_dir=m", "--export_dir=e", "--max_detections=0"], 2,
-     "--max_detections must be 1 to 1000"),
+     "--max-detections must be 1 to 1000"),
     (["predict", "--model=m", "--images=/nonexistent/*.jpg", "--output_dir=o"], 1,
      "no image matches /nonexistent/*.jpg"),
 ])

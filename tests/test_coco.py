@@ -17,8 +17,9 @@ from PIL import Image
 
 from tests.conftest import REPO
 from trainer.data.convert import convert_coco, convert_directory
-from trainer.data.sample import COCO_FILE, coco_defects, write_coco_sample, write_sample
+from trainer.data.sample import coco_defects, write_coco_sample, write_sample
 from trainer.errors import ConversionError
+from trainer.files import SAMPLE_COCO_FILE
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +49,7 @@ def values(example, key: str) -> list:
 
 def test_the_coco_form_converts_to_the_pets_forms_records(sample, tmp_path):
     convert_directory(sample, tmp_path / "pets", num_shards=2, progress=False, masks=True)
-    convert_coco(sample / COCO_FILE, sample / "images", tmp_path / "coco", num_shards=2,
+    convert_coco(sample / SAMPLE_COCO_FILE, sample / "images", tmp_path / "coco", num_shards=2,
                  progress=False, masks=True)
     pets, from_coco = examples(tmp_path / "pets"), examples(tmp_path / "coco")
     assert set(pets) == set(from_coco) and len(pets) == 27  # 10% are test images
@@ -63,8 +64,8 @@ def test_the_coco_form_converts_to_the_pets_forms_records(sample, tmp_path):
 def test_every_valid_annotation_lands_once_with_the_jsons_box_and_mask(sample, tmp_path):
     from pycocotools import mask as mask_utils
 
-    data = json.loads((sample / COCO_FILE).read_text())
-    convert_coco(sample / COCO_FILE, sample / "images", tmp_path / "out", num_shards=3,
+    data = json.loads((sample / SAMPLE_COCO_FILE).read_text())
+    convert_coco(sample / SAMPLE_COCO_FILE, sample / "images", tmp_path / "out", num_shards=3,
                  progress=False, masks=True)
     found = examples(tmp_path / "out")
     categories = {c["id"]: c["name"] for c in data["categories"]}
@@ -92,7 +93,7 @@ def test_every_valid_annotation_lands_once_with_the_jsons_box_and_mask(sample, t
 
 
 def test_each_defect_is_reported_by_reason_and_nothing_else_is_lost(sample, tmp_path):
-    data = coco_defects(json.loads((sample / COCO_FILE).read_text()))
+    data = coco_defects(json.loads((sample / SAMPLE_COCO_FILE).read_text()))
     (tmp_path / "bad.json").write_text(json.dumps(data))
     (tmp_path / "outside.jpg").write_bytes((sample / "images" / data["images"][0]["file_name"])
                                            .read_bytes())
@@ -113,7 +114,7 @@ def test_each_defect_is_reported_by_reason_and_nothing_else_is_lost(sample, tmp_
 
 def test_conversion_is_deterministic_whatever_the_processes(sample, tmp_path):
     for processes in (1, 2):
-        convert_coco(sample / COCO_FILE, sample / "images", tmp_path / f"out{processes}",
+        convert_coco(sample / SAMPLE_COCO_FILE, sample / "images", tmp_path / f"out{processes}",
                      num_shards=2, processes=processes, progress=False, masks=True)
     for path in sorted((tmp_path / "out1").glob("*.record-*")):
         assert path.read_bytes() == (tmp_path / "out2" / path.name).read_bytes()
@@ -228,7 +229,7 @@ def test_the_cli_converts_coco_and_names_missing_flags(sample, tmp_path):
     missing = trainer("--format=coco", f"--output_dir={tmp_path / 'out'}")
     assert missing.returncode == 2 and "needs --annotations FILE.json and --images DIR" in \
         missing.stderr
-    done = trainer("--format=coco", f"--annotations={sample / COCO_FILE}",
+    done = trainer("--format=coco", f"--annotations={sample / SAMPLE_COCO_FILE}",
                    f"--images={sample / 'images'}", f"--output_dir={tmp_path / 'out'}",
                    "--num_shards=1")
     assert done.returncode == 0, done.stderr
@@ -266,7 +267,8 @@ def test_what_other_tools_write_converts(tmp_path):
 
 def test_invoke_data_inspect_on_the_raw_coco_files(sample, tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "invoke", "data.inspect", f"--annotations={sample / COCO_FILE}",
+        [sys.executable, "-m", "invoke", "data.inspect",
+         f"--annotations={sample / SAMPLE_COCO_FILE}",
          f"--images={sample / 'images'}", f"--output-dir={tmp_path / 'report'}"],
         cwd=REPO, text=True, capture_output=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -275,7 +277,7 @@ def test_invoke_data_inspect_on_the_raw_coco_files(sample, tmp_path):
 
 
 def test_train_and_val_files_that_both_number_from_one_keep_every_image(sample, tmp_path):
-    data = json.loads((sample / COCO_FILE).read_text())
+    data = json.loads((sample / SAMPLE_COCO_FILE).read_text())
     halves = {"train": data["images"][:20], "val": data["images"][20:]}
     for split, chosen in halves.items():
         renumber = {image["id"]: i for i, image in enumerate(chosen, 1)}  # each from 1

@@ -11,16 +11,15 @@ import tensorflow as tf
 
 from trainer.data import pets
 from trainer.data.convert import (
-    REPORT_FILENAME,
     ConversionError,
     convert_directory,
     pets_sources,
     split_names,
 )
 from trainer.data.label_map import pets_label_map, read_label_map
-from trainer.data.layout import LABEL_MAP_FILENAME
 from trainer.data.sample import write_sample
 from trainer.data.voc import parse_voc
+from trainer.files import CONVERSION_REPORT_FILE, DATA_LABEL_MAP_FILE
 
 
 def read_records(pattern: str) -> list[bytes]:
@@ -37,7 +36,7 @@ def decode_all(records_dir, split, include_mask=False) -> list[dict]:
 
 
 def test_round_trip_every_valid_example_once_with_xml_boxes(sample_dir, records_dir):
-    report = json.loads((records_dir / REPORT_FILENAME).read_text())
+    report = json.loads((records_dir / CONVERSION_REPORT_FILE).read_text())
     skipped = {p["example"] for p in report["problems"] if p["action"] == "skipped"}
     label_map = pets_label_map()
     seen = []
@@ -83,14 +82,14 @@ def test_round_trip_every_valid_example_once_with_xml_boxes(sample_dir, records_
 
 
 def test_every_bad_input_is_counted_by_reason(records_dir):
-    report = json.loads((records_dir / REPORT_FILENAME).read_text())
+    report = json.loads((records_dir / CONVERSION_REPORT_FILE).read_text())
     assert report["skipped"] == {"corrupt_image": 2, "malformed_xml": 1, "missing_image": 1,
                                  "missing_xml": 1, "no_valid_objects": 1, "unknown_class": 1}
     assert report["repaired"] == {
         "box_clipped": 1, "converted_cmyk_to_rgb": 1, "converted_l_to_rgb": 1,
         "converted_p_to_rgb": 1, "degenerate_box": 1, "reencoded_gif_as_jpeg": 1,
         "reencoded_png_as_jpeg": 1}
-    assert read_label_map(records_dir / LABEL_MAP_FILENAME) == pets_label_map()
+    assert read_label_map(records_dir / DATA_LABEL_MAP_FILE) == pets_label_map()
 
 
 def test_repaired_images_decode_as_rgb_jpeg_of_stated_size(records_dir):
@@ -133,7 +132,7 @@ def test_nothing_valid_left_is_an_error_with_a_report(tmp_path):
     with pytest.raises(ConversionError, match="no valid example"):
         convert_directory(root, tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()  # nothing to replace a previous output with
-    report = json.loads((tmp_path / f"out.{REPORT_FILENAME}").read_text())
+    report = json.loads((tmp_path / f"out.{CONVERSION_REPORT_FILE}").read_text())
     assert report["skipped"] == {"missing_xml": len(pets.read_example_list(
         root / pets.TRAINVAL_LIST))}
 
@@ -156,7 +155,7 @@ def test_voc_directory_mode(sample_dir, tmp_path):
     assert report["written"] == len(names) and not report["skipped"]
     labels = {int(e["groundtruth_classes"][0]) for s in ("train", "val")
               for e in decode_all(tmp_path / "out", s)}
-    voc_ids = read_label_map(tmp_path / "out" / LABEL_MAP_FILENAME)
+    voc_ids = read_label_map(tmp_path / "out" / DATA_LABEL_MAP_FILE)
     assert labels <= {voc_ids["cat"], voc_ids["dog"]}
 
 

@@ -24,13 +24,10 @@ from PIL import Image
 from tests.conftest import REPO, interruptible
 from tests.test_convert import read_records
 from trainer.data import pets
-from trainer.data.convert import (
-    REPORT_FILENAME,
-    ConversionError,
-    Limits,
-    convert_directory,
-)
+from trainer.data.convert import ConversionError, Limits, convert_directory
 from trainer.data.sample import write_sample
+from trainer.errors import SettingsError
+from trainer.files import CONVERSION_REPORT_FILE
 
 
 @pytest.fixture
@@ -133,11 +130,11 @@ def test_caps_on_pixels_and_objects_are_reported_and_configurable(small, tmp_pat
     with pytest.raises(ConversionError, match="no valid example"):
         convert_directory(small, tmp_path / "c", num_shards=1, progress=False,
                           limits=Limits(max_pixels=10_000))  # every image is larger
-    report = json.loads((tmp_path / f"c.{REPORT_FILENAME}").read_text())
+    report = json.loads((tmp_path / f"c.{CONVERSION_REPORT_FILE}").read_text())
     assert report["skipped"] == {"image_too_large": len(names(small)) - 1, "too_many_objects": 1}
-    with pytest.raises(ConversionError, match="--max_objects must be at least 1"):
+    with pytest.raises(SettingsError, match="--max-objects must be at least 1"):
         Limits(max_objects=0)
-    with pytest.raises(ConversionError, match="--max_pixels must be at most 178,956,970: "
+    with pytest.raises(SettingsError, match="--max-pixels must be at most 178,956,970: "
                                               "TensorFlow's JPEG decoder refuses larger"):
         Limits(max_pixels=200_000_000)
 
@@ -193,15 +190,16 @@ def test_voc_names_outside_the_directory_duplicates_and_non_utf8(small, tmp_path
         "image/filename"].bytes_list.value[0].decode("utf-8") for r in read_records(
         f"{tmp_path}/out/{split}.record-*")) for split in ("train", "val")}
     assert by_split == {"train": ["caf\ufffd.jpg", "img1.jpg"], "val": ["img2.jpg"]}
-    json.loads((tmp_path / "out" / REPORT_FILENAME).read_text())  # valid JSON with such names
+    # valid JSON with such names
+    json.loads((tmp_path / "out" / CONVERSION_REPORT_FILE).read_text())
 
 
 def test_an_output_directory_with_other_files_is_refused_untouched(small, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(ConversionError, match=r"holds files a conversion does not write "
-                                              r"\(notes\.txt\)"):
+    with pytest.raises(SettingsError, match=r"--output-dir .* holds files a conversion does "
+                                            r"not write \(notes\.txt\)"):
         convert_directory(small, out, progress=False)
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
 

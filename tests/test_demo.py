@@ -42,12 +42,12 @@ def test_the_demo_with_format_coco_converts_from_the_samples_coco_json(tmp_path)
     the steps after them are the ones the session's trained model takes on COCO-converted
     records (tests/conftest.py: `train_records`, `trained`)."""
     from launch.workflow import demo_data
-    from trainer.data.sample import COCO_FILE
+    from trainer.files import SAMPLE_COCO_FILE
 
     said = []
     demo_data(tmp_path / "pets", tmp_path / "records", 30, said.append, format="coco")
     assert said[-1] == "2/6 Converting the COCO JSON to TFRecords"
-    assert (tmp_path / "pets" / COCO_FILE).is_file()
+    assert (tmp_path / "pets" / SAMPLE_COCO_FILE).is_file()
     assert_demo_records(tmp_path / "records")
     converted = examples(tmp_path / "records")
     assert len(converted) == 27

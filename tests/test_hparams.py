@@ -24,7 +24,7 @@ def test_vertex_trial_flags_become_hparams_and_round_trip():
 
 
 def test_a_flag_that_is_no_parameter_is_still_an_error():
-    with pytest.raises(SystemExit):
+    with pytest.raises(SettingsError, match="unrecognized arguments: --trian_steps=5"):
         parse(["--model_dir=m", "--trian_steps=5"])
 
 

@@ -15,8 +15,9 @@ from launch.resources import Resources
 from tests.conftest import REPO
 from trainer.args import ConvertArgs
 
-RUN = jobs.TrainingRun(model_dir="/m", data_dir="/d", steps=40, params_override="a.b=1",
-                       init_checkpoint="/ckpt", config_files=("x.yaml",))
+RUN = jobs.TrainingRun(model_dir="/m", data_dir="/d", steps=40,
+                       params_override=("a.b=1", '{"a": {"c": 2}}'), init_checkpoint="/ckpt",
+                       config_files=("x.yaml",))
 
 
 def test_train_job_is_the_trainer_command_line():
@@ -25,7 +26,7 @@ def test_train_job_is_the_trainer_command_line():
                         "--model_dir=/m", "--data_dir=/d", "--config_file=x.yaml",
                         "--train_steps=40", "--init_checkpoint=/ckpt",
                         "--init_checkpoint_type=backbone", "--params_override=a.b=1",
-                        "--export_dir=/e")
+                        '--params_override={"a": {"c": 2}}', "--export_dir=/e")
     assert [p.replica_count for p in job.pools] == [1, 2] and job.num_replicas == 3
     evaluation = jobs.eval_job(RUN, idle_timeout=30)
     assert "--mode=continuous_eval" in evaluation.args
@@ -108,6 +109,27 @@ def test_invoke_data_tasks_run_the_trainer(tmp_path):
     assert sorted(p.name for p in (tmp_path / "records").glob("*.record-*")) == [
         "train.record-00000-of-00002", "train.record-00001-of-00002",
         "val.record-00000-of-00002", "val.record-00001-of-00002"]
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--format=yolo"], "error: --format must be one of pets, voc, coco, got 'yolo'"),
+    (["--max-pixels=0"], "error: --max-pixels must be at least 1, got 0"),  # the trainer's
+])
+def test_a_trainer_usage_error_reaches_invoke_as_its_one_line_and_exit_2(flags, message,
+                                                                         tmp_path):
+    result = invoke("data.convert", f"--data-dir={tmp_path}",
+                    f"--output-dir={tmp_path / 'records'}", *flags)
+    assert result.returncode == 2
+    assert (result.stderr.splitlines(), result.stdout) == ([message], "")  # said once
+
+
+def test_a_failed_tool_says_why_in_its_error():
+    from launch.errors import StepFailed
+    from launch.workflow import run_job
+
+    with pytest.raises(StepFailed, match=r"^convert failed with exit status 1: /nonexistent/"
+                                         r"annotations/trainval\.txt not found"):
+        run_job(jobs.tool_job(ConvertArgs("/nonexistent", "/tmp/never")))
 
 
 def test_invoke_reports_unknown_targets_clearly():

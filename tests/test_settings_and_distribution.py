@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -88,8 +89,23 @@ def test_vertex_directories_come_from_aip_variables():
     assert explicit.model_dir == "/m" and explicit.train_input == "/x/*"
 
 
+def test_settings_are_the_flags_resolved_not_a_copy_of_them():
+    """Every training flag is a settings field by inheritance; resolution adds only what the
+    environment says (the hardware)."""
+    from trainer.args import TrainArgs
+
+    flags = TrainArgs(model_dir="/m", train_steps=7, params_override=("a=1",), hparams=("x=1",))
+    s = settings.settings_from_args(flags, {"PETS_HARDWARE": "1 x T4"})
+    assert isinstance(s, TrainArgs) and s.hardware == "1 x T4" and s.trains
+    assert {f.name for f in dataclasses.fields(s)} == {
+        f.name for f in dataclasses.fields(TrainArgs)} | {"hardware"}
+    assert (s.train_steps, s.params_override, s.hparams) == (7, ("a=1",), ("x=1",))
+    assert s.init_checkpoint_type == "backbone"
+    assert not any("hardware" in flag for flag in s.to_argv())  # not a flag
+
+
 def test_missing_model_dir_is_a_usage_error():
-    with pytest.raises(SettingsError, match="--model_dir is required"):
+    with pytest.raises(SettingsError, match="--model-dir is required"):
         settings.parse([], {})
 
 
@@ -101,12 +117,13 @@ def test_params_follow_flags_in_documented_order(train_records, tmp_path):
     (tmp_path / "backbone.index").write_bytes(b"")  # a checkpoint prefix that exists
     s = settings.parse([f"--model_dir={tmp_path}", f"--data_dir={train_records}",
                         f"--config_file={override}", "--train_steps=30",
-                        "--params_override=task.train_data.global_batch_size=2",
+                        "--params_override=task.train_data.global_batch_size=8",
+                        '--params_override={"task": {"train_data": {"global_batch_size": 2}}}',
                         f"--init_checkpoint={tmp_path}/backbone",
                         "--init_checkpoint_type=detection"],
                        {})
     params = build_params(s, "float32")
-    assert params.task.train_data.global_batch_size == 2  # --params_override has the last word
+    assert params.task.train_data.global_batch_size == 2  # the last --params_override wins
     # the largest label-map id + background: the COCO sample keeps Pets' ids (up to 28)
     assert params.task.model.num_classes == 29
     assert params.trainer.train_steps == 30
@@ -117,9 +134,9 @@ def test_params_follow_flags_in_documented_order(train_records, tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--model_dir=/tmp/m", "--data_dir=/nonexistent"], "no files match --train_input"),
+    (["--model_dir=/tmp/m", "--data_dir=/nonexistent"], "no files match --train-input"),
     (["--model_dir=/tmp/m", "--experiment=nope"], "unknown --experiment 'nope'"),
-    (["--data_dir=/tmp"], "--model_dir is required"),
+    (["--data_dir=/tmp"], "--model-dir is required"),
 ])
 def test_bad_flags_exit_with_a_message_not_a_traceback(args, message):
     result = run_trainer(*args, check=False, env={"AIP_CHECKPOINT_DIR": ""})

@@ -167,7 +167,7 @@ def test_the_bytes_signature_answers_like_the_uint8_one_and_options_bound_it(
     assert info["default_signature"] == "bytes" and info["max_detections"] == 20
     refused = run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'x'}",
                           "--max_detections=0", check=False)
-    assert refused.returncode == 2 and "--max_detections must be 1 to 1000" in refused.stderr
+    assert refused.returncode == 2 and "--max-detections must be 1 to 1000" in refused.stderr
 
 
 def test_training_resumes_after_kill_9_from_the_last_checkpoint(train_records, tmp_path):
@@ -207,8 +207,8 @@ def test_two_workers_train_together_on_localhost(train_records, tmp_path):
 
     lines: list[tuple[int, str]] = []
     run = jobs.TrainingRun(model_dir=str(tmp_path), data_dir=str(train_records), steps=20,
-                           params_override="trainer.steps_per_loop=10,"
-                                           "trainer.checkpoint_interval=10")
+                           params_override=("trainer.steps_per_loop=10,"
+                                            "trainer.checkpoint_interval=10",))
     job = jobs.train_job(run, Resources(workers=1))
     code = LocalExecutor(on_line=lambda replica, line: lines.append((replica, line))).run(job)
     output = "\n".join(f"[{r}] {line}" for r, line in lines)

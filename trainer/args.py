@@ -17,10 +17,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, ClassVar, get_type_hints
+from typing import Any, ClassVar, NoReturn, get_type_hints
 
 from trainer.data import defaults
 from trainer.distribution import STRATEGIES
+from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 
 MODES = ("train", "eval", "train_and_eval", "continuous_eval")
@@ -34,12 +35,13 @@ DATA_FORMATS = ("pets", "voc", "coco")
 
 def option(help: str = "", *, default: Any = None, flag: str | None = None,
            choices: Sequence[str] | None = None, required: bool = False,
-           always: bool = False) -> Any:
+           always: bool = False, shown: str | None = None) -> Any:
     """A dataclass field that is also a command-line option. `flag` names it where the
     field's name differs (a repeated `--config_file` fills `config_files`); `always` writes
-    it even at its default (a job's spec then says what it runs)."""
+    it even at its default (a job's spec then says what it runs); `shown` is the invoke
+    task's flag for it where that differs, which error messages name (see `shown`)."""
     metadata = {"help": help, "flag": flag, "choices": choices, "required": required,
-                "always": always or required}
+                "always": always or required, "shown": shown}
     if isinstance(default, (list, tuple)):
         return dataclasses.field(default=tuple(default), metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -56,6 +58,8 @@ class Args:
         default, in declaration order."""
         argv = list(self.COMMAND)
         for field in dataclasses.fields(self):
+            if "always" not in field.metadata:  # not an option: TrainerSettings.hardware
+                continue
             value = getattr(self, field.name)
             if value == field.default and not field.metadata["always"]:
                 continue
@@ -89,13 +93,14 @@ class TrainArgs(Args):
                                   "pet_label_map.pbtxt")
     config_files: tuple[str, ...] = option("YAML overriding the experiment (repeatable, "
                                            "applied in order)", default=(), flag="config_file")
-    train_steps: int | None = option("overrides trainer.train_steps")
-    init_checkpoint: str | None = option("checkpoint to fine-tune from")
+    train_steps: int | None = option("overrides trainer.train_steps", shown="--steps")
+    init_checkpoint: str | None = option("checkpoint to fine-tune from", shown="--init-from")
     init_checkpoint_type: str | None = option(
         "backbone (default): an ImageNet classification checkpoint; detection: a full "
         "detector", choices=sorted(INIT_CHECKPOINT_TYPES))
-    params_override: str = option("'a.b=1,c.d=x' or YAML, applied after the config files",
-                                  default="")
+    params_override: tuple[str, ...] = option(
+        "'a.b=1,c.d=x', YAML or JSON, applied after the config files (repeatable, applied in "
+        "order)", default=())
     hparams: tuple[str, ...] = option("a tuning trial's value, ID=VALUE, applied last "
                                       "(repeatable; Vertex AI's --ID=VALUE is read as this)",
                                       default=(), flag="hparam")
@@ -103,7 +108,7 @@ class TrainArgs(Args):
                                     "$AIP_MODEL_DIR if set)")
     eval_idle_timeout: float = option("continuous_eval gives up after this many seconds "
                                       "without a new checkpoint",
-                                      default=DEFAULT_EVAL_IDLE_TIMEOUT)
+                                      default=DEFAULT_EVAL_IDLE_TIMEOUT, shown="--idle-timeout")
     tpu: str | None = option("TPU address ('local' on TPU VMs)")
     train_input: str | None = option("training TFRecord glob (overrides --data_dir)")
     eval_input: str | None = option("evaluation TFRecord glob (overrides --data_dir)")
@@ -171,7 +176,7 @@ class ExportArgs(Args):
     HELP: ClassVar[str] = "export a SavedModel from a model directory"
 
     model_dir: str = option(required=True)
-    export_dir: str = option(required=True)
+    export_dir: str = option(required=True, shown="--output-dir")
     checkpoint: str | None = option("default: the newest")
     max_detections: int | None = option("detections per image (default: the experiment's, "
                                         "100)")
@@ -202,7 +207,24 @@ COMMANDS: tuple[type[Args], ...] = (TrainArgs, SampleArgs, DownloadArgs, Convert
                                     ExportArgs, PredictArgs)
 
 
+def shown(command: type[Args], name: str) -> str:
+    """How messages name a field's flag: as the invoke task spells it (`--steps` for
+    --train_steps), else with dashes, which the trainer accepts too (`--output-dir`)."""
+    meta = next(f.metadata for f in dataclasses.fields(command) if f.name == name)
+    return meta["shown"] or f"--{(meta['flag'] or name).replace('_', '-')}"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's own mistakes (an unknown flag, a missing value) as one SettingsError line,
+    which the CLI prints with exit 2, instead of the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        raise SettingsError(message)
+
+
 def _add_options(parser: argparse.ArgumentParser, command: type[Args]) -> None:
+    """Every option as text: `parse` converts and checks the values, so that its messages
+    name the flag as users type it."""
     hints = get_type_hints(command)
     for field in dataclasses.fields(command):
         meta, name = field.metadata, field.metadata["flag"] or field.name
@@ -214,19 +236,37 @@ def _add_options(parser: argparse.ArgumentParser, command: type[Args]) -> None:
         elif kind == tuple[str, ...]:
             options.update(action="append", default=None)
         else:
-            options.update(default=field.default, required=meta["required"],
-                           choices=meta["choices"],
-                           type=next((t for t in (int, float) if t in _members(kind)), str))
+            options["default"] = field.default
+            if meta["choices"]:
+                options["metavar"] = f"{{{','.join(meta['choices'])}}}"
         parser.add_argument(*flags, **options)
 
 
-def _members(kind: Any) -> tuple:
-    return getattr(kind, "__args__", (kind,))
+def _value(command: type[Args], field: dataclasses.Field, kind: Any, value: Any) -> Any:
+    """A parsed option's value, converted to its field's type and checked."""
+    meta, flag = field.metadata, shown(command, field.name)
+    if value is None and meta["required"]:
+        raise SettingsError(f"{flag} is required")
+    if isinstance(value, list):
+        return tuple(value)
+    if value is None and field.default == ():
+        return ()
+    number = next((t for t in (int, float) if t in getattr(kind, "__args__", (kind,))), None)
+    if number and isinstance(value, str):
+        try:
+            value = number(value)
+        except ValueError:
+            wanted = "a whole number" if number is int else "a number"
+            raise SettingsError(f"{flag} must be {wanted}, got {value!r}") from None
+    if meta["choices"] and value is not None and value not in meta["choices"]:
+        raise SettingsError(f"{flag} must be one of {', '.join(meta['choices'])}, "
+                            f"got {value!r}")
+    return value
 
 
 def parser() -> argparse.ArgumentParser:
     """One parser for every command: the training flags at the top, the tools below."""
-    top = argparse.ArgumentParser(
+    top = _Parser(
         prog="python -m trainer", allow_abbrev=False,  # a prefix is no flag of ours
         description="Train or evaluate a detector (the flags below), or run a tool: "
                     "`data sample|download|convert`, `export`, `predict` (each with --help).")
@@ -248,15 +288,14 @@ def parser() -> argparse.ArgumentParser:
 
 
 def parse(argv: Sequence[str]) -> Args:
-    """The command `argv` names, with its options, as the matching dataclass."""
+    """The command `argv` names, with its options, as the matching dataclass; a mistake is a
+    SettingsError naming the flag (`--help` still prints the help and exits)."""
     from trainer import hparams
 
     known = {f.metadata["flag"] or f.name for command in COMMANDS
              for f in dataclasses.fields(command)}
     namespace = parser().parse_args(hparams.trial_flags(list(argv), known))
     command = getattr(namespace, "_command", TrainArgs)
-    values = {f.name: getattr(namespace, f.name) for f in dataclasses.fields(command)}
-    for field in dataclasses.fields(command):
-        if field.default == () and values[field.name] is None:
-            values[field.name] = ()
-    return command(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+    hints = get_type_hints(command)
+    return command(**{f.name: _value(command, f, hints[f.name], getattr(namespace, f.name))
+                      for f in dataclasses.fields(command)})

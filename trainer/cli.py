@@ -16,6 +16,7 @@ from trainer import errors
 from trainer import settings as settings_lib
 
 EXIT_FAILED, EXIT_USAGE, EXIT_EVAL_TIMEOUT = 1, 2, 3
+ERROR_PREFIX = "error: "  # starts the one line that says why; launchers look for it
 
 
 def run_trainer(args: trainer_args.TrainArgs) -> int:
@@ -70,7 +71,7 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
             evaluator, final_step, settings.eval_idle_timeout, settings.eval_poll_interval,
             on_result=report)
     except errors.EvalTimeoutError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"{ERROR_PREFIX}{error}", file=sys.stderr)
         return EXIT_EVAL_TIMEOUT
     print(f"final checkpoint (step {final_step()}) evaluated; "
           f"{len(results)} checkpoint(s) evaluated by this run", flush=True)
@@ -114,10 +115,10 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
                      dense_ids=args.dense_ids, **options)
         return 0
     if not args.data_dir:
-        raise errors.SettingsError(f"--format {args.format} needs --data_dir")
+        raise errors.SettingsError(f"--format {args.format} needs --data-dir")
     if args.annotations or args.images or args.val_annotations or args.dense_ids:
-        raise errors.SettingsError("--annotations, --val_annotations, --images and "
-                                   "--dense_ids are for --format coco")
+        raise errors.SettingsError("--annotations, --val-annotations, --images and "
+                                   "--dense-ids are for --format coco")
     convert_directory(args.data_dir, args.output_dir, args.format, **options)
     return 0
 
@@ -130,7 +131,7 @@ def run_export(args: trainer_args.ExportArgs) -> int:
         from trainer.tflite import export_tflite
 
         if args.default_signature != "uint8":
-            raise errors.SettingsError("--default_signature applies to SavedModels; a "
+            raise errors.SettingsError("--default-signature applies to SavedModels; a "
                                        ".tflite takes uint8 pixels")
 
         done = export_tflite(args.model_dir, args.export_dir, args.checkpoint, options,
@@ -166,8 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = trainer_args.parse(argv)
         return RUNNERS[type(args)](args)
     except errors.USAGE_ERRORS as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"{ERROR_PREFIX}{error}", file=sys.stderr)
         return EXIT_USAGE
     except errors.FAILURES as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"{ERROR_PREFIX}{error}", file=sys.stderr)
         return EXIT_FAILED

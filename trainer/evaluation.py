@@ -17,12 +17,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from trainer import analysis
+from trainer import analysis, files
 from trainer import model_dir as model_dir_lib
+from trainer.args import TrainArgs, shown
 from trainer.errors import EvalTimeoutError
 from trainer.io import write_text
 
-METRICS_DIR = "eval"
 SUMMARY_SUBDIR = "validation"
 NUM_SUMMARY_IMAGES = 4
 NUM_WORST_IMAGES, WORST_SCALE = 8, 2  # the report's gallery: the worst images, enlarged
@@ -42,14 +42,15 @@ class EvalResult:
 
 
 def metrics_path(model_dir: str, step: int) -> str:
-    return f"{model_dir}/{METRICS_DIR}/ckpt-{step}.json"
+    return f"{model_dir}/{files.METRICS_DIR}/{files.metrics_file(step)}"
 
 
 def evaluated_steps(model_dir: str) -> set[int]:
     import tensorflow as tf
 
-    return {int(p.rsplit("ckpt-", 1)[1].removesuffix(".json"))
-            for p in tf.io.gfile.glob(f"{model_dir}/{METRICS_DIR}/ckpt-*.json")}
+    found = (files.METRICS_FILE.fullmatch(path.rsplit("/", 1)[-1])
+             for path in tf.io.gfile.glob(f"{model_dir}/{files.METRICS_DIR}/ckpt-*.json"))
+    return {int(match[1]) for match in found if match}
 
 
 class CheckpointEvaluator:
@@ -111,10 +112,10 @@ class CheckpointEvaluator:
         evaluation = analysis.coco_evaluation(seen)
         shown = []
         for rank, (errors, image, pixels) in enumerate(worst.ranked(), 1):
-            name = f"ckpt-{step}/worst-{rank:02d}.jpg"
+            name = files.worst_image_file(step, rank)
             buffer = io.BytesIO()
             self._draw(image, pixels, scale=WORST_SCALE).save(buffer, "JPEG", quality=90)
-            write_text(f"{self.model_dir}/{METRICS_DIR}/{name}", buffer.getvalue())
+            write_text(f"{self.model_dir}/{files.METRICS_DIR}/{name}", buffer.getvalue())
             shown.append({**dataclasses.asdict(errors), "picture": name})
         return {"per_class": analysis.per_class(evaluation, self.class_names),
                 "pr_curve": analysis.pr_curve(evaluation), "worst_images": shown}
@@ -241,6 +242,6 @@ def evaluate_continuously(
             raise EvalTimeoutError(
                 f"no new checkpoint in {model_dir} for {idle:.0f} s (last evaluated: {last}; "
                 f"waiting for step {final_step()}). Is the training job running? Raise "
-                "--eval_idle_timeout if checkpoints are far apart."
+                f"{shown(TrainArgs, 'eval_idle_timeout')} if checkpoints are far apart."
             )
         sleep(poll_interval)

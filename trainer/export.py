@@ -16,12 +16,12 @@ import json
 
 from trainer import model_dir as model_dir_lib
 from trainer.errors import SettingsError
+from trainer.files import EXPORT_INFO_FILE
 from trainer.io import write_text
 
 SIGNATURE = "serving_default"
 UINT8_SIGNATURE = "serving_uint8"
 BYTES_SIGNATURE = "serving_bytes"
-EXPORT_INFO_FILE = "export.json"  # how it was exported: read without loading TensorFlow
 SIGNATURE_OF = {"uint8": UINT8_SIGNATURE, "bytes": BYTES_SIGNATURE}  # --default_signature
 MAX_DETECTIONS_LIMIT = 1000
 
@@ -34,15 +34,15 @@ class ExportOptions:
 
     def __post_init__(self) -> None:
         if self.default_signature not in SIGNATURE_OF:
-            raise SettingsError(f"--default_signature must be one of "
+            raise SettingsError(f"--default-signature must be one of "
                                 f"{', '.join(SIGNATURE_OF)}, got "
                                 f"{self.default_signature!r}")
         if self.max_detections is not None and \
                 not 1 <= self.max_detections <= MAX_DETECTIONS_LIMIT:
-            raise SettingsError(f"--max_detections must be 1 to {MAX_DETECTIONS_LIMIT}, got "
+            raise SettingsError(f"--max-detections must be 1 to {MAX_DETECTIONS_LIMIT}, got "
                              f"{self.max_detections}")
         if self.min_score is not None and not 0 <= self.min_score < 1:
-            raise SettingsError(f"--min_score must be at least 0 and below 1, got "
+            raise SettingsError(f"--min-score must be at least 0 and below 1, got "
                              f"{self.min_score}")
 
     def overrides(self) -> dict:

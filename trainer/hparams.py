@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import yaml
 
 from trainer.errors import SettingsError
+from trainer.files import HYPERTUNE_METRIC_FILE
 
 PARAMETERS = {
     "learning_rate": "trainer.optimizer_config.learning_rate.cosine.initial_learning_rate",
@@ -31,7 +32,7 @@ PARAMETERS = {
 }
 SEGMENT = re.compile(r"[a-z_][a-z0-9_]*")
 METRIC_FILE_ENV, DEFAULT_METRIC_FILE = "CLOUD_ML_HP_METRIC_FILE", \
-    "/tmp/hypertune/output.metrics"
+    f"/tmp/{HYPERTUNE_METRIC_FILE}"
 METRIC_TAG_ENV, TRIAL_ENV = "CLOUD_ML_HP_METRIC_TAG", "CLOUD_ML_TRIAL_ID"
 
 

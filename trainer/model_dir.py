@@ -10,13 +10,9 @@ import json
 import sys
 from collections.abc import Callable
 
+from trainer.files import LABEL_MAP_FILE, PARAMS_FILE, RUN_FILE, TRAINING_SUMMARY_FILE
 from trainer.io import read_text, write_text
 
-RUN_FILE = "run.json"
-PARAMS_FILE = "params.yaml"  # written by Model Garden's train_utils.serialize_config
-LABEL_MAP_FILE = "label_map.pbtxt"
-# How fast a training job went, for cost estimates of later runs on the same hardware.
-TRAINING_SUMMARY_FILE = "training_summary.json"
 HARDWARE_ENV = "PETS_HARDWARE"  # set by the Vertex launcher: the job's machine, in words
 
 

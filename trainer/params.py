@@ -1,14 +1,14 @@
 """Builds the Model Garden ExperimentConfig from settings, in one documented order.
 
 base experiment (with its shipped YAML) -> device precision -> --config_file ... ->
-paths and steps from flags -> --params_override. Later steps win, so a user's explicit
+paths and steps from flags -> --params_override ... Later steps win, so a user's explicit
 override always has the last word.
 """
 
 from __future__ import annotations
 
 from trainer import hparams, io
-from trainer.args import INIT_CHECKPOINT_TYPES
+from trainer.args import INIT_CHECKPOINT_TYPES, TrainArgs, shown
 from trainer.data.label_map import read_label_map
 from trainer.errors import SettingsError
 from trainer.experiments import EXPERIMENTS, register
@@ -17,7 +17,7 @@ from trainer.settings import TrainerSettings
 
 def _check_inputs(pattern: str | None, flag: str) -> None:
     if pattern is None:
-        raise SettingsError(f"{flag} (or --data_dir) is required for this mode")
+        raise SettingsError(f"{flag} (or --data-dir) is required for this mode")
     if not io.glob(pattern):
         raise SettingsError(f"no files match {flag} {pattern}; convert data first with "
                             "`invoke data.convert` (or `python -m trainer data convert`)")
@@ -31,7 +31,8 @@ def _check_init_checkpoint(path: str) -> None:
     else:
         found = io.exists(f"{path}.index")
     if not found:
-        raise SettingsError(f"--init_checkpoint {path} not found: pass a checkpoint prefix "
+        raise SettingsError(f"{shown(TrainArgs, 'init_checkpoint')} {path} not found: pass a "
+                            "checkpoint prefix "
                             "(.../ckpt-N with ckpt-N.index beside it) or a directory of them")
 
 
@@ -39,8 +40,8 @@ def _num_classes(label_map_path: str | None) -> int | None:
     if label_map_path is None:
         return None
     if not io.exists(label_map_path):
-        raise SettingsError(f"label map {label_map_path} not found; pass --label_map or a "
-                            "--data_dir written by `invoke data.convert`")
+        raise SettingsError(f"label map {label_map_path} not found; pass --label-map or a "
+                            "--data-dir written by `invoke data.convert`")
     return max(read_label_map(label_map_path).values()) + 1
 
 
@@ -61,9 +62,9 @@ def check_inputs(settings: TrainerSettings) -> None:
     if settings.experiment not in EXPERIMENTS:  # perhaps one of Model Garden's own
         _experiment_config(settings.experiment)
     if settings.trains:
-        _check_inputs(settings.train_input, "--train_input")
+        _check_inputs(settings.train_input, "--train-input")
     if settings.mode != "train":
-        _check_inputs(settings.eval_input, "--eval_input")
+        _check_inputs(settings.eval_input, "--eval-input")
     if settings.init_checkpoint:
         _check_init_checkpoint(settings.init_checkpoint)
     _num_classes(settings.label_map)
@@ -100,13 +101,12 @@ def build_params(settings: TrainerSettings, precision: str):
             overrides["trainer"]["optimizer_config"] = {
                 "learning_rate": {"cosine": {"decay_steps": settings.train_steps}}}
     params.override(overrides, is_strict=True)
-    if settings.params_override:
+    for override in settings.params_override:
         try:
-            params = hyperparams.override_params_dict(params, settings.params_override,
-                                                      is_strict=True)
+            params = hyperparams.override_params_dict(params, override, is_strict=True)
         except (KeyError, ValueError, TypeError) as error:
-            raise SettingsError(f"--params_override {settings.params_override!r} does not fit "
-                                f"the experiment's config: {error}") from None
+            raise SettingsError(f"--params-override {override!r} does not fit the "
+                                f"experiment's config: {error}") from None
     if settings.hparams:
         try:
             params.override(hparams.fit_types(hparams.trial_override(settings.hparams),

@@ -21,9 +21,9 @@ from trainer import model_dir as model_dir_lib
 from trainer.data.label_map import id_to_name, read_label_map
 from trainer.errors import PredictError
 from trainer.export import SIGNATURE, UINT8_SIGNATURE
+from trainer.files import DETECTIONS_FILE, LABEL_MAP_FILE
 from trainer.visualize import draw_detections
 
-DETECTIONS_FILE = "detections.json"
 TFLITE_SUFFIX = ".tflite"
 
 
@@ -105,7 +105,7 @@ def load_detector(model: str) -> tuple[Detector, dict[int, str]]:
     exported beside it."""
     is_tflite = model.endswith(TFLITE_SUFFIX)
     folder = Path(model).parent if is_tflite else Path(model)
-    label_map = folder / model_dir_lib.LABEL_MAP_FILE
+    label_map = folder / LABEL_MAP_FILE
     names = id_to_name(read_label_map(str(label_map))) if label_map.exists() else {}
     return (tflite_detector if is_tflite else saved_model_detector)(model), names
 

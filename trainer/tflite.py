@@ -27,8 +27,8 @@ from trainer.args import QUANTIZATIONS
 from trainer.errors import SettingsError
 from trainer.evaluation import MEAN_RGB  # Model Garden's, as uint8 pixel values
 from trainer.export import ExportOptions
+from trainer.files import TFLITE_FILE
 
-TFLITE_FILE = "model.tflite"
 CALIBRATION_IMAGES = 100  # int8: training images the converter measures ranges on
 
 
@@ -125,7 +125,7 @@ def calibration_images(records: str, size: int,
     files = sorted(tf.io.gfile.glob(records))
     if not files:
         raise SettingsError(f"--quantize int8 measures training images, and no file matches "
-                            f"{records}; pass --data_dir with the converted TFRecords")
+                            f"{records}; pass --calibration-data with the converted TFRecords")
     parsed = tf.data.TFRecordDataset(files).map(lambda record: tf.io.parse_single_example(
         record, {"image/encoded": tf.io.FixedLenFeature([], tf.string)})["image/encoded"])
     for encoded in parsed.take(count):

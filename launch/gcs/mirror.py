@@ -21,11 +21,11 @@ from pathlib import Path
 
 from launch.errors import InputError, MissingError
 from launch.gcs.upload import crc32c_of, list_blobs
-from trainer import model_dir
+from trainer import files
 
 # Mirrors of gs:// paths; PETS_CACHE_DIR moves them (e.g. to a larger disk).
 CACHE_DIR = Path(os.environ.get("PETS_CACHE_DIR", "work/cache"))
-RUN_FILES = (model_dir.RUN_FILE, model_dir.PARAMS_FILE, model_dir.LABEL_MAP_FILE)
+RUN_FILES = (files.RUN_FILE, files.PARAMS_FILE, files.LABEL_MAP_FILE)
 CHECKPOINT_STATE = "checkpoint"
 NEWEST = re.compile(r'^model_checkpoint_path:\s*"(?P<path>[^"]+)"', re.MULTILINE)
 BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,221}$")  # one plain path segment

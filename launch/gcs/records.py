@@ -6,7 +6,7 @@ from __future__ import annotations
 from launch.cloud import Cloud
 from launch.errors import MissingError
 from launch.gcs import upload
-from trainer.data.layout import RECORDS_PREFIX
+from trainer.files import RECORDS_PREFIX
 
 
 def upload_records(cloud: Cloud, records_dir: str, prune: bool = False) -> str:

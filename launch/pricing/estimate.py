@@ -17,8 +17,7 @@ from google.auth.exceptions import GoogleAuthError
 
 from launch.errors import InputError, UserError, reason
 from launch.pricing.table import Hourly
-from trainer.data import layout
-from trainer.model_dir import TRAINING_SUMMARY_FILE
+from trainer.files import RUNS_PREFIX, TRAINING_SUMMARY_FILE
 
 RECENT_RUNS = 50  # earlier runs read for their speed, newest names first
 READERS = 8  # summaries read at once
@@ -117,7 +116,7 @@ def speed_of(summaries: Iterable[Mapping], experiment: str, hardware: str) -> Sp
 
 def read_summaries(storage_client, bucket: str, limit: int = RECENT_RUNS) -> list[dict]:
     """The training summaries of the newest `limit` runs in gs://BUCKET/runs/ (by name)."""
-    prefix = f"{layout.RUNS_PREFIX}/"
+    prefix = f"{RUNS_PREFIX}/"
     listing = storage_client.list_blobs(bucket, prefix=prefix, delimiter="/")
     list(listing)  # the prefixes arrive with the pages
     runs = sorted(listing.prefixes, reverse=True)[:limit]

@@ -26,13 +26,21 @@ from launch.gcs.upload import list_blobs
 from launch.places import RUN_ID
 from launch.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
 from launch.runs.report import Report, table, write_report
-from trainer.data import layout
-from trainer.model_dir import RUN_FILE
+from trainer.files import (
+    METRICS_DIR,
+    METRICS_FILE,
+    RUN_FILE,
+    RUNS_PREFIX,
+    TRAINING_SUMMARY_FILE,
+    WORST_IMAGE_FILE,
+)
 
 CHECKPOINTS = "checkpoints"
-RECORD_FILE = re.compile(r"run\.json|training_summary\.json|eval/ckpt-\d+\.json|"
-                         r"eval/ckpt-\d+/worst-\d+\.jpg|train/events\.out\.tfevents\.[^/]+")
 EVENTS = re.compile(r"train/events\.out\.tfevents\.[^/]+")
+RECORD_FILE = re.compile("|".join([
+    re.escape(RUN_FILE), re.escape(TRAINING_SUMMARY_FILE),
+    *(f"{METRICS_DIR}/{name.pattern}" for name in (METRICS_FILE, WORST_IMAGE_FILE)),
+    EVENTS.pattern]))
 BUCKET_RUNS = 50  # runs.list reads the newest this many runs in the bucket
 
 
@@ -105,7 +113,7 @@ def load(cloud: Callable[[], Cloud], ref: str, cache_dir: Path = mirror.CACHE_DI
     parts = run_id_parts(ref)
     settings = cloud()
     bucket = settings.fields(("bucket",))["bucket"]
-    url = f"gs://{bucket}/{layout.RUNS_PREFIX}/{'/'.join(parts)}/{CHECKPOINTS}"
+    url = f"gs://{bucket}/{RUNS_PREFIX}/{'/'.join(parts)}/{CHECKPOINTS}"
     try:
         local = _stage(settings.storage(), url, cache_dir)
     except MissingError:
@@ -144,8 +152,8 @@ def bucket_runs(cloud: Cloud) -> list[str]:
     bucket = cloud.fields(("bucket",))["bucket"]
     suffix = f"/{CHECKPOINTS}/{RUN_FILE}"
     ids = []
-    for blob in list_blobs(cloud.storage(), bucket, layout.RUNS_PREFIX):
-        name = blob.name.removeprefix(f"{layout.RUNS_PREFIX}/")
+    for blob in list_blobs(cloud.storage(), bucket, RUNS_PREFIX):
+        name = blob.name.removeprefix(f"{RUNS_PREFIX}/")
         if name.endswith(suffix):
             try:
                 ids.append("/".join(run_id_parts(name.removesuffix(suffix))))

@@ -11,8 +11,7 @@ import yaml
 from launch.cloud import Cloud, run_paths
 from launch.errors import MissingError
 from launch.gcs.mirror import is_gcs
-
-JOB_FILE = "job.yaml"
+from trainer.files import JOB_FILE
 
 MAX_BYTES = 1 << 20
 

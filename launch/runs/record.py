@@ -13,15 +13,12 @@ import dataclasses
 import json
 import math
 import os
-import re
 import struct
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from trainer.evaluation import METRICS_DIR
-from trainer.model_dir import RUN_FILE, TRAINING_SUMMARY_FILE
+from trainer.files import METRICS_DIR, METRICS_FILE, RUN_FILE, TRAINING_SUMMARY_FILE
 
-EVAL_FILE = re.compile(r"ckpt-(\d+)\.json")
 LOSS_TAG = "total_loss"
 LOGS_DIR = "logs"  # Vertex AI's AIP_TENSORBOARD_LOG_DIR, beside a run's checkpoints
 LOSS_DIRS = ("train", f"../{LOGS_DIR}/train")
@@ -130,7 +127,7 @@ def load_run(model_dir: Path, name: str | None = None, cost: str | None = None) 
     summary = _json(model_dir / TRAINING_SUMMARY_FILE) or {}
     evaluations = []
     for path in (model_dir / METRICS_DIR).glob("ckpt-*.json"):
-        if (match := EVAL_FILE.fullmatch(path.name)) and \
+        if (match := METRICS_FILE.fullmatch(path.name)) and \
                 (evaluation := _evaluation(path, int(match[1]))):
             evaluations.append(evaluation)
     evaluations.sort(key=lambda e: e.step)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from launch.plots import embedded, embedded_plots, figure, html_table, text_table
 from launch.runs.record import RunRecord
-from trainer.evaluation import METRICS_DIR
+from trainer.files import METRICS_DIR
 
 METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 COLUMNS = ("run", "experiment", "hardware", "steps", "wall time", "cost", *METRICS)

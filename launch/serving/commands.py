@@ -24,7 +24,7 @@ from launch.places import label_value
 from launch.serving import answers, endpoints, registry
 from launch.vertex.spec import machine_spec
 from trainer.data.label_map import id_to_name, parse_label_map
-from trainer.model_dir import LABEL_MAP_FILE, RUN_FILE
+from trainer.files import LABEL_MAP_FILE, RUN_FILE
 from trainer.predict import Detections, ImageRefused, Picture, detect_files
 
 OPERATION_TIMEOUT = 3600.0  # deployments take minutes; uploads seconds

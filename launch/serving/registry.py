@@ -19,13 +19,18 @@ from launch.errors import InputError, MissingError
 from launch.gcs.upload import list_blobs
 from launch.places import RunPaths, label_value
 from launch.vertex.hardware import catalogue
-from trainer.data import layout
 from trainer.experiments import EXPERIMENTS
-from trainer.export import EXPORT_INFO_FILE
-from trainer.model_dir import RUN_FILE
+from trainer.files import (
+    EXPORT_INFO_FILE,
+    METRICS_DIR,
+    METRICS_FILE,
+    RUN_FILE,
+    RUNS_PREFIX,
+    metrics_file,
+)
 
 CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")
-EVALUATION = re.compile(r"eval/ckpt-(\d+)\.json")
+EVALUATION = re.compile(f"{METRICS_DIR}/{METRICS_FILE.pattern}")
 METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 ALIAS = re.compile(r"[a-z][a-z0-9-]{0,127}")
 DEFAULT_ALIASES = ("candidate",)
@@ -82,7 +87,7 @@ def _final(step_of, names: list[str], pattern: re.Pattern) -> int | None:
 def read_candidate(storage, run: RunPaths) -> Candidate:
     """The run's final checkpoint, its evaluation and its exported model, from the bucket.
     Every value is checked: these files are written by jobs, not by us."""
-    prefix = f"{layout.RUNS_PREFIX}/{run.run_id}"
+    prefix = f"{RUNS_PREFIX}/{run.run_id}"
     names = [blob.name for blob in list_blobs(storage, run.bucket, f"{prefix}/checkpoints")]
     relative = lambda name: name.removeprefix(f"{prefix}/checkpoints/")  # noqa: E731
     final = _final(relative, names, CHECKPOINT)
@@ -97,7 +102,7 @@ def read_candidate(storage, run: RunPaths) -> Candidate:
                         f"with `invoke eval --target vertex --run-id {run.run_id} --once`")
     bucket = storage.bucket(run.bucket)
     read = lambda path: _json(bucket.blob(f"{prefix}/{path}"), path)  # noqa: E731
-    result = read(f"checkpoints/eval/ckpt-{final}.json")
+    result = read(f"checkpoints/{METRICS_DIR}/{metrics_file(final)}")
     export = read(f"model/{EXPORT_INFO_FILE}")
     if export.get("default_signature") != "bytes":
         raise GateError(f"{run.model} answers uint8 pixels by default; Vertex AI's container "

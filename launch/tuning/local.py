@@ -29,10 +29,10 @@ from launch.local import STEP_LINE, LocalExecutor
 from launch.tuning.sweep import Sweep
 from trainer import hparams
 from trainer.experiments import default_train_steps
+from trainer.files import HYPERTUNE_METRIC_FILE
 
 SWEEP_FILE, STUDY_FILE, LOCK_FILE = "sweep.json", "study.journal", ".sweep.lock"
 LOG_FILE = "trainer.log"
-METRIC_FILE = "hypertune/output.metrics"
 
 
 class SweepBusy(InputError):
@@ -86,7 +86,7 @@ def trial_job(request: Request, places: Places, sweep: Sweep, run_dir: Path, num
     job = train_job(run, request.resources)
     return dataclasses.replace(job, name=f"trial-{number}", env={
         **job.env, hparams.TRIAL_ENV: str(number), hparams.METRIC_TAG_ENV: sweep.metric,
-        hparams.METRIC_FILE_ENV: str(run_dir / METRIC_FILE)})
+        hparams.METRIC_FILE_ENV: str(run_dir / HYPERTUNE_METRIC_FILE)})
 
 
 def identity(sweep: Sweep, request: Request, places: Places) -> dict:
@@ -185,7 +185,7 @@ class TrialRunner:
         if code != 0:
             raise StepFailed(f"{job.name} failed with exit status {code}: see "
                              f"{run_dir / LOG_FILE}")
-        reported = hparams.read_report(str(run_dir / METRIC_FILE), metric)
+        reported = hparams.read_report(str(run_dir / HYPERTUNE_METRIC_FILE), metric)
         if reported is None or not math.isfinite(reported[0]):
             raise StepFailed(f"{job.name} reported no {metric}: see {run_dir / LOG_FILE}")
         return reported[0]

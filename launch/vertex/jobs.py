@@ -15,7 +15,7 @@ from launch import jobs
 from launch.places import CloudTarget, RunPaths
 from launch.vertex.hardware import machine_for
 from launch.vertex.spec import custom_job
-from trainer.data import layout
+from trainer.files import RECORDS_PREFIX
 from trainer.model_dir import HARDWARE_ENV
 
 
@@ -23,7 +23,7 @@ def places(target: CloudTarget, run_id: str, trial: bool = False) -> jobs.Places
     """A run's checkpoints and the uploaded records, in the bucket. A tuning trial's
     checkpoints go where Vertex AI points AIP_CHECKPOINT_DIR: <run>/<trial id>/checkpoints."""
     return jobs.Places(None if trial else RunPaths(target.bucket, run_id).checkpoints,
-                       f"gs://{target.bucket}/{layout.RECORDS_PREFIX}")
+                       f"gs://{target.bucket}/{RECORDS_PREFIX}")
 
 
 def vertex_job(target: CloudTarget, request: jobs.Request, run_id: str,

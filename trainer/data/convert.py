@@ -35,7 +35,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from trainer.data import coco, defaults, layout, pets
+from trainer import files
+from trainer.args import ConvertArgs, shown
+from trainer.data import coco, defaults, pets
 from trainer.data.images import (
     MAX_DECODABLE_PIXELS,
     ImageError,
@@ -44,9 +46,8 @@ from trainer.data.images import (
 from trainer.data.label_map import pets_label_map, write_label_map
 from trainer.data.tf_example import Box, detection_example
 from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
-from trainer.errors import ConversionError
+from trainer.errors import ConversionError, SettingsError
 
-REPORT_FILENAME = layout.REPORT_FILENAME
 SPLIT_SEED = 42  # the Object Detection API's create_pet_tf_record seed
 TRAIN_FRACTION = 0.7
 MAX_XML_BYTES = 16 << 20  # a VOC annotation is a few KB; lxml bounds the rest of a parse
@@ -68,11 +69,11 @@ class Limits:
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             if getattr(self, field.name) < 1:
-                raise ConversionError(f"--{field.name} must be at least 1, "
-                                      f"got {getattr(self, field.name)}")
+                raise SettingsError(f"{shown(ConvertArgs, field.name)} must be at least 1, "
+                                    f"got {getattr(self, field.name)}")
         if self.max_pixels > MAX_DECODABLE_PIXELS:
-            raise ConversionError(f"--max_pixels must be at most {MAX_DECODABLE_PIXELS:,}: "
-                                  "TensorFlow's JPEG decoder refuses larger images in training")
+            raise SettingsError(f"--max-pixels must be at most {MAX_DECODABLE_PIXELS:,}: "
+                                "TensorFlow's JPEG decoder refuses larger images in training")
 
     def max_file_bytes(self) -> int:
         """No image within the pixel cap needs more bytes than its raw RGBA pixels (plus
@@ -120,11 +121,11 @@ class Plan:
 
 def record_pattern(output_dir: str | Path, split: str) -> str:
     """The glob of a split's shards; the trainer reads the same pattern."""
-    return str(Path(output_dir) / layout.shard_glob(split))
+    return str(Path(output_dir) / files.shard_glob(split))
 
 
 def shard_path(output_dir: Path, split: str, index: int, num_shards: int) -> Path:
-    return output_dir / layout.shard_name(split, index, num_shards)
+    return output_dir / files.shard_name(split, index, num_shards)
 
 
 # ---------------------------------------------------------------------------- planning
@@ -473,7 +474,7 @@ def _convert_one(source: Source, label_map: Mapping[str, int], limits: Limits) -
     annotation = source.annotation
     if annotation is not None and len(annotation.objects) > limits.max_objects:
         return skipped("too_many_objects", f"{len(annotation.objects)} objects, more than the "
-                                           f"cap of {limits.max_objects} (--max_objects)")
+                                           f"cap of {limits.max_objects} (--max-objects)")
     if annotation is None:
         try:
             annotation = parse_voc(source.xml_path.read_bytes(), limits.max_objects)
@@ -603,7 +604,7 @@ def _write_all(shards: Sequence[Shard], label_map: Mapping[str, int], limits: Li
             raise ConversionError(
                 "a conversion worker process died (killed by the out-of-memory killer or "
                 "a signal?); nothing was replaced. Retry with fewer --processes, or lower "
-                "--max_pixels if images are huge") from None
+                "--max-pixels if images are huge") from None
         on_progress(counter.value - reported)
         return results
     finally:
@@ -627,8 +628,8 @@ def _summarise(report: dict) -> str:
 
 # ------------------------------------------------------------- the output directory
 
-OUTPUT_FILE = re.compile(rf"^(?:\w+\.record-.*|{re.escape(layout.LABEL_MAP_FILENAME)}|"
-                         rf"{re.escape(REPORT_FILENAME)})$")
+OUTPUT_FILE = re.compile(rf"^(?:\w+\.record-.*|{re.escape(files.DATA_LABEL_MAP_FILE)}|"
+                         rf"{re.escape(files.CONVERSION_REPORT_FILE)})$")
 STAGING = re.compile(r"\.partial-(?P<pid>\d+)-")
 AT_FDCWD, RENAME_EXCHANGE = -100, 2
 
@@ -636,12 +637,12 @@ AT_FDCWD, RENAME_EXCHANGE = -100, 2
 def _check_replaceable(output_dir: Path) -> None:
     """The output directory is replaced whole: refuse one holding files we did not write."""
     if output_dir.exists() and not output_dir.is_dir():
-        raise ConversionError(f"--output_dir {output_dir} is a file, not a directory")
+        raise SettingsError(f"--output-dir {output_dir} is a file, not a directory")
     foreign = sorted(p.name for p in output_dir.iterdir() if not OUTPUT_FILE.match(p.name)) \
         if output_dir.is_dir() else []
     if foreign:
-        raise ConversionError(
-            f"--output_dir {output_dir} holds files a conversion does not write "
+        raise SettingsError(
+            f"--output-dir {output_dir} holds files a conversion does not write "
             f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}); the directory is "
             "replaced whole, so convert into an empty or new directory, or move them away")
 
@@ -739,15 +740,15 @@ def convert(
         written, problems, classes = _write_splits(
             plan, label_map, staging, num_shards, processes or os.cpu_count() or 1, limits,
             progress)
-        write_label_map(label_map, staging / layout.LABEL_MAP_FILENAME)
+        write_label_map(label_map, staging / files.DATA_LABEL_MAP_FILE)
         total = sum(written.values())
         # nothing valid: the previous output stays, and the report goes beside it
-        report_path = output_dir / REPORT_FILENAME if total else \
-            output_dir.with_name(f"{output_dir.name}.{REPORT_FILENAME}")
+        report_path = output_dir / files.CONVERSION_REPORT_FILE if total else \
+            output_dir.with_name(f"{output_dir.name}.{files.CONVERSION_REPORT_FILE}")
         report = _report(written, problems, output_dir, num_shards, limits, report_path)
         report.update(classes=classes, label_map_ids=dict(sorted(label_map.items(),
                                                                   key=lambda item: item[1])))
-        (staging / REPORT_FILENAME if total else report_path).write_text(
+        (staging / files.CONVERSION_REPORT_FILE if total else report_path).write_text(
             json.dumps(report, indent=2) + "\n")
         print(_summarise(report))
         if total == 0:
@@ -770,7 +771,7 @@ def _report(written: Mapping[str, int], problems: list[tuple[str, str, Problem]]
                    for split, n in written.items()},
         "num_shards": num_shards,
         "limits": dataclasses.asdict(limits),
-        "label_map": str(output_dir / layout.LABEL_MAP_FILENAME),
+        "label_map": str(output_dir / files.DATA_LABEL_MAP_FILE),
         "skipped": dict(sorted(counts["skipped"].items())),
         "repaired": dict(sorted(counts["repaired"].items())),
         "problems": [{"example": name, "split": split, **dataclasses.asdict(problem)}

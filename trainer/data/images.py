@@ -73,7 +73,7 @@ def check_image(data: bytes, max_pixels: int = defaults.MAX_PIXELS) -> CheckedIm
 def _check_pixels(width: int, height: int, max_pixels: int) -> None:
     if width * height > max_pixels:
         raise ImageError("image_too_large", f"{width}x{height} is {width * height:,} pixels, "
-                                            f"more than the cap of {max_pixels:,} (--max_pixels)")
+                                            f"more than the cap of {max_pixels:,} (--max-pixels)")
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:

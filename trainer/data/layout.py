@@ -1,30 +1,14 @@
-"""A converted dataset's file names, in one place: `data convert` writes them, the trainer
-reads them, and the launcher looks for them in the bucket before it starts a job. Also the
-data bucket's two top-level prefixes, which the infra's IAM conditions name too."""
+"""Whether a directory's files are one complete converted dataset (their names are in
+`trainer.files`): the trainer's --data-dir, or the bucket's records/ before a job starts."""
 
 from __future__ import annotations
 
-import re
-
-RECORDS_PREFIX = "records"  # gs://BUCKET/records/: the converted dataset
-RUNS_PREFIX = "runs"  # gs://BUCKET/runs/RUN_ID/: everything jobs write
-SPLITS = ("train", "val")
-LABEL_MAP_FILENAME = "pet_label_map.pbtxt"
-REPORT_FILENAME = "conversion_report.json"
-SHARD = re.compile(r"(?P<index>\d{5})-of-(?P<total>\d{5})")
-
-
-def shard_glob(split: str) -> str:
-    return f"{split}.record-*"
-
-
-def shard_name(split: str, index: int, num_shards: int) -> str:
-    return f"{split}.record-{index:05d}-of-{num_shards:05d}"
+from trainer.files import DATA_LABEL_MAP_FILE, SHARD, SPLITS, shard_glob, shard_name
 
 
 def missing(names: list[str]) -> list[str]:
     """What a trainer's data directory lacks, given the file names in it."""
-    needed = [shard_glob(split) for split in SPLITS] + [LABEL_MAP_FILENAME]
+    needed = [shard_glob(split) for split in SPLITS] + [DATA_LABEL_MAP_FILE]
     return [want for want in needed
             if not any(name == want or (want.endswith("*") and name.startswith(want[:-1]))
                        for name in names)]

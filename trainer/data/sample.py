@@ -20,6 +20,7 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from trainer.data import coco, defaults, pets
 from trainer.data.voc import VocAnnotation, VocObject, format_voc
+from trainer.files import SAMPLE_COCO_FILE
 
 RGB = tuple[int, int, int]
 
@@ -248,7 +249,6 @@ def _write_lists(root: Path, trainval: list[str], test: list[str]) -> None:
                                                        for n in everything))
 
 
-COCO_FILE = "annotations/instances.json"  # `data sample --format coco`: beside the Pets files
 
 
 def pets_as_coco(root: Path) -> dict:
@@ -302,6 +302,6 @@ def coco_defects(data: dict) -> dict:
 def write_coco_sample(root: Path, bad_inputs: bool = False) -> Path:
     """Writes the Pets directory's trainval examples as COCO JSON into it."""
     data = pets_as_coco(root)
-    path = root / COCO_FILE
+    path = root / SAMPLE_COCO_FILE
     path.write_text(json.dumps(coco_defects(data) if bad_inputs else data))
     return path

@@ -111,7 +111,7 @@ def parse_voc(xml_bytes: bytes, max_objects: int | None = None) -> VocAnnotation
     found = root.findall("object")
     if max_objects is not None and len(found) > max_objects:
         raise AnnotationError(f"{len(found)} objects, more than the cap of {max_objects} "
-                              "(--max_objects)", "too_many_objects")
+                              "(--max-objects)", "too_many_objects")
     repairs: list[tuple[str, str]] = []
     objects = []
     for index, obj in enumerate(found):

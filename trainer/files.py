@@ -1,0 +1,59 @@
+"""The names of the files and directories the trainer writes and the launcher reads (or
+writes beside the trainer's), declared once so that neither side can rename one alone.
+
+Imports nothing heavy: the launcher's quick paths (`invoke runs.list`, the data checks)
+import it without loading TensorFlow.
+"""
+
+from __future__ import annotations
+
+import re
+
+# The data bucket's two top-level prefixes; the infra's IAM conditions name them too.
+RECORDS_PREFIX = "records"  # gs://BUCKET/records/: the converted dataset
+RUNS_PREFIX = "runs"  # gs://BUCKET/runs/RUN_ID/: everything a run's jobs write
+
+# A converted dataset: what `data convert` writes and the trainer's --data-dir reads.
+SPLITS = ("train", "val")
+DATA_LABEL_MAP_FILE = "pet_label_map.pbtxt"
+CONVERSION_REPORT_FILE = "conversion_report.json"
+SHARD = re.compile(r"(?P<index>\d{5})-of-(?P<total>\d{5})")  # a shard name after its glob
+SAMPLE_COCO_FILE = "annotations/instances.json"  # `data sample --format coco`, beside Pets'
+
+
+def shard_glob(split: str) -> str:
+    return f"{split}.record-*"
+
+
+def shard_name(split: str, index: int, num_shards: int) -> str:
+    return f"{split}.record-{index:05d}-of-{num_shards:05d}"
+
+
+# A model directory (--model-dir): beside the checkpoints, what rebuilds the run's model.
+RUN_FILE = "run.json"
+PARAMS_FILE = "params.yaml"  # written by Model Garden's train_utils.serialize_config
+LABEL_MAP_FILE = "label_map.pbtxt"  # copied beside an export too
+TRAINING_SUMMARY_FILE = "training_summary.json"  # how fast it trained, for cost estimates
+JOB_FILE = "job.yaml"  # the run's resolved job file, written by the launcher beside its checkpoints
+METRICS_DIR = "eval"  # one evaluation a checkpoint, with its worst images
+METRICS_FILE = re.compile(r"ckpt-(\d+)\.json")  # in METRICS_DIR; the group is the step
+WORST_IMAGE_FILE = re.compile(r"ckpt-\d+/worst-\d+\.jpg")  # in METRICS_DIR
+
+
+def metrics_file(step: int) -> str:
+    """The evaluation of the checkpoint at `step`, in METRICS_DIR."""
+    return f"ckpt-{step}.json"
+
+
+def worst_image_file(step: int, rank: int) -> str:
+    """The checkpoint's `rank`-th worst validation image, in METRICS_DIR."""
+    return f"ckpt-{step}/worst-{rank:02d}.jpg"
+
+
+# An export directory, and prediction's output directory.
+EXPORT_INFO_FILE = "export.json"  # how it was exported: read without loading TensorFlow
+TFLITE_FILE = "model.tflite"
+DETECTIONS_FILE = "detections.json"
+
+# Where a tuning trial reports its metric, below a directory (cloudml-hypertune's is /tmp).
+HYPERTUNE_METRIC_FILE = "hypertune/output.metrics"
