@@ -147,7 +147,7 @@ class JobFile:
         section: dict[str, Any] = {}
         for field in options(task):
             value = getattr(self, field.name)
-            if value == field.default and field.name not in ALWAYS_WRITTEN:
+            if value == default(field) and field.name not in ALWAYS_WRITTEN:
                 continue
             if value is None:
                 continue
@@ -162,6 +162,12 @@ class JobFile:
 # a default that may change.
 ALWAYS_WRITTEN = ("target", "experiment")
 FIELDS = {field.name: field for field in dataclasses.fields(JobFile)}
+
+
+def default(field: dataclasses.Field) -> Any:
+    if field.default is dataclasses.MISSING:
+        return field.default_factory()
+    return field.default
 
 
 def key(field: dataclasses.Field) -> str:

@@ -100,7 +100,7 @@ def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> C
             texts[field.name] = describe(field.metadata["help"],
                                          field_kind if repeatable or field_kind is bool
                                          else str if field_kind is tuple else field_kind,
-                                         _default(field), _bound(field))
+                                         jobfile.default(field), _bound(field))
             if repeatable:
                 iterable.append(field.name)
         for flag_name, extra in flags.items():
@@ -123,12 +123,6 @@ def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> C
 
 
 COMMA_LISTS = ("capacity",)  # one flag, values separated by commas
-
-
-def _default(field: dataclasses.Field) -> Any:
-    if field.default is dataclasses.MISSING:
-        return field.default_factory()
-    return field.default
 
 
 def _bound(field: dataclasses.Field) -> str:

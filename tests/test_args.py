@@ -24,7 +24,7 @@ EVERY_COMMAND = [
     TrainArgs(experiment="pets_retinanet_resnetfpn", mode="continuous_eval",
               model_dir="gs://b/runs/r1/checkpoints", data_dir="gs://b/records",
               config_files=("a.yaml", "b=c.yaml"), train_steps=5000,
-              init_checkpoint="gs://b/ckpt-1", init_checkpoint_type="detection",
+              init_checkpoint="gs://b/ckpt-1", init_checkpoint_type="detector",
               params_override=("task.model.num_classes=38", "trainer.optimizer_config.x=1"),
               export_dir="/e", eval_idle_timeout=0.25, tpu="local", train_input="/t/*",
               eval_input="/v/*", label_map="/l.pbtxt", strategy="mirrored", num_gpus=2,

@@ -120,7 +120,7 @@ def test_params_follow_flags_in_documented_order(train_records, tmp_path):
                         "--params_override=task.train_data.global_batch_size=8",
                         '--params_override={"task": {"train_data": {"global_batch_size": 2}}}',
                         f"--init_checkpoint={tmp_path}/backbone",
-                        "--init_checkpoint_type=detection"],
+                        "--init_checkpoint_type=all"],
                        {})
     params = build_params(s, "float32")
     assert params.task.train_data.global_batch_size == 2  # the last --params_override wins

@@ -25,7 +25,10 @@ from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 
 MODES = ("train", "eval", "train_and_eval", "continuous_eval")
-INIT_CHECKPOINT_TYPES = {"backbone": "backbone", "detection": "all"}
+# --init_checkpoint_type -> Model Garden's task.init_checkpoint_modules: what is restored
+INIT_CHECKPOINT_TYPES = {"backbone": "backbone",  # an ImageNet classifier's backbone
+                         "detector": ["backbone", "decoder"],  # a detector of other classes
+                         "all": "all"}  # a detector with the same classes (your own run)
 DEFAULT_EVAL_IDLE_TIMEOUT = 3600.0
 EXPORT_FORMATS = ("saved_model", "tflite")
 QUANTIZATIONS = ("float16", "int8")
@@ -94,10 +97,13 @@ class TrainArgs(Args):
     config_files: tuple[str, ...] = option("YAML overriding the experiment (repeatable, "
                                            "applied in order)", default=(), flag="config_file")
     train_steps: int | None = option("overrides trainer.train_steps", shown="--steps")
-    init_checkpoint: str | None = option("checkpoint to fine-tune from", shown="--init-from")
+    init_checkpoint: str | None = option("checkpoint to fine-tune from: a prefix, a directory "
+                                         "of them, or a .tar.gz (local or https://) holding "
+                                         "one", shown="--init-from")
     init_checkpoint_type: str | None = option(
-        "backbone (default): an ImageNet classification checkpoint; detection: a full "
-        "detector", choices=sorted(INIT_CHECKPOINT_TYPES))
+        "backbone (default): an ImageNet classifier; detector: a detector of other classes "
+        "(its backbone and decoder are restored); all: every layer (the same classes)",
+        choices=sorted(INIT_CHECKPOINT_TYPES), shown="--init-type")
     params_override: tuple[str, ...] = option(
         "'a.b=1,c.d=x', YAML or JSON, applied after the config files (repeatable, applied in "
         "order)", default=())

@@ -7,12 +7,13 @@ with status 2 (1 for failed work) instead of a traceback.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
 
 from trainer import args as trainer_args
-from trainer import errors
+from trainer import errors, pretrained
 from trainer import settings as settings_lib
 
 EXIT_FAILED, EXIT_USAGE, EXIT_EVAL_TIMEOUT = 1, 2, 3
@@ -24,6 +25,9 @@ def run_trainer(args: trainer_args.TrainArgs) -> int:
     from trainer import params as params_lib
 
     settings = settings_lib.settings_from_args(args)
+    if settings.trains and pretrained.is_archive(settings.init_checkpoint):
+        settings = dataclasses.replace(settings, init_checkpoint=pretrained.extracted(
+            settings.init_checkpoint))
     params_lib.check_inputs(settings)  # before the GPU probe loads TensorFlow
     cluster = train.environment_for_cluster()
     num_gpus = settings.num_gpus if settings.num_gpus is not None else train.visible_gpus()

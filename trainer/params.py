@@ -7,7 +7,7 @@ override always has the last word.
 
 from __future__ import annotations
 
-from trainer import hparams, io
+from trainer import files, hparams, io
 from trainer.args import INIT_CHECKPOINT_TYPES, TrainArgs, shown
 from trainer.data.label_map import read_label_map
 from trainer.errors import SettingsError
@@ -68,6 +68,20 @@ def check_inputs(settings: TrainerSettings) -> None:
     if settings.init_checkpoint:
         _check_init_checkpoint(settings.init_checkpoint)
     _num_classes(settings.label_map)
+    if settings.mode != "train":
+        _check_same_classes(settings)
+
+
+def _check_same_classes(settings: TrainerSettings) -> None:
+    """Evaluation on data labelled differently from the run's would compare wrong classes
+    (and Model Garden fails on the shapes): refused in one line."""
+    trained_with = f"{settings.model_dir}/{files.LABEL_MAP_FILE}"
+    if settings.label_map is None or not io.exists(trained_with):
+        return
+    if read_label_map(settings.label_map) != read_label_map(trained_with):
+        raise SettingsError(f"the label map {settings.label_map} is not the one the run in "
+                            f"{settings.model_dir} was trained with: evaluate on the run's "
+                            "own data (drop --data-dir) or pass its --data-dir")
 
 
 def build_params(settings: TrainerSettings, precision: str):
