@@ -221,7 +221,7 @@ def _run_job(c, task: str, flags: dict) -> None:
     from launch.vertex.ladder import Ladder
 
     def prepare():
-        source, file = _job_source(c, task, flags)
+        source, file = _job_source(c, flags)
         if task == TUNE:
             flags["sweep"] = _sweep(flags, file).as_mapping()
         job = jobfile.resolve(task, flags, file, source)
@@ -245,7 +245,7 @@ def _run_job(c, task: str, flags: dict) -> None:
         _say(lambda: executor.launch(request))
 
 
-def _job_source(c, task: str, flags: dict) -> tuple[str, dict]:
+def _job_source(c, flags: dict) -> tuple[str, dict]:
     """The file a job starts from: --job's, the stored one of the run --rerun names (as a
     new run: its run id and model directory are not reused), or none."""
     if flags["job"] and flags["rerun"]:
@@ -254,14 +254,10 @@ def _job_source(c, task: str, flags: dict) -> tuple[str, dict]:
         return f"--job {flags['job']}", jobfile.read(flags["job"])
     if not flags["rerun"]:
         return "", {}
-    from launch.runs.jobfiles import stored_job
+    from launch.runs.jobfiles import rerun
 
     cloud = _cloud(c, flags["project"], None, flags["bucket"], None, flags["env"])
-    text, where = stored_job(cloud, flags["rerun"])
-    file = jobfile.parse(text, f"--rerun {flags['rerun']} ({where})")
-    file.pop("run-id", None)
-    file.pop("model-dir", None)
-    return f"--rerun {flags['rerun']} ({where})", file
+    return rerun(cloud, flags["rerun"])
 
 
 def _sweep(flags: dict, file: dict):

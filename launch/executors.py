@@ -106,20 +106,20 @@ class Local:
         job = request.trainer_job(self.places)
         text = _job_text(request, self.submission, data_dir=data_dir,
                          model_dir=self.places.model_dir)
+        if not mirror.is_gcs(data_dir) and not Path(data_dir).is_dir():
+            raise MissingError(f"--data-dir {data_dir}: no such directory; convert data first "
+                               "(`invoke data.convert`)")
+        trains = isinstance(request, Training)
+        if trains:
+            datachecks.check_local(data_dir, self.force)
         if self.submission.dry_run:
             _say_job(text, f"runs here: model directory {self.places.model_dir}, data "
                            f"{data_dir}")
             return shlex.join(LocalExecutor().command(job))
-        if not mirror.is_gcs(data_dir) and not Path(data_dir).is_dir():
-            raise MissingError(f"--data-dir {data_dir}: no such directory; convert data first "
-                               "(`invoke data.convert`)")
-        total_steps = None  # for the progress bar
-        if isinstance(request, Training):
-            datachecks.check_local(data_dir, self.force)
-            total_steps = request.steps or default_train_steps(request.experiment)
-            if text and self.places.model_dir:
-                jobfiles.store_local(self.places.model_dir, text)
-        workflow.run_job(job, total_steps)
+        if trains and text:
+            jobfiles.store_local(self.places.model_dir, text)
+        workflow.run_job(job, request.steps or default_train_steps(request.experiment)
+                         if trains else None)  # the total steps, for the progress bar
         return f"{job.name} done: {self.places.model_dir}"
 
     def tune(self, request: Request, sweep: Sweep) -> str:

@@ -53,7 +53,7 @@ def resolve_fields(environment: str, overrides: Mapping[str, str | None],
                    (f"invoke.yaml's vertex.{field}", config.get(field)),
                    (f"{outputs_path}'s {output}", outputs.get(output)))
         source, values[field] = next(((s, v) for s, v in sources if v), ("", None))
-        if field == "bucket" and values[field]:
+        if field == "bucket" and values[field] and source != sources[-1][0]:  # typed by people
             values[field] = bucket_name(str(values[field]), source)
     missing = [field for field in required if not values[field]]
     if missing:

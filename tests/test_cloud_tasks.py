@@ -100,7 +100,7 @@ def test_a_pinned_image_is_never_built_and_runs_by_digest(fakes, tmp_path):
     (request,) = fakes.vertex.received
     assert request.custom_job.job_spec.worker_pool_specs[0].container_spec.image_uri == \
         f"{REPOSITORY}/trainer@{digest}"
-    with pytest.raises(ImageBuildError, match="nor pinned by digest"):
+    with pytest.raises(ImageBuildError, match="is not an Artifact Registry image"):
         train(fakes.cloud(image="docker.io/someone/trainer:latest"), run_id="gpu2")
     assert len(fakes.vertex.received) == 1
 
@@ -122,7 +122,7 @@ def test_dry_run_shows_digests_once_the_images_exist(fakes, capsys):
     assert job.job_spec.worker_pool_specs[0].container_spec.image_uri == \
         f"{REPOSITORY}/trainer-tpu@{digest}"
     err = capsys.readouterr().err
-    assert err.startswith("resources: ") and "note:" not in err
+    assert "resources: v5litepod-4" in err and "images shown by tag" not in err
     assert fakes.builds.requests == [] and fakes.vertex.received == []
 
 
@@ -301,3 +301,39 @@ def test_eval_runs_on_the_hardware_asked_for(fakes, tmp_path):
         Vertex(cloud).launch(Request.evaluation(None, None, "gpu1", resources=Resources(
             "g2-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))))
     assert len(fakes.vertex.received) == 1
+
+
+def test_a_run_stores_its_job_file_which_rerun_and_eval_read(fakes, tmp_path):
+    """The job file goes to gs://BUCKET/runs/RUN_ID/job.yaml with the image the job runs;
+    `--rerun` reads it back as the same job (in a new run), and the run's evaluation reads
+    the data directory the run recorded."""
+    import dataclasses
+
+    from launch import jobfile
+    from launch.runs import jobfiles
+
+    cloud = fakes.cloud()
+    upload_records(cloud, str(records(tmp_path)))
+    bucket = fakes.storage.bucket("pets-data")
+    for blob in bucket.list_blobs(prefix="records/"):  # a second dataset beside the first
+        bucket.copy_blob(blob, bucket, blob.name.replace("records/", "pets-v2/", 1))
+    job = jobfile.resolve("train", {"target": "vertex", "steps": "100", "run_id": "ft1",
+                                    "data_dir": "gs://pets-data/pets-v2",
+                                    "experiment": "pets_retinanet_resnetfpn",
+                                    "override": ["batch_size=4"], "machine_type":
+                                    "n1-standard-8", "accelerator": "NVIDIA_TESLA_T4:1"})
+    Vertex(cloud).launch(jobfile.request(job, "train"))
+    text, where = jobfiles.stored_job(cloud, "ft1")
+    assert where == "gs://pets-data/runs/ft1/job.yaml"
+    stored = jobfile.parse(text, where)
+    assert stored["run-id"] == "ft1" and stored["data-dir"] == "gs://pets-data/pets-v2"
+    assert stored["region"] == "us-central1"
+    assert stored["image"].startswith(f"{REPOSITORY}/trainer:")  # what the job ran
+    again = jobfile.resolve("train", {"run_id": "ft2"}, stored, where)
+    assert dataclasses.replace(again, run_id="ft1", image=None, region=None) == job
+
+    evaluate(cloud, "ft1")
+    (pool,) = fakes.vertex.received[-1].custom_job.job_spec.worker_pool_specs
+    assert "--data_dir=gs://pets-data/pets-v2" in pool.container_spec.args  # the run's own
+    with pytest.raises(MissingError, match=r"no job\.yaml in gs://pets-data/runs/gpu9"):
+        jobfiles.stored_job(cloud, "gpu9")

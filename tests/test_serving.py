@@ -306,7 +306,7 @@ def test_serving_tasks_refuse_flags_that_cannot_work_before_any_request(args, me
     env = {**os.environ, "GOOGLE_APPLICATION_CREDENTIALS": str(REPO / "work" / "none.json")}
     result = subprocess.run(
         [sys.executable, "-m", "invoke", *args, "--project=p", "--region=us-central1",
-         "--bucket=b"] if args[0] != "export" else [sys.executable, "-m", "invoke", *args],
+         "--bucket=bkt"] if args[0] != "export" else [sys.executable, "-m", "invoke", *args],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr
     assert message in result.stderr and "Traceback" not in result.stderr

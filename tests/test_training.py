@@ -224,15 +224,32 @@ FROZEN = ("--params_override=trainer.optimizer_config.learning_rate.cosine.initi
           "1e-9,trainer.optimizer_config.warmup.linear.warmup_learning_rate=1e-9")
 
 
-def test_fine_tunes_from_a_detection_checkpoint(trained, tmp_path):
+def test_invoke_fine_tunes_from_a_checkpoint_and_eval_reads_the_runs_own_data(trained,
+                                                                              tmp_path):
+    """`invoke train --init-from CHECKPOINT`: five steps at a learning rate of ~0 keep the
+    restored weights, so the run scores like the checkpoint it started from (five steps from
+    scratch score 0). `invoke eval` without --data-dir evaluates on the data the run recorded
+    in its job file, and `--rerun` repeats the job in a new model directory."""
     model_dir, records, _ = trained
     init = tf.train.latest_checkpoint(str(model_dir))
-    flags = data_flags(records, tmp_path)
-    run_trainer(*flags, "--train_steps=5", f"--init_checkpoint={init}",
-                "--init_checkpoint_type=detection", FROZEN)
-    result = run_trainer(*flags, "--mode=eval")
-    ap50 = json.loads((tmp_path / "eval" / "ckpt-5.json").read_text())["metrics"]["AP50"]
-    assert ap50 >= AP50_BOUND, result.stdout[-2000:]  # 5 steps from scratch score 0
+    run = tmp_path / "finetuned"
+
+    def invoke(*args: str) -> subprocess.CompletedProcess:
+        result = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, text=True,
+                                capture_output=True, timeout=600)
+        assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+        return result
+
+    invoke("train", f"--init-from={init}", "--init-type=all", "--steps=5",
+           f"--model-dir={run}", f"--data-dir={records}", "--override=learning_rate=1e-9",
+           "--override=trainer.optimizer_config.warmup.linear.warmup_learning_rate=1e-9")
+    invoke("eval", "--once", f"--model-dir={run}")
+    ap50 = json.loads((run / "eval" / "ckpt-5.json").read_text())["metrics"]["AP50"]
+    assert ap50 >= AP50_BOUND
+
+    again = invoke("train", f"--rerun={run}", "--dry-run").stdout
+    assert f"--init_checkpoint={init}" in again and "--train_steps=5" in again
+    assert f"--model_dir={run}-rerun-" in again and f"--data_dir={records}" in again
 
 
 def test_fine_tunes_from_a_backbone_checkpoint(train_records, tmp_path):

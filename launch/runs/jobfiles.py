@@ -4,10 +4,12 @@ directory; a Vertex AI run at gs://BUCKET/runs/RUN_ID/job.yaml."""
 
 from __future__ import annotations
 
+import datetime
 from pathlib import Path
 
 import yaml
 
+from launch import jobfile
 from launch.cloud import Cloud, run_paths
 from launch.errors import MissingError
 from launch.gcs.mirror import is_gcs
@@ -46,6 +48,20 @@ def stored_job(cloud: Cloud, run: str) -> tuple[str, str]:
         raise MissingError(f"--rerun {run}: no {JOB_FILE} in {paths.root} (runs launched "
                            "before job files were stored cannot be rerun this way)")
     return text, f"{paths.root}/{JOB_FILE}"
+
+
+def rerun(cloud: Cloud, run: str) -> tuple[str, dict]:
+    """`--rerun RUN`: the run's job file as a new run's (where it came from, its mapping):
+    a fresh run id, and a local run's model directory beside the original."""
+    text, where = stored_job(cloud, run)
+    source = f"--rerun {run} ({where})"
+    file = jobfile.parse(text, source)
+    file.pop("run-id", None)
+    file.pop("model-dir", None)
+    if Path(run, JOB_FILE).is_file():
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+        file["model-dir"] = f"{run.rstrip('/')}-rerun-{stamp}"
+    return source, file
 
 
 def _read_bucket(storage_client, bucket: str, url: str) -> str | None:
