@@ -358,7 +358,15 @@ def _mapping(field: dataclasses.Field, value: Any, shown: str) -> dict:
         raise JobFileError(f"{shown} takes KEY=VALUE pairs, got {value!r}"[:200])
     if field.name == "label":
         return _labels(pairs, shown)
-    return {str(k): v for k, v in pairs.items()}
+    return {str(k): _exponent(v) for k, v in pairs.items()}
+
+
+EXPONENT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
+
+
+def _exponent(value: Any) -> Any:
+    """`1e-9` as a number: YAML 1.1 (PyYAML) reads it as text, wanting `1.0e-9`."""
+    return float(value) if isinstance(value, str) and EXPONENT.fullmatch(value) else value
 
 
 def _yaml_value(text: str, shown: str) -> Any:
@@ -427,18 +435,8 @@ def check_overrides(experiment: str, overrides: Mapping[str, Any]) -> None:
 def trainer_overrides(job: JobFile) -> tuple[str, ...]:
     """The file's Model Garden parameters as the trainer's --params_override values: the
     user's own first, then `override` (one JSON document, so its values keep their types)."""
-    merged: dict = {}
-    for name, value in job.override.items():
-        _merge(merged, hparams.override(name, value))
+    merged = hparams.overrides(job.override)
     return (*job.params_override, *([json.dumps(merged, sort_keys=True)] if merged else []))
-
-
-def _merge(into: dict, more: Mapping) -> None:
-    for name, value in more.items():
-        if isinstance(value, Mapping) and isinstance(into.get(name), dict):
-            _merge(into[name], value)
-        else:
-            into[name] = value
 
 
 @dataclasses.dataclass(frozen=True)

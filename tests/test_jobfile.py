@@ -247,7 +247,7 @@ def test_a_resolved_job_reads_back_as_the_same_job():
 
 
 def test_overrides_reach_the_trainer_as_one_typed_document():
-    job = jobfile.resolve("train", {"override": ["batch_size=4", "learning_rate=0.01"],
+    job = jobfile.resolve("train", {"override": ["batch_size=4", "learning_rate=1e-2"],
                                     "params_override": ["task.model.num_classes=3"]})
     first, merged = jobfile.trainer_overrides(job)
     assert first == "task.model.num_classes=3"
@@ -255,3 +255,30 @@ def test_overrides_reach_the_trainer_as_one_typed_document():
         "task": {"train_data": {"global_batch_size": 4}},
         "trainer": {"optimizer_config": {"learning_rate": {"cosine": {
             "initial_learning_rate": 0.01}}}}}
+
+
+def test_the_recorded_model_garden_fields_are_those_of_the_pinned_model_garden():
+    from trainer.experiments import fields
+
+    assert fields.text(fields.generate()) == fields.FIELDS_FILE.read_text(), \
+        "stale: run `python -m trainer.experiments.fields`"
+
+
+def test_the_trainer_refuses_to_evaluate_on_data_labelled_unlike_the_run(tmp_path):
+    """The second line of defence behind `invoke eval` reading the run's own data: another
+    label map is one line (exit 2) before TensorFlow loads, not Model Garden's traceback."""
+    from tests.conftest import run_trainer
+
+    run, data = tmp_path / "run", tmp_path / "data"
+    run.mkdir()
+    data.mkdir()
+    (run / "label_map.pbtxt").write_text("item {\n  id: 1\n  name: 'cat'\n}\n")
+    (data / "pet_label_map.pbtxt").write_text("item {\n  id: 1\n  name: 'dog'\n}\n")
+    (data / "val.record-00000-of-00001").write_bytes(b"")
+    result = run_trainer("--mode=eval", f"--model_dir={run}", f"--data_dir={data}",
+                         check=False, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: the label map {data}/pet_label_map.pbtxt is not the one the run in {run} was "
+        "trained with: evaluate on the data the run trained on (`invoke eval` without "
+        "--data-dir reads it)"]

@@ -69,9 +69,17 @@ def override(name: str, value) -> dict:
     return tree
 
 
+def overrides(values: Mapping[str, object]) -> dict:
+    """Parameters by name (friendly names or config paths) -> one params override."""
+    merged: dict = {}
+    for name, value in values.items():
+        _merge(merged, override(name, value))
+    return merged
+
+
 def trial_override(values: Sequence[str]) -> dict:
     """`ID=VALUE` strings -> one params override (values read as YAML scalars)."""
-    merged: dict = {}
+    parsed: dict = {}
     for item in values:
         name, sep, text = item.partition("=")
         if not sep:
@@ -82,8 +90,8 @@ def trial_override(values: Sequence[str]) -> dict:
             value = text
         if isinstance(value, float) and not math.isfinite(value):
             raise SettingsError(f"--hparam {item!r}: the value is not finite")
-        _merge(merged, override(name, value))
-    return merged
+        parsed[name] = value
+    return overrides(parsed)
 
 
 def _merge(into: dict, tree: Mapping) -> None:

@@ -80,8 +80,8 @@ def _check_same_classes(settings: TrainerSettings) -> None:
         return
     if read_label_map(settings.label_map) != read_label_map(trained_with):
         raise SettingsError(f"the label map {settings.label_map} is not the one the run in "
-                            f"{settings.model_dir} was trained with: evaluate on the run's "
-                            "own data (drop --data-dir) or pass its --data-dir")
+                            f"{settings.model_dir} was trained with: evaluate on the data the "
+                            "run trained on (`invoke eval` without --data-dir reads it)")
 
 
 def build_params(settings: TrainerSettings, precision: str):
