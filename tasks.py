@@ -164,8 +164,6 @@ def _submission(dry_run: bool, local_docker: bool, follow: bool, max_cost=None, 
 # How a job task runs, or where: never part of the job, so never in a job file.
 RUN_FLAGS = {
     "job": Flag("a job file (YAML): keys are these flags' names; flags given with it win"),
-    "rerun": Flag("repeat an earlier run's job: a run id (its job.yaml in the bucket) or a "
-                  "local model directory"),
     "dry_run": Flag("print the resolved job file and the request it becomes; run nothing",
                     False),
     "save_job": Flag("write the resolved job file here (review it, edit it, pass it to "
@@ -178,6 +176,8 @@ RUN_FLAGS = {
     "bucket": Flag("data bucket (default: the infra outputs')"),
 }
 FORCE = {"force": Flag("train even when the data checks refuse the records", False)}
+RERUN = {"rerun": Flag("repeat an earlier run's job as a new run: a run id (its job.yaml in "
+                       "the bucket) or a local model directory")}
 SWEEP_FLAGS = {
     "sweep": Flag("sweep file (YAML): metric, goal, trials, parallel, algorithm, params"),
     "param": Flag("NAME=LOW:HIGH[:log] or NAME=a,b,c (adds to the file's params)",
@@ -191,7 +191,7 @@ SWEEP_FLAGS = {
 LOCAL_DIRS = {TRAIN: MODEL_DIR, EVAL: MODEL_DIR, TUNE: f"{WORK}/sweep"}
 
 
-@job_task(TRAIN, {**RUN_FLAGS, **FORCE})
+@job_task(TRAIN, {**RUN_FLAGS, **RERUN, **FORCE})
 def train(c, **flags):
     """Train a detector here or on Vertex AI, from scratch or from a pretrained checkpoint.
 
@@ -223,7 +223,7 @@ def _run_job(c, task: str, flags: dict) -> None:
     def prepare():
         source, file = _job_source(c, flags)
         if task == TUNE:
-            flags["sweep"] = _sweep(flags, file).as_mapping()
+            flags["sweep"] = _sweep(flags, file, source).as_mapping()
         job = jobfile.resolve(task, flags, file, source)
         request = jobfile.request(job, task)
         ladder = Ladder.from_flag(",".join(job.capacity), job.max_preemptions,
@@ -232,7 +232,8 @@ def _run_job(c, task: str, flags: dict) -> None:
         target = Target(places, _cloud(c, flags["project"], job.region, flags["bucket"],
                                        job.image, flags["env"]),
                         _submission(flags["dry_run"], flags["local_docker"], flags["follow"],
-                                    job.max_cost, ladder, flags["save_job"]),
+                                    job.max_cost, ladder,
+                                    jobfile.check_save_path(flags["save_job"])),
                         bool(flags.get("force")))
         return job, request, executor_for(job.target, target)
 
@@ -248,11 +249,11 @@ def _run_job(c, task: str, flags: dict) -> None:
 def _job_source(c, flags: dict) -> tuple[str, dict]:
     """The file a job starts from: --job's, the stored one of the run --rerun names (as a
     new run: its run id and model directory are not reused), or none."""
-    if flags["job"] and flags["rerun"]:
+    if flags["job"] and flags.get("rerun"):
         raise InputError("--job and --rerun both give the job: choose one")
     if flags["job"]:
         return f"--job {flags['job']}", jobfile.read(flags["job"])
-    if not flags["rerun"]:
+    if not flags.get("rerun"):
         return "", {}
     from launch.runs.jobfiles import rerun
 
@@ -260,13 +261,13 @@ def _job_source(c, flags: dict) -> tuple[str, dict]:
     return rerun(cloud, flags["rerun"])
 
 
-def _sweep(flags: dict, file: dict):
+def _sweep(flags: dict, file: dict, source: str):
     """tune's sweep: the job file's `tune: sweep:`, then --sweep's file, then the flags."""
     from launch.tuning.sweep import load
 
-    base = (file.get(jobfile.SECTIONS[TUNE]) or {}).get("sweep") or {}
     return load(flags["sweep"], flags["param"] or (), metric=flags["metric"],
-                goal=flags["goal"], algorithm=flags["algorithm"], base=base, **_numbers(
+                goal=flags["goal"], algorithm=flags["algorithm"],
+                base=jobfile.file_sweep(file, source), **_numbers(
                     trials=optional_number("--trials", flags["trials"], int),
                     parallel=optional_number("--parallel", flags["parallel"], int)))
 

@@ -48,15 +48,20 @@ from trainer.experiments import default_train_steps
 from trainer.files import RECORDS_PREFIX
 
 
-def _job_text(request: Request, submission: Submission, **decided) -> str:
-    """The resolved job file of `request` (with what the executor decided), written to
-    --save-job when asked."""
-    if request.record is None:
-        return ""
-    text = request.record.text(**decided)
-    if submission.save_job:
+def _job_text(request: Request, **decided) -> str:
+    """The resolved job file of `request`, with what the executor decided."""
+    return request.record.text(**decided) if request.record else ""
+
+
+def _save_job(text: str, submission: Submission) -> None:
+    """--save-job, once every check has passed."""
+    if not (text and submission.save_job):
+        return
+    try:
         Path(submission.save_job).write_text(text)
-    return text
+    except OSError as error:
+        raise InputError(f"--save-job {submission.save_job}: cannot write it "
+                         f"({error.strerror or error})") from None
 
 
 def _say_job(text: str, where: str) -> None:
@@ -104,28 +109,29 @@ class Local:
                 request, data_dir=jobfiles.local_run_data_dir(self.places.model_dir))
         data_dir = request.data_dir or self.places.data_dir
         job = request.trainer_job(self.places)
-        text = _job_text(request, self.submission, data_dir=data_dir,
-                         model_dir=self.places.model_dir)
+        trains = isinstance(request, Training)
+        steps = request.steps or default_train_steps(request.experiment) if trains else None
+        text = _job_text(request, data_dir=data_dir, model_dir=self.places.model_dir)
         if not mirror.is_gcs(data_dir) and not Path(data_dir).is_dir():
             raise MissingError(f"--data-dir {data_dir}: no such directory; convert data first "
                                "(`invoke data.convert`)")
-        trains = isinstance(request, Training)
         if trains:
             datachecks.check_local(data_dir, self.force)
+        _save_job(text, self.submission)
         if self.submission.dry_run:
             _say_job(text, f"runs here: model directory {self.places.model_dir}, data "
                            f"{data_dir}")
             return shlex.join(LocalExecutor().command(job))
         if trains and text:
             jobfiles.store_local(self.places.model_dir, text)
-        workflow.run_job(job, request.steps or default_train_steps(request.experiment)
-                         if trains else None)  # the total steps, for the progress bar
+        workflow.run_job(job, steps)  # the total steps, for the progress bar
         return f"{job.name} done: {self.places.model_dir}"
 
     def tune(self, request: Request, sweep: Sweep) -> str:
         """An Optuna study in the sweep directory (--model-dir): trials are runs beside it."""
-        text = _job_text(request, self.submission, data_dir=request.data_dir or
-                         self.places.data_dir, model_dir=self.places.model_dir)
+        text = _job_text(request, data_dir=request.data_dir or self.places.data_dir,
+                         model_dir=self.places.model_dir)
+        _save_job(text, self.submission)
         if self.submission.dry_run:
             _say_job(text, f"runs here: sweep directory {self.places.model_dir}")
             return json.dumps(sweep.as_mapping(), indent=2)
@@ -172,10 +178,12 @@ class Vertex:
         if note := tensorflow_note(machine):
             print(note, file=sys.stderr)
         data = self._data_url(request, where)
-        text = _job_text(request, self.submission, run_id=run_id, region=where.region,
-                         data_dir=data)
+        trains = isinstance(request, Training)
+        decided = {"run_id": run_id, "region": where.region, "data_dir": request.data_dir if
+                   isinstance(request, Evaluation) else data}  # eval: the run's, if known
+        text = _job_text(request, **decided)
         if self.submission.dry_run:
-            self._say_dry_run(text, where, run_id, request, isinstance(request, Training))
+            self._say_dry_run(text, where, run_id, request, trains)
             if ladder:
                 print(f"capacity ladder: {' -> '.join(strategies)} (the job shown is the "
                       "first rung's)", file=sys.stderr)
@@ -191,11 +199,10 @@ class Vertex:
                     where.region), where.project, where.region, resource_id)
                 for job in jobs.values():
                     persistent.check_fits(job, resource)
-        if not self.submission.dry_run and isinstance(request, Training) and text:
-            image = trainer_images(jobs[strategies[0]])[0]
+        _save_job(text, self.submission)
+        if not self.submission.dry_run and trains and text:
             jobfiles.store_in_bucket(self.cloud, run_id, _job_text(
-                request, Submission(), run_id=run_id, region=where.region, data_dir=data,
-                image=image))
+                request, **decided, image=trainer_images(jobs[strategies[0]])[0]))
         if ladder and not self.submission.dry_run:
             return self._climb(ladder, where, jobs, run_id)
         return dispatch(self.cloud, where, jobs[strategies[0]], run_id, self.submission)
@@ -216,12 +223,12 @@ class Vertex:
                                        {**standard_labels(), **request.labels}, trial=True)
         machine = machine_for(request.resources, where.region)
         data = self._data_url(request, where)
-        text = _job_text(request, self.submission, run_id=run_id, region=where.region,
-                         data_dir=data)
+        text = _job_text(request, run_id=run_id, region=where.region, data_dir=data)
         if self.submission.dry_run:
             self._say_dry_run(text, where, run_id, request, True)
         self._price(request, where, {request.resources.scheduling.strategy: trial},
                     request.resources.hardware_key(machine), trials=sweep.trials)
+        _save_job(text, self.submission)
         if not self.submission.dry_run:
             self._require_data(data)
         job = study.tuning_job(sweep, pinned(self.cloud, trial, self.submission))

@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -40,6 +40,7 @@ SECTIONS = {EVAL: "eval", TUNE: "tune"}  # a task's own section of the file
 TARGETS = ("local", "vertex")
 INIT_TYPES = ("backbone", "detector", "all")
 MAX_FILE_BYTES = 1 << 20
+MAX_HOURS = 87_600  # ten years: within a protobuf Duration, beyond any real job
 KEY_VALUE = re.compile(r"(?P<key>[^=]+)=(?P<value>.*)", re.DOTALL)
 
 
@@ -48,13 +49,13 @@ class JobFileError(InputError):
 
 
 def option(help: str, *, default: Any = None, tasks: frozenset = EVERY,
-           hardware: bool = False, minimum: float | None = None, above: bool = False,
-           choices: tuple[str, ...] | None = None) -> Any:
+           section: str | None = None, minimum: float | None = None, above: bool = False,
+           maximum: float | None = None, choices: tuple[str, ...] | None = None) -> Any:
     """A field that is a flag of each task in `tasks` and a key of the job file.
-    `hardware`: eval reads it from the file's `eval:` section (its own machine); `minimum`
-    bounds a number (`above`: strictly)."""
-    metadata = {"help": help, "tasks": tasks, "hardware": hardware, "minimum": minimum,
-                "above": above, "choices": choices}
+    `section`: the task that reads it from its own section of the file (eval's machine is
+    not training's; tune's sweep); `minimum`/`maximum` bound a number (`above`: strictly)."""
+    metadata = {"help": help, "tasks": tasks, "section": section, "minimum": minimum,
+                "above": above, "maximum": maximum, "choices": choices}
     if isinstance(default, (tuple, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default),
                                  metadata=metadata)
@@ -100,27 +101,28 @@ class JobFile:
     max_cost: float | None = option("USD: refuse a job whose bound (price x timeout) or "
                                     "expected cost is higher", minimum=0, above=True)
     machine_type: str | None = option("e.g. n1-standard-8, g2-standard-8, a3-highgpu-8g "
-                                      "(vertex)", hardware=True)
+                                      "(vertex)", section=EVAL)
     accelerator: str | None = option("TYPE:COUNT, e.g. NVIDIA_TESLA_T4:1 (vertex)",
-                                     hardware=True)
+                                     section=EVAL)
     tpu: str | None = option("v2-8, v3-8, v5litepod-1|4|8|16|...|256, v6e-1|4|...|256 "
-                             "(vertex)", hardware=True)
+                             "(vertex)", section=EVAL)
     tpu_topology: str | None = option("e.g. 2x2, 4x4 (with a TPU --machine-type)",
-                                      hardware=True)
+                                      section=EVAL)
     workers: int = option("workers beside the chief", default=0, tasks=TRAINING, minimum=0)
     reduction_servers: int = option("Reduction Server replicas (vertex, GPU workers)",
                                     default=0, tasks=TRAINING, minimum=0)
-    spot: bool = option("Spot VMs (vertex)", default=False, hardware=True)
+    spot: bool = option("Spot VMs (vertex)", default=False, section=EVAL)
     flex_start: bool = option("queue for capacity: Dynamic Workload Scheduler (vertex; "
-                              "L4, A100, H100, H200, B200)", default=False, hardware=True)
+                              "L4, A100, H100, H200, B200)", default=False, section=EVAL)
     max_wait_hours: float | None = option("--flex-start: hours to queue (0: no limit; "
-                                          "default 24)", hardware=True, minimum=0)
+                                          "default 24)", section=EVAL, minimum=0,
+                                          maximum=MAX_HOURS)
     reservation: str | None = option("consume a Compute Engine reservation: any, ZONE/NAME "
-                                     "or its path", hardware=True)
+                                     "or its path", section=EVAL)
     persistent_resource: str | None = option("run on this Vertex AI persistent resource "
-                                             "(ID)", hardware=True)
-    timeout_hours: float = option("job timeout (vertex)", default=24.0, hardware=True,
-                                  minimum=0, above=True)
+                                             "(ID)", section=EVAL)
+    timeout_hours: float = option("job timeout (vertex)", default=24.0, section=EVAL,
+                                  minimum=0, above=True, maximum=MAX_HOURS)
     capacity: tuple = option("kinds of capacity to try in order, e.g. "
                              "spot,flex-start,standard: a job that finds none is "
                              "resubmitted on the next (vertex; waits)", default=(),
@@ -129,16 +131,16 @@ class JobFile:
                                   "before the next", default=2, tasks=frozenset({TRAIN}),
                                   minimum=0)
     once: bool = option("evaluate the newest checkpoint and stop", default=False,
-                        tasks=frozenset({EVAL}), hardware=True)
+                        tasks=frozenset({EVAL}), section=EVAL)
     idle_timeout: float | None = option("seconds to wait for a new checkpoint",
-                                        tasks=frozenset({EVAL}), hardware=True, minimum=0,
+                                        tasks=frozenset({EVAL}), section=EVAL, minimum=0,
                                         above=True)
-    sweep: Mapping[str, Any] = option("the sweep (tune: the sweep file's fields)", default={},
-                         tasks=frozenset({TUNE}), hardware=True)
+    sweep: Mapping[str, Any] = option("the sweep (tune: the sweep file's fields)",
+                                      default={}, tasks=frozenset({TUNE}), section=TUNE)
 
     def to_yaml(self, task: str, header: str = "") -> str:
         """The resolved file for `task`: every value that differs from its default, plus
-        the ones that say what runs (target, experiment, steps, data and run)."""
+        the target and the experiment (the executor fills in the run, region and data)."""
         return header + yaml.safe_dump(self.as_mapping(task), sort_keys=False,
                                        default_flow_style=False, allow_unicode=True)
 
@@ -186,7 +188,12 @@ def options(task: str) -> list[dataclasses.Field]:
 
 def _in_section(field: dataclasses.Field, task: str) -> bool:
     """Whether `task` reads this field from its own section (eval's machine, tune's sweep)."""
-    return task in SECTIONS and field.metadata["hardware"]
+    return field.metadata["section"] == task
+
+
+def _top_level(field: dataclasses.Field) -> bool:
+    """Whether some task reads this field from the top of the file."""
+    return bool(field.metadata["tasks"] - {field.metadata["section"]})
 
 
 def _plain(value: Any) -> Any:
@@ -196,20 +203,43 @@ def _plain(value: Any) -> Any:
 def read(path: str) -> dict:
     """A job file as a mapping, or a JobFileError naming `--job` and what is wrong."""
     try:
-        file = Path(path)
-        if file.stat().st_size > MAX_FILE_BYTES:
+        with open(path, "rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
             raise JobFileError(f"--job {path}: larger than {MAX_FILE_BYTES >> 10} KiB; a job "
                                "file is a page of settings")
-        text = file.read_text()
+        text = data.decode()
     except (OSError, UnicodeDecodeError) as error:
         raise JobFileError(f"--job {path}: cannot read it "
                            f"({getattr(error, 'strerror', None) or error})") from None
     return parse(text, f"--job {path}")
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML without aliases: a few bytes of nested `*anchor`s expand to gigabytes."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("aliases (*name) are not allowed in a job file")
+        return super().compose_node(parent, index)
+
+
+def _load(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # a SafeLoader, without aliases
+
+
+def check_save_path(path: str | None) -> str | None:
+    """`--save-job PATH`: a file in a directory that exists (checked before anything runs,
+    written once every check has passed)."""
+    if path and (not os.path.isdir(os.path.dirname(os.path.abspath(path))) or
+                 os.path.isdir(path)):
+        raise JobFileError(f"--save-job {path[:100]}: not a file in an existing directory")
+    return path
+
+
 def parse(text: str, source: str) -> dict:
     try:
-        data = yaml.safe_load(text)
+        data = _load(text)
     except (yaml.YAMLError, RecursionError) as error:
         raise JobFileError(f"{source}: not YAML ({str(error).splitlines()[0][:200]})") from None
     if data is None:
@@ -228,44 +258,65 @@ def resolve(task: str, flags: Mapping[str, Any], file: Mapping[str, Any] | None 
     for name, value in _from_file(task, file or {}, source).items():
         values[name] = _value(FIELDS[name], value, f"{flag(name)} (in {source})")
     for name, value in flags.items():
-        if name in FIELDS and _given(value) and task in FIELDS[name].metadata["tasks"]:
-            values[name] = _value(FIELDS[name], value, flag(name))
+        if name not in FIELDS or not _given(value) or task not in FIELDS[name].metadata["tasks"]:
+            continue
+        field = FIELDS[name]
+        if value == "":  # `--init-from ""`: back to the default, whatever the file says
+            values.pop(name, None)
+            continue
+        value = _value(field, value, flag(name))
+        if isinstance(value, dict) and field.name != "sweep":  # KEY=VALUE flags add keys
+            value = {**values.get(name, {}), **value}
+        values[name] = value
     job = JobFile(**values)
-    _check(job, task)
-    return job
+    return dataclasses.replace(job, override=_check(job, task))
 
 
 def _given(value: Any) -> bool:
     """invoke's "not on the command line": None, False, or an empty repeatable flag."""
-    return value not in (None, False, "") and value != [] and value != ()
+    return value is not None and value is not False and value != [] and value != ()
 
 
 def _from_file(task: str, file: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """The file's values `task` reads: top-level keys, and its own section's."""
+    """The file's values `task` reads: top-level keys, and its own section's. Every key of
+    the file is checked, whichever task reads it, so a misplaced key is never ignored."""
     known = {key(field): field for field in FIELDS.values()}
-    sections = set(SECTIONS.values())
     for name in file:
-        if name not in known and name not in sections:
-            raise JobFileError(f"{source}: unknown key {str(name)[:80]!r}; a job file's keys "
-                               "are the flags' names (`invoke train --help`), plus `eval:` "
-                               "and `tune:` sections")
-    section = file.get(SECTIONS.get(task, ""), {}) or {}
-    if not isinstance(section, Mapping):
-        raise JobFileError(f"{source}: `{SECTIONS[task]}:` is a mapping of flag names to "
-                           "values")
-    for name in section:
-        if name not in known or not known[name].metadata["hardware"]:
-            raise JobFileError(f"{source}: `{SECTIONS[task]}:` takes "
-                               f"{', '.join(key(f) for f in options(task) if _in_section(f, task))}"
-                               f"; not {str(name)[:80]!r}")
+        if name in SECTIONS.values():
+            section(file, next(t for t, s in SECTIONS.items() if s == name), source)
+        elif name not in known or not _top_level(known[name]):
+            where = known[name].metadata["section"] if name in known else None
+            raise JobFileError(f"{source}: {str(name)[:80]!r} " + (
+                f"belongs in the `{SECTIONS[where]}:` section" if where else
+                "is not a key; a job file's keys are the flags' names (`invoke train "
+                "--help`), plus `eval:` and `tune:` sections"))
+    for other in SECTIONS:  # a value any task reads must be right, whichever task runs
+        for name, value in section(file, other, source).items():
+            _value(known[name], value, f"{flag(name)} (in {source})")
+    own = section(file, task, source) if task in SECTIONS else {}
     values = {}
     for name, field in known.items():
-        if task not in field.metadata["tasks"]:
-            continue
-        where = section if _in_section(field, task) else file
-        if name in where:
-            values[field.name] = where[name]
+        if task in field.metadata["tasks"]:
+            where = own if _in_section(field, task) else file
+            if name in where:
+                values[field.name] = where[name]
     return values
+
+
+def file_sweep(file: Mapping[str, Any], source: str) -> Mapping[str, Any]:
+    """The sweep a job file's `tune:` section holds (empty: none)."""
+    found = section(file, TUNE, source).get("sweep") or {}
+    return _value(FIELDS["sweep"], found, f"--sweep (in {source})")
+
+
+def section(file: Mapping[str, Any], task: str, source: str) -> Mapping[str, Any]:
+    """`task`'s own section of the file (eval's machine, tune's sweep), checked."""
+    name = SECTIONS[task]
+    found = file.get(name) or {}
+    allowed = [key(f) for f in FIELDS.values() if _in_section(f, task)]
+    if not isinstance(found, Mapping) or not all(k in allowed for k in found):
+        raise JobFileError(f"{source}: `{name}:` is a mapping of {', '.join(allowed)}")
+    return found
 
 
 def _value(field: dataclasses.Field, value: Any, shown: str) -> Any:
@@ -282,13 +333,15 @@ def _value(field: dataclasses.Field, value: Any, shown: str) -> Any:
         return _sequence(field, value, shown)
     if kind in (int, float):
         number = _number(value, kind, shown)
-        minimum = meta["minimum"]
+        minimum, maximum = meta["minimum"], meta["maximum"]
         if minimum is not None and (number <= minimum if meta["above"] else number < minimum):
             bound = f"more than {minimum:g}" if meta["above"] else f"at least {minimum:g}"
             raise JobFileError(f"{shown} must be {bound}, got {value!r}")
+        if maximum is not None and number > maximum:
+            raise JobFileError(f"{shown} must be at most {maximum:g}, got {value!r}")
         return number
-    if not isinstance(value, str) or not value.strip():
-        raise JobFileError(f"{shown} is text, got {value!r}")
+    if not isinstance(value, str) or not value.strip() or not value.isprintable():
+        raise JobFileError(f"{shown} is text (printable, on one line), got {value!r}"[:200])
     if meta["choices"] and value not in meta["choices"]:
         raise JobFileError(f"{shown} must be one of {', '.join(meta['choices'])}, got "
                            f"{value[:80]!r}")
@@ -371,8 +424,8 @@ def _exponent(value: Any) -> Any:
 
 def _yaml_value(text: str, shown: str) -> Any:
     try:
-        return yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError:
+        return _load(text) if text.strip() else ""
+    except (yaml.YAMLError, RecursionError):
         raise JobFileError(f"{shown}: {text[:80]!r} is not a value (a number, true/false, "
                            "text or [a, list])") from None
 
@@ -394,8 +447,8 @@ def _labels(pairs: Mapping, shown: str) -> dict[str, str]:
     return labels
 
 
-def _check(job: JobFile, task: str) -> None:
-    """What depends on several values, or on the experiment."""
+def _check(job: JobFile, task: str) -> dict[str, Any]:
+    """What depends on several values, or on the experiment; the overrides, normalised."""
     if job.experiment not in experiment_fields.registered():
         raise JobFileError(f"--experiment {job.experiment[:80]!r} is not a detection "
                            f"experiment: use {', '.join(EXPERIMENTS)} or one of Model "
@@ -403,33 +456,48 @@ def _check(job: JobFile, task: str) -> None:
     if job.init_type and not job.init_from:
         raise JobFileError("--init-type says what --init-from holds: add --init-from or drop "
                            "it")
-    check_overrides(job.experiment, job.override)
+    for name in (job.sweep.get("params") or {}) if isinstance(job.sweep, Mapping) else ():
+        _field_kind(job.experiment, str(name), "--param")  # a sweep varies real fields too
+    return check_overrides(job.experiment, job.override)
 
 
-def check_overrides(experiment: str, overrides: Mapping[str, Any]) -> None:
-    """Each `--override` names a field of the experiment's config, with a value of its type
-    (checked for the shipped experiments, whose fields are recorded; the trainer checks any
-    experiment again)."""
-    known = experiment_fields.fields(experiment)
+def check_overrides(experiment: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """Each `--override` names a field of the experiment's config, with a finite value of its
+    type (checked for the shipped experiments, whose fields are recorded; the trainer checks
+    any experiment again). A whole float for a whole-number field becomes an int."""
+    checked = {}
     for name, value in overrides.items():
-        path = hparams.config_path(name)
-        if path is None:
-            raise JobFileError(f"--override {name[:80]!r}: use one of "
-                               f"{', '.join(hparams.PARAMETERS)} or a config path such as "
-                               "task.model.head.num_convs")
-        if known is None:
-            continue
-        kind = "list" if name == "input_size" else known.get(path)  # a side: S -> [S, S, 3]
-        if kind is None:
-            close = sorted(p for p in known if p.rsplit(".", 1)[-1] == path.rsplit(".", 1)[-1])
-            hint = f" (did you mean {', '.join(close[:3])}?)" if close else ""
-            raise JobFileError(f"--override {name[:80]!r}: {experiment} has no field "
-                               f"{path[:80]}{hint}")
-        shown_kind = "whole number" if kind == "int" else kind
-        if name == "input_size":
-            kind, shown_kind = "int", "whole number (the side of a square input)"
-        if not experiment_fields.fits(kind, value):
-            raise JobFileError(f"--override {name}={value!r}: {path} takes a {shown_kind}")
+        kind = _field_kind(experiment, name, "--override")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise JobFileError(f"--override {name}={value!r}: not a finite number")
+        if name == "input_size":  # the side S of a square input: [S, S, 3]
+            kind = "int"
+        if kind == "int" and isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if kind is not None and not experiment_fields.fits(kind, value):
+            shown = {"int": "whole number", "list": "list"}.get(kind, kind)
+            raise JobFileError(f"--override {name}={value!r}: "
+                               f"{hparams.config_path(name)} takes a {shown}")
+        checked[name] = value
+    return checked
+
+
+def _field_kind(experiment: str, name: str, shown: str) -> str | None:
+    """The kind of the config field `name` stands for (None: not recorded, so the trainer
+    checks it), or an error naming `shown`."""
+    path = hparams.config_path(name)
+    if path is None:
+        raise JobFileError(f"{shown} {name[:80]!r}: use one of {', '.join(hparams.PARAMETERS)} "
+                           "or a config path such as task.model.head.num_convs")
+    known = experiment_fields.fields(experiment)
+    if known is None:
+        return None
+    if path not in known:
+        close = sorted(p for p in known if p.rsplit(".", 1)[-1] == path.rsplit(".", 1)[-1])
+        hint = f" (did you mean {', '.join(close[:3])}?)" if close else ""
+        raise JobFileError(f"{shown} {name[:80]!r}: {experiment} has no field "
+                           f"{path[:80]}{hint}")
+    return known[path]
 
 
 def trainer_overrides(job: JobFile) -> tuple[str, ...]:
@@ -457,9 +525,9 @@ def request(job: JobFile, task: str) -> Request:
     """The job as the request executors run: the pretrained checkpoint resolved against
     the experiment, the hardware as Resources, the overrides as the trainer's."""
     customised = bool(job.config_file or job.params_override or any(
-        (hparams.config_path(name) or "").startswith(("task.model.backbone",
-                                                      "task.model.decoder"))
-        for name in job.override))
+        (hparams.config_path(name) or "").startswith("task.model.") and
+        name not in ("input_size", "task.model.input_size", "task.model.num_classes")
+        for name in job.override))  # the model may differ from the recorded one
     init = pretrained.resolve(job.init_from, job.init_type, job.experiment, customised)
     resources = Resources.from_flags(
         machine_type=job.machine_type, accelerator=job.accelerator, tpu=job.tpu,

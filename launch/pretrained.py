@@ -74,10 +74,14 @@ def resolve(init_from: str | None, init_type: str | None, experiment: str,
             raise InputError(f"--init-from {init_from[:100]}: an https:// checkpoint is a "
                              f"{ARCHIVE_SUFFIX} archive; give gs:// or a local path for "
                              "a checkpoint prefix")
-        if not (init_from.startswith(("gs://", "https://")) or _exists_locally(init_from)):
+        if init_from.startswith(("gs://", "https://")):
+            return Init(init_from, init_type or "all")
+        local = Path(init_from).expanduser().absolute()  # as the trainer will find it
+        if not (local.is_dir() or Path(f"{local}.index").is_file() or (
+                init_from.endswith(ARCHIVE_SUFFIX) and local.is_file())):
             raise InputError(f"--init-from {init_from[:100]}: no checkpoint there (a prefix "
                              "such as .../ckpt-1000 with its .index, or a directory of them)")
-        return Init(init_from, init_type or "all")
+        return Init(str(local), init_type or "all")
     known = catalogue()
     if init_from not in known:
         raise InputError(f"--init-from {init_from[:80]!r} is neither a pretrained checkpoint "
@@ -104,12 +108,6 @@ def resolve(init_from: str | None, init_type: str | None, experiment: str,
                          f"({experiment_fields.model(experiment)['decoder']}); drop "
                          "--init-type to restore its backbone alone")
     return Init(entry.path, init_type or restores)
-
-
-def _exists_locally(path: str) -> bool:
-    local = Path(path).expanduser()
-    return local.is_dir() or Path(f"{local}.index").is_file() or (
-        path.endswith(ARCHIVE_SUFFIX) and local.is_file())
 
 
 def listing() -> str:

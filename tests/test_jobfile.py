@@ -101,17 +101,29 @@ def test_every_bad_value_is_one_line_naming_the_flag_and_nothing_runs(args, mess
     assert not model_dir.exists()  # nothing trained, nothing written
 
 
-def test_a_job_file_names_its_own_keys_and_the_flag(tmp_path):
+JOB_FILE_MISTAKES = {
+    "experiment: pets_retinanet_resnetfpn\nsteps: 0\n": "--steps (in --job {job}) must be at "
+                                                       "least 1",
+    "stpes: 100\n": "'stpes' is not a key",
+    "- a list\n": "a job file is a mapping",
+    "steps: true\n": "--steps (in --job {job}) must be a whole number",
+    "once: true\n": "'once' belongs in the `eval:` section",
+    "eval:\n  steps: 5\n": "`eval:` is a mapping of machine-type, accelerator",
+    "tune: 5\n": "`tune:` is a mapping of sweep",
+    "tune:\n  sweep: x\n": "--sweep (in --job {job}): the sweep is a mapping",
+    "override: {input_size: &a [1, 2]}\nlabel: *a\n": "aliases (*name) are not allowed",
+    "override:\n  learning_rate: .nan\n": "learning_rate=nan: not a finite number",
+    "timeout-hours: 1e15\n": "--timeout-hours (in --job {job}) must be at most 87600",
+    "model-dir: \"m\\0x\"\n": "--model-dir (in --job {job}) is text (printable",
+}
+
+
+@pytest.mark.parametrize(("text", "message"), JOB_FILE_MISTAKES.items(),
+                         ids=range(len(JOB_FILE_MISTAKES)))
+def test_a_job_files_mistakes_name_the_file_and_the_flag(text, message, tmp_path):
     job = tmp_path / "job.yaml"
-    job.write_text("experiment: pets_retinanet_resnetfpn\nsteps: 0\n")
-    assert f"--steps (in --job {job}) must be at least 1" in refused(invoke(
-        "train", f"--job={job}"))
-    job.write_text("stpes: 100\n")
-    assert "unknown key 'stpes'" in refused(invoke("train", f"--job={job}"))
-    job.write_text("- a list\n")
-    assert "a job file is a mapping" in refused(invoke("train", f"--job={job}"))
-    job.write_text("eval:\n  steps: 5\n")
-    assert "`eval:` takes machine-type" in refused(invoke("eval", f"--job={job}"))
+    job.write_text(text)
+    assert message.format(job=job) in refused(invoke("train", f"--job={job}"))
 
 
 def test_a_bucket_given_as_a_url_is_its_name_never_doubled():
@@ -282,3 +294,30 @@ def test_the_trainer_refuses_to_evaluate_on_data_labelled_unlike_the_run(tmp_pat
         f"error: the label map {data}/pet_label_map.pbtxt is not the one the run in {run} was "
         "trained with: evaluate on the data the run trained on (`invoke eval` without "
         "--data-dir reads it)"]
+
+
+def test_one_file_serves_train_tune_and_eval_and_flags_add_to_it(tmp_path):
+    saved = tmp_path / "job.yaml"
+    dry_run("train", *VERTEX, "--machine-type=g2-standard-8", "--accelerator=NVIDIA_L4:1",
+            "--init-from=resnet50-imagenet", "--override=batch_size=16", "--run-id=l4",
+            f"--save-job={saved}")
+    tuning, _ = dry_run("tune", f"--job={saved}", "--param=learning_rate=0.001:0.1:log")
+    trial = aiplatform_v1.HyperparameterTuningJob.from_json(tuning).trial_job_spec
+    (pool,) = trial.worker_pool_specs
+    assert (pool.machine_spec.machine_type, pool.machine_spec.accelerator_type.name) == \
+        ("g2-standard-8", "NVIDIA_L4")  # the trials train on the file's machine
+    evaluation, _ = dry_run("eval", f"--job={saved}")
+    (pool,) = aiplatform_v1.CustomJob.from_json(evaluation).job_spec.worker_pool_specs
+    assert pool.machine_spec.machine_type == "n1-standard-8"  # eval's own: a CPU machine
+    assert "--model_dir=gs://pets-detector-dev-pets-data/runs/l4/checkpoints" in \
+        pool.container_spec.args
+
+    request, notes = dry_run("train", f"--job={saved}", "--override=warmup_steps=5",
+                             "--init-from=")
+    (pool,) = aiplatform_v1.CustomJob.from_json(request).job_spec.worker_pool_specs
+    assert not any(a.startswith("--init_checkpoint") for a in pool.container_spec.args)
+    assert "batch_size: 16" in notes and "warmup_steps: 5" in notes  # merged, not replaced
+    line = refused(invoke("train", f"--job={saved}", "--dry-run",
+                          f"--save-job={tmp_path}/no/such/dir/job.yaml"))
+    assert line == f"error: --save-job {tmp_path}/no/such/dir/job.yaml: not a file in an " \
+        "existing directory"

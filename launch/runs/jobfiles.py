@@ -7,12 +7,11 @@ from __future__ import annotations
 import datetime
 from pathlib import Path
 
-import yaml
-
 from launch import jobfile
 from launch.cloud import Cloud, run_paths
-from launch.errors import MissingError
+from launch.errors import InputError, MissingError
 from launch.gcs.mirror import is_gcs
+from launch.places import RunIdError
 from trainer.files import JOB_FILE
 
 MAX_BYTES = 1 << 20
@@ -38,11 +37,16 @@ def stored_job(cloud: Cloud, run: str) -> tuple[str, str]:
     bucket; (its text, where it was read)."""
     local = Path(run, JOB_FILE)
     if local.is_file():
-        return local.read_text()[:MAX_BYTES], str(local)
+        return _read_local(local), str(local)
     if "/" in run or run.startswith("."):
         raise MissingError(f"--rerun {run[:100]}: no {JOB_FILE} there (a run started by "
                            "`invoke train` stores one in its model directory)")
-    paths = run_paths(cloud, run)  # checks the run id
+    try:
+        paths = run_paths(cloud, run)
+    except RunIdError:
+        raise RunIdError(f"--rerun {run[:80]!r} is neither a local model directory with a "
+                         f"{JOB_FILE} nor a run id (lowercase letters, digits, '_', '-')"
+                         ) from None
     text = _read_bucket(cloud.storage(), paths.bucket, f"{paths.root}/{JOB_FILE}")
     if text is None:
         raise MissingError(f"--rerun {run}: no {JOB_FILE} in {paths.root} (runs launched "
@@ -75,11 +79,16 @@ def _read_bucket(storage_client, bucket: str, url: str) -> str | None:
         return None
 
 
+def _read_local(path: Path) -> str:
+    with path.open("rb") as file:
+        return file.read(MAX_BYTES).decode("utf-8", "replace")
+
+
 def recorded_data_dir(text: str | None) -> str | None:
     """The data directory a stored job file names (None: none recorded, or unreadable)."""
     try:
-        data = yaml.safe_load(text) if text else None
-    except yaml.YAMLError:
+        data = jobfile.parse(text, JOB_FILE) if text else None
+    except InputError:
         return None
     value = data.get("data-dir") if isinstance(data, dict) else None
     return value if isinstance(value, str) and value else None
@@ -90,7 +99,7 @@ def local_run_data_dir(model_dir: str) -> str | None:
     if is_gcs(model_dir):
         return None
     path = Path(model_dir, JOB_FILE)
-    return recorded_data_dir(path.read_text()[:MAX_BYTES]) if path.is_file() else None
+    return recorded_data_dir(_read_local(path)) if path.is_file() else None
 
 
 def bucket_run_data_dir(cloud: Cloud, run_id: str) -> str | None:

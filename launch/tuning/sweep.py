@@ -176,6 +176,8 @@ class Sweep:
 
 def _param(name: str, spec) -> Param:
     if isinstance(spec, Sequence) and not isinstance(spec, str):
+        if not all(isinstance(value, (int, float, str)) for value in spec):
+            raise SweepError(f"{name}: list numbers, true/false or text, not {spec!r}"[:200])
         return Param(name, values=tuple(spec))
     if not isinstance(spec, Mapping):
         raise SweepError(f"{name}: give {{low: .., high: ..[, log: true]}} or a list of "
