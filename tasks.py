@@ -102,6 +102,7 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False):
 
 
 @task(help={"data_dir": "Pets or VOC directory", "output_dir": "TFRecords go here",
+            "num_shards": "files each split is written in",
             "format": "pets, voc or coco", "masks": "add instance masks (Pets trimaps, "
             "COCO segmentations)", "annotations": "COCO JSON (split 70/30 unless "
             "--val-annotations)", "val_annotations": "COCO JSON of the validation split",
@@ -111,7 +112,7 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False):
             "max_objects": "skip annotations with more objects (default 1,000)"})
 def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=10,
             masks=False, annotations=None, val_annotations=None, images=None, dense_ids=False,
-            label_map=None, max_pixels=None, max_objects=None):
+            label_map=None, max_pixels: int | None = None, max_objects: int | None = None):
     """Convert Pets, VOC or COCO to sharded TFRecords with a conversion report."""
     if data_dir is None and format != "coco":
         data_dir = DATA_DIR
@@ -184,8 +185,8 @@ SWEEP_FLAGS = {
                   iterable=True),
     "metric": Flag("AP, AP50, AP75, APs, APm, APl, ARmax1, ... (default AP)"),
     "goal": Flag("maximize or minimize (default maximize)"),
-    "trials": Flag("how many trials (default 10)"),
-    "parallel": Flag("trials at a time (default 1)"),
+    "trials": Flag("how many trials (default 10)", kind=int),
+    "parallel": Flag("trials at a time (default 1)", kind=int),
     "algorithm": Flag("bayesian, random or grid (default bayesian)"),
 }
 LOCAL_DIRS = {TRAIN: MODEL_DIR, EVAL: MODEL_DIR, TUNE: f"{WORK}/sweep"}
@@ -341,7 +342,8 @@ BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
             "calibration_data": "int8: TFRecord glob (default: the run's training data)",
             **BUCKET_HELP})
 def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env=None,
-           project=None, bucket=None, max_detections=None, min_score=None,
+           project=None, bucket=None, max_detections: int | None = None,
+           min_score: float | None = None,
            format="saved_model", quantize=None, default_signature="uint8",
            calibration_data=None):
     """Export a SavedModel (uint8 images or encoded files in) or a TFLite model."""
@@ -424,8 +426,8 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=None,
                            "gpu": "serve on the GPU container (deploy with --accelerator)",
                            "dry_run": "print the UploadModelRequest JSON, send nothing",
                            **LIST_HELP, "bucket": "data bucket"})
-def model_upload(c, run_id, min_ap50=None, aliases="candidate", gpu=False, dry_run=False,
-                 env=None, project=None, region=None, bucket=None):
+def model_upload(c, run_id, min_ap50: float | None = None, aliases="candidate", gpu=False,
+                 dry_run=False, env=None, project=None, region=None, bucket=None):
     """Upload a run's SavedModel to the Vertex AI Model Registry, if its evaluation passes."""
     from launch.serving import commands
 
@@ -494,7 +496,8 @@ def _port(value) -> int:
 @task(help={"workdir": "everything goes here", "steps": "training steps (default 1000)",
             "format": "pets, or coco: convert the sample from its COCO JSON",
             "num_images": "sample size"})
-def demo(c, workdir=f"{WORK}/demo", steps=None, num_images=None, format="pets"):
+def demo(c, workdir=f"{WORK}/demo", steps: int | None = None,
+         num_images: int | None = None, format="pets"):
     """Sample -> convert -> train -> evaluate -> export -> predict, all locally."""
     result = _guarded(lambda: workflow.demo(
         workdir, optional_number("--steps", steps, int),

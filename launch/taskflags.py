@@ -44,34 +44,37 @@ def task(*args, help: Mapping[str, str] | None = None, **kwargs):
     """invoke's `@task` (with or without options), as described above."""
     def decorate(body: Callable) -> Any:
         signature = inspect.signature(body)
-        numbers = {name: type(p.default) for name, p in signature.parameters.items()
-                   if type(p.default) in (int, float)}
-        texts = dict(help or {})
-        for name, parameter in signature.parameters.items():
-            if name in texts:
-                default = parameter.default
-                kind = bool if isinstance(default, bool) else type(default) \
-                    if type(default) in KIND_WORDS else str
-                if name in kwargs.get("iterable", ()):
-                    kind = tuple
-                texts[name] = describe(texts[name], kind, default)
+        kinds = {name: tuple if name in kwargs.get("iterable", ()) else _kind(parameter)
+                 for name, parameter in signature.parameters.items()}
+        numbers = {name: kind for name, kind in kinds.items() if kind in (int, float)}
+        texts = {name: describe(text, kinds[name], signature.parameters[name].default)
+                 for name, text in (help or {}).items()}
 
         @functools.wraps(body)
         def run(context, *positional, **values):
             for name, kind in numbers.items():
-                if name in values and not isinstance(values[name], kind):
+                if values.get(name) is not None and not isinstance(values[name], kind):
                     values[name] = _number(name, values[name], kind)
             return body(context, *positional, **values)
 
         # invoke parses numbers itself (a traceback on `abc`) unless their default is text
         run.__signature__ = signature.replace(parameters=[
-            p.replace(default=str(p.default)) if name in numbers else p
-            for name, p in signature.parameters.items()])
+            p.replace(default=str(p.default)) if type(p.default) in (int, float) else p
+            for p in signature.parameters.values()])
         return invoke_task(run, auto_shortflags=False, help=texts, **kwargs)
 
     if len(args) == 1 and callable(args[0]) and not kwargs and help is None:
         return decorate(args[0])
     return decorate
+
+
+def _kind(parameter: inspect.Parameter) -> type:
+    """A task parameter's type: its default's, else its annotation's (`int | None`)."""
+    default = parameter.default
+    if isinstance(default, bool) or type(default) in (int, float, str):
+        return type(default)
+    annotation = str(parameter.annotation)
+    return next((kind for kind in (int, float) if annotation.startswith(kind.__name__)), str)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +84,7 @@ class Flag:
     help: str
     default: Any = None
     iterable: bool = False
+    kind: type = str  # what invoke's text becomes (numbers are parsed by the task)
 
 
 def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> Callable:
@@ -107,7 +111,7 @@ def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> C
             parameters.append(inspect.Parameter(flag_name, inspect.Parameter.KEYWORD_ONLY,
                                                 default=extra.default))
             texts[flag_name] = describe(extra.help, tuple if extra.iterable else
-                                        bool if extra.default is False else str, None)
+                                        bool if extra.default is False else extra.kind, None)
             if extra.iterable:
                 iterable.append(flag_name)
 

@@ -321,3 +321,20 @@ def test_one_file_serves_train_tune_and_eval_and_flags_add_to_it(tmp_path):
                           f"--save-job={tmp_path}/no/such/dir/job.yaml"))
     assert line == f"error: --save-job {tmp_path}/no/such/dir/job.yaml: not a file in an " \
         "existing directory"
+
+
+def test_every_option_of_every_task_says_its_type():
+    """`[text]`, `[whole number ...]`, `[number ...]`, `[repeatable]` or a switch: no option
+    is left without its type."""
+    import tasks
+
+    def walk(collection):
+        yield from collection.tasks.values()
+        for child in collection.collections.values():
+            yield from walk(child)
+
+    for task in walk(tasks.namespace):
+        for argument in task.get_arguments():
+            if argument.kind is not bool:
+                assert argument.help and argument.help.endswith("]"), (task.name,
+                                                                       argument.name)
