@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+import yaml
 from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
 
@@ -166,7 +167,7 @@ class Vertex:
         run_id = check_run_id(
             request.run_id or default_run_id(request.experiment))
         where = self._where(request)
-        request = self._with_run_data(request, run_id)
+        request = self._with_run_data(_portable(request), run_id)
         ladder = self.submission.ladder
         strategies = ladder.strategies if ladder else (request.resources.scheduling.strategy,)
         labels = {**standard_labels(), **request.labels}
@@ -219,6 +220,7 @@ class Vertex:
         run_id = check_run_id(
             request.run_id or default_run_id(f"{request.experiment}-tune"))
         where = self._where(request)
+        request = _portable(request)
         trial = vertex_jobs.vertex_job(where, request, run_id,
                                        {**standard_labels(), **request.labels}, trial=True)
         machine = machine_for(request.resources, where.region)
@@ -356,6 +358,33 @@ class Vertex:
                                "them")
         return "\n".join(f"{job.display_name}: {tensorboard_url(job) or 'no TensorBoard attached'}"
                          for job in found)
+
+
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _portable(request: Request) -> Request:
+    """A Vertex AI job cannot read this machine's files: each local --config-file travels as
+    its text, a --params_override applied before the others (gs:// files stay paths)."""
+    local = [path for path in request.config_files if not path.startswith("gs://")]
+    if not local:
+        return request
+    texts = []
+    for path in local:
+        try:
+            with open(path, "rb") as file:
+                text = file.read(MAX_CONFIG_BYTES + 1).decode()
+            config = yaml.safe_load(text)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as error:
+            raise InputError(f"--config-file {path}: cannot read it as YAML "
+                             f"({getattr(error, 'strerror', None) or reason(error)})") from None
+        if len(text) > MAX_CONFIG_BYTES or not isinstance(config, dict):
+            raise InputError(f"--config-file {path}: a Model Garden YAML is a mapping of a "
+                             "few kilobytes, e.g. `task: {model: {num_classes: 3}}`")
+        texts.append(text)
+    return dataclasses.replace(
+        request, config_files=tuple(p for p in request.config_files if p not in local),
+        params_override=(*texts, *request.params_override))
 
 
 EXECUTORS: dict[str, Callable[[Target], Executor]] = {

@@ -338,3 +338,24 @@ def test_every_option_of_every_task_says_its_type():
             if argument.kind is not bool:
                 assert argument.help and argument.help.endswith("]"), (task.name,
                                                                        argument.name)
+
+
+def test_a_local_config_file_travels_to_vertex_as_its_text(tmp_path):
+    """The container cannot read this machine's files: a local --config-file becomes a
+    --params_override of its text, applied before the others, and a bad one is one line."""
+    config = tmp_path / "head.yaml"
+    config.write_text("task:\n  model:\n    head:\n      num_convs: 2\n")
+    request, _ = dry_run("train", *VERTEX, f"--config-file={config}",
+                         "--config-file=gs://b/more.yaml", "--override=batch_size=4")
+    (pool,) = aiplatform_v1.CustomJob.from_json(request).job_spec.worker_pool_specs
+    args = list(pool.container_spec.args)
+    assert "--config_file=gs://b/more.yaml" in args
+    overrides = [a.removeprefix("--params_override=") for a in args
+                 if a.startswith("--params_override=")]
+    assert overrides[0] == config.read_text() and json.loads(overrides[1]) == {
+        "task": {"train_data": {"global_batch_size": 4}}}
+    config.write_text("- not a mapping\n")
+    assert f"--config-file {config}: a Model Garden YAML is a mapping" in refused(
+        invoke("train", *VERTEX, f"--config-file={config}", "--dry-run"))
+    assert f"--config-file {tmp_path}/none.yaml: cannot read it" in refused(
+        invoke("train", *VERTEX, f"--config-file={tmp_path}/none.yaml", "--dry-run"))
