@@ -22,3 +22,22 @@ def test_a_file_that_is_not_a_tflite_model_is_named(tmp_path):
     assert failed.returncode == 1
     assert "is not a readable TFLite detector" in failed.stderr
     assert "Traceback" not in failed.stderr
+
+
+def test_a_second_writer_of_a_model_directory_exits_at_once(train_records, tmp_path):
+    """Case 12 of issue 27: this process holds the model directory as a training chief
+    would; a second training run on it exits 2 naming the directory and the holder."""
+    import os
+
+    from trainer import locks
+
+    held = locks.hold_model_dir(str(tmp_path))
+    try:
+        result = run_trainer(*data_flags(train_records, tmp_path), "--mode=train",
+                             "--train_steps=5", check=False, timeout=300)
+    finally:
+        held.close()
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert f"model directory {tmp_path} is in use by process {os.getpid()};" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(tmp_path.glob("ckpt-*")) and not (tmp_path / "params.yaml").exists()
