@@ -190,7 +190,7 @@ def evaluator_for(settings, params) -> CheckpointEvaluator:
 
 
 def evaluate_latest(evaluator: CheckpointEvaluator) -> EvalResult:
-    checkpoint = model_dir_lib.newest_restorable(evaluator.model_dir)
+    checkpoint = model_dir_lib.newest_restorable(evaluator.model_dir, model=evaluator.model)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in {evaluator.model_dir} to evaluate")
     return evaluator.evaluate(checkpoint)

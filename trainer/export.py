@@ -116,12 +116,12 @@ def export(model_dir: str, export_dir: str, checkpoint: str | None = None,
 
     params = model_dir_lib.load_params(model_dir)
     params.override(options.overrides(), is_strict=True)
-    checkpoint = model_dir_lib.export_checkpoint(model_dir, checkpoint)
     tf.get_logger().setLevel("ERROR")  # Keras warns once per layer while saving
     input_size = list(params.task.model.input_size[:2])
     module = _module_class(options.default_signature)(
         params=params, batch_size=None, input_image_size=input_size, input_type="image_tensor",
         num_channels=3)
+    checkpoint = model_dir_lib.export_checkpoint(model_dir, checkpoint, module.model)
     export_saved_model_lib.export_inference_graph(
         input_type="image_tensor", batch_size=None, input_image_size=input_size,
         params=params, checkpoint_path=checkpoint, export_dir=export_dir,
