@@ -11,9 +11,12 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PIL import Image
 
 from launch.serving import answers
+from trainer.data.defaults import MAX_PIXELS
+from trainer.export import header_pixels, refuse_bombs
 from trainer.predict import Detections, Picture, detect_files
 
 
@@ -101,3 +104,37 @@ def test_online_prediction_sends_no_image_over_the_cap(tmp_path):
     # the strip is sent (within the cap) and its drawing fails: named, and the run goes on
     assert [Path(f["image"]).name for f in report["failures"]] == ["bomb.png", "strip.png"]
     assert [Path(entry["image"]).name for entry in report["images"]] == ["a.png", "z.png"]
+
+
+def encoded(kind: str, width: int, height: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), (90, 120, 200)).save(buffer, kind)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["JPEG", "PNG", "GIF", "BMP"])
+def test_serving_bytes_reads_the_size_from_the_header_and_refuses_over_the_cap(kind):
+    """The SavedModel's bytes signature runs `refuse_bombs` before it decodes."""
+    import tensorflow as tf
+
+    data = tf.constant(encoded(kind, 40, 30))
+    assert int(header_pixels(data)) == 1200
+    decoded = tf.image.decode_image(refuse_bombs(data, 1200), channels=3)
+    assert decoded.shape[-3:] == (30, 40, 3)  # a GIF is a stack of frames
+    with pytest.raises(tf.errors.InvalidArgumentError, match="over the cap of 1,000 pixels"):
+        refuse_bombs(data, 1000)
+
+
+def test_serving_bytes_refuses_a_png_bomb_in_the_graph_before_decoding():
+    import tensorflow as tf
+
+    @tf.function
+    def decode_all(files: tf.Tensor) -> tf.Tensor:
+        return tf.map_fn(lambda one: tf.shape(tf.image.decode_image(
+            refuse_bombs(one, MAX_PIXELS), channels=3)), files, fn_output_signature=tf.int32)
+
+    assert decode_all(tf.constant([encoded("PNG", 40, 30)])).numpy().tolist() == [[30, 40, 3]]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="over the cap of 40,000,000"):
+        decode_all(tf.constant([png_bomb(20_000, 20_000)]))  # 1.2 GB if decoded
+    with pytest.raises(tf.errors.InvalidArgumentError, match="takes JPEG, PNG, GIF or BMP"):
+        decode_all(tf.constant([b"RIFF\x00\x00\x00\x00WEBPVP8 "]))
