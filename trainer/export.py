@@ -4,10 +4,10 @@ Two signatures return the same detections: `serving_uint8` takes a uint8 batch o
 images; `serving_bytes` takes encoded JPEG/PNG files (a string tensor, what TF Serving's REST
 API decodes from `{"b64": ...}`), one image at a time so a request may mix sizes, and keeps
 requests small; it reads each file's size from its header and refuses one over the pixel
-cap before decoding it (an image bomb). `serving_default` is one of them: uint8 for notebooks (the default), bytes
-for Vertex AI's prediction container, which calls the default signature. How many
-detections come back, and from what score, are export options, so responses fit the serving
-limits.
+cap before decoding it (an image bomb). `serving_default` is one of them: uint8 for
+notebooks (the default), bytes for Vertex AI's prediction container, which calls the
+default signature. How many detections come back, and from what score, are export
+options, so responses fit the serving limits.
 """
 
 from __future__ import annotations
