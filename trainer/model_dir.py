@@ -110,11 +110,23 @@ def checkpoint_problem(prefix: str, model=None) -> str | None:
     if model is None:
         return None
     try:  # restores into `model`: the checkpoint chosen is restored again by its user
-        tf.train.Checkpoint(model=model).read(prefix).expect_partial() \
-            .assert_existing_objects_matched()
-    except (AssertionError, ValueError):  # other variables, or shapes; messages dump values
-        return "its variables are not this model's"
+        restore(tf.train.Checkpoint(model=model), prefix)
+    except ForeignCheckpoint as error:
+        return str(error)
     return None
+
+
+class ForeignCheckpoint(ValueError):
+    """A valid checkpoint of another model: other variables, or other shapes."""
+
+
+def restore(checkpoint, prefix: str) -> None:
+    """Restores `prefix` into a tf.train.Checkpoint of the model; ForeignCheckpoint (one
+    line) when it is another model's, instead of TensorFlow's messages that dump values."""
+    try:
+        checkpoint.read(prefix).expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError):
+        raise ForeignCheckpoint("its variables are not this model's") from None
 
 
 def newest_restorable(model_dir: str, on_warning: Callable[[str], None] = warn,
