@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from tests.conftest import data_flags, run_trainer
 from tests.test_image_bombs import encoded, png_bomb
+from trainer.files import EXPORT_INFO_FILE
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +36,7 @@ def test_a_foreign_newest_checkpoint_is_passed_over_and_serving_bytes_refuses_a_
     exported = run_trainer("export", f"--model_dir={copy}", f"--export_dir={export_dir}")
     assert warning in exported.stderr.splitlines()
     assert "Traceback" not in exported.stderr
-    assert json.loads((export_dir / "export_info.json").read_text())["checkpoint"] == previous
+    assert json.loads((export_dir / EXPORT_INFO_FILE).read_text())["checkpoint"] == previous
 
     evaluated = run_trainer(*data_flags(records, copy), "--mode=eval")
     assert warning in evaluated.stderr.splitlines()
