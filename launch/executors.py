@@ -45,6 +45,8 @@ from launch.vertex.hardware import check_region, machine_for, tensorflow_note
 from launch.vertex.ladder import Ladder, climb
 from launch.vertex.spec import pin_images, tensorboard_url, trainer_images
 from launch.vertex.submit import Submission, create, dispatch, image_pins, pinned
+from trainer import locks
+from trainer.errors import DirectoryBusy
 from trainer.experiments import default_train_steps
 from trainer.files import RECORDS_PREFIX
 
@@ -71,6 +73,17 @@ def _say_job(text: str, where: str) -> None:
     print(where, file=sys.stderr)
     if text:
         print(f"job file:\n{text.rstrip()}", file=sys.stderr, flush=True)
+
+
+def _refuse_busy(model_dir: str) -> None:
+    """Refuses a model directory another run is training in before this run's job file
+    replaces that run's; the trainer's chief then takes the lock itself, for the run."""
+    try:
+        lock = locks.hold_model_dir(model_dir)
+    except DirectoryBusy as error:
+        raise InputError(str(error)) from None
+    if lock:
+        lock.close()
 
 
 class Executor(Protocol):
@@ -123,6 +136,8 @@ class Local:
             _say_job(text, f"runs here: model directory {self.places.model_dir}, data "
                            f"{data_dir}")
             return shlex.join(LocalExecutor().command(job))
+        if trains:
+            _refuse_busy(self.places.model_dir)
         if trains and text:
             jobfiles.store_local(self.places.model_dir, text)
         workflow.run_job(job, steps)  # the total steps, for the progress bar

@@ -82,7 +82,7 @@ class RestoringEvaluator:
         self.weights = tf.Variable(tf.zeros([64, 64]))
 
     def evaluate(self, checkpoint: str) -> EvalResult:
-        tf.train.Checkpoint(weights=self.weights).restore(checkpoint).assert_consumed()
+        model_dir.restore(tf.train.Checkpoint(weights=self.weights), checkpoint)
         step = model_dir.checkpoint_step(checkpoint)
         path = evaluation.metrics_path(self.model_dir, step)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -97,3 +97,44 @@ def test_continuous_eval_skips_a_broken_checkpoint_and_says_so(tmp_path, capsys)
         RestoringEvaluator(tmp_path), final_step=lambda: 100, idle_timeout=5, poll_interval=0)
     assert [(r.step, r.metrics["mean"]) for r in results] == [(100, 100.0)]
     assert f"checkpoint {tmp_path}/ckpt-200 cannot be restored" in capsys.readouterr().err
+
+
+def dense_model(units: int) -> tf.keras.Model:
+    return tf.keras.Sequential([tf.keras.Input([3]), tf.keras.layers.Dense(units)])
+
+
+@pytest.mark.parametrize("foreign", ["another module", "other shapes"])
+def test_a_foreign_newest_checkpoint_is_named_and_the_previous_one_chosen(tmp_path, foreign):
+    """Case 11 of issue 27: a valid checkpoint of another model registered as the newest."""
+    model = dense_model(4)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(tmp_path),
+                                         max_to_keep=10)
+    for step in (100, 200):
+        manager.save(checkpoint_number=step)
+    other = tf.Module()
+    other.weights = tf.Variable(tf.ones([2]))
+    stranger = tf.train.Checkpoint(module=other) if foreign == "another module" else \
+        tf.train.Checkpoint(model=dense_model(5))
+    manager = tf.train.CheckpointManager(stranger, str(tmp_path), max_to_keep=10)
+    manager.save(checkpoint_number=300)  # registered as the newest in the `checkpoint` file
+    assert tf.train.latest_checkpoint(str(tmp_path)) == f"{tmp_path}/ckpt-300"
+    warnings: list[str] = []
+    assert model_dir.newest_restorable(str(tmp_path), warnings.append, model) == \
+        f"{tmp_path}/ckpt-200"
+    assert warnings == [f"checkpoint {tmp_path}/ckpt-300 cannot be restored (its variables are "
+                        "not this model's); trying an older one"]
+    with pytest.raises(FileNotFoundError, match=r"ckpt-300 cannot be restored \(its variables"):
+        model_dir.export_checkpoint(str(tmp_path), f"{tmp_path}/ckpt-300", model)
+
+
+def test_continuous_eval_skips_a_foreign_checkpoint_and_says_so(tmp_path, capsys):
+    save_checkpoints(tmp_path, steps=(100,))
+    stranger = tf.train.Checkpoint(other=tf.Variable(tf.ones([2])))
+    tf.train.CheckpointManager(stranger, str(tmp_path), max_to_keep=10).save(
+        checkpoint_number=200)
+    results = evaluation.evaluate_continuously(
+        RestoringEvaluator(tmp_path), final_step=lambda: 100, idle_timeout=5, poll_interval=0)
+    assert [(r.step, r.metrics["mean"]) for r in results] == [(100, 100.0)]
+    assert capsys.readouterr().err == (
+        f"warning: checkpoint {tmp_path}/ckpt-200 cannot be restored (its variables are not "
+        "this model's); trying an older one\n")

@@ -30,9 +30,13 @@ class PredictError(RuntimeError):
     """A model or image set that prediction cannot use."""
 
 
+class DirectoryBusy(RuntimeError):
+    """Another process writes to this directory (it holds the directory's lock)."""
+
+
 class EvalTimeoutError(RuntimeError):
     """No new checkpoint appeared within the evaluator's idle timeout."""
 
 
-USAGE_ERRORS = (SettingsError, LabelMapError, ClusterSpecError)
+USAGE_ERRORS = (SettingsError, LabelMapError, ClusterSpecError, DirectoryBusy)
 FAILURES = (ConversionError, DownloadError, PredictError, FileNotFoundError)

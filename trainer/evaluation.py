@@ -75,7 +75,7 @@ class CheckpointEvaluator:
         import tensorflow as tf
 
         step = model_dir_lib.checkpoint_step(checkpoint)
-        self.checkpoint.restore(checkpoint).expect_partial().assert_existing_objects_matched()
+        model_dir_lib.restore(self.checkpoint, checkpoint)
         state, pictures, seen = None, None, []
         worst = WorstImages()
         for inputs in self.dataset:
@@ -190,7 +190,7 @@ def evaluator_for(settings, params) -> CheckpointEvaluator:
 
 
 def evaluate_latest(evaluator: CheckpointEvaluator) -> EvalResult:
-    checkpoint = model_dir_lib.newest_restorable(evaluator.model_dir)
+    checkpoint = model_dir_lib.newest_restorable(evaluator.model_dir, model=evaluator.model)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in {evaluator.model_dir} to evaluate")
     return evaluator.evaluate(checkpoint)
@@ -224,8 +224,10 @@ def evaluate_continuously(
             newest = pending[-1]  # behind the trainer: skip to the newest, never to a stale one
             try:
                 result = evaluator.evaluate(newest)
-            except (tf.errors.OpError, IndexError) as error:  # deleted or half-written
-                problem = model_dir_lib.first_line(error)
+            except (model_dir_lib.ForeignCheckpoint, tf.errors.OpError, IndexError) as error:
+                # another model's, deleted or half-written
+                problem = str(error) if isinstance(error, model_dir_lib.ForeignCheckpoint) \
+                    else model_dir_lib.first_line(error)
                 model_dir_lib.warn(model_dir_lib.unrestorable(newest, problem))
                 unusable.add(model_dir_lib.checkpoint_step(newest))
                 continue

@@ -3,10 +3,11 @@
 Two signatures return the same detections: `serving_uint8` takes a uint8 batch of decoded
 images; `serving_bytes` takes encoded JPEG/PNG files (a string tensor, what TF Serving's REST
 API decodes from `{"b64": ...}`), one image at a time so a request may mix sizes, and keeps
-requests small. `serving_default` is one of them: uint8 for notebooks (the default), bytes
-for Vertex AI's prediction container, which calls the default signature. How many
-detections come back, and from what score, are export options, so responses fit the serving
-limits.
+requests small; it reads each file's size from its header and refuses one over the pixel
+cap before decoding it (an image bomb). `serving_default` is one of them: uint8 for
+notebooks (the default), bytes for Vertex AI's prediction container, which calls the
+default signature. How many detections come back, and from what score, are export
+options, so responses fit the serving limits.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import dataclasses
 import json
 
 from trainer import model_dir as model_dir_lib
+from trainer.data.defaults import MAX_PIXELS
 from trainer.errors import SettingsError
 from trainer.files import EXPORT_INFO_FILE
 from trainer.io import write_text
@@ -31,6 +33,7 @@ class ExportOptions:
     max_detections: int | None = None  # default: the experiment's (100)
     min_score: float | None = None  # detections scoring less are dropped (default 0.05)
     default_signature: str = "uint8"  # which of the two `serving_default` is
+    max_pixels: int = MAX_PIXELS  # serving_bytes refuses larger images before decoding
 
     def __post_init__(self) -> None:
         if self.default_signature not in SIGNATURE_OF:
@@ -60,7 +63,62 @@ class ExportResult:
     checkpoint: str
 
 
-def _module_class(default_signature: str):
+# What `serving_bytes` decodes, and where each kind's header declares its size: magic bytes,
+# then (offset, bytes, big-endian) of the width and of the height. JPEG's frame header has
+# no fixed place: tf.image.extract_jpeg_shape finds it.
+_HEADERS = {"png": (b"\x89PNG\r\n\x1a\n", (16, 4, True), (20, 4, True)),
+            "gif": (b"GIF8", (6, 2, False), (8, 2, False)),
+            "bmp": (b"BM", (18, 4, False), (22, 4, False))}
+
+
+def header_pixels(encoded):
+    """Width x height (int64) from an encoded image's header, before anything is decoded;
+    -1 for bytes that are none of JPEG, PNG, GIF, BMP (or too short to say)."""
+    import tensorflow as tf
+
+    length = tf.strings.length(encoded)
+
+    def field(offset: int, size: int, big_endian: bool):
+        raw = tf.cast(tf.io.decode_raw(tf.strings.substr(encoded, offset, size), tf.uint8),
+                      tf.int64)
+        value = tf.reduce_sum((raw[::-1] if big_endian else raw) *
+                              tf.bitwise.left_shift(tf.constant(1, tf.int64),
+                                                    8 * tf.range(size, dtype=tf.int64)))
+        # BMP stores a signed height, negative for top-down rows
+        return tf.where(value >= 1 << 31, (1 << 32) - value, value) if size == 4 else value
+
+    def pixels(magic: bytes, width: tuple, height: tuple):
+        end = max(width[0] + width[1], height[0] + height[1])
+        known = tf.logical_and(length >= end,
+                               tf.strings.substr(encoded, 0, len(magic)) == magic)
+        return known, lambda: field(*width) * field(*height)
+
+    def jpeg():
+        shape = tf.cast(tf.image.extract_jpeg_shape(encoded), tf.int64)
+        return shape[0] * shape[1]
+
+    is_jpeg = tf.strings.substr(encoded, 0, tf.minimum(length, 2)) == b"\xff\xd8"
+    return tf.case([(is_jpeg, jpeg), *(pixels(*kind) for kind in _HEADERS.values())],
+                   default=lambda: tf.constant(-1, tf.int64))
+
+
+def refuse_bombs(encoded, max_pixels: int):
+    """`encoded`, once its header shows an image of at most `max_pixels` of a kind with a
+    size in its header: a 1 MB PNG can declare 20000x20000 (1.2 GB to decode)."""
+    import tensorflow as tf
+
+    pixels = header_pixels(encoded)
+    checks = [tf.debugging.assert_non_negative(
+                  pixels, message="serving_bytes takes JPEG, PNG, GIF or BMP files"),
+              tf.debugging.assert_less_equal(
+                  pixels, tf.constant(max_pixels, tf.int64),
+                  message=f"image over the cap of {max_pixels:,} pixels (width x height "
+                          "in its header)")]
+    with tf.control_dependencies(checks):
+        return tf.identity(encoded)
+
+
+def _module_class(default_signature: str, max_pixels: int):
     import tensorflow as tf
     from official.vision.serving import detection
 
@@ -96,7 +154,7 @@ def _module_class(default_signature: str):
 
             def one(encoded: tf.Tensor):
                 with tf.device("cpu:0"):
-                    image = self._decode_image(encoded)
+                    image = self._decode_image(refuse_bombs(encoded, max_pixels))
                 return {k: v[0] for k, v in self.serve(image[tf.newaxis]).items()}
 
             return tf.map_fn(one, inputs, fn_output_signature={
@@ -116,12 +174,12 @@ def export(model_dir: str, export_dir: str, checkpoint: str | None = None,
 
     params = model_dir_lib.load_params(model_dir)
     params.override(options.overrides(), is_strict=True)
-    checkpoint = model_dir_lib.export_checkpoint(model_dir, checkpoint)
     tf.get_logger().setLevel("ERROR")  # Keras warns once per layer while saving
     input_size = list(params.task.model.input_size[:2])
-    module = _module_class(options.default_signature)(
+    module = _module_class(options.default_signature, options.max_pixels)(
         params=params, batch_size=None, input_image_size=input_size, input_type="image_tensor",
         num_channels=3)
+    checkpoint = model_dir_lib.export_checkpoint(model_dir, checkpoint, module.model)
     export_saved_model_lib.export_inference_graph(
         input_type="image_tensor", batch_size=None, input_image_size=input_size,
         params=params, checkpoint_path=checkpoint, export_dir=export_dir,
@@ -135,6 +193,7 @@ def export(model_dir: str, export_dir: str, checkpoint: str | None = None,
         "default_signature": options.default_signature,
         "signatures": {SIGNATURE: options.default_signature,
                        **{name: kind for kind, name in SIGNATURE_OF.items()}},
+        "max_pixels": options.max_pixels,
         "max_detections": params.task.model.detection_generator.max_num_detections,
         "min_score": params.task.model.detection_generator.pre_nms_score_threshold,
         "tensorflow": tf.__version__}, indent=2) + "\n")

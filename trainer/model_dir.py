@@ -95,9 +95,10 @@ def unrestorable(prefix: str, problem: str) -> str:
     return f"checkpoint {prefix} cannot be restored ({problem}); trying an older one"
 
 
-def checkpoint_problem(prefix: str) -> str | None:
-    """Why a checkpoint cannot be restored (a missing, truncated or damaged file), or None.
-    Reads every tensor once: a half-written data file fails only when its end is read."""
+def checkpoint_problem(prefix: str, model=None) -> str | None:
+    """Why a checkpoint cannot be restored (a missing, truncated or damaged file, or with
+    `model` a valid checkpoint of another model), or None. Reads every tensor once: a
+    half-written data file fails only when its end is read."""
     import tensorflow as tf
 
     try:
@@ -106,16 +107,35 @@ def checkpoint_problem(prefix: str) -> str | None:
             reader.get_tensor(name)
     except Exception as error:  # TF raises OpError, IndexError, ... for damaged files
         return first_line(error)
+    if model is None:
+        return None
+    try:  # restores into `model`: the checkpoint chosen is restored again by its user
+        restore(tf.train.Checkpoint(model=model), prefix)
+    except ForeignCheckpoint as error:
+        return str(error)
     return None
 
 
-def newest_restorable(model_dir: str, on_warning: Callable[[str], None] = warn
-                      ) -> str | None:
-    """The newest checkpoint that restores; each newer one that does not is named in a
-    warning. None when the directory has no checkpoint at all."""
+class ForeignCheckpoint(ValueError):
+    """A valid checkpoint of another model: other variables, or other shapes."""
+
+
+def restore(checkpoint, prefix: str) -> None:
+    """Restores `prefix` into a tf.train.Checkpoint of the model; ForeignCheckpoint (one
+    line) when it is another model's, instead of TensorFlow's messages that dump values."""
+    try:
+        checkpoint.read(prefix).expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError):
+        raise ForeignCheckpoint("its variables are not this model's") from None
+
+
+def newest_restorable(model_dir: str, on_warning: Callable[[str], None] = warn,
+                      model=None) -> str | None:
+    """The newest checkpoint that restores (into `model`, when given); each newer one that
+    does not is named in a warning. None when the directory has no checkpoint at all."""
     checkpoints = list_checkpoints(model_dir)
     for prefix in reversed(checkpoints):
-        if (problem := checkpoint_problem(prefix)) is None:
+        if (problem := checkpoint_problem(prefix, model)) is None:
             return prefix
         on_warning(unrestorable(prefix, problem))
     if checkpoints:
@@ -124,13 +144,13 @@ def newest_restorable(model_dir: str, on_warning: Callable[[str], None] = warn
     return None
 
 
-def export_checkpoint(model_dir: str, checkpoint: str | None) -> str:
-    """The checkpoint an export reads: the one asked for, which must restore, or the newest
-    in `model_dir` that does."""
-    if checkpoint and (problem := checkpoint_problem(checkpoint)):
+def export_checkpoint(model_dir: str, checkpoint: str | None, model=None) -> str:
+    """The checkpoint an export of `model` reads: the one asked for, which must restore, or
+    the newest in `model_dir` that does."""
+    if checkpoint and (problem := checkpoint_problem(checkpoint, model)):
         raise FileNotFoundError(f"checkpoint {checkpoint} cannot be restored ({problem}); "
                                 "choose another with --checkpoint")
-    checkpoint = checkpoint or newest_restorable(model_dir)
+    checkpoint = checkpoint or newest_restorable(model_dir, model=model)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in {model_dir}; has training saved one yet?")
     return checkpoint

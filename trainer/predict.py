@@ -18,6 +18,8 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from trainer import model_dir as model_dir_lib
+from trainer.data.defaults import MAX_PIXELS
+from trainer.data.images import open_checked
 from trainer.data.label_map import id_to_name, read_label_map
 from trainer.errors import PredictError
 from trainer.export import SIGNATURE, UINT8_SIGNATURE
@@ -53,10 +55,11 @@ class Detections:
 Detector = Callable[[Picture], Detections]
 
 
-def read_picture(path: str) -> Picture:
-    """Raises PIL's many error types for undecodable bytes; the caller reports them."""
+def read_picture(path: str, max_pixels: int = MAX_PIXELS) -> Picture:
+    """Raises ImageError for an image over `max_pixels` (from its header, before decoding)
+    and PIL's many error types for undecodable bytes; the caller reports them."""
     data = Path(path).read_bytes()
-    with Image.open(io.BytesIO(data)) as opened:
+    with open_checked(data, max_pixels) as opened:
         turned = ImageOps.exif_transpose(opened)
         image = turned.convert("RGB")
         if turned is not opened:  # the pixels a person sees differ from the file's
@@ -110,34 +113,39 @@ def load_detector(model: str) -> tuple[Detector, dict[int, str]]:
     return (tflite_detector if is_tflite else saved_model_detector)(model), names
 
 
-def predict(model: str, images: str, output_dir: str, min_score: float = 0.3) -> dict:
+def predict(model: str, images: str, output_dir: str, min_score: float = 0.3,
+            max_pixels: int = MAX_PIXELS) -> dict:
     paths = sorted(glob.glob(images))
     if not paths:
         raise PredictError(f"no image matches {images}")
     detector, names = load_detector(model)
-    return detect_files(detector, names, model, paths, output_dir, min_score)
+    return detect_files(detector, names, model, paths, output_dir, min_score, max_pixels)
 
 
 def detect_files(detector: Detector, names: dict[int, str], model: str, paths: list[str],
-                 output_dir: str, min_score: float) -> dict:
-    """Detects in every file; unreadable images are reported, not fatal."""
+                 output_dir: str, min_score: float, max_pixels: int = MAX_PIXELS) -> dict:
+    """Detects in every file; an image that cannot be read, or that the detector fails on
+    (a 100000x1 strip, say), is reported with its error and the others go on."""
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     results, failures = [], []
     for path in paths:
         try:
-            picture = read_picture(path)
+            picture = read_picture(path, max_pixels)
         except Exception as error:  # PIL raises many types for undecodable bytes
             failures.append({"image": path, "error": str(error)})
             continue
+        annotated = out / f"{Path(path).stem}_detections.jpg"
         try:
             found = detector(picture)
+            draw_detections(picture.image, found.boxes, found.classes, found.scores, names,
+                            min_score).save(annotated, quality=92)
         except ImageRefused as error:
             failures.append({"image": path, "error": str(error)})
             continue
-        annotated = out / f"{Path(path).stem}_detections.jpg"
-        draw_detections(picture.image, found.boxes, found.classes, found.scores, names,
-                        min_score).save(annotated, quality=92)
+        except Exception as error:  # TF, TFLite and PIL raise many types for odd images
+            failures.append({"image": path, "error": model_dir_lib.first_line(error)})
+            continue
         results.append({
             "image": path, "annotated": str(annotated), "width": picture.image.width,
             "height": picture.image.height,

@@ -163,16 +163,16 @@ def export_tflite(model_dir: str, output_dir: str, checkpoint: str | None = None
     check_exportable(params)
     params.override(options.overrides(), is_strict=True)
     params.override(tflite_overrides(params, options), is_strict=True)
-    checkpoint = model_dir_lib.export_checkpoint(model_dir, checkpoint)
     size = list(params.task.model.input_size[:2])
+    tf.get_logger().setLevel("ERROR")
+    module = _module_class()(params=params, batch_size=1, input_image_size=size,
+                             input_type="tflite", num_channels=3)
+    checkpoint = model_dir_lib.export_checkpoint(model_dir, checkpoint, module.model)
     representative = None
     if quantize == "int8":
         pattern = records or params.task.train_data.input_path
         representative = calibration_images(pattern, size[0])
-    tf.get_logger().setLevel("ERROR")
     with tempfile.TemporaryDirectory() as staging:
-        module = _module_class()(params=params, batch_size=1, input_image_size=size,
-                                 input_type="tflite", num_channels=3)
         export_saved_model_lib.export_inference_graph(
             input_type="tflite", batch_size=1, input_image_size=size, params=params,
             checkpoint_path=checkpoint, export_dir=staging, export_module=module,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from trainer import distribution, hparams
+from trainer import distribution, hparams, locks
 from trainer import model_dir as model_dir_lib
 from trainer.evaluation import SUMMARY_SUBDIR
 from trainer.io import read_text
@@ -31,10 +31,20 @@ def summary_managers(tensorboard_dir: str, params):
 def run_training(settings: TrainerSettings, params, strategy, cluster: dict,
                  slice_: distribution.TpuSlice = distribution.SINGLE_HOST) -> None:
     """Trains (and, in train_and_eval, evaluates) until `trainer.train_steps`."""
+    chief = distribution.is_chief(cluster, slice_)
+    # one writer per model directory: a second run on it would overwrite this one's files
+    lock = locks.hold_model_dir(settings.model_dir) if chief else None
+    try:
+        _train(settings, params, strategy, chief)
+    finally:
+        if lock:
+            lock.close()
+
+
+def _train(settings: TrainerSettings, params, strategy, chief: bool) -> None:
     import tensorflow as tf
     from official.core import task_factory, train_lib, train_utils
 
-    chief = distribution.is_chief(cluster, slice_)
     if chief:
         train_utils.serialize_config(params, settings.model_dir)
         label_map = read_text(settings.label_map) if settings.label_map and \

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import fcntl
 import itertools
 import json
 import math
@@ -27,7 +26,8 @@ from launch.errors import InputError, StepFailed
 from launch.jobs import Places, Request, TrainerJob, Training, train_job
 from launch.local import STEP_LINE, LocalExecutor
 from launch.tuning.sweep import Sweep
-from trainer import hparams
+from trainer import hparams, locks
+from trainer.errors import DirectoryBusy
 from trainer.experiments import default_train_steps
 from trainer.files import HYPERTUNE_METRIC_FILE
 
@@ -98,14 +98,10 @@ def identity(sweep: Sweep, request: Request, places: Places) -> dict:
 
 def _claim(root: Path, wanted: dict):
     """Locks the sweep directory for this process and checks it holds this sweep."""
-    root.mkdir(parents=True, exist_ok=True)
-    lock = open(root / LOCK_FILE, "w")  # noqa: SIM115 (held until the sweep ends)
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        raise SweepBusy(f"another sweep is running in {root}; wait for it, or choose another "
-                        "--model-dir") from None
+        lock = locks.hold(root, LOCK_FILE, "sweep directory")
+    except DirectoryBusy as error:
+        raise SweepBusy(str(error)) from None
     recorded = root / SWEEP_FILE
     if recorded.exists():
         try:

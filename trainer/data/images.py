@@ -42,19 +42,7 @@ def check_image(data: bytes, max_pixels: int = defaults.MAX_PIXELS) -> CheckedIm
         _check_pixels(headers.width, headers.height, max_pixels)
         if len(headers.components) == 3:  # YCbCr (or RGB): decoders give RGB, keep it
             return CheckedImage(data, headers.width, headers.height, ())
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our cap decides
-            image = Image.open(io.BytesIO(data))
-    except Image.UnidentifiedImageError:
-        raise ImageError("corrupt_image", "not a JPEG, PNG, GIF or other known image") from None
-    except Image.DecompressionBombError as error:
-        raise ImageError("image_too_large", f"image too large to decode safely ({error})") \
-            from None
-    except Exception as error:  # PIL raises many types for undecodable bytes
-        raise ImageError("corrupt_image", f"cannot decode image ({error})") from None
-    width, height = image.size
-    _check_pixels(width, height, max_pixels)
+    image = open_checked(data, max_pixels)
     repairs = []
     if image.format != "JPEG":
         repairs.append(f"reencoded_{(image.format or 'unknown').lower()}_as_jpeg")
@@ -70,10 +58,29 @@ def check_image(data: bytes, max_pixels: int = defaults.MAX_PIXELS) -> CheckedIm
     return CheckedImage(buffer.getvalue(), rgb.width, rgb.height, tuple(repairs))
 
 
+def open_checked(data: bytes, max_pixels: int = defaults.MAX_PIXELS) -> Image.Image:
+    """Opens an image for every path that decodes one (conversion, `predict`, the launcher's
+    online and batch predictions): PIL reads only the header here, so an image over
+    `max_pixels` is refused before a single pixel is decoded (an image bomb)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)  # our cap decides
+            image = Image.open(io.BytesIO(data))
+    except Image.UnidentifiedImageError:
+        raise ImageError("corrupt_image", "not a JPEG, PNG, GIF or other known image") from None
+    except Image.DecompressionBombError as error:
+        raise ImageError("image_too_large", f"image too large to decode safely ({error})") \
+            from None
+    except Exception as error:  # PIL raises many types for undecodable bytes
+        raise ImageError("corrupt_image", f"cannot decode image ({error})") from None
+    _check_pixels(*image.size, max_pixels)
+    return image
+
+
 def _check_pixels(width: int, height: int, max_pixels: int) -> None:
     if width * height > max_pixels:
         raise ImageError("image_too_large", f"{width}x{height} is {width * height:,} pixels, "
-                                            f"more than the cap of {max_pixels:,} (--max-pixels)")
+                                            f"more than the cap of {max_pixels:,}")
 
 
 def _to_rgb(image: Image.Image) -> Image.Image:
