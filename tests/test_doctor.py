@@ -196,7 +196,7 @@ def test_bad_region_names_are_refused_by_settings_and_by_the_client_makers(tmp_p
     from launch.errors import InputError
     from launch.settings import resolve_fields
 
-    with pytest.raises(InputError, match="invoke.yaml's vertex.region"):
+    with pytest.raises(InputError, match=r"invoke\.yaml's vertex\.region"):
         resolve_fields("dev", {}, {}, {"region": region}, outputs_path=tmp_path / "none.json",
                        required=())
     with pytest.raises(InputError, match="not a Google Cloud region name"):
