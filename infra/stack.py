@@ -32,7 +32,8 @@ BUILDER_PROJECT_ROLES = ("roles/logging.logWriter",)
 # Endpoints' and batch predictions' containers write their logs and metrics; the model files
 # they read are granted on the bucket, for runs/*/model/ only.
 SERVING_PROJECT_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")
-# The deployer creates service accounts (serviceAccountCreator: create, get, list) and
+# The deployer creates service accounts (serviceAccountCreator, the role "Create service
+# accounts" names: https://cloud.google.com/iam/docs/service-accounts-create) and
 # administers only the stack's own accounts, through resource-level serviceAccountAdmin
 # (_identities), never every account in the project.
 DEPLOYER_PROJECT_ROLES = (
