@@ -32,9 +32,13 @@ BUILDER_PROJECT_ROLES = ("roles/logging.logWriter",)
 # Endpoints' and batch predictions' containers write their logs and metrics; the model files
 # they read are granted on the bucket, for runs/*/model/ only.
 SERVING_PROJECT_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")
+# The deployer creates service accounts (serviceAccountCreator, the role "Create service
+# accounts" names: https://cloud.google.com/iam/docs/service-accounts-create) and
+# administers only the stack's own accounts, through resource-level serviceAccountAdmin
+# (_identities), never every account in the project.
 DEPLOYER_PROJECT_ROLES = (
     "roles/serviceusage.serviceUsageAdmin", "roles/storage.admin",
-    "roles/iam.serviceAccountAdmin", "roles/resourcemanager.projectIamAdmin",
+    "roles/iam.serviceAccountCreator", "roles/resourcemanager.projectIamAdmin",
     "roles/artifactregistry.admin", "roles/aiplatform.admin",
     "roles/iam.workloadIdentityPoolAdmin", "roles/cloudbuild.builds.editor",
 )
@@ -49,12 +53,18 @@ PLANNER_PROJECT_ROLES = (
 RESEARCHER_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.viewer",
                             "roles/cloudbuild.builds.editor")
 PROJECT_IAM_ADMIN = "roles/resourcemanager.projectIamAdmin"
-# What the deployer may grant at project level: the roles above, never IAM admin itself, so
-# a change to its own delegation needs a human with Owner.
+# What the deployer may grant or revoke at project level (its projectIamAdmin carries
+# `modifiedGrantsByRole.hasOnly(...)`, "Set limits on granting roles":
+# https://docs.cloud.google.com/iam/docs/setting-limits-on-granting-roles): exactly the
+# project roles this stack grants to the other identities, none of them an admin role. Not
+# the deployer's own roles, so widening its own access needs a human with Owner. The
+# attribute names roles only: a condition cannot say *to whom* a listed role is granted, so
+# the deployer could grant e.g. roles/aiplatform.user to any member; the review of main
+# (the only branch the deployer runs from) is that check.
 DELEGATED_ROLES = tuple(sorted(
     {*TRAINER_PROJECT_ROLES, *BUILDER_PROJECT_ROLES, *SERVING_PROJECT_ROLES,
-     *DEPLOYER_PROJECT_ROLES,
-     *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES} - {PROJECT_IAM_ADMIN}))
+     *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES}))
+assert not [role for role in DELEGATED_ROLES if "admin" in role.lower()], DELEGATED_ROLES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +151,10 @@ class TrainingPlatformStack(TerraformStack):
         who.serving.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
         who.builder.grant("deployer-act-as", "roles/iam.serviceAccountUser",
                           who.deployer.member)
+        for identity in (who.trainer, who.builder, who.serving, who.deployer, who.planner):
+            # Admin of the stack's own accounts only (their IAM, keys off, deletion).
+            identity.grant("deployer-admin", "roles/iam.serviceAccountAdmin",
+                           who.deployer.member)
         return who
 
     def _storage(self, who: Identities) -> Storage:

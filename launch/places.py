@@ -11,6 +11,17 @@ from launch.errors import InputError
 from trainer.files import RUNS_PREFIX
 
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+# A Google Cloud region: lowercase words joined by '-', the last ending in a digit
+# (us-central1, europe-west4, northamerica-northeast1). It becomes part of API host names.
+REGION = re.compile(r"[a-z]+(?:-[a-z]+)*[0-9]+")
+
+
+def region_name(value: str, source: str) -> str:
+    """A region name checked before it reaches a host name (`{region}-aiplatform...`)."""
+    if not REGION.fullmatch(value) or len(value) > 63:
+        raise InputError(f"{source} {value[:100]!r} is not a Google Cloud region name: "
+                         "lowercase words joined by '-', ending in a digit (e.g. us-central1)")
+    return value
 
 
 @dataclasses.dataclass(frozen=True)

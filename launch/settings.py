@@ -9,7 +9,7 @@ from pathlib import Path
 
 from infra import outputs as stack_outputs
 from launch.errors import InputError, MissingError
-from launch.places import CloudTarget
+from launch.places import CloudTarget, region_name
 
 OUTPUTS_FILE = stack_outputs.OUTPUTS_FILE
 ENV_PREFIX = "PETS_"
@@ -55,6 +55,8 @@ def resolve_fields(environment: str, overrides: Mapping[str, str | None],
         source, values[field] = next(((s, v) for s, v in sources if v), ("", None))
         if field == "bucket" and values[field] and source != sources[-1][0]:  # typed by people
             values[field] = bucket_name(str(values[field]), source)
+        if field == "region" and values[field]:  # every source: it becomes a host name
+            values[field] = region_name(str(values[field]), source)
     missing = [field for field in required if not values[field]]
     if missing:
         stack = stack_outputs.stack_name(environment)

@@ -155,3 +155,49 @@ def test_invoke_doctor_without_credentials_says_how_to_log_in(tmp_path):
     assert "FAIL credentials" in result.stdout
     assert "fix: gcloud auth application-default login" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("source", ["flag", "env"])
+def test_a_region_that_is_not_a_region_name_is_refused_before_any_client(tmp_path, source):
+    """Issue 27, case 13: a region becomes part of an API host name, so it is checked first."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    bad = "us-central1/../../x"
+    env = {**os.environ, "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "missing.json"),
+           "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}  # any request would fail
+    flags = ["--region", bad] if source == "flag" else []
+    if source == "env":
+        env["PETS_REGION"] = bad
+    result = subprocess.run([sys.executable, "-m", "invoke", "jobs.list", *flags], cwd=REPO,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "not a Google Cloud region name" in lines[0]
+    assert ("--region" if source == "flag" else "PETS_REGION") in lines[0]
+
+
+@pytest.mark.parametrize("region", ["us-central1", "europe-west4", "northamerica-northeast1"])
+def test_region_names_that_google_uses_are_accepted(region):
+    from launch.places import region_name
+    from launch.settings import resolve_fields
+
+    fields = resolve_fields("dev", {"region": region}, {}, {}, required=())
+    assert fields["region"] == region == region_name(region, "--region")
+
+
+@pytest.mark.parametrize("region", ["us-central1/../../x", "US-CENTRAL1", "us-central1.evil.com",
+                                    "us-central", "-us1", "us--central1", "us-central1 "])
+def test_bad_region_names_are_refused_by_settings_and_by_the_client_makers(tmp_path, region):
+    from launch.clients import vertex_endpoints
+    from launch.errors import InputError
+    from launch.settings import resolve_fields
+
+    with pytest.raises(InputError, match=r"invoke\.yaml's vertex\.region"):
+        resolve_fields("dev", {}, {}, {"region": region}, outputs_path=tmp_path / "none.json",
+                       required=())
+    with pytest.raises(InputError, match="not a Google Cloud region name"):
+        vertex_endpoints(region)

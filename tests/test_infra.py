@@ -134,6 +134,8 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         (sa["deployer"], "project if delegated-role-grants", PROJECT_IAM_ADMIN),
         (sa["deployer"], "bucket:build", "roles/storage.objectAdmin"),
         (sa["deployer"], "account:" + sa["builder"], "roles/iam.serviceAccountUser"),
+        *((sa["deployer"], "account:" + sa[role], "roles/iam.serviceAccountAdmin")
+          for role in ("trainer", "builder", "serving", "deployer", "planner")),
         *((sa["planner"], "project", r) for r in PLANNER_PROJECT_ROLES),
         (group, "project", "roles/aiplatform.user"),
         (group, "project", "roles/logging.viewer"),
@@ -172,8 +174,22 @@ def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_r
                 if r["role"] == PROJECT_IAM_ADMIN]
     listed = re.search(r"hasOnly\(\[(.*)\]\)", admin["condition"]["expression"])[1]
     allowed = {role.strip(" '") for role in listed.split(",")}
-    granted = {r["role"] for r in resources(stack, "google_project_iam_member")}
-    assert allowed == set(DELEGATED_ROLES) == granted - {PROJECT_IAM_ADMIN}
+
+    def by_deployer(member: str) -> bool:
+        return bool(re.search(r"service_account\.deployer\w*_account", member))
+
+    deployers = {r["role"] for r in resources(stack, "google_project_iam_member")
+                 if by_deployer(r["member"])}
+    others = {r["role"] for r in resources(stack, "google_project_iam_member")
+              if not by_deployer(r["member"])}
+    # exactly the roles the stack grants the other identities at project level, no admin
+    assert allowed == set(DELEGATED_ROLES) == others
+    assert not [role for role in allowed if "admin" in role.lower()]
+    assert PROJECT_IAM_ADMIN not in allowed and not allowed & deployers - others
+    # no project-wide admin of accounts or IAM: only resource-level, on the stack's accounts
+    assert "roles/iam.serviceAccountAdmin" not in deployers
+    assert "roles/iam.serviceAccountCreator" in deployers
+    assert PROJECT_IAM_ADMIN in deployers and admin["condition"]
     assert admin["condition"]["expression"].startswith(
         "api.getAttribute('iam.googleapis.com/modifiedGrantsByRole', [])")
 

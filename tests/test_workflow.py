@@ -40,3 +40,22 @@ def test_plan_on_pull_requests_and_deploy_from_main_without_keys():
             "google-github-actions/auth@")]
         assert len(auth) == 1 and "workload_identity_provider" in auth[0]["with"]
         assert "credentials_json" not in auth[0]["with"]
+
+
+def test_every_action_is_pinned_by_a_full_commit_sha_with_its_tag():
+    """A tag can be moved to other code; a commit SHA cannot (the tag stays as a comment)."""
+    import re
+
+    uses = re.findall(r"uses:\s*(\S+)(.*)", WORKFLOW.read_text())
+    assert uses
+    for action, comment in uses:
+        assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", action), action
+        assert re.match(r"\s+#\s*v\d+\.\d+\.\d+", comment), (action, comment)
+
+
+def test_the_plan_reads_state_without_taking_the_lock():
+    """The planner may only read the state bucket, so its plan must not try to lock."""
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    plan = next(s for s in workflow["jobs"]["plan"]["steps"] if s.get("name") == "Plan")
+    assert "cdktf diff" in plan["run"]
+    assert plan["env"]["TF_CLI_ARGS_plan"] == "-lock=false"
