@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trainer import jsonnum
 from trainer.data.voc import VocAnnotation, VocObject
 
 MAX_JSON_BYTES = 2 << 30  # COCO 2017's train annotations are 448 MB
@@ -51,17 +51,6 @@ class CocoFile:
     problems: tuple[tuple[str, str, str], ...]  # (entry, reason, detail), all repairs/skips
 
 
-def _number(value) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _whole(value) -> int | None:
-    number = _number(value)
-    return int(number) if number is not None and number == int(number) else None
-
-
 def read_json(path: Path) -> dict:
     try:
         size = path.stat().st_size
@@ -70,9 +59,9 @@ def read_json(path: Path) -> dict:
     if size > MAX_JSON_BYTES:
         raise CocoError(f"{path} is {size:,} bytes, more than {MAX_JSON_BYTES:,}")
     try:
-        data = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError) as error:
-        raise CocoError(f"{path} is not JSON: {str(error)[:200]}") from None
+        data = jsonnum.loads(path.read_bytes(), MAX_JSON_BYTES, str(path))
+    except jsonnum.JsonError as error:
+        raise CocoError(str(error)) from None
     if not isinstance(data, dict) or not all(
             isinstance(data.get(key), list) for key in ("images", "annotations", "categories")):
         raise CocoError(f"{path} is not a COCO detection file: it needs lists named images, "
@@ -84,7 +73,7 @@ def _categories(entries: list, problems: list) -> dict[int, str]:
     categories: dict[int, str] = {}
     for position, entry in enumerate(entries):
         where = f"category {position}"
-        category_id = _whole(entry.get("id")) if isinstance(entry, dict) else None
+        category_id = jsonnum.whole(entry.get("id")) if isinstance(entry, dict) else None
         name = entry.get("name") if isinstance(entry, dict) else None
         if category_id is None or not isinstance(name, str) or not name.strip():
             problems.append((where, "invalid_category", f"{str(entry)[:100]}: needs a whole "
@@ -103,7 +92,7 @@ def _image_key(value) -> int | str | None:
     """An image id: a whole number from 0 (as COCO has it) or a name (as some tools write)."""
     if isinstance(value, str):
         return value if 0 < len(value) <= 200 else None
-    number = _whole(value)
+    number = jsonnum.whole(value)
     return number if number is not None and 0 <= number < 1 << 62 else None
 
 
@@ -119,7 +108,8 @@ def _box(entry: dict, where: str, repairs: list) -> tuple[float, float, float, f
     """The annotation's box as corners in pixels; None (and the reason in `repairs`) when it
     is not four finite numbers with a positive width and height."""
     bbox = entry.get("bbox")
-    numbers = [_number(v) for v in bbox] if isinstance(bbox, list) and len(bbox) == 4 else None
+    numbers = [jsonnum.number(v) for v in bbox] \
+        if isinstance(bbox, list) and len(bbox) == 4 else None
     if numbers is None or None in numbers:
         repairs.append(("nonfinite_box" if numbers is not None else "invalid_box",
                         f"{where}: bbox {str(bbox)[:100]} is not four finite numbers; object "
@@ -157,8 +147,8 @@ def parse_coco(data: Mapping) -> CocoFile:
                              f"image id {image_id} is {images[image_id]['file_name']!r} "
                              "already; skipped"))
             continue
-        images[image_id] = {"file_name": file_name, "width": _whole(entry.get("width")),
-                            "height": _whole(entry.get("height")), "objects": [],
+        images[image_id] = {"file_name": file_name, "width": jsonnum.whole(entry.get("width")),
+                            "height": jsonnum.whole(entry.get("height")), "objects": [],
                             "repairs": []}
     for position, entry in enumerate(data["annotations"]):
         if not isinstance(entry, dict):
@@ -172,7 +162,7 @@ def parse_coco(data: Mapping) -> CocoFile:
                              f"image_id {str(entry.get('image_id'))[:40]} is no image in the "
                              "file; dropped"))
             continue
-        category = names.get(_whole(entry.get("category_id")))
+        category = names.get(jsonnum.whole(entry.get("category_id")))
         if category is None:
             image["repairs"].append(("unknown_category", f"{where}: category_id "
                                      f"{str(entry.get('category_id'))[:40]} is no category "
@@ -246,13 +236,13 @@ def mask_png(obj: VocObject, box, width: int, height: int, frame_width: int | No
     try:
         if isinstance(segmentation, list) and segmentation:
             polygons = [p for p in segmentation if isinstance(p, list) and len(p) >= 6 and
-                        len(p) % 2 == 0 and all(_number(v) is not None for v in p)]
+                        len(p) % 2 == 0 and all(jsonnum.number(v) is not None for v in p)]
             if polygons:
                 pixels = mask_utils.decode(mask_utils.merge(
                     mask_utils.frPyObjects(polygons, frame_h, frame_w)))
         elif isinstance(segmentation, dict) and "counts" in segmentation:
             size = segmentation.get("size")
-            if isinstance(size, list) and [_whole(v) for v in size] == [frame_h, frame_w]:
+            if isinstance(size, list) and [jsonnum.whole(v) for v in size] == [frame_h, frame_w]:
                 rle = segmentation if isinstance(segmentation["counts"], str) else \
                     mask_utils.frPyObjects(segmentation, frame_h, frame_w)
                 if isinstance(rle.get("counts"), str):
