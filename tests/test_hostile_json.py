@@ -58,7 +58,8 @@ def test_a_400_digit_integer_is_a_named_problem(field):
     parsed = parse_coco(json.loads(json.dumps(data)))
     reasons = {p[1] for p in parsed.problems} | {
         r[0] for i in parsed.images for r in i.annotation.repairs}
-    expected = {"bbox": {"nonfinite_box"}, "width": set(), "category_id": {"unknown_category"},
+    expected = {"bbox": {"nonfinite_box"}, "width": {"invalid_size"},
+                "category_id": {"unknown_category"},
                 "image_id": {"invalid_image_id", "unknown_image_id"},
                 "category": {"invalid_category"}}[field]
     assert reasons == expected

@@ -25,9 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from trainer import jsonnum
-from trainer.data.voc import VocAnnotation, VocObject
+from trainer.data import defaults
+from trainer.data.voc import VocAnnotation, VocObject, valid_side
 
 MAX_JSON_BYTES = 2 << 30  # COCO 2017's train annotations are 448 MB
+MAX_POINTS = 10_000  # polygon points in one object; COCO's largest has a few hundred
 MAX_KEPT_ID = 1000  # larger category ids are renumbered: num_classes is the largest id + 1
 UNSAFE_NAME = re.compile(r"[\"'\\\n\r\t]")
 
@@ -104,6 +106,19 @@ def _source_ids(keys: list) -> dict:
     return {**{k: k for k in numbers}, **{k: start + i for i, k in enumerate(named)}}
 
 
+def _side(entry: dict, key: str, repairs: list) -> int | None:
+    """A declared width or height, repaired as VOC's <size> is: an absurd one (0, 1e9, a
+    400-digit integer) is unknown, so the image's own size is used."""
+    value = entry.get(key)
+    if value is None:
+        return None
+    side = valid_side(jsonnum.number(value))
+    if side is None:
+        repairs.append(("invalid_size", f"{key} is {str(value)[:40]}; the image's own size is "
+                                        "used"))
+    return side
+
+
 def _box(entry: dict, where: str, repairs: list) -> tuple[float, float, float, float] | None:
     """The annotation's box as corners in pixels; None (and the reason in `repairs`) when it
     is not four finite numbers with a positive width and height."""
@@ -147,9 +162,10 @@ def parse_coco(data: Mapping) -> CocoFile:
                              f"image id {image_id} is {images[image_id]['file_name']!r} "
                              "already; skipped"))
             continue
-        images[image_id] = {"file_name": file_name, "width": jsonnum.whole(entry.get("width")),
-                            "height": jsonnum.whole(entry.get("height")), "objects": [],
-                            "repairs": []}
+        repairs: list[tuple[str, str]] = []
+        images[image_id] = {"file_name": file_name, "width": _side(entry, "width", repairs),
+                            "height": _side(entry, "height", repairs), "objects": [],
+                            "repairs": repairs}
     for position, entry in enumerate(data["annotations"]):
         if not isinstance(entry, dict):
             problems.append((f"annotation {position}", "invalid_annotation",
@@ -188,8 +204,7 @@ def parse_coco(data: Mapping) -> CocoFile:
     numbers = _source_ids(list(images))
     return CocoFile(tuple(
         CocoImage(numbers[image_id], image["file_name"], VocAnnotation(
-            image["file_name"], image["width"] if (image["width"] or 0) > 0 else None,
-            image["height"] if (image["height"] or 0) > 0 else None,
+            image["file_name"], image["width"], image["height"],
             tuple(image["objects"]), tuple(image["repairs"])))
         for image_id, image in images.items()), categories, names, tuple(problems))
 
@@ -222,10 +237,32 @@ def label_map_of(names: Mapping[int, str], dense: bool = False
             changes)
 
 
+def _polygons(segmentation: list, scale_x: float, scale_y: float, width: int, height: int,
+              max_points: int) -> tuple[list[list[float]], tuple[str, str] | None]:
+    """The usable polygons in the image's pixels, every point clipped to the frame (a 1e8
+    coordinate crashes pycocotools); none, with the reason, above `max_points` points."""
+    polygons = [p for p in segmentation if isinstance(p, list) and len(p) >= 6 and
+                len(p) % 2 == 0]
+    points = sum(len(p) // 2 for p in polygons)
+    if points > max_points:
+        return [], ("too_many_points", f"{points:,} polygon points, more than the cap of "
+                                       f"{max_points:,}; the box filled instead")
+    clipped = []
+    for polygon in polygons:
+        numbers = [jsonnum.number(v) for v in polygon]
+        if None not in numbers:
+            xy = np.asarray(numbers, np.float64).reshape(-1, 2) * (scale_x, scale_y)
+            clipped.append(np.clip(xy, 0, (width, height)).ravel().tolist())
+    return clipped, None
+
+
 def mask_png(obj: VocObject, box, width: int, height: int, frame_width: int | None,
-             frame_height: int | None) -> tuple[bytes, list[tuple[str, str]]]:
-    """The object's instance mask at the image's size, as PNG: its polygons or RLE decoded by
-    pycocotools; its box filled when it has none (reported)."""
+             frame_height: int | None, max_pixels: int = defaults.MAX_PIXELS,
+             max_points: int = MAX_POINTS) -> tuple[bytes, list[tuple[str, str]]]:
+    """The object's instance mask at the image's size, as PNG: its polygons (scaled from the
+    declared frame to the image, clipped to it) or RLE decoded by pycocotools; its box filled
+    when it has none (reported). Work is bounded by the image's pixels, an RLE frame's by
+    `max_pixels`, and points per object by `max_points`."""
     from PIL import Image
     from pycocotools import mask as mask_utils
 
@@ -235,14 +272,19 @@ def mask_png(obj: VocObject, box, width: int, height: int, frame_width: int | No
     segmentation = obj.segmentation
     try:
         if isinstance(segmentation, list) and segmentation:
-            polygons = [p for p in segmentation if isinstance(p, list) and len(p) >= 6 and
-                        len(p) % 2 == 0 and all(jsonnum.number(v) is not None for v in p)]
+            polygons, problem = _polygons(segmentation, width / frame_w, height / frame_h,
+                                          width, height, max_points)
+            problems += [problem] if problem else []
             if polygons:
                 pixels = mask_utils.decode(mask_utils.merge(
-                    mask_utils.frPyObjects(polygons, frame_h, frame_w)))
+                    mask_utils.frPyObjects(polygons, height, width)))
         elif isinstance(segmentation, dict) and "counts" in segmentation:
             size = segmentation.get("size")
-            if isinstance(size, list) and [jsonnum.whole(v) for v in size] == [frame_h, frame_w]:
+            if frame_w * frame_h > max_pixels:
+                problems.append(("mask_too_large", f"an RLE of {frame_w}x{frame_h} is more "
+                                 f"than {max_pixels:,} pixels; the box filled instead"))
+            elif isinstance(size, list) and [jsonnum.whole(v) for v in size] == \
+                    [frame_h, frame_w]:
                 rle = segmentation if isinstance(segmentation["counts"], str) else \
                     mask_utils.frPyObjects(segmentation, frame_h, frame_w)
                 if isinstance(rle.get("counts"), str):
@@ -255,9 +297,9 @@ def mask_png(obj: VocObject, box, width: int, height: int, frame_width: int | No
         if not problems:
             problems.append(("missing_mask", "no usable polygon or RLE (of the image's size); "
                                              "the box filled instead"))
-        pixels = np.zeros((frame_h, frame_w), np.uint8)
-        pixels[int(box.ymin * frame_h):math.ceil(box.ymax * frame_h),
-               int(box.xmin * frame_w):math.ceil(box.xmax * frame_w)] = 1
+        pixels = np.zeros((height, width), np.uint8)
+        pixels[int(box.ymin * height):math.ceil(box.ymax * height),
+               int(box.xmin * width):math.ceil(box.xmax * width)] = 1
     mask = Image.fromarray((np.asarray(pixels) > 0).astype(np.uint8))
     if mask.size != (width, height):
         mask = mask.resize((width, height), Image.NEAREST)

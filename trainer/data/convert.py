@@ -497,7 +497,7 @@ def _convert_one(source: Source, label_map: Mapping[str, int], limits: Limits) -
         for index, box in kept:
             mask, mask_problems = coco.mask_png(annotation.objects[index], box, image.width,
                                                 image.height, annotation.width,
-                                                annotation.height)
+                                                annotation.height, limits.max_pixels)
             masks.append(mask)
             problems += [Problem(reason, "repaired", f"object {index}: {detail}")
                          for reason, detail in mask_problems]
