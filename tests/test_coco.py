@@ -340,3 +340,20 @@ def test_polygon_points_and_rle_frames_are_capped_before_pycocotools():
     tracemalloc.stop()
     assert [reason for reason, _ in problems] == ["mask_too_large"]
     assert np.asarray(Image.open(io.BytesIO(scaled)))[:, :50].all()  # the left half
+
+
+def test_the_report_counts_every_problem_but_lists_a_bounded_number(tmp_path):
+    """Issue 27, case 8: 10^6 annotations of unknown images made a 228 MB report; each
+    reason's count stays exact, its examples stop at MAX_LISTED_PER_REASON."""
+    from trainer.data.convert import MAX_LISTED_PER_REASON
+
+    strays = [{"id": i, "image_id": 1000 + i, "category_id": 1, "bbox": [1, 1, 5, 5]}
+              for i in range(MAX_LISTED_PER_REASON + 150)]
+    path = tiny(tmp_path, [{"id": 1, "name": "pet"}], annotations=[
+        {"id": 0, "image_id": 7, "category_id": 1, "bbox": [10, 10, 30, 20]}, *strays])
+    report = convert_coco(path, tmp_path / "img", tmp_path / "out", num_shards=1,
+                          progress=False)
+    assert report["written"] == 1 and report["skipped"] == {"unknown_image_id": len(strays)}
+    assert [p["reason"] for p in report["problems"]] == \
+        ["unknown_image_id"] * MAX_LISTED_PER_REASON
+    assert report["problems_not_listed"] == 150

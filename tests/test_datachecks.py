@@ -155,3 +155,19 @@ def test_the_dataset_report_counts_and_flags_a_known_dataset(tmp_path):
     assert page.count("data:image/jpeg;base64,") == 5  # 4 cat samples, 1 dog
     with open(tmp_path / "out" / "summary.csv") as f:
         assert f.read().splitlines()[1] == "cat,4,4,1,1"
+
+
+def test_a_report_too_large_to_read_is_named_as_such(tmp_path, monkeypatch):
+    """Issue 27, case 8: not 'has no conversion_report.json', which would be false."""
+    from launch import datachecks
+
+    (tmp_path / "conversion_report.json").write_text(json.dumps({"problems": ["x"] * 100}))
+    (tmp_path / "pet_label_map.pbtxt").write_text('item {\n  id: 1\n  name: "cat"\n}\n')
+    monkeypatch.setattr(datachecks, "MAX_REPORT_BYTES", 100)
+    (finding,) = datachecks.local_findings(str(tmp_path))
+    assert not finding.refuse
+    assert finding.text == f"{tmp_path}'s conversion_report.json is more than 100 bytes, too " \
+                           "large to read: the data checks were skipped"
+    monkeypatch.setattr(datachecks, "MAX_REPORT_BYTES", 1 << 20)
+    (deep,) = datachecks.evaluate("[" * 100_000 + "]" * 100_000, "", "here")
+    assert deep.refuse and "nested too deeply" in deep.text
