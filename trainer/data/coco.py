@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -26,12 +25,12 @@ import numpy as np
 
 from trainer import jsonnum
 from trainer.data import defaults
+from trainer.data.label_map import safe_name
 from trainer.data.voc import VocAnnotation, VocObject, valid_side
 
 MAX_JSON_BYTES = 2 << 30  # COCO 2017's train annotations are 448 MB
 MAX_POINTS = 10_000  # polygon points in one object; COCO's largest has a few hundred
 MAX_KEPT_ID = 1000  # larger category ids are renumbered: num_classes is the largest id + 1
-UNSAFE_NAME = re.compile(r"[\"'\\\n\r\t]")
 
 
 class CocoError(ValueError):
@@ -210,12 +209,12 @@ def parse_coco(data: Mapping) -> CocoFile:
 
 
 def safe_names(categories: Mapping[int, str]) -> tuple[dict[int, str], list[tuple[str, str]]]:
-    """Each category's label-map name: without quotes, backslashes or line breaks (the
-    label map's text format), unique (a repeated name gets its id appended)."""
+    """Each category's label-map name: `safe_name` (what the label map's writer keeps, so the
+    records' class names match it), unique (a repeated name gets its id appended)."""
     names: dict[int, str] = {}
     changes = []
     for category_id, name in sorted(categories.items()):
-        safe = UNSAFE_NAME.sub("_", name)[:200]
+        safe = safe_name(name)
         if safe in names.values():
             safe = f"{safe}_{category_id}"
         if safe != name:
