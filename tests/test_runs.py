@@ -276,3 +276,33 @@ def test_hostile_metrics_and_event_files_are_shown_missing(tmp_path):
     assert "report: " in out
     (listed,) = cells(commands.list_runs(tmp_path / "runs", cache_dir=tmp_path / "cache"))
     assert listed["AP"] == "-"
+
+
+def test_run_names_from_data_reach_no_terminal_plot_or_spreadsheet_as_code(tmp_path):
+    """Issue 27, case 7: an ESC sequence in a run's directory name is shown as '?', a class
+    named "$a^^b$" is drawn as text, an experiment named "=cmd" is no formula in table.csv."""
+    import subprocess
+    import sys
+
+    from launch.text import printable, spreadsheet_cell
+    from tests.conftest import REPO
+
+    run = write_run(tmp_path / "runs" / "\x1b]0;owned\x07red")
+    (run / "run.json").write_text(json.dumps({"experiment": "=cmd|' /C calc'!A0"}))
+    data = json.loads((run / "eval" / "ckpt-200.json").read_text())
+    data["per_class"]["$a^^b$"] = {"AP": 0.5}
+    (run / "eval" / "ckpt-200.json").write_text(json.dumps(data))
+    listed = subprocess.run([sys.executable, "-m", "invoke", "runs.list",
+                             f"--root={tmp_path / 'runs'}"], cwd=REPO, text=True,
+                            capture_output=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout
+    assert "?]0;owned?red" in listed.stdout
+    commands.compare(lambda: None, [str(run)], tmp_path / "report")
+    assert (tmp_path / "report" / "per_class_ap.png").exists()
+    with open(tmp_path / "report" / "table.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["experiment"] == "'=cmd|' /C calc'!A0"
+    assert [spreadsheet_cell(v) for v in ("+1", "-0.5", "-", "@x", "\tx", -1.0, "ok")] == \
+        ["+1", "-0.5", "'-", "'@x", "'\tx", -1.0, "ok"]
+    assert printable("a\tb\nc\x1b[31m\x9b") == "a\tb\nc?[31m?"
