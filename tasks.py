@@ -56,22 +56,26 @@ def _guarded(action):
     from google.api_core.exceptions import GoogleAPICallError
     from google.auth.exceptions import DefaultCredentialsError
 
+    from launch.text import printable
+
     try:
         return action()
     except UserError as error:
-        raise Exit(f"error: {error}", code=2) from None
+        raise Exit(printable(f"error: {error}"), code=2) from None
     except DefaultCredentialsError:
         raise Exit(f"error: {NO_CREDENTIALS}", code=2) from None
     except GoogleAPICallError as error:  # any refusal the adapters do not explain themselves
         raise Exit(f"error: Google Cloud refused the request ({error.__class__.__name__}: "
                    f"{error.message}); `invoke doctor` checks your access", code=2) from None
     except StepFailed as error:
-        raise Exit(f"error: {error}", code=1) from None
+        raise Exit(printable(f"error: {error}"), code=1) from None
 
 
 def _say(action) -> None:
     """Runs an action that returns what to tell the user, and tells it."""
-    print(_guarded(action))
+    from launch.text import printable
+
+    print(printable(str(_guarded(action))))
 
 
 @task(help={"output_dir": "where to write the Pets-layout sample",

@@ -4,17 +4,17 @@ anything starts or is built, unless --force; warnings are printed."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from launch.errors import InputError
+from trainer import jsonnum
 from trainer.data import checks
 from trainer.data.label_map import parse_label_map
 from trainer.errors import LabelMapError
 from trainer.files import CONVERSION_REPORT_FILE, DATA_LABEL_MAP_FILE, RECORDS_PREFIX
 
-MAX_REPORT_BYTES = 64 << 20  # a report lists every problem: large datasets, large reports
+MAX_REPORT_BYTES = 64 << 20  # reports list 100 examples a reason; older ones list them all
 
 
 class DataRefused(InputError):
@@ -23,13 +23,18 @@ class DataRefused(InputError):
 
 def evaluate(report_text: str | None, label_map_text: str | None, where: str
              ) -> list[checks.Finding]:
-    """The findings on the records' metadata (refusals first)."""
+    """The findings on the records' metadata (refusals first). The readers pass at most
+    MAX_REPORT_BYTES + 1 characters, so a larger report is named as such."""
     if report_text is None or label_map_text is None:
         missing = CONVERSION_REPORT_FILE if report_text is None else DATA_LABEL_MAP_FILE
         return [checks.Finding(False, f"{where} has no {missing}: the data checks were "
                                       "skipped")]
+    if len(report_text) > MAX_REPORT_BYTES:
+        return [checks.Finding(False, f"{where}'s {CONVERSION_REPORT_FILE} is more than "
+                                      f"{MAX_REPORT_BYTES:,} bytes, too large to read: the "
+                                      "data checks were skipped")]
     try:
-        report = json.loads(report_text)
+        report = jsonnum.loads(report_text, MAX_REPORT_BYTES, CONVERSION_REPORT_FILE)
         label_map = parse_label_map(label_map_text)
     except (ValueError, LabelMapError) as error:
         return [checks.Finding(True, f"unreadable {CONVERSION_REPORT_FILE} or "
@@ -55,9 +60,8 @@ def _warn(lines: list[str]) -> list[str]:
 
 def _read(path: Path) -> str | None:
     try:
-        if path.stat().st_size > MAX_REPORT_BYTES:
-            return None
-        return path.read_text()
+        with path.open(encoding="utf-8") as stream:
+            return stream.read(MAX_REPORT_BYTES + 1)
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -83,7 +87,7 @@ def bucket_findings(storage_client, bucket: str, prefix: str = RECORDS_PREFIX
     def read(name: str) -> str | None:
         blob = storage_client.bucket(bucket).blob(f"{prefix}/{name}")
         try:
-            return blob.download_as_bytes(start=0, end=MAX_REPORT_BYTES - 1,
+            return blob.download_as_bytes(start=0, end=MAX_REPORT_BYTES,
                                           timeout=60).decode("utf-8", "replace")
         except NotFound:
             return None

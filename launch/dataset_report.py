@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from launch.plots import embedded, embedded_plots, figure, html_table, text_table
+from launch.text import printable, spreadsheet_cell
 from trainer.data import layout
 from trainer.data.checks import FEW_EXAMPLES
 from trainer.experiments import Geometry
@@ -244,7 +245,7 @@ def write_report(stats: DatasetStats, found: Sequence[Flag], geometry: Geometry,
         if rows:
             writer = csv.DictWriter(csv_file, fieldnames=list(rows[0]))
             writer.writeheader()
-            writer.writerows(rows)
+            writer.writerows({k: spreadsheet_cell(v) for k, v in row.items()} for row in rows)
     columns = list(rows[0]) if rows else []
     flag_items = "".join(f"<li class='flag'><b>{html.escape(f.problem)}</b>: "
                          f"{html.escape(f.detail)}</li>" for f in found) or \
@@ -262,7 +263,7 @@ def write_report(stats: DatasetStats, found: Sequence[Flag], geometry: Geometry,
         f"<h2>Distributions</h2><div class='plots'>{embedded_plots(plots, PLOTS)}</div>"
         f"<h2>Samples (red: the labelled boxes)</h2>{grids}</body></html>\n")
     lines = [text_table(rows, columns) if rows else "no objects", ""]
-    lines += [f"flag: {f.problem}: {f.detail}" for f in found] or ["no flags"]
+    lines += [printable(f"flag: {f.problem}: {f.detail}") for f in found] or ["no flags"]
     lines.append(f"report: {out / 'report.html'} ({len(plots)} plots, summary.csv)")
     return "\n".join(lines), plots
 

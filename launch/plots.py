@@ -9,6 +9,8 @@ import html
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from launch.text import printable
+
 
 def figure(draw: Callable, path: Path, title: str, xlabel: str, ylabel: str,
            legend: bool = True) -> bool:
@@ -19,21 +21,23 @@ def figure(draw: Callable, path: Path, title: str, xlabel: str, ylabel: str,
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    fig, axes = pyplot.subplots(figsize=(7, 4.2), dpi=100)
-    try:
-        if not draw(axes):
-            return False
-        axes.set_title(title)
-        axes.set_xlabel(xlabel)
-        axes.set_ylabel(ylabel)
-        axes.grid(alpha=0.3)
-        if legend and axes.get_legend_handles_labels()[0]:
-            axes.legend(fontsize="small")
-        fig.tight_layout()
-        fig.savefig(path, format="png")
-        return True
-    finally:
-        pyplot.close(fig)
+    # names are data: "$a^^b$" is text, not mathtext (which raises on it)
+    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+        fig, axes = pyplot.subplots(figsize=(7, 4.2), dpi=100)
+        try:
+            if not draw(axes):
+                return False
+            axes.set_title(title)
+            axes.set_xlabel(xlabel)
+            axes.set_ylabel(ylabel)
+            axes.grid(alpha=0.3)
+            if legend and axes.get_legend_handles_labels()[0]:
+                axes.legend(fontsize="small")
+            fig.tight_layout()
+            fig.savefig(path, format="png")
+            return True
+        finally:
+            pyplot.close(fig)
 
 
 def embedded(path: Path, kind: str) -> str:
@@ -48,8 +52,10 @@ def embedded_plots(plots: Mapping[str, Path], titles: Mapping[str, str]) -> str:
 
 
 def text_table(rows: Sequence[Mapping[str, str]], columns: Sequence[str]) -> str:
-    """The header and the rows, each column as wide as its widest cell, two spaces apart."""
-    lines = [dict(zip(columns, columns, strict=True)), *rows]
+    """The header and the rows, each column as wide as its widest cell, two spaces apart;
+    control characters in cells (names from data) shown as '?'."""
+    lines = [dict(zip(columns, columns, strict=True)),
+             *({c: printable(row[c]) for c in columns} for row in rows)]
     widths = {c: max(len(line[c]) for line in lines) for c in columns}
     return "\n".join("  ".join(line[c].ljust(widths[c]) for c in columns).rstrip()
                      for line in lines)

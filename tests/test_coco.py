@@ -292,3 +292,68 @@ def test_train_and_val_files_that_both_number_from_one_keep_every_image(sample, 
     assert report["repaired"] == {"image_id_renumbered": len(halves["val"])}
     ids = [int(values(e, "image/source_id")[0]) for _, e in examples(tmp_path / "out").values()]
     assert len(set(ids)) == len(ids)
+
+
+def test_hostile_polygons_and_sizes_are_clipped_capped_and_repaired(tmp_path):
+    """Issue 27, cases 2 and 6: a 1e8 coordinate (pycocotools segfaulted) is clipped to the
+    frame; a declared 1e9 x 1e9 size (888 PiB of mask) is repaired as VOC's <size> is."""
+    path = tiny(tmp_path, [{"id": 1, "name": "pet"}], images=[
+        {"id": 7, "file_name": "sub/a.jpg", "width": 1e9, "height": 10 ** 9}], annotations=[
+        {"id": 1, "image_id": 7, "category_id": 1, "bbox": [10, 10, 90, 20], "iscrowd": 0,
+         "segmentation": [[10, 10, 1e8, 10, 1e8, 30, 10, 30]]}])
+    report = convert_coco(path, tmp_path / "img", tmp_path / "out", num_shards=1,
+                          progress=False, masks=True)
+    assert report["repaired"] == {"invalid_size": 2}
+    (_, example), = examples(tmp_path / "out").values()
+    (mask,) = [np.asarray(Image.open(io.BytesIO(m))) for m in values(example,
+                                                                      "image/object/mask")]
+    assert mask.shape == (80, 100) and mask[12:28, 12:].all() and not mask[:9].any()
+
+
+def test_polygon_points_and_rle_frames_are_capped_before_pycocotools():
+    """Issue 27, case 3: points per object are capped (lowered here) and counted before any
+    is converted; a huge declared frame costs the image's pixels, not the frame's."""
+    import tracemalloc
+
+    from trainer.data.coco import mask_png
+    from trainer.data.tf_example import Box
+    from trainer.data.voc import VocObject
+
+    box = Box(xmin=0.1, ymin=0.1, xmax=0.5, ymax=0.5, class_text="pet", class_label=1)
+    square = [0, 0, 50, 0, 50, 40, 0, 40]
+    points = VocObject("pet", 0, 0, 50, 40, segmentation=[square + [1.0] * 194])
+    png, problems = mask_png(points, box, 100, 80, None, None, max_points=100)
+    assert [reason for reason, _ in problems] == ["too_many_points"]
+    assert np.asarray(Image.open(io.BytesIO(png))).sum() == 40 * 32  # the box, filled
+    many = VocObject("pet", 0, 0, 50, 40, segmentation=[square * 50_000])  # 200k points
+    tracemalloc.start()
+    _, problems = mask_png(many, box, 100, 80, None, None)
+    assert tracemalloc.get_traced_memory()[1] < 2 << 20
+    tracemalloc.stop()
+    assert [reason for reason, _ in problems] == ["too_many_points"]
+    huge = VocObject("pet", 0, 0, 50, 40, segmentation={"size": [65536, 65536], "counts": "0"})
+    tracemalloc.start()
+    _, problems = mask_png(huge, box, 100, 80, 65536, 65536, max_pixels=10_000)
+    scaled, _ = mask_png(VocObject("pet", 0, 0, 1, 1, segmentation=[
+        [0, 0, 32768, 0, 32768, 65536, 0, 65536]]), box, 100, 80, 65536, 65536)
+    assert tracemalloc.get_traced_memory()[1] < 2 << 20
+    tracemalloc.stop()
+    assert [reason for reason, _ in problems] == ["mask_too_large"]
+    assert np.asarray(Image.open(io.BytesIO(scaled)))[:, :50].all()  # the left half
+
+
+def test_the_report_counts_every_problem_but_lists_a_bounded_number(tmp_path):
+    """Issue 27, case 8: 10^6 annotations of unknown images made a 228 MB report; each
+    reason's count stays exact, its examples stop at MAX_LISTED_PER_REASON."""
+    from trainer.data.convert import MAX_LISTED_PER_REASON
+
+    strays = [{"id": i, "image_id": 1000 + i, "category_id": 1, "bbox": [1, 1, 5, 5]}
+              for i in range(MAX_LISTED_PER_REASON + 150)]
+    path = tiny(tmp_path, [{"id": 1, "name": "pet"}], annotations=[
+        {"id": 0, "image_id": 7, "category_id": 1, "bbox": [10, 10, 30, 20]}, *strays])
+    report = convert_coco(path, tmp_path / "img", tmp_path / "out", num_shards=1,
+                          progress=False)
+    assert report["written"] == 1 and report["skipped"] == {"unknown_image_id": len(strays)}
+    assert [p["reason"] for p in report["problems"]] == \
+        ["unknown_image_id"] * MAX_LISTED_PER_REASON
+    assert report["problems_not_listed"] == 150

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from launch.datachecks import DataRefused, check, check_local, evaluate
+from launch.datachecks import DataRefused, check, check_local, evaluate, local_findings
 from launch.executors import Local, Vertex
 from launch.gcs.upload import upload_directory
 from launch.jobs import Places, Request
@@ -21,7 +21,8 @@ from trainer.data.convert import convert_coco
 CATEGORIES = [{"id": 1, "name": "cat"}, {"id": 2, "name": "dog"}]
 
 
-def coco_records(tmp_path: Path, train_classes=(1, 2), val_classes=(1, 2), images=12) -> Path:
+def coco_records(tmp_path: Path, train_classes=(1, 2), val_classes=(1, 2), images=12,
+                 categories: list = CATEGORIES) -> Path:
     """Records from a train and a val COCO file with objects of the given categories."""
     (tmp_path / "img").mkdir(exist_ok=True)
     files = {}
@@ -37,7 +38,7 @@ def coco_records(tmp_path: Path, train_classes=(1, 2), val_classes=(1, 2), image
                                 "bbox": [5, 5, 30, 20], "iscrowd": 0})
         files[split] = tmp_path / f"{split}.json"
         files[split].write_text(json.dumps({"images": entries, "annotations": annotations,
-                                            "categories": CATEGORIES}))
+                                            "categories": categories}))
     out = tmp_path / "records"
     convert_coco(files["train"], tmp_path / "img", out, val_annotations=files["val"],
                  num_shards=1, progress=False)
@@ -155,3 +156,40 @@ def test_the_dataset_report_counts_and_flags_a_known_dataset(tmp_path):
     assert page.count("data:image/jpeg;base64,") == 5  # 4 cat samples, 1 dog
     with open(tmp_path / "out" / "summary.csv") as f:
         assert f.read().splitlines()[1] == "cat,4,4,1,1"
+
+
+def test_a_report_too_large_to_read_is_named_as_such(tmp_path, monkeypatch):
+    """Issue 27, case 8: not 'has no conversion_report.json', which would be false."""
+    from launch import datachecks
+
+    (tmp_path / "conversion_report.json").write_text(json.dumps({"problems": ["x"] * 100}))
+    (tmp_path / "pet_label_map.pbtxt").write_text('item {\n  id: 1\n  name: "cat"\n}\n')
+    monkeypatch.setattr(datachecks, "MAX_REPORT_BYTES", 100)
+    (finding,) = datachecks.local_findings(str(tmp_path))
+    assert not finding.refuse
+    assert finding.text == f"{tmp_path}'s conversion_report.json is more than 100 bytes, too " \
+                           "large to read: the data checks were skipped"
+    monkeypatch.setattr(datachecks, "MAX_REPORT_BYTES", 1 << 20)
+    (deep,) = datachecks.evaluate("[" * 100_000 + "]" * 100_000, "", "here")
+    assert deep.refuse and "nested too deeply" in deep.text
+
+
+def test_names_are_data_in_the_label_map_plots_terminal_and_spreadsheet(tmp_path):
+    """Issue 27, case 7: braces and quotes do not break the label map, "$a^^b$" is drawn as
+    text, escape sequences do not reach the terminal, "=..." is no formula in summary.csv."""
+    import csv
+
+    from launch.dataset_report import inspect
+    from trainer.data.label_map import parse_label_map
+
+    hostile = [{"id": 1, "name": '=HYPERLINK("x"){a}'}, {"id": 2, "name": "$a^^b$\x1b[31m"}]
+    out = coco_records(tmp_path, categories=hostile)
+    assert parse_label_map((out / "pet_label_map.pbtxt").read_text()) == \
+        {"=HYPERLINK(_x_)_a_": 1, "$a^^b$_[31m": 2}
+    assert not [f for f in local_findings(str(out)) if "unreadable" in f.text]
+    text = inspect(str(out), "pets_retinanet_mobilenet", tmp_path / "report")
+    assert "\x1b" not in text and "$a^^b$_[31m" in text
+    with open(tmp_path / "report" / "summary.csv", newline="") as f:
+        names = [row[0] for row in csv.reader(f)][1:]
+    assert sorted(names) == ["$a^^b$_[31m", "'=HYPERLINK(_x_)_a_"]
+    assert len(list((tmp_path / "report").glob("*.png"))) >= 2

@@ -239,3 +239,70 @@ def test_the_invoke_tasks_list_and_compare(tmp_path):
     assert not (REPO / missing).exists()
     refused = invoke("runs.compare", f"--run={missing}")
     assert refused.returncode == 2 and refused.stderr.startswith(f"error: '{missing}' is neither")
+
+
+def test_hostile_metrics_and_event_files_are_shown_missing(tmp_path):
+    """Issue 27, cases 4 and 9: a 400-digit metric, a record declaring 2^62 bytes and a
+    two-value total_loss are left out (shown '-'), never a traceback or a 2^62-byte read."""
+    import struct
+    import tracemalloc
+
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    from tensorboard.util import tensor_util
+
+    run = write_run(tmp_path / "runs" / "run", loss=False)
+    (run / "eval" / "ckpt-200.json").write_text(
+        '{"step": 200, "metrics": {"AP": 1' + "0" * 400 + ', "AP50": 0.5}}')
+    writer = EventFileWriter(str(run / "train"))
+    for step, value in ((0, tensor_util.make_tensor_proto([1.0, 2.0])),
+                        (1, tensor_util.make_tensor_proto(3.0)),
+                        (2, tensor_util.make_tensor_proto(float("inf")))):
+        writer.add_event(event_pb2.Event(step=step, summary=summary_pb2.Summary(value=[
+            summary_pb2.Summary.Value(tag="total_loss", tensor=value)])))
+    writer.close()
+    (run / "train" / "events.out.tfevents.2.host").write_bytes(
+        struct.pack("<Q", 1 << 62) + b"\0" * 12)
+    tracemalloc.start()
+    record = load_run(run)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 16 << 20
+    assert record.losses == ((1, 3.0),)  # the scalar; two values and infinity ignored
+    assert record.latest.metrics == {"AP50": 0.5}
+    (row,) = cells(table([record]))
+    assert (row["AP"], row["AP50"]) == ("-", "0.5000")
+    out = commands.compare(lambda: None, [str(run)], tmp_path / "report")
+    assert "report: " in out
+    (listed,) = cells(commands.list_runs(tmp_path / "runs", cache_dir=tmp_path / "cache"))
+    assert listed["AP"] == "-"
+
+
+def test_run_names_from_data_reach_no_terminal_plot_or_spreadsheet_as_code(tmp_path):
+    """Issue 27, case 7: an ESC sequence in a run's directory name is shown as '?', a class
+    named "$a^^b$" is drawn as text, an experiment named "=cmd" is no formula in table.csv."""
+    import subprocess
+    import sys
+
+    from launch.text import printable, spreadsheet_cell
+    from tests.conftest import REPO
+
+    run = write_run(tmp_path / "runs" / "\x1b]0;owned\x07red")
+    (run / "run.json").write_text(json.dumps({"experiment": "=cmd|' /C calc'!A0"}))
+    data = json.loads((run / "eval" / "ckpt-200.json").read_text())
+    data["per_class"]["$a^^b$"] = {"AP": 0.5}
+    (run / "eval" / "ckpt-200.json").write_text(json.dumps(data))
+    listed = subprocess.run([sys.executable, "-m", "invoke", "runs.list",
+                             f"--root={tmp_path / 'runs'}"], cwd=REPO, text=True,
+                            capture_output=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout
+    assert "?]0;owned?red" in listed.stdout
+    commands.compare(lambda: None, [str(run)], tmp_path / "report")
+    assert (tmp_path / "report" / "per_class_ap.png").exists()
+    with open(tmp_path / "report" / "table.csv", newline="") as f:
+        (row,) = list(csv.DictReader(f))
+    assert row["experiment"] == "'=cmd|' /C calc'!A0"
+    assert [spreadsheet_cell(v) for v in ("+1", "-0.5", "-", "@x", "\tx", -1.0, "ok")] == \
+        ["+1", "-0.5", "'-", "'@x", "'\tx", -1.0, "ok"]
+    assert printable("a\tb\nc\x1b[31m\x9b") == "a\tb\nc?[31m?"

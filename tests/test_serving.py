@@ -94,11 +94,21 @@ def test_the_gate_refuses_a_run_without_a_final_evaluation_or_below_the_bar(serv
     assert len(services.models.received) == 1  # only the run that passed
 
 
-@pytest.mark.parametrize("value", [float("nan"), "0.9", True, 1.5, None])
+@pytest.mark.parametrize("value", [float("nan"), "0.9", True, 1.5, None, 10 ** 400])
 def test_metrics_that_are_not_metrics_fail_the_gate(services, value):
     write_run(services.storage, "odd", metrics={**METRICS, "AP50": value})
     with pytest.raises(registry.GateError, match=r"AP50 is .* not a COCO metric"):
         commands.upload_model(services.cloud(), "odd")
+    assert not services.models.received
+
+
+def test_an_evaluation_nested_too_deeply_fails_the_gate_in_one_line(services):
+    """Issue 27, case 5: a RecursionError in the reader is a named refusal."""
+    write_run(services.storage, "deep")
+    put(services.storage, "runs/deep/checkpoints/eval/ckpt-1000.json",
+        "[" * 100_000 + "]" * 100_000)
+    with pytest.raises(registry.GateError, match=r"ckpt-1000\.json is nested too deeply"):
+        commands.upload_model(services.cloud(), "deep")
     assert not services.models.received
 
 

@@ -10,18 +10,19 @@ left out (and the report says what is missing), never a traceback.
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import os
 import struct
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from trainer import jsonnum
 from trainer.files import METRICS_DIR, METRICS_FILE, RUN_FILE, TRAINING_SUMMARY_FILE
 
 LOSS_TAG = "total_loss"
 LOGS_DIR = "logs"  # Vertex AI's AIP_TENSORBOARD_LOG_DIR, beside a run's checkpoints
 LOSS_DIRS = ("train", f"../{LOGS_DIR}/train")
+MAX_JSON_BYTES = 64 << 20  # an evaluation with its worst images is well under 1 MB
+MAX_RECORD_BYTES = 64 << 20  # a TensorBoard summary record; a larger length is garbage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,29 +55,31 @@ class RunRecord:
 
 def _json(path: Path) -> dict | None:
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+        if path.stat().st_size > MAX_JSON_BYTES:
+            return None
+        data = jsonnum.loads(path.read_bytes(), MAX_JSON_BYTES, str(path))
+    except (OSError, jsonnum.JsonError):
         return None
     return data if isinstance(data, dict) else None
 
 
-def _number(value) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
+def _numbers(values: Mapping) -> dict[str, float]:
+    """The finite, in-range numbers (a 400-digit integer or NaN is left out: shown missing)."""
+    return {str(k): number for k, v in values.items()
+            if (number := jsonnum.number(v)) is not None}
 
 
 def _evaluation(path: Path, step: int) -> Evaluation | None:
     data = _json(path)
     if data is None or not isinstance(data.get("metrics"), dict):
         return None
-    metrics = {str(k): v for k, v in data["metrics"].items() if _number(v) is not None}
-    per_class = {str(name): {k: float(v) for k, v in values.items() if _number(v) is not None}
+    metrics = _numbers(data["metrics"])
+    per_class = {str(name): _numbers(values)
                  for name, values in (data.get("per_class") or {}).items()
                  if isinstance(values, dict)}
     curve = data.get("pr_curve")
     if not (isinstance(curve, dict) and all(
-            isinstance(curve.get(k), list) and all(_number(v) is not None for v in curve[k])
+            isinstance(curve.get(k), list) and all(jsonnum.number(v) is not None for v in curve[k])
             for k in ("recall", "precision")) and
             len(curve["recall"]) == len(curve["precision"])):
         curve = None
@@ -84,16 +87,19 @@ def _evaluation(path: Path, step: int) -> Evaluation | None:
     return Evaluation(step, metrics, per_class, curve, worst)
 
 
-def events(path: Path) -> Iterator:
+def events(path: Path, max_record: int = MAX_RECORD_BYTES) -> Iterator:
     """The Event protos of a TensorBoard file, read without TensorFlow (TFRecord framing:
     length, its CRC, the record, its CRC). A truncated tail (a file still being written)
-    ends the reading; a file that is not one yields nothing more."""
+    ends the reading; a file that is not one, or a record declaring more than `max_record`
+    bytes (no summary is that large), yields nothing more."""
     from google.protobuf.message import DecodeError
     from tensorboard.compat.proto import event_pb2
 
     with open(path, "rb") as stream:
         while len(header := stream.read(12)) == 12:
             (length,) = struct.unpack("<Q", header[:8])
+            if length > max_record:
+                return
             record = stream.read(length)
             if len(record) != length or len(stream.read(4)) != 4:
                 return
@@ -101,6 +107,11 @@ def events(path: Path) -> Iterator:
                 yield event_pb2.Event.FromString(record)
             except DecodeError:
                 return
+
+
+def _scalar(array) -> float | None:
+    """A one-value numeric tensor as a finite float; None for anything else (two values, text)."""
+    return jsonnum.number(array.item()) if array.size == 1 else None
 
 
 def losses(model_dir: Path) -> tuple[tuple[int, float], ...]:
@@ -114,9 +125,9 @@ def losses(model_dir: Path) -> tuple[tuple[int, float], ...]:
                 for value in event.summary.value:
                     if value.tag != LOSS_TAG:
                         continue
-                    number = float(tensor_util.make_ndarray(value.tensor)) \
-                        if value.HasField("tensor") else value.simple_value
-                    if math.isfinite(number):
+                    number = _scalar(tensor_util.make_ndarray(value.tensor)) \
+                        if value.HasField("tensor") else jsonnum.number(value.simple_value)
+                    if number is not None:
                         found[int(event.step)] = number
     return tuple(sorted(found.items()))
 
@@ -131,15 +142,14 @@ def load_run(model_dir: Path, name: str | None = None, cost: str | None = None) 
                 (evaluation := _evaluation(path, int(match[1]))):
             evaluations.append(evaluation)
     evaluations.sort(key=lambda e: e.step)
-    steps = summary.get("steps")
+    steps = jsonnum.whole(summary.get("steps"))
     text = lambda value: value if isinstance(value, str) else None  # noqa: E731
     return RunRecord(
         name=name or model_dir.name, path=model_dir,
         experiment=text(run.get("experiment")) or text(summary.get("experiment")),
         hardware=text(summary.get("hardware")),
-        steps=steps if isinstance(steps, int) and not isinstance(steps, bool) else
-        (evaluations[-1].step if evaluations else None),
-        seconds=_number(summary.get("seconds")), evaluations=tuple(evaluations),
+        steps=steps if steps is not None else (evaluations[-1].step if evaluations else None),
+        seconds=jsonnum.number(summary.get("seconds")), evaluations=tuple(evaluations),
         losses=losses(model_dir), cost=cost)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from launch.plots import embedded, embedded_plots, figure, html_table, text_table
 from launch.runs.record import RunRecord
+from launch.text import spreadsheet_cell
 from trainer.files import METRICS_DIR
 
 METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
@@ -108,9 +109,10 @@ def write_table(records: Sequence[RunRecord], path: Path) -> None:
         writer.writerow([*COLUMNS[:3], "steps", "seconds", "cost", "step evaluated", *METRICS])
         for r in records:
             latest = r.latest.metrics if r.latest else {}
-            writer.writerow([r.name, r.experiment or "", r.hardware or "", r.steps or "",
-                             r.seconds or "", r.cost or "", r.latest.step if r.latest else "",
-                             *(latest.get(m, "") for m in METRICS)])
+            writer.writerow([spreadsheet_cell(cell) for cell in (
+                r.name, r.experiment or "", r.hardware or "", r.steps or "", r.seconds or "",
+                r.cost or "", r.latest.step if r.latest else "",
+                *(latest.get(m, "") for m in METRICS))])
 
 
 def _worst(record: RunRecord) -> str:

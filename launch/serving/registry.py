@@ -9,8 +9,6 @@ metrics as labels, and aliases (`candidate`, `default`) that deployments can nam
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import re
 
 from google.cloud import aiplatform_v1
@@ -19,6 +17,7 @@ from launch.errors import InputError, MissingError
 from launch.gcs.upload import list_blobs
 from launch.places import RunPaths, label_value
 from launch.vertex.hardware import catalogue
+from trainer import jsonnum
 from trainer.experiments import EXPERIMENTS
 from trainer.files import (
     EXPORT_INFO_FILE,
@@ -35,6 +34,7 @@ METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 ALIAS = re.compile(r"[a-z][a-z0-9-]{0,127}")
 DEFAULT_ALIASES = ("candidate",)
 UPLOAD_TIMEOUT = 1800.0
+MAX_JSON_BYTES = 1 << 20  # the run files the gate reads are a few KB
 
 
 class GateError(InputError):
@@ -120,11 +120,12 @@ def _json(blob, path: str) -> dict:
     from google.api_core import exceptions
 
     try:
-        value = json.loads(blob.download_as_bytes(start=0, end=1 << 20))
+        value = jsonnum.loads(blob.download_as_bytes(start=0, end=MAX_JSON_BYTES),
+                              MAX_JSON_BYTES, f"gs://{blob.bucket.name}/{blob.name}")
     except exceptions.NotFound:
         raise MissingError(f"gs://{blob.bucket.name}/{blob.name} is missing") from None
-    except ValueError:
-        raise GateError(f"gs://{blob.bucket.name}/{blob.name} is not JSON") from None
+    except jsonnum.JsonError as error:
+        raise GateError(str(error)) from None
     if not isinstance(value, dict):
         raise GateError(f"gs://{blob.bucket.name}/{blob.name} is not a JSON object ({path})")
     return value
@@ -137,11 +138,11 @@ def _metrics(found) -> dict[str, float]:
         raise GateError("the evaluation has no metrics")
     metrics = {}
     for name in METRICS:
-        value = found.get(name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-                not math.isfinite(value) or not -1 <= value <= 1:
-            raise GateError(f"the evaluation's {name} is {value!r}, not a COCO metric")
-        metrics[name] = float(value)
+        value = jsonnum.number(found.get(name))
+        if value is None or not -1 <= value <= 1:
+            raise GateError(f"the evaluation's {name} is {str(found.get(name))[:40]}, not a "
+                            "COCO metric")
+        metrics[name] = value
     return metrics
 
 

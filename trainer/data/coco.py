@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from trainer.data.voc import VocAnnotation, VocObject
+from trainer import jsonnum
+from trainer.data import defaults
+from trainer.data.label_map import safe_name
+from trainer.data.voc import VocAnnotation, VocObject, valid_side
 
 MAX_JSON_BYTES = 2 << 30  # COCO 2017's train annotations are 448 MB
+MAX_POINTS = 10_000  # polygon points in one object; COCO's largest has a few hundred
 MAX_KEPT_ID = 1000  # larger category ids are renumbered: num_classes is the largest id + 1
-UNSAFE_NAME = re.compile(r"[\"'\\\n\r\t]")
 
 
 class CocoError(ValueError):
@@ -51,17 +52,6 @@ class CocoFile:
     problems: tuple[tuple[str, str, str], ...]  # (entry, reason, detail), all repairs/skips
 
 
-def _number(value) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def _whole(value) -> int | None:
-    number = _number(value)
-    return int(number) if number is not None and number == int(number) else None
-
-
 def read_json(path: Path) -> dict:
     try:
         size = path.stat().st_size
@@ -70,9 +60,9 @@ def read_json(path: Path) -> dict:
     if size > MAX_JSON_BYTES:
         raise CocoError(f"{path} is {size:,} bytes, more than {MAX_JSON_BYTES:,}")
     try:
-        data = json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError) as error:
-        raise CocoError(f"{path} is not JSON: {str(error)[:200]}") from None
+        data = jsonnum.loads(path.read_bytes(), MAX_JSON_BYTES, str(path))
+    except jsonnum.JsonError as error:
+        raise CocoError(str(error)) from None
     if not isinstance(data, dict) or not all(
             isinstance(data.get(key), list) for key in ("images", "annotations", "categories")):
         raise CocoError(f"{path} is not a COCO detection file: it needs lists named images, "
@@ -84,7 +74,7 @@ def _categories(entries: list, problems: list) -> dict[int, str]:
     categories: dict[int, str] = {}
     for position, entry in enumerate(entries):
         where = f"category {position}"
-        category_id = _whole(entry.get("id")) if isinstance(entry, dict) else None
+        category_id = jsonnum.whole(entry.get("id")) if isinstance(entry, dict) else None
         name = entry.get("name") if isinstance(entry, dict) else None
         if category_id is None or not isinstance(name, str) or not name.strip():
             problems.append((where, "invalid_category", f"{str(entry)[:100]}: needs a whole "
@@ -103,7 +93,7 @@ def _image_key(value) -> int | str | None:
     """An image id: a whole number from 0 (as COCO has it) or a name (as some tools write)."""
     if isinstance(value, str):
         return value if 0 < len(value) <= 200 else None
-    number = _whole(value)
+    number = jsonnum.whole(value)
     return number if number is not None and 0 <= number < 1 << 62 else None
 
 
@@ -115,11 +105,25 @@ def _source_ids(keys: list) -> dict:
     return {**{k: k for k in numbers}, **{k: start + i for i, k in enumerate(named)}}
 
 
+def _side(entry: dict, key: str, repairs: list) -> int | None:
+    """A declared width or height, repaired as VOC's <size> is: an absurd one (0, 1e9, a
+    400-digit integer) is unknown, so the image's own size is used."""
+    value = entry.get(key)
+    if value is None:
+        return None
+    side = valid_side(jsonnum.number(value))
+    if side is None:
+        repairs.append(("invalid_size", f"{key} is {str(value)[:40]}; the image's own size is "
+                                        "used"))
+    return side
+
+
 def _box(entry: dict, where: str, repairs: list) -> tuple[float, float, float, float] | None:
     """The annotation's box as corners in pixels; None (and the reason in `repairs`) when it
     is not four finite numbers with a positive width and height."""
     bbox = entry.get("bbox")
-    numbers = [_number(v) for v in bbox] if isinstance(bbox, list) and len(bbox) == 4 else None
+    numbers = [jsonnum.number(v) for v in bbox] \
+        if isinstance(bbox, list) and len(bbox) == 4 else None
     if numbers is None or None in numbers:
         repairs.append(("nonfinite_box" if numbers is not None else "invalid_box",
                         f"{where}: bbox {str(bbox)[:100]} is not four finite numbers; object "
@@ -157,9 +161,10 @@ def parse_coco(data: Mapping) -> CocoFile:
                              f"image id {image_id} is {images[image_id]['file_name']!r} "
                              "already; skipped"))
             continue
-        images[image_id] = {"file_name": file_name, "width": _whole(entry.get("width")),
-                            "height": _whole(entry.get("height")), "objects": [],
-                            "repairs": []}
+        repairs: list[tuple[str, str]] = []
+        images[image_id] = {"file_name": file_name, "width": _side(entry, "width", repairs),
+                            "height": _side(entry, "height", repairs), "objects": [],
+                            "repairs": repairs}
     for position, entry in enumerate(data["annotations"]):
         if not isinstance(entry, dict):
             problems.append((f"annotation {position}", "invalid_annotation",
@@ -172,7 +177,7 @@ def parse_coco(data: Mapping) -> CocoFile:
                              f"image_id {str(entry.get('image_id'))[:40]} is no image in the "
                              "file; dropped"))
             continue
-        category = names.get(_whole(entry.get("category_id")))
+        category = names.get(jsonnum.whole(entry.get("category_id")))
         if category is None:
             image["repairs"].append(("unknown_category", f"{where}: category_id "
                                      f"{str(entry.get('category_id'))[:40]} is no category "
@@ -198,19 +203,18 @@ def parse_coco(data: Mapping) -> CocoFile:
     numbers = _source_ids(list(images))
     return CocoFile(tuple(
         CocoImage(numbers[image_id], image["file_name"], VocAnnotation(
-            image["file_name"], image["width"] if (image["width"] or 0) > 0 else None,
-            image["height"] if (image["height"] or 0) > 0 else None,
+            image["file_name"], image["width"], image["height"],
             tuple(image["objects"]), tuple(image["repairs"])))
         for image_id, image in images.items()), categories, names, tuple(problems))
 
 
 def safe_names(categories: Mapping[int, str]) -> tuple[dict[int, str], list[tuple[str, str]]]:
-    """Each category's label-map name: without quotes, backslashes or line breaks (the
-    label map's text format), unique (a repeated name gets its id appended)."""
+    """Each category's label-map name: `safe_name` (what the label map's writer keeps, so the
+    records' class names match it), unique (a repeated name gets its id appended)."""
     names: dict[int, str] = {}
     changes = []
     for category_id, name in sorted(categories.items()):
-        safe = UNSAFE_NAME.sub("_", name)[:200]
+        safe = safe_name(name)
         if safe in names.values():
             safe = f"{safe}_{category_id}"
         if safe != name:
@@ -232,10 +236,32 @@ def label_map_of(names: Mapping[int, str], dense: bool = False
             changes)
 
 
+def _polygons(segmentation: list, scale_x: float, scale_y: float, width: int, height: int,
+              max_points: int) -> tuple[list[list[float]], tuple[str, str] | None]:
+    """The usable polygons in the image's pixels, every point clipped to the frame (a 1e8
+    coordinate crashes pycocotools); none, with the reason, above `max_points` points."""
+    polygons = [p for p in segmentation if isinstance(p, list) and len(p) >= 6 and
+                len(p) % 2 == 0]
+    points = sum(len(p) // 2 for p in polygons)
+    if points > max_points:
+        return [], ("too_many_points", f"{points:,} polygon points, more than the cap of "
+                                       f"{max_points:,}; the box filled instead")
+    clipped = []
+    for polygon in polygons:
+        numbers = [jsonnum.number(v) for v in polygon]
+        if None not in numbers:
+            xy = np.asarray(numbers, np.float64).reshape(-1, 2) * (scale_x, scale_y)
+            clipped.append(np.clip(xy, 0, (width, height)).ravel().tolist())
+    return clipped, None
+
+
 def mask_png(obj: VocObject, box, width: int, height: int, frame_width: int | None,
-             frame_height: int | None) -> tuple[bytes, list[tuple[str, str]]]:
-    """The object's instance mask at the image's size, as PNG: its polygons or RLE decoded by
-    pycocotools; its box filled when it has none (reported)."""
+             frame_height: int | None, max_pixels: int = defaults.MAX_PIXELS,
+             max_points: int = MAX_POINTS) -> tuple[bytes, list[tuple[str, str]]]:
+    """The object's instance mask at the image's size, as PNG: its polygons (scaled from the
+    declared frame to the image, clipped to it) or RLE decoded by pycocotools; its box filled
+    when it has none (reported). Work is bounded by the image's pixels, an RLE frame's by
+    `max_pixels`, and points per object by `max_points`."""
     from PIL import Image
     from pycocotools import mask as mask_utils
 
@@ -245,14 +271,19 @@ def mask_png(obj: VocObject, box, width: int, height: int, frame_width: int | No
     segmentation = obj.segmentation
     try:
         if isinstance(segmentation, list) and segmentation:
-            polygons = [p for p in segmentation if isinstance(p, list) and len(p) >= 6 and
-                        len(p) % 2 == 0 and all(_number(v) is not None for v in p)]
+            polygons, problem = _polygons(segmentation, width / frame_w, height / frame_h,
+                                          width, height, max_points)
+            problems += [problem] if problem else []
             if polygons:
                 pixels = mask_utils.decode(mask_utils.merge(
-                    mask_utils.frPyObjects(polygons, frame_h, frame_w)))
+                    mask_utils.frPyObjects(polygons, height, width)))
         elif isinstance(segmentation, dict) and "counts" in segmentation:
             size = segmentation.get("size")
-            if isinstance(size, list) and [_whole(v) for v in size] == [frame_h, frame_w]:
+            if frame_w * frame_h > max_pixels:
+                problems.append(("mask_too_large", f"an RLE of {frame_w}x{frame_h} is more "
+                                 f"than {max_pixels:,} pixels; the box filled instead"))
+            elif isinstance(size, list) and [jsonnum.whole(v) for v in size] == \
+                    [frame_h, frame_w]:
                 rle = segmentation if isinstance(segmentation["counts"], str) else \
                     mask_utils.frPyObjects(segmentation, frame_h, frame_w)
                 if isinstance(rle.get("counts"), str):
@@ -265,9 +296,9 @@ def mask_png(obj: VocObject, box, width: int, height: int, frame_width: int | No
         if not problems:
             problems.append(("missing_mask", "no usable polygon or RLE (of the image's size); "
                                              "the box filled instead"))
-        pixels = np.zeros((frame_h, frame_w), np.uint8)
-        pixels[int(box.ymin * frame_h):math.ceil(box.ymax * frame_h),
-               int(box.xmin * frame_w):math.ceil(box.xmax * frame_w)] = 1
+        pixels = np.zeros((height, width), np.uint8)
+        pixels[int(box.ymin * height):math.ceil(box.ymax * height),
+               int(box.xmin * width):math.ceil(box.xmax * width)] = 1
     mask = Image.fromarray((np.asarray(pixels) > 0).astype(np.uint8))
     if mask.size != (width, height):
         mask = mask.resize((width, height), Image.NEAREST)

@@ -497,7 +497,7 @@ def _convert_one(source: Source, label_map: Mapping[str, int], limits: Limits) -
         for index, box in kept:
             mask, mask_problems = coco.mask_png(annotation.objects[index], box, image.width,
                                                 image.height, annotation.width,
-                                                annotation.height)
+                                                annotation.height, limits.max_pixels)
             masks.append(mask)
             problems += [Problem(reason, "repaired", f"object {index}: {detail}")
                          for reason, detail in mask_problems]
@@ -759,12 +759,18 @@ def convert(
         shutil.rmtree(staging, ignore_errors=True)
 
 
+MAX_LISTED_PER_REASON = 100  # examples listed per reason: 10^6 alike made a 228 MB report
+
+
 def _report(written: Mapping[str, int], problems: list[tuple[str, str, Problem]],
             output_dir: Path, num_shards: int, limits: Limits, report_path: Path) -> dict:
     counts: dict[str, collections.Counter[str]] = {"skipped": collections.Counter(),
                                                    "repaired": collections.Counter()}
-    for _, _, problem in problems:
+    listed = []
+    for split, name, problem in problems:
         counts[problem.action][problem.reason] += 1
+        if counts[problem.action][problem.reason] <= MAX_LISTED_PER_REASON:
+            listed.append({"example": name, "split": split, **dataclasses.asdict(problem)})
     return {
         "written": sum(written.values()),
         "splits": {split: {"examples": n, "pattern": record_pattern(output_dir, split)}
@@ -774,8 +780,8 @@ def _report(written: Mapping[str, int], problems: list[tuple[str, str, Problem]]
         "label_map": str(output_dir / files.DATA_LABEL_MAP_FILE),
         "skipped": dict(sorted(counts["skipped"].items())),
         "repaired": dict(sorted(counts["repaired"].items())),
-        "problems": [{"example": name, "split": split, **dataclasses.asdict(problem)}
-                     for split, name, problem in problems],
+        "problems": listed,  # the first MAX_LISTED_PER_REASON of each reason; counts above
+        "problems_not_listed": max(0, len(problems) - len(listed)),
         "report_path": str(report_path),
     }
 

@@ -32,9 +32,21 @@ def species_of(breed: str) -> str:
     return "cat" if breed[:1].isupper() else "dog"
 
 
+UNSAFE_NAME = re.compile(r"[\"'\\{}\x00-\x1f\x7f-\x9f]")
+MAX_NAME = 200
+
+
+def safe_name(name: str) -> str:
+    """The name as the label map can hold it: no quote, backslash, brace or control character
+    (each would end the item or the name early for `parse_label_map`), at most 200 long."""
+    return UNSAFE_NAME.sub("_", name)[:MAX_NAME]
+
+
 def format_label_map(label_map: Mapping[str, int]) -> str:
+    """The pbtxt text; names made safe here, once, so every reader parses what was written."""
     items = sorted(label_map.items(), key=lambda item: item[1])
-    return "".join(f"item {{\n  id: {i}\n  name: '{name}'\n}}\n\n" for name, i in items)
+    return "".join(f"item {{\n  id: {i}\n  name: '{safe_name(name)}'\n}}\n\n"
+                   for name, i in items)
 
 
 def write_label_map(label_map: Mapping[str, int], path: str | Path) -> Path:

@@ -84,14 +84,22 @@ def _flag(node: etree._Element, tag: str, where: str, repairs: list) -> int:
     return flag
 
 
+def valid_side(number: float | None) -> int | None:
+    """A declared image side (VOC's <size>, COCO's width and height) when it is a whole number
+    from 1 to MAX_SIDE; None otherwise, so no absurd size is ever allocated."""
+    if number is None or not math.isfinite(number) or number != int(number) or \
+            not 1 <= number <= MAX_SIDE:
+        return None
+    return int(number)
+
+
 def _size(size: etree._Element | None, tag: str, repairs: list) -> int | None:
     """A declared image side: a whole number from 1 to MAX_SIDE, else unknown (reported)."""
     value = None if size is None else _text(size, tag)
     if value is None:
         return None
-    number = _float(value)
-    if math.isfinite(number) and number == int(number) and 1 <= number <= MAX_SIDE:
-        return int(number)
+    if (side := valid_side(_float(value))) is not None:
+        return side
     repairs.append(("invalid_size", f"<size><{tag}> is {value[:40]!r}; the image's own size "
                                     "is used"))
     return None
