@@ -86,19 +86,6 @@ class Estimate:
                              "hardware")
 
 
-def max_cost(value: str | float | None) -> float | None:
-    """`--max-cost USD`: a positive, finite amount, or None."""
-    if value in (None, ""):
-        return None
-    try:
-        amount = float(value)
-    except (TypeError, ValueError):
-        amount = math.nan
-    if not 0 < amount < math.inf:
-        raise InputError(f"--max-cost must be a positive amount in USD, got {value!r}")
-    return amount
-
-
 def speed_of(summaries: Iterable[Mapping], experiment: str, hardware: str) -> Speed | None:
     """The median seconds per step of the summaries of `experiment` on `hardware`. Summaries
     come from the bucket: anything that is not a finite positive number is ignored."""
