@@ -102,8 +102,7 @@ def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> C
                                                 default=False if field_kind is bool else None))
             repeatable = field_kind in (tuple, dict) and field.name not in COMMA_LISTS
             texts[field.name] = describe(field.metadata["help"],
-                                         field_kind if repeatable or field_kind is bool
-                                         else str if field_kind is tuple else field_kind,
+                                         str if field.name in COMMA_LISTS else field_kind,
                                          jobfile.default(field), _bound(field))
             if repeatable:
                 iterable.append(field.name)
@@ -115,12 +114,8 @@ def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> C
             if extra.iterable:
                 iterable.append(flag_name)
 
-        @functools.wraps(body)
-        def run(context, **values):
-            return body(context, **values)
-
-        run.__signature__ = inspect.Signature(parameters)
-        return invoke_task(run, auto_shortflags=False, help=texts, iterable=iterable,
+        body.__signature__ = inspect.Signature(parameters)  # what invoke reads
+        return invoke_task(body, auto_shortflags=False, help=texts, iterable=iterable,
                            **({"name": name} if name else {}))
 
     return decorate
