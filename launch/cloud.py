@@ -70,9 +70,13 @@ def place(cloud: Cloud, run_id: str | None, explicit: str | None,
     return in_run(run_paths(cloud, run_id)) if run_id else local
 
 
+def stamp() -> str:
+    """Now, as the part of a name that keeps runs and batches apart (UTC, to the second)."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
+
+
 def default_run_id(experiment: str | None) -> str:
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
-    return label_value(f"{experiment or 'pets'}-{stamp}")
+    return label_value(f"{experiment or 'pets'}-{stamp()}")
 
 
 def standard_labels() -> dict[str, str]:

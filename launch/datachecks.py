@@ -82,15 +82,10 @@ def bucket_where(bucket: str, prefix: str = RECORDS_PREFIX) -> str:
 
 def bucket_findings(storage_client, bucket: str, prefix: str = RECORDS_PREFIX
                     ) -> list[checks.Finding]:
-    from google.api_core.exceptions import NotFound
+    from launch.gcs.upload import read_text
 
     def read(name: str) -> str | None:
-        blob = storage_client.bucket(bucket).blob(f"{prefix}/{name}")
-        try:
-            return blob.download_as_bytes(start=0, end=MAX_REPORT_BYTES,
-                                          timeout=60).decode("utf-8", "replace")
-        except NotFound:
-            return None
+        return read_text(storage_client, bucket, f"{prefix}/{name}", MAX_REPORT_BYTES)
 
     return evaluate(read(CONVERSION_REPORT_FILE), read(DATA_LABEL_MAP_FILE),
                     bucket_where(bucket, prefix))

@@ -72,6 +72,17 @@ def list_blobs(client, bucket_name: str, prefix: str, delimiter: str | None = No
                                 "or the infra outputs (`npx cdktf deploy`)") from None
 
 
+def read_text(client, bucket_name: str, name: str, last_byte: int) -> str | None:
+    """An object's text up to byte `last_byte` (reading one byte past a size limit tells a
+    too-large object from one at the limit); None when there is no such object."""
+    try:
+        data = client.bucket(bucket_name).blob(name).download_as_bytes(
+            start=0, end=last_byte, timeout=60)
+    except exceptions.NotFound:
+        return None
+    return data.decode("utf-8", "replace")
+
+
 def upload_directory(client, bucket_name: str, local_dir: str | Path, prefix: str,
                      on_bytes: Callable[[int], None] = lambda n: None,
                      chunk_size: int | None = None, on_stale: str = "keep") -> UploadResult:

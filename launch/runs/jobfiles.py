@@ -4,13 +4,13 @@ directory; a Vertex AI run at gs://BUCKET/runs/RUN_ID/job.yaml."""
 
 from __future__ import annotations
 
-import datetime
 from pathlib import Path
 
 from launch import jobfile
-from launch.cloud import Cloud, run_paths
+from launch.cloud import Cloud, run_paths, stamp
 from launch.errors import InputError, MissingError
 from launch.gcs.mirror import is_gcs
+from launch.gcs.upload import read_text
 from launch.places import RunIdError
 from trainer.files import JOB_FILE
 
@@ -63,20 +63,13 @@ def rerun(cloud: Cloud, run: str) -> tuple[str, dict]:
     file.pop("run-id", None)
     file.pop("model-dir", None)
     if Path(run, JOB_FILE).is_file():
-        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
-        file["model-dir"] = f"{run.rstrip('/')}-rerun-{stamp}"
+        file["model-dir"] = f"{run.rstrip('/')}-rerun-{stamp()}"
     return source, file
 
 
 def _read_bucket(storage_client, bucket: str, url: str) -> str | None:
-    from google.api_core.exceptions import NotFound
-
-    blob = storage_client.bucket(bucket).blob(url.removeprefix(f"gs://{bucket}/"))
-    try:
-        return blob.download_as_bytes(start=0, end=MAX_BYTES - 1, timeout=60).decode(
-            "utf-8", "replace")
-    except NotFound:
-        return None
+    return read_text(storage_client, bucket, url.removeprefix(f"gs://{bucket}/"),
+                     MAX_BYTES - 1)
 
 
 def _read_local(path: Path) -> str:

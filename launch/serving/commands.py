@@ -6,7 +6,6 @@ in one paragraph."""
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import fnmatch
 import glob
 import json
@@ -16,7 +15,7 @@ from collections.abc import Callable
 from google.cloud import aiplatform_v1
 
 from launch import workflow
-from launch.cloud import Cloud, run_paths, standard_labels
+from launch.cloud import Cloud, run_paths, stamp, standard_labels
 from launch.errors import InputError, MissingError, StepFailed
 from launch.gcs import mirror
 from launch.gcs.upload import list_blobs
@@ -303,15 +302,15 @@ def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None
     storage, paths = cloud.storage(), run_paths(cloud, run_id)
     version = run_version(cloud, run_id)
     uris = batch_inputs(storage, images)
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%d-%H%M%S")
-    work = f"{paths.root}/batch/{stamp}"
+    started = stamp()
+    work = f"{paths.root}/batch/{started}"
     where = mirror.GcsPath.parse(work)
     storage.bucket(where.bucket).blob(f"{where.prefix}/inputs.txt").upload_from_string(
         "".join(f"{uri}\n" for uri in uris))
     jobs = cloud.clients.jobs(place.region)
     job = jobs.create_batch_prediction_job(parent=place.location, batch_prediction_job=batch_job(
         version, f"{work}/inputs.txt", f"{work}/", setup,
-        cloud.fields(())["serving_service_account"], run_id, stamp))
+        cloud.fields(())["serving_service_account"], run_id, started))
     say(f"batch prediction {job.name}: {len(uris)} image(s) with "
         f"{version.name}@{version.version_id}")
     job = _wait_batch(jobs, job.name, poll_seconds, say)
@@ -330,7 +329,7 @@ def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None
         raise ImageRefused(errors.get(uri, "the batch job returned no prediction for it"))
 
     return _report(cloud, detect, _label_names(cloud, version.artifact_uri), job.name, images,
-                   output_dir or f"{paths.root}/predictions/{stamp}", min_score)
+                   output_dir or f"{paths.root}/predictions/{started}", min_score)
 
 
 def _wait_batch(client, name: str, poll_seconds: float, say) -> aiplatform_v1.BatchPredictionJob:
