@@ -155,6 +155,8 @@ def inspect(c, records=None, data_dir=None, format="pets", annotations=None, ima
         report(f"{scratch}/records")
 
 
+CHECKPOINT_HELP = ("best (the default: the best evaluated, else the newest), latest, or a "
+                   "step: 1200 or ckpt-1200")
 LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
 JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
 def _submission(dry_run: bool, local_docker: bool, follow: bool, max_cost=None, ladder=None,
@@ -309,7 +311,7 @@ def tune_status(c, job=None, follow=False, poll=30, env=None, project=None, regi
                          "bucket": "data bucket"})
 def runs_list(c, root=WORK, target="local", env=None, project=None, region=None,
               bucket=None):
-    """List runs with their newest metrics: model directories here, or runs in the bucket."""
+    """List runs with their best checkpoint's metrics: model directories here, or in the bucket."""
     from launch.runs.commands import list_runs
 
     cloud = (lambda: _cloud(c, project, region, bucket, env=env)) if target == "vertex" \
@@ -320,14 +322,16 @@ def runs_list(c, root=WORK, target="local", env=None, project=None, region=None,
 @task(name="compare", iterable=["run"], help={
     "run": "a model directory (or a sweep's), gs:// path, run id or SWEEP/TRIAL "
            "(repeatable)", "output_dir": "where the report goes (default: work/report)",
+    "checkpoint": "whose evaluation each run shows: " + CHECKPOINT_HELP,
     **LIST_HELP, "bucket": "data bucket"})
 def runs_compare(c, run=None, output_dir=f"{WORK}/report", env=None, project=None,
-                 region=None, bucket=None):
+                 region=None, bucket=None, checkpoint=None):
     """Compare runs: a table, PNG plots and an HTML report with the worst images."""
     from launch.runs.commands import compare
 
     _say(lambda: compare(lambda: _cloud(c, project, region, bucket, env=env), run or [],
-                         Path(output_dir)))
+                         Path(output_dir), checkpoint=workflow.checkpoint_choice(
+                             checkpoint, paths=False)))
 
 
 BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
@@ -336,7 +340,7 @@ BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
 
 @task(help={"model_dir": "checkpoints: a local directory or gs:// (default: work/model)",
             "output_dir": "SavedModel destination, local or gs://",
-            "checkpoint": "e.g. ckpt-500 (default: the newest)",
+            "checkpoint": CHECKPOINT_HELP,
             "max_detections": "detections per image (default 100)",
             "min_score": "drop detections scoring less (default 0.05)",
             "format": "saved_model (default) or tflite (OUTPUT_DIR/model.tflite)",
@@ -432,8 +436,10 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=None,
 
 
 @task(name="upload", help={"run_id": "the trained run (gs://BUCKET/runs/RUN_ID)",
-                           "min_ap50": "refuse a run whose final AP50 is lower (default: "
-                                       "the experiment's)",
+                           "checkpoint": "the checkpoint to gate (its export must be the "
+                                         "run's model): " + CHECKPOINT_HELP,
+                           "min_ap50": "refuse a run whose AP50 at that checkpoint is lower "
+                                       "(default: the experiment's)",
                            "aliases": "version aliases (default: candidate; add default "
                                       "to make it the model's default version)",
                            "container": "custom (default: our TF Serving image, at the "
@@ -446,14 +452,14 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=None,
                            **LIST_HELP, "bucket": "data bucket"})
 def model_upload(c, run_id, min_ap50: float | None = None, aliases="candidate",
                  container=None, gpu=False, dry_run=False, env=None, project=None,
-                 region=None, bucket=None):
+                 region=None, bucket=None, checkpoint=None):
     """Upload a run's SavedModel to the Vertex AI Model Registry, if its evaluation passes."""
     from launch.serving import commands
 
     cloud = _cloud(c, project, region, bucket, env=env)
     _say(lambda: commands.upload_model(
         cloud, run_id, optional_number("--min-ap50", min_ap50, float), aliases, bool(gpu),
-        bool(dry_run), container))
+        bool(dry_run), container, checkpoint=checkpoint))
 
 
 @task(name="deploy", help={"run_id": "the uploaded run to deploy",

@@ -29,6 +29,7 @@ from launch.errors import InputError
 from launch.jobs import Evaluation, Request, Training
 from launch.resources import Resources, Scheduling
 from trainer import hparams
+from trainer.best import EVALUATORS, TRAINER, EarlyStopping
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 from trainer.experiments import fields as experiment_fields
 
@@ -133,6 +134,17 @@ class JobFile:
     max_preemptions: int = option("--capacity: preempted jobs resubmitted on the same kind "
                                   "before the next", default=2, tasks=frozenset({TRAIN}),
                                   minimum=0)
+    early_stop_patience: int | None = option(
+        "stop training after this many evaluations in a row without a gain in the "
+        "experiment's metric (AP); best/ keeps the best checkpoint either way",
+        tasks=frozenset({TRAIN}), minimum=1)
+    early_stop_min_delta: float | None = option("--early-stop-patience: the gain that counts "
+                                                "(default 0: any)", tasks=frozenset({TRAIN}),
+                                                minimum=0)
+    early_stop_evaluator: str | None = option(
+        "--early-stop-patience: who evaluates meanwhile: trainer (the chief, between its "
+        "loops; the default) or eval-job (`invoke eval --run-id RUN` beside training)",
+        tasks=frozenset({TRAIN}), choices=EVALUATORS)
     once: bool = option("evaluate the newest checkpoint and stop", default=False,
                         tasks=frozenset({EVAL}), section=EVAL)
     idle_timeout: float | None = option("seconds to wait for a new checkpoint",
@@ -467,6 +479,11 @@ def _check(job: JobFile, task: str) -> dict[str, Any]:
     if job.init_type and not job.init_from:
         raise JobFileError("--init-type says what --init-from holds: add --init-from or drop "
                            "it")
+    if job.early_stop_patience is None and (job.early_stop_min_delta is not None or
+                                            job.early_stop_evaluator):
+        shown = flag("early_stop_min_delta" if job.early_stop_min_delta is not None
+                     else "early_stop_evaluator")
+        raise JobFileError(f"{shown} applies to early stopping: add --early-stop-patience N")
     for name in (job.sweep.get("params") or {}) if isinstance(job.sweep, Mapping) else ():
         _field_kind(job.experiment, str(name), "--param")  # a sweep varies real fields too
     return check_overrides(job.experiment, job.override)
@@ -556,4 +573,12 @@ def request(job: JobFile, task: str) -> Request:
         common.update(init_checkpoint=init.checkpoint, init_checkpoint_type=init.type)
     if task == EVAL:
         return Evaluation(**common, continuous=not job.once, idle_timeout=job.idle_timeout)
-    return Training(**common)
+    return Training(**common, early_stop=early_stopping(job))
+
+
+def early_stopping(job: JobFile) -> EarlyStopping | None:
+    """The file's early-stopping rule (its values checked when the file was resolved)."""
+    if job.early_stop_patience is None:
+        return None
+    return EarlyStopping(job.early_stop_patience, job.early_stop_min_delta or 0.0,
+                         job.early_stop_evaluator or TRAINER)

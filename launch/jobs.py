@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from launch.errors import InputError
 from launch.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
 from trainer.args import Args, TrainArgs
+from trainer.best import EarlyStopping
 from trainer.experiments import DEFAULT_EXPERIMENT
 
 if TYPE_CHECKING:
@@ -57,9 +58,14 @@ class TrainingRun:
     params_override: Sequence[str] = ()  # applied in order, after the config files
     config_files: Sequence[str] = ()
     hparams: Sequence[str] = ()  # a tuning trial's values, ID=VALUE
+    early_stop: EarlyStopping | None = None
 
     def trainer_args(self, mode: str, **more) -> TrainArgs:
         """The training command for `mode`; `more` sets its other options."""
+        if self.early_stop and mode == "train":
+            more = {**more, "early_stop_patience": self.early_stop.patience,
+                    "early_stop_min_delta": self.early_stop.min_delta,
+                    "early_stop_evaluator": self.early_stop.evaluator}
         return TrainArgs(experiment=self.experiment, mode=mode, model_dir=self.model_dir,
                          data_dir=self.data_dir, config_files=tuple(self.config_files),
                          train_steps=self.steps, init_checkpoint=self.init_checkpoint,
@@ -131,8 +137,11 @@ class Request:
 class Training(Request):
     """Trains a run: a chief, and workers if the resources have them."""
 
+    early_stop: EarlyStopping | None = None
+
     def trainer_job(self, places: Places) -> TrainerJob:
-        return train_job(self.run(places), self.resources)
+        return train_job(dataclasses.replace(self.run(places), early_stop=self.early_stop),
+                         self.resources)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,7 +16,7 @@ from launch.gcs import mirror
 from launch.gcs.upload import upload_directory
 from launch.local import LocalExecutor, progress_printer
 from launch.resources import DEFAULT_RESOURCES, Resources
-from trainer import jsonnum
+from trainer import best, jsonnum
 from trainer.args import (
     DEFAULT_SIGNATURES,
     EXPORT_FORMATS,
@@ -29,6 +29,7 @@ from trainer.args import (
 from trainer.cli import ERROR_PREFIX, EXIT_USAGE
 from trainer.data import pets
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
+from trainer.errors import SettingsError
 from trainer.experiments import default_train_steps
 from trainer.files import (
     DETECTIONS_FILE,
@@ -113,19 +114,26 @@ class ExportChoices:
                              "uint8 pixels")
 
 
+def checkpoint_choice(text: str | None, paths: bool = True) -> best.Choice:
+    """`--checkpoint` (best, latest, a step, ckpt-N; a prefix where `paths`), checked."""
+    try:
+        return best.Choice.parse(text, paths=paths)
+    except SettingsError as error:
+        raise InputError(str(error)) from None
+
+
 def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
            storage_client: Callable[[], object] | None = None,
            options: ExportChoices = ExportChoices()) -> str:
-    """Exports a SavedModel or a .tflite; a gs:// model directory is staged first (the run
-    files and one checkpoint) and a gs:// output directory is uploaded after exporting
-    locally."""
+    """Exports a SavedModel or a .tflite of the checkpoint `checkpoint` names (default: the
+    run's best, else its newest); a gs:// model directory is staged first (the run files and
+    that checkpoint) and a gs:// output directory is uploaded after exporting locally."""
+    choice = checkpoint_choice(checkpoint, paths=not mirror.is_gcs(model_dir))
     client = _client_if_remote(storage_client, model_dir, output_dir)
     if mirror.is_gcs(model_dir):
-        local_model, local_checkpoint = mirror.stage_checkpoint(client, model_dir, checkpoint)
-        model_dir, checkpoint = str(local_model), str(local_checkpoint)
-    elif checkpoint and "/" not in checkpoint:  # `5000` or `ckpt-5000` in the model directory
-        checkpoint = f"{model_dir}/{mirror.checkpoint_name(checkpoint)}"
-    run_job(jobs.tool_job(ExportArgs(model_dir, str(_local(output_dir)), checkpoint,
+        model_dir = str(mirror.stage_checkpoint(client, model_dir, choice))
+    run_job(jobs.tool_job(ExportArgs(model_dir, str(_local(output_dir)),
+                                     None if choice == best.DEFAULT_CHOICE else str(choice),
                                      **dataclasses.asdict(options))))
     return _publish(client, output_dir)
 

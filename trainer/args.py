@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar, NoReturn, get_type_hints
 
+from trainer.best import EVALUATORS, TRAINER
 from trainer.data import defaults
 from trainer.distribution import STRATEGIES
 from trainer.errors import SettingsError
@@ -126,6 +127,14 @@ class TrainArgs(Args):
     tensorboard_dir: str | None = option("summaries (default: $AIP_TENSORBOARD_LOG_DIR, else "
                                          "the model directory)")
     eval_poll_interval: float = option(default=10.0)
+    early_stop_patience: int | None = option(
+        "stop after this many evaluations in a row without a gain in the experiment's metric "
+        "(AP); the best checkpoint is kept in best/ either way")
+    early_stop_min_delta: float = option("the gain that counts as one (default 0: any)",
+                                         default=0.0)
+    early_stop_evaluator: str = option(
+        "who evaluates for early stopping: trainer (the chief, between its loops) or eval-job "
+        "(a continuous_eval job beside training)", default=TRAINER, choices=EVALUATORS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +193,8 @@ class ExportArgs(Args):
 
     model_dir: str = option(required=True)
     export_dir: str = option(required=True, shown="--output-dir")
-    checkpoint: str | None = option("default: the newest")
+    checkpoint: str | None = option("best (default: the best evaluated, else the newest), "
+                                    "latest, a step (1200), ckpt-1200 or a prefix")
     max_detections: int | None = option("detections per image (default: the experiment's, "
                                         "100)")
     min_score: float | None = option("drop detections scoring less (default 0.05)")

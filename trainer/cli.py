@@ -56,24 +56,26 @@ def run_trainer(args: trainer_args.TrainArgs) -> int:
 
 
 def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) -> int:
+    from trainer import best
     from trainer import model_dir as model_dir_lib
 
     evaluator = evaluation.evaluator_for(settings, params)
 
     def report(result: evaluation.EvalResult) -> None:
-        shown = {k: round(result.metrics[k], 4) for k in ("AP", "AP50", "AP75")
-                 if k in result.metrics}
-        print(f"evaluated step {result.step}: {shown} -> {result.path}", flush=True)
+        print(result.line(), flush=True)
 
     if settings.mode == "eval":
         report(evaluation.evaluate_latest(evaluator))
         return 0
     def final_step() -> int:
         """--train_steps if given, else the length the training run recorded, else the
-        experiment's: an evaluator beside `train --steps N` needs no --steps of its own."""
+        experiment's: an evaluator beside `train --steps N` needs no --steps of its own. A
+        run stopped early ends at the evaluation that stopped it."""
         recorded = None if settings.train_steps else model_dir_lib.recorded_train_steps(
             settings.model_dir)
-        return recorded or params.trainer.train_steps
+        length = recorded or params.trainer.train_steps
+        stopped = best.stopped_at(settings.model_dir)
+        return length if stopped is None else min(length, stopped)
 
     try:
         results = evaluation.evaluate_continuously(
@@ -82,7 +84,9 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
     except errors.EvalTimeoutError as error:
         print(f"{ERROR_PREFIX}{error}", file=sys.stderr)
         return EXIT_EVAL_TIMEOUT
-    print(f"final checkpoint (step {final_step()}) evaluated; "
+    ended = "the run stopped early at" if best.stopped_at(settings.model_dir) else \
+        "final checkpoint"
+    print(f"{ended} (step {final_step()}) evaluated; "
           f"{len(results)} checkpoint(s) evaluated by this run", flush=True)
     return 0
 
@@ -133,8 +137,10 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
 
 
 def run_export(args: trainer_args.ExportArgs) -> int:
+    from trainer.best import Choice
     from trainer.export import ExportOptions, export
 
+    choice = Choice.parse(args.checkpoint)
     options = ExportOptions(args.max_detections, args.min_score, args.default_signature)
     if args.format == "tflite":
         from trainer.tflite import export_tflite
@@ -143,14 +149,16 @@ def run_export(args: trainer_args.ExportArgs) -> int:
             raise errors.SettingsError("--default-signature applies to SavedModels; a "
                                        ".tflite takes uint8 pixels")
 
-        done = export_tflite(args.model_dir, args.export_dir, args.checkpoint, options,
+        done = export_tflite(args.model_dir, args.export_dir, choice, options,
                              args.quantize, args.calibration_data)
-        print(f"exported {done.checkpoint} to {done.path} ({done.size_bytes / 1e6:.1f} MB)")
+        print(f"exported {done.checkpoint.path} ({done.checkpoint.reason}) to {done.path} "
+              f"({done.size_bytes / 1e6:.1f} MB)")
         return 0
     if args.quantize:
         raise errors.SettingsError("--quantize applies to --format tflite")
-    result = export(args.model_dir, args.export_dir, args.checkpoint, options)
-    print(f"exported {result.checkpoint} to {result.export_dir}")
+    result = export(args.model_dir, args.export_dir, choice, options)
+    print(f"exported {result.checkpoint.path} ({result.checkpoint.reason}) to "
+          f"{result.export_dir}")
     return 0
 
 

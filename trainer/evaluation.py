@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from trainer import analysis, files
+from trainer import analysis, best, files
 from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs, shown
 from trainer.errors import EvalTimeoutError
@@ -39,6 +39,11 @@ class EvalResult:
     step: int
     metrics: dict[str, float]
     path: str
+
+    def line(self) -> str:
+        shown = {k: round(self.metrics[k], 4) for k in ("AP", "AP50", "AP75")
+                 if k in self.metrics}
+        return f"evaluated step {self.step}: {shown} -> {self.path}"
 
 
 def metrics_path(model_dir: str, step: int) -> str:
@@ -105,6 +110,7 @@ class CheckpointEvaluator:
         if seen:
             record.update(self._breakdown(seen, worst, step))
         write_text(path, json.dumps(record, indent=2) + "\n")
+        best.after_evaluation(self.model_dir)  # best/ kept, early stopping judged
         return EvalResult(checkpoint, step, metrics, path)
 
     def _breakdown(self, seen: list, worst: WorstImages, step: int) -> dict:
@@ -238,6 +244,8 @@ def evaluate_continuously(
             if result.step >= final_step():
                 return results
             continue
+        if done and max(done) >= final_step():  # the run ended early (its verdict)
+            return results
         idle = clock() - last_progress
         if idle > idle_timeout:
             last = f"step {max(done)}" if done else "none yet"

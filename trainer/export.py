@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from trainer import best
 from trainer import model_dir as model_dir_lib
 from trainer.data.defaults import MAX_PIXELS
 from trainer.errors import SettingsError
@@ -64,7 +65,7 @@ class ExportOptions:
 @dataclasses.dataclass(frozen=True)
 class ExportResult:
     export_dir: str
-    checkpoint: str
+    checkpoint: best.Chosen
 
 
 # What `serving_bytes` decodes, and where each kind's header declares its size: magic bytes,
@@ -195,9 +196,10 @@ def _module_class(default_signature: str, max_pixels: int):
     return NormalisedDetectionModule
 
 
-def export(model_dir: str, export_dir: str, checkpoint: str | None = None,
+def export(model_dir: str, export_dir: str, choice: best.Choice = best.DEFAULT_CHOICE,
            options: ExportOptions = ExportOptions()) -> ExportResult:
-    """Exports `checkpoint` (default: the newest in `model_dir`) with the label map beside it."""
+    """Exports the checkpoint `choice` names (default: the run's best, else its newest) with
+    the label map beside it, and export.json saying which checkpoint and why."""
     import tensorflow as tf
     from official.vision.serving import export_saved_model_lib
 
@@ -208,16 +210,17 @@ def export(model_dir: str, export_dir: str, checkpoint: str | None = None,
     module = _module_class(options.default_signature, options.max_pixels)(
         params=params, batch_size=None, input_image_size=input_size, input_type="image_tensor",
         num_channels=3)
-    checkpoint = model_dir_lib.export_checkpoint(model_dir, checkpoint, module.model)
+    chosen = best.choose(model_dir, choice, module.model)
     export_saved_model_lib.export_inference_graph(
         input_type="image_tensor", batch_size=None, input_image_size=input_size,
-        params=params, checkpoint_path=checkpoint, export_dir=export_dir,
+        params=params, checkpoint_path=chosen.path, export_dir=export_dir,
         export_module=module,
         function_keys={"image_tensor": UINT8_SIGNATURE, "image_bytes": BYTES_SIGNATURE},
     )
     model_dir_lib.copy_label_map(model_dir, export_dir)
     write_text(f"{export_dir}/{EXPORT_INFO_FILE}", json.dumps({
-        "checkpoint": checkpoint.rsplit("/", 1)[-1],
+        "checkpoint": chosen.path.rsplit("/", 1)[-1],
+        "checkpoint_choice": chosen.choice, "checkpoint_reason": chosen.reason,
         "experiment": model_dir_lib.read_run_info(model_dir).get("experiment"),
         "default_signature": options.default_signature,
         "signatures": {SIGNATURE: options.default_signature,
@@ -226,4 +229,4 @@ def export(model_dir: str, export_dir: str, checkpoint: str | None = None,
         "max_detections": params.task.model.detection_generator.max_num_detections,
         "min_score": params.task.model.detection_generator.pre_nms_score_threshold,
         "tensorflow": tf.__version__}, indent=2) + "\n")
-    return ExportResult(export_dir, checkpoint)
+    return ExportResult(export_dir, chosen)

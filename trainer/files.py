@@ -43,6 +43,18 @@ METRICS_FILE = re.compile(r"ckpt-(\d+)\.json")  # in METRICS_DIR; the group is t
 WORST_IMAGE_FILE = re.compile(r"ckpt-\d+/worst-\d+\.jpg")  # in METRICS_DIR
 
 
+# The run's best checkpoint (trainer/best.py): a copy of its files beside BEST_FILE, apart from
+# the checkpoint manager's rotation; and the early-stopping verdict the trainer obeys.
+BEST_DIR = "best"
+BEST_FILE = "best.json"  # in BEST_DIR: which checkpoint, its metric and value
+EARLY_STOP_FILE = "early_stop.json"
+CHECKPOINT_NAME = re.compile(r"ckpt-(\d+)")  # a checkpoint's name; the group is its step
+
+
+def checkpoint_name(step: int) -> str:
+    return f"ckpt-{step}"
+
+
 def metrics_file(step: int) -> str:
     """The evaluation of the checkpoint at `step`, in METRICS_DIR."""
     return f"ckpt-{step}.json"

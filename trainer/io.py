@@ -55,3 +55,14 @@ def write_text(path: str, text: str | bytes) -> None:
         tf.io.gfile.makedirs(parent)
     with tf.io.gfile.GFile(path, "wb" if isinstance(text, bytes) else "w") as f:
         f.write(text)
+
+
+def replace_text(path: str, text: str) -> None:
+    """Writes a file whole or not at all, so a reader never sees half of it: a temporary file
+    renamed over it here; on Cloud Storage an object becomes visible only once uploaded."""
+    if is_url(path):
+        write_text(path, text)
+        return
+    temporary = f"{path}.{os.getpid()}.tmp"
+    write_text(temporary, text)
+    os.replace(temporary, path)

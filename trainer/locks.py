@@ -8,8 +8,10 @@ second training job of a run whose training job has not ended (`launch.executors
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -41,3 +43,17 @@ def hold(directory: str | Path, name: str, what: str) -> IO[str]:
 def hold_model_dir(model_dir: str) -> IO[str] | None:
     """The training chief's lock on its model directory; None for gs:// (see above)."""
     return None if "://" in model_dir else hold(model_dir, MODEL_DIR_LOCK, "model directory")
+
+
+@contextlib.contextmanager
+def taking_turns(directory: str, name: str) -> Iterator[None]:
+    """Waits for, then holds, `directory`'s lock `name` for the block: writers of one file
+    take turns (best/ of a run). Cloud Storage has no lock to take: there the block runs as it
+    is, and the writers' own protocol keeps the file whole (trainer/best.py)."""
+    if "://" in directory:
+        yield
+        return
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    with open(Path(directory) / name, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, however we exit
+        yield

@@ -24,8 +24,12 @@ from trainer.io import read_text, write_text
 HARDWARE_ENV = "PETS_HARDWARE"  # set by the Vertex launcher: the job's machine, in words
 
 
-def write_run_info(model_dir: str, experiment: str, label_map_text: str | None) -> None:
-    write_text(f"{model_dir}/{RUN_FILE}", json.dumps({"experiment": experiment}) + "\n")
+def write_run_info(model_dir: str, experiment: str, label_map_text: str | None,
+                   early_stop: dict | None = None) -> None:
+    """run.json (the experiment; the early-stopping rule, which an eval job reads from it)
+    and the label map."""
+    run = {"experiment": experiment, **({"early_stop": early_stop} if early_stop else {})}
+    write_text(f"{model_dir}/{RUN_FILE}", json.dumps(run) + "\n")
     if label_map_text is not None:
         write_text(f"{model_dir}/{LABEL_MAP_FILE}", label_map_text)
 

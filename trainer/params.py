@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from trainer import files, hparams, io
 from trainer.args import INIT_CHECKPOINT_TYPES, TrainArgs, shown
+from trainer.best import TRAINER
 from trainer.data.label_map import read_label_map
 from trainer.errors import SettingsError
 from trainer.experiments import EXPERIMENTS, register
@@ -63,8 +64,9 @@ def check_inputs(settings: TrainerSettings) -> None:
         _experiment_config(settings.experiment)
     if settings.trains:
         _check_inputs(settings.train_input, "--train-input")
-    if settings.mode != "train":
-        _check_inputs(settings.eval_input, "--eval-input")
+    stopping = settings.early_stopping
+    if settings.mode != "train" or (stopping and stopping.evaluator == TRAINER):
+        _check_inputs(settings.eval_input, "--eval-input")  # the chief evaluates too
     if settings.init_checkpoint:
         _check_init_checkpoint(settings.init_checkpoint)
     _num_classes(settings.label_map)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trainer import best
 from trainer import model_dir as model_dir_lib
 from trainer.args import QUANTIZATIONS
 from trainer.errors import SettingsError
@@ -35,7 +36,7 @@ CALIBRATION_IMAGES = 100  # int8: training images the converter measures ranges 
 @dataclasses.dataclass(frozen=True)
 class TfliteResult:
     path: str
-    checkpoint: str
+    checkpoint: best.Chosen
     size_bytes: int
 
 
@@ -147,11 +148,11 @@ def convert(saved_model: str, quantize: str | None,
     return converter.convert()
 
 
-def export_tflite(model_dir: str, output_dir: str, checkpoint: str | None = None,
+def export_tflite(model_dir: str, output_dir: str, choice: best.Choice = best.DEFAULT_CHOICE,
                   options: ExportOptions | None = None, quantize: str | None = None,
                   records: str | None = None) -> TfliteResult:
-    """Writes `output_dir`/model.tflite (with the label map beside it) from `checkpoint`
-    (default: the newest in `model_dir`)."""
+    """Writes `output_dir`/model.tflite (with the label map beside it) from the checkpoint
+    `choice` names (default: the run's best, else its newest)."""
     import tensorflow as tf
     from official.vision.serving import export_saved_model_lib
 
@@ -167,7 +168,7 @@ def export_tflite(model_dir: str, output_dir: str, checkpoint: str | None = None
     tf.get_logger().setLevel("ERROR")
     module = _module_class()(params=params, batch_size=1, input_image_size=size,
                              input_type="tflite", num_channels=3)
-    checkpoint = model_dir_lib.export_checkpoint(model_dir, checkpoint, module.model)
+    chosen = best.choose(model_dir, choice, module.model)
     representative = None
     if quantize == "int8":
         pattern = records or params.task.train_data.input_path
@@ -175,7 +176,7 @@ def export_tflite(model_dir: str, output_dir: str, checkpoint: str | None = None
     with tempfile.TemporaryDirectory() as staging:
         export_saved_model_lib.export_inference_graph(
             input_type="tflite", batch_size=1, input_image_size=size, params=params,
-            checkpoint_path=checkpoint, export_dir=staging, export_module=module,
+            checkpoint_path=chosen.path, export_dir=staging, export_module=module,
             function_keys={"tflite": "serving_default"})
         flatbuffer = convert(staging, quantize, representative)
     output = Path(output_dir)
@@ -185,7 +186,7 @@ def export_tflite(model_dir: str, output_dir: str, checkpoint: str | None = None
     partial.write_bytes(flatbuffer)
     partial.replace(path)  # a reader never sees half a model
     model_dir_lib.copy_label_map(model_dir, str(output))
-    return TfliteResult(str(path), checkpoint, len(flatbuffer))
+    return TfliteResult(str(path), chosen, len(flatbuffer))
 
 
 class TfliteDetector:

@@ -20,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from launch.errors import InputError, MissingError
-from launch.gcs.upload import crc32c_of, list_blobs
-from trainer import files
+from launch.gcs.upload import crc32c_of, list_blobs, read_json
+from trainer import best, files
+from trainer.errors import JsonError
 
 # Mirrors of gs:// paths; PETS_CACHE_DIR moves them (e.g. to a larger disk).
 CACHE_DIR = Path(os.environ.get("PETS_CACHE_DIR", "work/cache"))
@@ -135,35 +136,67 @@ def _fetch_all(where: GcsPath, blobs: dict[str, object], cache_dir: Path) -> Non
         _download(blob, targets[name])
 
 
-def checkpoint_name(choice: str) -> str:
-    """`500`, `ckpt-500` or `.../ckpt-500` -> `ckpt-500`."""
-    name = choice.rstrip("/").rsplit("/", 1)[-1]
-    return f"ckpt-{name}" if name.isdigit() else name
+def read_best(client, model_dir_url: str) -> best.Best | None:
+    """The best checkpoint a run in the bucket keeps (best/best.json, checked: any job may
+    have written it); None when it keeps none; InputError when the file is no such record."""
+    where = GcsPath.parse(model_dir_url)
+    name = f"{where.prefix}/{files.BEST_DIR}/{files.BEST_FILE}"
+    try:
+        found = read_json(client, where.bucket, name, files.MAX_RUN_JSON_BYTES)
+        return None if found is None else best.Best.parse(found, f"gs://{where.bucket}/{name}")
+    except JsonError as error:
+        raise InputError(str(error)) from None
 
 
-def stage_checkpoint(client, model_dir_url: str, checkpoint: str | None = None,
-                     cache_dir: Path = CACHE_DIR) -> tuple[Path, Path]:
-    """Mirrors a model directory's run files and one checkpoint (default: the newest);
-    returns the local model directory and the local checkpoint prefix."""
+def stage_checkpoint(client, model_dir_url: str, choice: best.Choice = best.DEFAULT_CHOICE,
+                     cache_dir: Path = CACHE_DIR) -> Path:
+    """Mirrors a model directory's run files and the checkpoint `choice` names: the best
+    (best/ as the run keeps it), else the newest, or a step; returns the local model
+    directory, where the trainer's tools resolve `choice` as in the bucket. A checkpoint
+    outside best/ is staged with a `checkpoint` file naming it alone (the newest here)."""
     where = GcsPath.parse(model_dir_url)
     top = _listing(client, where, recursive=False)
-    if checkpoint is None:
-        state = top.get(CHECKPOINT_STATE)
-        newest = NEWEST.search(state.download_as_text()) if state is not None else None
-        if newest is None:
-            raise MissingError(f"no checkpoint in {where}/ yet; has training saved one?")
-        checkpoint = newest["path"]
-    name = checkpoint_name(checkpoint)
-    if unsafe_reason(name):
-        raise UnsafePathError(f"{where}/: checkpoint name {name!r} is not a file name")
-    wanted = {n: b for n, b in top.items()
-              if n in RUN_FILES or n == f"{name}.index" or n.startswith(f"{name}.data-")}
+    local = where.mirror(cache_dir)
+    kept = read_best(client, model_dir_url) if choice.kind in (best.BEST, "step") else None
+    (local / files.BEST_DIR / files.BEST_FILE).unlink(missing_ok=True)  # none, or a stale one
+    wanted = {n: b for n, b in top.items() if n in RUN_FILES}
+    if choice.kind == "path":
+        raise InputError(f"--checkpoint {choice}: a run in the bucket takes best, latest, a "
+                         "step or ckpt-N")
+    if kept and (choice.kind == best.BEST or (
+            f"{choice}.index" not in top and kept.step == choice.step)):
+        below = f"{files.BEST_DIR}/"
+        inside = _listing(client, GcsPath(where.bucket, f"{where.prefix}/{files.BEST_DIR}"),
+                          recursive=False)
+        wanted.update({below + n: b for n, b in inside.items()
+                       if n == files.BEST_FILE or _of_checkpoint(n, kept.checkpoint)})
+        _fetch_all(where, wanted, cache_dir)
+        return local
+    name = str(choice) if choice.kind == "step" else _newest(top, where)
+    wanted.update({n: b for n, b in top.items() if _of_checkpoint(n, name)})
     if f"{name}.index" not in wanted:
         have = sorted(n.removesuffix(".index") for n in top if n.endswith(".index"))
         raise MissingError(f"{where}/ has no checkpoint {name}; it has {have or 'none'}")
     _fetch_all(where, wanted, cache_dir)
-    local = where.mirror(cache_dir)
-    return local, local / name
+    (local / CHECKPOINT_STATE).write_text(f'model_checkpoint_path: "{name}"\n'
+                                          f'all_model_checkpoint_paths: "{name}"\n')
+    return local
+
+
+def _of_checkpoint(name: str, checkpoint: str) -> bool:
+    return name == f"{checkpoint}.index" or name.startswith(f"{checkpoint}.data-")
+
+
+def _newest(top: dict, where: GcsPath) -> str:
+    """The newest checkpoint the run's `checkpoint` file names, as a plain file name."""
+    state = top.get(CHECKPOINT_STATE)
+    newest = NEWEST.search(state.download_as_text()) if state is not None else None
+    if newest is None:
+        raise MissingError(f"no checkpoint in {where}/ yet; has training saved one?")
+    name = newest["path"].rstrip("/").rsplit("/", 1)[-1]
+    if unsafe_reason(name) or not files.CHECKPOINT_NAME.fullmatch(name):
+        raise UnsafePathError(f"{where}/: checkpoint name {name[:80]!r} is not a checkpoint's")
+    return name
 
 
 def mirrored_to_urls(value, cache_dir: Path = CACHE_DIR):

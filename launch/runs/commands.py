@@ -26,7 +26,10 @@ from launch.gcs.upload import list_blobs
 from launch.places import RUN_ID
 from launch.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
 from launch.runs.report import Report, table, write_report
+from trainer import best
 from trainer.files import (
+    BEST_DIR,
+    BEST_FILE,
     METRICS_DIR,
     METRICS_FILE,
     RUN_FILE,
@@ -38,7 +41,7 @@ from trainer.files import (
 CHECKPOINTS = "checkpoints"
 EVENTS = re.compile(r"train/events\.out\.tfevents\.[^/]+")
 RECORD_FILE = re.compile("|".join([
-    re.escape(RUN_FILE), re.escape(TRAINING_SUMMARY_FILE),
+    re.escape(RUN_FILE), re.escape(TRAINING_SUMMARY_FILE), re.escape(f"{BEST_DIR}/{BEST_FILE}"),
     *(f"{METRICS_DIR}/{name.pattern}" for name in (METRICS_FILE, WORST_IMAGE_FILE)),
     EVENTS.pattern]))
 BUCKET_RUNS = 50  # runs.list reads the newest this many runs in the bucket
@@ -101,15 +104,16 @@ def run_cost(cloud: Cloud, parts: Sequence[str]) -> str | None:
     return f"{amount:.2f} {table_.currency}" if found else None
 
 
-def load(cloud: Callable[[], Cloud], ref: str, cache_dir: Path = mirror.CACHE_DIR
-         ) -> RunRecord:
-    """One run, however it is named."""
+def load(cloud: Callable[[], Cloud], ref: str, cache_dir: Path = mirror.CACHE_DIR,
+         choice: best.Choice = best.DEFAULT_CHOICE) -> RunRecord:
+    """One run, however it is named, showing the evaluation `choice` names."""
     if Path(ref).is_dir():
         if not (Path(ref) / RUN_FILE).exists():
             raise MissingError(f"{ref} is not a run's model directory (it has no {RUN_FILE})")
-        return load_run(Path(ref), ref)
+        return load_run(Path(ref), ref, choice=choice)
     if mirror.is_gcs(ref):
-        return load_run(_stage(cloud().storage(), ref.rstrip("/"), cache_dir), ref)
+        return load_run(_stage(cloud().storage(), ref.rstrip("/"), cache_dir), ref,
+                        choice=choice)
     parts = run_id_parts(ref)
     settings = cloud()
     bucket = settings.fields(("bucket",))["bucket"]
@@ -119,23 +123,29 @@ def load(cloud: Callable[[], Cloud], ref: str, cache_dir: Path = mirror.CACHE_DI
     except MissingError:
         raise MissingError(f"no run {ref!r}: not a directory here, and nothing at {url}; "
                            "`invoke runs.list` shows the runs") from None
-    return load_run(local, ref, run_cost(settings, parts))
+    return load_run(local, ref, run_cost(settings, parts), choice)
 
 
 def compare(cloud: Callable[[], Cloud], refs: Sequence[str], out: Path,
-            cache_dir: Path = mirror.CACHE_DIR) -> str:
+            cache_dir: Path = mirror.CACHE_DIR, checkpoint: best.Choice = best.DEFAULT_CHOICE
+            ) -> str:
     if not refs:
         raise InputError("name the runs to compare: model directories, gs:// paths or run "
                          "ids (`invoke runs.list` shows them)")
     refs = [run for ref in refs for run in expand(ref)]
     if len(set(refs)) != len(refs):
         raise InputError("a run is named twice")
-    records = [load(cloud, ref, cache_dir) for ref in refs]
+    records = [load(cloud, ref, cache_dir, checkpoint) for ref in refs]
     report: Report = write_report(records, out)
     for record in records:
         if not record.evaluations:
             print(f"note: {record.name} has no evaluation yet (eval/ckpt-N.json)",
                   file=sys.stderr)
+        elif record.shown is None:
+            print(f"note: {record.name} has no evaluation of {checkpoint}", file=sys.stderr)
+        elif checkpoint.kind == best.BEST and record.shown.step != record.best_step:
+            print(f"note: {record.name} keeps no best checkpoint (best/best.json): its newest "
+                  "evaluation is shown", file=sys.stderr)
     return report.summary()
 
 

@@ -1,6 +1,7 @@
-"""A training run as the files it left: what it trained (run.json), on what and how long
-(training_summary.json), every evaluation (eval/ckpt-N.json, with AP per class, the PR curve
-and its worst images) and its loss (the train/ TensorBoard events).
+"""A training run as the files it left: what it trained (run.json), on what and how long and
+whether it stopped early (training_summary.json), every evaluation (eval/ckpt-N.json, with AP
+per class, the PR curve and its worst images), the best checkpoint it keeps (best/best.json)
+and its loss (the train/ TensorBoard events).
 
 Read from a local directory: a local run's model directory, or the mirror of one in the
 bucket. Files are input like any other: one that is missing, not JSON or holds no number is
@@ -15,7 +16,8 @@ import struct
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from trainer import jsonnum
+from trainer import best, jsonnum
+from trainer.errors import JsonError
 from trainer.files import (
     MAX_RUN_JSON_BYTES,
     METRICS_DIR,
@@ -52,10 +54,36 @@ class RunRecord:
     evaluations: tuple[Evaluation, ...] = ()  # by step
     losses: tuple[tuple[int, float], ...] = ()  # (step, total loss)
     cost: str | None = None  # for runs whose jobs Vertex AI knows
+    best_step: int | None = None  # the step of the best checkpoint it keeps (best/)
+    stopped: str | None = None  # why it stopped early, if it did
+    choice: best.Choice = best.DEFAULT_CHOICE  # whose evaluation the report shows
 
     @property
     def latest(self) -> Evaluation | None:
         return self.evaluations[-1] if self.evaluations else None
+
+    @property
+    def shown(self) -> Evaluation | None:
+        """The evaluation `choice` names: the best checkpoint's (else the newest), the newest,
+        or a step's (None: that step has none)."""
+        at = {e.step: e for e in self.evaluations}
+        if self.choice.kind == "step":
+            return at.get(self.choice.step)
+        if self.choice.kind == best.BEST and self.best_step in at:
+            return at[self.best_step]
+        return self.latest
+
+    @property
+    def shown_as(self) -> str:
+        """Which checkpoint `shown` is: `best 300`, `latest 1000`, `ckpt-1200`."""
+        evaluation = self.shown
+        if evaluation is None:
+            return "-"
+        if self.choice.kind == "step":
+            return str(self.choice)
+        kind = "best" if self.choice.kind == best.BEST and evaluation.step == self.best_step \
+            else "latest"
+        return f"{kind} {evaluation.step}"
 
 
 def _json(path: Path) -> dict | None:
@@ -135,10 +163,20 @@ def losses(model_dir: Path) -> tuple[tuple[int, float], ...]:
     return tuple(sorted(found.items()))
 
 
-def load_run(model_dir: Path, name: str | None = None, cost: str | None = None) -> RunRecord:
+def _best_step(model_dir: Path) -> int | None:
+    try:
+        kept = best.read_best(str(model_dir))
+    except (JsonError, OSError):
+        return None  # a damaged record keeps no best: the newest is shown
+    return kept.step if kept else None
+
+
+def load_run(model_dir: Path, name: str | None = None, cost: str | None = None,
+             choice: best.Choice = best.DEFAULT_CHOICE) -> RunRecord:
     """Everything the run's files say (what they lack stays None or empty)."""
     run = _json(model_dir / RUN_FILE) or {}
     summary = _json(model_dir / TRAINING_SUMMARY_FILE) or {}
+    stopped = summary.get("stopped_early")
     evaluations = []
     for path in (model_dir / METRICS_DIR).glob("ckpt-*.json"):
         if (match := METRICS_FILE.fullmatch(path.name)) and \
@@ -153,7 +191,8 @@ def load_run(model_dir: Path, name: str | None = None, cost: str | None = None) 
         hardware=text(summary.get("hardware")),
         steps=steps if steps is not None else (evaluations[-1].step if evaluations else None),
         seconds=jsonnum.number(summary.get("seconds")), evaluations=tuple(evaluations),
-        losses=losses(model_dir), cost=cost)
+        losses=losses(model_dir), cost=cost, best_step=_best_step(model_dir),
+        stopped=stopped[:300] if isinstance(stopped, str) else None, choice=choice)
 
 
 def find_runs(root: Path, skip: tuple[Path, ...] = ()) -> Iterator[Path]:

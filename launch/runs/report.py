@@ -21,10 +21,11 @@ from launch.text import spreadsheet_cell
 from trainer.files import METRICS_DIR
 
 METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
-COLUMNS = ("run", "experiment", "hardware", "steps", "wall time", "cost", *METRICS)
+COLUMNS = ("run", "experiment", "hardware", "steps", "wall time", "cost", "checkpoint",
+           *METRICS)
 PLOTS = {"ap_by_step.png": "AP against step", "loss_by_step.png": "Loss against step",
-         "per_class_ap.png": "AP per class (newest evaluation)",
-         "pr_curve.png": "Precision against recall at IoU 0.5 (newest evaluation)"}
+         "per_class_ap.png": "AP per class (the checkpoint shown)",
+         "pr_curve.png": "Precision against recall at IoU 0.5 (the checkpoint shown)"}
 
 
 def _duration(seconds: float | None) -> str:
@@ -36,18 +37,25 @@ def _duration(seconds: float | None) -> str:
 
 
 def row(record: RunRecord) -> dict[str, str]:
-    """The run's cells as printed: metrics of its newest evaluation, 4 decimals."""
-    latest = record.latest.metrics if record.latest else {}
+    """The run's cells as printed: metrics of the evaluation shown (its best checkpoint's,
+    unless --checkpoint says otherwise), 4 decimals."""
+    shown = record.shown.metrics if record.shown else {}
     return {"run": record.name, "experiment": record.experiment or "-",
             "hardware": record.hardware or "-",
             "steps": "-" if record.steps is None else str(record.steps),
             "wall time": _duration(record.seconds), "cost": record.cost or "-",
+            "checkpoint": record.shown_as,
             # COCO's -1: no object of that size to measure
-            **{m: f"{latest[m]:.4f}" if latest.get(m, -1) >= 0 else "-" for m in METRICS}}
+            **{m: f"{shown[m]:.4f}" if shown.get(m, -1) >= 0 else "-" for m in METRICS}}
+
+
+def stops(records: Sequence[RunRecord]) -> list[str]:
+    """`RUN: stopped early at step S: ...` for each run that stopped early."""
+    return [f"{record.name}: {record.stopped}" for record in records if record.stopped]
 
 
 def table(records: Sequence[RunRecord]) -> str:
-    return text_table([row(r) for r in records], COLUMNS)
+    return "\n".join([text_table([row(r) for r in records], COLUMNS), *stops(records)])
 
 
 def _lines(records: Sequence[RunRecord], points: Callable[[RunRecord], list]) -> Callable:
@@ -64,12 +72,12 @@ def _lines(records: Sequence[RunRecord], points: Callable[[RunRecord], list]) ->
 
 def _per_class(records: Sequence[RunRecord]) -> Callable:
     def draw(axes) -> bool:
-        classes = sorted({c for r in records if r.latest for c in r.latest.per_class})
-        having = [r for r in records if r.latest and r.latest.per_class]
+        classes = sorted({c for r in records if r.shown for c in r.shown.per_class})
+        having = [r for r in records if r.shown and r.shown.per_class]
         if not classes or not having:
             return False
         grouped_bars(axes, classes, [
-            (record.name, [record.latest.per_class.get(c, {}).get("AP", 0.0) for c in classes])
+            (record.name, [record.shown.per_class.get(c, {}).get("AP", 0.0) for c in classes])
             for record in having])
         axes.set_ylim(0, 1)
         return True
@@ -77,7 +85,7 @@ def _per_class(records: Sequence[RunRecord]) -> Callable:
 
 
 def _pr(record: RunRecord) -> list:
-    curve = record.latest.pr_curve if record.latest else None
+    curve = record.shown.pr_curve if record.shown else None
     return list(zip(curve["recall"], curve["precision"], strict=True)) if curve else []
 
 
@@ -102,20 +110,20 @@ def write_table(records: Sequence[RunRecord], path: Path) -> None:
         writer = csv.writer(out)
         writer.writerow([*COLUMNS[:3], "steps", "seconds", "cost", "step evaluated", *METRICS])
         for r in records:
-            latest = r.latest.metrics if r.latest else {}
+            shown = r.shown.metrics if r.shown else {}
             writer.writerow([spreadsheet_cell(cell) for cell in (
                 r.name, r.experiment or "", r.hardware or "", r.steps or "", r.seconds or "",
-                r.cost or "", r.latest.step if r.latest else "",
-                *(latest.get(m, "") for m in METRICS))])
+                r.cost or "", r.shown.step if r.shown else "",
+                *(shown.get(m, "") for m in METRICS))])
 
 
 def _worst(record: RunRecord) -> str:
-    """The run's worst validation images (newest evaluation) with what went wrong."""
-    if not record.latest or not record.latest.worst_images:
+    """The run's worst validation images (the evaluation shown) with what went wrong."""
+    if not record.shown or not record.shown.worst_images:
         return "<p>No worst images recorded (evaluated before the report existed?).</p>"
     eval_dir = (record.path / METRICS_DIR).resolve()
     cells = []
-    for image in record.latest.worst_images:
+    for image in record.shown.worst_images:
         picture = str(image.get("picture", ""))
         path = (eval_dir / picture).resolve()
         if not picture or not path.is_relative_to(eval_dir) or not path.is_file():
@@ -141,8 +149,9 @@ figure{margin:0;width:256px}figure img{width:256px}figcaption{font-size:12px}"""
 
 def write_html(records: Sequence[RunRecord], plots: dict[str, Path], path: Path) -> None:
     galleries = "".join(f"<h3>{html.escape(r.name)}</h3>{_worst(r)}" for r in records)
-    missing = [f"{r.name}: no evaluation" for r in records if not r.evaluations]
-    notes = "".join(f"<li>{html.escape(m)}</li>" for m in missing)
+    said = [f"{r.name}: no evaluation" for r in records if not r.evaluations] + \
+        stops(records)
+    notes = "".join(f"<li>{html.escape(m)}</li>" for m in said)
     path.write_text(
         f"<!doctype html><html><head><meta charset='utf-8'><title>Runs compared</title>"
         f"<style>{STYLE}</style></head><body><h1>Runs compared</h1>"

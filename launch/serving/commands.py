@@ -79,8 +79,9 @@ class Place:
 def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
                  aliases: str = ",".join(registry.DEFAULT_ALIASES), gpu: bool = False,
                  dry_run: bool = False, container: str | None = None,
-                 today: datetime.date | None = None) -> str:
+                 today: datetime.date | None = None, checkpoint: str | None = None) -> str:
     place = Place.of(cloud)
+    choice = workflow.checkpoint_choice(checkpoint, paths=False)
     wanted = registry.check_aliases(aliases)
     container = registry.check_container(container or registry.CUSTOM, gpu)
     if container == registry.PREBUILT:  # Google's, until its end of availability
@@ -90,7 +91,8 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
     candidate = _unless_unreadable(dry_run, f"run {run_id}", "the gate is not checked, and "
                                    "the model lacks what the run's files give (its experiment's "
                                    "model id, metrics and labels)",
-                                   lambda: registry.read_candidate(cloud.storage(), paths))
+                                   lambda: registry.read_candidate(cloud.storage(), paths,
+                                                                   choice))
     bar = registry.gate(candidate, min_ap50) if candidate else None
     spec = (registry.custom_container(submit.sources_image(cloud, "serving_image", dry_run))
             if container == registry.CUSTOM else registry.prebuilt_container(place.region, gpu))
@@ -101,8 +103,8 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
     ) if candidate else None
     request = registry.upload_request(place.project, place.region, model, parent)
     passed = (f"run {run_id}: AP50 {candidate.evaluation.metrics['AP50']:.3f} at "
-              f"ckpt-{candidate.evaluation.step} clears {bar:.3f}" if candidate else
-              f"run {run_id}: not read, not gated")
+              f"ckpt-{candidate.evaluation.step} clears {bar:.3f} ({candidate.why})"
+              if candidate else f"run {run_id}: not read, not gated")
     if dry_run:
         return (f"{passed}\naliases: {', '.join(wanted) or 'none'}\n"
                 + aiplatform_v1.UploadModelRequest.to_json(request))

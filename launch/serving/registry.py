@@ -16,11 +16,12 @@ import re
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError, MissingError
+from launch.gcs import mirror
 from launch.gcs.upload import list_blobs, read_json
 from launch.places import RunPaths, label_value
 from launch.vertex.hardware import catalogue, multi_region
 from serving import contract
-from trainer import jsonnum
+from trainer import best, jsonnum
 from trainer.experiments import EXPERIMENTS
 from trainer.files import (
     EXPORT_INFO_FILE,
@@ -58,6 +59,7 @@ class Candidate:
     experiment: str
     evaluation: Evaluation
     export: dict  # the artifact's export.json
+    why: str = ""  # why this checkpoint (the best, the newest, the one asked for)
 
 
 def parent_model_id(experiment: str) -> str:
@@ -117,8 +119,10 @@ def _final(step_of, names: list[str], pattern: re.Pattern) -> int | None:
     return max(steps) if steps else None
 
 
-def read_candidate(storage, run: RunPaths) -> Candidate:
-    """The run's final checkpoint, its evaluation and its exported model, from the bucket.
+def read_candidate(storage, run: RunPaths, choice: best.Choice = best.DEFAULT_CHOICE
+                   ) -> Candidate:
+    """The run's checkpoint `choice` names (the best it keeps, else its newest), its
+    evaluation and its exported model, which must be of that checkpoint, from the bucket.
     Every value is checked: these files are written by jobs, not by us."""
     prefix = f"{RUNS_PREFIX}/{run.run_id}"
     names = [blob.name for blob in list_blobs(storage, run.bucket, f"{prefix}/checkpoints")]
@@ -128,20 +132,46 @@ def read_candidate(storage, run: RunPaths) -> Candidate:
         raise MissingError(f"run {run.run_id} has no checkpoint in {run.checkpoints}; train it "
                            "with `invoke train --target vertex --run-id "
                            f"{run.run_id}`")
-    evaluated = _final(relative, names, EVALUATION)
-    if evaluated != final:
-        raise GateError(f"run {run.run_id}'s final checkpoint ckpt-{final} has no evaluation "
-                        f"(newest: {f'ckpt-{evaluated}' if evaluated else 'none'}); evaluate it "
-                        f"with `invoke eval --target vertex --run-id {run.run_id} --once`")
-    result = _json(storage, run, f"checkpoints/{METRICS_DIR}/{metrics_file(final)}")
+    step, why = _chosen(storage, run, choice, final, {
+        int(m[1]) for name in names if (m := CHECKPOINT.fullmatch(relative(name)))})
+    evaluated = {int(m[1]) for name in names if (m := EVALUATION.fullmatch(relative(name)))}
+    if step not in evaluated:
+        newest = f"ckpt-{max(evaluated)}" if evaluated else "none"
+        fix = (f"evaluate it with `invoke eval --target vertex --run-id {run.run_id} --once`"
+               if step == final else "choose an evaluated one with --checkpoint")
+        raise GateError(f"run {run.run_id}'s checkpoint ckpt-{step} ({why}) has no evaluation "
+                        f"(newest: {newest}); {fix}")
+    result = _json(storage, run, f"checkpoints/{METRICS_DIR}/{metrics_file(step)}")
     export = _json(storage, run, f"model/{EXPORT_INFO_FILE}")
+    reexport = (f"`invoke export --run-id {run.run_id} --checkpoint "
+                f"{choice if choice.kind == 'step' else choice.kind} --output-dir {run.model} "
+                "--default-signature bytes`")
     if export.get("default_signature") != "bytes":
         raise GateError(f"{run.model} answers uint8 pixels by default; Vertex AI's container "
-                        "calls serving_default with encoded files: re-export it with `invoke "
-                        f"export --run-id {run.run_id} --output-dir {run.model} "
-                        "--default-signature bytes`")
+                        f"calls serving_default with encoded files: re-export it with {reexport}")
+    if export.get("checkpoint") != f"ckpt-{step}":
+        held = str(export.get("checkpoint"))[:40]
+        raise GateError(f"{run.model} was exported from {held}, not ckpt-{step} ({why}): "
+                        f"export that checkpoint there with {reexport}")
     return Candidate(run, experiment_of(storage, run),
-                     Evaluation(final, _metrics(result.get("metrics"))), export)
+                     Evaluation(step, _metrics(result.get("metrics"))), export, why)
+
+
+def _chosen(storage, run: RunPaths, choice: best.Choice, final: int, saved: set[int]
+            ) -> tuple[int, str]:
+    """The step `choice` names in the run, and why, in words."""
+    if choice.kind == best.LATEST:
+        return final, "the newest, as asked"
+    kept = mirror.read_best(storage, run.checkpoints)
+    if choice.kind == "step":
+        if choice.step not in saved and not (kept and kept.step == choice.step):
+            raise MissingError(f"run {run.run_id} has no checkpoint ckpt-{choice.step} (the "
+                               f"newest is ckpt-{final}); `invoke runs.compare --run "
+                               f"{run.run_id}` shows its evaluations")
+        return choice.step, "as asked"
+    if kept is None:
+        return final, "the newest: the run keeps no best checkpoint (best/best.json)"
+    return kept.step, f"the best, {kept.describe()}"
 
 
 def experiment_of(storage, run: RunPaths) -> str:
@@ -189,9 +219,10 @@ def gate(candidate: Candidate, min_ap50: float | None) -> float:
     if ap50 < bar:
         source = "--min-ap50" if min_ap50 is not None else \
             f"the default of {candidate.experiment}"
-        raise GateError(f"run {candidate.run.run_id} is not uploaded: its final AP50 is "
-                        f"{ap50:.3f} (ckpt-{candidate.evaluation.step}), below {bar:.3f} "
-                        f"({source}); train longer, or pass --min-ap50 to accept it")
+        raise GateError(f"run {candidate.run.run_id} is not uploaded: its AP50 is "
+                        f"{ap50:.3f} at ckpt-{candidate.evaluation.step} ({candidate.why}), "
+                        f"below {bar:.3f} ({source}); train longer, or pass --min-ap50 to "
+                        "accept it")
     return bar
 
 

@@ -28,12 +28,12 @@ import yaml
 
 from launch.errors import InputError
 from trainer import hparams
+from trainer.experiments import GOALS
 from trainer.hparams import PARAMETERS
 
 # What the evaluator writes for every checkpoint (COCO, pycocotools' names)
 METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl", "ARmax1", "ARmax10", "ARmax100", "ARs",
            "ARm", "ARl")
-GOALS = ("maximize", "minimize")
 ALGORITHMS = ("bayesian", "random", "grid")
 MAX_TRIALS = 1000
 

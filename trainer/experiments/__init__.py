@@ -10,6 +10,9 @@ import dataclasses
 from pathlib import Path
 
 CONFIG_DIR = Path(__file__).parent / "configs"
+MAXIMIZE, MINIMIZE = "maximize", "minimize"
+GOALS = (MAXIMIZE, MINIMIZE)
+DEFAULT_METRIC = "AP"  # COCO AP at IoU 0.5:0.95, what detection papers rank by
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,6 +23,10 @@ class Experiment:
     # `invoke model.upload` refuses runs whose final AP50 is lower: a floor that catches a
     # broken run (labels that do not match, a diverged loss), not a quality target
     min_ap50: float = 0.5
+    # what ranks its checkpoints: the best one kept (best/) and early stopping's gain; a
+    # metric of the evaluations (eval/ckpt-N.json), bigger or smaller being better
+    metric: str = DEFAULT_METRIC
+    goal: str = MAXIMIZE
 
     @property
     def config_file(self) -> Path:
@@ -38,6 +45,13 @@ EXPERIMENTS = {
     )
 }
 DEFAULT_EXPERIMENT = "pets_retinanet_mobilenet"
+
+
+def ranking(name: str | None) -> tuple[str, str]:
+    """The metric and goal that rank a run's checkpoints: its experiment's, or (for a Model
+    Garden experiment of its own) COCO AP, maximised."""
+    found = EXPERIMENTS.get(name or "")
+    return (found.metric, found.goal) if found else (DEFAULT_METRIC, MAXIMIZE)
 
 
 def register() -> None:
