@@ -43,7 +43,8 @@ def write_run(storage, run_id: str = "r1", step: int = 1000, metrics: dict | Non
         put(storage, f"{root}/checkpoints/ckpt-{s}.index", b"index")
     put(storage, f"{root}/checkpoints/eval/ckpt-{evaluated or step}.json",
         json.dumps({"step": evaluated or step, "metrics": metrics or METRICS}))
-    put(storage, f"{root}/model/export.json", json.dumps({"default_signature": signature}))
+    put(storage, f"{root}/model/export.json", json.dumps({"default_signature": signature,
+                                                         "checkpoint": f"ckpt-{step}"}))
     put(storage, f"{root}/model/saved_model.pb", b"pb")
     put(storage, f"{root}/model/label_map.pbtxt", "item { id: 1 name: 'Abyssinian' }\n")
 
@@ -77,7 +78,8 @@ def test_upload_sends_the_model_version_with_its_metrics_and_moves_the_candidate
         services):
     write_run(services.storage, "r1")
     said = commands.upload_model(services.cloud(), "r1")
-    assert "AP50 0.970 at ckpt-1000 clears 0.500" in said
+    assert "AP50 0.970 at ckpt-1000 clears 0.500 (the newest: the run keeps no best " \
+           "checkpoint (best/best.json))" in said
     parent = "projects/pets-detector-dev/locations/us-central1/models/pets-retinanet-mobilenet"
     assert f"uploaded as {parent}@1 (aliases: candidate)" in said
     (first,) = services.models.received
@@ -113,13 +115,13 @@ def test_upload_sends_the_model_version_with_its_metrics_and_moves_the_candidate
 def test_the_gate_refuses_a_run_without_a_final_evaluation_or_below_the_bar(services):
     cloud = services.cloud()
     write_run(services.storage, "late", step=1000, evaluated=500)
-    with pytest.raises(registry.GateError, match=r"final checkpoint ckpt-1000 has no "
-                       r"evaluation \(newest: ckpt-500\).*invoke eval --target vertex "
+    with pytest.raises(registry.GateError, match=r"checkpoint ckpt-1000 \(the newest: .*\) "
+                       r"has no evaluation \(newest: ckpt-500\).*invoke eval --target vertex "
                        r"--run-id late --once"):
         commands.upload_model(cloud, "late")
     write_run(services.storage, "weak", metrics={**METRICS, "AP50": 0.31})
-    with pytest.raises(registry.GateError, match=r"final AP50 is 0\.310 \(ckpt-1000\), below "
-                       r"0\.500 \(the default of pets_retinanet_mobilenet\)"):
+    with pytest.raises(registry.GateError, match=r"its AP50 is 0\.310 at ckpt-1000 \(the "
+                       r"newest: .*\), below 0\.500 \(the default of pets_retinanet_mobilenet\)"):
         commands.upload_model(cloud, "weak")
     assert "clears 0.300" in commands.upload_model(cloud, "weak", min_ap50=0.3)
     with pytest.raises(MissingError, match="run none has no checkpoint"):
@@ -171,9 +173,37 @@ def test_a_hostile_run_json_is_one_line_for_upload_deploy_and_batch(services, ru
 
 def test_a_model_exported_for_notebooks_is_refused_with_the_command_that_fixes_it(services):
     write_run(services.storage, "r1", signature="uint8")
-    with pytest.raises(registry.GateError, match="invoke export --run-id r1 --output-dir "
-                       "gs://pets-data/runs/r1/model --default-signature bytes"):
+    with pytest.raises(registry.GateError, match="invoke export --run-id r1 --checkpoint best "
+                       "--output-dir gs://pets-data/runs/r1/model --default-signature bytes"):
         commands.upload_model(services.cloud(), "r1")
+
+
+def test_upload_gates_the_best_checkpoint_and_its_export_must_be_of_it(services):
+    """A run that keeps a best checkpoint (best/best.json) is gated, and uploaded, at that
+    checkpoint; its model must have been exported from it, or from the one --checkpoint names."""
+    write_run(services.storage, "r1", step=1000)
+    put(services.storage, "runs/r1/checkpoints/eval/ckpt-500.json",
+        json.dumps({"step": 500, "metrics": {**METRICS, "AP": 0.9}}))
+    put(services.storage, "runs/r1/checkpoints/best/best.json", json.dumps({
+        "step": 500, "metric": "AP", "value": 0.9, "goal": "maximize",
+        "checkpoint": "ckpt-500", "evaluated_at": "2026-11-24T10:00:00+00:00"}))
+    cloud = services.cloud()
+    with pytest.raises(registry.GateError, match=r"runs/r1/model was exported from ckpt-1000, "
+                       r"not ckpt-500 \(the best, AP 0\.9000 at step 500\): export that "
+                       r"checkpoint there with `invoke export --run-id r1 --checkpoint best "):
+        commands.upload_model(cloud, "r1")
+    said = commands.upload_model(cloud, "r1", checkpoint="latest")
+    assert "AP50 0.970 at ckpt-1000 clears 0.500 (the newest, as asked)" in said
+    with pytest.raises(MissingError, match=r"run r1 has no checkpoint ckpt-600 \(the newest "
+                                           r"is ckpt-1000\)"):
+        commands.upload_model(cloud, "r1", checkpoint="600")
+    with pytest.raises(InputError, match=r"--checkpoint 'gs://x/ckpt-5': give best"):
+        commands.upload_model(cloud, "r1", checkpoint="gs://x/ckpt-5")
+    put(services.storage, "runs/r1/model/export.json",
+        json.dumps({"default_signature": "bytes", "checkpoint": "ckpt-500"}))
+    said = commands.upload_model(cloud, "r1")
+    assert "at ckpt-500 clears 0.500 (the best, AP 0.9000 at step 500)" in said
+    assert services.models.received[-1].model.labels["step"] == "500"
 
 
 def test_a_dry_run_prints_the_request_and_sends_nothing(services, capsys):

@@ -368,18 +368,13 @@ def _checkpoint_files(prefix: str) -> list[str]:
 
 
 def _copy(sources: list[str], directory: str) -> None:
-    import tensorflow as tf
-
-    tf.io.gfile.makedirs(directory)
     for source in sources:  # the index last: a reader finds the data whole before it
-        tf.io.gfile.copy(source, f"{directory}/{source.rsplit('/', 1)[-1]}", overwrite=True)
+        io.copy(source, f"{directory}/{source.rsplit('/', 1)[-1]}")
 
 
 def _forget(model_dir: str, kept: Best, replaced: Best | None, found: Sequence[Score]) -> None:
     """Deletes the checkpoint `kept` replaced, and strays of crashed updates that rank no
     better (never one a concurrent writer may be keeping: a better one, or one not judged)."""
-    import tensorflow as tf
-
     ranked = {s.step: s.value for s in found}
     for path in io.glob(f"{best_dir(model_dir)}/ckpt-*"):
         name = path.rsplit("/", 1)[-1].split(".", 1)[0]
@@ -391,18 +386,12 @@ def _forget(model_dir: str, kept: Best, replaced: Best | None, found: Sequence[S
         done = (replaced is not None and step == replaced.step) or (
             step in ranked and (value is None or not gains(value, kept.value, 0.0, kept.goal)))
         if done:
-            tf.io.gfile.remove(path)
+            io.remove(path)
 
 
 def _evaluated_at(model_dir: str, step: int) -> str:
     """When the evaluation of `step` was written (its file's time)."""
-    import tensorflow as tf
-
-    path = f"{model_dir}/{files.METRICS_DIR}/{files.metrics_file(step)}"
-    try:
-        seconds = tf.io.gfile.stat(path).mtime_nsec / 1e9
-    except tf.errors.OpError:
-        return _now()
+    seconds = io.modified(f"{model_dir}/{files.METRICS_DIR}/{files.metrics_file(step)}")
     return datetime.datetime.fromtimestamp(seconds, datetime.UTC).isoformat(timespec="seconds")
 
 

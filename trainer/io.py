@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob as glob_lib
 import os
+import shutil
 
 
 def is_url(path: str) -> bool:
@@ -48,13 +49,50 @@ def read_text(path: str, limit: int = -1) -> str:
 
 def write_text(path: str, text: str | bytes) -> None:
     """Writes text (or bytes), making the parent directory first."""
+    mode = "wb" if isinstance(text, bytes) else "w"
+    parent = path.rsplit("/", 1)[0]
+    if not is_url(path):
+        if parent and parent != path:
+            os.makedirs(parent, exist_ok=True)
+        with open(path, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:
+            f.write(text)
+        return
     import tensorflow as tf
 
-    parent = path.rsplit("/", 1)[0]
     if parent and parent != path:
         tf.io.gfile.makedirs(parent)
-    with tf.io.gfile.GFile(path, "wb" if isinstance(text, bytes) else "w") as f:
+    with tf.io.gfile.GFile(path, mode) as f:
         f.write(text)
+
+
+def copy(source: str, target: str) -> None:
+    """Copies a file over `target`, making its directory first."""
+    if not is_url(source) and not is_url(target):
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        shutil.copyfile(source, target)
+        return
+    import tensorflow as tf
+
+    tf.io.gfile.makedirs(target.rsplit("/", 1)[0])
+    tf.io.gfile.copy(source, target, overwrite=True)
+
+
+def remove(path: str) -> None:
+    if not is_url(path):
+        os.remove(path)
+        return
+    import tensorflow as tf
+
+    tf.io.gfile.remove(path)
+
+
+def modified(path: str) -> float:
+    """When a file was last written, in seconds since the epoch."""
+    if not is_url(path):
+        return os.stat(path).st_mtime
+    import tensorflow as tf
+
+    return tf.io.gfile.stat(path).mtime_nsec / 1e9
 
 
 def replace_text(path: str, text: str) -> None:
