@@ -492,7 +492,8 @@ def _check(job: JobFile, task: str) -> dict[str, Any]:
 def check_overrides(experiment: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Each `--override` names a field of the experiment's config, with a finite value of its
     type (checked for the shipped experiments, whose fields are recorded; the trainer checks
-    any experiment again). A whole float for a whole-number field becomes an int."""
+    any experiment again). A whole float for a whole-number field becomes an int, and an int
+    for a float field a float."""
     checked = {}
     for name, value in overrides.items():
         kind = _field_kind(experiment, name, "--override")
@@ -502,6 +503,8 @@ def check_overrides(experiment: str, overrides: Mapping[str, Any]) -> dict[str, 
             kind = "int"
         if kind == "int" and isinstance(value, float) and value.is_integer():
             value = int(value)
+        if kind == "float" and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)  # `learning_rate=0`: Model Garden's schedules want a float
         if kind is not None and not experiment_fields.fits(kind, value):
             shown = {"int": "whole number", "list": "list"}.get(kind, kind)
             raise JobFileError(f"--override {name}={value!r}: "

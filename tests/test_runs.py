@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import datetime
+import html
 import io
 import json
 from pathlib import Path
@@ -129,6 +130,41 @@ def test_damaged_files_cost_a_cell_not_the_report(tmp_path):
     assert "report: " in out and (tmp_path / "report" / "report.html").exists()
 
 
+def test_the_best_checkpoint_is_shown_unless_another_is_asked_and_a_stop_is_said(tmp_path,
+                                                                                capsys):
+    """A run keeping ckpt-200 as its best (best/best.json) shows that evaluation, and why it
+    stopped early; `--checkpoint latest` or a step shows another; a run keeping none shows its
+    newest, with a note."""
+    from trainer.best import Choice
+
+    run = write_run(tmp_path / "a", steps=(100, 200, 300))
+    (run / "best").mkdir()
+    (run / "best" / "best.json").write_text(json.dumps({
+        "step": 200, "metric": "AP", "value": 0.3333, "goal": "maximize",
+        "checkpoint": "ckpt-200", "evaluated_at": "2026-11-24T10:00:00+00:00"}))
+    summary = json.loads((run / "training_summary.json").read_text())
+    stop = "stopped early at step 350: no AP gain > 0 in 1 evaluations; best step 200"
+    (run / "training_summary.json").write_text(json.dumps({**summary, "stopped_early": stop}))
+    other = write_run(tmp_path / "b", steps=(100,))
+
+    text = commands.list_runs(tmp_path)
+    first, second = cells(text.split(f"\n{run}: ")[0])
+    assert (first["checkpoint"], first["AP"]) == ("best 200", f"{0.5 * 2 / 3:.4f}")
+    assert second["checkpoint"] == "latest 100"
+    assert f"{run}: {stop}" in text.splitlines()
+    shown = {kind: load_run(run, choice=Choice.parse(kind)).shown_as
+             for kind in ("latest", "100", "ckpt-999")}
+    assert shown == {"latest": "latest 300", "100": "ckpt-100", "ckpt-999": "-"}
+
+    commands.compare(lambda: None, [str(run), str(other)], tmp_path / "report")
+    assert f"note: {other} keeps no best checkpoint" in capsys.readouterr().err
+    assert html.escape(stop) in (tmp_path / "report" / "report.html").read_text()
+    with open(tmp_path / "report" / "table.csv") as table_file:
+        assert [r["step evaluated"] for r in csv.DictReader(table_file)] == ["200", "100"]
+    commands.compare(lambda: None, [str(run)], tmp_path / "r2", checkpoint=Choice.parse("7"))
+    assert f"note: {run} has no evaluation of ckpt-7" in capsys.readouterr().err
+
+
 def test_runs_are_named_plainly_or_refused(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(MissingError, match="is not a run's model directory"):
@@ -172,7 +208,13 @@ def upload_run(fakes, local: Path, prefix: str) -> None:
 
 
 def test_runs_in_the_bucket_are_mirrored_without_checkpoints_and_costed(fakes, tmp_path):
-    upload_run(fakes, write_run(tmp_path / "gpu1"), "runs/gpu1/checkpoints")
+    gpu1 = write_run(tmp_path / "gpu1")
+    (gpu1 / "best").mkdir()
+    (gpu1 / "best" / "best.json").write_text(json.dumps({
+        "step": 100, "metric": "AP", "value": 0.25, "goal": "maximize",
+        "checkpoint": "ckpt-100", "evaluated_at": "2026-11-24T10:00:00+00:00"}))
+    (gpu1 / "best" / "ckpt-100.index").write_text("a checkpoint: never mirrored")
+    upload_run(fakes, gpu1, "runs/gpu1/checkpoints")
     upload_run(fakes, write_run(tmp_path / "trial", steps=(100,), loss=False),
                "runs/sweep1/3/checkpoints")
     bucket = fakes.storage.bucket("pets-data")
@@ -199,6 +241,7 @@ def test_runs_in_the_bucket_are_mirrored_without_checkpoints_and_costed(fakes, t
 
     listed = cells(commands.list_runs(tmp_path, cloud, cache_dir=cache))
     assert [row["run"] for row in listed] == ["sweep1/3", "gpu1"]
+    assert [row["checkpoint"] for row in listed] == ["latest 100", "best 100"]
     gpu1, trial3 = (float(listed[i]["cost"].removesuffix(" USD")) for i in (1, 0))
     assert gpu1 > 0 and trial3 == pytest.approx(gpu1 * 3 / 2, abs=0.01)  # 3 h against 2 h
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -200,24 +201,58 @@ def test_training_resumes_after_kill_9_from_the_last_checkpoint(train_records, t
     assert "final checkpoint (step 100) evaluated" in result.stdout
 
 
-def test_two_workers_train_together_on_localhost(train_records, tmp_path):
-    from launch import jobs
-    from launch.local import LocalExecutor
-    from launch.resources import Resources
+PLATEAU = ("--override=learning_rate=0",  # nothing learnt: every evaluation scores the same
+           "--override=trainer.optimizer_config.warmup.linear.warmup_learning_rate=0",
+           "--params-override=trainer.checkpoint_interval=10,trainer.steps_per_loop=10,"
+           "trainer.summary_interval=10")
 
-    lines: list[tuple[int, str]] = []
-    run = jobs.TrainingRun(model_dir=str(tmp_path), data_dir=str(train_records), steps=20,
-                           params_override=("trainer.steps_per_loop=10,"
-                                            "trainer.checkpoint_interval=10",))
-    job = jobs.train_job(run, Resources(workers=1))
-    code = LocalExecutor(on_line=lambda replica, line: lines.append((replica, line))).run(job)
-    output = "\n".join(f"[{r}] {line}" for r, line in lines)
-    assert code == 0, output[-5000:]
-    for replica in (0, 1):
-        assert any("strategy multi_worker_mirrored" in line for r, line in lines
-                   if r == replica), output[-5000:]
-    assert tf.train.latest_checkpoint(str(tmp_path)).endswith("ckpt-20")
-    assert any(line.startswith("train | step:     20") for r, line in lines if r == 1)
+
+def test_two_workers_train_together_and_stop_early_together_on_a_plateau(train_records,
+                                                                         tmp_path):
+    """`invoke train --workers 1 --early-stop-patience 2`: a chief and a worker on 127.0.0.1
+    (MultiWorkerMirroredStrategy) train at a learning rate of 0; the chief evaluates each
+    checkpoint between its loops, and after two evaluations without a gain both stop at the
+    same step, long before the 200 asked. best/ holds the best evaluation's checkpoint, the
+    run says why it stopped, and `invoke export` picks the best."""
+    from launch.runs.commands import list_runs
+
+    model_dir = tmp_path / "model"
+    result = subprocess.run(
+        [sys.executable, "-m", "invoke", "train", f"--model-dir={model_dir}",
+         f"--data-dir={train_records}", "--steps=200", "--workers=1",
+         "--early-stop-patience=2", *PLATEAU], cwd=REPO, text=True, capture_output=True,
+        timeout=900)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-5000:]
+    assert "strategy multi_worker_mirrored" in out and "[replica 1] experiment" in out
+    stop = re.search(r"^stopped early at step (\d+): no AP gain > 0 in 2 evaluations; best "
+                     r"step (\d+)$", out, re.MULTILINE)
+    assert stop, out[-5000:]
+    stopped, best_step = int(stop[1]), int(stop[2])
+    assert f"[replica 1] stopped early at step {stopped}: " in out  # the same step: no hang
+    evaluations = {int(p.stem[5:]): json.loads(p.read_text())["metrics"]["AP"]
+                   for p in (model_dir / "eval").glob("ckpt-*.json")}
+    assert len(evaluations) == 3 and stopped < 200
+    top = max(evaluations, key=lambda step: (evaluations[step], -step))
+    record = json.loads((model_dir / "best" / "best.json").read_text())
+    assert (record["step"], record["value"], record["checkpoint"]) == (
+        top, evaluations[top], f"ckpt-{top}") and best_step == top
+    for suffix in (".index", ".data-00000-of-00001"):
+        assert (model_dir / "best" / f"ckpt-{top}{suffix}").read_bytes() == \
+            (model_dir / f"ckpt-{top}{suffix}").read_bytes()
+    summary = json.loads((model_dir / "training_summary.json").read_text())
+    assert summary["stopped_early"] == stop[0] and summary["steps"] == stopped
+    assert stop[0] in list_runs(tmp_path)
+
+    exported = tmp_path / "exported"
+    result = subprocess.run([sys.executable, "-m", "invoke", "export", f"--model-dir={model_dir}",
+                             f"--output-dir={exported}"], cwd=REPO, text=True,
+                            capture_output=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    info = json.loads((exported / "export.json").read_text())
+    assert (info["checkpoint"], info["checkpoint_choice"]) == (f"ckpt-{top}", "best")
+    assert info["checkpoint_reason"] == f"the best evaluated: AP {evaluations[top]:.4f} at " \
+                                        f"step {top}"
 
 
 FROZEN = ("--params_override=trainer.optimizer_config.learning_rate.cosine.initial_learning_rate="
@@ -351,7 +386,7 @@ def test_half_written_checkpoints_fall_back_to_the_newest_that_restores(trained,
 
     model_dir, records, _ = trained
     copy = tmp_path / "model"
-    shutil.copytree(model_dir, copy, ignore=shutil.ignore_patterns("eval", "validation"))
+    shutil.copytree(model_dir, copy, ignore=shutil.ignore_patterns("eval", "validation", "best"))
     (data,) = copy.glob(f"ckpt-{TRAIN_STEPS}.data-*")
     with data.open("r+b") as f:
         f.truncate(data.stat().st_size // 2)

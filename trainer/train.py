@@ -132,20 +132,20 @@ class StopWhenJudged:
                 _evaluate_new(self.evaluator)
             order = best.read_stop(self.model_dir, self.stopping)
         if agree(self.strategy, order is not None, self.several):
-            step = int(tf.summary.experimental.get_step())  # Orbit's global step
+            step = int(tf.summary.experimental.get_step().numpy())  # Orbit's global step
             raise EarlyStop(step, order.reason if order else "the chief's verdict")
 
 
 def agree(strategy, flag: bool, several: bool) -> bool:
-    """True on every worker if any worker's `flag` is (a MAX all-reduce across them); alone,
-    the flag itself."""
+    """True on every worker if any worker's `flag` is (a SUM all-reduce across them; a
+    ReduceOp has no MAX); alone, the flag itself."""
     if not several:
         return flag
     import tensorflow as tf
 
     values = strategy.experimental_distribute_values_from_function(
         lambda context: tf.constant(int(flag), tf.int32))
-    return bool(strategy.reduce(tf.distribute.ReduceOp.MAX, values, axis=None))
+    return bool(strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None) > 0)
 
 
 def _own_evaluator(settings: TrainerSettings, params):
