@@ -35,14 +35,14 @@ JUDGED = {
     "a plateau stops; ties are no gain": ((0.5, 0.5, 0.5), 2, 0.0, "maximize", True, 100, 2),
     "one short of the patience": ((0.5, 0.4, 0.45), 3, 0.0, "maximize", False, 100, 2),
     "a peak then a fall": ((0.2, 0.6, 0.5, 0.55), 2, 0.0, "maximize", True, 200, 2),
-    "small gains under min_delta count as none": (
-        (0.5, 0.505, 0.509), 2, 0.01, "maximize", True, 100, 2),
+    "small gains under min_delta count as none, yet rank": (
+        (0.5, 0.505, 0.509), 2, 0.01, "maximize", True, 300, 2),
     "a gain over min_delta resets the count": (
-        (0.5, 0.505, 0.52, 0.525), 2, 0.01, "maximize", False, 300, 1),
+        (0.5, 0.505, 0.52, 0.525), 2, 0.01, "maximize", False, 400, 1),
     "NaN and missing values are left out": (
         (0.5, NAN, 0.4, None, 0.45), 2, 0.0, "maximize", True, 100, 2),
     "minimize: smaller is better": ((1.0, 0.9, 0.95, 0.92), 2, 0.0, "minimize", True, 200, 2),
-    "minimize with min_delta": ((1.0, 0.95, 0.99), 2, 0.1, "minimize", True, 100, 2),
+    "minimize with min_delta": ((1.0, 0.95, 0.99), 2, 0.1, "minimize", True, 200, 2),
     "no patience: never stops": ((0.5, 0.4, 0.3, 0.2), None, 0.0, "maximize", False, 100, 3),
     "nothing evaluated": ((), 1, 0.0, "maximize", False, None, 0),
     "only NaN": ((NAN, NAN), 1, 0.0, "maximize", False, None, 0),
@@ -275,8 +275,8 @@ def test_the_verdict_is_written_and_read_only_under_the_same_rule(tmp_path):
         verdict = best.after_evaluation(str(run))
     assert verdict.stop and verdict.ignored == (300,)
     written = json.loads((run / "early_stop.json").read_text())
-    assert written["reason"] == "no AP gain > 0.01 in 2 evaluations; best step 100"
-    assert (written["last_step"], written["best_step"]) == (400, 100)
+    assert written["reason"] == "no AP gain > 0.01 in 2 evaluations; best step 200"
+    assert (written["last_step"], written["best_step"]) == (400, 200)  # its gain was small
     assert best.read_stop(str(run), best.EarlyStopping(2, 0.01)).step == 400
     assert best.read_stop(str(run), best.EarlyStopping(3, 0.01)) is None  # another run's rule
     assert best.stopped_at(str(run)) == 400
@@ -286,6 +286,43 @@ def test_the_verdict_is_written_and_read_only_under_the_same_rule(tmp_path):
     with pytest.raises(ValueError, match=r"run\.json: early_stop is not a patience of at "
                                          r"least 1"):
         best.after_evaluation(str(run))
+
+
+class ScoringEvaluator:
+    """What an eval job's CheckpointEvaluator leaves per checkpoint (an evaluation, then
+    best/ and the verdict), its score given instead of measured by a model."""
+
+    def __init__(self, run: Path, values: dict[int, float]) -> None:
+        self.model_dir, self.values = str(run), values
+
+    def evaluate(self, checkpoint: str):
+        from trainer.evaluation import EvalResult
+
+        step = int(checkpoint.rsplit("-", 1)[1])
+        evaluate(Path(self.model_dir), step, self.values[step])
+        best.after_evaluation(self.model_dir)
+        return EvalResult(checkpoint, step, {"AP": self.values[step]}, "")
+
+
+def test_an_eval_job_that_stops_the_run_ends_with_it(tmp_path):
+    """`--early-stop-evaluator eval-job`: the eval job judges from the rule in run.json and,
+    once its verdict says stop, ends at that evaluation instead of waiting (here, 5 s of
+    idle time) for the step the run will now never reach."""
+    from trainer.evaluation import evaluate_continuously
+
+    run = make_run(tmp_path / "run", {"patience": 1, "min_delta": 0, "evaluator": "eval-job"})
+    for step in (100, 200):
+        save(run, step, None)
+    for name in (run / "eval").iterdir():
+        name.unlink()
+    results = evaluate_continuously(ScoringEvaluator(run, {100: 0.5, 200: 0.5}),
+                                    lambda: best.last_step(str(run), 1000), idle_timeout=5,
+                                    poll_interval=0)
+    # the newest first (it skips ahead of a trainer), then the one it skipped: both judged
+    assert [r.step for r in results] == [200, 100] and best.last_step(str(run), 1000) == 200
+    assert best.read_stop(str(run), best.EarlyStopping(1, 0, "eval-job")).reason == \
+        "no AP gain > 0 in 1 evaluations; best step 100"
+    assert kept(run)[0]["step"] == 100  # equal values: the earlier, whatever the order
 
 
 # --- the flags ------------------------------------------------------------------------------

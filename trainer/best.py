@@ -96,9 +96,9 @@ class Score:
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     stop: bool
-    best_step: int | None  # None: no evaluation with a value yet
+    best_step: int | None  # the best value's (the earliest of equals); None: no value yet
     best_value: float | None
-    since_best: int  # evaluations after the best, none gaining enough
+    since_best: int  # evaluations since the last gain of more than min_delta
     last_step: int | None  # the newest evaluation judged
     ignored: tuple[int, ...] = ()  # steps whose value was no number
 
@@ -110,9 +110,10 @@ def gains(value: float, reference: float, min_delta: float, goal: str) -> bool:
 
 def judge(evaluations: Sequence[Score], patience: int | None, min_delta: float = 0.0,
           goal: str = MAXIMIZE) -> Verdict:
-    """The verdict on a run's evaluations, in step order: its best (the first to reach the
-    best value that each gain beat by more than `min_delta`), and whether `patience`
-    evaluations since have gained nothing (None: never stop). NaN values are left out."""
+    """The verdict on a run's evaluations, in step order: its best (the best value, the
+    earliest of equal ones), and whether the last `patience` evaluations each failed to gain
+    more than `min_delta` over the value of the last evaluation that did (patience None:
+    never stop). Values that are no finite number are left out."""
     if patience is not None and (problem := rule_problem(patience, min_delta)):
         raise ValueError(problem)
     if goal not in GOALS:
@@ -121,13 +122,17 @@ def judge(evaluations: Sequence[Score], patience: int | None, min_delta: float =
     if steps != sorted(set(steps)):
         raise ValueError(f"evaluations are not in step order, once each: {steps}")
     best: Score | None = None
+    reference: float | None = None  # the value of the last gain
     since, ignored = 0, []
     for evaluation in evaluations:
         value = evaluation.value
         if value is None or not math.isfinite(value):
             ignored.append(evaluation.step)
-        elif best is None or gains(value, best.value, min_delta, goal):
-            best, since = Score(evaluation.step, value), 0
+            continue
+        if best is None or gains(value, best.value, 0.0, goal):
+            best = Score(evaluation.step, value)
+        if reference is None or gains(value, reference, min_delta, goal):
+            reference, since = value, 0
         else:
             since += 1
     return Verdict(patience is not None and since >= patience,
@@ -233,14 +238,20 @@ def read_stop(model_dir: str, stopping: EarlyStopping) -> StopOrder | None:
 
 
 def stopped_at(model_dir: str) -> int | None:
-    """The step whose evaluation stopped the run early (None: it has not stopped), so that
-    an eval job ends with it instead of waiting for the last step."""
+    """The step whose evaluation stopped the run early (None: it has not stopped)."""
     try:
         rule = run_rule(model_dir)
     except (JsonError, OSError):
         return None
     order = read_stop(model_dir, rule.stopping) if rule.stopping else None
     return order.step if order else None
+
+
+def last_step(model_dir: str, train_steps: int) -> int:
+    """The last step an evaluator of the run waits for: its training length, or the
+    evaluation that stopped it early, so that an eval job ends with the run."""
+    stopped = stopped_at(model_dir)
+    return train_steps if stopped is None else min(train_steps, stopped)
 
 
 # --- best/ -----------------------------------------------------------------------------------
@@ -318,8 +329,9 @@ def after_evaluation(model_dir: str) -> Verdict:
 def keep(model_dir: str, candidate: Best, found: Sequence[Score] = (),
          say: Callable[[str], None] = lambda text: print(f"warning: {text}", file=sys.stderr)
          ) -> Best | None:
-    """best/ holding `candidate`'s checkpoint, unless it holds an equal or better one (as far
-    as `found`, the evaluations, tell); returns what best/ holds after."""
+    """best/ holding `candidate`'s checkpoint, unless it holds one that ranks above it (as
+    the judge ranks: value, then the earlier step); returns what best/ holds after. `found`,
+    the evaluations, say which strays can go."""
     from trainer import locks
 
     with locks.taking_turns(best_dir(model_dir), LOCK_FILE):
@@ -342,9 +354,16 @@ def keep(model_dir: str, candidate: Best, found: Sequence[Score] = (),
 
 
 def _better(candidate: Best, current: Best) -> bool:
+    """Whether `candidate` should replace `current`: another rule, or it ranks above."""
     return candidate.step != current.step and (
         candidate.metric != current.metric or candidate.goal != current.goal or
-        gains(candidate.value, current.value, 0.0, candidate.goal))
+        _outranks(candidate.value, candidate.step, current))
+
+
+def _outranks(value: float, step: int, than: Best) -> bool:
+    """A better value, or an equal one evaluated at an earlier step (as the judge ranks)."""
+    return gains(value, than.value, 0.0, than.goal) or (value == than.value and
+                                                         step < than.step)
 
 
 def _intact_best(model_dir: str) -> Best | None:
@@ -384,7 +403,7 @@ def _forget(model_dir: str, kept: Best, replaced: Best | None, found: Sequence[S
         step = int(match[1])
         value = ranked.get(step)
         done = (replaced is not None and step == replaced.step) or (
-            step in ranked and (value is None or not gains(value, kept.value, 0.0, kept.goal)))
+            step in ranked and (value is None or not _outranks(value, step, kept)))
         if done:
             io.remove(path)
 

@@ -73,9 +73,7 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
         run stopped early ends at the evaluation that stopped it."""
         recorded = None if settings.train_steps else model_dir_lib.recorded_train_steps(
             settings.model_dir)
-        length = recorded or params.trainer.train_steps
-        stopped = best.stopped_at(settings.model_dir)
-        return length if stopped is None else min(length, stopped)
+        return best.last_step(settings.model_dir, recorded or params.trainer.train_steps)
 
     try:
         results = evaluation.evaluate_continuously(
