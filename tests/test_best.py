@@ -398,6 +398,16 @@ def test_the_rule_reaches_the_trainers_command_and_the_job_file_and_eval_takes_n
         Places("m", "d")).args)
 
 
+def test_the_readme_example_on_vertex_ai_carries_the_rule_to_the_chief():
+    from tests.test_vertex import dry_run
+
+    job = dry_run("train", "--target", "vertex", "--run-id", "gpu1", "--early-stop-patience",
+                  "5", "--early-stop-min-delta", "0.002")
+    (pool,) = job.job_spec.worker_pool_specs
+    assert {"--early_stop_patience=5", "--early_stop_min_delta=0.002"} <= \
+        set(pool.container_spec.args)
+
+
 def test_a_bad_value_exits_2_in_one_line_before_anything_runs(tmp_path):
     for command in ([sys.executable, "-m", "trainer", f"--model_dir={tmp_path}/m",
                      "--early_stop_patience=0"],

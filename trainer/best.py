@@ -449,7 +449,7 @@ class Choice:
         match = files.CHECKPOINT_NAME.fullmatch(text)
         if text.isdigit() or match:
             return cls("step", int(text if text.isdigit() else match[1]))
-        if paths and "/" in text and files.CHECKPOINT_NAME.fullmatch(text.rsplit("/", 1)[-1]):
+        if paths and "/" in text.rstrip("/"):
             return cls("path", path=text.rstrip("/"))
         where = ", or a checkpoint prefix (.../ckpt-1200)" if paths else ""
         raise SettingsError(f"{flag} {text[:80]!r}: give best (the default), latest, a step "
