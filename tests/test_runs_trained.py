@@ -24,13 +24,15 @@ def test_compare_two_trained_runs(trained, swept, tmp_path):
                            [str(model_dir), str(sweep_dir / "trial-000")], tmp_path)
     rows = cells(out.split("\n\n")[0])
     for row, run in zip(rows, (model_dir, sweep_dir / "trial-000"), strict=True):
-        newest = max((run / "eval").glob("ckpt-*.json"),
-                     key=lambda p: int(p.stem.split("-")[1]))
-        written = json.loads(newest.read_text())
+        newest = max(int(p.stem.split("-")[1]) for p in (run / "eval").glob("ckpt-*.json"))
+        kept = json.loads((run / "best" / "best.json").read_text())  # its evaluators kept it
+        written = json.loads((run / "eval" / f"ckpt-{kept['step']}.json").read_text())
+        assert written["metrics"]["AP"] == kept["value"] and row["checkpoint"] == \
+            f"best {kept['step']}"
         for metric in ("AP", "AP50", "AP75", "APm", "APl"):
             value = written["metrics"][metric]
             assert row[metric] == (f"{value:.4f}" if value >= 0 else "-")
-        assert row["steps"] == str(written["step"])
+        assert row["steps"] == str(newest)
         assert row["experiment"] == "pets_retinanet_mobilenet"
 
     trained_eval = json.loads((model_dir / "eval" / "ckpt-1000.json").read_text())

@@ -23,11 +23,13 @@ pytestmark = pytest.mark.slow
 
 
 def upload_run(storage, trained, exported, run_id: str = "r1") -> None:
-    """The run's files in the bucket, as the training and evaluation jobs leave them."""
+    """The run's files in the bucket, as the training and evaluation jobs leave them: the
+    checkpoint its export holds (the best), with its evaluation and best/."""
     model_dir = trained[0]
     bucket = storage.bucket(OUTPUTS.bucket)
-    final = max(model_dir.glob("eval/ckpt-*.json"), key=lambda p: int(p.stem[5:]))
-    for path in [model_dir / "run.json", final, *model_dir.glob(f"{final.stem}.*")]:
+    held = json.loads((exported / "export.json").read_text())["checkpoint"]
+    for path in [model_dir / "run.json", model_dir / "eval" / f"{held}.json",
+                 *model_dir.glob(f"{held}.*"), *(model_dir / "best").glob("*")]:
         bucket.blob(f"runs/{run_id}/checkpoints/{path.relative_to(model_dir)}"
                     ).upload_from_filename(path)
     for path in exported.rglob("*"):
