@@ -358,6 +358,11 @@ def test_the_trainer_takes_the_rule_and_refuses_its_parts_alone():
         with pytest.raises(SettingsError, match="applies to early stopping: add "
                                                 "--early-stop-patience N"):
             settings.parse(["--model_dir=m", flag], {})
+    with pytest.raises(SettingsError, match=r"--early-stop-patience applies to training: an "
+                                            r"evaluator \(--mode continuous_eval\) reads the "
+                                            r"rule from the run's run.json"):
+        settings.parse(["--model_dir=m", "--mode=continuous_eval", "--early_stop_patience=2"],
+                       {})
 
 
 INVOKE_BAD = [("0", None, "--early-stop-patience must be at least 1, got '0'"),

@@ -37,14 +37,20 @@ def isdir(path: str) -> bool:
 
 
 def read_text(path: str, limit: int = -1) -> str:
-    """The file's text, or its first `limit` characters."""
+    """The file's text, or its first `limit` characters; OSError (FileNotFoundError for a
+    missing one) when it cannot be read, on Cloud Storage too."""
     if not is_url(path):
         with open(path, encoding="utf-8") as f:
             return f.read(limit)
     import tensorflow as tf
 
-    with tf.io.gfile.GFile(path, "r") as f:
-        return f.read(limit)
+    try:
+        with tf.io.gfile.GFile(path, "r") as f:
+            return f.read(limit)
+    except tf.errors.NotFoundError:
+        raise FileNotFoundError(f"{path}: no such object") from None
+    except tf.errors.OpError as error:
+        raise OSError(f"{path}: {error.message}") from None
 
 
 def write_text(path: str, text: str | bytes) -> None:

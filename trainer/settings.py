@@ -47,6 +47,10 @@ def _check_early_stop(args: TrainArgs) -> None:
     if not math.isfinite(delta) or delta < 0:
         raise SettingsError(f"{shown(TrainArgs, 'early_stop_min_delta')} must be a finite "
                             f"number, at least 0, got {delta}")
+    if patience is not None and "train" not in args.mode:
+        raise SettingsError(f"{shown(TrainArgs, 'early_stop_patience')} applies to training: "
+                            f"an evaluator (--mode {args.mode}) reads the rule from the run's "
+                            f"{files.RUN_FILE}")
     if patience is None and (delta or args.early_stop_evaluator != TRAINER):
         name = "early_stop_min_delta" if delta else "early_stop_evaluator"
         raise SettingsError(f"{shown(TrainArgs, name)} applies to early stopping: add "
