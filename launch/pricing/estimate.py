@@ -163,15 +163,16 @@ class ServingCost:
                          f"over --max-cost {max_cost:g}: {fix}")
 
 
-def known_price(price: Callable[[], T], max_cost: float | None) -> T | None:
-    """`price()`; or, when the table lacks a price, None after saying the cost is unknown.
-    With --max-cost an unknown price refuses: the budget cannot be checked."""
+def known_price(price: Callable[[], T], max_cost: float | None, what: str = "") -> T | None:
+    """`price()`; or, when the table lacks a price, None after saying the cost (of `what`,
+    e.g. a ladder's rung) is unknown. With --max-cost an unknown price refuses: the budget
+    cannot be checked."""
     try:
         return price()
     except PriceMissing as error:
         if max_cost is not None:
-            raise PriceMissing(f"--max-cost cannot be checked: {error}") from None
-        print(f"cost: unknown ({error})", file=sys.stderr, flush=True)
+            raise PriceMissing(f"--max-cost cannot be checked: {what}{error}") from None
+        print(f"{what}cost: unknown ({error})", file=sys.stderr, flush=True)
         return None
 
 
