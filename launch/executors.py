@@ -466,30 +466,30 @@ class Vertex:
         ladder = len(plan.jobs) > 1
         named = {rung: f"{name.lower()} rung: " if ladder else ""
                  for rung, name in labels(list(plan.jobs)).items()}
+        said: dict[Rung, list[str]] = {rung: [] for rung in plan.jobs}  # in the ladder's order
         hourly = {rung: price for rung, job in plan.jobs.items()
                   if (price := known_price(functools.partial(
-                      costs.job_hourly, table, rung.region, job), budget, named[rung]))
-                  is not None}
-        if not hourly:
-            return
+                      costs.job_hourly, table, rung.region, job), budget, named[rung],
+                      said[rung].append)) is not None}
         steps = None
         if isinstance(request, Training):
             steps = request.steps or default_train_steps(request.experiment)
         trials = {"runs": sweep.trials, "at_once": sweep.parallel} if sweep else {}
         timeout = request.resources.scheduling.timeout_hours
-        for rung, price in hourly.items():  # the bound needs no read of earlier runs
-            self._refuse_over(Estimate(price, timeout, steps, **trials), named[rung], budget)
+        for rung in sorted(hourly, key=lambda r: hourly[r].total, reverse=True):  # dearest
+            # first; the bound needs no read of earlier runs
+            self._refuse_over(Estimate(hourly[rung], timeout, steps, **trials), named[rung],
+                              budget)
         summaries = functools.cache(lambda: read_summaries(self.cloud.storage(), where.bucket))
         estimates = {}
         for rung, price in hourly.items():  # earlier runs on the rung's own hardware
             speed, why_not = (None, "") if steps is None else measured_speed(
                 summaries, request.experiment, plan.hardware[rung])
             estimates[rung] = Estimate(price, timeout, steps, speed, why_not, **trials)
-        lines: list[str] = []
-        for rung, estimate in estimates.items():
-            first, *more = estimate.lines()
-            lines += [f"{named[rung]}{first}", *more]
-        print("\n".join(dict.fromkeys(lines)), file=sys.stderr, flush=True)  # once each
+            first, *more = estimates[rung].lines()
+            said[rung] += [f"{named[rung]}{first}", *more]
+        print("\n".join(dict.fromkeys(line for lines in said.values() for line in lines)),
+              file=sys.stderr, flush=True)  # once each
         for rung in sorted(estimates, key=lambda r: estimates[r].bound, reverse=True):
             self._refuse_over(estimates[rung], named[rung], budget)
 

@@ -163,7 +163,9 @@ class ServingCost:
                          f"over --max-cost {max_cost:g}: {fix}")
 
 
-def known_price(price: Callable[[], T], max_cost: float | None, what: str = "") -> T | None:
+def known_price(price: Callable[[], T], max_cost: float | None, what: str = "",
+                say: Callable[[str], None] = lambda text: print(text, file=sys.stderr,
+                                                                flush=True)) -> T | None:
     """`price()`; or, when the table lacks a price, None after saying the cost (of `what`,
     e.g. a ladder's rung) is unknown. With --max-cost an unknown price refuses: the budget
     cannot be checked."""
@@ -172,7 +174,7 @@ def known_price(price: Callable[[], T], max_cost: float | None, what: str = "") 
     except PriceMissing as error:
         if max_cost is not None:
             raise PriceMissing(f"--max-cost cannot be checked: {what}{error}") from None
-        print(f"{what}cost: unknown ({error})", file=sys.stderr, flush=True)
+        say(f"{what}cost: unknown ({error})")
         return None
 
 

@@ -53,18 +53,20 @@ def refuse_far(regions: Iterable[str], where: Locations, flag: str) -> None:
                 continue
             continent = locations.region_continent(region)
             wider = _multi_region(table, continent)
-            fix = (f"a multi-region {what.split()[-1]} ({field}: {wider!r} in "
-                   "infra/environments.py, then `npx cdktf deploy`)" if wider else
-                   f"a {what.split()[-1]} in that region (no multi-region spans "
-                   f"{continent or 'it'})")
+            kind = what.split()[-1]
             if locations.is_region(location):
                 why = f"the {what} is in {location} alone, so jobs run there only"
+                fix = (f"for other regions give the environment a multi-region {kind} "
+                       f"({field}: {wider!r} in infra/environments.py, then `npx cdktf "
+                       "deploy`)" if wider else
+                       f"no multi-region spans {continent or region}: a {kind} there is needed")
             else:
-                why = (f"the {what} is in {location} ({continent_of(location)}) and {region} "
-                       f"is in {continent or 'no continent infra/locations.py knows'}")
+                home = continent_of(location)
+                why = (f"the {what} is in {location} ({home}) and {region} is in "
+                       f"{continent or 'no continent infra/locations.py knows'}")
+                fix = f"choose regions in {home}, where the {kind} is read without crossing one"
             assumed = f" ({where.assumed})" if where.assumed else ""
-            raise TooFar(f"{flag} {region}: {why}{assumed}; run in {location}'s reach, or "
-                         f"give the environment {fix}")
+            raise TooFar(f"{flag} {region}: {why}{assumed}; {fix}")
 
 
 def tensorboard_in(region: str, tensorboard: str | None, bucket: str
