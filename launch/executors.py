@@ -37,7 +37,7 @@ from launch.pricing.estimate import (
     Estimate,
     OverBudget,
     known_price,
-    measured_speed,
+    measured_speeds,
     read_summaries,
 )
 from launch.pricing.table import PriceTable
@@ -357,7 +357,7 @@ class Vertex:
                 if not ladder:
                     raise
                 skipped[rung.region, rung.hardware] = str(error)
-            except HardwareError as error:
+            except InputError as error:
                 if rung.hardware == primary:
                     raise
                 raise HardwareError(f"--fallback {rung.hardware}: {error}") from None
@@ -480,11 +480,12 @@ class Vertex:
             # first; the bound needs no read of earlier runs
             self._refuse_over(Estimate(hourly[rung], timeout, steps, **trials), named[rung],
                               budget)
-        summaries = functools.cache(lambda: read_summaries(self.cloud.storage(), where.bucket))
+        speeds = {} if steps is None else measured_speeds(  # each rung's own hardware
+            lambda: read_summaries(self.cloud.storage(), where.bucket), request.experiment,
+            {plan.hardware[rung] for rung in hourly})
         estimates = {}
-        for rung, price in hourly.items():  # earlier runs on the rung's own hardware
-            speed, why_not = (None, "") if steps is None else measured_speed(
-                summaries, request.experiment, plan.hardware[rung])
+        for rung, price in hourly.items():
+            speed, why_not = speeds.get(plan.hardware[rung], (None, ""))
             estimates[rung] = Estimate(price, timeout, steps, speed, why_not, **trials)
             first, *more = estimates[rung].lines()
             said[rung] += [f"{named[rung]}{first}", *more]

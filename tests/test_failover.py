@@ -347,3 +347,15 @@ def test_a_region_far_from_the_bucket_is_refused_with_the_reason(fakes):
                                      r"us-central1; deploy the stack again"):
         Vertex(fakes.cloud(), ladder()).launch(request)
     assert fakes.vertex.received == [] and fakes.builds.requests == []
+
+
+def test_a_fallback_that_cannot_take_the_job_is_refused_naming_it(fakes):
+    with pytest.raises(InputError, match=r"^--fallback a2-highgpu-1g is the job's own "
+                                         r"hardware: list only the alternatives$"):
+        dry_run(fakes, fallback=("a2-highgpu-1g",))
+    multi_region(fakes)
+    with pytest.raises(InputError, match=r"^--fallback ct5lp-hightpu-4t: a TPU job is one "
+                                         r"slice"):  # the job's workers do not fit a slice
+        Vertex(fakes.cloud(), ladder(fallback=("ct5lp-hightpu-4t",), dry_run=True)).launch(
+            Request.training(None, 100, dataclasses.replace(A100, workers=1), "tpu1"))
+    assert fakes.vertex.received == [] and fakes.builds.requests == []
