@@ -106,8 +106,9 @@ def resolve_locations(environment: str, overrides: Mapping[str, str | None],
     fields = resolve_fields(environment, overrides, env, config, outputs_path, ("region",))
     home = stack_outputs.read(environment, outputs_path).get("region") or fields["region"]
     missing = [field for field in LOCATIONS if not fields[field]]
-    assumed = (f"{' and '.join(missing)} unknown (outputs of a stack deployed before they "
-               f"existed): taken as the stack's region {home}; deploy the stack again "
-               "(`npx cdktf deploy`) to record them") if missing else ""
+    assumed = (f"{' and '.join(missing)} not known (a stack deployed before they were "
+               f"outputs): taken as the stack's region {home}; deploy the stack again, or set "
+               f"{' and '.join(ENV_PREFIX + field.upper() for field in missing)}"
+               ) if missing else ""
     return Locations(fields["bucket_location"] or home, fields["repository_location"] or home,
                      assumed)

@@ -342,9 +342,10 @@ def test_a_region_far_from_the_bucket_is_refused_with_the_reason(fakes):
     outputs.write_text(json.dumps({stack_outputs.stack_name("dev"): older}))
     with pytest.raises(TooFar, match=r"^--regions us-east1: the data bucket is in us-central1 "
                                      r"alone, so jobs run there only \(bucket_location and "
-                                     r"repository_location unknown \(outputs of a stack deployed "
-                                     r"before they existed\): taken as the stack's region "
-                                     r"us-central1; deploy the stack again"):
+                                     r"repository_location not known \(a stack deployed before "
+                                     r"they were outputs\): taken as the stack's region "
+                                     r"us-central1; deploy the stack again, or set "
+                                     r"PETS_BUCKET_LOCATION and PETS_REPOSITORY_LOCATION\); "):
         Vertex(fakes.cloud(), ladder()).launch(request)
     assert fakes.vertex.received == [] and fakes.builds.requests == []
 
@@ -359,3 +360,13 @@ def test_a_fallback_that_cannot_take_the_job_is_refused_naming_it(fakes):
         Vertex(fakes.cloud(), ladder(fallback=("ct5lp-hightpu-4t",), dry_run=True)).launch(
             Request.training(None, 100, dataclasses.replace(A100, workers=1), "tpu1"))
     assert fakes.vertex.received == [] and fakes.builds.requests == []
+
+
+def test_the_locations_come_from_the_outputs_unless_the_environment_names_them(fakes):
+    cloud = fakes.cloud()
+    assert cloud.locations() == Locations("US-CENTRAL1", "us-central1")
+    named = dataclasses.replace(cloud, environ={"PETS_BUCKET_LOCATION": "NAM4"})
+    assert named.locations() == Locations("NAM4", "us-central1")
+    with pytest.raises(InputError, match=r"^PETS_REPOSITORY_LOCATION 'US' is not a location "
+                                         r"infra/locations.py knows"):
+        dataclasses.replace(cloud, environ={"PETS_REPOSITORY_LOCATION": "US"}).locations()

@@ -66,7 +66,7 @@ BAD_VALUES = [
      "--fallback n1-standard-16: the accelerator cannot be inferred"),
     (("train", *VERTEX, "--regions=us-central1,us-east4", "--dry-run"),  # no outputs file
      "--regions us-east4: the data bucket is in us-central1 alone, so jobs run there only "
-     "(bucket_location and repository_location unknown"),
+     "(bucket_location and repository_location not known"),
     (("train", *VERTEX, "--image=nginx:latest", "--dry-run"),
      "--image 'nginx:latest' is not an Artifact Registry image"),
     (("train", "--data-dir=work/no-such-records"), "--data-dir work/no-such-records: no such"),

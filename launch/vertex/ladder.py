@@ -41,7 +41,7 @@ def _once(flag: str, values: Sequence[str]) -> None:
 class Ladder:
     strategies: tuple[str, ...]  # scheduling strategies, tried in order in each pair
     max_preemptions: int = 2  # per rung: preempted jobs resubmitted on the same rung
-    regions: tuple[str, ...] = ()  # () : the job's own region
+    regions: tuple[str, ...] = ()  # (): the job's own region
     fallback: tuple[str, ...] = ()  # machine types tried after the job's own hardware
 
     def __post_init__(self) -> None:
