@@ -94,13 +94,13 @@ def test_every_region_the_platform_uses_has_a_continent():
 
 def test_a_region_is_offered_only_where_bucket_and_image_are_near():
     regional = Locations("US-CENTRAL1", "us-central1")
-    refuse_far(["us-central1"], regional, "--regions")
+    refuse_far(["us-central1", "us-east1", "northamerica-northeast1"], regional, "--regions")
     with pytest.raises(TooFar) as far:
-        refuse_far(["us-central1", "us-east1"], regional, "--regions")
+        refuse_far(["us-central1", "europe-west4"], regional, "--regions")
     assert str(far.value) == (
-        "--regions us-east1: the data bucket is in US-CENTRAL1 alone, so jobs run there only; "
-        "for other regions give the environment a multi-region bucket (bucket_location: 'US' "
-        "in infra/environments.py, then `npx cdktf deploy`)")
+        "--regions europe-west4: the data bucket is in US-CENTRAL1 (north-america) and "
+        "europe-west4 is in europe; choose regions in north-america, where the bucket is read "
+        "without crossing one")
     american = Locations("US", "us")
     refuse_far(["us-central1", "us-east4", "northamerica-northeast1"], american, "--regions")
     refuse_far(["us-west1"], Locations("NAM4", "us"), "--regions")  # its continent
@@ -108,13 +108,13 @@ def test_a_region_is_offered_only_where_bucket_and_image_are_near():
                                      r"\(north-america\) and europe-west4 is in europe; "
                                      r"choose regions in north-america"):
         refuse_far(["us-central1", "europe-west4"], american, "--regions")
-    with pytest.raises(TooFar, match=r"^--region us-east1: the image repository is in "
-                                     r"us-central1 alone, .*registry_location: 'us'"):
-        refuse_far(["us-east1"], Locations("US", "us-central1"), "--region")
-    with pytest.raises(TooFar, match=r"southamerica-east1: the data bucket is in SOUTHAMERICA-"
-                                     r"WEST1 alone, .*; no multi-region spans south-america: "
-                                     r"a bucket there is needed"):
-        refuse_far(["southamerica-east1"], Locations("SOUTHAMERICA-WEST1", "us"), "--regions")
+    with pytest.raises(TooFar, match=r"^--region asia-east1: the image repository is in "
+                                     r"us-central1 \(north-america\) and asia-east1 is in asia"):
+        refuse_far(["asia-east1"], Locations("ASIA", "us-central1"), "--region")
+    with pytest.raises(TooFar, match=r"southamerica-east1: the data bucket is in MARS1 \(a "
+                                     r"location infra/locations.py does not know\).*; name the "
+                                     r"bucket's location as infra/locations.py lists it"):
+        refuse_far(["southamerica-east1"], Locations("MARS1", "us"), "--regions")
 
 
 def test_a_tensorboard_takes_jobs_of_its_region_writing_to_a_regional_bucket_there():
@@ -327,26 +327,29 @@ def test_a_rung_short_of_quota_is_dropped_and_none_left_is_refused(fakes, capsys
 
 def test_a_region_far_from_the_bucket_is_refused_with_the_reason(fakes):
     request = Request.training("pets_retinanet_resnetfpn", 500, A100, "far1")
-    with pytest.raises(TooFar, match=r"^--regions us-east1: the data bucket is in US-CENTRAL1 "
-                                     r"alone, so jobs run there only; .*multi-region bucket"):
-        Vertex(fakes.cloud(), ladder()).launch(request)  # the stack's regional bucket
-    with pytest.raises(TooFar, match=r"^--region us-east1: the data bucket is in US-CENTRAL1"):
-        Vertex(fakes.cloud(region="us-east1")).launch(request)  # one region, the same rule
+    far = ladder(("us-central1", "europe-west4"))
+    with pytest.raises(TooFar, match=r"^--regions europe-west4: the data bucket is in "
+                                     r"US-CENTRAL1 \(north-america\) and europe-west4 is in "
+                                     r"europe; choose regions in north-america"):
+        Vertex(fakes.cloud(), far).launch(request)  # the stack's regional bucket
+    with pytest.raises(TooFar, match=r"^--region europe-west4: the data bucket is in "
+                                     r"US-CENTRAL1"):
+        Vertex(fakes.cloud(region="europe-west4")).launch(request)  # one region, one rule
     multi_region(fakes)
     with pytest.raises(TooFar, match=r"^--regions europe-west4: the data bucket is in US "
                                      r"\(north-america\) and europe-west4 is in europe"):
-        Vertex(fakes.cloud(), ladder(("us-central1", "europe-west4"))).launch(request)
+        Vertex(fakes.cloud(), far).launch(request)
     outputs = fakes.cloud().outputs_path  # a stack deployed before the locations were outputs
     older = {key: value for key, value in OUTPUTS.as_dict().items()
              if key not in ("bucket_location", "repository_location")}
     outputs.write_text(json.dumps({stack_outputs.stack_name("dev"): older}))
-    with pytest.raises(TooFar, match=r"^--regions us-east1: the data bucket is in us-central1 "
-                                     r"alone, so jobs run there only \(bucket_location and "
-                                     r"repository_location not known \(a stack deployed before "
-                                     r"they were outputs\): taken as the stack's region "
-                                     r"us-central1; deploy the stack again, or set "
-                                     r"PETS_BUCKET_LOCATION and PETS_REPOSITORY_LOCATION\); "):
-        Vertex(fakes.cloud(), ladder()).launch(request)
+    with pytest.raises(TooFar, match=r"^--regions europe-west4: the data bucket is in "
+                                     r"us-central1 \(bucket_location and repository_location "
+                                     r"not known \(a stack deployed before they were outputs\): "
+                                     r"taken as the stack's region us-central1; deploy the stack "
+                                     r"again, or set PETS_BUCKET_LOCATION and "
+                                     r"PETS_REPOSITORY_LOCATION\) \(north-america\)"):
+        Vertex(fakes.cloud(), far).launch(request)
     assert fakes.vertex.received == [] and fakes.builds.requests == []
 
 

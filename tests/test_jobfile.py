@@ -64,9 +64,9 @@ BAD_VALUES = [
      "--region and --regions: choose one"),
     (("train", *VERTEX, "--fallback=n1-standard-16", "--dry-run"),
      "--fallback n1-standard-16: the accelerator cannot be inferred"),
-    (("train", *VERTEX, "--regions=us-central1,us-east4", "--dry-run"),  # no outputs file
-     "--regions us-east4: the data bucket is in us-central1 alone, so jobs run there only "
-     "(bucket_location and repository_location not known"),
+    (("train", *VERTEX, "--regions=us-central1,europe-west4", "--dry-run"),  # no outputs file
+     "--regions europe-west4: the data bucket is in us-central1 (bucket_location and "
+     "repository_location not known"),
     (("train", *VERTEX, "--image=nginx:latest", "--dry-run"),
      "--image 'nginx:latest' is not an Artifact Registry image"),
     (("train", "--data-dir=work/no-such-records"), "--data-dir work/no-such-records: no such"),
