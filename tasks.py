@@ -234,7 +234,8 @@ def _run_job(c, task: str, flags: dict) -> None:
         job = jobfile.resolve(task, flags, file, source)
         request = jobfile.request(job, task)
         ladder = Ladder.from_flag(",".join(job.capacity), job.max_preemptions,
-                                  request.resources.scheduling.strategy)
+                                  request.resources.scheduling.strategy, job.regions,
+                                  job.fallback)
         places = Places(job.model_dir or LOCAL_DIRS[task], job.data_dir or RECORDS_DIR)
         target = Target(places, _cloud(c, flags["project"], job.region, flags["bucket"],
                                        job.image, flags["env"]),

@@ -6,7 +6,7 @@ import dataclasses
 import re
 from collections.abc import Mapping
 
-from infra import names
+from infra import locations, names
 
 # Regions where Vertex AI custom training and TensorBoard are offered.
 VERTEX_REGIONS = frozenset({
@@ -86,6 +86,12 @@ class Environment:
     # Researchers may push images from their own Docker (`--local-docker`). Off: images are
     # built only by Cloud Build, as the builder account, from the sources' content hash.
     researchers_push_images: bool = False
+    # Where the data bucket and the image repository live (None: the region). A dual- or
+    # multi-region (US, NAM4, EU, EUR4, ASIA, ASIA1; repositories us, europe, asia) lets
+    # `invoke train --regions` fail over to other regions of its continent
+    # (infra/locations.py); a job only runs where both are read without crossing one.
+    bucket_location: str | None = None
+    registry_location: str | None = None
 
     def _check_alert_emails(self, where: str) -> None:
         emails = self.alert_emails
@@ -101,6 +107,27 @@ class Environment:
                 raise ConfigError(f"{where}.alert_emails: {email!r} and {twin!r} are one "
                                   "address (letters' case and punctuation aside); list it once")
             seen[key] = email
+
+    def _check_locations(self, where: str) -> None:
+        """Each location known, and on the continent of the environment's own region (its
+        TensorBoard's and build's), where its jobs run by default."""
+        home = locations.region_continent(self.region)
+        for field, value, continent, offered in (
+                ("bucket_location", self.bucket_location, locations.bucket_continent,
+                 [*locations.BUCKET_MULTI_REGIONS, *locations.BUCKET_DUAL_REGIONS]),
+                ("registry_location", self.registry_location, locations.registry_continent,
+                 list(locations.REGISTRY_MULTI_REGIONS))):
+            if value is None:
+                continue
+            found = continent(value) if isinstance(value, str) else None
+            if found is None:
+                raise ConfigError(f"{where}.{field}: {value!r} is not a location "
+                                  f"infra/locations.py knows: {', '.join(offered)} or a region "
+                                  "(None: the environment's region)")
+            if found != home:
+                raise ConfigError(f"{where}.{field}: {value!r} is in {found}, the region "
+                                  f"{self.region} in {home}: choose a location on its "
+                                  "continent (jobs in the region read it)")
 
     @property
     def is_production(self) -> bool:
@@ -131,6 +158,7 @@ class Environment:
                                   "(`gh api repos/OWNER/NAME --jq '.id, .owner.id'`)")
         check_bucket_name(self.state_bucket, f"{where}.state_bucket")
         self._check_alert_emails(where)
+        self._check_locations(where)
         for key, value in self.labels.items():
             if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
                 raise ConfigError(f"{where}.labels: {key}={value!r} breaks GCP label rules "

@@ -14,6 +14,8 @@ class Environment(Protocol):
     project_id: str
     region: str
     name_prefix: str
+    bucket_location: str | None
+    registry_location: str | None
 
 
 TRAINER_IMAGE = "trainer"
@@ -22,6 +24,17 @@ SERVING_IMAGE = "serving"  # TF Serving for Vertex AI endpoints (the Dockerfile'
 # The images one build of cloudbuild.yaml makes, and the substitution that names each there.
 IMAGE_SUBSTITUTIONS = {TRAINER_IMAGE: "_GPU_IMAGE", TPU_IMAGE: "_TPU_IMAGE",
                        SERVING_IMAGE: "_SERVING_IMAGE"}
+
+
+def bucket_location(env: Environment) -> str:
+    """Where the data bucket keeps its objects: the environment's region unless it names a
+    dual- or multi-region (infra/locations.py), upper case as Cloud Storage reports it."""
+    return (env.bucket_location or env.region).upper()
+
+
+def registry_location(env: Environment) -> str:
+    """Where the image repository lives: the region, or a multi-region (us, europe, asia)."""
+    return env.registry_location or env.region
 
 
 def data_bucket(env: Environment) -> str:
@@ -56,7 +69,7 @@ def repository_id(env: Environment) -> str:
 
 def repository_url(env: Environment) -> str:
     """Provider 6.x has no registry_uri attribute: the Docker URL is built from its parts."""
-    return f"{env.region}-docker.pkg.dev/{env.project_id}/{repository_id(env)}"
+    return f"{registry_location(env)}-docker.pkg.dev/{env.project_id}/{repository_id(env)}"
 
 
 def image_uri(env: Environment, tag: str, image: str = TRAINER_IMAGE) -> str:

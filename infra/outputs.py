@@ -43,6 +43,10 @@ class StackOutputs:
     workload_identity_provider: str
     researchers_push_images: str  # "true" | "false"
     notifications_topic: str  # projects/P/topics/NAME: job events (launch/vertex/notify.py)
+    # where the data bucket and the repository live (a region, or a dual- or multi-region):
+    # the regions a job may run in (launch/vertex/locality.py); absent from older stacks
+    bucket_location: str
+    repository_location: str
 
     def as_dict(self) -> dict[str, str]:
         return dataclasses.asdict(self)

@@ -162,7 +162,9 @@ class TrainingPlatformStack(TerraformStack):
             tensorboard=tensorboard.tensorboard.id,
             workload_identity_provider=github.provider.name,
             researchers_push_images=str(env.researchers_push_images).lower(),
-            notifications_topic=names.notifications_topic_path(env)))
+            notifications_topic=names.notifications_topic_path(env),
+            bucket_location=names.bucket_location(env),
+            repository_location=names.registry_location(env)))
         self._after_apis()
 
     def _after_apis(self) -> None:
@@ -235,7 +237,8 @@ class TrainingPlatformStack(TerraformStack):
         env, retention = self.env, self.env.retention
         data = PrivateBucket(
             self, "data", project=env.project_id, name=names.data_bucket(env),
-            location=env.region, labels=dict(env.labels), force_destroy=not env.is_production,
+            location=names.bucket_location(env), labels=dict(env.labels),
+            force_destroy=not env.is_production,
             soft_delete_days=retention.soft_delete_days,
             lifecycle_rules=[delete_rule(noncurrent_days=retention.noncurrent_version_days)]
             + ([delete_rule(age_days=retention.scratch_expiry_days,
@@ -265,7 +268,7 @@ class TrainingPlatformStack(TerraformStack):
         """The image repository, and the build of the sources' images into it."""
         env = self.env
         registry = DockerRepository(
-            self, "images", project=env.project_id, location=env.region,
+            self, "images", project=env.project_id, location=names.registry_location(env),
             repository_id=names.repository_id(env), labels=dict(env.labels),
             keep_versions=env.retention.keep_image_versions,
             untagged_days=env.retention.untagged_image_days,

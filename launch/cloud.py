@@ -40,6 +40,11 @@ class Cloud:
         return settings.resolve_target(self.environment, self.overrides, self.environ,
                                        self.config, self.outputs_path)
 
+    def locations(self) -> settings.Locations:
+        """Where the bucket and the repository live: the regions a job may read them from."""
+        return settings.resolve_locations(self.environment, self.overrides, self.environ,
+                                          self.config, self.outputs_path)
+
     def storage(self):
         return self.clients.storage(self.fields(("project",))["project"])
 

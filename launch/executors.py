@@ -10,6 +10,7 @@ It also knows where that run's TensorBoard is.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import shlex
 import subprocess
@@ -31,8 +32,14 @@ from launch.gcs.records import require_training_data
 from launch.images import check_image_uri
 from launch.jobs import Evaluation, Places, Request, Training
 from launch.local import LocalExecutor
-from launch.places import CloudTarget, check_run_id
-from launch.pricing.estimate import Estimate, known_price, measured_speed, read_summaries
+from launch.places import CloudTarget, check_run_id, label_value
+from launch.pricing.estimate import (
+    Estimate,
+    OverBudget,
+    known_price,
+    measured_speeds,
+    read_summaries,
+)
 from launch.pricing.table import PriceTable
 from launch.runs import jobfiles
 from launch.tuning import local as local_tuning
@@ -40,10 +47,19 @@ from launch.tuning import study
 from launch.tuning.commands import submit_sweep
 from launch.tuning.sweep import Sweep
 from launch.vertex import client as vertex_client
-from launch.vertex import costs, persistent, quota
+from launch.vertex import costs, locality, persistent, quota
 from launch.vertex import jobs as vertex_jobs
-from launch.vertex.hardware import check_region, machine_for, tensorflow_note
-from launch.vertex.ladder import Ladder, climb
+from launch.vertex.hardware import (
+    HardwareError,
+    Machine,
+    NotOffered,
+    check_region,
+    fallback_resources,
+    hardware_name,
+    machine_for,
+    tensorflow_note,
+)
+from launch.vertex.ladder import Ladder, Rung, climb, labels, rungs
 from launch.vertex.notify import notifier
 from launch.vertex.spec import job_id, pin_images, tensorboard_url, trainer_images
 from launch.vertex.submit import (
@@ -177,6 +193,29 @@ class Local:
 
 
 @dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a launch submits: each rung of the ladder (one rung without a ladder) with its
+    CustomJob and machine, checked against the catalogue; where each region's jobs run."""
+
+    jobs: dict[Rung, aiplatform_v1.CustomJob]
+    machines: dict[Rung, Machine]
+    hardware: dict[Rung, str]  # the hardware in words (Resources.hardware_key)
+    targets: dict[str, CloudTarget]  # region -> the target its jobs run on
+
+    @property
+    def first(self) -> Rung:
+        return next(iter(self.jobs))
+
+    def without(self, dropped: Iterable[Rung]) -> Plan:
+        """The plan less the `dropped` rungs (short of quota)."""
+        gone = set(dropped)
+        kept = [rung for rung in self.jobs if rung not in gone]
+        return Plan({rung: self.jobs[rung] for rung in kept},
+                    {rung: self.machines[rung] for rung in kept},
+                    {rung: self.hardware[rung] for rung in kept}, self.targets)
+
+
+@dataclasses.dataclass(frozen=True)
 class Vertex:
     """Vertex AI custom jobs on the stack's infrastructure: the run's files in the bucket
     (gs://BUCKET/runs/RUN_ID), the sources' image built if missing and pinned by digest."""
@@ -193,46 +232,43 @@ class Vertex:
         where = self._where(request)
         request = self._with_run_data(_portable(request), run_id)
         ladder = self.submission.ladder
-        strategies = ladder.strategies if ladder else (request.resources.scheduling.strategy,)
-        labels = {**standard_labels(), **request.labels}
-        jobs = {strategy: vertex_jobs.vertex_job(where, dataclasses.replace(
-                    request, resources=request.resources.with_strategy(strategy)),
-                    run_id, labels)
-                for strategy in strategies}  # every rung checked before anything is sent
-        machine = machine_for(request.resources, where.region)
-        if note := tensorflow_note(machine):
+        plan = self._plan(request, where, run_id)  # every rung checked before anything is sent
+        for note in dict.fromkeys(filter(None, map(tensorflow_note, plan.machines.values()))):
             print(note, file=sys.stderr)
         data = self._data_url(request, where)
         trains = isinstance(request, Training)
-        decided = {"run_id": run_id, "region": where.region, "data_dir": request.data_dir if
-                   isinstance(request, Evaluation) else data}  # eval: the run's, if known
+        decided = {"run_id": run_id, "data_dir": request.data_dir if  # eval: the run's, if known
+                   isinstance(request, Evaluation) else data,
+                   "region": None if ladder and ladder.regions else where.region}
         text = _job_text(request, **decided)
         if self.submission.dry_run:
-            self._say_dry_run(text, where, run_id, request, trains)
+            self._say_dry_run(text, plan.targets[plan.first.region], run_id, request, trains)
             if ladder:
-                print(f"capacity ladder: {' -> '.join(strategies)} (the job shown is the "
+                print(f"ladder (regions, then hardware, then capacity): "
+                      f"{' -> '.join(labels(list(plan.jobs)).values())} (the job shown is the "
                       "first rung's)", file=sys.stderr)
-        self._price(request, where, jobs, request.resources.hardware_key(machine))
-        self._check_quota(where, jobs.values(), request.resources.hardware_key(machine))
+        plan = self._check_quota(where.project, plan)
+        self._price(request, where, plan)
         if not self.submission.dry_run and trains:
             self._require_data(data)  # fail now, not after a build
-            self._refuse_second_writer(where, run_id)
+            self._refuse_second_writer(where.project, plan.targets, run_id)
+        first, job = plan.first, plan.jobs[plan.first]
         if resource_id := request.resources.scheduling.persistent_resource:
             if self.submission.dry_run:
                 print(f"note: the fit on persistent resource {resource_id} is checked when "
                       "the job is submitted", file=sys.stderr)
             else:
                 resource = persistent.fetch(self.cloud.clients.persistent_resources(
-                    where.region), where.project, where.region, resource_id)
-                for job in jobs.values():
-                    persistent.check_fits(job, resource)
+                    first.region), where.project, first.region, resource_id)
+                for each in plan.jobs.values():
+                    persistent.check_fits(each, resource)
         _save_job(text, self.submission)
         if not self.submission.dry_run and trains and text:
             jobfiles.store_in_bucket(self.cloud, run_id, _job_text(
-                request, **decided, image=trainer_images(jobs[strategies[0]])[0]))
+                request, **decided, image=trainer_images(job)[0]))
         if ladder and not self.submission.dry_run:
-            return self._climb(ladder, where, jobs, run_id)
-        return dispatch(self.cloud, where, jobs[strategies[0]], run_id, self.submission)
+            return self._climb(ladder, plan, run_id)
+        return dispatch(self.cloud, plan.targets[first.region], job, run_id, self.submission)
 
     def tune(self, request: Request, sweep: Sweep) -> str:
         """A HyperparameterTuningJob whose trials run the job `launch` would submit for
@@ -240,31 +276,29 @@ class Vertex:
         if not isinstance(request, Training):
             raise InputError("a sweep tunes training runs")
         if self.submission.ladder:
-            raise InputError("--capacity (a ladder of capacity kinds) does not apply to a "
-                             "sweep: Vertex AI schedules its trials; choose --spot or "
-                             "--flex-start for them")
+            raise InputError("--capacity, --regions and --fallback (a ladder) do not apply to "
+                             "a sweep: Vertex AI schedules its trials; choose --spot or "
+                             "--flex-start and --region for them")
         run_id = check_run_id(
             request.run_id or default_run_id(f"{request.experiment}-tune"))
         where = self._where(request)
         request = _portable(request)
-        trial = vertex_jobs.vertex_job(where, request, run_id,
-                                       {**standard_labels(), **request.labels}, trial=True)
-        machine = machine_for(request.resources, where.region)
+        plan = self._plan(request, where, run_id, trial=True)
         data = self._data_url(request, where)
         text = _job_text(request, run_id=run_id, region=where.region, data_dir=data)
         if self.submission.dry_run:
             self._say_dry_run(text, where, run_id, request, True)
-        self._price(request, where, {request.resources.scheduling.strategy: trial},
-                    request.resources.hardware_key(machine), sweep)
-        self._check_quota(where, [trial], request.resources.hardware_key(machine),
-                          copies=sweep.parallel)
+        plan = self._check_quota(where.project, plan, copies=sweep.parallel)
+        self._price(request, where, plan, sweep)
         _save_job(text, self.submission)
         if not self.submission.dry_run:
             self._require_data(data)
-        job = study.tuning_job(sweep, pinned(self.cloud, trial, self.submission))
+        job = study.tuning_job(sweep, pinned(self.cloud, plan.jobs[plan.first],
+                                             self.submission))
         if self.submission.dry_run:
             return study.to_json(job)
-        return submit_sweep(self.cloud, where, job, run_id, self.submission)
+        return submit_sweep(self.cloud, plan.targets[where.region], job, run_id,
+                            self.submission)
 
     def _where(self, request: Request) -> CloudTarget:
         """The project, region, bucket and images, and what a Vertex AI job can read:
@@ -281,6 +315,59 @@ class Vertex:
                                  "cp -r`, or `invoke data.upload` for data) and pass its "
                                  "gs:// path")
         return where
+
+    def _plan(self, request: Request, where: CloudTarget, run_id: str,
+              trial: bool = False) -> Plan:
+        """The ladder's rungs (regions outer, hardware inner, capacity innermost; one rung
+        without a ladder), each a CustomJob: regions the data and image reach only
+        (vertex/locality.py), a (region, hardware) pair the catalogue does not offer skipped
+        with a note (refused when no rung is left), any other impossible rung refused."""
+        ladder, found = self.submission.ladder, self.cloud.locations()
+        regions = ladder.regions if ladder and ladder.regions else (where.region,)
+        locality.refuse_far(regions, found,
+                            "--regions" if ladder and ladder.regions else "--region")
+        targets = {}
+        for region in regions:
+            tensorboard, why = locality.tensorboard_in(region, where.tensorboard, found.bucket)
+            if why:
+                print(f"note: jobs in {region} run without the Vertex AI TensorBoard ({why}); "
+                      "their summaries are in the run's directory all the same (`invoke "
+                      f"tensorboard --run-id {run_id}`)", file=sys.stderr)
+            targets[region] = dataclasses.replace(where, region=region, tensorboard=tensorboard)
+        primary = hardware_name(request.resources)
+        hardware = {primary: request.resources}
+        for machine_type in ladder.fallback if ladder else ():
+            if machine_type == primary:
+                raise InputError(f"--fallback {machine_type} is the job's own hardware: list "
+                                 "only the alternatives")
+            hardware[machine_type] = fallback_resources(request.resources, machine_type)
+        strategies = ladder.strategies if ladder else (request.resources.scheduling.strategy,)
+        labelled = {**standard_labels(), **request.labels}
+        jobs, machines, skipped = {}, {}, {}
+        for rung in rungs(regions, list(hardware), strategies):
+            if (rung.region, rung.hardware) in skipped:
+                continue
+            rung_request = dataclasses.replace(
+                request, resources=hardware[rung.hardware].with_strategy(rung.strategy))
+            try:
+                machines[rung] = machine_for(rung_request.resources, rung.region)
+                jobs[rung] = vertex_jobs.vertex_job(targets[rung.region], rung_request, run_id,
+                                                    labelled, trial=trial)
+            except NotOffered as error:
+                if not ladder:
+                    raise
+                skipped[rung.region, rung.hardware] = str(error)
+            except InputError as error:
+                if rung.hardware == primary:
+                    raise
+                raise HardwareError(f"--fallback {rung.hardware}: {error}") from None
+        if not jobs:
+            raise HardwareError(f"no rung of the ladder can run: {'; '.join(skipped.values())}")
+        for (region, machine_type), why in skipped.items():
+            print(f"note: the ladder skips {machine_type} in {region}: {why}", file=sys.stderr)
+        return Plan(jobs, {rung: machines[rung] for rung in jobs},
+                    {rung: request.resources.hardware_key(machines[rung]) for rung in jobs},
+                    targets)
 
     def _with_run_data(self, request: Request, run_id: str) -> Request:
         """Evaluation reads the run's own data (its job file says which) unless told."""
@@ -310,41 +397,57 @@ class Vertex:
             print("note: dry run: the data checks of the bucket's records were skipped",
                   file=sys.stderr)
 
-    def _refuse_second_writer(self, where: CloudTarget, run_id: str) -> None:
+    def _refuse_second_writer(self, project: str, regions: Iterable[str], run_id: str) -> None:
         """One writer per run on Vertex AI too: a training job of this run that has not
-        ended owns its checkpoints (Cloud Storage has no lock to take)."""
-        busy = [job for job in vertex_client.list_jobs(
-                    self.cloud.clients.jobs(where.region), where.project, where.region,
-                    limit=1000, labels={"run": run_id, **vertex_jobs.TRAINING_LABELS})
+        ended, in any region the ladder may use, owns its checkpoints (Cloud Storage has no
+        lock to take)."""
+        busy = [job for region in regions for job in vertex_client.list_jobs(
+                    self.cloud.clients.jobs(region), project, region, limit=1000,
+                    labels={"run": run_id, **vertex_jobs.TRAINING_LABELS})
                 if job.state.name not in vertex_client.TERMINAL]
         if busy:
             job = busy[0]
             raise InputError(
-                f"--run-id {run_id}: training job {job_id(job.name)} "
-                f"({job.state.name.removeprefix('JOB_STATE_').lower()}) is writing this "
-                f"run's checkpoints; wait for it, cancel it (invoke jobs.cancel "
-                f"{job_id(job.name)}), or choose another --run-id")
+                f"--run-id {run_id}: training job {job_id(job.name)} in "
+                f"{costs.job_region(job)} ({job.state.name.removeprefix('JOB_STATE_').lower()})"
+                f" is writing this run's checkpoints; wait for it, cancel it (invoke "
+                f"jobs.cancel {job_id(job.name)}), or choose another --run-id")
 
-    def _check_quota(self, where: CloudTarget, jobs: Iterable[aiplatform_v1.CustomJob],
-                     hardware: str, copies: int = 1) -> None:
-        """Refuses a job (each rung of a ladder; `copies` trials at once) over the project's
-        training quota in its region, before any build; a quota it cannot read is a note
-        (Vertex AI still enforces it when the job is submitted)."""
-        needed = [quota.needs(job, copies) for job in jobs
-                  if not job.job_spec.persistent_resource_id]  # the resource's own capacity
-        if not needed:
-            return
-        try:
-            found = quota.limits(self.cloud.clients.quotas(), where.project, where.region,
-                                 {name for need in needed for name in need.amounts})
-        except (GoogleAPIError, GoogleAuthError) as error:
-            print(f"note: quota not checked: {quota.unreadable(error)}", file=sys.stderr)
-            return
-        what = f"{hardware}{f' x {copies} trials at once' if copies > 1 else ''}"
-        notes = [note for need in needed
-                 for note in quota.refuse_short(need, found, what, where.project, where.region)]
+    def _check_quota(self, project: str, plan: Plan, copies: int = 1) -> Plan:
+        """Each rung against the project's training quota in its region (`copies` trials at
+        once), before any build. A rung short of quota is refused when it is the only one;
+        on a ladder it is dropped with a note, and refused when none is left. A quota it
+        cannot read is a note (Vertex AI still enforces it when the job is submitted)."""
+        needed = {rung: quota.needs(job, copies) for rung, job in plan.jobs.items()
+                  if not job.job_spec.persistent_resource_id}  # the resource's own capacity
+        found: dict[str, dict[str, int]] = {}
+        for region in dict.fromkeys(rung.region for rung in needed):
+            metrics = {name for rung, need in needed.items() if rung.region == region
+                       for name in need.amounts}
+            try:
+                found[region] = quota.limits(self.cloud.clients.quotas(), project, region,
+                                             metrics)
+            except (GoogleAPIError, GoogleAuthError) as error:
+                print(f"note: quota not checked: {quota.unreadable(error)}", file=sys.stderr)
+                return plan
+        named, notes, short = labels(list(plan.jobs)), [], {}
+        for rung, need in needed.items():
+            what = f"{plan.hardware[rung]}{f' x {copies} trials at once' if copies > 1 else ''}"
+            try:
+                notes += quota.refuse_short(need, found[rung.region], what, project,
+                                            rung.region)
+            except InputError as error:
+                if len(plan.jobs) == 1:
+                    raise
+                short[rung] = str(error)
         for note in dict.fromkeys(notes):
             print(note, file=sys.stderr)
+        if len(short) == len(plan.jobs):
+            raise InputError(f"no rung of the ladder fits the project's quota: "
+                             f"{'; '.join(short.values())}")
+        for rung, why in short.items():
+            print(f"note: the ladder drops its {named[rung]} rung: {why}", file=sys.stderr)
+        return plan.without(short)
 
     def _require_data(self, url: str) -> None:
         """A complete conversion at `url` that the data checks accept."""
@@ -353,61 +456,77 @@ class Vertex:
         datachecks.check_bucket(self.cloud.storage(), location.bucket, self.force,
                                 location.prefix)
 
-    def _price(self, request: Request, where, jobs: dict, hardware: str,
+    def _price(self, request: Request, where: CloudTarget, plan: Plan,
                sweep: Sweep | None = None) -> None:
         """Prints the estimate of each rung (a sweep: `parallel` trials at a time, all its
-        trials in the bound) on stderr; refuses a job over --max-cost before any request
-        (its bound needs none; its expected cost reads earlier runs' speed)."""
+        trials in the bound) on stderr; refuses, before any request, a job whose dearest rung
+        is over --max-cost (its bound needs none; its expected cost reads earlier runs'
+        speed), or whose price on any rung is unknown."""
         table, budget = PriceTable.load(), self.submission.max_cost
-        hourly = known_price(lambda: {strategy: costs.job_hourly(table, where.region, job)
-                                      for strategy, job in jobs.items()}, budget)
-        if hourly is None:
-            return
+        ladder = len(plan.jobs) > 1
+        named = {rung: f"{name.lower()} rung: " if ladder else ""
+                 for rung, name in labels(list(plan.jobs)).items()}
+        said: dict[Rung, list[str]] = {rung: [] for rung in plan.jobs}  # in the ladder's order
+        hourly = {rung: price for rung, job in plan.jobs.items()
+                  if (price := known_price(functools.partial(
+                      costs.job_hourly, table, rung.region, job), budget, named[rung],
+                      said[rung].append)) is not None}
         steps = None
         if isinstance(request, Training):
             steps = request.steps or default_train_steps(request.experiment)
         trials = {"runs": sweep.trials, "at_once": sweep.parallel} if sweep else {}
         timeout = request.resources.scheduling.timeout_hours
-        for price in hourly.values():
-            Estimate(price, timeout, steps, **trials).refuse_over(budget)
-        speed, why_not = None, ""
-        if steps is not None:
-            speed, why_not = measured_speed(
-                lambda: read_summaries(self.cloud.storage(), where.bucket),
-                request.experiment, hardware)
-        estimates = {strategy: Estimate(price, timeout, steps, speed, why_not, **trials)
-                     for strategy, price in hourly.items()}
-        lines: list[str] = []
-        for strategy, estimate in estimates.items():
-            first, *more = estimate.lines()
-            lines += [f"{strategy.lower()} rung: {first}" if len(estimates) > 1 else first,
-                      *more]
-        print("\n".join(dict.fromkeys(lines)), file=sys.stderr, flush=True)  # once each
-        for estimate in estimates.values():
+        for rung in sorted(hourly, key=lambda r: hourly[r].total, reverse=True):  # dearest
+            # first; the bound needs no read of earlier runs
+            self._refuse_over(Estimate(hourly[rung], timeout, steps, **trials), named[rung],
+                              budget)
+        speeds = {} if steps is None else measured_speeds(  # each rung's own hardware
+            lambda: read_summaries(self.cloud.storage(), where.bucket), request.experiment,
+            {plan.hardware[rung] for rung in hourly})
+        estimates = {}
+        for rung, price in hourly.items():
+            speed, why_not = speeds.get(plan.hardware[rung], (None, ""))
+            estimates[rung] = Estimate(price, timeout, steps, speed, why_not, **trials)
+            first, *more = estimates[rung].lines()
+            said[rung] += [f"{named[rung]}{first}", *more]
+        print("\n".join(dict.fromkeys(line for lines in said.values() for line in lines)),
+              file=sys.stderr, flush=True)  # once each
+        for rung in sorted(estimates, key=lambda r: estimates[r].bound, reverse=True):
+            self._refuse_over(estimates[rung], named[rung], budget)
+
+    @staticmethod
+    def _refuse_over(estimate: Estimate, rung: str, budget: float | None) -> None:
+        """Estimate.refuse_over, naming the rung that is over budget."""
+        try:
             estimate.refuse_over(budget)
+        except OverBudget as error:
+            raise OverBudget(f"{rung}{error}") from None
 
-    def _climb(self, ladder: Ladder, where, jobs: dict, run_id: str) -> str:
-        """Submits the run on each rung in turn until a job succeeds (vertex/ladder.py)."""
-        client = self.cloud.clients.jobs(where.region)
+    def _climb(self, ladder: Ladder, plan: Plan, run_id: str) -> str:
+        """Submits the run on each rung in turn until a job succeeds (vertex/ladder.py):
+        each rung's job in its region, labelled with its rung and attempt."""
         # every rung runs the same images: built (if missing) and resolved once
-        pins = image_pins(self.cloud, next(iter(jobs.values())), self.submission)
+        pins = image_pins(self.cloud, plan.jobs.values(), self.submission)
+        project = plan.targets[plan.first.region].project
+        events = notifier(self.cloud, plan.first.region)  # job events, if the stack has a topic
 
-        events = notifier(self.cloud, where.region)  # job events, if the stack has a topic
-
-        def run(strategy: str, attempt: int):
-            job = pin_images(jobs[strategy], pins)  # a copy, labelled with its attempt
-            job.labels["capacity"], job.labels["attempt"] = strategy.lower(), str(attempt)
-            created = create(self.cloud, where, job, run_id)
+        def run(rung: Rung, attempt: int) -> aiplatform_v1.CustomJob:
+            job = pin_images(plan.jobs[rung], pins)  # a copy, labelled with its rung
+            job.labels.update(region=rung.region, machine=label_value(rung.hardware),
+                              capacity=rung.strategy.lower(), attempt=str(attempt))
+            created = create(self.cloud, plan.targets[rung.region], job, run_id)
             print(created.summary, flush=True)
             name = created.job.name
-            done = vertex_client.wait(client, name, poll_seconds=self.submission.poll_seconds,
+            done = vertex_client.wait(self.cloud.clients.jobs(rung.region), name,
+                                      poll_seconds=self.submission.poll_seconds,
                                       on_state=lambda state: print(f"{name}: {state}",
                                                                    flush=True))
             events.job_ended(done)
             return done
 
-        done = climb(ladder, run, say=lambda text: print(text, flush=True),
-                     explain=lambda job: why_failed(self.cloud, where.project, job),
+        done = climb(list(plan.jobs), run, ladder.max_preemptions,
+                     say=lambda text: print(text, flush=True),
+                     explain=lambda job: why_failed(self.cloud, project, job),
                      on_step=events.ladder_step)
         return f"{vertex_client.describe(done).strip()} (run {run_id})"
 

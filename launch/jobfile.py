@@ -43,6 +43,7 @@ INIT_TYPES = ("backbone", "detector", "all")
 MAX_FILE_BYTES = 1 << 20
 MAX_HOURS = 87_600  # ten years: within a protobuf Duration, beyond any real job
 KEY_VALUE = re.compile(r"(?P<key>[^=]+)=(?P<value>.*)", re.DOTALL)
+COMMA_LISTS = ("regions", "fallback", "capacity")  # one flag, values separated by commas
 
 
 class JobFileError(InputError):
@@ -127,6 +128,13 @@ class JobFile:
                               default=False, section=EVAL)
     timeout_hours: float = option("job timeout (vertex)", default=24.0, section=EVAL,
                                   minimum=0, above=True, maximum=MAX_HOURS)
+    regions: tuple = option("regions to try in order, e.g. us-central1,us-east4: a job that "
+                            "finds no capacity is resubmitted in the next; every hardware is "
+                            "tried in a region before the next region (vertex; waits; "
+                            "instead of --region)", default=(), tasks=frozenset({TRAIN}))
+    fallback: tuple = option("machine types to try after the job's own hardware, in order, "
+                             "e.g. a2-highgpu-1g,g2-standard-8, each with the accelerator it "
+                             "comes with (vertex; waits)", default=(), tasks=frozenset({TRAIN}))
     capacity: tuple = option("kinds of capacity to try in order, e.g. "
                              "spot,flex-start,standard: a job that finds none is "
                              "resubmitted on the next (vertex; waits)", default=(),
@@ -405,7 +413,7 @@ def _sequence(field: dataclasses.Field, value: Any, shown: str) -> tuple:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, (list, tuple)):
         raise JobFileError(f"{shown} is a list, got {value!r}")
-    if field.name == "capacity":
+    if field.name in COMMA_LISTS:
         items = [part.strip() for item in items for part in str(item).split(",")
                  if part.strip()]
     if not all(isinstance(item, str) and item for item in items):
@@ -484,6 +492,12 @@ def _check(job: JobFile, task: str) -> dict[str, Any]:
         shown = flag("early_stop_min_delta" if job.early_stop_min_delta is not None
                      else "early_stop_evaluator")
         raise JobFileError(f"{shown} applies to early stopping: add --early-stop-patience N")
+    if job.region and job.regions:
+        raise JobFileError("--region and --regions: choose one (--regions lists the regions to "
+                           "try, in order)")
+    if (job.regions or job.fallback) and (job.reservation or job.persistent_resource):
+        raise JobFileError("--reservation and --persistent-resource use capacity set aside in "
+                           "one place, and --regions and --fallback look elsewhere: drop one")
     for name in (job.sweep.get("params") or {}) if isinstance(job.sweep, Mapping) else ():
         _field_kind(job.experiment, str(name), "--param")  # a sweep varies real fields too
     return check_overrides(job.experiment, job.override)

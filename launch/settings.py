@@ -3,10 +3,12 @@ the infra outputs file that `cdktf deploy --outputs-file infra/outputs.json` wri
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from infra import locations
 from infra import outputs as stack_outputs
 from launch.errors import InputError, MissingError
 from launch.places import CloudTarget, region_name
@@ -22,7 +24,12 @@ FROM_OUTPUTS = {"project": "project", "region": "region", "bucket": "bucket",
                 "builder_service_account": "builder_service_account",
                 "serving_service_account": "serving_service_account",
                 "researchers_push_images": "researchers_push_images",
-                "notifications_topic": "notifications_topic"}
+                "notifications_topic": "notifications_topic",
+                "bucket_location": "bucket_location",
+                "repository_location": "repository_location"}
+# Where the bucket and the repository live, and how to read each kind of name.
+LOCATIONS = {"bucket_location": locations.bucket_continent,
+             "repository_location": locations.registry_continent}
 REQUIRED = ("project", "region", "bucket", "image", "tpu_image", "service_account")
 
 
@@ -59,6 +66,10 @@ def resolve_fields(environment: str, overrides: Mapping[str, str | None],
             values[field] = bucket_name(str(values[field]), source)
         if field == "region" and values[field]:  # every source: it becomes a host name
             values[field] = region_name(str(values[field]), source)
+        if field in LOCATIONS and values[field] and not LOCATIONS[field](values[field]):
+            raise InputError(f"{source} {str(values[field])[:80]!r} is not a location "
+                             "infra/locations.py knows (a region, or US, EU, ASIA, NAM4, EUR4, "
+                             "ASIA1 for a bucket; us, europe, asia for a repository)")
     missing = [field for field in required if not values[field]]
     if missing:
         stack = stack_outputs.stack_name(environment)
@@ -76,3 +87,28 @@ def resolve_target(environment: str, overrides: Mapping[str, str | None],
                    outputs_path: Path = OUTPUTS_FILE) -> CloudTarget:
     fields = resolve_fields(environment, overrides, env, config, outputs_path)
     return CloudTarget(**{k: v for k, v in fields.items() if k in CloudTarget.__annotations__})
+
+
+@dataclasses.dataclass(frozen=True)
+class Locations:
+    """Where a run's data (the bucket) and image (the repository) live."""
+
+    bucket: str
+    repository: str
+    assumed: str = ""  # why they are taken as the stack's region (an older stack's outputs)
+
+
+def resolve_locations(environment: str, overrides: Mapping[str, str | None],
+                      env: Mapping[str, str], config: Mapping[str, str],
+                      outputs_path: Path = OUTPUTS_FILE) -> Locations:
+    """The bucket's and the repository's locations; a stack deployed before they were
+    outputs has them in its own region, the only place they are known to be."""
+    fields = resolve_fields(environment, overrides, env, config, outputs_path, ("region",))
+    home = stack_outputs.read(environment, outputs_path).get("region") or fields["region"]
+    missing = [field for field in LOCATIONS if not fields[field]]
+    assumed = (f"{' and '.join(missing)} not known (a stack deployed before they were "
+               f"outputs): taken as the stack's region {home}; deploy the stack again, or set "
+               f"{' and '.join(ENV_PREFIX + field.upper() for field in missing)}"
+               ) if missing else ""
+    return Locations(fields["bucket_location"] or home, fields["repository_location"] or home,
+                     assumed)

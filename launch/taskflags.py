@@ -110,9 +110,10 @@ def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> C
             field_kind = jobfile._kind(field)
             parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY,
                                                 default=False if field_kind is bool else None))
-            repeatable = field_kind in (tuple, dict) and field.name not in COMMA_LISTS
+            repeatable = field_kind in (tuple, dict) and field.name not in jobfile.COMMA_LISTS
             texts[field.name] = describe(field.metadata["help"],
-                                         str if field.name in COMMA_LISTS else field_kind,
+                                         str if field.name in jobfile.COMMA_LISTS
+                                         else field_kind,
                                          jobfile.default(field), _bound(field))
             if repeatable:
                 iterable.append(field.name)
@@ -129,9 +130,6 @@ def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> C
                            **({"name": name} if name else {}))
 
     return decorate
-
-
-COMMA_LISTS = ("capacity",)  # one flag, values separated by commas
 
 
 def _bound(field: dataclasses.Field) -> str:

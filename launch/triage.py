@@ -78,7 +78,8 @@ FAILURES: tuple[Failure, ...] = (
         r"does not have enough resources available|"
         r"(?:not enough|insufficient|out of) (?:resources|capacity)", re.IGNORECASE),
         "Google Cloud had no free machines of this kind in the region (a stockout)",
-        "resubmit later, climb --capacity spot,flex-start,standard, or choose another --region"),
+        "resubmit later, climb --capacity spot,flex-start,standard, or fail over to other "
+        "--regions or --fallback hardware"),
     # Docker and Artifact Registry: github.com/weaviate/weaviate/issues/4316 ("manifest for ...
     # not found: manifest unknown"), iterative/cml/issues/1136 (Permission
     # "artifactregistry.repositories.downloadArtifacts" denied), vanvalenlab/kiosk-console/

@@ -361,9 +361,9 @@ def test_a_second_training_job_of_a_running_run_is_refused_before_building(fakes
     evaluate(cloud, "gpu1")  # an evaluator beside the training job writes no checkpoints
     (running,) = [name for name, job in fakes.vertex.jobs.items()
                   if job.labels["role"] == "train"]
-    with pytest.raises(InputError, match=r"^--run-id gpu1: training job \d+ \(\w+\) is "
-                       r"writing this run's checkpoints; wait for it, cancel it \(invoke "
-                       r"jobs.cancel \d+\), or choose another --run-id$"):
+    with pytest.raises(InputError, match=r"^--run-id gpu1: training job \d+ in us-central1 "
+                       r"\(\w+\) is writing this run's checkpoints; wait for it, cancel it "
+                       r"\(invoke jobs.cancel \d+\), or choose another --run-id$"):
         train(cloud)
     assert len(fakes.vertex.received) == 2 and len(fakes.builds.requests) == 1
     train(cloud, run_id="gpu2")  # another run is another writer

@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from infra import names
+from infra import outputs as stack_outputs
 from infra.config import ConfigError, Environment, Retention
 from infra.environments import ENVIRONMENTS
 from infra.image_context import context_hash
@@ -501,10 +502,46 @@ VALID = ENVIRONMENTS["dev"]
     ({"alert_emails": ("ops@example",)}, "alert_emails"),
     ({"alert_emails": ("a@example.com", "a@example.com")}, "alert_emails"),
     ({"alert_emails": ("jane.doe@example.com", "Jane-Doe@example.com")}, "alert_emails"),
+    ({"bucket_location": "MARS"}, "bucket_location"),
+    ({"bucket_location": "EU"}, "bucket_location"),  # not the region's continent
+    ({"bucket_location": "europe-west4"}, "bucket_location"),
+    ({"registry_location": "US"}, "registry_location"),  # Artifact Registry's is `us`
+    ({"registry_location": "asia"}, "registry_location"),
 ])
 def test_invalid_configuration_names_the_field(change, field):
     with pytest.raises(ConfigError, match=re.escape(field)):
         dataclasses.replace(VALID, **change).validate()
+
+
+def test_a_multi_region_bucket_and_repository_reach_the_stack_and_its_outputs(tmp_path):
+    """bucket_location and registry_location place the data bucket and the repository (the
+    build bucket and the TensorBoard stay in the region), name the images' host, and are
+    outputs the launcher reads back as the locations its jobs may run near."""
+    from cdktf import App
+
+    from infra.stack import TrainingPlatformStack
+    from launch import settings
+
+    for location in ("NAM4", "us-east1", "US-CENTRAL1"):  # a dual-region, regions in any case
+        dataclasses.replace(VALID, bucket_location=location).validate()
+    env = dataclasses.replace(VALID, bucket_location="US", registry_location="us").validate()
+    app = App(outdir=str(tmp_path))
+    TrainingPlatformStack(app, env, image_tag="t", source_dir=".")
+    app.synth()
+    stack = json.loads((tmp_path / "stacks" / "pets-dev" / "cdk.tf.json").read_text())
+    buckets = {b["name"]: b["location"] for b in resources(stack, "google_storage_bucket")}
+    assert buckets == {names.data_bucket(env): "US", names.build_bucket(env): "US-CENTRAL1"}
+    (repository,) = resources(stack, "google_artifact_registry_repository")
+    assert repository["location"] == "us"
+    (tensorboard,) = resources(stack, "google_vertex_ai_tensorboard")
+    assert tensorboard["region"] == env.region
+    emitted = {key: output["value"] for key, output in stack["output"].items()}
+    assert emitted["image_uri"] == f"us-docker.pkg.dev/{env.project_id}/pets-images/trainer:t"
+    assert (emitted["bucket_location"], emitted["repository_location"]) == ("US", "us")
+    path = tmp_path / "outputs.json"
+    stack_outputs.write({"dev": StackOutputs(**emitted)}, path)
+    assert settings.resolve_locations("dev", {}, {}, {}, path) == \
+        settings.Locations("US", "us")
 
 
 def test_the_shipped_environments_are_valid():
@@ -580,7 +617,6 @@ def test_adding_a_grant_renames_no_other_resource():
 def test_the_stack_outputs_read_back_through_the_launcher(stacks, tmp_path):
     """The contract: the synthesised stack emits exactly the StackOutputs fields, and the
     file `cdktf deploy --outputs-file` would write from them gives the launcher its target."""
-    from infra import outputs as stack_outputs
     from launch import settings
 
     for env_name, stack in stacks.items():
@@ -597,6 +633,10 @@ def test_the_stack_outputs_read_back_through_the_launcher(stacks, tmp_path):
             emitted["tensorboard"])
         fields = settings.resolve_fields(env_name, {}, {}, {}, path)
         assert fields["researchers_push_images"] == "false"
+        env = ENVIRONMENTS[env_name]  # the defaults: the region, for both
+        assert settings.resolve_locations(env_name, {}, {}, {}, path) == settings.Locations(
+            env.region.upper(), env.region) == settings.Locations(
+            emitted["bucket_location"], emitted["repository_location"])
         assert fields["builder_service_account"] == emitted["builder_service_account"]
         assert fields["serving_image"] == emitted["serving_image_uri"]
     assert set(settings.FROM_OUTPUTS.values()) <= stack_outputs.OUTPUT_NAMES

@@ -60,6 +60,13 @@ BAD_VALUES = [
      "--region 'us-centrall' is not a Google Cloud region name"),
     (("train", *VERTEX, "--region=us-central9", "--dry-run"),
      "--region 'us-central9' is not a Vertex AI training region"),
+    (("train", *VERTEX, "--regions=us-central1,us-east4", "--region=us-east4", "--dry-run"),
+     "--region and --regions: choose one"),
+    (("train", *VERTEX, "--fallback=n1-standard-16", "--dry-run"),
+     "--fallback n1-standard-16: the accelerator cannot be inferred"),
+    (("train", *VERTEX, "--regions=us-central1,europe-west4", "--dry-run"),  # no outputs file
+     "--regions europe-west4: the data bucket is in us-central1 (bucket_location and "
+     "repository_location not known"),
     (("train", *VERTEX, "--image=nginx:latest", "--dry-run"),
      "--image 'nginx:latest' is not an Artifact Registry image"),
     (("train", "--data-dir=work/no-such-records"), "--data-dir work/no-such-records: no such"),
@@ -202,6 +209,8 @@ ROUND_TRIPS = {
                            "--reduction-servers=2", "--init-from=resnet50-imagenet"),
     "train-tpu": ("train", "--tpu=v5litepod-8", "--capacity=spot,standard",
                   "--override=learning_rate=0.02"),
+    "train-failover": ("train", "--machine-type=a2-highgpu-1g", "--regions=us-central1",
+                       "--fallback=g2-standard-8,ct5lp-hightpu-4t", "--capacity=spot,standard"),
     "eval-gpu": ("eval", "--run-id=gpu1", "--machine-type=g2-standard-8", "--web-access",
                  "--accelerator=NVIDIA_L4:1", "--once"),
     "eval-tpu": ("eval", "--run-id=tpu1", "--tpu=v5litepod-1"),

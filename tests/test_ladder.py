@@ -13,7 +13,7 @@ from launch.executors import Vertex
 from launch.gcs.records import upload_records
 from launch.jobs import Request
 from launch.resources import Accelerator, Resources
-from launch.vertex.ladder import Ladder, climb, outcome
+from launch.vertex.ladder import Ladder, Rung, climb, outcome, rungs
 from launch.vertex.submit import Submission
 from tests.fakes.cloud import fake_cloud, write_records
 
@@ -65,19 +65,24 @@ def test_climb_moves_up_on_capacity_and_repeated_preemption_only():
     script = iter([ended("JOB_STATE_FAILED", *PREEMPTED), ended("JOB_STATE_FAILED", *PREEMPTED),
                    ended("JOB_STATE_FAILED", *STOCKOUT), ended("JOB_STATE_SUCCEEDED")])
     tried, said = [], []
-    done = climb(Ladder(("SPOT", "FLEX_START", "STANDARD"), max_preemptions=1),
-                 lambda strategy, attempt: tried.append((strategy, attempt)) or next(script),
-                 said.append)
+    done = climb(capacity("SPOT", "FLEX_START", "STANDARD"),
+                 lambda rung, attempt: tried.append((rung.strategy, attempt)) or next(script),
+                 max_preemptions=1, say=said.append)
     assert outcome(done) == "succeeded"
     assert tried == [("SPOT", 1), ("SPOT", 2), ("FLEX_START", 3), ("STANDARD", 4)]
     assert "preempted (1 of 1 allowed): resubmitting on SPOT" in said[0]
     assert "was preempted too often on SPOT" in said[1] and "on FLEX_START" in said[1]
     assert "found no capacity on FLEX_START" in said[2]
     with pytest.raises(StepFailed, match="exited with a non-zero status"):  # not capacity
-        climb(Ladder(("SPOT", "STANDARD")), lambda s, a: ended("JOB_STATE_FAILED", *CRASH))
+        climb(capacity("SPOT", "STANDARD"), lambda r, a: ended("JOB_STATE_FAILED", *CRASH))
     with pytest.raises(StepFailed, match=r"no capacity for the run on any rung of the ladder "
                                          r"\(SPOT: capacity; STANDARD: capacity\)"):
-        climb(Ladder(("SPOT", "STANDARD")), lambda s, a: ended("JOB_STATE_FAILED", *STOCKOUT))
+        climb(capacity("SPOT", "STANDARD"), lambda r, a: ended("JOB_STATE_FAILED", *STOCKOUT))
+
+
+def capacity(*strategies: str) -> list[Rung]:
+    """A capacity ladder: one region, one hardware."""
+    return rungs(["us-central1"], ["a2-highgpu-1g"], strategies)
 
 
 @pytest.fixture
@@ -134,7 +139,7 @@ def test_the_dry_run_shows_the_first_rung_and_the_ladder(fakes, capsys):
         Request.training(None, 100, A100, "a100run")))
     assert job.job_spec.scheduling.strategy.name == "SPOT"
     err = capsys.readouterr().err
-    assert "capacity ladder: SPOT -> STANDARD" in err
+    assert "ladder (regions, then hardware, then capacity): SPOT -> STANDARD" in err
     assert "spot rung: cost: " in err and "standard rung: cost: " in err
     assert fakes.vertex.received == []
 

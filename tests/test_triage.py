@@ -107,8 +107,8 @@ CASES = {
     "stockout": ([], "Resources are insufficient in region: us-central1. Please try a "
                  "different region.",
                  "Google Cloud had no free machines of this kind in the region (a stockout): "
-                 "resubmit later, climb --capacity spot,flex-start,standard, or choose another "
-                 "--region"),
+                 "resubmit later, climb --capacity spot,flex-start,standard, or fail over to "
+                 "other --regions or --fallback hardware"),
     "image-pull": (IMAGE, EXITED.format(code=1),
                    "Vertex AI could not pull the job's image (missing, or not readable by "
                    "Vertex AI): drop --image to build these sources' image (or `invoke "

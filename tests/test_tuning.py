@@ -108,7 +108,7 @@ def test_a_sweep_over_budget_or_on_a_ladder_is_refused_before_any_request(fakes,
     with pytest.raises(InputError, match="a sweep tunes training runs"):
         Vertex(cloud).tune(Request.evaluation(None, None, "sweep1"), SWEEP)
     with pytest.raises(InputError,
-                       match=r"--capacity \(a ladder of capacity kinds\) does not apply"):
+                       match=r"--capacity, --regions and --fallback \(a ladder\) do not apply"):
         Vertex(cloud, Submission(ladder=Ladder(("SPOT", "STANDARD")))).tune(
             request(HARDWARE["gpu"]), SWEEP)
     assert fakes.vertex.tuning.received == [] and fakes.builds.requests == []

@@ -163,15 +163,18 @@ class ServingCost:
                          f"over --max-cost {max_cost:g}: {fix}")
 
 
-def known_price(price: Callable[[], T], max_cost: float | None) -> T | None:
-    """`price()`; or, when the table lacks a price, None after saying the cost is unknown.
-    With --max-cost an unknown price refuses: the budget cannot be checked."""
+def known_price(price: Callable[[], T], max_cost: float | None, what: str = "",
+                say: Callable[[str], None] = lambda text: print(text, file=sys.stderr,
+                                                                flush=True)) -> T | None:
+    """`price()`; or, when the table lacks a price, None after saying the cost (of `what`,
+    e.g. a ladder's rung) is unknown. With --max-cost an unknown price refuses: the budget
+    cannot be checked."""
     try:
         return price()
     except PriceMissing as error:
         if max_cost is not None:
-            raise PriceMissing(f"--max-cost cannot be checked: {error}") from None
-        print(f"cost: unknown ({error})", file=sys.stderr, flush=True)
+            raise PriceMissing(f"--max-cost cannot be checked: {what}{error}") from None
+        say(f"{what}cost: unknown ({error})")
         return None
 
 
@@ -207,12 +210,15 @@ def read_summaries(storage_client, bucket: str, limit: int = RECENT_RUNS) -> lis
         return [summary for summary in pool.map(read, runs) if summary is not None]
 
 
-def measured_speed(read, experiment: str, hardware: str) -> tuple[Speed | None, str]:
-    """(speed, why none) from `read()`, the bucket's summaries; a failure to read is said."""
+def measured_speeds(read, experiment: str, hardware: Iterable[str]
+                    ) -> dict[str, tuple[Speed | None, str]]:
+    """{hardware: (speed, why none)} from one `read()` of the bucket's summaries (a ladder's
+    rungs on several hardware read it once); a failure to read is said."""
     try:
         summaries = read()
     except (GoogleAPIError, GoogleAuthError, UserError, OSError) as error:
-        return None, f"earlier runs could not be read ({reason(error)})"
-    if speed := speed_of(summaries, experiment, hardware):
-        return speed, ""
-    return None, f"no earlier run of {experiment} on {hardware} has recorded its speed"
+        return dict.fromkeys(hardware, (None, f"earlier runs could not be read "
+                                           f"({reason(error)})"))
+    return {each: (speed, "") if (speed := speed_of(summaries, experiment, each)) else
+            (None, f"no earlier run of {experiment} on {each} has recorded its speed")
+            for each in hardware}

@@ -22,6 +22,10 @@ class HardwareError(InputError):
     what fits."""
 
 
+class NotOffered(HardwareError):
+    """Hardware the catalogue does not offer for training in a region."""
+
+
 @functools.cache
 def catalogue() -> dict:
     return yaml.safe_load(CATALOGUE_FILE.read_text())
@@ -112,9 +116,9 @@ def regions() -> list[str]:
                    for region in offered})
 
 
-def check_region(region: str) -> str:
+def check_region(region: str, flag: str = "--region") -> str:
     if region not in regions():
-        raise HardwareError(f"--region {region[:80]!r} is not a Vertex AI training region the "
+        raise HardwareError(f"{flag} {region[:80]!r} is not a Vertex AI training region the "
                             f"catalogue knows: {_listed(regions())}")
     return region
 
@@ -193,10 +197,11 @@ def tpu_machine_type(tpu: str) -> tuple[str, Accelerator | None, str | None]:
     return name["machine_type"], accelerator, name.get("topology")
 
 
-def resolve_machine(*, region: str, machine_type: str | None = None,
+def resolve_machine(*, region: str | None, machine_type: str | None = None,
                     accelerator: Accelerator | None = None, tpu: str | None = None,
                     tpu_topology: str | None = None) -> Machine:
-    """One validated machine for a worker pool; raises HardwareError before any API call."""
+    """One validated machine for a worker pool (offered in `region`, unless None); raises
+    HardwareError before any API call."""
     if tpu:
         if machine_type or accelerator:
             raise HardwareError("--tpu chooses the machine: drop --machine-type/--accelerator")
@@ -213,10 +218,34 @@ def resolve_machine(*, region: str, machine_type: str | None = None,
             raise HardwareError("--tpu-topology applies to TPU machines only")
         machine = _gpu_machine(machine_type, accelerator)
     what, offered = machine.regions()
-    if offered is not None and region not in offered:
-        raise HardwareError(f"{what} is not offered for training in {region}; "
-                            f"regions: {_listed(sorted(offered))}")
+    if region is not None and offered is not None and region not in offered:
+        raise NotOffered(f"{what} is not offered for training in {region}; "
+                         f"regions: {_listed(sorted(offered))}")
     return machine
+
+
+def hardware_name(resources: Resources) -> str:
+    """The job's hardware as the user named it: its --tpu, or its machine type."""
+    return resources.tpu or resources.machine_type or catalogue()["default_machine"]
+
+
+def fallback_resources(resources: Resources, machine_type: str) -> Resources:
+    """`--fallback g2-standard-8`: the job's replicas and scheduling on another machine type,
+    with the accelerator the catalogue says it comes with (a g2-standard-8 has one L4; a TPU
+    machine its single-host slice; a CPU family other than n1 none). An n1 machine, whose
+    GPUs are chosen separately, cannot be inferred and is refused."""
+    facts = catalogue()
+    family = machine_type.rpartition("-")[0]
+    if machine_type == "cloud-tpu" or family.startswith("n1-"):
+        raise HardwareError(f"--fallback {machine_type}: the accelerator cannot be inferred "
+                            "(it is chosen separately); name a machine type that comes with "
+                            f"its GPUs or TPU, e.g. {_listed(list(facts['gpu_machines'])[:3])}")
+    try:
+        resolve_machine(region=None, machine_type=machine_type)  # where: each rung's business
+    except HardwareError as error:
+        raise HardwareError(f"--fallback {machine_type}: {error}") from None
+    return dataclasses.replace(resources, machine_type=machine_type, accelerator=None,
+                               tpu=None, tpu_topology=None)
 
 
 def machine_for(resources: Resources, region: str) -> Machine:

@@ -1,20 +1,26 @@
-"""The capacity ladder (`--capacity spot,flex-start,standard`): submit a run with the first
-kind of capacity; when its job fails for capacity (stockout, exhausted quota, resources
-insufficient) or is preempted more often than allowed, resubmit the same run with the next
-kind. The run id, and so the run's checkpoints (training resumes from the newest), its
-TensorBoard and an evaluation job watching it, carry across."""
+"""The ladder (`--capacity spot,flex-start,standard`, `--regions`, `--fallback`): submit a run
+on the first rung; when its job fails for capacity (stockout, exhausted quota, resources
+insufficient) or is preempted more often than allowed, resubmit the same run on the next
+rung. A rung is a region, a hardware and a kind of capacity; the rungs are every (region,
+hardware) pair in the order the user gave them, regions outer and hardware inner (all the
+hardware is tried in the first region before the second region), and within each pair the
+kinds of capacity in order. The run id, and so the run's checkpoints (training resumes from
+the newest, in the same bucket whatever the region), its job file and an evaluation job
+watching it, carry across."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from google.cloud import aiplatform_v1
 
 from launch import triage
 from launch.errors import InputError, StepFailed
+from launch.places import region_name
 from launch.resources import number
+from launch.vertex.hardware import check_region
 
 RUNGS = {"spot": "SPOT", "flex-start": "FLEX_START", "standard": "STANDARD"}
 # The failures for want of capacity, as launch/triage.py names them (its table holds how
@@ -25,10 +31,18 @@ PREEMPTED = re.compile(r"preempt", re.IGNORECASE)
 CAPACITY_CODES = {8, 14}  # RESOURCE_EXHAUSTED, UNAVAILABLE
 
 
+def _once(flag: str, values: Sequence[str]) -> None:
+    if len(set(values)) != len(values):
+        twice = next(v for v in values if values.count(v) > 1)
+        raise InputError(f"{flag} names {twice} twice")
+
+
 @dataclasses.dataclass(frozen=True)
 class Ladder:
-    strategies: tuple[str, ...]  # scheduling strategies, tried in order
+    strategies: tuple[str, ...]  # scheduling strategies, tried in order in each pair
     max_preemptions: int = 2  # per rung: preempted jobs resubmitted on the same rung
+    regions: tuple[str, ...] = ()  # (): the job's own region
+    fallback: tuple[str, ...] = ()  # machine types tried after the job's own hardware
 
     def __post_init__(self) -> None:
         if not self.strategies:
@@ -37,24 +51,59 @@ class Ladder:
             raise InputError("--capacity names a kind of capacity twice")
         if self.max_preemptions < 0:
             raise InputError("--max-preemptions must be 0 or more")
+        _once("--regions", self.regions)
+        _once("--fallback", self.fallback)
+        for region in self.regions:
+            check_region(region_name(region, "--regions"), "--regions")
 
     @classmethod
     def from_flag(cls, text: str | None, max_preemptions: int | str = 2,
-                  chosen: str = "STANDARD") -> Ladder | None:
-        """`spot,flex-start,standard` -> the strategies in that order (None: no ladder).
-        `chosen` is the strategy --spot/--flex-start picked, which a ladder replaces."""
-        if not text:
+                  chosen: str = "STANDARD", regions: Sequence[str] = (),
+                  fallback: Sequence[str] = ()) -> Ladder | None:
+        """`spot,flex-start,standard` -> the strategies in that order, in the `regions` and on
+        the job's hardware then `fallback`'s (None: none of these given, no ladder). `chosen`
+        is the strategy --spot/--flex-start picked: a --capacity list replaces it; without
+        one, each (region, hardware) pair has that one rung."""
+        if not (text or regions or fallback):
             return None
-        if chosen != "STANDARD":
+        if text and chosen != "STANDARD":
             raise InputError("--capacity names every kind of capacity to try: drop --spot "
                              "and --flex-start")
-        names = [name.strip().lower() for name in text.split(",") if name.strip()]
+        names = [name.strip().lower() for name in (text or "").split(",") if name.strip()]
         unknown = [name for name in names if name not in RUNGS]
         if unknown:
             raise InputError(f"--capacity {', '.join(map(repr, unknown))}: use "
                              f"{', '.join(RUNGS)} (in the order to try them)")
-        return cls(tuple(RUNGS[name] for name in names),
-                   int(number("--max-preemptions", max_preemptions, int)))
+        strategies = tuple(RUNGS[name] for name in names) if text else (chosen,)
+        return cls(strategies, int(number("--max-preemptions", max_preemptions, int)),
+                   tuple(regions), tuple(fallback))
+
+
+@dataclasses.dataclass(frozen=True)
+class Rung:
+    """Where one job of the ladder runs: a region, a hardware (named as the user named it)
+    and a kind of capacity."""
+
+    region: str
+    hardware: str
+    strategy: str
+
+
+def rungs(regions: Sequence[str], hardware: Sequence[str], strategies: Sequence[str]
+          ) -> list[Rung]:
+    """Regions outer, hardware inner, capacity innermost: the order the ladder climbs."""
+    return [Rung(region, machine, strategy) for region in regions for machine in hardware
+            for strategy in strategies]
+
+
+def labels(ladder: Sequence[Rung]) -> dict[Rung, str]:
+    """Each rung in words, naming what differs between rungs (the kind of capacity always):
+    `SPOT` on a capacity ladder, `us-east4 g2-standard-8 SPOT` across regions and hardware."""
+    varies = [len({getattr(rung, part) for rung in ladder}) > 1
+              for part in ("region", "hardware")]
+    return {rung: " ".join([*(value for value, shown in
+                              zip((rung.region, rung.hardware), varies, strict=True) if shown),
+                            rung.strategy]) for rung in ladder}
 
 
 def outcome(job: aiplatform_v1.CustomJob) -> str:
@@ -72,47 +121,47 @@ def outcome(job: aiplatform_v1.CustomJob) -> str:
     return "failed"
 
 
-def climb(ladder: Ladder, run: Callable[[str, int], aiplatform_v1.CustomJob],
-          say: Callable[[str], None] = print,
+def climb(ladder: Sequence[Rung], run: Callable[[Rung, int], aiplatform_v1.CustomJob],
+          max_preemptions: int = 2, say: Callable[[str], None] = print,
           explain: Callable[[aiplatform_v1.CustomJob], str] = lambda job: "",
           on_step: Callable[[aiplatform_v1.CustomJob, str], None] = lambda job, text: None
           ) -> aiplatform_v1.CustomJob:
-    """Runs `run(strategy, attempt)` (submit one job and wait for it to end) up the ladder;
-    the job that succeeded, or StepFailed saying what each attempt met (`explain`: a failed
-    job's cause and fix, from its log). Each resubmission is said, and `on_step` hears of it
-    with the job that ended."""
-    history, attempt = [], 0
+    """Runs `run(rung, attempt)` (submit one job and wait for it to end) up the ladder; the
+    job that succeeded, or StepFailed saying what each attempt met (`explain`: a failed job's
+    cause and fix, from its log). Each resubmission is said, and `on_step` hears of it with
+    the job that ended."""
+    history, attempt, named = [], 0, labels(ladder)
 
     def step(job: aiplatform_v1.CustomJob, text: str) -> None:
         say(text)
         on_step(job, text)
 
-    for rung, strategy in enumerate(ladder.strategies):
-        preemptions = 0
+    for index, rung in enumerate(ladder):
+        preemptions, name = 0, named[rung]
         while True:
             attempt += 1
-            job = run(strategy, attempt)
+            job = run(rung, attempt)
             result = outcome(job)
-            history.append(f"{strategy}: {result}")
+            history.append(f"{name}: {result}")
             if result == "succeeded":
                 return job
             if result in ("failed", "cancelled"):
                 cause = explain(job) if result == "failed" else ""
                 explained = f"\n{cause}" if cause else ""
-                raise StepFailed(f"{job.name} {result} on {strategy} capacity: "
+                raise StepFailed(f"{job.name} {result} on {name} capacity: "
                                  f"{job.error.message or 'no error message'}{explained}")
-            if result == "preempted" and preemptions < ladder.max_preemptions:
+            if result == "preempted" and preemptions < max_preemptions:
                 preemptions += 1
-                step(job, f"{job.name} was preempted ({preemptions} of "
-                          f"{ladder.max_preemptions} allowed): resubmitting on {strategy}, "
-                          "resuming from the run's checkpoints")
+                step(job, f"{job.name} was preempted ({preemptions} of {max_preemptions} "
+                          f"allowed): resubmitting on {name}, resuming from the run's "
+                          "checkpoints")
                 continue
-            if following := ladder.strategies[rung + 1:rung + 2]:
+            if following := ladder[index + 1:index + 2]:
                 why = "was preempted too often" if result == "preempted" else \
                     "found no capacity"
-                step(job, f"{job.name} {why} on {strategy} "
+                step(job, f"{job.name} {why} on {name} "
                           f"({job.error.message or 'no message'}): resubmitting on "
-                          f"{following[0]}, resuming from the run's checkpoints")
+                          f"{named[following[0]]}, resuming from the run's checkpoints")
             break
     raise StepFailed(f"no capacity for the run on any rung of the ladder "
                      f"({'; '.join(history)})")

@@ -75,7 +75,7 @@ class Notifier:
             return
         from google import pubsub_v1
 
-        data, attributes = message(event, job, self.region, self.clock(), detail)
+        data, attributes = message(event, job, _region(job, self.region), self.clock(), detail)
         try:
             self.client.publish(
                 topic=self.topic, messages=[pubsub_v1.PubsubMessage(
@@ -83,6 +83,12 @@ class Notifier:
         except (GoogleAPIError, GoogleAuthError) as error:
             self.warn(f"warning: could not publish {event} for job {job_id(job.name)} to "
                       f"{self.topic}: {reason(error)}")
+
+
+def _region(job: aiplatform_v1.CustomJob, default: str) -> str:
+    """The job's own region (a ladder's rungs run in several), from its resource name."""
+    parts = job.name.split("/")  # projects/P/locations/REGION/customJobs/ID
+    return parts[3] if len(parts) > 3 and parts[2] == "locations" else default
 
 
 def notifier(cloud: Cloud, region: str, required: bool = False) -> Notifier:

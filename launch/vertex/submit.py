@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
@@ -44,7 +44,7 @@ class Submission:
     follow: bool = False
     poll_seconds: float = 15.0
     max_cost: float | None = None  # USD: refuse a job that can or should cost more
-    ladder: Ladder | None = None  # capacity kinds to try in turn (waits for each job)
+    ladder: Ladder | None = None  # regions, hardware, capacity to try in turn (waits for each)
     save_job: str | None = None  # write the resolved job file here too
 
 
@@ -69,18 +69,19 @@ def pinned(cloud: Cloud, job: aiplatform_v1.CustomJob, submission: Submission
     with a note why); for a submission after building any missing image."""
     if submission.dry_run:
         return _pinned_if_possible(cloud, job)
-    return pin_images(job, image_pins(cloud, job, submission))
+    return pin_images(job, image_pins(cloud, [job], submission))
 
 
-def image_pins(cloud: Cloud, job, submission: Submission) -> dict[str, str]:
-    """The job's images (built first if missing) -> the same images by digest, for
-    `pin_images`."""
+def image_pins(cloud: Cloud, jobs: Iterable[aiplatform_v1.CustomJob],
+               submission: Submission) -> dict[str, str]:
+    """The jobs' images (built first if missing) -> the same images by digest, for
+    `pin_images`: every rung of a ladder, on GPUs or a TPU, from one build."""
     known = {}
     if not cloud.overrides.get("image"):
         built = build_images(cloud, submission.local_docker)
         print(built.message, flush=True)
         known = built.digests
-    return _digests(cloud, job, known)
+    return _digests(cloud, {image for job in jobs for image in trainer_images(job)}, known)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,14 +103,14 @@ def create(cloud: Cloud, where: CloudTarget, job, run_id: str) -> Created:
     return Created(created, "\n".join(lines))
 
 
-def _digests(cloud: Cloud, job, known: dict[str, str] | None = None,
+def _digests(cloud: Cloud, wanted: Iterable[str], known: dict[str, str] | None = None,
              timeout: float = 60.0) -> dict[str, str]:
-    """Each of the job's images -> the same image by the digest its tag names now (looked up
-    unless the build step already did)."""
+    """Each image -> the same image by the digest its tag names now (looked up unless the
+    build step already did)."""
     known = known or {}
     registry = cloud.clients.registry()
     return {image: known.get(image) or images.resolve_digest(registry, image, timeout)
-            for image in trainer_images(job)}
+            for image in sorted(wanted)}
 
 
 # What a dry run's digest lookup may meet: no credentials, a refusal, no such tag yet.
@@ -125,7 +126,7 @@ def _pinned_if_possible(cloud: Cloud, job):
     """What `--dry-run` prints: the job by image digest when Artifact Registry can say (with
     credentials, and after the build); otherwise by tag, with a note on stderr saying why."""
     try:
-        return pin_images(job, _digests(cloud, job, timeout=20.0))
+        return pin_images(job, _digests(cloud, trainer_images(job), timeout=20.0))
     except LOOKUP_ERRORS as error:
         _shown_by_tag(error, "a submitted job names each image")
         return job

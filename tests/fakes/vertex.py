@@ -38,6 +38,10 @@ class FakeJobService(GrpcFake):
         # with that google.rpc code, as capacity failures and preemptions do
         self.script: list[tuple[int, str] | None] = []
         self.failing: dict[str, tuple[int, str]] = {}
+        # (location, machine type) -> the error every job created there ends with: a stockout
+        # of that hardware in that region (one fake serves every region; a request's parent
+        # names its location)
+        self.stockouts: dict[tuple[str, str], tuple[int, str]] = {}
         self.batch_jobs: dict[str, aiplatform_v1.BatchPredictionJob] = {}
         self.batch_received: list[aiplatform_v1.CreateBatchPredictionJobRequest] = []
         self.batch_runner = None  # runs a batch job when it succeeds (tests/fakes/serving.py)
@@ -100,7 +104,12 @@ class FakeJobService(GrpcFake):
         job.create_time = datetime.datetime(2026, 11, 22, 0, len(self.jobs),
                                             tzinfo=datetime.UTC)
         self.jobs[name] = job
-        if self.fail_next:
+        pools = job.job_spec.worker_pool_specs
+        where = (request.parent.split("/")[3], pools[0].machine_spec.machine_type if pools
+                 else "")
+        if where in self.stockouts:
+            self.failing[name] = self.stockouts[where]
+        elif self.fail_next:
             self.failing[name] = (grpc.StatusCode.INTERNAL.value[0], self.fail_next)
             self.fail_next = None
         elif self.script and (failure := self.script.pop(0)):
