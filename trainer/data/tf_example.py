@@ -11,8 +11,8 @@ if TYPE_CHECKING:
     import numpy as np
     import tensorflow as tf
 
-MASK_KEY = "image/object/mask"  # one PNG a box; present (perhaps empty) in every example of
-# records written with masks, absent from the others
+MASK_KEY = "image/object/mask"  # one PNG a box, in every example of records written with
+# masks and in none of the others
 
 
 @dataclasses.dataclass(frozen=True)
