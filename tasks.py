@@ -107,9 +107,10 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False):
 
 @task(help={"data_dir": "Pets or VOC directory", "output_dir": "TFRecords go here",
             "num_shards": "files each split is written in",
-            "format": "pets, voc or coco", "masks": "add instance masks (Pets trimaps, "
-            "COCO segmentations)", "annotations": "COCO JSON (split 70/30 unless "
-            "--val-annotations)", "val_annotations": "COCO JSON of the validation split",
+            "format": "pets, voc or coco",
+            "masks": "add instance masks (Pets: whole pets from the trimaps; COCO: segmentations)",
+            "annotations": "COCO JSON (split 70/30 unless --val-annotations)",
+            "val_annotations": "COCO JSON of the validation split",
             "images": "COCO: the directory file_name is relative to",
             "dense_ids": "COCO: categories numbered 1..N", "label_map": "custom label map",
             "max_pixels": MAX_PIXELS_HELP,

@@ -155,7 +155,7 @@ class Local:
             raise MissingError(f"--data-dir {data_dir}: no such directory; convert data first "
                                "(`invoke data.convert`)")
         if trains:
-            datachecks.check_local(data_dir, self.force)
+            datachecks.check_local(data_dir, self.force, request.experiment)
         _save_job(text, self.submission)
         if self.submission.dry_run:
             _say_job(text, f"runs here: model directory {self.places.model_dir}, data "
@@ -176,7 +176,8 @@ class Local:
         if self.submission.dry_run:
             _say_job(text, f"runs here: sweep directory {self.places.model_dir}")
             return json.dumps(sweep.as_mapping(), indent=2)
-        datachecks.check_local(request.data_dir or self.places.data_dir, self.force)
+        datachecks.check_local(request.data_dir or self.places.data_dir, self.force,
+                               request.experiment)
         return local_tuning.run_sweep(sweep, request, self.places)
 
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
@@ -250,7 +251,7 @@ class Vertex:
         plan = self._check_quota(where.project, plan)
         self._price(request, where, plan)
         if not self.submission.dry_run and trains:
-            self._require_data(data)  # fail now, not after a build
+            self._require_data(data, request.experiment)  # now, not after a build
             self._refuse_second_writer(where.project, plan.targets, run_id)
         first, job = plan.first, plan.jobs[plan.first]
         if resource_id := request.resources.scheduling.persistent_resource:
@@ -292,7 +293,7 @@ class Vertex:
         self._price(request, where, plan, sweep)
         _save_job(text, self.submission)
         if not self.submission.dry_run:
-            self._require_data(data)
+            self._require_data(data, request.experiment)
         job = study.tuning_job(sweep, pinned(self.cloud, plan.jobs[plan.first],
                                              self.submission))
         if self.submission.dry_run:
@@ -449,12 +450,13 @@ class Vertex:
             print(f"note: the ladder drops its {named[rung]} rung: {why}", file=sys.stderr)
         return plan.without(short)
 
-    def _require_data(self, url: str) -> None:
-        """A complete conversion at `url` that the data checks accept."""
+    def _require_data(self, url: str, experiment: str) -> None:
+        """A complete conversion at `url` that the data checks accept, with the masks
+        `experiment` needs."""
         location = mirror.GcsPath.parse(url)
         require_training_data(self.cloud, location.bucket, location.prefix)
         datachecks.check_bucket(self.cloud.storage(), location.bucket, self.force,
-                                location.prefix)
+                                location.prefix, experiment)
 
     def _price(self, request: Request, where: CloudTarget, plan: Plan,
                sweep: Sweep | None = None) -> None:

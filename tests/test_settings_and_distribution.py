@@ -145,7 +145,8 @@ def test_bad_flags_exit_with_a_message_not_a_traceback(args, message):
 
 
 @pytest.mark.parametrize("experiment", ["pets_retinanet_mobilenet", "pets_retinanet_resnetfpn",
-                                        "pets_fasterrcnn_resnetfpn"])
+                                        "pets_fasterrcnn_resnetfpn", "pets_maskrcnn_mobilenet",
+                                        "pets_maskrcnn_resnetfpn"])
 @pytest.mark.parametrize("precision", ["float32", "float16", "bfloat16"])
 def test_every_shipped_experiment_builds_a_valid_config(experiment, precision, train_records,
                                                         tmp_path):

@@ -168,8 +168,8 @@ class ConvertArgs(Args):
     data_dir: str | None = option("the Pets or VOC directory")
     output_dir: str = option(required=True)
     num_shards: int = option(default=defaults.NUM_SHARDS)
-    masks: bool = option("add instance masks (Pets: trimaps; COCO: segmentations)",
-                         default=False)
+    masks: bool = option("add instance masks (Pets: the whole pet each trimap outlines, "
+                         "boxed; COCO: segmentations)", default=False)
     format: str = option("pets, voc, or coco (--annotations and --images)", default="pets",
                          choices=DATA_FORMATS)
     annotations: str | None = option("COCO: the annotations JSON (split 70/30 unless "

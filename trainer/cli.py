@@ -38,6 +38,7 @@ def run_trainer(args: trainer_args.TrainArgs) -> int:
                                                  settings.tpu)
     precision = distribution.precision_for(strategy_name, num_gpus)
     params = params_lib.build_params(settings, precision)
+    params_lib.check_masks(settings, params)
     data = params.task.train_data if settings.trains else params.task.validation_data
     print(f"experiment {settings.experiment}, mode {settings.mode}, strategy {strategy_name}, "
           f"precision {precision}, {BATCH_SIZE_WORDS} {data.global_batch_size}, "

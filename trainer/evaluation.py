@@ -12,6 +12,7 @@ import dataclasses
 import io
 import json
 import logging
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -24,6 +25,10 @@ from trainer.errors import EvalTimeoutError
 from trainer.io import write_text
 
 SUMMARY_SUBDIR = "validation"
+# What each evaluated checkpoint prints. The metrics keep Model Garden's COCOEvaluator names:
+# box AP, AP50, ... as before, and for an experiment with masks the same names prefixed
+# `mask_` (pycocotools' `segm` evaluation).
+SHOWN_METRICS = ("AP", "AP50", "AP75", "mask_AP", "mask_AP50")
 NUM_SUMMARY_IMAGES = 4
 NUM_WORST_IMAGES, WORST_SCALE = 8, 2  # the report's gallery: the worst images, enlarged
 # Model Garden's input normalisation, undone to show validation images.
@@ -41,8 +46,7 @@ class EvalResult:
     path: str
 
     def line(self) -> str:
-        shown = {k: round(self.metrics[k], 4) for k in ("AP", "AP50", "AP75")
-                 if k in self.metrics}
+        shown = {k: round(self.metrics[k], 4) for k in SHOWN_METRICS if k in self.metrics}
         return f"evaluated step {self.step}: {shown} -> {self.path}"
 
 
@@ -67,7 +71,12 @@ class CheckpointEvaluator:
         from official.core import task_factory
 
         self.params, self.model_dir, self.class_names = params, model_dir, class_names or {}
-        self.task = task_factory.get_task(params.task, logging_dir=model_dir)
+        # A Mask R-CNN task with masks scans the validation records into COCO annotations
+        # (the masks' ground truth) at `logging_dir`/annotation.json, and reuses any file it
+        # finds there: a directory of this evaluator's own keeps one written from other data
+        # (an earlier evaluation of the model directory) from being read.
+        self._scratch = tempfile.TemporaryDirectory(prefix="eval-annotations-")
+        self.task = task_factory.get_task(params.task, logging_dir=self._scratch.name)
         self.model = self.task.build_model()
         self.checkpoint = tf.train.Checkpoint(model=self.model)
         self.dataset = self.task.build_inputs(params.task.validation_data)

@@ -155,8 +155,9 @@ def _module_class(default_signature: str, max_pixels: int):
     class NormalisedDetectionModule(detection.DetectionModule):
         """Model Garden's detection module with boxes normalised for every model family.
 
-        Model Garden normalises only RetinaNet's boxes (and only when asked); Faster R-CNN's
-        come back in resized-image pixels. Consumers want [0, 1] ymin, xmin, ymax, xmax.
+        Model Garden normalises only RetinaNet's boxes (and only when its export_config asks;
+        the Mask R-CNN task, Faster R-CNN's too, has no export_config); the others come back
+        in resized-image pixels. Consumers want [0, 1] ymin, xmin, ymax, xmax.
         """
 
         def get_inference_signatures(self, function_keys: dict[str, str]):
@@ -168,7 +169,8 @@ def _module_class(default_signature: str, max_pixels: int):
         def serve(self, images: tf.Tensor):
             outputs = super().serve(images)
             image_info = outputs.pop("image_info")
-            if not self.params.task.export_config.output_normalized_coordinates:
+            export_config = self.params.task.get("export_config")
+            if not (export_config and export_config.output_normalized_coordinates):
                 outputs = self._normalize_coordinates(outputs, ["detection_boxes"], image_info)
             return {
                 "detection_boxes": outputs["detection_boxes"],

@@ -10,7 +10,9 @@ from __future__ import annotations
 from trainer import files, hparams, io
 from trainer.args import INIT_CHECKPOINT_TYPES, TrainArgs, shown
 from trainer.best import TRAINER
+from trainer.data.checks import masks_missing
 from trainer.data.label_map import read_label_map
+from trainer.data.tf_example import has_masks
 from trainer.errors import SettingsError
 from trainer.experiments import EXPERIMENTS, register
 from trainer.settings import TrainerSettings
@@ -84,6 +86,33 @@ def _check_same_classes(settings: TrainerSettings) -> None:
         raise SettingsError(f"the label map {settings.label_map} is not the one the run in "
                             f"{settings.model_dir} was trained with: evaluate on the data the "
                             "run trained on (`invoke eval` without --data-dir reads it)")
+
+
+def _first_record(pattern: str) -> bytes | None:
+    """The first record of the first file that has one; None when none is readable."""
+    import tensorflow as tf
+
+    for path in io.glob(pattern):
+        try:
+            for record in tf.data.TFRecordDataset(path).take(1):
+                return record.numpy()
+        except tf.errors.OpError:  # a damaged file: Model Garden's reader names it
+            continue
+    return None
+
+
+def check_masks(settings: TrainerSettings, params) -> None:
+    """An experiment that trains masks reads records written with them: refused in one line
+    before the model is built (Model Garden would fail deep in its input pipeline). The first
+    record of each split the mode reads tells: conversion writes masks for all or none."""
+    if not getattr(params.task.model, "include_mask", False):  # RetinaNet has no masks
+        return
+    patterns = ([settings.train_input] if settings.trains else []) + \
+        ([settings.eval_input] if settings.mode != "train" else [])
+    for pattern in patterns:
+        record = _first_record(pattern)
+        if record is not None and not has_masks(record):
+            raise SettingsError(masks_missing(settings.experiment, pattern))
 
 
 def build_params(settings: TrainerSettings, precision: str):

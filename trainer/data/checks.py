@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 
 FEW_EXAMPLES = 10  # training images of a class below which it is flagged
+MASKS_ENTRY = "masks"  # the conversion report's: whether its records have instance masks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +26,20 @@ def _names(names, limit: int = 5) -> str:
     names = sorted(names)
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit
                                         else "")
+
+
+def lacks_masks(report: Mapping) -> bool:
+    """Whether the conversion report says its records have no instance masks (a report
+    written before it said so says nothing: the trainer reads the records themselves)."""
+    return report.get(MASKS_ENTRY) is False
+
+
+def masks_missing(experiment: str, where: str) -> str:
+    """The refusal of a mask experiment given records without masks, launcher and trainer
+    alike: it could not even read them."""
+    return (f"--experiment {experiment} trains instance masks, but the records in {where} "
+            "have none: convert the data with masks (`invoke data.convert --masks`, or "
+            "`python -m trainer data convert --masks`)")
 
 
 def findings(report: Mapping, label_map: Mapping[str, int]) -> list[Finding]:

@@ -16,7 +16,6 @@ safe for the label map's text format.
 from __future__ import annotations
 
 import dataclasses
-import io
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -24,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from trainer import jsonnum
-from trainer.data import defaults
+from trainer.data import defaults, tf_example
 from trainer.data.label_map import safe_names
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.voc import VocAnnotation, VocObject, valid_side
@@ -295,9 +294,7 @@ def mask_png(obj: VocObject, box, width: int, height: int, frame_width: int | No
     mask = Image.fromarray((np.asarray(pixels) > 0).astype(np.uint8))
     if mask.size != (width, height):
         mask = mask.resize((width, height), Image.NEAREST)
-    buffer = io.BytesIO()
-    mask.save(buffer, format="PNG")
-    return buffer.getvalue(), problems
+    return tf_example.mask_png(np.asarray(mask)), problems
 
 
 def sample_coco(images: Sequence[dict], categories: Mapping[str, int]) -> dict:

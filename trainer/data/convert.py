@@ -18,7 +18,6 @@ import concurrent.futures
 import ctypes
 import dataclasses
 import functools
-import io
 import json
 import multiprocessing
 import os
@@ -37,7 +36,7 @@ from PIL import Image
 
 from trainer import files
 from trainer.args import ConvertArgs, shown
-from trainer.data import coco, defaults, pets
+from trainer.data import checks, coco, defaults, pets, tf_example
 from trainer.data.images import ImageError, check_image
 from trainer.data.label_map import pets_label_map, write_label_map, written_names
 from trainer.data.problems import Problem, ProblemLog
@@ -131,6 +130,7 @@ class Plan:
 
     splits: dict[str, list[Source]]
     problems: ProblemLog = dataclasses.field(default_factory=ProblemLog)  # (split, name)
+    masks: bool = False  # every example written gets instance masks (`--masks`)
 
 
 def record_pattern(output_dir: str | Path, split: str) -> str:
@@ -236,7 +236,7 @@ def pets_sources(data_dir: Path, masks: bool = False) -> Plan:
             for name in split_list
         ]
         for split, split_list in split_names(names).items()
-    }, problems)
+    }, problems, masks)
 
 
 def voc_sources(voc_dir: Path) -> Plan:
@@ -346,7 +346,7 @@ def coco_sources(annotations: Path, images_dir: Path, val_annotations: Path | No
                 problems.add((split, name), problem)
             planned[split].append(Source(name, path, None, image_id, root,
                                          annotation=images[name].annotation, masks=masks))
-    return Plan(planned, problems), label_map
+    return Plan(planned, problems, masks), label_map
 
 
 # ---------------------------------------------------------------------- one example
@@ -397,8 +397,9 @@ def _boxes(annotation: VocAnnotation, source: Source, classes: Classes,
     return boxes, problems
 
 
-def _mask_png(trimap_path: Path, width: int, height: int) -> tuple[bytes, list[Problem]]:
-    """The pet's foreground mask from a Pets trimap (everything that is not background)."""
+def _pet_mask(trimap_path: Path, width: int, height: int
+              ) -> tuple[np.ndarray, list[Problem]]:
+    """The pet's pixels from a Pets trimap, at the image's size."""
     with Image.open(trimap_path) as trimap:
         if trimap.width * trimap.height > width * height * 4:
             raise ValueError(f"trimap is {trimap.width}x{trimap.height}, far larger than the "
@@ -410,10 +411,22 @@ def _mask_png(trimap_path: Path, width: int, height: int) -> tuple[bytes, list[P
                                     f"trimap is {trimap.size[0]}x{trimap.size[1]}, image is "
                                     f"{width}x{height}"))
             trimap = trimap.resize((width, height), Image.NEAREST)
-        mask = Image.fromarray((np.asarray(trimap.convert("L")) != 2).astype(np.uint8))
-    buffer = io.BytesIO()
-    mask.save(buffer, format="PNG")
-    return buffer.getvalue(), problems
+        return pets.pet_mask(trimap), problems
+
+
+def _whole_pet(kept: list[tuple[int, Box]], mask: np.ndarray) -> tuple[Box, list[Problem]]:
+    """The one object of a Pets example with a mask: the whole pet the trimap outlines, its
+    box the mask's bounds (the annotated head would cut the mask), as the Object Detection
+    API's `create_pet_tf_record --faces_only=False` writes it. A trimap does not tell pets
+    apart, so several annotated heads become that one object (reported)."""
+    height, width = mask.shape
+    xmin, ymin, xmax, ymax = pets.mask_bounds(mask)
+    box = dataclasses.replace(kept[0][1], xmin=xmin / width, ymin=ymin / height,
+                              xmax=xmax / width, ymax=ymax / height)
+    problems = [Problem("pets_merged", "repaired", f"{len(kept)} heads annotated; the trimap "
+                                                   "outlines them as one object")
+                ] if len(kept) > 1 else []
+    return box, problems
 
 
 @functools.lru_cache(maxsize=256)
@@ -517,11 +530,15 @@ def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
         if not source.trimap_path.is_file():
             return skipped("missing_trimap", f"{source.trimap_path} not found", *problems)
         try:
-            mask, mask_problems = _mask_png(source.trimap_path, image.width, image.height)
+            mask, mask_problems = _pet_mask(source.trimap_path, image.width, image.height)
         except Exception as error:  # PIL raises many types for undecodable bytes
             return skipped("corrupt_trimap", f"{source.trimap_path}: {error}", *problems)
         problems += mask_problems
-        masks = [mask] * len(boxes)
+        if not mask.any():
+            return skipped("empty_trimap", f"{source.trimap_path} marks no pet pixel",
+                           *problems)
+        pet, merged = _whole_pet(kept, mask)
+        boxes, masks, problems = [pet], [tf_example.mask_png(mask)], problems + merged
     example = detection_example(image.jpeg, image.width, image.height, filename,
                                 source.source_id, boxes, masks)
     # deterministic: map fields (the features) in key order, not in hash order
@@ -760,7 +777,8 @@ def convert(
         report_path = output_dir / files.CONVERSION_REPORT_FILE if total else \
             output_dir.with_name(f"{output_dir.name}.{files.CONVERSION_REPORT_FILE}")
         report = _report(written, problems, output_dir, num_shards, limits, report_path)
-        report.update(classes=counts, label_map_ids=classes.written())
+        report.update({"classes": counts, "label_map_ids": classes.written(),
+                       checks.MASKS_ENTRY: plan.masks})
         (staging / files.CONVERSION_REPORT_FILE if total else report_path).write_text(
             json.dumps(report, indent=2) + "\n")
         print(_summarise(report))

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainer.data.label_map import PETS_CLASSES, species_of
+
+if TYPE_CHECKING:
+    import numpy as np
+    from PIL import Image
 
 IMAGES_DIR = "images"
 XMLS_DIR = "annotations/xmls"
@@ -13,6 +18,7 @@ TRIMAPS_DIR = "annotations/trimaps"
 TRAINVAL_LIST = "annotations/trainval.txt"
 TEST_LIST = "annotations/test.txt"
 ALL_LIST = "annotations/list.txt"
+TRIMAP_BACKGROUND = 2  # a trimap's values: 1 pet, 2 background, 3 the border between them
 
 _NAME = re.compile(r"^(?P<breed>.+)_(?P<number>\d+)$")
 
@@ -61,3 +67,22 @@ def xml_path(data_dir: Path, name: str) -> Path:
 
 def trimap_path(data_dir: Path, name: str) -> Path:
     return data_dir / TRIMAPS_DIR / f"{name}.png"
+
+
+def pet_mask(trimap: Image.Image) -> np.ndarray:
+    """The pet's pixels in a trimap: the pet and its uncertain border (all but background),
+    as the Object Detection API's create_pet_tf_record reads them."""
+    import numpy as np
+
+    return np.asarray(trimap.convert("L")) != TRIMAP_BACKGROUND
+
+
+def mask_bounds(mask: np.ndarray) -> tuple[int, int, int, int] | None:
+    """The box around a mask's pixels (xmin, ymin, xmax, ymax; max exclusive), in pixels;
+    None when it has none."""
+    import numpy as np
+
+    rows, columns = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    if not rows.size:
+        return None
+    return int(columns[0]), int(rows[0]), int(columns[-1]) + 1, int(rows[-1]) + 1

@@ -252,9 +252,10 @@ def _write_lists(root: Path, trainval: list[str], test: list[str]) -> None:
 
 
 def pets_as_coco(root: Path) -> dict:
-    """The trainval examples of a Pets directory as one COCO file: the same images, boxes,
-    classes and (from the trimaps) masks, image ids numbered as the Pets conversion numbers
-    them. Examples whose XML or image the Pets path would refuse are left out."""
+    """The trainval examples of a Pets directory as one COCO file: the objects `data convert
+    --masks` writes from them (the whole pet outlined by its trimap, with that box; the
+    annotated heads where there is no trimap), image ids numbered as the Pets conversion
+    numbers them. Examples whose XML or image the Pets path would refuse are left out."""
     from trainer.data.label_map import pets_label_map
     from trainer.data.voc import AnnotationError, parse_voc
 
@@ -267,12 +268,13 @@ def pets_as_coco(root: Path) -> dict:
             with Image.open(pets.image_path(root, name)) as image:
                 width, height = image.size
             with Image.open(pets.trimap_path(root, name)) as trimap:
-                mask = np.asarray(trimap.convert("L")) != 2
+                mask = pets.pet_mask(trimap)
         except (OSError, AnnotationError, ValueError):
             continue
-        objects = [(pets.breed_of(name) or name, (o.xmin, o.ymin, o.xmax, o.ymax),
-                    mask if mask.shape == (height, width) else None)
-                   for o in annotation.objects]
+        breed = pets.breed_of(name) or name
+        bounds = pets.mask_bounds(mask) if mask.shape == (height, width) else None
+        objects = [(breed, bounds, mask)] if bounds else \
+            [(breed, (o.xmin, o.ymin, o.xmax, o.ymax), None) for o in annotation.objects]
         images.append({"id": ids[name], "file_name": f"{name}.jpg", "width": width,
                        "height": height, "objects": objects})
     used = {breed for image in images for breed, _, _ in image["objects"]}

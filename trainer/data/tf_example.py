@@ -8,7 +8,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import numpy as np
     import tensorflow as tf
+
+MASK_KEY = "image/object/mask"  # one PNG a box, in every example of records written with
+# masks and in none of the others
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,5 +72,25 @@ def detection_example(
     put("image/object/area", "float_list",
         [(b.xmax - b.xmin) * width * (b.ymax - b.ymin) * height for b in boxes])
     if masks_png is not None:
-        put("image/object/mask", "bytes_list", masks_png)
+        put(MASK_KEY, "bytes_list", masks_png)
     return example
+
+
+def mask_png(mask: np.ndarray) -> bytes:
+    """An instance mask as MASK_KEY holds it: a PNG of 0 and 1 at the image's size
+    (what Model Garden's decoder and the Object Detection API read)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray((np.asarray(mask) > 0).astype(np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def has_masks(serialized: bytes) -> bool:
+    """Whether a serialized example was written with instance masks."""
+    import tensorflow as tf
+
+    return MASK_KEY in tf.train.Example.FromString(serialized).features.feature

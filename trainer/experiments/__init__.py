@@ -42,6 +42,10 @@ EXPERIMENTS = {
                    "RetinaNet ResNet-50-FPN at 640 px: GPUs and TPUs"),
         Experiment("pets_fasterrcnn_resnetfpn", "fasterrcnn_resnetfpn_coco",
                    "Faster R-CNN ResNet-50-FPN at 640 px: the original quick start's family"),
+        Experiment("pets_maskrcnn_mobilenet", "maskrcnn_resnetfpn_coco",
+                   "Mask R-CNN MobileNetV2 at 128 px, instance masks: CPU and the local demo"),
+        Experiment("pets_maskrcnn_resnetfpn", "maskrcnn_resnetfpn_coco",
+                   "Mask R-CNN ResNet-50-FPN at 640 px, instance masks: GPUs and TPUs"),
     )
 }
 DEFAULT_EXPERIMENT = "pets_retinanet_mobilenet"

@@ -69,6 +69,9 @@ def generate() -> dict:
     detectors = [name for name in sorted(exp_factory._REGISTERED_CONFIGS)
                  if type(exp_factory.get_exp_config(name).task).__name__ in DETECTION_TASKS]
     return {"experiments": detectors,
+            "masks": [name for name in detectors
+                      if getattr(exp_factory.get_exp_config(name).task.model, "include_mask",
+                                 False)],
             "models": {name: architecture(exp_factory.get_exp_config(name).task.model)
                        for name in detectors},
             "fields": {name: config_fields(exp_factory.get_exp_config(name))
@@ -101,6 +104,12 @@ def registered() -> list[str]:
     """Every experiment `--experiment` accepts: the shipped ones and Model Garden's
     detection experiments."""
     return schema()["experiments"]
+
+
+def trains_masks(experiment: str) -> bool:
+    """Whether a registered detection experiment predicts instance masks (and so reads
+    records written with them), as its config stands before overrides."""
+    return experiment in schema()["masks"]
 
 
 def model(experiment: str) -> dict[str, str]:

@@ -1,0 +1,177 @@
+"""Instance masks without training: the Mask R-CNN experiments register and build, records
+converted with `--masks` hold the drawn pets' shapes, a mask experiment refuses records without
+masks in one line (launcher and trainer), and evaluation reports COCO `segm` metrics beside the
+box metrics in eval/ckpt-N.json and TensorBoard."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from launch.datachecks import DataRefused, check_local
+from tests.conftest import REPO, data_flags, run_trainer
+from trainer.data import pets
+from trainer.data.convert import convert_directory
+from trainer.data.sample import write_sample
+from trainer.experiments import EXPERIMENTS, fields
+
+MASK_EXPERIMENTS = ("pets_maskrcnn_mobilenet", "pets_maskrcnn_resnetfpn")
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> Path:
+    return write_sample(tmp_path_factory.mktemp("pets"), num_images=30)
+
+
+@pytest.fixture(scope="module")
+def mask_records(sample, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("mask-records")
+    convert_directory(sample, out, masks=True, num_shards=1, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def box_records(sample, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("box-records")
+    convert_directory(sample, out, num_shards=1, progress=False)
+    return out
+
+
+def decoded(records: Path) -> dict[str, dict]:
+    """Each example as Model Garden's decoder reads it, by image name."""
+    import tensorflow as tf
+    from official.vision.dataloaders.tf_example_decoder import TfExampleDecoder
+
+    decoder = TfExampleDecoder(include_mask=True)
+    found = {}
+    for record in tf.data.TFRecordDataset(sorted(map(str, records.glob("*.record-*")))):
+        feature = tf.train.Example.FromString(record.numpy()).features.feature
+        name = feature["image/filename"].bytes_list.value[0].decode().removesuffix(".jpg")
+        found[name] = {k: v.numpy() for k, v in decoder.decode(record).items()}
+    return found
+
+
+@pytest.mark.parametrize("experiment", MASK_EXPERIMENTS)
+def test_the_mask_experiments_register_and_build_a_model_with_a_mask_head(experiment,
+                                                                          mask_records,
+                                                                          tmp_path):
+    from official.core import task_factory
+
+    from trainer import settings
+    from trainer.params import build_params
+
+    assert experiment in EXPERIMENTS and fields.trains_masks(experiment)
+    assert not fields.trains_masks("pets_retinanet_mobilenet")
+    params = build_params(settings.parse([f"--experiment={experiment}",
+                                          f"--model_dir={tmp_path}",
+                                          f"--data_dir={mask_records}"], {}), "float32")
+    assert params.task.model.include_mask and params.task.model.num_classes == 38
+    if experiment == "pets_maskrcnn_resnetfpn":  # ResNet-50 at 640 px: the config is enough
+        assert list(params.task.model.input_size) == [640, 640, 3]
+        return
+    assert params.task.model.backbone.type == "mobilenet"
+    assert task_factory.get_task(params.task).build_model().mask_head is not None
+
+
+def test_masks_in_records_are_the_drawn_pets_with_their_boxes(sample, mask_records):
+    """Each example is one object, the whole pet its trimap outlines: the mask is the drawn
+    shape (head, ears, body) and the box its bounds, not the annotated head."""
+    report = json.loads((mask_records / "conversion_report.json").read_text())
+    assert report["masks"] is True and report["skipped"] == {}
+    examples = decoded(mask_records)
+    assert len(examples) == report["written"] == 27
+    for name, example in examples.items():
+        (mask,) = example["groundtruth_instance_masks"]
+        with Image.open(pets.trimap_path(sample, name)) as trimap:
+            drawn = np.asarray(trimap) != 2  # the pet and its border, as the sample drew it
+        assert np.array_equal(mask > 0, drawn)
+        height, width = mask.shape
+        xmin, ymin, xmax, ymax = pets.mask_bounds(drawn)
+        assert example["groundtruth_boxes"][0] == pytest.approx(
+            [ymin / height, xmin / width, ymax / height, xmax / width], abs=1e-6)
+        filled = drawn.sum() / ((xmax - xmin) * (ymax - ymin))
+        assert 0.4 < filled < 0.85  # a shape, not its box
+
+
+def test_a_trimap_makes_one_object_however_many_heads_and_an_empty_one_is_skipped(tmp_path):
+    import dataclasses
+
+    from trainer.data.voc import format_voc, parse_voc
+
+    root = write_sample(tmp_path / "pets", num_images=6)
+    two, empty = sorted(pets.read_example_list(root / pets.TRAINVAL_LIST))[:2]
+    annotation = parse_voc(pets.xml_path(root, two).read_bytes())
+    pets.xml_path(root, two).write_text(format_voc(dataclasses.replace(
+        annotation, objects=annotation.objects * 2)))  # a second head
+    with Image.open(pets.trimap_path(root, empty)) as trimap:
+        Image.new("L", trimap.size, pets.TRIMAP_BACKGROUND).save(pets.trimap_path(root, empty))
+    report = convert_directory(root, tmp_path / "out", masks=True, num_shards=1,
+                               progress=False)
+    assert report["repaired"] == {"pets_merged": 1} and report["skipped"] == {"empty_trimap": 1}
+    assert len(decoded(tmp_path / "out")[two]["groundtruth_classes"]) == 1
+
+
+def test_a_mask_experiment_refuses_records_without_masks_before_training(
+        box_records, mask_records, tmp_path):
+    want = ("--experiment pets_maskrcnn_mobilenet trains instance masks, but the records in "
+            f"{box_records} have none: convert the data with masks (`invoke data.convert "
+            "--masks`")
+    for force in (False, True):  # it could not even read them: --force does not help
+        with pytest.raises(DataRefused) as refused:
+            check_local(str(box_records), force, experiment="pets_maskrcnn_mobilenet")
+        assert str(refused.value).startswith(want)
+    check_local(str(box_records), experiment="pets_retinanet_mobilenet")  # boxes suffice
+    check_local(str(mask_records), experiment="pets_maskrcnn_mobilenet")
+    invoked = subprocess.run(  # the launcher refuses before anything runs, a dry run too
+        [sys.executable, "-m", "invoke", "train", "--experiment=pets_maskrcnn_mobilenet",
+         f"--data-dir={box_records}", f"--model-dir={tmp_path / 'invoked'}", "--dry-run"],
+        cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert invoked.returncode == 2 and "Traceback" not in invoked.stderr, invoked.stderr
+    assert want in invoked.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "invoked").exists()
+
+    model_dir = tmp_path / "model"
+    result = run_trainer("--experiment=pets_maskrcnn_mobilenet", "--mode=train",
+                         *data_flags(box_records, model_dir), check=False)
+    assert result.returncode == 2, result.stderr[-3000:]
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert line.startswith("error: --experiment pets_maskrcnn_mobilenet trains instance masks")
+    assert f"{box_records}/train.record-*" in line and "data.convert --masks" in line
+    assert "Traceback" not in result.stderr and not list(model_dir.glob("ckpt-*"))
+
+
+def test_evaluation_reports_segm_metrics_beside_the_box_metrics(mask_records, tmp_path):
+    """An untrained model's checkpoint, evaluated: the metrics' names and places, not their
+    values (its ten best detections kept, however poor, so pycocotools has some to match)."""
+    import tensorflow as tf
+
+    from trainer import evaluation, settings
+    from trainer.params import build_params
+
+    run = settings.parse(["--experiment=pets_maskrcnn_mobilenet", f"--model_dir={tmp_path}",
+                          f"--data_dir={mask_records}",
+                          "--params_override=task.model.detection_generator."
+                          "pre_nms_score_threshold=0.0",
+                          "--params_override=task.model.detection_generator."
+                          "max_num_detections=10"], {})
+    evaluator = evaluation.evaluator_for(run, build_params(run, "float32"))
+    saved = tf.train.CheckpointManager(tf.train.Checkpoint(model=evaluator.model),
+                                       str(tmp_path), max_to_keep=1).save(checkpoint_number=1)
+    result = evaluator.evaluate(saved)
+
+    written = json.loads(Path(result.path).read_text())["metrics"]
+    box = {"AP", "AP50", "AP75", "APs", "APm", "APl", "ARmax1", "ARmax10", "ARmax100"}
+    assert box | {f"mask_{name}" for name in box} <= set(written)
+    assert all(0 <= written[f"mask_{name}"] <= 1 or written[f"mask_{name}"] == -1
+               for name in box)
+    tags = {value.tag for path in (tmp_path / "validation").glob("events.out.tfevents.*")
+            for event in tf.compat.v1.train.summary_iterator(str(path))
+            for value in event.summary.value}
+    assert {"AP50", "mask_AP50", "mask_AP"} <= tags
+    assert not (tmp_path / "annotation.json").exists()  # the masks' ground truth: not kept
