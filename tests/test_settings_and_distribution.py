@@ -131,6 +131,12 @@ def test_params_follow_flags_in_documented_order(train_records, tmp_path):
     assert params.task.init_checkpoint == f"{tmp_path}/backbone"
     assert params.task.init_checkpoint_modules == "all"
     assert params.task.train_data.input_path == f"{train_records}/train.record-*"
+    for broken in ("x={a: 1, b: 2}", "task: [unclosed"):  # not YAML: one line, no traceback
+        s = settings.parse([f"--model_dir={tmp_path}", f"--data_dir={train_records}",
+                            f"--params_override={broken}"], {})
+        with pytest.raises(SettingsError, match=r"^--params-override .* does not fit the "
+                                                r"experiment's config"):
+            build_params(s, "float32")
 
 
 @pytest.mark.parametrize("args,message", [

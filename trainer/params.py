@@ -118,6 +118,7 @@ def check_masks(settings: TrainerSettings, params) -> None:
 def build_params(settings: TrainerSettings, precision: str):
     """Returns the locked ExperimentConfig for this run, whose inputs `check_inputs` has
     checked (the CLI runs it first, before TensorFlow loads)."""
+    import yaml
     from official.modeling import hyperparams
 
     params = _experiment_config(settings.experiment)
@@ -149,7 +150,7 @@ def build_params(settings: TrainerSettings, precision: str):
     for override in settings.params_override:
         try:
             params = hyperparams.override_params_dict(params, override, is_strict=True)
-        except (KeyError, ValueError, TypeError) as error:
+        except (KeyError, ValueError, TypeError, yaml.YAMLError) as error:
             raise SettingsError(f"--params-override {override!r} does not fit the "
                                 f"experiment's config: {error}") from None
     if settings.hparams:
