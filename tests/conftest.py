@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-BUILDS = ("trained", "swept")  # session fixtures that take minutes
+BUILDS = ("trained", "swept", "mask_trained")  # session fixtures that take minutes
 READS_BUILDS = {*BUILDS, "exported"}
 
 
@@ -177,3 +177,35 @@ def swept(train_records, shared):
 
     built = once(shared, "swept", build)
     return Path(built["sweep_dir"]), Finished(*built["first"]), Finished(*built["second"])
+
+
+MASK_EXPERIMENT = "pets_maskrcnn_mobilenet"
+
+
+@dataclasses.dataclass(frozen=True)
+class MaskRun:
+    data: Path  # the synthetic sample (Pets layout, trimaps beside the images)
+    records: Path  # converted with --masks
+    model_dir: Path
+    export_dir: Path  # the best checkpoint, serving_default taking uint8 pixels
+
+
+@pytest.fixture(scope="session")
+def mask_trained(shared) -> MaskRun:
+    """The CPU Mask R-CNN experiment trained on the demo's sample converted with masks (its
+    own 200 steps, evaluated at the end) and exported: once for the session."""
+    def build(root: Path) -> dict:
+        from trainer.data.convert import convert_directory
+        from trainer.data.sample import write_sample
+
+        data = write_sample(root / "pets")
+        records = root / "records"
+        convert_directory(data, records, masks=True, num_shards=2, progress=False)
+        model_dir, export_dir = root / "model", root / "exported"
+        run_trainer(f"--experiment={MASK_EXPERIMENT}", "--mode=train_and_eval",
+                    *data_flags(records, model_dir), timeout=1500)
+        run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}")
+        return {"data": str(data), "records": str(records), "model_dir": str(model_dir),
+                "export_dir": str(export_dir)}
+
+    return MaskRun(**{k: Path(v) for k, v in once(shared, "mask_trained", build).items()})

@@ -1,4 +1,5 @@
-"""SavedModel export: images in, normalised boxes and label-map class ids out.
+"""SavedModel export: images in, normalised boxes and label-map class ids out (and, for a
+Mask R-CNN experiment, each box's mask).
 
 Two signatures return the same detections: `serving_uint8` takes a uint8 batch of decoded
 images; `serving_bytes` takes encoded JPEG, PNG or BMP files (a string tensor, what TF
@@ -12,6 +13,12 @@ decode_image does not document and TensorFlow 2.20 decodes as a 4-D animation. `
 `serving_default` is one of them: uint8 for notebooks (the default), bytes for Vertex AI's
 prediction container, which calls the default signature. How many detections come back,
 and from what score, are export options, so responses fit the serving limits.
+
+A mask experiment's signatures add `detection_masks`, [batch, N, S, S] float32 in [0, 1]: each
+detection's mask over its own box (S = the mask head's output, 28), as Model Garden's Mask
+R-CNN and the Object Detection API's exported Mask R-CNN return them; a reader resizes each to
+its box in the image and thresholds at 0.5 (`trainer.masks.paste`). Per-box masks keep a
+response small (N x 28 x 28 floats, whatever the image's size).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ UINT8_SIGNATURE = "serving_uint8"
 BYTES_SIGNATURE = "serving_bytes"
 SIGNATURE_OF = {"uint8": UINT8_SIGNATURE, "bytes": BYTES_SIGNATURE}  # --default_signature
 MAX_DETECTIONS_LIMIT = 1000
+MASKS = "detection_masks"  # a mask experiment's extra output
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,6 +156,15 @@ def refuse_bombs(encoded, max_pixels: int):
         return tf.identity(encoded)
 
 
+def mask_size(params) -> int | None:
+    """The side of each detection's mask (Model Garden's RoI crop, upsampled by the mask
+    head), or None for an experiment without masks."""
+    model = params.task.model
+    if not model.get("include_mask"):
+        return None
+    return model.mask_roi_aligner.crop_size * model.mask_head.upsample_factor
+
+
 def _module_class(default_signature: str, max_pixels: int):
     import tensorflow as tf
     from official.vision.serving import detection
@@ -177,12 +194,14 @@ def _module_class(default_signature: str, max_pixels: int):
                 "detection_classes": tf.cast(outputs["detection_classes"], tf.int32),
                 "detection_scores": outputs["detection_scores"],
                 "num_detections": tf.cast(outputs["num_detections"], tf.int32),
+                **({MASKS: outputs[MASKS]} if MASKS in outputs else {}),
             }
 
         @tf.function
         def inference_from_image_bytes(self, inputs: tf.Tensor):
             """Each encoded image decoded and detected on its own: images of any sizes."""
             count = self.params.task.model.detection_generator.max_num_detections
+            size = mask_size(self.params)
 
             def one(encoded: tf.Tensor):
                 with tf.device("cpu:0"):
@@ -193,7 +212,8 @@ def _module_class(default_signature: str, max_pixels: int):
                 "detection_boxes": tf.TensorSpec([count, 4], tf.float32),
                 "detection_classes": tf.TensorSpec([count], tf.int32),
                 "detection_scores": tf.TensorSpec([count], tf.float32),
-                "num_detections": tf.TensorSpec([], tf.int32)})
+                "num_detections": tf.TensorSpec([], tf.int32),
+                **({MASKS: tf.TensorSpec([count, size, size], tf.float32)} if size else {})})
 
     return NormalisedDetectionModule
 
@@ -228,6 +248,7 @@ def export(model_dir: str, export_dir: str, choice: best.Choice = best.DEFAULT_C
         "signatures": {SIGNATURE: options.default_signature,
                        **{name: kind for kind, name in SIGNATURE_OF.items()}},
         "max_pixels": options.max_pixels,
+        "mask_size": mask_size(params),  # detection_masks: [batch, N, size, size], or none
         "max_detections": params.task.model.detection_generator.max_num_detections,
         "min_score": params.task.model.detection_generator.pre_nms_score_threshold,
         "tensorflow": tf.__version__}, indent=2) + "\n")

@@ -2,7 +2,9 @@
 
 The detector may be an exported SavedModel, a `.tflite` file, or (from the launcher) a
 Vertex AI endpoint: each is a function from one picture to its detections, and everything
-else (reading the images, drawing, the report) is the same for all of them.
+else (reading the images, drawing, the report) is the same for all of them. A Mask R-CNN
+detector also returns each detection's mask over its box: the pictures fill it translucent in
+the class colour and detections.json holds it as COCO RLE in the image's pixels.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
 from trainer.data.images import open_checked
 from trainer.data.label_map import id_to_name, read_label_map
 from trainer.errors import PredictError, SettingsError
-from trainer.export import SIGNATURE, UINT8_SIGNATURE, serving_takes
+from trainer.export import MASKS, SIGNATURE, UINT8_SIGNATURE, serving_takes
 from trainer.files import DETECTIONS_FILE, LABEL_MAP_FILE
+from trainer.masks import paste, to_rle
 from trainer.visualize import draw_detections
 
 TFLITE_SUFFIX = ".tflite"
+MASK_FORMAT = "COCO RLE in image pixels (pycocotools.mask.decode), for a mask model's detections"
 
 
 class ImageRefused(Exception):
@@ -51,6 +55,7 @@ class Detections:
     boxes: np.ndarray  # [n, 4] ymin, xmin, ymax, xmax normalised to the image
     classes: np.ndarray  # [n] label-map ids
     scores: np.ndarray  # [n]
+    masks: np.ndarray | None = None  # [n, S, S] in [0, 1], each over its box; None: no masks
 
 
 Detector = Callable[[Picture], Detections]
@@ -89,7 +94,8 @@ def saved_model_detector(model: str) -> Detector:
         n = int(outputs["num_detections"][0])
         return Detections(outputs["detection_boxes"][0][:n].numpy(),
                           outputs["detection_classes"][0][:n].numpy(),
-                          outputs["detection_scores"][0][:n].numpy())
+                          outputs["detection_scores"][0][:n].numpy(),
+                          outputs[MASKS][0][:n].numpy() if MASKS in outputs else None)
 
     return detect
 
@@ -143,8 +149,13 @@ def detect_files(detector: Detector, names: dict[int, str], model: str, paths: l
         annotated = out / f"{Path(path).stem}_detections.jpg"
         try:
             found = detector(picture)
-            draw_detections(picture.image, found.boxes, found.classes, found.scores, names,
-                            min_score).save(annotated, quality=92)
+            kept = found.scores >= min_score
+            masks = None if found.masks is None else [
+                paste(mask, box, picture.image.height, picture.image.width)
+                for mask, box in zip(found.masks[kept], found.boxes[kept], strict=True)]
+            draw_detections(picture.image, found.boxes[kept], found.classes[kept],
+                            found.scores[kept], names, min_score, masks=masks
+                            ).save(annotated, quality=92)
         except ImageRefused as error:
             failures.append({"image": path, "error": str(error)})
             continue
@@ -156,13 +167,14 @@ def detect_files(detector: Detector, names: dict[int, str], model: str, paths: l
             "height": picture.image.height,
             "detections": [
                 {"box": [round(float(v), 5) for v in box], "class_id": int(cls),
-                 "class": names.get(int(cls), str(int(cls))), "score": round(float(score), 5)}
-                for box, cls, score in zip(found.boxes, found.classes, found.scores,
-                                           strict=True)
-                if score >= min_score
+                 "class": names.get(int(cls), str(int(cls))), "score": round(float(score), 5),
+                 **({} if masks is None else {"mask": to_rle(masks[i])})}
+                for i, (box, cls, score) in enumerate(zip(
+                    found.boxes[kept], found.classes[kept], found.scores[kept], strict=True))
             ],
         })
     report = {"model": model, "min_score": min_score, "box_format": "ymin,xmin,ymax,xmax (0-1)",
+              "mask_format": MASK_FORMAT,
               "images": results, "failures": failures, "path": str(out / DETECTIONS_FILE)}
     Path(report["path"]).write_text(json.dumps(report, indent=2) + "\n")
     return report

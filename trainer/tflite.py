@@ -112,6 +112,11 @@ def tflite_overrides(params, options: ExportOptions) -> dict:
 def check_exportable(params) -> None:
     from official.vision import configs
 
+    if params.task.model.get("include_mask"):
+        raise SettingsError("--format tflite carries no masks (Model Garden's TFLite "
+                            "post-processing op decodes RetinaNet's anchors only): export this "
+                            "Mask R-CNN model as a SavedModel, whose signatures return "
+                            "detection_masks")
     if not isinstance(params.task.model, configs.retinanet.RetinaNet):
         raise SettingsError("--format tflite needs a RetinaNet experiment (e.g. "
                             "pets_retinanet_mobilenet): Model Garden's TFLite post-processing "

@@ -1,4 +1,5 @@
-"""Draws boxes with class names and scores: for predictions on disk and TensorBoard images."""
+"""Draws boxes with class names and scores (and masks, filled translucent in the box's
+colour): for predictions on disk and TensorBoard images."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from PIL import Image, ImageDraw, ImageFont
 PALETTE = ((230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30, 180),
            (70, 240, 240), (240, 50, 230), (210, 245, 60), (250, 190, 190), (0, 128, 128))
 GROUND_TRUTH = (255, 255, 255)
+MASK_OPACITY = 0.45  # the picture stays visible under a mask
 
 
 def _font(size: int) -> ImageFont.ImageFont:
@@ -27,9 +29,17 @@ def draw_detections(
     names: Mapping[int, str],
     min_score: float = 0.3,
     ground_truth: np.ndarray | None = None,  # [M, 4] normalised, drawn white and dashed-thin
+    masks: Sequence[np.ndarray] | None = None,  # [N] of [height, width] bool, image pixels
 ) -> Image.Image:
     """Returns a copy of `image` with each detection above `min_score` drawn and labelled."""
     image = image.convert("RGB")
+    for mask, cls, score in zip(masks if masks is not None else [], classes, scores,
+                                strict=False):
+        if score >= min_score and mask.any():
+            tinted = Image.blend(image, Image.new("RGB", image.size,
+                                                  PALETTE[int(cls) % len(PALETTE)]),
+                                 MASK_OPACITY)
+            image = Image.composite(tinted, image, Image.fromarray(mask.astype(np.uint8) * 255))
     width, height = image.size
     draw = ImageDraw.Draw(image)
     line = max(2, round(min(width, height) / 150))
