@@ -175,3 +175,37 @@ def test_evaluation_reports_segm_metrics_beside_the_box_metrics(mask_records, tm
             for value in event.summary.value}
     assert {"AP50", "mask_AP50", "mask_AP"} <= tags
     assert not (tmp_path / "annotation.json").exists()  # the masks' ground truth: not kept
+
+
+def test_a_per_box_mask_is_pasted_into_its_box_in_image_pixels_and_round_trips_as_rle():
+    from pycocotools import mask as coco_mask
+
+    from trainer.masks import paste, to_rle
+
+    box = np.array([0.25, 0.1, 0.75, 0.6])  # ymin, xmin, ymax, xmax of a 40 x 100 image
+    full = paste(np.ones((28, 28), np.float32), box, 40, 100)
+    assert full.shape == (40, 100) and full.sum() == 20 * 50 and full[10:30, 10:60].all()
+    left = np.zeros((28, 28), np.float32)
+    left[:, :14] = 1  # the left half of the box
+    half = paste(left, box, 40, 100)
+    assert half[10:30, 10:35].all() and not half[:, 35:].any() and not half[:10].any()
+    assert not paste(left, np.array([0.5, 0.5, 0.5, 0.9]), 40, 100).any()  # an empty box
+    assert paste(left, np.array([-1.0, -1.0, 2.0, 2.0]), 40, 100)[:, :50].all()  # outside
+
+    rle = to_rle(half)
+    assert rle["size"] == [40, 100] and isinstance(rle["counts"], str)
+    decoded = coco_mask.decode({"size": rle["size"], "counts": rle["counts"].encode()})
+    assert np.array_equal(decoded.astype(bool), half)
+
+
+def test_masks_are_filled_translucent_in_the_class_colour_only_above_the_score():
+    from trainer.visualize import MASK_OPACITY, PALETTE, draw_detections
+
+    image = Image.new("RGB", (60, 40), (0, 0, 0))
+    mask = np.zeros((40, 60), bool)
+    mask[15:25, 20:30] = True
+    boxes = np.array([[0.3, 0.3, 0.7, 0.6], [0.3, 0.3, 0.7, 0.6]])
+    drawn = np.asarray(draw_detections(image, boxes, [2, 5], [0.9, 0.1], {}, min_score=0.3,
+                                       masks=[mask, np.ones((40, 60), bool)]))
+    assert tuple(drawn[20, 25]) == tuple(round(c * MASK_OPACITY) for c in PALETTE[2])
+    assert tuple(drawn[35, 5]) == (0, 0, 0)  # the low-scoring detection's mask: not drawn

@@ -350,6 +350,19 @@ def test_predictions_from_a_server_are_checked_before_they_are_drawn():
             answers.detections(bad)
 
 
+def test_a_mask_models_answer_keeps_its_masks_checked_and_cut_at_num_detections():
+    masks = np.full((3, 28, 28), 0.25)
+    masks[0, 7:21, 7:21] = 1.5  # clipped to 1
+    found = answers.detections({**PREDICTION, "detection_masks": masks.tolist()})
+    assert found.masks.shape == (2, 28, 28) and found.masks.max() == 1.0
+    assert answers.detections(PREDICTION).masks is None  # a box-only model's answer
+    for bad in ([[0.5]], masks[:1].tolist(), masks[:, :, :14].tolist(), "masks",
+                [[[0.5, 0.5], [0.5]]] * 2, np.full((2, 300, 300), 0.5).tolist(),
+                np.where(masks == 0.25, float("nan"), masks).tolist()):
+        with pytest.raises(answers.BadAnswer, match="mask"):
+            answers.detections({**PREDICTION, "detection_masks": bad})
+
+
 def test_batch_results_are_read_by_file_and_odd_lines_are_not_trusted():
     lines = [json.dumps({"instance": "gs://b/a.jpg", "prediction": PREDICTION}),
              json.dumps({"instance": "gs://b/bad.jpg", "error": "Invalid JPEG data"}),

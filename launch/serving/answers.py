@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from trainer import jsonnum
+from trainer.export import MASKS
 from trainer.predict import Detections, Detector, ImageRefused, Picture
 
 # Vertex AI accepts an online request of up to 1.5 MB: "the service itself will accept
@@ -20,11 +21,14 @@ from trainer.predict import Detections, Detector, ImageRefused, Picture
 # reading of the two. base64 makes a file 4/3 larger; the JSON around it takes a few bytes.
 MAX_REQUEST_BYTES = 1_500_000
 ENVELOPE_BYTES = 64
-MAX_RESULT_LINE = 1 << 20  # a batch result: one image's detections and its URI
+# A batch result: one image's detections and its URI; a mask model's hold up to 1,000 x 28 x 28
+# mask values, about 11 MB as TF Serving writes floats.
+MAX_RESULT_LINE = 16 << 20
+MAX_MASK_SIDE = 256  # a per-box mask's side: the export's is 28
 
 
 class BadAnswer(ValueError):
-    """A prediction that is not the export's four outputs."""
+    """A prediction that is not the export's outputs."""
 
 
 def instance(picture: Picture) -> dict[str, str]:
@@ -61,7 +65,23 @@ def detections(prediction: Mapping) -> Detections:
     if (np.abs(classes) >= 2**31).any() or (classes != np.round(classes)).any():
         raise BadAnswer("class ids that are not label-map ids")
     return Detections(np.clip(boxes, 0.0, 1.0).astype(np.float32),
-                      classes.astype(np.int32), scores.astype(np.float32))
+                      classes.astype(np.int32), scores.astype(np.float32),
+                      _masks(prediction[MASKS], n) if MASKS in prediction else None)
+
+
+def _masks(values, n: int) -> np.ndarray:
+    """A mask model's per-box masks, [n, S, S] in [0, 1], cut at num_detections."""
+    try:
+        masks = np.asarray(values, np.float64)
+    except (TypeError, ValueError, OverflowError):  # ragged, strings, 1e400
+        raise BadAnswer("detection_masks are not arrays of numbers") from None
+    if masks.ndim != 3 or len(masks) < n or masks.shape[1] != masks.shape[2] or \
+            not 1 <= masks.shape[1] <= MAX_MASK_SIDE:
+        raise BadAnswer(f"detection_masks {masks.shape} are not {n} square masks of at most "
+                        f"{MAX_MASK_SIDE} pixels a side")
+    if not np.isfinite(masks[:n]).all():
+        raise BadAnswer("non-finite numbers in a mask")
+    return np.clip(masks[:n], 0.0, 1.0).astype(np.float32)
 
 
 def endpoint_detector(client, endpoint: str) -> Detector:
