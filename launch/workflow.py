@@ -30,7 +30,7 @@ from trainer.cli import ERROR_PREFIX, EXIT_USAGE
 from trainer.data import pets
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
 from trainer.errors import SettingsError
-from trainer.experiments import default_train_steps
+from trainer.experiments import MASK_DEMO_EXPERIMENT, default_train_steps
 from trainer.files import (
     DETECTIONS_FILE,
     MAX_RUN_JSON_BYTES,
@@ -232,31 +232,38 @@ class DemoResult:
 
     def summary(self) -> str:
         m = self.metrics
+        masks = (f"\nmask AP {m['mask_AP']:.3f}  mask AP50 {m['mask_AP50']:.3f}  mask AP75 "
+                 f"{m['mask_AP75']:.3f}" if "mask_AP" in m else "")
         return (f"\nAP {m['AP']:.3f}  AP50 {m['AP50']:.3f}  AP75 {m['AP75']:.3f}  "
-                f"({self.seconds / 60:.1f} min)\nSavedModel:      {self.saved_model}\n"
+                f"({self.seconds / 60:.1f} min){masks}\nSavedModel:      {self.saved_model}\n"
                 f"annotated image: {self.annotated_image}")
 
 
 def demo_data(data: Path, records: Path, num_images: int | None,
-              say: Callable[[str], None], format: str = "pets") -> None:
+              say: Callable[[str], None], format: str = "pets", masks: bool = False) -> None:
     """The demo's first two steps: a synthetic sample in `data`, converted into `records`
-    from its Pets files or, with `format` coco, from its COCO JSON."""
+    from its Pets files or, with `format` coco, from its COCO JSON; with `masks`, each
+    pet's mask too."""
     say("1/6 Writing a synthetic Oxford-IIIT Pets sample")
     run_job(jobs.tool_job(SampleArgs(str(data), format=format,
                                      **({"num_images": num_images} if num_images else {}))))
-    say(f"2/6 Converting {'the COCO JSON ' if format == 'coco' else ''}to TFRecords")
+    say(f"2/6 Converting {'the COCO JSON ' if format == 'coco' else ''}to TFRecords"
+        f"{' with masks' if masks else ''}")
     if format == "coco":
         run_job(jobs.tool_job(ConvertArgs(None, str(records), num_shards=4, format="coco",
                                           annotations=str(data / SAMPLE_COCO_FILE),
-                                          images=str(data / pets.IMAGES_DIR))))
+                                          images=str(data / pets.IMAGES_DIR), masks=masks)))
     else:
-        run_job(jobs.tool_job(ConvertArgs(str(data), str(records), num_shards=4)))
+        run_job(jobs.tool_job(ConvertArgs(str(data), str(records), num_shards=4,
+                                          masks=masks)))
 
 
 def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
-         say: Callable[[str], None] | None = None, format: str = "pets") -> DemoResult:
+         say: Callable[[str], None] | None = None, format: str = "pets",
+         masks: bool = False) -> DemoResult:
     """sample -> convert -> train -> evaluate -> export -> predict, everything under `workdir`;
-    `format` coco converts the sample from its COCO JSON instead of its Pets files."""
+    `format` coco converts the sample from its COCO JSON instead of its Pets files; `masks`
+    converts with masks and trains the CPU Mask R-CNN experiment (200 steps by default)."""
     if format not in ("pets", "coco"):
         raise InputError(f"--format must be pets or coco, got {format!r}")
     console = _console()
@@ -268,8 +275,9 @@ def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
         shutil.rmtree(model)
     start = time.monotonic()
 
-    demo_data(data, records, num_images, say, format)
-    run = jobs.TrainingRun(model_dir=str(model), data_dir=str(records), steps=steps)
+    demo_data(data, records, num_images, say, format, masks)
+    run = jobs.TrainingRun(model_dir=str(model), data_dir=str(records), steps=steps,
+                           **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {}))
     say("3/6 Training")
     train(run)
     say("4/6 Evaluating (COCO metrics)")

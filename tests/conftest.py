@@ -179,9 +179,6 @@ def swept(train_records, shared):
     return Path(built["sweep_dir"]), Finished(*built["first"]), Finished(*built["second"])
 
 
-MASK_EXPERIMENT = "pets_maskrcnn_mobilenet"
-
-
 @dataclasses.dataclass(frozen=True)
 class MaskRun:
     data: Path  # the synthetic sample (Pets layout, trimaps beside the images)
@@ -197,12 +194,13 @@ def mask_trained(shared) -> MaskRun:
     def build(root: Path) -> dict:
         from trainer.data.convert import convert_directory
         from trainer.data.sample import write_sample
+        from trainer.experiments import MASK_DEMO_EXPERIMENT
 
         data = write_sample(root / "pets")
         records = root / "records"
         convert_directory(data, records, masks=True, num_shards=2, progress=False)
         model_dir, export_dir = root / "model", root / "exported"
-        flags = (f"--experiment={MASK_EXPERIMENT}", *data_flags(records, model_dir))
+        flags = (f"--experiment={MASK_DEMO_EXPERIMENT}", *data_flags(records, model_dir))
         run_trainer(*flags, "--mode=train", timeout=1500)
         run_trainer(*flags, "--mode=eval")  # eval/ckpt-200.json, which export picks
         run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={export_dir}")

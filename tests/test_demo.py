@@ -53,3 +53,22 @@ def test_the_demo_with_format_coco_converts_from_the_samples_coco_json(tmp_path)
     assert len(converted) == 27
     for _, example in converted.values():  # from the COCO JSON: no VOC pose ("Frontal", ...)
         assert set(values(example, "image/object/view")) == {b"Unspecified"}
+
+
+def test_the_demo_with_masks_converts_the_sample_with_its_pets_shapes(tmp_path):
+    """`invoke demo --masks` differs in its records and its experiment: the steps after
+    conversion are the ones the session's mask model takes (tests/conftest.py:
+    `mask_trained`, tests/test_masks_trained.py), so this does not train again."""
+    from launch.datachecks import check_local
+    from launch.workflow import DemoResult, demo_data
+    from trainer.experiments import MASK_DEMO_EXPERIMENT
+
+    said = []
+    demo_data(tmp_path / "pets", tmp_path / "records", 30, said.append, masks=True)
+    assert said[-1].endswith("to TFRecords with masks")
+    assert_demo_records(tmp_path / "records")
+    assert json.loads((tmp_path / "records" / "conversion_report.json").read_text())["masks"]
+    check_local(str(tmp_path / "records"), experiment=MASK_DEMO_EXPERIMENT)  # it trains on them
+    metrics = {"AP": 0.58, "AP50": 0.99, "AP75": 0.64, "mask_AP": 0.66, "mask_AP50": 0.99,
+               "mask_AP75": 0.7}
+    assert "mask AP 0.660  mask AP50 0.990" in DemoResult(metrics, "m", "a.jpg", 60).summary()

@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.conftest import MASK_EXPERIMENT, MaskRun, run_trainer
+from tests.conftest import MaskRun, run_trainer
 from trainer.data import pets
+from trainer.experiments import MASK_DEMO_EXPERIMENT
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +57,7 @@ def test_both_signatures_return_per_box_masks_and_tflite_refuses_them(mask_train
             "detection_boxes", "detection_classes", "detection_scores", "num_detections",
             "detection_masks"}
     info = json.loads((mask_trained.export_dir / "export.json").read_text())
-    assert info["mask_size"] == MASK_SIZE and info["experiment"] == MASK_EXPERIMENT
+    assert info["mask_size"] == MASK_SIZE and info["experiment"] == MASK_DEMO_EXPERIMENT
     count = info["max_detections"]
 
     paths = sorted((mask_trained.data / "images").glob("*.jpg"))[:2]

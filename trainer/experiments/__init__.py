@@ -49,6 +49,7 @@ EXPERIMENTS = {
     )
 }
 DEFAULT_EXPERIMENT = "pets_retinanet_mobilenet"
+MASK_DEMO_EXPERIMENT = "pets_maskrcnn_mobilenet"  # `invoke demo --masks`: masks on a CPU
 
 
 def ranking(name: str | None) -> tuple[str, str]:
