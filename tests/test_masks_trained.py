@@ -66,13 +66,15 @@ def test_both_signatures_return_per_box_masks_and_tflite_refuses_them(mask_train
     files = [paths[0].read_bytes(), png.getvalue()]
     as_bytes = model.signatures["serving_bytes"](tf.constant(files))
     assert as_bytes["detection_masks"].shape == (2, count, MASK_SIZE, MASK_SIZE)
-    pixels = np.asarray(Image.open(paths[0]).convert("RGB"))[None]
-    as_uint8 = model.signatures["serving_uint8"](tf.constant(pixels))
+    pixels = tf.image.decode_image(files[0], channels=3)[tf.newaxis]  # as serving_bytes does
+    as_uint8 = model.signatures["serving_uint8"](pixels)
     masks = as_uint8["detection_masks"].numpy()
     assert masks.shape == (1, count, MASK_SIZE, MASK_SIZE) and masks.dtype == np.float32
     assert masks.min() >= 0 and masks.max() <= 1
-    top = int(np.argmax(as_uint8["detection_scores"][0]))
-    np.testing.assert_allclose(as_bytes["detection_masks"][0][top], masks[0][top], atol=1e-3)
+    top, bytes_top = (int(np.argmax(found["detection_scores"][0]))
+                      for found in (as_uint8, as_bytes))
+    np.testing.assert_allclose(as_bytes["detection_masks"][0][bytes_top], masks[0][top],
+                               atol=1e-3)
 
     refused = run_trainer("export", f"--model_dir={mask_trained.model_dir}",
                           f"--export_dir={tmp_path / 'lite'}", "--format=tflite", check=False)
