@@ -48,4 +48,3 @@ def to_rle(mask: np.ndarray) -> dict:
 
     rle = coco_mask.encode(np.asfortranarray(mask, dtype=np.uint8))
     return {"size": [int(v) for v in rle["size"]], "counts": rle["counts"].decode("ascii")}
-
