@@ -20,7 +20,7 @@ from trainer.experiments import MASK_DEMO_EXPERIMENT
 
 pytestmark = pytest.mark.slow
 
-MASK_AP50_BOUND = 0.8  # measured 0.91 to 1.00 over seven runs of the experiment's 200 steps
+MASK_AP50_BOUND = 0.75  # measured 0.85 to 1.00 over eight runs of the experiment's 200 steps
 MASK_IOU_BOUND = 0.5  # each held-out image's top detection against the pet's trimap: the
 # lowest of 16 measured 0.69 and 0.75 (means 0.78 and 0.82) in two runs
 HELD_OUT_IMAGES = 16  # of the validation split's 98: enough to see, quick to predict
