@@ -440,8 +440,9 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=None,
 @task(name="upload", help={"run_id": "the trained run (gs://BUCKET/runs/RUN_ID)",
                            "checkpoint": "the checkpoint to gate (its export must be the "
                                          "run's model): " + CHECKPOINT_HELP,
-                           "min_ap50": "refuse a run whose AP50 at that checkpoint is lower "
-                                       "(default: the experiment's)",
+                           "min_ap50": "refuse a run whose AP50 at that checkpoint (mask "
+                                       "AP50 for a mask experiment) is lower (default: the "
+                                       "experiment's)",
                            "aliases": "version aliases (default: candidate; add default "
                                       "to make it the model's default version)",
                            "container": "custom (default: our TF Serving image, at the "
@@ -525,7 +526,7 @@ def _port(value) -> int:
 
 
 @task(help={"workdir": "everything goes here",
-            "steps": "training steps (default 1000; 200 with --masks)",
+            "steps": "training steps (default 400; 200 with --masks)",
             "format": "pets, or coco: convert the sample from its COCO JSON",
             "num_images": "sample size",
             "masks": "instance masks: records with masks, the CPU Mask R-CNN experiment"})

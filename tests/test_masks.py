@@ -165,8 +165,14 @@ def test_evaluation_reports_segm_metrics_beside_the_box_metrics(mask_records, tm
                                        str(tmp_path), max_to_keep=1).save(checkpoint_number=1)
     result = evaluator.evaluate(saved)
 
-    written = json.loads(Path(result.path).read_text())["metrics"]
+    record = json.loads(Path(result.path).read_text())
+    written = record["metrics"]
     box = {"AP", "AP50", "AP75", "APs", "APm", "APl", "ARmax1", "ARmax10", "ARmax100"}
+    # the runs report's breakdown covers the masks: AP per class, worst images by mask IoU
+    assert record["per_class"] and all({"AP", "AP50", "mask_AP", "mask_AP50"} <= set(v)
+                                       for v in record["per_class"].values())
+    assert record["worst_images"] and {w["overlap"] for w in record["worst_images"]} == \
+        {"mask"}
     assert box | {f"mask_{name}" for name in box} <= set(written)
     assert all(0 <= written[f"mask_{name}"] <= 1 or written[f"mask_{name}"] == -1
                for name in box)
@@ -209,3 +215,48 @@ def test_masks_are_filled_translucent_in_the_class_colour_only_above_the_score()
                                        masks=[mask, np.ones((40, 60), bool)]))
     assert tuple(drawn[20, 25]) == tuple(round(c * MASK_OPACITY) for c in PALETTE[2])
     assert tuple(drawn[35, 5]) == (0, 0, 0)  # the low-scoring detection's mask: not drawn
+
+
+def _half_mask(frame: int, box: tuple[int, int, int, int], left: bool) -> dict:
+    """COCO RLE of the left or right half of a pixel box in a square frame."""
+    from pycocotools import mask as coco_mask
+
+    top, lft, bottom, right = box
+    middle = (lft + right) // 2
+    pixels = np.zeros((frame, frame), np.uint8)
+    if left:
+        pixels[top:bottom, lft:middle] = 1
+    else:
+        pixels[top:bottom, middle:right] = 1
+    return coco_mask.encode(np.asfortranarray(pixels))
+
+
+def test_analysis_measures_a_mask_experiments_images_and_classes_by_their_masks():
+    """A detection on the right box with the wrong half of the pet: right by boxes, a miss
+    by masks; COCO segm per class says the same, beside box AP (what the runs report reads
+    for mask experiments)."""
+    from trainer import analysis
+
+    frame, pixel_box = 64, (16, 16, 48, 48)
+    box = np.array([pixel_box]) / frame
+
+    def image(left: bool, masks: bool = True) -> analysis.ImageBoxes:
+        return analysis.ImageBoxes(
+            "pet", frame, frame, box, np.array([1]), box, np.array([1]), np.array([0.9]),
+            **({"truth_masks": (_half_mask(frame, pixel_box, left=True),),
+                "masks": (_half_mask(frame, pixel_box, left=left),)} if masks else {}))
+
+    wrong, right = image(left=False), image(left=True)
+    assert analysis.image_errors(wrong) == analysis.ImageErrors("pet", 1, 1, 0.0, 1, "mask")
+    assert analysis.image_errors(right) == analysis.ImageErrors("pet", 1, 0, 1.0, 0, "mask")
+    assert analysis.image_errors(image(left=False, masks=False)) == \
+        analysis.ImageErrors("pet", 1, 0, 1.0, 0, "box")
+
+    names = {1: "Abyssinian"}
+    for seen, mask_ap in (([wrong], 0.0), ([right], 1.0)):
+        by_box = analysis.per_class(analysis.coco_evaluation(seen), names)
+        by_mask = analysis.per_class(analysis.coco_evaluation(seen, analysis.MASK), names,
+                                     prefix="mask_")
+        assert by_box["Abyssinian"]["AP50"] == pytest.approx(1.0)
+        assert by_mask["Abyssinian"] == {"mask_AP": pytest.approx(mask_ap),
+                                         "mask_AP50": pytest.approx(mask_ap), "objects": 1}

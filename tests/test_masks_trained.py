@@ -47,6 +47,31 @@ def test_the_mask_model_reaches_its_mask_ap50_on_the_validation_split(mask_train
     assert metrics["mask_AP50"] >= MASK_AP50_BOUND, metrics
 
 
+def test_the_runs_report_shows_the_mask_model_by_its_masks(mask_trained: MaskRun, tmp_path):
+    """Mask AP columns, mask AP per class whose mean is the headline's (up to resampling: ours
+    in the model's frame, Model Garden's in the image), worst images judged by mask IoU."""
+    from launch.runs import commands
+    from tests.test_runs import cells
+
+    out = commands.compare(lambda: pytest.fail("local runs need no cloud"),
+                           [str(mask_trained.model_dir)], tmp_path)
+    (row,) = cells(out.split("\n\n")[0])
+    evaluations = sorted((mask_trained.model_dir / "eval").glob("ckpt-*.json"))
+    written = json.loads(evaluations[-1].read_text())
+    assert row["mask_AP50"] == f"{written['metrics']['mask_AP50']:.4f}"
+    per_class = [values["mask_AP50"] for values in written["per_class"].values()]
+    print(f"mask AP50: headline {written['metrics']['mask_AP50']:.3f}, mean of the classes "
+          f"{np.mean(per_class):.3f}")
+    assert len(per_class) == 3
+    assert np.mean(per_class) == pytest.approx(written["metrics"]["mask_AP50"], abs=0.1)
+    worst = written["worst_images"]
+    assert worst and {w["overlap"] for w in worst} == {"mask"}
+    assert all(0 <= w["mean_iou"] <= 1 for w in worst)
+    bars = np.asarray(Image.open(tmp_path / "per_class_mask_ap.png").convert("RGB"))
+    assert len(np.unique(bars.reshape(-1, 3), axis=0)) > 50
+    assert "mean mask IoU" in (tmp_path / "report.html").read_text()
+
+
 def test_both_signatures_return_per_box_masks_and_tflite_refuses_them(mask_trained: MaskRun,
                                                                         tmp_path):
     import tensorflow as tf

@@ -21,14 +21,17 @@ from launch.errors import InputError, MissingError
 from launch.gcs.upload import upload_directory
 from launch.runs import commands
 from launch.runs.record import load_run
-from launch.runs.report import METRICS, table
+from launch.runs.report import table
 from tests.fakes.cloud import fake_cloud
+from trainer.experiments import AP_METRICS
 
 CLASSES = {"Abyssinian": 0.9, "<b>beagle</b>": 0.6, "Russian_Blue": 0.75}
 
 
-def write_run(model_dir: Path, steps=(100, 200), scale: float = 1.0, loss=True) -> Path:
-    """A run's record files, shaped as the trainer and the evaluator write them."""
+def write_run(model_dir: Path, steps=(100, 200), scale: float = 1.0, loss=True,
+              masks: bool = False) -> Path:
+    """A run's record files, shaped as the trainer and the evaluator write them (those of a
+    mask experiment with `masks`)."""
     from tensorboard.compat.proto import event_pb2, summary_pb2
     from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
@@ -47,14 +50,19 @@ def write_run(model_dir: Path, steps=(100, 200), scale: float = 1.0, loss=True) 
             Image.fromarray(pixels).save(model_dir / "eval" / picture)
             worst.append({"key": f"img{rank}" if rank == 1 else "<script>x</script>",
                           "objects": 2, "missed": 2 - rank,
-                          "mean_iou": 0.3 * rank, "extra": 0, "picture": picture})
+                          "mean_iou": 0.3 * rank, "extra": 0, "picture": picture,
+                          "overlap": "mask" if masks else "box"})
         worst.append({"key": "evil", "objects": 1, "missed": 1, "mean_iou": 0, "extra": 0,
                       "picture": "../../run.json"})  # not followed out of eval/
+        box = {"AP": 0.5 * fraction, "AP50": 0.9 * fraction, "AP75": 0.4 * fraction,
+               "APs": -1.0, "APm": 0.45 * fraction, "APl": 0.55 * fraction}
         (model_dir / "eval" / f"ckpt-{step}.json").write_text(json.dumps({
             "checkpoint": str(model_dir / f"ckpt-{step}"), "step": step,
-            "metrics": {"AP": 0.5 * fraction, "AP50": 0.9 * fraction, "AP75": 0.4 * fraction,
-                        "APs": -1.0, "APm": 0.45 * fraction, "APl": 0.55 * fraction},
-            "per_class": {name: {"AP": ap * fraction, "AP50": 1.0, "objects": 10}
+            "metrics": {**box, **({f"mask_{k}": v * 0.8 for k, v in box.items()} if masks
+                                  else {})},
+            "per_class": {name: {"AP": ap * fraction, "AP50": 1.0, "objects": 10,
+                                 **({"mask_AP": ap * fraction / 2, "mask_AP50": 0.9}
+                                    if masks else {})}
                           for name, ap in CLASSES.items()},
             "pr_curve": {"recall": list(np.linspace(0, 1, 101)),
                          "precision": list(np.linspace(1, 0.2 * fraction, 101))},
@@ -84,7 +92,7 @@ def test_the_report_has_the_evaluators_numbers_real_plots_and_one_html(tmp_path)
     rows = cells(out.split("\n\n")[0])
     for row, run in zip(rows, (first, second), strict=True):
         newest = json.loads((run / "eval" / "ckpt-200.json").read_text())["metrics"]
-        for metric in METRICS:
+        for metric in AP_METRICS:
             value = newest[metric]
             assert row[metric] == (f"{value:.4f}" if value >= 0 else "-")
         assert (row["steps"], row["wall time"], row["hardware"]) == \
@@ -101,6 +109,8 @@ def test_the_report_has_the_evaluators_numbers_real_plots_and_one_html(tmp_path)
         assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50  # lines, bars, text
         assert (pixels.std(axis=(0, 1)) > 10).all()
 
+    assert not any("mask" in name for name in rows[0])  # box runs: no mask columns
+    assert not (tmp_path / "report" / "per_class_mask_ap.png").exists()
     page = (tmp_path / "report" / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 4
     assert page.count("data:image/jpeg;base64,") == 4  # two worst images a run
@@ -108,6 +118,26 @@ def test_the_report_has_the_evaluators_numbers_real_plots_and_one_html(tmp_path)
     assert "img1: 1 of 2 missed, mean IoU 0.30, 0 extra" in page
     # its picture points out of eval/: left out (a caption, since base64 may spell "evil")
     assert "<figcaption>evil" not in page and page.count("<figcaption>") == 4
+
+
+def test_a_mask_run_is_compared_by_its_masks_too(tmp_path):
+    """Mask AP columns beside the box ones (a box run beside it shows '-'), mask AP per
+    class drawn, and its worst images named by mask IoU."""
+    masks, boxes = write_run(tmp_path / "masks", masks=True), write_run(tmp_path / "boxes")
+    out = commands.compare(lambda: pytest.fail("local runs need no cloud"),
+                           [str(masks), str(boxes)], tmp_path / "report")
+    shown, plain = cells(out.split("\n\n")[0])
+    newest = json.loads((masks / "eval" / "ckpt-200.json").read_text())["metrics"]
+    for metric in ("mask_AP", "mask_AP50", "mask_AP75"):
+        assert shown[metric] == f"{newest[metric]:.4f}" and plain[metric] == "-"
+    with open(tmp_path / "report" / "table.csv") as f:
+        assert float(next(csv.DictReader(f))["mask_AP50"]) == newest["mask_AP50"]
+    bars = np.asarray(Image.open(tmp_path / "report" / "per_class_mask_ap.png").convert("RGB"))
+    assert len(np.unique(bars.reshape(-1, 3), axis=0)) > 50
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "Mask AP per class" in page
+    assert "img1: 1 of 2 missed, mean mask IoU 0.30, 0 extra" in page  # the mask run's
+    assert "img1: 1 of 2 missed, mean IoU 0.30, 0 extra" in page  # the box run's
 
 
 def test_damaged_files_cost_a_cell_not_the_report(tmp_path):

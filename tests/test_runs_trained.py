@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from launch.runs import commands
+from tests.conftest import TRAIN_STEPS
 from tests.test_runs import cells
 
 pytestmark = pytest.mark.slow
@@ -35,7 +36,7 @@ def test_compare_two_trained_runs(trained, swept, tmp_path):
         assert row["steps"] == str(newest)
         assert row["experiment"] == "pets_retinanet_mobilenet"
 
-    trained_eval = json.loads((model_dir / "eval" / "ckpt-1000.json").read_text())
+    trained_eval = json.loads((model_dir / "eval" / f"ckpt-{TRAIN_STEPS}.json").read_text())
     # AP per class is COCO's per-class slice: its mean is the evaluator's AP
     per_class = trained_eval["per_class"]
     assert len(per_class) == 3 and all(v["objects"] > 0 for v in per_class.values())

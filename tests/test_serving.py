@@ -129,6 +129,33 @@ def test_the_gate_refuses_a_run_without_a_final_evaluation_or_below_the_bar(serv
     assert len(services.models.received) == 1  # only the run that passed
 
 
+def test_a_mask_experiment_is_gated_on_its_mask_ap50_and_labelled_with_its_mask_metrics(
+        services):
+    """Boxes found but masks poor: refused, naming mask_AP50; once they clear it, the
+    version's labels and description carry the masks' AP beside the boxes'."""
+    cloud = services.cloud()
+    masks = {f"mask_{k}": v for k, v in METRICS.items()}
+    write_run(services.storage, "blobs", experiment="pets_maskrcnn_resnetfpn",
+              metrics={**METRICS, **masks, "mask_AP50": 0.2})
+    with pytest.raises(registry.GateError, match=r"its mask_AP50 is 0\.200 at ckpt-1000 .*"
+                       r"below 0\.500 \(the default of pets_maskrcnn_resnetfpn\)"):
+        commands.upload_model(cloud, "blobs")
+    write_run(services.storage, "no-masks", experiment="pets_maskrcnn_resnetfpn")
+    with pytest.raises(registry.GateError, match=r"mask_AP is None, not a COCO metric"):
+        commands.upload_model(cloud, "no-masks")  # evaluated without its masks
+    assert not services.models.received
+
+    write_run(services.storage, "shapes", experiment="pets_maskrcnn_resnetfpn",
+              metrics={**METRICS, **masks, "mask_AP50": 0.8})
+    assert "mask_AP50 0.800 at ckpt-1000 clears 0.500" in commands.upload_model(cloud, "shapes")
+    (sent,) = services.models.received
+    assert sent.model_id == "pets-maskrcnn-resnetfpn"
+    assert {k: v for k, v in sent.model.labels.items() if k.startswith("mask")} == {
+        "mask_ap": "0_8352", "mask_ap50": "0_8000", "mask_ap75": "0_9000"}
+    assert sent.model.version_description.endswith("mask_AP 0.8352, mask_AP50 0.8000, "
+                                                   "mask_AP75 0.9000")
+
+
 @pytest.mark.parametrize("value", [float("nan"), "0.9", True, 1.5, None, 10 ** 400])
 def test_metrics_that_are_not_metrics_fail_the_gate(services, value):
     write_run(services.storage, "odd", metrics={**METRICS, "AP50": value})

@@ -22,13 +22,14 @@ from trainer import analysis, best, files
 from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs, shown
 from trainer.errors import EvalTimeoutError
+from trainer.experiments import MASK_PREFIX
 from trainer.io import write_text
 
 SUMMARY_SUBDIR = "validation"
 # What each evaluated checkpoint prints. The metrics keep Model Garden's COCOEvaluator names:
 # box AP, AP50, ... as before, and for an experiment with masks the same names prefixed
 # `mask_` (pycocotools' `segm` evaluation).
-SHOWN_METRICS = ("AP", "AP50", "AP75", "mask_AP", "mask_AP50")
+SHOWN_METRICS = ("AP", "AP50", "AP75", f"{MASK_PREFIX}AP", f"{MASK_PREFIX}AP50")
 NUM_SUMMARY_IMAGES = 4
 NUM_WORST_IMAGES, WORST_SCALE = 8, 2  # the report's gallery: the worst images, enlarged
 # Model Garden's input normalisation, undone to show validation images.
@@ -125,6 +126,12 @@ class CheckpointEvaluator:
     def _breakdown(self, seen: list, worst: WorstImages, step: int) -> dict:
         """AP per class, the PR curve, and the worst images drawn beside the metrics."""
         evaluation = analysis.coco_evaluation(seen)
+        per_class = analysis.per_class(evaluation, self.class_names)
+        if all(image.has_masks for image in seen):
+            by_mask = analysis.per_class(analysis.coco_evaluation(seen, analysis.MASK),
+                                         self.class_names, prefix=MASK_PREFIX)
+            per_class = {name: {**values, **by_mask.get(name, {})}
+                         for name, values in per_class.items()}
         shown = []
         for rank, (errors, image, pixels) in enumerate(worst.ranked(), 1):
             name = files.worst_image_file(step, rank)
@@ -132,8 +139,8 @@ class CheckpointEvaluator:
             self._draw(image, pixels, scale=WORST_SCALE).save(buffer, "JPEG", quality=90)
             write_text(f"{self.model_dir}/{files.METRICS_DIR}/{name}", buffer.getvalue())
             shown.append({**dataclasses.asdict(errors), "picture": name})
-        return {"per_class": analysis.per_class(evaluation, self.class_names),
-                "pr_curve": analysis.pr_curve(evaluation), "worst_images": shown}
+        return {"per_class": per_class, "pr_curve": analysis.pr_curve(evaluation),
+                "worst_images": shown}
 
     def _images(self, inputs, logs):
         """Each validation image of a batch as the model saw it (the padded, resized frame,
@@ -155,13 +162,19 @@ class CheckpointEvaluator:
             keep = np.any(truth > 0, axis=1)
             source = groundtruths["source_id"][i].numpy() if "source_id" in groundtruths \
                 else i
+            boxes = outputs["detection_boxes"][i][:n].numpy() / size
+            masks = {}
+            if "masks" in groundtruths and "detection_masks" in outputs:
+                masks = {"truth_masks": _frame_masks(groundtruths["masks"][i].numpy()[keep],
+                                                     truth[keep] / size, pixels.shape[:2]),
+                         "masks": _frame_masks(outputs["detection_masks"][i][:n].numpy(),
+                                               boxes, pixels.shape[:2])}
             yield analysis.ImageBoxes(
                 str(source.decode() if isinstance(source, bytes) else source),
                 pixels.shape[0], pixels.shape[1], truth[keep] / size,
-                groundtruths["classes"][i].numpy()[keep].astype(np.int64),
-                outputs["detection_boxes"][i][:n].numpy() / size,
+                groundtruths["classes"][i].numpy()[keep].astype(np.int64), boxes,
                 outputs["detection_classes"][i][:n].numpy().astype(np.int64),
-                outputs["detection_scores"][i][:n].numpy()), pixels
+                outputs["detection_scores"][i][:n].numpy(), **masks), pixels
 
     def _draw(self, image, pixels: np.ndarray, scale: int):
         """The frame enlarged `scale` times, detections and ground truth (white) drawn."""
@@ -174,7 +187,27 @@ class CheckpointEvaluator:
         if image is None:
             return picture
         return draw_detections(picture, image.boxes, image.classes, image.scores,
-                               self.class_names, ground_truth=image.truth)
+                               self.class_names, ground_truth=image.truth,
+                               masks=_enlarged(image.masks, scale) if image.masks else None)
+
+
+def _frame_masks(masks: np.ndarray, boxes: np.ndarray, frame: tuple[int, int]
+                 ) -> tuple[dict, ...]:
+    """Per-box masks (each S x S over its normalised box) as COCO RLE of the frame."""
+    from pycocotools import mask as coco_mask
+
+    from trainer.masks import paste
+
+    return tuple(coco_mask.encode(np.asfortranarray(paste(mask, box, *frame), np.uint8))
+                 for mask, box in zip(masks, boxes, strict=True))
+
+
+def _enlarged(masks: tuple[dict, ...], scale: int) -> list[np.ndarray]:
+    """Frame masks (COCO RLE) as bool pixels of the picture drawn `scale` times larger."""
+    from pycocotools import mask as coco_mask
+
+    return [np.kron(coco_mask.decode(m), np.ones((scale, scale), np.uint8)).astype(bool)
+            for m in masks]
 
 
 class WorstImages:

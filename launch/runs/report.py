@@ -18,14 +18,21 @@ from pathlib import Path
 from launch.plots import embedded, embedded_plots, figure, grouped_bars, html_table, text_table
 from launch.runs.record import RunRecord
 from launch.text import spreadsheet_cell
+from trainer.experiments import AP_METRICS, MASK_AP_METRICS, MASK_PREFIX
 from trainer.files import METRICS_DIR
 
-METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
-COLUMNS = ("run", "experiment", "hardware", "steps", "wall time", "cost", "checkpoint",
-           *METRICS)
+MASK_COLUMNS = MASK_AP_METRICS[:3]  # mask AP, AP50, AP75: when a run shown has masks
+RUN_COLUMNS = ("run", "experiment", "hardware", "steps", "wall time", "cost", "checkpoint")
 PLOTS = {"ap_by_step.png": "AP against step", "loss_by_step.png": "Loss against step",
          "per_class_ap.png": "AP per class (the checkpoint shown)",
+         "per_class_mask_ap.png": "Mask AP per class (the checkpoint shown)",
          "pr_curve.png": "Precision against recall at IoU 0.5 (the checkpoint shown)"}
+
+
+def metrics(records: Sequence[RunRecord]) -> tuple[str, ...]:
+    """The metric columns: COCO's box metrics, and the masks' when a run has them."""
+    masks = any(r.shown and MASK_COLUMNS[0] in r.shown.metrics for r in records)
+    return (*AP_METRICS, *(MASK_COLUMNS if masks else ()))
 
 
 def _duration(seconds: float | None) -> str:
@@ -36,7 +43,7 @@ def _duration(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def row(record: RunRecord) -> dict[str, str]:
+def row(record: RunRecord, shown_metrics: Sequence[str] = AP_METRICS) -> dict[str, str]:
     """The run's cells as printed: metrics of the evaluation shown (its best checkpoint's,
     unless --checkpoint says otherwise), 4 decimals."""
     shown = record.shown.metrics if record.shown else {}
@@ -46,7 +53,7 @@ def row(record: RunRecord) -> dict[str, str]:
             "wall time": _duration(record.seconds), "cost": record.cost or "-",
             "checkpoint": record.shown_as,
             # COCO's -1: no object of that size to measure
-            **{m: f"{shown[m]:.4f}" if shown.get(m, -1) >= 0 else "-" for m in METRICS}}
+            **{m: f"{shown[m]:.4f}" if shown.get(m, -1) >= 0 else "-" for m in shown_metrics}}
 
 
 def stops(records: Sequence[RunRecord]) -> list[str]:
@@ -54,8 +61,14 @@ def stops(records: Sequence[RunRecord]) -> list[str]:
     return [f"{record.name}: {record.stopped}" for record in records if record.stopped]
 
 
+def rows(records: Sequence[RunRecord]) -> tuple[list[dict[str, str]], tuple[str, ...]]:
+    """Each run's cells, and the columns."""
+    shown_metrics = metrics(records)
+    return [row(r, shown_metrics) for r in records], (*RUN_COLUMNS, *shown_metrics)
+
+
 def table(records: Sequence[RunRecord]) -> str:
-    return "\n".join([text_table([row(r) for r in records], COLUMNS), *stops(records)])
+    return "\n".join([text_table(*rows(records)), *stops(records)])
 
 
 def _lines(records: Sequence[RunRecord], points: Callable[[RunRecord], list]) -> Callable:
@@ -70,14 +83,16 @@ def _lines(records: Sequence[RunRecord], points: Callable[[RunRecord], list]) ->
     return draw
 
 
-def _per_class(records: Sequence[RunRecord]) -> Callable:
+def _per_class(records: Sequence[RunRecord], metric: str) -> Callable:
     def draw(axes) -> bool:
-        classes = sorted({c for r in records if r.shown for c in r.shown.per_class})
-        having = [r for r in records if r.shown and r.shown.per_class]
+        having = [r for r in records if r.shown and
+                  any(metric in values for values in r.shown.per_class.values())]
+        classes = sorted({c for r in having for c in r.shown.per_class})
         if not classes or not having:
             return False
         grouped_bars(axes, classes, [
-            (record.name, [record.shown.per_class.get(c, {}).get("AP", 0.0) for c in classes])
+            (record.name, [record.shown.per_class.get(c, {}).get(metric, 0.0)
+                           for c in classes])
             for record in having])
         axes.set_ylim(0, 1)
         return True
@@ -97,7 +112,8 @@ def write_plots(records: Sequence[RunRecord], out: Path) -> dict[str, Path]:
                                                       for e in r.evaluations
                                                       if "AP" in e.metrics]), "step", "AP"),
         "loss_by_step.png": (_lines(records, lambda r: list(r.losses)), "step", "total loss"),
-        "per_class_ap.png": (_per_class(records), "class", "AP"),
+        "per_class_ap.png": (_per_class(records, "AP"), "class", "AP"),
+        "per_class_mask_ap.png": (_per_class(records, f"{MASK_PREFIX}AP"), "class", "mask AP"),
         "pr_curve.png": (_lines(records, _pr), "recall", "precision"),
     }
     return {name: out / name for name, (draw, x, y) in drawers.items()
@@ -106,15 +122,17 @@ def write_plots(records: Sequence[RunRecord], out: Path) -> dict[str, Path]:
 
 def write_table(records: Sequence[RunRecord], path: Path) -> None:
     """Every number at full precision, for spreadsheets."""
+    shown_metrics = metrics(records)
     with open(path, "w", newline="") as out:
         writer = csv.writer(out)
-        writer.writerow([*COLUMNS[:3], "steps", "seconds", "cost", "step evaluated", *METRICS])
+        writer.writerow([*RUN_COLUMNS[:3], "steps", "seconds", "cost", "step evaluated",
+                         *shown_metrics])
         for r in records:
             shown = r.shown.metrics if r.shown else {}
             writer.writerow([spreadsheet_cell(cell) for cell in (
                 r.name, r.experiment or "", r.hardware or "", r.steps or "", r.seconds or "",
                 r.cost or "", r.shown.step if r.shown else "",
-                *(shown.get(m, "") for m in METRICS))])
+                *(shown.get(m, "") for m in shown_metrics))])
 
 
 def _worst(record: RunRecord) -> str:
@@ -128,8 +146,9 @@ def _worst(record: RunRecord) -> str:
         path = (eval_dir / picture).resolve()
         if not picture or not path.is_relative_to(eval_dir) or not path.is_file():
             continue  # a name from the file that points elsewhere is not followed
+        overlap = "mask IoU" if image.get("overlap") == "mask" else "IoU"
         caption = (f"{image.get('key', '?')}: {image.get('missed', '?')} of "
-                   f"{image.get('objects', '?')} missed, mean IoU "
+                   f"{image.get('objects', '?')} missed, mean {overlap} "
                    f"{_fraction(image.get('mean_iou'))}, {image.get('extra', '?')} extra")
         cells.append(f'<figure><img src="{embedded(path, "jpeg")}" alt="">'
                      f"<figcaption>{html.escape(caption)}</figcaption></figure>")
@@ -155,11 +174,12 @@ def write_html(records: Sequence[RunRecord], plots: dict[str, Path], path: Path)
     path.write_text(
         f"<!doctype html><html><head><meta charset='utf-8'><title>Runs compared</title>"
         f"<style>{STYLE}</style></head><body><h1>Runs compared</h1>"
-        f"{html_table([row(r) for r in records], COLUMNS)}"
+        f"{html_table(*rows(records))}"
         f"{f'<ul>{notes}</ul>' if notes else ''}"
         f"<h2>Curves</h2><div class='plots'>{embedded_plots(plots, PLOTS)}</div>"
         f"<h2>Worst validation images</h2><p>White: ground truth; coloured: detections "
-        f"scored 30% or more. Worst first: objects missed, then poorer boxes.</p>{galleries}"
+        f"scored 30% or more (and their masks, for a mask experiment). Worst first: objects "
+        f"missed, then poorer boxes (masks, for a mask experiment).</p>{galleries}"
         "</body></html>\n")
 
 

@@ -102,7 +102,7 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
         lambda: _existing(place.models(), f"{place.location}/models/{model.display_name}")
     ) if candidate else None
     request = registry.upload_request(place.project, place.region, model, parent)
-    passed = (f"run {run_id}: AP50 {candidate.evaluation.metrics['AP50']:.3f} at "
+    passed = (f"run {run_id}: {candidate.gate_metric} {candidate.gated:.3f} at "
               f"ckpt-{candidate.evaluation.step} clears {bar:.3f} ({candidate.why})"
               if candidate else f"run {run_id}: not read, not gated")
     if dry_run:

@@ -22,7 +22,7 @@ from launch.places import RunPaths, label_value
 from launch.vertex.hardware import catalogue, multi_region
 from serving import contract
 from trainer import best, jsonnum
-from trainer.experiments import EXPERIMENTS
+from trainer.experiments import AP_METRICS, EXPERIMENTS, MASK_AP_METRICS
 from trainer.files import (
     EXPORT_INFO_FILE,
     MAX_RUN_JSON_BYTES,
@@ -35,7 +35,6 @@ from trainer.files import (
 
 CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")
 EVALUATION = re.compile(f"{METRICS_DIR}/{METRICS_FILE.pattern}")
-METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
 ALIAS = re.compile(r"[a-z][a-z0-9-]{0,127}")
 DEFAULT_ALIASES = ("candidate",)
 UPLOAD_TIMEOUT = 1800.0
@@ -60,6 +59,15 @@ class Candidate:
     evaluation: Evaluation
     export: dict  # the artifact's export.json
     why: str = ""  # why this checkpoint (the best, the newest, the one asked for)
+
+    @property
+    def gate_metric(self) -> str:
+        return EXPERIMENTS[self.experiment].gate_metric
+
+    @property
+    def gated(self) -> float:
+        """The value the gate judges: its experiment's AP50, of the boxes or of the masks."""
+        return self.evaluation.metrics[self.gate_metric]
 
 
 def parent_model_id(experiment: str) -> str:
@@ -153,8 +161,9 @@ def read_candidate(storage, run: RunPaths, choice: best.Choice = best.DEFAULT_CH
         held = str(export.get("checkpoint"))[:40]
         raise GateError(f"{run.model} was exported from {held}, not ckpt-{step} ({why}): "
                         f"export that checkpoint there with {reexport}")
-    return Candidate(run, experiment_of(storage, run),
-                     Evaluation(step, _metrics(result.get("metrics"))), export, why)
+    experiment = experiment_of(storage, run)
+    return Candidate(run, experiment, Evaluation(step, _metrics(result.get("metrics"),
+                                                                 experiment)), export, why)
 
 
 def _chosen(storage, run: RunPaths, choice: best.Choice, final: int, saved: set[int]
@@ -197,13 +206,22 @@ def _json(storage, run: RunPaths, path: str) -> dict:
     return value
 
 
-def _metrics(found) -> dict[str, float]:
+def labelled(experiment: str) -> tuple[str, ...]:
+    """The metrics a version's labels carry: COCO AP, AP50 and AP75 of the boxes, and of the
+    masks for an experiment gated on its masks."""
+    names = ("AP", "AP50", "AP75")
+    gate_metric = EXPERIMENTS[experiment].gate_metric
+    return (*names, *(m for m in MASK_AP_METRICS[:3] if gate_metric in MASK_AP_METRICS))
+
+
+def _metrics(found, experiment: str) -> dict[str, float]:
     """COCO metrics are numbers in [-1, 1] (-1: no object of that size); anything else is
     not a metric and fails the gate rather than reaching a label."""
     if not isinstance(found, dict):
         raise GateError("the evaluation has no metrics")
     metrics = {}
-    for name in METRICS:
+    for name in dict.fromkeys((*AP_METRICS, *labelled(experiment),
+                               EXPERIMENTS[experiment].gate_metric)):
         value = jsonnum.number(found.get(name))
         if value is None or not -1 <= value <= 1:
             raise GateError(f"the evaluation's {name} is {str(found.get(name))[:40]}, not a "
@@ -213,14 +231,15 @@ def _metrics(found) -> dict[str, float]:
 
 
 def gate(candidate: Candidate, min_ap50: float | None) -> float:
-    """The AP50 bar this run must reach: --min-ap50, else its experiment's."""
+    """The bar this run's gate metric (its experiment's AP50: of the boxes, or of the masks)
+    must reach: --min-ap50, else its experiment's."""
     bar = EXPERIMENTS[candidate.experiment].min_ap50 if min_ap50 is None else min_ap50
-    ap50 = candidate.evaluation.metrics["AP50"]
-    if ap50 < bar:
+    if candidate.gated < bar:
         source = "--min-ap50" if min_ap50 is not None else \
             f"the default of {candidate.experiment}"
-        raise GateError(f"run {candidate.run.run_id} is not uploaded: its AP50 is "
-                        f"{ap50:.3f} at ckpt-{candidate.evaluation.step} ({candidate.why}), "
+        raise GateError(f"run {candidate.run.run_id} is not uploaded: its "
+                        f"{candidate.gate_metric} is {candidate.gated:.3f} at "
+                        f"ckpt-{candidate.evaluation.step} ({candidate.why}), "
                         f"below {bar:.3f} ({source}); train longer, or pass --min-ap50 to "
                         "accept it")
     return bar
@@ -235,7 +254,8 @@ def model_spec(run: RunPaths, container: aiplatform_v1.ModelContainerSpec,
     if candidate is None:
         return model
     metrics = candidate.evaluation.metrics
-    summary = ", ".join(f"{k} {metrics[k]:.4f}" for k in ("AP", "AP50", "AP75"))
+    shown = labelled(candidate.experiment)
+    summary = ", ".join(f"{k} {metrics[k]:.4f}" for k in shown)
     model.display_name = parent_model_id(candidate.experiment)
     model.description = EXPERIMENTS[candidate.experiment].description
     model.version_description = (f"run {run.run_id}, ckpt-{candidate.evaluation.step}: "
@@ -243,7 +263,7 @@ def model_spec(run: RunPaths, container: aiplatform_v1.ModelContainerSpec,
     model.labels.update({"experiment": label_value(candidate.experiment),
                          "step": str(candidate.evaluation.step),
                          **{label_value(k): _metric_label(metrics[k])
-                            for k in ("AP", "AP50", "AP75")}})
+                            for k in shown}})
     return model
 
 

@@ -28,12 +28,10 @@ import yaml
 
 from launch.errors import InputError
 from trainer import hparams
-from trainer.experiments import GOALS
+from trainer.experiments import AP_METRICS, AR_METRICS, GOALS, MASK_AP_METRICS
 from trainer.hparams import PARAMETERS
 
-# What the evaluator writes for every checkpoint (COCO, pycocotools' names)
-METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl", "ARmax1", "ARmax10", "ARmax100", "ARs",
-           "ARm", "ARl")
+METRICS = (*AP_METRICS, *AR_METRICS, *MASK_AP_METRICS)  # what the evaluator writes
 ALGORITHMS = ("bayesian", "random", "grid")
 MAX_TRIALS = 1000
 

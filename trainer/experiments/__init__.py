@@ -12,6 +12,13 @@ from pathlib import Path
 CONFIG_DIR = Path(__file__).parent / "configs"
 MAXIMIZE, MINIMIZE = "maximize", "minimize"
 GOALS = (MAXIMIZE, MINIMIZE)
+# What the evaluator writes for every checkpoint: COCO's metrics of the boxes (pycocotools'
+# names, Model Garden's keys) and, for an experiment that predicts masks, the same of the
+# masks, prefixed (pycocotools' `segm` evaluation)
+AP_METRICS = ("AP", "AP50", "AP75", "APs", "APm", "APl")
+AR_METRICS = ("ARmax1", "ARmax10", "ARmax100", "ARs", "ARm", "ARl")
+MASK_PREFIX = "mask_"
+MASK_AP_METRICS = tuple(f"{MASK_PREFIX}{name}" for name in AP_METRICS)
 DEFAULT_METRIC = "AP"  # COCO AP at IoU 0.5:0.95, what detection papers rank by
 
 
@@ -20,9 +27,11 @@ class Experiment:
     name: str
     base: str  # a Model Garden experiment registered by official.vision
     description: str
-    # `invoke model.upload` refuses runs whose final AP50 is lower: a floor that catches a
-    # broken run (labels that do not match, a diverged loss), not a quality target
+    # `invoke model.upload` refuses runs whose `gate_metric` (an AP50: of the boxes, or of the
+    # masks for an experiment made to predict them) is lower: a floor that catches a broken
+    # run (labels that do not match, a diverged loss), not a quality target
     min_ap50: float = 0.5
+    gate_metric: str = "AP50"
     # what ranks its checkpoints: the best one kept (best/) and early stopping's gain; a
     # metric of the evaluations (eval/ckpt-N.json), bigger or smaller being better
     metric: str = DEFAULT_METRIC
@@ -42,10 +51,13 @@ EXPERIMENTS = {
                    "RetinaNet ResNet-50-FPN at 640 px: GPUs and TPUs"),
         Experiment("pets_fasterrcnn_resnetfpn", "fasterrcnn_resnetfpn_coco",
                    "Faster R-CNN ResNet-50-FPN at 640 px: the original quick start's family"),
+        # what a mask experiment is for are its masks: ranked and gated by them
         Experiment("pets_maskrcnn_mobilenet", "maskrcnn_resnetfpn_coco",
-                   "Mask R-CNN MobileNetV2 at 128 px, instance masks: CPU and the local demo"),
+                   "Mask R-CNN MobileNetV2 at 128 px, instance masks: CPU and the local demo",
+                   gate_metric=f"{MASK_PREFIX}AP50", metric=f"{MASK_PREFIX}AP"),
         Experiment("pets_maskrcnn_resnetfpn", "maskrcnn_resnetfpn_coco",
-                   "Mask R-CNN ResNet-50-FPN at 640 px, instance masks: GPUs and TPUs"),
+                   "Mask R-CNN ResNet-50-FPN at 640 px, instance masks: GPUs and TPUs",
+                   gate_metric=f"{MASK_PREFIX}AP50", metric=f"{MASK_PREFIX}AP"),
     )
 }
 DEFAULT_EXPERIMENT = "pets_retinanet_mobilenet"
