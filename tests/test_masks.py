@@ -197,6 +197,8 @@ def test_a_per_box_mask_is_pasted_into_its_box_in_image_pixels_and_round_trips_a
     assert half[10:30, 10:35].all() and not half[:, 35:].any() and not half[:10].any()
     assert not paste(left, np.array([0.5, 0.5, 0.5, 0.9]), 40, 100).any()  # an empty box
     assert paste(left, np.array([-1.0, -1.0, 2.0, 2.0]), 40, 100)[:, :50].all()  # outside
+    for diverged in ([np.nan, 0.1, 0.5, 0.5], [0.1, 0.1, np.inf, 0.5], [0.1, 0.1, 0.5]):
+        assert not paste(left, np.array(diverged), 40, 100).any()  # empty, not a traceback
 
     rle = to_rle(half)
     assert rle["size"] == [40, 100] and isinstance(rle["counts"], str)

@@ -27,9 +27,13 @@ def _bilinear(mask: np.ndarray, ys: np.ndarray, xs: np.ndarray) -> np.ndarray:
 
 def paste(mask: np.ndarray, box: np.ndarray, height: int, width: int) -> np.ndarray:
     """A [height, width] bool mask: one detection's S x S mask resized into its normalised
-    ymin, xmin, ymax, xmax box."""
+    ymin, xmin, ymax, xmax box (empty for a box that is not four finite numbers: a
+    diverged model's)."""
     out = np.zeros((height, width), bool)
-    top, left, bottom, right = np.asarray(box, np.float64) * (height, width, height, width)
+    box = np.asarray(box, np.float64)
+    if box.shape != (4,) or not np.all(np.isfinite(box)):
+        return out
+    top, left, bottom, right = box * (height, width, height, width)
     rows = np.arange(max(0, int(np.floor(top))), min(height, int(np.ceil(bottom))))
     cols = np.arange(max(0, int(np.floor(left))), min(width, int(np.ceil(right))))
     if bottom <= top or right <= left or not rows.size or not cols.size:
