@@ -94,15 +94,37 @@ def download(c, output_dir=DATA_DIR):
     _tool(lambda: DownloadArgs(output_dir))
 
 
+DATASET_HELP = "a named dataset in the bucket (`invoke data.list`)"
+
+
 @task(help={"records_dir": "converted TFRecords", "env": "infra environment",
             "bucket": "data bucket (default: infra outputs)",
-            "prune": "delete objects in records/ that this conversion did not write"})
-def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False):
-    """Upload converted TFRecords to gs://BUCKET/records/ (skips unchanged files)."""
+            "prune": "delete objects in records/ that this conversion did not write",
+            "dataset": "upload as this named dataset (gs://BUCKET/datasets/NAME/), not to "
+                       "records/"})
+def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False, dataset=None):
+    """Upload converted TFRecords: as a named dataset, or to gs://BUCKET/records/."""
+    cloud = _cloud(c, bucket=bucket, env=env)
+    if dataset:
+        from launch.gcs import datasets
+
+        if prune:
+            raise Exit("error: --prune applies to records/; a --dataset upload is a new "
+                       "version, and older versions are deleted by themselves", code=2)
+        _say(lambda: datasets.upload(cloud, records_dir, dataset))
+        return
     from launch.gcs.records import upload_records
 
-    cloud = _cloud(c, bucket=bucket, env=env)
     _say(lambda: upload_records(cloud, records_dir, prune))
+
+
+@task(name="list", help={"env": "infra environment", "project": "GCP project",
+                         "bucket": "data bucket (default: infra outputs)"})
+def data_list(c, env=None, project=None, bucket=None):
+    """List the named datasets in the bucket: format, examples, classes, size, when."""
+    from launch.gcs import datasets
+
+    _say(lambda: datasets.listing(_cloud(c, project=project, bucket=bucket, env=env)))
 
 
 @task(help={"data_dir": "Pets or VOC directory", "output_dir": "TFRecords go here",
@@ -135,9 +157,12 @@ def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=
             "format": "the raw dataset's format: pets, voc or coco",
             "annotations": "or a raw COCO JSON (with --images)", "images": "COCO images",
             "experiment": "whose input size and anchors to check against",
-            "output_dir": "where the report goes (default: work/inspect)"})
+            "output_dir": "where the report goes (default: work/inspect)",
+            "dataset": DATASET_HELP + " (fetched to the local mirror)",
+            "env": "infra environment", "bucket": "data bucket (default: infra outputs)"})
 def inspect(c, records=None, data_dir=None, format="pets", annotations=None, images=None,
-            experiment=None, output_dir=f"{WORK}/inspect"):
+            experiment=None, output_dir=f"{WORK}/inspect", dataset=None, env=None,
+            bucket=None):
     """Look at a dataset: class counts, box sizes against the anchors, samples; flags."""
     import tempfile
 
@@ -148,6 +173,11 @@ def inspect(c, records=None, data_dir=None, format="pets", annotations=None, ima
         _say(lambda: inspect_records(records_dir, experiment or DEFAULT_EXPERIMENT,
                                      Path(output_dir)))
 
+    if dataset:
+        from launch.gcs import datasets
+
+        cloud = _cloud(c, bucket=bucket, env=env)
+        return report(str(_guarded(lambda: datasets.stage(cloud, dataset))))
     if not (data_dir or annotations):
         return report(records or RECORDS_DIR)
     with tempfile.TemporaryDirectory(prefix="inspect-") as scratch:  # the raw data, converted
@@ -234,12 +264,17 @@ def _run_job(c, task: str, flags: dict) -> None:
             flags["sweep"] = _sweep(flags, file, source).as_mapping()
         job = jobfile.resolve(task, flags, file, source)
         request = jobfile.request(job, task)
+        cloud = _cloud(c, flags["project"], job.region, flags["bucket"], job.image,
+                       flags["env"])
+        if job.dataset:
+            from launch.gcs import datasets
+
+            request = datasets.pinned(cloud, request, job.dataset)
         ladder = Ladder.from_flag(",".join(job.capacity), job.max_preemptions,
                                   request.resources.scheduling.strategy, job.regions,
                                   job.fallback)
         places = Places(job.model_dir or LOCAL_DIRS[task], job.data_dir or RECORDS_DIR)
-        target = Target(places, _cloud(c, flags["project"], job.region, flags["bucket"],
-                                       job.image, flags["env"]),
+        target = Target(places, cloud,
                         _submission(flags["dry_run"], flags["local_docker"], flags["follow"],
                                     job.max_cost, ladder,
                                     jobfile.check_save_path(flags["save_job"])),
@@ -665,7 +700,7 @@ def bench_serve(c, model_dir=f"{WORK}/demo/model"):
     serve_speed.main(model_dir)
 
 
-data = Collection("data", sample, download, convert, upload, inspect)
+data = Collection("data", sample, download, convert, upload, inspect, data_list)
 bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")
