@@ -175,7 +175,7 @@ def test_an_upload_killed_before_its_manifest_leaves_no_dataset(tmp_path):
         left = [b.name for b in client.list_blobs(BUCKET, prefix="datasets/big/")]
         assert left and store.manifest_name("big") not in left
         assert store.list_datasets(client, BUCKET) == []
-        with pytest.raises(store.MissingDataset, match="no such dataset.*there are none"):
+        with pytest.raises(store.MissingDataset, match=r"no such dataset.*there are none"):
             store.resolve(client, BUCKET, "big")
 
         os.environ["STORAGE_EMULATOR_HOST"] = server.url

@@ -21,6 +21,39 @@ from trainer import datasets, objects
 from trainer.errors import SettingsError
 
 
+def passed_flags(convert: trainer_args.ConvertArgs) -> tuple[str, ...]:
+    """The converter's flags a conversion job passes through (its output is the job's):
+    checked here, before a job is built, as `staged_args` will read them. A path on this
+    machine cannot be read by the job and is refused."""
+    raw_url = "gs://{}/{}".format(*objects.split_url(str(convert.data_dir), "--data-dir"))
+    for field in dataclasses.fields(convert):
+        value = getattr(convert, field.name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if field.name in ("data_dir", "output_dir") or not isinstance(item, str) or \
+                    field.metadata["choices"]:
+                continue
+            flag = trainer_args.shown(type(convert), field.name)
+            if item.startswith("gs://"):
+                _below(item, raw_url, flag)
+            elif Path(item).exists():
+                raise SettingsError(f"{flag} {item[:200]} is on this machine; a conversion "
+                                    f"job reads only below --data-dir {raw_url}: copy it there "
+                                    "and pass its gs:// path")
+    return tuple(arg for arg in convert.to_argv()[len(convert.COMMAND):]
+                 if not arg.startswith("--output_dir="))
+
+
+def _below(value: str, raw_url: str, flag: str) -> str:
+    """`value`'s path relative to `raw_url` ('' for the prefix itself), or a refusal."""
+    if value.rstrip("/") == raw_url:
+        return ""
+    relative = value.removeprefix(f"{raw_url}/").rstrip("/")
+    if not value.startswith(f"{raw_url}/") or objects.unsafe_reason(relative):
+        raise SettingsError(f"{flag} {value[:200]}: a conversion job reads only below "
+                            f"--data-dir {raw_url}; put it there")
+    return relative
+
+
 def staged_args(convert: trainer_args.ConvertArgs, raw_url: str, raw_dir: Path,
                 output_dir: Path) -> trainer_args.ConvertArgs:
     """`convert` reading the staged copy and writing to `output_dir`: every gs:// value
@@ -28,13 +61,8 @@ def staged_args(convert: trainer_args.ConvertArgs, raw_url: str, raw_dir: Path,
     def local(value: object, flag: str) -> object:
         if not isinstance(value, str) or not value.startswith("gs://"):
             return value
-        if value.rstrip("/") == raw_url:
-            return str(raw_dir)
-        if not value.startswith(f"{raw_url}/") or objects.unsafe_reason(
-                relative := value.removeprefix(f"{raw_url}/").rstrip("/")):
-            raise SettingsError(f"{flag} {value[:200]}: a conversion job reads only below "
-                                f"--data-dir {raw_url}; put it there")
-        return str(raw_dir / relative)
+        relative = _below(value, raw_url, flag)
+        return str(raw_dir / relative) if relative else str(raw_dir)
 
     changes = {}
     for field in dataclasses.fields(convert):

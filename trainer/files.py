@@ -15,6 +15,7 @@ RUNS_PREFIX = "runs"  # gs://BUCKET/runs/RUN_ID/: everything a run's jobs write
 # gs://BUCKET/datasets/NAME/: named datasets, each a manifest naming one version's objects
 # (trainer/datasets.py)
 DATASETS_PREFIX = "datasets"
+RAW_PREFIX = "raw"  # gs://BUCKET/raw/...: raw data, which conversion jobs may read
 
 # A converted dataset: what `data convert` writes and the trainer's --data-dir reads.
 SPLITS = ("train", "val")

@@ -14,11 +14,13 @@ from pathlib import Path
 from launch.cloud import Cloud
 from launch.errors import InputError, MissingError
 from launch.gcs import mirror
+from launch.gcs.upload import list_blobs
 from launch.jobs import Request
 from launch.plots import text_table
 from trainer import datasets
 from trainer.errors import SettingsError
 from trainer.files import DATASETS_PREFIX, SPLITS
+from trainer.objects import unsafe_reason
 
 COLUMNS = ("name", "format", "examples", "classes", "size", "when")
 
@@ -32,6 +34,41 @@ def _as_user_errors() -> Iterator[None]:
         raise MissingError(str(error)) from None
     except SettingsError as error:
         raise InputError(str(error)) from None
+
+
+def check(name: str) -> str:
+    """A dataset name, checked before anything runs."""
+    with _as_user_errors():
+        return datasets.check_name(name)
+
+
+@dataclasses.dataclass(frozen=True)
+class RawSurvey:
+    """What a raw prefix holds, before a conversion job is sized for it."""
+
+    objects: int
+    bytes: int
+    unsafe: tuple[str, ...]  # objects the job will skip, and why (the first few)
+
+
+def raw_survey(client, url: str, shown: int = 5) -> RawSurvey:
+    """Counts the objects and bytes below `url`; names the ones the job will skip."""
+    where = mirror.GcsPath.parse(url)
+    count = total = 0
+    unsafe: list[str] = []
+    for blob in list_blobs(client, where.bucket, where.prefix):
+        relative = blob.name.removeprefix(f"{where.prefix}/")
+        if blob.name.endswith("/") and not blob.size:
+            continue
+        if why := unsafe_reason(relative):
+            if len(unsafe) < shown:
+                unsafe.append(f"gs://{where.bucket}/{blob.name[:200]!r}: its name has {why}")
+            continue
+        count, total = count + 1, total + (blob.size or 0)
+    if not count:
+        raise MissingError(f"--data-dir {url}: no objects below it; copy the raw data there "
+                           "first (`gcloud storage cp -r DIR {url}`)")
+    return RawSurvey(count, total, tuple(unsafe))
 
 
 def _bucket(cloud: Cloud) -> str:
