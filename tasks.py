@@ -78,6 +78,22 @@ def _say(action) -> None:
     print(printable(str(_guarded(action))))
 
 
+# How a job task runs, or where: never part of the job, so never in a job file.
+RUN_FLAGS = {
+    "job": Flag("a job file (YAML): keys are these flags' names; flags given with it win"),
+    "dry_run": Flag("print the resolved job file and the request it becomes; run nothing",
+                    False),
+    "save_job": Flag("write the resolved job file here (review it, edit it, pass it to "
+                     "--job)"),
+    "follow": Flag("print the job's log lines until it ends (fails if the job does)", False),
+    "local_docker": Flag("build a missing image with the local Docker, not Cloud Build",
+                         False),
+    "env": Flag("infra environment whose outputs to use (default: invoke.yaml's)"),
+    "project": Flag("GCP project (default: the infra outputs')"),
+    "bucket": Flag("data bucket (default: the infra outputs')"),
+}
+
+
 @task(help={"output_dir": "where to write the Pets-layout sample",
             "num_images": "how many images", "bad_inputs": "add corrupt and malformed files",
             "format": "pets, or coco: also annotations/instances.json"})
@@ -136,20 +152,44 @@ def data_list(c, env=None, project=None, bucket=None):
             "images": "COCO: the directory file_name is relative to",
             "dense_ids": "COCO: categories numbered 1..N", "label_map": "custom label map",
             "max_pixels": MAX_PIXELS_HELP,
-            "max_objects": "skip annotations with more objects (default 1,000)"})
+            "max_objects": "skip annotations with more objects (default 1,000)",
+            "target": "local, or vertex: a job next to the data (--data-dir gs://BUCKET/raw/"
+                      "..., paths below it) that writes --dataset",
+            "dataset": "publish the records as this named dataset in the bucket",
+            "max_cost": "vertex: USD; refuse a job whose bound (price x timeout) is higher",
+            **{name: RUN_FLAGS[name].help for name in (
+                "dry_run", "follow", "local_docker", "env", "project", "bucket")},
+            "region": "Vertex AI region"})
 def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=10,
             masks=False, annotations=None, val_annotations=None, images=None, dense_ids=False,
-            label_map=None, max_pixels: int | None = None, max_objects: int | None = None):
-    """Convert Pets, VOC or COCO to sharded TFRecords with a conversion report."""
+            label_map=None, max_pixels: int | None = None, max_objects: int | None = None,
+            target="local", dataset=None, dry_run=False, follow=False,
+            max_cost: float | None = None, local_docker=False, env=None, project=None,
+            region=None, bucket=None):
+    """Convert Pets, VOC or COCO to sharded TFRecords: here, or next to the data on Vertex AI.
+
+    With --dataset the records become a named dataset in the bucket."""
     if data_dir is None and format != "coco":
         data_dir = DATA_DIR
-    _tool(lambda: ConvertArgs(data_dir, output_dir, masks=bool(masks), format=format,
-                              annotations=annotations, val_annotations=val_annotations,
-                              images=images, dense_ids=bool(dense_ids),
-                              label_map=label_map or None, **_numbers(
-        num_shards=optional_number("--num-shards", num_shards, int),
-        max_pixels=optional_number("--max-pixels", max_pixels, int),
-        max_objects=optional_number("--max-objects", max_objects, int))))
+
+    def arguments() -> ConvertArgs:
+        return ConvertArgs(data_dir, output_dir, masks=bool(masks), format=format,
+                           annotations=annotations, val_annotations=val_annotations,
+                           images=images, dense_ids=bool(dense_ids),
+                           label_map=label_map or None, **_numbers(
+            num_shards=optional_number("--num-shards", num_shards, int),
+            max_pixels=optional_number("--max-pixels", max_pixels, int),
+            max_objects=optional_number("--max-objects", max_objects, int)))
+
+    if target == "local" and not dataset:  # no cloud library to load
+        return _tool(arguments)
+    from launch.executors import Target, executor_for
+
+    where = Target(Places(MODEL_DIR, RECORDS_DIR),
+                   _cloud(c, project, region, bucket, None, env),
+                   _submission(dry_run, local_docker, follow,
+                               _guarded(lambda: jobfile.flag_value("max_cost", max_cost))))
+    _say(lambda: executor_for(target, where).convert(jobs.Conversion(arguments(), dataset)))
 
 
 @task(help={"records": "converted TFRecords (default: work/records)",
@@ -199,20 +239,6 @@ def _submission(dry_run: bool, local_docker: bool, follow: bool, max_cost=None, 
                       save_job=save_job or None)
 
 
-# How a job task runs, or where: never part of the job, so never in a job file.
-RUN_FLAGS = {
-    "job": Flag("a job file (YAML): keys are these flags' names; flags given with it win"),
-    "dry_run": Flag("print the resolved job file and the request it becomes; run nothing",
-                    False),
-    "save_job": Flag("write the resolved job file here (review it, edit it, pass it to "
-                     "--job)"),
-    "follow": Flag("print the job's log lines until it ends (fails if the job does)", False),
-    "local_docker": Flag("build a missing image with the local Docker, not Cloud Build",
-                         False),
-    "env": Flag("infra environment whose outputs to use (default: invoke.yaml's)"),
-    "project": Flag("GCP project (default: the infra outputs')"),
-    "bucket": Flag("data bucket (default: the infra outputs')"),
-}
 FORCE = {"force": Flag("train even when the data checks refuse the records", False)}
 RERUN = {"rerun": Flag("repeat an earlier run's job as a new run: a run id (its job.yaml in "
                        "the bucket) or a local model directory")}

@@ -76,7 +76,7 @@ from trainer import bucket_convert, locks
 from trainer.args import BucketConvertArgs
 from trainer.errors import DirectoryBusy
 from trainer.experiments import default_train_steps
-from trainer.files import DATASETS_PREFIX, RECORDS_PREFIX
+from trainer.files import DATASETS_PREFIX, RAW_PREFIX, RECORDS_PREFIX
 
 
 def _job_text(request: Request, **decided) -> str:
@@ -335,8 +335,14 @@ class Vertex:
             raise InputError(f"--data-dir {str(raw)[:100]}: a conversion on Vertex AI reads "
                              "the raw data from Cloud Storage; copy it there (`gcloud storage "
                              "cp -r DIR gs://BUCKET/raw/NAME`) and pass that gs:// path")
-        flags = bucket_convert.passed_flags(conversion.args)
         where = self._place()
+        readable = f"gs://{where.bucket}/{RAW_PREFIX}/"
+        if not raw.rstrip("/").startswith(readable):
+            raise InputError(f"--data-dir {raw[:100]}: conversion jobs read {readable} only "
+                             "(their service account's access, infra/stack.py); copy the raw "
+                             f"data below it (`gcloud storage cp -r DIR {readable}NAME`)")
+        with datasets.as_user_errors():
+            flags = bucket_convert.passed_flags(conversion.args)
         target = dataclasses.replace(where, service_account=self.cloud.fields(
             ("converter_service_account",))["converter_service_account"])
         survey = raw_survey(self.cloud.storage(), raw)

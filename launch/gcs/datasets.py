@@ -26,7 +26,7 @@ COLUMNS = ("name", "format", "examples", "classes", "size", "when")
 
 
 @contextlib.contextmanager
-def _as_user_errors() -> Iterator[None]:
+def as_user_errors() -> Iterator[None]:
     """The trainer module's refusals as the launcher's (one line, exit 2)."""
     try:
         yield
@@ -38,7 +38,7 @@ def _as_user_errors() -> Iterator[None]:
 
 def check(name: str) -> str:
     """A dataset name, checked before anything runs."""
-    with _as_user_errors():
+    with as_user_errors():
         return datasets.check_name(name)
 
 
@@ -79,12 +79,12 @@ def upload(cloud: Cloud, records_dir: str, name: str) -> str:
     """`invoke data.upload --dataset NAME`: a local conversion as the dataset's new version."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    with _as_user_errors():
+    with as_user_errors():
         datasets.check_name(name)
         files = datasets.local_files(Path(records_dir))
     bucket = _bucket(cloud)
     with Progress(TextColumn("[bold]uploading"), BarColumn(), DownloadColumn(),
-                  TransferSpeedColumn()) as progress, _as_user_errors():
+                  TransferSpeedColumn()) as progress, as_user_errors():
         task = progress.add_task("upload", total=sum(p.stat().st_size for p in files))
         manifest, deleted = datasets.publish(cloud.storage(), bucket, name, records_dir,
                                              on_bytes=lambda n: progress.advance(task, n))
@@ -94,7 +94,7 @@ def upload(cloud: Cloud, records_dir: str, name: str) -> str:
 
 def resolve(cloud: Cloud, name: str) -> datasets.Manifest:
     """The dataset's manifest, checked against its objects; a missing one lists the others."""
-    with _as_user_errors():
+    with as_user_errors():
         datasets.check_name(name)
         return datasets.resolve(cloud.storage(), _bucket(cloud), name)
 
@@ -129,7 +129,7 @@ def row(manifest: datasets.Manifest) -> dict[str, str]:
 def listing(cloud: Cloud) -> str:
     """`invoke data.list`: every visible dataset, by name."""
     bucket = _bucket(cloud)
-    with _as_user_errors():
+    with as_user_errors():
         found = datasets.list_datasets(cloud.storage(), bucket)
     if not found:
         return (f"no datasets in gs://{bucket}/{DATASETS_PREFIX}/: `invoke data.upload "
