@@ -156,3 +156,18 @@ def test_the_machine_is_sized_from_the_raw_bytes(raw_gb, machine, disk, hours):
     sizing = conversion.size_for(int(raw_gb * 1e9))
     assert (sizing.machine_type, sizing.disk_gb, sizing.timeout_hours) == (machine, disk, hours)
     assert sizing.max_raw_bytes >= raw_gb * 1e9
+
+
+def test_a_local_conversion_publishes_a_dataset_too_and_inspect_fetches_it(fakes, sample,
+                                                                          tmp_path):
+    from launch.executors import Local
+    from launch.jobs import Places
+
+    cloud = fakes.cloud()
+    records = tmp_path / "records"
+    args = ConvertArgs(str(sample), str(records), num_shards=2)
+    said = Local(Places(None, str(records)), cloud).convert(Conversion(args, "local-pets"))
+    assert said.startswith("dataset local-pets: gs://pets-data/datasets/local-pets/v-")
+    staged = datasets.stage(cloud, "local-pets", tmp_path / "cache")  # data.inspect's copy
+    assert record_files({p.name: p.read_bytes() for p in staged.iterdir()}) == \
+        record_files({p.name: p.read_bytes() for p in records.iterdir()})

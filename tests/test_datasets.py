@@ -185,3 +185,28 @@ def test_an_upload_killed_before_its_manifest_leaves_no_dataset(tmp_path):
             os.environ.pop("STORAGE_EMULATOR_HOST")
         assert set(left) <= set(deleted)  # the abandoned version goes with the next upload
         assert store.resolve(client, BUCKET, "big") == manifest
+
+
+def test_invoke_data_upload_list_and_a_missing_dataset(tmp_path):
+    with FakeGcs() as server:
+        server.client().create_bucket(BUCKET)
+        env = {**os.environ, "STORAGE_EMULATOR_HOST": server.url, "PETS_PROJECT": "test",
+               "PETS_BUCKET": BUCKET}
+
+        def invoke(*args: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, env=env,
+                                  capture_output=True, text=True, timeout=120)
+
+        assert invoke("data.list").stdout.startswith("no datasets in gs://pets-data/datasets/")
+        uploaded = invoke("data.upload", f"--records-dir={converted(tmp_path / 'p', 1)}",
+                          "--dataset=pets")
+        assert uploaded.returncode == 0, uploaded.stderr
+        assert uploaded.stdout.strip().splitlines()[-1].startswith(
+            "dataset pets: gs://pets-data/datasets/pets/v-")
+        listed = invoke("data.list").stdout.splitlines()
+        assert listed[1].split()[:5] == ["pets", "-", "train", "5,", "val"]
+        missing = invoke("train", "--dataset=nope")
+        assert missing.returncode == 2 and missing.stderr.strip().splitlines() == [
+            "error: --dataset nope: no such dataset in gs://pets-data/datasets/; there are: "
+            "pets (`invoke data.list`; `invoke data.upload --dataset NAME` or `invoke "
+            "data.convert --dataset NAME` makes one)"]
