@@ -334,13 +334,13 @@ class Vertex:
         if not mirror.is_gcs(raw):
             raise InputError(f"--data-dir {str(raw)[:100]}: a conversion on Vertex AI reads "
                              "the raw data from Cloud Storage; copy it there (`gcloud storage "
-                             "cp -r DIR gs://BUCKET/raw/NAME`) and pass that gs:// path")
+                             "cp -r DIR gs://BUCKET/raw/`) and pass its gs:// path")
         where = self._place()
         readable = f"gs://{where.bucket}/{RAW_PREFIX}/"
         if not raw.rstrip("/").startswith(readable):
             raise InputError(f"--data-dir {raw[:100]}: conversion jobs read {readable} only "
                              "(their service account's access, infra/stack.py); copy the raw "
-                             f"data below it (`gcloud storage cp -r DIR {readable}NAME`)")
+                             f"data below it (`gcloud storage cp -r DIR {readable}`)")
         with datasets.as_user_errors():
             flags = bucket_convert.passed_flags(conversion.args)
         target = dataclasses.replace(where, service_account=self.cloud.fields(

@@ -67,7 +67,7 @@ def raw_survey(client, url: str, shown: int = 5) -> RawSurvey:
         count, total = count + 1, total + (blob.size or 0)
     if not count:
         raise MissingError(f"--data-dir {url}: no objects below it; copy the raw data there "
-                           "first (`gcloud storage cp -r DIR {url}`)")
+                           "first (`gcloud storage cp -r DIR gs://BUCKET/raw/`)")
     return RawSurvey(count, total, tuple(unsafe))
 
 
