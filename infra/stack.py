@@ -113,8 +113,8 @@ RESEARCHER_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.viewer",
 # (the only branch the deployer runs from) is that check, and an organisation policy can
 # add one (README, Security model).
 DELEGATED_ROLES = tuple(sorted(
-    {*TRAINER_PROJECT_ROLES, *CONVERTER_PROJECT_ROLES, *BUILDER_PROJECT_ROLES, *SERVING_PROJECT_ROLES,
-     *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES}))
+    {*TRAINER_PROJECT_ROLES, *CONVERTER_PROJECT_ROLES, *BUILDER_PROJECT_ROLES,
+     *SERVING_PROJECT_ROLES, *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES}))
 
 
 @dataclasses.dataclass(frozen=True)
