@@ -171,3 +171,28 @@ def test_a_local_conversion_publishes_a_dataset_too_and_inspect_fetches_it(fakes
     staged = datasets.stage(cloud, "local-pets", tmp_path / "cache")  # data.inspect's copy
     assert record_files({p.name: p.read_bytes() for p in staged.iterdir()}) == \
         record_files({p.name: p.read_bytes() for p in records.iterdir()})
+
+
+def test_a_dry_run_prints_the_job_and_submits_nothing(fakes, capsys):
+    printed = convert(fakes.cloud(), submission=Submission(dry_run=True))
+    assert '"convert-in-bucket"' in printed and "n1-standard-4" in printed
+    assert "cost: " in capsys.readouterr().err
+    assert fakes.builds.requests == [] and fakes.vertex.received == []
+
+
+def test_the_job_refuses_more_than_its_disk_and_skips_oversized_objects(fakes, tmp_path):
+    from trainer.errors import SettingsError
+    from trainer.objects import Limits, stage_prefix
+
+    with pytest.raises(SettingsError, match=r"--data-dir gs://pets-data/raw/pets: more than "
+                                            r"10 objects, more than this job was sized for"):
+        stage_prefix(fakes.storage, RAW, tmp_path / "a", Limits(10**9, 10, 10**9), "--data-dir")
+    with pytest.raises(SettingsError, match=r"bytes, more than the 1,000 this job's disk was "
+                                            "sized for"):
+        stage_prefix(fakes.storage, RAW, tmp_path / "b", Limits(1000, 10**6, 10**9),
+                     "--data-dir")
+    staged = stage_prefix(fakes.storage, RAW, tmp_path / "c", Limits(10**9, 10**6, 2000),
+                          "--data-dir")
+    assert staged.skipped and all("bytes, over the 2,000 a raw object may have" in line
+                                  for line in staged.skipped)
+    assert all(p.stat().st_size <= 2000 for p in (tmp_path / "c").rglob("*") if p.is_file())
