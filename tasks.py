@@ -78,6 +78,22 @@ def _say(action) -> None:
     print(printable(str(_guarded(action))))
 
 
+# How a job task runs, or where: never part of the job, so never in a job file.
+RUN_FLAGS = {
+    "job": Flag("a job file (YAML): keys are these flags' names; flags given with it win"),
+    "dry_run": Flag("print the resolved job file and the request it becomes; run nothing",
+                    False),
+    "save_job": Flag("write the resolved job file here (review it, edit it, pass it to "
+                     "--job)"),
+    "follow": Flag("print the job's log lines until it ends (fails if the job does)", False),
+    "local_docker": Flag("build a missing image with the local Docker, not Cloud Build",
+                         False),
+    "env": Flag("infra environment whose outputs to use (default: invoke.yaml's)"),
+    "project": Flag("GCP project (default: the infra outputs')"),
+    "bucket": Flag("data bucket (default: the infra outputs')"),
+}
+
+
 @task(help={"output_dir": "where to write the Pets-layout sample",
             "num_images": "how many images", "bad_inputs": "add corrupt and malformed files",
             "format": "pets, or coco: also annotations/instances.json"})
@@ -94,15 +110,37 @@ def download(c, output_dir=DATA_DIR):
     _tool(lambda: DownloadArgs(output_dir))
 
 
+DATASET_HELP = "a named dataset in the bucket (`invoke data.list`)"
+
+
 @task(help={"records_dir": "converted TFRecords", "env": "infra environment",
             "bucket": "data bucket (default: infra outputs)",
-            "prune": "delete objects in records/ that this conversion did not write"})
-def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False):
-    """Upload converted TFRecords to gs://BUCKET/records/ (skips unchanged files)."""
+            "prune": "delete objects in records/ that this conversion did not write",
+            "dataset": "upload as this named dataset (gs://BUCKET/datasets/NAME/), not to "
+                       "records/"})
+def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False, dataset=None):
+    """Upload converted TFRecords: as a named dataset, or to gs://BUCKET/records/."""
+    cloud = _cloud(c, bucket=bucket, env=env)
+    if dataset:
+        from launch.gcs import datasets
+
+        if prune:
+            raise Exit("error: --prune applies to records/; a --dataset upload is a new "
+                       "version, and older versions are deleted by themselves", code=2)
+        _say(lambda: datasets.upload(cloud, records_dir, dataset))
+        return
     from launch.gcs.records import upload_records
 
-    cloud = _cloud(c, bucket=bucket, env=env)
     _say(lambda: upload_records(cloud, records_dir, prune))
+
+
+@task(name="list", help={"env": "infra environment", "project": "GCP project",
+                         "bucket": "data bucket (default: infra outputs)"})
+def data_list(c, env=None, project=None, bucket=None):
+    """List the named datasets in the bucket: format, examples, classes, size, when."""
+    from launch.gcs import datasets
+
+    _say(lambda: datasets.listing(_cloud(c, project=project, bucket=bucket, env=env)))
 
 
 @task(help={"data_dir": "Pets or VOC directory", "output_dir": "TFRecords go here",
@@ -114,20 +152,44 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False):
             "images": "COCO: the directory file_name is relative to",
             "dense_ids": "COCO: categories numbered 1..N", "label_map": "custom label map",
             "max_pixels": MAX_PIXELS_HELP,
-            "max_objects": "skip annotations with more objects (default 1,000)"})
+            "max_objects": "skip annotations with more objects (default 1,000)",
+            "target": "local, or vertex: a job next to the data (--data-dir gs://BUCKET/raw/"
+                      "..., paths below it) that writes --dataset",
+            "dataset": "publish the records as this named dataset in the bucket",
+            "max_cost": "vertex: USD; refuse a job whose bound (price x timeout) is higher",
+            **{name: RUN_FLAGS[name].help for name in (
+                "dry_run", "follow", "local_docker", "env", "project", "bucket")},
+            "region": "Vertex AI region"})
 def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=10,
             masks=False, annotations=None, val_annotations=None, images=None, dense_ids=False,
-            label_map=None, max_pixels: int | None = None, max_objects: int | None = None):
-    """Convert Pets, VOC or COCO to sharded TFRecords with a conversion report."""
+            label_map=None, max_pixels: int | None = None, max_objects: int | None = None,
+            target="local", dataset=None, dry_run=False, follow=False,
+            max_cost: float | None = None, local_docker=False, env=None, project=None,
+            region=None, bucket=None):
+    """Convert Pets, VOC or COCO to sharded TFRecords: here, or next to the data on Vertex AI.
+
+    With --dataset the records become a named dataset in the bucket."""
     if data_dir is None and format != "coco":
         data_dir = DATA_DIR
-    _tool(lambda: ConvertArgs(data_dir, output_dir, masks=bool(masks), format=format,
-                              annotations=annotations, val_annotations=val_annotations,
-                              images=images, dense_ids=bool(dense_ids),
-                              label_map=label_map or None, **_numbers(
-        num_shards=optional_number("--num-shards", num_shards, int),
-        max_pixels=optional_number("--max-pixels", max_pixels, int),
-        max_objects=optional_number("--max-objects", max_objects, int))))
+
+    def arguments() -> ConvertArgs:
+        return ConvertArgs(data_dir, output_dir, masks=bool(masks), format=format,
+                           annotations=annotations, val_annotations=val_annotations,
+                           images=images, dense_ids=bool(dense_ids),
+                           label_map=label_map or None, **_numbers(
+            num_shards=optional_number("--num-shards", num_shards, int),
+            max_pixels=optional_number("--max-pixels", max_pixels, int),
+            max_objects=optional_number("--max-objects", max_objects, int)))
+
+    if target == "local" and not dataset:  # no cloud library to load
+        return _tool(arguments)
+    from launch.executors import Target, executor_for
+
+    where = Target(Places(MODEL_DIR, RECORDS_DIR),
+                   _cloud(c, project, region, bucket, None, env),
+                   _submission(dry_run, local_docker, follow,
+                               _guarded(lambda: jobfile.flag_value("max_cost", max_cost))))
+    _say(lambda: executor_for(target, where).convert(jobs.Conversion(arguments(), dataset)))
 
 
 @task(help={"records": "converted TFRecords (default: work/records)",
@@ -135,9 +197,12 @@ def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=
             "format": "the raw dataset's format: pets, voc or coco",
             "annotations": "or a raw COCO JSON (with --images)", "images": "COCO images",
             "experiment": "whose input size and anchors to check against",
-            "output_dir": "where the report goes (default: work/inspect)"})
+            "output_dir": "where the report goes (default: work/inspect)",
+            "dataset": DATASET_HELP + " (fetched to the local mirror)",
+            "env": "infra environment", "bucket": "data bucket (default: infra outputs)"})
 def inspect(c, records=None, data_dir=None, format="pets", annotations=None, images=None,
-            experiment=None, output_dir=f"{WORK}/inspect"):
+            experiment=None, output_dir=f"{WORK}/inspect", dataset=None, env=None,
+            bucket=None):
     """Look at a dataset: class counts, box sizes against the anchors, samples; flags."""
     import tempfile
 
@@ -148,6 +213,11 @@ def inspect(c, records=None, data_dir=None, format="pets", annotations=None, ima
         _say(lambda: inspect_records(records_dir, experiment or DEFAULT_EXPERIMENT,
                                      Path(output_dir)))
 
+    if dataset:
+        from launch.gcs import datasets
+
+        cloud = _cloud(c, bucket=bucket, env=env)
+        return report(str(_guarded(lambda: datasets.stage(cloud, dataset))))
     if not (data_dir or annotations):
         return report(records or RECORDS_DIR)
     with tempfile.TemporaryDirectory(prefix="inspect-") as scratch:  # the raw data, converted
@@ -169,20 +239,6 @@ def _submission(dry_run: bool, local_docker: bool, follow: bool, max_cost=None, 
                       save_job=save_job or None)
 
 
-# How a job task runs, or where: never part of the job, so never in a job file.
-RUN_FLAGS = {
-    "job": Flag("a job file (YAML): keys are these flags' names; flags given with it win"),
-    "dry_run": Flag("print the resolved job file and the request it becomes; run nothing",
-                    False),
-    "save_job": Flag("write the resolved job file here (review it, edit it, pass it to "
-                     "--job)"),
-    "follow": Flag("print the job's log lines until it ends (fails if the job does)", False),
-    "local_docker": Flag("build a missing image with the local Docker, not Cloud Build",
-                         False),
-    "env": Flag("infra environment whose outputs to use (default: invoke.yaml's)"),
-    "project": Flag("GCP project (default: the infra outputs')"),
-    "bucket": Flag("data bucket (default: the infra outputs')"),
-}
 FORCE = {"force": Flag("train even when the data checks refuse the records", False)}
 RERUN = {"rerun": Flag("repeat an earlier run's job as a new run: a run id (its job.yaml in "
                        "the bucket) or a local model directory")}
@@ -234,12 +290,17 @@ def _run_job(c, task: str, flags: dict) -> None:
             flags["sweep"] = _sweep(flags, file, source).as_mapping()
         job = jobfile.resolve(task, flags, file, source)
         request = jobfile.request(job, task)
+        cloud = _cloud(c, flags["project"], job.region, flags["bucket"], job.image,
+                       flags["env"])
+        if job.dataset:
+            from launch.gcs import datasets
+
+            request = datasets.pinned(cloud, request, job.dataset)
         ladder = Ladder.from_flag(",".join(job.capacity), job.max_preemptions,
                                   request.resources.scheduling.strategy, job.regions,
                                   job.fallback)
         places = Places(job.model_dir or LOCAL_DIRS[task], job.data_dir or RECORDS_DIR)
-        target = Target(places, _cloud(c, flags["project"], job.region, flags["bucket"],
-                                       job.image, flags["env"]),
+        target = Target(places, cloud,
                         _submission(flags["dry_run"], flags["local_docker"], flags["follow"],
                                     job.max_cost, ladder,
                                     jobfile.check_save_path(flags["save_job"])),
@@ -666,7 +727,7 @@ def bench_serve(c, model_dir=f"{WORK}/demo/model"):
     serve_speed.main(model_dir)
 
 
-data = Collection("data", sample, download, convert, upload, inspect)
+data = Collection("data", sample, download, convert, upload, inspect, data_list)
 bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")

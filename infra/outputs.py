@@ -27,7 +27,7 @@ def stack_name(environment: str) -> str:
 class StackOutputs:
     project: str
     region: str
-    bucket: str  # data: records/ and runs/
+    bucket: str  # data: records/, datasets/, runs/ (and raw/, what conversion jobs read)
     build_bucket: str  # Cloud Build sources and logs
     repository_url: str
     image_uri: str  # the GPU image of the deployed sources
@@ -35,6 +35,7 @@ class StackOutputs:
     serving_image_uri: str  # TF Serving for endpoints, from the same sources
     image_tag: str
     trainer_service_account: str
+    converter_service_account: str  # conversion jobs: reads raw/, writes datasets/
     builder_service_account: str
     serving_service_account: str  # what endpoints and batch predictions run as
     deployer_service_account: str

@@ -24,6 +24,7 @@ from infra.modules.conditions import (
     Condition,
     buckets_only,
     grants_only,
+    listing_and_prefixes,
     object_prefix,
     run_models,
 )
@@ -36,13 +37,16 @@ from infra.modules.services import ProjectServices
 from infra.modules.tensorboard import TrainingTensorboard
 from infra.modules.trainer_image import TrainerImage, build_command
 from infra.outputs import StackOutputs, stack_name
-from trainer.files import RUNS_PREFIX
+from trainer.files import DATASETS_PREFIX, RAW_PREFIX, RUNS_PREFIX
 
 # Project-level roles per identity. Everything else is granted on a single resource below.
 TRAINER_PROJECT_ROLES = (
     "roles/logging.logWriter", "roles/monitoring.metricWriter",
     "roles/aiplatform.user",  # writes to the Vertex AI TensorBoard (no narrower role exists)
 )
+# A conversion job (`invoke data.convert --target vertex`) writes logs and metrics; its data
+# rights are on the bucket: read raw/ (and datasets/, a manifest it replaces), write datasets/.
+CONVERTER_PROJECT_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")
 BUILDER_PROJECT_ROLES = ("roles/logging.logWriter",)
 # Endpoints' and batch predictions' containers write their logs and metrics; the model files
 # they read are granted on the bucket, for runs/*/model/ only.
@@ -109,13 +113,14 @@ RESEARCHER_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.viewer",
 # (the only branch the deployer runs from) is that check, and an organisation policy can
 # add one (README, Security model).
 DELEGATED_ROLES = tuple(sorted(
-    {*TRAINER_PROJECT_ROLES, *BUILDER_PROJECT_ROLES, *SERVING_PROJECT_ROLES,
-     *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES}))
+    {*TRAINER_PROJECT_ROLES, *CONVERTER_PROJECT_ROLES, *BUILDER_PROJECT_ROLES,
+     *SERVING_PROJECT_ROLES, *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES}))
 
 
 @dataclasses.dataclass(frozen=True)
 class Identities:
     trainer: ServiceAccountWithRoles
+    converter: ServiceAccountWithRoles
     builder: ServiceAccountWithRoles
     serving: ServiceAccountWithRoles
     deployer: ServiceAccountWithRoles
@@ -155,6 +160,7 @@ class TrainingPlatformStack(TerraformStack):
             tpu_image_uri=names.image_uri(env, image_tag, names.TPU_IMAGE),
             serving_image_uri=names.image_uri(env, image_tag, names.SERVING_IMAGE),
             image_tag=image_tag, trainer_service_account=who.trainer.account.email,
+            converter_service_account=who.converter.account.email,
             builder_service_account=who.builder.account.email,
             serving_service_account=who.serving.account.email,
             deployer_service_account=who.deployer.account.email,
@@ -184,6 +190,8 @@ class TrainingPlatformStack(TerraformStack):
         who = Identities(
             trainer=account("trainer", "Identity of Vertex AI training jobs",
                             TRAINER_PROJECT_ROLES),
+            converter=account("converter", "Identity of Vertex AI conversion jobs",
+                              CONVERTER_PROJECT_ROLES),
             builder=account("builder", "Cloud Build: builds and pushes trainer images",
                             BUILDER_PROJECT_ROLES),
             serving=account("serving", "Identity of Vertex AI endpoints and batch "
@@ -196,11 +204,12 @@ class TrainingPlatformStack(TerraformStack):
             ProjectIamMember(self, f"researchers-{role.split('/')[-1]}", project=env.project_id,
                              role=role, member=researchers)
         who.trainer.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
+        who.converter.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
         who.builder.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
         who.serving.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
         who.builder.grant("deployer-act-as", "roles/iam.serviceAccountUser",
                           who.deployer.member)
-        for identity in (who.trainer, who.builder, who.serving, who.planner):
+        for identity in (who.trainer, who.converter, who.builder, who.serving, who.planner):
             # Admin of the stack's other accounts only (their IAM, deletion); not of its own,
             # whose IAM says who may act as the deployer.
             identity.grant("deployer-admin", "roles/iam.serviceAccountAdmin",
@@ -233,7 +242,8 @@ class TrainingPlatformStack(TerraformStack):
             depends_on=[role])
 
     def _storage(self, who: Identities) -> Storage:
-        """The data bucket (records/, runs/) and the short-lived build bucket."""
+        """The data bucket (records/, raw/, datasets/, runs/) and the short-lived build
+        bucket."""
         env, retention = self.env, self.env.retention
         data = PrivateBucket(
             self, "data", project=env.project_id, name=names.data_bucket(env),
@@ -244,11 +254,17 @@ class TrainingPlatformStack(TerraformStack):
             + ([delete_rule(age_days=retention.scratch_expiry_days,
                             prefixes=retention.scratch_prefixes)]
                if retention.scratch_expiry_days else []),
-            # Jobs read everything (records/, a run's checkpoints) but write only runs/.
+            # Training jobs read everything (data, a run's checkpoints) but write only runs/.
             iam=[Grant("roles/storage.objectAdmin", "researchers", who.researchers),
                  Grant("roles/storage.objectViewer", "trainer", who.trainer.member),
                  Grant("roles/storage.objectUser", "trainer", who.trainer.member,
                        object_prefix(names.data_bucket(env), RUNS_PREFIX)),
+                 # conversion jobs read raw data and write named datasets, nothing else
+                 Grant("roles/storage.objectViewer", "converter", who.converter.member,
+                       listing_and_prefixes(names.data_bucket(env),
+                                            (RAW_PREFIX, DATASETS_PREFIX))),
+                 Grant("roles/storage.objectUser", "converter", who.converter.member,
+                       object_prefix(names.data_bucket(env), DATASETS_PREFIX)),
                  # serving reads exported models, not data or checkpoints
                  Grant("roles/storage.objectViewer", "serving", who.serving.member,
                        run_models(names.data_bucket(env), RUNS_PREFIX))])
@@ -273,6 +289,7 @@ class TrainingPlatformStack(TerraformStack):
             keep_versions=env.retention.keep_image_versions,
             untagged_days=env.retention.untagged_image_days,
             iam=[Grant("roles/artifactregistry.reader", "trainer", who.trainer.member),
+                 Grant("roles/artifactregistry.reader", "converter", who.converter.member),
                  Grant("roles/artifactregistry.writer", "builder", who.builder.member),
                  # admin of this repository only (Owner's first apply creates both)
                  Grant("roles/artifactregistry.admin", "deployer", who.deployer.member)]

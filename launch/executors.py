@@ -27,10 +27,11 @@ from google.cloud import aiplatform_v1
 from launch import datachecks, workflow
 from launch.cloud import Cloud, default_run_id, job_images, run_paths, standard_labels
 from launch.errors import InputError, MissingError, StepFailed, reason
-from launch.gcs import mirror
+from launch.gcs import datasets, mirror
+from launch.gcs.datasets import raw_survey
 from launch.gcs.records import require_training_data
 from launch.images import check_image_uri
-from launch.jobs import Evaluation, Places, Request, Training
+from launch.jobs import Conversion, Evaluation, Places, Request, Training, tool_job
 from launch.local import LocalExecutor
 from launch.places import CloudTarget, check_run_id, label_value
 from launch.pricing.estimate import (
@@ -47,6 +48,7 @@ from launch.tuning import study
 from launch.tuning.commands import submit_sweep
 from launch.tuning.sweep import Sweep
 from launch.vertex import client as vertex_client
+from launch.vertex import conversion as conversion_jobs
 from launch.vertex import costs, locality, persistent, quota
 from launch.vertex import jobs as vertex_jobs
 from launch.vertex.hardware import (
@@ -70,10 +72,11 @@ from launch.vertex.submit import (
     pinned,
     why_failed,
 )
-from trainer import locks
+from trainer import bucket_convert, locks
+from trainer.args import BucketConvertArgs
 from trainer.errors import DirectoryBusy
 from trainer.experiments import default_train_steps
-from trainer.files import RECORDS_PREFIX
+from trainer.files import DATASETS_PREFIX, RAW_PREFIX, RECORDS_PREFIX
 
 
 def _job_text(request: Request, **decided) -> str:
@@ -120,6 +123,9 @@ class Executor(Protocol):
 
     def tune(self, request: Request, sweep: Sweep) -> str:
         """Runs (or submits) the sweep: trials of the training `request`."""
+
+    def convert(self, conversion: Conversion) -> str:
+        """Converts raw data (and publishes it as a named dataset if it names one)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +185,20 @@ class Local:
         datachecks.check_local(request.data_dir or self.places.data_dir, self.force,
                                request.experiment)
         return local_tuning.run_sweep(sweep, request, self.places)
+
+    def convert(self, conversion: Conversion) -> str:
+        """The converter here; a named dataset is then uploaded as `data.upload --dataset`
+        would (its name checked before the conversion starts)."""
+        if conversion.dataset:
+            datasets.check(conversion.dataset)
+        if mirror.is_gcs(conversion.args.data_dir):
+            raise InputError(f"--data-dir {conversion.args.data_dir[:100]}: a local conversion "
+                             "reads this machine's files; convert next to the data with "
+                             "--target vertex --dataset NAME")
+        workflow.run_job(tool_job(conversion.args))
+        if not conversion.dataset:
+            return f"records in {conversion.args.output_dir}"
+        return datasets.upload(self.cloud, conversion.args.output_dir, conversion.dataset)
 
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
         # --run-id: the whole run in the bucket (training, validation and evaluation jobs)
@@ -301,13 +321,63 @@ class Vertex:
         return submit_sweep(self.cloud, plan.targets[where.region], job, run_id,
                             self.submission)
 
-    def _where(self, request: Request) -> CloudTarget:
-        """The project, region, bucket and images, and what a Vertex AI job can read:
-        checked before any request or build."""
+    def convert(self, conversion: Conversion) -> str:
+        """A conversion job next to the data: the raw prefix surveyed, the machine and disk
+        sized for it (launch/vertex/conversion.py), priced, then submitted; the job publishes
+        the named dataset, manifest last."""
+        name = conversion.dataset
+        if not name:
+            raise InputError("--target vertex converts into a named dataset in the bucket: add "
+                             "--dataset NAME")
+        datasets.check(name)
+        raw = conversion.args.data_dir
+        if not mirror.is_gcs(raw):
+            raise InputError(f"--data-dir {str(raw)[:100]}: a conversion on Vertex AI reads "
+                             "the raw data from Cloud Storage; copy it there (`gcloud storage "
+                             "cp -r DIR gs://BUCKET/raw/`) and pass its gs:// path")
+        where = self._place()
+        readable = f"gs://{where.bucket}/{RAW_PREFIX}/"
+        if not raw.rstrip("/").startswith(readable):
+            raise InputError(f"--data-dir {raw[:100]}: conversion jobs read {readable} only "
+                             "(their service account's access, infra/stack.py); copy the raw "
+                             f"data below it (`gcloud storage cp -r DIR {readable}`)")
+        with datasets.as_user_errors():
+            flags = bucket_convert.passed_flags(conversion.args)
+        target = dataclasses.replace(where, service_account=self.cloud.fields(
+            ("converter_service_account",))["converter_service_account"])
+        survey = raw_survey(self.cloud.storage(), raw)
+        sizing = conversion_jobs.size_for(survey.bytes)
+        print(f"raw data: {survey.objects:,} objects, {survey.bytes / 1e9:.2f} GB below {raw}/;"
+              f" machine {sizing.machine_type}, {sizing.disk_gb} GB boot disk, timeout "
+              f"{sizing.timeout_hours:g} h", file=sys.stderr)
+        for line in survey.unsafe:
+            print(f"note: the job will skip {line}", file=sys.stderr)
+        args = BucketConvertArgs(raw=raw, bucket=where.bucket, dataset=name,
+                                 convert_flag=flags, max_raw_bytes=sizing.max_raw_bytes,
+                                 max_raw_objects=max(2 * survey.objects, 1000))
+        job = conversion_jobs.conversion_job(
+            tool_job(args), sizing, target, f"gs://{where.bucket}/{DATASETS_PREFIX}/{name}",
+            {**standard_labels(), "dataset": name})
+        hourly = known_price(functools.partial(costs.job_hourly, PriceTable.load(),
+                                               where.region, job), self.submission.max_cost)
+        if hourly is not None:
+            estimate = Estimate(hourly, sizing.timeout_hours)
+            print("\n".join(estimate.lines()), file=sys.stderr, flush=True)
+            estimate.refuse_over(self.submission.max_cost)
+        return dispatch(self.cloud, where, job, f"dataset {name}", self.submission)
+
+    def _place(self) -> CloudTarget:
+        """The project, region, bucket and images: checked before any request or build."""
         where = job_images(self.cloud)
         check_region(where.region)
         if pinned_image := self.cloud.overrides.get("image"):
             check_image_uri(pinned_image)
+        return where
+
+    def _where(self, request: Request) -> CloudTarget:
+        """The project, region, bucket and images, and what a Vertex AI job can read:
+        checked before any request or build."""
+        where = self._place()
         for flag_name, path in (("--init-from", request.init_checkpoint),
                                 ("--data-dir", request.data_dir)):
             if path and not path.startswith(("gs://", "https://")):

@@ -28,8 +28,9 @@ from launch import pretrained
 from launch.errors import InputError
 from launch.jobs import Evaluation, Request, Training
 from launch.resources import Resources, Scheduling
-from trainer import hparams
+from trainer import datasets, hparams
 from trainer.best import EVALUATORS, TRAINER, EarlyStopping
+from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 from trainer.experiments import fields as experiment_fields
 
@@ -74,6 +75,9 @@ class JobFile:
     data_dir: str | None = option("converted TFRecords, local or gs:// (default: "
                                   "work/records; on Vertex AI gs://BUCKET/records; eval: "
                                   "the run's own)")
+    dataset: str | None = option("a named dataset in the bucket (`invoke data.list`), "
+                                 "instead of --data-dir: the version its manifest names when "
+                                 "the job is launched")
     model_dir: str | None = option("local: checkpoints and summaries (default: work/model; "
                                    "tune: the sweep's directory, work/sweep)")
     run_id: str | None = option("the run's name: gs://BUCKET/runs/RUN_ID (default: the "
@@ -484,6 +488,13 @@ def _check(job: JobFile, task: str) -> dict[str, Any]:
         raise JobFileError(f"--experiment {job.experiment[:80]!r} is not a detection "
                            f"experiment: use {', '.join(EXPERIMENTS)} or one of Model "
                            "Garden's (`invoke models.pretrained` lists what fits each)")
+    if job.dataset:
+        try:
+            datasets.check_name(job.dataset)
+        except SettingsError as error:
+            raise JobFileError(str(error)) from None
+        if job.data_dir:
+            raise JobFileError("--dataset and --data-dir both name the data: choose one")
     if job.init_type and not job.init_from:
         raise JobFileError("--init-type says what --init-from holds: add --init-from or drop "
                            "it")
@@ -561,6 +572,8 @@ class Written:
     job: JobFile
 
     def text(self, **decided: Any) -> str:
+        if self.job.dataset:  # the name is the job's data; the version is the launch's
+            decided.pop("data_dir", None)
         job = dataclasses.replace(self.job, **{k: v for k, v in decided.items() if v})
         return job.to_yaml(self.task, f"# invoke {self.task} --job FILE: this job again "
                                       "(flags given with it win)\n")

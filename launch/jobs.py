@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from launch.errors import InputError
 from launch.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
-from trainer.args import Args, TrainArgs
+from trainer.args import Args, ConvertArgs, TrainArgs
 from trainer.best import EarlyStopping
 from trainer.experiments import DEFAULT_EXPERIMENT
 
@@ -175,6 +175,15 @@ def eval_job(run: TrainingRun, continuous: bool = True,
     timeout = {} if idle_timeout is None else {"eval_idle_timeout": idle_timeout}
     args = run.trainer_args("continuous_eval" if continuous else "eval", **timeout)
     return TrainerJob(name=f"eval-{run.experiment}", args=tuple(args.to_argv()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Conversion:
+    """`invoke data.convert`, the same for every target: the converter's arguments and the
+    named dataset the records become (None: they stay in --output-dir)."""
+
+    args: ConvertArgs
+    dataset: str | None = None
 
 
 def tool_job(args: Args) -> TrainerJob:

@@ -111,7 +111,7 @@ def test_data_bucket_is_private_versioned_and_regional(stacks, env_name):
 def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
     env = ENVIRONMENTS[env_name]
     sa = {role: names.service_account_id(env, role)
-          for role in ("trainer", "builder", "serving", "deployer", "planner")}
+          for role in ("trainer", "converter", "builder", "serving", "deployer", "planner")}
     group = f"group:{env.researchers_group}"
     wif = {r["member"] for r in resources(stacks[env_name], "google_service_account_iam_member")
            if r["role"] == "roles/iam.workloadIdentityUser"}
@@ -121,6 +121,7 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
     pull_requests = next(m for m in wif if m.endswith("/attribute.event/pull_request"))
     from infra.stack import (
         BUILDER_PROJECT_ROLES,
+        CONVERTER_PROJECT_ROLES,
         DEPLOYER_PROJECT_ROLES,
         PLANNER_PROJECT_ROLES,
         PROJECT_IAM_ADMIN,
@@ -134,6 +135,10 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         (sa["trainer"], "bucket:data", "roles/storage.objectViewer"),
         (sa["trainer"], "bucket:data if only-runs", "roles/storage.objectUser"),
         (sa["trainer"], "repository", "roles/artifactregistry.reader"),
+        *((sa["converter"], "project", r) for r in CONVERTER_PROJECT_ROLES),
+        (sa["converter"], "bucket:data if only-datasets-raw", "roles/storage.objectViewer"),
+        (sa["converter"], "bucket:data if only-datasets", "roles/storage.objectUser"),
+        (sa["converter"], "repository", "roles/artifactregistry.reader"),
         *((sa["builder"], "project", r) for r in BUILDER_PROJECT_ROLES),
         (sa["builder"], "bucket:build", "roles/storage.objectAdmin"),
         (sa["builder"], "repository", "roles/artifactregistry.writer"),
@@ -152,13 +157,14 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         (sa["deployer"], "account:" + sa["builder"], "roles/iam.serviceAccountUser"),
         # the other accounts, never its own (whose IAM says who may act as the deployer)
         *((sa["deployer"], "account:" + sa[role], "roles/iam.serviceAccountAdmin")
-          for role in ("trainer", "builder", "serving", "planner")),
+          for role in ("trainer", "converter", "builder", "serving", "planner")),
         *((sa["planner"], "project", r) for r in PLANNER_PROJECT_ROLES),
         (group, "project", "roles/aiplatform.user"),
         (group, "project", "roles/logging.viewer"),
         (group, "project", "roles/cloudbuild.builds.editor"),
         (group, "project", "roles/cloudquotas.viewer"),
         (group, "account:" + sa["trainer"], "roles/iam.serviceAccountUser"),
+        (group, "account:" + sa["converter"], "roles/iam.serviceAccountUser"),
         (group, "account:" + sa["builder"], "roles/iam.serviceAccountUser"),
         (group, "account:" + sa["serving"], "roles/iam.serviceAccountUser"),
         (group, "bucket:data", "roles/storage.objectAdmin"),
@@ -177,17 +183,22 @@ def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_r
     from infra.stack import DELEGATED_ROLES, PROJECT_IAM_ADMIN
 
     stack, bucket = stacks[env_name], names.data_bucket(ENVIRONMENTS[env_name])
-    conditional = {re.search(r"service_account\.(\w+?)_account", r["member"])[1]:
-                   r["condition"]["expression"]
+    conditional = {(re.search(r"service_account\.(\w+?)_account", r["member"])[1],
+                    r["role"].removeprefix("roles/storage.")): r["condition"]["expression"]
                    for r in resources(stack, "google_storage_bucket_iam_member")
                    if r.get("condition")}
+    objects = f"projects/_/buckets/{bucket}/objects"
     assert conditional == {
-        "trainer":
-            f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/runs/")',
+        ("trainer", "objectUser"): f'resource.name.startsWith("{objects}/runs/")',
+        # conversion jobs: list the bucket, read raw/ and datasets/, write datasets/ only
+        ("converter", "objectViewer"):
+            f'resource.name == "projects/_/buckets/{bucket}" || '
+            f'resource.name.startsWith("{objects}/datasets/") || '
+            f'resource.name.startsWith("{objects}/raw/")',
+        ("converter", "objectUser"): f'resource.name.startsWith("{objects}/datasets/")',
         # endpoints read exported models only: runs/RUN/model/..., never checkpoints or data
-        "serving":
-            f'resource.name.extract("projects/_/buckets/{bucket}/objects/runs/{{run}}/model/")'
-            ' != ""'}
+        ("serving", "objectViewer"):
+            f'resource.name.extract("{objects}/runs/{{run}}/model/") != ""'}
     (admin,) = [r for r in resources(stack, "google_project_iam_member")
                 if r["role"] == PROJECT_IAM_ADMIN]
     listed = re.search(r"hasOnly\(\[(.*)\]\)", admin["condition"]["expression"])[1]
@@ -320,7 +331,7 @@ def test_every_condition_is_well_formed_and_names_only_the_stacks_own_resources(
     env, stack = ENVIRONMENTS[env_name], stacks[env_name]
     own_buckets = {names.data_bucket(env), names.build_bucket(env)}
     conditions = iam_conditions(stack)
-    assert len(conditions) == 4
+    assert len(conditions) == 6
     for role, condition in conditions:
         check_cel(condition["expression"])
         assert condition["title"] and len(condition["title"]) <= 100

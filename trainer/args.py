@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar, NoReturn, get_type_hints
 
+from trainer import objects
 from trainer.best import EVALUATORS, TRAINER
 from trainer.data import defaults
 from trainer.distribution import STRATEGIES
@@ -187,6 +188,32 @@ class ConvertArgs(Args):
 
 
 @dataclasses.dataclass(frozen=True)
+class BucketConvertArgs(Args):
+    """A conversion job next to the data (`invoke data.convert --target vertex`): the raw
+    prefix staged to local disk, `data convert` run on it, the records published as a named
+    dataset (trainer/bucket_convert.py)."""
+
+    COMMAND: ClassVar[tuple[str, ...]] = ("data", "convert-in-bucket")
+    HELP: ClassVar[str] = "stage gs:// raw data, convert it, publish a named dataset"
+
+    raw: str = option("gs://BUCKET/PREFIX: the raw data, staged to local disk",
+                      required=True, shown="--data-dir")
+    bucket: str = option("the bucket whose datasets/ receives it", required=True)
+    dataset: str = option("the dataset's name", required=True)
+    convert_flag: tuple[str, ...] = option("a flag of `data convert`, passed through; gs:// "
+                                           "paths below --raw become staged ones "
+                                           "(repeatable)", default=())
+    max_raw_bytes: int = option("refuse a raw prefix holding more bytes",
+                                default=objects.MAX_RAW_BYTES)
+    max_raw_objects: int = option("refuse a raw prefix holding more objects",
+                                  default=objects.MAX_RAW_OBJECTS)
+    max_object_bytes: int = option("skip a raw object larger than this",
+                                   default=objects.MAX_RAW_OBJECT_BYTES)
+    scratch_dir: str | None = option("local disk for the raw data and the records (default: "
+                                     "a temporary directory)")
+
+
+@dataclasses.dataclass(frozen=True)
 class ExportArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("export",)
     HELP: ClassVar[str] = "export a SavedModel from a model directory"
@@ -222,7 +249,7 @@ class PredictArgs(Args):
 
 
 COMMANDS: tuple[type[Args], ...] = (TrainArgs, SampleArgs, DownloadArgs, ConvertArgs,
-                                    ExportArgs, PredictArgs)
+                                    BucketConvertArgs, ExportArgs, PredictArgs)
 
 
 def shown(command: type[Args], name: str) -> str:

@@ -135,6 +135,12 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
     return 0
 
 
+def run_bucket_convert(args: trainer_args.BucketConvertArgs) -> int:
+    from trainer.bucket_convert import convert_in_bucket
+
+    return convert_in_bucket(args)
+
+
 def run_export(args: trainer_args.ExportArgs) -> int:
     from trainer.best import Choice
     from trainer.export import ExportOptions, export
@@ -173,6 +179,7 @@ def run_predict(args: trainer_args.PredictArgs) -> int:
 RUNNERS: dict[type[trainer_args.Args], Callable[..., int]] = {
     trainer_args.TrainArgs: run_trainer, trainer_args.SampleArgs: run_sample,
     trainer_args.DownloadArgs: run_download, trainer_args.ConvertArgs: run_convert,
+    trainer_args.BucketConvertArgs: run_bucket_convert,
     trainer_args.ExportArgs: run_export, trainer_args.PredictArgs: run_predict,
 }
 

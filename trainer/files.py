@@ -12,11 +12,17 @@ import re
 # The data bucket's two top-level prefixes; the infra's IAM conditions name them too.
 RECORDS_PREFIX = "records"  # gs://BUCKET/records/: the converted dataset
 RUNS_PREFIX = "runs"  # gs://BUCKET/runs/RUN_ID/: everything a run's jobs write
+# gs://BUCKET/datasets/NAME/: named datasets, each a manifest naming one version's objects
+# (trainer/datasets.py)
+DATASETS_PREFIX = "datasets"
+RAW_PREFIX = "raw"  # gs://BUCKET/raw/...: raw data, which conversion jobs may read
 
 # A converted dataset: what `data convert` writes and the trainer's --data-dir reads.
 SPLITS = ("train", "val")
 DATA_LABEL_MAP_FILE = "pet_label_map.pbtxt"
 CONVERSION_REPORT_FILE = "conversion_report.json"
+DATA_REPORT_FILE = "data_report.json"  # a named dataset's data checks, beside its records
+DATASET_MANIFEST_FILE = "manifest.json"  # written last: a dataset exists once it does
 SHARD = re.compile(r"(?P<index>\d{5})-of-(?P<total>\d{5})")  # a shard name after its glob
 SAMPLE_COCO_FILE = "annotations/instances.json"  # `data sample --format coco`, beside Pets'
 

@@ -21,6 +21,20 @@ def object_prefix(bucket: str, prefix: str) -> Condition:
         description=f"objects under gs://{bucket}/{prefix}/ only")
 
 
+def listing_and_prefixes(bucket: str, prefixes: Iterable[str]) -> Condition:
+    """Objects under any of `prefixes/`, and the bucket itself: `storage.objects.list` is
+    checked against the bucket's name (projects/_/buckets/NAME), not an object's
+    (https://cloud.google.com/iam/docs/conditions-resource-attributes, read 2026-11-25), so
+    a reader confined to prefixes lists every name in the bucket but reads only below them."""
+    name = f"projects/_/buckets/{bucket}"
+    listed = sorted(set(prefixes))
+    clauses = [f'resource.name == "{name}"'] + [
+        f'resource.name.startsWith("{name}/objects/{prefix}/")' for prefix in listed]
+    return Condition(title=f"only-{'-'.join(listed)}", expression=" || ".join(clauses),
+                     description=f"lists gs://{bucket}; reads objects under "
+                                 f"{', '.join(p + '/' for p in listed)} only")
+
+
 def run_models(bucket: str, runs_prefix: str) -> Condition:
     """Objects in any run's exported model, `runs_prefix/RUN/model/...`, and nothing else."""
     return Condition(

@@ -23,33 +23,17 @@ from launch.errors import InputError, MissingError
 from launch.gcs.upload import crc32c_of, list_blobs, read_json
 from trainer import best, files
 from trainer.errors import JsonError
+from trainer.objects import BUCKET, unsafe_reason
 
 # Mirrors of gs:// paths; PETS_CACHE_DIR moves them (e.g. to a larger disk).
 CACHE_DIR = Path(os.environ.get("PETS_CACHE_DIR", "work/cache"))
 RUN_FILES = (files.RUN_FILE, files.PARAMS_FILE, files.LABEL_MAP_FILE)
 CHECKPOINT_STATE = "checkpoint"
 NEWEST = re.compile(r'^model_checkpoint_path:\s*"(?P<path>[^"]+)"', re.MULTILINE)
-BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,221}$")  # one plain path segment
 
 
 class UnsafePathError(InputError):
     """An object name or gs:// path that would be written outside the local mirror."""
-
-
-def unsafe_reason(relative: str) -> str | None:
-    """Why a slash-separated relative name may not become a local path (None if it may)."""
-    if not relative:
-        return "an empty name"
-    if relative.startswith("/"):
-        return "a leading '/'"
-    segments = relative.split("/")
-    if "" in segments:
-        return "an empty segment ('//' or a trailing '/')"
-    if any(segment in (".", "..") for segment in segments):
-        return "a '.' or '..' segment"
-    if "\0" in relative:
-        return "a NUL character"
-    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +47,7 @@ class GcsPath:
             raise InputError(f"{url!r} is not a gs://BUCKET/PATH URL")
         bucket, _, prefix = url[5:].partition("/")
         prefix = prefix.strip("/")
-        if not BUCKET_NAME.match(bucket):
+        if not BUCKET.fullmatch(bucket):
             raise InputError(f"{url!r}: {bucket!r} is not a bucket name")
         if prefix and (reason := unsafe_reason(prefix)):
             raise UnsafePathError(f"{url!r}: the path has {reason}; name the objects plainly "

@@ -26,6 +26,7 @@ from launch.vertex.hardware import (
 REDUCTION_SERVER_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
 
 
+BOOT_DISK_GB = 100  # a training replica's: the image, a pretrained checkpoint, logs
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
 
@@ -76,9 +77,11 @@ def _hours(hours: float) -> duration_pb2.Duration:
 
 def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_dir: str,
                resources: Resources, labels: Mapping[str, str] | None = None,
-               web_access: bool = False) -> aiplatform_v1.CustomJob:
+               web_access: bool = False, disk_gb: int = BOOT_DISK_GB
+               ) -> aiplatform_v1.CustomJob:
     """One worker pool per job pool, all on `machine`; Reduction Server pools if asked;
-    `web_access`: an interactive shell into each replica (the job's web_access_uris)."""
+    `web_access`: an interactive shell into each replica (the job's web_access_uris);
+    `disk_gb`: each replica's boot disk (a conversion's holds its raw data)."""
     args = list(job.args)
     if machine.is_tpu and not any(a.startswith("--tpu") for a in args):
         args.append("--tpu=local")  # the TPU is attached to the VM the trainer runs on
@@ -87,7 +90,7 @@ def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_di
         aiplatform_v1.WorkerPoolSpec(
             machine_spec=machine_spec(machine, resources.scheduling.reservation, target),
             replica_count=pool.replica_count,
-            disk_spec=aiplatform_v1.DiskSpec(boot_disk_type="pd-ssd", boot_disk_size_gb=100),
+            disk_spec=aiplatform_v1.DiskSpec(boot_disk_type="pd-ssd", boot_disk_size_gb=disk_gb),
             container_spec=aiplatform_v1.ContainerSpec(
                 image_uri=target.tpu_image if machine.is_tpu else target.image,
                 args=args,

@@ -36,6 +36,7 @@ OUTPUTS = StackOutputs(
     tpu_image_uri=f"{REPOSITORY}/trainer-tpu:deployed",
     serving_image_uri=f"{REPOSITORY}/serving:deployed", image_tag="deployed",
     trainer_service_account=f"pets-trainer@{PROJECT}.iam.gserviceaccount.com",
+    converter_service_account=f"pets-converter@{PROJECT}.iam.gserviceaccount.com",
     builder_service_account=f"pets-builder@{PROJECT}.iam.gserviceaccount.com",
     serving_service_account=f"pets-serving@{PROJECT}.iam.gserviceaccount.com",
     deployer_service_account=f"pets-deployer@{PROJECT}.iam.gserviceaccount.com",

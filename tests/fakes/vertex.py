@@ -10,8 +10,13 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import os
 import random
 import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import grpc
 from google.cloud import aiplatform_v1
@@ -45,6 +50,10 @@ class FakeJobService(GrpcFake):
         self.batch_jobs: dict[str, aiplatform_v1.BatchPredictionJob] = {}
         self.batch_received: list[aiplatform_v1.CreateBatchPredictionJobRequest] = []
         self.batch_runner = None  # runs a batch job when it succeeds (tests/fakes/serving.py)
+        # runs a custom job's command when it would succeed; an error it returns fails the
+        # job (JobCommands below)
+        self.custom_runner: Callable[[aiplatform_v1.CustomJob], tuple[int, str] | None] | \
+            None = None
         self.tuning = FakeTuning()
         super().__init__()
 
@@ -123,6 +132,9 @@ class FakeJobService(GrpcFake):
         if job.state.name not in ENDED:
             reads = self.reads[request.name] = self.reads.get(request.name, -1) + 1
             state = PROGRESSION[min(reads, len(PROGRESSION) - 1)]
+            if state == "JOB_STATE_SUCCEEDED" and request.name not in self.failing and \
+                    self.custom_runner and (failure := self.custom_runner(job)):
+                self.failing[request.name] = failure
             if state == "JOB_STATE_SUCCEEDED" and request.name in self.failing:
                 state = "JOB_STATE_FAILED"
                 code, message = self.failing[request.name]
@@ -314,3 +326,41 @@ def _cancel(jobs: dict, name: str, context) -> empty_pb2.Empty:
         context.abort(grpc.StatusCode.NOT_FOUND, f"{name} not found")
     job.state = aiplatform_v1.JobState.JOB_STATE_CANCELLED
     return empty_pb2.Empty()
+
+
+class JobCommands:
+    """A custom job's container command run here, as the trainer image would run it: `python
+    -m trainer ARGS` with the job's environment, against the Cloud Storage emulator at
+    `storage_url`. Its output lines become the job's log entries; a non-zero exit fails the
+    job with the command's `error:` line. `kill_at`: the process is killed at the first line
+    starting with it (a job preempted or cancelled there)."""
+
+    def __init__(self, storage_url: str, logs=None, kill_at: str | None = None) -> None:
+        self.storage_url, self.logs, self.kill_at = storage_url, logs, kill_at
+        self.outputs: list[str] = []
+
+    def __call__(self, job: aiplatform_v1.CustomJob) -> tuple[int, str] | None:
+        from tests.fakes.logs import job_entry
+
+        container = job.job_spec.worker_pool_specs[0].container_spec
+        env = {**os.environ, **{e.name: e.value for e in container.env},
+               "STORAGE_EMULATOR_HOST": self.storage_url}
+        child = subprocess.Popen([sys.executable, "-m", "trainer", *container.args],
+                                 cwd=Path(__file__).parents[2], env=env, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        lines = []
+        for line in child.stdout:
+            lines.append(line.rstrip("\n"))
+            if self.kill_at and line.startswith(self.kill_at):
+                child.kill()
+                break
+        code = child.wait(timeout=600)
+        self.outputs.append("\n".join(lines))
+        if self.logs is not None:
+            job_id = job.name.rsplit("/", 1)[-1]
+            self.logs.entries += [job_entry(job_id, i, text) for i, text in enumerate(lines)]
+        if code == 0:
+            return None
+        reason = next((t for t in reversed(lines) if t.startswith("error: ")),
+                      f"The replica workerpool0-0 exited with a non-zero status of {code}.")
+        return grpc.StatusCode.INTERNAL.value[0], reason

@@ -1,0 +1,198 @@
+"""`invoke data.convert --target vertex`: a conversion job next to the data, submitted to the
+fake Vertex AI service, which runs the job's command here (tests/fakes/vertex.py JobCommands)
+against the Cloud Storage emulator: the records it publishes are those a local conversion
+writes, a killed job publishes nothing, and hostile object names never reach the disk."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from launch.errors import InputError, MissingError, StepFailed
+from launch.executors import Vertex
+from launch.gcs import datasets
+from launch.gcs.upload import upload_directory
+from launch.jobs import Conversion
+from launch.pricing.estimate import OverBudget
+from launch.vertex import conversion
+from launch.vertex.submit import Submission
+from tests.conftest import REPO
+from tests.fakes.cloud import OUTPUTS, fake_cloud
+from tests.fakes.vertex import JobCommands
+from trainer import datasets as store
+from trainer.args import ConvertArgs
+from trainer.data.sample import write_sample
+
+BUCKET = OUTPUTS.bucket
+RAW = f"gs://{BUCKET}/raw/pets"
+HOSTILE = ("raw/pets/../escape.jpg", "raw/pets/images//double.jpg",
+           "raw/pets/images/bell\x07.jpg")
+FOLLOW = Submission(follow=True, poll_seconds=0)
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    return write_sample(tmp_path_factory.mktemp("raw") / "pets", num_images=30)
+
+
+@pytest.fixture
+def fakes(tmp_path, sample):
+    with fake_cloud(tmp_path) as services:
+        upload_directory(services.storage, BUCKET, sample, "raw/pets")
+        yield services
+
+
+def convert(cloud, dataset: str | None = "pets", data_dir: str = RAW,
+            submission: Submission = FOLLOW, **options) -> str:
+    args = ConvertArgs(data_dir, "work/records", num_shards=2, **options)
+    return Vertex(cloud, submission).convert(Conversion(args, dataset))
+
+
+def record_files(files: dict[str, bytes]) -> dict[str, bytes]:
+    return {name: data for name, data in files.items()
+            if ".record-" in name or name.endswith(".pbtxt")}
+
+
+def test_a_vertex_conversion_publishes_what_a_local_one_writes(fakes, sample, tmp_path,
+                                                               capsys):
+    bucket = fakes.storage.bucket(BUCKET)
+    for name in HOSTILE:
+        bucket.blob(name).upload_from_string(b"not yours")
+    runner = JobCommands(os.environ["STORAGE_EMULATOR_HOST"], fakes.logs)
+    fakes.vertex.custom_runner = runner
+    output = convert(fakes.cloud())
+    assert "SUCCEEDED" in output
+    err = capsys.readouterr().err
+    assert "machine n1-standard-4, 100 GB boot disk, timeout 1 h" in err
+    assert "note: the job will skip gs://pets-data/'raw/pets/../escape.jpg': its name has a " \
+           "'.' or '..' segment" in err
+    assert "cost: " in err
+
+    (request,) = fakes.vertex.received
+    spec = request.custom_job.job_spec
+    (pool,) = spec.worker_pool_specs
+    assert spec.service_account == OUTPUTS.converter_service_account
+    assert (pool.machine_spec.machine_type, pool.disk_spec.boot_disk_size_gb) == \
+        ("n1-standard-4", 100)
+    assert list(pool.container_spec.args[:6]) == [
+        "data", "convert-in-bucket", f"--raw={RAW}", f"--bucket={BUCKET}", "--dataset=pets",
+        f"--convert_flag=--data_dir={RAW}"]
+    assert request.custom_job.labels["dataset"] == "pets"
+    assert not spec.tensorboard
+    (log,) = runner.outputs
+    for name in HOSTILE:  # skipped by the job too, each named
+        assert f"warning: skipped gs://{BUCKET}/{name!r}" in log
+    assert "published dataset pets: gs://pets-data/datasets/pets/v-" in log
+
+    local = tmp_path / "local"
+    subprocess.run([sys.executable, "-m", "trainer", "data", "convert", f"--data_dir={sample}",
+                    f"--output_dir={local}", "--num_shards=2"], cwd=REPO, check=True,
+                   capture_output=True, timeout=600)
+    manifest = store.resolve(fakes.storage, BUCKET, "pets")
+    published = {b.name.removeprefix(f"{manifest.prefix}/"): b.download_as_bytes()
+                 for b in fakes.storage.list_blobs(BUCKET, prefix=f"{manifest.prefix}/")}
+    expected = record_files({p.name: p.read_bytes() for p in local.iterdir()})
+    assert len(expected) == 5 and record_files(published) == expected  # byte for byte
+    assert datasets.row(manifest)["format"] == "pets"
+    assert not (tmp_path / "escape.jpg").exists()
+
+
+def test_a_killed_conversion_job_leaves_no_dataset(fakes):
+    fakes.vertex.custom_runner = JobCommands(os.environ["STORAGE_EMULATOR_HOST"],
+                                             fakes.logs, kill_at="staged ")
+    with pytest.raises(StepFailed, match="FAILED"):
+        convert(fakes.cloud())
+    assert store.list_datasets(fakes.storage, BUCKET) == []
+    with pytest.raises(MissingError, match="--dataset pets: no such dataset"):
+        datasets.resolve(fakes.cloud(), "pets")
+
+
+def test_a_failed_conversion_says_why(fakes):
+    fakes.vertex.custom_runner = JobCommands(os.environ["STORAGE_EMULATOR_HOST"],
+                                             fakes.logs)
+    with pytest.raises(StepFailed, match="--format coco needs --annotations"):
+        convert(fakes.cloud(), format="coco")
+    assert store.list_datasets(fakes.storage, BUCKET) == []
+
+
+def test_what_a_conversion_job_cannot_do_is_refused_before_anything(fakes, tmp_path):
+    cloud = fakes.cloud()
+    label_map = tmp_path / "labels.pbtxt"
+    label_map.write_text("item { id: 1 name: 'cat' }\n")
+    for options, error, message in [
+        ({"dataset": None}, InputError, "--target vertex converts into a named dataset"),
+        ({"dataset": "../x"}, InputError, "--dataset '../x' is not a dataset name"),
+        ({"data_dir": str(tmp_path)}, InputError, "reads the raw data from Cloud Storage"),
+        ({"data_dir": f"gs://{BUCKET}/runs/x"}, InputError,
+         r"conversion jobs read gs://pets-data/raw/ only"),
+        ({"label_map": str(label_map)}, InputError, r"--label-map .* is on this machine"),
+        ({"annotations": f"gs://{BUCKET}/raw/other/a.json"}, InputError,
+         r"--annotations gs://pets-data/raw/other/a\.json: a conversion job reads only "
+         r"below --data-dir gs://pets-data/raw/pets"),
+        ({"data_dir": f"gs://{BUCKET}/raw/none"}, MissingError, "no objects below it"),
+        ({"submission": Submission(max_cost=0.01)}, OverBudget, "over --max-cost 0.01"),
+    ]:
+        with pytest.raises(error, match=message):
+            convert(cloud, **options)
+    assert fakes.builds.requests == [] and fakes.vertex.received == []
+
+
+def test_invoke_data_convert_names_a_bad_target_flag_in_one_line():
+    result = subprocess.run([sys.executable, "-m", "invoke", "data.convert", "--target=tpu",
+                             "--dataset=pets"], cwd=REPO, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: --target 'tpu' is not available; use one of " \
+                                    "local, vertex"
+
+
+@pytest.mark.parametrize("raw_gb, machine, disk, hours", [
+    (0.01, "n1-standard-4", 100, 1), (5, "n1-standard-8", 100, 1),
+    (50, "n1-standard-16", 170, 2), (1000, "n1-standard-32", 3020, 22)])
+def test_the_machine_is_sized_from_the_raw_bytes(raw_gb, machine, disk, hours):
+    sizing = conversion.size_for(int(raw_gb * 1e9))
+    assert (sizing.machine_type, sizing.disk_gb, sizing.timeout_hours) == (machine, disk, hours)
+    assert sizing.max_raw_bytes >= raw_gb * 1e9
+
+
+def test_a_local_conversion_publishes_a_dataset_too_and_inspect_fetches_it(fakes, sample,
+                                                                          tmp_path):
+    from launch.executors import Local
+    from launch.jobs import Places
+
+    cloud = fakes.cloud()
+    records = tmp_path / "records"
+    args = ConvertArgs(str(sample), str(records), num_shards=2)
+    said = Local(Places(None, str(records)), cloud).convert(Conversion(args, "local-pets"))
+    assert said.startswith("dataset local-pets: gs://pets-data/datasets/local-pets/v-")
+    staged = datasets.stage(cloud, "local-pets", tmp_path / "cache")  # data.inspect's copy
+    assert record_files({p.name: p.read_bytes() for p in staged.iterdir()}) == \
+        record_files({p.name: p.read_bytes() for p in records.iterdir()})
+
+
+def test_a_dry_run_prints_the_job_and_submits_nothing(fakes, capsys):
+    printed = convert(fakes.cloud(), submission=Submission(dry_run=True))
+    assert '"convert-in-bucket"' in printed and "n1-standard-4" in printed
+    assert "cost: " in capsys.readouterr().err
+    assert fakes.builds.requests == [] and fakes.vertex.received == []
+
+
+def test_the_job_refuses_more_than_its_disk_and_skips_oversized_objects(fakes, tmp_path):
+    from trainer.errors import SettingsError
+    from trainer.objects import Limits, stage_prefix
+
+    with pytest.raises(SettingsError, match=r"--data-dir gs://pets-data/raw/pets: more than "
+                                            r"10 objects, more than this job was sized for"):
+        stage_prefix(fakes.storage, RAW, tmp_path / "a", Limits(10**9, 10, 10**9), "--data-dir")
+    with pytest.raises(SettingsError, match=r"bytes, more than the 1,000 this job's disk was "
+                                            "sized for"):
+        stage_prefix(fakes.storage, RAW, tmp_path / "b", Limits(1000, 10**6, 10**9),
+                     "--data-dir")
+    staged = stage_prefix(fakes.storage, RAW, tmp_path / "c", Limits(10**9, 10**6, 2000),
+                          "--data-dir")
+    assert staged.skipped and all("bytes, over the 2,000 a raw object may have" in line
+                                  for line in staged.skipped)
+    assert all(p.stat().st_size <= 2000 for p in (tmp_path / "c").rglob("*") if p.is_file())

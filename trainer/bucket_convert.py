@@ -1,0 +1,103 @@
+"""`python -m trainer data convert-in-bucket`: what a conversion job on Vertex AI runs, in the
+trainer image, next to the data. The raw prefix is staged to local disk (hostile names
+skipped and named, sizes capped: trainer/objects.py), the usual `data convert` runs on the
+staged copy, and its output is published as a named dataset (trainer/datasets.py), manifest
+last: a job killed at any point leaves no visible dataset.
+
+The converter's flags come through unchanged (`--convert_flag`, repeatable), so a format or
+option added to `data convert` needs nothing here; each gs:// path among them must lie below
+the raw prefix and becomes the staged copy's path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import tempfile
+from pathlib import Path
+
+from trainer import args as trainer_args
+from trainer import datasets, objects
+from trainer.errors import SettingsError
+
+
+def passed_flags(convert: trainer_args.ConvertArgs) -> tuple[str, ...]:
+    """The converter's flags a conversion job passes through (its output is the job's):
+    checked here, before a job is built, as `staged_args` will read them. A path on this
+    machine cannot be read by the job and is refused."""
+    raw_url = "gs://{}/{}".format(*objects.split_url(str(convert.data_dir), "--data-dir"))
+    for field in dataclasses.fields(convert):
+        value = getattr(convert, field.name)
+        for item in value if isinstance(value, tuple) else (value,):
+            if field.name in ("data_dir", "output_dir") or not isinstance(item, str) or \
+                    field.metadata["choices"]:
+                continue
+            flag = trainer_args.shown(type(convert), field.name)
+            if item.startswith("gs://"):
+                _below(item, raw_url, flag)
+            elif Path(item).exists():
+                raise SettingsError(f"{flag} {item[:200]} is on this machine; a conversion "
+                                    f"job reads only below --data-dir {raw_url}: copy it there "
+                                    "and pass its gs:// path")
+    return tuple(arg for arg in convert.to_argv()[len(convert.COMMAND):]
+                 if not arg.startswith("--output_dir="))
+
+
+def _below(value: str, raw_url: str, flag: str) -> str:
+    """`value`'s path relative to `raw_url` ('' for the prefix itself), or a refusal."""
+    if value.rstrip("/") == raw_url:
+        return ""
+    relative = value.removeprefix(f"{raw_url}/").rstrip("/")
+    if not value.startswith(f"{raw_url}/") or objects.unsafe_reason(relative):
+        raise SettingsError(f"{flag} {value[:200]}: a conversion job reads only below "
+                            f"--data-dir {raw_url}; put it there")
+    return relative
+
+
+def staged_args(convert: trainer_args.ConvertArgs, raw_url: str, raw_dir: Path,
+                output_dir: Path) -> trainer_args.ConvertArgs:
+    """`convert` reading the staged copy and writing to `output_dir`: every gs:// value
+    below `raw_url` becomes its local path; one elsewhere is refused."""
+    def local(value: object, flag: str) -> object:
+        if not isinstance(value, str) or not value.startswith("gs://"):
+            return value
+        relative = _below(value, raw_url, flag)
+        return str(raw_dir / relative) if relative else str(raw_dir)
+
+    changes = {}
+    for field in dataclasses.fields(convert):
+        value, flag = getattr(convert, field.name), trainer_args.shown(type(convert),
+                                                                       field.name)
+        changes[field.name] = tuple(local(v, flag) for v in value) \
+            if isinstance(value, tuple) else local(value, flag)
+    return dataclasses.replace(convert, **{**changes, "output_dir": str(output_dir)})
+
+
+def convert_in_bucket(job: trainer_args.BucketConvertArgs, client=None) -> int:
+    from trainer.cli import run_convert
+
+    datasets.check_name(job.dataset)
+    raw_url = "gs://{}/{}".format(*objects.split_url(job.raw, "--data-dir"))
+    convert = trainer_args.parse(["data", "convert", *job.convert_flag,
+                                  "--output_dir=unset"])
+    if not isinstance(convert, trainer_args.ConvertArgs):
+        raise SettingsError("--convert_flag: flags of `data convert` only")
+    if client is None:
+        from google.cloud import storage
+
+        client = storage.Client()
+    with tempfile.TemporaryDirectory(prefix="convert-", dir=job.scratch_dir) as scratch:
+        raw_dir, output_dir = Path(scratch) / "raw", Path(scratch) / "records"
+        staged = objects.stage_prefix(client, raw_url, raw_dir, objects.Limits(
+            job.max_raw_bytes, job.max_raw_objects, job.max_object_bytes), "--data-dir")
+        for line in staged.skipped:
+            print(f"warning: {line}", file=sys.stderr)
+        print(f"staged {staged.fetched} objects ({staged.bytes:,} bytes) of {raw_url}/",
+              flush=True)
+        run_convert(staged_args(convert, raw_url, raw_dir, output_dir))
+        manifest, deleted = datasets.publish(client, job.bucket, job.dataset, output_dir,
+                                             convert.format)
+    print(f"published dataset {job.dataset}: {manifest.url(job.bucket)} "
+          f"({len(manifest.objects)} objects, {manifest.size:,} bytes; "
+          f"{len(deleted)} objects of older versions deleted)", flush=True)
+    return 0
