@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from trainer.data import pets
 from trainer.data.convert import ConversionError, convert_directory
-from trainer.data.planning import split_names
 from trainer.data.label_map import pets_label_map, read_label_map
+from trainer.data.planning import split_names
 from trainer.data.sample import write_sample
 from trainer.data.voc import parse_voc
 from trainer.files import CONVERSION_REPORT_FILE, DATA_LABEL_MAP_FILE
