@@ -300,8 +300,12 @@ def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
     problems += [Problem(repair, "repaired", str(source.image_path)) for repair in image.repairs]
     kept, box_problems, before = _boxes(annotation, source, classes, image.width, image.height)
     problems += box_problems
+    # with --classes, the report counts objects before the changes too (dropped ones too)
+    before = tuple(safe_name(name) for name in before) if classes.aliases or \
+        classes.dropped else ()
     if not kept and before:
-        return skipped("classes_dropped", "--classes drops every object's class", *problems)
+        return dataclasses.replace(skipped("classes_dropped", "--classes drops every "
+                                           "object's class", *problems), before=before)
     if not kept:
         return skipped("no_valid_objects", "no usable box left", *problems)
     boxes = [box for _, box in kept]
@@ -332,9 +336,7 @@ def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
                                 source.source_id, boxes, masks)
     # deterministic: map fields (the features) in key order, not in hash order
     return Outcome(source.name, example.SerializeToString(deterministic=True), tuple(problems),
-                   tuple(box.class_text for box in boxes),
-                   tuple(safe_name(name) for name in before) if classes.aliases or
-                   classes.dropped else ())
+                   tuple(box.class_text for box in boxes), before)
 
 
 # -------------------------------------------------------------------------- running
