@@ -110,7 +110,8 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False):
             "output_dir": "TFRecords go here",
             "num_shards": "files each split is written in",
             "format": ", ".join(DATA_FORMATS),
-            "masks": "add instance masks (Pets: whole pets from the trimaps; COCO: segmentations)",
+            "masks": "add instance masks (Pets: whole pets from the trimaps; COCO: "
+                     "segmentations; YOLO, LabelMe: polygons)",
             "annotations": "COCO JSON (split 70/30 unless --val-annotations)",
             "val_annotations": "COCO JSON of the validation split",
             "images": "COCO: the directory file_name is relative to",

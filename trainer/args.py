@@ -171,7 +171,8 @@ class ConvertArgs(Args):
     output_dir: str = option(required=True)
     num_shards: int = option(default=defaults.NUM_SHARDS)
     masks: bool = option("add instance masks (Pets: the whole pet each trimap outlines, "
-                         "boxed; COCO: segmentations)", default=False)
+                         "boxed; COCO: segmentations; YOLO, LabelMe: polygons)",
+                         default=False)
     format: str = option(f"{', '.join(formats.NAMES)} (coco: with --annotations and "
                          "--images)", default="pets", choices=formats.NAMES)
     annotations: str | None = option("COCO: the annotations JSON (split 70/30 unless "

@@ -134,7 +134,7 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
                                    "--dense-ids are for --format coco")
     if args.split is not None and not 0 < args.split < 1:
         raise errors.SettingsError(f"--split is the train fraction, between 0 and 1 "
-                                   f"(0.8: 80% train), got {args.split}")
+                                   f"(0.8: 80% train), got {args.split:g}")
     inputs = [formats.Input.parse(text) for text in args.sources] or [formats.Input(
         args.format, *(Path(p) if p else None for p in (
             args.data_dir, args.annotations, args.val_annotations, args.images)))]

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 MAX_CLASSES_FILE_BYTES = 1 << 20
 KEYS = ("rename", "drop", "keep")
+REASONS = {"classes_dropped": "--classes drops every object's class; the image skipped",
+           "duplicate_image": "the same image bytes in an earlier source or split; kept once"}
 
 
 def _names(values: Iterable[str], most: int = 8) -> str:

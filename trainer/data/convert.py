@@ -36,8 +36,7 @@ from PIL import Image
 
 from trainer import files
 from trainer.args import ConvertArgs, shown
-from trainer.data import checks, coco, defaults, formats, pets, tf_example
-from trainer.data.changes import ClassChanges, merge
+from trainer.data import changes, checks, coco, defaults, formats, pets, tf_example
 from trainer.data.images import ImageError, check_image
 from trainer.data.label_map import safe_name, write_label_map, written_names
 from trainer.data.planning import Plan, Source, Split, resplit
@@ -556,9 +555,11 @@ def convert(
     processes: int | None = None,
     progress: bool = True,
     limits: Limits = Limits(),
+    reasons: Mapping[str, str] | None = None,
 ) -> dict:
     """Writes each split's shards, the label map and the report, swapping them in for the
-    previous output only when all is written; returns the report."""
+    previous output only when all is written; returns the report. `reasons` explains the
+    report keys the formats add (those that occur are in the report's `reasons`)."""
     if num_shards < 1:
         raise ConversionError(f"--num-shards must be at least 1, got {num_shards}")
     output_dir = Path(output_dir).resolve()
@@ -580,6 +581,9 @@ def convert(
         report = _report(written, problems, output_dir, num_shards, limits, report_path)
         report.update({"classes": counts[""], "label_map_ids": classes.written(),
                        checks.MASKS_ENTRY: plan.masks})
+        if found := {key: reasons[key] for key in [*report["skipped"], *report["repaired"]]
+                     if key in (reasons or {})}:
+            report["reasons"] = dict(sorted(found.items()))
         if classes.aliases or classes.dropped:  # --classes
             report.update({"classes_before": counts["_before"], "class_changes": {
                 "renamed": dict(sorted(classes.aliases.items())),
@@ -620,13 +624,13 @@ def plan_sources(inputs: Sequence[formats.Input], options: formats.Options
     planned = [(given, formats.get(given.format).plan(given, options)) for given in inputs]
     if len(planned) == 1:
         return planned[0][1].plan, planned[0][1].label_map
-    return merge(planned)
+    return changes.merge(planned)
 
 
 def convert_sources(inputs: Sequence[formats.Input], output_dir: str | Path,
                     options: formats.Options | None = None,
                     label_map: Mapping[str, int] | None = None,
-                    class_changes: ClassChanges | None = None, **convert_options) -> dict:
+                    class_changes: changes.ClassChanges | None = None, **convert_options) -> dict:
     """`data convert`: plans every source, applies the class and split changes, converts.
     The label map is the data's (merged by name), `label_map` instead when given."""
     if label_map and class_changes:
@@ -639,7 +643,10 @@ def convert_sources(inputs: Sequence[formats.Input], output_dir: str | Path,
     classes = Classes.of(label_map or found)
     if class_changes:
         classes = Classes.of(*class_changes.apply(found))
-    return convert(plan, classes, output_dir, **convert_options)
+    reasons = {key: text for given in inputs
+               for key, text in formats.get(given.format).REASONS.items()}
+    return convert(plan, classes, output_dir, reasons={**reasons, **changes.REASONS},
+                   **convert_options)
 
 
 def convert_coco(annotations: str | Path, images_dir: str | Path, output_dir: str | Path,

@@ -15,10 +15,27 @@ from trainer.data.problems import Problem, ProblemLog
 from trainer.errors import ConversionError, SettingsError
 
 HELP = "--annotations FILE.json and --images DIR (--val-annotations: the tool's split)"
-REASONS = {reason: "see the COCO table in the README" for reason in (
-    *coco.SKIPS, "image_id_renumbered", "file_name_base_name", "background_category_dropped",
-    "category_ids_renumbered", "category_renamed", "too_many_points", "mask_too_large",
-    "missing_mask", "invalid_mask")}
+REASONS = {
+    "invalid_category": "a category without a whole-number id or a name; skipped",
+    "duplicate_category_id": "a category id used twice; the second skipped",
+    "invalid_image_id": "an image id neither a whole number from 0 nor a name; skipped",
+    "invalid_name": "no file_name, or one that leaves --images; skipped",
+    "duplicate_image_id": "an image id used twice in one file; the second skipped",
+    "unknown_image_id": "an annotation of an image the file does not have; skipped",
+    "invalid_annotation": "an annotation that is not a JSON object; skipped",
+    "unknown_category": "an annotation of a category the file does not have; dropped",
+    "invalid_box": "a bbox that is not four numbers; object dropped",
+    "image_id_renumbered": "train and val files number their images alike: a new id",
+    "file_name_base_name": "a file_name not below --images: the file of its base name there",
+    "background_category_dropped": "category 0 without annotations (Roboflow's dataset "
+                                   "name): 0 is the background",
+    "category_ids_renumbered": "ids outside 1..1000: numbered 1..N in their order",
+    "category_renamed": "a name the label map cannot hold as it is, or taken already",
+    "too_many_points": "--masks: over 10,000 polygon points; the box filled",
+    "mask_too_large": "--masks: an RLE over --max-pixels; the box filled",
+    "missing_mask": "--masks: no usable polygon or RLE; the box filled",
+    "invalid_mask": "--masks: a segmentation pycocotools cannot read; the box filled",
+}
 
 
 def _image_path(images_dir: Path, name: str) -> tuple[Path, Problem | None]:
