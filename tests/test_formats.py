@@ -208,8 +208,11 @@ def test_yolo_and_labelme_paths_stay_in_the_dataset(tmp_path):
         (photos / f"{name}.json").write_text(json.dumps(
             {"shapes": [shape], "imagePath": image_path, "imageData": None}))
     (photos / "junk.json").write_text(json.dumps({"shapes": [shape], "imageData": "%%%"}))
+    (outside / "s.json").write_text(json.dumps({"shapes": [shape], "imagePath": "s.jpg"}))
+    (photos / "link.json").symlink_to(outside / "s.json")
     report = convert("labelme", photos, tmp_path / "out3")
-    assert report["skipped"] == {"no_image": 2, "invalid_image_data": 1}
+    assert report["skipped"] == {"no_image": 2, "invalid_image_data": 1,
+                                 "path_outside_data_dir": 1}
     assert report["repaired"] == {"image_path_base_name": 1} and report["written"] == 1
 
 

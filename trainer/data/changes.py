@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainer.data.planning import Plan, Source
+from trainer.data.planning import Plan, Source, inside
 from trainer.data.problems import Problem, ProblemLog
 from trainer.errors import SettingsError
 
@@ -138,12 +139,18 @@ def merged_label_map(label_maps: Sequence[Mapping[str, int]]) -> dict[str, int]:
     return merged
 
 
-def image_bytes(source: Source) -> bytes | None:
-    """The example's image as written in the dataset; None when it cannot be read (the
-    converter names why when it gets to the example)."""
+def image_digest(source: Source) -> str | None:
+    """The SHA-256 of the example's image bytes, read in blocks; None when it is not a
+    regular file inside the dataset or cannot be read (the converter names why when it gets
+    to the example)."""
+    path = source.image_path
     try:
-        data = source.image_path.read_bytes()
-        return source.embedded(data) if source.embedded else data
+        if not inside(path, source.root) or not stat.S_ISREG(path.stat().st_mode):
+            return None
+        if source.embedded:  # a LabelMe JSON: bounded by its reader
+            return hashlib.sha256(source.embedded(path.read_bytes())).hexdigest()
+        with open(path, "rb") as stream:
+            return hashlib.file_digest(stream, "sha256").hexdigest()
     except (OSError, ValueError):
         return None
 
@@ -162,8 +169,7 @@ def merge(sources: Sequence[tuple[Input, Planned]]) -> tuple[Plan, dict[str, int
         for split, planned_sources in planned.plan.splits.items():
             for source in planned_sources:
                 largest = max(largest, source.source_id)
-                data = image_bytes(source)
-                digest = hashlib.sha256(data).hexdigest() if data is not None else None
+                digest = image_digest(source)
                 here = f"{given}: {source.name}"
                 if digest is not None and digest in seen:
                     problems.add((split, source.name), Problem(
