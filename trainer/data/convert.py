@@ -352,6 +352,27 @@ class Shard:
 
 
 @dataclasses.dataclass
+class ClassCounts:
+    """The images and objects of each class."""
+
+    images: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    objects: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+
+    def add(self, classes: Sequence[str]) -> None:
+        """One example's objects, by class."""
+        self.objects.update(classes)
+        self.images.update(set(classes))
+
+    @staticmethod
+    def table(counts: Sequence[ClassCounts]) -> dict[str, dict[str, int]]:
+        """Several counts summed, as the report holds them: class -> images, objects."""
+        images = sum((c.images for c in counts), collections.Counter())
+        objects = sum((c.objects for c in counts), collections.Counter())
+        return {name: {"images": images[name], "objects": objects[name]}
+                for name in sorted(objects)}
+
+
+@dataclasses.dataclass
 class Written:
     """What a shard writer reports, as small however many examples it converted: how many
     it wrote, their problems (where: position in the split, example name) and the images
@@ -359,12 +380,8 @@ class Written:
 
     examples: int = 0
     problems: ProblemLog = dataclasses.field(default_factory=ProblemLog)
-    images: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
-    objects: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
-    images_before: collections.Counter[str] = dataclasses.field(
-        default_factory=collections.Counter)  # with --classes, by the data's classes
-    objects_before: collections.Counter[str] = dataclasses.field(
-        default_factory=collections.Counter)
+    classes: ClassCounts = dataclasses.field(default_factory=ClassCounts)
+    before: ClassCounts = dataclasses.field(default_factory=ClassCounts)  # with --classes
 
 
 def _shards(plan: Plan, staging: Path, num_shards: int) -> list[Shard]:
@@ -400,10 +417,8 @@ def _write_shard(shard: Shard, classes: Classes, limits: Limits,
                 done.examples += 1
             for problem in outcome.problems:
                 done.problems.add((position, outcome.name), problem)
-            done.objects.update(outcome.classes)
-            done.images.update(set(outcome.classes))
-            done.objects_before.update(outcome.before)
-            done.images_before.update(set(outcome.before))
+            done.classes.add(outcome.classes)
+            done.before.add(outcome.before)
             on_example()
     return done
 
@@ -538,12 +553,9 @@ def _write_splits(plan: Plan, classes: Classes, staging: Path, num_shards: int,
         written[split] = sum(r.examples for r in done)
         problems.extend([r.problems for r in done], order=lambda where: where[0],
                         relabel=lambda where, problem, split=split: ((split, where[1]), problem))
-        for key, kind in (("", ""), ("_before", "_before")):
-            objects = sum((getattr(r, f"objects{kind}") for r in done), collections.Counter())
-            images = sum((getattr(r, f"images{kind}") for r in done), collections.Counter())
-            counts.setdefault(key, {})[split] = {
-                name: {"images": images[name], "objects": objects[name]}
-                for name in sorted(objects)}
+        counts.setdefault("classes", {})[split] = ClassCounts.table([r.classes for r in done])
+        counts.setdefault("classes_before", {})[split] = ClassCounts.table(
+            [r.before for r in done])
     return written, problems, counts
 
 
@@ -579,13 +591,13 @@ def convert(
         report_path = output_dir / files.CONVERSION_REPORT_FILE if total else \
             output_dir.with_name(f"{output_dir.name}.{files.CONVERSION_REPORT_FILE}")
         report = _report(written, problems, output_dir, num_shards, limits, report_path)
-        report.update({"classes": counts[""], "label_map_ids": classes.written(),
+        report.update({"classes": counts["classes"], "label_map_ids": classes.written(),
                        checks.MASKS_ENTRY: plan.masks})
         if found := {key: reasons[key] for key in [*report["skipped"], *report["repaired"]]
                      if key in (reasons or {})}:
             report["reasons"] = dict(sorted(found.items()))
         if classes.aliases or classes.dropped:  # --classes
-            report.update({"classes_before": counts["_before"], "class_changes": {
+            report.update({"classes_before": counts["classes_before"], "class_changes": {
                 "renamed": dict(sorted(classes.aliases.items())),
                 "dropped": sorted(classes.dropped)}})
         (staging / files.CONVERSION_REPORT_FILE if total else report_path).write_text(

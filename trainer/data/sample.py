@@ -261,8 +261,11 @@ def pets_as_coco(root: Path) -> dict:
 
     names = list(dict.fromkeys(pets.read_example_list(root / pets.TRAINVAL_LIST)))
     ids = {name: index for index, name in enumerate(sorted(set(names)), start=1)}
+    label_map = pets_label_map()
     images = []
     for name in names:
+        if (pets.breed_of(name) or name) not in label_map:  # Pets skips it: unknown_class
+            continue
         try:
             annotation = parse_voc(pets.xml_path(root, name).read_bytes())
             with Image.open(pets.image_path(root, name)) as image:
@@ -278,7 +281,7 @@ def pets_as_coco(root: Path) -> dict:
         images.append({"id": ids[name], "file_name": f"{name}.jpg", "width": width,
                        "height": height, "objects": objects})
     used = {breed for image in images for breed, _, _ in image["objects"]}
-    return coco.sample_coco(images, {n: i for n, i in pets_label_map().items() if n in used})
+    return coco.sample_coco(images, {n: i for n, i in label_map.items() if n in used})
 
 
 def coco_defects(data: dict) -> dict:
