@@ -181,7 +181,8 @@ def test_the_cli_merges_changes_and_resplits(sample, tmp_path):
             ([f"--classes={tmp_path / 'bad.yaml'}"], "--classes "),
             (["--split=1.5"], "--split is the train fraction"),
             (["--source=yolo"], "--source 'yolo' must be FORMAT:PATH"),
-            (["--source=coco:a.json"], "a COCO source is coco:FILE.json:IMAGES_DIR")):
+            (["--source=coco:a.json"], "a COCO source is coco:FILE.json:IMAGES_DIR"),
+            (["--format=yolo"], "--source names every dataset with its format")):
         refused = run_trainer("data", "convert", f"--source=yolo:{tmp_path / 'yolo'}", *flags,
                               f"--output_dir={tmp_path / 'refused'}", check=False)
         assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1

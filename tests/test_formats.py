@@ -236,7 +236,7 @@ def test_labelme_polygons_are_masks_and_their_bounds_the_box(tmp_path):
 
 def test_format_choices_come_from_the_registry(tmp_path):
     assert formats.NAMES == ("pets", "voc", "coco", "yolo", "labelme")
-    assert all(formats.get(name).HELP and isinstance(formats.get(name).REASONS, dict)
+    assert all(callable(formats.get(name).plan) and isinstance(formats.get(name).REASONS, dict)
                for name in formats.NAMES)
     wrong = run_trainer("data", "convert", "--format=yolov8", f"--output_dir={tmp_path}",
                         check=False)

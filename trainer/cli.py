@@ -126,9 +126,10 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
     from trainer.data.planning import SPLIT_SEED, TRAIN_FRACTION, Split
 
     coco_only = args.annotations or args.images or args.val_annotations
-    if args.sources and (args.data_dir or coco_only):
-        raise errors.SettingsError("--source names every dataset: drop --data-dir, "
-                                   "--annotations, --val-annotations and --images")
+    if args.sources and (args.data_dir or coco_only or args.format != "pets"):
+        raise errors.SettingsError("--source names every dataset with its format: drop "
+                                   "--format, --data-dir, --annotations, --val-annotations "
+                                   "and --images")
     if args.format != "coco" and not args.sources and (coco_only or args.dense_ids):
         raise errors.SettingsError("--annotations, --val-annotations, --images and "
                                    "--dense-ids are for --format coco")

@@ -84,7 +84,6 @@ class Planned:
 class Format(Protocol):
     """What a format module provides."""
 
-    HELP: str  # one line: what the format's paths are
     REASONS: Mapping[str, str]  # the report keys it adds -> what they mean
 
     def plan(self, source: Input, options: Options) -> Planned: ...

@@ -14,7 +14,6 @@ from trainer.data.planning import Plan, Source, deduplicate, invalid_name, inval
 from trainer.data.problems import Problem, ProblemLog
 from trainer.errors import ConversionError, SettingsError
 
-HELP = "--annotations FILE.json and --images DIR (--val-annotations: the tool's split)"
 REASONS = {
     "invalid_category": "a category without a whole-number id or a name; skipped",
     "duplicate_category_id": "a category id used twice; the second skipped",

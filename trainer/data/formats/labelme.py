@@ -33,7 +33,6 @@ from trainer.data.problems import Problem, ProblemLog
 from trainer.data.voc import VocAnnotation, VocObject, valid_side
 from trainer.errors import ConversionError, JsonError, SettingsError
 
-HELP = "--data-dir: a directory of LabelMe JSON files (one an image)"
 REASONS = {
     "unsupported_shape": "a circle, line, point, linestrip or mask: not a box; dropped",
     "invalid_shape": "a shape without a label, or points that are not [x, y] numbers (too "

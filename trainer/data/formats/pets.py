@@ -10,7 +10,6 @@ from trainer.data.label_map import pets_label_map
 from trainer.data.planning import Plan, Source, deduplicate, source_ids, split_names
 from trainer.errors import ConversionError, SettingsError
 
-HELP = "--data-dir: the Oxford-IIIT Pets layout"
 REASONS = {"missing_trimap": "--masks: the example has no trimap",
            "corrupt_trimap": "--masks: the trimap does not decode",
            "empty_trimap": "--masks: the trimap marks no pet pixel",

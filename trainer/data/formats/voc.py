@@ -8,7 +8,6 @@ from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import Plan, Source, deduplicate, source_ids, split_names
 from trainer.errors import ConversionError, SettingsError
 
-HELP = "--data-dir: a VOC directory (Annotations/, JPEGImages/, ImageSets/Main/)"
 REASONS: dict[str, str] = {}
 VOC_CLASSES = (
     "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",

@@ -32,7 +32,6 @@ from trainer.data.problems import Problem, ProblemLog
 from trainer.data.voc import VocAnnotation, VocObject
 from trainer.errors import ConversionError, SettingsError
 
-HELP = "--data-dir: an Ultralytics data.yaml, or the directory holding it"
 REASONS = {
     "class_id_out_of_range": "a label line's class is not an id of data.yaml's names; "
                              "object dropped",
