@@ -94,7 +94,8 @@ def class_names(names: object, where: Path) -> dict[int, str]:
     items = enumerate(names) if isinstance(names, list) else \
         names.items() if isinstance(names, dict) else None
     found: dict[int, str] = {}
-    for class_id, name in items or ():
+    for key, name in items or ():
+        class_id = int(key) if isinstance(key, str) and key.isdigit() else key  # {'0': a}
         if isinstance(class_id, bool) or not isinstance(class_id, int) or \
                 not 0 <= class_id < 100_000 or not isinstance(name, (str, int)) or \
                 not str(name).strip():
