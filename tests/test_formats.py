@@ -193,8 +193,10 @@ def test_yolo_and_labelme_paths_stay_in_the_dataset(tmp_path):
     dataset = tiny_yolo(tmp_path, {"a": "0 0.5 0.5 0.2 0.2\n", "b": None})
     os.symlink(outside / "s.jpg", dataset / "images/train/link.jpg")
     (dataset / "labels/train/b.txt").symlink_to(outside / "s.txt")
+    Image.new("RGB", (100, 80)).save(dataset / "images/train/fifo.jpg")
+    os.mkfifo(dataset / "labels/train/fifo.txt")  # would block a read forever
     report = convert("yolo", dataset, tmp_path / "out")
-    assert report["skipped"] == {"path_outside_data_dir": 1, "unreadable_label": 1}
+    assert report["skipped"] == {"path_outside_data_dir": 1, "unreadable_label": 2}
     (dataset / "data.yaml").write_text("train: ../../secret\nnames: [cat]\n")
     with pytest.raises(ConversionError, match="leaves the dataset's directory"):
         convert("yolo", dataset, tmp_path / "out2")
@@ -210,9 +212,10 @@ def test_yolo_and_labelme_paths_stay_in_the_dataset(tmp_path):
     (photos / "junk.json").write_text(json.dumps({"shapes": [shape], "imageData": "%%%"}))
     (outside / "s.json").write_text(json.dumps({"shapes": [shape], "imagePath": "s.jpg"}))
     (photos / "link.json").symlink_to(outside / "s.json")
+    os.mkfifo(photos / "fifo.json")
     report = convert("labelme", photos, tmp_path / "out3")
     assert report["skipped"] == {"no_image": 2, "invalid_image_data": 1,
-                                 "path_outside_data_dir": 1}
+                                 "path_outside_data_dir": 2}
     assert report["repaired"] == {"image_path_base_name": 1} and report["written"] == 1
 
 

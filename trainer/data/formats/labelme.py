@@ -151,9 +151,10 @@ def plan(source: Input, options: Options) -> Planned:
         for file_name in sorted(n for n in names if n.lower().endswith(".json")):
             path = Path(folder) / file_name
             name = str(path.relative_to(root))
-            if not inside(path, root):
+            if not inside(path, root) or not path.is_file():  # a FIFO would block the read
                 problems.add(("train", name), Problem(
-                    "path_outside_data_dir", "skipped", f"{path} resolves outside {root}"))
+                    "path_outside_data_dir", "skipped", f"{path} resolves outside {root} or "
+                                                        "is not a regular file"))
                 continue
             try:
                 data = jsonnum.read_file(path, MAX_JSON_BYTES)

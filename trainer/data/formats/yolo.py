@@ -227,8 +227,9 @@ def _read_labels(path: Path, root: Path) -> tuple[str | None, Problem | None]:
     """A label file's text ('' when there is none), or the problem that skips its image."""
     if not path.exists():
         return "", None
-    if not inside(path, root):
-        return None, Problem("unreadable_label", "skipped", f"{path} resolves outside {root}")
+    if not inside(path, root) or not path.is_file():  # a FIFO would block the read
+        return None, Problem("unreadable_label", "skipped", f"{path} resolves outside {root} "
+                                                            "or is not a regular file")
     try:
         size = path.stat().st_size
         if size > MAX_LABEL_BYTES:
