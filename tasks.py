@@ -19,6 +19,7 @@ from launch.resources import optional_number
 from launch.taskflags import Flag, job_task, task
 from launch.workflow import ExportChoices
 from trainer.args import MAX_PIXELS_HELP, ConvertArgs, DownloadArgs, SampleArgs
+from trainer.data.formats import NAMES as DATA_FORMATS
 
 WORK = "work"
 DATA_DIR, RECORDS_DIR, MODEL_DIR = f"{WORK}/pets", f"{WORK}/records", f"{WORK}/model"
@@ -96,7 +97,7 @@ RUN_FLAGS = {
 
 @task(help={"output_dir": "where to write the Pets-layout sample",
             "num_images": "how many images", "bad_inputs": "add corrupt and malformed files",
-            "format": "pets, or coco: also annotations/instances.json"})
+            "format": "pets; coco, yolo or labelme: the same sample in that format too"})
 def sample(c, output_dir=DATA_DIR, num_images=0, bad_inputs=False, format="pets"):
     """Write a synthetic dataset in the Oxford-IIIT Pets layout (and as COCO JSON)."""
     _tool(lambda: SampleArgs(output_dir, bad_inputs=bool(bad_inputs), format=format,
@@ -143,43 +144,53 @@ def data_list(c, env=None, project=None, bucket=None):
     _say(lambda: datasets.listing(_cloud(c, project=project, bucket=bucket, env=env)))
 
 
-@task(help={"data_dir": "Pets or VOC directory", "output_dir": "TFRecords go here",
+@task(help={"data_dir": "the dataset's directory (YOLO: data.yaml or its directory)",
+            "output_dir": "TFRecords go here",
             "num_shards": "files each split is written in",
-            "format": "pets, voc or coco",
-            "masks": "add instance masks (Pets: whole pets from the trimaps; COCO: segmentations)",
+            "format": ", ".join(DATA_FORMATS),
+            "masks": "add instance masks (Pets: whole pets from the trimaps; COCO: "
+                     "segmentations; YOLO, LabelMe: polygons)",
             "annotations": "COCO JSON (split 70/30 unless --val-annotations)",
             "val_annotations": "COCO JSON of the validation split",
             "images": "COCO: the directory file_name is relative to",
             "dense_ids": "COCO: categories numbered 1..N", "label_map": "custom label map",
             "max_pixels": MAX_PIXELS_HELP,
             "max_objects": "skip annotations with more objects (default 1,000)",
+            "source": "FORMAT:PATH (coco:FILE.json:IMAGES), repeatable: datasets merged",
+            "classes": "YAML: rename: {old: new}, drop: [..] or keep: [..]",
+            "split": "re-split: the train fraction (0.8)", "seed": "the re-split's seed",
             "target": "local, or vertex: a job next to the data (--data-dir gs://BUCKET/raw/"
                       "..., paths below it) that writes --dataset",
             "dataset": "publish the records as this named dataset in the bucket",
             "max_cost": "vertex: USD; refuse a job whose bound (price x timeout) is higher",
             **{name: RUN_FLAGS[name].help for name in (
                 "dry_run", "follow", "local_docker", "env", "project", "bucket")},
-            "region": "Vertex AI region"})
+            "region": "Vertex AI region"},
+      iterable=["source"])
 def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=10,
             masks=False, annotations=None, val_annotations=None, images=None, dense_ids=False,
             label_map=None, max_pixels: int | None = None, max_objects: int | None = None,
+            source=None, classes=None, split: float | None = None, seed: int | None = None,
             target="local", dataset=None, dry_run=False, follow=False,
             max_cost: float | None = None, local_docker=False, env=None, project=None,
             region=None, bucket=None):
-    """Convert Pets, VOC or COCO to sharded TFRecords: here, or next to the data on Vertex AI.
-
-    With --dataset the records become a named dataset in the bucket."""
-    if data_dir is None and format != "coco":
+    """Convert Pets, VOC, COCO, YOLO or LabelMe to sharded TFRecords with a report: here, or
+    next to the data on Vertex AI. With --dataset the records become a named dataset in the
+    bucket."""
+    if data_dir is None and format == "pets" and not source:
         data_dir = DATA_DIR
 
     def arguments() -> ConvertArgs:
         return ConvertArgs(data_dir, output_dir, masks=bool(masks), format=format,
                            annotations=annotations, val_annotations=val_annotations,
                            images=images, dense_ids=bool(dense_ids),
-                           label_map=label_map or None, **_numbers(
+                           label_map=label_map or None, sources=tuple(source or ()),
+                           classes=classes or None, **_numbers(
             num_shards=optional_number("--num-shards", num_shards, int),
             max_pixels=optional_number("--max-pixels", max_pixels, int),
-            max_objects=optional_number("--max-objects", max_objects, int)))
+            max_objects=optional_number("--max-objects", max_objects, int),
+            split=optional_number("--split", split, float),
+            seed=optional_number("--seed", seed, int)))
 
     if target == "local" and not dataset:  # no cloud library to load
         return _tool(arguments)
@@ -193,8 +204,8 @@ def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=
 
 
 @task(help={"records": "converted TFRecords (default: work/records)",
-            "data_dir": "or a raw Pets/VOC directory (converted to a temporary directory)",
-            "format": "the raw dataset's format: pets, voc or coco",
+            "data_dir": "or a raw dataset (converted to a temporary directory)",
+            "format": f"the raw dataset's format: {', '.join(DATA_FORMATS)}",
             "annotations": "or a raw COCO JSON (with --images)", "images": "COCO images",
             "experiment": "whose input size and anchors to check against",
             "output_dir": "where the report goes (default: work/inspect)",

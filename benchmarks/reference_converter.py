@@ -16,8 +16,8 @@ from PIL import Image
 
 from trainer import files
 from trainer.data import pets
-from trainer.data.convert import split_names
 from trainer.data.label_map import pets_label_map
+from trainer.data.planning import split_names
 
 
 def _feature(kind: str, values: list):

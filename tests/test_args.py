@@ -37,6 +37,9 @@ EVERY_COMMAND = [
                 processes=1, max_pixels=1000, max_objects=7),
     ConvertArgs(None, "/out", format="coco", annotations="/a.json", val_annotations="/v.json",
                 images="/img", dense_ids=True, masks=True),
+    ConvertArgs(None, "/out", sources=("yolo:/y/data.yaml", "coco:/a.json:/img"),
+                classes="/c.yaml", split=0.8, seed=7),
+    SampleArgs("/s", format="labelme"),
     ExportArgs("/m", "/e", checkpoint="ckpt-5"),
     PredictArgs("/model", "/images/*.jpg", "/out", min_score=0.05),
 ]
@@ -74,8 +77,8 @@ def test_params_override_repeats_and_a_single_one_reads_as_model_gardens():
     (["--eval_idle_timeout=soon"], "--idle-timeout must be a number, got 'soon'"),
     (["export", "--model_dir=/m"], "--output-dir is required"),  # invoke export's name
     (["data", "convert", "--data_dir=/a"], "--output-dir is required"),
-    (["data", "convert", "--output-dir=/o", "--format=yolo"],
-     "--format must be one of pets, voc, coco, got 'yolo'"),
+    (["data", "convert", "--output-dir=/o", "--format=yolov8"],
+     "--format must be one of pets, voc, coco, yolo, labelme, got 'yolov8'"),
     (["data", "convert", "--output-dir=/o", "--colour"], "unrecognized arguments: --colour"),
 ])
 def test_bad_flags_are_one_line_naming_the_flag_as_invoke_spells_it(bad, message, capsys):

@@ -10,13 +10,9 @@ import pytest
 import tensorflow as tf
 
 from trainer.data import pets
-from trainer.data.convert import (
-    ConversionError,
-    convert_directory,
-    pets_sources,
-    split_names,
-)
+from trainer.data.convert import ConversionError, convert_directory
 from trainer.data.label_map import pets_label_map, read_label_map
+from trainer.data.planning import split_names
 from trainer.data.sample import write_sample
 from trainer.data.voc import parse_voc
 from trainer.files import CONVERSION_REPORT_FILE, DATA_LABEL_MAP_FILE
@@ -139,7 +135,7 @@ def test_nothing_valid_left_is_an_error_with_a_report(tmp_path):
 
 def test_not_a_pets_directory_names_the_fix(tmp_path):
     with pytest.raises(ConversionError, match=r"invoke data\.sample"):
-        pets_sources(tmp_path)
+        convert_directory(tmp_path, tmp_path / "out")
 
 
 def test_voc_directory_mode(sample_dir, tmp_path):

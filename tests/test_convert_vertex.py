@@ -24,7 +24,9 @@ from tests.fakes.cloud import OUTPUTS, fake_cloud
 from tests.fakes.vertex import JobCommands
 from trainer import datasets as store
 from trainer.args import ConvertArgs
+from trainer.data.label_map import id_to_name, parse_label_map
 from trainer.data.sample import write_sample
+from trainer.files import DATA_LABEL_MAP_FILE
 
 BUCKET = OUTPUTS.bucket
 RAW = f"gs://{BUCKET}/raw/pets"
@@ -100,6 +102,38 @@ def test_a_vertex_conversion_publishes_what_a_local_one_writes(fakes, sample, tm
     assert not (tmp_path / "escape.jpg").exists()
 
 
+def test_sources_and_class_changes_come_from_the_bucket_too(fakes, sample, tmp_path):
+    """`--source yolo:gs://…` and `--classes gs://…` below --data-dir: the job stages them
+    with the rest and converts as a local run of the same flags does."""
+    import json
+
+    from trainer.data.sample import coco_as_yolo, pets_as_coco
+
+    yolo = tmp_path / "raw" / "yolo"
+    coco_as_yolo(pets_as_coco(sample), sample / "images", yolo)
+    (tmp_path / "raw" / "classes.yaml").write_text("rename: {Abyssinian: cat, Russian_Blue: cat}\n")
+    upload_directory(fakes.storage, BUCKET, tmp_path / "raw", "raw/mine")
+    fakes.vertex.custom_runner = JobCommands(os.environ["STORAGE_EMULATOR_HOST"], fakes.logs)
+    raw = f"gs://{BUCKET}/raw/mine"
+    assert "SUCCEEDED" in convert(fakes.cloud(), "mine", raw, sources=(f"yolo:{raw}/yolo",),
+                                  classes=f"{raw}/classes.yaml", split=0.8, seed=7)
+
+    local = tmp_path / "local"
+    subprocess.run([sys.executable, "-m", "trainer", "data", "convert", f"--source=yolo:{yolo}",
+                    f"--classes={tmp_path / 'raw' / 'classes.yaml'}", "--split=0.8",
+                    "--seed=7", f"--output_dir={local}", "--num_shards=2"], cwd=REPO,
+                   check=True, capture_output=True, timeout=600)
+    manifest = store.resolve(fakes.storage, BUCKET, "mine")
+    published = {b.name.removeprefix(f"{manifest.prefix}/"): b.download_as_bytes()
+                 for b in fakes.storage.list_blobs(BUCKET, prefix=f"{manifest.prefix}/")}
+    expected = record_files({p.name: p.read_bytes() for p in local.iterdir()})
+    assert record_files(published) == expected  # byte for byte
+    names = id_to_name(parse_label_map(published[DATA_LABEL_MAP_FILE].decode()))
+    assert sorted(names.values()) == ["beagle", "cat"]  # two merged into one
+    report = json.loads(published["conversion_report.json"])
+    assert report["class_changes"]
+
+
 def test_a_killed_conversion_job_leaves_no_dataset(fakes):
     fakes.vertex.custom_runner = JobCommands(os.environ["STORAGE_EMULATOR_HOST"],
                                              fakes.logs, kill_at="staged ")
@@ -128,7 +162,11 @@ def test_what_a_conversion_job_cannot_do_is_refused_before_anything(fakes, tmp_p
         ({"data_dir": str(tmp_path)}, InputError, "reads the raw data from Cloud Storage"),
         ({"data_dir": f"gs://{BUCKET}/runs/x"}, InputError,
          r"conversion jobs read gs://pets-data/raw/ only"),
-        ({"label_map": str(label_map)}, InputError, r"--label-map .* is on this machine"),
+        ({"label_map": str(label_map)}, InputError, r"--label-map .* is not in the bucket"),
+        ({"sources": (f"yolo:{tmp_path}",)}, InputError, r"--source .* is not in the bucket"),
+        ({"sources": (f"coco:gs://{BUCKET}/raw/pets/a.json:gs://{BUCKET}/raw/x/images",)},
+         InputError, r"--source gs://pets-data/raw/x/images: a conversion job reads only "
+         r"below --data-dir"),
         ({"annotations": f"gs://{BUCKET}/raw/other/a.json"}, InputError,
          r"--annotations gs://pets-data/raw/other/a\.json: a conversion job reads only "
          r"below --data-dir gs://pets-data/raw/pets"),

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, NoReturn, get_type_hints
 
 from trainer import objects
 from trainer.best import EVALUATORS, TRAINER
-from trainer.data import defaults
+from trainer.data import defaults, formats
 from trainer.distribution import STRATEGIES
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
@@ -35,7 +35,7 @@ DEFAULT_EVAL_IDLE_TIMEOUT = 3600.0
 EXPORT_FORMATS = ("saved_model", "tflite")
 QUANTIZATIONS = ("float16", "int8")
 DEFAULT_SIGNATURES = ("uint8", "bytes")
-DATA_FORMATS = ("pets", "voc", "coco")
+SAMPLE_FORMATS = ("pets", "coco", "yolo", "labelme")
 MAX_PIXELS_HELP = (f"skip images with more pixels, read from the header before decoding "
                    f"(default {defaults.MAX_PIXELS:,})")
 
@@ -148,8 +148,9 @@ class SampleArgs(Args):
     seed: int = option(default=0)
     bad_inputs: bool = option("add corrupt and malformed files, as real collections have",
                               default=False)
-    format: str = option("pets, or coco: also annotations/instances.json", default="pets",
-                         choices=("pets", "coco"))
+    format: str = option("pets; coco: also annotations/instances.json; yolo: also "
+                         "yolo/data.yaml; labelme: also labelme/*.json", default="pets",
+                         choices=SAMPLE_FORMATS)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -164,15 +165,17 @@ class DownloadArgs(Args):
 @dataclasses.dataclass(frozen=True)
 class ConvertArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("data", "convert")
-    HELP: ClassVar[str] = "Pets, VOC or COCO -> sharded TFRecords"
+    HELP: ClassVar[str] = "Pets, VOC, COCO, YOLO or LabelMe -> sharded TFRecords"
 
-    data_dir: str | None = option("the Pets or VOC directory")
+    data_dir: str | None = option("the dataset's directory (YOLO: data.yaml or its "
+                                  "directory)")
     output_dir: str = option(required=True)
     num_shards: int = option(default=defaults.NUM_SHARDS)
     masks: bool = option("add instance masks (Pets: the whole pet each trimap outlines, "
-                         "boxed; COCO: segmentations)", default=False)
-    format: str = option("pets, voc, or coco (--annotations and --images)", default="pets",
-                         choices=DATA_FORMATS)
+                         "boxed; COCO: segmentations; YOLO, LabelMe: polygons)",
+                         default=False)
+    format: str = option(f"{', '.join(formats.NAMES)} (coco: with --annotations and "
+                         "--images)", default="pets", choices=formats.NAMES)
     annotations: str | None = option("COCO: the annotations JSON (split 70/30 unless "
                                      "--val_annotations)")
     val_annotations: str | None = option("COCO: the validation split's JSON")
@@ -181,6 +184,15 @@ class ConvertArgs(Args):
                              "when they are 1..1000)", default=False)
     label_map: str | None = option("label map .pbtxt (default: Pets' 37 breeds, VOC's 20 "
                                    "classes, or COCO's categories)")
+    sources: tuple[str, ...] = option(
+        "FORMAT:PATH (COCO: coco:FILE.json:IMAGES_DIR), repeatable: several datasets merged "
+        "into one (one label map by class name; an image twice, by its bytes, kept once); "
+        "instead of --format and its paths", default=(), flag="source")
+    classes: str | None = option("YAML of class changes: rename: {old: new} (several olds "
+                                 "to one new merge), drop: [names] or keep: [names]")
+    split: float | None = option("re-split: the train fraction (default: the dataset's own "
+                                 "split, else 0.7)")
+    seed: int | None = option("the re-split's seed (default 42)")
     processes: int | None = option("default: all cores")
     max_pixels: int = option(MAX_PIXELS_HELP, default=defaults.MAX_PIXELS)
     max_objects: int = option("skip annotations with more objects",

@@ -14,33 +14,59 @@ from __future__ import annotations
 import dataclasses
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from trainer import args as trainer_args
 from trainer import datasets, objects
+from trainer.data import formats
 from trainer.errors import SettingsError
 
 
 def passed_flags(convert: trainer_args.ConvertArgs) -> tuple[str, ...]:
     """The converter's flags a conversion job passes through (its output is the job's):
     checked here, before a job is built, as `staged_args` will read them. A path on this
-    machine cannot be read by the job and is refused."""
+    machine cannot be read by the job and is refused; so is a source that is not in the
+    bucket."""
     raw_url = "gs://{}/{}".format(*objects.split_url(str(convert.data_dir), "--data-dir"))
-    for field in dataclasses.fields(convert):
-        value = getattr(convert, field.name)
-        for item in value if isinstance(value, tuple) else (value,):
-            if field.name in ("data_dir", "output_dir") or not isinstance(item, str) or \
-                    field.metadata["choices"]:
-                continue
-            flag = trainer_args.shown(type(convert), field.name)
-            if item.startswith("gs://"):
-                _below(item, raw_url, flag)
-            elif Path(item).exists():
-                raise SettingsError(f"{flag} {item[:200]} is on this machine; a conversion "
-                                    f"job reads only below --data-dir {raw_url}: copy it there "
-                                    "and pass its gs:// path")
+
+    def check(item: str, flag: str) -> str:
+        if item.startswith("gs://"):
+            _below(item, raw_url, flag)
+        elif Path(item).exists() or flag == SOURCE_FLAG:
+            raise SettingsError(f"{flag} {item[:200]} is not in the bucket; a conversion "
+                                f"job reads only below --data-dir {raw_url}: copy it there "
+                                "and pass its gs:// path")
+        return item
+
+    _paths(convert, check)
     return tuple(arg for arg in convert.to_argv()[len(convert.COMMAND):]
                  if not arg.startswith("--output_dir="))
+
+
+SOURCE_FLAG = trainer_args.shown(trainer_args.ConvertArgs, "sources")
+
+
+def _paths(convert: trainer_args.ConvertArgs, change: Callable[[str, str], str]
+           ) -> dict[str, object]:
+    """Every path among the converter's values (each `--source`'s own paths too) passed
+    through `change(path, flag)`: the changed values by field name."""
+    changed: dict[str, object] = {}
+    for field in dataclasses.fields(convert):
+        value, flag = getattr(convert, field.name), trainer_args.shown(type(convert),
+                                                                       field.name)
+        if field.name in ("data_dir", "output_dir") or field.metadata["choices"]:
+            continue
+        if field.name == "sources":
+            changed[field.name] = tuple(_source(text, flag, change) for text in value)
+        elif isinstance(value, str):
+            changed[field.name] = change(value, flag)
+    return changed
+
+
+def _source(text: str, flag: str, change: Callable[[str, str], str]) -> str:
+    name, paths = formats.source_parts(text)
+    return ":".join((name, *(change(path, flag) for path in paths)))
 
 
 def _below(value: str, raw_url: str, flag: str) -> str:
@@ -58,19 +84,17 @@ def staged_args(convert: trainer_args.ConvertArgs, raw_url: str, raw_dir: Path,
                 output_dir: Path) -> trainer_args.ConvertArgs:
     """`convert` reading the staged copy and writing to `output_dir`: every gs:// value
     below `raw_url` becomes its local path; one elsewhere is refused."""
-    def local(value: object, flag: str) -> object:
-        if not isinstance(value, str) or not value.startswith("gs://"):
+    def local(value: str, flag: str) -> str:
+        if not value.startswith("gs://"):
             return value
         relative = _below(value, raw_url, flag)
         return str(raw_dir / relative) if relative else str(raw_dir)
 
-    changes = {}
-    for field in dataclasses.fields(convert):
-        value, flag = getattr(convert, field.name), trainer_args.shown(type(convert),
-                                                                       field.name)
-        changes[field.name] = tuple(local(v, flag) for v in value) \
-            if isinstance(value, tuple) else local(value, flag)
-    return dataclasses.replace(convert, **{**changes, "output_dir": str(output_dir)})
+    # sources name their own paths below the raw prefix, which is then no dataset itself
+    data_dir = local(convert.data_dir, "--data-dir") if convert.data_dir and \
+        not convert.sources else None
+    return dataclasses.replace(convert, **_paths(convert, local), data_dir=data_dir,
+                               output_dir=str(output_dir))
 
 
 def convert_in_bucket(job: trainer_args.BucketConvertArgs, client=None) -> int:

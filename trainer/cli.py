@@ -11,6 +11,7 @@ import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from trainer import args as trainer_args
 from trainer import errors, pretrained
@@ -95,11 +96,17 @@ def run_sample(args: trainer_args.SampleArgs) -> int:
 
     root = write_sample(args.output_dir, args.num_images, args.seed, args.bad_inputs)
     print(f"wrote a synthetic Pets dataset to {root}")
-    if args.format == "coco":
-        from trainer.data.sample import write_coco_sample
+    if args.format == "pets":
+        return 0
+    from trainer.data.sample import coco_as_labelme, coco_as_yolo, pets_as_coco, write_coco_sample
 
+    if args.format == "coco":
         print(f"and its trainval examples as COCO: {write_coco_sample(root, args.bad_inputs)} "
               f"(images: {root / 'images'})")
+    else:
+        write = {"yolo": coco_as_yolo, "labelme": coco_as_labelme}[args.format]
+        print(f"and its trainval examples as {args.format}: "
+              f"{write(pets_as_coco(root), root / 'images', root / args.format)}")
     return 0
 
 
@@ -112,26 +119,34 @@ def run_download(args: trainer_args.DownloadArgs) -> int:
 
 
 def run_convert(args: trainer_args.ConvertArgs) -> int:
-    from trainer.data.convert import Limits, convert_coco, convert_directory
+    from trainer.data import formats
+    from trainer.data.changes import ClassChanges
+    from trainer.data.convert import Limits, convert_sources
     from trainer.data.label_map import read_label_map
+    from trainer.data.planning import SPLIT_SEED, TRAIN_FRACTION, Split
 
-    label_map = read_label_map(args.label_map) if args.label_map else None
-    options = {"label_map": label_map, "num_shards": args.num_shards, "masks": args.masks,
-               "processes": args.processes, "limits": Limits(args.max_pixels,
-                                                             args.max_objects)}
-    if args.format == "coco":
-        if not args.annotations or not args.images:
-            raise errors.SettingsError("--format coco needs --annotations FILE.json and "
-                                       "--images DIR")
-        convert_coco(args.annotations, args.images, args.output_dir, args.val_annotations,
-                     dense_ids=args.dense_ids, **options)
-        return 0
-    if not args.data_dir:
-        raise errors.SettingsError(f"--format {args.format} needs --data-dir")
-    if args.annotations or args.images or args.val_annotations or args.dense_ids:
+    coco_only = args.annotations or args.images or args.val_annotations
+    if args.sources and (args.data_dir or coco_only or args.format != "pets"):
+        raise errors.SettingsError("--source names every dataset with its format: drop "
+                                   "--format, --data-dir, --annotations, --val-annotations "
+                                   "and --images")
+    if args.format != "coco" and not args.sources and (coco_only or args.dense_ids):
         raise errors.SettingsError("--annotations, --val-annotations, --images and "
                                    "--dense-ids are for --format coco")
-    convert_directory(args.data_dir, args.output_dir, args.format, **options)
+    if args.split is not None and not 0 < args.split < 1:
+        raise errors.SettingsError(f"--split is the train fraction, between 0 and 1 "
+                                   f"(0.8: 80% train), got {args.split:g}")
+    inputs = [formats.Input.parse(text) for text in args.sources] or [formats.Input(
+        args.format, *(Path(p) if p else None for p in (
+            args.data_dir, args.annotations, args.val_annotations, args.images)))]
+    split = Split(TRAIN_FRACTION if args.split is None else args.split,
+                  SPLIT_SEED if args.seed is None else args.seed,
+                  given=args.split is not None or args.seed is not None)
+    changes = ClassChanges.read(args.classes) if args.classes else None
+    label_map = read_label_map(args.label_map) if args.label_map else None
+    convert_sources(inputs, args.output_dir, formats.Options(args.masks, args.dense_ids, split),
+                    label_map, changes, num_shards=args.num_shards, processes=args.processes,
+                    limits=Limits(args.max_pixels, args.max_objects))
     return 0
 
 

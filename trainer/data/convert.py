@@ -1,4 +1,5 @@
-"""Pets (or PASCAL VOC) directories -> sharded TFRecords, a label map and a conversion report.
+"""Datasets of any registered format (`trainer.data.formats`) -> sharded TFRecords, a label
+map and a conversion report: the converter's core, the same for every format.
 
 Conversion never crashes on one bad example and never drops one silently: each example is
 written, repaired and written, or skipped, and every repair and skip is counted by reason in
@@ -21,12 +22,11 @@ import functools
 import json
 import multiprocessing
 import os
-import random
 import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -36,23 +36,17 @@ from PIL import Image
 
 from trainer import files
 from trainer.args import ConvertArgs, shown
-from trainer.data import checks, coco, defaults, pets, tf_example
+from trainer.data import changes, checks, coco, defaults, formats, pets, tf_example
 from trainer.data.images import ImageError, check_image
-from trainer.data.label_map import pets_label_map, write_label_map, written_names
+from trainer.data.label_map import safe_name, write_label_map, written_names
+from trainer.data.planning import Plan, Source, Split, resplit
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.tf_example import Box, detection_example
 from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
 from trainer.errors import ConversionError, SettingsError
 
-SPLIT_SEED = 42  # the Object Detection API's create_pet_tf_record seed
-TRAIN_FRACTION = 0.7
 MAX_XML_BYTES = 16 << 20  # a VOC annotation is a few KB; lxml bounds the rest of a parse
 MAX_DETAIL = 300  # characters of an exception's text kept in the report
-VOC_CLASSES = (
-    "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
-    "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
-    "train", "tvmonitor",
-)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,10 +77,18 @@ class Classes:
 
     ids: Mapping[str, int]
     names: Mapping[str, str]
+    # --classes: a data class -> the label map's class it is written as, and those dropped
+    aliases: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    dropped: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, label_map: Mapping[str, int]) -> Classes:
-        return cls(dict(label_map), written_names(label_map))
+    def of(cls, label_map: Mapping[str, int], aliases: Mapping[str, str] | None = None,
+           dropped: frozenset[str] = frozenset()) -> Classes:
+        return cls(dict(label_map), written_names(label_map), dict(aliases or {}), dropped)
+
+    def known(self, name: str) -> bool:
+        """Whether the data's class is written (perhaps renamed) or dropped on purpose."""
+        return name in self.dropped or self.aliases.get(name, name) in self.ids
 
     def written(self) -> dict[str, int]:
         """The label map as written: name -> id, in id order."""
@@ -102,35 +104,12 @@ class Classes:
 
 
 @dataclasses.dataclass(frozen=True)
-class Source:
-    """One example to convert: where its files are and how it is identified."""
-
-    name: str
-    image_path: Path
-    xml_path: Path | None  # None: the annotation came with the plan (COCO)
-    source_id: int  # decimal integer: Model Garden and COCO evaluation cast it to int64
-    root: Path  # the data directory, resolved: every file read must stay inside it
-    class_name: str | None = None  # Pets: the breed from the file name; VOC: each <name>
-    trimap_path: Path | None = None
-    annotation: VocAnnotation | None = None  # COCO: the image's objects, read with the JSON
-    masks: bool = False  # COCO: instance masks from each object's segmentation
-
-
-@dataclasses.dataclass(frozen=True)
 class Outcome:
     name: str
     serialized: bytes | None
     problems: tuple[Problem, ...] = ()
     classes: tuple[str, ...] = ()  # the written boxes' classes
-
-
-@dataclasses.dataclass(frozen=True)
-class Plan:
-    """The examples of each split, and what planning had to fix in the split lists."""
-
-    splits: dict[str, list[Source]]
-    problems: ProblemLog = dataclasses.field(default_factory=ProblemLog)  # (split, name)
-    masks: bool = False  # every example written gets instance masks (`--masks`)
+    before: tuple[str, ...] = ()  # with --classes: their classes as the data names them
 
 
 def record_pattern(output_dir: str | Path, split: str) -> str:
@@ -142,222 +121,21 @@ def shard_path(output_dir: Path, split: str, index: int, num_shards: int) -> Pat
     return output_dir / files.shard_name(split, index, num_shards)
 
 
-# ---------------------------------------------------------------------------- planning
-
-
-def split_names(names: Sequence[str]) -> dict[str, list[str]]:
-    """The Object Detection API's Pets split: seeded shuffle, first 70% train, the rest val."""
-    shuffled = list(names)
-    random.Random(SPLIT_SEED).shuffle(shuffled)
-    num_train = int(TRAIN_FRACTION * len(shuffled))
-    return {"train": shuffled[:num_train], "val": shuffled[num_train:]}
-
-
-def _source_ids(names: Iterable[str]) -> dict[str, int]:
-    return {name: index for index, name in enumerate(sorted(set(names)), start=1)}
-
-
-def _invalid_name(name: str) -> bool:
-    """A name is one file name: no separators (no traversal, no aliases), no NUL."""
-    return any(c in name for c in "/\\\0") or name in (".", "..")
-
-
-def _identity(path: Path) -> Path:
-    """The file a path names, through symlinks; a symlink loop is its own identity (and is
-    named when the example is converted)."""
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):
-        return path
-
-
-def _invalid_path(name: str) -> bool:
-    """A relative path below the images directory (COCO's file_name may have folders): no
-    leading '/', no '..', '.' or empty segment, no backslash, no NUL."""
-    return name.startswith("/") or any(c in name for c in "\\\0") or \
-        any(part in ("", ".", "..") for part in name.split("/"))
-
-
-def _deduplicate(lists: Mapping[str, Sequence[str]], image_of: Callable[[str], Path],
-                 listed_in: str, invalid: Callable[[str], bool] = _invalid_name
-                 ) -> tuple[dict[str, list[str]], ProblemLog]:
-    """Each image once, in the first list that names it (directly, or through a symlink to
-    it): a name listed twice is converted once, and no image is in two splits."""
-    first: dict[Path, tuple[str, str]] = {}
-    kept: dict[str, list[str]] = {split: [] for split in lists}
-    problems = ProblemLog()
-    for split, names in lists.items():
-        for name in names:
-            if invalid(name):
-                problems.add((split, name), Problem(
-                    "invalid_name", "skipped", f"{listed_in}: {name!r} is not a plain "
-                                               "relative file name (it has '..', a leading "
-                                               "'/', '\\' or NUL)"))
-                continue
-            image = _identity(image_of(name))
-            if image in first:
-                where, other = first[image]
-                same = f"{name!r}" if other == name else f"{name!r} (the image of {other!r})"
-                reason = "duplicate_name" if where == split else "in_train_and_val"
-                problems.add((split, name), Problem(
-                    reason, "repaired", f"{listed_in}: {same} is listed again in {split}; "
-                                        f"kept once, in {where}"))
-                continue
-            first[image] = (split, name)
-            kept[split].append(name)
-    return kept, problems
-
-
-def pets_sources(data_dir: Path, masks: bool = False) -> Plan:
-    """Plans a Pets conversion from `annotations/trainval.txt`."""
-    trainval = data_dir / pets.TRAINVAL_LIST
-    if not trainval.is_file():
-        raise ConversionError(
-            f"{trainval} not found: --data-dir must hold the Oxford-IIIT Pets layout "
-            "(images/, annotations/trainval.txt, annotations/xmls/); run `invoke data.download` "
-            "or `invoke data.sample` first"
-        )
-    unique, problems = _deduplicate({"trainval": pets.read_example_list(trainval)},
-                                    lambda name: pets.image_path(data_dir, name),
-                                    pets.TRAINVAL_LIST)
-    names = unique["trainval"]
-    ids, root = _source_ids(names), data_dir.resolve()
-    return Plan({
-        split: [
-            Source(
-                name=name,
-                image_path=pets.image_path(data_dir, name),
-                xml_path=pets.xml_path(data_dir, name),
-                source_id=ids[name],
-                root=root,
-                class_name=pets.breed_of(name) or name,
-                trimap_path=pets.trimap_path(data_dir, name) if masks else None,
-            )
-            for name in split_list
-        ]
-        for split, split_list in split_names(names).items()
-    }, problems, masks)
-
-
-def voc_sources(voc_dir: Path) -> Plan:
-    """Plans a PASCAL VOC conversion: ImageSets/Main/{train,val}.txt, else a 70/30 split."""
-    annotations = voc_dir / "Annotations"
-    if not annotations.is_dir():
-        raise ConversionError(
-            f"{annotations} not found: a VOC directory holds Annotations/ and JPEGImages/ "
-            "(e.g. VOCdevkit/VOC2012)"
-        )
-    image_sets = voc_dir / "ImageSets" / "Main"
-    if (image_sets / "train.txt").is_file() and (image_sets / "val.txt").is_file():
-        listed = {s: pets.read_example_list(image_sets / f"{s}.txt") for s in ("train", "val")}
-        where = "ImageSets/Main"
-    else:
-        listed = split_names(sorted(p.stem for p in annotations.glob("*.xml")))
-        where = "Annotations"
-    splits, problems = _deduplicate(listed, lambda name: voc_dir / "JPEGImages" / f"{name}.jpg",
-                                    where)
-    ids = _source_ids(name for names in splits.values() for name in names)
-    root = voc_dir.resolve()
-    return Plan({
-        split: [
-            Source(name, voc_dir / "JPEGImages" / f"{name}.jpg", annotations / f"{name}.xml",
-                   ids[name], root)
-            for name in names
-        ]
-        for split, names in splits.items()
-    }, problems)
-
-
-def _coco_image_path(images_dir: Path, name: str) -> tuple[Path, Problem | None]:
-    """Where a COCO file_name's image is: below --images as named, else (a tool's absolute,
-    Windows or export-relative path) the file of that base name in --images."""
-    if not _invalid_path(name) and (images_dir / name).exists():
-        return images_dir / name, None
-    base = re.split(r"[\\/]", name)[-1]
-    if base != name and not _invalid_name(base) and (images_dir / base).is_file():
-        return images_dir / base, Problem("file_name_base_name", "repaired",
-                                          f"{name[:200]!r} read as {base!r} in --images")
-    return images_dir / name, None
-
-
-def coco_sources(annotations: Path, images_dir: Path, val_annotations: Path | None = None,
-                 masks: bool = False, dense_ids: bool = False
-                 ) -> tuple[Plan, dict[str, int]]:
-    """Plans a COCO conversion and makes its label map: one file split 70/30 as Pets is
-    (seeded), or a train file and a val file."""
-    if not images_dir.is_dir():
-        raise ConversionError(f"--images {images_dir} is not a directory: it holds the images "
-                              "the annotations' file_name values name")
-    try:
-        files = {split: coco.parse_coco(coco.read_json(path)) for split, path in
-                 (("train", annotations), ("val", val_annotations)) if path is not None}
-    except coco.CocoError as error:
-        raise ConversionError(str(error)) from None
-    if "val" in files and files["val"].categories != files["train"].categories:
-        raise ConversionError(f"{annotations} and {val_annotations} have different categories "
-                              "(ids and names must match): export both splits from one project")
-    label_map, changes = coco.label_map_of(files["train"].names, dense_ids)
-    problems = ProblemLog.of((("train", "categories"), Problem(reason, "repaired", detail))
-                             for reason, detail in [*files["train"].renamed, *changes])
-    images: dict[str, coco.CocoImage] = {}
-    lists: dict[str, list[str]] = {}
-    for split, parsed in files.items():
-        where = (annotations if split == "train" else val_annotations).name
-
-        def in_file(entry: str, problem: Problem, split=split, where=where):
-            return (split, entry), dataclasses.replace(problem, detail=f"{where}: "
-                                                                      f"{problem.detail}")
-
-        problems.extend([parsed.problems], relabel=in_file)
-        lists[split] = []
-        for image in parsed.images:
-            if image.file_name in images and images[image.file_name].image_id != image.image_id:
-                problems.add((split, image.file_name), Problem(
-                    "duplicate_name", "repaired", f"{where}: {image.file_name!r} is image "
-                    f"{images[image.file_name].image_id} and {image.image_id}; kept once"))
-                continue
-            images.setdefault(image.file_name, image)
-            lists[split].append(image.file_name)
-    if "val" not in files:
-        lists = split_names(lists["train"])
-    located = {name: _coco_image_path(images_dir, name) for name in images}  # one look each
-    # a path that leaves --images is refused, unless its base name is a file in --images
-    splits, duplicates = _deduplicate(
-        lists, lambda name: located[name][0], "annotations",
-        invalid=lambda name: _invalid_path(name) and located[name][1] is None)
-    problems.extend([duplicates])
-    # tools number each exported subset from 1: an id the other file has is renumbered
-    used = {images[name].image_id for names in splits.values() for name in names}
-    taken: set[int] = set()
-    spare = max(used, default=0) + 1
-    root, planned = images_dir.resolve(), {}
-    for split, names in splits.items():
-        planned[split] = []
-        for name in names:
-            image_id = images[name].image_id
-            if image_id in taken:
-                problems.add((split, name), Problem(
-                    "image_id_renumbered", "repaired", f"image id {image_id} is another "
-                    f"file's image too; {name!r} is image {spare} in the records"))
-                image_id, spare = spare, spare + 1
-            taken.add(image_id)
-            path, problem = located[name]
-            if problem:
-                problems.add((split, name), problem)
-            planned[split].append(Source(name, path, None, image_id, root,
-                                         annotation=images[name].annotation, masks=masks))
-    return Plan(planned, problems, masks), label_map
-
-
 # ---------------------------------------------------------------------- one example
 
 
-def _boxes(annotation: VocAnnotation, source: Source, classes: Classes,
-           width: int, height: int) -> tuple[list[tuple[int, Box]], list[Problem]]:
+def _boxes(annotation: VocAnnotation, source: Source, classes: Classes, width: int,
+           height: int) -> tuple[list[tuple[int, Box]], list[Problem], list[str]]:
     """Normalised, clipped boxes in the annotation's pixel frame (each with its object's
-    index), and what had to be fixed. Coordinates are finite (the parsers drop the others)
-    and the frame is positive, so every box is finite and inside [0, 1]."""
+    index), what had to be fixed, and the data's class of each usable box (those --classes
+    drops too). Coordinates are finite (the parsers drop the others) and the frame is
+    positive, so every box is finite and inside [0, 1]."""
     problems = [Problem(reason, "repaired", detail) for reason, detail in annotation.repairs]
+    if annotation.declared_size not in (None, (width, height)):
+        problems.append(Problem(
+            "size_mismatch", "repaired", f"the annotation says {annotation.declared_size[0]}x"
+                                         f"{annotation.declared_size[1]}, the image is "
+                                         f"{width}x{height}; the image's size is used"))
     frame_w, frame_h = annotation.width or width, annotation.height or height
     if annotation.width not in (None, width) or annotation.height not in (None, height):
         problems.append(Problem(
@@ -365,10 +143,10 @@ def _boxes(annotation: VocAnnotation, source: Source, classes: Classes,
             f"XML says {annotation.width}x{annotation.height}, image is {width}x{height}; "
             "boxes normalised by the XML size",
         ))
-    boxes = []
+    boxes, before = [], []
     for index, obj in enumerate(annotation.objects):
         class_name = source.class_name or obj.name
-        if class_name not in classes.ids:
+        if not classes.known(class_name):
             problems.append(Problem("unknown_class", "repaired",
                                     f"object {index}: class {class_name[:100]!r} not in the "
                                     "label map; object dropped"))
@@ -388,13 +166,17 @@ def _boxes(annotation: VocAnnotation, source: Source, classes: Classes,
             problems.append(Problem("degenerate_box", "repaired",
                                     f"object {index}: box has no area inside the image; dropped"))
             continue
+        before.append(class_name)
+        if class_name in classes.dropped:
+            continue
+        written = classes.aliases.get(class_name, class_name)
         boxes.append((index, Box(
             xmin=xmin / frame_w, ymin=ymin / frame_h, xmax=xmax / frame_w, ymax=ymax / frame_h,
-            class_text=classes.names[class_name], class_label=classes.ids[class_name],
+            class_text=classes.names[written], class_label=classes.ids[written],
             difficult=obj.difficult, truncated=obj.truncated, view=obj.pose,
             is_crowd=obj.is_crowd,
         )))
-    return boxes, problems
+    return boxes, problems, before
 
 
 def _pet_mask(trimap_path: Path, width: int, height: int
@@ -484,7 +266,7 @@ def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
 
     if (outside := _outside(source)) is not None:
         return skipped("path_outside_data_dir", f"{outside} resolves outside {source.root}")
-    if source.class_name is not None and source.class_name not in classes.ids:
+    if source.class_name is not None and not classes.known(source.class_name):
         return skipped("unknown_class", f"class {source.class_name!r} is not in the label map")
     xml_size = 0
     if source.annotation is None and (xml_size := _file_size(source.xml_path)) is None:
@@ -493,7 +275,7 @@ def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
         return skipped("missing_image", f"{source.image_path} not found")
     if xml_size > MAX_XML_BYTES:
         return skipped("xml_too_large", f"{source.xml_path} is {xml_size:,} bytes")
-    if image_size > limits.max_file_bytes():
+    if image_size > limits.max_file_bytes() * (2 if source.embedded else 1):  # base64: 4/3
         return skipped("image_too_large", f"{source.image_path} is {image_size:,} bytes, more "
                                           f"than an image of {limits.max_pixels:,} pixels needs")
     annotation = source.annotation
@@ -506,13 +288,23 @@ def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
         except AnnotationError as error:
             return skipped(error.reason, f"{source.xml_path}: {error}")
     try:
-        image = check_image(source.image_path.read_bytes(), limits.max_pixels)
+        data = source.image_path.read_bytes()
+        image = check_image(source.embedded(data) if source.embedded else data,
+                            limits.max_pixels)
     except ImageError as error:
         return skipped(error.reason, f"{source.image_path}: {error}")
-    filename, problems = _record_filename(source.image_path.name)
+    if annotation.normalised:
+        annotation = annotation.in_pixels(image.width, image.height)
+    filename, problems = _record_filename(source.record_name or source.image_path.name)
     problems += [Problem(repair, "repaired", str(source.image_path)) for repair in image.repairs]
-    kept, box_problems = _boxes(annotation, source, classes, image.width, image.height)
+    kept, box_problems, before = _boxes(annotation, source, classes, image.width, image.height)
     problems += box_problems
+    # with --classes, the report counts objects before the changes too (dropped ones too)
+    before = tuple(safe_name(name) for name in before) if classes.aliases or \
+        classes.dropped else ()
+    if not kept and before:
+        return dataclasses.replace(skipped("classes_dropped", "--classes drops every "
+                                           "object's class", *problems), before=before)
     if not kept:
         return skipped("no_valid_objects", "no usable box left", *problems)
     boxes = [box for _, box in kept]
@@ -543,7 +335,7 @@ def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
                                 source.source_id, boxes, masks)
     # deterministic: map fields (the features) in key order, not in hash order
     return Outcome(source.name, example.SerializeToString(deterministic=True), tuple(problems),
-                   tuple(box.class_text for box in boxes))
+                   tuple(box.class_text for box in boxes), before)
 
 
 # -------------------------------------------------------------------------- running
@@ -560,6 +352,27 @@ class Shard:
 
 
 @dataclasses.dataclass
+class ClassCounts:
+    """The images and objects of each class."""
+
+    images: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    objects: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+
+    def add(self, classes: Sequence[str]) -> None:
+        """One example's objects, by class."""
+        self.objects.update(classes)
+        self.images.update(set(classes))
+
+    @staticmethod
+    def table(counts: Sequence[ClassCounts]) -> dict[str, dict[str, int]]:
+        """Several counts summed, as the report holds them: class -> images, objects."""
+        images = sum((c.images for c in counts), collections.Counter())
+        objects = sum((c.objects for c in counts), collections.Counter())
+        return {name: {"images": images[name], "objects": objects[name]}
+                for name in sorted(objects)}
+
+
+@dataclasses.dataclass
 class Written:
     """What a shard writer reports, as small however many examples it converted: how many
     it wrote, their problems (where: position in the split, example name) and the images
@@ -567,8 +380,8 @@ class Written:
 
     examples: int = 0
     problems: ProblemLog = dataclasses.field(default_factory=ProblemLog)
-    images: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
-    objects: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    classes: ClassCounts = dataclasses.field(default_factory=ClassCounts)
+    before: ClassCounts = dataclasses.field(default_factory=ClassCounts)  # with --classes
 
 
 def _shards(plan: Plan, staging: Path, num_shards: int) -> list[Shard]:
@@ -604,8 +417,8 @@ def _write_shard(shard: Shard, classes: Classes, limits: Limits,
                 done.examples += 1
             for problem in outcome.problems:
                 done.problems.add((position, outcome.name), problem)
-            done.objects.update(outcome.classes)
-            done.images.update(set(outcome.classes))
+            done.classes.add(outcome.classes)
+            done.before.add(outcome.before)
             on_example()
     return done
 
@@ -725,7 +538,7 @@ def _write_splits(plan: Plan, classes: Classes, staging: Path, num_shards: int,
                   ) -> tuple[dict[str, int], ProblemLog, dict]:
     """Each split's shards into `staging`; returns the examples written per split, the
     problems (planning's first, then each split's in input order; where: (split, example))
-    and each split's images and objects per class."""
+    and each split's images and objects per class, written and (with --classes) before."""
     from tqdm import tqdm
 
     shards = _shards(plan, staging, num_shards)
@@ -740,24 +553,25 @@ def _write_splits(plan: Plan, classes: Classes, staging: Path, num_shards: int,
         written[split] = sum(r.examples for r in done)
         problems.extend([r.problems for r in done], order=lambda where: where[0],
                         relabel=lambda where, problem, split=split: ((split, where[1]), problem))
-        objects = sum((r.objects for r in done), collections.Counter())
-        images = sum((r.images for r in done), collections.Counter())
-        counts[split] = {name: {"images": images[name], "objects": objects[name]}
-                         for name in sorted(objects)}
+        counts.setdefault("classes", {})[split] = ClassCounts.table([r.classes for r in done])
+        counts.setdefault("classes_before", {})[split] = ClassCounts.table(
+            [r.before for r in done])
     return written, problems, counts
 
 
 def convert(
     plan: Plan,
-    label_map: Mapping[str, int],
+    label_map: Mapping[str, int] | Classes,
     output_dir: str | Path,
     num_shards: int = defaults.NUM_SHARDS,
     processes: int | None = None,
     progress: bool = True,
     limits: Limits = Limits(),
+    reasons: Mapping[str, str] | None = None,
 ) -> dict:
     """Writes each split's shards, the label map and the report, swapping them in for the
-    previous output only when all is written; returns the report."""
+    previous output only when all is written; returns the report. `reasons` explains the
+    report keys the formats add (those that occur are in the report's `reasons`)."""
     if num_shards < 1:
         raise ConversionError(f"--num-shards must be at least 1, got {num_shards}")
     output_dir = Path(output_dir).resolve()
@@ -767,7 +581,7 @@ def convert(
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.partial-{os.getpid()}-",
                                     dir=output_dir.parent))
     try:
-        classes = Classes.of(label_map)
+        classes = label_map if isinstance(label_map, Classes) else Classes.of(label_map)
         written, problems, counts = _write_splits(
             plan, classes, staging, num_shards, processes or os.cpu_count() or 1, limits,
             progress)
@@ -777,8 +591,15 @@ def convert(
         report_path = output_dir / files.CONVERSION_REPORT_FILE if total else \
             output_dir.with_name(f"{output_dir.name}.{files.CONVERSION_REPORT_FILE}")
         report = _report(written, problems, output_dir, num_shards, limits, report_path)
-        report.update({"classes": counts, "label_map_ids": classes.written(),
+        report.update({"classes": counts["classes"], "label_map_ids": classes.written(),
                        checks.MASKS_ENTRY: plan.masks})
+        if found := {key: reasons[key] for key in [*report["skipped"], *report["repaired"]]
+                     if key in (reasons or {})}:
+            report["reasons"] = dict(sorted(found.items()))
+        if classes.aliases or classes.dropped:  # --classes
+            report.update({"classes_before": counts["classes_before"], "class_changes": {
+                "renamed": dict(sorted(classes.aliases.items())),
+                "dropped": sorted(classes.dropped)}})
         (staging / files.CONVERSION_REPORT_FILE if total else report_path).write_text(
             json.dumps(report, indent=2) + "\n")
         print(_summarise(report))
@@ -809,28 +630,55 @@ def _report(written: Mapping[str, int], problems: ProblemLog, output_dir: Path,
     }
 
 
+def plan_sources(inputs: Sequence[formats.Input], options: formats.Options
+                 ) -> tuple[Plan, dict[str, int]]:
+    """Each source planned by its format; several merged into one (`changes.merge`)."""
+    planned = [(given, formats.get(given.format).plan(given, options)) for given in inputs]
+    if len(planned) == 1:
+        return planned[0][1].plan, planned[0][1].label_map
+    return changes.merge(planned)
+
+
+def convert_sources(inputs: Sequence[formats.Input], output_dir: str | Path,
+                    options: formats.Options | None = None,
+                    label_map: Mapping[str, int] | None = None,
+                    class_changes: changes.ClassChanges | None = None, **convert_options) -> dict:
+    """`data convert`: plans every source, applies the class and split changes, converts.
+    The label map is the data's (merged by name), `label_map` instead when given."""
+    if label_map and class_changes:
+        raise SettingsError(f"{class_changes.where} and --label-map: give one (--classes "
+                            "makes the label map from the data's)")
+    options = options or formats.Options()
+    plan, found = plan_sources(inputs, options)
+    if len(inputs) > 1 and options.split.given:
+        plan = resplit(plan, options.split)
+    classes = Classes.of(label_map or found)
+    if class_changes:
+        classes = Classes.of(*class_changes.apply(found))
+    reasons = {key: text for given in inputs
+               for key, text in formats.get(given.format).REASONS.items()}
+    return convert(plan, classes, output_dir, reasons={**reasons, **changes.REASONS},
+                   **convert_options)
+
+
 def convert_coco(annotations: str | Path, images_dir: str | Path, output_dir: str | Path,
                  val_annotations: str | Path | None = None, masks: bool = False,
                  dense_ids: bool = False, label_map: Mapping[str, int] | None = None,
-                 **options) -> dict:
+                 split: Split | None = None, **options) -> dict:
     """`data convert --format coco`: the label map from the categories unless given."""
-    plan, categories = coco_sources(Path(annotations), Path(images_dir),
-                                    Path(val_annotations) if val_annotations else None, masks,
-                                    dense_ids)
-    return convert(plan, label_map or categories, output_dir, **options)
+    return convert_sources([formats.Input("coco", annotations=Path(annotations),
+                                          images=Path(images_dir),
+                                          val_annotations=Path(val_annotations)
+                                          if val_annotations else None)],
+                           output_dir, formats.Options(masks, dense_ids, split or Split()),
+                           label_map, **options)
 
 
 def convert_directory(data_dir: str | Path, output_dir: str | Path, format: str = "pets",
                       masks: bool = False, label_map: Mapping[str, int] | None = None,
-                      **options) -> dict:
-    """`data convert`: plans from the directory layout (Pets or VOC), then converts."""
-    data_dir = Path(data_dir)
-    if format not in ("pets", "voc"):
+                      split: Split | None = None, **options) -> dict:
+    """`data convert` of a format read from one directory (all but COCO)."""
+    if format == "coco":
         raise ConversionError(f"a {format!r} dataset is not a directory layout")
-    if format == "voc":
-        if masks:
-            raise ConversionError("--masks needs Pets trimaps; VOC mode writes boxes only")
-        return convert(voc_sources(data_dir), label_map or
-                       {n: i for i, n in enumerate(VOC_CLASSES, 1)}, output_dir, **options)
-    return convert(pets_sources(data_dir, masks), label_map or pets_label_map(), output_dir,
-                   **options)
+    return convert_sources([formats.Input(format, Path(data_dir))], output_dir,
+                           formats.Options(masks, split=split or Split()), label_map, **options)

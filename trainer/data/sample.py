@@ -261,8 +261,11 @@ def pets_as_coco(root: Path) -> dict:
 
     names = list(dict.fromkeys(pets.read_example_list(root / pets.TRAINVAL_LIST)))
     ids = {name: index for index, name in enumerate(sorted(set(names)), start=1)}
+    label_map = pets_label_map()
     images = []
     for name in names:
+        if (pets.breed_of(name) or name) not in label_map:  # Pets skips it: unknown_class
+            continue
         try:
             annotation = parse_voc(pets.xml_path(root, name).read_bytes())
             with Image.open(pets.image_path(root, name)) as image:
@@ -278,7 +281,7 @@ def pets_as_coco(root: Path) -> dict:
         images.append({"id": ids[name], "file_name": f"{name}.jpg", "width": width,
                        "height": height, "objects": objects})
     used = {breed for image in images for breed, _, _ in image["objects"]}
-    return coco.sample_coco(images, {n: i for n, i in pets_label_map().items() if n in used})
+    return coco.sample_coco(images, {n: i for n, i in label_map.items() if n in used})
 
 
 def coco_defects(data: dict) -> dict:
@@ -307,3 +310,57 @@ def write_coco_sample(root: Path, bad_inputs: bool = False) -> Path:
     path = root / SAMPLE_COCO_FILE
     path.write_text(json.dumps(coco_defects(data) if bad_inputs else data))
     return path
+
+
+def coco_as_yolo(data: dict, images_dir: Path, out: Path) -> Path:
+    """A COCO file's images and boxes in Ultralytics' layout (data.yaml with names as the
+    mapping {id: name}, ids the COCO ids less one; images/ and labels/ by split, seeded
+    70/30; labels with 6 decimals, as Ultralytics' converters write them)."""
+    import shutil
+
+    from trainer.data.planning import split_names
+
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    names = {c["id"] - 1: c["name"] for c in data["categories"]}
+    objects: dict[int, list[str]] = {image["id"]: [] for image in data["images"]}
+    sizes = {image["id"]: (image["width"], image["height"]) for image in data["images"]}
+    for entry in data["annotations"]:
+        (x, y, w, h), (width, height) = entry["bbox"], sizes[entry["image_id"]]
+        objects[entry["image_id"]].append(
+            f"{entry['category_id'] - 1} {(x + w / 2) / width:.6f} {(y + h / 2) / height:.6f} "
+            f"{w / width:.6f} {h / height:.6f}")
+    for split, images in split_names(data["images"]).items():
+        for kind in ("images", "labels"):
+            (out / kind / split).mkdir(parents=True, exist_ok=True)
+        for image in images:
+            shutil.copy(images_dir / image["file_name"], out / "images" / split)
+            (out / "labels" / split / Path(image["file_name"]).with_suffix(".txt").name
+             ).write_text("".join(line + "\n" for line in objects[image["id"]]))
+    (out / "data.yaml").write_text(
+        "# synthetic pets (trainer/data/sample.py), in Ultralytics' layout\n"
+        "path: .\ntrain: images/train\nval: images/val\n"
+        f"nc: {len(names)}\nnames:\n" + "".join(f"  {i}: {n}\n" for i, n in sorted(
+            names.items())))
+    return out / "data.yaml"
+
+
+def coco_as_labelme(data: dict, images_dir: Path, out: Path) -> Path:
+    """A COCO file's images and boxes as LabelMe writes them: a JSON beside each image, a
+    rectangle a box (its two corners), imagePath the image's name, imageData null."""
+    import shutil
+
+    out.mkdir(parents=True, exist_ok=True)
+    names = {c["id"]: c["name"] for c in data["categories"]}
+    shapes: dict[int, list[dict]] = {image["id"]: [] for image in data["images"]}
+    for entry in data["annotations"]:
+        x, y, w, h = entry["bbox"]
+        shapes[entry["image_id"]].append({
+            "label": names[entry["category_id"]], "points": [[x, y], [x + w, y + h]],
+            "group_id": None, "description": "", "shape_type": "rectangle", "flags": {}})
+    for image in data["images"]:
+        shutil.copy(images_dir / image["file_name"], out)
+        (out / Path(image["file_name"]).with_suffix(".json").name).write_text(json.dumps({
+            "version": "5.5.0", "flags": {}, "shapes": shapes[image["id"]],
+            "imagePath": Path(image["file_name"]).name, "imageData": None,
+            "imageHeight": image["height"], "imageWidth": image["width"]}, indent=2))
+    return out

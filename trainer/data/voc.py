@@ -42,6 +42,23 @@ class VocAnnotation:
     height: int | None
     objects: tuple[VocObject, ...]
     repairs: tuple[tuple[str, str], ...] = ()  # (report key, detail) of what parsing fixed
+    normalised: bool = False  # YOLO: coordinates are fractions of the image's size
+    # LabelMe: a size the file states that is not the boxes' frame (the image's is): only
+    # compared with the image's, and a difference reported
+    declared_size: tuple[int, int] | None = None
+
+    def in_pixels(self, width: int, height: int) -> VocAnnotation:
+        """A normalised annotation's coordinates (boxes and polygons) in the image's pixels."""
+        def polygons(segmentation: object) -> object:
+            if not isinstance(segmentation, list):
+                return segmentation
+            return [[value * (width if i % 2 == 0 else height) for i, value in enumerate(p)]
+                    for p in segmentation]
+
+        return dataclasses.replace(self, normalised=False, objects=tuple(dataclasses.replace(
+            o, xmin=o.xmin * width, xmax=o.xmax * width, ymin=o.ymin * height,
+            ymax=o.ymax * height, segmentation=polygons(o.segmentation))
+            for o in self.objects))
 
 
 def _text(node: etree._Element, tag: str, default: str | None = None) -> str | None:

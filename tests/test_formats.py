@@ -1,0 +1,250 @@
+"""YOLO and LabelMe in: the same generated images and objects written as COCO, as YOLO (in
+Ultralytics' and Roboflow's layouts) and as LabelMe (as the tool writes it, quirks and all)
+convert to the same boxes and classes; every defect those files have is a named problem;
+the format registry is the one list of formats."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.conftest import run_trainer
+from tests.test_coco import examples, values
+from trainer.data import formats
+from trainer.data.convert import convert_coco, convert_directory
+from trainer.data.formats import labelme, yolo
+from trainer.data.planning import Split
+from trainer.data.sample import coco_as_labelme, coco_as_yolo, pets_as_coco, write_sample
+from trainer.errors import ConversionError
+
+SIDES = ("xmin", "ymin", "xmax", "ymax")
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> tuple[Path, dict]:
+    """One set of generated images and objects, as COCO, YOLO and LabelMe."""
+    root = write_sample(tmp_path_factory.mktemp("formats"), num_images=30)
+    data = pets_as_coco(root)
+    (root / "coco.json").write_text(json.dumps(data))
+    coco_as_yolo(data, root / "images", root / "yolo")
+    coco_as_labelme(data, root / "images", root / "labelme")
+    return root, data
+
+
+def boxes_by_image(records: Path) -> dict[str, list[tuple[str, list[float]]]]:
+    return {name: [(text.decode(), [values(example, f"image/object/bbox/{k}")[i]
+                                    for k in SIDES])
+                   for i, text in enumerate(values(example, "image/object/class/text"))]
+            for name, (_, example) in examples(records).items()}
+
+
+def assert_same_boxes(got: dict, want: dict) -> None:
+    assert set(got) == set(want) and want
+    for name, objects in want.items():
+        assert [text for text, _ in got[name]] == [text for text, _ in objects], name
+        for (_, box), (_, wanted) in zip(got[name], objects, strict=True):
+            assert box == pytest.approx(wanted, abs=2e-6), name  # 6 decimals of a fraction
+
+
+def convert(fmt: str, data_dir: Path, out: Path, **options) -> dict:
+    return convert_directory(data_dir, out, format=fmt, num_shards=1, processes=1,
+                             progress=False, **options)
+
+
+@pytest.fixture(scope="module")
+def from_coco(sample, tmp_path_factory) -> dict:
+    root, _ = sample
+    out = tmp_path_factory.mktemp("from-coco")
+    convert_coco(root / "coco.json", root / "images", out, num_shards=1, processes=1,
+                 progress=False)
+    return boxes_by_image(out)
+
+
+def test_yolo_in_ultralytics_layout_gives_the_coco_boxes_and_ids(sample, from_coco, tmp_path):
+    root, data = sample
+    report = convert("yolo", root / "yolo", tmp_path / "out")
+    assert_same_boxes(boxes_by_image(tmp_path / "out"), from_coco)
+    # names as a mapping {id: name}: YOLO's class 0 is id 1, so the ids are COCO's
+    assert report["label_map_ids"] == {c["name"]: c["id"] for c in data["categories"]}
+    assert report["skipped"] == {} and report["repaired"] == {}
+    assert report["splits"]["train"]["examples"] == 18  # images/train, images/val as written
+
+
+def test_yolo_in_roboflow_layout_with_its_quirks(sample, from_coco, tmp_path):
+    """Roboflow's export: train/images and valid/images, data.yaml paths starting with
+    ../ (Ultralytics reads them beside the file), names as a list, CRLF lines, an empty
+    label file and a missing one (images without objects), a label without an image."""
+    root, data = sample
+    dataset = tmp_path / "roboflow"
+    for split, folder in (("train", "train"), ("val", "valid")):
+        for kind in ("images", "labels"):
+            shutil.copytree(root / "yolo" / kind / split, dataset / folder / kind)
+    ids = sorted(c["id"] for c in data["categories"])
+    names = [next(c["name"] for c in data["categories"] if c["id"] == i) for i in ids]
+    for label in dataset.glob("*/labels/*.txt"):  # list ids: 0..N-1 in the names' order
+        lines = [line.split(" ", 1) for line in label.read_text().splitlines()]
+        label.write_bytes("".join(f"{ids.index(int(c) + 1)} {rest}\r\n" for c, rest in lines)
+                          .encode())
+    (dataset / "data.yaml").write_text(
+        f"train: ../train/images\nval: ../valid/images\ntest: ../test/images\n\n"
+        f"nc: {len(names)}\nnames: {json.dumps(names)}\n\nroboflow:\n  workspace: x\n")
+    extra = Image.new("RGB", (64, 48), (200, 30, 30))
+    extra.save(dataset / "train" / "images" / "empty.jpg")
+    (dataset / "train" / "labels" / "empty.txt").write_text("")
+    extra.save(dataset / "train" / "images" / "unlabelled.png")
+    (dataset / "valid" / "labels" / "orphan.txt").write_text("0 0.5 0.5 0.1 0.1\n")
+    report = convert("yolo", dataset, tmp_path / "out")
+    assert_same_boxes(boxes_by_image(tmp_path / "out"), from_coco)
+    assert report["skipped"] == {"label_without_image": 1, "no_valid_objects": 2}
+    assert report["label_map_ids"] == {name: i for i, name in enumerate(names, 1)}
+
+
+def test_labelme_as_the_tool_writes_it_gives_the_coco_boxes(sample, from_coco, tmp_path):
+    """Rectangles with their corners in either order, images embedded (imageData) or beside
+    the JSON under a Windows imagePath, a wrong imageHeight (the image wins), and shapes that
+    are not boxes (reported)."""
+    root, _ = sample
+    dataset = tmp_path / "labelme"
+    shutil.copytree(root / "labelme", dataset)
+    files = sorted(dataset.glob("*.json"))
+    for index, path in enumerate(files):
+        data = json.loads(path.read_text())
+        image = dataset / data["imagePath"]
+        if index % 2:  # LabelMe's default: the image inside the JSON
+            data["imageData"] = base64.b64encode(image.read_bytes()).decode()
+            data["imagePath"] = f"..\\photos\\{image.name}"
+            image.unlink()
+        else:
+            data["imagePath"] = f"..\\labelme\\{image.name}"
+        if index % 3 == 0:  # drawn from the bottom-right corner
+            for shape in data["shapes"]:
+                shape["points"].reverse()
+        if index == 0:
+            data["imageHeight"] += 1
+            data["shapes"] += [
+                {"label": "pin", "points": [[5, 5]], "shape_type": "point", "flags": {}},
+                {"label": "ring", "points": [[5, 5], [9, 9]], "shape_type": "circle"}]
+        path.write_text(json.dumps(data))
+    report = convert("labelme", dataset, tmp_path / "out")
+    assert_same_boxes(boxes_by_image(tmp_path / "out"), from_coco)
+    assert report["repaired"] == {"size_mismatch": 1, "unsupported_shape": 2}
+    assert report["reasons"] == {key: labelme.REASONS[key] for key in report["repaired"]}
+    assert report["skipped"] == {}
+    names = sorted({text for objects in from_coco.values() for text, _ in objects})
+    assert report["label_map_ids"] == {name: i for i, name in enumerate(names, 1)}
+    assert report["written"] == len(files)
+
+
+def tiny_yolo(tmp_path: Path, lines: dict[str, str], names="[cat, dog]") -> Path:
+    """A YOLO dataset of 100x80 images, one per entry of `lines` (None: no label file)."""
+    dataset = tmp_path / "yolo"
+    for folder in ("images/train", "labels/train"):
+        (dataset / folder).mkdir(parents=True)
+    for name, text in lines.items():
+        Image.new("RGB", (100, 80), (90, 120, 40)).save(dataset / "images/train" / f"{name}.jpg")
+        if text is not None:
+            (dataset / "labels/train" / f"{name}.txt").write_text(text)
+    (dataset / "data.yaml").write_text(f"path: /home/someone/datasets/x\ntrain: images/train\n"
+                                       f"val: images/train\nnames: {names}\n")
+    return dataset
+
+
+def test_every_yolo_defect_is_a_named_problem(tmp_path):
+    dataset = tiny_yolo(tmp_path, {
+        "good": "0 0.5 0.5 0.2 0.25\n1 0.1 0.1 0.3 0.1 0.3 0.3 0.1 0.3\n0 0.5 0.5 0.2 0.25\n",
+        "bad": "7 0.5 0.5 0.2 0.2\n0 nan 0.5 0.2 0.2\n0 0.1 0.1 0.3\n0 0.5 0.5 0.2\n"
+               "cat 0.5 0.5 0.2 0.2\n1 0.5 0.5 1.5 0.2\n0 0.1 0.1 0.2 0.1 0.2\n",
+    })
+    report = convert("yolo", dataset, tmp_path / "out", masks=True)
+    assert report["repaired"] == {
+        "class_id_out_of_range": 1, "coordinates_outside_0_1": 1, "duplicate_label_line": 1,
+        "malformed_label_line": 3, "nonfinite_box": 1, "odd_polygon_coordinates": 1,
+        "val_is_train": 1, "yaml_path_ignored": 1,
+        "missing_mask": 2}  # --masks: a box line has no polygon, so its box is filled
+    # the report explains the keys the format adds
+    assert report["reasons"] == {key: yolo.REASONS[key] for key in report["repaired"]
+                                 if key != "missing_mask"}
+    found = examples(tmp_path / "out")
+    _, good = found["good.jpg"]
+    assert values(good, "image/object/class/text") == [b"cat", b"dog"]
+    assert values(good, "image/object/class/label") == [1, 2]
+    polygon_box = [values(good, f"image/object/bbox/{k}")[1] for k in SIDES]
+    assert polygon_box == pytest.approx([0.1, 0.1, 0.3, 0.3])  # the polygon's bounds
+    mask = np.asarray(Image.open(io.BytesIO(values(good, "image/object/mask")[1])))
+    assert mask.shape == (80, 100) and mask[8:24, 10:30].all() and mask.sum() < 20 * 16 * 1.3
+    _, bad = found["bad.jpg"]  # the box 1.5 wide: clipped to the image's width
+    assert [values(bad, f"image/object/bbox/{k}")[0] for k in SIDES] == \
+        pytest.approx([0.0, 0.4, 1.0, 0.6])
+
+
+def test_yolo_and_labelme_paths_stay_in_the_dataset(tmp_path):
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    Image.new("RGB", (100, 80)).save(outside / "s.jpg")
+    (outside / "s.txt").write_text("0 0.5 0.5 0.2 0.2\n")
+    dataset = tiny_yolo(tmp_path, {"a": "0 0.5 0.5 0.2 0.2\n", "b": None})
+    os.symlink(outside / "s.jpg", dataset / "images/train/link.jpg")
+    (dataset / "labels/train/b.txt").symlink_to(outside / "s.txt")
+    Image.new("RGB", (100, 80)).save(dataset / "images/train/fifo.jpg")
+    os.mkfifo(dataset / "labels/train/fifo.txt")  # would block a read forever
+    report = convert("yolo", dataset, tmp_path / "out")
+    assert report["skipped"] == {"path_outside_data_dir": 1, "unreadable_label": 2}
+    (dataset / "data.yaml").write_text("train: ../../secret\nnames: [cat]\n")
+    with pytest.raises(ConversionError, match="leaves the dataset's directory"):
+        convert("yolo", dataset, tmp_path / "out2")
+
+    photos = tmp_path / "lm"
+    photos.mkdir()
+    Image.new("RGB", (100, 80)).save(photos / "here.jpg")
+    shape = {"label": "cat", "points": [[10, 10], [50, 40]], "shape_type": "rectangle"}
+    for name, image_path in (("up", "../secret/s.jpg"), ("abs", "/etc/passwd"),
+                             ("base", "C:\\Users\\me\\here.jpg")):
+        (photos / f"{name}.json").write_text(json.dumps(
+            {"shapes": [shape], "imagePath": image_path, "imageData": None}))
+    (photos / "junk.json").write_text(json.dumps({"shapes": [shape], "imageData": "%%%"}))
+    (outside / "s.json").write_text(json.dumps({"shapes": [shape], "imagePath": "s.jpg"}))
+    (photos / "link.json").symlink_to(outside / "s.json")
+    os.mkfifo(photos / "fifo.json")
+    report = convert("labelme", photos, tmp_path / "out3")
+    assert report["skipped"] == {"no_image": 2, "invalid_image_data": 1,
+                                 "path_outside_data_dir": 2}
+    assert report["repaired"] == {"image_path_base_name": 1} and report["written"] == 1
+
+
+def test_labelme_polygons_are_masks_and_their_bounds_the_box(tmp_path):
+    dataset = tmp_path / "lm"
+    dataset.mkdir()
+    Image.new("RGB", (100, 80)).save(dataset / "a.jpg")
+    polygon = [[10, 20], [60, 20], [60, 50], [10, 50]]
+    (dataset / "a.json").write_text(json.dumps({"imagePath": "a.jpg", "imageData": None,
+        "shapes": [{"label": "cat", "points": polygon, "shape_type": "polygon"},
+                   {"label": "cat", "points": [[1, 1], [float("nan"), 2], [3, 3]]}]}))
+    report = convert("labelme", dataset, tmp_path / "out", masks=True,
+                     split=Split(fraction=1.0))
+    (_, example), = examples(tmp_path / "out").values()
+    assert [values(example, f"image/object/bbox/{k}")[0] for k in SIDES] == \
+        pytest.approx([0.1, 0.25, 0.6, 0.625])
+    mask = np.asarray(Image.open(io.BytesIO(values(example, "image/object/mask")[0])))
+    assert mask[20:50, 10:60].all() and mask.sum() <= 51 * 31
+    assert report["repaired"] == {"nonfinite_box": 1}
+
+
+def test_format_choices_come_from_the_registry(tmp_path):
+    assert formats.NAMES == ("pets", "voc", "coco", "yolo", "labelme")
+    assert all(callable(formats.get(name).plan) and isinstance(formats.get(name).REASONS, dict)
+               for name in formats.NAMES)
+    wrong = run_trainer("data", "convert", "--format=yolov8", f"--output_dir={tmp_path}",
+                        check=False)
+    assert wrong.returncode == 2 and wrong.stderr.strip().splitlines() == [
+        "error: --format must be one of pets, voc, coco, yolo, labelme, got 'yolov8'"]
+    done = run_trainer("data", "convert", "--format=yolo", f"--data_dir={tmp_path / 'none'}",
+                       f"--output_dir={tmp_path / 'out'}", check=False)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1

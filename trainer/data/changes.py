@@ -1,0 +1,186 @@
+"""Changes to a dataset made while it converts, so nobody edits annotation files by hand:
+`--classes FILE` renames, merges, drops or keeps classes, and several `--source`s merge into
+one dataset with one label map (by class name), each image once (by its bytes).
+
+The `--classes` file (YAML), every key optional:
+
+    rename: {cat: feline, kitten: feline}   # old -> new; several olds to one new merge
+    drop: [dog]                             # these (named after renaming) are not written
+    keep: [feline, bird]                    # or: only these are written (not with drop)
+
+Renaming applies first; `drop` and `keep` name classes as renamed. A class a source does not
+have, a name both dropped and kept, or a change that leaves no class is refused in one line
+naming `--classes`. The label map after the changes is numbered 1..N in the order of each
+class's smallest id before them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trainer.data.planning import Plan, Source, inside
+from trainer.data.problems import Problem, ProblemLog
+from trainer.errors import SettingsError
+
+if TYPE_CHECKING:
+    from trainer.data.formats import Input, Planned
+
+MAX_CLASSES_FILE_BYTES = 1 << 20
+KEYS = ("rename", "drop", "keep")
+REASONS = {"classes_dropped": "--classes drops every object's class; the image skipped",
+           "duplicate_image": "the same image bytes in an earlier source or split; kept once"}
+
+
+def _names(values: Iterable[str], most: int = 8) -> str:
+    values = sorted(values)
+    return ", ".join(values[:most]) + (f" and {len(values) - most} more"
+                                       if len(values) > most else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassChanges:
+    """A `--classes` file, read and checked for shape (names are checked against the data
+    in `apply`)."""
+
+    where: str  # "--classes FILE", for messages
+    rename: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    drop: frozenset[str] = frozenset()
+    keep: frozenset[str] | None = None
+
+    @classmethod
+    def read(cls, path: str | Path) -> ClassChanges:
+        import yaml
+
+        where = f"--classes {path}"
+        try:
+            with open(path, "rb") as stream:
+                text = stream.read(MAX_CLASSES_FILE_BYTES + 1)
+        except OSError as error:
+            raise SettingsError(f"{where}: {error.strerror or error}") from None
+        if len(text) > MAX_CLASSES_FILE_BYTES:
+            raise SettingsError(f"{where} is more than {MAX_CLASSES_FILE_BYTES:,} bytes")
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise SettingsError(f"{where} is not YAML ({str(error).splitlines()[0]})") from None
+        return cls.of(data, where)
+
+    @classmethod
+    def of(cls, data: object, where: str) -> ClassChanges:
+        if not isinstance(data, dict) or not data:
+            raise SettingsError(f"{where} must be a mapping with any of {', '.join(KEYS)} "
+                                "(see the README's `--classes`)")
+        if unknown := [str(k) for k in data if k not in KEYS]:
+            raise SettingsError(f"{where}: unknown key {_names(unknown)}; the keys are "
+                                f"{', '.join(KEYS)}")
+        rename = data.get("rename") or {}
+        if not isinstance(rename, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and v.strip()
+                for k, v in rename.items()):
+            raise SettingsError(f"{where}: rename must map class names to new names "
+                                "(rename: {old: new})")
+        lists = {}
+        for key in ("drop", "keep"):
+            value = data.get(key)
+            if value is not None and not (isinstance(value, list) and
+                                          all(isinstance(v, str) for v in value)):
+                raise SettingsError(f"{where}: {key} must be a list of class names "
+                                    f"({key}: [a, b])")
+            lists[key] = value
+        if lists["drop"] and lists["keep"] is not None:
+            raise SettingsError(f"{where}: give drop or keep, not both (keep names every "
+                                "class that stays)")
+        return cls(where, {k: v.strip() for k, v in rename.items()},
+                   frozenset(lists["drop"] or ()),
+                   frozenset(lists["keep"]) if lists["keep"] is not None else None)
+
+    def apply(self, label_map: Mapping[str, int]
+              ) -> tuple[dict[str, int], dict[str, str], frozenset[str]]:
+        """The label map after the changes, each renamed data class -> its new name, and
+        the data classes dropped."""
+        if unknown := set(self.rename) - set(label_map):
+            raise SettingsError(f"{self.where}: rename names {_names(unknown)}, which the data "
+                                f"does not have (its classes: {_names(label_map)})")
+        final = {name: self.rename.get(name, name) for name in label_map}
+        named = set(final.values())
+        for key, listed in (("drop", self.drop), ("keep", self.keep or frozenset())):
+            if unknown := listed - named:
+                renamed = listed & set(self.rename)
+                hint = f" ({_names(renamed)} renamed: name the new names)" if renamed else ""
+                raise SettingsError(f"{self.where}: {key} names {_names(unknown)}, not a class "
+                                    f"after renaming{hint} (the classes: {_names(named)})")
+        dropped_names = self.drop if self.keep is None else named - self.keep
+        if dropped_names == named:
+            raise SettingsError(f"{self.where} drops every class: keep at least one")
+        order: dict[str, int] = {}
+        for name, class_id in sorted(label_map.items(), key=lambda item: (item[1], item[0])):
+            if final[name] not in dropped_names:
+                order.setdefault(final[name], class_id)
+        changed = {name: i for i, name in enumerate(
+            sorted(order, key=lambda name: (order[name], name)), start=1)}
+        aliases = {name: new for name, new in final.items()
+                   if new != name and new not in dropped_names}
+        return changed, aliases, frozenset(n for n in label_map if final[n] in dropped_names)
+
+
+def merged_label_map(label_maps: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    """One label map of several sources' by class name: the first's ids kept; each class
+    another adds numbered after the largest, in its id order."""
+    merged = dict(label_maps[0])
+    for label_map in label_maps[1:]:
+        for name, _ in sorted(label_map.items(), key=lambda item: (item[1], item[0])):
+            if name not in merged:
+                merged[name] = max(merged.values(), default=0) + 1
+    return merged
+
+
+def image_digest(source: Source) -> str | None:
+    """The SHA-256 of the example's image bytes, read in blocks; None when it is not a
+    regular file inside the dataset or cannot be read (the converter names why when it gets
+    to the example)."""
+    path = source.image_path
+    try:
+        if not inside(path, source.root) or not stat.S_ISREG(path.stat().st_mode):
+            return None
+        if source.embedded:  # a LabelMe JSON: bounded by its reader
+            return hashlib.sha256(source.embedded(path.read_bytes())).hexdigest()
+        with open(path, "rb") as stream:
+            return hashlib.file_digest(stream, "sha256").hexdigest()
+    except (OSError, ValueError):
+        return None
+
+
+def merge(sources: Sequence[tuple[Input, Planned]]) -> tuple[Plan, dict[str, int]]:
+    """Several planned sources as one: source ids made unique (each source's numbered after
+    the previous ones'), and an image whose bytes an earlier example has already (in any
+    source or split) kept once (`duplicate_image`)."""
+    splits: dict[str, list[Source]] = {}
+    problems = ProblemLog()
+    seen: dict[str, str] = {}  # sha256 -> "source:name"
+    offset = 0
+    for given, planned in sources:
+        problems.extend([planned.plan.problems])
+        largest = 0
+        for split, planned_sources in planned.plan.splits.items():
+            for source in planned_sources:
+                largest = max(largest, source.source_id)
+                digest = image_digest(source)
+                here = f"{given}: {source.name}"
+                if digest is not None and digest in seen:
+                    problems.add((split, source.name), Problem(
+                        "duplicate_image", "repaired", f"{here} has the same bytes as "
+                                                       f"{seen[digest]}; kept once"))
+                    continue
+                if digest is not None:
+                    seen[digest] = here
+                splits.setdefault(split, []).append(
+                    dataclasses.replace(source, source_id=source.source_id + offset))
+        offset += largest
+    masks = any(planned.plan.masks for _, planned in sources)
+    return (Plan(splits, problems, masks),
+            merged_label_map([planned.label_map for _, planned in sources]))

@@ -1,0 +1,106 @@
+"""The dataset formats the converter reads: one module each, behind one small interface, and
+one registry line each (as Model Garden registers experiments, or supervision keeps one
+module per format).
+
+A format only plans: `plan(source, options)` turns its files into a `Planned` (the
+examples of each split as `planning.Source`s, with either the annotation file the core
+parses per example (Pets, VOC) or the objects already read (COCO, YOLO, LabelMe), the
+problems found while planning, and the label map). Everything after that (reading and
+checking each image, boxes, masks, shards, the report) is the converter's core, the same for
+every format. A format's own defects are report reasons it names in its `REASONS`.
+
+This module imports nothing heavy: the command line takes `--format`'s choices from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from trainer.data.planning import Split
+from trainer.errors import SettingsError
+
+if TYPE_CHECKING:
+    from trainer.data.planning import Plan
+
+# name -> module; the first is the default
+FORMATS: dict[str, str] = {
+    "pets": "trainer.data.formats.pets",
+    "voc": "trainer.data.formats.voc",
+    "coco": "trainer.data.formats.coco",
+    "yolo": "trainer.data.formats.yolo",
+    "labelme": "trainer.data.formats.labelme",
+}
+NAMES = tuple(FORMATS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Input:
+    """One dataset to read (`--format` with its paths, or one `--source`)."""
+
+    format: str
+    data_dir: Path | None = None  # Pets, VOC, LabelMe: the directory; YOLO: data.yaml or its
+    annotations: Path | None = None  # COCO: the JSON (split 70/30 unless val_annotations)
+    val_annotations: Path | None = None
+    images: Path | None = None  # COCO: the directory file_name is relative to
+
+    @classmethod
+    def parse(cls, text: str) -> Input:
+        """`FORMAT:PATH` (`coco:FILE.json:IMAGES_DIR` for COCO), as `--source` takes it."""
+        name, paths = source_parts(text)
+        if name != "coco":
+            return cls(name, Path(paths[0]))
+        return cls(name, annotations=Path(paths[0]), images=Path(paths[1]))
+
+    def __str__(self) -> str:
+        return f"{self.format}:{self.data_dir or self.annotations}"
+
+
+def source_parts(text: str) -> tuple[str, tuple[str, ...]]:
+    """A `--source` as its format and its paths as typed (one; two for COCO), split at the
+    colons that do not open a URL's `//` (`coco:gs://b/a.json:gs://b/images` is two)."""
+    name, _, rest = text.partition(":")
+    if name not in FORMATS or not rest:
+        raise SettingsError(f"--source {text!r} must be FORMAT:PATH with FORMAT one of "
+                            f"{', '.join(NAMES)} (COCO: coco:FILE.json:IMAGES_DIR)")
+    if name != "coco":
+        return name, (rest,)
+    paths = tuple(re.split(r":(?!//)", rest, maxsplit=1))
+    if len(paths) != 2 or not all(paths):
+        raise SettingsError(f"--source {text!r}: a COCO source is coco:FILE.json:IMAGES_DIR")
+    return name, paths
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """What applies to every source of one conversion."""
+
+    masks: bool = False
+    dense_ids: bool = False  # COCO: categories numbered 1..N
+    split: Split = dataclasses.field(default_factory=Split)
+
+
+@dataclasses.dataclass(frozen=True)
+class Planned:
+    plan: Plan
+    label_map: dict[str, int]  # the data's classes (name -> id), before --classes
+
+
+class Format(Protocol):
+    """What a format module provides."""
+
+    REASONS: Mapping[str, str]  # the report keys it adds -> what they mean
+
+    def plan(self, source: Input, options: Options) -> Planned: ...
+
+
+def get(name: str, flag: str = "--format") -> Format:
+    """The format module of that name; a name the registry lacks is one line naming the
+    flag and the choices."""
+    if name not in FORMATS:
+        raise SettingsError(f"{flag} must be one of {', '.join(NAMES)}, got {name!r}")
+    return importlib.import_module(FORMATS[name])

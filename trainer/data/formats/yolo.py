@@ -1,0 +1,292 @@
+"""YOLO, in Ultralytics' layout: a `data.yaml` naming the classes (`names`: a list, or a
+mapping {id: name}) and the image directories (`train`, `val`; `test` is not converted),
+relative to its `path` or to the file's directory. Each image's labels are the `.txt` file
+at its path with the last `images` directory replaced by `labels`, one object a line:
+`class cx cy w h` (fractions of the image's size), or `class x1 y1 x2 y2 ...` (a polygon:
+its mask with `--masks`, its bounds the box). An image without a label file, or with an empty
+one, has no objects, as Ultralytics reads it (such an image is not written: the records hold
+images with objects).
+
+Hostile input as elsewhere: image directories and label files must stay inside the
+dataset's directory (no `..`, no symlink out), label files are read up to MAX_LABEL_BYTES,
+and every defective line is a named problem that costs only its object.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from trainer.data.formats import Input, Options, Planned
+from trainer.data.planning import (
+    Plan,
+    Source,
+    deduplicate,
+    inside,
+    invalid_path,
+    source_ids,
+    split_names,
+)
+from trainer.data.problems import Problem, ProblemLog
+from trainer.data.voc import VocAnnotation, VocObject
+from trainer.errors import ConversionError, SettingsError
+
+REASONS = {
+    "class_id_out_of_range": "a label line's class is not an id of data.yaml's names; "
+                             "object dropped",
+    "coordinates_outside_0_1": "a value below 0 or above 1 in the file; clipped to the image "
+                               "(a box of values in 0-1 reaching past an edge is clipped "
+                               "as any box is: box_clipped)",
+    "nonfinite_box": "a coordinate that is nan or inf; object dropped",
+    "odd_polygon_coordinates": "a polygon line with an odd count of coordinates; object "
+                               "dropped",
+    "malformed_label_line": "a line that is not a class id and 4 (box) or 6+ (polygon) "
+                            "numbers; object dropped",
+    "duplicate_label_line": "a line repeated in one file; kept once (as Ultralytics does)",
+    "label_without_image": "a label file with no image beside it in images/; skipped",
+    "label_too_large": "a label file over 16 MB; the image skipped",
+    "unreadable_label": "a label file that cannot be read, is not UTF-8, or leaves the "
+                        "dataset's directory; the image skipped",
+    "val_is_train": "data.yaml's val is its train: split by --split's fraction instead",
+    "yaml_path_ignored": "data.yaml's path is not inside its directory (the dataset was "
+                         "moved): its files are read beside data.yaml",
+}
+IMAGE_SUFFIXES = frozenset({".bmp", ".jpeg", ".jpg", ".mpo", ".png", ".tif", ".tiff", ".webp"})
+MAX_YAML_BYTES = 1 << 20
+MAX_LABEL_BYTES = 16 << 20
+SPLITS = ("train", "val")
+ROUNDING = 1e-5  # how far past an edge a box of values in 0-1 may reach by their rounding
+
+
+def _yaml_file(given: Path) -> Path:
+    """data.yaml itself, or the one YAML file in a directory (`data.yaml` first)."""
+    if given.is_file():
+        return given
+    if not given.is_dir():
+        raise ConversionError(f"--data-dir {given} is neither a data.yaml nor a directory")
+    if (given / "data.yaml").is_file():
+        return given / "data.yaml"
+    found = sorted(given.glob("*.yaml"))
+    if len(found) != 1:
+        raise ConversionError(f"--data-dir {given} holds {len(found)} YAML files and no "
+                              "data.yaml: name the dataset's YAML file itself")
+    return found[0]
+
+
+def read_config(path: Path) -> dict:
+    import yaml
+
+    if path.stat().st_size > MAX_YAML_BYTES:
+        raise ConversionError(f"{path} is more than {MAX_YAML_BYTES:,} bytes: not a data.yaml")
+    try:
+        data = yaml.safe_load(path.read_bytes())
+    except yaml.YAMLError as error:
+        raise ConversionError(f"{path} is not YAML ({str(error).splitlines()[0]})") from None
+    if not isinstance(data, dict) or "names" not in data or "train" not in data:
+        raise ConversionError(f"{path} is not an Ultralytics data.yaml: it needs names and "
+                              "train")
+    return data
+
+
+def class_names(names: object, where: Path) -> dict[int, str]:
+    """data.yaml's names as {id: name}: a list (ids 0..N-1) or a mapping of whole ids."""
+    items = enumerate(names) if isinstance(names, list) else \
+        names.items() if isinstance(names, dict) else None
+    found: dict[int, str] = {}
+    for key, name in items or ():
+        class_id = int(key) if isinstance(key, str) and key.isdigit() else key  # {'0': a}
+        if isinstance(class_id, bool) or not isinstance(class_id, int) or \
+                not 0 <= class_id < 100_000 or not isinstance(name, (str, int)) or \
+                not str(name).strip():
+            raise ConversionError(f"{where}: names entry {class_id!r}: {str(name)[:100]!r} is "
+                                  "not a class id from 0 with a name")
+        found[class_id] = str(name).strip()
+    if not found:
+        raise ConversionError(f"{where}: names must be a list of class names or a mapping "
+                              "{id: name}")
+    return found
+
+
+def _base(config: dict, root: Path, problems: ProblemLog) -> Path:
+    """Where the splits' paths start: `path` when it is inside the dataset's directory."""
+    path = config.get("path")
+    if path in (None, "", "."):
+        return root
+    candidate = root / str(path)
+    if isinstance(path, str) and inside(candidate, root) and candidate.is_dir():
+        return candidate.resolve()
+    problems.add(("train", "data.yaml"), Problem(
+        "yaml_path_ignored", "repaired", f"path {str(path)[:200]!r} is not a directory inside "
+                                         f"{root}; paths are read from there"))
+    return root
+
+
+def _image_dirs(value: object, base: Path, root: Path, key: str, where: Path) -> list[Path]:
+    """A split's image directories (a path or a list), below the dataset's directory."""
+    values = value if isinstance(value, list) else [value]
+    dirs = []
+    for text in values:
+        if not isinstance(text, str) or not text:
+            raise ConversionError(f"{where}: {key} must be a directory of images or a list of "
+                                  "them")
+        path = base / text
+        if not path.exists() and text.startswith("../"):  # Roboflow's ../train/images
+            path = base / text[3:]
+        if not inside(path, root):
+            raise ConversionError(f"{where}: {key} {text!r} leaves the dataset's directory "
+                                  f"{root}: keep the images beside data.yaml")
+        if path.is_file():
+            raise ConversionError(f"{where}: {key} {text!r} is a list file: point {key} at a "
+                                  "directory of images (images/train) instead")
+        if not path.is_dir():
+            raise ConversionError(f"{where}: {key} {text!r} is not a directory ({path})")
+        dirs.append(path.resolve())
+    return dirs
+
+
+def _files(directory: Path, suffixes: frozenset[str]) -> list[Path]:
+    """The files below a directory with these suffixes, sorted; symlinked directories are
+    not followed (a symlinked file is, and the core checks where it leads)."""
+    return sorted(Path(folder) / name for folder, _, names in os.walk(directory)
+                  for name in names if Path(name).suffix.lower() in suffixes)
+
+
+def label_path(image: Path) -> Path:
+    """Ultralytics' rule: the last `images` directory of the path becomes `labels`."""
+    parts = image.parts
+    at = max((i for i, part in enumerate(parts[:-1]) if part == "images"), default=None)
+    if at is not None:
+        parts = (*parts[:at], "labels", *parts[at + 1:])
+    return Path(*parts).with_suffix(".txt")
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_labels(text: str, names: dict[int, str], filename: str) -> VocAnnotation:
+    """One label file's objects, normalised; each defective line a repair that drops it."""
+    objects, repairs, seen = [], [], set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line:
+            continue
+        where = f"line {number}"
+        if line in seen:
+            repairs.append(("duplicate_label_line", f"{where} repeats an earlier line; kept "
+                                                    "once"))
+            continue
+        seen.add(line)
+        tokens = line.split()
+        values = [_number(token) for token in tokens]
+        if len(tokens) < 5 or None in values or not values[0].is_integer():
+            repairs.append(("malformed_label_line", f"{where} {line[:80]!r} is not a class id "
+                                                    "and 4 or 6+ numbers; object dropped"))
+            continue
+        class_id, coords = int(values[0]), values[1:]
+        if class_id not in names:
+            repairs.append(("class_id_out_of_range", f"{where}: class {class_id} is not an id "
+                                                     f"of data.yaml's names (0-{max(names)}); "
+                                                     "object dropped"))
+            continue
+        if not all(math.isfinite(value) for value in coords):
+            repairs.append(("nonfinite_box", f"{where}: {line[:80]!r} has a coordinate that "
+                                             "is not finite; object dropped"))
+            continue
+        if len(coords) != 4 and len(coords) % 2:
+            repairs.append(("odd_polygon_coordinates", f"{where}: {len(coords)} polygon "
+                                                       "coordinates, an odd count; object "
+                                                       "dropped"))
+            continue
+        if len(coords) == 4:
+            cx, cy, w, h = coords
+            corners = [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2]
+            polygon = None
+        else:
+            corners = [min(coords[0::2]), min(coords[1::2]), max(coords[0::2]),
+                       max(coords[1::2])]
+            polygon = coords
+        if any(not 0 <= value <= 1 for value in coords):
+            repairs.append(("coordinates_outside_0_1", f"{where}: {line[:80]!r} has a value "
+                                                       "outside 0-1; clipped to the image"))
+            corners = [min(max(value, 0.0), 1.0) for value in corners]
+            polygon = polygon and [min(max(value, 0.0), 1.0) for value in polygon]
+        # a box of values in 0-1 may reach past the edge by their rounding (6 decimals)
+        corners = [min(max(value, 0.0), 1.0) if -ROUNDING <= value <= 1 + ROUNDING else value
+                   for value in corners]
+        objects.append(VocObject(names[class_id], *corners,
+                                 segmentation=[polygon] if polygon else None))
+    return VocAnnotation(filename, None, None, tuple(objects), tuple(repairs), normalised=True)
+
+
+def _read_labels(path: Path, root: Path) -> tuple[str | None, Problem | None]:
+    """A label file's text ('' when there is none), or the problem that skips its image."""
+    if not path.exists():
+        return "", None
+    if not inside(path, root) or not path.is_file():  # a FIFO would block the read
+        return None, Problem("unreadable_label", "skipped", f"{path} resolves outside {root} "
+                                                            "or is not a regular file")
+    try:
+        size = path.stat().st_size
+        if size > MAX_LABEL_BYTES:
+            return None, Problem("label_too_large", "skipped", f"{path} is {size:,} bytes")
+        return path.read_bytes().decode("utf-8-sig"), None
+    except (OSError, UnicodeDecodeError) as error:
+        return None, Problem("unreadable_label", "skipped", f"{path}: {str(error)[:200]}")
+
+
+def plan(source: Input, options: Options) -> Planned:
+    """Plans a YOLO conversion: data.yaml's train and val, each image with its labels."""
+    if source.data_dir is None:
+        raise SettingsError("--format yolo needs --data-dir (data.yaml or its directory)")
+    config_path = _yaml_file(source.data_dir)
+    root = config_path.parent.resolve()
+    config = read_config(config_path)
+    names = class_names(config["names"], config_path)
+    problems = ProblemLog()
+    base = _base(config, root, problems)
+    dirs = {split: _image_dirs(config[split], base, root, split, config_path)
+            for split in SPLITS if config.get(split)}
+    if dirs.get("val") == dirs["train"]:
+        problems.add(("val", "data.yaml"), Problem(
+            "val_is_train", "repaired", "val names the train images: split by fraction "
+                                        f"{options.split.fraction} instead"))
+        del dirs["val"]
+    images = {split: [str(path.relative_to(root)) for folder in folders
+                      for path in _files(folder, IMAGE_SUFFIXES)]
+              for split, folders in dirs.items()}
+    expected = {label_path(root / name) for names in images.values() for name in names}
+    for split, folders in dirs.items():
+        for folder in folders:
+            labels = label_path(folder / "x.jpg").parent
+            for label in _files(labels, frozenset({".txt"})) if labels != folder else ():
+                if label not in expected:
+                    problems.add((split, str(label.relative_to(root))), Problem(
+                        "label_without_image", "skipped", f"{label} has no image in {folder}"))
+    if "val" not in images or options.split.given:
+        images = split_names([name for names in images.values() for name in names],
+                             options.split)
+    splits, duplicates = deduplicate(images, lambda name: root / name, "data.yaml",
+                                     invalid=invalid_path)
+    problems.extend([duplicates])
+    ids = source_ids(name for names in splits.values() for name in names)
+    planned: dict[str, list[Source]] = {}
+    for split, listed in splits.items():
+        planned[split] = []
+        for name in listed:
+            image = root / name
+            text, problem = _read_labels(label_path(image), root)
+            if problem:
+                problems.add((split, name), problem)
+                continue
+            planned[split].append(Source(
+                name, image, None, ids[name], root,
+                annotation=parse_labels(text, names, image.name), masks=options.masks))
+    label_map: dict[str, int] = {}
+    for class_id, name in sorted(names.items()):
+        label_map.setdefault(name, class_id + 1)  # 0 is the background
+    return Planned(Plan(planned, problems, options.masks), label_map)

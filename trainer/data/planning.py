@@ -1,0 +1,136 @@
+"""What every format's planning produces and shares: the examples to convert (`Source`), by
+split (`Plan`), the split rule, and the checks on the names a dataset lists.
+
+The converter's core (`trainer.data.convert`) takes a `Plan` and nothing format-specific;
+the formats (`trainer.data.formats`) make one from their files.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trainer.data.problems import Problem, ProblemLog
+
+if TYPE_CHECKING:
+    from trainer.data.voc import VocAnnotation
+
+SPLIT_SEED = 42  # the Object Detection API's create_pet_tf_record seed
+TRAIN_FRACTION = 0.7
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """How examples are split when a dataset has no split of its own, or when `--split`
+    re-splits one (`given`): a seeded shuffle, the first `fraction` train, the rest val.
+    The defaults are the Object Detection API's Pets split."""
+
+    fraction: float = TRAIN_FRACTION
+    seed: int = SPLIT_SEED
+    given: bool = False  # --split: re-split even a dataset that has its own split
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """One example to convert: where its files are and how it is identified."""
+
+    name: str
+    image_path: Path
+    xml_path: Path | None  # None: the annotation came with the plan (COCO, YOLO, LabelMe)
+    source_id: int  # decimal integer: Model Garden and COCO evaluation cast it to int64
+    root: Path  # the data directory, resolved: every file read must stay inside it
+    class_name: str | None = None  # Pets: the breed from the file name; VOC: each <name>
+    trimap_path: Path | None = None
+    annotation: VocAnnotation | None = None  # the image's objects, read while planning
+    masks: bool = False  # instance masks from each object's segmentation
+    # LabelMe: the image is inside `image_path` (its JSON); this takes it out of the bytes
+    embedded: Callable[[bytes], bytes] | None = None
+    record_name: str | None = None  # `image/filename` (default: the image file's name)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The examples of each split, and what planning had to fix in the split lists."""
+
+    splits: dict[str, list[Source]]
+    problems: ProblemLog = dataclasses.field(default_factory=ProblemLog)  # (split, name)
+    masks: bool = False  # every example written gets instance masks (`--masks`)
+
+
+def split_names(names: Sequence, split: Split | None = None) -> dict[str, list]:
+    """The Object Detection API's Pets split: seeded shuffle, first 70% train, the rest val
+    (or `split`'s fraction and seed)."""
+    split = split or Split()
+    shuffled = list(names)
+    random.Random(split.seed).shuffle(shuffled)
+    num_train = int(split.fraction * len(shuffled))
+    return {"train": shuffled[:num_train], "val": shuffled[num_train:]}
+
+
+def resplit(plan: Plan, split: Split) -> Plan:
+    """The plan's examples (train, then val, in order) split again by `split`."""
+    every = [source for sources in plan.splits.values() for source in sources]
+    return dataclasses.replace(plan, splits=split_names(every, split))
+
+
+def source_ids(names: Iterable[str]) -> dict[str, int]:
+    return {name: index for index, name in enumerate(sorted(set(names)), start=1)}
+
+
+def invalid_name(name: str) -> bool:
+    """A name is one file name: no separators (no traversal, no aliases), no NUL."""
+    return any(c in name for c in "/\\\0") or name in (".", "..")
+
+
+def invalid_path(name: str) -> bool:
+    """A relative path below a data directory (COCO's file_name may have folders): no
+    leading '/', no '..', '.' or empty segment, no backslash, no NUL."""
+    return name.startswith("/") or any(c in name for c in "\\\0") or \
+        any(part in ("", ".", "..") for part in name.split("/"))
+
+
+def _identity(path: Path) -> Path:
+    """The file a path names, through symlinks; a symlink loop is its own identity (and is
+    named when the example is converted)."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return path
+
+
+def deduplicate(lists: Mapping[str, Sequence[str]], image_of: Callable[[str], Path],
+                listed_in: str, invalid: Callable[[str], bool] = invalid_name
+                ) -> tuple[dict[str, list[str]], ProblemLog]:
+    """Each image once, in the first list that names it (directly, or through a symlink to
+    it): a name listed twice is converted once, and no image is in two splits."""
+    first: dict[Path, tuple[str, str]] = {}
+    kept: dict[str, list[str]] = {split: [] for split in lists}
+    problems = ProblemLog()
+    for split, names in lists.items():
+        for name in names:
+            if invalid(name):
+                problems.add((split, name), Problem(
+                    "invalid_name", "skipped", f"{listed_in}: {name!r} is not a plain "
+                                               "relative file name (it has '..', a leading "
+                                               "'/', '\\' or NUL)"))
+                continue
+            image = _identity(image_of(name))
+            if image in first:
+                where, other = first[image]
+                same = f"{name!r}" if other == name else f"{name!r} (the image of {other!r})"
+                reason = "duplicate_name" if where == split else "in_train_and_val"
+                problems.add((split, name), Problem(
+                    reason, "repaired", f"{listed_in}: {same} is listed again in {split}; "
+                                        f"kept once, in {where}"))
+                continue
+            first[image] = (split, name)
+            kept[split].append(name)
+    return kept, problems
+
+
+def inside(path: Path, root: Path) -> bool:
+    """Whether `path` (through `..` and symlinks) stays below the resolved `root`."""
+    return _identity(path).is_relative_to(root)
