@@ -102,8 +102,11 @@ def test_yolo_in_roboflow_layout_with_its_quirks(sample, from_coco, tmp_path):
     extra.save(dataset / "train" / "images" / "unlabelled.png")
     (dataset / "valid" / "labels" / "orphan.txt").write_text("0 0.5 0.5 0.1 0.1\n")
     report = convert("yolo", dataset, tmp_path / "out")
-    assert_same_boxes(boxes_by_image(tmp_path / "out"), from_coco)
-    assert report["skipped"] == {"label_without_image": 1, "no_valid_objects": 2}
+    # the two without objects are background images, written as such
+    assert_same_boxes(boxes_by_image(tmp_path / "out"),
+                      {**from_coco, "empty.jpg": [], "unlabelled.png": []})
+    assert report["skipped"] == {"label_without_image": 1}
+    assert report["background_images"] == {"train": 2, "val": 0}
     assert report["label_map_ids"] == {name: i for i, name in enumerate(names, 1)}
 
 
@@ -183,6 +186,44 @@ def test_every_yolo_defect_is_a_named_problem(tmp_path):
     _, bad = found["bad.jpg"]  # the box 1.5 wide: clipped to the image's width
     assert [values(bad, f"image/object/bbox/{k}")[0] for k in SIDES] == \
         pytest.approx([0.0, 0.4, 1.0, 0.6])
+
+
+def test_empty_and_missing_label_files_are_background_images_and_model_garden_reads_them(
+        tmp_path):
+    """As Ultralytics reads them: images without objects, written (and counted) as such,
+    with and without --masks; a file whose every line is defective is still skipped."""
+    import tensorflow as tf
+    from official.vision.dataloaders import tf_example_decoder
+
+    dataset = tiny_yolo(tmp_path, {"good": "0 0.5 0.5 0.2 0.25\n", "empty": "\n",
+                                   "unlabelled": None, "defective": "7 0.5 0.5 0.2 0.2\n"})
+    for masks in (False, True):
+        out = tmp_path / f"out-{masks}"
+        report = convert("yolo", dataset, out, masks=masks)
+        assert sum(report["background_images"].values()) == 2
+        assert report["skipped"]["no_valid_objects"] == 1  # each image once (val is train)
+        found = examples(out)
+        assert set(found) == {"good.jpg", "empty.jpg", "unlabelled.jpg"}
+        decoder = tf_example_decoder.TfExampleDecoder(include_mask=masks)
+        for name in ("empty.jpg", "unlabelled.jpg"):
+            _, example = found[name]
+            assert values(example, "image/object/class/label") == []
+            decoded = decoder.decode(tf.constant(example.SerializeToString()))
+            assert decoded["groundtruth_boxes"].shape == (0, 4)
+            assert decoded["image"].shape == (80, 100, 3)
+
+    folder = tmp_path / "labelme"  # LabelMe: a file with no shapes
+    folder.mkdir()
+    for name, shapes in (("cat", [{"label": "cat", "points": [[10, 10], [50, 40]],
+                                   "shape_type": "rectangle"}]), ("nothing", [])):
+        Image.new("RGB", (100, 80), (90, 120, 40)).save(folder / f"{name}.jpg")
+        (folder / f"{name}.json").write_text(json.dumps({
+            "version": "5.4.1", "shapes": shapes, "imagePath": f"{name}.jpg",
+            "imageData": None, "imageHeight": 80, "imageWidth": 100}))
+    report = convert("labelme", folder, tmp_path / "labelme-out", split=Split(0.5, 1))
+    assert sum(report["background_images"].values()) == 1
+    assert values(examples(tmp_path / "labelme-out")["nothing.jpg"][1],
+                  "image/object/class/label") == []
 
 
 def test_yolo_and_labelme_paths_stay_in_the_dataset(tmp_path):

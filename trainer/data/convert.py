@@ -305,7 +305,7 @@ def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
     if not kept and before:
         return dataclasses.replace(skipped("classes_dropped", "--classes drops every "
                                            "object's class", *problems), before=before)
-    if not kept:
+    if not kept and not (source.background and not annotation.objects):
         return skipped("no_valid_objects", "no usable box left", *problems)
     boxes = [box for _, box in kept]
     masks = None
@@ -379,6 +379,7 @@ class Written:
     and objects of each class."""
 
     examples: int = 0
+    background: int = 0  # examples written without objects (Source.background)
     problems: ProblemLog = dataclasses.field(default_factory=ProblemLog)
     classes: ClassCounts = dataclasses.field(default_factory=ClassCounts)
     before: ClassCounts = dataclasses.field(default_factory=ClassCounts)  # with --classes
@@ -415,6 +416,7 @@ def _write_shard(shard: Shard, classes: Classes, limits: Limits,
             if outcome.serialized is not None:
                 writer.write(outcome.serialized)
                 done.examples += 1
+                done.background += not outcome.classes
             for problem in outcome.problems:
                 done.problems.add((position, outcome.name), problem)
             done.classes.add(outcome.classes)
@@ -554,6 +556,7 @@ def _write_splits(plan: Plan, classes: Classes, staging: Path, num_shards: int,
         problems.extend([r.problems for r in done], order=lambda where: where[0],
                         relabel=lambda where, problem, split=split: ((split, where[1]), problem))
         counts.setdefault("classes", {})[split] = ClassCounts.table([r.classes for r in done])
+        counts.setdefault("background", {})[split] = sum(r.background for r in done)
         counts.setdefault("classes_before", {})[split] = ClassCounts.table(
             [r.before for r in done])
     return written, problems, counts
@@ -593,6 +596,8 @@ def convert(
         report = _report(written, problems, output_dir, num_shards, limits, report_path)
         report.update({"classes": counts["classes"], "label_map_ids": classes.written(),
                        checks.MASKS_ENTRY: plan.masks})
+        if any(counts["background"].values()):  # images labelled as showing no object
+            report["background_images"] = counts["background"]
         if found := {key: reasons[key] for key in [*report["skipped"], *report["repaired"]]
                      if key in (reasons or {})}:
             report["reasons"] = dict(sorted(found.items()))

@@ -49,6 +49,9 @@ class Source:
     # LabelMe: the image is inside `image_path` (its JSON); this takes it out of the bytes
     embedded: Callable[[bytes], bytes] | None = None
     record_name: str | None = None  # `image/filename` (default: the image file's name)
+    # labelled as showing no object (YOLO's empty or missing label file, LabelMe's empty
+    # shapes): written without objects, a background image, rather than skipped
+    background: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

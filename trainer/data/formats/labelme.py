@@ -5,8 +5,9 @@ are reported. The image is the file's `imageData` (base64, as LabelMe embeds it)
 its `imagePath`, relative to the JSON (Windows `\\` separators read as `/`; a path that
 leaves the dataset, or is not there, falls back to the file of that base name beside the
 JSON). `imageWidth`/`imageHeight` are only compared with the image: the image's size is
-used. Classes are the labels seen, numbered 1..N in sorted order. LabelMe has no split:
-seeded 70/30, or `--split`.
+used. Classes are the labels seen, numbered 1..N in sorted order. A file whose `shapes` is
+empty is a background image, written without objects. LabelMe has no split: seeded 70/30,
+or `--split`.
 """
 
 from __future__ import annotations
@@ -185,7 +186,8 @@ def plan(source: Input, options: Options) -> Planned:
             image_of[name] = image
             found[name] = Source(name, image, None, 0, root, annotation=annotation,
                                  masks=options.masks, record_name=record_name,
-                                 embedded=image_data if embedded else None)
+                                 embedded=image_data if embedded else None,
+                                 background=not data["shapes"])
     lists = split_names(list(found), options.split)
     splits, duplicates = deduplicate(lists, image_of.__getitem__, "the LabelMe files",
                                      invalid=lambda name: False)

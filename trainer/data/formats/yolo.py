@@ -4,8 +4,8 @@ relative to its `path` or to the file's directory. Each image's labels are the `
 at its path with the last `images` directory replaced by `labels`, one object a line:
 `class cx cy w h` (fractions of the image's size), or `class x1 y1 x2 y2 ...` (a polygon:
 its mask with `--masks`, its bounds the box). An image without a label file, or with an empty
-one, has no objects, as Ultralytics reads it (such an image is not written: the records hold
-images with objects).
+one, has no objects, as Ultralytics reads it: a background image, written without objects
+(`background_images` in the report). One whose lines are all defective is skipped.
 
 Hostile input as elsewhere: image directories and label files must stay inside the
 dataset's directory (no `..`, no symlink out), label files are read up to MAX_LABEL_BYTES,
@@ -285,7 +285,8 @@ def plan(source: Input, options: Options) -> Planned:
                 continue
             planned[split].append(Source(
                 name, image, None, ids[name], root,
-                annotation=parse_labels(text, names, image.name), masks=options.masks))
+                annotation=parse_labels(text, names, image.name), masks=options.masks,
+                background=not text.strip()))
     label_map: dict[str, int] = {}
     for class_id, name in sorted(names.items()):
         label_map.setdefault(name, class_id + 1)  # 0 is the background
