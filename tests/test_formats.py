@@ -289,3 +289,66 @@ def test_format_choices_come_from_the_registry(tmp_path):
     done = run_trainer("data", "convert", "--format=yolo", f"--data_dir={tmp_path / 'none'}",
                        f"--output_dir={tmp_path / 'out'}", check=False)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+
+
+def _phone_photo(path: Path) -> tuple[int, int, int, int]:
+    """A photo stored on its side with EXIF orientation 6, as phones write them: upright it
+    is 80 wide and 100 tall, a red pet at (x 10..40, y 50..90) of that upright view.
+    Returns that box, upright: xmin, ymin, xmax, ymax."""
+    from PIL import ImageDraw
+
+    upright = Image.new("RGB", (80, 100), (40, 40, 200))
+    ImageDraw.Draw(upright).rectangle((10, 50, 39, 89), fill=(220, 20, 20))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # turn 90 degrees clockwise to show
+    upright.transpose(Image.Transpose.ROTATE_90).save(path, exif=exif.tobytes(), quality=95)
+    return 10, 50, 40, 90
+
+
+def _red_fraction(example, box: list[float]) -> float:
+    """How much of the normalised box (xmin, ymin, xmax, ymax) the stored image has red."""
+    pixels = np.asarray(Image.open(io.BytesIO(values(example, "image/encoded")[0])))
+    height, width = pixels.shape[:2]
+    xmin, ymin, xmax, ymax = box
+    inside = pixels[round(ymin * height):round(ymax * height),
+                    round(xmin * width):round(xmax * width)]
+    return float(np.mean((inside[..., 0] > 150) & (inside[..., 2] < 100)))
+
+
+def test_phone_photos_are_stored_upright_when_labelled_upright(tmp_path):
+    """EXIF-turned photos: labels drawn on the photo as tools show it (YOLO's fractions,
+    COCO stating the upright size) get the photo turned for good, as `predict` turns it;
+    labels stating the stored size were drawn on the stored pixels, which are then kept."""
+    yolo_dir = tiny_yolo(tmp_path, {})
+    box = _phone_photo(yolo_dir / "images/train/phone.jpg")
+    xmin, ymin, xmax, ymax = box
+    (yolo_dir / "labels/train/phone.txt").write_text(
+        f"0 {(xmin + xmax) / 160} {(ymin + ymax) / 200} {(xmax - xmin) / 80} "
+        f"{(ymax - ymin) / 100}\n")
+    report = convert("yolo", yolo_dir, tmp_path / "yolo-out")
+    assert report["repaired"]["exif_orientation_applied"] == 1
+    (_, example), = examples(tmp_path / "yolo-out").values()
+    assert (values(example, "image/width"), values(example, "image/height")) == ([80], [100])
+    stored = [values(example, f"image/object/bbox/{k}")[0] for k in SIDES]
+    assert stored == pytest.approx([10 / 80, 50 / 100, 40 / 80, 90 / 100])
+    assert _red_fraction(example, stored) > 0.9  # the box is on the pet
+
+    images = tmp_path / "coco-images"
+    images.mkdir()
+    _phone_photo(images / "phone.jpg")
+    for stated, bbox, turned in (((80, 100), [10, 50, 30, 40], True),  # upright, as shown
+                                 ((100, 80), [50, 40, 40, 30], False)):  # as stored
+        coco = {"images": [{"id": 1, "file_name": "phone.jpg", "width": stated[0],
+                            "height": stated[1]}],
+                "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": bbox,
+                                 "iscrowd": 0}],
+                "categories": [{"id": 1, "name": "cat"}]}
+        path = tmp_path / f"coco-{turned}.json"
+        path.write_text(json.dumps(coco))
+        out = tmp_path / f"coco-out-{turned}"
+        report = convert_coco(path, images, out, num_shards=1, processes=1, progress=False)
+        assert ("exif_orientation_applied" in report["repaired"]) is turned
+        (_, example), = examples(out).values()
+        assert values(example, "image/width") == [stated[0]]
+        stored = [values(example, f"image/object/bbox/{k}")[0] for k in SIDES]
+        assert _red_fraction(example, stored) > 0.9

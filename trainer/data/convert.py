@@ -37,7 +37,14 @@ from PIL import Image
 from trainer import files
 from trainer.args import ConvertArgs, shown
 from trainer.data import changes, checks, coco, defaults, formats, pets, tf_example
-from trainer.data.images import ImageError, check_image
+from trainer.data.images import (
+    SWAPS_SIDES,
+    TURNS,
+    CheckedImage,
+    ImageError,
+    check_image,
+    upright,
+)
 from trainer.data.label_map import safe_name, write_label_map, written_names
 from trainer.data.planning import Plan, Source, Split, resplit
 from trainer.data.problems import Problem, ProblemLog
@@ -179,14 +186,16 @@ def _boxes(annotation: VocAnnotation, source: Source, classes: Classes, width: i
     return boxes, problems, before
 
 
-def _pet_mask(trimap_path: Path, width: int, height: int
+def _pet_mask(trimap_path: Path, width: int, height: int, turn: int = 1
               ) -> tuple[np.ndarray, list[Problem]]:
-    """The pet's pixels from a Pets trimap, at the image's size."""
-    with Image.open(trimap_path) as trimap:
-        if trimap.width * trimap.height > width * height * 4:
-            raise ValueError(f"trimap is {trimap.width}x{trimap.height}, far larger than the "
+    """The pet's pixels from a Pets trimap, at the image's size; turned as the photo was
+    (`turn`: the EXIF orientation applied to it), since it outlines the stored pixels."""
+    with Image.open(trimap_path) as opened:
+        if opened.width * opened.height > width * height * 4:
+            raise ValueError(f"trimap is {opened.width}x{opened.height}, far larger than the "
                              "image")
-        trimap.load()
+        opened.load()
+        trimap = opened.transpose(TURNS[turn]) if turn in TURNS else opened
         problems = []
         if trimap.size != (width, height):
             problems.append(Problem("mask_resized", "repaired",
@@ -260,6 +269,18 @@ def convert_one(source: Source, classes: Classes,
         return Outcome(source.name, None, (Problem("unexpected_error", "skipped", text),))
 
 
+def labelled_upright(annotation: VocAnnotation, image: CheckedImage) -> bool:
+    """Whether an EXIF-turned photo's labels were drawn on it turned, as labelling tools
+    show it (and `predict` reads it): yes, unless the size the annotation states is the
+    stored pixels' and not the turned photo's (a quarter turn tells them apart)."""
+    stated = annotation.declared_size or (
+        (annotation.width, annotation.height) if annotation.width and annotation.height
+        else None)
+    if stated is None or image.orientation not in SWAPS_SIDES:
+        return True
+    return stated == image.upright_size or stated != (image.width, image.height)
+
+
 def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
     def skipped(reason: str, detail: str, *earlier: Problem) -> Outcome:
         return Outcome(source.name, None, (*earlier, Problem(reason, "skipped", detail)))
@@ -291,6 +312,9 @@ def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
         data = source.image_path.read_bytes()
         image = check_image(source.embedded(data) if source.embedded else data,
                             limits.max_pixels)
+        turn = image.orientation if image.orientation != 1 and \
+            labelled_upright(annotation, image) else 1
+        image = upright(image, limits.max_pixels) if turn != 1 else image
     except ImageError as error:
         return skipped(error.reason, f"{source.image_path}: {error}")
     if annotation.normalised:
@@ -322,7 +346,8 @@ def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
         if not source.trimap_path.is_file():
             return skipped("missing_trimap", f"{source.trimap_path} not found", *problems)
         try:
-            mask, mask_problems = _pet_mask(source.trimap_path, image.width, image.height)
+            mask, mask_problems = _pet_mask(source.trimap_path, image.width, image.height,
+                                            turn)
         except Exception as error:  # PIL raises many types for undecodable bytes
             return skipped("corrupt_trimap", f"{source.trimap_path}: {error}", *problems)
         problems += mask_problems
