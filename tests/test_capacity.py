@@ -1,0 +1,85 @@
+"""The capacity model behind the README's conversion table (benchmarks/capacity.py): its
+figures agree with each other, with the pinned price table and with the definition of where
+one machine stops being enough. Pure arithmetic: no TensorFlow, no conversion."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+from google.cloud import aiplatform_v1
+
+from benchmarks import capacity
+from benchmarks.capacity import Capacity, Machine, Speed, most_images, plan
+from launch.pricing.table import PriceTable
+from launch.vertex.costs import machine_hourly
+
+CAPACITY = Capacity.load()
+SPEED = Speed(mb_per_core_second=100.0, scaling_efficiency=0.8, records_per_input_byte=1.0)
+SLOW = dataclasses.replace(SPEED, mb_per_core_second=0.5)  # time-bound before disk-bound
+GB = capacity.GB
+
+
+def machines(*names: str) -> list[Machine]:
+    return [CAPACITY.machine(name) for name in names]
+
+
+def test_more_cores_never_make_a_conversion_slower():
+    shapes = machines("n2-highcpu-2", "n2-highcpu-4", "n2-highcpu-8", "n2-highcpu-16",
+                      "n2-highcpu-32", "n2-highcpu-64", "n2-highcpu-96")
+    for speed in (SPEED, SLOW, CAPACITY.speed):
+        for dataset in CAPACITY.datasets:
+            hours = [plan(dataset.images, dataset.bytes, m, speed, CAPACITY.storage,
+                          CAPACITY.limits).hours for m in shapes]
+            assert hours == sorted(hours, reverse=True), (dataset.name, speed, hours)
+            if speed is SLOW:  # cores bound it: more of them help
+                assert hours[0] > hours[-1]
+
+
+def test_the_cost_is_the_hours_at_the_pinned_training_price():
+    for machine in machines(*CAPACITY.machine_names):
+        pinned = machine_hourly(PriceTable.load(), "training", "us-central1",
+                                aiplatform_v1.MachineSpec(machine_type=machine.name))
+        assert machine.hourly_usd == pinned.total > 0
+        coco = plan(118_287, 18 * GB, machine, SPEED, CAPACITY.storage, CAPACITY.limits)
+        assert coco.cost == pytest.approx(coco.hours * pinned.total)
+
+
+def test_the_wall_time_is_the_sum_of_its_stages_each_at_its_slowest_resource():
+    machine = CAPACITY.machine("n2-highcpu-8")
+    one = plan(1000, 100 * GB, machine, SLOW, CAPACITY.storage, CAPACITY.limits)
+    stages = dict((name, (hours, bound)) for name, hours, bound in one.stages)
+    assert set(stages) == {"stage in", "convert", "upload"}
+    assert one.hours == pytest.approx(sum(hours for hours, _ in stages.values()))
+    # converting at 0.5 MB/s a core x 8 cores x 0.8: 100 GB in 8.7 hours, the cores' pace
+    assert stages["convert"] == (pytest.approx(100e9 / (0.5e6 * 8 * 0.8) / 3600), "cores")
+    assert one.bound == "cores"
+    # the disk holds raw + records + margin, and its throughput follows its size
+    assert one.disk_gb == pytest.approx(200 * (1 + CAPACITY.limits.disk_margin))
+
+
+def test_one_machine_is_enough_up_to_the_size_the_definition_gives():
+    machine = CAPACITY.machine("n2-highcpu-96")
+    limits, storage, per_image = CAPACITY.limits, CAPACITY.storage, 156_000
+    for speed, reason in ((SLOW, f"more than {limits.max_hours:g} h"),
+                          (SPEED, f"more than a {limits.max_disk_gb:,.0f} GB disk")):
+        most = most_images(machine, speed, storage, limits, per_image)
+        last = plan(most, most * per_image, machine, speed, storage, limits)
+        beyond = plan(most + 1, (most + 1) * per_image, machine, speed, storage, limits)
+        assert last.over(limits) == "" and beyond.over(limits) == reason
+        assert last.hours <= limits.max_hours and last.disk_gb <= limits.max_disk_gb
+
+
+def test_the_table_prices_every_dataset_on_every_machine_and_names_its_facts():
+    lines = capacity.table(CAPACITY, SPEED)
+    assert len(lines) == 2 + len(CAPACITY.datasets) + 1
+    for line in lines[2:]:
+        assert line.count("|") == 2 + len(CAPACITY.machine_names)
+    assert all(name in lines[0] for name in CAPACITY.machine_names)
+    notes = capacity.assumptions(CAPACITY)
+    assert len(notes) == len(CAPACITY.facts)
+    for name, fact in CAPACITY.facts.items():
+        assert re.match(r"https://", fact["source"]) and fact["read"] == "2026-11-25", name
+        note = next(line for line in notes if line.startswith(f"- {name} "))
+        assert ("ASSUMPTION" in note) == bool(fact.get("assumption")), name
