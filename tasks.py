@@ -690,9 +690,9 @@ def pricing_refresh(c):
     _say(lambda: refresh(cloud_catalog(), regions()))
 
 
-@task(help={"num_images": "sample size to convert"})
+@task(help={"num_images": "images of each photo size to convert"})
 def bench_convert(c, num_images=2000):
-    """Benchmark conversion: examples/s with 1 process vs all cores."""
+    """Benchmark conversion: images/s and MB/s a core, scaling; hours and cost on Vertex AI."""
     from benchmarks import convert_speed
 
     convert_speed.main(int(num_images))

@@ -6,7 +6,7 @@ its pd-ssd boot disk, converts them there, then uploads the records (launch's Ve
 conversion). So the wall time is the sum of the stages, not the slowest one alone:
 
     stage in   raw bytes      at min(network, disk, the bucket's object reads a second)
-    convert    raw bytes      at min(cores x MB/s a core x scaling efficiency, disk)
+    convert    raw bytes      at min(cores x images/s a core x scaling efficiency, disk)
     upload     record bytes   at min(network, disk)
 
 A pd-ssd disk's throughput grows with its size up to a cap, so the disk is sized at least for
@@ -32,7 +32,7 @@ MB, GB, MIB, GIB = 10**6, 10**9, 2**20, 2**30
 class Speed:
     """What `bench.convert` measures."""
 
-    mb_per_core_second: float  # input MB (images + annotations) a second, one process
+    images_per_core_second: float  # one process; the cost is per image, not per byte
     scaling_efficiency: float  # all-cores rate / (cores x one-process rate)
     records_per_input_byte: float  # record bytes written per input byte
 
@@ -114,17 +114,19 @@ def _stage(name: str, size: float, rates: dict[str, float]) -> tuple[str, float,
     return name, size / rates[limit] / 3600, limit
 
 
-def plan(objects: int, input_bytes: int, machine: Machine, speed: Speed, storage: Storage,
+def plan(images: int, input_bytes: int, machine: Machine, speed: Speed, storage: Storage,
          limits: Limits) -> Plan:
-    """Converting `input_bytes` of raw images and annotations, `objects` objects in the
-    bucket, on `machine`."""
+    """Converting `images` (one object each in the bucket) of `input_bytes` with their
+    annotations on `machine`."""
     records = input_bytes * speed.records_per_input_byte
     disk_gb = max(storage.disk_min_gb,
                   (input_bytes + records) * (1 + limits.disk_margin) / GB)
     on_disk = storage.disk_bytes_per_second(disk_gb)
     network = machine.network_bytes_per_second
-    reads = storage.reads_per_second * input_bytes / max(objects, 1)
-    cores = speed.mb_per_core_second * MB * machine.vcpus * speed.scaling_efficiency
+    bytes_per_image = input_bytes / max(images, 1)
+    reads = storage.reads_per_second * bytes_per_image
+    cores = speed.images_per_core_second * machine.vcpus * speed.scaling_efficiency * \
+        bytes_per_image
     return Plan(machine, input_bytes, disk_gb, (
         _stage("stage in", input_bytes, {"network": network, "disk": on_disk,
                                          "bucket reads": reads}),
@@ -181,7 +183,7 @@ class Capacity:
         data = yaml.safe_load(Path(path).read_text())
         facts = data["facts"]
         measured = data["measured"]
-        speed = Speed(float(measured["mb_per_core_second"]),
+        speed = Speed(float(measured["images_per_core_second"]),
                       float(measured["scaling_efficiency"]),
                       float(measured["records_per_input_byte"]))
         value = {name: float(fact["value"]) for name, fact in facts.items()}
@@ -256,7 +258,7 @@ def assumptions(capacity: Capacity) -> list[str]:
 def main() -> None:
     capacity = Capacity.load()
     speed = capacity.speed
-    print(f"measured {capacity.measured_on}: {speed.mb_per_core_second:g} MB/s a core, "
+    print(f"measured {capacity.measured_on}: {speed.images_per_core_second:g} images/s a core, "
           f"scaling efficiency {speed.scaling_efficiency:g}, "
           f"{speed.records_per_input_byte:g} record bytes per input byte\n")
     print("\n".join(table(capacity)))

@@ -4,8 +4,10 @@ with all cores, the scaling efficiency between them, against the reference-style
 datasets on Vertex AI machines (benchmarks/capacity.py).
 
 Two sizes of photo: Pets-like (~500x375, the sample's own JPEGs) and COCO-like (640x480
-pixels on average, re-encoded at a high quality so each is ~130 KB, near COCO's ~150 KB
-mean): the per-byte cost is what the capacity model scales to COCO and Open Images.
+pixels on average, re-encoded at a high quality so each is ~140 KB, near COCO's ~156 KB
+mean). One process converts both at nearly the same images/s: the cost is per image (files,
+annotation, example), not per byte (the JPEG walk's byte search is cheap), so the capacity
+model scales the COCO-like images/s a core.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Photos:
 
 PETS_LIKE = Photos("Pets-like", 2.0, None)
 COCO_LIKE = Photos("COCO-like", 2.25, 98)
+REPEATS = 3  # the fastest of these counts: the run other processes disturbed least
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,9 +51,8 @@ class Rates:
 
     @property
     def speed(self) -> capacity.Speed:
-        one = self.input_bytes / capacity.MB / self.one_process
-        many = self.input_bytes / capacity.MB / self.all_cores
-        return capacity.Speed(one, many / (self.cores * one),
+        return capacity.Speed(self.images / self.one_process,
+                              self.one_process / self.all_cores / self.cores,
                               self.record_bytes / self.input_bytes)
 
     def lines(self, name: str) -> list[str]:
@@ -81,9 +83,14 @@ def _size(paths) -> int:
 
 
 def timed_conversion(data_dir: Path, output_dir: Path, processes: int) -> tuple[float, int]:
-    start = time.perf_counter()
-    report = convert_directory(data_dir, output_dir, processes=processes, progress=False)
-    return time.perf_counter() - start, report["written"]
+    """The fastest of REPEATS conversions (seconds) and the examples written."""
+    seconds = []
+    for repeat in range(REPEATS):
+        start = time.perf_counter()
+        report = convert_directory(data_dir, output_dir / str(repeat), processes=processes,
+                                   progress=False)
+        seconds.append(time.perf_counter() - start)
+    return min(seconds), report["written"]
 
 
 def measure(photos: Photos, root: Path, num_images: int, cores: int) -> tuple[Rates, Path]:
@@ -93,10 +100,10 @@ def measure(photos: Photos, root: Path, num_images: int, cores: int) -> tuple[Ra
     names = pets.read_example_list(data / pets.TRAINVAL_LIST)  # what conversion reads
     input_bytes = _size(pets.image_path(data, name) for name in names) + \
         _size(pets.xml_path(data, name) for name in names)
-    timed_conversion(data, root / f"{photos.name}-warmup", 1)  # imports and file cache
+    convert_directory(data, root / f"{photos.name}-warmup", processes=1, progress=False)  # cache
     one, written = timed_conversion(data, root / f"{photos.name}-one", 1)
     many, _ = timed_conversion(data, root / f"{photos.name}-many", cores)
-    records = _size((root / f"{photos.name}-many").glob("*.record-*"))
+    records = _size((root / f"{photos.name}-many" / "0").glob("*.record-*"))
     return Rates(written, input_bytes, records, one, many, cores), data
 
 

@@ -16,8 +16,9 @@ from launch.pricing.table import PriceTable
 from launch.vertex.costs import machine_hourly
 
 CAPACITY = Capacity.load()
-SPEED = Speed(mb_per_core_second=100.0, scaling_efficiency=0.8, records_per_input_byte=1.0)
-SLOW = dataclasses.replace(SPEED, mb_per_core_second=0.5)  # time-bound before disk-bound
+SPEED = Speed(images_per_core_second=1000.0, scaling_efficiency=0.8,
+              records_per_input_byte=1.0)
+SLOW = dataclasses.replace(SPEED, images_per_core_second=5.0)  # time-bound before disk-bound
 GB = capacity.GB
 
 
@@ -48,12 +49,12 @@ def test_the_cost_is_the_hours_at_the_pinned_training_price():
 
 def test_the_wall_time_is_the_sum_of_its_stages_each_at_its_slowest_resource():
     machine = CAPACITY.machine("n2-highcpu-8")
-    one = plan(1000, 100 * GB, machine, SLOW, CAPACITY.storage, CAPACITY.limits)
+    one = plan(1_000_000, 100 * GB, machine, SLOW, CAPACITY.storage, CAPACITY.limits)
     stages = dict((name, (hours, bound)) for name, hours, bound in one.stages)
     assert set(stages) == {"stage in", "convert", "upload"}
     assert one.hours == pytest.approx(sum(hours for hours, _ in stages.values()))
-    # converting at 0.5 MB/s a core x 8 cores x 0.8: 100 GB in 8.7 hours, the cores' pace
-    assert stages["convert"] == (pytest.approx(100e9 / (0.5e6 * 8 * 0.8) / 3600), "cores")
+    # converting at 5 images/s a core x 8 cores x 0.8: 10^6 images in 8.7 hours
+    assert stages["convert"] == (pytest.approx(1e6 / (5 * 8 * 0.8) / 3600), "cores")
     assert one.bound == "cores"
     # the disk holds raw + records + margin, and its throughput follows its size
     assert one.disk_gb == pytest.approx(200 * (1 + CAPACITY.limits.disk_margin))
