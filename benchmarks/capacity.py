@@ -5,14 +5,18 @@ The conversion job runs in three stages, one after the other: it stages the raw 
 its pd-ssd boot disk, converts them there, then uploads the records (launch's Vertex AI
 conversion). So the wall time is the sum of the stages, not the slowest one alone:
 
-    stage in   raw bytes      at min(network, disk, the bucket's object reads a second)
-    convert    raw bytes      at min(cores x images/s a core x scaling efficiency, disk)
+    stage in   raw bytes      at min(network, disk, objects a second: the bucket's limit,
+                              or the downloads at once / the time one request takes)
+    convert    raw bytes      at min(cores x a core's rate x scaling efficiency, disk)
     upload     record bytes   at min(network, disk)
 
-A pd-ssd disk's throughput grows with its size up to a cap, so the disk is sized at least for
-raw + records + margin and never below the boot disk's default. Cost is the hours at the
-machine's training price by the pinned table (the disk's own price is not in that table and
-not counted). The facts, each with its source, and the datasets: capacity.yaml.
+A core's rate is the slower of its measured images/s and its measured MB/s for the dataset's
+mean image: on the shared machine the runs could not tell a per-image cost from a per-byte
+one, so each dataset pays whichever is larger. A pd-ssd disk's throughput grows with its
+size up to a cap, so the disk is sized at least for raw + records + margin and never below
+the boot disk's default. Cost is the hours at the machine's training price by the pinned
+table (the disk's own price is not in that table and not counted). The facts, each with its
+source, and the datasets: capacity.yaml.
 
     python -m benchmarks.capacity    # the README's table from capacity.yaml's measured figures
 """
@@ -32,7 +36,8 @@ MB, GB, MIB, GIB = 10**6, 10**9, 2**20, 2**30
 class Speed:
     """What `bench.convert` measures."""
 
-    images_per_core_second: float  # one process; the cost is per image, not per byte
+    images_per_core_second: float  # one process
+    mb_per_core_second: float  # input MB (images + annotations) a second, one process
     scaling_efficiency: float  # all-cores rate / (cores x one-process rate)
     records_per_input_byte: float  # record bytes written per input byte
 
@@ -55,6 +60,8 @@ class Storage:
     whose throughput (read and write each) grows with its size."""
 
     reads_per_second: float  # a bucket's object reads a second, before it autoscales
+    request_seconds: float  # one object's download, request to last byte (a small object)
+    streams: int  # downloads at once while staging
     disk_min_gb: float
     disk_mib_per_s_per_gib: float
     disk_max_mib_per_s: float
@@ -124,12 +131,15 @@ def plan(images: int, input_bytes: int, machine: Machine, speed: Speed, storage:
     on_disk = storage.disk_bytes_per_second(disk_gb)
     network = machine.network_bytes_per_second
     bytes_per_image = input_bytes / max(images, 1)
-    reads = storage.reads_per_second * bytes_per_image
-    cores = speed.images_per_core_second * machine.vcpus * speed.scaling_efficiency * \
-        bytes_per_image
+    objects_per_second = min(storage.reads_per_second,
+                             storage.streams / storage.request_seconds)
+    seconds_per_image = max(1 / speed.images_per_core_second,
+                            bytes_per_image / (speed.mb_per_core_second * MB))
+    cores = machine.vcpus * speed.scaling_efficiency * bytes_per_image / seconds_per_image
     return Plan(machine, input_bytes, disk_gb, (
         _stage("stage in", input_bytes, {"network": network, "disk": on_disk,
-                                         "bucket reads": reads}),
+                                         "object requests": objects_per_second *
+                                         bytes_per_image}),
         # reading the raw bytes and writing the records proceed together
         _stage("convert", input_bytes, {"cores": cores, "disk": on_disk * input_bytes /
                                         max(input_bytes, records)}),
@@ -177,6 +187,7 @@ class Capacity:
     datasets: tuple[Dataset, ...]
     machine_names: tuple[str, ...]
     region: str
+    staging_streams: tuple[int, ...]  # the table's: today's first, then what more would give
 
     @classmethod
     def load(cls, path: Path = CAPACITY_FILE) -> Capacity:
@@ -184,17 +195,20 @@ class Capacity:
         facts = data["facts"]
         measured = data["measured"]
         speed = Speed(float(measured["images_per_core_second"]),
+                      float(measured["mb_per_core_second"]),
                       float(measured["scaling_efficiency"]),
                       float(measured["records_per_input_byte"]))
         value = {name: float(fact["value"]) for name, fact in facts.items()}
-        storage = Storage(value["bucket_reads_per_second"], value["boot_disk_default_gb"],
+        storage = Storage(value["bucket_reads_per_second"], value["request_seconds"],
+                          int(data["staging_streams"][0]), value["boot_disk_default_gb"],
                           value["pd_ssd_mib_per_s_per_gib"], value["pd_ssd_max_mib_per_s"])
         limits = Limits(float(data["max_hours"]), value["boot_disk_max_gb"],
                         float(data["disk_margin"]))
         datasets = tuple(Dataset(d["name"], int(d["images"]), int(d["bytes"]))
                          for d in data["datasets"])
         return cls(speed, str(measured["date"]), storage, limits, facts, datasets,
-                   tuple(data["machines"]), str(data["region"]))
+                   tuple(data["machines"]), str(data["region"]),
+                   tuple(int(n) for n in data["staging_streams"]))
 
     def machine(self, name: str) -> Machine:
         """A catalogue shape: its vCPUs, network bandwidth and training price per hour."""
@@ -239,9 +253,16 @@ def table(capacity: Capacity, speed: Speed | None = None) -> list[str]:
                      f"{dataset.bytes / GB:,.1f} GB | " + " | ".join(cells) + " |")
     coco = next(d for d in capacity.datasets if d.name.startswith("COCO"))
     per_image = coco.bytes // coco.images
-    cells = [f"{most_images(m, speed, storage, limits, per_image):,}" for m in machines]
-    lines.append(f"| one machine is enough up to (images of {per_image / 1000:.0f} KB, "
-                 f"{limits.max_hours:g} h) | " + " | ".join(cells) + " |")
+    for streams in capacity.staging_streams:
+        staging = dataclasses.replace(storage, streams=streams)
+        cells = []
+        for machine in machines:
+            most = most_images(machine, speed, staging, limits, per_image)
+            beyond = plan(most + 1, (most + 1) * per_image, machine, speed, staging, limits)
+            cells.append(f"{most:,} images ({beyond.over(limits)} beyond)")
+        lines.append(f"| one machine is enough up to (images of {per_image / 1000:.0f} KB, "
+                     f"{streams} download{'s' * (streams > 1)} at a time) | "
+                     + " | ".join(cells) + " |")
     return lines
 
 
@@ -258,7 +279,8 @@ def assumptions(capacity: Capacity) -> list[str]:
 def main() -> None:
     capacity = Capacity.load()
     speed = capacity.speed
-    print(f"measured {capacity.measured_on}: {speed.images_per_core_second:g} images/s a core, "
+    print(f"measured {capacity.measured_on}: {speed.images_per_core_second:g} images/s and "
+          f"{speed.mb_per_core_second:g} MB/s a core, "
           f"scaling efficiency {speed.scaling_efficiency:g}, "
           f"{speed.records_per_input_byte:g} record bytes per input byte\n")
     print("\n".join(table(capacity)))
