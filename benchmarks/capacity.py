@@ -259,7 +259,7 @@ def table(capacity: Capacity, speed: Speed | None = None) -> list[str]:
         for machine in machines:
             most = most_images(machine, speed, staging, limits, per_image)
             beyond = plan(most + 1, (most + 1) * per_image, machine, speed, staging, limits)
-            cells.append(f"{most:,} images ({beyond.over(limits)} beyond)")
+            cells.append(f"{most / 10**6:,.1f} million images ({beyond.over(limits)} beyond)")
         lines.append(f"| one machine is enough up to (images of {per_image / 1000:.0f} KB, "
                      f"{streams} download{'s' * (streams > 1)} at a time) | "
                      + " | ".join(cells) + " |")
