@@ -346,7 +346,7 @@ class Vertex:
         target = dataclasses.replace(where, service_account=self.cloud.fields(
             ("converter_service_account",))["converter_service_account"])
         survey = raw_survey(self.cloud.storage(), raw)
-        sizing = conversion_jobs.size_for(survey.bytes)
+        sizing = conversion_jobs.size_for(survey.bytes, survey.objects)
         print(f"raw data: {survey.objects:,} objects, {survey.bytes / 1e9:.2f} GB below {raw}/;"
               f" machine {sizing.machine_type}, {sizing.disk_gb} GB boot disk, timeout "
               f"{sizing.timeout_hours:g} h", file=sys.stderr)

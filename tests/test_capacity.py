@@ -1,4 +1,4 @@
-"""The capacity model behind the README's conversion table (benchmarks/capacity.py): its
+"""The capacity model behind the README's conversion table (launch/vertex/capacity.py): its
 figures agree with each other, with the pinned price table and with the definition of where
 one machine stops being enough. Pure arithmetic: no TensorFlow, no conversion."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from google.cloud import aiplatform_v1
 
-from benchmarks import capacity
-from benchmarks.capacity import Capacity, Machine, Speed, most_images, plan
 from launch.pricing.table import PriceTable
+from launch.vertex import capacity
+from launch.vertex.capacity import Capacity, Machine, Speed, most_images, plan
 from launch.vertex.costs import machine_hourly
 
 CAPACITY = Capacity.load()

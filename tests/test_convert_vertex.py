@@ -187,13 +187,22 @@ def test_invoke_data_convert_names_a_bad_target_flag_in_one_line():
                                     "local, vertex"
 
 
-@pytest.mark.parametrize("raw_gb, machine, disk, hours", [
-    (0.01, "n1-standard-4", 100, 1), (5, "n1-standard-8", 100, 1),
-    (50, "n1-standard-16", 170, 2), (1000, "n1-standard-32", 3020, 22)])
-def test_the_machine_is_sized_from_the_raw_bytes(raw_gb, machine, disk, hours):
-    sizing = conversion.size_for(int(raw_gb * 1e9))
+@pytest.mark.parametrize("raw_gb, objects, machine, disk, hours", [
+    (0.01, 100, "n1-standard-4", 100, 1), (5, 30_000, "n1-standard-8", 100, 1),
+    (50, 300_000, "n1-standard-16", 121, 3), (1000, 6_000_000, "n1-standard-32", 2402, 6)])
+def test_the_machine_is_sized_from_the_raw_bytes_by_the_capacity_model(raw_gb, objects,
+                                                                        machine, disk, hours):
+    """The disk and timeout are the capacity model's (raw + records + its margin; three
+    times its planned hours), so the job and the README's table agree."""
+    from launch.vertex import capacity
+
+    sizing = conversion.size_for(int(raw_gb * 1e9), objects)
     assert (sizing.machine_type, sizing.disk_gb, sizing.timeout_hours) == (machine, disk, hours)
     assert sizing.max_raw_bytes >= raw_gb * 1e9
+    model = capacity.Capacity.load()
+    planned = capacity.plan(objects, int(raw_gb * 1e9), model.machine(machine), model.speed,
+                            model.storage, model.limits)
+    assert planned.hours * 3 <= sizing.timeout_hours <= max(1, planned.hours * 3 + 1)
 
 
 def test_a_local_conversion_publishes_a_dataset_too_and_inspect_fetches_it(fakes, sample,

@@ -1,18 +1,18 @@
 """A conversion job next to the data (`invoke data.convert --target vertex`), as Vertex AI
-sees it: one CPU machine sized for the raw prefix (a pure function of its bytes), running the
-trainer image's `data convert-in-bucket`, whose output is a named dataset.
+sees it: one CPU machine sized for the raw prefix (a pure function of its bytes and objects),
+running the trainer image's `data convert-in-bucket`, whose output is a named dataset.
 
-    raw size        machine          boot disk                    timeout
-    < 2 GB          n1-standard-4    max(100, 3 x raw + 20) GB    3 x the planned hours,
-    < 20 GB         n1-standard-8                                 at least 1 h
+    raw size        machine
+    < 2 GB          n1-standard-4
+    < 20 GB         n1-standard-8
     < 200 GB        n1-standard-16
     larger          n1-standard-32
 
-The disk holds the staged raw objects and the records written from them (about the raw size
-again: the records keep the JPEG bytes) with room to spare. The planned hours assume
-PLANNED_MB_PER_CORE_SECOND of raw data a core (the 1,800-image benchmark converts ~10x that;
-README "Measured") plus staging at PLANNED_STAGING_MB_PER_SECOND: a bound for the timeout
-and --max-cost, not a promise.
+The boot disk and the planned time come from the capacity model (capacity.py, the measured
+conversion speed in capacity.yaml): the disk holds the staged raw objects and the records
+written from them, plus its margin, and never less than Vertex AI's default; the timeout
+is TIMEOUT_FACTOR times the planned hours, at least an hour: a bound for the job and for
+--max-cost, not a promise.
 """
 
 from __future__ import annotations
@@ -25,16 +25,13 @@ from google.cloud import aiplatform_v1
 from launch.jobs import TrainerJob
 from launch.places import CloudTarget
 from launch.resources import Resources, Scheduling
+from launch.vertex import capacity
 from launch.vertex.hardware import HardwareError, machine_for
 from launch.vertex.spec import custom_job
 
 # raw bytes below which each machine is enough, smallest first; beyond the last, the last
 SHAPES = ((2 * 10**9, "n1-standard-4"), (20 * 10**9, "n1-standard-8"),
           (200 * 10**9, "n1-standard-16"), (None, "n1-standard-32"))
-MIN_DISK_GB, DISK_PER_RAW_GB, SPARE_DISK_GB = 100, 3, 20
-MAX_DISK_GB = 65_536  # a pd-ssd boot disk's limit
-PLANNED_MB_PER_CORE_SECOND = 5.0
-PLANNED_STAGING_MB_PER_SECOND = 50.0
 TIMEOUT_FACTOR = 3
 CONVERSION_LABELS = {"role": "convert"}
 
@@ -48,22 +45,23 @@ class Sizing:
     max_raw_bytes: int  # what the job refuses beyond: the disk it was given
 
 
-def size_for(raw_bytes: int) -> Sizing:
-    """The machine, disk and timeout for a raw prefix of `raw_bytes` (the table above)."""
+def size_for(raw_bytes: int, raw_objects: int) -> Sizing:
+    """The machine, disk and timeout for a raw prefix of `raw_bytes` in `raw_objects`."""
     machine_type = next(name for bound, name in SHAPES if bound is None or raw_bytes < bound)
-    cores = int(machine_type.rsplit("-", 1)[1])
-    raw_gb = raw_bytes / 10**9
-    disk_gb = max(MIN_DISK_GB, math.ceil(DISK_PER_RAW_GB * raw_gb) + SPARE_DISK_GB)
-    if disk_gb > MAX_DISK_GB:
-        raise HardwareError(f"--data-dir holds {raw_gb:,.0f} GB: more than one machine's "
-                            f"disk ({MAX_DISK_GB:,} GB) can convert; split the data into "
-                            "several datasets")
-    seconds = raw_bytes / 1e6 / PLANNED_STAGING_MB_PER_SECOND + \
-        raw_bytes / 1e6 / (PLANNED_MB_PER_CORE_SECOND * cores)
-    timeout = max(1.0, math.ceil(TIMEOUT_FACTOR * seconds / 3600))
-    # the job may stage what the disk holds beside the records it writes
-    max_raw = (disk_gb - SPARE_DISK_GB) * 10**9 // 2
-    return Sizing(machine_type, cores, disk_gb, timeout, max(max_raw, raw_bytes))
+    model = capacity.Capacity.load()
+    planned = capacity.plan(raw_objects, raw_bytes, model.machine(machine_type), model.speed,
+                            model.storage, model.limits)
+    if planned.disk_gb > model.limits.max_disk_gb:
+        raise HardwareError(f"--data-dir holds {raw_bytes / 1e9:,.0f} GB: more than one "
+                            f"machine's disk ({model.limits.max_disk_gb:,.0f} GB) can convert; "
+                            "split the data into several datasets")
+    disk_gb = math.ceil(planned.disk_gb)
+    timeout = max(1.0, math.ceil(TIMEOUT_FACTOR * planned.hours))
+    # the job may stage what the disk holds beside the records it writes, less the margin
+    max_raw = int(disk_gb * capacity.GB / (1 + model.limits.disk_margin) /
+                  (1 + model.speed.records_per_input_byte))
+    return Sizing(machine_type, int(machine_type.rsplit("-", 1)[1]), disk_gb, timeout,
+                  max(max_raw, raw_bytes))
 
 
 def conversion_job(job: TrainerJob, sizing: Sizing, target: CloudTarget, dataset_url: str,

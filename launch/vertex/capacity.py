@@ -18,7 +18,7 @@ the boot disk's default. Cost is the hours at the machine's training price by th
 table (the disk's own price is not in that table and not counted). The facts, each with its
 source, and the datasets: capacity.yaml.
 
-    python -m benchmarks.capacity    # the README's table from capacity.yaml's measured figures
+    python -m launch.vertex.capacity    # the README's table from capacity.yaml's measured figures
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import dataclasses
 from pathlib import Path
 
 import yaml
+
+from trainer.objects import STAGING_STREAMS
 
 CAPACITY_FILE = Path(__file__).with_name("capacity.yaml")
 MB, GB, MIB, GIB = 10**6, 10**9, 2**20, 2**30
@@ -200,7 +202,7 @@ class Capacity:
                       float(measured["records_per_input_byte"]))
         value = {name: float(fact["value"]) for name, fact in facts.items()}
         storage = Storage(value["bucket_reads_per_second"], value["request_seconds"],
-                          int(data["staging_streams"][0]), value["boot_disk_default_gb"],
+                          STAGING_STREAMS, value["boot_disk_default_gb"],
                           value["pd_ssd_mib_per_s_per_gib"], value["pd_ssd_max_mib_per_s"])
         limits = Limits(float(data["max_hours"]), value["boot_disk_max_gb"],
                         float(data["disk_margin"]))
@@ -208,7 +210,7 @@ class Capacity:
                          for d in data["datasets"])
         return cls(speed, str(measured["date"]), storage, limits, facts, datasets,
                    tuple(data["machines"]), str(data["region"]),
-                   tuple(int(n) for n in data["staging_streams"]))
+                   (STAGING_STREAMS, *(int(n) for n in data["other_staging_streams"])))
 
     def machine(self, name: str) -> Machine:
         """A catalogue shape: its vCPUs, network bandwidth and training price per hour."""
