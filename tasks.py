@@ -174,9 +174,10 @@ def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=
             target="local", dataset=None, dry_run=False, follow=False,
             max_cost: float | None = None, local_docker=False, env=None, project=None,
             region=None, bucket=None):
-    """Convert Pets, VOC, COCO, YOLO or LabelMe to sharded TFRecords with a report: here, or
-    next to the data on Vertex AI. With --dataset the records become a named dataset in the
-    bucket."""
+    """Convert Pets, VOC, COCO, YOLO or LabelMe to sharded TFRecords, here or on Vertex AI.
+
+    With --target vertex the converter runs next to the data; with --dataset the records
+    become a named dataset in the bucket. Either way a report says what was kept."""
     if data_dir is None and format == "pets" and not source:
         data_dir = DATA_DIR
 
