@@ -358,6 +358,11 @@ class Vertex:
         job = conversion_jobs.conversion_job(
             tool_job(args), sizing, target, f"gs://{where.bucket}/{DATASETS_PREFIX}/{name}",
             {**standard_labels(), "dataset": name})
+        resources = conversion_jobs.conversion_resources(sizing)
+        rung = Rung(where.region, sizing.machine_type, resources.scheduling.strategy)
+        self._check_quota(where.project, Plan(  # as a training job's, before any build
+            {rung: job}, {rung: machine_for(resources, where.region)},
+            {rung: sizing.machine_type}, {where.region: target}))
         hourly = known_price(functools.partial(costs.job_hourly, PriceTable.load(),
                                                where.region, job), self.submission.max_cost)
         if hourly is not None:

@@ -134,6 +134,20 @@ def test_sources_and_class_changes_come_from_the_bucket_too(fakes, sample, tmp_p
     assert report["class_changes"]
 
 
+def test_a_conversion_job_short_of_quota_is_refused_before_anything(fakes):
+    """Its machine's vCPUs against the project's training quota, as a training job's."""
+    fakes.quotas.set_limit("custom_model_training_cpus", "us-central1", 2)
+    with pytest.raises(InputError) as refused:
+        convert(fakes.cloud())
+    assert str(refused.value).startswith(
+        "n1-standard-4 needs 4 custom_model_training_cpus in us-central1; the project's limit "
+        "there is 2: ask for more at https://console.cloud.google.com/iam-admin/quotas")
+    assert not fakes.builds.requests and not fakes.vertex.received
+    fakes.quotas.set_limit("custom_model_training_cpus", "us-central1", 4)
+    assert "\"machineType\": \"n1-standard-4\"" in convert(fakes.cloud(),
+                                                      submission=Submission(dry_run=True))
+
+
 def test_a_killed_conversion_job_leaves_no_dataset(fakes):
     fakes.vertex.custom_runner = JobCommands(os.environ["STORAGE_EMULATOR_HOST"],
                                              fakes.logs, kill_at="staged ")

@@ -5,7 +5,6 @@ prints them."""
 from __future__ import annotations
 
 import dataclasses
-import io
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -26,7 +25,8 @@ class Labelled:
 def labelled_images(records: str, limit: int | None = None) -> Iterator[Labelled]:
     """The images of converted TFRecords with their boxes, as a detector sees them."""
     import tensorflow as tf
-    from PIL import Image
+
+    from trainer.data.images import open_checked
 
     features = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
                 "image/filename": tf.io.FixedLenFeature([], tf.string, default_value=""),
@@ -38,7 +38,7 @@ def labelled_images(records: str, limit: int | None = None) -> Iterator[Labelled
         lambda record: tf.io.parse_single_example(record, features))
     for example in dataset.take(-1 if limit is None else limit):
         encoded = example["image/encoded"].numpy()
-        image = Image.open(io.BytesIO(encoded)).convert("RGB")
+        image = open_checked(encoded).convert("RGB")  # the pixel cap before any decode
         boxes = np.stack([tf.sparse.to_dense(example[f"image/object/bbox/{k}"]).numpy()
                           for k in ("ymin", "xmin", "ymax", "xmax")], axis=-1)
         yield Labelled(Picture(example["image/filename"].numpy().decode(), image, encoded),

@@ -64,12 +64,17 @@ def size_for(raw_bytes: int, raw_objects: int) -> Sizing:
                   max(max_raw, raw_bytes))
 
 
+def conversion_resources(sizing: Sizing) -> Resources:
+    """One replica of the sized machine, on demand, for at most the planned timeout."""
+    return Resources(machine_type=sizing.machine_type,
+                     scheduling=Scheduling(timeout_hours=sizing.timeout_hours))
+
+
 def conversion_job(job: TrainerJob, sizing: Sizing, target: CloudTarget, dataset_url: str,
                    labels: dict[str, str]) -> aiplatform_v1.CustomJob:
     """The CustomJob: one replica on the sized CPU machine and disk, no TensorBoard, the
     conversion's service account."""
-    resources = Resources(machine_type=sizing.machine_type,
-                          scheduling=Scheduling(timeout_hours=sizing.timeout_hours))
+    resources = conversion_resources(sizing)
     machine = machine_for(resources, target.region)
     return custom_job(job, machine, dataclasses.replace(target, tensorboard=None),
                       dataset_url, resources, {**labels, **CONVERSION_LABELS},
