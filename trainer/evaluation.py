@@ -193,13 +193,12 @@ class CheckpointEvaluator:
 
 def _frame_masks(masks: np.ndarray, boxes: np.ndarray, frame: tuple[int, int]
                  ) -> tuple[dict, ...]:
-    """Per-box masks (each S x S over its normalised box) as COCO RLE of the frame."""
-    from pycocotools import mask as coco_mask
+    """Per-box masks (each S x S over its normalised box) as COCO RLE of the frame, as
+    predict writes them."""
+    from trainer.masks import paste, to_rle
 
-    from trainer.masks import paste
-
-    return tuple(coco_mask.encode(np.asfortranarray(paste(mask, box, *frame), np.uint8))
-                 for mask, box in zip(masks, boxes, strict=True))
+    return tuple(to_rle(paste(mask, box, *frame)) for mask, box in zip(masks, boxes,
+                                                                      strict=True))
 
 
 def _enlarged(masks: tuple[dict, ...], scale: int) -> list[np.ndarray]:

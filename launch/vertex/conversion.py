@@ -1,6 +1,6 @@
 """A conversion job next to the data (`invoke data.convert --target vertex`), as Vertex AI
-sees it: one CPU machine sized for the raw prefix (a pure function of its bytes and objects),
-running the trainer image's `data convert-in-bucket`, whose output is a named dataset.
+sees it: one CPU machine sized for the raw prefix from its bytes and objects, running the
+trainer image's `data convert-in-bucket`, whose output is a named dataset.
 
     raw size        machine
     < 2 GB          n1-standard-4
