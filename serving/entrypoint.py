@@ -85,5 +85,7 @@ def main() -> None:
         command = prepare(os.environ, Path(tempfile.mkdtemp(prefix="model-")))
     except (ContractError, FetchError) as error:
         sys.exit(f"serving: {error}")
+    except OSError as error:  # no room for the working directory: still one line, no traceback
+        sys.exit(f"serving: cannot prepare the model's local copy: {error}")
     print(f"serving: {' '.join(command)}", flush=True)
     os.execvp(command[0], command)  # TF Serving takes over the process and its signals

@@ -9,13 +9,15 @@ smoke test's mount) is copied as it is.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import shutil
+import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from http.client import HTTPException
 from pathlib import Path, PurePosixPath
 
@@ -23,6 +25,7 @@ STORAGE_API = "https://storage.googleapis.com"
 METADATA_HOST = "metadata.google.internal"
 TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
 TIMEOUT = 60.0
+MAX_OBJECTS = 10_000  # an export holds a few dozen; the whole bucket is not a model
 
 
 class FetchError(Exception):
@@ -31,28 +34,61 @@ class FetchError(Exception):
 
 def fetch(uri: str, into: Path, environ: Mapping[str, str]) -> int:
     """Copies directory `uri` (gs://BUCKET/PREFIX or a local path) into `into`; the number
-    of files copied."""
+    of files copied. The bucket's names are data: every one is checked before anything is
+    written (below the prefix, not both a file and a folder, not too many), and a name the
+    local disk cannot hold is a FetchError naming the object, as is every other failure."""
     if not uri.startswith("gs://"):
         source = Path(uri)
         if not source.is_dir():
-            raise FetchError(f"{uri} is neither gs://BUCKET/PREFIX nor a local directory")
-        shutil.copytree(source, into, dirs_exist_ok=True)
+            raise FetchError(f"{_shown(uri)} is neither gs://BUCKET/PREFIX nor a local "
+                             "directory")
+        try:  # a broken link, an unreadable file: shutil.Error lists each; a link loop
+            shutil.copytree(source, into, dirs_exist_ok=True)
+        except (OSError, RecursionError) as error:
+            raise FetchError(f"copying {_shown(uri)} failed: {_shown(str(error))}") from None
         return sum(1 for path in into.rglob("*") if path.is_file())
     bucket, _, prefix = uri.removeprefix("gs://").partition("/")
     storage = Storage(environ)
     prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
-    count = 0
-    for name in storage.names(bucket, prefix):
+    files = plan(bucket, prefix, storage.names(bucket, prefix))
+    for name, relative in files.items():
+        shown = f"gs://{bucket}/{_shown(name)}"
+        target = into / relative
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:  # a name too long for the disk, a full disk
+            raise FetchError(f"{shown}: cannot make its folder here: "
+                             f"{error.strerror or error}") from None
+        storage.download(bucket, name, target, shown)
+    if not files:
+        raise FetchError(f"{_shown(uri)} holds no files: is it the model's directory?")
+    return len(files)
+
+
+def plan(bucket: str, prefix: str, names: Iterable[str]) -> dict[str, PurePosixPath]:
+    """Each object to copy -> its path below the local directory: folder placeholders
+    (`x/`) skipped; a name that would leave the directory, or that is both an object and a
+    folder of objects (`m/variables` beside `m/variables/variables.index`: a disk holds a
+    file or a directory there, not both), or more than MAX_OBJECTS, is a FetchError."""
+    files: dict[str, PurePosixPath] = {}
+    for name in names:
         relative = name.removeprefix(prefix)
         if not relative or relative.endswith("/"):
             continue  # a folder placeholder
-        target = into / safe_relative(relative, f"gs://{bucket}/{name}")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        storage.download(bucket, name, target)
-        count += 1
-    if not count:
-        raise FetchError(f"{uri} holds no files: is it the model's directory?")
-    return count
+        files[name] = safe_relative(relative, f"gs://{bucket}/{name}")
+        if len(files) > MAX_OBJECTS:
+            raise FetchError(f"gs://{bucket}/{_shown(prefix)} holds more than {MAX_OBJECTS:,} "
+                             "objects: is it the model's directory?")
+    ordered = sorted(map(str, files.values()))  # what lies below X/ follows X/ in order
+    for name, path in files.items():
+        index = bisect.bisect_left(ordered, f"{path}/")
+        if index < len(ordered) and ordered[index].startswith(f"{path}/"):
+            inside = f"{prefix}{ordered[index]}"
+            raise FetchError(
+                f"gs://{bucket}/{_shown(name)} is both an object and a folder of objects "
+                f"(gs://{bucket}/{_shown(inside)}): a disk holds one or the other; delete "
+                "the one the export did not write")
+    return files
 
 
 def safe_relative(relative: str, shown: str) -> PurePosixPath:
@@ -60,8 +96,16 @@ def safe_relative(relative: str, shown: str) -> PurePosixPath:
     path = PurePosixPath(relative)
     if path.is_absolute() or any(part in ("", ".", "..") for part in relative.split("/")) \
             or "\0" in relative:
-        raise FetchError(f"{shown[:200]}: an object name that would leave the model directory")
+        raise FetchError(f"{_shown(shown)}: an object name that would leave the model "
+                         "directory")
     return path
+
+
+def _shown(text: str) -> str:
+    """A name from the bucket, as the one line of the log can hold it: clipped, and quoted
+    with escapes when it holds a line break, a terminal control or a bidi override."""
+    text = text[:200]
+    return text if text.isprintable() else repr(text)
 
 
 class Storage:
@@ -92,20 +136,27 @@ class Storage:
             if not page:
                 return
 
-    def download(self, bucket: str, name: str, target: Path) -> None:
-        partial = target.with_name(f".{target.name}.partial")
+    def download(self, bucket: str, name: str, target: Path, shown: str = "") -> None:
+        """The object, written whole to `target` or not at all (a partial file of its own,
+        whose name no object's can take, renamed when complete)."""
         path = f"/storage/v1/b/{_quote(bucket)}/o/{_quote(name)}?alt=media"
+        partial = None
         try:
-            with self._get(path) as body, partial.open("wb") as out:
-                shutil.copyfileobj(body, out, 1 << 20)
-                promised = body.headers.get("Content-Length")
-                if promised is not None and out.tell() != int(promised):
-                    # urllib reads a body cut short as a shorter one
-                    raise HTTPException(f"{out.tell()} of {promised} bytes arrived")
+            with self._get(path) as body:
+                handle, partial = tempfile.mkstemp(prefix=".partial-", dir=target.parent)
+                with os.fdopen(handle, "wb") as out:
+                    shutil.copyfileobj(body, out, 1 << 20)
+                    promised = body.headers.get("Content-Length")
+                    if promised is not None and out.tell() != int(promised):
+                        # urllib reads a body cut short as a shorter one
+                        raise HTTPException(f"{out.tell()} of {promised} bytes arrived")
+            os.replace(partial, target)
         except (OSError, HTTPException, ValueError) as error:  # cut off mid-object, full disk
-            partial.unlink(missing_ok=True)
-            raise FetchError(f"copying GET {path[:200]} failed: {error}") from None
-        os.replace(partial, target)  # a file is there whole or not at all
+            if partial is not None:
+                Path(partial).unlink(missing_ok=True)
+            detail = getattr(error, "strerror", None) or str(error)  # not the local paths
+            raise FetchError(f"copying {shown or f'GET {path[:200]}'} failed: "
+                             f"{_shown(detail)}") from None
 
     def _get(self, path: str):
         request = urllib.request.Request(f"{self.api}{path}", headers=self.headers)

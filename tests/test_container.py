@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from serving import contract, entrypoint
-from serving.fetch import FetchError, access_token, fetch, safe_relative
+from serving.fetch import FetchError, access_token, fetch, plan, safe_relative
 from tests.conftest import REPO
 
 
@@ -250,6 +250,62 @@ def test_a_bucket_that_answers_badly_is_one_fetch_error(tmp_path, listing, body,
         server.shutdown()
         server.server_close()
     assert not [path for path in tmp_path.rglob("*") if path.is_file()]
+
+
+def test_a_model_object_that_is_also_a_folder_is_one_serving_line(tmp_path):
+    """`m/variables` beside `m/variables/variables.index` (a disk holds a file or a folder
+    there): the image's entrypoint says so in one line naming both, exit 1, before writing."""
+    from tests.fakes.gcs import FakeGcs
+
+    with FakeGcs() as gcs:
+        bucket = gcs.client().create_bucket("pets-data")
+        for name in ("saved_model.pb", "variables", "variables/variables.index"):
+            bucket.blob(f"m/{name}").upload_from_string(b"x")
+        result = subprocess.run(
+            [sys.executable, "-m", "serving"], cwd=REPO, capture_output=True, text=True,
+            timeout=60, env={**vertex_variables("gs://pets-data/m"), "PATH": "/usr/bin:/bin",
+                             "STORAGE_EMULATOR_HOST": gcs.url, "TMPDIR": str(tmp_path)})
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [
+        "serving: gs://pets-data/m/variables is both an object and a folder of objects "
+        "(gs://pets-data/m/variables/variables.index): a disk holds one or the other; delete "
+        "the one the export did not write"]
+    assert not [path for path in tmp_path.rglob("*") if path.is_file()]
+
+
+@pytest.mark.parametrize("names, message", [
+    (["m/a/b", "m/a"], "gs://b/m/a is both an object and a folder of objects (gs://b/m/a/b)"),
+    (["m/a", "m/a-b", "m/a/b"], "gs://b/m/a is both an object and a folder"),  # - sorts < /
+    (["m/ok", "m/x\n\x1b]0;owned\x07/../../etc"], "'gs://b/m/x\\n\\x1b]0;owned\\x07/"),
+    ([f"m/{i}" for i in range(10_002)], "gs://b/m/ holds more than 10,000 objects"),
+])
+def test_hostile_object_names_are_refused_before_anything_is_written(names, message):
+    with pytest.raises(FetchError) as refused:
+        plan("b", "m/", names)
+    assert message in str(refused.value)
+    assert len(str(refused.value).splitlines()) == 1 and "\x1b" not in str(refused.value)
+
+
+def test_names_the_disk_cannot_hold_or_that_look_like_a_partial_file(tmp_path):
+    """A partial download has a name of its own (no object's `.x.partial` is overwritten);
+    a name too long for the disk, or a bucket that is not there, is a FetchError naming it."""
+    from tests.fakes.gcs import FakeGcs
+
+    with FakeGcs() as gcs:
+        environ = {"STORAGE_EMULATOR_HOST": gcs.url}
+        bucket = gcs.client().create_bucket("pets-data")
+        files = {"saved_model.pb": b"graph", ".saved_model.pb.partial": b"an object too"}
+        for name, data in files.items():
+            bucket.blob(f"m/{name}").upload_from_string(data)
+        assert fetch("gs://pets-data/m", tmp_path / "copy", environ) == 2
+        assert {p.name: p.read_bytes() for p in (tmp_path / "copy").iterdir()} == files
+        for long in (f"m/{'d' * 300}/saved_model.pb", f"n/{'f' * 300}"):
+            bucket.blob(long).upload_from_string(b"x")
+            with pytest.raises(FetchError, match=f"gs://pets-data/{long[:2]}d*f*.*name too long"):
+                fetch(f"gs://pets-data/{long[:1]}", tmp_path / long[:1], environ)
+        with pytest.raises(FetchError, match="answered 404"):
+            fetch("gs://no-such-bucket/m", tmp_path / "none", environ)
+    assert not list((tmp_path / "n").rglob(".partial-*"))
 
 
 def test_serving_entrypoint_command_fails_in_one_line():
