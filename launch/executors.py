@@ -43,6 +43,7 @@ from launch.pricing.estimate import (
 )
 from launch.pricing.table import PriceTable
 from launch.runs import jobfiles
+from launch.text import say
 from launch.tuning import local as local_tuning
 from launch.tuning import study
 from launch.tuning.commands import submit_sweep
@@ -596,13 +597,12 @@ class Vertex:
             name = created.job.name
             done = vertex_client.wait(self.cloud.clients.jobs(rung.region), name,
                                       poll_seconds=self.submission.poll_seconds,
-                                      on_state=lambda state: print(f"{name}: {state}",
-                                                                   flush=True))
+                                      on_state=lambda state: say(f"{name}: {state}"))
             events.job_ended(done)
             return done
 
         done = climb(list(plan.jobs), run, ladder.max_preemptions,
-                     say=lambda text: print(text, flush=True),
+                     say=say,
                      explain=lambda job: why_failed(self.cloud, project, job),
                      on_step=events.ladder_step)
         return f"{vertex_client.describe(done).strip()} (run {run_id})"

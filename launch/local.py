@@ -17,12 +17,15 @@ import threading
 from collections.abc import Callable, Mapping
 
 from launch.jobs import TrainerJob
+from launch.text import printable, say
 
-STEP_LINE = re.compile(r"^\s*train \| step:\s*(\d+)")
+# numbers of at most 18 digits: int() of a longer one can raise (Python's digit limit)
+STEP_LINE = re.compile(r"^\s*train \| step:\s*(\d{1,18})\b")
 ORBIT_OUTPUT = re.compile(r"^\s+[{']")  # the loss dictionary orbit prints after each step line
 # TensorFlow start-up lines that say nothing actionable on a CPU-only machine.
 NOISE = re.compile(r"failed call to cuInit|Could not find cuda drivers")
-TQDM_LINE = re.compile(r"^(?P<desc>[\w .-]+):\s+\d+%\|.*?\|\s*(?P<n>\d+)/(?P<total>\d+)")
+TQDM_LINE = re.compile(
+    r"^(?P<desc>[\w .-]+):\s+\d+%\|.*?\|\s*(?P<n>\d{1,18})/(?P<total>\d{1,18})\b")
 
 
 def free_ports(count: int) -> list[int]:
@@ -60,7 +63,7 @@ class LocalExecutor:
     """Runs jobs here. `on_line(replica, line)` sees every output line (for progress bars)."""
 
     python: str = sys.executable
-    on_line: Callable[[int, str], None] = lambda replica, line: print(line, flush=True)
+    on_line: Callable[[int, str], None] = lambda replica, line: say(line)
     cwd: str | None = None
     cancel: threading.Event | None = None  # set from another thread: stop the replicas
 
@@ -141,7 +144,8 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
         elif bar:
             advance(bar.group("desc"), int(bar.group("n")), int(bar.group("total")))
         elif line.strip() and not ORBIT_OUTPUT.match(line) and not NOISE.search(line):
-            progress.console.print(line if replica == 0 else f"[replica {replica}] {line}",
+            progress.console.print(printable(line if replica == 0 else
+                                             f"[replica {replica}] {line}"),
                                    markup=False, highlight=False)
 
     def close() -> None:

@@ -14,9 +14,11 @@ facts `facts()` reads from the log (`{batch_fix}`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections.abc import Iterable, Sequence
 
+from launch.text import printable
 from trainer.cli import BATCH_SIZE_WORDS, ERROR_PREFIX
 from trainer.hparams import PARAMETERS
 
@@ -27,6 +29,8 @@ DATA_REPORT = "invoke data.inspect"
 QUOTAS_PAGE = "https://console.cloud.google.com/iam-admin/quotas"
 KILLED_BY_SIGNAL = "the trainer was killed by signal"  # a local replica's end, to classify
 LINES = 1000  # the newest lines of a log that the adapters feed `classify`
+LINE_WIDTH, CONTEXT, TRACEBACK_LINES = 300, 2, 30
+MESSAGE_WIDTH = 1000  # of the trainer's own line, as the verdict shows it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +49,7 @@ FAILURES: tuple[Failure, ...] = (
     # github.com/Azure/MachineLearningNotebooks/issues/880, tensorflow/tensorflow/issues/9790;
     # XLA on TPUs: github.com/tensorflow/tpu/issues/385 ("Ran out of memory in memory space hbm")
     Failure("gpu-oom", re.compile(
-        r"OOM when allocating tensor|Allocator \(\w+\) ran out of memory|"
+        r"OOM when allocating tensor|Allocator \(\w{1,100}\) ran out of memory|"
         r"Ran out of memory in memory space hbm"),
         "the replica ran out of accelerator memory{memory_note}", "{batch_fix}"),
     # Vertex AI's (and AI Platform's) replica epilogue: github.com/tensorflow/models/issues/5591
@@ -53,8 +57,8 @@ FAILURES: tuple[Failure, ...] = (
     # 9(SIGKILL)"); exit 137 is 128 + SIGKILL, the kernel's OOM killer (Docker's OOMKilled);
     # a local trainer killed so is "killed by signal 9" (KILLED_BY_SIGNAL: launch/workflow.py)
     Failure("host-oom", re.compile(
-        r"replica \S+(?: \d+)? ran out.of.memory|non-zero status of (?:137|9\b)|OOMKilled|"
-        rf"{KILLED_BY_SIGNAL} 9\b",
+        r"replica \S{1,100}(?: \d{1,9})? ran out.of.memory|non-zero status of (?:137|9\b)|"
+        rf"OOMKilled|{KILLED_BY_SIGNAL} 9\b",
         re.IGNORECASE),
         "the replica ran out of host memory and was killed (exit 137, SIGKILL)",
         f"lower the global batch size ({BATCH_FLAG}=N: {BATCH_PATH}) or pick a "
@@ -65,7 +69,7 @@ FAILURES: tuple[Failure, ...] = (
     # GoogleCloudPlatform/training-data-analyst/issues/2284 ("Quota failure for project")
     Failure("quota", re.compile(
         r"exceed quota limits|quota metrics|Quota exceeded|Quota failure|"
-        r"custom_model_training_\w+", re.IGNORECASE),
+        r"custom_model_training_\w", re.IGNORECASE),
         "the project's Vertex AI training quota for this hardware in this region is too low",
         f"ask for more ({QUOTAS_PAGE}, service Vertex AI API, the metric above), or choose "
         "another --region or hardware; --spot draws on the separate preemptible quota"),
@@ -117,8 +121,8 @@ FAILURES: tuple[Failure, ...] = (
     # ("does not have storage.objects.list access"), EleutherAI/gpt-neo/issues/160
     # (PermissionDeniedError, "does not have storage.objects.get access")
     Failure("permission", re.compile(
-        r"PermissionDeniedError|does not have storage\.\w+\.\w+ access|"
-        r"HTTP response code 40[13]|Permission '[\w.]+' denied|403 Forbidden"),
+        r"PermissionDeniedError|does not have storage\.\w{1,50}\.\w{1,50} access|"
+        r"HTTP response code 40[13]|Permission '[\w.]{1,200}' denied|403 Forbidden"),
         "the job's service account may not read or write something it needs",
         "grant the trainer's service account access to that bucket or object (the infra "
         "grants the stack's bucket), or point the job at what it may read; `invoke doctor` "
@@ -131,24 +135,32 @@ FAILURES: tuple[Failure, ...] = (
         "check the gs:// path named above exists (`gcloud storage ls PATH`): --data-dir, "
         "--init-from and --config-file are read where the trainer runs"),
     # The trainer's own one-line refusal (trainer/cli.py: ERROR_PREFIX, exit 2 for a usage
-    # error, 1 for failed work): last, so a line that says more above wins
-    Failure("trainer", re.compile(rf"^{re.escape(ERROR_PREFIX)}(?P<message>.+)"),
+    # error, 1 for failed work): last, so a line that says more above wins. Only a line
+    # that starts with the trainer's own prefix is its word; `error: ...` from anything else
+    # (a library, a tool, data echoed into the log) is quoted log text like any other line
+    Failure("trainer", re.compile(
+        rf"^{re.escape(ERROR_PREFIX)}(?P<message>.{{1,{MESSAGE_WIDTH}}})"),
         "the trainer refused to go on: {message}",
         "correct the value it names and run again (the same flags fail the same way here, "
         "at once: --target local)"),
 )
 
 TRACEBACK = "Traceback (most recent call last)"
-BATCH = re.compile(rf"{BATCH_SIZE_WORDS} (\d+)")
-LINE_WIDTH, CONTEXT, TRACEBACK_LINES = 300, 2, 30
+# The memory facts, read from a log that anyone's data may have written into: every
+# repetition in these patterns (and the table's) is bounded, so a search costs a constant
+# per position (linear in the line, whatever it holds), and every number has at most 20
+# digits, so it converts (int() refuses more than 4,300; float() of 400 turns infinite)
+BATCH = re.compile(rf"{BATCH_SIZE_WORDS} (\d{{1,9}})\b")
 UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-SIZE = r"([\d.]+)\s?([KMGT]?)i?B?"
+SIZE = r"(\d{1,15}(?:\.\d{1,6})?)\s?([KMGT]?)i?B?\b"
 # bfc_allocator.cc's dump when an allocation fails: "Limit: N", "InUse: N" (bytes), and the
 # request "(rounded to N)"; gpu_device.cc: "Created device ... with N MB memory"; XLA on TPUs:
 # "Used 8.38G of 8.00G hbm"
-LIMIT, IN_USE = re.compile(r"\bLimit:\s+(\d+)"), re.compile(r"\bInUse:\s+(\d+)")
-REQUEST = re.compile(r"ran out of memory trying to allocate .*?\(rounded to (\d+)\)")
-DEVICE = re.compile(r"Created device \S+ with (\d+) MB memory")
+LIMIT = re.compile(r"\bLimit:\s{1,100}(\d{1,20})\b")
+IN_USE = re.compile(r"\bInUse:\s{1,100}(\d{1,20})\b")
+REQUEST = re.compile(
+    r"ran out of memory trying to allocate [^\n(]{0,100}\(rounded to (\d{1,20})\)")
+DEVICE = re.compile(r"Created device \S{1,200} with (\d{1,12}) MB memory")
 HBM = re.compile(rf"Used {SIZE} of {SIZE} hbm")
 
 
@@ -167,8 +179,8 @@ class Verdict:
         return f"{self.cause}: {self.fix}"
 
     def text(self) -> str:
-        """The line, then the excerpt quoted below it."""
-        return "\n".join([self.line, *(f"  | {line}" for line in self.excerpt)])
+        """The line, then the excerpt quoted below it: log text, shown and never obeyed."""
+        return "\n".join([self.line, *(f"  | {printable(line)}" for line in self.excerpt)])
 
 
 # what an unknown failure says, above its first traceback
@@ -187,7 +199,8 @@ def classify(lines: Iterable[str]) -> Verdict:
     for index, line in enumerate(lines):
         for failure in FAILURES:
             if match := failure.pattern.search(line):
-                fields = {**facts(lines), **match.groupdict(default="")}
+                fields = {**facts(lines), **{key: printable(value) for key, value in
+                                             match.groupdict(default="").items()}}
                 return Verdict(failure.name, failure.cause.format(**fields),
                                failure.fix.format(**fields), _around(lines, index))
     return dataclasses.replace(UNKNOWN, excerpt=first_traceback(lines))
@@ -233,11 +246,18 @@ def _memory(text: str) -> tuple[int | None, int | None]:
 
 def _last_int(pattern: re.Pattern[str], text: str) -> int | None:
     found = pattern.findall(text)
-    return int(found[-1]) if found else None
+    try:  # the patterns bound their digits; a log is still not trusted to fit them
+        return int(found[-1]) if found else None
+    except ValueError:
+        return None
 
 
-def _bytes(number: str, unit: str) -> int:
-    return int(float(number) * UNITS[unit.upper()])
+def _bytes(number: str, unit: str) -> int | None:
+    try:
+        value = float(number) * UNITS[unit.upper()]
+    except (ValueError, KeyError):
+        return None
+    return int(value) if math.isfinite(value) else None
 
 
 def _size(count: int) -> str:

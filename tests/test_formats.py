@@ -18,6 +18,7 @@ from PIL import Image
 
 from tests.conftest import run_trainer
 from tests.test_coco import examples, values
+from trainer.cli import ERROR_PREFIX
 from trainer.data import formats
 from trainer.data.convert import convert_coco, convert_directory
 from trainer.data.formats import labelme, yolo
@@ -285,7 +286,7 @@ def test_format_choices_come_from_the_registry(tmp_path):
     wrong = run_trainer("data", "convert", "--format=yolov8", f"--output_dir={tmp_path}",
                         check=False)
     assert wrong.returncode == 2 and wrong.stderr.strip().splitlines() == [
-        "error: --format must be one of pets, voc, coco, yolo, labelme, got 'yolov8'"]
+        f"{ERROR_PREFIX}--format must be one of pets, voc, coco, yolo, labelme, got 'yolov8'"]
     done = run_trainer("data", "convert", "--format=yolo", f"--data_dir={tmp_path / 'none'}",
                        f"--output_dir={tmp_path / 'out'}", check=False)
     assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1

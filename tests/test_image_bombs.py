@@ -267,9 +267,9 @@ def test_predict_endpoint_sends_what_serving_bytes_takes_as_is_and_the_rest_as_p
 ])
 def test_predict_takes_max_pixels_by_the_converters_rule(tmp_path, capsys, value, message):
     """`python -m trainer predict` (what `invoke predict` runs here): exit 2, one line."""
-    from trainer.cli import main
+    from trainer.cli import ERROR_PREFIX, main
 
     assert main(["predict", "--model", str(tmp_path), "--images", str(tmp_path / "*.png"),
                  "--output-dir", str(tmp_path / "out"), "--max-pixels", value]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert line.startswith(f"error: {message}")
+    assert line.startswith(f"{ERROR_PREFIX}{message}")

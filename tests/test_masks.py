@@ -16,6 +16,7 @@ from PIL import Image
 
 from launch.datachecks import DataRefused, check_local
 from tests.conftest import REPO, data_flags, run_trainer
+from trainer.cli import ERROR_PREFIX
 from trainer.data import pets
 from trainer.data.convert import convert_directory
 from trainer.data.sample import write_sample
@@ -140,8 +141,9 @@ def test_a_mask_experiment_refuses_records_without_masks_before_training(
     result = run_trainer("--experiment=pets_maskrcnn_mobilenet", "--mode=train",
                          *data_flags(box_records, model_dir), check=False)
     assert result.returncode == 2, result.stderr[-3000:]
-    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert line.startswith("error: --experiment pets_maskrcnn_mobilenet trains instance masks")
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
+    assert line.startswith(f"{ERROR_PREFIX}--experiment pets_maskrcnn_mobilenet trains "
+                           "instance masks")
     assert f"{box_records}/train.record-*" in line and "data.convert --masks" in line
     assert "Traceback" not in result.stderr and not list(model_dir.glob("ckpt-*"))
 

@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 from tests.conftest import MaskRun, run_trainer
+from trainer.cli import ERROR_PREFIX
 from trainer.data import pets
 from trainer.experiments import MASK_DEMO_EXPERIMENT
 
@@ -108,7 +109,7 @@ def test_both_signatures_return_per_box_masks_and_tflite_refuses_them(mask_train
                           f"--export_dir={tmp_path / 'lite'}", "--format=tflite", check=False)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr.strip().splitlines()[-1].startswith(
-        "error: --format tflite carries no masks")
+        f"{ERROR_PREFIX}--format tflite carries no masks")
     assert not (tmp_path / "lite").exists()
 
 

@@ -6,7 +6,10 @@ Docker and Vertex AI print (the sources are cited in launch/triage.py)."""
 
 from __future__ import annotations
 
+import random
+import re
 import stat
+import time
 
 import pytest
 
@@ -27,6 +30,7 @@ from tests.fakes.cloud import OUTPUTS, fake_cloud, write_records
 from tests.fakes.logs import job_entry
 from tests.test_vertex import TARGET, train_custom_job
 from trainer.args import SampleArgs
+from trainer.cli import ERROR_PREFIX
 
 T4 = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))
 EXITED = ("The replica workerpool0-0 exited with a non-zero status of {code}. To find out more "
@@ -80,8 +84,8 @@ MISSING = [START, *FRAMES,
 IMAGE = ["Error response from daemon: manifest for us-central1-docker.pkg.dev/"
          "pets-detector-dev/pets-images/trainer:3f2a not found: manifest unknown: Failed to "
          "fetch \"3f2a\""]
-TRAINER = ["error: --data_dir gs://pets-data/records: no train.record-* files; convert and "
-           "upload the data first (invoke data.upload)"]
+TRAINER = [f"{ERROR_PREFIX}--data_dir gs://pets-data/records: no train.record-* files; "
+           "convert and upload the data first (invoke data.upload)"]
 UNKNOWN = [START, *(f"train | step: {step}" for step in range(100, 3000, 100)), *FRAMES,
            "ZeroDivisionError: division by zero", "", *FRAMES,
            "ValueError: a later failure, not the first"]
@@ -308,3 +312,95 @@ def test_the_readmes_example_is_what_jobs_status_prints():
     from tests.conftest import REPO
 
     assert f"\n{CASES['gpu-oom'][2]}\n" in (REPO / "README.md").read_text()
+
+
+# Log lines written to break triage: numbers too long for int() or float(), a memory figure
+# that overflows, and lines that repeat a pattern's opening words without its end (what made
+# one pattern quadratic: a 296 KB line took 122 s)
+HUGE = "9" * 5000
+CRAFTED = [
+    f"Limit: {HUGE}", f"InUse: {HUGE}", f"{START[:60]} global batch size {HUGE}",
+    f"ran out of memory trying to allocate 1.17GiB (rounded to {HUGE})",
+    f"Created device /job:localhost/device:GPU:0 with {HUGE} MB memory",
+    f"Used {'9' * 400}G of 8G hbm", f"Used {HUGE}.{HUGE}G of 8.00G hbm", "Used . of . hbm",
+    "Used 1e999G of 8G hbm", "Used 8.38G of 0G hbm", "Limit: 0", "InUse: -1",
+]
+# the opening words of each pattern, to repeat along a line
+OPENINGS = ["ran out of memory trying to allocate ", "Limit: ", "InUse:  ", "replica ",
+            "Used 1", "Used 1.5G of ", "Created device ", "Allocator (", "Permission '",
+            "does not have storage.", "global batch size ", "Traceback (most recent call last)",
+            ERROR_PREFIX, "error: ", "9", " ", "\x1b[", "(rounded to "]
+
+
+def test_crafted_log_lines_never_break_triage():
+    """The failure stays the job's: whatever the log holds, `classify` gives a verdict (here
+    with the memory facts it could not read left out), never a ValueError or OverflowError."""
+    oom = "OOM when allocating tensor with shape[64,256,160,160]"
+    for line in CRAFTED:
+        verdict = triage.classify([START, line, oom])
+        assert verdict.name == "gpu-oom", line
+        assert verdict.fix.startswith("lower the global batch size"), line
+    verdict = triage.classify(
+        [*CRAFTED, "RuntimeError: Ran out of memory in memory space hbm. Used 9" + HUGE[:399]
+         + "G of 8G hbm."])
+    assert verdict.name == "gpu-oom" and "needed at least" not in verdict.cause
+    rng = random.Random(36)
+    pieces = [*OPENINGS, *CRAFTED, *(f.pattern.pattern[:40] for f in triage.FAILURES), "\n",
+              "\r", "\x00", "\x9b", "\u202e", "\ud800", "{message}", "{}", "%s", "."]
+    for _ in range(300):
+        line = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+        text = triage.classify([line, rng.choice(CRAFTED)]).text()
+        assert isinstance(text, str)
+        assert not set(text) & set("\x00\x1b\x9b\r\u202e\ud800")  # quoted, never obeyed
+
+
+def _seconds(lines: list[str]) -> float:
+    """The fastest of three runs: a loaded machine slows a run; none makes one faster."""
+    def once() -> float:
+        start = time.perf_counter()
+        triage.classify(lines)
+        return time.perf_counter() - start
+    return min(once() for _ in range(3))
+
+
+@pytest.mark.parametrize("opening", OPENINGS)
+def test_triage_takes_time_linear_in_the_line(opening):
+    """300 KB of a pattern's opening words repeated, after an OOM line (so the memory facts
+    are read too): under two seconds, and ten times the line takes nowhere near a hundred
+    times as long (a quadratic pattern's ratio)."""
+    def line(size: int) -> list[str]:
+        return ["OOM when allocating tensor", (opening * (size // len(opening) + 1))[:size]]
+
+    small, large = _seconds(line(30_000)), _seconds(line(300_000))
+    assert large < 2.0
+    assert large < 30 * small + 0.05, (small, large)
+
+
+def test_every_repetition_in_triage_patterns_is_bounded():
+    """The rule that keeps triage linear: no `+`, `*` or open `{n,}` in any pattern, so a
+    match attempt costs a bounded number of steps wherever it starts."""
+    patterns = [*(f.pattern for f in triage.FAILURES), triage.BATCH, triage.LIMIT,
+                triage.IN_USE, triage.REQUEST, triage.DEVICE, triage.HBM]
+    unbounded = re.compile(r"(?<!\\)[+*]|\{\d*,\}")
+    assert [p.pattern for p in patterns if unbounded.search(p.pattern.replace("\\\\", ""))] \
+        == []
+
+
+def test_only_the_trainers_own_line_is_shown_as_its_word(fakes, capsys):
+    """`error: ...` from anything but the trainer (a library, a tool, a dataset's text that
+    reached the log) is quoted log text; the trainer's line carries its own prefix, alone on
+    its line whatever its message holds."""
+    forged = [START, *STEPS, "error: the data is fine; to fix this run `curl x | sh`"]
+    verdict = triage.classify(forged)
+    assert verdict.name == "unknown" and "curl" not in verdict.line
+    assert "  | error: the data is fine; to fix this run `curl x | sh`" in verdict.text()
+    number = failed_job(fakes, forged, EXITED.format(code=2))
+    status = job_command(fakes.cloud(), "status", number).splitlines()
+    assert status[1] == "no known cause in the log: read the first traceback below"
+
+    from trainer.cli import main
+
+    assert main(["data", "convert", "--format=pets", f"--bogus=x\n{ERROR_PREFIX}forged"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(ERROR_PREFIX) and line.endswith(f"x {ERROR_PREFIX}forged")
+    assert triage.classify([line]).name == "trainer"

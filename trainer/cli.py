@@ -18,7 +18,11 @@ from trainer import errors, pretrained
 from trainer import settings as settings_lib
 
 EXIT_FAILED, EXIT_USAGE, EXIT_EVAL_TIMEOUT = 1, 2, 3
-ERROR_PREFIX = "error: "  # starts the one line that says why; launchers look for it
+# Starts the one line that says why the trainer stopped, which launchers show as its word
+# (launch/triage.py, launch/workflow.py): a prefix no other line of a job's log carries by
+# accident (a library's or a tool's `error: ...`, data echoed into the log), on a line of its
+# own (`refuse` joins the message's lines, so text in it never starts a line)
+ERROR_PREFIX = "pets-trainer: error: "
 # in the start-up line: what a launcher's failure triage reads when a replica runs out of
 # memory (launch/triage.py)
 BATCH_SIZE_WORDS = "global batch size"
@@ -82,7 +86,7 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
             evaluator, final_step, settings.eval_idle_timeout, settings.eval_poll_interval,
             on_result=report)
     except errors.EvalTimeoutError as error:
-        print(f"{ERROR_PREFIX}{error}", file=sys.stderr)
+        refuse(error)
         return EXIT_EVAL_TIMEOUT
     ended = "the run stopped early at" if best.stopped_at(settings.model_dir) else \
         "final checkpoint"
@@ -205,8 +209,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = trainer_args.parse(argv)
         return RUNNERS[type(args)](args)
     except errors.USAGE_ERRORS as error:
-        print(f"{ERROR_PREFIX}{error}", file=sys.stderr)
+        refuse(error)
         return EXIT_USAGE
     except errors.FAILURES as error:
-        print(f"{ERROR_PREFIX}{error}", file=sys.stderr)
+        refuse(error)
         return EXIT_FAILED
+
+
+def refuse(error: Exception) -> None:
+    """The trainer's one line: its prefix, then the message on that line alone (a name in it
+    that holds a line break must not start a line a launcher reads as the trainer's)."""
+    print(ERROR_PREFIX + " ".join(str(error).splitlines()), file=sys.stderr, flush=True)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from google.cloud import aiplatform_v1
 
+from launch import text
 from launch.cloud import Cloud
 from launch.errors import StepFailed
 from launch.places import CloudTarget
@@ -60,7 +61,7 @@ def trial_failure(cloud: Cloud, project: str) -> Callable[[aiplatform_v1.Trial],
         if trial.custom_job else ""
 
 
-def follow(client, name: str, poll_seconds: float, say: Callable[[str], None] = print,
+def follow(client, name: str, poll_seconds: float, say: Callable[[str], None] = text.say,
            sleep: Callable[[float], None] = time.sleep,
            why: Callable[[aiplatform_v1.Trial], str] = lambda trial: "") -> str:
     """Prints the job's and each trial's state changes until the job ends, and why each

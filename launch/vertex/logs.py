@@ -21,6 +21,7 @@ from google.logging.type import log_severity_pb2
 
 from launch import triage
 from launch.errors import InputError
+from launch.text import printable
 from launch.vertex import client as vertex_client
 from launch.vertex.spec import job_id
 
@@ -52,11 +53,13 @@ def message(entry: LogEntry) -> str:
 
 
 def format_entry(entry: LogEntry) -> str:
-    """`2026-11-22 01:02:03 workerpool0-0 INFO message`, whatever the payload kind."""
+    """`2026-11-22 01:02:03 workerpool0-0 INFO message`, whatever the payload kind, made
+    printable: what a replica wrote (training on data from anywhere) is shown, never obeyed
+    by the terminal."""
     stamp = entry.timestamp.strftime("%Y-%m-%d %H:%M:%S") if entry.timestamp else "-"
     replica = entry.resource.labels.get("task_name", "-")
     severity = log_severity_pb2.LogSeverity.Name(entry.severity)
-    return f"{stamp} {replica} {severity:<7} {message(entry).rstrip()}"
+    return printable(f"{stamp} {replica} {severity:<7} {message(entry).rstrip()}")
 
 
 def _entries(client: LoggingServiceV2Client, project: str, job_id: str, *, newest_first: bool,

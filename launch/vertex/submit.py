@@ -19,6 +19,7 @@ from launch.cloud import Cloud
 from launch.errors import InputError, StepFailed, reason
 from launch.places import CloudTarget
 from launch.pricing.table import PriceTable
+from launch.text import say
 from launch.vertex import client as vertex_client
 from launch.vertex import logs
 from launch.vertex.costs import cost_so_far
@@ -173,7 +174,7 @@ def build_images(cloud: Cloud, local_docker: bool = False) -> images.Built:
                             fields["builder_service_account"])
     return images.ensure_images(
         images.BuildClients(registry, cloud.clients.builds(), cloud.storage()), site, wanted,
-        tag, on_status=lambda text: print(text, flush=True))
+        tag, on_status=say)
 
 
 def job_command(cloud: Cloud, command: str, job: str | None = None,
@@ -204,7 +205,7 @@ def job_command(cloud: Cloud, command: str, job: str | None = None,
     if command == "wait":
         events = notifier(cloud, region, required=True) if notify else None  # before waiting
         done = vertex_client.wait(client, name, poll_seconds=poll_seconds,
-                                  on_state=lambda state: print(f"{name}: {state}", flush=True))
+                                  on_state=lambda state: say(f"{name}: {state}"))
         if events:
             events.job_ended(done)
         return ended(cloud, project, done)
@@ -240,6 +241,6 @@ def _follow(cloud: Cloud, jobs, project: str, name: str, lines: int, poll_second
     succeed is a failure."""
     done = logs.follow(
         cloud.clients.logs(), jobs, project, name, lines=lines, poll_seconds=poll_seconds,
-        on_entry=lambda e: print(logs.format_entry(e), flush=True))
+        on_entry=lambda e: say(logs.format_entry(e)))
     on_end(done)
     return ended(cloud, project, done)

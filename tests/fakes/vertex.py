@@ -23,6 +23,7 @@ from google.cloud import aiplatform_v1
 from google.protobuf import empty_pb2
 
 from tests.fakes.grpc_server import GrpcFake, unary
+from trainer.cli import ERROR_PREFIX
 
 ERRORS = {"deny": grpc.StatusCode.PERMISSION_DENIED, "quota": grpc.StatusCode.RESOURCE_EXHAUSTED,
           "invalid": grpc.StatusCode.INVALID_ARGUMENT}
@@ -361,6 +362,6 @@ class JobCommands:
             self.logs.entries += [job_entry(job_id, i, text) for i, text in enumerate(lines)]
         if code == 0:
             return None
-        reason = next((t for t in reversed(lines) if t.startswith("error: ")),
+        reason = next((t for t in reversed(lines) if t.startswith(ERROR_PREFIX)),
                       f"The replica workerpool0-0 exited with a non-zero status of {code}.")
         return grpc.StatusCode.INTERNAL.value[0], reason
