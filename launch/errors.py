@@ -10,6 +10,8 @@ the fix; anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+from launch.text import printable
+
 
 class UserError(Exception):
     """Something the user can fix; the message says what and how."""
@@ -28,5 +30,6 @@ class StepFailed(Exception):
 
 
 def reason(error: BaseException, limit: int = 200) -> str:
-    """An exception as the short reason a note gives: its first line, or its type."""
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:limit]
+    """An exception as the short reason a note gives: its first line, or its type, made
+    printable (a service's or a file's words, shown and never obeyed by the terminal)."""
+    return printable((str(error).strip().splitlines() or [type(error).__name__])[0][:limit])

@@ -3,13 +3,20 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
+from invoke.exceptions import Exit
 
 from launch.errors import InputError
+from launch.text import UNSAFE_CATEGORIES
 from launch.vertex import client as vertex_client
 from launch.vertex import logs as job_logs
+from launch.vertex.submit import job_command
+from tests.fakes.cloud import fake_cloud
 from tests.fakes.logs import FakeLoggingService, job_entry
 from tests.fakes.vertex import FakeJobService
+from tests.test_triage import failed_job
 from tests.test_vertex import TARGET, eval_custom_job
 
 PROJECT = TARGET.project
@@ -65,3 +72,40 @@ def test_a_refused_log_read_names_the_logging_role(logging_fake):
     with pytest.raises(vertex_client.VertexError,
                        match=r"permission denied .*roles/logging\.viewer"):
         job_logs.tail(logging_fake.client(), PROJECT, "7")
+
+
+# What a replica's log may hold when training code or data writes it: a window-title (OSC),
+# clear-screen and cursor (CSI) sequences, BEL, a carriage return, C1's CSI (\x9b), a bidi
+# override, a zero-width space and NUL
+HOSTILE = ["\x1b]0;owned\x07title", "\x1b[2J\x1b[Hcleared", "\x1b[1A\x1b[2Kup", "bell\x07",
+           "over\rwritten", "c1\x9b31m", "bidi \u202eexe.txt", "zero\u200bwidth", "nul\x00"]
+SHOWN = ["?]0;owned?title", "?[2J?[Hcleared", "?[1A?[2Kup", "bell?", "over?written",
+         "c1?31m", "bidi ?exe.txt", "zero?width", "nul?"]
+
+
+def obeyed(text: str) -> set[str]:
+    """The characters of `text` a terminal would act on rather than show."""
+    return {c for c in text if c not in "\t\n" and unicodedata.category(c) in UNSAFE_CATEGORIES}
+
+
+def test_log_lines_and_job_errors_are_shown_never_obeyed(tmp_path, capsys):
+    """`jobs.logs --follow` (what `train --follow` prints too), `jobs.logs` and the failure
+    the task prints: one cleaner, launch.text.printable, shows every control as '?'."""
+    import tasks
+
+    with fake_cloud(tmp_path) as fakes:
+        number = failed_job(fakes, HOSTILE, "The replica \x1b]0;api\x07 failed\x9b2J")
+        entry = job_entry(number, 99, "")  # a JSON payload's message, as Python loggers send
+        entry.json_payload = {"message": "json \x1b[31mred\u2028line"}
+        fakes.logs.entries.append(entry)
+        with pytest.raises(Exit) as failed:
+            tasks._guarded(lambda: job_command(fakes.cloud(), "logs", number, follow=True,
+                                               poll_seconds=0))
+        tailed = job_command(fakes.cloud(), "logs", number)
+    followed = capsys.readouterr().out
+    for text in (followed, tailed, failed.value.message):
+        assert obeyed(text) == set(), text
+    for shown in (followed, tailed):
+        assert [line.split(None, 4)[4] for line in shown.splitlines()
+                if "workerpool0-0" in line] == [*SHOWN, "json ?[31mred?line"]
+    assert "The replica ?]0;api? failed?2J" in failed.value.message
