@@ -333,7 +333,7 @@ class JobCommands:
     """A custom job's container command run here, as the trainer image would run it: `python
     -m trainer ARGS` with the job's environment, against the Cloud Storage emulator at
     `storage_url`. Its output lines become the job's log entries; a non-zero exit fails the
-    job with the command's `error:` line. `kill_at`: the process is killed at the first line
+    job with the command's ERROR_PREFIX line. `kill_at`: the process is killed at the first line
     starting with it (a job preempted or cancelled there)."""
 
     def __init__(self, storage_url: str, logs=None, kill_at: str | None = None) -> None:
