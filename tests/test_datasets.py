@@ -4,6 +4,7 @@ a dataset's version, and what a reader sees when an upload dies."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import random
@@ -90,13 +91,21 @@ def test_two_datasets_coexist_and_a_launched_job_keeps_its_version(fakes, tmp_pa
     assert data_dir_arg(fakes) != pinned  # a new launch reads the new version
     assert objects_below(fakes, pinned)  # the replaced version stays for the running job
     datasets.upload(cloud, str(converted(tmp_path / "pets3", 5)), "pets")
-    assert not objects_below(fakes, pinned)  # replaced twice: deleted
+    assert objects_below(fakes, pinned)  # replaced twice, and still pinned by p1 and p2
 
     from launch.runs import jobfiles
 
     text, where = jobfiles.stored_job(cloud, "p1")
     stored = jobfile.parse(text, where)
-    assert stored["dataset"] == "pets" and "data-dir" not in stored  # a rerun names the data
+    version = pinned.rsplit("/", 1)[1]
+    assert stored["dataset"] == f"pets@{version}" and "data-dir" not in stored
+
+    # once the pins' deadlines (each job's timeout and queue bound) have passed
+    later = datetime.datetime.now(datetime.UTC) + datetime.timedelta(days=400)
+    deleted = store.collect_garbage(fakes.storage, BUCKET, "pets", set(), now=later)
+    assert not objects_below(fakes, pinned)  # replaced twice, pinned by no run: deleted
+    assert any("/pins/p1-train-" in name for name in deleted)
+    assert store.resolve(fakes.storage, BUCKET, "pets")  # the newest is whole
 
 
 def test_the_data_checks_read_the_datasets_own_report(fakes, tmp_path):
