@@ -81,8 +81,9 @@ from trainer.files import DATASETS_PREFIX, RAW_PREFIX, RECORDS_PREFIX
 
 
 def _job_text(request: Request, **decided) -> str:
-    """The resolved job file of `request`, with what the executor decided."""
-    return request.record.text(**decided) if request.record else ""
+    """The resolved job file of `request`, with what the executor decided (a named dataset
+    as the version it reads: NAME@VERSION)."""
+    return request.record.text(**decided, dataset=request.dataset) if request.record else ""
 
 
 def _save_job(text: str, submission: Submission) -> None:
@@ -151,8 +152,8 @@ class Local:
 
     def launch(self, request: Request) -> str:
         if isinstance(request, Evaluation) and not request.data_dir:  # the run's own data
-            request = dataclasses.replace(
-                request, data_dir=jobfiles.local_run_data_dir(self.places.model_dir))
+            request = _with_recorded(self.cloud, request,
+                                     jobfiles.local_run_data(self.places.model_dir))
         data_dir = request.data_dir or self.places.data_dir
         job = request.trainer_job(self.places)
         trains = isinstance(request, Training)
@@ -172,7 +173,12 @@ class Local:
             _refuse_busy(self.places.model_dir)
         if trains and text:
             jobfiles.store_local(self.places.model_dir, text)
-        workflow.run_job(job, steps)  # the total steps, for the progress bar
+        pin = datasets.pin(self.cloud, request, Path(self.places.model_dir).name or "local",
+                           job.name, datasets.LOCAL_PIN_HOURS)
+        try:
+            workflow.run_job(job, steps)  # the total steps, for the progress bar
+        finally:
+            datasets.unpin(self.cloud, pin)
         return f"{job.name} done: {self.places.model_dir}"
 
     def tune(self, request: Request, sweep: Sweep) -> str:
@@ -185,7 +191,12 @@ class Local:
             return json.dumps(sweep.as_mapping(), indent=2)
         datachecks.check_local(request.data_dir or self.places.data_dir, self.force,
                                request.experiment)
-        return local_tuning.run_sweep(sweep, request, self.places)
+        pin = datasets.pin(self.cloud, request, Path(self.places.model_dir).name or "local",
+                           "tune", datasets.LOCAL_PIN_HOURS)
+        try:
+            return local_tuning.run_sweep(sweep, request, self.places)
+        finally:
+            datasets.unpin(self.cloud, pin)
 
     def convert(self, conversion: Conversion) -> str:
         """The converter here; a named dataset is then uploaded as `data.upload --dataset`
@@ -285,6 +296,10 @@ class Vertex:
                 for each in plan.jobs.values():
                     persistent.check_fits(each, resource)
         _save_job(text, self.submission)
+        if not self.submission.dry_run:
+            attempts = len(plan.jobs) * (ladder.max_preemptions + 1 if ladder else 1)
+            datasets.pin(self.cloud, request, run_id, "train" if trains else "eval",
+                         _hours_bound(request, attempts))
         if not self.submission.dry_run and trains and text:
             jobfiles.store_in_bucket(self.cloud, run_id, _job_text(
                 request, **decided, image=trainer_images(job)[0]))
@@ -315,6 +330,8 @@ class Vertex:
         _save_job(text, self.submission)
         if not self.submission.dry_run:
             self._require_data(data, request.experiment)
+            datasets.pin(self.cloud, request, run_id, "tune",
+                         _hours_bound(request, sweep.trials))
         job = study.tuning_job(sweep, pinned(self.cloud, plan.jobs[plan.first],
                                              self.submission))
         if self.submission.dry_run:
@@ -451,7 +468,8 @@ class Vertex:
         if not isinstance(request, Evaluation) or request.data_dir:
             return request
         try:
-            recorded = jobfiles.bucket_run_data_dir(self.cloud, run_id)
+            return _with_recorded(self.cloud, request,
+                                  jobfiles.bucket_run_data(self.cloud, run_id))
         except (GoogleAPIError, GoogleAuthError) as error:
             if not self.submission.dry_run:
                 raise
@@ -459,7 +477,6 @@ class Vertex:
                   f"is submitted ({reason(error)}); shown: the bucket's records",
                   file=sys.stderr)
             return request
-        return dataclasses.replace(request, data_dir=recorded) if recorded else request
 
     @staticmethod
     def _data_url(request: Request, where: CloudTarget) -> str:
@@ -621,6 +638,26 @@ class Vertex:
                                "them")
         return "\n".join(f"{job.display_name}: {tensorboard_url(job) or 'no TensorBoard attached'}"
                          for job in found)
+
+
+def _with_recorded(cloud: Cloud, request: Request, recorded: jobfiles.RecordedData) -> Request:
+    """An evaluation of a run that names no data: the data the run's job file records (a
+    named dataset: the version the run read, and only its listed files)."""
+    if recorded.dataset:
+        return datasets.pinned(cloud, request, recorded.dataset,
+                               f"dataset (in {recorded.where})")
+    return dataclasses.replace(request, data_dir=recorded.data_dir) if recorded.data_dir \
+        else request
+
+
+def _hours_bound(request: Request, attempts: int) -> float:
+    """How long a launch's jobs can last at most (`attempts` jobs one after another, each
+    queued, waiting for flex-start capacity, then running up to its timeout): its dataset
+    version is pinned that long."""
+    scheduling = request.resources.scheduling  # a ladder's rungs may queue on flex-start
+    wait = scheduling.max_wait_hours
+    wait = datasets.LOCAL_PIN_HOURS if wait == 0 else wait or 24.0  # 0: no limit
+    return attempts * (scheduling.timeout_hours + wait + datasets.QUEUE_HOURS)
 
 
 MAX_CONFIG_BYTES = 1 << 20

@@ -76,8 +76,9 @@ class JobFile:
                                   "work/records; on Vertex AI gs://BUCKET/records; eval: "
                                   "the run's own)")
     dataset: str | None = option("a named dataset in the bucket (`invoke data.list`), "
-                                 "instead of --data-dir: the version its manifest names when "
-                                 "the job is launched")
+                                 "instead of --data-dir: NAME, the version its manifest names "
+                                 "when the job is launched, or NAME@VERSION (a run's job "
+                                 "file records the version it read)")
     model_dir: str | None = option("local: checkpoints and summaries (default: work/model; "
                                    "tune: the sweep's directory, work/sweep)")
     run_id: str | None = option("the run's name: gs://BUCKET/runs/RUN_ID (default: the "
@@ -490,7 +491,7 @@ def _check(job: JobFile, task: str) -> dict[str, Any]:
                            "Garden's (`invoke models.pretrained` lists what fits each)")
     if job.dataset:
         try:
-            datasets.check_name(job.dataset)
+            datasets.split_reference(job.dataset)
         except SettingsError as error:
             raise JobFileError(str(error)) from None
         if job.data_dir:
@@ -572,7 +573,7 @@ class Written:
     job: JobFile
 
     def text(self, **decided: Any) -> str:
-        if self.job.dataset:  # the name is the job's data; the version is the launch's
+        if self.job.dataset or decided.get("dataset"):  # the data is the version, by name
             decided.pop("data_dir", None)
         job = dataclasses.replace(self.job, **{k: v for k, v in decided.items() if v})
         return job.to_yaml(self.task, f"# invoke {self.task} --job FILE: this job again "

@@ -15,6 +15,7 @@ from launch.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optio
 from trainer.args import Args, ConvertArgs, TrainArgs
 from trainer.best import EarlyStopping
 from trainer.experiments import DEFAULT_EXPERIMENT
+from trainer.files import SPLITS, shard_glob
 
 if TYPE_CHECKING:
     from launch.jobfile import Written
@@ -59,6 +60,18 @@ class TrainingRun:
     config_files: Sequence[str] = ()
     hparams: Sequence[str] = ()  # a tuning trial's values, ID=VALUE
     early_stop: EarlyStopping | None = None
+    data_files: Sequence[str] = ()  # a named dataset's: the files its manifest lists
+
+    def inputs(self) -> dict[str, str]:
+        """A named dataset's shards as the trainer's --train_input and --eval_input: each
+        listed path, comma-separated (Model Garden globs none of them), so a file put into
+        the version later is never read. Empty: the splits' globs below --data_dir."""
+        if not self.data_files:
+            return {}
+        return {f"{'eval' if split == 'val' else split}_input": ",".join(
+                    f"{self.data_dir.rstrip('/')}/{name}" for name in sorted(self.data_files)
+                    if name.startswith(shard_glob(split).removesuffix("*")))
+                for split in SPLITS}
 
     def trainer_args(self, mode: str, **more) -> TrainArgs:
         """The training command for `mode`; `more` sets its other options."""
@@ -66,6 +79,7 @@ class TrainingRun:
             more = {**more, "early_stop_patience": self.early_stop.patience,
                     "early_stop_min_delta": self.early_stop.min_delta,
                     "early_stop_evaluator": self.early_stop.evaluator}
+        more = {**self.inputs(), **more}
         return TrainArgs(experiment=self.experiment, mode=mode, model_dir=self.model_dir,
                          data_dir=self.data_dir, config_files=tuple(self.config_files),
                          train_steps=self.steps, init_checkpoint=self.init_checkpoint,
@@ -94,6 +108,8 @@ class Request:
     resources: Resources = DEFAULT_RESOURCES
     run_id: str | None = None  # names the run where runs are named (a bucket's runs/)
     data_dir: str | None = None  # None: the target's (work/records, gs://BUCKET/records)
+    dataset: str | None = None  # NAME@VERSION: the named dataset's version data_dir is
+    data_files: tuple[str, ...] = ()  # that version's files, as its manifest lists them
     init_checkpoint: str | None = None
     init_checkpoint_type: str = "backbone"
     config_files: tuple[str, ...] = ()
@@ -127,7 +143,7 @@ class Request:
         return TrainingRun(places.model_dir, self.data_dir or places.data_dir,
                            self.experiment, self.steps, self.init_checkpoint,
                            self.init_checkpoint_type, tuple(self.params_override),
-                           tuple(self.config_files))
+                           tuple(self.config_files), data_files=tuple(self.data_files))
 
     def trainer_job(self, places: Places) -> TrainerJob:
         raise NotImplementedError

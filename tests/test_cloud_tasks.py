@@ -350,8 +350,9 @@ def test_a_run_stores_its_job_file_which_rerun_and_eval_read(fakes, tmp_path):
         with pytest.raises(InputError, match=rf"^--rerun {run}: {where} is larger than "
                                              r"1024 KiB; a job file is a page of settings$"):
             jobfiles.stored_job(cloud, run)
-    assert jobfiles.bucket_run_data_dir(cloud, "big") is None
-    assert jobfiles.local_run_data_dir(str(tmp_path / "local")) is None
+    for recorded in (jobfiles.bucket_run_data(cloud, "big"),
+                     jobfiles.local_run_data(str(tmp_path / "local"))):
+        assert (recorded.data_dir, recorded.dataset) == (None, None)
 
 
 def test_a_second_training_job_of_a_running_run_is_refused_before_building(fakes, tmp_path):

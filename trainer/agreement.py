@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from trainer import io
 from trainer.analysis import ImageBoxes, coco_evaluation, iou_matrix
 from trainer.predict import Detections, Detector, Picture
 
@@ -33,7 +34,7 @@ def labelled_images(records: str, limit: int | None = None) -> Iterator[Labelled
                 "image/object/class/label": tf.io.VarLenFeature(tf.int64),
                 **{f"image/object/bbox/{k}": tf.io.VarLenFeature(tf.float32)
                    for k in ("ymin", "xmin", "ymax", "xmax")}}
-    files = sorted(tf.io.gfile.glob(records))
+    files = sorted(io.match(records))
     dataset = tf.data.TFRecordDataset(files).map(
         lambda record: tf.io.parse_single_example(record, features))
     for example in dataset.take(-1 if limit is None else limit):

@@ -3,17 +3,22 @@ conversion job on Vertex AI, read by every launch that names `--dataset NAME`:
 
     gs://BUCKET/datasets/NAME/v-20261125T010203Z-1a2b3c4d/   one version: shards, label map,
                                                              conversion and data reports
+    gs://BUCKET/datasets/NAME/v-.../manifest.json            the version's own manifest
     gs://BUCKET/datasets/NAME/manifest.json                  written last: names the version
                                                              and each object's size, CRC32C,
                                                              MD5 and generation
+    gs://BUCKET/datasets/NAME/pins/RUN-TASK.json             a launch's pin on its version
 
 Cloud Storage has no atomic rename, so a dataset is visible only once its manifest exists,
 and the manifest is one object, replaced in one write: a reader sees the old version or the
 new, never a mix. Each upload writes a new version prefix; a conversion killed before its
-manifest leaves only an unnamed version, which the next upload of that name deletes. A
-launch pins the version's prefix in the job, so a later upload does not change what a
-running job reads; the version a new manifest replaces is kept (a job may still read it)
-and older ones are deleted (docs/design.md, "Named datasets").
+manifest leaves only an unnamed version, which a later upload of that name deletes. A
+launch pins the version in the job (`--dataset NAME@VERSION` in the run's job file, so its
+evaluations and reruns read that version) and in a pin object below the dataset, and the
+trainer reads exactly the shards the version's manifest lists. After an upload publishes,
+collection keeps the version the manifest names, the one it replaced, any version with an
+object written since that manifest (another upload that may publish next) and every version
+a pin holds until its deadline; it deletes the rest (docs/design.md, "Named datasets").
 
 Here, not in the launcher: the container publishes what it converts, with the same code.
 """
@@ -39,11 +44,18 @@ from trainer.files import (
     DATA_REPORT_FILE,
     DATASET_MANIFEST_FILE,
     DATASETS_PREFIX,
+    shard_glob,
 )
 
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")  # one plain path segment, never `..`
 VERSION = re.compile(r"v-\d{8}T\d{6}Z-[0-9a-f]{8}")
+# An object of a version: the trainer is given each shard's path in a comma-separated
+# --train_input, which Model Garden globs when it holds `*` or `?`: plain names only.
+ENTRY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,199}")
+MAX_OBJECTS = 1000  # each split's paths are one trainer argument (Linux: 128 KiB at most)
 MAX_MANIFEST_BYTES = 4 << 20  # a manifest names a few hundred objects: KB
+PINS = "pins"  # datasets/NAME/pins/: which launches still read which version, until when
+MAX_PIN_BYTES = 4096
 MAX_REPORT_BYTES = 64 << 20
 UPLOAD_THREADS = 8
 
@@ -60,6 +72,17 @@ def check_name(name: str, flag: str = "--dataset") -> str:
                             "digits, '.', '_' or '-', starting with a letter or digit, no "
                             "'..' (e.g. pets-2026)")
     return name
+
+
+def split_reference(text: str, flag: str = "--dataset") -> tuple[str, str | None]:
+    """`NAME` (the version its manifest names when a job is launched) or `NAME@VERSION`
+    (that version: what a run's job file records), checked."""
+    name, at, version = str(text).partition("@")
+    check_name(name, flag)
+    if at and not VERSION.fullmatch(version):
+        raise SettingsError(f"{flag} {str(text)[:120]!r}: after '@' comes a version such as "
+                            "v-20261125T010203Z-1a2b3c4d (`invoke data.list`)")
+    return name, version or None
 
 
 def root(name: str) -> str:
@@ -98,8 +121,18 @@ class Manifest:
         return f"gs://{bucket}/{self.prefix}"
 
     @property
+    def reference(self) -> str:
+        """How a run's job file names this version: `NAME@VERSION`."""
+        return f"{self.dataset}@{self.version}"
+
+    @property
     def size(self) -> int:
         return sum(entry.size for entry in self.objects)
+
+    def shards(self, split: str) -> tuple[str, ...]:
+        """The names of the split's shards this version lists (no others are read)."""
+        prefix = shard_glob(split).removesuffix("*")
+        return tuple(sorted(e.name for e in self.objects if e.name.startswith(prefix)))
 
     def to_json(self) -> str:
         return json.dumps({"dataset": self.dataset, "version": self.version,
@@ -108,10 +141,12 @@ class Manifest:
                           indent=2) + "\n"
 
     @classmethod
-    def parse(cls, data: object, dataset: str, where: str) -> Manifest:
+    def parse(cls, data: object, dataset: str, where: str,
+              version_wanted: str | None = None) -> Manifest:
         """A manifest read from the bucket (anyone who may write there wrote it): every
-        field checked, and the version must be a plain segment below the dataset's own
-        prefix; a SettingsError names `where` otherwise."""
+        field checked, the version a plain segment below the dataset's own prefix (the
+        one wanted, for a version's own manifest), each object a plain name, the shards
+        one complete conversion; a SettingsError names `where` otherwise."""
         def bad(what: str) -> SettingsError:
             return SettingsError(f"{where} is not a dataset manifest ({what}); upload the "
                                  "dataset again")
@@ -121,20 +156,26 @@ class Manifest:
         version, objects = data.get("version"), data.get("objects")
         if not isinstance(version, str) or not VERSION.fullmatch(version):
             raise bad("no version")
+        if version_wanted and version != version_wanted:
+            raise bad(f"it names {version}")
         if not isinstance(objects, list) or not objects:
             raise bad("no objects")
+        if len(objects) > MAX_OBJECTS:
+            raise bad(f"more than {MAX_OBJECTS} objects")
         entries = []
         for item in objects:
             if not isinstance(item, dict):
                 raise bad("an object entry is not a mapping")
             name, size = item.get("name"), jsonnum.whole(item.get("size"))
             generation = jsonnum.whole(item.get("generation"))
-            if not isinstance(name, str) or "/" in name or name in (".", "..") or \
-                    not name.isprintable() or size is None or size < 0 or generation is None \
-                    or not isinstance(item.get("crc32c"), str):
+            if not isinstance(name, str) or not ENTRY.fullmatch(name) or \
+                    name == DATASET_MANIFEST_FILE or size is None or size < 0 or \
+                    generation is None or not isinstance(item.get("crc32c"), str):
                 raise bad(f"object entry {str(name)[:80]!r}")
             entries.append(Entry(name, size, item["crc32c"], str(item.get("md5") or ""),
                                  generation))
+        if problems := layout.problems([entry.name for entry in entries]):
+            raise bad(f"its objects are not one conversion: it {'; '.join(problems)}")
         summary = data.get("summary")
         return cls(dataset, version, str(data.get("created", ""))[:40], tuple(entries),
                    summary if isinstance(summary, dict) else {})
@@ -185,16 +226,25 @@ def local_files(local_dir: Path) -> list[Path]:
     if problems := layout.problems([p.name for p in paths if p.is_file()]):
         raise SettingsError(f"{local_dir} is not a complete conversion: it "
                             f"{'; '.join(problems)}. Run `invoke data.convert` again")
-    return [p for p in paths if p.is_file() and p.name != DATA_REPORT_FILE]
+    files = [p for p in paths if p.is_file() and p.name not in (DATA_REPORT_FILE,
+                                                                   DATASET_MANIFEST_FILE)]
+    if odd := [p.name for p in files if not ENTRY.fullmatch(p.name)]:
+        raise SettingsError(f"{local_dir}/{odd[0][:80]!r}: a dataset's files are named with "
+                            "letters, digits, '.', '_' or '-'; move it out of the directory")
+    if len(files) >= MAX_OBJECTS:
+        raise SettingsError(f"{local_dir} holds {len(files)} files; a dataset holds fewer "
+                            f"than {MAX_OBJECTS} (convert with fewer --num-shards)")
+    return files
 
 
 def publish(client, bucket_name: str, name: str, local_dir: str | Path,
             data_format: str | None = None,
             on_bytes: Callable[[int], None] = lambda n: None) -> tuple[Manifest, list[str]]:
-    """Uploads a local conversion as a new version of dataset `name`, then its manifest (the
-    moment the version becomes the dataset), then deletes versions no longer kept. Returns
-    the manifest and the names deleted. A second upload of the same name that published
-    first wins; this one then fails, naming it, and its objects wait for the next upload."""
+    """Uploads a local conversion as a new version of dataset `name`, then the version's own
+    manifest, then the dataset's (the moment the version becomes the dataset), then deletes
+    versions no longer kept. Returns the manifest and the names deleted. A second upload of
+    the same name that published first wins; this one then fails, naming it, and its
+    objects wait for a later upload."""
     from google.api_core import exceptions
 
     check_name(name)
@@ -225,6 +275,8 @@ def publish(client, bucket_name: str, name: str, local_dir: str | Path,
     manifest = Manifest(name, version,
                         datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
                         tuple(entries), summary)
+    bucket.blob(f"{prefix}/{DATASET_MANIFEST_FILE}").upload_from_string(
+        manifest.to_json(), content_type="application/json", if_generation_match=0)
     try:
         bucket.blob(manifest_name(name)).upload_from_string(
             manifest.to_json(), content_type="application/json",
@@ -232,7 +284,7 @@ def publish(client, bucket_name: str, name: str, local_dir: str | Path,
     except exceptions.PreconditionFailed:
         raise SettingsError(f"--dataset {name}: another upload published this dataset while "
                             f"this one ran; it stands, and this upload's {version} is deleted "
-                            "by the next upload of the name") from None
+                            "by a later upload of the name") from None
     return manifest, collect_garbage(client, bucket_name, name, {version, replaced})
 
 
@@ -253,16 +305,35 @@ def _version_of(blob) -> str | None:
     return version if isinstance(version, str) and VERSION.fullmatch(version) else None
 
 
-def collect_garbage(client, bucket_name: str, name: str, keep: set[str | None]) -> list[str]:
-    """Deletes the objects of dataset `name`'s versions not in `keep` (abandoned uploads,
-    versions replaced twice); returns their names."""
+def collect_garbage(client, bucket_name: str, name: str, keep: set[str | None],
+                    now: datetime.datetime | None = None) -> list[str]:
+    """Deletes the objects of dataset `name`'s versions that nothing keeps (abandoned
+    uploads, versions replaced twice); returns their names. Kept besides `keep`: the
+    version the manifest names now; any version with an object written at or after that
+    manifest (by Cloud Storage's clock: an upload that read it may publish next, and its
+    manifest must not name deleted objects); every version a pin holds until the pin's
+    deadline (a run may still read it). Expired pins are deleted with the rest."""
     from google.api_core import exceptions
 
-    deleted = []
+    bucket = client.bucket(bucket_name)
+    current = bucket.get_blob(manifest_name(name))
+    since = current.time_created if current is not None else None
+    pinned, expired = pins(client, bucket_name, name, now)
+    keep = {*keep, _version_of(current), *pinned}
+    versions: dict[str, list] = {}
     for blob in client.list_blobs(bucket_name, prefix=f"{root(name)}/"):
         version = blob.name.removeprefix(f"{root(name)}/").split("/", 1)[0]
-        if blob.name == manifest_name(name) or version in keep:
+        if blob.name == manifest_name(name) or version == PINS:
             continue
+        versions.setdefault(version, []).append(blob)
+    doomed = [*expired]
+    for version, blobs in versions.items():
+        in_flight = since is not None and any(
+            blob.time_created is None or blob.time_created >= since for blob in blobs)
+        if version not in keep and not in_flight:
+            doomed += blobs
+    deleted = []
+    for blob in doomed:
         try:
             blob.delete(if_generation_match=blob.generation)
             deleted.append(blob.name)
@@ -271,14 +342,59 @@ def collect_garbage(client, bucket_name: str, name: str, keep: set[str | None]) 
     return deleted
 
 
-def read_manifest(client, bucket_name: str, name: str) -> Manifest | None:
-    """Dataset `name`'s manifest, checked; None when there is none (no such dataset, or
-    one whose upload has not finished)."""
+def pin_name(name: str, run_id: str, task: str) -> str:
+    """A new pin's object name (each launch its own: two never share one)."""
+    label = re.sub(r"[^A-Za-z0-9._-]", "_", f"{run_id}-{task}")[:120]
+    return f"{root(name)}/{PINS}/{label}-{secrets.token_hex(4)}.json"
+
+
+def write_pin(client, bucket_name: str, name: str, version: str, run_id: str, task: str,
+              until: datetime.datetime) -> str:
+    """Records that run `run_id`'s `task` reads `version` until `until` (a bound on when its
+    jobs end): collection keeps the version that long. Returns the pin's object name."""
+    pin = pin_name(name, run_id, task)
+    client.bucket(bucket_name).blob(pin).upload_from_string(
+        json.dumps({"version": version, "run": run_id, "task": task,
+                    "until": until.astimezone(datetime.UTC).isoformat(timespec="seconds")}),
+        content_type="application/json")
+    return pin
+
+
+def pins(client, bucket_name: str, name: str, now: datetime.datetime | None = None
+         ) -> tuple[set[str], list]:
+    """The versions dataset `name`'s pins hold now, and the pin objects past their
+    deadline. A pin that cannot be read as one holds nothing and is left in place."""
+    now = now or datetime.datetime.now(datetime.UTC)
+    held, expired = set(), []
+    for blob in client.list_blobs(bucket_name, prefix=f"{root(name)}/{PINS}/"):
+        try:
+            found = jsonnum.loads(blob.download_as_bytes(end=MAX_PIN_BYTES), MAX_PIN_BYTES,
+                                  blob.name)
+            until = datetime.datetime.fromisoformat(found["until"])
+            version = found["version"]
+        except (JsonError, TypeError, KeyError, ValueError):
+            continue
+        if not isinstance(version, str) or not VERSION.fullmatch(version) or \
+                until.tzinfo is None:
+            continue
+        if until > now:
+            held.add(version)
+        else:
+            expired.append(blob)
+    return held, expired
+
+
+def read_manifest(client, bucket_name: str, name: str, version: str | None = None
+                  ) -> Manifest | None:
+    """Dataset `name`'s manifest (`version`: that version's own), checked; None when there
+    is none (no such dataset or version, or one whose upload has not finished)."""
     from google.api_core import exceptions
 
-    where = f"gs://{bucket_name}/{manifest_name(name)}"
+    path = f"{root(name)}/{version}/{DATASET_MANIFEST_FILE}" if version \
+        else manifest_name(name)
+    where = f"gs://{bucket_name}/{path}"
     try:
-        data = client.bucket(bucket_name).blob(manifest_name(name)).download_as_bytes(
+        data = client.bucket(bucket_name).blob(path).download_as_bytes(
             start=0, end=MAX_MANIFEST_BYTES)
     except exceptions.NotFound:
         return None
@@ -286,7 +402,17 @@ def read_manifest(client, bucket_name: str, name: str) -> Manifest | None:
         found = jsonnum.loads(data, MAX_MANIFEST_BYTES, where)
     except JsonError as error:
         raise SettingsError(f"{error}; upload the dataset again") from None
-    return Manifest.parse(found, name, where)
+    return Manifest.parse(found, name, where, version)
+
+
+def read_version(client, bucket_name: str, name: str, version: str) -> Manifest | None:
+    """The manifest of one version: its own, or (a version uploaded before versions kept
+    one) the dataset's while that names it; None when neither does."""
+    found = read_manifest(client, bucket_name, name, version)
+    if found is None:
+        current = read_manifest(client, bucket_name, name)
+        found = current if current and current.version == version else None
+    return found
 
 
 def names(client, bucket_name: str) -> list[str]:
@@ -298,14 +424,24 @@ def names(client, bucket_name: str) -> list[str]:
     return sorted(n for n in found if NAME.fullmatch(n) and ".." not in n)
 
 
-def list_datasets(client, bucket_name: str) -> list[Manifest]:
-    """The visible datasets (those with a manifest), by name."""
-    found = []
+@dataclasses.dataclass(frozen=True)
+class Broken:
+    """A dataset whose manifest exists and cannot be used: listed, with why."""
+
+    dataset: str
+    reason: str
+
+
+def list_datasets(client, bucket_name: str) -> list[Manifest | Broken]:
+    """The visible datasets (those with a manifest), by name; a manifest that cannot be
+    read as one is listed as Broken, never left out."""
+    found: list[Manifest | Broken] = []
     for name in names(client, bucket_name):
         try:
             manifest = read_manifest(client, bucket_name, name)
-        except SettingsError:
-            continue  # unreadable: `data.inspect --dataset` says why
+        except SettingsError as error:
+            found.append(Broken(name, str(error)))
+            continue
         if manifest:
             found.append(manifest)
     return found
@@ -315,7 +451,9 @@ def verify(client, bucket_name: str, manifest: Manifest) -> list[str]:
     """How the version's objects differ from what the manifest lists (empty: they match)."""
     listed = {blob.name.removeprefix(f"{manifest.prefix}/"): blob for blob in
               client.list_blobs(bucket_name, prefix=f"{manifest.prefix}/")}
-    problems = []
+    known = {entry.name for entry in manifest.objects} | {DATASET_MANIFEST_FILE}
+    problems = [f"{name[:80]!r} is not in the manifest" for name in sorted(listed)
+                if name not in known]  # put there since: nothing of the version may differ
     for entry in manifest.objects:
         blob = listed.get(entry.name)
         if blob is None:
@@ -326,11 +464,20 @@ def verify(client, bucket_name: str, manifest: Manifest) -> list[str]:
     return problems
 
 
-def resolve(client, bucket_name: str, name: str, flag: str = "--dataset") -> Manifest:
-    """The dataset `name` as a launch uses it: its manifest, checked against the objects;
-    a missing dataset is one line listing those there are."""
-    check_name(name, flag)
-    manifest = read_manifest(client, bucket_name, name)
+def resolve(client, bucket_name: str, reference: str, flag: str = "--dataset") -> Manifest:
+    """The dataset `NAME` (the version its manifest names now) or `NAME@VERSION` as a launch
+    uses it: the manifest, checked against the version's objects; a missing dataset is one
+    line listing those there are, a missing version one line."""
+    name, version = split_reference(reference, flag)
+    if version:
+        manifest = read_version(client, bucket_name, name, version)
+        if manifest is None:
+            raise MissingDataset(
+                f"{flag} {reference}: no such version of dataset {name} in gs://{bucket_name}"
+                f"/{root(name)}/ (deleted once no run pinned it, or never published); "
+                f"`--dataset {name}` reads its newest version (`invoke data.list`)")
+    else:
+        manifest = read_manifest(client, bucket_name, name)
     if manifest is None:
         there = [m.dataset for m in list_datasets(client, bucket_name)]
         raise MissingDataset(
@@ -339,7 +486,8 @@ def resolve(client, bucket_name: str, name: str, flag: str = "--dataset") -> Man
             "; `invoke data.upload --dataset NAME` or `invoke data.convert --dataset NAME` "
             "makes one)")
     if problems := verify(client, bucket_name, manifest):
-        raise SettingsError(f"{flag} {name}: {manifest.url(bucket_name)}/ does not match its "
-                            f"manifest ({'; '.join(problems[:3])}); upload the dataset again")
+        raise SettingsError(f"{flag} {reference}: {manifest.url(bucket_name)}/ does not match "
+                            f"its manifest ({'; '.join(problems[:3])}); upload the dataset "
+                            "again")
     return manifest
 

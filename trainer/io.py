@@ -20,6 +20,20 @@ def glob(pattern: str) -> list[str]:
     return tf.io.gfile.glob(pattern)
 
 
+def match(input_path: str) -> list[str]:
+    """The files a Model Garden `input_path` reads, as its input reader finds them: paths
+    separated by commas, each globbed when it holds `*` or `?` and taken as named
+    otherwise (a named dataset's shards are given one by one). Here a named path that
+    does not exist is left out, so a check can say which input is missing."""
+    found = []
+    for part in (item.strip() for item in input_path.split(",")):
+        if "*" in part or "?" in part:
+            found += glob(part)
+        elif part and exists(part):
+            found.append(part)
+    return found
+
+
 def exists(path: str) -> bool:
     if not is_url(path):
         return os.path.exists(path)

@@ -21,8 +21,10 @@ from trainer.settings import TrainerSettings
 def _check_inputs(pattern: str | None, flag: str) -> None:
     if pattern is None:
         raise SettingsError(f"{flag} (or --data-dir) is required for this mode")
-    if not io.glob(pattern):
-        raise SettingsError(f"no files match {flag} {pattern}; convert data first with "
+    parts = [part.strip() for part in pattern.split(",") if part.strip()] or [pattern]
+    if missing := [part for part in parts if not io.match(part)]:
+        shown = missing[0]
+        raise SettingsError(f"no files match {flag} {shown[:300]}; convert data first with "
                             "`invoke data.convert` (or `python -m trainer data convert`)")
 
 
@@ -92,7 +94,7 @@ def _first_record(pattern: str) -> bytes | None:
     """The first record of the first file that has one; None when none is readable."""
     import tensorflow as tf
 
-    for path in io.glob(pattern):
+    for path in io.match(pattern):
         try:
             for record in tf.data.TFRecordDataset(path).take(1):
                 return record.numpy()

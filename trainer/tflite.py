@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer import best
+from trainer import best, io
 from trainer import model_dir as model_dir_lib
 from trainer.args import QUANTIZATIONS
 from trainer.errors import SettingsError
@@ -128,7 +128,7 @@ def calibration_images(records: str, size: int,
     """int8 calibration: the first `count` training images, letterboxed as at inference."""
     import tensorflow as tf
 
-    files = sorted(tf.io.gfile.glob(records))
+    files = sorted(io.match(records))
     if not files:
         raise SettingsError(f"--quantize int8 measures training images, and no file matches "
                             f"{records}; pass --calibration-data with the converted TFRecords")

@@ -1,13 +1,15 @@
 """Named datasets from the workstation: `invoke data.upload --dataset NAME`, `invoke
-data.list`, `invoke data.inspect --dataset NAME`, and the `--dataset NAME` of train, eval and
-tune (resolved here to the version its manifest names, before anything is built). The layout,
-the manifest and publishing live in trainer/datasets.py, which the conversion job runs too.
+data.list`, `invoke data.inspect --dataset NAME`, and the `--dataset NAME[@VERSION]` of
+train, eval and tune (resolved here to one version and the files its manifest lists, before
+anything is built, and pinned while the launch's jobs may run). The layout, the manifest and
+publishing live in trainer/datasets.py, which the conversion job runs too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +19,7 @@ from launch.gcs import mirror
 from launch.gcs.upload import list_blobs
 from launch.jobs import Request
 from launch.plots import text_table
+from launch.text import printable
 from trainer import datasets
 from trainer.errors import SettingsError
 from trainer.files import DATASETS_PREFIX, SPLITS
@@ -92,17 +95,54 @@ def upload(cloud: Cloud, records_dir: str, name: str) -> str:
     return f"dataset {name}: {manifest.url(bucket)}/ ({len(manifest.objects)} objects){gone}"
 
 
-def resolve(cloud: Cloud, name: str) -> datasets.Manifest:
-    """The dataset's manifest, checked against its objects; a missing one lists the others."""
+def resolve(cloud: Cloud, reference: str, flag: str = "--dataset") -> datasets.Manifest:
+    """The dataset's manifest (NAME: the newest; NAME@VERSION: that version's), checked
+    against its objects; a missing one lists the others."""
     with as_user_errors():
-        datasets.check_name(name)
-        return datasets.resolve(cloud.storage(), _bucket(cloud), name)
+        datasets.split_reference(reference, flag)
+        return datasets.resolve(cloud.storage(), _bucket(cloud), reference, flag)
 
 
-def pinned(cloud: Cloud, request: Request, name: str) -> Request:
-    """`--dataset NAME`: the request reading the version the dataset's manifest names now,
-    so a later upload of NAME (or of any other dataset) does not change this job's data."""
-    return dataclasses.replace(request, data_dir=resolve(cloud, name).url(_bucket(cloud)))
+def pinned(cloud: Cloud, request: Request, reference: str, flag: str = "--dataset"
+           ) -> Request:
+    """`--dataset NAME[@VERSION]`: the request reading one version (the newest, for a bare
+    name) and only the files its manifest lists, so a later upload of NAME, or a file put
+    into the version, does not change this job's data. The request names the version
+    (NAME@VERSION): the run's job file records it, for its evaluations and reruns."""
+    manifest = resolve(cloud, reference, flag)
+    return dataclasses.replace(request, data_dir=manifest.url(_bucket(cloud)),
+                               dataset=manifest.reference,
+                               data_files=tuple(e.name for e in manifest.objects))
+
+
+# A Vertex AI job's timeout counts from when it runs; this bounds its wait in the queue
+# before (flex-start's own wait is added apart). A job still queued past it fails reading
+# its version (the trainer names each file), never reads another's data.
+QUEUE_HOURS = 24.0
+LOCAL_PIN_HOURS = 30 * 24.0  # a run here unpins when it returns; this if it is killed
+MAX_PIN_HOURS = 87_600.0  # ten years, as a job's longest timeout: a date, not an overflow
+
+
+def pin(cloud: Cloud, request: Request, run_id: str, task: str, hours: float) -> str | None:
+    """Keeps the request's dataset version from collection for `hours` from now (a bound on
+    when the launch's jobs end); the pin's object name, None when the request reads no
+    named dataset."""
+    if not request.dataset:
+        return None
+    name, version = datasets.split_reference(request.dataset)
+    until = datetime.datetime.now(datetime.UTC) + datetime.timedelta(
+        hours=min(hours, MAX_PIN_HOURS))
+    return datasets.write_pin(cloud.storage(), _bucket(cloud), name, version, run_id, task,
+                              until)
+
+
+def unpin(cloud: Cloud, pin_name: str | None) -> None:
+    """A run here has returned: its version is no longer held for it."""
+    from google.api_core import exceptions
+
+    if pin_name:
+        with contextlib.suppress(exceptions.NotFound):
+            cloud.storage().bucket(_bucket(cloud)).blob(pin_name).delete()
 
 
 def _size(size: int) -> str:
@@ -113,8 +153,12 @@ def _size(size: int) -> str:
     return ""
 
 
-def row(manifest: datasets.Manifest) -> dict[str, str]:
-    """One line of `data.list` (the summary came from the bucket: shown as text only)."""
+def row(manifest: datasets.Manifest | datasets.Broken) -> dict[str, str]:
+    """One line of `data.list` (the summary came from the bucket: shown as text only); a
+    broken dataset's says so (its reason follows the table)."""
+    if isinstance(manifest, datasets.Broken):
+        return {"name": manifest.dataset, "format": "BROKEN", "examples": "-",
+                "classes": "-", "size": "-", "when": "-"}
     summary = manifest.summary
     examples = summary.get("examples") if isinstance(summary.get("examples"), dict) else {}
     counts = [f"{split} {examples[split]}" for split in SPLITS
@@ -134,13 +178,15 @@ def listing(cloud: Cloud) -> str:
     if not found:
         return (f"no datasets in gs://{bucket}/{DATASETS_PREFIX}/: `invoke data.upload "
                 "--dataset NAME` or `invoke data.convert --dataset NAME` makes one")
-    return text_table([row(m) for m in found], COLUMNS)
+    broken = [f"{m.dataset} is broken: {printable(' '.join(m.reason.split()))[:300]}"
+              for m in found if isinstance(m, datasets.Broken)]
+    return "\n".join([text_table([row(m) for m in found], COLUMNS), *broken])
 
 
-def stage(cloud: Cloud, name: str, cache_dir: Path = mirror.CACHE_DIR) -> Path:
+def stage(cloud: Cloud, reference: str, cache_dir: Path = mirror.CACHE_DIR) -> Path:
     """The dataset's objects in the local mirror (those its manifest lists), for
     `data.inspect --dataset`."""
-    manifest = resolve(cloud, name)
+    manifest = resolve(cloud, reference)
     listed = {entry.name for entry in manifest.objects}
     return mirror.stage_directory(cloud.storage(), manifest.url(_bucket(cloud)), cache_dir,
                                   keep=lambda relative: relative in listed)

@@ -1,9 +1,11 @@
 """The job file each run stores beside its checkpoints: what `--rerun` repeats, and where
-`invoke eval` finds the run's own data directory. A local run keeps it in its model
-directory; a Vertex AI run at gs://BUCKET/runs/RUN_ID/job.yaml."""
+`invoke eval` finds the run's own data (a directory, or the named dataset's version,
+NAME@VERSION). A local run keeps it in its model directory; a Vertex AI run at
+gs://BUCKET/runs/RUN_ID/job.yaml."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from launch import jobfile
@@ -12,6 +14,8 @@ from launch.errors import InputError, MissingError
 from launch.gcs.mirror import is_gcs
 from launch.gcs.upload import read_bytes
 from launch.places import RunIdError
+from trainer import datasets
+from trainer.errors import SettingsError
 from trainer.files import JOB_FILE
 
 MAX_BYTES = 1 << 20
@@ -54,12 +58,16 @@ def stored_job(cloud: Cloud, run: str) -> tuple[str, str]:
     return _text(data, f"--rerun {run}: {paths.root}/{JOB_FILE}"), f"{paths.root}/{JOB_FILE}"
 
 
-def rerun(cloud: Cloud, run: str) -> tuple[str, dict]:
+def rerun(cloud: Cloud, run: str, data_given: bool = False) -> tuple[str, dict]:
     """`--rerun RUN`: the run's job file as a new run's (where it came from, its mapping):
-    a fresh run id, and a local run's model directory beside the original."""
+    a fresh run id, and a local run's model directory beside the original. The same data
+    unless `data_given` (--dataset or --data-dir with it): a named dataset's recorded
+    version, and a dataset recorded without one is refused."""
     text, where = stored_job(cloud, run)
     source = f"--rerun {run} ({where})"
     file = jobfile.parse(text, source)
+    if not data_given:
+        unversioned(file.get("dataset"), source, "rerun it")
     file.pop("run-id", None)
     file.pop("model-dir", None)
     if Path(run, JOB_FILE).is_file():
@@ -88,26 +96,59 @@ def _text(data: bytes, shown: str | None = None) -> str | None:
                      "settings")
 
 
-def recorded_data_dir(text: str | None) -> str | None:
-    """The data directory a stored job file names (None: none recorded, or unreadable)."""
+@dataclasses.dataclass(frozen=True)
+class RecordedData:
+    """The data a stored job file says its run read: a directory, or a named dataset's
+    version (NAME@VERSION); neither when it recorded none."""
+
+    data_dir: str | None = None
+    dataset: str | None = None
+    where: str = JOB_FILE
+
+
+def unversioned(dataset: object, where: str, action: str) -> None:
+    """Refuses a stored job naming a dataset without the version its run read (stored
+    before job files recorded it): any version chosen now could be other data."""
+    if not isinstance(dataset, str) or "@" in dataset:
+        return
+    raise InputError(f"{where} names dataset {dataset[:80]!r} without the version the run "
+                     f"read; to {action}, say which data: --dataset {dataset[:80]}@VERSION "
+                     "(`invoke data.list`) or --data-dir")
+
+
+def recorded_data(text: str | None, where: str = JOB_FILE) -> RecordedData:
+    """The data a stored job file names. An unreadable file records none; a dataset
+    without its version, or not a dataset reference, is refused (an evaluation would read
+    other data)."""
     try:
-        data = jobfile.parse(text, JOB_FILE) if text else None
+        data = jobfile.parse(text, where) if text else None
     except InputError:
-        return None
-    value = data.get("data-dir") if isinstance(data, dict) else None
-    return value if isinstance(value, str) and value else None
+        return RecordedData(where=where)
+    if not isinstance(data, dict):
+        return RecordedData(where=where)
+    dataset, data_dir = data.get("dataset"), data.get("data-dir")
+    if dataset is not None:
+        unversioned(dataset, where, "evaluate it")
+        try:
+            datasets.split_reference(dataset, f"dataset (in {where})")
+        except SettingsError as error:
+            raise InputError(str(error)) from None
+        return RecordedData(dataset=dataset, where=where)
+    return RecordedData(data_dir if isinstance(data_dir, str) and data_dir else None,
+                        where=where)
 
 
-def local_run_data_dir(model_dir: str) -> str | None:
-    """The data directory the local run in `model_dir` trained on, if it recorded one."""
-    if is_gcs(model_dir):
-        return None
+def local_run_data(model_dir: str) -> RecordedData:
+    """The data the local run in `model_dir` trained on, as its job file records it."""
     path = Path(model_dir, JOB_FILE)
-    return recorded_data_dir(_text(_read_local(path))) if path.is_file() else None
+    if is_gcs(model_dir) or not path.is_file():
+        return RecordedData()
+    return recorded_data(_text(_read_local(path)), str(path))
 
 
-def bucket_run_data_dir(cloud: Cloud, run_id: str) -> str | None:
-    """The data directory the Vertex AI run `run_id` trained on, if it recorded one."""
+def bucket_run_data(cloud: Cloud, run_id: str) -> RecordedData:
+    """The data the Vertex AI run `run_id` trained on, as its job file records it."""
     paths = run_paths(cloud, run_id)
-    data = _read_bucket(cloud.storage(), paths.bucket, f"{paths.root}/{JOB_FILE}")
-    return recorded_data_dir(_text(data)) if data is not None else None
+    url = f"{paths.root}/{JOB_FILE}"
+    data = _read_bucket(cloud.storage(), paths.bucket, url)
+    return recorded_data(_text(data), url) if data is not None else RecordedData()
