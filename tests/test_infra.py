@@ -4,10 +4,14 @@ project-wide properties over the whole Terraform JSON."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import tarfile
 
 import pytest
 
@@ -651,3 +655,48 @@ def test_the_stack_outputs_read_back_through_the_launcher(stacks, tmp_path):
         assert fields["builder_service_account"] == emitted["builder_service_account"]
         assert fields["serving_image"] == emitted["serving_image_uri"]
     assert set(settings.FROM_OUTPUTS.values()) <= stack_outputs.OUTPUT_NAMES
+
+
+def run_tag_check(workspace, images: list[str]) -> subprocess.CompletedProcess:
+    """cloudbuild.yaml's first step, run as Cloud Build runs it: its args, substituted, in
+    the unpacked source upload (python3 is this Python here)."""
+    import yaml
+
+    (step, *_) = yaml.safe_load((REPO / "cloudbuild.yaml").read_text())["steps"]
+    values = dict(zip(("${_GPU_IMAGE}", "${_TPU_IMAGE}", "${_SERVING_IMAGE}"), images))
+    args = [values.get(a, a) for a in step["args"]]
+    assert step["name"].startswith("python:") and args[0] == "python3"
+    return subprocess.run([sys.executable, *args[1:]], cwd=workspace, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_the_build_refuses_a_tag_that_is_not_the_hash_of_its_sources(tmp_path):
+    """The source upload `invoke image.build` sends, unpacked as Cloud Build unpacks it: the
+    build's first step passes the sources' own hash and refuses any other tag, or sources
+    changed after the tag was computed, in one line, before anything is built."""
+    from launch.images import context_tarball
+
+    with tarfile.open(fileobj=io.BytesIO(context_tarball()), mode="r:gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    tag = context_hash(REPO)
+    assert context_hash(tmp_path) == tag  # reproducible from the upload alone
+    repository = "us-central1-docker.pkg.dev/p/pets-images"
+
+    def tagged(value: str) -> list[str]:
+        return [f"{repository}/{image}:{value}" for image in ("trainer", "trainer-tpu",
+                                                              "serving")]
+
+    passed = run_tag_check(tmp_path, tagged(tag))
+    assert passed.returncode == 0 and tag in passed.stdout
+    future = tagged("0123456789abcdef")
+    refused = run_tag_check(tmp_path, future)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        f"refusing to build {future[0]}: its tag is not the content hash of these sources "
+        f"({tag}); build them with `invoke image.build`, which tags them by their hash")
+    mixed = run_tag_check(tmp_path, [*tagged(tag)[:2], future[2]])  # one image off
+    assert mixed.returncode == 1 and future[2] in mixed.stderr
+    with (tmp_path / "trainer" / "cli.py").open("a") as f:
+        f.write("# changed after the tag was computed\n")
+    assert run_tag_check(tmp_path, tagged(tag)).returncode == 1
+    assert len(refused.stderr.strip().splitlines()) == 1
