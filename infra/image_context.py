@@ -3,6 +3,11 @@ stack (which builds the image on `cdktf deploy`) and the launcher (which looks t
 
 Same sources give the same tag; a change to a file the image is built from (or to the
 Dockerfile or .dockerignore) gives a new one; files .dockerignore excludes do not count.
+
+Run as a script (`python3 infra/image_context.py IMAGE...`, the first step of
+cloudbuild.yaml), it checks that each image's tag is the hash of the sources beside it, so a
+build of cloudbuild.yaml cannot push `trainer:<hash>` for other sources. It imports only the
+standard library: the build runs it in a plain Python image, uploaded with the sources.
 """
 
 from __future__ import annotations
@@ -10,13 +15,15 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BUILD_DEFINITION = ("Dockerfile", ".dockerignore")
 CLOUDBUILD_CONFIG = "cloudbuild.yaml"  # the build of the images, for Cloud Build
+TAG_CHECK = "infra/image_context.py"  # this file: uploaded with the sources, run by the build
 TAG_LENGTH = 16
 
 
@@ -93,3 +100,28 @@ def context_hash(root: Path = REPO_ROOT) -> str:
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return digest.hexdigest()[:TAG_LENGTH]
+
+
+def tag_of(image: str) -> str:
+    """`host/project/repo/image:tag` -> `tag` ("" when the name carries none)."""
+    last = image.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else ""
+
+
+def check_tags(images: Sequence[str], root: Path = REPO_ROOT) -> str | None:
+    """None when every image is tagged with the content hash of `root`; else why not."""
+    expected = context_hash(root)
+    for image in images:
+        if tag_of(image) != expected:
+            return (f"refusing to build {image}: its tag is not the content hash of these "
+                    f"sources ({expected}); build them with `invoke image.build`, which tags "
+                    "them by their hash")
+    return None
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(f"usage: python3 {TAG_CHECK} IMAGE...")
+    if (problem := check_tags(sys.argv[1:])) is not None:
+        sys.exit(problem)
+    print(f"tag {context_hash()} is the content hash of these sources")

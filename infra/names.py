@@ -53,14 +53,27 @@ def service_account_email(env: Environment, role: str) -> str:
     return f"{service_account_id(env, role)}@{env.project_id}.iam.gserviceaccount.com"
 
 
+def custom_role_id(env: Environment, identity: str) -> str:
+    """The id of `identity`'s custom role (the deployer's, the trainer's): a custom role's id
+    allows letters, digits, '_' and '.', not the prefix's '-'."""
+    return f"{env.name_prefix.replace('-', '_')}_{identity}"
+
+
+def custom_role(env: Environment, identity: str) -> str:
+    """That custom role's full name, as project IAM bindings name it."""
+    return f"projects/{env.project_id}/roles/{custom_role_id(env, identity)}"
+
+
 def deployer_role_id(env: Environment) -> str:
-    """A custom role's id allows letters, digits, '_' and '.', not the prefix's '-'."""
-    return f"{env.name_prefix.replace('-', '_')}_deployer"
+    return custom_role_id(env, "deployer")
 
 
 def deployer_role(env: Environment) -> str:
-    """The custom role's full name, as project IAM bindings name it."""
-    return f"projects/{env.project_id}/roles/{deployer_role_id(env)}"
+    return custom_role(env, "deployer")
+
+
+def trainer_role(env: Environment) -> str:
+    return custom_role(env, "trainer")
 
 
 def repository_id(env: Environment) -> str:

@@ -40,9 +40,31 @@ from infra.outputs import StackOutputs, stack_name
 from trainer.files import DATASETS_PREFIX, RAW_PREFIX, RUNS_PREFIX
 
 # Project-level roles per identity. Everything else is granted on a single resource below.
-TRAINER_PROJECT_ROLES = (
-    "roles/logging.logWriter", "roles/monitoring.metricWriter",
-    "roles/aiplatform.user",  # writes to the Vertex AI TensorBoard (no narrower role exists)
+# The trainer runs code shaped by hostile data, so it holds no predefined Vertex AI role:
+# roles/aiplatform.user would let it create, cancel and delete any job, model or endpoint,
+# and submit a job without a service account, which runs as Vertex AI's Custom Code Service
+# Agent (README, Security model). Its TensorBoard writes are its custom role, below.
+TRAINER_PROJECT_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")
+# The trainer's custom role (names.trainer_role): what a job with `tensorboard` set needs to
+# stream the summaries under AIP_TENSORBOARD_LOG_DIR to the stack's TensorBoard, done by
+# Vertex AI as the job's service account. Google's setup page asks for roles/aiplatform.user
+# and names nothing narrower ("Set up Vertex AI TensorBoard"); these are the permissions
+# the TensorboardService methods an upload calls require, each as its REST reference states
+# (tensorboards.get; experiments get, create, write; experiments.runs get, list, create,
+# batchCreate, write; runs.timeSeries get, list, create; experiments.batchCreate, which is
+# timeSeries.batchCreate): https://cloud.google.com/vertex-ai/docs/reference/rest/v1/
+# projects.locations.tensorboards, read 2026-11-26. Nothing here reads data, deletes, runs
+# code or touches a job. Not tried against a live project: if Vertex AI's upload is refused,
+# the job still trains, its summaries stay in the bucket (`invoke tensorboard --run-id`).
+TRAINER_PERMISSIONS = (
+    "aiplatform.tensorboards.get",
+    "aiplatform.tensorboardExperiments.get", "aiplatform.tensorboardExperiments.create",
+    "aiplatform.tensorboardExperiments.write",
+    "aiplatform.tensorboardRuns.get", "aiplatform.tensorboardRuns.list",
+    "aiplatform.tensorboardRuns.create", "aiplatform.tensorboardRuns.batchCreate",
+    "aiplatform.tensorboardRuns.write",
+    "aiplatform.tensorboardTimeSeries.get", "aiplatform.tensorboardTimeSeries.list",
+    "aiplatform.tensorboardTimeSeries.create", "aiplatform.tensorboardTimeSeries.batchCreate",
 )
 # A conversion job (`invoke data.convert --target vertex`) writes logs and metrics; its data
 # rights are on the bucket: read raw/ (and datasets/, a manifest it replaces), write datasets/.
@@ -81,7 +103,10 @@ DEPLOYER_PERMISSIONS = (
     "aiplatform.tensorboards.create", "aiplatform.tensorboards.get",
     "aiplatform.tensorboards.update", "aiplatform.tensorboards.delete",
     "aiplatform.locations.get", "aiplatform.tensorboardRuns.get",  # their operations
-    "iam.roles.get",  # this role itself, refreshed by every plan
+    # the stack's custom roles (this one, the trainer's), refreshed by every plan; never
+    # iam.roles.create or update: project-wide, they would let it widen its own role, so
+    # an Owner applies changes to either role (README, Bootstrap)
+    "iam.roles.get",
     "iam.serviceAccounts.getIamPolicy",  # its own account's, which it does not administer
     # the job alerts (infra/modules/notifications.py): the policy and its email channels
     "monitoring.alertPolicies.create", "monitoring.alertPolicies.get",
@@ -106,15 +131,21 @@ RESEARCHER_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.viewer",
 # What the deployer may grant or revoke at project level (its projectIamAdmin carries
 # `modifiedGrantsByRole.hasOnly(...)`, "Set limits on granting roles":
 # https://docs.cloud.google.com/iam/docs/setting-limits-on-granting-roles): exactly the
-# project roles this stack grants to the other identities, none of them an admin role and
-# neither its custom role, so widening its own access needs a human with Owner. The
+# project roles this stack grants to the other identities (the trainer's custom role among
+# them), none of them an admin role and never its own custom role, so widening its own
+# access needs a human with Owner. The
 # attribute names roles only: a condition cannot say *to whom* a listed role is granted, so
 # the deployer could grant e.g. roles/aiplatform.user to any member; the review of main
 # (the only branch the deployer runs from) is that check, and an organisation policy can
 # add one (README, Security model).
-DELEGATED_ROLES = tuple(sorted(
+PREDEFINED_DELEGATED_ROLES = frozenset(
     {*TRAINER_PROJECT_ROLES, *CONVERTER_PROJECT_ROLES, *BUILDER_PROJECT_ROLES,
-     *SERVING_PROJECT_ROLES, *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES}))
+     *SERVING_PROJECT_ROLES, *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES})
+
+
+def delegated_roles(env: Environment) -> tuple[str, ...]:
+    """The roles the deployer may grant or revoke at project level in `env`."""
+    return tuple(sorted({*PREDEFINED_DELEGATED_ROLES, names.trainer_role(env)}))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,9 +218,13 @@ class TrainingPlatformStack(TerraformStack):
         """The service accounts with their project roles, and who may act as whom."""
         env, account = self.env, self._account
         researchers = f"group:{env.researchers_group}"
+        trainer_role = self._custom_role(
+            "trainer", "TensorBoard writes of Vertex AI training jobs, nothing else",
+            TRAINER_PERMISSIONS)
         who = Identities(
             trainer=account("trainer", "Identity of Vertex AI training jobs",
-                            TRAINER_PROJECT_ROLES),
+                            (*TRAINER_PROJECT_ROLES, names.trainer_role(env)),
+                            depends_on=[trainer_role]),
             converter=account("converter", "Identity of Vertex AI conversion jobs",
                               CONVERTER_PROJECT_ROLES),
             builder=account("builder", "Cloud Build: builds and pushes trainer images",
@@ -224,19 +259,26 @@ class TrainingPlatformStack(TerraformStack):
             account_id=names.service_account_id(self.env, role), description=description,
             project_roles=roles, conditions=conditions, depends_on=depends_on)
 
-    def _deployer(self) -> ServiceAccountWithRoles:
-        """The deployer: its project roles, two of them conditioned, and its custom role,
-        created before the grants (they name it by its id, which orders nothing)."""
+    def _custom_role(self, identity: str, description: str,
+                     permissions: Sequence[str]) -> ProjectIamCustomRole:
+        """`identity`'s custom role (names.custom_role), to be created before its grant:
+        the grant names it by its id, which orders nothing."""
         env = self.env
-        role = ProjectIamCustomRole(
-            self, "deployer-role", project=env.project_id, role_id=names.deployer_role_id(env),
-            title=f"{env.name_prefix} deployer",
-            description="What the GitOps deployer needs beyond its predefined roles",
-            permissions=list(DEPLOYER_PERMISSIONS))
+        return ProjectIamCustomRole(
+            self, f"{identity}-role", project=env.project_id,
+            role_id=names.custom_role_id(env, identity), title=f"{env.name_prefix} {identity}",
+            description=description, permissions=list(permissions))
+
+    def _deployer(self) -> ServiceAccountWithRoles:
+        """The deployer: its project roles, two of them conditioned, and its custom role."""
+        env = self.env
+        role = self._custom_role(
+            "deployer", "What the GitOps deployer needs beyond its predefined roles",
+            DEPLOYER_PERMISSIONS)
         return self._account(
             "deployer", "GitOps: applies this stack from the main branch",
             (*DEPLOYER_PROJECT_ROLES, names.deployer_role(env)),
-            conditions={PROJECT_IAM_ADMIN: grants_only(DELEGATED_ROLES),
+            conditions={PROJECT_IAM_ADMIN: grants_only(delegated_roles(env)),
                         STORAGE_ADMIN: buckets_only([names.data_bucket(env),
                                                      names.build_bucket(env)])},
             depends_on=[role])
@@ -322,15 +364,16 @@ class TrainingPlatformStack(TerraformStack):
 
     def _notifications(self, who: Identities) -> JobNotifications:
         """Email on failed or cancelled jobs, and the topic the launcher publishes job events
-        to: researchers (the launcher runs as them) and the trainer may publish, nothing
-        more; the deployer administers this topic only (Owner's first apply creates both)."""
+        to: researchers (the launcher runs as them) may publish, nothing more; not the
+        trainer, whose code could forge `ended` or `failed` (launch/vertex/notify.py
+        publishes from the launcher only); the deployer administers this topic only (Owner's
+        first apply creates both)."""
         env = self.env
         return JobNotifications(
             self, "notifications", project=env.project_id,
             topic_name=names.notifications_topic(env), emails=env.alert_emails,
             labels=dict(env.labels),
             iam=[Grant("roles/pubsub.publisher", "researchers", who.researchers),
-                 Grant("roles/pubsub.publisher", "trainer", who.trainer.member),
                  Grant("roles/pubsub.admin", "deployer", who.deployer.member)])
 
     def _outputs(self, outputs: StackOutputs) -> None:

@@ -14,6 +14,7 @@ import io
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,13 @@ from google.cloud import artifactregistry_v1
 from google.cloud.devtools import cloudbuild_v1
 from google.protobuf import duration_pb2
 
-from infra.image_context import BUILD_DEFINITION, CLOUDBUILD_CONFIG, REPO_ROOT, context_files
+from infra.image_context import (
+    BUILD_DEFINITION,
+    CLOUDBUILD_CONFIG,
+    REPO_ROOT,
+    TAG_CHECK,
+    context_files,
+)
 from infra.names import IMAGE_SUBSTITUTIONS, SERVING_IMAGE, TPU_IMAGE, TRAINER_IMAGE
 from launch.errors import UserError
 
@@ -151,8 +158,10 @@ def tagged_digest(client: artifactregistry_v1.ArtifactRegistryClient, image_uri:
 
 
 def context_tarball(root: Path = REPO_ROOT) -> bytes:
-    """The Docker context plus the build config, as a reproducible tar.gz (sorted, no mtimes)."""
-    names = {*context_files(root), *(root / n for n in (*BUILD_DEFINITION, CLOUDBUILD_CONFIG))}
+    """The Docker context plus the build config and the tag check its first step runs, as a
+    reproducible tar.gz (sorted, no mtimes)."""
+    names = {*context_files(root),
+             *(root / n for n in (*BUILD_DEFINITION, CLOUDBUILD_CONFIG, TAG_CHECK))}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(p for p in names if p.exists()):
@@ -199,16 +208,21 @@ def _up_to_date(images: Images, digests: dict[str, str]) -> Built:
 
 
 def docker_commands(config_text: str, images: Images) -> list[list[str]]:
-    """cloudbuild.yaml's steps as local `docker` commands, then a push of each image: one
-    build definition for Cloud Build and for a workstation's Docker."""
+    """cloudbuild.yaml's steps as local commands (`docker`, and a `python3` step with this
+    Python: the tag check), then a push of each image: one build definition for Cloud Build
+    and for a workstation's Docker."""
     config = yaml.safe_load(config_text)
     values = {f"${{{name}}}": image for name, image in images.substitutions().items()}
     commands = []
     for step in config["steps"]:
-        if step["name"].rsplit("/", 1)[-1] != "docker":
+        args = [values.get(a, a) for a in step.get("args", [])]
+        if step["name"].rsplit("/", 1)[-1] == "docker":
+            commands.append(["docker", *args])
+        elif args[:1] == ["python3"]:
+            commands.append([sys.executable, *args[1:]])
+        else:
             raise ImageBuildError(f"{CLOUDBUILD_CONFIG}: step {step['name']} is not a docker "
                                   "step; build in Cloud Build instead (drop --local-docker)")
-        commands.append(["docker", *(values.get(a, a) for a in step.get("args", []))])
     return commands + [["docker", "push", values.get(i, i)] for i in config.get("images", [])]
 
 

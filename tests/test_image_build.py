@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import sys
 import tarfile
 from pathlib import Path
 
@@ -71,17 +72,21 @@ def test_builds_every_target_once_then_skips(services):
     assert build.substitutions == {"_GPU_IMAGE": f"{REPOSITORY}/trainer:{tag}",
                                    "_TPU_IMAGE": f"{REPOSITORY}/trainer-tpu:{tag}",
                                    "_SERVING_IMAGE": f"{REPOSITORY}/serving:{tag}"}
-    assert [list(s.args)[:3] for s in build.steps] == [["build", "--target", "gpu"],
-                                                     ["build", "--target", "tpu"],
-                                                     ["build", "--target", "serving"]]
+    check, *docker = build.steps  # the tag check first, then one docker build per target
+    assert list(check.args) == ["python3", "infra/image_context.py", "${_GPU_IMAGE}",
+                                "${_TPU_IMAGE}", "${_SERVING_IMAGE}"]
+    assert [list(s.args)[:3] for s in docker] == [["build", "--target", "gpu"],
+                                                  ["build", "--target", "tpu"],
+                                                  ["build", "--target", "serving"]]
     assert build.service_account == \
         "projects/pets-detector-dev/serviceAccounts/pets-builder@p.iam.gserviceaccount.com"
     uploaded = storage.bucket("pets-build").blob(f"source/{tag}.tgz").download_as_bytes()
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(uploaded))) as tar:
         names = tar.getnames()
-    assert {"Dockerfile", "cloudbuild.yaml", "trainer/cli.py", "serving/entrypoint.py"} <= \
-        set(names)
+    assert {"Dockerfile", "cloudbuild.yaml", "trainer/cli.py", "serving/entrypoint.py",
+            "infra/image_context.py"} <= set(names)
     assert not any(n.startswith(("tests/", ".venv/", "work/", "launch/")) for n in names)
+    assert [n for n in names if n.startswith("infra/")] == ["infra/image_context.py"]
 
     digests = {name: registry.push(f"{REPOSITORY}/{name}:{tag}")
                for name in ("trainer", "trainer-tpu", "serving")}
@@ -135,7 +140,7 @@ def test_cloudbuild_names_each_image_by_the_substitution_infra_and_the_launcher_
     config = yaml.safe_load((REPO_ROOT / CLOUDBUILD_CONFIG).read_text())
     named = {image.strip("${}") for image in config["images"]}
     assert named == set(IMAGE_SUBSTITUTIONS.values()) == set(images("t").substitutions())
-    targets = {step["args"][2] for step in config["steps"]}
+    targets = {step["args"][2] for step in config["steps"] if step["args"][0] == "build"}
     assert targets == {"gpu", "tpu", "serving"}
 
 
@@ -143,6 +148,7 @@ def test_local_docker_runs_the_cloud_build_steps_then_pushes():
     wanted = images("t1")
     gpu, tpu, serving = wanted.all()
     assert docker_commands((REPO_ROOT / CLOUDBUILD_CONFIG).read_text(), wanted) == [
+        [sys.executable, "infra/image_context.py", gpu, tpu, serving],  # the tag check
         ["docker", "build", "--target", "gpu", "-t", gpu, "."],
         ["docker", "build", "--target", "tpu", "-t", tpu, "."],
         ["docker", "build", "--target", "serving", "-t", serving, "."],
@@ -167,7 +173,7 @@ def docker_on_path(tmp_path, monkeypatch, exit_on: str = "") -> Path:
 
 def test_local_docker_builds_pushes_or_skips(services, tmp_path, monkeypatch):
     registry, builds, _ = services
-    wanted = images("t2")
+    wanted = images(context_hash())  # the tag check (run with this Python) passes
     gpu, tpu, serving = wanted.all()
     calls = docker_on_path(tmp_path, monkeypatch)
     result = ensure_images_locally(registry.client(), wanted).message
@@ -188,7 +194,9 @@ def test_local_docker_failures_name_the_fix(services, tmp_path, monkeypatch):
     docker_on_path(tmp_path, monkeypatch, exit_on="push")
     with pytest.raises(ImageBuildError, match=r"gcloud auth configure-docker "
                                               r"us-central1-docker\.pkg\.dev"):
-        ensure_images_locally(registry.client(), images("t3"))
+        ensure_images_locally(registry.client(), images(context_hash()))
+    with pytest.raises(ImageBuildError, match=r"infra/image_context\.py .*trainer:t3 .* failed"):
+        ensure_images_locally(registry.client(), images("t3"))  # not the sources' hash
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(ImageBuildError, match="docker is not on PATH"):
         ensure_images_locally(registry.client(), images("t3"))

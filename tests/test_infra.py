@@ -4,10 +4,14 @@ project-wide properties over the whole Terraform JSON."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import tarfile
 
 import pytest
 
@@ -132,6 +136,7 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
 
     expected = {
         *((sa["trainer"], "project", r) for r in TRAINER_PROJECT_ROLES),
+        (sa["trainer"], "project", names.trainer_role(env)),
         (sa["trainer"], "bucket:data", "roles/storage.objectViewer"),
         (sa["trainer"], "bucket:data if only-runs", "roles/storage.objectUser"),
         (sa["trainer"], "repository", "roles/artifactregistry.reader"),
@@ -152,7 +157,6 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         (sa["deployer"], "bucket:build", "roles/storage.objectAdmin"),
         (sa["deployer"], "repository", "roles/artifactregistry.admin"),
         (sa["deployer"], "topic", "roles/pubsub.admin"),
-        (sa["trainer"], "topic", "roles/pubsub.publisher"),
         (group, "topic", "roles/pubsub.publisher"),
         (sa["deployer"], "account:" + sa["builder"], "roles/iam.serviceAccountUser"),
         # the other accounts, never its own (whose IAM says who may act as the deployer)
@@ -180,7 +184,7 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
 @pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
 def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_roles(
         stacks, env_name):
-    from infra.stack import DELEGATED_ROLES, PROJECT_IAM_ADMIN
+    from infra.stack import PROJECT_IAM_ADMIN, delegated_roles
 
     stack, bucket = stacks[env_name], names.data_bucket(ENVIRONMENTS[env_name])
     conditional = {(re.search(r"service_account\.(\w+?)_account", r["member"])[1],
@@ -212,7 +216,7 @@ def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_r
     others = {r["role"] for r in resources(stack, "google_project_iam_member")
               if not by_deployer(r["member"])}
     # exactly the roles the stack grants the other identities at project level, no admin
-    assert allowed == set(DELEGATED_ROLES) == others
+    assert allowed == set(delegated_roles(ENVIRONMENTS[env_name])) == others
     assert not [role for role in allowed if "admin" in role.lower()]
     assert PROJECT_IAM_ADMIN not in allowed and not allowed & deployers - others
     # no project-wide admin of accounts or IAM: only resource-level, on the stack's accounts
@@ -326,7 +330,7 @@ def iam_conditions(stack: dict) -> list[tuple[str, dict]]:
 @pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
 def test_every_condition_is_well_formed_and_names_only_the_stacks_own_resources(
         stacks, env_name):
-    from infra.stack import DELEGATED_ROLES, STORAGE_ADMIN
+    from infra.stack import STORAGE_ADMIN, delegated_roles
 
     env, stack = ENVIRONMENTS[env_name], stacks[env_name]
     own_buckets = {names.data_bucket(env), names.build_bucket(env)}
@@ -339,7 +343,7 @@ def test_every_condition_is_well_formed_and_names_only_the_stacks_own_resources(
             if literal.startswith("projects/_/buckets/"):
                 assert literal.split("/")[3] in own_buckets, (role, literal)
             elif literal.startswith("roles/"):
-                assert literal in DELEGATED_ROLES, (role, literal)
+                assert literal in delegated_roles(env), (role, literal)
     (storage,) = [c["expression"] for role, c in conditions if role == STORAGE_ADMIN]
     # each bucket whole and what is in it; a longer name sharing the prefix does not match
     assert set(storage.split(" || ")) == {
@@ -363,7 +367,7 @@ def test_the_deployer_cannot_regain_a_project_wide_admin_role(stacks):
         admin = {(role, conditioned) for role, conditioned in held
                  if "admin" in role.lower() or role in PRIMITIVE_ROLES}
         assert admin == {(PROJECT_IAM_ADMIN, True), (STORAGE_ADMIN, True)}
-        (custom,) = resources(stack, "google_project_iam_custom_role")
+        custom = stack["resource"]["google_project_iam_custom_role"]["deployer-role"]
         assert (custom["project"], custom["role_id"]) == (env.project_id,
                                                           names.deployer_role_id(env))
         assert custom["permissions"] == list(DEPLOYER_PERMISSIONS)
@@ -457,7 +461,8 @@ def test_registry_image_tensorboard_backend_and_outputs(stacks, env_name):
 def test_failed_jobs_are_emailed_and_job_events_have_a_private_topic(stacks, env_name):
     """The alert policy matches custom jobs that failed or were cancelled and notifies
     exactly the configured addresses; the topic is the one the launcher reads from the
-    outputs, and only researchers and the trainer may publish to it."""
+    outputs, and only researchers may publish to it (the launcher runs as them; training
+    code could forge `ended` or `failed`)."""
     from infra.modules.notifications import JOB_FAILURES_FILTER
 
     env, stack = ENVIRONMENTS[env_name], stacks[env_name]
@@ -481,7 +486,6 @@ def test_failed_jobs_are_emailed_and_job_events_have_a_private_topic(stacks, env
         stack["output"]["notifications_topic"]["value"] == names.notifications_topic_path(env)
     on_topic = {(who, role) for who, where, role in grants(stack) if where == "topic"}
     assert on_topic == {(f"group:{env.researchers_group}", "roles/pubsub.publisher"),
-                        (names.service_account_id(env, "trainer"), "roles/pubsub.publisher"),
                         (names.service_account_id(env, "deployer"), "roles/pubsub.admin")}
     assert all(r["topic"].startswith("${google_pubsub_topic.")
                for r in resources(stack, "google_pubsub_topic_iam_member"))
@@ -651,3 +655,297 @@ def test_the_stack_outputs_read_back_through_the_launcher(stacks, tmp_path):
         assert fields["builder_service_account"] == emitted["builder_service_account"]
         assert fields["serving_image"] == emitted["serving_image_uri"]
     assert set(settings.FROM_OUTPUTS.values()) <= stack_outputs.OUTPUT_NAMES
+
+
+def run_tag_check(workspace, images: list[str]) -> subprocess.CompletedProcess:
+    """cloudbuild.yaml's first step, run as Cloud Build runs it: its args, substituted, in
+    the unpacked source upload (python3 is this Python here)."""
+    import yaml
+
+    (step, *_) = yaml.safe_load((REPO / "cloudbuild.yaml").read_text())["steps"]
+    values = dict(zip(("${_GPU_IMAGE}", "${_TPU_IMAGE}", "${_SERVING_IMAGE}"), images,
+                      strict=True))
+    args = [values.get(a, a) for a in step["args"]]
+    assert step["name"].startswith("python:") and args[0] == "python3"
+    return subprocess.run([sys.executable, *args[1:]], cwd=workspace, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_the_build_refuses_a_tag_that_is_not_the_hash_of_its_sources(tmp_path):
+    """The source upload `invoke image.build` sends, unpacked as Cloud Build unpacks it: the
+    build's first step passes the sources' own hash and refuses any other tag, or sources
+    changed after the tag was computed, in one line, before anything is built."""
+    from launch.images import context_tarball
+
+    with tarfile.open(fileobj=io.BytesIO(context_tarball()), mode="r:gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    tag = context_hash(REPO)
+    assert context_hash(tmp_path) == tag  # reproducible from the upload alone
+    repository = "us-central1-docker.pkg.dev/p/pets-images"
+
+    def tagged(value: str) -> list[str]:
+        return [f"{repository}/{image}:{value}" for image in ("trainer", "trainer-tpu",
+                                                              "serving")]
+
+    passed = run_tag_check(tmp_path, tagged(tag))
+    assert passed.returncode == 0 and tag in passed.stdout
+    future = tagged("0123456789abcdef")
+    refused = run_tag_check(tmp_path, future)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        f"refusing to build {future[0]}: its tag is not the content hash of these sources "
+        f"({tag}); build them with `invoke image.build`, which tags them by their hash")
+    mixed = run_tag_check(tmp_path, [*tagged(tag)[:2], future[2]])  # one image off
+    assert mixed.returncode == 1 and future[2] in mixed.stderr
+    with (tmp_path / "trainer" / "cli.py").open("a") as f:
+        f.write("# changed after the tag was computed\n")
+    assert run_tag_check(tmp_path, tagged(tag)).returncode == 1
+    assert len(refused.stderr.strip().splitlines()) == 1
+
+
+# The README's security model, claim by claim: each "cannot" is checked against the
+# synthesised IAM, so the table and the stack cannot drift apart silently.
+ACT_AS_ROLES = {"roles/iam.serviceAccountUser", "roles/iam.serviceAccountTokenCreator",
+                "roles/iam.workloadIdentityUser", "roles/iam.serviceAccountOpenIdTokenCreator"}
+PUSH_ROLES = {"roles/artifactregistry.writer", "roles/artifactregistry.repoAdmin",
+              "roles/artifactregistry.admin", "roles/artifactregistry.createOnPushWriter",
+              "roles/artifactregistry.createOnPushRepoAdmin"}
+OBJECT_WRITE_ROLES = {"roles/storage.objectUser", "roles/storage.objectAdmin",
+                      "roles/storage.objectCreator", "roles/storage.admin"}
+NOT_IAM = {("CI", "reach Google Cloud at all"):
+           "CI has no identity in the stack; its tests run against local fakes"}
+
+
+def split_claims(cell: str) -> list[str]:
+    """A "cannot" cell's claims: split at `;` outside parentheses, final `.` dropped."""
+    claims, depth, current = [], 0, ""
+    for char in cell:
+        depth += (char == "(") - (char == ")")
+        if char == ";" and depth == 0:
+            claims.append(current)
+            current = ""
+        else:
+            current += char
+    return [c.strip().rstrip(".") for c in [*claims, current] if c.strip()]
+
+
+def security_model_claims() -> dict[tuple[str, str], None]:
+    """(who, claim) for each claim of the README security model's "cannot" column (the
+    deployer's up to "What it cannot be stopped from", which says what it can)."""
+    section = (REPO / "README.md").read_text().split("### Security model", 1)[1]
+    (table,) = [block for block in section.split("\n\n") if block.startswith("| who |")]
+    rows = table.splitlines()[2:]
+    claims = {}
+    for row in rows:
+        who, _, cannot = (cell.strip() for cell in row.strip().strip("|").split(" | "))
+        for claim in split_claims(cannot.split(" What it cannot be stopped from")[0]):
+            claims[(who.split()[0], claim)] = None
+    return claims
+
+
+class Iam:
+    """One environment's synthesised IAM, asked the questions the security model answers."""
+
+    def __init__(self, stack: dict, env: Environment) -> None:
+        self.stack, self.env, self.grants = stack, env, grants(stack)
+        self.ids = {who: names.service_account_id(env, who) for who in (
+            "trainer", "converter", "builder", "serving", "deployer", "planner")}
+        self.ids["researchers"] = f"group:{env.researchers_group}"
+
+    def held(self, who: str) -> set[tuple[str, str]]:
+        """(where, role) of every grant to `who`."""
+        return {(where, role) for member, where, role in self.grants
+                if member == self.ids[who]}
+
+    def roles(self, who: str) -> set[str]:
+        return {role for _, role in self.held(who)}
+
+    def acts_as(self, who: str) -> set[str]:
+        """The accounts `who` may act as ("*": every account of the project)."""
+        return {where.removeprefix("account:") if where.startswith("account:") else "*"
+                for where, role in self.held(who) if role in ACT_AS_ROLES}
+
+    def permissions(self, who: str) -> list[str]:
+        """The permissions of `who`'s custom role."""
+        roles = self.stack["resource"]["google_project_iam_custom_role"]
+        return roles[f"{who}-role"]["permissions"]
+
+    def changes_iam(self, who: str) -> bool:
+        """Whether `who` holds an admin or primitive role. Not storage.objectAdmin: its
+        object IAM permissions act on object ACLs, which uniform bucket-level access (on
+        every bucket here, test_security_properties_hold_over_the_whole_configuration)
+        turns off."""
+        return any(("admin" in role.lower() or role in PRIMITIVE_ROLES)
+                   and role != "roles/storage.objectAdmin" for role in self.roles(who))
+
+    def bucket_expressions(self, who: str) -> list[str | None]:
+        """The condition of each of `who`'s grants on the data bucket (None: the whole)."""
+        member = f"${{google_service_account.{who}_account"
+        return [(r.get("condition") or {}).get("expression")
+                for r in resources(self.stack, "google_storage_bucket_iam_member")
+                if r["member"].startswith(f"serviceAccount:{member}")
+                and "data_bucket" in r["bucket"]]
+
+    def principal_of(self, who: str) -> set[str]:
+        """Who may act as `who` through Workload Identity Federation."""
+        return {member for member, where, role in self.grants
+                if where == f"account:{self.ids[who]}" and role == "roles/iam.workloadIdentityUser"}
+
+
+def prefixes(expression: str) -> set[str]:
+    return set(re.findall(r'/objects/([^/"]+)/', expression))
+
+
+def deployer_grant_list(iam: Iam) -> set[str]:
+    from infra.stack import PROJECT_IAM_ADMIN
+
+    (admin,) = [r for r in resources(iam.stack, "google_project_iam_member")
+                if r["role"] == PROJECT_IAM_ADMIN]
+    listed = re.search(r"hasOnly\(\[(.*)\]\)", admin["condition"]["expression"])[1]
+    return {role.strip(" '") for role in listed.split(",")}
+
+
+def trainer_holds_no_vertex_ai_control(iam: Iam) -> bool:
+    from infra.stack import TRAINER_PROJECT_ROLES
+
+    permissions = iam.permissions("trainer")
+    return (iam.held("trainer") & {("project", r) for r in iam.roles("trainer")} == {
+        ("project", r) for r in (*TRAINER_PROJECT_ROLES, names.trainer_role(iam.env))}
+        and not any(r.startswith("roles/aiplatform.") for r in iam.roles("trainer"))
+        and all(p.startswith("aiplatform.tensorboard") for p in permissions)
+        and not any(p.endswith((".delete", ".cancel", ".update")) for p in permissions))
+
+
+CANNOT = {
+    ("researchers", "push images as themselves (unless the environment opts in)"):
+        lambda iam: iam.roles("researchers") & PUSH_ROLES == (
+            {"roles/artifactregistry.writer"} if iam.env.researchers_push_images else set()),
+    ("researchers", "change IAM"): lambda iam: not iam.changes_iam("researchers"),
+    ("researchers", "run a build or a job as an account other than the trainer, converter, "
+                    "builder and serving accounts"):
+        lambda iam: iam.acts_as("researchers") == {
+            iam.ids[w] for w in ("trainer", "converter", "builder", "serving")},
+    ("researchers", "act as the deployer or planner, except through the Custom Code Service "
+                    "Agent"):
+        lambda iam: not iam.acts_as("researchers") & {
+            "*", iam.ids["deployer"], iam.ids["planner"]}
+        and "gcp-sa-aiplatform-cc" not in json.dumps(iam.stack),  # the stack grants it nothing
+    ("trainer", "delete or change `records/`"):
+        lambda iam: {(where, role) for where, role in iam.held("trainer")
+                     if role in OBJECT_WRITE_ROLES} == {("bucket:data if only-runs",
+                                                         "roles/storage.objectUser")}
+        and [prefixes(e) for e in iam.bucket_expressions("trainer") if e] == [{"runs"}],
+    ("trainer", "push images"): lambda iam: not iam.roles("trainer") & PUSH_ROLES,
+    ("trainer", "act as any other account"):
+        lambda iam: not iam.acts_as("trainer") and not iam.changes_iam("trainer"),
+    ("trainer", "create, cancel or delete a Vertex AI job, model or endpoint, or submit a job "
+                "(no `aiplatform.user`)"): trainer_holds_no_vertex_ai_control,
+    ("trainer", "publish job events (no `pubsub.publisher`)"):
+        lambda iam: not any(r.startswith("roles/pubsub.") for r in iam.roles("trainer")),
+    ("converter", "read `records/` or `runs/`"):
+        lambda iam: None not in iam.bucket_expressions("converter")
+        and set().union(*map(prefixes, iam.bucket_expressions("converter"))) == {
+            "raw", "datasets"},
+    ("converter", "write anywhere but `datasets/`"):
+        lambda iam: {(where, role) for where, role in iam.held("converter")
+                     if role in OBJECT_WRITE_ROLES} == {("bucket:data if only-datasets",
+                                                         "roles/storage.objectUser")},
+    ("converter", "act as any other account"):
+        lambda iam: not iam.acts_as("converter") and not iam.changes_iam("converter"),
+    ("builder", "touch the data bucket"):
+        lambda iam: not any(where.startswith("bucket:data") or (
+            role.startswith("roles/storage.") and where.startswith("project"))
+            for where, role in iam.held("builder")),
+    ("builder", "change IAM"): lambda iam: not iam.changes_iam("builder"),
+    ("builder", "act as any other account"):
+        lambda iam: not iam.acts_as("builder"),
+    ("serving", "read records, checkpoints or other files"):
+        lambda iam: {(where, role) for where, role in iam.held("serving")
+                     if "storage" in role} == {("bucket:data if only-run-models",
+                                                "roles/storage.objectViewer")},
+    ("serving", "write anything in the bucket"):
+        lambda iam: not iam.roles("serving") & OBJECT_WRITE_ROLES,
+    ("deployer", "administer any bucket, repository, service account or Vertex AI resource "
+                 "(model, endpoint, job, dataset) outside the stack"):
+        lambda iam: {role for where, role in iam.held("deployer") if where.startswith(
+            "project") and "admin" in role.lower()} == {
+            "roles/storage.admin", "roles/resourcemanager.projectIamAdmin"}
+        and ("project if only-stack-buckets", "roles/storage.admin") in iam.held("deployer")
+        and {p for p in iam.permissions("deployer") if p.startswith("aiplatform.")} <= {
+            "aiplatform.tensorboards.create", "aiplatform.tensorboards.get",
+            "aiplatform.tensorboards.update", "aiplatform.tensorboards.delete",
+            "aiplatform.locations.get", "aiplatform.tensorboardRuns.get"},
+    ("deployer", "grant any project role outside that list, so no admin role, no "
+                 "`projectIamAdmin` and not its custom role (widening its access needs a "
+                 "human with Owner)"):
+        lambda iam: deployer_grant_list(iam) == set(__import__(
+            "infra.stack", fromlist=["delegated_roles"]).delegated_roles(iam.env))
+        and not any("admin" in r.lower() for r in deployer_grant_list(iam))
+        and names.deployer_role(iam.env) not in deployer_grant_list(iam),
+    ("deployer", "create, change or delete a custom role, its own or the trainer's"):
+        lambda iam: [p for p in iam.permissions("deployer") if p.startswith("iam.roles.")]
+        == ["iam.roles.get"] and "roles/iam.roleAdmin" not in iam.roles("deployer"),
+    ("deployer", "change the Workload Identity pool or provider or its own account's IAM "
+                 "(who may act as the deployer)"):
+        lambda iam: ("project", "roles/iam.workloadIdentityPoolViewer") in iam.held("deployer")
+        and not any(p.startswith("iam.workloadIdentity") or p.endswith("setIamPolicy")
+                    for p in iam.permissions("deployer"))
+        and f"account:{iam.ids['deployer']}" not in {w for w, _ in iam.held("deployer")},
+    ("deployer", "disable an API"):
+        lambda iam: "serviceusage.services.disable" not in iam.permissions("deployer")
+        and not any("serviceusage" in r for r in iam.roles("deployer")),
+    ("deployer", "create a repository"):
+        lambda iam: "artifactregistry.repositories.create" not in iam.permissions("deployer")
+        and not any(w.startswith("project") and "artifactregistry" in r
+                    for w, r in iam.held("deployer")),
+    ("deployer", "be used from a pull request, a fork, or another workflow"):
+        lambda iam: len(members := iam.principal_of("deployer")) == 1 and next(
+            iter(members)).endswith(f"/attribute.workflow_ref/{iam.env.github_repository}"
+                                    "/.github/workflows/infra.yml@refs/heads/main"),
+    ("planner", "write anything, the Terraform state included (a pull request cannot rewrite "
+                "dev's state)"):
+        lambda iam: all(re.search(r"(viewer|Viewer|reader|Reviewer|insightsCollectorService)$",
+                                  role) for role in iam.roles("planner")),
+    ("planner", "be used from forks (the workflow plans only pull requests from the "
+                "repository's own branches; prod's plans wait for the `prod` environment's "
+                "reviewers)"):
+        lambda iam: [m.rsplit("/", 2)[1:] for m in iam.principal_of("planner")] == [
+            ["attribute.event", "pull_request"]]
+        and f"assertion.repository_id == '{iam.env.github_repository_id}'" in
+        resources(iam.stack, "google_iam_workload_identity_pool_provider")[0][
+            "attribute_condition"],
+}
+
+
+def test_every_cannot_of_the_security_model_has_a_check_and_no_check_is_stale():
+    claims = set(security_model_claims())
+    assert claims - set(CANNOT) - set(NOT_IAM) == set()  # a README claim nothing checks
+    assert (set(CANNOT) | set(NOT_IAM)) - claims == set()  # a check of a claim now gone
+    assert len(claims) >= 25
+
+
+@pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
+def test_the_security_model_holds_in_the_synthesised_iam(stacks, env_name):
+    iam = Iam(stacks[env_name], ENVIRONMENTS[env_name])
+    failed = [f"{who}: {claim}" for (who, claim), check in CANNOT.items() if not check(iam)]
+    assert failed == []
+
+
+def test_the_security_model_checks_fail_when_a_grant_breaks_a_claim(stacks):
+    """Each check can fail: the old grants (the trainer's aiplatform.user and Pub/Sub
+    publisher) and a researchers' writer grant where the environment does not opt in."""
+    stack = json.loads(json.dumps(stacks["dev"]))
+    members = stack["resource"]["google_project_iam_member"]
+    trainer = next(r for r in members.values() if "trainer_account" in r["member"])
+    members["old-trainer-user"] = {**trainer, "role": "roles/aiplatform.user"}
+    stack["resource"]["google_pubsub_topic_iam_member"]["old"] = {
+        "topic": "t", "member": trainer["member"], "role": "roles/pubsub.publisher"}
+    stack["resource"]["google_artifact_registry_repository_iam_member"]["r"] = {
+        "member": f"group:{ENVIRONMENTS['dev'].researchers_group}",
+        "role": "roles/artifactregistry.writer"}
+    iam = Iam(stack, ENVIRONMENTS["dev"])
+    failed = {claim for (who, claim), check in CANNOT.items() if not check(iam)}
+    assert failed == {
+        "create, cancel or delete a Vertex AI job, model or endpoint, or submit a job "
+        "(no `aiplatform.user`)", "publish job events (no `pubsub.publisher`)",
+        "push images as themselves (unless the environment opts in)"}
