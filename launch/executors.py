@@ -15,11 +15,10 @@ import json
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-import yaml
 from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
 from google.cloud import aiplatform_v1
@@ -30,7 +29,7 @@ from launch.errors import InputError, MissingError, StepFailed, reason
 from launch.gcs import datasets, mirror
 from launch.gcs.datasets import raw_survey
 from launch.gcs.records import require_training_data
-from launch.images import check_image_uri
+from launch.images import check_repository
 from launch.jobs import Conversion, Evaluation, Places, Request, Training, tool_job
 from launch.local import LocalExecutor
 from launch.places import CloudTarget, check_run_id, label_value
@@ -42,7 +41,7 @@ from launch.pricing.estimate import (
     read_summaries,
 )
 from launch.pricing.table import PriceTable
-from launch.runs import jobfiles
+from launch.runs import configs, jobfiles
 from launch.tuning import local as local_tuning
 from launch.tuning import study
 from launch.tuning.commands import submit_sweep
@@ -152,6 +151,7 @@ class Local:
         if isinstance(request, Evaluation) and not request.data_dir:  # the run's own data
             request = dataclasses.replace(
                 request, data_dir=jobfiles.local_run_data_dir(self.places.model_dir))
+        texts = configs.read_local(request.config_files)  # the trainer reads them again
         data_dir = request.data_dir or self.places.data_dir
         job = request.trainer_job(self.places)
         trains = isinstance(request, Training)
@@ -169,13 +169,17 @@ class Local:
             return shlex.join(LocalExecutor().command(job))
         if trains:
             _refuse_busy(self.places.model_dir)
-        if trains and text:
-            jobfiles.store_local(self.places.model_dir, text)
+        if trains and text:  # the stored job names the run's copies of its config files
+            kept = configs.keep_local(self.cloud, self.places.model_dir, request.config_files,
+                                      texts)
+            jobfiles.store_local(self.places.model_dir, _job_text(
+                request, data_dir=data_dir, model_dir=self.places.model_dir, config_file=kept))
         workflow.run_job(job, steps)  # the total steps, for the progress bar
         return f"{job.name} done: {self.places.model_dir}"
 
     def tune(self, request: Request, sweep: Sweep) -> str:
         """An Optuna study in the sweep directory (--model-dir): trials are runs beside it."""
+        configs.read_local(request.config_files)  # checked now, not in a trial
         text = _job_text(request, data_dir=request.data_dir or self.places.data_dir,
                          model_dir=self.places.model_dir)
         _save_job(text, self.submission)
@@ -251,7 +255,8 @@ class Vertex:
         run_id = check_run_id(
             request.run_id or default_run_id(request.experiment))
         where = self._where(request)
-        request = self._with_run_data(_portable(request), run_id)
+        config_files, texts = request.config_files, configs.read_local(request.config_files)
+        request = self._with_run_data(_portable(request, texts), run_id)
         ladder = self.submission.ladder
         plan = self._plan(request, where, run_id)  # every rung checked before anything is sent
         for note in dict.fromkeys(filter(None, map(tensorflow_note, plan.machines.values()))):
@@ -284,9 +289,10 @@ class Vertex:
                 for each in plan.jobs.values():
                     persistent.check_fits(each, resource)
         _save_job(text, self.submission)
-        if not self.submission.dry_run and trains and text:
+        if not self.submission.dry_run and trains and text:  # it names the run's copies
+            kept = configs.keep_in_bucket(self.cloud, run_id, config_files, texts)
             jobfiles.store_in_bucket(self.cloud, run_id, _job_text(
-                request, **decided, image=trainer_images(job)[0]))
+                request, **decided, image=trainer_images(job)[0], config_file=kept))
         if ladder and not self.submission.dry_run:
             return self._climb(ladder, plan, run_id)
         return dispatch(self.cloud, plan.targets[first.region], job, run_id, self.submission)
@@ -303,7 +309,7 @@ class Vertex:
         run_id = check_run_id(
             request.run_id or default_run_id(f"{request.experiment}-tune"))
         where = self._where(request)
-        request = _portable(request)
+        request = _portable(request, configs.read_local(request.config_files))
         plan = self._plan(request, where, run_id, trial=True)
         data = self._data_url(request, where)
         text = _job_text(request, run_id=run_id, region=where.region, data_dir=data)
@@ -375,8 +381,8 @@ class Vertex:
         """The project, region, bucket and images: checked before any request or build."""
         where = job_images(self.cloud)
         check_region(where.region)
-        if pinned_image := self.cloud.overrides.get("image"):
-            check_image_uri(pinned_image)
+        if pinned_image := self.cloud.overrides.get("image"):  # a flag, a job file, a rerun
+            check_repository(pinned_image, self.cloud.image_repositories())
         return where
 
     def _where(self, request: Request) -> CloudTarget:
@@ -402,6 +408,8 @@ class Vertex:
         regions = ladder.regions if ladder and ladder.regions else (where.region,)
         locality.refuse_far(regions, found,
                             "--regions" if ladder and ladder.regions else "--region")
+        if note := found.note():  # said on every launch: the check is only as good
+            print(note, file=sys.stderr)
         targets = {}
         for region in regions:
             tensorboard, why = locality.tensorboard_in(region, where.tensorboard, found.bucket)
@@ -623,31 +631,15 @@ class Vertex:
                          for job in found)
 
 
-MAX_CONFIG_BYTES = 1 << 20
-
-
-def _portable(request: Request) -> Request:
+def _portable(request: Request, texts: Mapping[str, str]) -> Request:
     """A Vertex AI job cannot read this machine's files: each local --config-file travels as
-    its text, a --params_override applied before the others (gs:// files stay paths)."""
-    local = [path for path in request.config_files if not path.startswith("gs://")]
-    if not local:
+    its text (`texts`, configs.read_local), a --params_override applied before the others
+    (gs:// files stay paths)."""
+    if not texts:
         return request
-    texts = []
-    for path in local:
-        try:
-            with open(path, "rb") as file:
-                text = file.read(MAX_CONFIG_BYTES + 1).decode()
-            config = yaml.safe_load(text)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as error:
-            raise InputError(f"--config-file {path}: cannot read it as YAML "
-                             f"({getattr(error, 'strerror', None) or reason(error)})") from None
-        if len(text) > MAX_CONFIG_BYTES or not isinstance(config, dict):
-            raise InputError(f"--config-file {path}: a Model Garden YAML is a mapping of a "
-                             "few kilobytes, e.g. `task: {model: {num_classes: 3}}`")
-        texts.append(text)
     return dataclasses.replace(
-        request, config_files=tuple(p for p in request.config_files if p not in local),
-        params_override=(*texts, *request.params_override))
+        request, config_files=tuple(p for p in request.config_files if p not in texts),
+        params_override=(*texts.values(), *request.params_override))
 
 
 EXECUTORS: dict[str, Callable[[Target], Executor]] = {
