@@ -21,8 +21,8 @@ class NotRegularFile(OSError):
     def __init__(self, path: str | os.PathLike, mode: int) -> None:
         kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
                 else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
-                if stat.S_ISSOCK(mode) else "not a plain file")
-        super().__init__(f"not a regular file ({kind}); give a file")
+                if stat.S_ISSOCK(mode) else "special")
+        super().__init__(f"{kind}, not a regular file")
         self.strerror = str(self)
         self.filename = str(path)
 

@@ -87,7 +87,7 @@ def replayable(file: Mapping, source: str, run_root: str, local: bool,
     training launch does not write, another target than the one that stores files there, a
     path on this machine in a run from the bucket, a config file that is not the run's own
     copy, or a timeout over REPLAY_MAX_HOURS the command line does not give."""
-    fix = "a rerun replays only what its launch recorded; review the file and pass it to --job"
+    fix = "a rerun replays only what its launch recorded (review the file, then pass it to --job)"
     for name in file:
         if name not in jobfile.written_keys(jobfile.TRAIN):
             raise InputError(f"{source}: {str(name)[:80]!r} is not a key a training launch "
@@ -106,11 +106,10 @@ def replayable(file: Mapping, source: str, run_root: str, local: bool,
             if field.name == "config_file":
                 if not isinstance(value, str) or not configs.is_copy(value, run_root, local):
                     raise InputError(f"{shown} is not the run's copy "
-                                     f"({run_root.rstrip('/')}/config-N.yaml), the only config "
-                                     f"file a launch records; {fix}")
+                                     f"({run_root.rstrip('/')}/config-N.yaml); {fix}")
             elif not local and not (isinstance(value, str) and (
                     value.startswith(("gs://", "https://")) or
-                    field.name == "init_from" and not pretrained.is_path(value))):
+                    (field.name == "init_from" and not pretrained.is_path(value)))):
                 raise InputError(f"{shown} is a path on this machine, which a launch on Vertex "
                                  f"AI never records; {fix}")
     hours = file.get("timeout-hours")
