@@ -23,8 +23,11 @@ class NotRegularFile(OSError):
                 else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
                 if stat.S_ISSOCK(mode) else "special")
         super().__init__(f"{kind}, not a regular file")
-        self.strerror = str(self)
+        self.strerror = f"{kind}, not a regular file"
         self.filename = str(path)
+
+    def __str__(self) -> str:
+        return self.strerror
 
 
 def open_regular(path: str | os.PathLike) -> BinaryIO:
