@@ -340,7 +340,7 @@ def _job_source(c, flags: dict) -> tuple[str, dict]:
     from launch.runs.jobfiles import rerun
 
     cloud = _cloud(c, flags["project"], None, flags["bucket"], None, flags["env"])
-    return rerun(cloud, flags["rerun"], bool(flags.get("dataset") or flags.get("data_dir")))
+    return rerun(cloud, flags["rerun"], jobfile.given(flags))
 
 
 def _sweep(flags: dict, file: dict, source: str):

@@ -20,6 +20,7 @@ VERTEX_REGIONS = frozenset({
     "australia-southeast1", "australia-southeast2",
 })
 
+_DOCKER_REPOSITORY = re.compile(r"[a-z0-9-]+-docker\.pkg\.dev/[a-z0-9:.-]+/[a-z0-9._-]+")
 _PROJECT_ID = re.compile(r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
 _PREFIX = re.compile(r"^[a-z][a-z0-9-]{0,10}[a-z0-9]$")
 _EMAIL = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}$")
@@ -92,6 +93,10 @@ class Environment:
     # (infra/locations.py); a job only runs where both are read without crossing one.
     bucket_location: str | None = None
     registry_location: str | None = None
+    # Artifact Registry repositories besides the environment's own whose images jobs may run
+    # as the trainer (LOCATION-docker.pkg.dev/PROJECT/REPOSITORY), e.g. a shared base image
+    # project's; the trainer must also be allowed to pull from them. Empty: only its own.
+    allowed_image_repositories: tuple[str, ...] = ()
 
     def _check_alert_emails(self, where: str) -> None:
         emails = self.alert_emails
@@ -159,6 +164,11 @@ class Environment:
         check_bucket_name(self.state_bucket, f"{where}.state_bucket")
         self._check_alert_emails(where)
         self._check_locations(where)
+        repositories = self.allowed_image_repositories
+        if isinstance(repositories, str) or not all(
+                isinstance(r, str) and _DOCKER_REPOSITORY.fullmatch(r) for r in repositories):
+            raise ConfigError(f"{where}.allowed_image_repositories: {repositories!r} must be a "
+                              "tuple of LOCATION-docker.pkg.dev/PROJECT/REPOSITORY")
         for key, value in self.labels.items():
             if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
                 raise ConfigError(f"{where}.labels: {key}={value!r} breaks GCP label rules "

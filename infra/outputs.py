@@ -48,6 +48,9 @@ class StackOutputs:
     # the regions a job may run in (launch/vertex/locality.py); absent from older stacks
     bucket_location: str
     repository_location: str
+    # other repositories whose images jobs may run, comma-separated (a platform engineer's
+    # `allowed_image_repositories` in infra/environments.py); absent from older stacks
+    allowed_image_repositories: str = ""
 
     def as_dict(self) -> dict[str, str]:
         return dataclasses.asdict(self)

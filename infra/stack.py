@@ -201,7 +201,8 @@ class TrainingPlatformStack(TerraformStack):
             researchers_push_images=str(env.researchers_push_images).lower(),
             notifications_topic=names.notifications_topic_path(env),
             bucket_location=names.bucket_location(env),
-            repository_location=names.registry_location(env)))
+            repository_location=names.registry_location(env),
+            allowed_image_repositories=",".join(env.allowed_image_repositories)))
         self._after_apis()
 
     def _after_apis(self) -> None:

@@ -45,6 +45,11 @@ class Cloud:
         return settings.resolve_locations(self.environment, self.overrides, self.environ,
                                           self.config, self.outputs_path)
 
+    def image_repositories(self) -> tuple[str, ...]:
+        """The repositories whose images jobs may run (settings.image_repositories)."""
+        return settings.image_repositories(self.environment, self.environ, self.config,
+                                           self.outputs_path)
+
     def storage(self):
         return self.clients.storage(self.fields(("project",))["project"])
 

@@ -15,11 +15,10 @@ import json
 import shlex
 import subprocess
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Protocol
 
-import yaml
 from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
 from google.cloud import aiplatform_v1
@@ -30,7 +29,7 @@ from launch.errors import InputError, MissingError, StepFailed, reason
 from launch.gcs import datasets, mirror
 from launch.gcs.datasets import raw_survey
 from launch.gcs.records import require_training_data
-from launch.images import check_image_uri
+from launch.images import check_repository
 from launch.jobs import Conversion, Evaluation, Places, Request, Training, tool_job
 from launch.local import LocalExecutor
 from launch.places import CloudTarget, check_run_id, label_value
@@ -42,7 +41,7 @@ from launch.pricing.estimate import (
     read_summaries,
 )
 from launch.pricing.table import PriceTable
-from launch.runs import jobfiles
+from launch.runs import configs, jobfiles
 from launch.text import say
 from launch.tuning import local as local_tuning
 from launch.tuning import study
@@ -154,6 +153,7 @@ class Local:
         if isinstance(request, Evaluation) and not request.data_dir:  # the run's own data
             request = _with_recorded(self.cloud, request,
                                      jobfiles.local_run_data(self.places.model_dir))
+        texts = configs.read_local(request.config_files)  # the trainer reads them again
         data_dir = request.data_dir or self.places.data_dir
         job = request.trainer_job(self.places)
         trains = isinstance(request, Training)
@@ -171,8 +171,11 @@ class Local:
             return shlex.join(LocalExecutor().command(job))
         if trains:
             _refuse_busy(self.places.model_dir)
-        if trains and text:
-            jobfiles.store_local(self.places.model_dir, text)
+        if trains and text:  # the stored job names the run's copies of its config files
+            kept = configs.keep_local(self.cloud, self.places.model_dir, request.config_files,
+                                      texts)
+            jobfiles.store_local(self.places.model_dir, _job_text(
+                request, data_dir=data_dir, model_dir=self.places.model_dir, config_file=kept))
         pin = datasets.pin(self.cloud, request, Path(self.places.model_dir).name or "local",
                            job.name, datasets.LOCAL_PIN_HOURS)
         try:
@@ -183,6 +186,7 @@ class Local:
 
     def tune(self, request: Request, sweep: Sweep) -> str:
         """An Optuna study in the sweep directory (--model-dir): trials are runs beside it."""
+        configs.read_local(request.config_files)  # checked now, not in a trial
         text = _job_text(request, data_dir=request.data_dir or self.places.data_dir,
                          model_dir=self.places.model_dir)
         _save_job(text, self.submission)
@@ -263,7 +267,8 @@ class Vertex:
         run_id = check_run_id(
             request.run_id or default_run_id(request.experiment))
         where = self._where(request)
-        request = self._with_run_data(_portable(request), run_id)
+        config_files, texts = request.config_files, configs.read_local(request.config_files)
+        request = self._with_run_data(_portable(request, texts), run_id)
         ladder = self.submission.ladder
         plan = self._plan(request, where, run_id)  # every rung checked before anything is sent
         for note in dict.fromkeys(filter(None, map(tensorflow_note, plan.machines.values()))):
@@ -300,9 +305,10 @@ class Vertex:
             attempts = len(plan.jobs) * (ladder.max_preemptions + 1 if ladder else 1)
             datasets.pin(self.cloud, request, run_id, "train" if trains else "eval",
                          _hours_bound(request, attempts))
-        if not self.submission.dry_run and trains and text:
+        if not self.submission.dry_run and trains and text:  # it names the run's copies
+            kept = configs.keep_in_bucket(self.cloud, run_id, config_files, texts)
             jobfiles.store_in_bucket(self.cloud, run_id, _job_text(
-                request, **decided, image=trainer_images(job)[0]))
+                request, **decided, image=trainer_images(job)[0], config_file=kept))
         if ladder and not self.submission.dry_run:
             return self._climb(ladder, plan, run_id)
         return dispatch(self.cloud, plan.targets[first.region], job, run_id, self.submission)
@@ -319,7 +325,7 @@ class Vertex:
         run_id = check_run_id(
             request.run_id or default_run_id(f"{request.experiment}-tune"))
         where = self._where(request)
-        request = _portable(request)
+        request = _portable(request, configs.read_local(request.config_files))
         plan = self._plan(request, where, run_id, trial=True)
         data = self._data_url(request, where)
         text = _job_text(request, run_id=run_id, region=where.region, data_dir=data)
@@ -393,8 +399,8 @@ class Vertex:
         """The project, region, bucket and images: checked before any request or build."""
         where = job_images(self.cloud)
         check_region(where.region)
-        if pinned_image := self.cloud.overrides.get("image"):
-            check_image_uri(pinned_image)
+        if pinned_image := self.cloud.overrides.get("image"):  # a flag, a job file, a rerun
+            check_repository(pinned_image, self.cloud.image_repositories())
         return where
 
     def _where(self, request: Request) -> CloudTarget:
@@ -420,6 +426,8 @@ class Vertex:
         regions = ladder.regions if ladder and ladder.regions else (where.region,)
         locality.refuse_far(regions, found,
                             "--regions" if ladder and ladder.regions else "--region")
+        if note := found.note():  # said on every launch: the check is only as good
+            print(note, file=sys.stderr)
         targets = {}
         for region in regions:
             tensorboard, why = locality.tensorboard_in(region, where.tensorboard, found.bucket)
@@ -660,31 +668,15 @@ def _hours_bound(request: Request, attempts: int) -> float:
     return attempts * (scheduling.timeout_hours + wait + datasets.QUEUE_HOURS)
 
 
-MAX_CONFIG_BYTES = 1 << 20
-
-
-def _portable(request: Request) -> Request:
+def _portable(request: Request, texts: Mapping[str, str]) -> Request:
     """A Vertex AI job cannot read this machine's files: each local --config-file travels as
-    its text, a --params_override applied before the others (gs:// files stay paths)."""
-    local = [path for path in request.config_files if not path.startswith("gs://")]
-    if not local:
+    its text (`texts`, configs.read_local), a --params_override applied before the others
+    (gs:// files stay paths)."""
+    if not texts:
         return request
-    texts = []
-    for path in local:
-        try:
-            with open(path, "rb") as file:
-                text = file.read(MAX_CONFIG_BYTES + 1).decode()
-            config = yaml.safe_load(text)
-        except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError) as error:
-            raise InputError(f"--config-file {path}: cannot read it as YAML "
-                             f"({getattr(error, 'strerror', None) or reason(error)})") from None
-        if len(text) > MAX_CONFIG_BYTES or not isinstance(config, dict):
-            raise InputError(f"--config-file {path}: a Model Garden YAML is a mapping of a "
-                             "few kilobytes, e.g. `task: {model: {num_classes: 3}}`")
-        texts.append(text)
     return dataclasses.replace(
-        request, config_files=tuple(p for p in request.config_files if p not in local),
-        params_override=(*texts, *request.params_override))
+        request, config_files=tuple(p for p in request.config_files if p not in texts),
+        params_override=(*texts.values(), *request.params_override))
 
 
 EXECUTORS: dict[str, Callable[[Target], Executor]] = {

@@ -114,6 +114,38 @@ def check_image_uri(image_uri: str) -> str:
     return image_uri
 
 
+_REPOSITORY = re.compile(r"^(?P<location>[a-z0-9-]+)-docker\.pkg\.dev/[^/:@]+/[^/:@]+")
+
+
+def repository_of(image_uri: str | None) -> str | None:
+    """`us-docker.pkg.dev/p/repo/trainer:t` -> `us-docker.pkg.dev/p/repo` (None: not an
+    Artifact Registry image)."""
+    match = _REPOSITORY.match(image_uri or "")
+    return match[0] if match else None
+
+
+def image_location(image_uri: str | None) -> str | None:
+    """Where an Artifact Registry image lives, as its host names it: `us-central1` for
+    `us-central1-docker.pkg.dev/...`, the multi-region `us` for `us-docker.pkg.dev/...`
+    (https://cloud.google.com/artifact-registry/docs/docker/names, read 2026-11-26:
+    LOCATION-docker.pkg.dev/PROJECT-ID/REPOSITORY/IMAGE)."""
+    match = _REPOSITORY.match(image_uri or "")
+    return match["location"] if match else None
+
+
+def check_repository(image_uri: str, repositories: tuple[str, ...]) -> str:
+    """`--image` (a flag, a job file's `image:` or a rerun's) runs as the trainer: only an
+    image of the environment's repositories, or of one a platform engineer allows."""
+    check_image_uri(image_uri)
+    if repository_of(image_uri) not in repositories:
+        raise ImageBuildError(
+            f"--image {image_uri[:120]} is not in the environment's repositories "
+            f"({', '.join(repositories) or 'none known'}): jobs run as the trainer only images "
+            "built for the environment (`invoke image.build`); a platform engineer may allow "
+            "another repository (allowed_image_repositories in infra/environments.py)")
+    return image_uri
+
+
 def with_tag(image_uri: str, tag: str) -> str:
     """`.../trainer:deployed` (or untagged) -> `.../trainer:TAG`."""
     name = image_uri.split("@", 1)[0]

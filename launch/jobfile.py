@@ -33,6 +33,7 @@ from trainer.best import EVALUATORS, TRAINER, EarlyStopping
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 from trainer.experiments import fields as experiment_fields
+from trainer.io import read_regular
 
 TRAIN, TUNE, EVAL = "train", "tune", "eval"
 TASKS = (TRAIN, TUNE, EVAL)
@@ -53,12 +54,14 @@ class JobFileError(InputError):
 
 def option(help: str, *, default: Any = None, tasks: frozenset = EVERY,
            section: str | None = None, minimum: float | None = None, above: bool = False,
-           maximum: float | None = None, choices: tuple[str, ...] | None = None) -> Any:
+           maximum: float | None = None, choices: tuple[str, ...] | None = None,
+           path: bool = False) -> Any:
     """A field that is a flag of each task in `tasks` and a key of the job file.
     `section`: the task that reads it from its own section of the file (eval's machine is
-    not training's; tune's sweep); `minimum`/`maximum` bound a number (`above`: strictly)."""
+    not training's; tune's sweep); `minimum`/`maximum` bound a number (`above`: strictly);
+    `path`: its value may name a file or directory on this machine (a rerun checks it)."""
     metadata = {"help": help, "tasks": tasks, "section": section, "minimum": minimum,
-                "above": above, "maximum": maximum, "choices": choices}
+                "above": above, "maximum": maximum, "choices": choices, "path": path}
     if isinstance(default, (tuple, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default),
                                  metadata=metadata)
@@ -74,13 +77,13 @@ class JobFile:
                              "Garden detection experiment", default=DEFAULT_EXPERIMENT)
     data_dir: str | None = option("converted TFRecords, local or gs:// (default: "
                                   "work/records; on Vertex AI gs://BUCKET/records; eval: "
-                                  "the run's own)")
+                                  "the run's own)", path=True)
     dataset: str | None = option("a named dataset in the bucket (`invoke data.list`), "
                                  "instead of --data-dir: NAME, the version its manifest names "
                                  "when the job is launched, or NAME@VERSION (a run's job "
                                  "file records the version it read)")
     model_dir: str | None = option("local: checkpoints and summaries (default: work/model; "
-                                   "tune: the sweep's directory, work/sweep)")
+                                   "tune: the sweep's directory, work/sweep)", path=True)
     run_id: str | None = option("the run's name: gs://BUCKET/runs/RUN_ID (default: the "
                                 "experiment and the time)")
     region: str | None = option("Vertex AI region (default: the infra outputs')")
@@ -88,7 +91,7 @@ class JobFile:
                                "content-hash tag, built first if missing)")
     init_from: str | None = option("fine-tune from a pretrained checkpoint: a name from "
                                    "`invoke models.pretrained`, or a gs:// or local "
-                                   "checkpoint prefix or directory", tasks=TRAINING)
+                                   "checkpoint prefix or directory", tasks=TRAINING, path=True)
     init_type: str | None = option("what --init-from holds: backbone (an ImageNet "
                                    "classifier), detector (a detector of other classes: "
                                    "backbone and decoder are restored) or all (your own run's "
@@ -100,7 +103,7 @@ class JobFile:
                             "config path such as task.model.head.num_convs", default={})
     config_file: tuple = option("a Model Garden YAML applied to the experiment before "
                                 "--override (repeatable; the path is read where the trainer "
-                                "runs)", default=())
+                                "runs)", default=(), path=True)
     params_override: tuple = option("Model Garden's --params_override, passed through "
                                     "(repeatable)", default=())
     label: Mapping[str, str] = option("a label for the run's jobs, KEY=VALUE (repeatable)",
@@ -231,8 +234,7 @@ def _plain(value: Any) -> Any:
 def read(path: str) -> dict:
     """A job file as a mapping, or a JobFileError naming `--job` and what is wrong."""
     try:
-        with open(path, "rb") as file:
-            data = file.read(MAX_FILE_BYTES + 1)
+        data = read_regular(path, MAX_FILE_BYTES)
         if len(data) > MAX_FILE_BYTES:
             raise JobFileError(f"--job {path}: larger than {MAX_FILE_BYTES >> 10} KiB; a job "
                                "file is a page of settings")
@@ -252,7 +254,7 @@ class _Loader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
-def _load(text: str) -> Any:
+def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # a SafeLoader, without aliases
 
 
@@ -267,7 +269,7 @@ def check_save_path(path: str | None) -> str | None:
 
 def parse(text: str, source: str) -> dict:
     try:
-        data = _load(text)
+        data = load_yaml(text)
     except (yaml.YAMLError, RecursionError) as error:
         raise JobFileError(f"{source}: not YAML ({str(error).splitlines()[0][:200]})") from None
     if data is None:
@@ -460,7 +462,7 @@ def _exponent(value: Any) -> Any:
 
 def _yaml_value(text: str, shown: str) -> Any:
     try:
-        return _load(text) if text.strip() else ""
+        return load_yaml(text) if text.strip() else ""
     except (yaml.YAMLError, RecursionError):
         raise JobFileError(f"{shown}: {text[:80]!r} is not a value (a number, true/false, "
                            "text or [a, list])") from None
@@ -578,6 +580,19 @@ class Written:
         job = dataclasses.replace(self.job, **{k: v for k, v in decided.items() if v})
         return job.to_yaml(self.task, f"# invoke {self.task} --job FILE: this job again "
                                       "(flags given with it win)\n")
+
+
+def written_keys(task: str) -> frozenset[str]:
+    """The keys `Written(task, ...).text` can write at the top of a file (as `as_mapping`
+    places them): all a rerun of a run launched for `task` may replay."""
+    fields = options(task)
+    return frozenset({key(f) for f in fields if not _in_section(f, task)} |
+                     ({SECTIONS[task]} if any(_in_section(f, task) for f in fields) else set()))
+
+
+def given(flags: Mapping[str, Any]) -> frozenset[str]:
+    """The fields the command line gives (their values win over any file's)."""
+    return frozenset(name for name, value in flags.items() if name in FIELDS and _given(value))
 
 
 def request(job: JobFile, task: str) -> Request:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from infra import locations
 from infra import outputs as stack_outputs
+from launch import images
 from launch.errors import InputError, MissingError
 from launch.places import CloudTarget, region_name
 
@@ -96,20 +97,47 @@ class Locations:
 
     bucket: str
     repository: str
-    assumed: str = ""  # why they are taken as the stack's region (an older stack's outputs)
+    unknown: tuple[str, ...] = ()  # "bucket", "repository": taken to be `assumed`
+    assumed: str = ""  # e.g. "the environment's region"
+
+    def note(self) -> str:
+        """What was assumed, for a note beside the request ('' when nothing was)."""
+        if not self.unknown:
+            return ""
+        taken = self.bucket if "bucket" in self.unknown else self.repository
+        fixes = " or ".join(f"{ENV_PREFIX}{kind.upper()}_LOCATION" for kind in self.unknown)
+        return (f"note: the {' and '.join(self.unknown)} location is not known, so it is "
+                f"taken to be {self.assumed} ({taken}); set {fixes} (or deploy the stack "
+                "again) if it is elsewhere")
 
 
 def resolve_locations(environment: str, overrides: Mapping[str, str | None],
                       env: Mapping[str, str], config: Mapping[str, str],
                       outputs_path: Path = OUTPUTS_FILE) -> Locations:
-    """The bucket's and the repository's locations; a stack deployed before they were
-    outputs has them in its own region, the only place they are known to be."""
+    """The bucket's and the repository's locations. The repository's is the one the image's
+    host names (where a job pulls it from); the bucket's is its setting, else the
+    environment's own region: never the job's --region, which would pass any region."""
     fields = resolve_fields(environment, overrides, env, config, outputs_path, ("region",))
-    home = stack_outputs.read(environment, outputs_path).get("region") or fields["region"]
-    missing = [field for field in LOCATIONS if not fields[field]]
-    assumed = (f"{' and '.join(missing)} not known (a stack deployed before they were "
-               f"outputs): taken as the stack's region {home}; deploy the stack again, or set "
-               f"{' and '.join(ENV_PREFIX + field.upper() for field in missing)}"
-               ) if missing else ""
-    return Locations(fields["bucket_location"] or home, fields["repository_location"] or home,
-                     assumed)
+    own = resolve_fields(environment, {}, env, config, outputs_path, ())["region"]
+    home = own or fields["region"]
+    found = {"bucket": fields["bucket_location"],
+             "repository": images.image_location(fields["image"]) or
+             fields["repository_location"]}
+    unknown = tuple(kind for kind, location in found.items() if not location)
+    return Locations(found["bucket"] or home, found["repository"] or home, unknown,
+                     ("the environment's region" if own else "the job's region")
+                     if unknown else "")
+
+
+def image_repositories(environment: str, env: Mapping[str, str], config: Mapping[str, str],
+                       outputs_path: Path = OUTPUTS_FILE) -> tuple[str, ...]:
+    """The repositories whose images jobs may run: those of the environment's own images
+    (its settings without the flags: variables, invoke.yaml, the stack's outputs) and any a
+    platform engineer allows (the stack's `allowed_image_repositories`). A flag, a job file
+    or a rerun names an image; none of them names where images may come from."""
+    fields = resolve_fields(environment, {}, env, config, outputs_path, ())
+    outputs = stack_outputs.read(environment, outputs_path)
+    found = [outputs.get("repository_url"), *map(images.repository_of, (
+        fields["image"], fields["tpu_image"], fields["serving_image"])),
+        *outputs.get("allowed_image_repositories", "").split(",")]
+    return tuple(dict.fromkeys(r.strip().rstrip("/") for r in found if r and r.strip()))

@@ -65,8 +65,8 @@ BAD_VALUES = [
     (("train", *VERTEX, "--fallback=n1-standard-16", "--dry-run"),
      "--fallback n1-standard-16: the accelerator cannot be inferred"),
     (("train", *VERTEX, "--regions=us-central1,europe-west4", "--dry-run"),  # no outputs file
-     "--regions europe-west4: the data bucket is in us-central1 (bucket_location and "
-     "repository_location not known"),
+     "--regions europe-west4 is in europe, but the data bucket is in us-central1 "
+     "(north-america), taken to be the environment's region as its location is not known"),
     (("train", *VERTEX, "--image=nginx:latest", "--dry-run"),
      "--image 'nginx:latest' is not an Artifact Registry image"),
     (("train", "--data-dir=work/no-such-records"), "--data-dir work/no-such-records: no such"),

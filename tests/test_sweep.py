@@ -99,7 +99,7 @@ def test_a_sweep_file_that_is_not_yaml_or_not_a_mapping_is_named():
 
 
 def test_a_missing_or_broken_sweep_file_is_named(tmp_path):
-    with pytest.raises(SweepError, match=r"cannot read the sweep file .*nope\.yaml"):
+    with pytest.raises(SweepError, match=r"^--sweep .*nope\.yaml: cannot read it"):
         load(str(tmp_path / "nope.yaml"))
     (tmp_path / "bad.yaml").write_text("params: [\n")
     with pytest.raises(SweepError, match="not YAML"):

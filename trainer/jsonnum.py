@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from trainer.errors import JsonError
+from trainer.io import open_regular
 
 MAX_WHOLE = 1 << 63  # a 64-bit id; larger integers are out of range
 MAX_NUMBER = 1e300  # beyond this a float loses all meaning as a pixel or a metric
@@ -33,7 +34,7 @@ def read_file(path: str | Path, max_bytes: int) -> object:
     """A local JSON file, of which no more than `max_bytes` + 1 bytes are ever read: a larger
     file is refused by its size. JsonError names the file, for a missing one too."""
     try:
-        with open(path, "rb") as stream:
+        with open_regular(path) as stream:
             size = os.fstat(stream.fileno()).st_size
             if size > max_bytes:
                 raise JsonError(f"{path} is {size:,} bytes, more than {max_bytes:,}")

@@ -6,17 +6,20 @@ gs://BUCKET/runs/RUN_ID/job.yaml."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from launch import jobfile
+from launch import jobfile, pretrained
 from launch.cloud import Cloud, run_paths, stamp
 from launch.errors import InputError, MissingError
 from launch.gcs.mirror import is_gcs
 from launch.gcs.upload import read_bytes
 from launch.places import RunIdError
+from launch.runs import configs
 from trainer import datasets
 from trainer.errors import SettingsError
 from trainer.files import JOB_FILE
+from trainer.io import read_regular
 
 MAX_BYTES = 1 << 20
 
@@ -58,21 +61,71 @@ def stored_job(cloud: Cloud, run: str) -> tuple[str, str]:
     return _text(data, f"--rerun {run}: {paths.root}/{JOB_FILE}"), f"{paths.root}/{JOB_FILE}"
 
 
-def rerun(cloud: Cloud, run: str, data_given: bool = False) -> tuple[str, dict]:
+def rerun(cloud: Cloud, run: str, given: Collection[str] = ()) -> tuple[str, dict]:
     """`--rerun RUN`: the run's job file as a new run's (where it came from, its mapping):
-    a fresh run id, and a local run's model directory beside the original. The same data
-    unless `data_given` (--dataset or --data-dir with it): a named dataset's recorded
-    version, and a dataset recorded without one is refused."""
+    a fresh run id, and a local run's model directory beside the original. Only what a
+    launch records is replayed (`replayable`); `given`: the fields the command line sets.
+    The same data unless the command line names other (--dataset or --data-dir): a named
+    dataset's recorded version, and a dataset recorded without one is refused."""
     text, where = stored_job(cloud, run)
     source = f"--rerun {run} ({where})"
     file = jobfile.parse(text, source)
-    if not data_given:
+    if not {"dataset", "data_dir"} & set(given):
         unversioned(file.get("dataset"), source, "rerun it")
+    local = Path(run, JOB_FILE).is_file()
     file.pop("run-id", None)
     file.pop("model-dir", None)
-    if Path(run, JOB_FILE).is_file():
+    replayable(file, source, run if local else run_paths(cloud, run).root, local, given)
+    if local:
         file["model-dir"] = f"{run.rstrip('/')}-rerun-{stamp()}"
     return source, file
+
+
+# A rerun from the bucket reads a file every researcher and the trainer's own account can
+# write: it may set what a launch writes, and nothing else. Longer than Vertex AI's default
+# timeout ("The maximum job running time. The default is 7 days.", Scheduling.timeout,
+# https://cloud.google.com/vertex-ai/docs/reference/rest/v1/CustomJobSpec, read 2026-11-26)
+# is taken only from the command line.
+REPLAY_MAX_HOURS = 7 * 24.0
+
+
+def replayable(file: Mapping, source: str, run_root: str, local: bool,
+               given: Collection[str] = ()) -> None:
+    """Refuses, in one line, a stored job file its launch could not have written: a key a
+    training launch does not write, another target than the one that stores files there, a
+    path on this machine in a run from the bucket, a config file that is not the run's own
+    copy, or a timeout over REPLAY_MAX_HOURS the command line does not give."""
+    fix = "a rerun replays only what its launch recorded (review the file, then pass it to --job)"
+    for name in file:
+        if name not in jobfile.written_keys(jobfile.TRAIN):
+            raise InputError(f"{source}: {str(name)[:80]!r} is not a key a training launch "
+                             f"writes; {fix}")
+    target = "local" if local else "vertex"
+    if file.get("target") != target:
+        raise InputError(f"{source}: target {str(file.get('target'))[:40]!r}, but a run stored "
+                         f"{'in a model directory' if local else 'in the bucket'} was launched "
+                         f"with target {target}; {fix}")
+    for field in jobfile.FIELDS.values():
+        values = file.get(jobfile.key(field))
+        if not field.metadata["path"] or values is None:
+            continue
+        for value in values if isinstance(values, list) else [values]:
+            shown = f"{source}: {jobfile.key(field)} {str(value)[:100]!r}"
+            if field.name == "config_file":
+                if not isinstance(value, str) or not configs.is_copy(value, run_root, local):
+                    raise InputError(f"{shown} is not the run's copy "
+                                     f"({run_root.rstrip('/')}/config-N.yaml); {fix}")
+            elif not local and not (isinstance(value, str) and (
+                    value.startswith(("gs://", "https://")) or
+                    (field.name == "init_from" and not pretrained.is_path(value)))):
+                raise InputError(f"{shown} is a path on this machine, which a launch on Vertex "
+                                 f"AI never records; {fix}")
+    hours = file.get("timeout-hours")
+    if "timeout_hours" not in given and isinstance(hours, (int, float)) and \
+            not isinstance(hours, bool) and hours > REPLAY_MAX_HOURS:
+        raise InputError(f"{source}: timeout-hours {hours:g} is more than "
+                         f"{REPLAY_MAX_HOURS:g} (7 days, Vertex AI's default); give "
+                         "--timeout-hours on the command line to run that long")
 
 
 def _read_bucket(storage_client, bucket: str, url: str) -> bytes | None:
@@ -81,8 +134,7 @@ def _read_bucket(storage_client, bucket: str, url: str) -> bytes | None:
 
 
 def _read_local(path: Path) -> bytes:
-    with path.open("rb") as file:
-        return file.read(MAX_BYTES + 1)
+    return read_regular(path, MAX_BYTES)
 
 
 def _text(data: bytes, shown: str | None = None) -> str | None:

@@ -22,7 +22,6 @@ import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 
 import yaml
 
@@ -30,10 +29,12 @@ from launch.errors import InputError
 from trainer import hparams
 from trainer.experiments import AP_METRICS, AR_METRICS, GOALS, MASK_AP_METRICS
 from trainer.hparams import PARAMETERS
+from trainer.io import read_regular
 
 METRICS = (*AP_METRICS, *AR_METRICS, *MASK_AP_METRICS)  # what the evaluator writes
 ALGORITHMS = ("bayesian", "random", "grid")
 MAX_TRIALS = 1000
+MAX_SWEEP_FILE_BYTES = 1 << 20
 
 
 class SweepError(InputError):
@@ -229,10 +230,14 @@ def load(path: str | None, flags: Iterable[str] = (), base: Mapping | None = Non
     data: dict = dict(base or {})
     if path:
         try:
-            text = Path(path).read_text()
+            raw = read_regular(path, MAX_SWEEP_FILE_BYTES)
+            if len(raw) > MAX_SWEEP_FILE_BYTES:
+                raise SweepError(f"--sweep {path}: more than {MAX_SWEEP_FILE_BYTES >> 10} KiB; "
+                                 "a sweep file is a page of settings")
+            text = raw.decode()
         except (OSError, UnicodeDecodeError) as error:
-            raise SweepError(f"cannot read the sweep file {path}: "
-                             f"{getattr(error, 'strerror', None) or error}") from None
+            raise SweepError(f"--sweep {path}: cannot read it "
+                             f"({getattr(error, 'strerror', None) or error})") from None
         try:
             data.update(yaml.safe_load(text) or {})
         except (yaml.YAMLError, TypeError, ValueError):

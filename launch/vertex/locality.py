@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 
 from infra import locations
 from launch.errors import InputError
-from launch.settings import Locations
+from launch.settings import ENV_PREFIX, Locations
 
 
 class TooFar(InputError):
@@ -33,24 +33,30 @@ def _offers(location: str, continent_of: Callable[[str], str | None], region: st
 
 
 def refuse_far(regions: Iterable[str], where: Locations, flag: str) -> None:
-    """TooFar for the first region the bucket or the repository does not offer, naming the
-    flag, the region, the location and the fix."""
+    """TooFar for the first region the bucket or the repository does not offer: one
+    sentence naming the flag, the region, the location (and what was assumed) and the fix."""
     for region in regions:
-        for what, location, continent_of in (
-                ("data bucket", where.bucket, locations.bucket_continent),
-                ("image repository", where.repository, locations.registry_continent)):
+        for kind, what, location, continent_of in (
+                ("bucket", "data bucket", where.bucket, locations.bucket_continent),
+                ("repository", "image repository", where.repository,
+                 locations.registry_continent)):
             if _offers(location, continent_of, region):
                 continue
             home = continent_of(location)
             continent = locations.region_continent(region)
-            assumed = f" ({where.assumed})" if where.assumed else ""
-            kind = what.split()[-1]
-            fix = (f"choose regions in {home}, where the {kind} is read without crossing one"
-                   if home else f"name the {kind}'s location as infra/locations.py lists it")
-            raise TooFar(f"{flag} {region}: the {what} is in {location}{assumed} "
-                         f"({home or 'a location infra/locations.py does not know'}) and "
-                         f"{region} is in {continent or 'no continent infra/locations.py knows'}"
-                         f"; {fix}")
+            assumed = (f", taken to be {where.assumed} as its location is not known"
+                       if kind in where.unknown else "")
+            regions_in = "regions" if flag == "--regions" else "a region"
+            fix = (f"choose {regions_in} in {home}, where the {kind} is read without crossing "
+                   "a continent" if home else
+                   f"name the {kind}'s location as infra/locations.py lists it")
+            if kind in where.unknown:
+                fix += f", or set {ENV_PREFIX}{kind.upper()}_LOCATION"
+            raise TooFar(f"{flag} {region} is in "
+                         f"{continent or 'no continent infra/locations.py knows'}, but the "
+                         f"{what} is in {location} "
+                         f"({home or 'a location infra/locations.py does not know'}){assumed}: "
+                         f"{fix}")
 
 
 def tensorboard_in(region: str, tensorboard: str | None, bucket: str

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from trainer.data.planning import Plan, Source, inside
 from trainer.data.problems import Problem, ProblemLog
 from trainer.errors import SettingsError
+from trainer.io import read_regular
 
 if TYPE_CHECKING:
     from trainer.data.formats import Input, Planned
@@ -58,8 +59,7 @@ class ClassChanges:
 
         where = f"--classes {path}"
         try:
-            with open(path, "rb") as stream:
-                text = stream.read(MAX_CLASSES_FILE_BYTES + 1)
+            text = read_regular(path, MAX_CLASSES_FILE_BYTES)
         except OSError as error:
             raise SettingsError(f"{where}: {error.strerror or error}") from None
         if len(text) > MAX_CLASSES_FILE_BYTES:

@@ -31,6 +31,7 @@ from trainer.data.planning import (
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.voc import VocAnnotation, VocObject
 from trainer.errors import ConversionError, SettingsError
+from trainer.io import read_regular
 
 REASONS = {
     "class_id_out_of_range": "a label line's class is not an id of data.yaml's names; "
@@ -77,10 +78,14 @@ def _yaml_file(given: Path) -> Path:
 def read_config(path: Path) -> dict:
     import yaml
 
-    if path.stat().st_size > MAX_YAML_BYTES:
+    try:
+        text = read_regular(path, MAX_YAML_BYTES)
+    except OSError as error:
+        raise ConversionError(f"{path}: {error.strerror or error}") from None
+    if len(text) > MAX_YAML_BYTES:
         raise ConversionError(f"{path} is more than {MAX_YAML_BYTES:,} bytes: not a data.yaml")
     try:
-        data = yaml.safe_load(path.read_bytes())
+        data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise ConversionError(f"{path} is not YAML ({str(error).splitlines()[0]})") from None
     if not isinstance(data, dict) or "names" not in data or "train" not in data:
