@@ -296,7 +296,7 @@ def test_an_evaluation_reads_the_version_its_run_trained_on(fakes, tmp_path):
     with pytest.raises(InputError, match=refusal.format(
             r"--rerun old \(gs://pets-data/runs/old/job\.yaml\)", "rerun it")):
         jobfiles.rerun(cloud, "old")
-    assert jobfiles.rerun(cloud, "old", data_given=True)[1]["dataset"] == "pets"  # --dataset wins
+    assert jobfiles.rerun(cloud, "old", given={"dataset"})[1]["dataset"] == "pets"  # --dataset wins
     assert len(fakes.vertex.received) == sent_before
 
 
