@@ -87,6 +87,11 @@ class Environment:
     # Researchers may push images from their own Docker (`--local-docker`). Off: images are
     # built only by Cloud Build, as the builder account, from the sources' content hash.
     researchers_push_images: bool = False
+    # Researchers may submit Cloud Builds as the builder (`invoke image.build`, `invoke train`
+    # of sources whose image is missing). The build checks each tag is its sources' content
+    # hash, but a build config of a researcher's own runs any steps as the builder; off, only
+    # the deployer builds (images of `main`) and no researcher can place an image at all.
+    researchers_build_images: bool = True
     # Where the data bucket and the image repository live (None: the region). A dual- or
     # multi-region (US, NAM4, EU, EUR4, ASIA, ASIA1; repositories us, europe, asia) lets
     # `invoke train --regions` fail over to other regions of its continent

@@ -43,6 +43,7 @@ class StackOutputs:
     tensorboard: str  # projects/.../locations/.../tensorboards/ID
     workload_identity_provider: str
     researchers_push_images: str  # "true" | "false"
+    researchers_build_images: str  # "true" | "false": may researchers submit builds
     notifications_topic: str  # projects/P/topics/NAME: job events (launch/vertex/notify.py)
     # where the data bucket and the repository live (a region, or a dual- or multi-region):
     # the regions a job may run in (launch/vertex/locality.py); absent from older stacks

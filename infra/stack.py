@@ -199,6 +199,7 @@ class TrainingPlatformStack(TerraformStack):
             tensorboard=tensorboard.tensorboard.id,
             workload_identity_provider=github.provider.name,
             researchers_push_images=str(env.researchers_push_images).lower(),
+            researchers_build_images=str(env.researchers_build_images).lower(),
             notifications_topic=names.notifications_topic_path(env),
             bucket_location=names.bucket_location(env),
             repository_location=names.registry_location(env),
@@ -241,7 +242,8 @@ class TrainingPlatformStack(TerraformStack):
                              role=role, member=researchers)
         who.trainer.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
         who.converter.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
-        who.builder.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
+        if env.researchers_build_images:  # else only the deployer builds (images of main)
+            who.builder.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
         who.serving.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
         who.builder.grant("deployer-act-as", "roles/iam.serviceAccountUser",
                           who.deployer.member)

@@ -225,7 +225,7 @@ def build_request(*, config_text: str, images: Images, source_bucket: str,
     )
 
 
-def _existing(registry, images: Images) -> dict[str, str] | None:
+def existing(registry, images: Images) -> dict[str, str] | None:
     """Every image by digest when every tag exists (one lookup each); None otherwise."""
     digests = {}
     for image in images.all():
@@ -260,7 +260,7 @@ def docker_commands(config_text: str, images: Images) -> list[list[str]]:
 
 def ensure_images_locally(registry, images: Images, root: Path = REPO_ROOT) -> Built:
     """Builds and pushes the images with the local Docker engine unless every tag exists."""
-    if (digests := _existing(registry, images)) is not None:
+    if (digests := existing(registry, images)) is not None:
         return _up_to_date(images, digests)
     if shutil.which("docker") is None:
         raise ImageBuildError("docker is not on PATH: install Docker, or drop --local-docker "
@@ -277,7 +277,7 @@ def ensure_images_locally(registry, images: Images, root: Path = REPO_ROOT) -> B
 def ensure_images(clients: BuildClients, site: BuildSite, images: Images, tag: str,
                   root: Path = REPO_ROOT, on_status: Callable[[str], None] = print) -> Built:
     """Builds the images in Cloud Build unless every tag exists; says what happened."""
-    if (digests := _existing(clients.registry, images)) is not None:
+    if (digests := existing(clients.registry, images)) is not None:
         return _up_to_date(images, digests)
     source_object = f"source/{tag}.tgz"
     clients.storage.bucket(site.bucket).blob(source_object).upload_from_string(

@@ -26,6 +26,7 @@ FROM_OUTPUTS = {"project": "project", "region": "region", "bucket": "bucket",
                 "builder_service_account": "builder_service_account",
                 "serving_service_account": "serving_service_account",
                 "researchers_push_images": "researchers_push_images",
+                "researchers_build_images": "researchers_build_images",
                 "notifications_topic": "notifications_topic",
                 "bucket_location": "bucket_location",
                 "repository_location": "repository_location"}

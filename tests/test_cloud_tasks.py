@@ -233,6 +233,31 @@ def test_local_docker_says_what_it_needs_where_researchers_may_not_push(fakes, t
     assert fakes.builds.requests == []
 
 
+def test_where_researchers_do_not_build_a_missing_image_is_refused_before_any_upload(
+        fakes, tmp_path):
+    """`researchers_build_images: false`: no build is submitted and no source uploaded; an
+    image that exists (main's, built by a deploy) is used as it is."""
+    import dataclasses
+
+    from infra import outputs
+    from launch import images
+    from launch.images import ImageBuildError
+    from launch.vertex.submit import IMAGE_FIELDS
+
+    no_build = dataclasses.replace(OUTPUTS, researchers_build_images="false")
+    outputs.write({"dev": no_build}, tmp_path / "outputs.json")
+    with pytest.raises(ImageBuildError, match=r"does not exist, and researchers do not build "
+                                              r"images.*researchers_build_images is off"):
+        build_images(fakes.cloud())
+    assert fakes.builds.requests == []
+    assert not list(fakes.storage.bucket(OUTPUTS.build_bucket).list_blobs())
+    for field in IMAGE_FIELDS:  # a deploy of these sources made the images
+        fakes.registry.push(images.with_tag(fakes.cloud().fields((field,))[field],
+                                            context_hash()))
+    assert "nothing to build" in build_images(fakes.cloud()).message
+    assert fakes.builds.requests == []
+
+
 def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
     """One request, one TrainerJob: the Vertex executor submits the very command line the
     local one runs, with the bucket's places instead of local directories."""

@@ -395,6 +395,25 @@ def test_researchers_push_images_only_where_an_environment_opts_in(tmp_path):
     assert stack["output"]["researchers_push_images"]["value"] == "true"
 
 
+def test_where_researchers_do_not_build_only_the_deployer_acts_as_the_builder(tmp_path):
+    from cdktf import App
+
+    from infra.stack import TrainingPlatformStack
+
+    app = App(outdir=str(tmp_path))
+    env = dataclasses.replace(ENVIRONMENTS["dev"], researchers_build_images=False)
+    TrainingPlatformStack(app, env, image_tag="t", source_dir=".")
+    app.synth()
+    stack = json.loads((tmp_path / "stacks" / "pets-dev" / "cdk.tf.json").read_text())
+    acting = {(g["member"]) for g in resources(stack, "google_service_account_iam_member")
+              if g["role"] == "roles/iam.serviceAccountUser" and
+              "builder" in json.dumps(g["service_account_id"])}
+    assert acting and f"group:{env.researchers_group}" not in acting
+    assert stack["output"]["researchers_build_images"]["value"] == "false"
+    iam = Iam(stack, env)  # and the security model holds in this variant too
+    assert [claim for claim, check in CANNOT.items() if not check(iam)] == []
+
+
 @pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
 def test_security_properties_hold_over_the_whole_configuration(stacks, env_name):
     text = json.dumps(stacks[env_name])
@@ -824,7 +843,8 @@ CANNOT = {
     ("researchers", "run a build or a job as an account other than the trainer, converter, "
                     "builder and serving accounts"):
         lambda iam: iam.acts_as("researchers") == {
-            iam.ids[w] for w in ("trainer", "converter", "builder", "serving")},
+            iam.ids[w] for w in ("trainer", "converter", "serving") +
+            (("builder",) if iam.env.researchers_build_images else ())},
     ("researchers", "act as the deployer or planner, except through the Custom Code Service "
                     "Agent"):
         lambda iam: not iam.acts_as("researchers") & {

@@ -170,6 +170,13 @@ def build_images(cloud: Cloud, local_docker: bool = False) -> images.Built:
                 "Drop --local-docker to build in Cloud Build as the builder account, or ask a "
                 "platform engineer to turn researchers_push_images on")
         return images.ensure_images_locally(registry, wanted)
+    if fields["researchers_build_images"] == "false" and \
+            images.existing(registry, wanted) is None:
+        raise images.ImageBuildError(
+            f"the image of these sources ({tag}) does not exist, and researchers do not build "
+            f"images in environment {cloud.environment!r} (researchers_build_images is off in "
+            "infra/environments.py: images come from main's deploys). Train from main's "
+            "sources, pass --image with an image of main, or ask a platform engineer")
     site = images.BuildSite(fields["project"], fields["region"], fields["build_bucket"],
                             fields["builder_service_account"])
     return images.ensure_images(

@@ -45,6 +45,7 @@ OUTPUTS = StackOutputs(
     workload_identity_provider=f"projects/{PROJECT}/locations/global/workloadIdentityPools/"
                                "pets-github/providers/github",
     researchers_push_images="true",
+    researchers_build_images="true",
     notifications_topic=f"projects/{PROJECT}/topics/pets-job-events",
     bucket_location="US-CENTRAL1", repository_location="us-central1")
 
