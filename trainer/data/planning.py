@@ -43,7 +43,7 @@ class Limits:
     max_objects: int = defaults.MAX_OBJECTS
     max_label_bytes: int = defaults.MAX_LABEL_BYTES
 
-    PARSE_FACTOR: ClassVar[int] = 40
+    PARSE_FACTOR: ClassVar[int] = 30
 
     def __post_init__(self) -> None:
         from trainer.args import ConvertArgs, shown  # the command line imports this module
