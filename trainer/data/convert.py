@@ -45,7 +45,7 @@ from trainer.data.images import (
     upright,
 )
 from trainer.data.label_map import safe_name, write_label_map, written_names
-from trainer.data.planning import Limits, Plan, Source, Split, resplit
+from trainer.data.planning import Limits, Plan, Source, Split, check_split, resplit
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.tf_example import Box, detection_example
 from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
@@ -580,8 +580,8 @@ def convert(
     """Writes each split's shards, the label map and the report, swapping them in for the
     previous output only when all is written; returns the report. `reasons` explains the
     report keys the formats add (those that occur are in the report's `reasons`)."""
-    if num_shards < 1:
-        raise ConversionError(f"--num-shards must be at least 1, got {num_shards}")
+    if problem := defaults.num_shards_problem(num_shards):
+        raise SettingsError(problem)
     limits = limits or Limits()
     output_dir = Path(output_dir).resolve()
     _check_replaceable(output_dir)
@@ -665,6 +665,7 @@ def convert_sources(inputs: Sequence[formats.Input], output_dir: str | Path,
     plan, found = plan_sources(inputs, options)
     if len(inputs) > 1 and options.split.given:
         plan = resplit(plan, options.split)
+    check_split(plan, options.split)
     classes = Classes.of(label_map or found)
     if class_changes:
         classes = Classes.of(*class_changes.apply(found))

@@ -21,3 +21,8 @@ def max_pixels_problem(max_pixels: int) -> str | None:
         return (f"--max-pixels must be at most {MAX_DECODABLE_PIXELS:,}: TensorFlow's JPEG "
                 "decoder refuses larger images in training, and Pillow in predict")
     return None
+
+
+def num_shards_problem(num_shards: int) -> str | None:
+    """What is wrong with a --num-shards, or None."""
+    return None if num_shards >= 1 else f"--num-shards must be at least 1, got {num_shards}"

@@ -8,6 +8,7 @@ the formats (`trainer.data.formats`) make one from their files.
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -127,6 +128,24 @@ def resplit(plan: Plan, split: Split) -> Plan:
     """The plan's examples (train, then val, in order) split again by `split`."""
     every = [source for sources in plan.splits.values() for source in sources]
     return dataclasses.replace(plan, splits=split_names(every, split))
+
+
+def check_split(plan: Plan, split: Split) -> None:
+    """A `--split` that leaves the train or the val split without an image, given the
+    images planned, is refused before anything is written (an empty train split trains on
+    nothing); a dataset's own split, or one that is not `--split`, is taken as it is."""
+    from trainer.args import ConvertArgs, shown  # the command line imports this module
+
+    counts = {name: len(sources) for name, sources in plan.splits.items()}
+    total = sum(counts.values())
+    if not split.given or not total or all(counts.get(name) for name in ("train", "val")):
+        return
+    empty = next(name for name in ("train", "val") if not counts.get(name))
+    least = math.ceil(1000 / total) / 1000  # 3 decimals that still give one image to train
+    fix = "add images" if total < 2 else f"give a fraction of at least {least:g}, below 1"
+    raise SettingsError(f"{shown(ConvertArgs, 'split')} {split.fraction:g} leaves the {empty} "
+                        f"split empty ({total} image{'s' if total > 1 else ''}: "
+                        f"{counts.get('train', 0)} train, {counts.get('val', 0)} val): {fix}")
 
 
 def source_ids(names: Iterable[str]) -> dict[str, int]:
