@@ -42,7 +42,8 @@ def passed_flags(convert: trainer_args.ConvertArgs) -> tuple[str, ...]:
     _paths(convert, check)
     flags = tuple(arg for arg in convert.to_argv()[len(convert.COMMAND):]
                   if not arg.startswith("--output_dir="))
-    _container_args(flags).check()  # what the job will refuse, refused before it is built
+    # what the job would refuse after staging, refused before it is surveyed or built
+    staged_args(_container_args(flags), raw_url, Path("raw"), Path("records")).check()
     return flags
 
 
@@ -119,13 +120,15 @@ def convert_in_bucket(job: trainer_args.BucketConvertArgs, client=None) -> int:
         client = storage.Client()
     with tempfile.TemporaryDirectory(prefix="convert-", dir=job.scratch_dir) as scratch:
         raw_dir, output_dir = Path(scratch) / "raw", Path(scratch) / "records"
+        local = staged_args(convert, raw_url, raw_dir, output_dir)
+        local.check()  # before anything is staged
         staged = objects.stage_prefix(client, raw_url, raw_dir, objects.Limits(
             job.max_raw_bytes, job.max_raw_objects, job.max_object_bytes), "--data-dir")
         for line in staged.skipped:
             print(f"warning: {line}", file=sys.stderr)
         print(f"staged {staged.fetched} objects ({staged.bytes:,} bytes) of {raw_url}/",
               flush=True)
-        run_convert(staged_args(convert, raw_url, raw_dir, output_dir))
+        run_convert(local)
         manifest, deleted = datasets.publish(client, job.bucket, job.dataset, output_dir,
                                              convert.format)
     print(f"published dataset {job.dataset}: {manifest.url(job.bucket)} "
