@@ -4,7 +4,9 @@ map and a conversion report: the converter's core, the same for every format.
 Conversion never crashes on one bad example and never drops one silently: each example is
 written, repaired and written, or skipped, and every repair and skip is counted by reason in
 `conversion_report.json` beside the records. Everything it reads is treated as hostile: the
-names in the split lists, the numbers in the XML, the image bytes.
+names in the split lists, the numbers in the XML, the image bytes. Its memory is bounded
+whatever the labels hold: every planner and this core share one set of caps and parse one
+label file at a time (planning.Limits states the bound).
 
 Output is deterministic (the same input gives byte-identical files whatever the number of
 processes, in any process) and all or nothing: the records are written into a temporary
