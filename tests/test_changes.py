@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -187,3 +188,32 @@ def test_the_cli_merges_changes_and_resplits(sample, tmp_path):
                               f"--output_dir={tmp_path / 'refused'}", check=False)
         assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
         assert wanted in refused.stderr
+
+
+def test_a_split_that_leaves_a_side_empty_is_refused_before_anything_is_written(
+        sample, tmp_path, capsys):
+    """Issue 36 item 17: `--split 0.0001` wrote an empty train split and exited 0. Given the
+    images planned, one line naming --split and the fraction that works, exit 2, nothing
+    written; one source or several merged; a fraction outside (0, 1) before anything."""
+    from trainer.cli import main
+
+    root, data = sample
+    coco_as_yolo(data, root / "images", tmp_path / "yolo")
+    total = len(data["images"])
+    for sources in ([f"--source=yolo:{tmp_path / 'yolo'}"],
+                    [f"--source=yolo:{tmp_path / 'yolo'}",
+                     f"--source=coco:{root / 'coco.json'}:{root / 'images'}"]):
+        images = total  # the two sources are the same images, merged once
+        assert main(["data", "convert", *sources, "--split=0.0001",
+                     f"--output_dir={tmp_path / 'out'}"]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"error: --split 0.0001 leaves the train split empty ({images} images: 0 train, "
+            f"{images} val): give a fraction of at least {math.ceil(1000 / images) / 1000:g}"
+            ", below 1"]
+        assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
+    for fraction in ("0", "1", "-0.5", "nan"):
+        assert main(["data", "convert", f"--source=yolo:{tmp_path / 'yolo'}",
+                     f"--split={fraction}", f"--output_dir={tmp_path / 'out'}"]) == 2
+        assert capsys.readouterr().err.startswith("error: --split is the train fraction, "
+                                                   "between 0 and 1")
+    assert not (tmp_path / "out").exists()

@@ -123,7 +123,8 @@ def test_caps_on_pixels_and_objects_are_reported_and_configurable(small, tmp_pat
     report = convert_directory(small, tmp_path / "a", num_shards=1, progress=False)
     assert time.monotonic() - started < 60  # the bomb is refused from its header
     assert report["skipped"] == {"image_too_large": 1, "too_many_objects": 1}
-    assert report["limits"] == {"max_pixels": 40_000_000, "max_objects": 1000}
+    assert report["limits"] == {"max_pixels": 40_000_000, "max_objects": 1000,
+                                "max_label_bytes": 4 << 20}
     report = convert_directory(small, tmp_path / "b", num_shards=1, progress=False,
                                limits=Limits(max_objects=2000))
     assert report["skipped"] == {"image_too_large": 1}
@@ -137,6 +138,76 @@ def test_caps_on_pixels_and_objects_are_reported_and_configurable(small, tmp_pat
     with pytest.raises(SettingsError, match="--max-pixels must be at most 178,956,970: "
                                               "TensorFlow's JPEG decoder refuses larger"):
         Limits(max_pixels=200_000_000)
+
+
+def _hostile_labels(root: Path, kind: str, files: int, cap: int) -> None:
+    """`files` YOLO or LabelMe label files of the shapes that cost most to parse, each just
+    within the size cap `cap` (a 16 MB file of the same shape, with the cap raised, costs
+    the same per byte), each beside a tiny image."""
+    root.mkdir()
+    if kind == "yolo":  # a polygon of zeros: 2 bytes a number, the most numbers a byte
+        (root / "data.yaml").write_text("train: images\nnames: [cat]\n")
+        (root / "images").mkdir()
+        (root / "labels").mkdir()
+        text = "0 " + "0 " * ((cap - 4) // 2)
+    else:  # a shape holding empty objects: 3 bytes each, the most objects a byte
+        shape = {"label": "cat", "points": [[1, 1], [5, 5]], "shape_type": "rectangle",
+                 "flags": [{}] * (cap // 3 - 100)}
+        text = json.dumps({"shapes": [shape], "imagePath": "0.jpg", "imageData": None},
+                          separators=(",", ":"))
+    assert cap - 200 < len(text) <= cap
+    for i in range(files):
+        image = root / ("images" if kind == "yolo" else "") / f"{i}.jpg"
+        Image.new("RGB", (10, 10)).save(image)
+        if kind == "yolo":
+            (root / "labels" / f"{i}.txt").write_text(text)
+        else:
+            (root / f"{i}.json").write_text(text.replace('"0.jpg"', f'"{i}.jpg"'))
+
+
+def _peak(action) -> tuple[object, int, float]:
+    """What `action()` returns, the most memory Python held meanwhile, and its seconds."""
+    import tracemalloc
+
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        result = action()
+        return result, tracemalloc.get_traced_memory()[1], time.perf_counter() - started
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("kind", ["yolo", "labelme"])
+def test_planning_and_each_example_hold_one_bounded_parse_whatever_the_labels_hold(
+        tmp_path, kind):
+    """Issue 36 item 4: label files of the costliest shape at the size cap (lowered to 256
+    KiB, so a few files reproduce 16 MB ones: before, four 16 MB YOLO files took 1.5 GB and
+    66 s to plan). Planning keeps no objects, so its peak does not grow with the files and
+    its time is linear; each example's parse, where it is written, stays within
+    Limits.PARSE_FACTOR x the cap (planning.Limits states the bound)."""
+    from trainer.data import formats
+    from trainer.data.planning import Limits
+
+    cap = 256 << 10
+    options = formats.Options(limits=Limits(max_label_bytes=cap))
+    peaks, seconds = {}, {}
+    for files in (2, 8):
+        _hostile_labels(tmp_path / f"{files}", kind, files, cap)
+    formats.get(kind).plan(formats.Input(kind, tmp_path / "2"), options)  # imports done
+    for files in (2, 8):
+        planned, peaks[files], seconds[files] = _peak(lambda files=files: formats.get(
+            kind).plan(formats.Input(kind, tmp_path / f"{files}"), options))
+        sources = [s for split in planned.plan.splits.values() for s in split]
+        assert len(sources) == files and not planned.plan.problems.counts["skipped"]
+        assert all(s.annotation is None and s.read for s in sources)  # counts, not objects
+        for source in sources[:2]:
+            annotation, peak, _ = _peak(lambda source=source: source.read(
+                source.xml_path, options.limits))
+            assert len(annotation.objects) == 1
+            assert peak < Limits.PARSE_FACTOR * cap
+    assert peaks[8] < Limits.PARSE_FACTOR * cap and peaks[8] < 1.5 * peaks[2] + cap
+    assert seconds[8] / 8 < 3 * seconds[2] / 2 + 0.05  # linear: each file costs the same
 
 
 def test_split_lists_with_a_bom_crlf_trailing_spaces_and_duplicates(small, tmp_path):

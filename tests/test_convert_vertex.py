@@ -192,6 +192,29 @@ def test_what_a_conversion_job_cannot_do_is_refused_before_anything(fakes, tmp_p
     assert fakes.builds.requests == [] and fakes.vertex.received == []
 
 
+def test_the_converter_flags_are_the_trainers_checks_before_any_survey_or_build(fakes,
+                                                                                  capsys):
+    """Issue 36 item 17: `--split 1.5` was surveyed, priced and dry-run, and refused only in
+    the container after the build. The launcher parses the job's converter flags as the
+    container will and runs the trainer's own checks (ConvertArgs.check) first."""
+    for options, message in [
+        ({"split": 1.5}, "--split is the train fraction, between 0 and 1 (0.8: 80% train), "
+                         "got 1.5"),
+        ({"split": 0.0}, "--split is the train fraction"),
+        ({"max_objects": 0}, "--max-objects must be at least 1, got 0"),
+        ({"max_pixels": 10**12}, "--max-pixels must be at most 178,956,970"),
+        ({"num_shards": 0}, "--num-shards must be at least 1, got 0"),
+        ({"format": "voc", "dense_ids": True}, "--dense-ids are for --format coco"),
+    ]:
+        for submission in (FOLLOW, Submission(dry_run=True)):
+            args = ConvertArgs(RAW, "work/records", **{"num_shards": 2, **options})
+            with pytest.raises(InputError) as refused:
+                Vertex(fakes.cloud(), submission).convert(Conversion(args, "pets"))
+            assert message in str(refused.value) and "\n" not in str(refused.value)
+            assert "raw data:" not in capsys.readouterr().err  # not surveyed, nor priced
+    assert fakes.builds.requests == [] and fakes.vertex.received == []
+
+
 def test_invoke_data_convert_names_a_bad_target_flag_in_one_line():
     result = subprocess.run([sys.executable, "-m", "invoke", "data.convert", "--target=tpu",
                              "--dataset=pets"], cwd=REPO, capture_output=True, text=True,

@@ -22,7 +22,7 @@ from trainer.cli import ERROR_PREFIX
 from trainer.data import formats
 from trainer.data.convert import convert_coco, convert_directory
 from trainer.data.formats import labelme, yolo
-from trainer.data.planning import Split
+from trainer.data.planning import Limits, Split
 from trainer.data.sample import coco_as_labelme, coco_as_yolo, pets_as_coco, write_sample
 from trainer.errors import ConversionError
 
@@ -225,6 +225,56 @@ def test_empty_and_missing_label_files_are_background_images_and_model_garden_re
     assert sum(report["background_images"].values()) == 1
     assert values(examples(tmp_path / "labelme-out")["nothing.jpg"][1],
                   "image/object/class/label") == []
+
+
+def test_label_files_over_the_size_or_object_cap_are_skipped_and_named(tmp_path):
+    """Issue 36 item 4: one rule for YOLO and LabelMe (planning.Limits): a label file over
+    the size cap or of more objects than --max-objects (a polygon line is an object) skips
+    its image, named in the report with its reason explained; an embedded image is not
+    labels, and a file over the converter's own limit for one is refused by that limit."""
+    cap = 16 << 10
+    limits = Limits(max_pixels=10_000, max_objects=3, max_label_bytes=cap)
+    polygon = "0 " + "0.1 0.1 0.3 0.1 0.3 0.3 " * 10 + "\n"
+    dataset = tiny_yolo(tmp_path, {
+        "good": "0 0.5 0.5 0.2 0.25\n" + polygon,
+        "large": "0 0.5 0.5 0.2 0.25\n" + "\n" * cap,
+        "crowded": "0 0.5 0.5 0.2 0.25\n0 0.5 0.5 0.2 0.2\n" + polygon + polygon.replace(
+            "0.1", "0.2")})
+    report = convert("yolo", dataset, tmp_path / "out", limits=limits)
+    assert report["skipped"] == {"label_too_large": 1, "too_many_objects": 1}
+    assert report["written"] == 1
+    named = {p["example"].split("/")[-1]: p for p in report["problems"]
+             if p["action"] == "skipped"}
+    assert named["crowded.jpg"]["reason"] == "too_many_objects"
+    assert "more than 3 lines, each an object" in named["crowded.jpg"]["detail"]
+    assert named["large.jpg"]["reason"] == "label_too_large"
+    assert f"more than the cap of {cap:,}" in named["large.jpg"]["detail"]
+    assert report["reasons"]["too_many_objects"] == yolo.REASONS["too_many_objects"]
+
+    folder = tmp_path / "labelme"
+    folder.mkdir()
+    noise = io.BytesIO()
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (80, 100, 3), np.uint8)
+                    ).save(noise, "PNG")
+    assert len(noise.getvalue()) > cap  # embedded, it is the image's bytes, not labels
+    shape = {"label": "cat", "points": [[10, 10], [50, 40]], "shape_type": "rectangle"}
+    for name, shapes, data in (
+            ("embedded", [shape], base64.b64encode(noise.getvalue()).decode()),
+            ("crowded", [shape] * 4, None),
+            ("large", [{**shape, "description": "x " * cap}], None),
+            ("huge", [shape], "A" * limits.max_embedding_bytes())):
+        Image.new("RGB", (100, 80)).save(folder / f"{name}.jpg")
+        (folder / f"{name}.json").write_text(json.dumps(
+            {"shapes": shapes, "imagePath": f"{name}.jpg", "imageData": data}))
+    report = convert("labelme", folder, tmp_path / "labelme-out", limits=limits,
+                     split=Split(0.5, 1))
+    assert report["skipped"] == {"label_too_large": 2, "too_many_objects": 1}
+    named = {p["example"]: p["detail"] for p in report["problems"]}
+    assert f"more than the cap of {limits.max_embedding_bytes():,}" in named["huge.json"]
+    assert "4 shapes, more than the cap of 3" in named["crowded.json"]
+    assert "bytes of labels" in named["large.json"]
+    assert report["written"] == 1 and report["reasons"]["label_too_large"] == \
+        labelme.REASONS["label_too_large"]
 
 
 def test_yolo_and_labelme_paths_stay_in_the_dataset(tmp_path):

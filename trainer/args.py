@@ -22,6 +22,7 @@ from typing import Any, ClassVar, NoReturn, get_type_hints
 from trainer import objects
 from trainer.best import EVALUATORS, TRAINER
 from trainer.data import defaults, formats
+from trainer.data.planning import Limits
 from trainer.distribution import STRATEGIES
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
@@ -197,6 +198,25 @@ class ConvertArgs(Args):
     max_pixels: int = option(MAX_PIXELS_HELP, default=defaults.MAX_PIXELS)
     max_objects: int = option("skip annotations with more objects",
                               default=defaults.MAX_OBJECTS)
+
+    def check(self) -> None:
+        """The flags checked together, before anything is read: by `data convert` itself,
+        and by the launcher before a conversion job is surveyed, priced or built
+        (bucket_convert.passed_flags), so that both refuse alike, in one line, exit 2."""
+        coco_only = self.annotations or self.images or self.val_annotations
+        if self.sources and (self.data_dir or coco_only or self.format != "pets"):
+            raise SettingsError("--source names every dataset with its format: drop "
+                                "--format, --data-dir, --annotations, --val-annotations "
+                                "and --images")
+        if self.format != "coco" and not self.sources and (coco_only or self.dense_ids):
+            raise SettingsError("--annotations, --val-annotations, --images and "
+                                "--dense-ids are for --format coco")
+        if self.split is not None and not 0 < self.split < 1:
+            raise SettingsError(f"{shown(ConvertArgs, 'split')} is the train fraction, between "
+                                f"0 and 1 (0.8: 80% train), got {self.split:g}")
+        if problem := defaults.num_shards_problem(self.num_shards):
+            raise SettingsError(problem)
+        Limits(self.max_pixels, self.max_objects)
 
 
 @dataclasses.dataclass(frozen=True)

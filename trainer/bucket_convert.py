@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from trainer import args as trainer_args
@@ -40,8 +40,11 @@ def passed_flags(convert: trainer_args.ConvertArgs) -> tuple[str, ...]:
         return item
 
     _paths(convert, check)
-    return tuple(arg for arg in convert.to_argv()[len(convert.COMMAND):]
-                 if not arg.startswith("--output_dir="))
+    flags = tuple(arg for arg in convert.to_argv()[len(convert.COMMAND):]
+                  if not arg.startswith("--output_dir="))
+    # what the job would refuse after staging, refused before it is surveyed or built
+    staged_args(_container_args(flags), raw_url, Path("raw"), Path("records")).check()
+    return flags
 
 
 SOURCE_FLAG = trainer_args.shown(trainer_args.ConvertArgs, "sources")
@@ -97,28 +100,35 @@ def staged_args(convert: trainer_args.ConvertArgs, raw_url: str, raw_dir: Path,
                                output_dir=str(output_dir))
 
 
+def _container_args(flags: Sequence[str]) -> trainer_args.ConvertArgs:
+    """The converter's arguments as the job parses its `--convert_flag`s."""
+    convert = trainer_args.parse(["data", "convert", *flags, "--output_dir=unset"])
+    if not isinstance(convert, trainer_args.ConvertArgs):
+        raise SettingsError("--convert_flag: flags of `data convert` only")
+    return convert
+
+
 def convert_in_bucket(job: trainer_args.BucketConvertArgs, client=None) -> int:
     from trainer.cli import run_convert
 
     datasets.check_name(job.dataset)
     raw_url = "gs://{}/{}".format(*objects.split_url(job.raw, "--data-dir"))
-    convert = trainer_args.parse(["data", "convert", *job.convert_flag,
-                                  "--output_dir=unset"])
-    if not isinstance(convert, trainer_args.ConvertArgs):
-        raise SettingsError("--convert_flag: flags of `data convert` only")
+    convert = _container_args(job.convert_flag)
     if client is None:
         from google.cloud import storage
 
         client = storage.Client()
     with tempfile.TemporaryDirectory(prefix="convert-", dir=job.scratch_dir) as scratch:
         raw_dir, output_dir = Path(scratch) / "raw", Path(scratch) / "records"
+        local = staged_args(convert, raw_url, raw_dir, output_dir)
+        local.check()  # before anything is staged
         staged = objects.stage_prefix(client, raw_url, raw_dir, objects.Limits(
             job.max_raw_bytes, job.max_raw_objects, job.max_object_bytes), "--data-dir")
         for line in staged.skipped:
             print(f"warning: {line}", file=sys.stderr)
         print(f"staged {staged.fetched} objects ({staged.bytes:,} bytes) of {raw_url}/",
               flush=True)
-        run_convert(staged_args(convert, raw_url, raw_dir, output_dir))
+        run_convert(local)
         manifest, deleted = datasets.publish(client, job.bucket, job.dataset, output_dir,
                                              convert.format)
     print(f"published dataset {job.dataset}: {manifest.url(job.bucket)} "

@@ -129,17 +129,7 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
     from trainer.data.label_map import read_label_map
     from trainer.data.planning import SPLIT_SEED, TRAIN_FRACTION, Split
 
-    coco_only = args.annotations or args.images or args.val_annotations
-    if args.sources and (args.data_dir or coco_only or args.format != "pets"):
-        raise errors.SettingsError("--source names every dataset with its format: drop "
-                                   "--format, --data-dir, --annotations, --val-annotations "
-                                   "and --images")
-    if args.format != "coco" and not args.sources and (coco_only or args.dense_ids):
-        raise errors.SettingsError("--annotations, --val-annotations, --images and "
-                                   "--dense-ids are for --format coco")
-    if args.split is not None and not 0 < args.split < 1:
-        raise errors.SettingsError(f"--split is the train fraction, between 0 and 1 "
-                                   f"(0.8: 80% train), got {args.split:g}")
+    args.check()
     inputs = [formats.Input.parse(text) for text in args.sources] or [formats.Input(
         args.format, *(Path(p) if p else None for p in (
             args.data_dir, args.annotations, args.val_annotations, args.images)))]

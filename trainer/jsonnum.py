@@ -33,15 +33,19 @@ def loads(data: bytes | str, max_bytes: int, where: str) -> object:
 def read_file(path: str | Path, max_bytes: int) -> object:
     """A local JSON file, of which no more than `max_bytes` + 1 bytes are ever read: a larger
     file is refused by its size. JsonError names the file, for a missing one too."""
+    return loads(read_bytes(path, max_bytes), max_bytes, str(path))
+
+
+def read_bytes(path: str | Path, max_bytes: int) -> bytes:
+    """A local file's bytes, as `read_file` reads them: no more than `max_bytes` + 1."""
     try:
         with open_regular(path) as stream:
             size = os.fstat(stream.fileno()).st_size
             if size > max_bytes:
                 raise JsonError(f"{path} is {size:,} bytes, more than {max_bytes:,}")
-            data = stream.read(size + 1)  # read(n) allocates n bytes first: ask no more
+            return stream.read(size + 1)  # read(n) allocates n bytes first: ask no more
     except OSError as error:
         raise JsonError(f"{path}: {error.strerror or error}") from None
-    return loads(data, max_bytes, str(path))
 
 
 def number(value: object) -> float | None:

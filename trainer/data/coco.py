@@ -232,8 +232,8 @@ def _polygons(segmentation: list, scale_x: float, scale_y: float, width: int, he
               max_points: int) -> tuple[list[list[float]], tuple[str, str] | None]:
     """The usable polygons in the image's pixels, every point clipped to the frame (a 1e8
     coordinate crashes pycocotools); none, with the reason, above `max_points` points."""
-    polygons = [p for p in segmentation if isinstance(p, list) and len(p) >= 6 and
-                len(p) % 2 == 0]
+    polygons = [p for p in segmentation if isinstance(p, (list, np.ndarray)) and
+                len(p) >= 6 and len(p) % 2 == 0]  # arrays: YOLO's
     points = sum(len(p) // 2 for p in polygons)
     if points > max_points:
         return [], ("too_many_points", f"{points:,} polygon points, more than the cap of "

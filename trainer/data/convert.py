@@ -4,7 +4,9 @@ map and a conversion report: the converter's core, the same for every format.
 Conversion never crashes on one bad example and never drops one silently: each example is
 written, repaired and written, or skipped, and every repair and skip is counted by reason in
 `conversion_report.json` beside the records. Everything it reads is treated as hostile: the
-names in the split lists, the numbers in the XML, the image bytes.
+names in the split lists, the numbers in the XML, the image bytes. Its memory is bounded
+whatever the labels hold: every planner and this core share one set of caps and parse one
+label file at a time (planning.Limits states the bound).
 
 Output is deterministic (the same input gives byte-identical files whatever the number of
 processes, in any process) and all or nothing: the records are written into a temporary
@@ -35,7 +37,6 @@ import numpy as np
 from PIL import Image
 
 from trainer import files
-from trainer.args import ConvertArgs, shown
 from trainer.data import changes, checks, coco, defaults, formats, pets, tf_example
 from trainer.data.images import (
     SWAPS_SIDES,
@@ -46,34 +47,13 @@ from trainer.data.images import (
     upright,
 )
 from trainer.data.label_map import safe_name, write_label_map, written_names
-from trainer.data.planning import Plan, Source, Split, resplit
+from trainer.data.planning import Limits, Plan, Source, Split, check_split, resplit
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.tf_example import Box, detection_example
 from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
 from trainer.errors import ConversionError, SettingsError
 
-MAX_XML_BYTES = 16 << 20  # a VOC annotation is a few KB; lxml bounds the rest of a parse
 MAX_DETAIL = 300  # characters of an exception's text kept in the report
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """Caps that keep one hostile example from exhausting memory or time."""
-
-    max_pixels: int = defaults.MAX_PIXELS
-    max_objects: int = defaults.MAX_OBJECTS
-
-    def __post_init__(self) -> None:
-        if problem := defaults.max_pixels_problem(self.max_pixels):
-            raise SettingsError(problem)
-        if self.max_objects < 1:
-            raise SettingsError(f"{shown(ConvertArgs, 'max_objects')} must be at least 1, got "
-                                f"{self.max_objects}")
-
-    def max_file_bytes(self) -> int:
-        """No image within the pixel cap needs more bytes than its raw RGBA pixels (plus
-        headers): a larger file is refused before it is read."""
-        return 4 * self.max_pixels + (1 << 20)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -259,11 +239,10 @@ def _record_filename(filename: str) -> tuple[str, list[Problem]]:
                                   f"the name is not UTF-8; recorded as {readable!r}")]
 
 
-def convert_one(source: Source, classes: Classes,
-                limits: Limits = Limits()) -> Outcome:
+def convert_one(source: Source, classes: Classes, limits: Limits | None = None) -> Outcome:
     """Converts one example; every failure becomes a named Problem, never an exception."""
     try:
-        return _convert_one(source, classes, limits)
+        return _convert_one(source, classes, limits or Limits())
     except Exception as error:  # what nobody foresaw is still named, and the run goes on
         text = f"{type(error).__name__}: {error}"[:MAX_DETAIL]
         return Outcome(source.name, None, (Problem("unexpected_error", "skipped", text),))
@@ -289,23 +268,26 @@ def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
         return skipped("path_outside_data_dir", f"{outside} resolves outside {source.root}")
     if source.class_name is not None and not classes.known(source.class_name):
         return skipped("unknown_class", f"class {source.class_name!r} is not in the label map")
-    xml_size = 0
-    if source.annotation is None and (xml_size := _file_size(source.xml_path)) is None:
+    xml_size, voc = 0, source.annotation is None and source.read is None
+    if voc and (xml_size := _file_size(source.xml_path)) is None:
         return skipped("missing_xml", f"{source.xml_path} not found")
     if (image_size := _file_size(source.image_path)) is None:
         return skipped("missing_image", f"{source.image_path} not found")
-    if xml_size > MAX_XML_BYTES:
-        return skipped("xml_too_large", f"{source.xml_path} is {xml_size:,} bytes")
-    if image_size > limits.max_file_bytes() * (2 if source.embedded else 1):  # base64: 4/3
+    if xml_size > limits.max_label_bytes:
+        return skipped("xml_too_large", f"{source.xml_path} is {xml_size:,} bytes, more than "
+                                        f"the cap of {limits.max_label_bytes:,}")
+    if image_size > (limits.max_embedding_bytes() if source.embedded else
+                     limits.max_file_bytes()):
         return skipped("image_too_large", f"{source.image_path} is {image_size:,} bytes, more "
                                           f"than an image of {limits.max_pixels:,} pixels needs")
     annotation = source.annotation
     if annotation is not None and len(annotation.objects) > limits.max_objects:
         return skipped("too_many_objects", f"{len(annotation.objects)} objects, more than the "
                                            f"cap of {limits.max_objects} (--max-objects)")
-    if annotation is None:
+    if annotation is None:  # read here, in the process writing the example: one at a time
         try:
-            annotation = parse_voc(source.xml_path.read_bytes(), limits.max_objects)
+            annotation = source.read(source.xml_path, limits) if source.read else \
+                parse_voc(source.xml_path.read_bytes(), limits.max_objects)
         except AnnotationError as error:
             return skipped(error.reason, f"{source.xml_path}: {error}")
     try:
@@ -594,14 +576,15 @@ def convert(
     num_shards: int = defaults.NUM_SHARDS,
     processes: int | None = None,
     progress: bool = True,
-    limits: Limits = Limits(),
+    limits: Limits | None = None,
     reasons: Mapping[str, str] | None = None,
 ) -> dict:
     """Writes each split's shards, the label map and the report, swapping them in for the
     previous output only when all is written; returns the report. `reasons` explains the
     report keys the formats add (those that occur are in the report's `reasons`)."""
-    if num_shards < 1:
-        raise ConversionError(f"--num-shards must be at least 1, got {num_shards}")
+    if problem := defaults.num_shards_problem(num_shards):
+        raise SettingsError(problem)
+    limits = limits or Limits()
     output_dir = Path(output_dir).resolve()
     _check_replaceable(output_dir)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -679,16 +662,19 @@ def convert_sources(inputs: Sequence[formats.Input], output_dir: str | Path,
         raise SettingsError(f"{class_changes.where} and --label-map: give one (--classes "
                             "makes the label map from the data's)")
     options = options or formats.Options()
+    if "limits" in convert_options:  # one set of caps for the planners and the core
+        options = dataclasses.replace(options, limits=convert_options.pop("limits"))
     plan, found = plan_sources(inputs, options)
     if len(inputs) > 1 and options.split.given:
         plan = resplit(plan, options.split)
+    check_split(plan, options.split)
     classes = Classes.of(label_map or found)
     if class_changes:
         classes = Classes.of(*class_changes.apply(found))
     reasons = {key: text for given in inputs
                for key, text in formats.get(given.format).REASONS.items()}
     return convert(plan, classes, output_dir, reasons={**reasons, **changes.REASONS},
-                   **convert_options)
+                   limits=options.limits, **convert_options)
 
 
 def convert_coco(annotations: str | Path, images_dir: str | Path, output_dir: str | Path,

@@ -8,18 +8,66 @@ the formats (`trainer.data.formats`) make one from their files.
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
+from trainer.data import defaults
 from trainer.data.problems import Problem, ProblemLog
+from trainer.errors import SettingsError
 
 if TYPE_CHECKING:
     from trainer.data.voc import VocAnnotation
 
 SPLIT_SEED = 42  # the Object Detection API's create_pet_tf_record seed
 TRAIN_FRACTION = 0.7
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The caps every format's planner and the converter's core share, so that whatever a
+    dataset holds, one example costs a bounded amount of memory and time.
+
+    An image over `max_pixels` (a file over `max_file_bytes()`) is refused unread. A label
+    file (VOC's XML, YOLO's .txt, LabelMe's JSON outside its embedded image) over
+    `max_label_bytes`, or of more than `max_objects` objects (every YOLO line and LabelMe
+    shape is one, polygons too), is skipped and named before its objects are made. Planning
+    reads one label file at a time and keeps counts, never objects (COCO, whose one JSON is
+    the dataset, keeps its parse, bounded by coco.MAX_JSON_BYTES); the process that writes an
+    example parses its labels again. So a process holds at most one label file's bytes and
+    its parse: at most PARSE_FACTOR x `max_label_bytes` (measured on the worst shapes by
+    tests/test_convert_hostile.py), plus, for LabelMe, the file's embedded image."""
+
+    max_pixels: int = defaults.MAX_PIXELS
+    max_objects: int = defaults.MAX_OBJECTS
+    max_label_bytes: int = defaults.MAX_LABEL_BYTES
+
+    PARSE_FACTOR: ClassVar[int] = 30
+
+    def __post_init__(self) -> None:
+        from trainer.args import ConvertArgs, shown  # the command line imports this module
+
+        if problem := defaults.max_pixels_problem(self.max_pixels):
+            raise SettingsError(problem)
+        if self.max_objects < 1:
+            raise SettingsError(f"{shown(ConvertArgs, 'max_objects')} must be at least 1, got "
+                                f"{self.max_objects}")
+        if self.max_label_bytes < 1:
+            raise SettingsError(f"max_label_bytes must be at least 1, got "
+                                f"{self.max_label_bytes}")
+
+    def max_file_bytes(self) -> int:
+        """No image within the pixel cap needs more bytes than its raw RGBA pixels (plus
+        headers): a larger file is refused before it is read."""
+        return 4 * self.max_pixels + (1 << 20)
+
+    def max_embedding_bytes(self) -> int:
+        """The largest file that embeds an image (LabelMe's imageData): the image's file in
+        base64 (4/3 of its bytes) and the labels. The one limit the planner and the
+        converter apply to such a file."""
+        return -(-self.max_file_bytes() // 3) * 4 + self.max_label_bytes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,12 +87,15 @@ class Source:
 
     name: str
     image_path: Path
-    xml_path: Path | None  # None: the annotation came with the plan (COCO, YOLO, LabelMe)
+    xml_path: Path | None  # the annotation file (VOC XML unless `read`); None: `annotation`
     source_id: int  # decimal integer: Model Garden and COCO evaluation cast it to int64
     root: Path  # the data directory, resolved: every file read must stay inside it
     class_name: str | None = None  # Pets: the breed from the file name; VOC: each <name>
     trimap_path: Path | None = None
-    annotation: VocAnnotation | None = None  # the image's objects, read while planning
+    annotation: VocAnnotation | None = None  # the image's objects, read while planning (COCO)
+    # the format's reader of `xml_path` (YOLO's labels, LabelMe's JSON), called where the
+    # example is written, so that planning keeps no objects; None: VOC XML
+    read: Callable[[Path, Limits], VocAnnotation] | None = None
     masks: bool = False  # instance masks from each object's segmentation
     # LabelMe: the image is inside `image_path` (its JSON); this takes it out of the bytes
     embedded: Callable[[bytes], bytes] | None = None
@@ -77,6 +128,24 @@ def resplit(plan: Plan, split: Split) -> Plan:
     """The plan's examples (train, then val, in order) split again by `split`."""
     every = [source for sources in plan.splits.values() for source in sources]
     return dataclasses.replace(plan, splits=split_names(every, split))
+
+
+def check_split(plan: Plan, split: Split) -> None:
+    """A `--split` that leaves the train or the val split without an image, given the
+    images planned, is refused before anything is written (an empty train split trains on
+    nothing); a dataset's own split, or one that is not `--split`, is taken as it is."""
+    from trainer.args import ConvertArgs, shown  # the command line imports this module
+
+    counts = {name: len(sources) for name, sources in plan.splits.items()}
+    total = sum(counts.values())
+    if not split.given or not total or all(counts.get(name) for name in ("train", "val")):
+        return
+    empty = next(name for name in ("train", "val") if not counts.get(name))
+    least = math.ceil(1000 / total) / 1000  # 3 decimals that still give one image to train
+    fix = "add images" if total < 2 else f"give a fraction of at least {least:g}, below 1"
+    raise SettingsError(f"{shown(ConvertArgs, 'split')} {split.fraction:g} leaves the {empty} "
+                        f"split empty ({total} image{'s' if total > 1 else ''}: "
+                        f"{counts.get('train', 0)} train, {counts.get('val', 0)} val): {fix}")
 
 
 def source_ids(names: Iterable[str]) -> dict[str, int]:

@@ -6,6 +6,7 @@ import dataclasses
 import math
 from xml.sax.saxutils import escape
 
+import numpy as np
 from lxml import etree
 
 MAX_SIDE = 1 << 16  # a <size> above this is no real image's (JPEG's own limit is 65,535)
@@ -52,7 +53,8 @@ class VocAnnotation:
         def polygons(segmentation: object) -> object:
             if not isinstance(segmentation, list):
                 return segmentation
-            return [[value * (width if i % 2 == 0 else height) for i, value in enumerate(p)]
+            # YOLO's polygons are arrays: scaled as arrays, 8 bytes a number
+            return [(np.asarray(p, np.float64).reshape(-1, 2) * (width, height)).ravel()
                     for p in segmentation]
 
         return dataclasses.replace(self, normalised=False, objects=tuple(dataclasses.replace(

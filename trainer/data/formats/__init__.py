@@ -4,8 +4,10 @@ module per format).
 
 A format only plans: `plan(source, options)` turns its files into a `Planned` (the
 examples of each split as `planning.Source`s, with either the annotation file the core
-parses per example (Pets, VOC) or the objects already read (COCO, YOLO, LabelMe), the
-problems found while planning, and the label map). Everything after that (reading and
+parses per example (Pets, VOC; YOLO and LabelMe with their own reader) or the objects already
+read (COCO, whose one JSON is the dataset), the problems found while planning, and the label
+map). Planning applies `Options.limits`' caps to every label file it reads and keeps counts,
+not objects (planning.Limits states the bound). Everything after that (reading and
 checking each image, boxes, masks, shards, the report) is the converter's core, the same for
 every format. A format's own defects are report reasons it names in its `REASONS`.
 
@@ -21,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from trainer.data.planning import Split
+from trainer.data.planning import Limits, Split
 from trainer.errors import SettingsError
 
 if TYPE_CHECKING:
@@ -82,6 +84,7 @@ class Options:
     masks: bool = False
     dense_ids: bool = False  # COCO: categories numbered 1..N
     split: Split = dataclasses.field(default_factory=Split)
+    limits: Limits = dataclasses.field(default_factory=Limits)  # the core's caps too
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,13 +15,16 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import functools
 import os
+import re
 from pathlib import Path, PurePosixPath
 
 from trainer import jsonnum
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.images import ImageError
 from trainer.data.planning import (
+    Limits,
     Plan,
     Source,
     deduplicate,
@@ -31,7 +34,7 @@ from trainer.data.planning import (
     split_names,
 )
 from trainer.data.problems import Problem, ProblemLog
-from trainer.data.voc import VocAnnotation, VocObject, valid_side
+from trainer.data.voc import AnnotationError, VocAnnotation, VocObject, valid_side
 from trainer.errors import ConversionError, JsonError, SettingsError
 
 REASONS = {
@@ -44,15 +47,65 @@ REASONS = {
     "invalid_image_data": "imageData that is not base64; the image skipped",
     "no_image": "neither imageData nor an imagePath to a file in the dataset; skipped",
     "invalid_labelme": "a JSON file that is not JSON or has no shapes list; skipped",
+    "label_too_large": "a JSON file whose labels (all but its embedded image and its "
+                       "indentation) are over the size cap (4 MiB), or over the size of "
+                       "an embedded image of --max-pixels; skipped unparsed",
+    "too_many_objects": "a JSON file of more shapes than --max-objects; skipped",
     "size_mismatch": "imageWidth/imageHeight differ from the image's: the image's used",
 }
-MAX_JSON_BYTES = 1 << 30  # imageData embeds the image: 4/3 of its bytes
+# a JSON string of base64 (imageData's image, a mask shape's PNG): its parse costs its size,
+# so the label size cap does not count it; JSON's escapes (`\/`) are kept inside
+BASE64_STRING = re.compile(rb'"[A-Za-z0-9+/=\\]{1024,}"')
+WHITESPACE = b" \t\r\n"  # LabelMe indents its JSON: free to parse, so not counted
+
+
+def read_document(path: Path, limits: Limits) -> dict:
+    """A LabelMe file's JSON with each long base64 string (the embedded image) as "-", read
+    only within the caps every format shares (planning.Limits): the file within
+    `max_embedding_bytes()`, the rest (its labels, less indentation) within
+    `max_label_bytes`, at most `max_objects` shapes. Else AnnotationError naming why."""
+    cap = limits.max_embedding_bytes()
+    try:
+        if (size := path.stat().st_size) > cap:
+            raise AnnotationError(f"{path} is {size:,} bytes, more than the cap of {cap:,} "
+                                  "(an embedded image of --max-pixels, and labels)",
+                                  "label_too_large")
+        raw = jsonnum.read_bytes(path, cap)
+    except (OSError, JsonError) as error:
+        raise AnnotationError(str(error)[:300], "invalid_labelme") from None
+    labels = BASE64_STRING.sub(b'"-"', raw)
+    del raw
+    size = len(labels) - sum(labels.count(byte) for byte in WHITESPACE)
+    if size > limits.max_label_bytes:
+        raise AnnotationError(f"{path}: {size:,} bytes of labels (besides its image and "
+                              f"indentation), more than the cap of {limits.max_label_bytes:,}",
+                              "label_too_large")
+    try:
+        data = jsonnum.loads(labels, len(labels), str(path))
+    except JsonError as error:
+        raise AnnotationError(str(error)[:300], "invalid_labelme") from None
+    if not isinstance(data, dict) or not isinstance(data.get("shapes"), list):
+        raise AnnotationError(f"{path} has no shapes list: not LabelMe", "invalid_labelme")
+    if len(data["shapes"]) > limits.max_objects:
+        raise AnnotationError(f"{path} has {len(data['shapes']):,} shapes, more than the cap of "
+                              f"{limits.max_objects} (--max-objects)", "too_many_objects")
+    return data
+
+
+def read_annotation(path: Path, limits: Limits, record_name: str,
+                    repairs: tuple[tuple[str, str], ...] = ()) -> VocAnnotation:
+    """An image's objects, read where its example is written (`Source.read`); `repairs`
+    are planning's (where its image was found)."""
+    data = read_document(path, limits)
+    found = list(repairs)
+    return parse_shapes(data["shapes"], record_name, _declared(data, found), found)
 
 
 def image_data(json_bytes: bytes) -> bytes:
-    """The image a LabelMe file embeds (read by the converter's core, per example)."""
+    """The image a LabelMe file embeds (read by the converter's core, per example, after its
+    labels: within the caps)."""
     try:
-        data = jsonnum.loads(json_bytes, MAX_JSON_BYTES, "the LabelMe file")
+        data = jsonnum.loads(json_bytes, len(json_bytes), "the LabelMe file")
         return base64.b64decode(data["imageData"], validate=True)
     except (JsonError, TypeError, KeyError, binascii.Error) as error:
         raise ImageError("invalid_image_data", f"imageData is not a base64 image "
@@ -137,6 +190,32 @@ def _declared(data: dict, repairs: list) -> tuple[int, int] | None:
     return valid[0], valid[1]
 
 
+def _planned(path: Path, name: str, root: Path, options: Options
+             ) -> tuple[Source, set[str]] | Problem:
+    """One JSON file as the example to convert and the classes it names, or the problem
+    that skips it. Its objects are read again where the example is written: planning holds
+    one file's parse at a time, and keeps none."""
+    try:
+        data = read_document(path, options.limits)
+    except AnnotationError as error:
+        return Problem(error.reason, "skipped", str(error))
+    embedded = isinstance(data.get("imageData"), str) and bool(data["imageData"])
+    image, problem = (path, None) if embedded else \
+        _image_file(path, data.get("imagePath"), root)
+    if image is None:
+        return Problem("no_image", "skipped", f"{path}: imageData is null and imagePath "
+                                              f"{str(data.get('imagePath'))[:200]!r} is no "
+                                              "file in the dataset")
+    record_name = PurePosixPath(str(data.get("imagePath") or "").replace("\\", "/")
+                                ).name or f"{path.stem}.jpg"
+    read = functools.partial(read_annotation, record_name=record_name,
+                             repairs=((problem.reason, problem.detail),) if problem else ())
+    seen = {o.name for o in parse_shapes(data["shapes"], record_name, None, []).objects}
+    return Source(name, image, path, 0, root, masks=options.masks, read=read,
+                  record_name=record_name, embedded=image_data if embedded else None,
+                  background=not data["shapes"]), seen
+
+
 def plan(source: Input, options: Options) -> Planned:
     """Plans a LabelMe conversion: every JSON below --data-dir, each with its image."""
     if source.data_dir is None:
@@ -148,6 +227,7 @@ def plan(source: Input, options: Options) -> Planned:
     problems = ProblemLog()
     found: dict[str, Source] = {}
     image_of: dict[str, Path] = {}
+    labels: set[str] = set()  # the classes seen: planning keeps no objects
     for folder, _, names in sorted(os.walk(root)):  # symlinked directories not followed
         for file_name in sorted(n for n in names if n.lower().endswith(".json")):
             path = Path(folder) / file_name
@@ -157,44 +237,19 @@ def plan(source: Input, options: Options) -> Planned:
                     "path_outside_data_dir", "skipped", f"{path} resolves outside {root} or "
                                                         "is not a regular file"))
                 continue
-            try:
-                data = jsonnum.read_file(path, MAX_JSON_BYTES)
-            except JsonError as error:
-                problems.add(("train", name), Problem("invalid_labelme", "skipped",
-                                                      str(error)[:300]))
+            planned = _planned(path, name, root, options)
+            if isinstance(planned, Problem):
+                problems.add(("train", name), planned)
                 continue
-            if not isinstance(data, dict) or not isinstance(data.get("shapes"), list):
-                problems.add(("train", name), Problem(
-                    "invalid_labelme", "skipped", f"{path} has no shapes list: not LabelMe"))
-                continue
-            repairs: list[tuple[str, str]] = []
-            embedded = isinstance(data.get("imageData"), str) and bool(data["imageData"])
-            image, problem = (path, None) if embedded else \
-                _image_file(path, data.get("imagePath"), root)
-            if image is None:
-                problems.add(("train", name), Problem(
-                    "no_image", "skipped", f"{path}: imageData is null and imagePath "
-                                           f"{str(data.get('imagePath'))[:200]!r} is no file "
-                                           "in the dataset"))
-                continue
-            if problem:
-                repairs.append((problem.reason, problem.detail))
-            record_name = PurePosixPath(str(data.get("imagePath") or "").replace("\\", "/")
-                                        ).name or f"{path.stem}.jpg"
-            annotation = parse_shapes(data["shapes"], record_name, _declared(data, repairs),
-                                      repairs)
-            image_of[name] = image
-            found[name] = Source(name, image, None, 0, root, annotation=annotation,
-                                 masks=options.masks, record_name=record_name,
-                                 embedded=image_data if embedded else None,
-                                 background=not data["shapes"])
+            found[name], seen = planned
+            image_of[name] = found[name].image_path
+            labels.update(seen)
     lists = split_names(list(found), options.split)
     splits, duplicates = deduplicate(lists, image_of.__getitem__, "the LabelMe files",
                                      invalid=lambda name: False)
     problems.extend([duplicates])
     ids = source_ids(found)
-    labels = sorted({o.name for s in found.values() for o in s.annotation.objects})
     return Planned(Plan({split: [dataclasses.replace(found[name], source_id=ids[name])
                                  for name in names] for split, names in splits.items()},
                         problems, options.masks),
-                   {label: i for i, label in enumerate(labels, start=1)})
+                   {label: i for i, label in enumerate(sorted(labels), start=1)})

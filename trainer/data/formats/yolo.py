@@ -8,18 +8,25 @@ one, has no objects, as Ultralytics reads it: a background image, written withou
 (`background_images` in the report). One whose lines are all defective is skipped.
 
 Hostile input as elsewhere: image directories and label files must stay inside the
-dataset's directory (no `..`, no symlink out), label files are read up to MAX_LABEL_BYTES,
-and every defective line is a named problem that costs only its object.
+dataset's directory (no `..`, no symlink out), a label file over the size cap or of more
+lines than the object cap (planning.Limits) skips its image, and every defective line is a
+named problem that costs only its object. Planning counts each file's lines; the objects are
+made where the example is written, a polygon as an array (8 bytes a number).
 """
 
 from __future__ import annotations
 
-import math
+import functools
+import io
 import os
+from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
+    Limits,
     Plan,
     Source,
     deduplicate,
@@ -29,7 +36,7 @@ from trainer.data.planning import (
     split_names,
 )
 from trainer.data.problems import Problem, ProblemLog
-from trainer.data.voc import VocAnnotation, VocObject
+from trainer.data.voc import AnnotationError, VocAnnotation, VocObject
 from trainer.errors import ConversionError, SettingsError
 from trainer.io import read_regular
 
@@ -46,7 +53,9 @@ REASONS = {
                             "numbers; object dropped",
     "duplicate_label_line": "a line repeated in one file; kept once (as Ultralytics does)",
     "label_without_image": "a label file with no image beside it in images/; skipped",
-    "label_too_large": "a label file over 16 MB; the image skipped",
+    "label_too_large": "a label file over the size cap (4 MiB); the image skipped",
+    "too_many_objects": "a label file of more lines than --max-objects (each line is an "
+                        "object, a polygon too); the image skipped, its objects never made",
     "unreadable_label": "a label file that cannot be read, is not UTF-8, or leaves the "
                         "dataset's directory; the image skipped",
     "val_is_train": "data.yaml's val is its train: split by --split's fraction instead",
@@ -55,7 +64,6 @@ REASONS = {
 }
 IMAGE_SUFFIXES = frozenset({".bmp", ".jpeg", ".jpg", ".mpo", ".png", ".tif", ".tiff", ".webp"})
 MAX_YAML_BYTES = 1 << 20
-MAX_LABEL_BYTES = 16 << 20
 SPLITS = ("train", "val")
 ROUNDING = 1e-5  # how far past an edge a box of values in 0-1 may reach by their rounding
 
@@ -166,29 +174,40 @@ def label_path(image: Path) -> Path:
     return Path(*parts).with_suffix(".txt")
 
 
-def _number(text: str) -> float | None:
+def _lines(text: str) -> Iterator[tuple[int, str]]:
+    """The file's non-blank lines, stripped and numbered, one at a time (a list of them
+    would cost far more than the text: two million one-character lines are 100 MB)."""
+    for number, line in enumerate(io.StringIO(text, newline=None), start=1):
+        if line := line.strip():
+            yield number, line
+
+
+def _numbers(line: str) -> np.ndarray | None:
+    """A line's numbers (8 bytes each, however many), or None when one is not a number."""
     try:
-        return float(text)
+        return np.fromstring(line, dtype=np.float64, sep=" ")
     except ValueError:
         return None
 
 
-def parse_labels(text: str, names: dict[int, str], filename: str) -> VocAnnotation:
-    """One label file's objects, normalised; each defective line a repair that drops it."""
+def parse_labels(text: str, names: dict[int, str], filename: str,
+                 max_objects: int | None = None) -> VocAnnotation:
+    """One label file's objects, normalised, polygons as arrays; each defective line a
+    repair that drops it. More than `max_objects` lines (each line is an object, a polygon
+    too, defective or not) is AnnotationError `too_many_objects`."""
     objects, repairs, seen = [], [], set()
-    for number, line in enumerate(text.splitlines(), start=1):
-        line = line.strip()
-        if not line:
-            continue
+    for count, (number, line) in enumerate(_lines(text), start=1):
+        if max_objects is not None and count > max_objects:
+            raise AnnotationError(f"more than {max_objects} lines, each an object: more than "
+                                  "the cap (--max-objects)", "too_many_objects")
         where = f"line {number}"
         if line in seen:
             repairs.append(("duplicate_label_line", f"{where} repeats an earlier line; kept "
                                                     "once"))
             continue
         seen.add(line)
-        tokens = line.split()
-        values = [_number(token) for token in tokens]
-        if len(tokens) < 5 or None in values or not values[0].is_integer():
+        values = _numbers(line)
+        if values is None or len(values) < 5 or not float(values[0]).is_integer():
             repairs.append(("malformed_label_line", f"{where} {line[:80]!r} is not a class id "
                                                     "and 4 or 6+ numbers; object dropped"))
             continue
@@ -198,7 +217,7 @@ def parse_labels(text: str, names: dict[int, str], filename: str) -> VocAnnotati
                                                      f"of data.yaml's names (0-{max(names)}); "
                                                      "object dropped"))
             continue
-        if not all(math.isfinite(value) for value in coords):
+        if not np.isfinite(coords).all():
             repairs.append(("nonfinite_box", f"{where}: {line[:80]!r} has a coordinate that "
                                              "is not finite; object dropped"))
             continue
@@ -208,40 +227,65 @@ def parse_labels(text: str, names: dict[int, str], filename: str) -> VocAnnotati
                                                        "dropped"))
             continue
         if len(coords) == 4:
-            cx, cy, w, h = coords
+            cx, cy, w, h = coords.tolist()
             corners = [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2]
             polygon = None
         else:
-            corners = [min(coords[0::2]), min(coords[1::2]), max(coords[0::2]),
-                       max(coords[1::2])]
+            corners = [float(coords[0::2].min()), float(coords[1::2].min()),
+                       float(coords[0::2].max()), float(coords[1::2].max())]
             polygon = coords
-        if any(not 0 <= value <= 1 for value in coords):
+        if ((coords < 0) | (coords > 1)).any():
             repairs.append(("coordinates_outside_0_1", f"{where}: {line[:80]!r} has a value "
                                                        "outside 0-1; clipped to the image"))
             corners = [min(max(value, 0.0), 1.0) for value in corners]
-            polygon = polygon and [min(max(value, 0.0), 1.0) for value in polygon]
+            polygon = None if polygon is None else np.clip(polygon, 0.0, 1.0)
         # a box of values in 0-1 may reach past the edge by their rounding (6 decimals)
         corners = [min(max(value, 0.0), 1.0) if -ROUNDING <= value <= 1 + ROUNDING else value
                    for value in corners]
         objects.append(VocObject(names[class_id], *corners,
-                                 segmentation=[polygon] if polygon else None))
+                                 segmentation=None if polygon is None else [polygon]))
     return VocAnnotation(filename, None, None, tuple(objects), tuple(repairs), normalised=True)
 
 
-def _read_labels(path: Path, root: Path) -> tuple[str | None, Problem | None]:
-    """A label file's text ('' when there is none), or the problem that skips its image."""
-    if not path.exists():
-        return "", None
-    if not inside(path, root) or not path.is_file():  # a FIFO would block the read
-        return None, Problem("unreadable_label", "skipped", f"{path} resolves outside {root} "
-                                                            "or is not a regular file")
+def _label_text(path: Path, limits: Limits) -> str:
+    """A label file's text, read only when it is a regular file within the size cap and
+    decoded as UTF-8; else AnnotationError naming why (the image is skipped)."""
+    if not path.is_file():  # a FIFO would block the read
+        raise AnnotationError(f"{path} is not a regular file", "unreadable_label")
     try:
         size = path.stat().st_size
-        if size > MAX_LABEL_BYTES:
-            return None, Problem("label_too_large", "skipped", f"{path} is {size:,} bytes")
-        return path.read_bytes().decode("utf-8-sig"), None
+        if size > limits.max_label_bytes:
+            raise AnnotationError(f"{path} is {size:,} bytes, more than the cap of "
+                                  f"{limits.max_label_bytes:,}", "label_too_large")
+        return path.read_bytes().decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as error:
-        return None, Problem("unreadable_label", "skipped", f"{path}: {str(error)[:200]}")
+        raise AnnotationError(f"{path}: {str(error)[:200]}", "unreadable_label") from None
+
+
+def read_labels(path: Path, limits: Limits, names: dict[int, str],
+                filename: str) -> VocAnnotation:
+    """An image's objects, read where its example is written (`Source.read`)."""
+    return parse_labels(_label_text(path, limits), names, filename, limits.max_objects)
+
+
+def _counted(path: Path, root: Path, limits: Limits) -> tuple[int, Problem | None]:
+    """How many objects an image's label file holds (0 when there is none), counted
+    without making them; or the problem that skips the image: a file that leaves the
+    dataset, is not a regular UTF-8 file, or is over the size or object cap."""
+    if not path.exists():
+        return 0, None
+    if not inside(path, root):
+        return 0, Problem("unreadable_label", "skipped", f"{path} resolves outside {root}")
+    try:
+        text = _label_text(path, limits)
+    except AnnotationError as error:
+        return 0, Problem(error.reason, "skipped", str(error))
+    count = 0
+    for count, _ in enumerate(_lines(text), start=1):
+        if count > limits.max_objects:
+            return count, Problem("too_many_objects", "skipped", f"{path} has more than "
+                                  f"{limits.max_objects} lines, each an object (--max-objects)")
+    return count, None
 
 
 def plan(source: Input, options: Options) -> Planned:
@@ -282,16 +326,17 @@ def plan(source: Input, options: Options) -> Planned:
     planned: dict[str, list[Source]] = {}
     for split, listed in splits.items():
         planned[split] = []
-        for name in listed:
-            image = root / name
-            text, problem = _read_labels(label_path(image), root)
+        for name in listed:  # counted here, read again where each example is written
+            image, labels = root / name, label_path(root / name)
+            count, problem = _counted(labels, root, options.limits)
             if problem:
                 problems.add((split, name), problem)
                 continue
+            read = functools.partial(read_labels, names=names, filename=image.name)
             planned[split].append(Source(
-                name, image, None, ids[name], root,
-                annotation=parse_labels(text, names, image.name), masks=options.masks,
-                background=not text.strip()))
+                name, image, labels if count else None, ids[name], root,
+                annotation=None if count else VocAnnotation(image.name, None, None, ()),
+                read=read if count else None, masks=options.masks, background=not count))
     label_map: dict[str, int] = {}
     for class_id, name in sorted(names.items()):
         label_map.setdefault(name, class_id + 1)  # 0 is the background
