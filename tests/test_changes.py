@@ -14,6 +14,7 @@ import pytest
 
 from tests.conftest import run_trainer
 from tests.test_coco import examples, values
+from trainer.cli import ERROR_PREFIX
 from trainer.data import formats
 from trainer.data.changes import ClassChanges
 from trainer.data.convert import convert_coco, convert_sources
@@ -207,13 +208,13 @@ def test_a_split_that_leaves_a_side_empty_is_refused_before_anything_is_written(
         assert main(["data", "convert", *sources, "--split=0.0001",
                      f"--output_dir={tmp_path / 'out'}"]) == 2
         assert capsys.readouterr().err.splitlines() == [
-            f"error: --split 0.0001 leaves the train split empty ({images} images: 0 train, "
+            f"{ERROR_PREFIX}--split 0.0001 leaves the train split empty ({images} images: 0 train, "
             f"{images} val): give a fraction of at least {math.ceil(1000 / images) / 1000:g}"
             ", below 1"]
         assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
     for fraction in ("0", "1", "-0.5", "nan"):
         assert main(["data", "convert", f"--source=yolo:{tmp_path / 'yolo'}",
                      f"--split={fraction}", f"--output_dir={tmp_path / 'out'}"]) == 2
-        assert capsys.readouterr().err.startswith("error: --split is the train fraction, "
+        assert capsys.readouterr().err.startswith(f"{ERROR_PREFIX}--split is the train fraction, "
                                                    "between 0 and 1")
     assert not (tmp_path / "out").exists()
