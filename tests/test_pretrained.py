@@ -10,6 +10,7 @@ import hashlib
 import http.server
 import io
 import os
+import re
 import tarfile
 import threading
 from pathlib import Path
@@ -64,7 +65,7 @@ def test_an_archive_over_http_is_fetched_once_and_its_newest_checkpoint_used(ser
 def test_broken_missing_and_hostile_archives_are_one_line_errors(served, tmp_path):
     root, url = served
     cache = tmp_path / "cache"
-    with pytest.raises(SettingsError, match="HTTP 404"):
+    with pytest.raises(SettingsError, match=rf"^--init-from {url}/missing.tar.gz: HTTP 404 "):
         pretrained.extracted(f"{url}/missing.tar.gz", cache)
     with pytest.raises(SettingsError, match="no such archive"):
         pretrained.extracted(str(tmp_path / "nothing.tar.gz"), cache)
@@ -72,7 +73,8 @@ def test_broken_missing_and_hostile_archives_are_one_line_errors(served, tmp_pat
     with pytest.raises(SettingsError, match="holds no checkpoint"):
         pretrained.extracted(f"{url}/empty.tar.gz", cache)
     archive(root / "evil.tar.gz", {"../../escaped.index": b"x"})
-    with pytest.raises(SettingsError, match="outside"):
+    with pytest.raises(SettingsError, match=rf"^--init-from {url}/evil.tar.gz: member "
+                                            r"'../../escaped.index' would be written outside"):
         pretrained.extracted(f"{url}/evil.tar.gz", cache)
     assert not (tmp_path / "escaped.index").exists()
     (root / "junk.tar.gz").write_bytes(b"not a tar file")
@@ -107,7 +109,7 @@ def test_an_archive_that_expands_past_the_bound_is_refused_before_anything_is_wr
     path = bomb(tmp_path / "bomb.tar.gz", members)
     assert path.stat().st_size < 20_000  # small on the wire, 3 MB on disk if extracted
     cache = tmp_path / "cache"
-    with pytest.raises(SettingsError, match=rf"^--init-from {path}: {path}: its members "
+    with pytest.raises(SettingsError, match=rf"^--init-from {path}: its members "
                                             r"declare more than 2,097,152 bytes in all; "
                                             r"refusing to extract \(nothing written\)$"):
         pretrained.extracted(str(path), cache, max_bytes=2 << 20)
@@ -175,3 +177,34 @@ def test_an_entry_marked_complete_without_its_checkpoint_is_extracted_again(tmp_
     (entry / pretrained.COMPLETE).touch()  # and no checkpoint
     prefix = pretrained.extracted(source, cache)
     assert prefix == f"{entry}/model/ckpt-33264" and Path(f"{prefix}.index").read_bytes() == b"i"
+
+
+def test_an_init_from_checkpoint_that_cannot_be_reached_is_one_line_naming_it(tmp_path):
+    """Issue 36, item 22: a traceback (twice) and "no known cause in the log" before. Here
+    Cloud Storage is out of reach (TensorFlow's client goes through a proxy port on 127.0.0.1
+    that nothing listens on, without retries); the trainer's start check answers in one line
+    that the Vertex AI job's failure triage shows as the trainer's own."""
+    from launch.local import free_ports
+    from launch.triage import classify
+    from tests.conftest import run_trainer
+
+    (port,) = free_ports(1)
+    proxy = f"http://127.0.0.1:{port}"
+    (tmp_path / "train.record-00000-of-00001").write_bytes(b"")
+    path = "gs://pets-data/runs/old/checkpoints/ckpt-100"
+    result = run_trainer(f"--model_dir={tmp_path / 'model'}",
+                         f"--train_input={tmp_path}/train.record-*", f"--init_checkpoint={path}",
+                         check=False, env={
+                             "https_proxy": proxy, "HTTPS_PROXY": proxy, "no_proxy": "",
+                             "NO_PROXY": "", "GCS_RETRY_CONFIG_MAX_RETRIES": "0",
+                             "GOOGLE_AUTH_TOKEN_FOR_TESTING": "unused"})
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert (result.returncode, len(errors)) == (2, 1), result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    line = errors[0].removeprefix("error: ")
+    assert re.fullmatch(rf"--init-from {path} cannot be read: .*Could not connect to server; "
+                        "check that the path exists and that the job's service account may "
+                        "read it", line), line
+    assert not (tmp_path / "model").exists()  # refused before anything was built or written
+    verdict = classify((result.stdout + result.stderr).splitlines())
+    assert (verdict.name, verdict.cause) == ("trainer", f"the trainer refused to go on: {line}")

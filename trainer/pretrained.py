@@ -90,8 +90,9 @@ def extracted(source: str, cache: Path | None = None,
             except OSError:  # another replica finished first: its copy is the same
                 if not complete(root):
                     raise
-        except DownloadError as error:
-            raise SettingsError(f"--init-from {source}: {error}") from None
+        except DownloadError as error:  # named by the URL or the staged file: said once
+            reason = str(error).removeprefix(f"{source}: ").removeprefix(f"{archive}: ")
+            raise SettingsError(f"--init-from {source}: {reason}") from None
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return checkpoint_in(root, source)
