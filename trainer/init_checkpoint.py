@@ -83,7 +83,8 @@ def restored_items(model, init_type: str) -> dict:
 def variable_shapes(items: dict) -> dict[str, list[int]]:
     """The key and shape of each variable a tf.train.Checkpoint of `items` reads: the shortest
     path from the root, breadth first, names escaped as TensorFlow's object graph does
-    (python/trackable/base.py's escape), so they compare with tf.train.list_variables."""
+    (escape_local_name in TF 2.20's python/trackable/trackable_utils.py), so they compare
+    with tf.train.list_variables."""
     import tensorflow as tf
 
     root = tf.train.Checkpoint(**items)
