@@ -11,6 +11,7 @@ import re
 import shutil
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from trainer.errors import DownloadError, SettingsError
@@ -24,7 +25,7 @@ STEP = re.compile(r"-(\d+)$")
 CACHE_ENV = "PETS_PRETRAINED_CACHE"
 
 
-def cache_dir(env: dict[str, str] | os._Environ = os.environ) -> Path:
+def cache_dir(env: Mapping[str, str] = os.environ) -> Path:
     """Where archives are extracted: PETS_PRETRAINED_CACHE, else the user's own cache
     ($XDG_CACHE_HOME or ~/.cache), never a directory shared with other users: a restored
     checkpoint is trusted as the archive it came from."""
