@@ -1,15 +1,18 @@
 """Half-written checkpoints, on real TensorFlow checkpoints: the newest that restores is
-chosen, every broken one is named, and training resumes from it."""
+chosen, every broken one is named, and training resumes from it; a checkpoint of another
+model given as --init-from is refused in one line."""
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.conftest import data_flags
 from trainer import evaluation, model_dir
 from trainer.evaluation import EvalResult
 
@@ -138,3 +141,48 @@ def test_continuous_eval_skips_a_foreign_checkpoint_and_says_so(tmp_path, capsys
     assert capsys.readouterr().err == (
         f"warning: checkpoint {tmp_path}/ckpt-200 cannot be restored (its variables are not "
         "this model's); trying an older one\n")
+
+
+def test_a_checkpoint_of_another_model_as_init_from_is_one_line_naming_what_did_not_match(
+        train_records, tmp_path, capsys):
+    """Issue 36, item 16: TensorFlow's AssertionError traceback (exit 1) before. The trainer
+    restores --init-from on a fresh start; here a checkpoint of an unrelated module."""
+    from trainer.cli import main
+
+    stranger = tf.Module()
+    stranger.weights = tf.Variable(tf.ones([2]))
+    init = tf.train.Checkpoint(backbone=stranger).write(str(tmp_path / "other" / "ckpt-1"))
+    model = tmp_path / "model"
+    code = main([*data_flags(train_records, model), "--train_steps=1",
+                 f"--init_checkpoint={init}", "--init_checkpoint_type=all"])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert (code, len(lines)) == (2, 1), err[-3000:]
+    assert "Traceback" not in err
+    assert re.fullmatch(
+        rf"error: --init-from {re.escape(init)} is not a checkpoint of "
+        r"pets_retinanet_mobilenet's backbone, head and decoder \(--init-type all\): (\d+) of "
+        r"the \1 variables it restores are not in the checkpoint \(\w+/\S+, \w+/\S+, "
+        r"\w+/\S+, \.\.\.\); the checkpoint holds backbone: give a checkpoint of this "
+        r"experiment \(an earlier run\), or restore less: --init-type backbone takes only "
+        r"the backbone", lines[0]), lines[0]
+    assert tf.train.latest_checkpoint(str(model)) is None  # nothing trained, nothing saved
+
+
+def test_init_from_variables_of_other_shapes_are_named_with_both_shapes(tmp_path):
+    """The same layers, other sizes (a backbone of another width): what the trainer's one
+    line says, from the checkpoint's index and the model's variables."""
+    from types import SimpleNamespace
+
+    from trainer.init_checkpoint import not_this_model
+
+    prefix = tf.train.Checkpoint(backbone=dense_model(5)).write(str(tmp_path / "ckpt-1"))
+    line = not_this_model(prefix, "backbone", "pets_x",
+                          SimpleNamespace(backbone=dense_model(4)), AssertionError("TF's"))
+    assert line == (
+        f"--init-from {prefix} is not a checkpoint of pets_x's backbone (--init-type "
+        "backbone): 2 of the 2 variables it restores have other shapes "
+        "(backbone/_functional/_operations/1/_kernel, "
+        "backbone/_functional/_operations/1/bias; backbone/_functional/_operations/1/_kernel is "
+        "[3, 5] there and [3, 4] here); the checkpoint holds backbone: give a checkpoint with "
+        "this experiment's backbone (`invoke models.pretrained` lists those that fit)")

@@ -7,8 +7,8 @@ override always has the last word.
 
 from __future__ import annotations
 
-from trainer import files, hparams, io
-from trainer.args import INIT_CHECKPOINT_TYPES, TrainArgs, shown
+from trainer import files, hparams, init_checkpoint, io
+from trainer.args import INIT_CHECKPOINT_TYPES
 from trainer.best import TRAINER
 from trainer.data.checks import masks_missing
 from trainer.data.label_map import read_label_map
@@ -26,19 +26,6 @@ def _check_inputs(pattern: str | None, flag: str) -> None:
         shown = missing[0]
         raise SettingsError(f"no files match {flag} {shown[:300]}; convert data first with "
                             "`invoke data.convert` (or `python -m trainer data convert`)")
-
-
-def _check_init_checkpoint(path: str) -> None:
-    if io.isdir(path):
-        import tensorflow as tf
-
-        found = bool(tf.train.latest_checkpoint(path))
-    else:
-        found = io.exists(f"{path}.index")
-    if not found:
-        raise SettingsError(f"{shown(TrainArgs, 'init_checkpoint')} {path} not found: pass a "
-                            "checkpoint prefix "
-                            "(.../ckpt-N with ckpt-N.index beside it) or a directory of them")
 
 
 def _num_classes(label_map_path: str | None) -> int | None:
@@ -72,7 +59,7 @@ def check_inputs(settings: TrainerSettings) -> None:
     if settings.mode != "train" or (stopping and stopping.evaluator == TRAINER):
         _check_inputs(settings.eval_input, "--eval-input")  # the chief evaluates too
     if settings.init_checkpoint:
-        _check_init_checkpoint(settings.init_checkpoint)
+        init_checkpoint.check_readable(settings.init_checkpoint)
     _num_classes(settings.label_map)
     if settings.mode != "train":
         _check_same_classes(settings)

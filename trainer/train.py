@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from trainer import best, distribution, hparams, locks
+from trainer import best, distribution, hparams, init_checkpoint, locks
 from trainer import model_dir as model_dir_lib
 from trainer.evaluation import SUMMARY_SUBDIR
 from trainer.io import read_text
@@ -64,6 +64,8 @@ def _train(settings: TrainerSettings, params, strategy, chief: bool, several: bo
         print(f"resuming from {latest} (step {first_step})", flush=True)
     with strategy.scope():
         task = task_factory.get_task(params.task, logging_dir=settings.model_dir)
+    init_checkpoint.guard(task, settings.init_checkpoint, settings.init_checkpoint_type,
+                          settings.experiment)
     train_summaries, eval_summaries = summary_managers(
         settings.tensorboard_dir or settings.model_dir, params)
     # built here, outside the strategy's scope: its variables are the chief's alone

@@ -13,6 +13,10 @@ from trainer.errors import DownloadError
 
 PETS_BASE_URL = "https://thor.robots.ox.ac.uk/~vgg/data/pets"
 CHUNK = 1 << 20
+# What one archive may expand to, and how many members it may hold: an archive's own size says
+# nothing of what it writes (a 9.4 MB one can write 2 GiB). Pets' largest writes ~0.8 GB.
+MAX_EXTRACTED_BYTES = 8 << 30
+MAX_MEMBERS = 100_000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,27 +102,82 @@ def fetch(url: str, destination: Path, archive: Archive, progress: bool = True) 
     raise AssertionError("unreachable")
 
 
-def safe_extract(archive_path: Path, output_dir: Path) -> None:
-    """Extracts a tarball, refusing the whole archive if any member would escape `output_dir`."""
+def safe_extract(archive_path: Path, output_dir: Path, max_bytes: int = MAX_EXTRACTED_BYTES,
+                 max_members: int = MAX_MEMBERS) -> None:
+    """Extracts a tarball, refusing the whole archive before anything is written if a member
+    would escape `output_dir` or is a device, or if its members number more than
+    `max_members` or declare more than `max_bytes` in all (a small compressed archive can
+    expand to fill the disk). What is written is counted too, and extraction stops (removing
+    what it wrote) past `max_bytes`, whatever the headers said."""
     root = output_dir.resolve()
+    written: list[Path] = []
     try:
         with tarfile.open(archive_path) as tar:
-            for member in tar.getmembers():
-                target = (root / member.name).resolve()
-                if not target.is_relative_to(root):
-                    raise DownloadError(f"{archive_path}: member {member.name!r} would be written "
-                                        f"outside {output_dir}; refusing to extract")
-                if member.issym() or member.islnk():
-                    link = (target.parent / member.linkname).resolve()
-                    if member.linkname.startswith("/") or not link.is_relative_to(root):
-                        raise DownloadError(f"{archive_path}: link {member.name!r} points outside "
-                                            f"{output_dir}; refusing to extract")
-                if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
-                    raise DownloadError(f"{archive_path}: member {member.name!r} is a device or "
-                                        "pipe; refusing to extract")
-            tar.extractall(output_dir, filter="data")
+            members = _checked_members(tar, archive_path, output_dir, max_bytes, max_members)
+            total = 0
+            for member in members:
+                tar.extract(member, output_dir, filter=_data_filter)
+                if member.isfile() or member.islnk():
+                    written.append(root / member.name)
+                    total += written[-1].stat().st_size
+                if total > max_bytes:
+                    raise DownloadError(f"{archive_path}: extracting it wrote more than "
+                                        f"{max_bytes:,} bytes, more than its members declare; "
+                                        "stopped and removed what it wrote")
     except tarfile.TarError as error:
+        _remove(written)
         raise DownloadError(f"{archive_path}: not a readable tar archive ({error})") from None
+    except DownloadError:
+        _remove(written)
+        raise
+
+
+def _checked_members(tar: tarfile.TarFile, archive_path: Path, output_dir: Path,
+                     max_bytes: int, max_members: int) -> list[tarfile.TarInfo]:
+    """Every member's header, read (not extracted) one at a time, so a refusal comes before
+    the whole stream has been decompressed. A hard link counts as its target's size: where
+    linking fails, tarfile writes a copy."""
+    root = output_dir.resolve()
+    members: list[tarfile.TarInfo] = []
+    sizes: dict[str, int] = {}
+    declared = 0
+    for member in tar:
+        members.append(member)
+        if len(members) > max_members:
+            raise DownloadError(f"{archive_path}: more than {max_members:,} members; "
+                                "refusing to extract (nothing written)")
+        target = (root / member.name).resolve()
+        if not target.is_relative_to(root):
+            raise DownloadError(f"{archive_path}: member {member.name!r} would be written "
+                                f"outside {output_dir}; refusing to extract")
+        if member.issym() or member.islnk():
+            link = (target.parent / member.linkname).resolve()
+            if member.linkname.startswith("/") or not link.is_relative_to(root):
+                raise DownloadError(f"{archive_path}: link {member.name!r} points outside "
+                                    f"{output_dir}; refusing to extract")
+        if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
+            raise DownloadError(f"{archive_path}: member {member.name!r} is a device or "
+                                "pipe; refusing to extract")
+        size = sizes.get(member.linkname, 0) if member.islnk() else \
+            member.size if member.isfile() else 0
+        sizes[member.name] = size
+        declared += size
+        if declared > max_bytes:
+            raise DownloadError(f"{archive_path}: its members declare more than {max_bytes:,} "
+                                "bytes in all; refusing to extract (nothing written)")
+    return members
+
+
+def _data_filter(member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
+    """tarfile's "data" filter, minus a directory's mode: extracting one member at a time, a
+    read-only directory would refuse the members below it (extractall sets them last)."""
+    member = tarfile.data_filter(member, path)
+    return member.replace(mode=None, deep=False) if member.isdir() else member
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)
 
 
 def download_pets(output_dir: str | Path, base_url: str = PETS_BASE_URL,
