@@ -147,7 +147,7 @@ def test_a_checkpoint_of_another_model_as_init_from_is_one_line_naming_what_did_
         train_records, tmp_path, capsys):
     """Issue 36, item 16: TensorFlow's AssertionError traceback (exit 1) before. The trainer
     restores --init-from on a fresh start; here a checkpoint of an unrelated module."""
-    from trainer.cli import main
+    from trainer.cli import ERROR_PREFIX, main
 
     stranger = tf.Module()
     stranger.weights = tf.Variable(tf.ones([2]))
@@ -156,11 +156,11 @@ def test_a_checkpoint_of_another_model_as_init_from_is_one_line_naming_what_did_
     code = main([*data_flags(train_records, model), "--train_steps=1",
                  f"--init_checkpoint={init}", "--init_checkpoint_type=all"])
     err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    lines = [line for line in err.splitlines() if line.startswith(ERROR_PREFIX)]
     assert (code, len(lines)) == (2, 1), err[-3000:]
     assert "Traceback" not in err
     assert re.fullmatch(
-        rf"error: --init-from {re.escape(init)} is not a checkpoint of "
+        rf"{ERROR_PREFIX}--init-from {re.escape(init)} is not a checkpoint of "
         r"pets_retinanet_mobilenet's backbone, head and decoder \(--init-type all\): (\d+) of "
         r"the \1 variables it restores are not in the checkpoint \(\w+/\S+, \w+/\S+, "
         r"\w+/\S+, \.\.\.\); the checkpoint holds backbone: give a checkpoint of this "

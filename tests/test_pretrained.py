@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from trainer import pretrained
+from trainer.cli import ERROR_PREFIX
 from trainer.data.download import safe_extract
 from trainer.errors import DownloadError, SettingsError
 
@@ -119,6 +120,23 @@ def test_an_archive_that_expands_past_the_bound_is_refused_before_anything_is_wr
     assert written_bytes(cache) == sum(members.values())  # .complete is empty
 
 
+def test_a_small_archive_may_write_at_most_ten_times_its_size_plus_a_floor(tmp_path):
+    """The issue's 9.4 MB archive writing 2 GiB, scaled down: ~100 KB that declare 100 MB
+    (past 10x its size plus 64 MiB) are refused under the default bound, nothing written."""
+    from trainer.data.download import EXPANSION_FLOOR, MAX_EXPANSION, extraction_bound
+
+    path = bomb(tmp_path / "bomb.tar.gz", {"model/ckpt-1.index": 1,
+                                           "model/ckpt-1.data-00000-of-00001": 100 << 20})
+    bound = MAX_EXPANSION * path.stat().st_size + EXPANSION_FLOOR
+    assert extraction_bound(path) == bound < 100 << 20
+    cache = tmp_path / "cache"
+    with pytest.raises(SettingsError, match=rf"declare more than {bound:,} bytes in all; "
+                                            r"refusing to extract \(nothing written\)$"):
+        pretrained.extracted(str(path), cache)
+    assert written_bytes(cache) == 0
+    assert extraction_bound(Path("/dev/null"), 1 << 20) == 1 << 20  # the lower bound wins
+
+
 def test_an_archive_of_too_many_members_is_refused_before_anything_is_written(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
@@ -198,10 +216,10 @@ def test_an_init_from_checkpoint_that_cannot_be_reached_is_one_line_naming_it(tm
                              "https_proxy": proxy, "HTTPS_PROXY": proxy, "no_proxy": "",
                              "NO_PROXY": "", "GCS_RETRY_CONFIG_MAX_RETRIES": "0",
                              "GOOGLE_AUTH_TOKEN_FOR_TESTING": "unused"})
-    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    errors = [line for line in result.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
     assert (result.returncode, len(errors)) == (2, 1), result.stderr[-3000:]
     assert "Traceback" not in result.stderr
-    line = errors[0].removeprefix("error: ")
+    line = errors[0].removeprefix(ERROR_PREFIX)
     assert re.fullmatch(rf"--init-from {path} cannot be read: .*Could not connect to server; "
                         "check that the path exists and that the job's service account may "
                         "read it", line), line

@@ -17,6 +17,15 @@ CHUNK = 1 << 20
 # nothing of what it writes (a 9.4 MB one can write 2 GiB). Pets' largest writes ~0.8 GB.
 MAX_EXTRACTED_BYTES = 8 << 30
 MAX_MEMBERS = 100_000
+# And at most this many times its own size (plus a floor for small ones): what we extract,
+# checkpoints and photos, is already dense (Pets' images ~1.05x; float weights ~1.1x), so a
+# higher ratio is a bomb, and 9.4 MB may write at most 158 MB, not 2 GiB.
+MAX_EXPANSION, EXPANSION_FLOOR = 10, 64 << 20
+
+
+def extraction_bound(archive_path: Path, max_bytes: int = MAX_EXTRACTED_BYTES) -> int:
+    """What the archive may write: `max_bytes`, and at most MAX_EXPANSION times its size."""
+    return min(max_bytes, MAX_EXPANSION * archive_path.stat().st_size + EXPANSION_FLOOR)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,8 +117,10 @@ def safe_extract(archive_path: Path, output_dir: Path, max_bytes: int = MAX_EXTR
     would escape `output_dir` or is a device, or if its members number more than
     `max_members` or declare more than `max_bytes` in all (a small compressed archive can
     expand to fill the disk). What is written is counted too, and extraction stops (removing
-    what it wrote) past `max_bytes`, whatever the headers said."""
+    what it wrote) past `max_bytes`, whatever the headers said. `max_bytes` is lowered to
+    `extraction_bound`: at most MAX_EXPANSION times the archive's own size."""
     root = output_dir.resolve()
+    max_bytes = extraction_bound(archive_path, max_bytes)
     written: list[Path] = []
     try:
         with tarfile.open(archive_path) as tar:
