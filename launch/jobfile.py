@@ -27,7 +27,13 @@ import yaml
 from launch import pretrained
 from launch.errors import InputError
 from launch.jobs import Evaluation, Request, Training
-from launch.resources import Resources, Scheduling
+from launch.resources import (
+    MAX_PREEMPTIONS,
+    MIN_HOURS,
+    MIN_HOURS_SHOWN,
+    Resources,
+    Scheduling,
+)
 from trainer import datasets, hparams
 from trainer.best import EVALUATORS, TRAINER, EarlyStopping
 from trainer.errors import SettingsError
@@ -43,6 +49,8 @@ TARGETS = ("local", "vertex")
 INIT_TYPES = ("backbone", "detector", "all")
 MAX_FILE_BYTES = 1 << 20
 MAX_HOURS = 87_600  # ten years: within a protobuf Duration, beyond any real job
+# A time a job is sent with: whole seconds, from one minute (launch/resources.py says why).
+HOURS = {"minimum": MIN_HOURS, "minimum_shown": MIN_HOURS_SHOWN, "maximum": MAX_HOURS}
 KEY_VALUE = re.compile(r"(?P<key>[^=]+)=(?P<value>.*)", re.DOTALL)
 COMMA_LISTS = ("regions", "fallback", "capacity")  # one flag, values separated by commas
 
@@ -53,12 +61,15 @@ class JobFileError(InputError):
 
 def option(help: str, *, default: Any = None, tasks: frozenset = EVERY,
            section: str | None = None, minimum: float | None = None, above: bool = False,
-           maximum: float | None = None, choices: tuple[str, ...] | None = None) -> Any:
+           maximum: float | None = None, choices: tuple[str, ...] | None = None,
+           minimum_shown: str | None = None, zero: str | None = None) -> Any:
     """A field that is a flag of each task in `tasks` and a key of the job file.
     `section`: the task that reads it from its own section of the file (eval's machine is
-    not training's; tune's sweep); `minimum`/`maximum` bound a number (`above`: strictly)."""
+    not training's; tune's sweep); `minimum`/`maximum` bound a number (`above`: strictly;
+    `minimum_shown`: the minimum in words); `zero`: what 0 means, taken below the minimum."""
     metadata = {"help": help, "tasks": tasks, "section": section, "minimum": minimum,
-                "above": above, "maximum": maximum, "choices": choices}
+                "above": above, "maximum": maximum, "choices": choices,
+                "minimum_shown": minimum_shown, "zero": zero}
     if isinstance(default, (tuple, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default),
                                  metadata=metadata)
@@ -121,8 +132,8 @@ class JobFile:
     flex_start: bool = option("queue for capacity: Dynamic Workload Scheduler (vertex; "
                               "L4, A100, H100, H200, B200)", default=False, section=EVAL)
     max_wait_hours: float | None = option("--flex-start: hours to queue (0: no limit; "
-                                          "default 24)", section=EVAL, minimum=0,
-                                          maximum=MAX_HOURS)
+                                          "default 24)", section=EVAL, **HOURS,
+                                          zero="no limit")
     reservation: str | None = option("consume a Compute Engine reservation: any, ZONE/NAME "
                                      "or its path", section=EVAL)
     persistent_resource: str | None = option("run on this Vertex AI persistent resource "
@@ -131,7 +142,7 @@ class JobFile:
                               "(vertex): `invoke jobs.status` prints the links",
                               default=False, section=EVAL)
     timeout_hours: float = option("job timeout (vertex)", default=24.0, section=EVAL,
-                                  minimum=0, above=True, maximum=MAX_HOURS)
+                                  **HOURS)
     regions: tuple = option("regions to try in order, e.g. us-central1,us-east4: a job that "
                             "finds no capacity is resubmitted in the next; every hardware is "
                             "tried in a region before the next region (vertex; waits; "
@@ -145,7 +156,7 @@ class JobFile:
                              tasks=frozenset({TRAIN}))
     max_preemptions: int = option("--capacity: preempted jobs resubmitted on the same kind "
                                   "before the next", default=2, tasks=frozenset({TRAIN}),
-                                  minimum=0)
+                                  minimum=0, maximum=MAX_PREEMPTIONS)
     early_stop_patience: int | None = option(
         "stop training after this many evaluations in a row without a gain in the "
         "experiment's metric (AP); best/ keeps the best checkpoint either way",
@@ -369,9 +380,10 @@ def _value(field: dataclasses.Field, value: Any, shown: str) -> Any:
     if kind in (int, float):
         number = _number(value, kind, shown)
         minimum, maximum = meta["minimum"], meta["maximum"]
+        if meta["zero"] and number == 0:
+            return number
         if minimum is not None and (number <= minimum if meta["above"] else number < minimum):
-            bound = f"more than {minimum:g}" if meta["above"] else f"at least {minimum:g}"
-            raise JobFileError(f"{shown} must be {bound}, got {value!r}")
+            raise JobFileError(f"{shown} must be {bound_words(field)}, got {value!r}")
         if maximum is not None and number > maximum:
             raise JobFileError(f"{shown} must be at most {maximum:g}, got {value!r}")
         return number
@@ -381,6 +393,15 @@ def _value(field: dataclasses.Field, value: Any, shown: str) -> Any:
         raise JobFileError(f"{shown} must be one of {', '.join(meta['choices'])}, got "
                            f"{value[:80]!r}")
     return value
+
+
+def bound_words(field: dataclasses.Field) -> str:
+    """A number field's least value in words: `more than 0`, `0 (no limit) or at least
+    1 minute (0.0167 h)`."""
+    meta = field.metadata
+    least = meta["minimum_shown"] or f"{meta['minimum']:g}"
+    bound = f"more than {least}" if meta["above"] else f"at least {least}"
+    return f"0 ({meta['zero']}) or {bound}" if meta["zero"] else bound
 
 
 def _kind(field: dataclasses.Field) -> type:
