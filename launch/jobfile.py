@@ -19,7 +19,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -39,6 +39,7 @@ from trainer.best import EVALUATORS, TRAINER, EarlyStopping
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 from trainer.experiments import fields as experiment_fields
+from trainer.model_dir import other_experiment
 
 TRAIN, TUNE, EVAL = "train", "tune", "eval"
 TASKS = (TRAIN, TUNE, EVAL)
@@ -288,25 +289,48 @@ def parse(text: str, source: str) -> dict:
     return dict(data)
 
 
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """The run a job would continue or evaluate, as it is found: the experiment its
+    run.json names, where it is, and the flag that names another place."""
+
+    experiment: str
+    where: str  # a model directory, or gs://BUCKET/runs/RUN_ID
+    place: str = "--model-dir"  # or --run-id
+
+
 def resolve(task: str, flags: Mapping[str, Any], file: Mapping[str, Any] | None = None,
-            source: str = "") -> JobFile:
+            source: str = "", run: Callable[[JobFile], Run | None] = lambda job: None
+            ) -> JobFile:
     """The job `task` runs: each field from the flags if given, else from the file (its
-    section for eval's machine and tune's sweep), else its default; every value checked."""
+    section for eval's machine and tune's sweep), else its default; every value checked.
+    Training and evaluation of a run that exists (`run(job)` finds it) take its experiment:
+    one not given is the run's, and another given is refused (a model directory holds one
+    run of one experiment: training another would replace its files)."""
     values: dict[str, Any] = {}
+    given: dict[str, str] = {}  # each value as it was given, for a refusal to name
     for name, value in _from_file(task, file or {}, source).items():
         values[name] = _value(FIELDS[name], value, f"{flag(name)} (in {source})")
+        given[name] = f"{flag(name)} {value} (in {source})"
     for name, value in flags.items():
         if name not in FIELDS or not _given(value) or task not in FIELDS[name].metadata["tasks"]:
             continue
         field = FIELDS[name]
         if value == "":  # `--init-from ""`: back to the default, whatever the file says
             values.pop(name, None)
+            given.pop(name, None)
             continue
         value = _value(field, value, flag(name))
         if isinstance(value, dict) and field.name != "sweep":  # KEY=VALUE flags add keys
             value = {**values.get(name, {}), **value}
-        values[name] = value
+        values[name], given[name] = value, f"{flag(name)} {value}"
     job = JobFile(**values)
+    if task in (TRAIN, EVAL) and (found := run(job)):
+        if "experiment" not in given:
+            job = dataclasses.replace(job, experiment=found.experiment)
+        elif job.experiment != found.experiment:
+            raise JobFileError(other_experiment(str(given["experiment"])[:200], found.where,
+                                                found.experiment, found.place))
     return dataclasses.replace(job, override=_check(job, task))
 
 

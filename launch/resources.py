@@ -100,9 +100,9 @@ class Scheduling:
                    persistent_resource=persistent_resource or None)
 
     def describe(self) -> str:
-        parts = [f"{self.strategy} scheduling", f"timeout {self.timeout_hours:g} h"]
+        parts = [f"{self.strategy} scheduling", f"timeout {sent(self.timeout_hours):g} h"]
         if self.max_wait_hours is not None:
-            parts.append(f"queue up to {self.max_wait_hours:g} h" if self.max_wait_hours
+            parts.append(f"queue up to {sent(self.max_wait_hours):g} h" if self.max_wait_hours
                          else "queue without limit")
         if self.reservation:
             parts.append(f"reservation {self.reservation}")
@@ -219,6 +219,11 @@ EVAL_RESOURCES = Resources(machine_type="n1-standard-8")  # evaluation runs on C
 def whole_seconds(hours: float) -> int:
     """Hours as the whole seconds of the Duration a job is sent with (to the nearest)."""
     return round(hours * 3600)
+
+
+def sent(hours: float) -> float:
+    """Hours as they are sent: whole seconds (what a dry run shows and a bound prices)."""
+    return whole_seconds(hours) / 3600
 
 
 def number(flag: str, value: int | float | str, kind: type) -> int | float:
