@@ -581,7 +581,7 @@ class Vertex:
         resubmitted), so the most is every job it may submit run to its timeout; and what
         --max-cost bounds (the launch: the climb stops before a job it cannot pay for)."""
         preemptions = self.submission.ladder.max_preemptions
-        jobs, usd = most_jobs(ladder, preemptions), estimates[next(iter(estimates))].hourly.currency
+        jobs, usd = most_jobs(ladder, preemptions), next(iter(estimates.values())).hourly.currency
         worst = sum(estimates[rung].bound for rung in estimates) * (1 + preemptions)
         unpriced = " (rungs without a price not counted)" if len(estimates) < len(ladder) \
             else ""

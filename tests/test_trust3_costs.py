@@ -235,6 +235,10 @@ def test_without_experiment_the_run_s_own_is_used(task, tmp_path, capsys):
     run_task(task, model_dir=str(model_dir), data_dir=str(records), force=True, dry_run=True,
              experiment=MASK)  # the same one, given: taken
     assert snapshot(model_dir) == before
+    import tasks
+
+    # export has no --experiment to differ: it rebuilds the model from run.json alone
+    assert "experiment" not in inspect.signature(tasks.export).parameters
 
 
 def test_a_vertex_run_id_of_another_experiment_is_refused_before_anything_is_sent(fakes):

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from google.api_core.exceptions import GoogleAPIError
-from google.auth.exceptions import GoogleAuthError
+from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
 
 from launch import jobfile
 from launch.cloud import Cloud, run_paths, stamp
@@ -125,7 +125,8 @@ def recorded_run(job: jobfile.JobFile, model_dir: str, cloud: Callable[[], Cloud
     """The run `job` would continue or evaluate, if it exists: a local job's model directory
     (`model_dir`, here or gs://), a Vertex AI job's --run-id (a new run id is new: nothing
     to read); with the experiment its run.json names (jobfile.resolve takes it from there).
-    A bucket that cannot be read is a note: the trainer refuses another experiment too."""
+    A bucket that cannot be read is a note (no credentials: none, the launch says so): the
+    trainer refuses another experiment too."""
     if job.target == "local":
         where, place = model_dir.rstrip("/") or model_dir, "--model-dir"
         shown = f"{place} {where}"
@@ -153,6 +154,8 @@ def recorded_run(job: jobfile.JobFile, model_dir: str, cloud: Callable[[], Cloud
         raise InputError(f"{shown[:200]}: {reason(error)}; choose another {place}") from None
     except InputError:
         raise
+    except DefaultCredentialsError:  # the launch says so itself (a dry run: with a note)
+        return None
     except (GoogleAPIError, GoogleAuthError, UserError) as error:
         print(f"note: the experiment of {shown[:200]} is not checked here "
               f"({reason(error)}); the trainer checks it", file=sys.stderr)
