@@ -294,13 +294,16 @@ def _run_job(c, task: str, flags: dict) -> None:
     """A job task: the job file (--job, or the run --rerun names), the flags over it, each
     value checked, then the same request to the target's executor."""
     from launch.executors import Target, executor_for
+    from launch.runs.jobfiles import recorded_run
     from launch.vertex.ladder import Ladder
 
     def prepare():
         source, file = _job_source(c, flags)
         if task == TUNE:
             flags["sweep"] = _sweep(flags, file, source).as_mapping()
-        job = jobfile.resolve(task, flags, file, source)
+        job = jobfile.resolve(task, flags, file, source, lambda found: recorded_run(
+            found, found.model_dir or LOCAL_DIRS[task], lambda: _cloud(
+                c, flags["project"], None, flags["bucket"], None, flags["env"])))
         request = jobfile.request(job, task)
         cloud = _cloud(c, flags["project"], job.region, flags["bucket"], job.image,
                        flags["env"])

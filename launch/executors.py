@@ -61,7 +61,7 @@ from launch.vertex.hardware import (
     machine_for,
     tensorflow_note,
 )
-from launch.vertex.ladder import Ladder, Rung, climb, labels, rungs
+from launch.vertex.ladder import Budget, Ladder, Rung, climb, labels, most_jobs, rungs
 from launch.vertex.notify import notifier
 from launch.vertex.spec import job_id, pin_images, tensorboard_url, trainer_images
 from launch.vertex.submit import (
@@ -286,7 +286,7 @@ class Vertex:
                       f"{' -> '.join(labels(list(plan.jobs)).values())} (the job shown is the "
                       "first rung's)", file=sys.stderr)
         plan = self._check_quota(where.project, plan)
-        self._price(request, where, plan)
+        estimates = self._price(request, where, plan)
         if not self.submission.dry_run and trains:
             self._require_data(data, request.experiment)  # now, not after a build
             self._refuse_second_writer(where.project, plan.targets, run_id)
@@ -310,7 +310,7 @@ class Vertex:
             jobfiles.store_in_bucket(self.cloud, run_id, _job_text(
                 request, **decided, image=trainer_images(job)[0], config_file=kept))
         if ladder and not self.submission.dry_run:
-            return self._climb(ladder, plan, run_id)
+            return self._climb(ladder, plan, run_id, estimates)
         return dispatch(self.cloud, plan.targets[first.region], job, run_id, self.submission)
 
     def tune(self, request: Request, sweep: Sweep) -> str:
@@ -390,7 +390,7 @@ class Vertex:
         hourly = known_price(functools.partial(costs.job_hourly, PriceTable.load(),
                                                where.region, job), self.submission.max_cost)
         if hourly is not None:
-            estimate = Estimate(hourly, sizing.timeout_hours)
+            estimate = Estimate(hourly, costs.timeout_hours(job))  # as sent
             print("\n".join(estimate.lines()), file=sys.stderr, flush=True)
             estimate.refuse_over(self.submission.max_cost)
         return dispatch(self.cloud, where, job, f"dataset {name}", self.submission)
@@ -560,11 +560,12 @@ class Vertex:
                                 location.prefix, experiment)
 
     def _price(self, request: Request, where: CloudTarget, plan: Plan,
-               sweep: Sweep | None = None) -> None:
+               sweep: Sweep | None = None) -> dict[Rung, Estimate]:
         """Prints the estimate of each rung (a sweep: `parallel` trials at a time, all its
-        trials in the bound) on stderr; refuses, before any request, a job whose dearest rung
-        is over --max-cost (its bound needs none; its expected cost reads earlier runs'
-        speed), or whose price on any rung is unknown."""
+        trials in the bound) on stderr, and a ladder's whole launch; refuses, before any
+        request, a job whose dearest rung is over --max-cost (its bound needs none; its
+        expected cost reads earlier runs' speed), or whose price on any rung is unknown.
+        The estimates of the rungs whose price is known."""
         table, budget = PriceTable.load(), self.submission.max_cost
         ladder = len(plan.jobs) > 1
         named = {rung: f"{name.lower()} rung: " if ladder else ""
@@ -578,24 +579,51 @@ class Vertex:
         if isinstance(request, Training):
             steps = request.steps or default_train_steps(request.experiment)
         trials = {"runs": sweep.trials, "at_once": sweep.parallel} if sweep else {}
-        timeout = request.resources.scheduling.timeout_hours
+        timeout = {rung: costs.timeout_hours(job) for rung, job in plan.jobs.items()}  # as sent
         for rung in sorted(hourly, key=lambda r: hourly[r].total, reverse=True):  # dearest
             # first; the bound needs no read of earlier runs
-            self._refuse_over(Estimate(hourly[rung], timeout, steps, **trials), named[rung],
-                              budget)
+            self._refuse_over(Estimate(hourly[rung], timeout[rung], steps, **trials),
+                              named[rung], budget)
         speeds = {} if steps is None else measured_speeds(  # each rung's own hardware
             lambda: read_summaries(self.cloud.storage(), where.bucket), request.experiment,
             {plan.hardware[rung] for rung in hourly})
         estimates = {}
         for rung, price in hourly.items():
             speed, why_not = speeds.get(plan.hardware[rung], (None, ""))
-            estimates[rung] = Estimate(price, timeout, steps, speed, why_not, **trials)
+            estimates[rung] = Estimate(price, timeout[rung], steps, speed, why_not, **trials)
             first, *more = estimates[rung].lines()
             said[rung] += [f"{named[rung]}{first}", *more]
         print("\n".join(dict.fromkeys(line for lines in said.values() for line in lines)),
               file=sys.stderr, flush=True)  # once each
         for rung in sorted(estimates, key=lambda r: estimates[r].bound, reverse=True):
             self._refuse_over(estimates[rung], named[rung], budget)
+        if self.submission.ladder and estimates:
+            print("\n".join(self._launch_bound(list(plan.jobs), estimates)), file=sys.stderr,
+                  flush=True)
+        return estimates
+
+    def _launch_bound(self, ladder: list[Rung], estimates: dict[Rung, Estimate]) -> list[str]:
+        """What a ladder's whole launch can cost: each job is paid for (a preempted one is
+        resubmitted), so the most is every job it may submit run to its timeout; and what
+        --max-cost bounds (the launch: the climb stops before a job it cannot pay for)."""
+        preemptions = self.submission.ladder.max_preemptions
+        jobs, usd = most_jobs(ladder, preemptions), next(iter(estimates.values())).hourly.currency
+        worst = sum(estimates[rung].bound for rung in estimates) * (1 + preemptions)
+        unpriced = " (rungs without a price not counted)" if len(estimates) < len(ladder) \
+            else ""
+        lines = [f"ladder: up to {jobs} job{'s' * (jobs != 1)} ({len(ladder)} rung"
+                 f"{'s' * (len(ladder) != 1)} x 1 + {preemptions} resubmission"
+                 f"{'s' * (preemptions != 1)} after preemption), each paid for: at most "
+                 f"{worst:.2f} {usd} if every one ran to its timeout{unpriced}"]
+        budget = self.submission.max_cost
+        if budget is not None:
+            bounds = sorted(estimate.bound for estimate in estimates.values())
+            each = f"{bounds[0]:.2f}" if bounds[0] == bounds[-1] else \
+                f"{bounds[0]:.2f} to {bounds[-1]:.2f}"
+            lines.append(f"--max-cost {budget:g} bounds the whole launch, not each job: a job "
+                         f"({each} {usd} at most each) is submitted only while the jobs "
+                         f"before it left that much of the {budget:g} {usd}")
+        return lines
 
     @staticmethod
     def _refuse_over(estimate: Estimate, rung: str, budget: float | None) -> None:
@@ -605,9 +633,12 @@ class Vertex:
         except OverBudget as error:
             raise OverBudget(f"{rung}{error}") from None
 
-    def _climb(self, ladder: Ladder, plan: Plan, run_id: str) -> str:
+    def _climb(self, ladder: Ladder, plan: Plan, run_id: str,
+               estimates: dict[Rung, Estimate]) -> str:
         """Submits the run on each rung in turn until a job succeeds (vertex/ladder.py):
-        each rung's job in its region, labelled with its rung and attempt."""
+        each rung's job in its region, labelled with its rung and attempt; with --max-cost,
+        only while the jobs that ended leave its bound of the cap (their run time at their
+        rung's price)."""
         # every rung runs the same images: built (if missing) and resolved once
         pins = image_pins(self.cloud, plan.jobs.values(), self.submission)
         project = plan.targets[plan.first.region].project
@@ -626,10 +657,17 @@ class Vertex:
             events.job_ended(done)
             return done
 
+        def cost(rung: Rung, job: aiplatform_v1.CustomJob) -> float:
+            estimate = estimates[rung]
+            return estimate.hourly.total * costs.hours_counted(job, estimate.timeout_hours)
+
+        budget = None if self.submission.max_cost is None else Budget(
+            self.submission.max_cost, {rung: e.bound for rung, e in estimates.items()}, cost,
+            next(iter(estimates.values())).hourly.currency)
         done = climb(list(plan.jobs), run, ladder.max_preemptions,
                      say=say,
                      explain=lambda job: why_failed(self.cloud, project, job),
-                     on_step=events.ladder_step)
+                     on_step=events.ladder_step, budget=budget)
         return f"{vertex_client.describe(done).strip()} (run {run_id})"
 
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:

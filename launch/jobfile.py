@@ -19,7 +19,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import yaml
@@ -27,13 +27,20 @@ import yaml
 from launch import pretrained
 from launch.errors import InputError
 from launch.jobs import Evaluation, Request, Training
-from launch.resources import Resources, Scheduling
+from launch.resources import (
+    MAX_PREEMPTIONS,
+    MIN_HOURS,
+    MIN_HOURS_SHOWN,
+    Resources,
+    Scheduling,
+)
 from trainer import datasets, hparams
 from trainer.best import EVALUATORS, TRAINER, EarlyStopping
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 from trainer.experiments import fields as experiment_fields
 from trainer.io import read_regular
+from trainer.model_dir import other_experiment
 
 TRAIN, TUNE, EVAL = "train", "tune", "eval"
 TASKS = (TRAIN, TUNE, EVAL)
@@ -44,6 +51,8 @@ TARGETS = ("local", "vertex")
 INIT_TYPES = ("backbone", "detector", "all")
 MAX_FILE_BYTES = 1 << 20
 MAX_HOURS = 87_600  # ten years: within a protobuf Duration, beyond any real job
+# A time a job is sent with: whole seconds, from one minute (launch/resources.py says why).
+HOURS = {"minimum": MIN_HOURS, "minimum_shown": MIN_HOURS_SHOWN, "maximum": MAX_HOURS}
 KEY_VALUE = re.compile(r"(?P<key>[^=]+)=(?P<value>.*)", re.DOTALL)
 COMMA_LISTS = ("regions", "fallback", "capacity")  # one flag, values separated by commas
 
@@ -55,13 +64,16 @@ class JobFileError(InputError):
 def option(help: str, *, default: Any = None, tasks: frozenset = EVERY,
            section: str | None = None, minimum: float | None = None, above: bool = False,
            maximum: float | None = None, choices: tuple[str, ...] | None = None,
+           minimum_shown: str | None = None, zero: str | None = None,
            path: bool = False) -> Any:
     """A field that is a flag of each task in `tasks` and a key of the job file.
     `section`: the task that reads it from its own section of the file (eval's machine is
-    not training's; tune's sweep); `minimum`/`maximum` bound a number (`above`: strictly);
+    not training's; tune's sweep); `minimum`/`maximum` bound a number (`above`: strictly;
+    `minimum_shown`: the minimum in words); `zero`: what 0 means, taken below the minimum;
     `path`: its value may name a file or directory on this machine (a rerun checks it)."""
     metadata = {"help": help, "tasks": tasks, "section": section, "minimum": minimum,
-                "above": above, "maximum": maximum, "choices": choices, "path": path}
+                "above": above, "maximum": maximum, "choices": choices,
+                "minimum_shown": minimum_shown, "zero": zero, "path": path}
     if isinstance(default, (tuple, dict)):
         return dataclasses.field(default_factory=lambda: type(default)(default),
                                  metadata=metadata)
@@ -125,8 +137,8 @@ class JobFile:
     flex_start: bool = option("queue for capacity: Dynamic Workload Scheduler (vertex; "
                               "L4, A100, H100, H200, B200)", default=False, section=EVAL)
     max_wait_hours: float | None = option("--flex-start: hours to queue (0: no limit; "
-                                          "default 24)", section=EVAL, minimum=0,
-                                          maximum=MAX_HOURS)
+                                          "default 24)", section=EVAL, **HOURS,
+                                          zero="no limit")
     reservation: str | None = option("consume a Compute Engine reservation: any, ZONE/NAME "
                                      "or its path", section=EVAL)
     persistent_resource: str | None = option("run on this Vertex AI persistent resource "
@@ -135,7 +147,7 @@ class JobFile:
                               "(vertex): `invoke jobs.status` prints the links",
                               default=False, section=EVAL)
     timeout_hours: float = option("job timeout (vertex)", default=24.0, section=EVAL,
-                                  minimum=0, above=True, maximum=MAX_HOURS)
+                                  **HOURS)
     regions: tuple = option("regions to try in order, e.g. us-central1,us-east4: a job that "
                             "finds no capacity is resubmitted in the next; every hardware is "
                             "tried in a region before the next region (vertex; waits; "
@@ -149,7 +161,7 @@ class JobFile:
                              tasks=frozenset({TRAIN}))
     max_preemptions: int = option("--capacity: preempted jobs resubmitted on the same kind "
                                   "before the next", default=2, tasks=frozenset({TRAIN}),
-                                  minimum=0)
+                                  minimum=0, maximum=MAX_PREEMPTIONS)
     early_stop_patience: int | None = option(
         "stop training after this many evaluations in a row without a gain in the "
         "experiment's metric (AP); best/ keeps the best checkpoint either way",
@@ -280,25 +292,48 @@ def parse(text: str, source: str) -> dict:
     return dict(data)
 
 
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """The run a job would continue or evaluate, as it is found: the experiment its
+    run.json names, where it is, and the flag that names another place."""
+
+    experiment: str
+    where: str  # a model directory, or gs://BUCKET/runs/RUN_ID
+    place: str = "--model-dir"  # or --run-id
+
+
 def resolve(task: str, flags: Mapping[str, Any], file: Mapping[str, Any] | None = None,
-            source: str = "") -> JobFile:
+            source: str = "", run: Callable[[JobFile], Run | None] = lambda job: None
+            ) -> JobFile:
     """The job `task` runs: each field from the flags if given, else from the file (its
-    section for eval's machine and tune's sweep), else its default; every value checked."""
+    section for eval's machine and tune's sweep), else its default; every value checked.
+    Training and evaluation of a run that exists (`run(job)` finds it) take its experiment:
+    one not given is the run's, and another given is refused (a model directory holds one
+    run of one experiment: training another would replace its files)."""
     values: dict[str, Any] = {}
+    given: dict[str, str] = {}  # each value as it was given, for a refusal to name
     for name, value in _from_file(task, file or {}, source).items():
         values[name] = _value(FIELDS[name], value, f"{flag(name)} (in {source})")
+        given[name] = f"{flag(name)} {value} (in {source})"
     for name, value in flags.items():
         if name not in FIELDS or not _given(value) or task not in FIELDS[name].metadata["tasks"]:
             continue
         field = FIELDS[name]
         if value == "":  # `--init-from ""`: back to the default, whatever the file says
             values.pop(name, None)
+            given.pop(name, None)
             continue
         value = _value(field, value, flag(name))
         if isinstance(value, dict) and field.name != "sweep":  # KEY=VALUE flags add keys
             value = {**values.get(name, {}), **value}
-        values[name] = value
+        values[name], given[name] = value, f"{flag(name)} {value}"
     job = JobFile(**values)
+    if task in (TRAIN, EVAL) and (found := run(job)):
+        if "experiment" not in given:
+            job = dataclasses.replace(job, experiment=found.experiment)
+        elif job.experiment != found.experiment:
+            raise JobFileError(other_experiment(str(given["experiment"])[:200], found.where,
+                                                found.experiment, found.place))
     return dataclasses.replace(job, override=_check(job, task))
 
 
@@ -372,9 +407,10 @@ def _value(field: dataclasses.Field, value: Any, shown: str) -> Any:
     if kind in (int, float):
         number = _number(value, kind, shown)
         minimum, maximum = meta["minimum"], meta["maximum"]
+        if meta["zero"] and number == 0:
+            return number
         if minimum is not None and (number <= minimum if meta["above"] else number < minimum):
-            bound = f"more than {minimum:g}" if meta["above"] else f"at least {minimum:g}"
-            raise JobFileError(f"{shown} must be {bound}, got {value!r}")
+            raise JobFileError(f"{shown} must be {bound_words(field)}, got {value!r}")
         if maximum is not None and number > maximum:
             raise JobFileError(f"{shown} must be at most {maximum:g}, got {value!r}")
         return number
@@ -384,6 +420,15 @@ def _value(field: dataclasses.Field, value: Any, shown: str) -> Any:
         raise JobFileError(f"{shown} must be one of {', '.join(meta['choices'])}, got "
                            f"{value[:80]!r}")
     return value
+
+
+def bound_words(field: dataclasses.Field) -> str:
+    """A number field's least value in words: `more than 0`, `0 (no limit) or at least
+    1 minute (0.0167 h)`."""
+    meta = field.metadata
+    least = meta["minimum_shown"] or f"{meta['minimum']:g}"
+    bound = f"more than {least}" if meta["above"] else f"at least {least}"
+    return f"0 ({meta['zero']}) or {bound}" if meta["zero"] else bound
 
 
 def _kind(field: dataclasses.Field) -> type:

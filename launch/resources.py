@@ -12,6 +12,22 @@ from typing import Protocol
 from launch.errors import InputError
 
 SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
+# A job's timeout (and a Flex-start job's queueing limit) is sent as a protobuf Duration of
+# whole seconds, and a timeout left unset (or "0s") is Vertex AI's default: "The maximum job
+# running time. The default is 7 days." (Scheduling.timeout, Vertex AI API reference,
+# https://docs.cloud.google.com/ruby/docs/reference/google-cloud-ai_platform-v1/0.27.0/
+# Google-Cloud-AIPlatform-V1-Scheduling, read 2026-11-26). So a time in hours is sent to the
+# nearest second (`whole_seconds`), priced as sent, and never below MIN_HOURS: one minute,
+# the shortest limit that means anything (a job stopped sooner has paid for its machines'
+# start-up and run nothing; `predict --target vertex` checks its batch job every 30 s).
+# Below a second, 1e-300 h was sent as "0s" (7 days) and priced as 0.00 USD.
+MIN_HOURS = 1 / 60
+MIN_HOURS_SHOWN = "1 minute (0.0167 h)"
+DEFAULT_TIMEOUT_HOURS = 7 * 24  # what Vertex AI runs a job with no timeout for
+# A capacity ladder resubmits a preempted job on the same rung at most this many times: each
+# preempted job is paid for the time it ran, and a rung preempted ten times over has no
+# capacity to give (the next rung, or the user, decides then).
+MAX_PREEMPTIONS = 10
 
 
 RESOURCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -45,15 +61,17 @@ class Scheduling:
         if self.strategy not in SCHEDULING_STRATEGIES:
             raise InputError(f"scheduling strategy must be one of "
                              f"{', '.join(SCHEDULING_STRATEGIES)}, got {self.strategy!r}")
-        if not 0 < self.timeout_hours < float("inf"):
-            raise InputError(f"--timeout-hours must be positive, got {self.timeout_hours}")
+        if not MIN_HOURS <= self.timeout_hours < float("inf"):
+            raise InputError(f"--timeout-hours must be at least {MIN_HOURS_SHOWN}, got "
+                             f"{self.timeout_hours:g}")
         if self.max_wait_hours is not None:
             if self.strategy != "FLEX_START":
                 raise InputError("--max-wait-hours is how long a --flex-start job queues: "
                                  "add --flex-start or drop it")
-            if not 0 <= self.max_wait_hours < float("inf"):
-                raise InputError(f"--max-wait-hours must be 0 (no limit) or more, got "
-                                 f"{self.max_wait_hours}")
+            if not (self.max_wait_hours == 0 or
+                    MIN_HOURS <= self.max_wait_hours < float("inf")):
+                raise InputError(f"--max-wait-hours must be 0 (no limit) or at least "
+                                 f"{MIN_HOURS_SHOWN}, got {self.max_wait_hours:g}")
         if self.reservation and self.persistent_resource:
             raise InputError("--reservation and --persistent-resource exclude each other: a "
                              "persistent resource brings its own capacity")
@@ -82,9 +100,9 @@ class Scheduling:
                    persistent_resource=persistent_resource or None)
 
     def describe(self) -> str:
-        parts = [f"{self.strategy} scheduling", f"timeout {self.timeout_hours:g} h"]
+        parts = [f"{self.strategy} scheduling", f"timeout {sent(self.timeout_hours):g} h"]
         if self.max_wait_hours is not None:
-            parts.append(f"queue up to {self.max_wait_hours:g} h" if self.max_wait_hours
+            parts.append(f"queue up to {sent(self.max_wait_hours):g} h" if self.max_wait_hours
                          else "queue without limit")
         if self.reservation:
             parts.append(f"reservation {self.reservation}")
@@ -196,6 +214,16 @@ class Resources:
 
 DEFAULT_RESOURCES = Resources()
 EVAL_RESOURCES = Resources(machine_type="n1-standard-8")  # evaluation runs on CPU
+
+
+def whole_seconds(hours: float) -> int:
+    """Hours as the whole seconds of the Duration a job is sent with (to the nearest)."""
+    return round(hours * 3600)
+
+
+def sent(hours: float) -> float:
+    """Hours as they are sent: whole seconds (what a dry run shows and a bound prices)."""
+    return whole_seconds(hours) / 3600
 
 
 def number(flag: str, value: int | float | str, kind: type) -> int | float:

@@ -133,7 +133,8 @@ def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> C
 
 
 def _bound(field: dataclasses.Field) -> str:
-    minimum = field.metadata["minimum"]
-    if minimum is None:
+    meta = field.metadata
+    if meta["minimum"] is None:
         return ""
-    return f" > {minimum:g}" if field.metadata["above"] else f" >= {minimum:g}"
+    least = f" > {meta['minimum']:g}" if meta["above"] else f" >= {meta['minimum']:.3g}"
+    return f" 0 or{least}" if meta["zero"] else least

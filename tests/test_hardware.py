@@ -211,9 +211,8 @@ def test_reservations_and_persistent_resources_in_the_job():
 
 @pytest.mark.parametrize("flags,message", [
     ({"max_wait_hours": "2"}, "--max-wait-hours is how long a --flex-start job queues"),
-    ({"flex_start": True, "max_wait_hours": "-1"}, "must be 0 \\(no limit\\) or more"),
-    ({"flex_start": True, "max_wait_hours": "nan"}, "must be 0 \\(no limit\\) or more"),
-    ({"flex_start": True, "max_wait_hours": "inf"}, "must be 0 \\(no limit\\) or more"),
+    *(({"flex_start": True, "max_wait_hours": value}, "--max-wait-hours must be 0 \\(no limit\\) "
+       "or at least 1 minute \\(0.0167 h\\), got") for value in ("-1", "nan", "inf", "1e-300")),
     ({"spot": True, "reservation": "us-central1-a/r1"}, "not SPOT capacity"),
     ({"reservation": "us-central1-a/r1", "persistent_resource": "p1"}, "exclude each other"),
     ({"reservation": "../../other-project"}, "is not 'any', ZONE/NAME"),

@@ -155,8 +155,10 @@ def test_help_has_no_automatic_short_flags_and_shows_types_and_defaults():
                     and not line.strip().startswith("--")], options
     train = invoke("train", "--help").stdout
     assert "--steps=STRING" in train and "[whole number >= 1]" in train
-    assert "[number > 0; default 24]" in train  # --timeout-hours
     assert "--max-preemptions" in train and "default 2]" in train
+    flat = " ".join(train.split())  # invoke wraps the help
+    assert "job timeout (vertex) [number >= 0.0167; default 24]" in flat  # one minute
+    assert "default 24) [number 0 or >= 0.0167]" in flat  # --max-wait-hours: 0 is no limit
     # a task whose first option is required takes `--help` for its value: one line, exit 2,
     # naming the task as invoke lists it (every such task, called in this process)
     import inspect

@@ -497,8 +497,24 @@ def test_deploy_says_the_price_is_unknown_and_max_cost_cannot_be_checked(service
                                               "pricing.refresh`")
 
 
+class Clock:
+    """time for launch.serving.commands: each reading an hour after the last, so the
+    shortest timeout (one minute) has passed at the first poll."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        self.now += 3600
+        return self.now
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        pass
+
+
 def test_a_batch_job_prints_its_bound_is_refused_over_budget_and_cancelled_at_its_timeout(
-        services, serving_prices, capsys):
+        services, serving_prices, capsys, monkeypatch):
     cloud = services.cloud()
     write_run(services.storage, "r1")
     commands.upload_model(cloud, "r1")
@@ -514,15 +530,19 @@ def test_a_batch_job_prints_its_bound_is_refused_over_budget_and_cancelled_at_it
     assert capsys.readouterr().err == ("cost: 0.26 USD/h (1 x n1-standard-4 at 0.2600/h); at "
                                        "most 5.20 USD (0.52 USD/h at 2 replicas x 10 h "
                                        "timeout)\n")
+    for short in ("-1", "1e-9"):  # under a minute: 1e-9 h is 3.6 microseconds
+        with pytest.raises(InputError, match=rf"^--timeout-hours must be at least 1 minute "
+                                             rf"\(0\.0167 h\), got '{short}'$"):
+            commands.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
+                                   timeout_hours=short)
+    assert services.vertex.batch_received == []
     said: list[str] = []
+    monkeypatch.setattr(commands, "time", Clock())
     with pytest.raises(StepFailed, match=r"ended JOB_STATE_CANCELLED"):
         commands.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
-                               poll_seconds=0, say=said.append, timeout_hours=1e-9)
-    assert said[1:] == ["  running", "  cancelling: 1e-09 h (--timeout-hours) have passed",
+                               poll_seconds=0, say=said.append, timeout_hours="0.0167")
+    assert said[1:] == ["  running", "  cancelling: 0.0167 h (--timeout-hours) have passed",
                         "  cancelled"]
-    with pytest.raises(InputError, match=r"--timeout-hours must be more than 0, got '-1'"):
-        commands.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
-                               timeout_hours="-1")
     assert len(services.vertex.batch_received) == 1
 
 
@@ -560,7 +580,7 @@ def test_the_online_request_limit_is_the_documented_one_and_a_half_million_bytes
     (["endpoint.deploy", "--run-id=r1", "--max-cost=ten"], "--max-cost must be a number"),
     (["endpoint.deploy", "--run-id=r1", "--max-cost=0.01"], "--max-cost"),  # over, or unknown
     (["predict", "--target=vertex", "--run-id=r1", "--images=gs://b/*.jpg",
-      "--timeout-hours=0"], "--timeout-hours must be more than 0"),
+      "--timeout-hours=0"], "--timeout-hours must be at least 1 minute (0.0167 h)"),
     (["predict", "--endpoint=1", "--max-pixels=0"], "--max-pixels must be at least 1, got 0"),
     (["predict", "--target=vertex", "--run-id=r1", "--max-pixels=many"],
      "--max-pixels must be a whole number"),

@@ -10,8 +10,8 @@ import json
 import sys
 from collections.abc import Callable
 
-from trainer import jsonnum
-from trainer.errors import JsonError
+from trainer import io, jsonnum
+from trainer.errors import JsonError, SettingsError
 from trainer.files import (
     LABEL_MAP_FILE,
     MAX_RUN_JSON_BYTES,
@@ -55,6 +55,32 @@ def read_run_info(model_dir: str) -> dict:
     if not isinstance(found, dict) or not isinstance(found.get("experiment"), str):
         raise JsonError(f"{path} is not a run file: it names no experiment")
     return found
+
+
+def recorded_experiment(model_dir: str) -> str | None:
+    """The experiment of the run in `model_dir` (its run.json), None when it holds none."""
+    if not io.exists(f"{model_dir}/{RUN_FILE}"):
+        return None
+    return read_run_info(model_dir)["experiment"]
+
+
+def other_experiment(given: str, where: str, recorded: str,
+                     other_place: str = "--model-dir",
+                     keep: str = "leave out --experiment to use the run's") -> str:
+    """Why a run of one experiment is not continued (or evaluated) as another: `given` is
+    the experiment as it was given (`--experiment NAME`); the fix never touches the run."""
+    return (f"{given}: {where} holds a run of {recorded} (its {RUN_FILE}); {keep}, or "
+            f"choose another {other_place} for a new run")
+
+
+def check_experiment(model_dir: str, experiment: str) -> None:
+    """A model directory holds one run of one experiment: training another into it would
+    replace its run.json, params.yaml and newest checkpoint; evaluating it as another
+    restores none of its checkpoints."""
+    recorded = recorded_experiment(model_dir)
+    if recorded is not None and recorded != experiment:
+        raise SettingsError(other_experiment(f"--experiment {experiment}", model_dir,
+                                             recorded, keep=f"pass --experiment {recorded}"))
 
 
 def load_params(model_dir: str):
@@ -158,7 +184,8 @@ def newest_restorable(model_dir: str, on_warning: Callable[[str], None] = warn,
         on_warning(unrestorable(prefix, problem))
     if checkpoints:
         raise FileNotFoundError(f"no checkpoint in {model_dir} can be restored (see the "
-                                "warnings above); move the directory aside to start over")
+                                "warnings above); it is left as it is: to start over, train "
+                                "into another --model-dir")
     return None
 
 

@@ -8,6 +8,7 @@ override always has the last word.
 from __future__ import annotations
 
 from trainer import files, hparams, init_checkpoint, io
+from trainer import model_dir as model_dir_lib
 from trainer.args import INIT_CHECKPOINT_TYPES
 from trainer.best import TRAINER
 from trainer.data.checks import masks_missing
@@ -53,6 +54,7 @@ def check_inputs(settings: TrainerSettings) -> None:
     TensorFlow) load where that can be, so a wrong name or path is answered at once."""
     if settings.experiment not in EXPERIMENTS:  # perhaps one of Model Garden's own
         _experiment_config(settings.experiment)
+    model_dir_lib.check_experiment(settings.model_dir, settings.experiment)  # before writing
     if settings.trains:
         _check_inputs(settings.train_input, "--train-input")
     stopping = settings.early_stopping

@@ -6,20 +6,25 @@ gs://BUCKET/runs/RUN_ID/job.yaml."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Mapping
+import sys
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
+
+from google.api_core.exceptions import GoogleAPIError
+from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
 
 from launch import jobfile, pretrained
 from launch.cloud import Cloud, run_paths, stamp
-from launch.errors import InputError, MissingError
-from launch.gcs.mirror import is_gcs
-from launch.gcs.upload import read_bytes
+from launch.errors import InputError, MissingError, UserError, reason
+from launch.gcs.mirror import GcsPath, is_gcs
+from launch.gcs.upload import read_bytes, read_json
 from launch.places import RunIdError
 from launch.runs import configs
 from trainer import datasets
-from trainer.errors import SettingsError
-from trainer.files import JOB_FILE
+from trainer.errors import JsonError, SettingsError
+from trainer.files import JOB_FILE, MAX_RUN_JSON_BYTES, RUN_FILE
 from trainer.io import read_regular
+from trainer.model_dir import recorded_experiment
 
 MAX_BYTES = 1 << 20
 
@@ -204,3 +209,46 @@ def bucket_run_data(cloud: Cloud, run_id: str) -> RecordedData:
     url = f"{paths.root}/{JOB_FILE}"
     data = _read_bucket(cloud.storage(), paths.bucket, url)
     return recorded_data(_text(data), url) if data is not None else RecordedData()
+
+
+def recorded_run(job: jobfile.JobFile, model_dir: str, cloud: Callable[[], Cloud]
+                 ) -> jobfile.Run | None:
+    """The run `job` would continue or evaluate, if it exists: a local job's model directory
+    (`model_dir`, here or gs://), a Vertex AI job's --run-id (a new run id is new: nothing
+    to read); with the experiment its run.json names (jobfile.resolve takes it from there).
+    A bucket that cannot be read is a note (no credentials: none, the launch says so): the
+    trainer refuses another experiment too."""
+    if job.target == "local":
+        where, place = model_dir.rstrip("/") or model_dir, "--model-dir"
+        shown = f"{place} {where}"
+    elif job.run_id:
+        where, place = None, "--run-id"
+        shown = f"{place} {job.run_id}"
+    else:
+        return None
+    try:
+        if where is None:
+            paths = run_paths(cloud(), job.run_id)
+            where, url = paths.root, f"{paths.checkpoints}/{RUN_FILE}"
+        else:
+            url = f"{where}/{RUN_FILE}"
+        if is_gcs(url):
+            location = GcsPath.parse(url)
+            found = read_json(cloud().storage(), location.bucket, location.prefix,
+                              MAX_RUN_JSON_BYTES)
+            experiment = found.get("experiment") if isinstance(found, dict) else None
+            if found is not None and not isinstance(experiment, str):
+                raise JsonError(f"{url} is not a run file: it names no experiment")
+        else:
+            experiment = recorded_experiment(where)
+    except (ValueError, OSError) as error:  # JsonError, a file that is not text
+        raise InputError(f"{shown[:200]}: {reason(error)}; choose another {place}") from None
+    except InputError:
+        raise
+    except DefaultCredentialsError:  # the launch says so itself (a dry run: with a note)
+        return None
+    except (GoogleAPIError, GoogleAuthError, UserError) as error:
+        print(f"note: the experiment of {shown[:200]} is not checked here "
+              f"({reason(error)}); the trainer checks it", file=sys.stderr)
+        return None
+    return jobfile.Run(experiment, where, place) if experiment else None

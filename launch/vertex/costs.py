@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 
 from google.cloud import aiplatform_v1
 
 from launch.pricing.table import Bill, Hourly, Key, PriceMissing, PriceTable
-from launch.resources import Accelerator
+from launch.resources import DEFAULT_TIMEOUT_HOURS, Accelerator
 from launch.vertex import hardware
 
 # A job's scheduling strategy -> the price column it pays.
@@ -68,6 +69,14 @@ def job_hourly(table: PriceTable, region: str, job: aiplatform_v1.CustomJob) -> 
                       for pool in job.job_spec.worker_pool_specs), table.currency)
 
 
+def timeout_hours(job: aiplatform_v1.CustomJob) -> float:
+    """The running time the job is sent with (its Duration, whole seconds), in hours: what a
+    bound is priced by, not the number typed; none, or 0 s, is Vertex AI's default, 7 days
+    (launch/resources.py)."""
+    seconds = job.job_spec.scheduling.timeout.total_seconds()
+    return seconds / 3600 if seconds > 0 else DEFAULT_TIMEOUT_HOURS
+
+
 def job_region(job: aiplatform_v1.CustomJob) -> str:
     """`projects/P/locations/REGION/customJobs/ID` -> REGION."""
     return job.name.split("/")[3]
@@ -92,6 +101,18 @@ def job_cost(table: PriceTable, job: aiplatform_v1.CustomJob,
     if not job.start_time:
         return 0.0
     return job_hourly(table, job_region(job), job).total * _hours_run(job, now)
+
+
+def hours_counted(job: aiplatform_v1.CustomJob, timeout: float) -> float:
+    """The hours an ended job is counted as having run against a budget: start to end,
+    rounded up to the whole minute (never under what it ran); none when it never started
+    (a stockout before any machine); its whole `timeout` when its end is not known."""
+    if not job.start_time:
+        return 0.0
+    if not job.end_time:
+        return timeout
+    seconds = max((job.end_time - job.start_time).total_seconds(), 0.0)
+    return math.ceil(seconds / 60) / 60
 
 
 def _hours_run(job: aiplatform_v1.CustomJob, now: datetime.datetime) -> float:

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from google.cloud import aiplatform_v1
 
 from launch import triage
 from launch.errors import InputError, StepFailed
 from launch.places import region_name
-from launch.resources import number
+from launch.resources import MAX_PREEMPTIONS, number
 from launch.vertex.hardware import check_region
 
 RUNGS = {"spot": "SPOT", "flex-start": "FLEX_START", "standard": "STANDARD"}
@@ -51,6 +51,10 @@ class Ladder:
             raise InputError("--capacity names a kind of capacity twice")
         if self.max_preemptions < 0:
             raise InputError("--max-preemptions must be 0 or more")
+        if self.max_preemptions > MAX_PREEMPTIONS:
+            raise InputError(f"--max-preemptions must be at most {MAX_PREEMPTIONS}, got "
+                             f"{self.max_preemptions}: each preempted job is paid for, and a "
+                             "rung preempted that often has no capacity to give")
         _once("--regions", self.regions)
         _once("--fallback", self.fallback)
         for region in self.regions:
@@ -121,15 +125,50 @@ def outcome(job: aiplatform_v1.CustomJob) -> str:
     return "failed"
 
 
+def most_jobs(ladder: Sequence[Rung], max_preemptions: int) -> int:
+    """The most jobs a climb submits: on each rung, one and a resubmission per preemption."""
+    return len(ladder) * (1 + max_preemptions)
+
+
+@dataclasses.dataclass
+class Budget:
+    """`--max-cost` over a whole climb, not each job: a job is submitted only when what the
+    jobs before it cost plus the most it can cost (its rung's bound, price x timeout) is
+    within the cap, so everything the launch starts stays within it, whatever the ladder
+    meets. What an ended job cost is `cost(rung, job)` (the executor prices its run time)."""
+
+    cap: float
+    bounds: Mapping[Rung, float]  # the most one job on each rung can cost
+    cost: Callable[[Rung, aiplatform_v1.CustomJob], float]
+    currency: str = "USD"
+    spent: float = 0.0
+    jobs: int = 0
+
+    def refusal(self, rung: Rung, name: str) -> str | None:
+        """Why the next job, on `rung`, may not be submitted (None: it fits)."""
+        left = self.cap - self.spent
+        if self.bounds[rung] <= left:
+            return None
+        usd = self.currency
+        return (f"the ladder stops before a job on {name}: the {self.jobs} job"
+                f"{'s' * (self.jobs != 1)} it ran cost {self.spent:.2f} {usd}, and a job on "
+                f"{name} can cost up to {self.bounds[rung]:.2f} {usd}, more than the "
+                f"{max(left, 0.0):.2f} {usd} left of --max-cost {self.cap:g}")
+
+    def paid(self, rung: Rung, job: aiplatform_v1.CustomJob) -> None:
+        self.spent += self.cost(rung, job)
+        self.jobs += 1
+
+
 def climb(ladder: Sequence[Rung], run: Callable[[Rung, int], aiplatform_v1.CustomJob],
           max_preemptions: int = 2, say: Callable[[str], None] = print,
           explain: Callable[[aiplatform_v1.CustomJob], str] = lambda job: "",
-          on_step: Callable[[aiplatform_v1.CustomJob, str], None] = lambda job, text: None
-          ) -> aiplatform_v1.CustomJob:
+          on_step: Callable[[aiplatform_v1.CustomJob, str], None] = lambda job, text: None,
+          budget: Budget | None = None) -> aiplatform_v1.CustomJob:
     """Runs `run(rung, attempt)` (submit one job and wait for it to end) up the ladder; the
     job that succeeded, or StepFailed saying what each attempt met (`explain`: a failed job's
     cause and fix, from its log). Each resubmission is said, and `on_step` hears of it with
-    the job that ended."""
+    the job that ended. With a `budget`, StepFailed before a job it cannot pay for."""
     history, attempt, named = [], 0, labels(ladder)
 
     def step(job: aiplatform_v1.CustomJob, text: str) -> None:
@@ -139,8 +178,12 @@ def climb(ladder: Sequence[Rung], run: Callable[[Rung, int], aiplatform_v1.Custo
     for index, rung in enumerate(ladder):
         preemptions, name = 0, named[rung]
         while True:
+            if budget and (why := budget.refusal(rung, name)):
+                raise StepFailed(f"{why} ({'; '.join(history)})")
             attempt += 1
             job = run(rung, attempt)
+            if budget:
+                budget.paid(rung, job)
             result = outcome(job)
             history.append(f"{name}: {result}")
             if result == "succeeded":

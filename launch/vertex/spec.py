@@ -12,7 +12,7 @@ from google.protobuf import duration_pb2
 
 from launch.jobs import TrainerJob
 from launch.places import CloudTarget, label_value
-from launch.resources import Resources, reservation_parts
+from launch.resources import Resources, reservation_parts, whole_seconds
 from launch.vertex.hardware import (
     HardwareError,
     Machine,
@@ -72,7 +72,8 @@ def _scheduling(scheduling) -> aiplatform_v1.Scheduling:
 
 
 def _hours(hours: float) -> duration_pb2.Duration:
-    return duration_pb2.Duration(seconds=int(hours * 3600))
+    """A time in hours as the Duration sent; what is priced (costs.timeout_hours)."""
+    return duration_pb2.Duration(seconds=whole_seconds(hours))
 
 
 def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_dir: str,
