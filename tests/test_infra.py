@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -380,31 +381,28 @@ def test_the_deployer_cannot_regain_a_project_wide_admin_role(stacks):
         assert role_grant["depends_on"][0] == "google_project_iam_custom_role.deployer-role"
 
 
-def test_researchers_push_images_only_where_an_environment_opts_in(tmp_path):
+def synth_dev(tmp_path: Path, **changes) -> tuple[dict, Environment]:
+    """The dev stack of an environment changed by `changes`, synthesised."""
     from cdktf import App
 
     from infra.stack import TrainingPlatformStack
 
     app = App(outdir=str(tmp_path))
-    env = dataclasses.replace(ENVIRONMENTS["dev"], researchers_push_images=True)
+    env = dataclasses.replace(ENVIRONMENTS["dev"], **changes)
     TrainingPlatformStack(app, env, image_tag="t", source_dir=".")
     app.synth()
-    stack = json.loads((tmp_path / "stacks" / "pets-dev" / "cdk.tf.json").read_text())
+    return json.loads((tmp_path / "stacks" / "pets-dev" / "cdk.tf.json").read_text()), env
+
+
+def test_researchers_push_images_only_where_an_environment_opts_in(tmp_path):
+    stack, env = synth_dev(tmp_path, researchers_push_images=True)
     group = f"group:{env.researchers_group}"
     assert (group, "repository", "roles/artifactregistry.writer") in grants(stack)
     assert stack["output"]["researchers_push_images"]["value"] == "true"
 
 
 def test_where_researchers_do_not_build_only_the_deployer_acts_as_the_builder(tmp_path):
-    from cdktf import App
-
-    from infra.stack import TrainingPlatformStack
-
-    app = App(outdir=str(tmp_path))
-    env = dataclasses.replace(ENVIRONMENTS["dev"], researchers_build_images=False)
-    TrainingPlatformStack(app, env, image_tag="t", source_dir=".")
-    app.synth()
-    stack = json.loads((tmp_path / "stacks" / "pets-dev" / "cdk.tf.json").read_text())
+    stack, env = synth_dev(tmp_path, researchers_build_images=False)
     acting = {(g["member"]) for g in resources(stack, "google_service_account_iam_member")
               if g["role"] == "roles/iam.serviceAccountUser" and
               "builder" in json.dumps(g["service_account_id"])}
