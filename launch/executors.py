@@ -426,8 +426,6 @@ class Vertex:
         regions = ladder.regions if ladder and ladder.regions else (where.region,)
         locality.refuse_far(regions, found,
                             "--regions" if ladder and ladder.regions else "--region")
-        if note := found.note():  # said on every launch: the check is only as good
-            print(note, file=sys.stderr)
         targets = {}
         for region in regions:
             tensorboard, why = locality.tensorboard_in(region, where.tensorboard, found.bucket)
@@ -467,6 +465,8 @@ class Vertex:
             raise HardwareError(f"no rung of the ladder can run: {'; '.join(skipped.values())}")
         for (region, machine_type), why in skipped.items():
             print(f"note: the ladder skips {machine_type} in {region}: {why}", file=sys.stderr)
+        if note := found.note():  # said on every launch that passes: the check is only as
+            print(note, file=sys.stderr)  # good as what it assumes
         return Plan(jobs, {rung: machines[rung] for rung in jobs},
                     {rung: request.resources.hardware_key(machines[rung]) for rung in jobs},
                     targets)

@@ -19,6 +19,7 @@ from launch.errors import InputError
 from launch.jobs import Evaluation, Training
 from tests.conftest import REPO
 from tests.test_vertex import TARGET
+from trainer.cli import ERROR_PREFIX
 
 VERTEX_ENV = {"PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
               "PETS_BUCKET": TARGET.bucket, "PETS_IMAGE": TARGET.image,
@@ -329,8 +330,8 @@ def test_the_trainer_refuses_to_evaluate_on_data_labelled_unlike_the_run(tmp_pat
                          check=False, timeout=60)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: the label map {data}/pet_label_map.pbtxt is not the one the run in {run} was "
-        "trained with: evaluate on the data the run trained on (`invoke eval` without "
+        f"{ERROR_PREFIX}the label map {data}/pet_label_map.pbtxt is not the one the run in {run} "
+        "was trained with: evaluate on the data the run trained on (`invoke eval` without "
         "--data-dir reads it)"]
 
 

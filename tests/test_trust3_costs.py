@@ -268,6 +268,7 @@ def test_the_trainer_refuses_another_experiment_before_writing(tmp_path, capsys)
     """`python -m trainer` itself (a Vertex AI job whose run the launcher could not read):
     one line, exit 2, before anything is written."""
     from trainer import cli
+    from trainer.cli import ERROR_PREFIX
 
     records = write_records(tmp_path / "records")
     model_dir = mask_run(tmp_path, records)
@@ -276,7 +277,8 @@ def test_the_trainer_refuses_another_experiment_before_writing(tmp_path, capsys)
         assert cli.main(["--experiment=pets_retinanet_mobilenet", f"--mode={mode}",
                          f"--model_dir={model_dir}", f"--data_dir={records}"]) == 2
         assert capsys.readouterr().err == (
-            f"error: --experiment pets_retinanet_mobilenet: {model_dir} holds a run of {MASK} "
+            f"{ERROR_PREFIX}--experiment pets_retinanet_mobilenet: {model_dir} holds a run of "
+            f"{MASK} "
             f"(its run.json); pass --experiment {MASK}, or choose another --model-dir for a "
             "new run\n")
     assert snapshot(model_dir) == before
