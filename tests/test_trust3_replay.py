@@ -31,8 +31,10 @@ from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.test_jobfile import invoke, refused
 from trainer import jsonnum
 from trainer.data.changes import ClassChanges
-from trainer.errors import JsonError, SettingsError
+from trainer.data.label_map import read_label_map
+from trainer.errors import JsonError, LabelMapError, SettingsError
 from trainer.io import NotRegularFile, read_regular
+from trainer.predict import read_picture
 
 EXPERIMENT = "pets_retinanet_resnetfpn"
 T4 = {"machine_type": "n1-standard-8", "accelerator": "NVIDIA_TESLA_T4:1"}
@@ -304,6 +306,17 @@ def test_a_fifo_or_a_device_named_as_a_file_is_refused_at_once(tmp_path):
         with pytest.raises(InputError, match=r"^--config-file /dev/zero: cannot read it as "
                                              r"YAML \(a device, not a regular file\)$"):
             configs.read_local(["/dev/zero"])
+        with pytest.raises(LabelMapError, match=rf"^label map {fifo}: a FIFO, not a regular"):
+            read_label_map(fifo)  # --label-map of convert, train and predict
+        with pytest.raises(NotRegularFile):
+            read_picture(str(fifo))  # predict --images: that image fails, the others go on
+        model = tmp_path / "model"
+        model.mkdir()
+        os.mkfifo(model / "run.json")  # the run a model directory holds
+        job = jobfile.resolve("train", {"model_dir": str(model)})
+        with pytest.raises(InputError, match=rf"^--model-dir {model}: a FIFO, not a regular "
+                                             r"file; choose another --model-dir$"):
+            jobfiles.recorded_run(job, str(model), Cloud)
 
 
 def test_a_fifo_config_file_is_refused_before_a_local_run_starts(tmp_path):
