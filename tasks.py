@@ -66,8 +66,9 @@ def _guarded(action):
     except DefaultCredentialsError:
         raise Exit(f"error: {NO_CREDENTIALS}", code=2) from None
     except GoogleAPICallError as error:  # any refusal the adapters do not explain themselves
-        raise Exit(f"error: Google Cloud refused the request ({error.__class__.__name__}: "
-                   f"{error.message}); `invoke doctor` checks your access", code=2) from None
+        raise Exit(printable(f"error: Google Cloud refused the request ("
+                             f"{error.__class__.__name__}: {error.message}); `invoke doctor` "
+                             "checks your access"), code=2) from None
     except StepFailed as error:
         raise Exit(printable(f"error: {error}"), code=1) from None
 

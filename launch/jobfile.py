@@ -593,6 +593,9 @@ def _field_kind(experiment: str, name: str, shown: str) -> str | None:
     if path is None:
         raise JobFileError(f"{shown} {name[:80]!r}: use one of {', '.join(hparams.PARAMETERS)} "
                            "or a config path such as task.model.head.num_convs")
+    if path in hparams.OWNED_BY_FLAGS:
+        raise JobFileError(f"{shown} {name[:80]!r}: the trainer takes {path} from "
+                           f"{hparams.OWNED_BY_FLAGS[path]}; give that instead")
     known = experiment_fields.fields(experiment)
     if known is None:
         return None

@@ -137,6 +137,31 @@ def test_a_small_archive_may_write_at_most_ten_times_its_size_plus_a_floor(tmp_p
     assert extraction_bound(Path("/dev/null"), 1 << 20) == 1 << 20  # the lower bound wins
 
 
+def sparse_bomb(path: Path, written: int) -> Path:
+    """A GNU sparse (PAX 1.0) member that declares one byte but makes tarfile write `written`
+    bytes of zeros before truncating the file (how a 306 KB archive wrote 300 MiB)."""
+    data = f"1\n0\n{written}\n".encode().ljust(512, b"\0") + bytes(written)
+    with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("GNUSparseFile.0/ckpt-1.data")
+        info.size = len(data)
+        info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+                            "GNU.sparse.name": "ckpt-1.data", "GNU.sparse.realsize": "1"}
+        tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_a_sparse_member_is_refused_before_anything_is_written(tmp_path):
+    path = sparse_bomb(tmp_path / "sparse.tar.gz", 4 << 20)
+    out = tmp_path / "out"
+    out.mkdir()
+    with tarfile.open(path) as tar:
+        assert [m.issparse() for m in tar] == [True]  # tarfile reads it as sparse
+    with pytest.raises(DownloadError, match=r"member 'ckpt-1\.data' is a sparse file, whose "
+                                            r"written size its header does not bound"):
+        safe_extract(path, out)
+    assert list(out.iterdir()) == []
+
+
 def test_an_archive_of_too_many_members_is_refused_before_anything_is_written(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

@@ -131,6 +131,15 @@ def test_params_follow_flags_in_documented_order(train_records, tmp_path):
     assert params.task.init_checkpoint == f"{tmp_path}/backbone"
     assert params.task.init_checkpoint_modules == "all"
     assert params.task.train_data.input_path == f"{train_records}/train.record-*"
+    # what the flags own (the data, the checkpoint) no --params_override changes, in any form
+    for swap in ("task.train_data.input_path=gs://evil/train*",
+                 '{"task": {"validation_data": {"input_path": "gs://evil/val*"}}}',
+                 "task:\n  init_checkpoint: gs://evil/ckpt-1"):
+        s = settings.parse([f"--model_dir={tmp_path}", f"--data_dir={train_records}",
+                            f"--params_override={swap}"], {})
+        with pytest.raises(SettingsError, match=r"^--params-override sets task\.\w+\.?\w*, "
+                                                r"which the trainer takes from --"):
+            build_params(s, "float32")
     for broken in ("x={a: 1, b: 2}", "task: [unclosed"):  # not YAML: one line, no traceback
         s = settings.parse([f"--model_dir={tmp_path}", f"--data_dir={train_records}",
                             f"--params_override={broken}"], {})

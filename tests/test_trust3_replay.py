@@ -31,8 +31,10 @@ from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.test_jobfile import invoke, refused
 from trainer import jsonnum
 from trainer.data.changes import ClassChanges
-from trainer.errors import JsonError, SettingsError
+from trainer.data.label_map import read_label_map
+from trainer.errors import JsonError, LabelMapError, SettingsError
 from trainer.io import NotRegularFile, read_regular
+from trainer.predict import read_picture
 
 EXPERIMENT = "pets_retinanet_resnetfpn"
 T4 = {"machine_type": "n1-standard-8", "accelerator": "NVIDIA_TESLA_T4:1"}
@@ -123,6 +125,10 @@ HOSTILE = {
     "once: true": r"'once' is not a key a training launch writes",
     "timeout-hours: 8000": r"timeout-hours 8000 is more than 168 \(7 days, Vertex AI's "
                            r"default\); give --timeout-hours on the command line",
+    # a number written as text is the same number (it was sent as 3,650 days)
+    'timeout-hours: "87600"': r"timeout-hours 87600 is more than 168",
+    # a number is no dataset reference: it was evaluated as the newest version of "2026"
+    "dataset: 2026": r"dataset '2026' is not a dataset reference \(NAME@VERSION, text\)",
 }
 
 
@@ -142,6 +148,25 @@ def test_a_stored_job_its_launch_could_not_have_written_is_refused(fakes, tmp_pa
         rerun(fakes.cloud(), "evil")
     assert fakes.vertex.received == [] and fakes.builds.requests == []
     assert not list(fakes.storage.bucket("pets-data").list_blobs(prefix="runs/again/"))
+
+
+@pytest.mark.parametrize("override", [
+    "task.train_data.input_path: gs://evil/train*", "task.validation_data.input_path: gs://e/v",
+    "task.init_checkpoint: gs://evil/ckpt-1", "task__init_checkpoint_modules: all"])
+def test_an_override_of_what_the_trainers_flags_own_is_refused(fakes, override):
+    """A stored (or typed) override may not swap the data the job names, a dataset's listed
+    shards, or the checkpoint --init-from names: the trainer sets those from its flags."""
+    store(fakes, "swap", yaml.safe_dump({"target": "vertex", "experiment": EXPERIMENT}) +
+          f"override:\n  {override}\n")
+    name = override.split(":")[0]
+    path = name.replace("__", ".")
+    with pytest.raises(InputError, match=rf"--override '{name}': the trainer takes {path} "
+                                         r"from --(data-dir or --dataset|init-from|init-type); "
+                                         r"give that instead"):
+        rerun(fakes.cloud(), "swap")
+    with pytest.raises(InputError, match=rf"the trainer takes {path} from"):
+        jobfile.resolve("train", {"override": [f"{name}=x"]})
+    assert fakes.vertex.received == []
 
 
 def test_a_long_timeout_is_replayed_when_the_command_line_gives_it(fakes):
@@ -282,6 +307,17 @@ def test_a_fifo_or_a_device_named_as_a_file_is_refused_at_once(tmp_path):
         with pytest.raises(InputError, match=r"^--config-file /dev/zero: cannot read it as "
                                              r"YAML \(a device, not a regular file\)$"):
             configs.read_local(["/dev/zero"])
+        with pytest.raises(LabelMapError, match=rf"^label map {fifo}: a FIFO, not a regular"):
+            read_label_map(fifo)  # --label-map of convert, train and predict
+        with pytest.raises(NotRegularFile):
+            read_picture(str(fifo))  # predict --images: that image fails, the others go on
+        model = tmp_path / "model"
+        model.mkdir()
+        os.mkfifo(model / "run.json")  # the run a model directory holds
+        job = jobfile.resolve("train", {"model_dir": str(model)})
+        with pytest.raises(InputError, match=rf"^--model-dir {model}: a FIFO, not a regular "
+                                             r"file; choose another --model-dir$"):
+            jobfiles.recorded_run(job, str(model), Cloud)
 
 
 def test_a_fifo_config_file_is_refused_before_a_local_run_starts(tmp_path):

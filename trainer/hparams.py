@@ -30,6 +30,15 @@ PARAMETERS = {
     "batch_size": "task.train_data.global_batch_size",
     "input_size": "task.model.input_size",  # a square side: S becomes [S, S, 3]
 }
+# Config fields the trainer sets from its flags, which no override may change: the data a
+# run reads is the one its job names (a dataset's listed shards, the records it checked) and
+# the checkpoint it restores the one --init-from names, whatever a stored job file holds.
+OWNED_BY_FLAGS = {
+    "task.train_data.input_path": "--data-dir or --dataset",
+    "task.validation_data.input_path": "--data-dir or --dataset",
+    "task.init_checkpoint": "--init-from",
+    "task.init_checkpoint_modules": "--init-type",
+}
 SEGMENT = re.compile(r"[a-z_][a-z0-9_]*")
 METRIC_FILE_ENV, DEFAULT_METRIC_FILE = "CLOUD_ML_HP_METRIC_FILE", \
     f"/tmp/{HYPERTUNE_METRIC_FILE}"

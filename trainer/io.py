@@ -4,6 +4,7 @@ Look-ups on local paths use Python alone, so a wrong path is answered before Ten
 from __future__ import annotations
 
 import glob as glob_lib
+import io as std_io
 import os
 import shutil
 import stat
@@ -98,9 +99,10 @@ def isdir(path: str) -> bool:
 
 def read_text(path: str, limit: int = -1) -> str:
     """The file's text, or its first `limit` characters; OSError (FileNotFoundError for a
-    missing one) when it cannot be read, on Cloud Storage too."""
+    missing one, NotRegularFile for a FIFO or a device) when it cannot be read, on Cloud
+    Storage too."""
     if not is_url(path):
-        with open(path, encoding="utf-8") as f:
+        with std_io.TextIOWrapper(open_regular(path), encoding="utf-8") as f:
             return f.read(limit)
     import tensorflow as tf
 

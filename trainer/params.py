@@ -138,6 +138,7 @@ def build_params(settings: TrainerSettings, precision: str):
             overrides["trainer"]["optimizer_config"] = {
                 "learning_rate": {"cosine": {"decay_steps": settings.train_steps}}}
     params.override(overrides, is_strict=True)
+    owned = _owned_values(params)
     for override in settings.params_override:
         try:
             params = hyperparams.override_params_dict(params, override, is_strict=True)
@@ -151,6 +152,22 @@ def build_params(settings: TrainerSettings, precision: str):
         except (KeyError, ValueError, TypeError) as error:
             raise SettingsError(f"a trial's values {list(settings.hparams)} do not fit the "
                                 f"experiment's config: {error}") from None
+    for path, before in owned.items():
+        if _owned_values(params)[path] != before:
+            raise SettingsError(f"--params-override sets {path}, which the trainer takes "
+                                f"from {hparams.OWNED_BY_FLAGS[path]}: give that instead")
     params.validate()
     params.lock()
     return params
+
+
+def _owned_values(params) -> dict[str, object]:
+    """The values of the fields the trainer's flags own (hparams.OWNED_BY_FLAGS)."""
+    tree = params.as_dict()
+    values = {}
+    for path in hparams.OWNED_BY_FLAGS:
+        node = tree
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        values[path] = node
+    return values

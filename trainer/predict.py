@@ -26,6 +26,7 @@ from trainer.data.label_map import id_to_name, read_label_map
 from trainer.errors import PredictError, SettingsError
 from trainer.export import MASKS, SIGNATURE, UINT8_SIGNATURE, serving_takes
 from trainer.files import DETECTIONS_FILE, LABEL_MAP_FILE
+from trainer.io import open_regular
 from trainer.masks import paste, to_rle
 from trainer.visualize import draw_detections
 
@@ -65,7 +66,8 @@ def read_picture(path: str, max_pixels: int = MAX_PIXELS) -> Picture:
     """Raises ImageError for an image over `max_pixels` (from its header, before decoding)
     and PIL's many error types for undecodable bytes; the caller reports them. An animation
     is its first frame, as in conversion (Pillow decodes no other)."""
-    data = Path(path).read_bytes()
+    with open_regular(path) as file:  # a FIFO among the --images would wait for a writer
+        data = file.read()
     with open_checked(data, max_pixels) as opened:
         # read from the header: exif_transpose returns a copy whether it turns or not
         turned = opened.getexif().get(ExifTags.Base.Orientation, 1) != 1

@@ -126,8 +126,13 @@ def replayable(file: Mapping, source: str, run_root: str, local: bool,
                 raise InputError(f"{shown} is a path on this machine, which a launch on Vertex "
                                  f"AI never records; {fix}")
     hours = file.get("timeout-hours")
-    if "timeout_hours" not in given and isinstance(hours, (int, float)) and \
-            not isinstance(hours, bool) and hours > REPLAY_MAX_HOURS:
+    if "timeout_hours" in given or hours is None:
+        return
+    try:
+        hours = jobfile.flag_value("timeout_hours", hours)  # `"87600"` is a number too
+    except InputError as error:
+        raise InputError(f"{source}: {error}") from None
+    if hours > REPLAY_MAX_HOURS:
         raise InputError(f"{source}: timeout-hours {hours:g} is more than "
                          f"{REPLAY_MAX_HOURS:g} (7 days, Vertex AI's default); give "
                          "--timeout-hours on the command line to run that long")
@@ -166,8 +171,12 @@ class RecordedData:
 def unversioned(dataset: object, where: str, action: str) -> None:
     """Refuses a stored job naming a dataset without the version its run read (stored
     before job files recorded it): any version chosen now could be other data."""
-    if not isinstance(dataset, str) or "@" in dataset:
+    if dataset is None or (isinstance(dataset, str) and "@" in dataset):
         return
+    if not isinstance(dataset, str):  # `dataset: 2026` would be read as the name "2026"
+        raise InputError(f"{where}: dataset {str(dataset)[:80]!r} is not a dataset "
+                         "reference (NAME@VERSION, text); say which data: --dataset "
+                         "NAME@VERSION (`invoke data.list`) or --data-dir")
     raise InputError(f"{where} names dataset {dataset[:80]!r} without the version the run "
                      f"read; to {action}, say which data: --dataset {dataset[:80]}@VERSION "
                      "(`invoke data.list`) or --data-dir")

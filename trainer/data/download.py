@@ -169,6 +169,10 @@ def _checked_members(tar: tarfile.TarFile, archive_path: Path, output_dir: Path,
         if not (member.isfile() or member.isdir() or member.issym() or member.islnk()):
             raise DownloadError(f"{archive_path}: member {member.name!r} is a device or "
                                 "pipe; refusing to extract")
+        if member.issparse():  # its size is what remains after tarfile fills and truncates
+            raise DownloadError(f"{archive_path}: member {member.name!r} is a sparse file, "
+                                "whose written size its header does not bound; refusing to "
+                                "extract (nothing written)")
         size = sizes.get(member.linkname, 0) if member.islnk() else \
             member.size if member.isfile() else 0
         sizes[member.name] = size

@@ -110,9 +110,12 @@ def parse_label_map(text: str) -> dict[str, int]:
 
 
 def read_label_map(path: str | Path) -> dict[str, int]:
-    from trainer.io import read_text
+    from trainer.io import NotRegularFile, read_text
 
-    return parse_label_map(read_text(str(path)))
+    try:
+        return parse_label_map(read_text(str(path)))
+    except NotRegularFile as error:  # a FIFO would wait for a writer, /dev/zero never end
+        raise LabelMapError(f"label map {path}: {error}") from None
 
 
 def id_to_name(label_map: Mapping[str, int]) -> dict[int, str]:
