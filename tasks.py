@@ -11,12 +11,13 @@ from pathlib import Path
 
 from invoke import Collection, Exit
 
-from launch import jobfile, jobs, workflow
+from launch import workflow
 from launch.errors import InputError, StepFailed, UserError
-from launch.jobfile import EVAL, TRAIN, TUNE
-from launch.jobs import Places
-from launch.resources import optional_number
 from launch.taskflags import Flag, job_task, task
+from launch.values import jobfile, jobs
+from launch.values.jobfile import EVAL, TRAIN, TUNE
+from launch.values.jobs import Places
+from launch.values.resources import optional_number
 from launch.workflow import ExportChoices
 from trainer.args import MAX_PIXELS_HELP, ConvertArgs, DownloadArgs, SampleArgs
 from trainer.data.formats import NAMES as DATA_FORMATS
@@ -325,7 +326,7 @@ def _run_job(c, task: str, flags: dict) -> None:
 
     job, request, executor = _guarded(prepare)
     if task == TUNE:
-        from launch.tuning.sweep import Sweep
+        from launch.values.sweep import Sweep
 
         _say(lambda: executor.tune(request, Sweep.from_mapping(job.sweep)))
     else:
@@ -349,7 +350,7 @@ def _job_source(c, flags: dict) -> tuple[str, dict]:
 
 def _sweep(flags: dict, file: dict, source: str):
     """tune's sweep: the job file's `tune: sweep:`, then --sweep's file, then the flags."""
-    from launch.tuning.sweep import load
+    from launch.values.sweep import load
 
     return load(flags["sweep"], flags["param"] or (), metric=flags["metric"],
                 goal=flags["goal"], algorithm=flags["algorithm"],
@@ -361,7 +362,7 @@ def _sweep(flags: dict, file: dict, source: str):
 @task
 def models_pretrained(c):
     """List the pretrained checkpoints `--init-from NAME` takes, and what each fits."""
-    from launch.pretrained import listing
+    from launch.values.pretrained import listing
 
     print(listing())
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
-from launch.jobs import Request
-from launch.resources import Accelerator, Resources
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud, write_records
 
 

@@ -30,7 +30,6 @@ from launch.gcs import datasets, mirror
 from launch.gcs.datasets import raw_survey
 from launch.gcs.records import require_training_data
 from launch.images import check_repository
-from launch.jobs import Conversion, Evaluation, Places, Request, Training, tool_job
 from launch.local import LocalExecutor
 from launch.places import CloudTarget, check_run_id, label_value
 from launch.pricing.estimate import (
@@ -46,7 +45,8 @@ from launch.text import say
 from launch.tuning import local as local_tuning
 from launch.tuning import study
 from launch.tuning.commands import submit_sweep
-from launch.tuning.sweep import Sweep
+from launch.values.jobs import Conversion, Evaluation, Places, Request, Training, tool_job
+from launch.values.sweep import Sweep
 from launch.vertex import client as vertex_client
 from launch.vertex import conversion as conversion_jobs
 from launch.vertex import costs, locality, persistent, quota

@@ -16,8 +16,8 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 
-from launch.jobs import TrainerJob
 from launch.text import printable, say
+from launch.values.jobs import TrainerJob
 
 # numbers of at most 18 digits: int() of a longer one can raise (Python's digit limit)
 STEP_LINE = re.compile(r"^\s*train \| step:\s*(\d{1,18})\b")

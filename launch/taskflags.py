@@ -2,7 +2,7 @@
 once. No automatic short flags (`-h` stays help, and one letter never means two things);
 every option's help shows its type and default; numbers are parsed here, so `--steps abc`
 is one line naming the flag (exit 2), not invoke's traceback. `job_task` builds train, tune
-and eval from the fields of `launch.jobfile.JobFile`, the one place they are declared."""
+and eval from the fields of `launch.values.jobfile.JobFile`, the one place they are declared."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 from invoke import Exit
 from invoke import task as invoke_task
 
-from launch import jobfile
+from launch.values import jobfile
 
 KIND_WORDS = {bool: "", int: "whole number", float: "number", str: "text",
               tuple: "repeatable", dict: "KEY=VALUE, repeatable"}

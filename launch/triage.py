@@ -22,7 +22,7 @@ from launch.text import printable
 from trainer.cli import BATCH_SIZE_WORDS, ERROR_PREFIX
 from trainer.hparams import PARAMETERS
 
-OVERRIDE = "--override"  # launch.jobfile's Model Garden parameters (trainer/hparams.py)
+OVERRIDE = "--override"  # launch.values.jobfile's Model Garden parameters (trainer/hparams.py)
 BATCH_FLAG = f"{OVERRIDE} batch_size"  # the global batch size
 BATCH_PATH = PARAMETERS["batch_size"]  # task.train_data.global_batch_size
 DATA_REPORT = "invoke data.inspect"

@@ -10,12 +10,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from launch import jobs, triage
+from launch import triage
 from launch.errors import InputError, StepFailed
 from launch.gcs import mirror
 from launch.gcs.upload import upload_directory
 from launch.local import LocalExecutor, progress_printer
-from launch.resources import DEFAULT_RESOURCES, Resources
+from launch.values import jobs
+from launch.values.resources import DEFAULT_RESOURCES, Resources
 from trainer import best, jsonnum
 from trainer.args import (
     DEFAULT_SIGNATURES,

@@ -11,8 +11,8 @@ from launch.errors import InputError, MissingError, StepFailed
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
 from launch.images import tag_resource
-from launch.jobs import Request
-from launch.resources import Accelerator, Resources
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources
 from launch.vertex.submit import Submission, build_images, job_command
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.fakes.logs import job_entry
@@ -265,7 +265,7 @@ def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
 
     from launch.errors import InputError
     from launch.executors import Local, Target, executor_for
-    from launch.jobs import Places
+    from launch.values.jobs import Places
     from launch.vertex import jobs as vertex_jobs
 
     cloud = fakes.cloud()
@@ -298,7 +298,7 @@ def test_eval_runs_on_the_hardware_asked_for(fakes, tmp_path):
     """`invoke eval --target vertex` takes train's hardware flags: here an L4 GPU."""
     from google.cloud import aiplatform_v1
 
-    from launch.resources import Scheduling
+    from launch.values.resources import Scheduling
 
     cloud = fakes.cloud()
     upload_records(cloud, str(records(tmp_path)))
@@ -337,8 +337,8 @@ def test_a_run_stores_its_job_file_which_rerun_and_eval_read(fakes, tmp_path):
     the data directory the run recorded."""
     import dataclasses
 
-    from launch import jobfile
     from launch.runs import jobfiles
+    from launch.values import jobfile
 
     cloud = fakes.cloud()
     upload_records(cloud, str(records(tmp_path)))

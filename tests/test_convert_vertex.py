@@ -15,8 +15,8 @@ from launch.errors import InputError, MissingError, StepFailed
 from launch.executors import Vertex
 from launch.gcs import datasets
 from launch.gcs.upload import upload_directory
-from launch.jobs import Conversion
 from launch.pricing.estimate import OverBudget
+from launch.values.jobs import Conversion
 from launch.vertex import conversion
 from launch.vertex.submit import Submission
 from tests.conftest import REPO
@@ -245,7 +245,7 @@ def test_the_machine_is_sized_from_the_raw_bytes_by_the_capacity_model(raw_gb, o
 def test_a_local_conversion_publishes_a_dataset_too_and_inspect_fetches_it(fakes, sample,
                                                                           tmp_path):
     from launch.executors import Local
-    from launch.jobs import Places
+    from launch.values.jobs import Places
 
     cloud = fakes.cloud()
     records = tmp_path / "records"

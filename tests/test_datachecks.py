@@ -12,8 +12,8 @@ from PIL import Image
 from launch.datachecks import DataRefused, check, check_local, evaluate, local_findings
 from launch.executors import Local, Vertex
 from launch.gcs.upload import upload_directory
-from launch.jobs import Places, Request
-from launch.resources import Accelerator, Resources
+from launch.values.jobs import Places, Request
+from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud
 from trainer.data.checks import findings
 from trainer.data.convert import convert_coco

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from launch import jobfile
 from launch.datachecks import DataRefused
 from launch.errors import InputError, MissingError
 from launch.executors import Local, Vertex
 from launch.gcs import datasets
-from launch.jobs import Places, Request
+from launch.values import jobfile
+from launch.values.jobs import Places, Request
 from launch.vertex.submit import Submission
 from tests.conftest import REPO
 from tests.fakes.cloud import fake_cloud, write_records
@@ -322,7 +322,7 @@ def test_a_file_put_into_a_version_is_never_read(fakes, tmp_path):
         launch(cloud, "pets", "p2")
 
     # the trainer's own reading of the inputs it is given, on a copy of the version here
-    from launch.jobs import TrainingRun
+    from launch.values.jobs import TrainingRun
     from trainer import io
     from trainer.settings import settings_from_args
 

@@ -16,12 +16,12 @@ from infra.config import VERTEX_REGIONS
 from launch.errors import InputError
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
-from launch.jobs import Request
 from launch.pricing import table
 from launch.pricing.estimate import OverBudget
 from launch.pricing.table import PriceMissing
-from launch.resources import Accelerator, Resources
 from launch.settings import Locations
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources
 from launch.vertex import costs, hardware
 from launch.vertex.hardware import HardwareError, fallback_resources, machine_for
 from launch.vertex.ladder import Ladder, labels, rungs

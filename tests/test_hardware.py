@@ -9,9 +9,9 @@ import pytest
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
-from launch.jobs import Request
 from launch.places import CloudTarget
-from launch.resources import Accelerator, Resources, Scheduling
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources, Scheduling
 from launch.vertex import hardware
 from launch.vertex.jobs import vertex_job
 

@@ -11,8 +11,8 @@ from google.cloud import aiplatform_v1
 from launch.errors import InputError, StepFailed
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
-from launch.jobs import Request
-from launch.resources import Accelerator, Resources
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources
 from launch.vertex.ladder import Ladder, Rung, climb, outcome, rungs
 from launch.vertex.submit import Submission
 from tests.fakes.cloud import fake_cloud, write_records
@@ -158,7 +158,7 @@ def persistent_resource(state="RUNNING", replicas=2, autoscale_to=0):
 
 
 def on_resource(resources: Resources) -> Resources:
-    from launch.resources import Scheduling
+    from launch.values.resources import Scheduling
 
     return dataclasses.replace(resources, scheduling=Scheduling(
         persistent_resource="team-a100s"))

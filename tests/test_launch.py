@@ -8,10 +8,10 @@ import sys
 
 import pytest
 
-from launch import jobs
 from launch.errors import InputError
 from launch.local import LocalExecutor, cluster_specs, progress_printer, replica_environments
-from launch.resources import Resources
+from launch.values import jobs
+from launch.values.resources import Resources
 from tests.conftest import REPO
 from trainer.args import ConvertArgs
 

@@ -13,8 +13,8 @@ from infra import outputs as stack_outputs
 from launch.errors import InputError, StepFailed
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
-from launch.jobs import Request
-from launch.resources import Resources
+from launch.values.jobs import Request
+from launch.values.resources import Resources
 from launch.vertex import client as vertex_client
 from launch.vertex.ladder import Ladder
 from launch.vertex.notify import event_of

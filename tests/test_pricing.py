@@ -13,11 +13,11 @@ from google.cloud import aiplatform_v1
 
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
-from launch.jobs import Request
 from launch.places import CloudTarget
 from launch.pricing import table as prices
 from launch.pricing.estimate import Estimate, OverBudget, Speed, speed_of
-from launch.resources import Accelerator, Resources, Scheduling
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources, Scheduling
 from launch.vertex import costs
 from launch.vertex.jobs import vertex_job
 from launch.vertex.submit import Submission
@@ -180,7 +180,7 @@ def test_speed_comes_from_matching_finite_measurements_only():
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "ten", "1e400"])
 def test_max_cost_must_be_an_amount(value):
-    from launch import jobfile
+    from launch.values import jobfile
 
     with pytest.raises(jobfile.JobFileError, match=r"--max-cost must be (more than 0|a number)"):
         jobfile.resolve("train", {"max_cost": value})

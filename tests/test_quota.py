@@ -10,9 +10,9 @@ from launch import doctor
 from launch.errors import InputError
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
-from launch.jobs import Request
-from launch.resources import Accelerator, Resources, Scheduling
-from launch.tuning.sweep import Sweep
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources, Scheduling
+from launch.values.sweep import Sweep
 from launch.vertex import quota
 from launch.vertex.submit import Submission
 from tests.fakes.cloud import fake_cloud, write_records

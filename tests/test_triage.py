@@ -17,11 +17,11 @@ from launch import triage
 from launch.errors import StepFailed
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
-from launch.jobs import Request, tool_job
 from launch.local import LocalExecutor
-from launch.resources import Accelerator, Resources
 from launch.tuning import commands
-from launch.tuning.sweep import Sweep
+from launch.values.jobs import Request, tool_job
+from launch.values.resources import Accelerator, Resources
+from launch.values.sweep import Sweep
 from launch.vertex import client as vertex_client
 from launch.vertex.ladder import Ladder
 from launch.vertex.submit import Submission, job_command

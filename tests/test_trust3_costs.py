@@ -14,13 +14,13 @@ import pytest
 from google.cloud import aiplatform_v1
 from invoke import Context, Exit
 
-from launch import jobfile
 from launch.errors import InputError, StepFailed
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
-from launch.jobs import Request
 from launch.pricing.table import PriceTable
-from launch.resources import MAX_PREEMPTIONS, Resources, Scheduling
+from launch.values import jobfile
+from launch.values.jobs import Request
+from launch.values.resources import MAX_PREEMPTIONS, Resources, Scheduling
 from launch.vertex import costs
 from launch.vertex.jobs import vertex_job
 from launch.vertex.ladder import Budget, Ladder, climb, most_jobs, rungs

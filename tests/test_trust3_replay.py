@@ -16,15 +16,15 @@ import pytest
 import yaml
 
 from infra import outputs as stack_outputs
-from launch import jobfile
 from launch.cloud import Cloud
 from launch.errors import InputError
 from launch.executors import Local, Vertex
 from launch.images import ImageBuildError
-from launch.jobs import Places, Request
-from launch.resources import Accelerator, Resources
 from launch.runs import configs, jobfiles
-from launch.tuning.sweep import load
+from launch.values import jobfile
+from launch.values.jobs import Places, Request
+from launch.values.resources import Accelerator, Resources
+from launch.values.sweep import load
 from launch.vertex.locality import TooFar
 from launch.vertex.submit import Submission
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records

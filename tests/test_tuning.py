@@ -13,11 +13,11 @@ from google.cloud import aiplatform_v1
 from launch.errors import InputError, StepFailed
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
-from launch.jobs import Request
 from launch.pricing.estimate import OverBudget
-from launch.resources import Accelerator, Resources
 from launch.tuning import commands
-from launch.tuning.sweep import Sweep
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources
+from launch.values.sweep import Sweep
 from launch.vertex.ladder import Ladder
 from launch.vertex.submit import Submission
 from tests.fakes.cloud import fake_cloud, write_records
@@ -201,8 +201,8 @@ def test_a_local_sweep_resumes_after_ctrl_c_and_ends_with_its_best_trial(swept):
 
 
 def test_a_local_sweep_directory_holds_one_sweep_and_one_process(tmp_path):
-    from launch.jobs import Places
     from launch.tuning import local
+    from launch.values.jobs import Places
 
     request, places = Request.training(None, 2), Places(str(tmp_path / "sweep"), "records")
     wanted = local.identity(SWEEP, request, places)
@@ -254,8 +254,8 @@ def test_an_interrupted_trial_runs_again_with_its_values_and_directory(tmp_path)
 
 
 def test_a_sweep_whose_trials_all_fail_fails_and_a_grid_is_tried_once(tmp_path):
-    from launch.jobs import Places
     from launch.tuning import local
+    from launch.values.jobs import Places
 
     grid = Sweep.from_mapping({"metric": "AP", "algorithm": "grid", "trials": 5, "parallel": 2,
                                "params": {"batch_size": [2, 4]}})

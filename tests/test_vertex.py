@@ -11,9 +11,9 @@ from google.cloud import aiplatform_v1
 
 from launch import settings
 from launch.errors import InputError
-from launch.jobs import Request
 from launch.places import CloudTarget
-from launch.resources import Accelerator, Resources, Scheduling
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources, Scheduling
 from launch.vertex import client as vertex_client
 from launch.vertex import hardware
 from launch.vertex.jobs import vertex_job
@@ -359,11 +359,11 @@ def test_cloud_commands_without_credentials_say_how_to_log_in(tmp_path):
 
 
 def test_web_access_reaches_train_eval_and_tune_jobs_and_status_shows_the_shells(tmp_path):
-    from launch import jobfile
     from launch.executors import Local, Vertex
     from launch.gcs.records import upload_records
-    from launch.jobs import Places
-    from launch.tuning.sweep import Sweep
+    from launch.values import jobfile
+    from launch.values.jobs import Places
+    from launch.values.sweep import Sweep
     from launch.vertex.submit import Submission, job_command
     from tests.fakes.cloud import fake_cloud, write_records
 

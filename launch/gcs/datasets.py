@@ -17,9 +17,9 @@ from launch.cloud import Cloud
 from launch.errors import InputError, MissingError
 from launch.gcs import mirror
 from launch.gcs.upload import list_blobs
-from launch.jobs import Request
 from launch.plots import text_table
 from launch.text import printable
+from launch.values.jobs import Request
 from trainer import datasets
 from trainer.errors import SettingsError
 from trainer.files import DATASETS_PREFIX, SPLITS

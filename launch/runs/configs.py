@@ -16,7 +16,7 @@ from launch.cloud import Cloud, run_paths
 from launch.errors import InputError, reason
 from launch.gcs.mirror import GcsPath, is_gcs
 from launch.gcs.upload import read_bytes
-from launch.jobfile import load_yaml
+from launch.values.jobfile import load_yaml
 from trainer.io import read_regular
 
 MAX_BYTES = 1 << 20

@@ -23,11 +23,11 @@ from launch.cloud import Cloud, run_paths, stamp, standard_labels
 from launch.errors import InputError, MissingError, StepFailed, reason
 from launch.gcs import mirror
 from launch.gcs.upload import list_blobs
-from launch.jobfile import flag_value
 from launch.places import label_value
 from launch.pricing.estimate import ServingCost, known_price
 from launch.pricing.table import PriceTable
 from launch.serving import answers, endpoints, registry
+from launch.values.jobfile import flag_value
 from launch.vertex import lifecycle, submit
 from launch.vertex.costs import machine_hourly
 from launch.vertex.spec import machine_spec

@@ -8,7 +8,7 @@ import dataclasses
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
-from launch.resources import Accelerator
+from launch.values.resources import Accelerator
 from launch.vertex.hardware import Machine, resolve_machine
 from launch.vertex.spec import machine_spec
 

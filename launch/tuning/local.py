@@ -25,9 +25,9 @@ from pathlib import Path
 
 from launch import triage
 from launch.errors import InputError, StepFailed
-from launch.jobs import Places, Request, TrainerJob, Training, train_job
 from launch.local import STEP_LINE, LocalExecutor
-from launch.tuning.sweep import Sweep
+from launch.values.jobs import Places, Request, TrainerJob, Training, train_job
+from launch.values.sweep import Sweep
 from trainer import hparams, jsonnum, locks
 from trainer.errors import DirectoryBusy
 from trainer.experiments import default_train_steps

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from google.cloud import aiplatform_v1
 
 from launch.places import label_value
-from launch.tuning.sweep import Param, Sweep
+from launch.values.sweep import Param, Sweep
 
 StudySpec = aiplatform_v1.StudySpec
 ParameterSpec = StudySpec.ParameterSpec

@@ -22,9 +22,9 @@ import math
 
 from google.cloud import aiplatform_v1
 
-from launch.jobs import TrainerJob
 from launch.places import CloudTarget
-from launch.resources import Resources, Scheduling
+from launch.values.jobs import TrainerJob
+from launch.values.resources import Resources, Scheduling
 from launch.vertex import capacity
 from launch.vertex.hardware import HardwareError, machine_for
 from launch.vertex.spec import custom_job

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from launch.errors import InputError
-from launch.resources import Accelerator, Resources
+from launch.values.resources import Accelerator, Resources
 
 CATALOGUE_FILE = Path(__file__).with_name("catalogue.yaml")
 

@@ -11,8 +11,8 @@ import dataclasses
 
 from google.cloud import aiplatform_v1
 
-from launch import jobs
 from launch.places import CloudTarget, RunPaths
+from launch.values import jobs
 from launch.vertex.hardware import machine_for
 from launch.vertex.spec import custom_job
 from trainer.files import RECORDS_PREFIX

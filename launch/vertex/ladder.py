@@ -19,7 +19,7 @@ from google.cloud import aiplatform_v1
 from launch import triage
 from launch.errors import InputError, StepFailed
 from launch.places import region_name
-from launch.resources import MAX_PREEMPTIONS, number
+from launch.values.resources import MAX_PREEMPTIONS, number
 from launch.vertex.hardware import check_region
 
 RUNGS = {"spot": "SPOT", "flex-start": "FLEX_START", "standard": "STANDARD"}

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from google.cloud import aiplatform_v1
 from google.protobuf import duration_pb2
 
-from launch.jobs import TrainerJob
 from launch.places import CloudTarget, label_value
-from launch.resources import Resources, reservation_parts, whole_seconds
+from launch.values.jobs import TrainerJob
+from launch.values.resources import Resources, reservation_parts, whole_seconds
 from launch.vertex.hardware import (
     HardwareError,
     Machine,

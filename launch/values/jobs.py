@@ -11,14 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from launch.errors import InputError
-from launch.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
+from launch.values.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
 from trainer.args import Args, ConvertArgs, TrainArgs
 from trainer.best import EarlyStopping
 from trainer.experiments import DEFAULT_EXPERIMENT
 from trainer.files import SPLITS, shard_glob
 
 if TYPE_CHECKING:
-    from launch.jobfile import Written
+    from launch.values.jobfile import Written
 
 TRAINER_COMMAND = ("python", "-m", "trainer")
 

@@ -24,10 +24,10 @@ from typing import Any
 
 import yaml
 
-from launch import pretrained
 from launch.errors import InputError
-from launch.jobs import Evaluation, Request, Training
-from launch.resources import (
+from launch.values import pretrained
+from launch.values.jobs import Evaluation, Request, Training
+from launch.values.resources import (
     MAX_PREEMPTIONS,
     MIN_HOURS,
     MIN_HOURS_SHOWN,
@@ -51,7 +51,7 @@ TARGETS = ("local", "vertex")
 INIT_TYPES = ("backbone", "detector", "all")
 MAX_FILE_BYTES = 1 << 20
 MAX_HOURS = 87_600  # ten years: within a protobuf Duration, beyond any real job
-# A time a job is sent with: whole seconds, from one minute (launch/resources.py says why).
+# A time a job is sent with: whole seconds, from one minute (launch/values/resources.py says why).
 HOURS = {"minimum": MIN_HOURS, "minimum_shown": MIN_HOURS_SHOWN, "maximum": MAX_HOURS}
 KEY_VALUE = re.compile(r"(?P<key>[^=]+)=(?P<value>.*)", re.DOTALL)
 COMMA_LISTS = ("regions", "fallback", "capacity")  # one flag, values separated by commas
