@@ -1,8 +1,8 @@
 """What researchers type: `invoke --list` is the menu; the logic lives in launch/ and trainer/.
 
-Modules that load Google's client libraries (launch.cloud, launch.executors, launch.vertex.*,
-launch.doctor: about two seconds) are imported inside the tasks that need them, so the menu
-and the local data tasks start at once; every other import is here.
+Modules that load Google's client libraries (launch.context.cloud, launch.executors,
+launch.vertex.*, launch.doctor: about two seconds) are imported inside the tasks that need
+them, so the menu and the local data tasks start at once; every other import is here.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _numbers(**values):
 
 def _cloud(c, project=None, region=None, bucket=None, image=None, env=None):
     """Settings from invoke.yaml's `vertex:` section, overridden by these flags."""
-    from launch.cloud import Cloud
+    from launch.context.cloud import Cloud
 
     return Cloud(config=dict(c.config.get("vertex", {})),
                  overrides={"project": project, "region": region, "bucket": bucket,
@@ -435,7 +435,7 @@ def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env
            format="saved_model", quantize=None, default_signature="uint8",
            calibration_data=None):
     """Export a SavedModel (uint8 images or encoded files in) or a TFLite model."""
-    from launch.cloud import place
+    from launch.context.cloud import place
 
     cloud = _cloud(c, project=project, bucket=bucket, env=env)
     _say(lambda: "exported to " + workflow.export(
@@ -487,7 +487,7 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=None,
     """Detect pets in images: annotated pictures plus a JSON of detections.
 
     With a model here, a Vertex AI endpoint, or a batch prediction job."""
-    from launch.cloud import place
+    from launch.context.cloud import place
 
     cloud = _cloud(c, project=project, bucket=bucket, env=env, region=region)
     score = _guarded(lambda: optional_number("--min-score", min_score, float))
@@ -689,7 +689,7 @@ def jobs_wait(c, job, env=None, project=None, region=None, poll=30, notify=False
 @task(name="refresh")
 def pricing_refresh(c):
     """Rebuild launch/pricing/prices.yaml from the Cloud Billing Catalog (Vertex AI SKUs)."""
-    from launch.clients import cloud_catalog
+    from launch.context.clients import cloud_catalog
     from launch.pricing.refresh import refresh
     from launch.vertex.hardware import regions
 

@@ -2,7 +2,7 @@
 
 The stack emits a `StackOutputs` (infra/stack.py); `cdktf deploy --outputs-file
 infra/outputs.json` writes them under the stack's name; the launcher reads them back with
-`read` (launch/settings.py); tests/fakes/cloud.py writes the same file with `write`.
+`read` (launch/context/settings.py); tests/fakes/cloud.py writes the same file with `write`.
 Terraform outputs are strings, so the flag is "true" or "false".
 """
 

@@ -24,14 +24,14 @@ from google.auth.exceptions import GoogleAuthError
 from google.cloud import aiplatform_v1
 
 from launch import datachecks, workflow
-from launch.cloud import Cloud, default_run_id, job_images, run_paths, standard_labels
+from launch.context.cloud import Cloud, default_run_id, job_images, run_paths, standard_labels
+from launch.context.images import check_repository
+from launch.context.places import CloudTarget, check_run_id, label_value
 from launch.errors import InputError, MissingError, StepFailed, reason
 from launch.gcs import datasets, mirror
 from launch.gcs.datasets import raw_survey
 from launch.gcs.records import require_training_data
-from launch.images import check_repository
 from launch.local import LocalExecutor
-from launch.places import CloudTarget, check_run_id, label_value
 from launch.pricing.estimate import (
     Estimate,
     OverBudget,

@@ -7,10 +7,10 @@ import pytest
 from google.cloud import aiplatform_v1
 
 from infra.image_context import context_hash
+from launch.context.images import tag_resource
 from launch.errors import InputError, MissingError, StepFailed
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
-from launch.images import tag_resource
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from launch.vertex.submit import Submission, build_images, job_command
@@ -88,7 +88,7 @@ def test_upload_then_train_builds_once_and_submits_the_sources_image(fakes, tmp_
 
 
 def test_a_pinned_image_is_never_built_and_runs_by_digest(fakes, tmp_path):
-    from launch.images import ImageBuildError
+    from launch.context.images import ImageBuildError
 
     cloud = fakes.cloud(image=f"{REPOSITORY}/trainer:pinned")
     upload_records(cloud, str(records(tmp_path)))
@@ -196,7 +196,7 @@ def test_the_relaunch_benchmark_builds_for_the_first_launch_only():
 
 
 def test_a_bad_run_id_is_refused_before_any_request(fakes, tmp_path):
-    from launch.places import RunIdError
+    from launch.context.places import RunIdError
 
     cloud = fakes.cloud()
     upload_records(cloud, str(records(tmp_path)))
@@ -223,7 +223,7 @@ def test_local_docker_says_what_it_needs_where_researchers_may_not_push(fakes, t
     import dataclasses
 
     from infra import outputs
-    from launch.images import ImageBuildError
+    from launch.context.images import ImageBuildError
 
     no_push = dataclasses.replace(OUTPUTS, researchers_push_images="false")
     outputs.write({"dev": no_push}, tmp_path / "outputs.json")
@@ -240,8 +240,8 @@ def test_where_researchers_do_not_build_a_missing_image_is_refused_before_any_up
     import dataclasses
 
     from infra import outputs
-    from launch import images
-    from launch.images import ImageBuildError
+    from launch.context import images
+    from launch.context.images import ImageBuildError
     from launch.vertex.submit import IMAGE_FIELDS
 
     no_build = dataclasses.replace(OUTPUTS, researchers_build_images="false")

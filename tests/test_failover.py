@@ -13,13 +13,13 @@ from google.cloud import aiplatform_v1
 from infra import locations
 from infra import outputs as stack_outputs
 from infra.config import VERTEX_REGIONS
+from launch.context.settings import Locations
 from launch.errors import InputError
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
 from launch.pricing import table
 from launch.pricing.estimate import OverBudget
 from launch.pricing.table import PriceMissing
-from launch.settings import Locations
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from launch.vertex import costs, hardware

@@ -8,8 +8,8 @@ import datetime
 import pytest
 from google.cloud import aiplatform_v1
 
+from launch.context.places import CloudTarget
 from launch.errors import InputError
-from launch.places import CloudTarget
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources, Scheduling
 from launch.vertex import hardware

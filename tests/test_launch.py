@@ -140,7 +140,7 @@ def test_invoke_reports_unknown_targets_clearly():
 
 
 def test_run_ids_are_checked_once_before_they_become_labels_or_paths():
-    from launch.places import RunIdError, RunPaths, check_run_id
+    from launch.context.places import RunIdError, RunPaths, check_run_id
 
     for good in ("gpu1", "a", "r_2-b", "0" * 63):
         assert check_run_id(good) == good == RunPaths("b", good).run_id

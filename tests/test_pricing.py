@@ -11,9 +11,9 @@ import re
 import pytest
 from google.cloud import aiplatform_v1
 
+from launch.context.places import CloudTarget
 from launch.executors import Vertex
 from launch.gcs.records import upload_records
-from launch.places import CloudTarget
 from launch.pricing import table as prices
 from launch.pricing.estimate import Estimate, OverBudget, Speed, speed_of
 from launch.values.jobs import Request

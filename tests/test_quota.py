@@ -113,7 +113,7 @@ def test_unreadable_quota_is_a_note_not_a_failure(fakes, capsys):
 def test_a_dry_run_without_credentials_says_it_could_not_check(tmp_path, monkeypatch, capsys):
     from dataclasses import replace
 
-    from launch.clients import cloud_quotas
+    from launch.context.clients import cloud_quotas
 
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
     with fake_cloud(tmp_path) as services:

@@ -15,8 +15,8 @@ import pytest
 from google.cloud import aiplatform_v1
 
 from infra.image_context import context_hash
+from launch.context.images import tag_resource, with_digest
 from launch.errors import InputError, MissingError, StepFailed
-from launch.images import tag_resource, with_digest
 from launch.pricing.estimate import OverBudget
 from launch.serving import answers, commands, endpoints, registry
 from launch.serving.endpoints import Serving

@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from infra import outputs as stack_outputs
-from launch.cloud import Cloud
+from launch.context.cloud import Cloud
+from launch.context.images import ImageBuildError
 from launch.errors import InputError
 from launch.executors import Local, Vertex
-from launch.images import ImageBuildError
 from launch.runs import configs, jobfiles
 from launch.values import jobfile
 from launch.values.jobs import Places, Request

@@ -9,9 +9,9 @@ import json
 import pytest
 from google.cloud import aiplatform_v1
 
-from launch import settings
+from launch.context import settings
+from launch.context.places import CloudTarget
 from launch.errors import InputError
-from launch.places import CloudTarget
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources, Scheduling
 from launch.vertex import client as vertex_client

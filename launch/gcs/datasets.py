@@ -13,7 +13,7 @@ import datetime
 from collections.abc import Iterator
 from pathlib import Path
 
-from launch.cloud import Cloud
+from launch.context.cloud import Cloud
 from launch.errors import InputError, MissingError
 from launch.gcs import mirror
 from launch.gcs.upload import list_blobs

@@ -3,7 +3,7 @@ check a training job makes before anything is built or submitted."""
 
 from __future__ import annotations
 
-from launch.cloud import Cloud
+from launch.context.cloud import Cloud
 from launch.errors import MissingError
 from launch.gcs import upload
 from trainer.files import RECORDS_PREFIX

@@ -19,11 +19,11 @@ from pathlib import Path
 from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
 
-from launch.cloud import Cloud
+from launch.context.cloud import Cloud
+from launch.context.places import RUN_ID
 from launch.errors import InputError, MissingError, UserError
 from launch.gcs import mirror
 from launch.gcs.upload import list_blobs
-from launch.places import RUN_ID
 from launch.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
 from launch.runs.report import Report, table, write_report
 from trainer import best

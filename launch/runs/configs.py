@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from launch.cloud import Cloud, run_paths
+from launch.context.cloud import Cloud, run_paths
 from launch.errors import InputError, reason
 from launch.gcs.mirror import GcsPath, is_gcs
 from launch.gcs.upload import read_bytes

@@ -13,11 +13,11 @@ from pathlib import Path
 from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
 
-from launch.cloud import Cloud, run_paths, stamp
+from launch.context.cloud import Cloud, run_paths, stamp
+from launch.context.places import RunIdError
 from launch.errors import InputError, MissingError, UserError, reason
 from launch.gcs.mirror import GcsPath, is_gcs
 from launch.gcs.upload import read_bytes, read_json
-from launch.places import RunIdError
 from launch.runs import configs
 from launch.values import jobfile, pretrained
 from trainer import datasets

@@ -19,11 +19,11 @@ from google.auth.exceptions import GoogleAuthError
 from google.cloud import aiplatform_v1
 
 from launch import workflow
-from launch.cloud import Cloud, run_paths, stamp, standard_labels
+from launch.context.cloud import Cloud, run_paths, stamp, standard_labels
+from launch.context.places import label_value
 from launch.errors import InputError, MissingError, StepFailed, reason
 from launch.gcs import mirror
 from launch.gcs.upload import list_blobs
-from launch.places import label_value
 from launch.pricing.estimate import ServingCost, known_price
 from launch.pricing.table import PriceTable
 from launch.serving import answers, endpoints, registry

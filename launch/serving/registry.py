@@ -15,10 +15,10 @@ import re
 
 from google.cloud import aiplatform_v1
 
+from launch.context.places import RunPaths, label_value
 from launch.errors import InputError, MissingError
 from launch.gcs import mirror
 from launch.gcs.upload import list_blobs, read_json
-from launch.places import RunPaths, label_value
 from launch.vertex.hardware import catalogue, multi_region
 from serving import contract
 from trainer import best, jsonnum

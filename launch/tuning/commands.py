@@ -10,9 +10,9 @@ from collections.abc import Callable
 from google.cloud import aiplatform_v1
 
 from launch import text
-from launch.cloud import Cloud
+from launch.context.cloud import Cloud
+from launch.context.places import CloudTarget
 from launch.errors import StepFailed
-from launch.places import CloudTarget
 from launch.tuning import study
 from launch.vertex import client as vertex_client
 from launch.vertex import logs

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from google.cloud import aiplatform_v1
 
-from launch.places import label_value
+from launch.context.places import label_value
 from launch.values.sweep import Param, Sweep
 
 StudySpec = aiplatform_v1.StudySpec

@@ -22,7 +22,7 @@ import math
 
 from google.cloud import aiplatform_v1
 
-from launch.places import CloudTarget
+from launch.context.places import CloudTarget
 from launch.values.jobs import TrainerJob
 from launch.values.resources import Resources, Scheduling
 from launch.vertex import capacity

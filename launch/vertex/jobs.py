@@ -11,7 +11,7 @@ import dataclasses
 
 from google.cloud import aiplatform_v1
 
-from launch.places import CloudTarget, RunPaths
+from launch.context.places import CloudTarget, RunPaths
 from launch.values import jobs
 from launch.vertex.hardware import machine_for
 from launch.vertex.spec import custom_job

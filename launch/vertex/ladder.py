@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping, Sequence
 from google.cloud import aiplatform_v1
 
 from launch import triage
+from launch.context.places import region_name
 from launch.errors import InputError, StepFailed
-from launch.places import region_name
 from launch.values.resources import MAX_PREEMPTIONS, number
 from launch.vertex.hardware import check_region
 

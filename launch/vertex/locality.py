@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from infra import locations
+from launch.context.settings import ENV_PREFIX, Locations
 from launch.errors import InputError
-from launch.settings import ENV_PREFIX, Locations
 
 
 class TooFar(InputError):

@@ -18,7 +18,7 @@ from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
 from google.cloud import aiplatform_v1
 
-from launch.cloud import Cloud
+from launch.context.cloud import Cloud
 from launch.errors import InputError, reason
 from launch.vertex.ladder import outcome
 from launch.vertex.spec import job_id

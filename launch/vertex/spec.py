@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from google.cloud import aiplatform_v1
 from google.protobuf import duration_pb2
 
-from launch.places import CloudTarget, label_value
+from launch.context.places import CloudTarget, label_value
 from launch.values.jobs import TrainerJob
 from launch.values.resources import Resources, reservation_parts, whole_seconds
 from launch.vertex.hardware import (

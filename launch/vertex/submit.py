@@ -14,10 +14,10 @@ from google.auth.exceptions import GoogleAuthError
 from google.cloud import aiplatform_v1
 
 from infra.image_context import context_hash
-from launch import images
-from launch.cloud import Cloud
+from launch.context import images
+from launch.context.cloud import Cloud
+from launch.context.places import CloudTarget
 from launch.errors import InputError, StepFailed, reason
-from launch.places import CloudTarget
 from launch.pricing.table import PriceTable
 from launch.text import say
 from launch.vertex import client as vertex_client

@@ -26,7 +26,7 @@ def region_name(value: str, source: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class CloudTarget:
-    """Where jobs run: from infra outputs, invoke.yaml or flags (launch.settings)."""
+    """Where jobs run: from infra outputs, invoke.yaml or flags (launch.context.settings)."""
 
     project: str
     region: str

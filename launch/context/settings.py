@@ -10,9 +10,9 @@ from pathlib import Path
 
 from infra import locations
 from infra import outputs as stack_outputs
-from launch import images
+from launch.context import images
+from launch.context.places import CloudTarget, region_name
 from launch.errors import InputError, MissingError
-from launch.places import CloudTarget, region_name
 
 OUTPUTS_FILE = stack_outputs.OUTPUTS_FILE
 ENV_PREFIX = "PETS_"

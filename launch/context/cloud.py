@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from infra.image_context import REPO_ROOT, context_hash
-from launch import settings
-from launch.clients import GoogleClients
-from launch.images import with_tag
-from launch.places import CloudTarget, RunPaths, label_value
+from launch.context import settings
+from launch.context.clients import GoogleClients
+from launch.context.images import with_tag
+from launch.context.places import CloudTarget, RunPaths, label_value
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,7 @@ def vertex_persistent_resources(region: str):
 
 def _regional(client_class, region: str):
     """Refuses a region that would change the host name (settings checks it first)."""
-    from launch.places import region_name
+    from launch.context.places import region_name
 
     region_name(region, "region")
     return client_class(client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
