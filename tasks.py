@@ -125,14 +125,14 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False, datas
     """Upload converted TFRecords: as a named dataset, or to gs://BUCKET/records/."""
     cloud = _cloud(c, bucket=bucket, env=env)
     if dataset:
-        from launch.gcs import datasets
+        from launch.stores.gcs import datasets
 
         if prune:
             raise Exit("error: --prune applies to records/; a --dataset upload is a new "
                        "version, and older versions are deleted by themselves", code=2)
         _say(lambda: datasets.upload(cloud, records_dir, dataset))
         return
-    from launch.gcs.records import upload_records
+    from launch.stores.gcs.records import upload_records
 
     _say(lambda: upload_records(cloud, records_dir, prune))
 
@@ -141,7 +141,7 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False, datas
                          "bucket": "data bucket (default: infra outputs)"})
 def data_list(c, env=None, project=None, bucket=None):
     """List the named datasets in the bucket: format, examples, classes, size, when."""
-    from launch.gcs import datasets
+    from launch.stores.gcs import datasets
 
     _say(lambda: datasets.listing(_cloud(c, project=project, bucket=bucket, env=env)))
 
@@ -228,7 +228,7 @@ def inspect(c, records=None, data_dir=None, format="pets", annotations=None, ima
                                      Path(output_dir)))
 
     if dataset:
-        from launch.gcs import datasets
+        from launch.stores.gcs import datasets
 
         cloud = _cloud(c, bucket=bucket, env=env)
         return report(str(_guarded(lambda: datasets.stage(cloud, dataset))))
@@ -296,7 +296,7 @@ def _run_job(c, task: str, flags: dict) -> None:
     """A job task: the job file (--job, or the run --rerun names), the flags over it, each
     value checked, then the same request to the target's executor."""
     from launch.executors import Target, executor_for
-    from launch.runs.jobfiles import recorded_run
+    from launch.stores.runs.jobfiles import recorded_run
     from launch.vertex.ladder import Ladder
 
     def prepare():
@@ -310,7 +310,7 @@ def _run_job(c, task: str, flags: dict) -> None:
         cloud = _cloud(c, flags["project"], job.region, flags["bucket"], job.image,
                        flags["env"])
         if job.dataset:
-            from launch.gcs import datasets
+            from launch.stores.gcs import datasets
 
             request = datasets.pinned(cloud, request, job.dataset)
         ladder = Ladder.from_flag(",".join(job.capacity), job.max_preemptions,
@@ -342,7 +342,7 @@ def _job_source(c, flags: dict) -> tuple[str, dict]:
         return f"--job {flags['job']}", jobfile.read(flags["job"])
     if not flags.get("rerun"):
         return "", {}
-    from launch.runs.jobfiles import rerun
+    from launch.stores.runs.jobfiles import rerun
 
     cloud = _cloud(c, flags["project"], None, flags["bucket"], None, flags["env"])
     return rerun(cloud, flags["rerun"], jobfile.given(flags))
@@ -688,9 +688,9 @@ def jobs_wait(c, job, env=None, project=None, region=None, poll=30, notify=False
 
 @task(name="refresh")
 def pricing_refresh(c):
-    """Rebuild launch/pricing/prices.yaml from the Cloud Billing Catalog (Vertex AI SKUs)."""
+    """Rebuild launch/stores/pricing/prices.yaml from the Cloud Billing Catalog (Vertex AI SKUs)."""
     from launch.context.clients import cloud_catalog
-    from launch.pricing.refresh import refresh
+    from launch.stores.pricing.refresh import refresh
     from launch.vertex.hardware import regions
 
     _say(lambda: refresh(cloud_catalog(), regions()))

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from launch.executors import Vertex
-from launch.gcs.records import upload_records
+from launch.stores.gcs.records import upload_records
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud, write_records

@@ -12,11 +12,11 @@ import google.auth.exceptions
 from google.api_core import exceptions
 from google.auth.transport.requests import AuthorizedSession
 
-from launch import datachecks
 from launch.context.cloud import Cloud, job_images
 from launch.context.images import ImageBuildError, resolve_digest
 from launch.errors import MissingError
-from launch.gcs.upload import training_data_problems
+from launch.stores import datachecks
+from launch.stores.gcs.upload import training_data_problems
 from launch.vertex import client as vertex_client
 from launch.vertex import lifecycle, quota
 from trainer.files import RECORDS_PREFIX

@@ -23,24 +23,25 @@ from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
 from google.cloud import aiplatform_v1
 
-from launch import datachecks, workflow
+from launch import workflow
 from launch.context.cloud import Cloud, default_run_id, job_images, run_paths, standard_labels
 from launch.context.images import check_repository
 from launch.context.places import CloudTarget, check_run_id, label_value
 from launch.errors import InputError, MissingError, StepFailed, reason
-from launch.gcs import datasets, mirror
-from launch.gcs.datasets import raw_survey
-from launch.gcs.records import require_training_data
 from launch.local import LocalExecutor
-from launch.pricing.estimate import (
+from launch.stores import datachecks
+from launch.stores.gcs import datasets, mirror
+from launch.stores.gcs.datasets import raw_survey
+from launch.stores.gcs.records import require_training_data
+from launch.stores.pricing.estimate import (
     Estimate,
     OverBudget,
     known_price,
     measured_speeds,
     read_summaries,
 )
-from launch.pricing.table import PriceTable
-from launch.runs import configs, jobfiles
+from launch.stores.pricing.table import PriceTable
+from launch.stores.runs import configs, jobfiles
 from launch.text import say
 from launch.tuning import local as local_tuning
 from launch.tuning import study

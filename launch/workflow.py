@@ -12,9 +12,9 @@ from pathlib import Path
 
 from launch import triage
 from launch.errors import InputError, StepFailed
-from launch.gcs import mirror
-from launch.gcs.upload import upload_directory
 from launch.local import LocalExecutor, progress_printer
+from launch.stores.gcs import mirror
+from launch.stores.gcs.upload import upload_directory
 from launch.values import jobs
 from launch.values.resources import DEFAULT_RESOURCES, Resources
 from trainer import best, jsonnum

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from launch.errors import InputError, MissingError
-from launch.gcs.mirror import (
+from launch.stores.gcs.mirror import (
     GcsPath,
     UnsafePathError,
     mirrored_to_urls,

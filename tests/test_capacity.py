@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from google.cloud import aiplatform_v1
 
-from launch.pricing.table import PriceTable
+from launch.stores.pricing.table import PriceTable
 from launch.vertex import capacity
 from launch.vertex.capacity import Capacity, Machine, Speed, most_images, plan
 from launch.vertex.costs import machine_hourly

@@ -10,7 +10,7 @@ from infra.image_context import context_hash
 from launch.context.images import tag_resource
 from launch.errors import InputError, MissingError, StepFailed
 from launch.executors import Vertex
-from launch.gcs.records import upload_records
+from launch.stores.gcs.records import upload_records
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from launch.vertex.submit import Submission, build_images, job_command
@@ -149,7 +149,7 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
         job_command(cloud, "status", "2")
     done = job_command(cloud, "logs", "1", follow=True, poll_seconds=0)
     assert "SUCCEEDED" in done and "step 4" in capsys.readouterr().out
-    from launch.pricing.table import PriceTable
+    from launch.stores.pricing.table import PriceTable
     from launch.vertex.costs import job_hourly
 
     hourly = job_hourly(PriceTable.load(), "us-central1", fakes.vertex.jobs[
@@ -337,7 +337,7 @@ def test_a_run_stores_its_job_file_which_rerun_and_eval_read(fakes, tmp_path):
     the data directory the run recorded."""
     import dataclasses
 
-    from launch.runs import jobfiles
+    from launch.stores.runs import jobfiles
     from launch.values import jobfile
 
     cloud = fakes.cloud()

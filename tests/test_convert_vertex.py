@@ -13,9 +13,9 @@ import pytest
 
 from launch.errors import InputError, MissingError, StepFailed
 from launch.executors import Vertex
-from launch.gcs import datasets
-from launch.gcs.upload import upload_directory
-from launch.pricing.estimate import OverBudget
+from launch.stores.gcs import datasets
+from launch.stores.gcs.upload import upload_directory
+from launch.stores.pricing.estimate import OverBudget
 from launch.values.jobs import Conversion
 from launch.vertex import conversion
 from launch.vertex.submit import Submission

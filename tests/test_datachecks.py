@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from launch.datachecks import DataRefused, check, check_local, evaluate, local_findings
 from launch.executors import Local, Vertex
-from launch.gcs.upload import upload_directory
+from launch.stores.datachecks import DataRefused, check, check_local, evaluate, local_findings
+from launch.stores.gcs.upload import upload_directory
 from launch.values.jobs import Places, Request
 from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud
@@ -160,7 +160,7 @@ def test_the_dataset_report_counts_and_flags_a_known_dataset(tmp_path):
 
 def test_a_report_too_large_to_read_is_named_as_such(tmp_path, monkeypatch):
     """Issue 27, case 8: not 'has no conversion_report.json', which would be false."""
-    from launch import datachecks
+    from launch.stores import datachecks
 
     (tmp_path / "conversion_report.json").write_text(json.dumps({"problems": ["x"] * 100}))
     (tmp_path / "pet_label_map.pbtxt").write_text('item {\n  id: 1\n  name: "cat"\n}\n')

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from launch.datachecks import DataRefused
 from launch.errors import InputError, MissingError
 from launch.executors import Local, Vertex
-from launch.gcs import datasets
+from launch.stores.datachecks import DataRefused
+from launch.stores.gcs import datasets
 from launch.values import jobfile
 from launch.values.jobs import Places, Request
 from launch.vertex.submit import Submission
@@ -98,7 +98,7 @@ def test_two_datasets_coexist_and_a_launched_job_keeps_its_version(fakes, tmp_pa
     datasets.upload(cloud, str(converted(tmp_path / "pets3", 5)), "pets")
     assert objects_below(fakes, pinned)  # replaced twice, and still pinned by p1 and p2
 
-    from launch.runs import jobfiles
+    from launch.stores.runs import jobfiles
 
     text, where = jobfiles.stored_job(cloud, "p1")
     stored = jobfile.parse(text, where)
@@ -272,7 +272,7 @@ def test_an_evaluation_reads_the_version_its_run_trained_on(fakes, tmp_path):
     assert f"--data_dir={trained_on.url(BUCKET)}" in command
     assert f"--eval_input={listed_inputs(trained_on)['--eval_input']}" in command
 
-    from launch.runs import jobfiles
+    from launch.stores.runs import jobfiles
 
     source, file = jobfiles.rerun(cloud, "r1")  # the job as recorded: the same version
     again = jobfile.resolve("train", {"run_id": "r2"}, file, source)

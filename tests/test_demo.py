@@ -59,7 +59,7 @@ def test_the_demo_with_masks_converts_the_sample_with_its_pets_shapes(tmp_path):
     """`invoke demo --masks` differs in its records and its experiment: the steps after
     conversion are the ones the session's mask model takes (tests/conftest.py:
     `mask_trained`, tests/test_masks_trained.py), so this does not train again."""
-    from launch.datachecks import check_local
+    from launch.stores.datachecks import check_local
     from launch.workflow import DemoResult, demo_data
     from trainer.experiments import MASK_DEMO_EXPERIMENT
 

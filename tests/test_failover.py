@@ -16,10 +16,10 @@ from infra.config import VERTEX_REGIONS
 from launch.context.settings import Locations
 from launch.errors import InputError
 from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.pricing import table
-from launch.pricing.estimate import OverBudget
-from launch.pricing.table import PriceMissing
+from launch.stores.gcs.records import upload_records
+from launch.stores.pricing import table
+from launch.stores.pricing.estimate import OverBudget
+from launch.stores.pricing.table import PriceMissing
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from launch.vertex import costs, hardware

@@ -126,7 +126,7 @@ def test_a_run_json_in_a_model_directory_is_read_bounded(tmp_path):
 def test_pricing_ignores_summaries_that_are_deep_or_hold_numbers_no_float_can(tmp_path):
     """Before every launch the newest runs' training summaries are read for their speed: a
     deep one, or one with a 400-digit seconds_per_step, is no measurement, not a crash."""
-    from launch.pricing.estimate import Speed, read_summaries, speed_of
+    from launch.stores.pricing.estimate import Speed, read_summaries, speed_of
     from tests.fakes.gcs import FakeGcs
 
     def summary(seconds) -> str:

@@ -10,7 +10,7 @@ from google.cloud import aiplatform_v1
 
 from launch.errors import InputError, StepFailed
 from launch.executors import Vertex
-from launch.gcs.records import upload_records
+from launch.stores.gcs.records import upload_records
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from launch.vertex.ladder import Ladder, Rung, climb, outcome, rungs

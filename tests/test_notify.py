@@ -12,7 +12,7 @@ from google.cloud import aiplatform_v1
 from infra import outputs as stack_outputs
 from launch.errors import InputError, StepFailed
 from launch.executors import Vertex
-from launch.gcs.records import upload_records
+from launch.stores.gcs.records import upload_records
 from launch.values.jobs import Request
 from launch.values.resources import Resources
 from launch.vertex import client as vertex_client

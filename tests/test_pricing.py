@@ -13,9 +13,9 @@ from google.cloud import aiplatform_v1
 
 from launch.context.places import CloudTarget
 from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.pricing import table as prices
-from launch.pricing.estimate import Estimate, OverBudget, Speed, speed_of
+from launch.stores.gcs.records import upload_records
+from launch.stores.pricing import table as prices
+from launch.stores.pricing.estimate import Estimate, OverBudget, Speed, speed_of
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources, Scheduling
 from launch.vertex import costs
@@ -337,7 +337,7 @@ def catalogue_skus() -> list:
 def test_refresh_writes_confirmed_rows_for_every_catalogue_region(tmp_path):
     import datetime
 
-    from launch.pricing.refresh import refresh
+    from launch.stores.pricing.refresh import refresh
     from launch.vertex.hardware import regions
     from tests.fakes.billing import VERTEX, FakeCloudCatalog
 
@@ -394,7 +394,7 @@ def test_refresh_writes_confirmed_rows_for_every_catalogue_region(tmp_path):
 
 
 def test_a_refresh_names_the_catalogue_regions_no_sku_priced(tmp_path):
-    from launch.pricing.refresh import refresh
+    from launch.stores.pricing.refresh import refresh
     from tests.fakes.billing import FakeCloudCatalog
 
     with FakeCloudCatalog(catalogue_skus()) as catalog:
@@ -405,7 +405,7 @@ def test_a_refresh_names_the_catalogue_regions_no_sku_priced(tmp_path):
 
 def test_a_refresh_that_recognises_nothing_keeps_the_table(tmp_path):
     from launch.errors import MissingError
-    from launch.pricing.refresh import refresh
+    from launch.stores.pricing.refresh import refresh
     from tests.fakes.billing import FakeCloudCatalog, sku
 
     path = tmp_path / "prices.yaml"
@@ -421,7 +421,7 @@ def test_a_refresh_that_recognises_nothing_keeps_the_table(tmp_path):
 
 def test_a_refresh_mends_a_table_it_cannot_read(tmp_path):
     """The fix a broken table's message names works: nothing of the old table is kept."""
-    from launch.pricing.refresh import refresh
+    from launch.stores.pricing.refresh import refresh
     from launch.vertex.hardware import regions
     from tests.fakes.billing import FakeCloudCatalog
 

@@ -9,7 +9,7 @@ import pytest
 from launch import doctor
 from launch.errors import InputError
 from launch.executors import Vertex
-from launch.gcs.records import upload_records
+from launch.stores.gcs.records import upload_records
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources, Scheduling
 from launch.values.sweep import Sweep

@@ -39,7 +39,7 @@ def test_training_reaches_the_ap50_bound(trained):
 
 
 def test_training_records_its_speed_for_cost_estimates(trained):
-    from launch.pricing.estimate import speed_of
+    from launch.stores.pricing.estimate import speed_of
 
     model_dir, _, _ = trained
     summary = json.loads((model_dir / "training_summary.json").read_text())
@@ -337,7 +337,7 @@ def test_invoke_tensorboard_serves_the_runs(trained):
 def test_invoke_export_and_predict_on_a_run_in_the_bucket(trained, tmp_path):
     """A Vertex AI run's checkpoints in GCS (fake-gcs-server) -> `invoke export --run-id`
     -> a SavedModel in the bucket -> `invoke predict` on gs:// images, results in the bucket."""
-    from launch.gcs.upload import upload_directory
+    from launch.stores.gcs.upload import upload_directory
     from tests.fakes.gcs import FakeGcs
     from trainer.data import pets
     from trainer.data.sample import write_sample

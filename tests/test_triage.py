@@ -16,8 +16,8 @@ import pytest
 from launch import triage
 from launch.errors import StepFailed
 from launch.executors import Vertex
-from launch.gcs.records import upload_records
 from launch.local import LocalExecutor
+from launch.stores.gcs.records import upload_records
 from launch.tuning import commands
 from launch.values.jobs import Request, tool_job
 from launch.values.resources import Accelerator, Resources

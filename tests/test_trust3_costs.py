@@ -16,8 +16,8 @@ from invoke import Context, Exit
 
 from launch.errors import InputError, StepFailed
 from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.pricing.table import PriceTable
+from launch.stores.gcs.records import upload_records
+from launch.stores.pricing.table import PriceTable
 from launch.values import jobfile
 from launch.values.jobs import Request
 from launch.values.resources import MAX_PREEMPTIONS, Resources, Scheduling
@@ -247,7 +247,7 @@ def test_a_vertex_run_id_of_another_experiment_is_refused_before_anything_is_sen
     cloud = fakes.cloud()
 
     def found(job):
-        from launch.runs.jobfiles import recorded_run
+        from launch.stores.runs.jobfiles import recorded_run
 
         return recorded_run(job, "unused", lambda: cloud)
 

@@ -20,7 +20,7 @@ from launch.context.cloud import Cloud
 from launch.context.images import ImageBuildError
 from launch.errors import InputError
 from launch.executors import Local, Vertex
-from launch.runs import configs, jobfiles
+from launch.stores.runs import configs, jobfiles
 from launch.values import jobfile
 from launch.values.jobs import Places, Request
 from launch.values.resources import Accelerator, Resources
@@ -90,7 +90,7 @@ def stored(fakes, run: str) -> dict:
 
 def test_a_launch_keeps_its_config_files_and_a_rerun_replays_the_copies(fakes, tmp_path):
     cloud = fakes.cloud()
-    from launch.gcs.records import upload_records
+    from launch.stores.gcs.records import upload_records
     upload_records(cloud, str(write_records(tmp_path / "records")))
     config = tmp_path / "head.yaml"
     config.write_text("task:\n  model:\n    head:\n      num_convs: 2\n")
@@ -270,7 +270,7 @@ def test_a_platform_engineer_allows_another_repository_in_the_stack(fakes, tmp_p
     assert shared in cloud.image_repositories()
     assert REPOSITORY in cloud.image_repositories()
     digest = fakes.registry.push(f"{shared}/trainer:v1")
-    from launch.gcs.records import upload_records
+    from launch.stores.gcs.records import upload_records
     upload_records(cloud, str(write_records(tmp_path / "records")))
     launch(cloud, "shared1", {"image": f"{shared}/trainer:v1"})
     (pool,) = fakes.vertex.received[0].custom_job.job_spec.worker_pool_specs

@@ -12,8 +12,8 @@ from google.cloud import aiplatform_v1
 
 from launch.errors import InputError, StepFailed
 from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.pricing.estimate import OverBudget
+from launch.stores.gcs.records import upload_records
+from launch.stores.pricing.estimate import OverBudget
 from launch.tuning import commands
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources

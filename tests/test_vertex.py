@@ -360,7 +360,7 @@ def test_cloud_commands_without_credentials_say_how_to_log_in(tmp_path):
 
 def test_web_access_reaches_train_eval_and_tune_jobs_and_status_shows_the_shells(tmp_path):
     from launch.executors import Local, Vertex
-    from launch.gcs.records import upload_records
+    from launch.stores.gcs.records import upload_records
     from launch.values import jobfile
     from launch.values.jobs import Places
     from launch.values.sweep import Sweep

@@ -22,10 +22,10 @@ from google.auth.exceptions import GoogleAuthError
 from launch.context.cloud import Cloud
 from launch.context.places import RUN_ID
 from launch.errors import InputError, MissingError, UserError
-from launch.gcs import mirror
-from launch.gcs.upload import list_blobs
 from launch.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
 from launch.runs.report import Report, table, write_report
+from launch.stores.gcs import mirror
+from launch.stores.gcs.upload import list_blobs
 from trainer import best
 from trainer.files import (
     BEST_DIR,
@@ -78,7 +78,7 @@ def run_cost(cloud: Cloud, parts: Sequence[str]) -> str | None:
     time x its tuning job's trial spec); None when unknown (no jobs, no access, no price)."""
     from google.cloud import aiplatform_v1
 
-    from launch.pricing.table import PriceMissing, PriceTable
+    from launch.stores.pricing.table import PriceMissing, PriceTable
     from launch.vertex import client as vertex_client
     from launch.vertex.costs import job_cost
 

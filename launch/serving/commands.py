@@ -22,11 +22,11 @@ from launch import workflow
 from launch.context.cloud import Cloud, run_paths, stamp, standard_labels
 from launch.context.places import label_value
 from launch.errors import InputError, MissingError, StepFailed, reason
-from launch.gcs import mirror
-from launch.gcs.upload import list_blobs
-from launch.pricing.estimate import ServingCost, known_price
-from launch.pricing.table import PriceTable
 from launch.serving import answers, endpoints, registry
+from launch.stores.gcs import mirror
+from launch.stores.gcs.upload import list_blobs
+from launch.stores.pricing.estimate import ServingCost, known_price
+from launch.stores.pricing.table import PriceTable
 from launch.values.jobfile import flag_value
 from launch.vertex import lifecycle, submit
 from launch.vertex.costs import machine_hourly

@@ -17,8 +17,8 @@ from google.cloud import aiplatform_v1
 
 from launch.context.places import RunPaths, label_value
 from launch.errors import InputError, MissingError
-from launch.gcs import mirror
-from launch.gcs.upload import list_blobs, read_json
+from launch.stores.gcs import mirror
+from launch.stores.gcs.upload import list_blobs, read_json
 from launch.vertex.hardware import catalogue, multi_region
 from serving import contract
 from trainer import best, jsonnum

@@ -216,7 +216,7 @@ class Capacity:
         """A catalogue shape: its vCPUs, network bandwidth and training price per hour."""
         from google.cloud import aiplatform_v1
 
-        from launch.pricing.table import PriceTable
+        from launch.stores.pricing.table import PriceTable
         from launch.vertex.costs import machine_hourly
         from launch.vertex.hardware import machine_shape
 

@@ -1,5 +1,5 @@
 """What Vertex AI jobs and machines cost per hour by the pinned price table
-(launch/pricing/table.py).
+(launch/stores/pricing/table.py).
 
 Pure: a `CustomJob` (the very spec a dry run prints), or the `MachineSpec` an endpoint or a
 batch prediction job runs on, and a region in, dollars per hour out, with the parts that
@@ -15,7 +15,7 @@ import math
 
 from google.cloud import aiplatform_v1
 
-from launch.pricing.table import Bill, Hourly, Key, PriceMissing, PriceTable
+from launch.stores.pricing.table import Bill, Hourly, Key, PriceMissing, PriceTable
 from launch.values.resources import DEFAULT_TIMEOUT_HOURS, Accelerator
 from launch.vertex import hardware
 

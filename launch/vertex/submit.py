@@ -18,7 +18,7 @@ from launch.context import images
 from launch.context.cloud import Cloud
 from launch.context.places import CloudTarget
 from launch.errors import InputError, StepFailed, reason
-from launch.pricing.table import PriceTable
+from launch.stores.pricing.table import PriceTable
 from launch.text import say
 from launch.vertex import client as vertex_client
 from launch.vertex import logs

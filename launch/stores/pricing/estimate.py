@@ -17,8 +17,8 @@ from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
 
 from launch.errors import InputError, UserError, reason
-from launch.gcs.upload import read_json
-from launch.pricing.table import Hourly, PriceMissing
+from launch.stores.gcs.upload import read_json
+from launch.stores.pricing.table import Hourly, PriceMissing
 from trainer import jsonnum
 from trainer.files import RUNS_PREFIX, TRAINING_SUMMARY_FILE
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from launch.errors import InputError, MissingError
-from launch.gcs.upload import crc32c_of, list_blobs, read_json
+from launch.stores.gcs.upload import crc32c_of, list_blobs, read_json
 from trainer import best, files
 from trainer.errors import JsonError
 from trainer.objects import BUCKET, unsafe_reason

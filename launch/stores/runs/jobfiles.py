@@ -16,9 +16,9 @@ from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
 from launch.context.cloud import Cloud, run_paths, stamp
 from launch.context.places import RunIdError
 from launch.errors import InputError, MissingError, UserError, reason
-from launch.gcs.mirror import GcsPath, is_gcs
-from launch.gcs.upload import read_bytes, read_json
-from launch.runs import configs
+from launch.stores.gcs.mirror import GcsPath, is_gcs
+from launch.stores.gcs.upload import read_bytes, read_json
+from launch.stores.runs import configs
 from launch.values import jobfile, pretrained
 from trainer import datasets
 from trainer.errors import JsonError, SettingsError

@@ -23,7 +23,7 @@ from pathlib import Path
 from google.cloud import billing_v1
 
 from launch.errors import MissingError
-from launch.pricing.table import PRICES_FILE, Key, PriceMissing, PriceTable, Row
+from launch.stores.pricing.table import PRICES_FILE, Key, PriceMissing, PriceTable, Row
 
 # Vertex AI's service in the Billing Catalog, by id rather than display name: the product
 # was renamed Gemini Enterprise Agent Platform in April 2026, and a display name may follow a

@@ -15,9 +15,9 @@ from pathlib import Path
 
 from launch.context.cloud import Cloud
 from launch.errors import InputError, MissingError
-from launch.gcs import mirror
-from launch.gcs.upload import list_blobs
 from launch.plots import text_table
+from launch.stores.gcs import mirror
+from launch.stores.gcs.upload import list_blobs
 from launch.text import printable
 from launch.values.jobs import Request
 from trainer import datasets

@@ -25,7 +25,7 @@ HEADER = """\
 # accelerator-hour (TPU_V2/TPU_V3: per core), per TPU chip-hour; standard (on demand), spot
 # and flex_start where they differ. Every row says where it was read (a Billing Catalog SKU
 # id, or a page), when, and whether the Cloud Billing Catalog API confirmed it: estimates
-# built on an unconfirmed row say so. Read by launch/pricing; `invoke pricing.refresh`
+# built on an unconfirmed row say so. Read by launch/stores/pricing; `invoke pricing.refresh`
 # rewrites it from the Billing Catalog (confirmed rows) and keeps unconfirmed rows only
 # where no SKU priced them.
 """

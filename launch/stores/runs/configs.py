@@ -14,8 +14,8 @@ import yaml
 
 from launch.context.cloud import Cloud, run_paths
 from launch.errors import InputError, reason
-from launch.gcs.mirror import GcsPath, is_gcs
-from launch.gcs.upload import read_bytes
+from launch.stores.gcs.mirror import GcsPath, is_gcs
+from launch.stores.gcs.upload import read_bytes
 from launch.values.jobfile import load_yaml
 from trainer.io import read_regular
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from launch.context.cloud import Cloud
 from launch.errors import MissingError
-from launch.gcs import upload
+from launch.stores.gcs import upload
 from trainer.files import RECORDS_PREFIX
 
 

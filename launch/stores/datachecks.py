@@ -111,7 +111,7 @@ def bucket_where(bucket: str, prefix: str = RECORDS_PREFIX) -> str:
 
 def _bucket_texts(storage_client, bucket: str, prefix: str) -> tuple[str | None, str | None]:
     """The conversion report and the label map of the records in the bucket."""
-    from launch.gcs.upload import read_text
+    from launch.stores.gcs.upload import read_text
 
     def read(name: str) -> str | None:
         return read_text(storage_client, bucket, f"{prefix}/{name}", MAX_REPORT_BYTES)
