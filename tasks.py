@@ -1,8 +1,8 @@
 """What researchers type: `invoke --list` is the menu; the logic lives in launch/ and trainer/.
 
-Modules that load Google's client libraries (launch.context.cloud, launch.executors,
-launch.vertex.*, launch.doctor: about two seconds) are imported inside the tasks that need
-them, so the menu and the local data tasks start at once; every other import is here.
+Modules that load Google's client libraries (launch.context.cloud, launch.targets.vertex,
+launch.doctor: about two seconds) are imported inside the tasks that need them, so the menu
+and the local data tasks start at once; every other import is here.
 """
 
 from __future__ import annotations
@@ -197,12 +197,13 @@ def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=
 
     if target == "local" and not dataset:  # no cloud library to load
         return _tool(arguments)
-    from launch.executors import Target, executor_for
+    from launch.targets import executor_for
+    from launch.targets.base import Handover, Target
 
-    where = Target(Places(MODEL_DIR, RECORDS_DIR),
-                   _cloud(c, project, region, bucket, None, env),
-                   _submission(dry_run, local_docker, follow,
-                               _guarded(lambda: jobfile.flag_value("max_cost", max_cost))))
+    handover = Handover(bool(dry_run), max_cost=_guarded(
+        lambda: jobfile.flag_value("max_cost", max_cost)))
+    where = Target(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, project, region, bucket, None, env),
+                   handover, local_docker=bool(local_docker), follow=bool(follow))
     _say(lambda: executor_for(target, where).convert(jobs.Conversion(arguments(), dataset)))
 
 
@@ -244,15 +245,6 @@ CHECKPOINT_HELP = ("best (the default: the best evaluated, else the newest), lat
                    "step: 1200 or ckpt-1200")
 LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
 JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
-def _submission(dry_run: bool, local_docker: bool, follow: bool, max_cost=None, ladder=None,
-                save_job=None):
-    from launch.vertex.submit import Submission
-
-    return Submission(dry_run=bool(dry_run), local_docker=bool(local_docker),
-                      follow=bool(follow), max_cost=max_cost, ladder=ladder,
-                      save_job=save_job or None)
-
-
 FORCE = {"force": Flag("train even when the data checks refuse the records", False)}
 RERUN = {"rerun": Flag("repeat an earlier run's job as a new run: a run id (its job.yaml in "
                        "the bucket) or a local model directory")}
@@ -295,9 +287,9 @@ def tune(c, **flags):
 def _run_job(c, task: str, flags: dict) -> None:
     """A job task: the job file (--job, or the run --rerun names), the flags over it, each
     value checked, then the same request to the target's executor."""
-    from launch.executors import Target, executor_for
     from launch.stores.runs.jobfiles import recorded_run
-    from launch.vertex.ladder import Ladder
+    from launch.targets import executor_for
+    from launch.targets.base import Handover, Target
 
     def prepare():
         source, file = _job_source(c, flags)
@@ -313,15 +305,12 @@ def _run_job(c, task: str, flags: dict) -> None:
             from launch.stores.gcs import datasets
 
             request = datasets.pinned(cloud, request, job.dataset)
-        ladder = Ladder.from_flag(",".join(job.capacity), job.max_preemptions,
-                                  request.resources.scheduling.strategy, job.regions,
-                                  job.fallback)
         places = Places(job.model_dir or LOCAL_DIRS[task], job.data_dir or RECORDS_DIR)
-        target = Target(places, cloud,
-                        _submission(flags["dry_run"], flags["local_docker"], flags["follow"],
-                                    job.max_cost, ladder,
-                                    jobfile.check_save_path(flags["save_job"])),
-                        bool(flags.get("force")))
+        handover = Handover(bool(flags["dry_run"]),
+                            jobfile.check_save_path(flags["save_job"]) or None, job.max_cost)
+        target = Target(places, cloud, handover, bool(flags.get("force")),
+                        bool(flags["local_docker"]), bool(flags["follow"]), job,
+                        request.resources.scheduling.strategy)
         return job, request, executor_for(job.target, target)
 
     job, request, executor = _guarded(prepare)
@@ -369,10 +358,10 @@ def models_pretrained(c):
 
 def _target(c, project=None, region=None, bucket=None, env=None):
     """Where a job runs, for the tasks that only look (no API call yet)."""
-    from launch.executors import Target
+    from launch.targets.base import Target
 
     return Target(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, project, region, bucket, None,
-                                                         env), _submission(False, False, False))
+                                                         env))
 
 
 @task(name="status", help={**JOB_HELP, "job": "tuning job id (default: list the newest)",
@@ -380,7 +369,7 @@ def _target(c, project=None, region=None, bucket=None, env=None):
                            "poll": "seconds between checks"})
 def tune_status(c, job=None, follow=False, poll=30, env=None, project=None, region=None):
     """Show a Vertex AI tuning job's trials, best first (or list the newest tuning jobs)."""
-    from launch.tuning.commands import status
+    from launch.targets.vertex.sweeps import status
 
     cloud = _cloud(c, project, region, env=env)
     _say(lambda: status(cloud, job, follow, float(poll)))
@@ -456,7 +445,7 @@ SERVING_HELP = {"machine_type": "serving machine (default n1-standard-4)",
 def _serving(machine_type, accelerator, min_replicas, max_replicas, traffic=100):
     """The serving machine, validated (against the region) when the task knows it."""
     from launch.serving.endpoints import Serving
-    from launch.vertex.hardware import catalogue
+    from launch.targets.vertex.hardware import catalogue
 
     return lambda region: Serving.from_flags(
         region, machine_type or catalogue()["prediction_containers"]["default_machine"],
@@ -591,7 +580,7 @@ def endpoint_undeploy(c, endpoint, deployed_model, env=None, project=None, regio
 def tensorboard(c, logdir=None, port=6006, target="local", run_id=None, env=None,
                 project=None, region=None, bucket=None):
     """TensorBoard for a run: served on 127.0.0.1, or the run's Vertex AI TensorBoard link."""
-    from launch.executors import executor_for
+    from launch.targets import executor_for
 
     where = _target(c, project=project, region=region, bucket=bucket, env=env)
     _say(lambda: executor_for(target, where).tensorboard(run_id, logdir, _port(port)))
@@ -637,7 +626,7 @@ def image_build(c, env=None, project=None, region=None, local_docker=False):
     """Build the trainer and serving images unless their content-hash tag exists.
 
     In Cloud Build, or with the local Docker (--local-docker)."""
-    from launch.vertex.submit import build_images
+    from launch.targets.vertex.submit import build_images
 
     cloud = _cloud(c, project, region, env=env)
     _say(lambda: build_images(cloud, local_docker).message)
@@ -646,7 +635,7 @@ def image_build(c, env=None, project=None, region=None, local_docker=False):
 
 
 def _job_command(c, command, job=None, env=None, project=None, region=None, **options):
-    from launch.vertex.submit import job_command
+    from launch.targets.vertex.submit import job_command
 
     cloud = _cloud(c, project, region, env=env)
     _say(lambda: job_command(cloud, command, job, **options))
@@ -691,7 +680,7 @@ def pricing_refresh(c):
     """Rebuild launch/stores/pricing/prices.yaml from the Cloud Billing Catalog (Vertex AI SKUs)."""
     from launch.context.clients import cloud_catalog
     from launch.stores.pricing.refresh import refresh
-    from launch.vertex.hardware import regions
+    from launch.targets.vertex.hardware import regions
 
     _say(lambda: refresh(cloud_catalog(), regions()))
 

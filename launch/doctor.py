@@ -17,8 +17,8 @@ from launch.context.images import ImageBuildError, resolve_digest
 from launch.errors import MissingError
 from launch.stores import datachecks
 from launch.stores.gcs.upload import training_data_problems
-from launch.vertex import client as vertex_client
-from launch.vertex import lifecycle, quota
+from launch.targets.vertex import client as vertex_client
+from launch.targets.vertex import lifecycle, quota
 from trainer.files import RECORDS_PREFIX
 
 ACT_AS = "iam.serviceAccounts.actAs"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import shutil
@@ -10,11 +9,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from launch import triage
 from launch.errors import InputError, StepFailed
-from launch.local import LocalExecutor, progress_printer
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import upload_directory
+from launch.targets.local.processes import run_job
 from launch.values import jobs
 from launch.values.resources import DEFAULT_RESOURCES, Resources
 from trainer import best, jsonnum
@@ -27,7 +25,6 @@ from trainer.args import (
     PredictArgs,
     SampleArgs,
 )
-from trainer.cli import ERROR_PREFIX, EXIT_USAGE
 from trainer.data import pets
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
 from trainer.errors import SettingsError
@@ -47,36 +44,6 @@ def _console():
     from rich.console import Console
 
     return Console()
-
-
-def run_job(job: jobs.TrainerJob, total_steps: int | None = None,
-            executor: LocalExecutor | None = None) -> None:
-    """Runs a job locally with a progress bar. The trainer's `error: ...` line is held back
-    and becomes the error raised: InputError for a usage mistake (the trainer's exit 2, as
-    invoke's own), so the user sees that one line once; StepFailed for any other failure,
-    with that line, or else the cause and fix its output shows (launch/triage.py)."""
-    printer, close = progress_printer(total_steps)
-    reasons: list[str] = []
-    output: collections.deque[str] = collections.deque(maxlen=triage.LINES)
-
-    def on_line(replica: int, line: str) -> None:
-        output.append(line)
-        if line.startswith(ERROR_PREFIX):
-            reasons.append(line.removeprefix(ERROR_PREFIX))
-        else:
-            printer(replica, line)
-
-    executor = dataclasses.replace(executor or LocalExecutor(), on_line=on_line)
-    try:
-        code = executor.run(job)
-    finally:
-        close()
-    if code == EXIT_USAGE and reasons:
-        raise InputError(reasons[-1])
-    output.extend(triage.exit_lines(code))
-    if code != 0:
-        why = reasons[-1] if reasons else triage.classify(output).text()
-        raise StepFailed(f"{job.name} failed with exit status {code}: {why}")
 
 
 def train(run: jobs.TrainingRun, resources: Resources = DEFAULT_RESOURCES,

@@ -9,11 +9,11 @@ from google.cloud import aiplatform_v1
 from infra.image_context import context_hash
 from launch.context.images import tag_resource
 from launch.errors import InputError, MissingError, StepFailed
-from launch.executors import Vertex
 from launch.stores.gcs.records import upload_records
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.submit import Submission, build_images, job_command
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
-from launch.vertex.submit import Submission, build_images, job_command
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.fakes.logs import job_entry
 
@@ -150,7 +150,7 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
     done = job_command(cloud, "logs", "1", follow=True, poll_seconds=0)
     assert "SUCCEEDED" in done and "step 4" in capsys.readouterr().out
     from launch.stores.pricing.table import PriceTable
-    from launch.vertex.costs import job_hourly
+    from launch.targets.vertex.costs import job_hourly
 
     hourly = job_hourly(PriceTable.load(), "us-central1", fakes.vertex.jobs[
         "projects/pets-detector-dev/locations/us-central1/customJobs/1"]).total
@@ -163,7 +163,7 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
 
 
 def test_an_impossible_machine_is_rejected_before_any_request(fakes, tmp_path):
-    from launch.vertex.hardware import HardwareError
+    from launch.targets.vertex.hardware import HardwareError
 
     cloud = fakes.cloud()
     with pytest.raises(HardwareError, match="n1 machines"):
@@ -242,7 +242,7 @@ def test_where_researchers_do_not_build_a_missing_image_is_refused_before_any_up
     from infra import outputs
     from launch.context import images
     from launch.context.images import ImageBuildError
-    from launch.vertex.submit import IMAGE_FIELDS
+    from launch.targets.vertex.submit import IMAGE_FIELDS
 
     no_build = dataclasses.replace(OUTPUTS, researchers_build_images="false")
     outputs.write({"dev": no_build}, tmp_path / "outputs.json")
@@ -264,9 +264,11 @@ def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
     from google.cloud import aiplatform_v1
 
     from launch.errors import InputError
-    from launch.executors import Local, Target, executor_for
+    from launch.targets import executor_for
+    from launch.targets.base import Target
+    from launch.targets.local.executor import Local
+    from launch.targets.vertex import jobs as vertex_jobs
     from launch.values.jobs import Places
-    from launch.vertex import jobs as vertex_jobs
 
     cloud = fakes.cloud()
     request = Request.training("pets_retinanet_resnetfpn", 100, Resources(workers=2), "gpu1")

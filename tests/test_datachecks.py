@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from launch.executors import Local, Vertex
 from launch.stores.datachecks import DataRefused, check, check_local, evaluate, local_findings
 from launch.stores.gcs.upload import upload_directory
+from launch.targets.local.executor import Local
+from launch.targets.vertex.executor import Vertex
 from launch.values.jobs import Places, Request
 from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud

@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 
 from launch.errors import InputError, MissingError
-from launch.executors import Local, Vertex
 from launch.stores.datachecks import DataRefused
 from launch.stores.gcs import datasets
+from launch.targets.base import Handover
+from launch.targets.local.executor import Local
+from launch.targets.vertex.executor import Vertex
 from launch.values import jobfile
 from launch.values.jobs import Places, Request
-from launch.vertex.submit import Submission
 from tests.conftest import REPO
 from tests.fakes.cloud import fake_cloud, write_records
 from tests.fakes.gcs import FakeGcs
@@ -267,7 +268,7 @@ def test_an_evaluation_reads_the_version_its_run_trained_on(fakes, tmp_path):
     (local_run / "job.yaml").write_text(
         fakes.storage.bucket(BUCKET).blob("runs/r1/job.yaml").download_as_text())
     local = Local(Places(str(local_run), str(tmp_path / "records")), cloud,
-                  submission=Submission(dry_run=True))
+                  submission=Handover(dry_run=True))
     command = local.launch(Request.evaluation("pets_retinanet_resnetfpn", None))
     assert f"--data_dir={trained_on.url(BUCKET)}" in command
     assert f"--eval_input={listed_inputs(trained_on)['--eval_input']}" in command

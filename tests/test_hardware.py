@@ -1,4 +1,4 @@
-"""The catalogue of what Vertex AI trains on (launch/vertex/catalogue.yaml): each rule's
+"""The catalogue of what Vertex AI trains on (launch/targets/vertex/catalogue.yaml): each rule's
 accepted and rejected shapes, as the CustomJob a dry run would print, before any request."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from google.cloud import aiplatform_v1
 
 from launch.context.places import CloudTarget
 from launch.errors import InputError
+from launch.targets.vertex import hardware
+from launch.targets.vertex.jobs import vertex_job
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources, Scheduling
-from launch.vertex import hardware
-from launch.vertex.jobs import vertex_job
 
 TARGET = CloudTarget(
     project="pets-detector-dev", region="us-central1", bucket="pets-data",
@@ -47,7 +47,7 @@ def test_every_prebuilt_container_the_catalogue_offers_has_its_dated_end():
     """Each end date comes with its page and the day it was read, and applies to images the
     project offers; every prebuilt prediction container offered has one."""
     from launch.serving.registry import prediction_image
-    from launch.vertex import lifecycle
+    from launch.targets.vertex import lifecycle
 
     endings = lifecycle.endings()
     for ending in endings:

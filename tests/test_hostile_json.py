@@ -164,7 +164,7 @@ def test_batch_results_that_are_deep_or_out_of_range_are_not_trusted():
 
 def test_a_sweep_directory_whose_sweep_json_is_deep_is_another_sweep(tmp_path):
     from launch.errors import InputError
-    from launch.tuning import local
+    from launch.targets.local import tuning as local
 
     (tmp_path / "sweep").mkdir()
     (tmp_path / "sweep" / local.SWEEP_FILE).write_text(DEEP)

@@ -9,7 +9,12 @@ import sys
 import pytest
 
 from launch.errors import InputError
-from launch.local import LocalExecutor, cluster_specs, progress_printer, replica_environments
+from launch.targets.local.processes import (
+    LocalExecutor,
+    cluster_specs,
+    progress_printer,
+    replica_environments,
+)
 from launch.values import jobs
 from launch.values.resources import Resources
 from tests.conftest import REPO
@@ -185,7 +190,7 @@ def test_the_task_guard_turns_user_errors_into_one_line_and_lets_bugs_through():
 
     import tasks
     from launch.errors import MissingError, StepFailed
-    from launch.vertex.hardware import HardwareError
+    from launch.targets.vertex.hardware import HardwareError
 
     def fails(error: Exception):
         def action():

@@ -8,13 +8,13 @@ import pytest
 
 from launch import doctor
 from launch.errors import InputError
-from launch.executors import Vertex
 from launch.stores.gcs.records import upload_records
+from launch.targets.vertex import quota
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.submit import Submission
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources, Scheduling
 from launch.values.sweep import Sweep
-from launch.vertex import quota
-from launch.vertex.submit import Submission
 from tests.fakes.cloud import fake_cloud, write_records
 from tests.fakes.quotas import DEFAULT_LIMIT, FakeCloudQuotas
 from tests.test_vertex import TARGET, train_custom_job

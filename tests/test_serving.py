@@ -20,7 +20,7 @@ from launch.errors import InputError, MissingError, StepFailed
 from launch.serving import answers, commands, endpoints, registry
 from launch.serving.endpoints import Serving
 from launch.stores.pricing.estimate import OverBudget
-from launch.vertex import lifecycle
+from launch.targets.vertex import lifecycle
 from tests.conftest import REPO
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud
 from trainer.predict import ImageRefused, Picture

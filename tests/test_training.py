@@ -311,7 +311,7 @@ def test_fine_tunes_from_a_backbone_checkpoint(train_records, tmp_path):
 def test_invoke_tensorboard_serves_the_runs(trained):
     import urllib.request
 
-    from launch.local import free_ports
+    from launch.targets.local.processes import free_ports
 
     model_dir, _, _ = trained
     (port,) = free_ports(1)

@@ -15,16 +15,16 @@ from google.cloud import aiplatform_v1
 from invoke import Context, Exit
 
 from launch.errors import InputError, StepFailed
-from launch.executors import Vertex
 from launch.stores.gcs.records import upload_records
 from launch.stores.pricing.table import PriceTable
+from launch.targets.vertex import costs
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.jobs import vertex_job
+from launch.targets.vertex.ladder import Budget, Ladder, climb, most_jobs, rungs
+from launch.targets.vertex.submit import Submission
 from launch.values import jobfile
 from launch.values.jobs import Request
 from launch.values.resources import MAX_PREEMPTIONS, Resources, Scheduling
-from launch.vertex import costs
-from launch.vertex.jobs import vertex_job
-from launch.vertex.ladder import Budget, Ladder, climb, most_jobs, rungs
-from launch.vertex.submit import Submission
 from tests.fakes.cloud import fake_cloud, write_records
 from trainer import model_dir as model_dir_lib
 from trainer.errors import JsonError

@@ -19,14 +19,16 @@ from infra import outputs as stack_outputs
 from launch.context.cloud import Cloud
 from launch.context.images import ImageBuildError
 from launch.errors import InputError
-from launch.executors import Local, Vertex
 from launch.stores.runs import configs, jobfiles
+from launch.targets.base import Handover
+from launch.targets.local.executor import Local
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.locality import TooFar
+from launch.targets.vertex.submit import Submission
 from launch.values import jobfile
 from launch.values.jobs import Places, Request
 from launch.values.resources import Accelerator, Resources
 from launch.values.sweep import load
-from launch.vertex.locality import TooFar
-from launch.vertex.submit import Submission
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.test_jobfile import invoke, refused
 from trainer import jsonnum
@@ -328,7 +330,7 @@ def test_a_fifo_config_file_is_refused_before_a_local_run_starts(tmp_path):
     records = write_records(tmp_path / "records")
     with within(10), pytest.raises(InputError, match=r"^--config-file .*a FIFO"):
         Local(Places(str(tmp_path / "model"), str(records)), Cloud(),
-              submission=Submission(dry_run=True)).launch(request)
+              submission=Handover(dry_run=True)).launch(request)
     assert not (tmp_path / "model").exists()
 
 

@@ -103,5 +103,5 @@ class GoogleClients:
     models: Callable[[str], object] = vertex_models  # region -> ModelServiceClient
     endpoints: Callable[[str], object] = vertex_endpoints  # region -> EndpointServiceClient
     prediction: Callable[[str], object] = vertex_prediction  # region -> PredictionService
-    pubsub: Callable[[], object] = pubsub_publisher  # job events (launch/vertex/notify.py)
+    pubsub: Callable[[], object] = pubsub_publisher  # job events (launch/targets/vertex/notify.py)
     quotas: Callable[[], object] = cloud_quotas  # the Cloud Quotas API (training quotas)

@@ -79,8 +79,8 @@ def run_cost(cloud: Cloud, parts: Sequence[str]) -> str | None:
     from google.cloud import aiplatform_v1
 
     from launch.stores.pricing.table import PriceMissing, PriceTable
-    from launch.vertex import client as vertex_client
-    from launch.vertex.costs import job_cost
+    from launch.targets.vertex import client as vertex_client
+    from launch.targets.vertex.costs import job_cost
 
     try:
         fields = cloud.fields(("project", "region"))

@@ -27,10 +27,10 @@ from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs
 from launch.stores.pricing.estimate import ServingCost, known_price
 from launch.stores.pricing.table import PriceTable
+from launch.targets.vertex import lifecycle, submit
+from launch.targets.vertex.costs import machine_hourly
+from launch.targets.vertex.spec import machine_spec
 from launch.values.jobfile import flag_value
-from launch.vertex import lifecycle, submit
-from launch.vertex.costs import machine_hourly
-from launch.vertex.spec import machine_spec
 from trainer.data.defaults import MAX_PIXELS
 from trainer.data.label_map import id_to_name, parse_label_map
 from trainer.files import LABEL_MAP_FILE

@@ -8,9 +8,9 @@ import dataclasses
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
+from launch.targets.vertex.hardware import Machine, resolve_machine
+from launch.targets.vertex.spec import machine_spec
 from launch.values.resources import Accelerator
-from launch.vertex.hardware import Machine, resolve_machine
-from launch.vertex.spec import machine_spec
 
 DEFAULT_ENDPOINT = "pets-detector"  # display name of the endpoint `deploy` creates
 MAX_REPLICAS = 100

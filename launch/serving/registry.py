@@ -19,7 +19,7 @@ from launch.context.places import RunPaths, label_value
 from launch.errors import InputError, MissingError
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs, read_json
-from launch.vertex.hardware import catalogue, multi_region
+from launch.targets.vertex.hardware import catalogue, multi_region
 from serving import contract
 from trainer import best, jsonnum
 from trainer.experiments import AP_METRICS, EXPERIMENTS, MASK_AP_METRICS

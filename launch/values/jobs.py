@@ -1,7 +1,7 @@
 """Trainer jobs described as data: the trainer command line plus worker pools.
 
-The same TrainerJob runs locally (`launch.local`) or on Vertex AI; only the executor differs,
-so a job that works on a laptop is the job that runs in the cloud.
+The same TrainerJob runs locally (`launch.targets.local.processes`) or on Vertex AI; only the
+executor differs, so a job that works on a laptop is the job that runs in the cloud.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class Places:
 @dataclasses.dataclass(frozen=True)
 class Request:
     """A training or evaluation job as a researcher asks for it, the same for every target
-    (XManager's job description); its kind is its type. An executor (launch.executors)
+    (XManager's job description); its kind is its type. An executor (launch.targets.vertex.executor)
     decides where its files live and runs the TrainerJob it makes."""
 
     experiment: str = DEFAULT_EXPERIMENT

@@ -143,7 +143,7 @@ class Accelerator:
 
 
 class Described(Protocol):
-    """A target's resolved machine (launch.vertex.hardware.Machine), as far as resources
+    """A target's resolved machine (launch.targets.vertex.hardware.Machine), as far as resources
     need it: its words, so this module stays free of any target's catalogue."""
 
     def describe(self) -> str: ...

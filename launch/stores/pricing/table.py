@@ -2,7 +2,7 @@
 kind, name and column, each row with where it was read, when, and whether the Cloud Billing
 Catalog API confirmed it; and a price per hour with the parts it adds up from. What a
 target's job costs by it lives with the target (a Vertex AI `CustomJob`:
-launch/vertex/costs.py), so this table knows no target's catalogue.
+launch/targets/vertex/costs.py), so this table knows no target's catalogue.
 """
 
 from __future__ import annotations

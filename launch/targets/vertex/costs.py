@@ -16,8 +16,8 @@ import math
 from google.cloud import aiplatform_v1
 
 from launch.stores.pricing.table import Bill, Hourly, Key, PriceMissing, PriceTable
+from launch.targets.vertex import hardware
 from launch.values.resources import DEFAULT_TIMEOUT_HOURS, Accelerator
-from launch.vertex import hardware
 
 # A job's scheduling strategy -> the price column it pays.
 COLUMNS = {"STANDARD": "standard", "SPOT": "spot", "FLEX_START": "flex_start",

@@ -6,6 +6,7 @@ Multi-replica jobs get the CLUSTER_SPEC that Vertex AI would set, with addresses
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import os
@@ -16,8 +17,12 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 
+from launch.errors import InputError, StepFailed
+from launch.targets import triage
 from launch.text import printable, say
+from launch.values import jobs
 from launch.values.jobs import TrainerJob
+from trainer.cli import ERROR_PREFIX, EXIT_USAGE
 
 # numbers of at most 18 digits: int() of a longer one can raise (Python's digit limit)
 STEP_LINE = re.compile(r"^\s*train \| step:\s*(\d{1,18})\b")
@@ -153,3 +158,33 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
             progress.stop()
 
     return on_line, close
+
+
+def run_job(job: jobs.TrainerJob, total_steps: int | None = None,
+            executor: LocalExecutor | None = None) -> None:
+    """Runs a job locally with a progress bar. The trainer's `error: ...` line is held back
+    and becomes the error raised: InputError for a usage mistake (the trainer's exit 2, as
+    invoke's own), so the user sees that one line once; StepFailed for any other failure,
+    with that line, or else the cause and fix its output shows (launch/targets/triage.py)."""
+    printer, close = progress_printer(total_steps)
+    reasons: list[str] = []
+    output: collections.deque[str] = collections.deque(maxlen=triage.LINES)
+
+    def on_line(replica: int, line: str) -> None:
+        output.append(line)
+        if line.startswith(ERROR_PREFIX):
+            reasons.append(line.removeprefix(ERROR_PREFIX))
+        else:
+            printer(replica, line)
+
+    executor = dataclasses.replace(executor or LocalExecutor(), on_line=on_line)
+    try:
+        code = executor.run(job)
+    finally:
+        close()
+    if code == EXIT_USAGE and reasons:
+        raise InputError(reasons[-1])
+    output.extend(triage.exit_lines(code))
+    if code != 0:
+        why = reasons[-1] if reasons else triage.classify(output).text()
+        raise StepFailed(f"{job.name} failed with exit status {code}: {why}")

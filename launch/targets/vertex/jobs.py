@@ -12,9 +12,9 @@ import dataclasses
 from google.cloud import aiplatform_v1
 
 from launch.context.places import CloudTarget, RunPaths
+from launch.targets.vertex.hardware import machine_for
+from launch.targets.vertex.spec import custom_job
 from launch.values import jobs
-from launch.vertex.hardware import machine_for
-from launch.vertex.spec import custom_job
 from trainer.files import RECORDS_PREFIX
 from trainer.model_dir import HARDWARE_ENV
 

@@ -10,7 +10,7 @@ from google.api_core import exceptions
 from google.cloud import aiplatform_v1
 
 from launch.errors import UserError
-from launch.vertex.spec import job_id
+from launch.targets.vertex.spec import job_id
 
 TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
             "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED"}

@@ -4,7 +4,7 @@ its fix in one line, then the lines around it. Unknown failures show the first t
 The failures are data: `FAILURES`, one table of (name, pattern, cause, fix), tried on each
 line in the order the log has them (the first failure, not the last symptom); on one line the
 table's order decides. `classify` is pure: the adapters (the Vertex AI log reader in
-launch/vertex/logs.py, the local trainer's output in launch/workflow.py) only feed it lines.
+launch/targets/vertex/logs.py, the local trainer's output in launch/workflow.py) only feed it lines.
 
 Each pattern quotes what the real services print; the comment above it says where that text
 was read (2026-11-24). Cause and fix may name a pattern's groups (`{message}`) and the memory

@@ -23,9 +23,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from launch import triage
 from launch.errors import InputError, StepFailed
-from launch.local import STEP_LINE, LocalExecutor
+from launch.targets import triage
+from launch.targets.local.processes import STEP_LINE, LocalExecutor
 from launch.values.jobs import Places, Request, TrainerJob, Training, train_job
 from launch.values.sweep import Sweep
 from trainer import hparams, jsonnum, locks

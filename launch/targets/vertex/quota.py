@@ -17,7 +17,7 @@ from google.auth.exceptions import DefaultCredentialsError
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError, reason
-from launch.vertex.hardware import Machine, catalogue, machine_shape, tpu_chips
+from launch.targets.vertex.hardware import Machine, catalogue, machine_shape, tpu_chips
 
 UNLIMITED = -1  # what Cloud Quotas reports for a quota without a limit
 

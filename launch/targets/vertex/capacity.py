@@ -18,7 +18,7 @@ the boot disk's default. Cost is the hours at the machine's training price by th
 table (the disk's own price is not in that table and not counted). The facts, each with its
 source, and the datasets: capacity.yaml.
 
-    python -m launch.vertex.capacity    # the README's table from capacity.yaml's measured figures
+    python -m launch.targets.vertex.capacity  # the README's table from capacity.yaml's figures
 """
 
 from __future__ import annotations
@@ -217,8 +217,8 @@ class Capacity:
         from google.cloud import aiplatform_v1
 
         from launch.stores.pricing.table import PriceTable
-        from launch.vertex.costs import machine_hourly
-        from launch.vertex.hardware import machine_shape
+        from launch.targets.vertex.costs import machine_hourly
+        from launch.targets.vertex.hardware import machine_shape
 
         vcpus, _ = machine_shape(name)
         hourly = machine_hourly(PriceTable.load(), "training", self.region,

@@ -1,6 +1,6 @@
 """`invoke jobs.logs`: a custom job's log lines from Cloud Logging, newest last, optionally
 followed until the job ends (what `gcloud ai custom-jobs stream-logs` does); and why a failed
-job failed (`diagnose`: the failing replica's lines, classified by launch/triage.py).
+job failed (`diagnose`: the failing replica's lines, classified by launch/targets/triage.py).
 
 Vertex AI writes each replica's stdout/stderr as entries of resource type `ml_job`, labelled
 with the job id and the replica (`task_name`, e.g. workerpool0-0).
@@ -19,11 +19,11 @@ from google.cloud.logging_v2.services.logging_service_v2 import LoggingServiceV2
 from google.cloud.logging_v2.types import LogEntry
 from google.logging.type import log_severity_pb2
 
-from launch import triage
 from launch.errors import InputError
+from launch.targets import triage
+from launch.targets.vertex import client as vertex_client
+from launch.targets.vertex.spec import job_id
 from launch.text import printable
-from launch.vertex import client as vertex_client
-from launch.vertex.spec import job_id
 
 # The replica a failed job's error names: "The replica workerpool0-0 exited with a non-zero
 # status of 1" (github.com/tensorflow/models/issues/10735, read 2026-11-24)

@@ -16,14 +16,14 @@ from collections.abc import Callable, Mapping, Sequence
 
 from google.cloud import aiplatform_v1
 
-from launch import triage
 from launch.context.places import region_name
 from launch.errors import InputError, StepFailed
+from launch.targets import triage
+from launch.targets.vertex.hardware import check_region
 from launch.values.resources import MAX_PREEMPTIONS, number
-from launch.vertex.hardware import check_region
 
 RUNGS = {"spot": "SPOT", "flex-start": "FLEX_START", "standard": "STANDARD"}
-# The failures for want of capacity, as launch/triage.py names them (its table holds how
+# The failures for want of capacity, as launch/targets/triage.py names them (its table holds how
 # Vertex AI and Compute Engine word them); and how a preemption reads.
 CAPACITY = ("quota", "stockout")
 PREEMPTED = re.compile(r"preempt", re.IGNORECASE)

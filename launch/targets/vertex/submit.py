@@ -19,13 +19,12 @@ from launch.context.cloud import Cloud
 from launch.context.places import CloudTarget
 from launch.errors import InputError, StepFailed, reason
 from launch.stores.pricing.table import PriceTable
-from launch.text import say
-from launch.vertex import client as vertex_client
-from launch.vertex import logs
-from launch.vertex.costs import cost_so_far
-from launch.vertex.ladder import Ladder
-from launch.vertex.notify import notifier
-from launch.vertex.spec import (
+from launch.targets.vertex import client as vertex_client
+from launch.targets.vertex import logs
+from launch.targets.vertex.costs import cost_so_far
+from launch.targets.vertex.ladder import Ladder
+from launch.targets.vertex.notify import notifier
+from launch.targets.vertex.spec import (
     console_url,
     job_id,
     pin_images,
@@ -33,6 +32,7 @@ from launch.vertex.spec import (
     to_json,
     trainer_images,
 )
+from launch.text import say
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,11 +13,10 @@ from launch import text
 from launch.context.cloud import Cloud
 from launch.context.places import CloudTarget
 from launch.errors import StepFailed
-from launch.tuning import study
-from launch.vertex import client as vertex_client
-from launch.vertex import logs
-from launch.vertex.spec import job_id
-from launch.vertex.submit import Submission
+from launch.targets.vertex import client as vertex_client
+from launch.targets.vertex import logs, study
+from launch.targets.vertex.spec import job_id
+from launch.targets.vertex.submit import Submission
 
 
 def submit_sweep(cloud: Cloud, where: CloudTarget, job: aiplatform_v1.HyperparameterTuningJob,

@@ -8,7 +8,7 @@ from google.api_core import exceptions
 from google.cloud import aiplatform_v1
 
 from launch.errors import MissingError
-from launch.vertex.hardware import HardwareError
+from launch.targets.vertex.hardware import HardwareError
 
 
 def _shape(spec: aiplatform_v1.MachineSpec) -> tuple[str, str, int, str]:

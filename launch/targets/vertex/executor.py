@@ -1,34 +1,22 @@
-"""Where jobs run, one class a target (XManager's executors). `invoke train` and `invoke eval`
-build the same `Request` for every target and hand it to `executor_for(target, ...)`; adding a
-target (a TPU VM, GKE) is one class here and one line in `EXECUTORS`.
-
-An executor decides where a run's files live (`jobs.Places`), turns the request into the
-TrainerJob every target runs, and runs it: as local processes, or as a Vertex AI custom job.
-It also knows where that run's TensorBoard is.
-"""
+"""The Vertex AI target: custom jobs on the stack's infrastructure, a tuning job for a sweep,
+a conversion job next to the raw data; every rung of a capacity ladder checked (catalogue,
+quota, price) before anything is built or sent."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import json
-import shlex
-import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
-from typing import Protocol
+from collections.abc import Iterable, Mapping
 
 from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
 from google.cloud import aiplatform_v1
 
-from launch import workflow
 from launch.context.cloud import Cloud, default_run_id, job_images, run_paths, standard_labels
 from launch.context.images import check_repository
 from launch.context.places import CloudTarget, check_run_id, label_value
-from launch.errors import InputError, MissingError, StepFailed, reason
-from launch.local import LocalExecutor
+from launch.errors import InputError, MissingError, reason
 from launch.stores import datachecks
 from launch.stores.gcs import datasets, mirror
 from launch.stores.gcs.datasets import raw_survey
@@ -42,17 +30,12 @@ from launch.stores.pricing.estimate import (
 )
 from launch.stores.pricing.table import PriceTable
 from launch.stores.runs import configs, jobfiles
-from launch.text import say
-from launch.tuning import local as local_tuning
-from launch.tuning import study
-from launch.tuning.commands import submit_sweep
-from launch.values.jobs import Conversion, Evaluation, Places, Request, Training, tool_job
-from launch.values.sweep import Sweep
-from launch.vertex import client as vertex_client
-from launch.vertex import conversion as conversion_jobs
-from launch.vertex import costs, locality, persistent, quota
-from launch.vertex import jobs as vertex_jobs
-from launch.vertex.hardware import (
+from launch.targets.base import Target, job_text, save_job, say_job, with_recorded
+from launch.targets.vertex import client as vertex_client
+from launch.targets.vertex import conversion as conversion_jobs
+from launch.targets.vertex import costs, locality, persistent, quota, study
+from launch.targets.vertex import jobs as vertex_jobs
+from launch.targets.vertex.hardware import (
     HardwareError,
     Machine,
     NotOffered,
@@ -62,10 +45,10 @@ from launch.vertex.hardware import (
     machine_for,
     tensorflow_note,
 )
-from launch.vertex.ladder import Budget, Ladder, Rung, climb, labels, most_jobs, rungs
-from launch.vertex.notify import notifier
-from launch.vertex.spec import job_id, pin_images, tensorboard_url, trainer_images
-from launch.vertex.submit import (
+from launch.targets.vertex.ladder import Budget, Ladder, Rung, climb, labels, most_jobs, rungs
+from launch.targets.vertex.notify import notifier
+from launch.targets.vertex.spec import job_id, pin_images, tensorboard_url, trainer_images
+from launch.targets.vertex.submit import (
     Submission,
     create,
     dispatch,
@@ -73,161 +56,14 @@ from launch.vertex.submit import (
     pinned,
     why_failed,
 )
-from trainer import bucket_convert, locks
+from launch.targets.vertex.sweeps import submit_sweep
+from launch.text import say
+from launch.values.jobs import Conversion, Evaluation, Request, Training, tool_job
+from launch.values.sweep import Sweep
+from trainer import bucket_convert
 from trainer.args import BucketConvertArgs
-from trainer.errors import DirectoryBusy
 from trainer.experiments import default_train_steps
 from trainer.files import DATASETS_PREFIX, RAW_PREFIX, RECORDS_PREFIX
-
-
-def _job_text(request: Request, **decided) -> str:
-    """The resolved job file of `request`, with what the executor decided (a named dataset
-    as the version it reads: NAME@VERSION)."""
-    return request.record.text(**decided, dataset=request.dataset) if request.record else ""
-
-
-def _save_job(text: str, submission: Submission) -> None:
-    """--save-job, once every check has passed."""
-    if not (text and submission.save_job):
-        return
-    try:
-        Path(submission.save_job).write_text(text)
-    except OSError as error:
-        raise InputError(f"--save-job {submission.save_job}: cannot write it "
-                         f"({error.strerror or error})") from None
-
-
-def _say_job(text: str, where: str) -> None:
-    """A dry run's account on stderr (stdout carries the request): where it would run and
-    the job file that gives this request again."""
-    print(where, file=sys.stderr)
-    if text:
-        print(f"job file:\n{text.rstrip()}", file=sys.stderr, flush=True)
-
-
-def _refuse_busy(model_dir: str) -> None:
-    """Refuses a model directory another run is training in before this run's job file
-    replaces that run's; the trainer's chief then takes the lock itself, for the run."""
-    try:
-        lock = locks.hold_model_dir(model_dir)
-    except DirectoryBusy as error:
-        raise InputError(str(error)) from None
-    if lock:
-        lock.close()
-
-
-class Executor(Protocol):
-    def launch(self, request: Request) -> str:
-        """Runs (or submits) the job; what to tell the user."""
-
-    def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
-        """Shows the run's TensorBoard; what to tell the user."""
-
-    def tune(self, request: Request, sweep: Sweep) -> str:
-        """Runs (or submits) the sweep: trials of the training `request`."""
-
-    def convert(self, conversion: Conversion) -> str:
-        """Converts raw data (and publishes it as a named dataset if it names one)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Target:
-    """What the command line says about where a job runs; each executor reads its part."""
-
-    places: Places  # local runs: --model-dir and --data-dir
-    cloud: Cloud = dataclasses.field(default_factory=Cloud)  # settings; no API call yet
-    submission: Submission = dataclasses.field(default_factory=Submission)
-    force: bool = False  # train even when the data checks refuse the records
-
-
-@dataclasses.dataclass(frozen=True)
-class Local:
-    """This machine: one `python -m trainer` process a replica, with a progress bar; a
-    multi-replica job gets the cluster spec Vertex AI would give it, on 127.0.0.1."""
-
-    places: Places
-    cloud: Cloud  # only for `--run-id`, which names a run in the bucket
-    force: bool = False
-    submission: Submission = dataclasses.field(default_factory=Submission)
-
-    def launch(self, request: Request) -> str:
-        if isinstance(request, Evaluation) and not request.data_dir:  # the run's own data
-            request = _with_recorded(self.cloud, request,
-                                     jobfiles.local_run_data(self.places.model_dir))
-        texts = configs.read_local(request.config_files)  # the trainer reads them again
-        data_dir = request.data_dir or self.places.data_dir
-        job = request.trainer_job(self.places)
-        trains = isinstance(request, Training)
-        steps = request.steps or default_train_steps(request.experiment) if trains else None
-        text = _job_text(request, data_dir=data_dir, model_dir=self.places.model_dir)
-        if not mirror.is_gcs(data_dir) and not Path(data_dir).is_dir():
-            raise MissingError(f"--data-dir {data_dir}: no such directory; convert data first "
-                               "(`invoke data.convert`)")
-        if trains:
-            datachecks.check_local(data_dir, self.force, request.experiment)
-        _save_job(text, self.submission)
-        if self.submission.dry_run:
-            _say_job(text, f"runs here: model directory {self.places.model_dir}, data "
-                           f"{data_dir}")
-            return shlex.join(LocalExecutor().command(job))
-        if trains:
-            _refuse_busy(self.places.model_dir)
-        if trains and text:  # the stored job names the run's copies of its config files
-            kept = configs.keep_local(self.cloud, self.places.model_dir, request.config_files,
-                                      texts)
-            jobfiles.store_local(self.places.model_dir, _job_text(
-                request, data_dir=data_dir, model_dir=self.places.model_dir, config_file=kept))
-        pin = datasets.pin(self.cloud, request, Path(self.places.model_dir).name or "local",
-                           job.name, datasets.LOCAL_PIN_HOURS)
-        try:
-            workflow.run_job(job, steps)  # the total steps, for the progress bar
-        finally:
-            datasets.unpin(self.cloud, pin)
-        return f"{job.name} done: {self.places.model_dir}"
-
-    def tune(self, request: Request, sweep: Sweep) -> str:
-        """An Optuna study in the sweep directory (--model-dir): trials are runs beside it."""
-        configs.read_local(request.config_files)  # checked now, not in a trial
-        text = _job_text(request, data_dir=request.data_dir or self.places.data_dir,
-                         model_dir=self.places.model_dir)
-        _save_job(text, self.submission)
-        if self.submission.dry_run:
-            _say_job(text, f"runs here: sweep directory {self.places.model_dir}")
-            return json.dumps(sweep.as_mapping(), indent=2)
-        datachecks.check_local(request.data_dir or self.places.data_dir, self.force,
-                               request.experiment)
-        pin = datasets.pin(self.cloud, request, Path(self.places.model_dir).name or "local",
-                           "tune", datasets.LOCAL_PIN_HOURS)
-        try:
-            return local_tuning.run_sweep(sweep, request, self.places)
-        finally:
-            datasets.unpin(self.cloud, pin)
-
-    def convert(self, conversion: Conversion) -> str:
-        """The converter here; a named dataset is then uploaded as `data.upload --dataset`
-        would (its name checked before the conversion starts)."""
-        if conversion.dataset:
-            datasets.check(conversion.dataset)
-        if mirror.is_gcs(conversion.args.data_dir):
-            raise InputError(f"--data-dir {conversion.args.data_dir[:100]}: a local conversion "
-                             "reads this machine's files; convert next to the data with "
-                             "--target vertex --dataset NAME")
-        workflow.run_job(tool_job(conversion.args))
-        if not conversion.dataset:
-            return f"records in {conversion.args.output_dir}"
-        return datasets.upload(self.cloud, conversion.args.output_dir, conversion.dataset)
-
-    def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
-        # --run-id: the whole run in the bucket (training, validation and evaluation jobs)
-        logdir = logdir or (run_paths(self.cloud, run_id).root if run_id
-                            else self.places.model_dir)
-        print(f"TensorBoard on http://127.0.0.1:{port} for {logdir}", flush=True)
-        # An argument list, never a shell string: --logdir and --run-id are user input.
-        status = subprocess.call([sys.executable, "-m", "tensorboard.main", "--logdir", logdir,
-                                  "--host", "127.0.0.1", "--port", str(port)])
-        if status != 0:
-            raise StepFailed(f"TensorBoard exited with status {status}")
-        return "TensorBoard stopped"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -262,6 +98,17 @@ class Vertex:
     submission: Submission = dataclasses.field(default_factory=Submission)
     force: bool = False
 
+    @classmethod
+    def from_target(cls, target: Target) -> Vertex:
+        """The ladder from the job's --capacity, --regions and --fallback (None without)."""
+        job = target.job
+        ladder = job and Ladder.from_flag(",".join(job.capacity), job.max_preemptions,
+                                          target.strategy, job.regions, job.fallback)
+        handover = target.handover
+        return cls(target.cloud, Submission(
+            dry_run=handover.dry_run, local_docker=target.local_docker, follow=target.follow,
+            max_cost=handover.max_cost, ladder=ladder, save_job=handover.save_job), target.force)
+
     def launch(self, request: Request) -> str:
         if isinstance(request, Evaluation) and not request.run_id:
             raise InputError("--run-id names the training run to evaluate")
@@ -279,7 +126,7 @@ class Vertex:
         decided = {"run_id": run_id, "data_dir": request.data_dir if  # eval: the run's, if known
                    isinstance(request, Evaluation) else data,
                    "region": None if ladder and ladder.regions else where.region}
-        text = _job_text(request, **decided)
+        text = job_text(request, **decided)
         if self.submission.dry_run:
             self._say_dry_run(text, plan.targets[plan.first.region], run_id, request, trains)
             if ladder:
@@ -301,14 +148,14 @@ class Vertex:
                     first.region), where.project, first.region, resource_id)
                 for each in plan.jobs.values():
                     persistent.check_fits(each, resource)
-        _save_job(text, self.submission)
+        save_job(text, self.submission.save_job)
         if not self.submission.dry_run:
             attempts = len(plan.jobs) * (ladder.max_preemptions + 1 if ladder else 1)
             datasets.pin(self.cloud, request, run_id, "train" if trains else "eval",
                          _hours_bound(request, attempts))
         if not self.submission.dry_run and trains and text:  # it names the run's copies
             kept = configs.keep_in_bucket(self.cloud, run_id, config_files, texts)
-            jobfiles.store_in_bucket(self.cloud, run_id, _job_text(
+            jobfiles.store_in_bucket(self.cloud, run_id, job_text(
                 request, **decided, image=trainer_images(job)[0], config_file=kept))
         if ladder and not self.submission.dry_run:
             return self._climb(ladder, plan, run_id, estimates)
@@ -329,12 +176,12 @@ class Vertex:
         request = _portable(request, configs.read_local(request.config_files))
         plan = self._plan(request, where, run_id, trial=True)
         data = self._data_url(request, where)
-        text = _job_text(request, run_id=run_id, region=where.region, data_dir=data)
+        text = job_text(request, run_id=run_id, region=where.region, data_dir=data)
         if self.submission.dry_run:
             self._say_dry_run(text, where, run_id, request, True)
         plan = self._check_quota(where.project, plan, copies=sweep.parallel)
         self._price(request, where, plan, sweep)
-        _save_job(text, self.submission)
+        save_job(text, self.submission.save_job)
         if not self.submission.dry_run:
             self._require_data(data, request.experiment)
             datasets.pin(self.cloud, request, run_id, "tune",
@@ -348,8 +195,8 @@ class Vertex:
 
     def convert(self, conversion: Conversion) -> str:
         """A conversion job next to the data: the raw prefix surveyed, the machine and disk
-        sized for it (launch/vertex/conversion.py), priced, then submitted; the job publishes
-        the named dataset, manifest last."""
+        sized for it (conversion.py), priced, then submitted; the job publishes the named
+        dataset, manifest last."""
         name = conversion.dataset
         if not name:
             raise InputError("--target vertex converts into a named dataset in the bucket: add "
@@ -477,7 +324,7 @@ class Vertex:
         if not isinstance(request, Evaluation) or request.data_dir:
             return request
         try:
-            return _with_recorded(self.cloud, request,
+            return with_recorded(self.cloud, request,
                                   jobfiles.bucket_run_data(self.cloud, run_id))
         except (GoogleAPIError, GoogleAuthError) as error:
             if not self.submission.dry_run:
@@ -493,7 +340,7 @@ class Vertex:
 
     def _say_dry_run(self, text: str, where: CloudTarget, run_id: str, request: Request,
                      trains: bool) -> None:
-        _say_job(text, f"project {where.project}, region {where.region}, run "
+        say_job(text, f"project {where.project}, region {where.region}, run "
                        f"{run_paths(self.cloud, run_id).root}")
         print(f"resources: {request.resources.describe()}", file=sys.stderr)
         if trains:
@@ -687,16 +534,6 @@ class Vertex:
                          for job in found)
 
 
-def _with_recorded(cloud: Cloud, request: Request, recorded: jobfiles.RecordedData) -> Request:
-    """An evaluation of a run that names no data: the data the run's job file records (a
-    named dataset: the version the run read, and only its listed files)."""
-    if recorded.dataset:
-        return datasets.pinned(cloud, request, recorded.dataset,
-                               f"dataset (in {recorded.where})")
-    return dataclasses.replace(request, data_dir=recorded.data_dir) if recorded.data_dir \
-        else request
-
-
 def _hours_bound(request: Request, attempts: int) -> float:
     """How long a launch's jobs can last at most (`attempts` jobs one after another, each
     queued, waiting for flex-start capacity, then running up to its timeout): its dataset
@@ -718,14 +555,3 @@ def _portable(request: Request, texts: Mapping[str, str]) -> Request:
         params_override=(*texts.values(), *request.params_override))
 
 
-EXECUTORS: dict[str, Callable[[Target], Executor]] = {
-    "local": lambda target: Local(target.places, target.cloud, target.force, target.submission),
-    "vertex": lambda target: Vertex(target.cloud, target.submission, target.force),
-}
-
-
-def executor_for(name: str, target: Target) -> Executor:
-    if name not in EXECUTORS:
-        raise InputError(f"--target {name!r} is not available; use one of "
-                         f"{', '.join(EXECUTORS)}")
-    return EXECUTORS[name](target)

@@ -11,15 +11,15 @@ from google.cloud import aiplatform_v1
 from google.protobuf import duration_pb2
 
 from launch.context.places import CloudTarget, label_value
-from launch.values.jobs import TrainerJob
-from launch.values.resources import Resources, reservation_parts, whole_seconds
-from launch.vertex.hardware import (
+from launch.targets.vertex.hardware import (
     HardwareError,
     Machine,
     catalogue,
     reduction_server_image,
     reduction_server_images,
 )
+from launch.values.jobs import TrainerJob
+from launch.values.resources import Resources, reservation_parts, whole_seconds
 
 # With Reduction Server, NCCL says in the job's logs whether it loaded Google's plugin
 # ("NET/Plugin" lines): the one place to see that the reducers are used.

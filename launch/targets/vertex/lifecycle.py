@@ -9,7 +9,7 @@ import dataclasses
 import datetime
 
 from launch.errors import InputError
-from launch.vertex.hardware import catalogue
+from launch.targets.vertex.hardware import catalogue
 
 WARN_DAYS = 90  # how long ahead `invoke doctor` warns of an end
 

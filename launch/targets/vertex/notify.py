@@ -20,8 +20,8 @@ from google.cloud import aiplatform_v1
 
 from launch.context.cloud import Cloud
 from launch.errors import InputError, reason
-from launch.vertex.ladder import outcome
-from launch.vertex.spec import job_id
+from launch.targets.vertex.ladder import outcome
+from launch.targets.vertex.spec import job_id
 
 PUBLISH_TIMEOUT = 30.0  # seconds: a notice is not worth holding a command up longer
 
