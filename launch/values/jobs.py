@@ -100,7 +100,7 @@ class Places:
 @dataclasses.dataclass(frozen=True)
 class Request:
     """A training or evaluation job as a researcher asks for it, the same for every target
-    (XManager's job description); its kind is its type. An executor (launch.targets.vertex.executor)
+    (XManager's job description); its kind is its type. An executor (launch.targets)
     decides where its files live and runs the TrainerJob it makes."""
 
     experiment: str = DEFAULT_EXPERIMENT
