@@ -1,7 +1,7 @@
 """What researchers type: `invoke --list` is the menu; the logic lives in launch/ and trainer/.
 
 Modules that load Google's client libraries (launch.context.cloud, launch.targets.vertex,
-launch.doctor: about two seconds) are imported inside the tasks that need them, so the menu
+launch.features.doctor: about two seconds) are imported inside the tasks that need them, so the menu
 and the local data tasks start at once; every other import is here.
 """
 
@@ -11,14 +11,14 @@ from pathlib import Path
 
 from invoke import Collection, Exit
 
-from launch import workflow
+from launch.cli.taskflags import Flag, job_task, task
 from launch.errors import InputError, StepFailed, UserError
-from launch.taskflags import Flag, job_task, task
+from launch.features import workflow
+from launch.features.workflow import ExportChoices
 from launch.values import jobfile, jobs
 from launch.values.jobfile import EVAL, TRAIN, TUNE
 from launch.values.jobs import Places
 from launch.values.resources import optional_number
-from launch.workflow import ExportChoices
 from trainer.args import MAX_PIXELS_HELP, ConvertArgs, DownloadArgs, SampleArgs
 from trainer.data.formats import NAMES as DATA_FORMATS
 
@@ -221,7 +221,7 @@ def inspect(c, records=None, data_dir=None, format="pets", annotations=None, ima
     """Look at a dataset: class counts, box sizes against the anchors, samples; flags."""
     import tempfile
 
-    from launch.dataset_report import inspect as inspect_records
+    from launch.features.dataset_report import inspect as inspect_records
     from trainer.experiments import DEFAULT_EXPERIMENT
 
     def report(records_dir: str) -> None:
@@ -381,7 +381,7 @@ def tune_status(c, job=None, follow=False, poll=30, env=None, project=None, regi
 def runs_list(c, root=WORK, target="local", env=None, project=None, region=None,
               bucket=None):
     """List runs with their best checkpoint's metrics: model directories here, or in the bucket."""
-    from launch.runs.commands import list_runs
+    from launch.features.runs.commands import list_runs
 
     cloud = (lambda: _cloud(c, project, region, bucket, env=env)) if target == "vertex" \
         else None
@@ -396,7 +396,7 @@ def runs_list(c, root=WORK, target="local", env=None, project=None, region=None,
 def runs_compare(c, run=None, output_dir=f"{WORK}/report", env=None, project=None,
                  region=None, bucket=None, checkpoint=None):
     """Compare runs: a table, PNG plots and an HTML report with the worst images."""
-    from launch.runs.commands import compare
+    from launch.features.runs.commands import compare
 
     _say(lambda: compare(lambda: _cloud(c, project, region, bucket, env=env), run or [],
                          Path(output_dir), checkpoint=workflow.checkpoint_choice(
@@ -444,7 +444,7 @@ SERVING_HELP = {"machine_type": "serving machine (default n1-standard-4)",
 
 def _serving(machine_type, accelerator, min_replicas, max_replicas, traffic=100):
     """The serving machine, validated (against the region) when the task knows it."""
-    from launch.serving.endpoints import Serving
+    from launch.features.serving.endpoints import Serving
     from launch.targets.vertex.hardware import catalogue
 
     return lambda region: Serving.from_flags(
@@ -482,7 +482,7 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=None,
     score = _guarded(lambda: optional_number("--min-score", min_score, float))
     cap = _guarded(lambda: workflow.pixel_cap(max_pixels))
     if endpoint or target == "vertex":
-        from launch.serving import commands
+        from launch.features.serving import commands
 
         if endpoint:
             _say(lambda: "predictions in " + commands.predict_online(
@@ -524,7 +524,7 @@ def model_upload(c, run_id, min_ap50: float | None = None, aliases="candidate",
                  container=None, gpu=False, dry_run=False, env=None, project=None,
                  region=None, bucket=None, checkpoint=None):
     """Upload a run's SavedModel to the Vertex AI Model Registry, if its evaluation passes."""
-    from launch.serving import commands
+    from launch.features.serving import commands
 
     cloud = _cloud(c, project, region, bucket, env=env)
     _say(lambda: commands.upload_model(
@@ -547,7 +547,7 @@ def endpoint_deploy(c, run_id, endpoint=None, machine_type=None, accelerator=Non
                     project=None, region=None, bucket=None,
                     max_cost: float | None = None):
     """Deploy a run's registered model to an endpoint, sharing traffic with what is there."""
-    from launch.serving import commands
+    from launch.features.serving import commands
 
     cloud = _cloud(c, project, region, bucket, env=env)
     _say(lambda: commands.deploy(
@@ -558,7 +558,7 @@ def endpoint_deploy(c, run_id, endpoint=None, machine_type=None, accelerator=Non
 @task(name="list", help=LIST_HELP)
 def endpoint_list(c, env=None, project=None, region=None):
     """List the endpoints, their deployed models and traffic."""
-    from launch.serving import commands
+    from launch.features.serving import commands
 
     _say(lambda: commands.list_endpoints(_cloud(c, project, region, env=env)))
 
@@ -567,7 +567,7 @@ def endpoint_list(c, env=None, project=None, region=None):
                              "(from endpoint.list)", **LIST_HELP})
 def endpoint_undeploy(c, endpoint, deployed_model, env=None, project=None, region=None):
     """Undeploy a model from an endpoint; its traffic goes to the others."""
-    from launch.serving import commands
+    from launch.features.serving import commands
 
     _say(lambda: commands.undeploy(_cloud(c, project, region, env=env), endpoint,
                                    deployed_model))
@@ -610,7 +610,7 @@ def demo(c, workdir=f"{WORK}/demo", steps: int | None = None,
             "bucket": "data bucket", "image": "trainer image URI"})
 def doctor(c, env=None, project=None, region=None, bucket=None, image=None):
     """Check credentials, APIs, bucket, image, act-as and end dates before Vertex AI runs."""
-    from launch import doctor as checks
+    from launch.features import doctor as checks
 
     cloud = _cloud(c, project, region, bucket, image, env)
     text, ok = _guarded(lambda: checks.run(cloud))

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from launch.errors import InputError, MissingError
+from launch.features.workflow import checkpoint_choice
 from launch.stores.gcs.mirror import (
     GcsPath,
     UnsafePathError,
@@ -15,7 +16,6 @@ from launch.stores.gcs.mirror import (
     stage_checkpoint,
     stage_directory,
 )
-from launch.workflow import checkpoint_choice
 from tests.fakes.gcs import FakeGcs
 from trainer.best import Choice
 

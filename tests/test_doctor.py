@@ -11,7 +11,7 @@ import google.auth.exceptions
 import pytest
 import requests
 
-from launch import doctor
+from launch.features import doctor
 from tests.fakes.build import FakeArtifactRegistry, FakeCloudBuild
 from tests.fakes.gcs import FakeGcs
 from tests.fakes.vertex import FakeJobService

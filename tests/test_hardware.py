@@ -46,7 +46,7 @@ def test_the_catalogue_says_when_and_where_its_facts_come_from():
 def test_every_prebuilt_container_the_catalogue_offers_has_its_dated_end():
     """Each end date comes with its page and the day it was read, and applies to images the
     project offers; every prebuilt prediction container offered has one."""
-    from launch.serving.registry import prediction_image
+    from launch.features.serving.registry import prediction_image
     from launch.targets.vertex import lifecycle
 
     endings = lifecycle.endings()

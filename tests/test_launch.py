@@ -131,7 +131,7 @@ def test_a_trainer_usage_error_reaches_invoke_as_its_one_line_and_exit_2(flags, 
 
 def test_a_failed_tool_says_why_in_its_error():
     from launch.errors import StepFailed
-    from launch.workflow import run_job
+    from launch.features.workflow import run_job
 
     with pytest.raises(StepFailed, match=r"^convert failed with exit status 1: /nonexistent/"
                                          r"annotations/trainval\.txt not found"):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from launch import doctor
 from launch.errors import InputError
+from launch.features import doctor
 from launch.stores.gcs.records import upload_records
 from launch.targets.vertex import quota
 from launch.targets.vertex.executor import Vertex

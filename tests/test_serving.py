@@ -17,8 +17,8 @@ from google.cloud import aiplatform_v1
 from infra.image_context import context_hash
 from launch.context.images import tag_resource, with_digest
 from launch.errors import InputError, MissingError, StepFailed
-from launch.serving import answers, commands, endpoints, registry
-from launch.serving.endpoints import Serving
+from launch.features.serving import answers, commands, endpoints, registry
+from launch.features.serving.endpoints import Serving
 from launch.stores.pricing.estimate import OverBudget
 from launch.targets.vertex import lifecycle
 from tests.conftest import REPO
@@ -498,7 +498,7 @@ def test_deploy_says_the_price_is_unknown_and_max_cost_cannot_be_checked(service
 
 
 class Clock:
-    """time for launch.serving.commands: each reading an hour after the last, so the
+    """time for launch.features.serving.commands: each reading an hour after the last, so the
     shortest timeout (one minute) has passed at the first poll."""
 
     def __init__(self) -> None:

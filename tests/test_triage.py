@@ -14,6 +14,7 @@ import time
 import pytest
 
 from launch.errors import StepFailed
+from launch.features.workflow import run_job
 from launch.stores.gcs.records import upload_records
 from launch.targets import triage
 from launch.targets.local.processes import LocalExecutor
@@ -25,7 +26,6 @@ from launch.targets.vertex.submit import Submission, job_command
 from launch.values.jobs import Request, tool_job
 from launch.values.resources import Accelerator, Resources
 from launch.values.sweep import Sweep
-from launch.workflow import run_job
 from tests.fakes.cloud import OUTPUTS, fake_cloud, write_records
 from tests.fakes.logs import job_entry
 from tests.test_vertex import TARGET, train_custom_job

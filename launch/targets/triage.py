@@ -4,7 +4,8 @@ its fix in one line, then the lines around it. Unknown failures show the first t
 The failures are data: `FAILURES`, one table of (name, pattern, cause, fix), tried on each
 line in the order the log has them (the first failure, not the last symptom); on one line the
 table's order decides. `classify` is pure: the adapters (the Vertex AI log reader in
-launch/targets/vertex/logs.py, the local trainer's output in launch/workflow.py) only feed it lines.
+launch/targets/vertex/logs.py, the local trainer's output in launch/targets/local/processes.py)
+only feed it lines.
 
 Each pattern quotes what the real services print; the comment above it says where that text
 was read (2026-11-24). Cause and fix may name a pattern's groups (`{message}`) and the memory
@@ -55,7 +56,8 @@ FAILURES: tuple[Failure, ...] = (
     # Vertex AI's (and AI Platform's) replica epilogue: github.com/tensorflow/models/issues/5591
     # ("The replica master 0 ran out-of-memory and exited with a non-zero status of
     # 9(SIGKILL)"); exit 137 is 128 + SIGKILL, the kernel's OOM killer (Docker's OOMKilled);
-    # a local trainer killed so is "killed by signal 9" (KILLED_BY_SIGNAL: launch/workflow.py)
+    # a local trainer killed so is "killed by signal 9" (KILLED_BY_SIGNAL:
+    # launch/targets/local/processes.py)
     Failure("host-oom", re.compile(
         r"replica \S{1,100}(?: \d{1,9})? ran out.of.memory|non-zero status of (?:137|9\b)|"
         rf"OOMKilled|{KILLED_BY_SIGNAL} 9\b",

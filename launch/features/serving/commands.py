@@ -18,11 +18,11 @@ from google.api_core import exceptions as api_exceptions
 from google.auth.exceptions import GoogleAuthError
 from google.cloud import aiplatform_v1
 
-from launch import workflow
 from launch.context.cloud import Cloud, run_paths, stamp, standard_labels
 from launch.context.places import label_value
 from launch.errors import InputError, MissingError, StepFailed, reason
-from launch.serving import answers, endpoints, registry
+from launch.features import workflow
+from launch.features.serving import answers, endpoints, registry
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs
 from launch.stores.pricing.estimate import ServingCost, known_price

@@ -15,8 +15,8 @@ import html
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from launch.features.runs.record import RunRecord
 from launch.plots import embedded, embedded_plots, figure, grouped_bars, html_table, text_table
-from launch.runs.record import RunRecord
 from launch.text import spreadsheet_cell
 from trainer.experiments import AP_METRICS, MASK_AP_METRICS, MASK_PREFIX
 from trainer.files import METRICS_DIR

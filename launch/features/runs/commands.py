@@ -22,8 +22,8 @@ from google.auth.exceptions import GoogleAuthError
 from launch.context.cloud import Cloud
 from launch.context.places import RUN_ID
 from launch.errors import InputError, MissingError, UserError
-from launch.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
-from launch.runs.report import Report, table, write_report
+from launch.features.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
+from launch.features.runs.report import Report, table, write_report
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs
 from trainer import best
