@@ -369,7 +369,7 @@ def _target(c, project=None, region=None, bucket=None, env=None):
                            "poll": "seconds between checks"})
 def tune_status(c, job=None, follow=False, poll=30, env=None, project=None, region=None):
     """Show a Vertex AI tuning job's trials, best first (or list the newest tuning jobs)."""
-    from launch.targets.vertex.sweeps import status
+    from launch.features.tuning import status
 
     cloud = _cloud(c, project, region, env=env)
     _say(lambda: status(cloud, job, follow, float(poll)))
@@ -445,11 +445,9 @@ SERVING_HELP = {"machine_type": "serving machine (default n1-standard-4)",
 def _serving(machine_type, accelerator, min_replicas, max_replicas, traffic=100):
     """The serving machine, validated (against the region) when the task knows it."""
     from launch.features.serving.endpoints import Serving
-    from launch.targets.vertex.hardware import catalogue
 
     return lambda region: Serving.from_flags(
-        region, machine_type or catalogue()["prediction_containers"]["default_machine"],
-        accelerator, optional_number("--min-replicas", min_replicas, int),
+        region, machine_type, accelerator, optional_number("--min-replicas", min_replicas, int),
         optional_number("--max-replicas", max_replicas, int),
         optional_number("--traffic", traffic, int))
 
@@ -626,7 +624,7 @@ def image_build(c, env=None, project=None, region=None, local_docker=False):
     """Build the trainer and serving images unless their content-hash tag exists.
 
     In Cloud Build, or with the local Docker (--local-docker)."""
-    from launch.targets.vertex.submit import build_images
+    from launch.context.builds import build_images
 
     cloud = _cloud(c, project, region, env=env)
     _say(lambda: build_images(cloud, local_docker).message)
@@ -635,7 +633,7 @@ def image_build(c, env=None, project=None, region=None, local_docker=False):
 
 
 def _job_command(c, command, job=None, env=None, project=None, region=None, **options):
-    from launch.targets.vertex.submit import job_command
+    from launch.features.jobs import job_command
 
     cloud = _cloud(c, project, region, env=env)
     _say(lambda: job_command(cloud, command, job, **options))
@@ -679,10 +677,9 @@ def jobs_wait(c, job, env=None, project=None, region=None, poll=30, notify=False
 def pricing_refresh(c):
     """Rebuild launch/stores/pricing/prices.yaml from the Cloud Billing Catalog (Vertex AI SKUs)."""
     from launch.context.clients import cloud_catalog
-    from launch.stores.pricing.refresh import refresh
-    from launch.targets.vertex.hardware import regions
+    from launch.features.pricing import refresh
 
-    _say(lambda: refresh(cloud_catalog(), regions()))
+    _say(lambda: refresh(cloud_catalog()))
 
 
 @task(help={"num_images": "images of each photo size to convert"})

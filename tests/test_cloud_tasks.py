@@ -7,11 +7,13 @@ import pytest
 from google.cloud import aiplatform_v1
 
 from infra.image_context import context_hash
+from launch.context.builds import build_images
 from launch.context.images import tag_resource
 from launch.errors import InputError, MissingError, StepFailed
+from launch.features.jobs import job_command
 from launch.stores.gcs.records import upload_records
 from launch.targets.vertex.executor import Vertex
-from launch.targets.vertex.submit import Submission, build_images, job_command
+from launch.targets.vertex.submit import Submission
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records

@@ -9,9 +9,9 @@ import pytest
 from invoke.exceptions import Exit
 
 from launch.errors import InputError
+from launch.features.jobs import job_command
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import logs as job_logs
-from launch.targets.vertex.submit import job_command
 from launch.text import UNSAFE_CATEGORIES
 from tests.fakes.cloud import fake_cloud
 from tests.fakes.logs import FakeLoggingService, job_entry

@@ -337,7 +337,7 @@ def catalogue_skus() -> list:
 def test_refresh_writes_confirmed_rows_for_every_catalogue_region(tmp_path):
     import datetime
 
-    from launch.stores.pricing.refresh import refresh
+    from launch.features.pricing import refresh
     from launch.targets.vertex.hardware import regions
     from tests.fakes.billing import VERTEX, FakeCloudCatalog
 
@@ -394,7 +394,7 @@ def test_refresh_writes_confirmed_rows_for_every_catalogue_region(tmp_path):
 
 
 def test_a_refresh_names_the_catalogue_regions_no_sku_priced(tmp_path):
-    from launch.stores.pricing.refresh import refresh
+    from launch.features.pricing import refresh
     from tests.fakes.billing import FakeCloudCatalog
 
     with FakeCloudCatalog(catalogue_skus()) as catalog:
@@ -405,7 +405,7 @@ def test_a_refresh_names_the_catalogue_regions_no_sku_priced(tmp_path):
 
 def test_a_refresh_that_recognises_nothing_keeps_the_table(tmp_path):
     from launch.errors import MissingError
-    from launch.stores.pricing.refresh import refresh
+    from launch.features.pricing import refresh
     from tests.fakes.billing import FakeCloudCatalog, sku
 
     path = tmp_path / "prices.yaml"
@@ -421,7 +421,7 @@ def test_a_refresh_that_recognises_nothing_keeps_the_table(tmp_path):
 
 def test_a_refresh_mends_a_table_it_cannot_read(tmp_path):
     """The fix a broken table's message names works: nothing of the old table is kept."""
-    from launch.stores.pricing.refresh import refresh
+    from launch.features.pricing import refresh
     from launch.targets.vertex.hardware import regions
     from tests.fakes.billing import FakeCloudCatalog
 

@@ -14,6 +14,7 @@ import time
 import pytest
 
 from launch.errors import StepFailed
+from launch.features.jobs import job_command
 from launch.features.workflow import run_job
 from launch.stores.gcs.records import upload_records
 from launch.targets import triage
@@ -22,7 +23,7 @@ from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import sweeps as commands
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.ladder import Ladder
-from launch.targets.vertex.submit import Submission, job_command
+from launch.targets.vertex.submit import Submission
 from launch.values.jobs import Request, tool_job
 from launch.values.resources import Accelerator, Resources
 from launch.values.sweep import Sweep

@@ -11,6 +11,7 @@ import pytest
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError, StepFailed
+from launch.features.tuning import status
 from launch.stores.gcs.records import upload_records
 from launch.stores.pricing.estimate import OverBudget
 from launch.targets.vertex import sweeps as commands
@@ -147,8 +148,8 @@ def test_trials_report_their_metric_and_status_lists_them_best_first(fakes, tmp_
     shown = [float(row.split("AP50")[1].split()[0]) for row in rows]
     assert shown == sorted(shown, reverse=True)
     assert shown == pytest.approx(sorted(values, reverse=True), abs=1e-4)
-    assert commands.status(cloud, "1") == table
-    assert "SUCCEEDED     4/4 trials  tune-train-" in commands.status(cloud, None)
+    assert status(cloud, "1") == table
+    assert "SUCCEEDED     4/4 trials  tune-train-" in status(cloud, None)
 
 
 def expected(fakes, trial_id: str) -> float:

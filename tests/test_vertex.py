@@ -359,11 +359,11 @@ def test_cloud_commands_without_credentials_say_how_to_log_in(tmp_path):
 
 
 def test_web_access_reaches_train_eval_and_tune_jobs_and_status_shows_the_shells(tmp_path):
+    from launch.features.jobs import job_command
     from launch.stores.gcs.records import upload_records
     from launch.targets.base import Handover
     from launch.targets.local.executor import Local
     from launch.targets.vertex.executor import Vertex
-    from launch.targets.vertex.submit import job_command
     from launch.values import jobfile
     from launch.values.jobs import Places
     from launch.values.sweep import Sweep

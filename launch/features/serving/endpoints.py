@@ -8,7 +8,7 @@ import dataclasses
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
-from launch.targets.vertex.hardware import Machine, resolve_machine
+from launch.targets.vertex.hardware import Machine, catalogue, resolve_machine
 from launch.targets.vertex.spec import machine_spec
 from launch.values.resources import Accelerator
 
@@ -34,8 +34,10 @@ class Serving:
             raise InputError(f"--traffic is a percentage, 0 to 100, got {self.traffic}")
 
     @classmethod
-    def from_flags(cls, region: str, machine_type: str, accelerator: str | None,
+    def from_flags(cls, region: str, machine_type: str | None, accelerator: str | None,
                    min_replicas: int, max_replicas: int, traffic: int) -> Serving:
+        """The serving machine (by default the catalogue's), checked against `region`."""
+        machine_type = machine_type or catalogue()["prediction_containers"]["default_machine"]
         machine = resolve_machine(
             region=region, machine_type=machine_type,
             accelerator=Accelerator.parse(accelerator) if accelerator else None)

@@ -1,11 +1,9 @@
-"""Handing a job to Vertex AI, and the job tasks: print it (`--dry-run`), or build its
-images if missing, pin them by digest, submit it and optionally follow its logs; `invoke
-image.build` and `invoke jobs.*`."""
+"""Handing a job to Vertex AI: print it (`--dry-run`), or build its images if missing, pin
+them by digest, submit it and optionally follow its logs."""
 
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import sys
 from collections.abc import Callable, Iterable
 
@@ -15,13 +13,12 @@ from google.cloud import aiplatform_v1
 
 from infra.image_context import context_hash
 from launch.context import images
+from launch.context.builds import build_images
 from launch.context.cloud import Cloud
 from launch.context.places import CloudTarget
-from launch.errors import InputError, StepFailed, reason
-from launch.stores.pricing.table import PriceTable
+from launch.errors import StepFailed, reason
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import logs
-from launch.targets.vertex.costs import cost_so_far
 from launch.targets.vertex.ladder import Ladder
 from launch.targets.vertex.notify import notifier
 from launch.targets.vertex.spec import (
@@ -60,7 +57,7 @@ def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
     if not submission.follow:
         return created.summary
     print(created.summary, flush=True)
-    return _follow(cloud, jobs, where.project, created.job.name, 100, submission.poll_seconds,
+    return follow(cloud, jobs, where.project, created.job.name, 100, submission.poll_seconds,
                    on_end=notifier(cloud, where.region).job_ended)
 
 
@@ -149,82 +146,6 @@ def sources_image(cloud: Cloud, field: str, dry_run: bool) -> str:
     return built.digests.get(image) or images.resolve_digest(cloud.clients.registry(), image)
 
 
-IMAGE_FIELDS = ("image", "tpu_image", "serving_image")  # the settings naming images.Images
-
-
-def build_images(cloud: Cloud, local_docker: bool = False) -> images.Built:
-    """`invoke image.build`: Cloud Build (or the local Docker), skipped when every tag exists."""
-    required = ("project", "region", *IMAGE_FIELDS)
-    if not local_docker:
-        required += ("build_bucket", "builder_service_account")
-    fields = cloud.fields(required)
-    tag = context_hash()
-    wanted = images.Images(*(images.with_tag(fields[f], tag) for f in IMAGE_FIELDS))
-    registry = cloud.clients.registry()
-    if local_docker:
-        if fields["researchers_push_images"] == "false":
-            raise images.ImageBuildError(
-                f"--local-docker pushes images, which researchers may not do in environment "
-                f"{cloud.environment!r} (researchers_push_images is off in "
-                "infra/environments.py, so a tag always names an image Cloud Build made). "
-                "Drop --local-docker to build in Cloud Build as the builder account, or ask a "
-                "platform engineer to turn researchers_push_images on")
-        return images.ensure_images_locally(registry, wanted)
-    if fields["researchers_build_images"] == "false" and \
-            images.existing(registry, wanted) is None:
-        raise images.ImageBuildError(
-            f"the image of these sources ({tag}) does not exist, and researchers do not build "
-            f"images in environment {cloud.environment!r} (researchers_build_images is off in "
-            "infra/environments.py: images come from main's deploys). Train from main's "
-            "sources, pass --image with an image of main, or ask a platform engineer")
-    site = images.BuildSite(fields["project"], fields["region"], fields["build_bucket"],
-                            fields["builder_service_account"])
-    return images.ensure_images(
-        images.BuildClients(registry, cloud.clients.builds(), cloud.storage()), site, wanted,
-        tag, on_status=say)
-
-
-def job_command(cloud: Cloud, command: str, job: str | None = None,
-                poll_seconds: float = 30.0, lines: int = 100, follow: bool = False,
-                notify: bool = False) -> str:
-    """`invoke jobs.list|status|logs|cancel|wait`: needs only the project and the region;
-    `notify` (wait): publish how the job ended to the stack's job-events topic."""
-    fields = cloud.fields(("project", "region"))
-    project, region = fields["project"], fields["region"]
-    client = cloud.clients.jobs(region)
-    table, now = PriceTable.load(), datetime.datetime.now(datetime.UTC)
-    if command == "list":
-        return "\n".join(f"{vertex_client.describe(j)}  {cost_so_far(table, j, now)}"
-                         for j in vertex_client.list_jobs(client, project, region)) or \
-            "no custom jobs"
-    if not job:
-        raise InputError(f"jobs.{command} needs --job (the id `invoke jobs.list` shows)")
-    name = vertex_client.job_name(project, region, job)
-    if command == "cancel":
-        vertex_client.cancel(client, name)
-        return f"cancellation requested for {name}"
-    if command == "logs" and follow:
-        return _follow(cloud, client, project, name, lines, poll_seconds)
-    if command == "logs":
-        return "\n".join(map(logs.format_entry,
-                             logs.tail(cloud.clients.logs(), project, job_id(name), lines))
-                         ) or f"no log entries yet for {name}"
-    if command == "wait":
-        events = notifier(cloud, region, required=True) if notify else None  # before waiting
-        done = vertex_client.wait(client, name, poll_seconds=poll_seconds,
-                                  on_state=lambda state: say(f"{name}: {state}"))
-        if events:
-            events.job_ended(done)
-        return ended(cloud, project, done)
-    found = vertex_client.get(client, name)
-    status = [f"{vertex_client.describe(found)}  {cost_so_far(table, found, now)}",
-              *(f"shell {replica}: {uri}" for replica, uri in
-                sorted(found.web_access_uris.items()))]
-    if found.state.name == "JOB_STATE_FAILED":
-        status.append(why_failed(cloud, project, found))
-    return "\n".join(status)
-
-
 def why_failed(cloud: Cloud, project: str, job: aiplatform_v1.CustomJob) -> str:
     """A failed job's cause and fix, from its failing replica's log (vertex/logs.py)."""
     return logs.diagnose(cloud.clients.logs(), project, job.name,
@@ -242,7 +163,7 @@ def ended(cloud: Cloud, project: str, done: aiplatform_v1.CustomJob) -> str:
     raise StepFailed(f"{vertex_client.describe(done).strip()}: {why}")
 
 
-def _follow(cloud: Cloud, jobs, project: str, name: str, lines: int, poll_seconds: float,
+def follow(cloud: Cloud, jobs, project: str, name: str, lines: int, poll_seconds: float,
             on_end: Callable[[aiplatform_v1.CustomJob], None] = lambda job: None) -> str:
     """Prints the job's log lines until it ends (`on_end` hears of it); a job that did not
     succeed is a failure."""

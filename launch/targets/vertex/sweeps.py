@@ -1,5 +1,5 @@
-"""Vertex AI tuning jobs from the command line: submit one (`invoke tune --target vertex`),
-show its trials best first (`invoke tune.status`), and follow it as trials start and end."""
+"""Vertex AI tuning jobs: submit one (`invoke tune --target vertex`) and follow it as trials
+start and end, with why each failed trial failed."""
 
 from __future__ import annotations
 
@@ -31,24 +31,6 @@ def submit_sweep(cloud: Cloud, where: CloudTarget, job: aiplatform_v1.Hyperparam
     print(summary, flush=True)
     return follow(client, created.name, submission.poll_seconds,
                   why=trial_failure(cloud, where.project))
-
-
-def status(cloud: Cloud, job: str | None, follow_it: bool = False,
-           poll_seconds: float = 30.0) -> str:
-    """`invoke tune.status [--job ID] [--follow]`: the newest tuning jobs, or one job's
-    trials best first."""
-    fields = cloud.fields(("project", "region"))
-    project, region = fields["project"], fields["region"]
-    client = cloud.clients.jobs(region)
-    if not job:
-        return "\n".join(
-            f"{job_id(j.name):>20}  {j.state.name.removeprefix('JOB_STATE_'):<10}  "
-            f"{len(j.trials):>3}/{j.max_trial_count} trials  {j.display_name}"
-            for j in vertex_client.list_tuning(client, project, region)) or "no tuning jobs"
-    name = vertex_client.job_name(project, region, job, "hyperparameterTuningJobs")
-    if follow_it:
-        return follow(client, name, poll_seconds, why=trial_failure(cloud, project))
-    return study.trials_table(vertex_client.get_tuning(client, name))
 
 
 def trial_failure(cloud: Cloud, project: str) -> Callable[[aiplatform_v1.Trial], str]:
