@@ -243,8 +243,8 @@ def test_where_researchers_do_not_build_a_missing_image_is_refused_before_any_up
 
     from infra import outputs
     from launch.context import images
+    from launch.context.builds import IMAGE_FIELDS
     from launch.context.images import ImageBuildError
-    from launch.targets.vertex.submit import IMAGE_FIELDS
 
     no_build = dataclasses.replace(OUTPUTS, researchers_build_images="false")
     outputs.write({"dev": no_build}, tmp_path / "outputs.json")

@@ -13,7 +13,7 @@ from launch.targets.vertex import logs
 from launch.targets.vertex.costs import cost_so_far
 from launch.targets.vertex.notify import notifier
 from launch.targets.vertex.spec import job_id
-from launch.targets.vertex.submit import ended, why_failed
+from launch.targets.vertex.submit import ended, follow_logs, why_failed
 from launch.text import say
 
 
@@ -37,7 +37,7 @@ def job_command(cloud: Cloud, command: str, job: str | None = None,
         vertex_client.cancel(client, name)
         return f"cancellation requested for {name}"
     if command == "logs" and follow:
-        return follow(cloud, client, project, name, lines, poll_seconds)
+        return follow_logs(cloud, client, project, name, lines, poll_seconds)
     if command == "logs":
         return "\n".join(map(logs.format_entry,
                              logs.tail(cloud.clients.logs(), project, job_id(name), lines))

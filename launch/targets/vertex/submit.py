@@ -57,8 +57,8 @@ def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
     if not submission.follow:
         return created.summary
     print(created.summary, flush=True)
-    return follow(cloud, jobs, where.project, created.job.name, 100, submission.poll_seconds,
-                   on_end=notifier(cloud, where.region).job_ended)
+    return follow_logs(cloud, jobs, where.project, created.job.name, 100,
+                       submission.poll_seconds, on_end=notifier(cloud, where.region).job_ended)
 
 
 def pinned(cloud: Cloud, job: aiplatform_v1.CustomJob, submission: Submission
@@ -163,8 +163,8 @@ def ended(cloud: Cloud, project: str, done: aiplatform_v1.CustomJob) -> str:
     raise StepFailed(f"{vertex_client.describe(done).strip()}: {why}")
 
 
-def follow(cloud: Cloud, jobs, project: str, name: str, lines: int, poll_seconds: float,
-            on_end: Callable[[aiplatform_v1.CustomJob], None] = lambda job: None) -> str:
+def follow_logs(cloud: Cloud, jobs, project: str, name: str, lines: int, poll_seconds: float,
+                on_end: Callable[[aiplatform_v1.CustomJob], None] = lambda job: None) -> str:
     """Prints the job's log lines until it ends (`on_end` hears of it); a job that did not
     succeed is a failure."""
     done = logs.follow(
