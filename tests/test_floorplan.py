@@ -75,7 +75,7 @@ def test_a_target_is_one_module_and_one_registry_line(tmp_path, monkeypatch):
     request = jobfile.request(jobfile.resolve("train", {"steps": "100"}), "train")
     said = targets.executor_for("toy", where).launch(request)
     assert said == " ".join(request.trainer_job(places).args)
-    assert yaml.safe_load(saved.read_text())["train"]["data_dir"] == places.data_dir
+    assert yaml.safe_load(saved.read_text())["data-dir"] == places.data_dir  # --save-job
     assert isinstance(targets.executor_for("local", where), Local)
     with pytest.raises(InputError, match=r"^--target 'gke' is not available; use one of "
                                          r"local, vertex, toy$"):
