@@ -36,7 +36,6 @@ class Executor(Protocol):
         """Converts raw data (and publishes it as a named dataset if it names one)."""
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Handover:
     """How every target hands a job over: printed (--dry-run) or run, its resolved job file
@@ -85,6 +84,7 @@ def say_job(text: str, where: str) -> None:
     print(where, file=sys.stderr)
     if text:
         print(f"job file:\n{text.rstrip()}", file=sys.stderr, flush=True)
+
 
 def with_recorded(cloud: Cloud, request: Request, recorded: jobfiles.RecordedData) -> Request:
     """An evaluation of a run that names no data: the data the run's job file records (a

@@ -34,6 +34,7 @@ def refuse_busy(model_dir: str) -> None:
     if lock:
         lock.close()
 
+
 @dataclasses.dataclass(frozen=True)
 class Local:
     """This machine: one `python -m trainer` process a replica, with a progress bar; a
