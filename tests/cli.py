@@ -8,6 +8,7 @@ import contextlib
 import dataclasses
 import io
 import os
+import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 from unittest import mock
@@ -41,7 +42,7 @@ def invoke(*args: str, env: Mapping[str, str] | None = None, cwd: Path = REPO) -
     return Ran(code, out.getvalue(), err.getvalue())
 
 
-def refused(result: Ran) -> str:
+def refused(result: Ran | subprocess.CompletedProcess) -> str:
     """The one line a refused command prints (exit 2, no traceback, no usage)."""
     assert result.returncode == 2, (result.stdout, result.stderr)
     lines = result.stderr.strip().splitlines()
