@@ -27,13 +27,18 @@ class Ran:
     stderr: str
 
 
-def invoke(*args: str, env: Mapping[str, str] | None = None, cwd: Path = REPO) -> Ran:
-    """`invoke ARGS` in `cwd` with `env` over this process's variables (both restored
-    after). The tasks are found in this repository wherever `cwd` is, as
+def invoke(*args: str, env: Mapping[str, str | None] | None = None, cwd: Path = REPO) -> Ran:
+    """`invoke ARGS` in `cwd` with `env` over this process's variables (None: unset; both
+    restored after). The tasks are found in this repository wherever `cwd` is, as
     `invoke --search-root` finds them."""
     out, err = io.StringIO(), io.StringIO()
-    with mock.patch.dict(os.environ, env or {}), contextlib.chdir(cwd), \
+    with mock.patch.dict(os.environ), contextlib.chdir(cwd), \
             contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        for name, value in (env or {}).items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         try:
             program.run(["invoke", f"--search-root={REPO}", *args])
             code = 0
