@@ -12,7 +12,7 @@ from launch import jobs
 from launch.errors import InputError
 from launch.local import LocalExecutor, cluster_specs, progress_printer, replica_environments
 from launch.resources import Resources
-from tests.conftest import REPO
+from tests.cli import REPO, invoke
 from trainer.args import ConvertArgs
 
 RUN = jobs.TrainingRun(model_dir="/m", data_dir="/d", steps=40,
@@ -82,11 +82,6 @@ def test_progress_printer_turns_step_and_tqdm_lines_into_bars(capsys):
     out = capsys.readouterr().out
     assert "[replica 1] saved checkpoint" in out
     assert "box_loss" not in out and "cuInit" not in out
-
-
-def invoke(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, text=True,
-                          capture_output=True, timeout=600)
 
 
 def test_invoke_menu_lists_the_tasks():
