@@ -17,7 +17,7 @@ from launch.gcs.upload import (
     upload_directory,
     upload_records,
 )
-from tests.conftest import REPO
+from tests.cli import REPO, invoke
 from tests.fakes.gcs import FakeGcs
 
 
@@ -90,12 +90,9 @@ def test_missing_bucket_is_a_clear_error(gcs, records):
 
 
 def test_invoke_data_upload_reports_and_skips_on_rerun(gcs, records):
-    env = {**os.environ, "PETS_PROJECT": "test", "PETS_BUCKET": "pets-data"}
-
     def run() -> str:
-        result = subprocess.run([sys.executable, "-m", "invoke", "data.upload",
-                                 f"--records-dir={records}"], cwd=REPO, env=env,
-                                capture_output=True, text=True, timeout=120)
+        result = invoke("data.upload", f"--records-dir={records}",
+                        env={"PETS_PROJECT": "test", "PETS_BUCKET": "pets-data"})
         assert result.returncode == 0, result.stderr
         return result.stdout
 
