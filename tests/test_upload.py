@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -60,7 +62,17 @@ def test_upload_is_idempotent(gcs, records):
     assert third.uploaded == ["records/pet_label_map.pbtxt"]
 
 
-SIZE = 192 << 20  # 768 requests of 256 KiB: far more than 1.5 s of uploading
+SIZE = 192 << 20  # 768 requests of 256 KiB
+
+
+def read_so_far(pid: int, path: Path) -> int:
+    """How far process `pid` has read the file at `path` (0 while it has not opened it)."""
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # a descriptor closed meanwhile
+            if Path(os.readlink(fd)) == path.resolve():
+                fdinfo = (Path(f"/proc/{pid}/fdinfo") / fd.name).read_text()
+                return int(fdinfo.split("pos:", 1)[1].split()[0])
+    return 0
 
 
 def test_a_killed_upload_leaves_no_partial_object(gcs, records):
@@ -72,7 +84,10 @@ def test_a_killed_upload_leaves_no_partial_object(gcs, records):
               "chunk_size=256 * 1024)")
     child = subprocess.Popen([sys.executable, "-c", script, os.environ["STORAGE_EMULATOR_HOST"],
                               str(records)], cwd=REPO)
-    time.sleep(1.5)  # well into the resumable upload, 256 KiB per request
+    deadline = time.monotonic() + 600  # a hang, not a slow machine
+    while read_so_far(child.pid, big) < 4 * 256 * 1024:  # well into the resumable upload
+        assert child.poll() is None and time.monotonic() < deadline, "the upload never began"
+        time.sleep(0.05)
     assert child.poll() is None, "the upload finished before it could be interrupted"
     child.kill()  # the connection drops mid-object, as when a laptop lid closes
     child.wait(timeout=30)
