@@ -722,6 +722,14 @@ def bench_relaunch(c, relaunches=20):
     relaunch.main(int(relaunches))
 
 
+@task
+def bench_scaling(c):
+    """Benchmark what tests must not time: linear triage and planning, bombs, a dead worker."""
+    from benchmarks import scaling
+
+    scaling.main()
+
+
 @task(help={"model_dir": "a trained model directory (default: the demo's)"})
 def bench_serve(c, model_dir=f"{WORK}/demo/model"):
     """Benchmark serving: ms per image, AP50 and agreement of the SavedModel and TFLite."""
@@ -735,6 +743,7 @@ bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")
 bench.add_task(bench_relaunch, name="relaunch")
+bench.add_task(bench_scaling, name="scaling")
 bench.add_task(bench_serve, name="serve")
 bench.add_task(bench_startup, name="startup")
 bench.add_task(bench_train, name="train")

@@ -17,7 +17,7 @@ import pytest
 
 from launch.values import jobfile
 from launch.values.jobs import Places
-from tests.conftest import REPO
+from tests.cli import REPO, invoke
 from trainer import best, settings
 from trainer.best import Score, judge
 from trainer.errors import SettingsError
@@ -414,11 +414,12 @@ def test_the_readme_example_on_vertex_ai_carries_the_rule_to_the_chief():
 
 
 def test_a_bad_value_exits_2_in_one_line_before_anything_runs(tmp_path):
-    for command in ([sys.executable, "-m", "trainer", f"--model_dir={tmp_path}/m",
-                     "--early_stop_patience=0"],
-                    [sys.executable, "-m", "invoke", "train", f"--model-dir={tmp_path}/m",
-                     "--early-stop-min-delta=-1", "--early-stop-patience=2"]):
-        result = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    trainer = subprocess.run([sys.executable, "-m", "trainer", f"--model_dir={tmp_path}/m",
+                              "--early_stop_patience=0"], cwd=REPO, capture_output=True,
+                             text=True, timeout=120)
+    launcher = invoke("train", f"--model-dir={tmp_path}/m", "--early-stop-min-delta=-1",
+                      "--early-stop-patience=2")
+    for result in (trainer, launcher):
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert "must be at least" in result.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "m").exists()

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.conftest import REPO
+from tests.cli import REPO, invoke
 from trainer.data.convert import convert_coco, convert_directory
 from trainer.data.sample import coco_defects, write_coco_sample, write_sample
 from trainer.errors import ConversionError
@@ -266,11 +266,8 @@ def test_what_other_tools_write_converts(tmp_path):
 
 
 def test_invoke_data_inspect_on_the_raw_coco_files(sample, tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "invoke", "data.inspect",
-         f"--annotations={sample / SAMPLE_COCO_FILE}",
-         f"--images={sample / 'images'}", f"--output-dir={tmp_path / 'report'}"],
-        cwd=REPO, text=True, capture_output=True, timeout=300)
+    result = invoke("data.inspect", f"--annotations={sample / SAMPLE_COCO_FILE}",
+                    f"--images={sample / 'images'}", f"--output-dir={tmp_path / 'report'}")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "class" in result.stdout and "report: " in result.stdout
     assert (tmp_path / "report" / "report.html").stat().st_size > 10_000

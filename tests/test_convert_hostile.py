@@ -119,9 +119,7 @@ def test_caps_on_pixels_and_objects_are_reported_and_configurable(small, tmp_pat
     xml = pets.xml_path(small, crowded).read_text()
     start, end = xml.index("<object>"), xml.index("</object>") + len("</object>")
     pets.xml_path(small, crowded).write_text(xml[:start] + xml[start:end] * 1001 + xml[end:])
-    started = time.monotonic()
     report = convert_directory(small, tmp_path / "a", num_shards=1, progress=False)
-    assert time.monotonic() - started < 60  # the bomb is refused from its header
     assert report["skipped"] == {"image_too_large": 1, "too_many_objects": 1}
     assert report["limits"] == {"max_pixels": 40_000_000, "max_objects": 1000,
                                 "max_label_bytes": 4 << 20}
@@ -165,15 +163,25 @@ def _hostile_labels(root: Path, kind: str, files: int, cap: int) -> None:
             (root / f"{i}.json").write_text(text.replace('"0.jpg"', f'"{i}.jpg"'))
 
 
-def _peak(action) -> tuple[object, int, float]:
-    """What `action()` returns, the most memory Python held meanwhile, and its seconds."""
+LABEL_CAP = 256 << 10  # the size cap lowered, so that a few files reproduce 16 MB ones
+
+
+def plan_hostile(root: Path, kind: str):
+    """The plan of `_hostile_labels`' files in `root` (`invoke bench.scaling` times it)."""
+    from trainer.data import formats
+    from trainer.data.planning import Limits
+
+    options = formats.Options(limits=Limits(max_label_bytes=LABEL_CAP))
+    return formats.get(kind).plan(formats.Input(kind, root), options)
+
+
+def _peak(action) -> tuple[object, int]:
+    """What `action()` returns, and the most memory Python held meanwhile."""
     import tracemalloc
 
     tracemalloc.start()
-    started = time.perf_counter()
     try:
-        result = action()
-        return result, tracemalloc.get_traced_memory()[1], time.perf_counter() - started
+        return action(), tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
 
@@ -183,31 +191,28 @@ def test_planning_and_each_example_hold_one_bounded_parse_whatever_the_labels_ho
         tmp_path, kind):
     """Issue 36 item 4: label files of the costliest shape at the size cap (lowered to 256
     KiB, so a few files reproduce 16 MB ones: before, four 16 MB YOLO files took 1.5 GB and
-    66 s to plan). Planning keeps no objects, so its peak does not grow with the files and
-    its time is linear; each example's parse, where it is written, stays within
-    Limits.PARSE_FACTOR x the cap (planning.Limits states the bound)."""
-    from trainer.data import formats
+    66 s to plan). Planning keeps no objects, so its peak does not grow with the files;
+    each example's parse, where it is written, stays within Limits.PARSE_FACTOR x the cap
+    (planning.Limits states the bound). Its time, linear in the files, is
+    `invoke bench.scaling`'s: a time bound fails on a slower or busier machine."""
     from trainer.data.planning import Limits
 
-    cap = 256 << 10
-    options = formats.Options(limits=Limits(max_label_bytes=cap))
-    peaks, seconds = {}, {}
+    peaks = {}
     for files in (2, 8):
-        _hostile_labels(tmp_path / f"{files}", kind, files, cap)
-    formats.get(kind).plan(formats.Input(kind, tmp_path / "2"), options)  # imports done
+        _hostile_labels(tmp_path / f"{files}", kind, files, LABEL_CAP)
+    plan_hostile(tmp_path / "2", kind)  # imports done
     for files in (2, 8):
-        planned, peaks[files], seconds[files] = _peak(lambda files=files: formats.get(
-            kind).plan(formats.Input(kind, tmp_path / f"{files}"), options))
+        planned, peaks[files] = _peak(lambda files=files: plan_hostile(
+            tmp_path / f"{files}", kind))
         sources = [s for split in planned.plan.splits.values() for s in split]
         assert len(sources) == files and not planned.plan.problems.counts["skipped"]
         assert all(s.annotation is None and s.read for s in sources)  # counts, not objects
         for source in sources[:2]:
-            annotation, peak, _ = _peak(lambda source=source: source.read(
-                source.xml_path, options.limits))
+            annotation, peak = _peak(lambda source=source: source.read(
+                source.xml_path, Limits(max_label_bytes=LABEL_CAP)))
             assert len(annotation.objects) == 1
-            assert peak < Limits.PARSE_FACTOR * cap
-    assert peaks[8] < Limits.PARSE_FACTOR * cap and peaks[8] < 1.5 * peaks[2] + cap
-    assert seconds[8] / 8 < 3 * seconds[2] / 2 + 0.05  # linear: each file costs the same
+            assert peak < Limits.PARSE_FACTOR * LABEL_CAP
+    assert peaks[8] < Limits.PARSE_FACTOR * LABEL_CAP and peaks[8] < 1.5 * peaks[2] + LABEL_CAP
 
 
 def test_split_lists_with_a_bom_crlf_trailing_spaces_and_duplicates(small, tmp_path):
@@ -300,15 +305,19 @@ def test_separate_runs_write_identical_bytes(small, tmp_path):
             (tmp_path / "out2" / shard).read_bytes()
 
 
+def slow_dataset(directory: Path) -> Path:
+    """A dataset whose images each take a while (big PNGs to re-encode): runs to kill."""
+    root = write_sample(directory / "slow", num_images=30)
+    gradient = Image.linear_gradient("L").resize((3000, 3000)).convert("RGB")
+    gradient.save(directory / "big.png")
+    for name in names(root):
+        shutil.copy(directory / "big.png", pets.image_path(root, name))
+    return root
+
+
 @pytest.fixture
 def slow(tmp_path) -> Path:
-    """A dataset whose images each take a while (big PNGs to re-encode): runs to kill."""
-    root = write_sample(tmp_path / "slow", num_images=30)
-    gradient = Image.linear_gradient("L").resize((3000, 3000)).convert("RGB")
-    gradient.save(tmp_path / "big.png")
-    for name in names(root):
-        shutil.copy(tmp_path / "big.png", pets.image_path(root, name))
-    return root
+    return slow_dataset(tmp_path)
 
 
 def snapshot(directory: Path) -> dict[str, bytes]:
@@ -338,18 +347,25 @@ def previous(small, tmp_path) -> tuple[Path, dict[str, bytes]]:
     return out, snapshot(out)
 
 
-def test_a_killed_worker_ends_the_run_at_once_and_replaces_nothing(slow, previous):
-    out, before = previous
-    run = convert_process(slow, out, "--processes=2")
+def kill_a_worker(data: Path, out: Path) -> subprocess.Popen:
+    """A two-worker conversion of `data` into `out` whose first worker is killed once it is
+    under way, as the OOM killer would."""
+    run = convert_process(data, out, "--processes=2")
     wait_for(lambda: len(children(run.pid)) >= 2)
     time.sleep(1)  # well into the conversion
-    os.kill(children(run.pid)[0], signal.SIGKILL)  # as the OOM killer would
-    started = time.monotonic()
+    os.kill(children(run.pid)[0], signal.SIGKILL)
+    return run
+
+
+def test_a_killed_worker_ends_the_run_and_replaces_nothing(slow, previous):
+    """How soon it ends (at once, not after the other worker's images) is
+    `invoke bench.scaling`'s figure: a time bound fails on a slower or busier machine."""
+    out, before = previous
+    run = kill_a_worker(slow, out)
     try:
-        code = run.wait(timeout=60)
+        code = run.wait(timeout=900)  # a hang, not a slow machine
     finally:
         os.killpg(run.pid, signal.SIGKILL) if run.poll() is None else None
-    assert time.monotonic() - started < 30
     stderr = run.stderr.read()
     assert code == 1 and "a conversion worker process died" in stderr
     assert "Traceback" not in stderr
@@ -364,7 +380,7 @@ def test_an_interrupted_run_leaves_the_previous_output_exactly_as_it_was(slow, s
     wait_for(lambda: staging_dirs(out) and len(children(run.pid)) >= 2)
     time.sleep(1)
     os.killpg(run.pid, how)  # Ctrl-C reaches the whole process group; so does a kill here
-    run.wait(timeout=60)
+    run.wait(timeout=600)  # a hang, not a slow machine
     assert run.returncode != 0
     assert snapshot(out) == before
     if how == signal.SIGINT:

@@ -19,7 +19,7 @@ from launch.targets.vertex import conversion
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.submit import Submission
 from launch.values.jobs import Conversion
-from tests.conftest import REPO
+from tests.cli import REPO, invoke
 from tests.fakes.cloud import OUTPUTS, fake_cloud
 from tests.fakes.vertex import JobCommands
 from trainer import datasets as store
@@ -216,9 +216,7 @@ def test_the_converter_flags_are_the_trainers_checks_before_any_survey_or_build(
 
 
 def test_invoke_data_convert_names_a_bad_target_flag_in_one_line():
-    result = subprocess.run([sys.executable, "-m", "invoke", "data.convert", "--target=tpu",
-                             "--dataset=pets"], cwd=REPO, capture_output=True, text=True,
-                            timeout=120)
+    result = invoke("data.convert", "--target=tpu", "--dataset=pets")
     assert result.returncode == 2
     assert result.stderr.strip() == "error: --target 'tpu' is not available; use one of " \
                                     "local, vertex"

@@ -25,7 +25,8 @@ from launch.targets.local.executor import Local
 from launch.targets.vertex.executor import Vertex
 from launch.values import jobfile
 from launch.values.jobs import Places, Request
-from tests.conftest import REPO
+from tests import cli
+from tests.cli import REPO, invoke
 from tests.fakes.cloud import fake_cloud, write_records
 from tests.fakes.gcs import FakeGcs
 from trainer import datasets as store
@@ -143,8 +144,7 @@ def test_a_missing_or_misnamed_dataset_is_one_line_before_anything(fakes, tmp_pa
 
 
 def test_invoke_refuses_a_bad_dataset_name_in_one_line():
-    result = subprocess.run([sys.executable, "-m", "invoke", "train", "--dataset=../runs"],
-                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = invoke("train", "--dataset=../runs")
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: --dataset '../runs' is not a dataset name: 1-63 lowercase letters, digits, "
@@ -181,7 +181,7 @@ def test_an_upload_killed_before_its_manifest_leaves_no_dataset(tmp_path):
         env = {**os.environ, "STORAGE_EMULATOR_HOST": server.url}
         child = subprocess.Popen([sys.executable, "-c", script, server.url, str(records)],
                                  cwd=REPO, env=env)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 600  # a hang, not a slow machine
         while not list(client.list_blobs(BUCKET, prefix="datasets/big/")):
             assert child.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
@@ -205,12 +205,11 @@ def test_an_upload_killed_before_its_manifest_leaves_no_dataset(tmp_path):
 def test_invoke_data_upload_list_and_a_missing_dataset(tmp_path):
     with FakeGcs() as server:
         server.client().create_bucket(BUCKET)
-        env = {**os.environ, "STORAGE_EMULATOR_HOST": server.url, "PETS_PROJECT": "test",
+        env = {"STORAGE_EMULATOR_HOST": server.url, "PETS_PROJECT": "test",
                "PETS_BUCKET": BUCKET}
 
-        def invoke(*args: str) -> subprocess.CompletedProcess:
-            return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, env=env,
-                                  capture_output=True, text=True, timeout=120)
+        def invoke(*args: str) -> cli.Ran:
+            return cli.invoke(*args, env=env)
 
         assert invoke("data.list").stdout.startswith("no datasets in gs://pets-data/datasets/")
         uploaded = invoke("data.upload", f"--records-dir={converted(tmp_path / 'p', 1)}",

@@ -165,15 +165,10 @@ def test_end_dates_warn_90_days_ahead_with_the_date_and_the_fix():
 
 
 def test_invoke_doctor_without_credentials_says_how_to_log_in(tmp_path):
-    import os
-    import subprocess
-    import sys
+    from tests.cli import invoke
 
-    from tests.conftest import REPO
-
-    env = {**os.environ, "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "missing.json")}
-    result = subprocess.run([sys.executable, "-m", "invoke", "doctor"], cwd=REPO, env=env,
-                            capture_output=True, text=True, timeout=120)
+    result = invoke("doctor", env={
+        "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "missing.json")})
     assert result.returncode == 1
     assert "FAIL credentials" in result.stdout
     assert "fix: gcloud auth application-default login" in result.stdout
@@ -184,20 +179,15 @@ def test_invoke_doctor_without_credentials_says_how_to_log_in(tmp_path):
 @pytest.mark.parametrize("source", ["flag", "env"])
 def test_a_region_that_is_not_a_region_name_is_refused_before_any_client(tmp_path, source):
     """Issue 27, case 13: a region becomes part of an API host name, so it is checked first."""
-    import os
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO
+    from tests.cli import invoke
 
     bad = "us-central1/../../x"
-    env = {**os.environ, "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "missing.json"),
+    env = {"GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "missing.json"),
            "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": ""}  # any request would fail
     flags = ["--region", bad] if source == "flag" else []
     if source == "env":
         env["PETS_REGION"] = bad
-    result = subprocess.run([sys.executable, "-m", "invoke", "jobs.list", *flags], cwd=REPO,
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = invoke("jobs.list", *flags, env=env)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "not a Google Cloud region name" in lines[0]

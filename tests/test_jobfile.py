@@ -1,6 +1,8 @@
 """Jobs written down once: every bad value is one line naming the flag (exit 2, nothing
 built), the job file round-trips through --dry-run for train, tune and eval on GPU, TPU and
-multi-worker hardware, and --init-from reaches the trainer's arguments."""
+multi-worker hardware, and --init-from reaches the trainer's arguments. The commands run in
+this process (tests/cli.py: invoke's own parser and tasks.py); one test runs the real
+`python -m invoke` for the wiring only a new process shows."""
 
 from __future__ import annotations
 
@@ -8,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import yaml
@@ -17,7 +18,8 @@ from google.cloud import aiplatform_v1
 from launch.errors import InputError
 from launch.values import jobfile, pretrained
 from launch.values.jobs import Evaluation, Training
-from tests.conftest import REPO
+from tests import cli
+from tests.cli import REPO, refused
 from tests.test_vertex import TARGET
 from trainer.cli import ERROR_PREFIX
 
@@ -29,19 +31,26 @@ VERTEX_ENV = {"PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
               "GOOGLE_APPLICATION_CREDENTIALS": str(REPO / "work" / "no-credentials.json")}
 
 
-def invoke(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=cwd,
-                          env={**os.environ, **VERTEX_ENV}, capture_output=True, text=True,
-                          timeout=120)
+def invoke(*args: str) -> cli.Ran:
+    """`invoke ARGS` in this process, with the settings above."""
+    return cli.invoke(*args, env=VERTEX_ENV)
 
 
-def refused(result: subprocess.CompletedProcess) -> str:
-    """The one line a refused command prints."""
-    assert result.returncode == 2, (result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert "Traceback" not in result.stderr and "usage" not in result.stderr.lower()
-    return lines[0]
+def test_the_invoke_binary_refuses_in_one_line_dry_runs_and_helps():
+    """The wiring only a new `python -m invoke` process shows (seconds each, so only these):
+    a bad value is one line and exit 2, a dry run prints the request, --help the options."""
+    def binary(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO,
+                              env={**os.environ, **VERTEX_ENV}, capture_output=True,
+                              text=True, timeout=120)
+
+    assert refused(binary("train", "--steps=0")) == \
+        "error: --steps must be at least 1, got '0'"
+    result = binary("train", *VERTEX, "--run-id=b1", "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert aiplatform_v1.CustomJob.from_json(result.stdout).labels["run"] == "b1"
+    result = binary("train", "--help")
+    assert result.returncode == 0 and "[whole number >= 1]" in result.stdout
 
 
 VERTEX = ("--target=vertex", "--experiment=pets_retinanet_resnetfpn")

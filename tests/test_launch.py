@@ -17,7 +17,7 @@ from launch.targets.local.processes import (
 )
 from launch.values import jobs
 from launch.values.resources import Resources
-from tests.conftest import REPO
+from tests.cli import REPO, invoke
 from trainer.args import ConvertArgs
 
 RUN = jobs.TrainingRun(model_dir="/m", data_dir="/d", steps=40,
@@ -87,11 +87,6 @@ def test_progress_printer_turns_step_and_tqdm_lines_into_bars(capsys):
     out = capsys.readouterr().out
     assert "[replica 1] saved checkpoint" in out
     assert "box_loss" not in out and "cuInit" not in out
-
-
-def invoke(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, text=True,
-                          capture_output=True, timeout=600)
 
 
 def test_invoke_menu_lists_the_tasks():

@@ -6,8 +6,6 @@ box metrics in eval/ckpt-N.json and TensorBoard."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +13,8 @@ import pytest
 from PIL import Image
 
 from launch.stores.datachecks import DataRefused, check_local
-from tests.conftest import REPO, data_flags, run_trainer
+from tests.cli import invoke
+from tests.conftest import data_flags, run_trainer
 from trainer.cli import ERROR_PREFIX
 from trainer.data import pets
 from trainer.data.convert import convert_directory
@@ -129,10 +128,9 @@ def test_a_mask_experiment_refuses_records_without_masks_before_training(
         assert str(refused.value).startswith(want)
     check_local(str(box_records), experiment="pets_retinanet_mobilenet")  # boxes suffice
     check_local(str(mask_records), experiment="pets_maskrcnn_mobilenet")
-    invoked = subprocess.run(  # the launcher refuses before anything runs, a dry run too
-        [sys.executable, "-m", "invoke", "train", "--experiment=pets_maskrcnn_mobilenet",
-         f"--data-dir={box_records}", f"--model-dir={tmp_path / 'invoked'}", "--dry-run"],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
+    invoked = invoke(  # the launcher refuses before anything runs, a dry run too
+        "train", "--experiment=pets_maskrcnn_mobilenet", f"--data-dir={box_records}",
+        f"--model-dir={tmp_path / 'invoked'}", "--dry-run")
     assert invoked.returncode == 2 and "Traceback" not in invoked.stderr, invoked.stderr
     assert want in invoked.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "invoked").exists()

@@ -288,18 +288,10 @@ def test_runs_in_the_bucket_are_mirrored_without_checkpoints_and_costed(fakes, t
 
 
 def test_the_invoke_tasks_list_and_compare(tmp_path):
-    import subprocess
-    import sys
-
-    from tests.conftest import REPO
+    from tests.cli import REPO, invoke
 
     write_run(tmp_path / "runs" / "a")
     write_run(tmp_path / "runs" / "b", scale=0.5)
-
-    def invoke(*args):
-        return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, text=True,
-                              capture_output=True, timeout=120)
-
     listed = invoke("runs.list", f"--root={tmp_path / 'runs'}")
     assert listed.returncode == 0, listed.stderr
     assert [row["run"] for row in cells(listed.stdout.strip())] == \
@@ -355,12 +347,10 @@ def test_run_names_from_data_reach_no_terminal_plot_or_spreadsheet_as_code(tmp_p
     """Issue 27, case 7: an ESC sequence in a run's directory name is shown as '?', a class
     named "$a^^b$" is drawn as text, control characters in plot labels as '?' (no glyph
     warnings), an experiment named "=cmd" is no formula in table.csv."""
-    import subprocess
-    import sys
     import warnings
 
     from launch.text import printable, spreadsheet_cell
-    from tests.conftest import REPO
+    from tests.cli import invoke
 
     run = write_run(tmp_path / "runs" / "\x1b]0;owned\x07red")
     (run / "run.json").write_text(json.dumps({"experiment": "=cmd|' /C calc'!A0"}))
@@ -368,9 +358,7 @@ def test_run_names_from_data_reach_no_terminal_plot_or_spreadsheet_as_code(tmp_p
     data["per_class"]["$a^^b$"] = {"AP": 0.5}
     data["per_class"]["bell\x07\x01"] = {"AP": 0.4}
     (run / "eval" / "ckpt-200.json").write_text(json.dumps(data))
-    listed = subprocess.run([sys.executable, "-m", "invoke", "runs.list",
-                             f"--root={tmp_path / 'runs'}"], cwd=REPO, text=True,
-                            capture_output=True, timeout=120)
+    listed = invoke("runs.list", f"--root={tmp_path / 'runs'}")
     assert listed.returncode == 0, listed.stderr
     assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout
     assert "?]0;owned?red" in listed.stdout

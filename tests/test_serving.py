@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,7 +18,8 @@ from launch.features.serving import answers, commands, endpoints, registry
 from launch.features.serving.endpoints import Serving
 from launch.stores.pricing.estimate import OverBudget
 from launch.targets.vertex import lifecycle
-from tests.conftest import REPO
+from tests import cli
+from tests.cli import REPO
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud
 from trainer.predict import ImageRefused, Picture
 
@@ -590,7 +588,7 @@ def test_the_online_request_limit_is_the_documented_one_and_a_half_million_bytes
     (["export", "--format=tflite", "--default-signature=bytes"], "a .tflite takes uint8"),
 ])
 def test_serving_tasks_refuse_flags_that_cannot_work_before_any_request(args, message):
-    """Through `invoke` itself, with no credentials at all: the refusal comes first."""
+    """Through invoke's own parser, with no credentials at all: the refusal comes first."""
     result = invoke(*args, "--project=p", "--region=us-central1", "--bucket=bkt") \
         if args[0] != "export" else invoke(*args)
     assert result.returncode == 2, result.stderr
@@ -604,10 +602,9 @@ NO_CREDENTIALS = {  # settings as a researcher's environment gives them, and no 
     "GOOGLE_APPLICATION_CREDENTIALS": str(REPO / "work" / "none.json")}
 
 
-def invoke(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO,
-                          env={**os.environ, **NO_CREDENTIALS}, capture_output=True, text=True,
-                          timeout=120)
+def invoke(*args: str) -> cli.Ran:
+    """`invoke ARGS` in this process, with the settings above."""
+    return cli.invoke(*args, env=NO_CREDENTIALS)
 
 
 def test_upload_dry_run_without_credentials_prints_our_container_as_it_serves():

@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 import re
 import stat
-import time
 
 import pytest
 
@@ -355,26 +354,21 @@ def test_crafted_log_lines_never_break_triage():
         assert not set(text) & set("\x00\x1b\x9b\r\u202e\ud800")  # quoted, never obeyed
 
 
-def _seconds(lines: list[str]) -> float:
-    """The fastest of three runs: a loaded machine slows a run; none makes one faster."""
-    def once() -> float:
-        start = time.perf_counter()
-        triage.classify(lines)
-        return time.perf_counter() - start
-    return min(once() for _ in range(3))
+def oom_then(opening: str, size: int) -> list[str]:
+    """An OOM line (so the memory facts are read too), then `size` characters of a
+    pattern's opening words repeated: the log line that would cost most were a pattern
+    quadratic. `invoke bench.scaling` times it at 30 KB and 300 KB."""
+    return ["OOM when allocating tensor", (opening * (size // len(opening) + 1))[:size]]
 
 
 @pytest.mark.parametrize("opening", OPENINGS)
-def test_triage_takes_time_linear_in_the_line(opening):
-    """300 KB of a pattern's opening words repeated, after an OOM line (so the memory facts
-    are read too): under two seconds, and ten times the line takes nowhere near a hundred
-    times as long (a quadratic pattern's ratio)."""
-    def line(size: int) -> list[str]:
-        return ["OOM when allocating tensor", (opening * (size // len(opening) + 1))[:size]]
-
-    small, large = _seconds(line(30_000)), _seconds(line(300_000))
-    assert large < 2.0
-    assert large < 30 * small + 0.05, (small, large)
+def test_a_long_line_of_a_patterns_opening_words_is_classified_as_a_short_one(opening):
+    """Whatever its length, the line gives the same verdict, the OOM it follows. Its time
+    (linear: ten times the line, ten times as long) is `invoke bench.scaling`'s, since a
+    time bound fails on a slower or busier machine; the rule below keeps it linear."""
+    verdict = triage.classify(oom_then(opening, 300_000))
+    assert verdict.name == "gpu-oom"
+    assert verdict.text() == triage.classify(oom_then(opening, 30_000)).text()
 
 
 def test_every_repetition_in_triage_patterns_is_bounded():

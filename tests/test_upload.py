@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +19,7 @@ from launch.stores.gcs.upload import (
     upload_directory,
     upload_records,
 )
-from tests.conftest import REPO
+from tests.cli import REPO, invoke
 from tests.fakes.gcs import FakeGcs
 
 
@@ -60,7 +62,17 @@ def test_upload_is_idempotent(gcs, records):
     assert third.uploaded == ["records/pet_label_map.pbtxt"]
 
 
-SIZE = 192 << 20  # 768 requests of 256 KiB: far more than 1.5 s of uploading
+SIZE = 192 << 20  # 768 requests of 256 KiB
+
+
+def read_so_far(pid: int, path: Path) -> int:
+    """How far process `pid` has read the file at `path` (0 while it has not opened it)."""
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):  # a descriptor closed meanwhile
+            if Path(os.readlink(fd)) == path.resolve():
+                fdinfo = (Path(f"/proc/{pid}/fdinfo") / fd.name).read_text()
+                return int(fdinfo.split("pos:", 1)[1].split()[0])
+    return 0
 
 
 def test_a_killed_upload_leaves_no_partial_object(gcs, records):
@@ -72,7 +84,10 @@ def test_a_killed_upload_leaves_no_partial_object(gcs, records):
               "chunk_size=256 * 1024)")
     child = subprocess.Popen([sys.executable, "-c", script, os.environ["STORAGE_EMULATOR_HOST"],
                               str(records)], cwd=REPO)
-    time.sleep(1.5)  # well into the resumable upload, 256 KiB per request
+    deadline = time.monotonic() + 600  # a hang, not a slow machine
+    while read_so_far(child.pid, big) < 4 * 256 * 1024:  # well into the resumable upload
+        assert child.poll() is None and time.monotonic() < deadline, "the upload never began"
+        time.sleep(0.05)
     assert child.poll() is None, "the upload finished before it could be interrupted"
     child.kill()  # the connection drops mid-object, as when a laptop lid closes
     child.wait(timeout=30)
@@ -90,12 +105,9 @@ def test_missing_bucket_is_a_clear_error(gcs, records):
 
 
 def test_invoke_data_upload_reports_and_skips_on_rerun(gcs, records):
-    env = {**os.environ, "PETS_PROJECT": "test", "PETS_BUCKET": "pets-data"}
-
     def run() -> str:
-        result = subprocess.run([sys.executable, "-m", "invoke", "data.upload",
-                                 f"--records-dir={records}"], cwd=REPO, env=env,
-                                capture_output=True, text=True, timeout=120)
+        result = invoke("data.upload", f"--records-dir={records}",
+                        env={"PETS_PROJECT": "test", "PETS_BUCKET": "pets-data"})
         assert result.returncode == 0, result.stderr
         return result.stdout
 

@@ -253,19 +253,14 @@ README_EXAMPLES = [  # the researcher's guide, as typed
 
 
 def dry_run(*args: str) -> aiplatform_v1.CustomJob:
-    import os
-    import subprocess
-    import sys
+    from tests.cli import REPO, invoke
 
-    from tests.conftest import REPO
-
-    env = {**os.environ, "PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
+    env = {"PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
            "PETS_BUCKET": TARGET.bucket, "PETS_IMAGE": TARGET.image,
            "PETS_TPU_IMAGE": TARGET.tpu_image, "PETS_SERVICE_ACCOUNT": TARGET.service_account,
            # no credentials here (and no probing for them): the images stay tags, with a note
            "GOOGLE_APPLICATION_CREDENTIALS": str(REPO / "work" / "no-credentials.json")}
-    result = subprocess.run([sys.executable, "-m", "invoke", *args, "--dry-run"], cwd=REPO,
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = invoke(*args, "--dry-run", env=env)
     assert result.returncode == 0, result.stderr
     assert "note: images shown by tag, not digest (" in result.stderr, result.stderr
     return aiplatform_v1.CustomJob.from_json(result.stdout)
@@ -342,17 +337,12 @@ def test_a_runs_jobs_and_their_tensorboard_and_console_links(fake):
 
 
 def test_cloud_commands_without_credentials_say_how_to_log_in(tmp_path):
-    import os
-    import subprocess
-    import sys
+    from tests.cli import invoke
 
-    from tests.conftest import REPO
-
-    env = {**os.environ, "HOME": str(tmp_path), "CLOUDSDK_CONFIG": str(tmp_path),
-           "NO_GCE_CHECK": "True", "PETS_PROJECT": "p", "PETS_REGION": "us-central1"}
-    env.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
-    result = subprocess.run([sys.executable, "-m", "invoke", "jobs.logs", "--job=12"], cwd=REPO,
-                            env=env, capture_output=True, text=True, timeout=120)
+    result = invoke("jobs.logs", "--job=12", env={
+        "HOME": str(tmp_path), "CLOUDSDK_CONFIG": str(tmp_path), "NO_GCE_CHECK": "True",
+        "PETS_PROJECT": "p", "PETS_REGION": "us-central1",
+        "GOOGLE_APPLICATION_CREDENTIALS": None})
     assert result.returncode == 2
     assert "gcloud auth application-default login" in result.stderr
     assert "Traceback" not in result.stderr
