@@ -106,23 +106,11 @@ def readme_block(first_line: str) -> str:
     return block
 
 
-# A protobuf map's entries print in an order that changes from process to process.
-PROTO_MAP = re.compile(r'^( *)"(labels|trafficSplit)": \{\n(.*?)\n\1\}', re.M | re.S)
-MAP_ENTRY = re.compile(r' +"[^"]*": [^{\[\n]*')
-
-
-def sorted_maps(match: re.Match) -> str:
-    """A map's entries (one a line, as the JSON prints them) in key order."""
-    indent, name, body = match.groups()
-    entries = [line.removesuffix(",") for line in body.splitlines()]
-    assert all(MAP_ENTRY.fullmatch(entry) for entry in entries), body
-    return f'{indent}"{name}": {{\n' + ",\n".join(sorted(entries)) + f"\n{indent}}}"
-
 
 def placeholders(text: str) -> str:
-    """What changes by itself, named or put in order: the image tag, the git revision and
-    this interpreter's path each replaced as an exact string, and map entries sorted."""
-    return (PROTO_MAP.sub(sorted_maps, text).replace(f":{context_hash()}", ":<context-hash>")
+    """What changes by itself, named: the image tag, the git revision and this interpreter's
+    path, each replaced as an exact string."""
+    return (text.replace(f":{context_hash()}", ":<context-hash>")
             .replace(f'"git-revision": "{standard_labels()["git-revision"]}"',
                      '"git-revision": "<git-revision>"')
             .replace(f"{sys.executable} -m trainer", "<python> -m trainer"))

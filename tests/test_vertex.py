@@ -388,3 +388,22 @@ def test_web_access_reaches_train_eval_and_tune_jobs_and_status_shows_the_shells
     command = Local(Places(str(tmp_path / "model"), str(tmp_path / "records")), cloud,
                     submission=Handover(dry_run=True)).launch(jobfile.request(local, "train"))
     assert "-m trainer" in command
+
+
+def test_a_dry_runs_maps_print_in_key_order_and_its_fields_in_the_protos():
+    """The protobuf runtime keeps a map in hash order, which differs between processes: a dry
+    run prints maps sorted (labels, environment, a Struct's keys as given), fields as before."""
+    from launch.targets.vertex.spec import rest_json
+
+    names = [f"k{n:02d}" for n in range(40)]
+    job = aiplatform_v1.CustomJob(
+        display_name="d", labels={n: "v" for n in reversed(names)},
+        job_spec={"worker_pool_specs": [{"container_spec": {"image_uri": "image"}}],
+                  "scheduling": {"timeout": "3600s"}})
+    printed = json.loads(to_json(job))
+    assert list(printed["labels"]) == names
+    assert list(printed) == ["displayName", "jobSpec", "labels"]  # the proto's field order
+    assert printed["jobSpec"]["scheduling"] == {"timeout": "3600s"}
+    assert aiplatform_v1.CustomJob.from_json(to_json(job)) == job
+    request = aiplatform_v1.DeployModelRequest(endpoint="e", traffic_split={"b": 50, "a": 50})
+    assert list(json.loads(rest_json(request))["trafficSplit"]) == ["a", "b"]

@@ -29,7 +29,7 @@ from launch.stores.pricing.estimate import ServingCost, known_price
 from launch.stores.pricing.table import PriceTable
 from launch.targets.vertex import lifecycle, submit
 from launch.targets.vertex.costs import machine_hourly
-from launch.targets.vertex.spec import machine_spec
+from launch.targets.vertex.spec import machine_spec, rest_json
 from launch.values.jobfile import flag_value
 from trainer.data.defaults import MAX_PIXELS
 from trainer.data.label_map import id_to_name, parse_label_map
@@ -107,7 +107,7 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
               if candidate else f"run {run_id}: not read, not gated")
     if dry_run:
         return (f"{passed}\naliases: {', '.join(wanted) or 'none'}\n"
-                + aiplatform_v1.UploadModelRequest.to_json(request))
+                + rest_json(request))
     client = place.models()
     response = client.upload_model(request=request).result(timeout=OPERATION_TIMEOUT)
     version = f"{response.model}@{response.model_version_id}"
@@ -209,7 +209,7 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
             label_value(run_id)),
         traffic_split=split)
     if dry_run:
-        return aiplatform_v1.DeployModelRequest.to_json(request)
+        return rest_json(request)
     deployed = place.endpoints().deploy_model(request=request).result(
         timeout=OPERATION_TIMEOUT).deployed_model
     shares = ", ".join(f"{deployed.id if k == endpoints.NEW else k}: {v}%"

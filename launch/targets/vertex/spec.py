@@ -5,10 +5,13 @@ Nothing here calls an API, so `--dry-run` prints exactly what would be submitted
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from typing import Any
 
+import proto
 from google.cloud import aiplatform_v1
-from google.protobuf import duration_pb2
+from google.protobuf import descriptor, duration_pb2
 
 from launch.context.places import CloudTarget, label_value
 from launch.targets.vertex.hardware import (
@@ -142,9 +145,36 @@ def pin_images(job: aiplatform_v1.CustomJob, pins: Mapping[str, str]
 
 def to_json(custom_job_proto: aiplatform_v1.CustomJob) -> str:
     """The REST form, as `--dry-run` prints it (and `CustomJob.from_json` reads it back)."""
-    return aiplatform_v1.CustomJob.to_json(custom_job_proto, indent=2,
-                                           use_integers_for_enums=False,
-                                           always_print_fields_with_no_presence=False)
+    return rest_json(custom_job_proto, use_integers_for_enums=False,
+                     always_print_fields_with_no_presence=False)
+
+
+def rest_json(message: proto.Message, **options: Any) -> str:
+    """`message` in its REST form (proto-plus's `to_json` with `options`), each map's entries
+    in key order: the protobuf runtime keeps a map in hash order, which differs from one
+    process to the next, and a dry run should print the same bytes every time."""
+    text = type(message).to_json(message, indent=2, **options)
+    return json.dumps(_maps_in_order(json.loads(text), type(message).pb().DESCRIPTOR), indent=2)
+
+
+def _maps_in_order(value: object, kind: descriptor.Descriptor) -> object:
+    """The JSON form of a `kind` message with its maps' keys sorted, recursively; the field
+    order, and the JSON forms of Google's own types (a Duration is a string), as they are."""
+    if not isinstance(value, dict) or kind.full_name.startswith("google.protobuf."):
+        return value
+    for field in kind.fields:
+        if field.json_name not in value or field.message_type is None:
+            continue
+        found, entry = value[field.json_name], field.message_type
+        if entry.GetOptions().map_entry:
+            inner = entry.fields_by_name["value"].message_type
+            value[field.json_name] = {key: _maps_in_order(found[key], inner) if inner else
+                                      found[key] for key in sorted(found)}
+        elif isinstance(found, list):
+            value[field.json_name] = [_maps_in_order(item, entry) for item in found]
+        else:
+            value[field.json_name] = _maps_in_order(found, entry)
+    return value
 
 
 def job_id(job_name: str) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from google.cloud import aiplatform_v1
 
 from launch.context.places import label_value
+from launch.targets.vertex.spec import rest_json
 from launch.values.sweep import Param, Sweep
 
 StudySpec = aiplatform_v1.StudySpec
@@ -68,9 +69,7 @@ def tuning_job(sweep: Sweep, trial: aiplatform_v1.CustomJob,
 
 def to_json(job: aiplatform_v1.HyperparameterTuningJob) -> str:
     """The REST form, as `--dry-run` prints it."""
-    return aiplatform_v1.HyperparameterTuningJob.to_json(
-        job, indent=2, use_integers_for_enums=False,
-        always_print_fields_with_no_presence=False)
+    return rest_json(job, use_integers_for_enums=False, always_print_fields_with_no_presence=False)
 
 
 def trial_metric(trial: aiplatform_v1.Trial, metric: str) -> float | None:
