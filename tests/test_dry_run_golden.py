@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from infra.image_context import context_hash
-from launch.cloud import standard_labels
+from launch.context.cloud import standard_labels
 from tests.cli import REPO, invoke
 
 GOLDEN = Path(__file__).parent / "golden"
