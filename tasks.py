@@ -288,7 +288,7 @@ def _run_job(c, task: str, flags: dict) -> None:
     """A job task: the job file (--job, or the run --rerun names), the flags over it, each
     value checked, then the same request to the target's executor."""
     from launch.stores.runs.jobfiles import recorded_run
-    from launch.targets import executor_for
+    from launch.targets import executor_for, refuse_unsupported
     from launch.targets.base import Handover, Target
 
     def prepare():
@@ -298,6 +298,7 @@ def _run_job(c, task: str, flags: dict) -> None:
         job = jobfile.resolve(task, flags, file, source, lambda found: recorded_run(
             found, found.model_dir or LOCAL_DIRS[task], lambda: _cloud(
                 c, flags["project"], None, flags["bucket"], None, flags["env"])))
+        refuse_unsupported(job, task, jobfile.given(flags), source)
         request = jobfile.request(job, task)
         cloud = _cloud(c, flags["project"], job.region, flags["bucket"], job.image,
                        flags["env"])

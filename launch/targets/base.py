@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from launch.context.cloud import Cloud
 from launch.errors import InputError
@@ -19,6 +19,9 @@ from launch.values.sweep import Sweep
 
 
 class Executor(Protocol):
+    title: ClassVar[str]  # where it runs, in words: "Vertex AI"
+    supports: ClassVar[frozenset[str]]  # the JobFile fields it takes (launch.targets checks)
+
     @classmethod
     def from_target(cls, target: Target) -> Executor:
         """The executor for what the command line says (`Target`)."""

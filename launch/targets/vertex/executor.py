@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import sys
 from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
@@ -58,6 +59,7 @@ from launch.targets.vertex.submit import (
 )
 from launch.targets.vertex.sweeps import submit_sweep
 from launch.text import say
+from launch.values import jobfile
 from launch.values.jobs import Conversion, Evaluation, Request, Training, tool_job
 from launch.values.sweep import Sweep
 from trainer import bucket_convert
@@ -94,6 +96,8 @@ class Vertex:
     """Vertex AI custom jobs on the stack's infrastructure: the run's files in the bucket
     (gs://BUCKET/runs/RUN_ID), the sources' image built if missing and pinned by digest."""
 
+    title: ClassVar[str] = "Vertex AI"
+    supports: ClassVar[frozenset[str]] = frozenset(jobfile.FIELDS)
     cloud: Cloud
     submission: Submission = dataclasses.field(default_factory=Submission)
     force: bool = False
