@@ -19,7 +19,7 @@ from launch.targets.base import Handover, Target, job_text, save_job, say_job, w
 from launch.targets.local import tuning as local_tuning
 from launch.targets.local.processes import LocalExecutor, run_job
 from launch.values import jobfile
-from launch.values.jobs import Conversion, Evaluation, Places, Request, Training, tool_job
+from launch.values.jobs import Conversion, Places, Request, tool_job
 from launch.values.sweep import Sweep
 from trainer import locks
 from trainer.errors import DirectoryBusy
@@ -59,13 +59,13 @@ class Local:
         return cls(target.places, target.cloud, target.force, target.handover)
 
     def launch(self, request: Request) -> str:
-        if isinstance(request, Evaluation) and not request.data_dir:  # the run's own data
+        if request.reads_run_data and not request.data_dir:  # the run's own data
             request = with_recorded(self.cloud, request,
                                      jobfiles.local_run_data(self.places.model_dir))
         texts = configs.read_local(request.config_files)  # the trainer reads them again
         data_dir = request.data_dir or self.places.data_dir
         job = request.trainer_job(self.places)
-        trains = isinstance(request, Training)
+        trains = request.trains
         steps = request.steps or default_train_steps(request.experiment) if trains else None
         text = job_text(request, data_dir=data_dir, model_dir=self.places.model_dir)
         if not mirror.is_gcs(data_dir) and not Path(data_dir).is_dir():
