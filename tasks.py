@@ -258,7 +258,6 @@ SWEEP_FLAGS = {
     "parallel": Flag("trials at a time (default 1)", kind=int),
     "algorithm": Flag("bayesian, random or grid (default bayesian)"),
 }
-LOCAL_DIRS = {TRAIN: MODEL_DIR, EVAL: MODEL_DIR, TUNE: f"{WORK}/sweep"}
 
 
 @job_task(TRAIN, {**RUN_FLAGS, **RERUN, **FORCE})
@@ -281,23 +280,26 @@ def evaluate(c, **flags):
 @job_task(TUNE, {**RUN_FLAGS, **FORCE, **SWEEP_FLAGS})
 def tune(c, **flags):
     """Sweep hyperparameters: trials of `invoke train` (Optuna here, Vertex AI Vizier)."""
-    _run_job(c, TUNE, flags)
+    _run_job(c, TUNE, flags, _sweep)
 
 
-def _run_job(c, task: str, flags: dict) -> None:
-    """A job task: the job file (--job, or the run --rerun names), the flags over it, each
-    value checked, then the same request to the target's executor."""
+def _run_job(c, task: str, flags: dict, more=None) -> None:
+    """A job task: the job file (--job, or the run --rerun names), the flags over it (and
+    what `more(flags, file, source)` makes of its own flags), each value checked, then the
+    request of the task's kind handed to the target's executor."""
     from launch.stores.runs.jobfiles import recorded_run
-    from launch.targets import executor_for
+    from launch.targets import executor_for, refuse_unsupported
     from launch.targets.base import Handover, Target
 
     def prepare():
         source, file = _job_source(c, flags)
-        if task == TUNE:
-            flags["sweep"] = _sweep(flags, file, source).as_mapping()
+        if more:
+            flags.update(more(flags, file, source))
+        local_dir = f"{WORK}/{jobs.KINDS[task].local_dir}"
         job = jobfile.resolve(task, flags, file, source, lambda found: recorded_run(
-            found, found.model_dir or LOCAL_DIRS[task], lambda: _cloud(
+            found, found.model_dir or local_dir, lambda: _cloud(
                 c, flags["project"], None, flags["bucket"], None, flags["env"])))
+        refuse_unsupported(job, task, jobfile.given(flags), source)
         request = jobfile.request(job, task)
         cloud = _cloud(c, flags["project"], job.region, flags["bucket"], job.image,
                        flags["env"])
@@ -305,21 +307,16 @@ def _run_job(c, task: str, flags: dict) -> None:
             from launch.stores.gcs import datasets
 
             request = datasets.pinned(cloud, request, job.dataset)
-        places = Places(job.model_dir or LOCAL_DIRS[task], job.data_dir or RECORDS_DIR)
+        places = Places(job.model_dir or local_dir, job.data_dir or RECORDS_DIR)
         handover = Handover(bool(flags["dry_run"]),
                             jobfile.check_save_path(flags["save_job"]) or None, job.max_cost)
         target = Target(places, cloud, handover, bool(flags.get("force")),
                         bool(flags["local_docker"]), bool(flags["follow"]), job,
                         request.resources.scheduling.strategy)
-        return job, request, executor_for(job.target, target)
+        return request, executor_for(job.target, target)
 
-    job, request, executor = _guarded(prepare)
-    if task == TUNE:
-        from launch.values.sweep import Sweep
-
-        _say(lambda: executor.tune(request, Sweep.from_mapping(job.sweep)))
-    else:
-        _say(lambda: executor.launch(request))
+    request, executor = _guarded(prepare)
+    _say(lambda: request.hand_to(executor))
 
 
 def _job_source(c, flags: dict) -> tuple[str, dict]:
@@ -337,15 +334,16 @@ def _job_source(c, flags: dict) -> tuple[str, dict]:
     return rerun(cloud, flags["rerun"], jobfile.given(flags))
 
 
-def _sweep(flags: dict, file: dict, source: str):
-    """tune's sweep: the job file's `tune: sweep:`, then --sweep's file, then the flags."""
+def _sweep(flags: dict, file: dict, source: str) -> dict:
+    """tune's --sweep: the job file's `tune: sweep:`, then --sweep's file, then the flags."""
     from launch.values.sweep import load
 
-    return load(flags["sweep"], flags["param"] or (), metric=flags["metric"],
-                goal=flags["goal"], algorithm=flags["algorithm"],
-                base=jobfile.file_sweep(file, source), **_numbers(
-                    trials=optional_number("--trials", flags["trials"], int),
-                    parallel=optional_number("--parallel", flags["parallel"], int)))
+    sweep = load(flags["sweep"], flags["param"] or (), metric=flags["metric"],
+                 goal=flags["goal"], algorithm=flags["algorithm"],
+                 base=jobfile.file_sweep(file, source), **_numbers(
+                     trials=optional_number("--trials", flags["trials"], int),
+                     parallel=optional_number("--parallel", flags["parallel"], int)))
+    return {"sweep": sweep.as_mapping()}
 
 
 @task

@@ -80,3 +80,70 @@ def test_a_target_is_one_module_and_one_registry_line(tmp_path, monkeypatch):
     with pytest.raises(InputError, match=r"^--target 'gke' is not available; use one of "
                                          r"local, vertex, toy$"):
         targets.executor_for("gke", where)
+
+
+TOY_KIND = '''
+import dataclasses
+from typing import ClassVar
+
+from launch.values.jobs import Request, TrainerJob
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile(Request):
+    """Times the input pipeline over a run's data: one replica, no checkpoints written."""
+
+    task: ClassVar[str] = "profile"
+    needs_run_id: ClassVar[bool] = True
+    reads_run_data: ClassVar[bool] = True
+    role: ClassVar[str] = "profile"
+    output: ClassVar[str] = "profile"
+    local_dir: ClassVar[str] = "profiles"
+
+    batches: int = 50
+
+    @classmethod
+    def own_values(cls, job):
+        return {"batches": job.steps or 50}
+
+    def trainer_job(self, places):
+        args = self.run(places).trainer_args("eval").to_argv()
+        return TrainerJob(f"profile-{self.experiment}", (*args, f"--batches={self.batches}"))
+'''
+
+
+def test_a_job_kind_is_one_class_and_one_entry(tmp_path, monkeypatch):
+    """A toy kind in a temporary package goes through the steps every kind takes: the job
+    file, the targets' refusals, the request, the local target's dry run and Vertex AI's
+    job, which take its answers (role, output, data, run id) from the class."""
+    from launch.context.places import CloudTarget
+    from launch.targets.vertex.jobs import vertex_job
+    from launch.values import jobs
+
+    package = tmp_path / "toy_kind"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "kind.py").write_text(TOY_KIND)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import toy_kind.kind
+
+    monkeypatch.setitem(jobs.KINDS, "profile", toy_kind.kind.Profile)
+    job = jobfile.resolve("profile", {})
+    targets.refuse_unsupported(job, "profile", set(), "")
+    request = jobfile.request(job, "profile")
+    assert type(request) is toy_kind.kind.Profile and request.batches == 50
+
+    (tmp_path / "records").mkdir()
+    places = Places(str(tmp_path / "model"), str(tmp_path / "records"))
+    local = targets.executor_for("local", Target(places, handover=Handover(dry_run=True)))
+    command = request.hand_to(local)  # the local target's launch, as `invoke` hands it
+    assert command.endswith(f"--data_dir={places.data_dir} --batches=50")
+
+    cloud = CloudTarget(project="p", region="us-central1", bucket="b",
+                        image="us-central1-docker.pkg.dev/p/r/trainer:1",
+                        tpu_image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1",
+                        service_account="t@p.iam.gserviceaccount.com")
+    custom = vertex_job(cloud, request, "run1")
+    assert custom.labels["role"] == "profile" and custom.labels["run"] == "run1"
+    assert custom.job_spec.base_output_directory.output_uri_prefix == "gs://b/runs/run1/profile"
+    assert custom.job_spec.worker_pool_specs[0].container_spec.args[-1] == "--batches=50"

@@ -351,11 +351,9 @@ def test_cloud_commands_without_credentials_say_how_to_log_in(tmp_path):
 def test_web_access_reaches_train_eval_and_tune_jobs_and_status_shows_the_shells(tmp_path):
     from launch.features.jobs import job_command
     from launch.stores.gcs.records import upload_records
-    from launch.targets.base import Handover
-    from launch.targets.local.executor import Local
+    from launch.targets import refuse_unsupported
     from launch.targets.vertex.executor import Vertex
     from launch.values import jobfile
-    from launch.values.jobs import Places
     from launch.values.sweep import Sweep
     from tests.fakes.cloud import fake_cloud, write_records
 
@@ -383,11 +381,11 @@ def test_web_access_reaches_train_eval_and_tune_jobs_and_status_shows_the_shells
         without = jobfile.resolve("train", {**flags, "web_access": False, "run_id": "plain"})
         Vertex(cloud).launch(jobfile.request(without, "train"))
         assert not fakes.vertex.received[-1].custom_job.job_spec.enable_web_access
-    # here, a shell is the one you have: the local target ignores it, as --spot
+    # here, a shell is the one you have: the local target refuses it, as --spot
     local = jobfile.resolve("train", {"web_access": True})
-    command = Local(Places(str(tmp_path / "model"), str(tmp_path / "records")), cloud,
-                    submission=Handover(dry_run=True)).launch(jobfile.request(local, "train"))
-    assert "-m trainer" in command
+    with pytest.raises(InputError, match=r"^--web-access runs on Vertex AI only: add "
+                                         r"--target vertex, or drop --web-access$"):
+        refuse_unsupported(local, "train", {"web_access"}, "")
 
 
 def test_a_dry_runs_maps_print_in_key_order_and_its_fields_in_the_protos():
@@ -407,3 +405,4 @@ def test_a_dry_runs_maps_print_in_key_order_and_its_fields_in_the_protos():
     assert aiplatform_v1.CustomJob.from_json(to_json(job)) == job
     request = aiplatform_v1.DeployModelRequest(endpoint="e", traffic_split={"b": 50, "a": 50})
     assert list(json.loads(rest_json(request))["trafficSplit"]) == ["a", "b"]
+

@@ -83,6 +83,6 @@ class RunPaths:
     def exported(self) -> str:  # `invoke export --run-id` re-exports here
         return f"{self.root}/exported"
 
-    @property
-    def eval_root(self) -> str:  # the evaluation job's base output directory
-        return f"{self.root}/eval"
+    def output(self, below: str) -> str:
+        """A job's base output directory: the run's (training), or `below` it (eval)."""
+        return f"{self.root}/{below}" if below else self.root

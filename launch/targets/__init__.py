@@ -1,13 +1,16 @@
 """Targets: where jobs run, one package each behind `base.Executor`, chosen by name from
 `TARGETS` and imported only when chosen (as trainer/data/formats registers formats): a new
-target is one module and one line here."""
+target is one module and one line here. Each declares the job-file fields it takes
+(`supports`), and `refuse_unsupported` refuses a value the user set that it would ignore."""
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from launch.errors import InputError
+from launch.values import jobfile
 
 if TYPE_CHECKING:
     from launch.targets.base import Executor, Target
@@ -19,10 +22,37 @@ TARGETS: dict[str, str] = {
 }
 
 
-def executor_for(name: str, target: Target) -> Executor:
-    """The executor of the target named `name` (--target), for what the flags say."""
+def executor_class(name: str) -> type[Executor]:
+    """The executor class of the target named `name` (--target), its module imported now."""
     if name not in TARGETS:
         raise InputError(f"--target {name!r} is not available; use one of "
                          f"{', '.join(TARGETS)}")
     module, _, cls = TARGETS[name].partition(":")
-    return getattr(importlib.import_module(module), cls).from_target(target)
+    return getattr(importlib.import_module(module), cls)
+
+
+def executor_for(name: str, target: Target) -> Executor:
+    """The executor of the target named `name` (--target), for what the flags say."""
+    return executor_class(name).from_target(target)
+
+
+def refuse_unsupported(job: jobfile.JobFile, task: str, typed: Collection[str],
+                       source: str) -> None:
+    """Refuses, before anything is built, a value `task` would read that `job.target` does
+    not take (`--spot` here): named as it was given, a flag (`typed`) or the key of the
+    file `source` names, with the targets that take it. A value at its default is none."""
+    supports = executor_class(job.target).supports
+    for field in jobfile.options(task):
+        if field.name in supports or getattr(job, field.name) == jobfile.default(field):
+            continue
+        others = [name for name in TARGETS
+                  if name != job.target and field.name in executor_class(name).supports]
+        if field.name in typed:
+            shown = dropped = jobfile.flag(field.name)
+        else:
+            dropped = f"{jobfile.SECTIONS[task]}: {jobfile.key(field)}" \
+                if field.metadata["section"] == task else jobfile.key(field)
+            shown, dropped = f"{dropped} (in {source})", f"{dropped} from {source}"
+        takes = " or ".join(executor_class(name).title for name in others)
+        raise InputError(f"{shown} runs on {takes} only: add --target {others[0]}, or drop "
+                         f"{dropped}")

@@ -7,30 +7,28 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from launch.context.cloud import Cloud
 from launch.errors import InputError
 from launch.stores.gcs import datasets
 from launch.stores.runs import jobfiles
 from launch.values.jobfile import JobFile
-from launch.values.jobs import Conversion, Places, Request
-from launch.values.sweep import Sweep
+from launch.values.jobs import Conversion, Places, Request, Runner
 
 
-class Executor(Protocol):
+class Executor(Runner, Protocol):
+    """A target: it runs requests (`Runner`: launch, tune), conversions and TensorBoard."""
+
+    title: ClassVar[str]  # where it runs, in words: "Vertex AI"
+    supports: ClassVar[frozenset[str]]  # the JobFile fields it takes (launch.targets checks)
+
     @classmethod
     def from_target(cls, target: Target) -> Executor:
         """The executor for what the command line says (`Target`)."""
 
-    def launch(self, request: Request) -> str:
-        """Runs (or submits) the job; what to tell the user."""
-
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
         """Shows the run's TensorBoard; what to tell the user."""
-
-    def tune(self, request: Request, sweep: Sweep) -> str:
-        """Runs (or submits) the sweep: trials of the training `request`."""
 
     def convert(self, conversion: Conversion) -> str:
         """Converts raw data (and publishes it as a named dataset if it names one)."""

@@ -26,7 +26,7 @@ import yaml
 
 from launch.errors import InputError
 from launch.values import pretrained
-from launch.values.jobs import Evaluation, Request, Training
+from launch.values.jobs import KINDS, Request
 from launch.values.resources import (
     MAX_PREEMPTIONS,
     MIN_HOURS,
@@ -35,15 +35,15 @@ from launch.values.resources import (
     Scheduling,
 )
 from trainer import datasets, hparams
-from trainer.best import EVALUATORS, TRAINER, EarlyStopping
+from trainer.best import EVALUATORS
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 from trainer.experiments import fields as experiment_fields
 from trainer.io import read_regular
 from trainer.model_dir import other_experiment
 
-TRAIN, TUNE, EVAL = "train", "tune", "eval"
-TASKS = (TRAIN, TUNE, EVAL)
+TASKS = tuple(KINDS)  # the job kinds' tasks (launch/values/jobs.py)
+TRAIN, TUNE, EVAL = TASKS
 TRAINING = frozenset({TRAIN, TUNE})  # a sweep's trials are training runs
 EVERY = frozenset(TASKS)
 SECTIONS = {EVAL: "eval", TUNE: "tune"}  # a task's own section of the file
@@ -328,7 +328,7 @@ def resolve(task: str, flags: Mapping[str, Any], file: Mapping[str, Any] | None 
             value = {**values.get(name, {}), **value}
         values[name], given[name] = value, f"{flag(name)} {value}"
     job = JobFile(**values)
-    if task in (TRAIN, EVAL) and (found := run(job)):
+    if KINDS[task].of_run and (found := run(job)):
         if "experiment" not in given:
             job = dataclasses.replace(job, experiment=found.experiment)
         elif job.experiment != found.experiment:
@@ -665,14 +665,5 @@ def request(job: JobFile, task: str) -> Request:
               "web_access": job.web_access, "record": Written(task, job)}
     if init:
         common.update(init_checkpoint=init.checkpoint, init_checkpoint_type=init.type)
-    if task == EVAL:
-        return Evaluation(**common, continuous=not job.once, idle_timeout=job.idle_timeout)
-    return Training(**common, early_stop=early_stopping(job))
-
-
-def early_stopping(job: JobFile) -> EarlyStopping | None:
-    """The file's early-stopping rule (its values checked when the file was resolved)."""
-    if job.early_stop_patience is None:
-        return None
-    return EarlyStopping(job.early_stop_patience, job.early_stop_min_delta or 0.0,
-                         job.early_stop_evaluator or TRAINER)
+    kind = KINDS[task]
+    return kind(**common, **kind.own_values(job))

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from launch.errors import InputError
 from launch.values.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
+from launch.values.sweep import Sweep
 from trainer.args import Args, ConvertArgs, TrainArgs
-from trainer.best import EarlyStopping
+from trainer.best import TRAINER, EarlyStopping
 from trainer.experiments import DEFAULT_EXPERIMENT
 from trainer.files import SPLITS, shard_glob
 
 if TYPE_CHECKING:
-    from launch.values.jobfile import Written
+    from launch.values.jobfile import JobFile, Written
 
 TRAINER_COMMAND = ("python", "-m", "trainer")
 
@@ -97,11 +98,32 @@ class Places:
     data_dir: str
 
 
+class Runner(Protocol):
+    """What a kind hands itself to: an executor's launch and sweep (launch.targets.base)."""
+
+    def launch(self, request: Request) -> str:
+        """Runs (or submits) the job; what to tell the user."""
+
+    def tune(self, request: Request, sweep: Sweep) -> str:
+        """Runs (or submits) the sweep: trials of the training `request`."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Request:
     """A training or evaluation job as a researcher asks for it, the same for every target
-    (XManager's job description); its kind is its type. An executor (launch.targets)
-    decides where its files live and runs the TrainerJob it makes."""
+    (XManager's job description); its kind is its type, which answers what the executors
+    and the job file ask of a kind (the class attributes below), so none of them tests the
+    type. An executor (launch.targets) decides where its files live and runs the TrainerJob
+    it makes. A new kind is a subclass and its entry in KINDS."""
+
+    task: ClassVar[str]  # the invoke task, and the `tasks` its JobFile fields name
+    trains: ClassVar[bool] = False  # writes checkpoints: data checks, steps, a price estimate
+    of_run: ClassVar[bool] = False  # works on the run its model directory or --run-id holds
+    needs_run_id: ClassVar[bool] = False  # on Vertex AI: a run to name, none to make up
+    reads_run_data: ClassVar[bool] = False  # its default data: what the run's job file names
+    role: ClassVar[str]  # its jobs' `role` label; a dataset pin's holder
+    output: ClassVar[str] = ""  # below the run's directory: its jobs' base output directory
+    local_dir: ClassVar[str] = "model"  # below work/: its default --model-dir here
 
     experiment: str = DEFAULT_EXPERIMENT
     steps: int | None = None
@@ -148,12 +170,35 @@ class Request:
     def trainer_job(self, places: Places) -> TrainerJob:
         raise NotImplementedError
 
+    @classmethod
+    def own_values(cls, job: JobFile) -> dict[str, Any]:
+        """Its own fields' values from the job file (the shared ones are Request's)."""
+        return {}
+
+    def hand_to(self, executor: Runner) -> str:
+        """Runs (or submits) this request on `executor`; what to tell the user."""
+        return executor.launch(self)
+
 
 @dataclasses.dataclass(frozen=True)
 class Training(Request):
     """Trains a run: a chief, and workers if the resources have them."""
 
+    task: ClassVar[str] = "train"
+    trains: ClassVar[bool] = True
+    of_run: ClassVar[bool] = True  # continues the run its place holds (same experiment)
+    role: ClassVar[str] = "train"
+
     early_stop: EarlyStopping | None = None
+
+    @classmethod
+    def own_values(cls, job: JobFile) -> dict[str, Any]:
+        """The file's early-stopping rule (its values checked when the file was resolved)."""
+        if job.early_stop_patience is None:
+            return {"early_stop": None}
+        return {"early_stop": EarlyStopping(job.early_stop_patience,
+                                            job.early_stop_min_delta or 0.0,
+                                            job.early_stop_evaluator or TRAINER)}
 
     def trainer_job(self, places: Places) -> TrainerJob:
         return train_job(dataclasses.replace(self.run(places), early_stop=self.early_stop),
@@ -164,8 +209,19 @@ class Training(Request):
 class Evaluation(Request):
     """Evaluates a run's checkpoints on one replica."""
 
+    task: ClassVar[str] = "eval"
+    of_run: ClassVar[bool] = True
+    needs_run_id: ClassVar[bool] = True
+    reads_run_data: ClassVar[bool] = True
+    role: ClassVar[str] = "eval"
+    output: ClassVar[str] = "eval"
+
     continuous: bool = True  # follow the training run's checkpoints until it ends
     idle_timeout: float | None = None  # seconds to wait for a new checkpoint
+
+    @classmethod
+    def own_values(cls, job: JobFile) -> dict[str, Any]:
+        return {"continuous": not job.once, "idle_timeout": job.idle_timeout}
 
     def __post_init__(self) -> None:
         if self.resources.replicas != (1,):
@@ -174,6 +230,28 @@ class Evaluation(Request):
 
     def trainer_job(self, places: Places) -> TrainerJob:
         return eval_job(self.run(places), self.continuous, self.idle_timeout)
+
+
+@dataclasses.dataclass(frozen=True)
+class Tuning(Training):
+    """A sweep: trials of the training job, each a run beside the others."""
+
+    task: ClassVar[str] = "tune"
+    of_run: ClassVar[bool] = False  # a new sweep; its trials are new runs (role: train)
+    local_dir: ClassVar[str] = "sweep"
+
+    sweep: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the sweep file's
+
+    @classmethod
+    def own_values(cls, job: JobFile) -> dict[str, Any]:
+        return {**super().own_values(job), "sweep": dict(job.sweep)}
+
+    def hand_to(self, executor: Runner) -> str:
+        return executor.tune(self, Sweep.from_mapping(self.sweep))
+
+
+# The job kinds by task: `invoke train|eval|tune`, and a job file's `tasks`.
+KINDS: dict[str, type[Request]] = {kind.task: kind for kind in (Training, Tuning, Evaluation)}
 
 
 def train_job(run: TrainingRun, resources: Resources = DEFAULT_RESOURCES,

@@ -8,6 +8,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import ClassVar
 
 from launch.context.cloud import Cloud, run_paths
 from launch.errors import InputError, MissingError, StepFailed
@@ -17,7 +18,8 @@ from launch.stores.runs import configs, jobfiles
 from launch.targets.base import Handover, Target, job_text, save_job, say_job, with_recorded
 from launch.targets.local import tuning as local_tuning
 from launch.targets.local.processes import LocalExecutor, run_job
-from launch.values.jobs import Conversion, Evaluation, Places, Request, Training, tool_job
+from launch.values import jobfile
+from launch.values.jobs import Conversion, Places, Request, tool_job
 from launch.values.sweep import Sweep
 from trainer import locks
 from trainer.errors import DirectoryBusy
@@ -40,6 +42,13 @@ class Local:
     """This machine: one `python -m trainer` process a replica, with a progress bar; a
     multi-replica job gets the cluster spec Vertex AI would give it, on 127.0.0.1."""
 
+    title: ClassVar[str] = "this machine"
+    # Not the cloud's: its region, image, machines, accelerators, capacity and schedule.
+    supports: ClassVar[frozenset[str]] = frozenset(jobfile.FIELDS) - {
+        "region", "image", "machine_type", "accelerator", "tpu", "tpu_topology",
+        "reduction_servers", "spot", "flex_start", "max_wait_hours", "reservation",
+        "persistent_resource", "web_access", "timeout_hours", "regions", "fallback",
+        "capacity", "max_preemptions"}
     places: Places
     cloud: Cloud  # only for `--run-id`, which names a run in the bucket
     force: bool = False
@@ -50,13 +59,13 @@ class Local:
         return cls(target.places, target.cloud, target.force, target.handover)
 
     def launch(self, request: Request) -> str:
-        if isinstance(request, Evaluation) and not request.data_dir:  # the run's own data
+        if request.reads_run_data and not request.data_dir:  # the run's own data
             request = with_recorded(self.cloud, request,
                                      jobfiles.local_run_data(self.places.model_dir))
         texts = configs.read_local(request.config_files)  # the trainer reads them again
         data_dir = request.data_dir or self.places.data_dir
         job = request.trainer_job(self.places)
-        trains = isinstance(request, Training)
+        trains = request.trains
         steps = request.steps or default_train_steps(request.experiment) if trains else None
         text = job_text(request, data_dir=data_dir, model_dir=self.places.model_dir)
         if not mirror.is_gcs(data_dir) and not Path(data_dir).is_dir():

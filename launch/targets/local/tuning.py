@@ -26,7 +26,7 @@ from pathlib import Path
 from launch.errors import InputError, StepFailed
 from launch.targets import triage
 from launch.targets.local.processes import STEP_LINE, LocalExecutor
-from launch.values.jobs import Places, Request, TrainerJob, Training, train_job
+from launch.values.jobs import Places, Request, TrainerJob, train_job
 from launch.values.sweep import Sweep
 from trainer import hparams, jsonnum, locks
 from trainer.errors import DirectoryBusy
@@ -200,7 +200,7 @@ def run_sweep(sweep: Sweep, request: Request, places: Places,
     `sweep.parallel` trials at a time; returns the trials, best first."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    if not isinstance(request, Training):
+    if not request.trains:
         raise InputError("a sweep tunes training runs")
     if "://" in places.model_dir:
         raise InputError(f"--model-dir {places.model_dir}: a local sweep keeps its study and "

@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import sys
 from collections.abc import Iterable, Mapping
+from typing import ClassVar
 
 from google.api_core.exceptions import GoogleAPIError
 from google.auth.exceptions import GoogleAuthError
@@ -58,7 +59,8 @@ from launch.targets.vertex.submit import (
 )
 from launch.targets.vertex.sweeps import submit_sweep
 from launch.text import say
-from launch.values.jobs import Conversion, Evaluation, Request, Training, tool_job
+from launch.values import jobfile
+from launch.values.jobs import Conversion, Request, tool_job
 from launch.values.sweep import Sweep
 from trainer import bucket_convert
 from trainer.args import BucketConvertArgs
@@ -94,6 +96,8 @@ class Vertex:
     """Vertex AI custom jobs on the stack's infrastructure: the run's files in the bucket
     (gs://BUCKET/runs/RUN_ID), the sources' image built if missing and pinned by digest."""
 
+    title: ClassVar[str] = "Vertex AI"
+    supports: ClassVar[frozenset[str]] = frozenset(jobfile.FIELDS)
     cloud: Cloud
     submission: Submission = dataclasses.field(default_factory=Submission)
     force: bool = False
@@ -110,7 +114,7 @@ class Vertex:
             max_cost=handover.max_cost, ladder=ladder, save_job=handover.save_job), target.force)
 
     def launch(self, request: Request) -> str:
-        if isinstance(request, Evaluation) and not request.run_id:
+        if request.needs_run_id and not request.run_id:
             raise InputError("--run-id names the training run to evaluate")
         run_id = check_run_id(
             request.run_id or default_run_id(request.experiment))
@@ -122,9 +126,9 @@ class Vertex:
         for note in dict.fromkeys(filter(None, map(tensorflow_note, plan.machines.values()))):
             print(note, file=sys.stderr)
         data = self._data_url(request, where)
-        trains = isinstance(request, Training)
+        trains = request.trains
         decided = {"run_id": run_id, "data_dir": request.data_dir if  # eval: the run's, if known
-                   isinstance(request, Evaluation) else data,
+                   request.reads_run_data else data,
                    "region": None if ladder and ladder.regions else where.region}
         text = job_text(request, **decided)
         if self.submission.dry_run:
@@ -151,7 +155,7 @@ class Vertex:
         save_job(text, self.submission.save_job)
         if not self.submission.dry_run:
             attempts = len(plan.jobs) * (ladder.max_preemptions + 1 if ladder else 1)
-            datasets.pin(self.cloud, request, run_id, "train" if trains else "eval",
+            datasets.pin(self.cloud, request, run_id, request.role,
                          _hours_bound(request, attempts))
         if not self.submission.dry_run and trains and text:  # it names the run's copies
             kept = configs.keep_in_bucket(self.cloud, run_id, config_files, texts)
@@ -164,7 +168,7 @@ class Vertex:
     def tune(self, request: Request, sweep: Sweep) -> str:
         """A HyperparameterTuningJob whose trials run the job `launch` would submit for
         `request`, each in its own directory under the sweep's run."""
-        if not isinstance(request, Training):
+        if not request.trains:
             raise InputError("a sweep tunes training runs")
         if self.submission.ladder:
             raise InputError("--capacity, --regions and --fallback (a ladder) do not apply to "
@@ -321,7 +325,7 @@ class Vertex:
 
     def _with_run_data(self, request: Request, run_id: str) -> Request:
         """Evaluation reads the run's own data (its job file says which) unless told."""
-        if not isinstance(request, Evaluation) or request.data_dir:
+        if not request.reads_run_data or request.data_dir:
             return request
         try:
             return with_recorded(self.cloud, request,
@@ -424,7 +428,7 @@ class Vertex:
                       costs.job_hourly, table, rung.region, job), budget, named[rung],
                       said[rung].append)) is not None}
         steps = None
-        if isinstance(request, Training):
+        if request.trains:
             steps = request.steps or default_train_steps(request.experiment)
         trials = {"runs": sweep.trials, "at_once": sweep.parallel} if sweep else {}
         timeout = {rung: costs.timeout_hours(job) for rung, job in plan.jobs.items()}  # as sent

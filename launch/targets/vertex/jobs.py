@@ -35,23 +35,21 @@ def vertex_job(target: CloudTarget, request: jobs.Request, run_id: str,
     paths = RunPaths(target.bucket, run_id)
     job = request.trainer_job(places(target, run_id, trial))
     machine = machine_for(request.resources, target.region)
-    trains = isinstance(request, jobs.Training)
-    if trains:  # recorded with the run's speed, for later cost estimates
+    if request.trains:  # recorded with the run's speed, for later cost estimates
         job = dataclasses.replace(job, env={
             **job.env, HARDWARE_ENV: request.resources.hardware_key(machine)})
-    return custom_job(job, machine, target, paths.root if trains else paths.eval_root,
+    return custom_job(job, machine, target, paths.output(request.output),
                       request.resources,
-                      _run_labels(labels, request.experiment, run_id, trains),
+                      _run_labels(labels, request.experiment, run_id, request.role),
                       web_access=request.web_access)
 
 
 # The label that marks a run's training jobs, the writers of its checkpoints.
-TRAINING_LABELS = {"role": "train"}
+TRAINING_LABELS = {"role": jobs.Training.role}
 
 
 def _run_labels(labels: dict[str, str] | None, experiment: str, run_id: str,
-                trains: bool) -> dict[str, str]:
-    """The caller's labels plus the experiment, the run and the job's role, which find a
-    run's jobs (and its writer) later."""
-    role = TRAINING_LABELS if trains else {"role": "eval"}
-    return {**(labels or {}), "experiment": experiment, "run": run_id, **role}
+                role: str) -> dict[str, str]:
+    """The caller's labels plus the experiment, the run and the job's role (its kind's),
+    which find a run's jobs (and its writer) later."""
+    return {**(labels or {}), "experiment": experiment, "run": run_id, "role": role}
