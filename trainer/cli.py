@@ -129,7 +129,6 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
     from trainer.data.label_map import read_label_map
     from trainer.data.planning import SPLIT_SEED, TRAIN_FRACTION, Split
 
-    args.check()
     inputs = [formats.Input.parse(text) for text in args.sources] or [formats.Input(
         args.format, *(Path(p) if p else None for p in (
             args.data_dir, args.annotations, args.val_annotations, args.images)))]
@@ -159,17 +158,11 @@ def run_export(args: trainer_args.ExportArgs) -> int:
     if args.format == "tflite":
         from trainer.tflite import export_tflite
 
-        if args.default_signature != "uint8":
-            raise errors.SettingsError("--default-signature applies to SavedModels; a "
-                                       ".tflite takes uint8 pixels")
-
         done = export_tflite(args.model_dir, args.export_dir, choice, options,
                              args.quantize, args.calibration_data)
         print(f"exported {done.checkpoint.path} ({done.checkpoint.reason}) to {done.path} "
               f"({done.size_bytes / 1e6:.1f} MB)")
         return 0
-    if args.quantize:
-        raise errors.SettingsError("--quantize applies to --format tflite")
     result = export(args.model_dir, args.export_dir, choice, options)
     print(f"exported {result.checkpoint.path} ({result.checkpoint.reason}) to "
           f"{result.export_dir}")
