@@ -36,7 +36,8 @@ from launch.resources import (
     Resources,
     Scheduling,
 )
-from trainer import datasets, hparams, options
+from trainer import datasets, hparams
+from trainer import options as schema
 from trainer.args import TrainArgs
 from trainer.best import TRAINER, EarlyStopping
 from trainer.errors import SettingsError
@@ -66,7 +67,7 @@ class JobFileError(InputError):
 # machine is not training's; tune's sweep); `path`: its value may name a file or directory on
 # this machine (a rerun checks it); `checked_as`: the trainer's field it lands on, whose bound
 # and choices it takes.
-option = functools.partial(options.option, tasks=EVERY, section=None, path=False)
+option = functools.partial(schema.option, tasks=EVERY, section=None, path=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +113,7 @@ class JobFile:
                                       default={})
     max_cost: float | None = option("USD: refuse a job whose bound (price x timeout) or "
                                     "expected cost is higher",
-                                    bound=options.Bound(minimum=0, above=True))
+                                    bound=schema.Bound(minimum=0, above=True))
     machine_type: str | None = option("e.g. n1-standard-8, g2-standard-8, a3-highgpu-8g "
                                       "(vertex)", section=EVAL)
     accelerator: str | None = option("TYPE:COUNT, e.g. NVIDIA_TESLA_T4:1 (vertex)",
@@ -152,7 +153,7 @@ class JobFile:
                              tasks=frozenset({TRAIN}))
     max_preemptions: int = option("--capacity: preempted jobs resubmitted on the same kind "
                                   "before the next", default=2, tasks=frozenset({TRAIN}),
-                                  bound=options.Bound(minimum=0, maximum=MAX_PREEMPTIONS))
+                                  bound=schema.Bound(minimum=0, maximum=MAX_PREEMPTIONS))
     early_stop_patience: int | None = option(
         "stop training after this many evaluations in a row without a gain in the "
         "experiment's metric (AP); best/ keeps the best checkpoint either way",
@@ -385,7 +386,7 @@ def section(file: Mapping[str, Any], task: str, source: str) -> Mapping[str, Any
 
 def _value(field: dataclasses.Field, value: Any, shown: str) -> Any:
     """A flag's text (invoke passes text) or a file's YAML value, as the field's type."""
-    kind = options.kind(field.type)
+    kind = schema.kind(field.type)
     meta = field.metadata
     if kind is bool:
         if not isinstance(value, bool):
@@ -396,11 +397,11 @@ def _value(field: dataclasses.Field, value: Any, shown: str) -> Any:
     if kind is tuple:
         return _sequence(field, value, shown)
     if kind in (int, float):
-        return options.number(value, kind, shown, meta["bound"], JobFileError)
+        return schema.number(value, kind, shown, meta["bound"], JobFileError)
     if not isinstance(value, str) or not value.strip() or not value.isprintable():
         raise JobFileError(f"{shown} is text (printable, on one line), got {value!r}"[:200])
     if meta["choices"]:
-        return options.choice(value, meta["choices"], shown, JobFileError)
+        return schema.choice(value, meta["choices"], shown, JobFileError)
     return value
 
 

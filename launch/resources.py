@@ -36,6 +36,18 @@ DEFAULT_TIMEOUT_HOURS = 7 * 24  # what Vertex AI runs a job with no timeout for
 MAX_PREEMPTIONS = 10
 
 
+def number(flag: str, value: int | float | str, kind: type, bound: Bound | None = None
+           ) -> int | float:
+    """A flag's value as `kind` within `bound` (invoke passes numbers as text), read by the
+    one reader (`trainer.options.number`), or an InputError naming the flag."""
+    return options.number(value, kind, flag, bound, InputError)
+
+
+def optional_number(flag: str, value: int | float | str | None, kind: type
+                    ) -> int | float | None:
+    return options.optional_number(value, kind, flag, fault=InputError)
+
+
 RESOURCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _ZONE, _NAME = r"(?P<zone>[a-z]+-[a-z]+\d+-[a-z])", r"(?P<name>[a-z]([-a-z0-9]{0,61}[a-z0-9])?)"
 # a reservation of the job's project (ZONE/NAME), or of any project (its resource path)
@@ -231,15 +243,3 @@ def whole_seconds(hours: float) -> int:
 def sent(hours: float) -> float:
     """Hours as they are sent: whole seconds (what a dry run shows and a bound prices)."""
     return whole_seconds(hours) / 3600
-
-
-def number(flag: str, value: int | float | str, kind: type, bound: Bound | None = None
-           ) -> int | float:
-    """A flag's value as `kind` within `bound` (invoke passes numbers as text), read by the
-    one reader (`trainer.options.number`), or an InputError naming the flag."""
-    return options.number(value, kind, flag, bound, InputError)
-
-
-def optional_number(flag: str, value: int | float | str | None, kind: type
-                    ) -> int | float | None:
-    return options.optional_number(value, kind, flag, fault=InputError)

@@ -341,7 +341,8 @@ def _add_options(parser: argparse.ArgumentParser, command: type[Args]) -> None:
 
 
 def _value(command: type[Args], field: dataclasses.Field, value: Any) -> Any:
-    """A parsed option's value, converted to its field's type (`Args.check` checks it)."""
+    """A parsed option's value, converted to its field's type and bound (`Args.check`
+    checks the rest)."""
     meta, flag = field.metadata, shown(command, field.name)
     if value is None and meta["required"]:
         raise SettingsError(f"{flag} is required")
@@ -350,7 +351,7 @@ def _value(command: type[Args], field: dataclasses.Field, value: Any) -> Any:
     if value is None and field.default == ():
         return ()
     if kind(field.type) in (int, float) and isinstance(value, str):
-        value = number(value, kind(field.type), flag)
+        value = number(value, kind(field.type), flag, meta["bound"])  # refused as typed
     return value
 
 
