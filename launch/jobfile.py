@@ -52,7 +52,6 @@ TRAINING = frozenset({TRAIN, TUNE})  # a sweep's trials are training runs
 EVERY = frozenset(TASKS)
 SECTIONS = {EVAL: "eval", TUNE: "tune"}  # a task's own section of the file
 TARGETS = ("local", "vertex")
-INIT_TYPES = ("backbone", "detector", "all")
 MAX_FILE_BYTES = 1 << 20
 KEY_VALUE = re.compile(r"(?P<key>[^=]+)=(?P<value>.*)", re.DOTALL)
 COMMA_LISTS = ("regions", "fallback", "capacity")  # one flag, values separated by commas
@@ -98,7 +97,8 @@ class JobFile:
                                    "classifier), detector (a detector of other classes: "
                                    "backbone and decoder are restored) or all (your own run's "
                                    "classes) (default: the catalogue's; all for a path)",
-                                   tasks=TRAINING, choices=INIT_TYPES)
+                                   tasks=TRAINING,
+                                   checked_as=(TrainArgs, "init_checkpoint_type"))
     steps: int | None = option("training steps (default: the experiment's)",
                                checked_as=(TrainArgs, "train_steps"))
     override: Mapping[str, Any] = option("a Model Garden parameter, KEY=VALUE (repeatable): "

@@ -104,7 +104,7 @@ class TrainArgs(Args):
     init_checkpoint_type: str | None = option(
         "backbone (default): an ImageNet classifier; detector: a detector of other classes "
         "(its backbone and decoder are restored); all: every layer (the same classes)",
-        choices=sorted(INIT_CHECKPOINT_TYPES), shown="--init-type")
+        choices=tuple(INIT_CHECKPOINT_TYPES), shown="--init-type")
     params_override: tuple[str, ...] = option(
         "'a.b=1,c.d=x', YAML or JSON, applied after the config files (repeatable, applied in "
         "order)", default=())
