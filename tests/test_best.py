@@ -329,8 +329,8 @@ def test_an_eval_job_that_stops_the_run_ends_with_it(tmp_path):
 # Each bad early-stopping value, refused in one line by the one check (TrainArgs.check, the
 # fields' bounds and choices): the trainer's parsing and the launcher's job file (a flag of
 # `invoke train`, or a key of the file) answer the same words.
-BAD_RULES = [({"early_stop_patience": "0"}, "--early-stop-patience must be at least 1, got 0"),
-             ({"early_stop_patience": "-1"}, "--early-stop-patience must be at least 1, got -1"),
+BAD_RULES = [({"early_stop_patience": "0"}, "--early-stop-patience must be at least 1, got '0'"),
+             ({"early_stop_patience": "-1"}, "--early-stop-patience must be at least 1, got '-1'"),
              ({"early_stop_patience": "x"}, "--early-stop-patience must be a whole number, got "
                                             "'x'"),
              ({"early_stop_patience": "nan"}, "--early-stop-patience must be a whole number, "
@@ -340,7 +340,7 @@ BAD_RULES = [({"early_stop_patience": "0"}, "--early-stop-patience must be at le
              ({"early_stop_patience": "2.5"}, "--early-stop-patience must be a whole number, "
                                               "got '2.5'"),
              ({"early_stop_patience": "2", "early_stop_min_delta": "-1"},
-              "--early-stop-min-delta must be at least 0, got -1"),
+              "--early-stop-min-delta must be at least 0, got '-1'"),
              ({"early_stop_patience": "2", "early_stop_min_delta": "nan"},
               "--early-stop-min-delta must be a number, got 'nan'"),
              ({"early_stop_patience": "2", "early_stop_min_delta": "inf"},

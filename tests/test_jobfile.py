@@ -46,7 +46,7 @@ def refused(result: subprocess.CompletedProcess) -> str:
 
 VERTEX = ("--target=vertex", "--experiment=pets_retinanet_resnetfpn")
 BAD_VALUES = [
-    (("train", "--steps=0"), "--steps must be at least 1, got 0"),
+    (("train", "--steps=0"), "--steps must be at least 1, got '0'"),
     (("train", "--steps=-100"), "--steps must be at least 1"),
     (("train", "--steps=abc"), "--steps must be a whole number, got 'abc'"),
     (("train", "--steps=1.5"), "--steps must be a whole number"),

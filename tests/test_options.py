@@ -69,11 +69,11 @@ def _job(task: str, flags: dict, file: dict | None = None) -> str:
 
 
 @pytest.mark.parametrize(("argv", "task", "flags", "message"), [
-    (["--train_steps=0"], "train", {"steps": "0"}, "--steps must be at least 1, got 0"),
+    (["--train_steps=0"], "train", {"steps": "0"}, "--steps must be at least 1, got '0'"),
     (["--mode=continuous_eval", "--train_steps=-5"], "eval", {"steps": "-5"},
-     "--steps must be at least 1, got -5"),
+     "--steps must be at least 1, got '-5'"),
     (["--mode=continuous_eval", "--eval_idle_timeout=0"], "eval", {"idle_timeout": "0"},
-     "--idle-timeout must be more than 0, got 0"),
+     "--idle-timeout must be more than 0, got '0'"),
     (["--mode=continuous_eval", "--eval_idle_timeout=nan"], "eval", {"idle_timeout": "nan"},
      "--idle-timeout must be a number, got 'nan'"),
 ], ids=["steps", "eval steps", "idle timeout", "idle timeout nan"])
@@ -91,17 +91,17 @@ def test_a_trainer_value_is_refused_alike_by_the_trainer_and_the_launcher(argv, 
 
 @pytest.mark.parametrize(("flags", "direct", "message"), [
     ({"workers": "-1"}, lambda: Resources.from_flags(workers="-1"),
-     "--workers must be at least 0, got -1"),
+     "--workers must be at least 0, got '-1'"),
     ({"workers": "1", "reduction_servers": "-2"},
      lambda: Resources.from_flags(workers="1", reduction_servers="-2"),
-     "--reduction-servers must be at least 0, got -2"),
+     "--reduction-servers must be at least 0, got '-2'"),
     ({"timeout_hours": "0"}, lambda: Scheduling.from_flags(timeout_hours="0"),
-     "--timeout-hours must be at least 1 minute (0.0167 h), got 0"),
+     "--timeout-hours must be at least 1 minute (0.0167 h), got '0'"),
     ({"timeout_hours": "1e5"}, lambda: Scheduling(timeout_hours=1e5),
      "--timeout-hours must be at most 87600, got "),
     ({"flex_start": True, "max_wait_hours": "-1"},
      lambda: Scheduling.from_flags(flex_start=True, max_wait_hours="-1"),
-     "--max-wait-hours must be 0 (no limit) or at least 1 minute (0.0167 h), got -1"),
+     "--max-wait-hours must be 0 (no limit) or at least 1 minute (0.0167 h), got '-1'"),
     ({"tpu": "v5litepod-4", "workers": "2"}, lambda: Resources(tpu="v5litepod-4", workers=2),
      "a TPU job is one slice (every host of a multi-host slice runs the trainer): drop "
      "--workers and --reduction-servers"),

@@ -97,7 +97,7 @@ def number(value: object, wanted: type, shown: str, bound: Bound | None = None,
     One answer everywhere: ` 5` and `1_000` are numbers, `1e1` is the whole number 10, `1.5`
     is none, and `nan`, `inf`, `0x10`, `true` and anything beyond 10**15 are not numbers."""
     word = "a whole number" if wanted is int else "a number"
-    text = isinstance(value, str)
+    got = repr(value[:80]) if isinstance(value, str) else repr(value)[:80]  # as given
     try:
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
             raise decimal.InvalidOperation
@@ -107,11 +107,9 @@ def number(value: object, wanted: type, shown: str, bound: Bound | None = None,
         if wanted is int and exact != exact.to_integral_value():
             raise decimal.InvalidOperation
     except (decimal.InvalidOperation, ValueError):
-        got = repr(value[:80]) if text else repr(value)[:80]
         raise fault(f"{shown} must be {word}, got {got}") from None
     result = int(exact) if wanted is int else float(exact)
     if bound and (problem := bound.problem(result)):
-        got = value.strip()[:80] if text else repr(value)[:80]  # a number: as typed
         raise fault(f"{shown} must be {problem}, got {got}")
     return result
 
