@@ -30,7 +30,7 @@ from launch.errors import InputError
 from launch.jobs import Evaluation, Request, Training
 from launch.resources import (
     HOURS,
-    MAX_PREEMPTIONS,
+    PREEMPTIONS,
     REPLICAS,
     WAIT_HOURS,
     Resources,
@@ -153,7 +153,7 @@ class JobFile:
                              tasks=frozenset({TRAIN}))
     max_preemptions: int = option("--capacity: preempted jobs resubmitted on the same kind "
                                   "before the next", default=2, tasks=frozenset({TRAIN}),
-                                  bound=schema.Bound(minimum=0, maximum=MAX_PREEMPTIONS))
+                                  bound=PREEMPTIONS)
     early_stop_patience: int | None = option(
         "stop training after this many evaluations in a row without a gain in the "
         "experiment's metric (AP); best/ keeps the best checkpoint either way",

@@ -34,6 +34,7 @@ DEFAULT_TIMEOUT_HOURS = 7 * 24  # what Vertex AI runs a job with no timeout for
 # preempted job is paid for the time it ran, and a rung preempted ten times over has no
 # capacity to give (the next rung, or the user, decides then).
 MAX_PREEMPTIONS = 10
+PREEMPTIONS = Bound(minimum=0, maximum=MAX_PREEMPTIONS)  # --max-preemptions
 
 
 def number(flag: str, value: int | float | str, kind: type, bound: Bound | None = None
@@ -43,9 +44,9 @@ def number(flag: str, value: int | float | str, kind: type, bound: Bound | None 
     return options.number(value, kind, flag, bound, InputError)
 
 
-def optional_number(flag: str, value: int | float | str | None, kind: type
-                    ) -> int | float | None:
-    return options.optional_number(value, kind, flag, fault=InputError)
+def optional_number(flag: str, value: int | float | str | None, kind: type,
+                    bound: Bound | None = None) -> int | float | None:
+    return options.optional_number(value, kind, flag, bound, InputError)
 
 
 RESOURCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -107,10 +108,9 @@ class Scheduling:
         if spot and flex_start:
             raise InputError("--spot and --flex-start exclude each other: choose one")
         strategy = "SPOT" if spot else "FLEX_START" if flex_start else "STANDARD"
-        wait = options.optional_number(max_wait_hours, float, "--max-wait-hours", WAIT_HOURS,
-                                       InputError)
         return cls(number("--timeout-hours", timeout_hours, float, HOURS), strategy=strategy,
-                   max_wait_hours=wait,
+                   max_wait_hours=optional_number("--max-wait-hours", max_wait_hours, float,
+                                                  WAIT_HOURS),
                    reservation=reservation or None,
                    persistent_resource=persistent_resource or None)
 

@@ -113,11 +113,12 @@ def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> C
             parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY,
                                                 default=False if field_kind is bool else None))
             repeatable = field_kind in (tuple, dict) and field.name not in jobfile.COMMA_LISTS
+            bound = field.metadata["bound"]
             texts[field.name] = describe(field.metadata["help"],
                                          str if field.name in jobfile.COMMA_LISTS
                                          else field_kind,
                                          jobfile.default(field),
-                                         (field.metadata["bound"] or options.Bound()).symbols())
+                                         bound.symbols() if bound else "")
             if repeatable:
                 iterable.append(field.name)
         for flag_name, extra in flags.items():
