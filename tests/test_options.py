@@ -15,6 +15,7 @@ from launch.resources import Resources, Scheduling, optional_number
 from launch.vertex.hardware import machine_for
 from launch.workflow import ExportChoices, export
 from trainer import args as trainer_args
+from trainer import cli
 from trainer.errors import SettingsError
 
 # text as typed -> the whole number every reader takes it for (None: refused, quoted)
@@ -138,12 +139,13 @@ def _refused(action) -> Exception:
                                                "'int4'"),
 ])
 def test_export_options_are_refused_alike_by_the_trainer_and_invoke_export(flags, message,
-                                                                          tmp_path):
-    """ExportArgs.check, from `python -m trainer export` and from `invoke export` (before a
-    checkpoint is staged or a job runs)."""
-    argv = ["export", "--model_dir=m", "--export_dir=e",
+                                                                          tmp_path, capsys):
+    """ExportArgs.check, from `python -m trainer export` (its entrypoint, in-process) and from
+    `invoke export` (before a checkpoint is staged or a job runs)."""
+    argv = ["export", f"--model_dir={tmp_path / 'm'}", f"--export_dir={tmp_path / 'e'}",
             *(f"--{name}={value}" for name, value in flags.items())]
-    assert _trainer(argv) == message
+    assert cli.main(argv) == cli.EXIT_USAGE
+    assert capsys.readouterr().err == f"{cli.ERROR_PREFIX}{message}\n"
     refused = _refused(lambda: export(str(tmp_path / "m"), str(tmp_path / "e"),
                                       options=ExportChoices(**flags)))
     assert str(refused) == message

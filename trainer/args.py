@@ -48,13 +48,17 @@ class Args:
     COMMAND: ClassVar[tuple[str, ...]] = ()
     HELP: ClassVar[str] = ""
 
-    def check(self) -> None:
+    def check_values(self) -> None:
         """Each number within its bound and each choice among its choices, named as the user
-        types the flag (`parse` calls this for every command). Commands that
-        check values together extend this; the trainer and the launcher both call it, so a
-        value is refused once, in the same words, wherever it is given."""
+        types the flag (`parse` calls this for every command)."""
         check_fields(self, {field.name: shown(type(self), field.name)
                             for field in dataclasses.fields(self)})
+
+    def check(self) -> None:
+        """The values, and what a command checks of several together (extended by commands
+        that do): its runner and the launcher both call this, so a value is refused once,
+        in the same words, wherever it is given."""
+        self.check_values()
 
     def to_argv(self) -> list[str]:
         """The command words, then `--flag=value` for every option that differs from its
@@ -389,5 +393,5 @@ def parse(argv: Sequence[str]) -> Args:
     command = getattr(namespace, "_command", TrainArgs)
     parsed = command(**{f.name: _value(command, f, getattr(namespace, f.name))
                         for f in dataclasses.fields(command)})
-    parsed.check()
+    parsed.check_values()  # the runner checks combinations (a conversion job's after staging)
     return parsed

@@ -129,6 +129,7 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
     from trainer.data.label_map import read_label_map
     from trainer.data.planning import SPLIT_SEED, TRAIN_FRACTION, Split
 
+    args.check()
     inputs = [formats.Input.parse(text) for text in args.sources] or [formats.Input(
         args.format, *(Path(p) if p else None for p in (
             args.data_dir, args.annotations, args.val_annotations, args.images)))]
@@ -153,6 +154,7 @@ def run_export(args: trainer_args.ExportArgs) -> int:
     from trainer.best import Choice
     from trainer.export import ExportOptions, export
 
+    args.check()
     choice = Choice.parse(args.checkpoint)
     options = ExportOptions(args.max_detections, args.min_score, args.default_signature)
     if args.format == "tflite":
