@@ -15,7 +15,7 @@ from launch.resources import Resources, Scheduling, optional_number
 from launch.vertex.hardware import machine_for
 from launch.workflow import ExportChoices, export
 from trainer import args as trainer_args
-from trainer import cli
+from trainer import bucket_convert, cli
 from trainer.errors import SettingsError
 
 # text as typed -> the whole number every reader takes it for (None: refused, quoted)
@@ -167,3 +167,24 @@ def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():
     job = jobfile.resolve("train", {"steps": "1e3", "early_stop_patience": "2"})
     args = jobfile.request(job, "train").trainer_job(Places("m", "d")).args
     assert "--train_steps=1000" in args and "--early_stop_patience=2" in args
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    ({"split": "1.5"}, "--split is the train fraction, between 0 and 1 (0.8: 80% train), got "
+                       "1.5"),
+    ({"num_shards": "0"}, "--num-shards must be at least 1, got 0"),
+    ({"format": "voc", "dense_ids": True}, "--annotations, --val-annotations, --images and "
+                                           "--dense-ids are for --format coco"),
+], ids=["split", "shards", "coco only"])
+def test_conversion_flags_are_refused_alike_by_the_trainer_and_a_conversion_job(flags, message,
+                                                                              capsys):
+    """ConvertArgs.check, from `python -m trainer data convert` (in-process) and from the
+    launcher's building of a conversion job (bucket_convert.passed_flags, before any survey)."""
+    argv = ["data", "convert", "--data_dir=gs://b/raw", "--output_dir=o",
+            *(f"--{k}" if v is True else f"--{k}={v}" for k, v in flags.items())]
+    assert cli.main(argv) == cli.EXIT_USAGE
+    assert capsys.readouterr().err == f"{cli.ERROR_PREFIX}{message}\n"
+    typed = trainer_args.parse(argv)  # the values as a launcher holds them
+    with pytest.raises(SettingsError) as refused:
+        bucket_convert.passed_flags(typed)
+    assert str(refused.value) == message
