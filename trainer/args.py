@@ -51,8 +51,7 @@ class Args:
     def check_values(self) -> None:
         """Each number within its bound and each choice among its choices, named as the user
         types the flag (`parse` calls this for every command)."""
-        check_fields(self, {field.name: shown(type(self), field.name)
-                            for field in dataclasses.fields(self)})
+        check_fields(self, lambda name: shown(type(self), name))
 
     def check(self) -> None:
         """The values, and what a command checks of several together (extended by commands

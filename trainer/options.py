@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import decimal
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from trainer.errors import SettingsError
@@ -77,6 +77,7 @@ def option(help: str = "", *, default: Any = None, flag: str | None = None,
 
 
 def field_of(owner: type, name: str) -> dataclasses.Field:
+    """The field `name` of the dataclass `owner`, where its option facts are read."""
     return next(field for field in dataclasses.fields(owner) if field.name == name)
 
 
@@ -124,18 +125,19 @@ def choice(value: str, choices: Sequence[str], shown: str,
            fault: type[Exception] = SettingsError) -> str:
     """`value` if it is one of `choices`, else `fault` naming `shown` and the choices."""
     if value not in choices:
-        raise fault(f"{shown} must be one of {', '.join(choices)}, got {value[:80]!r}")
+        raise fault(f"{shown} must be one of {', '.join(choices)}, got "
+                    f"{str(value)[:80]!r}")
     return value
 
 
-def check_fields(values: object, shown: Mapping[str, str],
+def check_fields(values: object, shown: Callable[[str], str],
                  fault: type[Exception] = SettingsError) -> None:
     """Every set field of the dataclass `values` within its bound or among its choices,
-    checked as `number` and `choice` read them (`shown`: how messages name each field)."""
+    checked as `number` and `choice` read them (`shown(name)`: how messages name a field)."""
     for field in dataclasses.fields(values):
         bound, choices = field.metadata.get("bound"), field.metadata.get("choices")
         value = getattr(values, field.name)
         if bound and value is not None:
-            number(value, kind(field.type), shown[field.name], bound, fault)
+            number(value, kind(field.type), shown(field.name), bound, fault)
         if choices and value is not None:
-            choice(value, choices, shown[field.name], fault)
+            choice(value, choices, shown(field.name), fault)
