@@ -1,7 +1,7 @@
 """What researchers type: `invoke --list` is the menu; the logic lives in launch/ and trainer/.
 
-Modules that load Google's client libraries (launch.cloud, launch.executors, launch.vertex.*,
-launch.doctor: about two seconds) are imported inside the tasks that need them, so the menu
+Modules that load Google's client libraries (launch.context.cloud, launch.targets.vertex,
+launch.features.doctor: about two seconds) are imported inside the tasks that need them, so the menu
 and the local data tasks start at once; every other import is here.
 """
 
@@ -11,13 +11,14 @@ from pathlib import Path
 
 from invoke import Collection, Exit
 
-from launch import jobfile, jobs, workflow
+from launch.cli.taskflags import Flag, job_task, task
 from launch.errors import InputError, StepFailed, UserError
-from launch.jobfile import EVAL, TRAIN, TUNE
-from launch.jobs import Places
-from launch.resources import optional_number
-from launch.taskflags import Flag, job_task, task
-from launch.workflow import ExportChoices
+from launch.features import workflow
+from launch.features.workflow import ExportChoices
+from launch.values import jobfile, jobs
+from launch.values.jobfile import EVAL, TRAIN, TUNE
+from launch.values.jobs import Places
+from launch.values.resources import optional_number
 from trainer.args import MAX_PIXELS_HELP, ConvertArgs, DownloadArgs, SampleArgs
 from trainer.data.formats import NAMES as DATA_FORMATS
 
@@ -38,7 +39,7 @@ def _numbers(**values):
 
 def _cloud(c, project=None, region=None, bucket=None, image=None, env=None):
     """Settings from invoke.yaml's `vertex:` section, overridden by these flags."""
-    from launch.cloud import Cloud
+    from launch.context.cloud import Cloud
 
     return Cloud(config=dict(c.config.get("vertex", {})),
                  overrides={"project": project, "region": region, "bucket": bucket,
@@ -124,14 +125,14 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False, datas
     """Upload converted TFRecords: as a named dataset, or to gs://BUCKET/records/."""
     cloud = _cloud(c, bucket=bucket, env=env)
     if dataset:
-        from launch.gcs import datasets
+        from launch.stores.gcs import datasets
 
         if prune:
             raise Exit("error: --prune applies to records/; a --dataset upload is a new "
                        "version, and older versions are deleted by themselves", code=2)
         _say(lambda: datasets.upload(cloud, records_dir, dataset))
         return
-    from launch.gcs.records import upload_records
+    from launch.stores.gcs.records import upload_records
 
     _say(lambda: upload_records(cloud, records_dir, prune))
 
@@ -140,7 +141,7 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False, datas
                          "bucket": "data bucket (default: infra outputs)"})
 def data_list(c, env=None, project=None, bucket=None):
     """List the named datasets in the bucket: format, examples, classes, size, when."""
-    from launch.gcs import datasets
+    from launch.stores.gcs import datasets
 
     _say(lambda: datasets.listing(_cloud(c, project=project, bucket=bucket, env=env)))
 
@@ -196,12 +197,13 @@ def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=
 
     if target == "local" and not dataset:  # no cloud library to load
         return _tool(arguments)
-    from launch.executors import Target, executor_for
+    from launch.targets import executor_for
+    from launch.targets.base import Handover, Target
 
-    where = Target(Places(MODEL_DIR, RECORDS_DIR),
-                   _cloud(c, project, region, bucket, None, env),
-                   _submission(dry_run, local_docker, follow,
-                               _guarded(lambda: jobfile.flag_value("max_cost", max_cost))))
+    handover = Handover(bool(dry_run), max_cost=_guarded(
+        lambda: jobfile.flag_value("max_cost", max_cost)))
+    where = Target(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, project, region, bucket, None, env),
+                   handover, local_docker=bool(local_docker), follow=bool(follow))
     _say(lambda: executor_for(target, where).convert(jobs.Conversion(arguments(), dataset)))
 
 
@@ -219,7 +221,7 @@ def inspect(c, records=None, data_dir=None, format="pets", annotations=None, ima
     """Look at a dataset: class counts, box sizes against the anchors, samples; flags."""
     import tempfile
 
-    from launch.dataset_report import inspect as inspect_records
+    from launch.features.dataset_report import inspect as inspect_records
     from trainer.experiments import DEFAULT_EXPERIMENT
 
     def report(records_dir: str) -> None:
@@ -227,7 +229,7 @@ def inspect(c, records=None, data_dir=None, format="pets", annotations=None, ima
                                      Path(output_dir)))
 
     if dataset:
-        from launch.gcs import datasets
+        from launch.stores.gcs import datasets
 
         cloud = _cloud(c, bucket=bucket, env=env)
         return report(str(_guarded(lambda: datasets.stage(cloud, dataset))))
@@ -243,15 +245,6 @@ CHECKPOINT_HELP = ("best (the default: the best evaluated, else the newest), lat
                    "step: 1200 or ckpt-1200")
 LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
 JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
-def _submission(dry_run: bool, local_docker: bool, follow: bool, max_cost=None, ladder=None,
-                save_job=None):
-    from launch.vertex.submit import Submission
-
-    return Submission(dry_run=bool(dry_run), local_docker=bool(local_docker),
-                      follow=bool(follow), max_cost=max_cost, ladder=ladder,
-                      save_job=save_job or None)
-
-
 FORCE = {"force": Flag("train even when the data checks refuse the records", False)}
 RERUN = {"rerun": Flag("repeat an earlier run's job as a new run: a run id (its job.yaml in "
                        "the bucket) or a local model directory")}
@@ -294,9 +287,9 @@ def tune(c, **flags):
 def _run_job(c, task: str, flags: dict) -> None:
     """A job task: the job file (--job, or the run --rerun names), the flags over it, each
     value checked, then the same request to the target's executor."""
-    from launch.executors import Target, executor_for
-    from launch.runs.jobfiles import recorded_run
-    from launch.vertex.ladder import Ladder
+    from launch.stores.runs.jobfiles import recorded_run
+    from launch.targets import executor_for
+    from launch.targets.base import Handover, Target
 
     def prepare():
         source, file = _job_source(c, flags)
@@ -309,23 +302,20 @@ def _run_job(c, task: str, flags: dict) -> None:
         cloud = _cloud(c, flags["project"], job.region, flags["bucket"], job.image,
                        flags["env"])
         if job.dataset:
-            from launch.gcs import datasets
+            from launch.stores.gcs import datasets
 
             request = datasets.pinned(cloud, request, job.dataset)
-        ladder = Ladder.from_flag(",".join(job.capacity), job.max_preemptions,
-                                  request.resources.scheduling.strategy, job.regions,
-                                  job.fallback)
         places = Places(job.model_dir or LOCAL_DIRS[task], job.data_dir or RECORDS_DIR)
-        target = Target(places, cloud,
-                        _submission(flags["dry_run"], flags["local_docker"], flags["follow"],
-                                    job.max_cost, ladder,
-                                    jobfile.check_save_path(flags["save_job"])),
-                        bool(flags.get("force")))
+        handover = Handover(bool(flags["dry_run"]),
+                            jobfile.check_save_path(flags["save_job"]) or None, job.max_cost)
+        target = Target(places, cloud, handover, bool(flags.get("force")),
+                        bool(flags["local_docker"]), bool(flags["follow"]), job,
+                        request.resources.scheduling.strategy)
         return job, request, executor_for(job.target, target)
 
     job, request, executor = _guarded(prepare)
     if task == TUNE:
-        from launch.tuning.sweep import Sweep
+        from launch.values.sweep import Sweep
 
         _say(lambda: executor.tune(request, Sweep.from_mapping(job.sweep)))
     else:
@@ -341,7 +331,7 @@ def _job_source(c, flags: dict) -> tuple[str, dict]:
         return f"--job {flags['job']}", jobfile.read(flags["job"])
     if not flags.get("rerun"):
         return "", {}
-    from launch.runs.jobfiles import rerun
+    from launch.stores.runs.jobfiles import rerun
 
     cloud = _cloud(c, flags["project"], None, flags["bucket"], None, flags["env"])
     return rerun(cloud, flags["rerun"], jobfile.given(flags))
@@ -349,7 +339,7 @@ def _job_source(c, flags: dict) -> tuple[str, dict]:
 
 def _sweep(flags: dict, file: dict, source: str):
     """tune's sweep: the job file's `tune: sweep:`, then --sweep's file, then the flags."""
-    from launch.tuning.sweep import load
+    from launch.values.sweep import load
 
     return load(flags["sweep"], flags["param"] or (), metric=flags["metric"],
                 goal=flags["goal"], algorithm=flags["algorithm"],
@@ -361,17 +351,17 @@ def _sweep(flags: dict, file: dict, source: str):
 @task
 def models_pretrained(c):
     """List the pretrained checkpoints `--init-from NAME` takes, and what each fits."""
-    from launch.pretrained import listing
+    from launch.values.pretrained import listing
 
     print(listing())
 
 
 def _target(c, project=None, region=None, bucket=None, env=None):
     """Where a job runs, for the tasks that only look (no API call yet)."""
-    from launch.executors import Target
+    from launch.targets.base import Target
 
     return Target(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, project, region, bucket, None,
-                                                         env), _submission(False, False, False))
+                                                         env))
 
 
 @task(name="status", help={**JOB_HELP, "job": "tuning job id (default: list the newest)",
@@ -379,7 +369,7 @@ def _target(c, project=None, region=None, bucket=None, env=None):
                            "poll": "seconds between checks"})
 def tune_status(c, job=None, follow=False, poll=30, env=None, project=None, region=None):
     """Show a Vertex AI tuning job's trials, best first (or list the newest tuning jobs)."""
-    from launch.tuning.commands import status
+    from launch.features.tuning import status
 
     cloud = _cloud(c, project, region, env=env)
     _say(lambda: status(cloud, job, follow, float(poll)))
@@ -391,7 +381,7 @@ def tune_status(c, job=None, follow=False, poll=30, env=None, project=None, regi
 def runs_list(c, root=WORK, target="local", env=None, project=None, region=None,
               bucket=None):
     """List runs with their best checkpoint's metrics: model directories here, or in the bucket."""
-    from launch.runs.commands import list_runs
+    from launch.features.runs.commands import list_runs
 
     cloud = (lambda: _cloud(c, project, region, bucket, env=env)) if target == "vertex" \
         else None
@@ -406,7 +396,7 @@ def runs_list(c, root=WORK, target="local", env=None, project=None, region=None,
 def runs_compare(c, run=None, output_dir=f"{WORK}/report", env=None, project=None,
                  region=None, bucket=None, checkpoint=None):
     """Compare runs: a table, PNG plots and an HTML report with the worst images."""
-    from launch.runs.commands import compare
+    from launch.features.runs.commands import compare
 
     _say(lambda: compare(lambda: _cloud(c, project, region, bucket, env=env), run or [],
                          Path(output_dir), checkpoint=workflow.checkpoint_choice(
@@ -434,7 +424,7 @@ def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env
            format="saved_model", quantize=None, default_signature="uint8",
            calibration_data=None):
     """Export a SavedModel (uint8 images or encoded files in) or a TFLite model."""
-    from launch.cloud import place
+    from launch.context.cloud import place
 
     cloud = _cloud(c, project=project, bucket=bucket, env=env)
     _say(lambda: "exported to " + workflow.export(
@@ -454,12 +444,10 @@ SERVING_HELP = {"machine_type": "serving machine (default n1-standard-4)",
 
 def _serving(machine_type, accelerator, min_replicas, max_replicas, traffic=100):
     """The serving machine, validated (against the region) when the task knows it."""
-    from launch.serving.endpoints import Serving
-    from launch.vertex.hardware import catalogue
+    from launch.features.serving.endpoints import Serving
 
     return lambda region: Serving.from_flags(
-        region, machine_type or catalogue()["prediction_containers"]["default_machine"],
-        accelerator, optional_number("--min-replicas", min_replicas, int),
+        region, machine_type, accelerator, optional_number("--min-replicas", min_replicas, int),
         optional_number("--max-replicas", max_replicas, int),
         optional_number("--traffic", traffic, int))
 
@@ -486,13 +474,13 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=None,
     """Detect pets in images: annotated pictures plus a JSON of detections.
 
     With a model here, a Vertex AI endpoint, or a batch prediction job."""
-    from launch.cloud import place
+    from launch.context.cloud import place
 
     cloud = _cloud(c, project=project, bucket=bucket, env=env, region=region)
     score = _guarded(lambda: optional_number("--min-score", min_score, float))
     cap = _guarded(lambda: workflow.pixel_cap(max_pixels))
     if endpoint or target == "vertex":
-        from launch.serving import commands
+        from launch.features.serving import commands
 
         if endpoint:
             _say(lambda: "predictions in " + commands.predict_online(
@@ -534,7 +522,7 @@ def model_upload(c, run_id, min_ap50: float | None = None, aliases="candidate",
                  container=None, gpu=False, dry_run=False, env=None, project=None,
                  region=None, bucket=None, checkpoint=None):
     """Upload a run's SavedModel to the Vertex AI Model Registry, if its evaluation passes."""
-    from launch.serving import commands
+    from launch.features.serving import commands
 
     cloud = _cloud(c, project, region, bucket, env=env)
     _say(lambda: commands.upload_model(
@@ -557,7 +545,7 @@ def endpoint_deploy(c, run_id, endpoint=None, machine_type=None, accelerator=Non
                     project=None, region=None, bucket=None,
                     max_cost: float | None = None):
     """Deploy a run's registered model to an endpoint, sharing traffic with what is there."""
-    from launch.serving import commands
+    from launch.features.serving import commands
 
     cloud = _cloud(c, project, region, bucket, env=env)
     _say(lambda: commands.deploy(
@@ -568,7 +556,7 @@ def endpoint_deploy(c, run_id, endpoint=None, machine_type=None, accelerator=Non
 @task(name="list", help=LIST_HELP)
 def endpoint_list(c, env=None, project=None, region=None):
     """List the endpoints, their deployed models and traffic."""
-    from launch.serving import commands
+    from launch.features.serving import commands
 
     _say(lambda: commands.list_endpoints(_cloud(c, project, region, env=env)))
 
@@ -577,7 +565,7 @@ def endpoint_list(c, env=None, project=None, region=None):
                              "(from endpoint.list)", **LIST_HELP})
 def endpoint_undeploy(c, endpoint, deployed_model, env=None, project=None, region=None):
     """Undeploy a model from an endpoint; its traffic goes to the others."""
-    from launch.serving import commands
+    from launch.features.serving import commands
 
     _say(lambda: commands.undeploy(_cloud(c, project, region, env=env), endpoint,
                                    deployed_model))
@@ -590,7 +578,7 @@ def endpoint_undeploy(c, endpoint, deployed_model, env=None, project=None, regio
 def tensorboard(c, logdir=None, port=6006, target="local", run_id=None, env=None,
                 project=None, region=None, bucket=None):
     """TensorBoard for a run: served on 127.0.0.1, or the run's Vertex AI TensorBoard link."""
-    from launch.executors import executor_for
+    from launch.targets import executor_for
 
     where = _target(c, project=project, region=region, bucket=bucket, env=env)
     _say(lambda: executor_for(target, where).tensorboard(run_id, logdir, _port(port)))
@@ -620,7 +608,7 @@ def demo(c, workdir=f"{WORK}/demo", steps: int | None = None,
             "bucket": "data bucket", "image": "trainer image URI"})
 def doctor(c, env=None, project=None, region=None, bucket=None, image=None):
     """Check credentials, APIs, bucket, image, act-as and end dates before Vertex AI runs."""
-    from launch import doctor as checks
+    from launch.features import doctor as checks
 
     cloud = _cloud(c, project, region, bucket, image, env)
     text, ok = _guarded(lambda: checks.run(cloud))
@@ -636,7 +624,7 @@ def image_build(c, env=None, project=None, region=None, local_docker=False):
     """Build the trainer and serving images unless their content-hash tag exists.
 
     In Cloud Build, or with the local Docker (--local-docker)."""
-    from launch.vertex.submit import build_images
+    from launch.context.builds import build_images
 
     cloud = _cloud(c, project, region, env=env)
     _say(lambda: build_images(cloud, local_docker).message)
@@ -645,7 +633,7 @@ def image_build(c, env=None, project=None, region=None, local_docker=False):
 
 
 def _job_command(c, command, job=None, env=None, project=None, region=None, **options):
-    from launch.vertex.submit import job_command
+    from launch.features.jobs import job_command
 
     cloud = _cloud(c, project, region, env=env)
     _say(lambda: job_command(cloud, command, job, **options))
@@ -687,12 +675,11 @@ def jobs_wait(c, job, env=None, project=None, region=None, poll=30, notify=False
 
 @task(name="refresh")
 def pricing_refresh(c):
-    """Rebuild launch/pricing/prices.yaml from the Cloud Billing Catalog (Vertex AI SKUs)."""
-    from launch.clients import cloud_catalog
-    from launch.pricing.refresh import refresh
-    from launch.vertex.hardware import regions
+    """Rebuild launch/stores/pricing/prices.yaml from the Cloud Billing Catalog (Vertex AI SKUs)."""
+    from launch.context.clients import cloud_catalog
+    from launch.features.pricing import refresh
 
-    _say(lambda: refresh(cloud_catalog(), regions()))
+    _say(lambda: refresh(cloud_catalog()))
 
 
 @task(help={"num_images": "images of each photo size to convert"})

@@ -1,7 +1,7 @@
 """Conversion throughput on photo-sized images: images/s and input MB/s with one process and
 with all cores, the scaling efficiency between them, against the reference-style converter
 (one process, image headers only, no validation); then what those figures mean for real
-datasets on Vertex AI machines (launch/vertex/capacity.py).
+datasets on Vertex AI machines (launch/targets/vertex/capacity.py).
 
 Two sizes of photo: Pets-like (~500x375, the sample's own JPEGs) and COCO-like (640x480
 pixels on average, re-encoded at a high quality so each is ~140 KB, near COCO's ~156 KB
@@ -22,7 +22,7 @@ from pathlib import Path
 from PIL import Image
 
 from benchmarks.reference_converter import convert_reference
-from launch.vertex import capacity
+from launch.targets.vertex import capacity
 from trainer.data import pets
 from trainer.data.convert import convert_directory
 from trainer.data.sample import write_sample
@@ -126,8 +126,8 @@ def main(num_images: int = 2000) -> dict:
     print(f"  reference style:  {reference:8.1f} images/s (Pets-like, 1 process, headers only)")
     print(f"  ours / reference: {all_cores / reference:8.2f}x")
     speed = coco_rates.speed
-    print("\nWhat the COCO-like figures mean on Vertex AI (launch/vertex/capacity.py; record "
-          "these in capacity.yaml's `measured` to update the README):\n")
+    print("\nWhat the COCO-like figures mean on Vertex AI (launch/targets/vertex/capacity.py; "
+          "record these in capacity.yaml's `measured` to update the README):\n")
     print("\n".join(capacity.table(capacity.Capacity.load(), speed)))
     return {"pets": dataclasses.asdict(pets_rates), "coco": dataclasses.asdict(coco_rates),
             "reference": reference, "speed": dataclasses.asdict(speed), "load": load}

@@ -10,10 +10,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.jobs import Request
-from launch.resources import Accelerator, Resources
+from launch.stores.gcs.records import upload_records
+from launch.targets.vertex.executor import Vertex
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud, write_records
 
 

@@ -2,7 +2,7 @@
 platform may use, and of the Cloud Storage and Artifact Registry locations that span several
 regions. The environment's checks (infra/config.py) and the launcher's locality rule (a job
 runs only where its data and image are read without crossing a continent,
-launch/vertex/locality.py) both read these tables.
+launch/targets/vertex/locality.py) both read these tables.
 
 Sources, read 2026-11-24 with the search tool over Google's documentation:
 - regions: https://cloud.google.com/vertex-ai/docs/general/locations (the regions, grouped by

@@ -2,7 +2,7 @@
 
 The stack emits a `StackOutputs` (infra/stack.py); `cdktf deploy --outputs-file
 infra/outputs.json` writes them under the stack's name; the launcher reads them back with
-`read` (launch/settings.py); tests/fakes/cloud.py writes the same file with `write`.
+`read` (launch/context/settings.py); tests/fakes/cloud.py writes the same file with `write`.
 Terraform outputs are strings, so the flag is "true" or "false".
 """
 
@@ -44,9 +44,9 @@ class StackOutputs:
     workload_identity_provider: str
     researchers_push_images: str  # "true" | "false"
     researchers_build_images: str  # "true" | "false": may researchers submit builds
-    notifications_topic: str  # projects/P/topics/NAME: job events (launch/vertex/notify.py)
+    notifications_topic: str  # projects/P/topics/NAME: job events (launch/targets/vertex/notify.py)
     # where the data bucket and the repository live (a region, or a dual- or multi-region):
-    # the regions a job may run in (launch/vertex/locality.py); absent from older stacks
+    # the regions a job may run in (launch/targets/vertex/locality.py); absent from older stacks
     bucket_location: str
     repository_location: str
     # other repositories whose images jobs may run, comma-separated (a platform engineer's

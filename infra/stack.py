@@ -124,7 +124,7 @@ PLANNER_PROJECT_ROLES = (
 # Researchers launch jobs (act as the trainer), read their logs, and build images of their
 # sources (`invoke train` / `image.build`: Cloud Build as the builder).
 # `roles/cloudquotas.viewer`: the launcher reads the project's training quotas before it
-# builds or submits (launch/vertex/quota.py; Cloud Quotas "Permissions for viewing quota":
+# builds or submits (launch/targets/vertex/quota.py; Cloud Quotas "Permissions for viewing quota":
 # https://docs.cloud.google.com/docs/quotas/permissions, read 2026-11-24).
 RESEARCHER_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.viewer",
                             "roles/cloudbuild.builds.editor", "roles/cloudquotas.viewer")
@@ -368,7 +368,7 @@ class TrainingPlatformStack(TerraformStack):
     def _notifications(self, who: Identities) -> JobNotifications:
         """Email on failed or cancelled jobs, and the topic the launcher publishes job events
         to: researchers (the launcher runs as them) may publish, nothing more; not the
-        trainer, whose code could forge `ended` or `failed` (launch/vertex/notify.py
+        trainer, whose code could forge `ended` or `failed` (launch/targets/vertex/notify.py
         publishes from the launcher only); the deployer administers this topic only (Owner's
         first apply creates both)."""
         env = self.env

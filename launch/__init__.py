@@ -1,1 +1,2 @@
-"""Client-side launch logic: jobs described as data, and executors that run them."""
+"""Client-side launch logic, a folder a layer (docs/design.md "Layers, and where to add
+things"): cli, features, targets, stores, context and values, over errors, plots and text."""

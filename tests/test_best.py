@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from launch import jobfile
-from launch.jobs import Places
+from launch.values import jobfile
+from launch.values.jobs import Places
 from tests.conftest import REPO
 from trainer import best, settings
 from trainer.best import Score, judge

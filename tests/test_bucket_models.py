@@ -8,14 +8,14 @@ import json
 import pytest
 
 from launch.errors import InputError, MissingError
-from launch.gcs.mirror import (
+from launch.features.workflow import checkpoint_choice
+from launch.stores.gcs.mirror import (
     GcsPath,
     UnsafePathError,
     mirrored_to_urls,
     stage_checkpoint,
     stage_directory,
 )
-from launch.workflow import checkpoint_choice
 from tests.fakes.gcs import FakeGcs
 from trainer.best import Choice
 

@@ -1,4 +1,4 @@
-"""The capacity model behind the README's conversion table (launch/vertex/capacity.py): its
+"""The capacity model behind the README's conversion table (launch/targets/vertex/capacity.py): its
 figures agree with each other, with the pinned price table and with the definition of where
 one machine stops being enough. Pure arithmetic: no TensorFlow, no conversion."""
 
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from google.cloud import aiplatform_v1
 
-from launch.pricing.table import PriceTable
-from launch.vertex import capacity
-from launch.vertex.capacity import Capacity, Machine, Speed, most_images, plan
-from launch.vertex.costs import machine_hourly
+from launch.stores.pricing.table import PriceTable
+from launch.targets.vertex import capacity
+from launch.targets.vertex.capacity import Capacity, Machine, Speed, most_images, plan
+from launch.targets.vertex.costs import machine_hourly
 
 CAPACITY = Capacity.load()
 SPEED = Speed(images_per_core_second=1000.0, mb_per_core_second=150.0, scaling_efficiency=0.8,

@@ -7,13 +7,15 @@ import pytest
 from google.cloud import aiplatform_v1
 
 from infra.image_context import context_hash
+from launch.context.builds import build_images
+from launch.context.images import tag_resource
 from launch.errors import InputError, MissingError, StepFailed
-from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.images import tag_resource
-from launch.jobs import Request
-from launch.resources import Accelerator, Resources
-from launch.vertex.submit import Submission, build_images, job_command
+from launch.features.jobs import job_command
+from launch.stores.gcs.records import upload_records
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.submit import Submission
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.fakes.logs import job_entry
 
@@ -88,7 +90,7 @@ def test_upload_then_train_builds_once_and_submits_the_sources_image(fakes, tmp_
 
 
 def test_a_pinned_image_is_never_built_and_runs_by_digest(fakes, tmp_path):
-    from launch.images import ImageBuildError
+    from launch.context.images import ImageBuildError
 
     cloud = fakes.cloud(image=f"{REPOSITORY}/trainer:pinned")
     upload_records(cloud, str(records(tmp_path)))
@@ -149,8 +151,8 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
         job_command(cloud, "status", "2")
     done = job_command(cloud, "logs", "1", follow=True, poll_seconds=0)
     assert "SUCCEEDED" in done and "step 4" in capsys.readouterr().out
-    from launch.pricing.table import PriceTable
-    from launch.vertex.costs import job_hourly
+    from launch.stores.pricing.table import PriceTable
+    from launch.targets.vertex.costs import job_hourly
 
     hourly = job_hourly(PriceTable.load(), "us-central1", fakes.vertex.jobs[
         "projects/pets-detector-dev/locations/us-central1/customJobs/1"]).total
@@ -163,7 +165,7 @@ def test_eval_tensorboard_links_and_job_commands(fakes, tmp_path, capsys):
 
 
 def test_an_impossible_machine_is_rejected_before_any_request(fakes, tmp_path):
-    from launch.vertex.hardware import HardwareError
+    from launch.targets.vertex.hardware import HardwareError
 
     cloud = fakes.cloud()
     with pytest.raises(HardwareError, match="n1 machines"):
@@ -196,7 +198,7 @@ def test_the_relaunch_benchmark_builds_for_the_first_launch_only():
 
 
 def test_a_bad_run_id_is_refused_before_any_request(fakes, tmp_path):
-    from launch.places import RunIdError
+    from launch.context.places import RunIdError
 
     cloud = fakes.cloud()
     upload_records(cloud, str(records(tmp_path)))
@@ -223,7 +225,7 @@ def test_local_docker_says_what_it_needs_where_researchers_may_not_push(fakes, t
     import dataclasses
 
     from infra import outputs
-    from launch.images import ImageBuildError
+    from launch.context.images import ImageBuildError
 
     no_push = dataclasses.replace(OUTPUTS, researchers_push_images="false")
     outputs.write({"dev": no_push}, tmp_path / "outputs.json")
@@ -240,9 +242,9 @@ def test_where_researchers_do_not_build_a_missing_image_is_refused_before_any_up
     import dataclasses
 
     from infra import outputs
-    from launch import images
-    from launch.images import ImageBuildError
-    from launch.vertex.submit import IMAGE_FIELDS
+    from launch.context import images
+    from launch.context.builds import IMAGE_FIELDS
+    from launch.context.images import ImageBuildError
 
     no_build = dataclasses.replace(OUTPUTS, researchers_build_images="false")
     outputs.write({"dev": no_build}, tmp_path / "outputs.json")
@@ -264,9 +266,11 @@ def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
     from google.cloud import aiplatform_v1
 
     from launch.errors import InputError
-    from launch.executors import Local, Target, executor_for
-    from launch.jobs import Places
-    from launch.vertex import jobs as vertex_jobs
+    from launch.targets import executor_for
+    from launch.targets.base import Target
+    from launch.targets.local.executor import Local
+    from launch.targets.vertex import jobs as vertex_jobs
+    from launch.values.jobs import Places
 
     cloud = fakes.cloud()
     request = Request.training("pets_retinanet_resnetfpn", 100, Resources(workers=2), "gpu1")
@@ -298,7 +302,7 @@ def test_eval_runs_on_the_hardware_asked_for(fakes, tmp_path):
     """`invoke eval --target vertex` takes train's hardware flags: here an L4 GPU."""
     from google.cloud import aiplatform_v1
 
-    from launch.resources import Scheduling
+    from launch.values.resources import Scheduling
 
     cloud = fakes.cloud()
     upload_records(cloud, str(records(tmp_path)))
@@ -337,8 +341,8 @@ def test_a_run_stores_its_job_file_which_rerun_and_eval_read(fakes, tmp_path):
     the data directory the run recorded."""
     import dataclasses
 
-    from launch import jobfile
-    from launch.runs import jobfiles
+    from launch.stores.runs import jobfiles
+    from launch.values import jobfile
 
     cloud = fakes.cloud()
     upload_records(cloud, str(records(tmp_path)))

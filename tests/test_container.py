@@ -334,7 +334,7 @@ def test_the_gpu_image_has_what_reduction_server_requires():
     from packaging.requirements import Requirement
     from packaging.version import Version
 
-    from launch.vertex.hardware import catalogue
+    from launch.targets.vertex.hardware import catalogue
 
     wanted = catalogue()["reduction_server"]
     stages = stage_instructions()

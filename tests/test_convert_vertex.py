@@ -12,13 +12,13 @@ import sys
 import pytest
 
 from launch.errors import InputError, MissingError, StepFailed
-from launch.executors import Vertex
-from launch.gcs import datasets
-from launch.gcs.upload import upload_directory
-from launch.jobs import Conversion
-from launch.pricing.estimate import OverBudget
-from launch.vertex import conversion
-from launch.vertex.submit import Submission
+from launch.stores.gcs import datasets
+from launch.stores.gcs.upload import upload_directory
+from launch.stores.pricing.estimate import OverBudget
+from launch.targets.vertex import conversion
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.submit import Submission
+from launch.values.jobs import Conversion
 from tests.conftest import REPO
 from tests.fakes.cloud import OUTPUTS, fake_cloud
 from tests.fakes.vertex import JobCommands
@@ -231,7 +231,7 @@ def test_the_machine_is_sized_from_the_raw_bytes_by_the_capacity_model(raw_gb, o
                                                                         machine, disk, hours):
     """The disk and timeout are the capacity model's (raw + records + its margin; three
     times its planned hours), so the job and the README's table agree."""
-    from launch.vertex import capacity
+    from launch.targets.vertex import capacity
 
     sizing = conversion.size_for(int(raw_gb * 1e9), objects)
     assert (sizing.machine_type, sizing.disk_gb, sizing.timeout_hours) == (machine, disk, hours)
@@ -244,8 +244,8 @@ def test_the_machine_is_sized_from_the_raw_bytes_by_the_capacity_model(raw_gb, o
 
 def test_a_local_conversion_publishes_a_dataset_too_and_inspect_fetches_it(fakes, sample,
                                                                           tmp_path):
-    from launch.executors import Local
-    from launch.jobs import Places
+    from launch.targets.local.executor import Local
+    from launch.values.jobs import Places
 
     cloud = fakes.cloud()
     records = tmp_path / "records"

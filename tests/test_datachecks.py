@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from launch.datachecks import DataRefused, check, check_local, evaluate, local_findings
-from launch.executors import Local, Vertex
-from launch.gcs.upload import upload_directory
-from launch.jobs import Places, Request
-from launch.resources import Accelerator, Resources
+from launch.stores.datachecks import DataRefused, check, check_local, evaluate, local_findings
+from launch.stores.gcs.upload import upload_directory
+from launch.targets.local.executor import Local
+from launch.targets.vertex.executor import Vertex
+from launch.values.jobs import Places, Request
+from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud
 from trainer.data.checks import findings
 from trainer.data.convert import convert_coco
@@ -104,7 +105,7 @@ def test_vertex_refuses_before_building_or_submitting(tmp_path):
 
 
 def test_the_doctor_shows_the_same_findings(tmp_path):
-    from launch import doctor
+    from launch.features import doctor
 
     records = coco_records(tmp_path, train_classes=(1,), val_classes=(1, 2))
     with fake_cloud(tmp_path) as fakes:
@@ -118,7 +119,7 @@ def test_the_doctor_shows_the_same_findings(tmp_path):
 def test_the_dataset_report_counts_and_flags_a_known_dataset(tmp_path):
     import numpy as np
 
-    from launch.dataset_report import inspect
+    from launch.features.dataset_report import inspect
 
     (tmp_path / "img").mkdir()
     entries, annotations = [], []
@@ -160,7 +161,7 @@ def test_the_dataset_report_counts_and_flags_a_known_dataset(tmp_path):
 
 def test_a_report_too_large_to_read_is_named_as_such(tmp_path, monkeypatch):
     """Issue 27, case 8: not 'has no conversion_report.json', which would be false."""
-    from launch import datachecks
+    from launch.stores import datachecks
 
     (tmp_path / "conversion_report.json").write_text(json.dumps({"problems": ["x"] * 100}))
     (tmp_path / "pet_label_map.pbtxt").write_text('item {\n  id: 1\n  name: "cat"\n}\n')
@@ -179,7 +180,7 @@ def test_names_are_data_in_the_label_map_plots_terminal_and_spreadsheet(tmp_path
     text, escape sequences do not reach the terminal, "=..." is no formula in summary.csv."""
     import csv
 
-    from launch.dataset_report import inspect
+    from launch.features.dataset_report import inspect
     from trainer.data.label_map import parse_label_map
 
     hostile = [{"id": 1, "name": '=HYPERLINK("x"){a}'}, {"id": 2, "name": "$a^^b$\x1b[31m"}]
@@ -202,7 +203,7 @@ def test_warnings_and_the_report_survive_what_a_hand_made_report_and_records_hol
     records' images is skipped by the dataset report's samples, not a traceback."""
     import tensorflow as tf
 
-    from launch.dataset_report import inspect
+    from launch.features.dataset_report import inspect
     from tests.test_image_bombs import png_bomb
 
     records = coco_records(tmp_path, train_classes=(1,), val_classes=(1, 2))

@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from launch import jobfile
-from launch.datachecks import DataRefused
 from launch.errors import InputError, MissingError
-from launch.executors import Local, Vertex
-from launch.gcs import datasets
-from launch.jobs import Places, Request
-from launch.vertex.submit import Submission
+from launch.stores.datachecks import DataRefused
+from launch.stores.gcs import datasets
+from launch.targets.base import Handover
+from launch.targets.local.executor import Local
+from launch.targets.vertex.executor import Vertex
+from launch.values import jobfile
+from launch.values.jobs import Places, Request
 from tests.conftest import REPO
 from tests.fakes.cloud import fake_cloud, write_records
 from tests.fakes.gcs import FakeGcs
@@ -98,7 +99,7 @@ def test_two_datasets_coexist_and_a_launched_job_keeps_its_version(fakes, tmp_pa
     datasets.upload(cloud, str(converted(tmp_path / "pets3", 5)), "pets")
     assert objects_below(fakes, pinned)  # replaced twice, and still pinned by p1 and p2
 
-    from launch.runs import jobfiles
+    from launch.stores.runs import jobfiles
 
     text, where = jobfiles.stored_job(cloud, "p1")
     stored = jobfile.parse(text, where)
@@ -267,12 +268,12 @@ def test_an_evaluation_reads_the_version_its_run_trained_on(fakes, tmp_path):
     (local_run / "job.yaml").write_text(
         fakes.storage.bucket(BUCKET).blob("runs/r1/job.yaml").download_as_text())
     local = Local(Places(str(local_run), str(tmp_path / "records")), cloud,
-                  submission=Submission(dry_run=True))
+                  submission=Handover(dry_run=True))
     command = local.launch(Request.evaluation("pets_retinanet_resnetfpn", None))
     assert f"--data_dir={trained_on.url(BUCKET)}" in command
     assert f"--eval_input={listed_inputs(trained_on)['--eval_input']}" in command
 
-    from launch.runs import jobfiles
+    from launch.stores.runs import jobfiles
 
     source, file = jobfiles.rerun(cloud, "r1")  # the job as recorded: the same version
     again = jobfile.resolve("train", {"run_id": "r2"}, file, source)
@@ -322,7 +323,7 @@ def test_a_file_put_into_a_version_is_never_read(fakes, tmp_path):
         launch(cloud, "pets", "p2")
 
     # the trainer's own reading of the inputs it is given, on a copy of the version here
-    from launch.jobs import TrainingRun
+    from launch.values.jobs import TrainingRun
     from trainer import io
     from trainer.settings import settings_from_args
 

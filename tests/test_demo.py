@@ -41,7 +41,7 @@ def test_the_demo_with_format_coco_converts_from_the_samples_coco_json(tmp_path)
     """`invoke demo --format coco` differs from the demo above in its first two steps only;
     the steps after them are the ones the session's trained model takes on COCO-converted
     records (tests/conftest.py: `train_records`, `trained`)."""
-    from launch.workflow import demo_data
+    from launch.features.workflow import demo_data
     from trainer.files import SAMPLE_COCO_FILE
 
     said = []
@@ -59,8 +59,8 @@ def test_the_demo_with_masks_converts_the_sample_with_its_pets_shapes(tmp_path):
     """`invoke demo --masks` differs in its records and its experiment: the steps after
     conversion are the ones the session's mask model takes (tests/conftest.py:
     `mask_trained`, tests/test_masks_trained.py), so this does not train again."""
-    from launch.datachecks import check_local
-    from launch.workflow import DemoResult, demo_data
+    from launch.features.workflow import DemoResult, demo_data
+    from launch.stores.datachecks import check_local
     from trainer.experiments import MASK_DEMO_EXPERIMENT
 
     said = []

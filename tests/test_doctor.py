@@ -11,7 +11,7 @@ import google.auth.exceptions
 import pytest
 import requests
 
-from launch import doctor
+from launch.features import doctor
 from tests.fakes.build import FakeArtifactRegistry, FakeCloudBuild
 from tests.fakes.gcs import FakeGcs
 from tests.fakes.vertex import FakeJobService
@@ -206,8 +206,8 @@ def test_a_region_that_is_not_a_region_name_is_refused_before_any_client(tmp_pat
 
 @pytest.mark.parametrize("region", ["us-central1", "europe-west4", "northamerica-northeast1"])
 def test_region_names_that_google_uses_are_accepted(region):
-    from launch.places import region_name
-    from launch.settings import resolve_fields
+    from launch.context.places import region_name
+    from launch.context.settings import resolve_fields
 
     fields = resolve_fields("dev", {"region": region}, {}, {}, required=())
     assert fields["region"] == region == region_name(region, "--region")
@@ -216,9 +216,9 @@ def test_region_names_that_google_uses_are_accepted(region):
 @pytest.mark.parametrize("region", ["us-central1/../../x", "US-CENTRAL1", "us-central1.evil.com",
                                     "us-central", "-us1", "us--central1", "us-central1 "])
 def test_bad_region_names_are_refused_by_settings_and_by_the_client_makers(tmp_path, region):
-    from launch.clients import vertex_endpoints
+    from launch.context.clients import vertex_endpoints
+    from launch.context.settings import resolve_fields
     from launch.errors import InputError
-    from launch.settings import resolve_fields
 
     with pytest.raises(InputError, match=r"invoke\.yaml's vertex\.region"):
         resolve_fields("dev", {}, {}, {"region": region}, outputs_path=tmp_path / "none.json",

@@ -9,29 +9,38 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import SERVED_OPTIONS, run_trainer
+from tests.conftest import AP50_BOUND, SERVED_OPTIONS, run_trainer
 
 pytestmark = pytest.mark.slow
 
 SAME_TOP = 0.95  # the issue's bar: same top box and class on 95% of held-out images
 AP50_GAP = {None: 0.05, "int8": 0.10}
+# Enough held-out images that the bar measures the export, not the draw: a float or int8 export
+# differs from the SavedModel on about 2.6% of images (7 of 270 on 2026-11-27, both kinds, top
+# boxes at IoU 0.7-0.8), so on 27 images two misses (92.6%) came about one run in six.
+HELD_OUT_IMAGES = 300
 
 
 @pytest.fixture(scope="module")
-def held_out(tmp_path_factory):
-    """A fresh sample the model never saw, converted, with the SavedModel's answers."""
-    from trainer.agreement import labelled_images
-    from trainer.data.convert import convert_directory
-    from trainer.data.sample import write_sample
+def held_out(tmp_path_factory, exported):
+    """A fresh sample the model never saw, labelled as the training records are (from its COCO
+    form: the whole pet's box), with the SavedModel's answers."""
+    from trainer.agreement import detect_all, labelled_images
+    from trainer.data.convert import convert_coco
+    from trainer.data.sample import write_coco_sample, write_sample
+    from trainer.predict import load_detector
 
     root = tmp_path_factory.mktemp("held-out")
-    data = write_sample(root / "pets", num_images=30, seed=99)
-    convert_directory(data, root / "records", num_shards=1, progress=False)
-    return data, list(labelled_images(f"{root / 'records'}/*.record-*"))
+    data = write_sample(root / "pets", num_images=HELD_OUT_IMAGES, seed=99)
+    convert_coco(write_coco_sample(data), data / "images", root / "records", num_shards=1,
+                 progress=False)
+    truth = list(labelled_images(f"{root / 'records'}/*.record-*"))
+    saved_model, _ = load_detector(str(exported))
+    return truth, detect_all(saved_model, truth)
 
 
 @pytest.mark.parametrize("quantize", [None, "int8"])
-def test_tflite_answers_like_the_saved_model(trained, exported, held_out, quantize, tmp_path):
+def test_tflite_answers_like_the_saved_model(trained, held_out, quantize, tmp_path):
     import tensorflow as tf
 
     from trainer.agreement import ap50, detect_all, top_agreement
@@ -58,15 +67,16 @@ def test_tflite_answers_like_the_saved_model(trained, exported, held_out, quanti
     interpreter.set_tensor(given["index"], np.full((1, 128, 128, 3), 120, np.uint8))
     interpreter.invoke()
 
-    _, truth = held_out
-    saved_model, _ = load_detector(str(exported))
+    truth, theirs = held_out
     lite, names = load_detector(str(path))
     assert names[1] == "Abyssinian"
-    theirs, ours = detect_all(saved_model, truth), detect_all(lite, truth)
+    ours = detect_all(lite, truth)
     agreement = top_agreement(theirs, ours)
-    gap = ap50(truth, theirs) - ap50(truth, ours)
+    saved_ap50, lite_ap50 = ap50(truth, theirs), ap50(truth, ours)
+    gap = saved_ap50 - lite_ap50
     print(f"tflite {quantize or 'float'}: {done.stdout.strip()}; same top on "
-          f"{agreement:.0%} of {len(truth)}; AP50 gap {gap:+.3f}")
+          f"{agreement:.1%} of {len(truth)}; AP50 {saved_ap50:.3f} vs {lite_ap50:.3f}")
+    assert saved_ap50 >= AP50_BOUND  # the truth is what the model learned (the whole pet)
     assert agreement >= SAME_TOP
     assert gap <= AP50_GAP[quantize]
     for found in ours:  # the SavedModel's meaning: normalised boxes, label-map ids
@@ -74,12 +84,14 @@ def test_tflite_answers_like_the_saved_model(trained, exported, held_out, quanti
         assert set(found.classes.tolist()) <= set(names)
 
 
-def test_predict_with_a_tflite_file_writes_the_same_report(trained, held_out, tmp_path):
+def test_predict_with_a_tflite_file_writes_the_same_report(trained, tmp_path):
+    from trainer.data.sample import write_sample
+
     model_dir, _, _ = trained
+    data = write_sample(tmp_path / "pets", num_images=30, seed=99)
     run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'lite'}",
                 "--format=tflite", "--quantize=float16", "--max_detections=10",
                 timeout=900)
-    data, _ = held_out
     out = tmp_path / "predictions"
     run_trainer("predict", f"--model={tmp_path / 'lite' / 'model.tflite'}",
                 f"--images={data}/images/*.jpg", f"--output_dir={out}")

@@ -13,24 +13,24 @@ from google.cloud import aiplatform_v1
 from infra import locations
 from infra import outputs as stack_outputs
 from infra.config import VERTEX_REGIONS
+from launch.context.settings import Locations
 from launch.errors import InputError
-from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.jobs import Request
-from launch.pricing import table
-from launch.pricing.estimate import OverBudget
-from launch.pricing.table import PriceMissing
-from launch.resources import Accelerator, Resources
-from launch.settings import Locations
-from launch.vertex import costs, hardware
-from launch.vertex.hardware import HardwareError, fallback_resources, machine_for
-from launch.vertex.ladder import Ladder, labels, rungs
-from launch.vertex.locality import TooFar, refuse_far, tensorboard_in
-from launch.vertex.submit import Submission
+from launch.stores.gcs.records import upload_records
+from launch.stores.pricing import table
+from launch.stores.pricing.estimate import OverBudget
+from launch.stores.pricing.table import PriceMissing
+from launch.targets.vertex import costs, hardware
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.hardware import HardwareError, fallback_resources, machine_for
+from launch.targets.vertex.ladder import Ladder, labels, rungs
+from launch.targets.vertex.locality import TooFar, refuse_far, tensorboard_in
+from launch.targets.vertex.submit import Submission
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import OUTPUTS, PROJECT, fake_cloud, write_records
 
 INSUFFICIENT = (8, "Resources are insufficient in region: us-central1. Please try a different "
-                   "region.")  # Vertex AI's words (launch/triage.py's stockout sources)
+                   "region.")  # Vertex AI's words (launch/targets/triage.py's stockout sources)
 A100 = Resources("a2-highgpu-1g")
 TENSORBOARD = OUTPUTS.tensorboard  # in us-central1
 

@@ -1,4 +1,4 @@
-"""The catalogue of what Vertex AI trains on (launch/vertex/catalogue.yaml): each rule's
+"""The catalogue of what Vertex AI trains on (launch/targets/vertex/catalogue.yaml): each rule's
 accepted and rejected shapes, as the CustomJob a dry run would print, before any request."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import datetime
 import pytest
 from google.cloud import aiplatform_v1
 
+from launch.context.places import CloudTarget
 from launch.errors import InputError
-from launch.jobs import Request
-from launch.places import CloudTarget
-from launch.resources import Accelerator, Resources, Scheduling
-from launch.vertex import hardware
-from launch.vertex.jobs import vertex_job
+from launch.targets.vertex import hardware
+from launch.targets.vertex.jobs import vertex_job
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources, Scheduling
 
 TARGET = CloudTarget(
     project="pets-detector-dev", region="us-central1", bucket="pets-data",
@@ -46,8 +46,8 @@ def test_the_catalogue_says_when_and_where_its_facts_come_from():
 def test_every_prebuilt_container_the_catalogue_offers_has_its_dated_end():
     """Each end date comes with its page and the day it was read, and applies to images the
     project offers; every prebuilt prediction container offered has one."""
-    from launch.serving.registry import prediction_image
-    from launch.vertex import lifecycle
+    from launch.features.serving.registry import prediction_image
+    from launch.targets.vertex import lifecycle
 
     endings = lifecycle.endings()
     for ending in endings:

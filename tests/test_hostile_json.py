@@ -126,7 +126,7 @@ def test_a_run_json_in_a_model_directory_is_read_bounded(tmp_path):
 def test_pricing_ignores_summaries_that_are_deep_or_hold_numbers_no_float_can(tmp_path):
     """Before every launch the newest runs' training summaries are read for their speed: a
     deep one, or one with a 400-digit seconds_per_step, is no measurement, not a crash."""
-    from launch.pricing.estimate import Speed, read_summaries, speed_of
+    from launch.stores.pricing.estimate import Speed, read_summaries, speed_of
     from tests.fakes.gcs import FakeGcs
 
     def summary(seconds) -> str:
@@ -148,7 +148,7 @@ def test_pricing_ignores_summaries_that_are_deep_or_hold_numbers_no_float_can(tm
 def test_batch_results_that_are_deep_or_out_of_range_are_not_trusted():
     """Lines of a batch job's output: a deep line is no row; a prediction with a number no
     float can hold is that image's error, never an OverflowError."""
-    from launch.serving import answers
+    from launch.features.serving import answers
 
     good = {"num_detections": 1, "detection_boxes": [[0.1, 0.1, 0.5, 0.5]],
             "detection_classes": [1], "detection_scores": [0.9]}
@@ -164,7 +164,7 @@ def test_batch_results_that_are_deep_or_out_of_range_are_not_trusted():
 
 def test_a_sweep_directory_whose_sweep_json_is_deep_is_another_sweep(tmp_path):
     from launch.errors import InputError
-    from launch.tuning import local
+    from launch.targets.local import tuning as local
 
     (tmp_path / "sweep").mkdir()
     (tmp_path / "sweep" / local.SWEEP_FILE).write_text(DEEP)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from launch.serving import answers
+from launch.features.serving import answers
 from trainer.data.defaults import MAX_PIXELS
 from trainer.export import header_pixels, refuse_bombs
 from trainer.predict import Detections, Picture, detect_files

@@ -15,7 +15,7 @@ import yaml
 
 from infra.image_context import REPO_ROOT, context_hash
 from infra.names import IMAGE_SUBSTITUTIONS
-from launch.images import (
+from launch.context.images import (
     CLOUDBUILD_CONFIG,
     BuildClients,
     BuildSite,

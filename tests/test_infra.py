@@ -552,7 +552,7 @@ def test_a_multi_region_bucket_and_repository_reach_the_stack_and_its_outputs(tm
     from cdktf import App
 
     from infra.stack import TrainingPlatformStack
-    from launch import settings
+    from launch.context import settings
 
     for location in ("NAM4", "us-east1", "US-CENTRAL1"):  # a dual-region, regions in any case
         dataclasses.replace(VALID, bucket_location=location).validate()
@@ -649,7 +649,7 @@ def test_adding_a_grant_renames_no_other_resource():
 def test_the_stack_outputs_read_back_through_the_launcher(stacks, tmp_path):
     """The contract: the synthesised stack emits exactly the StackOutputs fields, and the
     file `cdktf deploy --outputs-file` would write from them gives the launcher its target."""
-    from launch import settings
+    from launch.context import settings
 
     for env_name, stack in stacks.items():
         emitted = {key: output["value"] for key, output in stack["output"].items()}
@@ -692,7 +692,7 @@ def test_the_build_refuses_a_tag_that_is_not_the_hash_of_its_sources(tmp_path):
     """The source upload `invoke image.build` sends, unpacked as Cloud Build unpacks it: the
     build's first step passes the sources' own hash and refuses any other tag, or sources
     changed after the tag was computed, in one line, before anything is built."""
-    from launch.images import context_tarball
+    from launch.context.images import context_tarball
 
     with tarfile.open(fileobj=io.BytesIO(context_tarball()), mode="r:gz") as tar:
         tar.extractall(tmp_path, filter="data")

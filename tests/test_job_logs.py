@@ -9,10 +9,10 @@ import pytest
 from invoke.exceptions import Exit
 
 from launch.errors import InputError
+from launch.features.jobs import job_command
+from launch.targets.vertex import client as vertex_client
+from launch.targets.vertex import logs as job_logs
 from launch.text import UNSAFE_CATEGORIES
-from launch.vertex import client as vertex_client
-from launch.vertex import logs as job_logs
-from launch.vertex.submit import job_command
 from tests.fakes.cloud import fake_cloud
 from tests.fakes.logs import FakeLoggingService, job_entry
 from tests.fakes.vertex import FakeJobService

@@ -14,9 +14,9 @@ import pytest
 import yaml
 from google.cloud import aiplatform_v1
 
-from launch import jobfile, pretrained
 from launch.errors import InputError
-from launch.jobs import Evaluation, Training
+from launch.values import jobfile, pretrained
+from launch.values.jobs import Evaluation, Training
 from tests.conftest import REPO
 from tests.test_vertex import TARGET
 from trainer.cli import ERROR_PREFIX

@@ -9,12 +9,12 @@ import pytest
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError, StepFailed
-from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.jobs import Request
-from launch.resources import Accelerator, Resources
-from launch.vertex.ladder import Ladder, Rung, climb, outcome, rungs
-from launch.vertex.submit import Submission
+from launch.stores.gcs.records import upload_records
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.ladder import Ladder, Rung, climb, outcome, rungs
+from launch.targets.vertex.submit import Submission
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud, write_records
 
 STOCKOUT = (8, "The zone 'us-central1-a' does not have enough resources available to fulfill "
@@ -122,7 +122,7 @@ def test_the_run_climbs_the_ladder_against_the_job_service(fakes, tmp_path, caps
 
 
 def test_every_rung_is_checked_before_anything_is_sent(fakes, tmp_path):
-    from launch.vertex.hardware import HardwareError
+    from launch.targets.vertex.hardware import HardwareError
 
     cloud = fakes.cloud()
     upload_records(cloud, str(write_records(tmp_path / "records")))
@@ -158,7 +158,7 @@ def persistent_resource(state="RUNNING", replicas=2, autoscale_to=0):
 
 
 def on_resource(resources: Resources) -> Resources:
-    from launch.resources import Scheduling
+    from launch.values.resources import Scheduling
 
     return dataclasses.replace(resources, scheduling=Scheduling(
         persistent_resource="team-a100s"))
@@ -166,7 +166,7 @@ def on_resource(resources: Resources) -> Resources:
 
 def test_jobs_on_a_persistent_resource_must_fit_its_pools(fakes, tmp_path):
     from launch.errors import MissingError
-    from launch.vertex.hardware import HardwareError
+    from launch.targets.vertex.hardware import HardwareError
 
     cloud = fakes.cloud()
     upload_records(cloud, str(write_records(tmp_path / "records")))

@@ -8,10 +8,15 @@ import sys
 
 import pytest
 
-from launch import jobs
 from launch.errors import InputError
-from launch.local import LocalExecutor, cluster_specs, progress_printer, replica_environments
-from launch.resources import Resources
+from launch.targets.local.processes import (
+    LocalExecutor,
+    cluster_specs,
+    progress_printer,
+    replica_environments,
+)
+from launch.values import jobs
+from launch.values.resources import Resources
 from tests.conftest import REPO
 from trainer.args import ConvertArgs
 
@@ -126,7 +131,7 @@ def test_a_trainer_usage_error_reaches_invoke_as_its_one_line_and_exit_2(flags, 
 
 def test_a_failed_tool_says_why_in_its_error():
     from launch.errors import StepFailed
-    from launch.workflow import run_job
+    from launch.features.workflow import run_job
 
     with pytest.raises(StepFailed, match=r"^convert failed with exit status 1: /nonexistent/"
                                          r"annotations/trainval\.txt not found"):
@@ -140,7 +145,7 @@ def test_invoke_reports_unknown_targets_clearly():
 
 
 def test_run_ids_are_checked_once_before_they_become_labels_or_paths():
-    from launch.places import RunIdError, RunPaths, check_run_id
+    from launch.context.places import RunIdError, RunPaths, check_run_id
 
     for good in ("gpu1", "a", "r_2-b", "0" * 63):
         assert check_run_id(good) == good == RunPaths("b", good).run_id
@@ -185,7 +190,7 @@ def test_the_task_guard_turns_user_errors_into_one_line_and_lets_bugs_through():
 
     import tasks
     from launch.errors import MissingError, StepFailed
-    from launch.vertex.hardware import HardwareError
+    from launch.targets.vertex.hardware import HardwareError
 
     def fails(error: Exception):
         def action():

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from launch.datachecks import DataRefused, check_local
+from launch.stores.datachecks import DataRefused, check_local
 from tests.conftest import REPO, data_flags, run_trainer
 from trainer.cli import ERROR_PREFIX
 from trainer.data import pets

@@ -53,7 +53,7 @@ def test_the_mask_model_reaches_its_mask_ap50_on_the_validation_split(mask_train
 def test_the_runs_report_shows_the_mask_model_by_its_masks(mask_trained: MaskRun, tmp_path):
     """Mask AP columns, mask AP per class whose mean is the headline's (up to resampling: ours
     in the model's frame, Model Garden's in the image), worst images judged by mask IoU."""
-    from launch.runs import commands
+    from launch.features.runs import commands
     from tests.test_runs import cells
 
     out = commands.compare(lambda: pytest.fail("local runs need no cloud"),

@@ -11,14 +11,15 @@ from google.cloud import aiplatform_v1
 
 from infra import outputs as stack_outputs
 from launch.errors import InputError, StepFailed
-from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.jobs import Request
-from launch.resources import Resources
-from launch.vertex import client as vertex_client
-from launch.vertex.ladder import Ladder
-from launch.vertex.notify import event_of
-from launch.vertex.submit import Submission, job_command
+from launch.features.jobs import job_command
+from launch.stores.gcs.records import upload_records
+from launch.targets.vertex import client as vertex_client
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.ladder import Ladder
+from launch.targets.vertex.notify import event_of
+from launch.targets.vertex.submit import Submission
+from launch.values.jobs import Request
+from launch.values.resources import Resources
 from tests.fakes.cloud import OUTPUTS, fake_cloud, write_records
 from tests.test_vertex import TARGET, train_custom_job
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from launch import jobfile
 from launch.errors import InputError
-from launch.jobs import Places
-from launch.resources import Resources, Scheduling, optional_number
-from launch.vertex.hardware import machine_for
-from launch.workflow import ExportChoices, export
+from launch.features.workflow import ExportChoices, export
+from launch.targets.vertex.hardware import machine_for
+from launch.values import jobfile
+from launch.values.jobs import Places
+from launch.values.resources import Resources, Scheduling, optional_number
 from trainer import args as trainer_args
 from trainer import bucket_convert, cli
 from trainer.errors import SettingsError

@@ -227,8 +227,8 @@ def test_an_init_from_checkpoint_that_cannot_be_reached_is_one_line_naming_it(tm
     Cloud Storage is out of reach (TensorFlow's client goes through a proxy port on 127.0.0.1
     that nothing listens on, without retries); the trainer's start check answers in one line
     that the Vertex AI job's failure triage shows as the trainer's own."""
-    from launch.local import free_ports
-    from launch.triage import classify
+    from launch.targets.local.processes import free_ports
+    from launch.targets.triage import classify
     from tests.conftest import run_trainer
 
     (port,) = free_ports(1)

@@ -11,16 +11,16 @@ import re
 import pytest
 from google.cloud import aiplatform_v1
 
-from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.jobs import Request
-from launch.places import CloudTarget
-from launch.pricing import table as prices
-from launch.pricing.estimate import Estimate, OverBudget, Speed, speed_of
-from launch.resources import Accelerator, Resources, Scheduling
-from launch.vertex import costs
-from launch.vertex.jobs import vertex_job
-from launch.vertex.submit import Submission
+from launch.context.places import CloudTarget
+from launch.stores.gcs.records import upload_records
+from launch.stores.pricing import table as prices
+from launch.stores.pricing.estimate import Estimate, OverBudget, Speed, speed_of
+from launch.targets.vertex import costs
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.jobs import vertex_job
+from launch.targets.vertex.submit import Submission
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources, Scheduling
 from tests.fakes.cloud import fake_cloud, write_records
 
 
@@ -72,7 +72,7 @@ def test_the_pinned_table_loads_and_round_trips_and_every_row_names_its_source(t
     # every GPU the catalogue offers has an on-demand training price in us-central1, but
     # those no source gave a figure for (their estimates say `cost: unknown` until
     # `invoke pricing.refresh`)
-    from launch.vertex import hardware
+    from launch.targets.vertex import hardware
     unpriced = set()
     for accelerator, _ in hardware.catalogue()["gpu_machines"].values():
         try:
@@ -180,7 +180,7 @@ def test_speed_comes_from_matching_finite_measurements_only():
 
 @pytest.mark.parametrize("value", ["0", "-5", "nan", "inf", "ten", "1e400"])
 def test_max_cost_must_be_an_amount(value):
-    from launch import jobfile
+    from launch.values import jobfile
 
     with pytest.raises(jobfile.JobFileError, match=r"--max-cost must be (more than 0|a number)"):
         jobfile.resolve("train", {"max_cost": value})
@@ -283,7 +283,7 @@ def test_max_cost_refuses_before_any_request(fakes, tmp_path):
 
 def geography() -> dict[str, list[str]]:
     """The catalogue's regions as the Billing Catalog groups them in SKU descriptions."""
-    from launch.vertex.hardware import regions
+    from launch.targets.vertex.hardware import regions
 
     prefixes = {"Americas": ("us-", "northamerica-", "southamerica-"),
                 "EMEA": ("europe-", "me-"), "APAC": ("asia-", "australia-")}
@@ -337,8 +337,8 @@ def catalogue_skus() -> list:
 def test_refresh_writes_confirmed_rows_for_every_catalogue_region(tmp_path):
     import datetime
 
-    from launch.pricing.refresh import refresh
-    from launch.vertex.hardware import regions
+    from launch.features.pricing import refresh
+    from launch.targets.vertex.hardware import regions
     from tests.fakes.billing import VERTEX, FakeCloudCatalog
 
     path = tmp_path / "prices.yaml"
@@ -394,7 +394,7 @@ def test_refresh_writes_confirmed_rows_for_every_catalogue_region(tmp_path):
 
 
 def test_a_refresh_names_the_catalogue_regions_no_sku_priced(tmp_path):
-    from launch.pricing.refresh import refresh
+    from launch.features.pricing import refresh
     from tests.fakes.billing import FakeCloudCatalog
 
     with FakeCloudCatalog(catalogue_skus()) as catalog:
@@ -405,7 +405,7 @@ def test_a_refresh_names_the_catalogue_regions_no_sku_priced(tmp_path):
 
 def test_a_refresh_that_recognises_nothing_keeps_the_table(tmp_path):
     from launch.errors import MissingError
-    from launch.pricing.refresh import refresh
+    from launch.features.pricing import refresh
     from tests.fakes.billing import FakeCloudCatalog, sku
 
     path = tmp_path / "prices.yaml"
@@ -421,8 +421,8 @@ def test_a_refresh_that_recognises_nothing_keeps_the_table(tmp_path):
 
 def test_a_refresh_mends_a_table_it_cannot_read(tmp_path):
     """The fix a broken table's message names works: nothing of the old table is kept."""
-    from launch.pricing.refresh import refresh
-    from launch.vertex.hardware import regions
+    from launch.features.pricing import refresh
+    from launch.targets.vertex.hardware import regions
     from tests.fakes.billing import FakeCloudCatalog
 
     path = tmp_path / "prices.yaml"

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from launch import doctor
 from launch.errors import InputError
-from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.jobs import Request
-from launch.resources import Accelerator, Resources, Scheduling
-from launch.tuning.sweep import Sweep
-from launch.vertex import quota
-from launch.vertex.submit import Submission
+from launch.features import doctor
+from launch.stores.gcs.records import upload_records
+from launch.targets.vertex import quota
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.submit import Submission
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources, Scheduling
+from launch.values.sweep import Sweep
 from tests.fakes.cloud import fake_cloud, write_records
 from tests.fakes.quotas import DEFAULT_LIMIT, FakeCloudQuotas
 from tests.test_vertex import TARGET, train_custom_job
@@ -113,7 +113,7 @@ def test_unreadable_quota_is_a_note_not_a_failure(fakes, capsys):
 def test_a_dry_run_without_credentials_says_it_could_not_check(tmp_path, monkeypatch, capsys):
     from dataclasses import replace
 
-    from launch.clients import cloud_quotas
+    from launch.context.clients import cloud_quotas
 
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "none.json"))
     with fake_cloud(tmp_path) as services:

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from launch.errors import InputError
-from launch.resources import Accelerator, Resources, Scheduling
-from launch.vertex.hardware import machine_for
+from launch.targets.vertex.hardware import machine_for
+from launch.values.resources import Accelerator, Resources, Scheduling
 
 SCHEDULING_FLAGS = ("spot", "flex_start", "timeout_hours")
 

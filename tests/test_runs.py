@@ -18,10 +18,10 @@ from google.cloud import aiplatform_v1
 from PIL import Image
 
 from launch.errors import InputError, MissingError
-from launch.gcs.upload import upload_directory
-from launch.runs import commands
-from launch.runs.record import load_run
-from launch.runs.report import table
+from launch.features.runs import commands
+from launch.features.runs.record import load_run
+from launch.features.runs.report import table
+from launch.stores.gcs.upload import upload_directory
 from tests.fakes.cloud import fake_cloud
 from trainer.experiments import AP_METRICS
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from launch.runs import commands
+from launch.features.runs import commands
 from tests.conftest import TRAIN_STEPS
 from tests.test_runs import cells
 

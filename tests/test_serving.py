@@ -15,12 +15,12 @@ import pytest
 from google.cloud import aiplatform_v1
 
 from infra.image_context import context_hash
+from launch.context.images import tag_resource, with_digest
 from launch.errors import InputError, MissingError, StepFailed
-from launch.images import tag_resource, with_digest
-from launch.pricing.estimate import OverBudget
-from launch.serving import answers, commands, endpoints, registry
-from launch.serving.endpoints import Serving
-from launch.vertex import lifecycle
+from launch.features.serving import answers, commands, endpoints, registry
+from launch.features.serving.endpoints import Serving
+from launch.stores.pricing.estimate import OverBudget
+from launch.targets.vertex import lifecycle
 from tests.conftest import REPO
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud
 from trainer.predict import ImageRefused, Picture
@@ -63,7 +63,7 @@ def cpu(region: str) -> Serving:
 def serving_prices(tmp_path, monkeypatch):
     """A price table with known prediction prices in us-central1 (a refreshed table's
     shape), in place of the pinned one: n1-standard-4 (4 vCPUs, 15 GB) costs 0.26/h."""
-    from launch.pricing import table
+    from launch.stores.pricing import table
 
     path = tmp_path / "prices.yaml"
     table.PriceTable("USD", {
@@ -480,7 +480,7 @@ def test_deploy_prints_its_price_per_hour_and_month_and_max_cost_refuses_first(
 def test_deploy_says_the_price_is_unknown_and_max_cost_cannot_be_checked(services, capsys):
     """The pinned table has no prediction prices until `invoke pricing.refresh` runs (no
     page could be read for them): the price is unknown, and a budget refuses."""
-    from launch.pricing.table import PriceMissing, PriceTable
+    from launch.stores.pricing.table import PriceMissing, PriceTable
 
     if "europe-west4" in PriceTable.load().regions("prediction"):
         pytest.skip("the pinned table has prediction prices for europe-west4 now")
@@ -498,7 +498,7 @@ def test_deploy_says_the_price_is_unknown_and_max_cost_cannot_be_checked(service
 
 
 class Clock:
-    """time for launch.serving.commands: each reading an hour after the last, so the
+    """time for launch.features.serving.commands: each reading an hour after the last, so the
     shortest timeout (one minute) has passed at the first poll."""
 
     def __init__(self) -> None:

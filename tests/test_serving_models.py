@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from launch.serving import commands
-from launch.serving.endpoints import Serving
+from launch.features.serving import commands
+from launch.features.serving.endpoints import Serving
 from tests.conftest import run_trainer
 from tests.fakes.cloud import OUTPUTS, fake_cloud
 

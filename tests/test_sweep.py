@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from launch.tuning.sweep import Param, Sweep, SweepError, load, parse_flag
+from launch.values.sweep import Param, Sweep, SweepError, load, parse_flag
 
 FILE = """
 metric: AP50

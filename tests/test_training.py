@@ -39,7 +39,7 @@ def test_training_reaches_the_ap50_bound(trained):
 
 
 def test_training_records_its_speed_for_cost_estimates(trained):
-    from launch.pricing.estimate import speed_of
+    from launch.stores.pricing.estimate import speed_of
 
     model_dir, _, _ = trained
     summary = json.loads((model_dir / "training_summary.json").read_text())
@@ -215,7 +215,7 @@ def test_two_workers_train_together_and_stop_early_together_on_a_plateau(train_r
     checkpoint between its loops, and after two evaluations without a gain both stop at the
     same step, long before the 200 asked. best/ holds the best evaluation's checkpoint, the
     run says why it stopped, and `invoke export` picks the best."""
-    from launch.runs.commands import list_runs
+    from launch.features.runs.commands import list_runs
 
     model_dir = tmp_path / "model"
     result = subprocess.run(
@@ -311,7 +311,7 @@ def test_fine_tunes_from_a_backbone_checkpoint(train_records, tmp_path):
 def test_invoke_tensorboard_serves_the_runs(trained):
     import urllib.request
 
-    from launch.local import free_ports
+    from launch.targets.local.processes import free_ports
 
     model_dir, _, _ = trained
     (port,) = free_ports(1)
@@ -337,7 +337,7 @@ def test_invoke_tensorboard_serves_the_runs(trained):
 def test_invoke_export_and_predict_on_a_run_in_the_bucket(trained, tmp_path):
     """A Vertex AI run's checkpoints in GCS (fake-gcs-server) -> `invoke export --run-id`
     -> a SavedModel in the bucket -> `invoke predict` on gs:// images, results in the bucket."""
-    from launch.gcs.upload import upload_directory
+    from launch.stores.gcs.upload import upload_directory
     from tests.fakes.gcs import FakeGcs
     from trainer.data import pets
     from trainer.data.sample import write_sample

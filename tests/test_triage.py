@@ -2,7 +2,7 @@
 Logging service (tests/fakes/logs.py) and read through the real client by `jobs.status`,
 `jobs.wait`, `train --follow`, the capacity ladder and a tuning job's trials; and a local
 trainer process's own output. Each log quotes what TensorFlow, Model Garden, Cloud Storage,
-Docker and Vertex AI print (the sources are cited in launch/triage.py)."""
+Docker and Vertex AI print (the sources are cited in launch/targets/triage.py)."""
 
 from __future__ import annotations
 
@@ -13,19 +13,20 @@ import time
 
 import pytest
 
-from launch import triage
 from launch.errors import StepFailed
-from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.jobs import Request, tool_job
-from launch.local import LocalExecutor
-from launch.resources import Accelerator, Resources
-from launch.tuning import commands
-from launch.tuning.sweep import Sweep
-from launch.vertex import client as vertex_client
-from launch.vertex.ladder import Ladder
-from launch.vertex.submit import Submission, job_command
-from launch.workflow import run_job
+from launch.features.jobs import job_command
+from launch.features.workflow import run_job
+from launch.stores.gcs.records import upload_records
+from launch.targets import triage
+from launch.targets.local.processes import LocalExecutor
+from launch.targets.vertex import client as vertex_client
+from launch.targets.vertex import sweeps as commands
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.ladder import Ladder
+from launch.targets.vertex.submit import Submission
+from launch.values.jobs import Request, tool_job
+from launch.values.resources import Accelerator, Resources
+from launch.values.sweep import Sweep
 from tests.fakes.cloud import OUTPUTS, fake_cloud, write_records
 from tests.fakes.logs import job_entry
 from tests.test_vertex import TARGET, train_custom_job
@@ -266,7 +267,7 @@ def test_a_local_sweep_trial_killed_by_the_kernel_says_why(tmp_path):
 
     from rich.progress import Progress
 
-    from launch.tuning.local import TrialRunner
+    from launch.targets.local.tuning import TrialRunner
 
     runner = TrialRunner(100, Progress(disable=True), threading.Event(),
                          fake_trainer(tmp_path, [START, *STEPS], "kill -9 $$"))

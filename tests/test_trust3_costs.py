@@ -14,17 +14,17 @@ import pytest
 from google.cloud import aiplatform_v1
 from invoke import Context, Exit
 
-from launch import jobfile
 from launch.errors import InputError, StepFailed
-from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.jobs import Request
-from launch.pricing.table import PriceTable
-from launch.resources import MAX_PREEMPTIONS, Resources, Scheduling
-from launch.vertex import costs
-from launch.vertex.jobs import vertex_job
-from launch.vertex.ladder import Budget, Ladder, climb, most_jobs, rungs
-from launch.vertex.submit import Submission
+from launch.stores.gcs.records import upload_records
+from launch.stores.pricing.table import PriceTable
+from launch.targets.vertex import costs
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.jobs import vertex_job
+from launch.targets.vertex.ladder import Budget, Ladder, climb, most_jobs, rungs
+from launch.targets.vertex.submit import Submission
+from launch.values import jobfile
+from launch.values.jobs import Request
+from launch.values.resources import MAX_PREEMPTIONS, Resources, Scheduling
 from tests.fakes.cloud import fake_cloud, write_records
 from trainer import model_dir as model_dir_lib
 from trainer.errors import JsonError
@@ -246,7 +246,7 @@ def test_a_vertex_run_id_of_another_experiment_is_refused_before_anything_is_sen
     cloud = fakes.cloud()
 
     def found(job):
-        from launch.runs.jobfiles import recorded_run
+        from launch.stores.runs.jobfiles import recorded_run
 
         return recorded_run(job, "unused", lambda: cloud)
 

@@ -16,17 +16,19 @@ import pytest
 import yaml
 
 from infra import outputs as stack_outputs
-from launch import jobfile
-from launch.cloud import Cloud
+from launch.context.cloud import Cloud
+from launch.context.images import ImageBuildError
 from launch.errors import InputError
-from launch.executors import Local, Vertex
-from launch.images import ImageBuildError
-from launch.jobs import Places, Request
-from launch.resources import Accelerator, Resources
-from launch.runs import configs, jobfiles
-from launch.tuning.sweep import load
-from launch.vertex.locality import TooFar
-from launch.vertex.submit import Submission
+from launch.stores.runs import configs, jobfiles
+from launch.targets.base import Handover
+from launch.targets.local.executor import Local
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.locality import TooFar
+from launch.targets.vertex.submit import Submission
+from launch.values import jobfile
+from launch.values.jobs import Places, Request
+from launch.values.resources import Accelerator, Resources
+from launch.values.sweep import load
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.test_jobfile import invoke, refused
 from trainer import jsonnum
@@ -90,7 +92,7 @@ def stored(fakes, run: str) -> dict:
 
 def test_a_launch_keeps_its_config_files_and_a_rerun_replays_the_copies(fakes, tmp_path):
     cloud = fakes.cloud()
-    from launch.gcs.records import upload_records
+    from launch.stores.gcs.records import upload_records
     upload_records(cloud, str(write_records(tmp_path / "records")))
     config = tmp_path / "head.yaml"
     config.write_text("task:\n  model:\n    head:\n      num_convs: 2\n")
@@ -270,7 +272,7 @@ def test_a_platform_engineer_allows_another_repository_in_the_stack(fakes, tmp_p
     assert shared in cloud.image_repositories()
     assert REPOSITORY in cloud.image_repositories()
     digest = fakes.registry.push(f"{shared}/trainer:v1")
-    from launch.gcs.records import upload_records
+    from launch.stores.gcs.records import upload_records
     upload_records(cloud, str(write_records(tmp_path / "records")))
     launch(cloud, "shared1", {"image": f"{shared}/trainer:v1"})
     (pool,) = fakes.vertex.received[0].custom_job.job_spec.worker_pool_specs
@@ -328,7 +330,7 @@ def test_a_fifo_config_file_is_refused_before_a_local_run_starts(tmp_path):
     records = write_records(tmp_path / "records")
     with within(10), pytest.raises(InputError, match=r"^--config-file .*a FIFO"):
         Local(Places(str(tmp_path / "model"), str(records)), Cloud(),
-              submission=Submission(dry_run=True)).launch(request)
+              submission=Handover(dry_run=True)).launch(request)
     assert not (tmp_path / "model").exists()
 
 

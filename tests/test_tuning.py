@@ -11,15 +11,16 @@ import pytest
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError, StepFailed
-from launch.executors import Vertex
-from launch.gcs.records import upload_records
-from launch.jobs import Request
-from launch.pricing.estimate import OverBudget
-from launch.resources import Accelerator, Resources
-from launch.tuning import commands
-from launch.tuning.sweep import Sweep
-from launch.vertex.ladder import Ladder
-from launch.vertex.submit import Submission
+from launch.features.tuning import status
+from launch.stores.gcs.records import upload_records
+from launch.stores.pricing.estimate import OverBudget
+from launch.targets.vertex import sweeps as commands
+from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.ladder import Ladder
+from launch.targets.vertex.submit import Submission
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources
+from launch.values.sweep import Sweep
 from tests.fakes.cloud import fake_cloud, write_records
 from trainer import hparams
 
@@ -147,8 +148,8 @@ def test_trials_report_their_metric_and_status_lists_them_best_first(fakes, tmp_
     shown = [float(row.split("AP50")[1].split()[0]) for row in rows]
     assert shown == sorted(shown, reverse=True)
     assert shown == pytest.approx(sorted(values, reverse=True), abs=1e-4)
-    assert commands.status(cloud, "1") == table
-    assert "SUCCEEDED     4/4 trials  tune-train-" in commands.status(cloud, None)
+    assert status(cloud, "1") == table
+    assert "SUCCEEDED     4/4 trials  tune-train-" in status(cloud, None)
 
 
 def expected(fakes, trial_id: str) -> float:
@@ -201,8 +202,8 @@ def test_a_local_sweep_resumes_after_ctrl_c_and_ends_with_its_best_trial(swept):
 
 
 def test_a_local_sweep_directory_holds_one_sweep_and_one_process(tmp_path):
-    from launch.jobs import Places
-    from launch.tuning import local
+    from launch.targets.local import tuning as local
+    from launch.values.jobs import Places
 
     request, places = Request.training(None, 2), Places(str(tmp_path / "sweep"), "records")
     wanted = local.identity(SWEEP, request, places)
@@ -223,7 +224,7 @@ def test_a_local_sweep_directory_holds_one_sweep_and_one_process(tmp_path):
 def test_an_interrupted_trial_runs_again_with_its_values_and_directory(tmp_path):
     from optuna.trial import TrialState
 
-    from launch.tuning import local
+    from launch.targets.local import tuning as local
 
     study = local.open_study(tmp_path, SWEEP)
     finished = study.ask()
@@ -254,8 +255,8 @@ def test_an_interrupted_trial_runs_again_with_its_values_and_directory(tmp_path)
 
 
 def test_a_sweep_whose_trials_all_fail_fails_and_a_grid_is_tried_once(tmp_path):
-    from launch.jobs import Places
-    from launch.tuning import local
+    from launch.targets.local import tuning as local
+    from launch.values.jobs import Places
 
     grid = Sweep.from_mapping({"metric": "AP", "algorithm": "grid", "trials": 5, "parallel": 2,
                                "params": {"batch_size": [2, 4]}})
@@ -264,7 +265,7 @@ def test_a_sweep_whose_trials_all_fail_fails_and_a_grid_is_tried_once(tmp_path):
     with pytest.raises(StepFailed, match="no trial finished") as failed:
         local.run_sweep(grid, Request.training(None, 2), places, say=lambda line: None)
     assert "0 trials finished, 2 failed" in str(failed.value)
-    # each failure says why, from the trial's log (launch/triage.py)
+    # each failure says why, from the trial's log (launch/targets/triage.py)
     reasons = [t.user_attrs["failed"] for t in local.open_study(
         tmp_path / "sweep", grid).get_trials()]
     assert len(reasons) == 2 and all(

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from launch.errors import InputError, MissingError
-from launch.gcs.upload import (
+from launch.stores.gcs.upload import (
     StaleObjectsError,
     training_data_problems,
     upload_directory,
@@ -67,7 +67,7 @@ def test_a_killed_upload_leaves_no_partial_object(gcs, records):
     big = records / "train.record-00000-of-00004"
     big.write_bytes(random.Random(1).randbytes(SIZE))
     script = ("import sys; from tests.fakes.gcs import client_for; "
-              "from launch.gcs.upload import upload_directory; "
+              "from launch.stores.gcs.upload import upload_directory; "
               "upload_directory(client_for(sys.argv[1]), 'pets-data', sys.argv[2], 'records', "
               "chunk_size=256 * 1024)")
     child = subprocess.Popen([sys.executable, "-c", script, os.environ["STORAGE_EMULATOR_HOST"],

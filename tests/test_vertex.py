@@ -9,15 +9,15 @@ import json
 import pytest
 from google.cloud import aiplatform_v1
 
-from launch import settings
+from launch.context import settings
+from launch.context.places import CloudTarget
 from launch.errors import InputError
-from launch.jobs import Request
-from launch.places import CloudTarget
-from launch.resources import Accelerator, Resources, Scheduling
-from launch.vertex import client as vertex_client
-from launch.vertex import hardware
-from launch.vertex.jobs import vertex_job
-from launch.vertex.spec import to_json
+from launch.targets.vertex import client as vertex_client
+from launch.targets.vertex import hardware
+from launch.targets.vertex.jobs import vertex_job
+from launch.targets.vertex.spec import to_json
+from launch.values.jobs import Request
+from launch.values.resources import Accelerator, Resources, Scheduling
 from tests.fakes.vertex import FakeJobService
 
 TARGET = CloudTarget(
@@ -104,8 +104,8 @@ def test_multi_worker_job_with_reduction_server(fake):
                                         ("us-east4", "us")])
 def test_the_reduction_server_image_is_the_regions_multi_region(region, geo):
     """As Vertex AI's distributed-training page lists it, like the prediction containers."""
-    from launch.serving.registry import prediction_image
-    from launch.vertex.spec import trainer_images
+    from launch.features.serving.registry import prediction_image
+    from launch.targets.vertex.spec import trainer_images
 
     target = dataclasses.replace(TARGET, region=region)
     job = train_custom_job(target, "run1", Resources("a2-ultragpu-1g", workers=1,
@@ -321,7 +321,7 @@ def test_list_status_and_ids(fake):
 
 
 def test_a_runs_jobs_and_their_tensorboard_and_console_links(fake):
-    from launch.vertex.spec import console_url, tensorboard_url
+    from launch.targets.vertex.spec import console_url, tensorboard_url
 
     client = fake.client()
     for job in (train_custom_job(TARGET, "run1", Resources()),
@@ -359,12 +359,14 @@ def test_cloud_commands_without_credentials_say_how_to_log_in(tmp_path):
 
 
 def test_web_access_reaches_train_eval_and_tune_jobs_and_status_shows_the_shells(tmp_path):
-    from launch import jobfile
-    from launch.executors import Local, Vertex
-    from launch.gcs.records import upload_records
-    from launch.jobs import Places
-    from launch.tuning.sweep import Sweep
-    from launch.vertex.submit import Submission, job_command
+    from launch.features.jobs import job_command
+    from launch.stores.gcs.records import upload_records
+    from launch.targets.base import Handover
+    from launch.targets.local.executor import Local
+    from launch.targets.vertex.executor import Vertex
+    from launch.values import jobfile
+    from launch.values.jobs import Places
+    from launch.values.sweep import Sweep
     from tests.fakes.cloud import fake_cloud, write_records
 
     flags = {"target": "vertex", "web_access": True, "accelerator": "NVIDIA_TESLA_T4:1",
@@ -394,5 +396,5 @@ def test_web_access_reaches_train_eval_and_tune_jobs_and_status_shows_the_shells
     # here, a shell is the one you have: the local target ignores it, as --spot
     local = jobfile.resolve("train", {"web_access": True})
     command = Local(Places(str(tmp_path / "model"), str(tmp_path / "records")), cloud,
-                    submission=Submission(dry_run=True)).launch(jobfile.request(local, "train"))
+                    submission=Handover(dry_run=True)).launch(jobfile.request(local, "train"))
     assert "-m trainer" in command

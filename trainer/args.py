@@ -140,7 +140,7 @@ class TrainArgs(Args):
 
     def check(self) -> None:
         """The bounds, and early stopping's flags together: by the trainer before it starts,
-        and by the launcher before a job is priced or built (launch/jobfile.py)."""
+        and by the launcher before a job is priced or built (launch/values/jobfile.py)."""
         super().check()
         patience, patience_flag = self.early_stop_patience, shown(TrainArgs,
                                                                   "early_stop_patience")
@@ -285,7 +285,7 @@ class ExportArgs(Args):
 
     def check(self) -> None:
         """The format and what goes with it: by `export` itself, and by `invoke export`
-        before a checkpoint is staged (launch/workflow.py)."""
+        before a checkpoint is staged (launch/features/workflow.py)."""
         super().check()
         if self.quantize and self.format != "tflite":
             raise SettingsError("--quantize applies to --format tflite")

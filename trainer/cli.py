@@ -19,12 +19,13 @@ from trainer import settings as settings_lib
 
 EXIT_FAILED, EXIT_USAGE, EXIT_EVAL_TIMEOUT = 1, 2, 3
 # Starts the one line that says why the trainer stopped, which launchers show as its word
-# (launch/triage.py, launch/workflow.py): a prefix no other line of a job's log carries by
-# accident (a library's or a tool's `error: ...`, data echoed into the log), on a line of its
-# own (`refuse` joins the message's lines, so text in it never starts a line)
+# (launch/targets/triage.py, launch/targets/local/processes.py): a prefix no other line of a
+# job's log carries by accident (a library's or a tool's `error: ...`, data echoed into the
+# log), on a line of its own (`refuse` joins the message's lines, so text in it never starts
+# a line)
 ERROR_PREFIX = "pets-trainer: error: "
 # in the start-up line: what a launcher's failure triage reads when a replica runs out of
-# memory (launch/triage.py)
+# memory (launch/targets/triage.py)
 BATCH_SIZE_WORDS = "global batch size"
 
 

@@ -3,7 +3,7 @@ runs and released by the kernel however the process ends (no stale locks after `
 
 Training's chief holds one on its model directory and local sweeps on theirs. Cloud Storage
 has no such lock: there a run id is a model directory of its own, and the launcher refuses a
-second training job of a run whose training job has not ended (`launch.executors`).
+second training job of a run whose training job has not ended (`launch.targets.vertex.executor`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Word when something happens: an email channel per configured address, an alert policy on
 Vertex AI custom jobs that fail or are cancelled, and the Pub/Sub topic the launcher publishes
-job events to (launch/vertex/notify.py), with who may publish to it as data."""
+job events to (launch/targets/vertex/notify.py), with who may publish to it as data."""
 
 from __future__ import annotations
 

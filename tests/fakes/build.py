@@ -23,7 +23,7 @@ class FakeArtifactRegistry(GrpcFake):
 
     def push(self, image_uri: str) -> str:
         """Tags new image content as `image_uri` (moving the tag if it exists); its digest."""
-        from launch.images import tag_resource
+        from launch.context.images import tag_resource
 
         name = tag_resource(image_uri)
         digest = "sha256:" + hashlib.sha256(f"{name}#{len(self.tags)}".encode()).hexdigest()

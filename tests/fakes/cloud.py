@@ -1,5 +1,5 @@
 """Every Google service the cloud tasks call, faked on 127.0.0.1 at once, and a
-`launch.cloud.Cloud` whose real clients reach them; settings come from an outputs file as
+`launch.context.cloud.Cloud` whose real clients reach them; settings come from an outputs file as
 `cdktf deploy --outputs-file` writes it (the stack's `StackOutputs`)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 from infra import outputs as stack_outputs
 from infra.outputs import StackOutputs
-from launch.clients import GoogleClients
-from launch.cloud import Cloud
+from launch.context.clients import GoogleClients
+from launch.context.cloud import Cloud
 from tests.fakes.build import FakeArtifactRegistry, FakeCloudBuild
 from tests.fakes.gcs import FakeGcs
 from tests.fakes.logs import FakeLoggingService

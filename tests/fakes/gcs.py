@@ -7,7 +7,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from launch.local import free_ports
+from launch.targets.local.processes import free_ports
 
 
 class FakeGcs:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import grpc
 from google.cloud import cloudquotas_v1
 
-from launch.vertex import hardware, quota
+from launch.targets.vertex import hardware, quota
 from tests.fakes.grpc_server import GrpcFake, unary
 
 DEFAULT_LIMIT = 64  # a project with room for every test job, unless a test says otherwise

@@ -1,0 +1,144 @@
+"""Resolves where jobs run, in one place: flags > environment variables > invoke.yaml >
+the infra outputs file that `cdktf deploy --outputs-file infra/outputs.json` writes."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from infra import locations
+from infra import outputs as stack_outputs
+from launch.context import images
+from launch.context.places import CloudTarget, region_name
+from launch.errors import InputError, MissingError
+
+OUTPUTS_FILE = stack_outputs.OUTPUTS_FILE
+ENV_PREFIX = "PETS_"
+# Setting -> the stack output (a `StackOutputs` field) that provides it.
+FROM_OUTPUTS = {"project": "project", "region": "region", "bucket": "bucket",
+                "image": "image_uri", "tpu_image": "tpu_image_uri",
+                "serving_image": "serving_image_uri",
+                "service_account": "trainer_service_account", "tensorboard": "tensorboard",
+                "converter_service_account": "converter_service_account",
+                "build_bucket": "build_bucket",
+                "builder_service_account": "builder_service_account",
+                "serving_service_account": "serving_service_account",
+                "researchers_push_images": "researchers_push_images",
+                "researchers_build_images": "researchers_build_images",
+                "notifications_topic": "notifications_topic",
+                "bucket_location": "bucket_location",
+                "repository_location": "repository_location"}
+# Where the bucket and the repository live, and how to read each kind of name.
+LOCATIONS = {"bucket_location": locations.bucket_continent,
+             "repository_location": locations.registry_continent}
+REQUIRED = ("project", "region", "bucket", "image", "tpu_image", "service_account")
+
+
+class SettingsMissingError(MissingError):
+    pass
+
+
+BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
+
+
+def bucket_name(value: str, source: str) -> str:
+    """A bucket's name, given plainly or as gs://NAME (never doubled into gs://gs://)."""
+    name = value.removeprefix("gs://").rstrip("/")
+    if not BUCKET.fullmatch(name) or ".." in name:
+        raise InputError(f"{source} {value[:100]!r} is not a bucket name: lowercase letters, "
+                         "digits, '-', '_' and '.' (gs://NAME is fine; no path after it)")
+    return name
+
+
+def resolve_fields(environment: str, overrides: Mapping[str, str | None],
+                   env: Mapping[str, str], config: Mapping[str, str],
+                   outputs_path: Path = OUTPUTS_FILE,
+                   required: tuple[str, ...] = REQUIRED) -> dict[str, str | None]:
+    """Each field from the first source that has it; a missing required one names the fix."""
+    outputs = stack_outputs.read(environment, outputs_path)
+    values = {}
+    for field, output in FROM_OUTPUTS.items():
+        sources = ((f"--{field.replace('_', '-')}", overrides.get(field)),
+                   (f"{ENV_PREFIX}{field.upper()}", env.get(f"{ENV_PREFIX}{field.upper()}")),
+                   (f"invoke.yaml's vertex.{field}", config.get(field)),
+                   (f"{outputs_path}'s {output}", outputs.get(output)))
+        source, values[field] = next(((s, v) for s, v in sources if v), ("", None))
+        if field == "bucket" and values[field] and source != sources[-1][0]:  # typed by people
+            values[field] = bucket_name(str(values[field]), source)
+        if field == "region" and values[field]:  # every source: it becomes a host name
+            values[field] = region_name(str(values[field]), source)
+        if field in LOCATIONS and values[field] and not LOCATIONS[field](values[field]):
+            raise InputError(f"{source} {str(values[field])[:80]!r} is not a location "
+                             "infra/locations.py knows (a region, or US, EU, ASIA, NAM4, EUR4, "
+                             "ASIA1 for a bucket; us, europe, asia for a repository)")
+    missing = [field for field in required if not values[field]]
+    if missing:
+        stack = stack_outputs.stack_name(environment)
+        raise SettingsMissingError(
+            f"no {', '.join(missing)} for environment {environment!r}: a platform engineer "
+            f"creates them with `npx cdktf deploy {stack} --outputs-file "
+            f"infra/outputs.json` (or `npx cdktf output {stack} --outputs-file "
+            "infra/outputs.json` to fetch them); or pass --project/--region/--bucket/--image, "
+            f"set {ENV_PREFIX}PROJECT etc., or add them under `vertex:` in invoke.yaml")
+    return values
+
+
+def resolve_target(environment: str, overrides: Mapping[str, str | None],
+                   env: Mapping[str, str], config: Mapping[str, str],
+                   outputs_path: Path = OUTPUTS_FILE) -> CloudTarget:
+    fields = resolve_fields(environment, overrides, env, config, outputs_path)
+    return CloudTarget(**{k: v for k, v in fields.items() if k in CloudTarget.__annotations__})
+
+
+@dataclasses.dataclass(frozen=True)
+class Locations:
+    """Where a run's data (the bucket) and image (the repository) live."""
+
+    bucket: str
+    repository: str
+    unknown: tuple[str, ...] = ()  # "bucket", "repository": taken to be `assumed`
+    assumed: str = ""  # e.g. "the environment's region"
+
+    def note(self) -> str:
+        """What was assumed, for a note beside the request ('' when nothing was)."""
+        if not self.unknown:
+            return ""
+        taken = self.bucket if "bucket" in self.unknown else self.repository
+        fixes = " or ".join(f"{ENV_PREFIX}{kind.upper()}_LOCATION" for kind in self.unknown)
+        return (f"note: the {' and '.join(self.unknown)} location is not known, so it is "
+                f"taken to be {self.assumed} ({taken}); set {fixes} (or deploy the stack "
+                "again) if it is elsewhere")
+
+
+def resolve_locations(environment: str, overrides: Mapping[str, str | None],
+                      env: Mapping[str, str], config: Mapping[str, str],
+                      outputs_path: Path = OUTPUTS_FILE) -> Locations:
+    """The bucket's and the repository's locations. The repository's is the one the image's
+    host names (where a job pulls it from); the bucket's is its setting, else the
+    environment's own region: never the job's --region, which would pass any region."""
+    fields = resolve_fields(environment, overrides, env, config, outputs_path, ("region",))
+    own = resolve_fields(environment, {}, env, config, outputs_path, ())["region"]
+    home = own or fields["region"]
+    found = {"bucket": fields["bucket_location"],
+             "repository": images.image_location(fields["image"]) or
+             fields["repository_location"]}
+    unknown = tuple(kind for kind, location in found.items() if not location)
+    return Locations(found["bucket"] or home, found["repository"] or home, unknown,
+                     ("the environment's region" if own else "the job's region")
+                     if unknown else "")
+
+
+def image_repositories(environment: str, env: Mapping[str, str], config: Mapping[str, str],
+                       outputs_path: Path = OUTPUTS_FILE) -> tuple[str, ...]:
+    """The repositories whose images jobs may run: those of the environment's own images
+    (its settings without the flags: variables, invoke.yaml, the stack's outputs) and any a
+    platform engineer allows (the stack's `allowed_image_repositories`). A flag, a job file
+    or a rerun names an image; none of them names where images may come from."""
+    fields = resolve_fields(environment, {}, env, config, outputs_path, ())
+    outputs = stack_outputs.read(environment, outputs_path)
+    found = [outputs.get("repository_url"), *map(images.repository_of, (
+        fields["image"], fields["tpu_image"], fields["serving_image"])),
+        *outputs.get("allowed_image_repositories", "").split(",")]
+    return tuple(dict.fromkeys(r.strip().rstrip("/") for r in found if r and r.strip()))

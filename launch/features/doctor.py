@@ -1,0 +1,220 @@
+"""`invoke doctor`: preflight for Vertex AI launches. Each check says what is wrong and the
+command that fixes it; nothing is changed."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable, Sequence
+
+import google.auth
+import google.auth.exceptions
+from google.api_core import exceptions
+from google.auth.transport.requests import AuthorizedSession
+
+from launch.context.cloud import Cloud, job_images
+from launch.context.images import ImageBuildError, resolve_digest
+from launch.errors import MissingError
+from launch.stores import datachecks
+from launch.stores.gcs.upload import training_data_problems
+from launch.targets.vertex import client as vertex_client
+from launch.targets.vertex import lifecycle, quota
+from trainer.files import RECORDS_PREFIX
+
+ACT_AS = "iam.serviceAccounts.actAs"
+IAM_ENDPOINT = "https://iam.googleapis.com"
+# Cloud Build's default accounts, which hold project-wide roles out of the box.
+BROAD_BUILD_ACCOUNTS = {"@cloudbuild.gserviceaccount.com": "the legacy Cloud Build account",
+                        "-compute@developer.gserviceaccount.com": "the Compute Engine default"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    warning: bool = False  # not ok, but nothing a launch needs: reported, not failed
+
+
+def run(cloud: Cloud) -> tuple[str, bool]:
+    """Every check runs, whatever fails before it; the report and whether all passed. The
+    end dates need no cloud: they are reported without credentials too."""
+    dated = check_end_dates(datetime.date.today())
+    credentials, creds = check_credentials(google.auth.default)
+    if not credentials.ok:
+        return report([credentials, *dated])
+    where = job_images(cloud)  # the image a job would use
+    session, storage_client = AuthorizedSession(creds), cloud.storage()
+    found = [
+        credentials,
+        check_vertex(cloud.clients.jobs(where.region), where.project, where.region),
+        check_bucket(storage_client, where.bucket),
+        check_training_data(storage_client, where.bucket, RECORDS_PREFIX),
+        check_data_findings(storage_client, where.bucket),
+        check_image(cloud.clients.registry(), where.image),
+        check_act_as(session, where.service_account),
+        check_default_build_account(cloud.clients.builds(), where.project, where.region),
+    ]
+    found += check_quotas(cloud.clients.quotas(), where.project, where.region)
+    if builder := cloud.fields(())["builder_service_account"]:
+        found.append(check_act_as(session, builder, role="builder", purpose="build images"))
+    return report([*found, *dated])
+
+
+def check_end_dates(today: datetime.date, days: int = lifecycle.WARN_DAYS) -> list[Check]:
+    """A warning for each thing the project uses or offers that Google stops offering within
+    `days` of `today` (or already has): its date, its source and what to move to."""
+    due = lifecycle.due(today, days)
+    if not due:
+        soonest = lifecycle.endings()[0]
+        return [Check("end dates", True, f"nothing ends within {days} days (next: "
+                      f"{', '.join(soonest.names)} on {soonest.when(today)})")]
+    return [Check("end dates", False, f"{', '.join(e.names)} ({e.about}): end of availability "
+                  f"{e.when(today)} ({e.source})", e.fix, warning=True) for e in due]
+
+
+def check_credentials(load: Callable) -> tuple[Check, object | None]:
+    """`load` is google.auth.default (injected for tests); returns the credentials it found,
+    so later checks reuse them instead of looking them up again."""
+    try:
+        credentials, project = load()
+    except google.auth.exceptions.DefaultCredentialsError as error:
+        return Check("credentials", False, str(error)[:200],
+                     "gcloud auth application-default login"), None
+    return Check("credentials", True,
+                 f"application default credentials (project {project})"), credentials
+
+
+def check_vertex(client, project: str, region: str) -> Check:
+    try:
+        vertex_client.list_jobs(client, project, region, limit=1)
+    except vertex_client.VertexError as error:
+        return Check("Vertex AI API", False, str(error),
+                     f"gcloud services enable aiplatform.googleapis.com --project {project}, "
+                     "or ask for roles/aiplatform.user")
+    return Check("Vertex AI API", True, f"custom jobs readable in {project}/{region}")
+
+
+def check_bucket(storage_client, bucket: str) -> Check:
+    try:
+        storage_client.get_bucket(bucket)
+    except exceptions.NotFound:
+        return Check("bucket", False, f"gs://{bucket} does not exist",
+                     "npx cdktf deploy (platform engineers), or fix --bucket")
+    except exceptions.Forbidden as error:
+        return Check("bucket", False, f"gs://{bucket}: {error.message}",
+                     "ask to be added to the researchers' group (object admin on the bucket)")
+    return Check("bucket", True, f"gs://{bucket} reachable")
+
+
+def check_training_data(storage_client, bucket: str, prefix: str) -> Check:
+    try:
+        problems = training_data_problems(storage_client, bucket, prefix)
+    except (MissingError, exceptions.GoogleAPICallError) as error:
+        return Check("training data", False, str(error), "see the bucket check")
+    if problems:
+        return Check("training data", False, f"gs://{bucket}/{prefix}/ {'; '.join(problems)}",
+                     "invoke data.convert && invoke data.upload --prune")
+    return Check("training data", True,
+                 f"gs://{bucket}/{prefix}/ holds one complete conversion")
+
+
+def check_data_findings(storage_client, bucket: str) -> Check:
+    """What `invoke train` would refuse or warn about in the bucket's records."""
+    try:
+        found = datachecks.bucket_findings(storage_client, bucket)
+    except exceptions.GoogleAPICallError as error:
+        return Check("data checks", False, str(error), "see the bucket check")
+    refusals = [f.text for f in found if f.refuse]
+    if refusals:
+        return Check("data checks", False, "; ".join(refusals),
+                     "`invoke data.inspect` shows the data; fix it and convert again")
+    if found:
+        return Check("data checks", False, "; ".join(f.text for f in found), warning=True)
+    return Check("data checks", True, "every class has training and validation examples")
+
+
+def check_image(registry, image_uri: str) -> Check:
+    """The image a job would run, by the digest it would be submitted with."""
+    try:
+        pinned = resolve_digest(registry, image_uri)
+    except ImageBuildError as error:
+        fix = ("invoke image.build (`invoke train --target vertex` also builds it)"
+               if "not in Artifact Registry" in str(error) else "fix --image or invoke.yaml")
+        return Check("trainer image", False, str(error), fix)
+    except exceptions.GoogleAPICallError as error:
+        return Check("trainer image", False, error.message, "ask for artifactregistry.reader")
+    return Check("trainer image", True, pinned)
+
+
+def check_quotas(client, project: str, region: str) -> list[Check]:
+    """One line a kind of hardware the catalogue offers in `region`: the project's training
+    quota for it there, on-demand and preemptible (Spot, Flex-start)."""
+    try:
+        limits = quota.limits(client, project, region)
+    except (exceptions.GoogleAPICallError, google.auth.exceptions.GoogleAuthError) as error:
+        facts = quota.facts()
+        return [Check("quotas", False, f"not read: {quota.unreadable(error)}",
+                      f"ask for {facts['role']} ({facts['permission']})", warning=True)]
+
+    def said(name: str) -> str:
+        limit = limits.get(name)
+        return "not listed" if limit is None else "unlimited" if limit == quota.UNLIMITED \
+            else str(limit)
+
+    return [Check("quota", True, f"{label}: {standard} "
+                  f"{said(standard)}, preemptible {said(preemptible)}")
+            for label, (standard, preemptible) in quota.offered_metrics(region).items()]
+
+
+def check_default_build_account(builds, project: str, region: str) -> Check:
+    """A build that names no service account runs as the project's default Cloud Build
+    account, without the caller needing to act as it: whoever may submit builds (the
+    researchers) may borrow its roles. This platform's builds always name the builder."""
+    name = "build default"
+    try:
+        found = builds.get_default_service_account(
+            name=f"projects/{project}/locations/{region}/defaultServiceAccount", timeout=30)
+    except exceptions.GoogleAPICallError as error:
+        return Check(name, False, f"Cloud Build did not say: {error.message}",
+                     "ask for roles/cloudbuild.builds.viewer", warning=True)
+    email = found.service_account_email.rsplit("/", 1)[-1]
+    if not email:
+        return Check(name, True, "none: every build must name its service account")
+    for suffix, what in BROAD_BUILD_ACCOUNTS.items():
+        if email.endswith(suffix):
+            return Check(
+                name, False, f"builds that name no account run as {email} ({what}, with "
+                "project-wide roles): anyone who may submit a build can use them",
+                "a platform engineer revokes that account's project roles or disallows "
+                "default build accounts by organisation policy (README, Security model)",
+                warning=True)
+    return Check(name, True, f"builds that name no account run as {email}")
+
+
+def check_act_as(session, service_account: str, endpoint: str = IAM_ENDPOINT,
+                 role: str = "trainer", purpose: str = "run jobs") -> Check:
+    """testIamPermissions on a service account: may the caller act as it (to run jobs as the
+    trainer, or to build images as the builder)?"""
+    name = f"act as {role}"
+    url = f"{endpoint}/v1/projects/-/serviceAccounts/{service_account}:testIamPermissions"
+    response = session.post(url, json={"permissions": [ACT_AS]}, timeout=30)
+    if response.status_code != 200:
+        return Check(name, False, f"IAM answered {response.status_code} for {service_account}",
+                     f"check the {role} service account name (infra outputs)")
+    if ACT_AS not in response.json().get("permissions", []):
+        return Check(name, False, f"you may not act as {service_account}",
+                     "ask to be added to the researchers' group (iam.serviceAccountUser on "
+                     f"the {role} account)")
+    return Check(name, True, f"may {purpose} as {service_account}")
+
+
+def report(checks: Sequence[Check]) -> tuple[str, bool]:
+    lines = []
+    for check in checks:
+        mark = "ok  " if check.ok else "WARN" if check.warning else "FAIL"
+        lines.append(f"{mark} {check.name:<16} {check.detail}")
+        if not check.ok and check.fix:
+            lines.append(f"     {'':<16} fix: {check.fix}")
+    return "\n".join(lines), all(c.ok or c.warning for c in checks)

@@ -1,0 +1,202 @@
+"""Runs side by side: a table, plots (PNG) and one self-contained HTML page.
+
+    table(records)              the text `invoke runs.compare` prints
+    write_report(records, dir)  table.csv, ap_by_step.png, loss_by_step.png,
+                                per_class_ap.png, pr_curve.png and report.html (the plots and
+                                each run's worst validation images embedded, so the page can
+                                be mailed or attached to a review as one file)
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import html
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from launch.features.runs.record import RunRecord
+from launch.plots import embedded, embedded_plots, figure, grouped_bars, html_table, text_table
+from launch.text import spreadsheet_cell
+from trainer.experiments import AP_METRICS, MASK_AP_METRICS, MASK_PREFIX
+from trainer.files import METRICS_DIR
+
+MASK_COLUMNS = MASK_AP_METRICS[:3]  # mask AP, AP50, AP75: when a run shown has masks
+RUN_COLUMNS = ("run", "experiment", "hardware", "steps", "wall time", "cost", "checkpoint")
+PLOTS = {"ap_by_step.png": "AP against step", "loss_by_step.png": "Loss against step",
+         "per_class_ap.png": "AP per class (the checkpoint shown)",
+         "per_class_mask_ap.png": "Mask AP per class (the checkpoint shown)",
+         "pr_curve.png": "Precision against recall at IoU 0.5 (the checkpoint shown)"}
+
+
+def metrics(records: Sequence[RunRecord]) -> tuple[str, ...]:
+    """The metric columns: COCO's box metrics, and the masks' when a run has them."""
+    masks = any(r.shown and MASK_COLUMNS[0] in r.shown.metrics for r in records)
+    return (*AP_METRICS, *(MASK_COLUMNS if masks else ()))
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def row(record: RunRecord, shown_metrics: Sequence[str] = AP_METRICS) -> dict[str, str]:
+    """The run's cells as printed: metrics of the evaluation shown (its best checkpoint's,
+    unless --checkpoint says otherwise), 4 decimals."""
+    shown = record.shown.metrics if record.shown else {}
+    return {"run": record.name, "experiment": record.experiment or "-",
+            "hardware": record.hardware or "-",
+            "steps": "-" if record.steps is None else str(record.steps),
+            "wall time": _duration(record.seconds), "cost": record.cost or "-",
+            "checkpoint": record.shown_as,
+            # COCO's -1: no object of that size to measure
+            **{m: f"{shown[m]:.4f}" if shown.get(m, -1) >= 0 else "-" for m in shown_metrics}}
+
+
+def stops(records: Sequence[RunRecord]) -> list[str]:
+    """`RUN: stopped early at step S: ...` for each run that stopped early."""
+    return [f"{record.name}: {record.stopped}" for record in records if record.stopped]
+
+
+def rows(records: Sequence[RunRecord]) -> tuple[list[dict[str, str]], tuple[str, ...]]:
+    """Each run's cells, and the columns."""
+    shown_metrics = metrics(records)
+    return [row(r, shown_metrics) for r in records], (*RUN_COLUMNS, *shown_metrics)
+
+
+def table(records: Sequence[RunRecord]) -> str:
+    return "\n".join([text_table(*rows(records)), *stops(records)])
+
+
+def _lines(records: Sequence[RunRecord], points: Callable[[RunRecord], list]) -> Callable:
+    def draw(axes) -> bool:
+        drawn = False
+        for record in records:
+            if found := points(record):
+                xs, ys = zip(*found, strict=True)
+                axes.plot(xs, ys, marker="o" if len(xs) < 30 else None, label=record.name)
+                drawn = True
+        return drawn
+    return draw
+
+
+def _per_class(records: Sequence[RunRecord], metric: str) -> Callable:
+    def draw(axes) -> bool:
+        having = [r for r in records if r.shown and
+                  any(metric in values for values in r.shown.per_class.values())]
+        classes = sorted({c for r in having for c in r.shown.per_class})
+        if not classes or not having:
+            return False
+        grouped_bars(axes, classes, [
+            (record.name, [record.shown.per_class.get(c, {}).get(metric, 0.0)
+                           for c in classes])
+            for record in having])
+        axes.set_ylim(0, 1)
+        return True
+    return draw
+
+
+def _pr(record: RunRecord) -> list:
+    curve = record.shown.pr_curve if record.shown else None
+    return list(zip(curve["recall"], curve["precision"], strict=True)) if curve else []
+
+
+def write_plots(records: Sequence[RunRecord], out: Path) -> dict[str, Path]:
+    """The plots that have data, by file name."""
+    out.mkdir(parents=True, exist_ok=True)
+    drawers = {
+        "ap_by_step.png": (_lines(records, lambda r: [(e.step, e.metrics["AP"])
+                                                      for e in r.evaluations
+                                                      if "AP" in e.metrics]), "step", "AP"),
+        "loss_by_step.png": (_lines(records, lambda r: list(r.losses)), "step", "total loss"),
+        "per_class_ap.png": (_per_class(records, "AP"), "class", "AP"),
+        "per_class_mask_ap.png": (_per_class(records, f"{MASK_PREFIX}AP"), "class", "mask AP"),
+        "pr_curve.png": (_lines(records, _pr), "recall", "precision"),
+    }
+    return {name: out / name for name, (draw, x, y) in drawers.items()
+            if figure(draw, out / name, PLOTS[name], x, y)}
+
+
+def write_table(records: Sequence[RunRecord], path: Path) -> None:
+    """Every number at full precision, for spreadsheets."""
+    shown_metrics = metrics(records)
+    with open(path, "w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow([*RUN_COLUMNS[:3], "steps", "seconds", "cost", "step evaluated",
+                         *shown_metrics])
+        for r in records:
+            shown = r.shown.metrics if r.shown else {}
+            writer.writerow([spreadsheet_cell(cell) for cell in (
+                r.name, r.experiment or "", r.hardware or "", r.steps or "", r.seconds or "",
+                r.cost or "", r.shown.step if r.shown else "",
+                *(shown.get(m, "") for m in shown_metrics))])
+
+
+def _worst(record: RunRecord) -> str:
+    """The run's worst validation images (the evaluation shown) with what went wrong."""
+    if not record.shown or not record.shown.worst_images:
+        return "<p>No worst images recorded (evaluated before the report existed?).</p>"
+    eval_dir = (record.path / METRICS_DIR).resolve()
+    cells = []
+    for image in record.shown.worst_images:
+        picture = str(image.get("picture", ""))
+        path = (eval_dir / picture).resolve()
+        if not picture or not path.is_relative_to(eval_dir) or not path.is_file():
+            continue  # a name from the file that points elsewhere is not followed
+        overlap = "mask IoU" if image.get("overlap") == "mask" else "IoU"
+        caption = (f"{image.get('key', '?')}: {image.get('missed', '?')} of "
+                   f"{image.get('objects', '?')} missed, mean {overlap} "
+                   f"{_fraction(image.get('mean_iou'))}, {image.get('extra', '?')} extra")
+        cells.append(f'<figure><img src="{embedded(path, "jpeg")}" alt="">'
+                     f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    return f'<div class="gallery">{"".join(cells)}</div>' if cells else \
+        "<p>The worst images' files are missing.</p>"
+
+
+def _fraction(value) -> str:
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "?"
+
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}
+table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;
+text-align:left}.plots img{max-width:48%}.gallery{display:flex;flex-wrap:wrap;gap:8px}
+figure{margin:0;width:256px}figure img{width:256px}figcaption{font-size:12px}"""
+
+
+def write_html(records: Sequence[RunRecord], plots: dict[str, Path], path: Path) -> None:
+    galleries = "".join(f"<h3>{html.escape(r.name)}</h3>{_worst(r)}" for r in records)
+    said = [f"{r.name}: no evaluation" for r in records if not r.evaluations] + \
+        stops(records)
+    notes = "".join(f"<li>{html.escape(m)}</li>" for m in said)
+    path.write_text(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>Runs compared</title>"
+        f"<style>{STYLE}</style></head><body><h1>Runs compared</h1>"
+        f"{html_table(*rows(records))}"
+        f"{f'<ul>{notes}</ul>' if notes else ''}"
+        f"<h2>Curves</h2><div class='plots'>{embedded_plots(plots, PLOTS)}</div>"
+        f"<h2>Worst validation images</h2><p>White: ground truth; coloured: detections "
+        f"scored 30% or more (and their masks, for a mask experiment). Worst first: objects "
+        f"missed, then poorer boxes (masks, for a mask experiment).</p>{galleries}"
+        "</body></html>\n")
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    table: str
+    directory: Path
+    plots: dict[str, Path]
+
+    def summary(self) -> str:
+        return (f"{self.table}\n\nreport: {self.directory / 'report.html'} "
+                f"({len(self.plots)} plots, table.csv)")
+
+
+def write_report(records: Sequence[RunRecord], out: Path) -> Report:
+    out.mkdir(parents=True, exist_ok=True)
+    plots = write_plots(records, out)
+    write_table(records, out / "table.csv")
+    write_html(records, plots, out / "report.html")
+    return Report(table(records), out, plots)

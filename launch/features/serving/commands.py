@@ -1,0 +1,428 @@
+"""The serving tasks (`model.upload`, `endpoint.*`, `predict --endpoint`, `predict --target
+vertex`): thin adapters between the flags, the specs (registry, endpoints, answers) and
+Vertex AI's clients. Each checks what it can before its first request and says what it did
+in one paragraph."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import fnmatch
+import glob
+import sys
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from google.api_core import exceptions as api_exceptions
+from google.auth.exceptions import GoogleAuthError
+from google.cloud import aiplatform_v1
+
+from launch.context.cloud import Cloud, run_paths, stamp, standard_labels
+from launch.context.places import label_value
+from launch.errors import InputError, MissingError, StepFailed, reason
+from launch.features import workflow
+from launch.features.serving import answers, endpoints, registry
+from launch.stores.gcs import mirror
+from launch.stores.gcs.upload import list_blobs
+from launch.stores.pricing.estimate import ServingCost, known_price
+from launch.stores.pricing.table import PriceTable
+from launch.targets.vertex import lifecycle, submit
+from launch.targets.vertex.costs import machine_hourly
+from launch.targets.vertex.spec import machine_spec
+from launch.values.jobfile import flag_value
+from trainer.data.defaults import MAX_PIXELS
+from trainer.data.label_map import id_to_name, parse_label_map
+from trainer.files import LABEL_MAP_FILE
+from trainer.predict import Detections, ImageRefused, Picture, detect_files
+
+T = TypeVar("T")
+OPERATION_TIMEOUT = 3600.0  # deployments take minutes; uploads seconds
+BATCH_ENDED = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
+               "JOB_STATE_EXPIRED", "JOB_STATE_PARTIALLY_SUCCEEDED")
+
+
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """The project and region every serving call names, and their clients."""
+
+    cloud: Cloud
+    project: str
+    region: str
+
+    @classmethod
+    def of(cls, cloud: Cloud) -> Place:
+        fields = cloud.fields(("project", "region"))
+        return cls(cloud, fields["project"], fields["region"])
+
+    @property
+    def location(self) -> str:
+        return f"projects/{self.project}/locations/{self.region}"
+
+    def models(self):
+        return self.cloud.clients.models(self.region)
+
+    def endpoints(self):
+        return self.cloud.clients.endpoints(self.region)
+
+    def endpoint_name(self, endpoint: str) -> str:
+        if "/" in endpoint:
+            return endpoint
+        if not endpoint.isdigit():
+            raise InputError(f"--endpoint {endpoint!r}: give the endpoint's numeric id (from "
+                             "`invoke endpoint.list`) or its full resource name")
+        return f"{self.location}/endpoints/{endpoint}"
+
+
+# --- Model Registry -------------------------------------------------------------------------
+
+def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
+                 aliases: str = ",".join(registry.DEFAULT_ALIASES), gpu: bool = False,
+                 dry_run: bool = False, container: str | None = None,
+                 today: datetime.date | None = None, checkpoint: str | None = None) -> str:
+    place = Place.of(cloud)
+    choice = workflow.checkpoint_choice(checkpoint, paths=False)
+    wanted = registry.check_aliases(aliases)
+    container = registry.check_container(container or registry.CUSTOM, gpu)
+    if container == registry.PREBUILT:  # Google's, until its end of availability
+        lifecycle.check_offered(registry.prediction_image(place.region, "gpu" if gpu else "cpu"),
+                                today or datetime.date.today())  # before any request
+    paths = run_paths(cloud, run_id)  # a run id is checked before any request
+    candidate = _unless_unreadable(dry_run, f"run {run_id}", "the gate is not checked, and "
+                                   "the model lacks what the run's files give (its experiment's "
+                                   "model id, metrics and labels)",
+                                   lambda: registry.read_candidate(cloud.storage(), paths,
+                                                                   choice))
+    bar = registry.gate(candidate, min_ap50) if candidate else None
+    spec = (registry.custom_container(submit.sources_image(cloud, "serving_image", dry_run))
+            if container == registry.CUSTOM else registry.prebuilt_container(place.region, gpu))
+    model = registry.model_spec(paths, spec, candidate)
+    parent = _unless_unreadable(
+        dry_run, "the Model Registry", "the request uploads a first version",
+        lambda: _existing(place.models(), f"{place.location}/models/{model.display_name}")
+    ) if candidate else None
+    request = registry.upload_request(place.project, place.region, model, parent)
+    passed = (f"run {run_id}: {candidate.gate_metric} {candidate.gated:.3f} at "
+              f"ckpt-{candidate.evaluation.step} clears {bar:.3f} ({candidate.why})"
+              if candidate else f"run {run_id}: not read, not gated")
+    if dry_run:
+        return (f"{passed}\naliases: {', '.join(wanted) or 'none'}\n"
+                + aiplatform_v1.UploadModelRequest.to_json(request))
+    client = place.models()
+    response = client.upload_model(request=request).result(timeout=OPERATION_TIMEOUT)
+    version = f"{response.model}@{response.model_version_id}"
+    if wanted:
+        client.merge_version_aliases(name=version, version_aliases=list(wanted))
+    return (f"{passed}; uploaded as {version} (aliases: {', '.join(wanted) or 'none'}) on "
+            f"{spec.image_uri}\ndeploy it: invoke endpoint.deploy --run-id {run_id}")
+
+
+# A dry run goes on without what it may not read: no credentials, or access refused.
+UNREADABLE = (GoogleAuthError, api_exceptions.Forbidden, api_exceptions.Unauthorized)
+
+
+def _unless_unreadable(dry_run: bool, what: str, meaning: str, read: Callable[[], T]
+                       ) -> T | None:
+    """`read()`; in a dry run that may not read it, None, and a note on stderr saying what the
+    printed request lacks (as a dry run shows images by tag when it cannot pin them)."""
+    try:
+        return read()
+    except UNREADABLE as error:
+        if not dry_run:
+            raise
+        print(f"note: {what} not read ({reason(error, 300)}): {meaning}", file=sys.stderr)
+        return None
+
+
+def _existing(client, name: str) -> aiplatform_v1.Model | None:
+    from google.api_core import exceptions
+
+    try:
+        return client.get_model(name=name)
+    except exceptions.NotFound:
+        return None
+
+
+def run_version(cloud: Cloud, run_id: str) -> aiplatform_v1.Model:
+    """The registry version uploaded from run `run_id` (the newest, if uploaded twice)."""
+    from google.api_core import exceptions
+
+    place, paths = Place.of(cloud), run_paths(cloud, run_id)
+    experiment = registry.experiment_of(cloud.storage(), paths)
+    parent = f"{place.location}/models/{registry.parent_model_id(experiment)}"
+    try:
+        versions = list(place.models().list_model_versions(
+            request={"name": parent, "filter": f'labels.run="{run_id}"'}))
+    except exceptions.NotFound:
+        versions = []
+    if not versions:
+        raise MissingError(f"run {run_id} is not in the Model Registry; upload it with "
+                           f"`invoke model.upload --run-id {run_id}`")
+    return max(versions, key=lambda v: int(v.version_id or 0))
+
+
+# --- Endpoints ------------------------------------------------------------------------------
+
+def price_serving(setup: endpoints.Serving, region: str, max_cost: float | None,
+                  timeout_hours: float | None = None) -> None:
+    """Prints what serving on `setup` costs on stderr (an endpoint: per hour and per month,
+    and at most with autoscaling; a batch job, `timeout_hours` long at most: its bound) and
+    refuses one over --max-cost, before any request."""
+    cost = known_price(lambda: ServingCost(machine_hourly(
+        PriceTable.load(), "prediction", region, machine_spec(setup.machine)),
+        setup.min_replicas, setup.max_replicas, timeout_hours), max_cost)
+    if cost is not None:
+        print("\n".join(cost.lines()), file=sys.stderr, flush=True)
+        cost.refuse_over(max_cost)
+
+
+def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving],
+           endpoint: str | None = None, dry_run: bool = False,
+           max_cost: float | str | None = None) -> str:
+    place = Place.of(cloud)
+    setup = serving(place.region)  # validated before any request
+    price_serving(setup, place.region, flag_value("max_cost", max_cost))
+    version = _unless_unreadable(dry_run, f"run {run_id}'s registered version",
+                                 "the deployed model is left empty and its container unchecked",
+                                 lambda: run_version(cloud, run_id))
+    if version and setup.machine.accelerator and \
+            not registry.serves_on_gpu(version.container_spec):
+        raise InputError(f"{version.name}@{version.version_id} serves on a CPU container "
+                         f"({version.container_spec.image_uri}); upload it with --container "
+                         "prebuilt --gpu to deploy on a GPU")
+    account = cloud.fields(())["serving_service_account"]
+
+    def where() -> tuple[str, dict[str, int]]:
+        """The endpoint (created unless a dry run) and the split with the new version."""
+        target = _endpoint(place.endpoints(), place, endpoint, create=not dry_run)
+        current = dict(target.traffic_split) if target is not None else {}
+        return (target.name if target is not None else f"{place.location}/endpoints/NEW",
+                endpoints.split_with_new(current, setup.traffic))
+
+    name, split = _unless_unreadable(
+        dry_run, "the endpoint", "the traffic split holds only the new version's share",
+        where) or (place.endpoint_name(endpoint) if endpoint else
+                   f"{place.location}/endpoints/NEW", {endpoints.NEW: setup.traffic})
+    request = aiplatform_v1.DeployModelRequest(
+        endpoint=name, deployed_model=endpoints.deployed_model(
+            f"{version.name}@{version.version_id}" if version else "", setup, account,
+            label_value(run_id)),
+        traffic_split=split)
+    if dry_run:
+        return aiplatform_v1.DeployModelRequest.to_json(request)
+    deployed = place.endpoints().deploy_model(request=request).result(
+        timeout=OPERATION_TIMEOUT).deployed_model
+    shares = ", ".join(f"{deployed.id if k == endpoints.NEW else k}: {v}%"
+                       for k, v in split.items())
+    return (f"deployed run {run_id} ({version.name}@{version.version_id}) to {name} "
+            f"as {deployed.id} on {setup.machine.describe()}, {setup.min_replicas}-"
+            f"{setup.max_replicas} replicas; traffic {shares}\n"
+            f"predict: invoke predict --endpoint {name.rsplit('/', 1)[-1]} "
+            "--images 'DIR/*.jpg'")
+
+
+def _endpoint(client, place: Place, endpoint: str | None, create: bool):
+    """The named endpoint, or ours by display name (created when missing and `create`)."""
+    from google.api_core import exceptions
+
+    if endpoint:
+        name = place.endpoint_name(endpoint)
+        try:
+            return client.get_endpoint(name=name)
+        except exceptions.NotFound:
+            raise MissingError(f"endpoint {name} does not exist; `invoke endpoint.list` "
+                               "shows ours") from None
+    found = list(client.list_endpoints(request={
+        "parent": place.location, "filter": f'display_name="{endpoints.DEFAULT_ENDPOINT}"'}))
+    if found:
+        return found[0]
+    if not create:
+        return None
+    return client.create_endpoint(parent=place.location, endpoint=aiplatform_v1.Endpoint(
+        display_name=endpoints.DEFAULT_ENDPOINT, labels=standard_labels())).result(
+        timeout=OPERATION_TIMEOUT)
+
+
+def list_endpoints(cloud: Cloud) -> str:
+    place = Place.of(cloud)
+    rows = []
+    for endpoint in place.endpoints().list_endpoints(parent=place.location):
+        rows.append(f"{endpoint.name.rsplit('/', 1)[-1]}  {endpoint.display_name}")
+        for deployed in endpoint.deployed_models:
+            resources = deployed.dedicated_resources
+            rows.append(f"  {deployed.id}  {deployed.model.rsplit('/', 1)[-1]}  "
+                        f"{endpoint.traffic_split.get(deployed.id, 0)}%  "
+                        f"{resources.machine_spec.machine_type} x "
+                        f"{resources.min_replica_count}-{resources.max_replica_count}  "
+                        f"({deployed.display_name})")
+    return "\n".join(rows) or f"no endpoints in {place.location}"
+
+
+def undeploy(cloud: Cloud, endpoint: str, deployed_model_id: str) -> str:
+    place = Place.of(cloud)
+    client = place.endpoints()
+    target = _endpoint(client, place, endpoint, create=False)
+    ids = {d.id for d in target.deployed_models}
+    if deployed_model_id not in ids:
+        raise InputError(f"{target.name} has no deployed model {deployed_model_id!r}; it has "
+                         f"{', '.join(sorted(ids)) or 'none'}")
+    split = endpoints.split_without(dict(target.traffic_split), deployed_model_id)
+    client.undeploy_model(request=aiplatform_v1.UndeployModelRequest(
+        endpoint=target.name, deployed_model_id=deployed_model_id, traffic_split=split)
+    ).result(timeout=OPERATION_TIMEOUT)
+    shares = ", ".join(f"{k}: {v}%" for k, v in split.items()) or "nothing deployed"
+    return f"undeployed {deployed_model_id} from {target.name}; traffic {shares}"
+
+
+# --- Predictions ----------------------------------------------------------------------------
+
+def _label_names(cloud: Cloud, artifact_uri: str) -> dict[int, str]:
+    """The label map exported beside a model, so reports name the classes."""
+    from google.api_core import exceptions
+
+    where = mirror.GcsPath.parse(artifact_uri)
+    try:
+        text = cloud.storage().bucket(where.bucket).blob(
+            f"{where.prefix}/{LABEL_MAP_FILE}").download_as_bytes(start=0, end=1 << 20)
+        return id_to_name(parse_label_map(text.decode()))
+    except (exceptions.NotFound, ValueError):
+        return {}
+
+
+def _report(cloud: Cloud, detector, names, model: str, images: str, output_dir: str,
+            min_score: float, max_pixels: int) -> str:
+    client = cloud.storage() if mirror.is_gcs(images) or mirror.is_gcs(output_dir) else None
+    paths = sorted(glob.glob(workflow.stage_images(client, images)))
+    if not paths:
+        raise InputError(f"no image matches {images}")
+    detect_files(detector, names, model, paths, str(workflow.predictions_dir(output_dir)),
+                 min_score, max_pixels)
+    return workflow.publish_predictions(client, output_dir)
+
+
+def predict_online(cloud: Cloud, endpoint: str, images: str, output_dir: str,
+                   min_score: float, max_pixels: int = MAX_PIXELS) -> str:
+    place = Place.of(cloud)
+    target = _endpoint(place.endpoints(), place, endpoint, create=False)
+    if not target.deployed_models:
+        raise MissingError(f"{target.name} has no deployed model; `invoke endpoint.deploy`")
+    busiest = max(target.traffic_split.items(), key=lambda item: item[1], default=(None, 0))[0]
+    deployed = next((d for d in target.deployed_models if d.id == busiest),
+                    target.deployed_models[0])
+    model = place.models().get_model(name=deployed.model)
+    detector = answers.endpoint_detector(cloud.clients.prediction(place.region), target.name)
+    return _report(cloud, detector, _label_names(cloud, model.artifact_uri), target.name,
+                   images, output_dir, min_score, max_pixels)
+
+
+def batch_inputs(storage, images: str) -> list[str]:
+    """The gs:// files a glob names (`gs://BUCKET/DIR/*.jpg`: DIR's own files, as a local
+    glob matches them)."""
+    folder, _, pattern = images.rpartition("/")
+    where = mirror.GcsPath.parse(folder)
+    if not pattern or pattern in (".", ".."):
+        raise InputError(f"--images {images!r}: end it with a file pattern, e.g. "
+                         "gs://BUCKET/DIR/*.jpg")
+    uris = []
+    for blob in list_blobs(storage, where.bucket, where.prefix, delimiter="/"):
+        name = blob.name.removeprefix(f"{where.prefix}/")
+        # a file list is one URI a line: a name that would break a line is not sent
+        if fnmatch.fnmatchcase(name, pattern) and not any(c in name for c in "\r\n/"):
+            uris.append(f"gs://{where.bucket}/{blob.name}")
+    if not uris:
+        raise InputError(f"no object matches {images}")
+    return uris
+
+
+def batch_job(version: aiplatform_v1.Model, inputs: str, output_prefix: str,
+              setup: endpoints.Serving, service_account: str | None, run_id: str,
+              stamp: str) -> aiplatform_v1.BatchPredictionJob:
+    """A batch prediction over a file list: Vertex AI sends each file as `{"b64": ...}`."""
+    return aiplatform_v1.BatchPredictionJob(
+        display_name=f"pets-batch-{run_id}-{stamp}"[:128],
+        model=f"{version.name}@{version.version_id}",
+        input_config=aiplatform_v1.BatchPredictionJob.InputConfig(
+            instances_format="file-list",
+            gcs_source=aiplatform_v1.GcsSource(uris=[inputs])),
+        output_config=aiplatform_v1.BatchPredictionJob.OutputConfig(
+            predictions_format="jsonl",
+            gcs_destination=aiplatform_v1.GcsDestination(output_uri_prefix=output_prefix)),
+        dedicated_resources=aiplatform_v1.BatchDedicatedResources(
+            machine_spec=machine_spec(setup.machine), starting_replica_count=setup.min_replicas,
+            max_replica_count=setup.max_replicas),
+        service_account=service_account or "",
+        labels={**standard_labels(), "run": run_id})
+
+
+def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None,
+                  min_score: float, serving: Callable[[str], endpoints.Serving],
+                  poll_seconds: float = 30.0, say: Callable[[str], None] = print,
+                  timeout_hours: float | str | None = None,
+                  max_cost: float | str | None = None, max_pixels: int = MAX_PIXELS) -> str:
+    place = Place.of(cloud)
+    setup = serving(place.region)
+    if not mirror.is_gcs(images):
+        raise InputError(f"--images {images!r}: batch prediction reads the bucket; upload "
+                         "the images and pass gs://BUCKET/DIR/*.jpg (or predict locally)")
+    timeout_hours = flag_value("timeout_hours", timeout_hours)  # a job's, checked the same way
+    price_serving(setup, place.region, flag_value("max_cost", max_cost), timeout_hours)
+    storage, paths = cloud.storage(), run_paths(cloud, run_id)
+    version = run_version(cloud, run_id)
+    uris = batch_inputs(storage, images)
+    started = stamp()
+    work = f"{paths.root}/batch/{started}"
+    where = mirror.GcsPath.parse(work)
+    storage.bucket(where.bucket).blob(f"{where.prefix}/inputs.txt").upload_from_string(
+        "".join(f"{uri}\n" for uri in uris))
+    jobs = cloud.clients.jobs(place.region)
+    job = jobs.create_batch_prediction_job(parent=place.location, batch_prediction_job=batch_job(
+        version, f"{work}/inputs.txt", f"{work}/", setup,
+        cloud.fields(())["serving_service_account"], run_id, started))
+    say(f"batch prediction {job.name}: {len(uris)} image(s) with "
+        f"{version.name}@{version.version_id}")
+    job = _wait_batch(jobs, job.name, poll_seconds, say, timeout_hours)
+    if job.state.name not in ("JOB_STATE_SUCCEEDED", "JOB_STATE_PARTIALLY_SUCCEEDED"):
+        raise StepFailed(f"batch prediction {job.name} ended {job.state.name}: "
+                         f"{job.error.message or 'see its logs in the console'}")
+    if not job.output_info.gcs_output_directory:
+        raise StepFailed(f"batch prediction {job.name} wrote no results")
+    found, errors = _read_results(storage, job.output_info.gcs_output_directory)
+    by_mirror = {str(mirror.GcsPath.parse(uri).mirror()): uri for uri in uris}
+
+    def detect(picture: Picture) -> Detections:
+        uri = by_mirror.get(picture.path, picture.path)
+        if uri in found:
+            return found[uri]
+        raise ImageRefused(errors.get(uri, "the batch job returned no prediction for it"))
+
+    return _report(cloud, detect, _label_names(cloud, version.artifact_uri), job.name, images,
+                   output_dir or f"{paths.root}/predictions/{started}", min_score, max_pixels)
+
+
+def _wait_batch(client, name: str, poll_seconds: float, say, timeout_hours: float
+                ) -> aiplatform_v1.BatchPredictionJob:
+    """Polls until the job ends; cancels it at `timeout_hours` (a batch job has no timeout
+    of its own, so this is what bounds its cost while the task waits)."""
+    state, deadline, cancelled = None, time.monotonic() + timeout_hours * 3600, False
+    while True:
+        job = client.get_batch_prediction_job(name=name)
+        if job.state.name != state:
+            state = job.state.name
+            say(f"  {state.removeprefix('JOB_STATE_').lower()}")
+        if state in BATCH_ENDED:
+            return job
+        if not cancelled and time.monotonic() >= deadline:
+            client.cancel_batch_prediction_job(name=name)
+            cancelled = True
+            say(f"  cancelling: {timeout_hours:g} h (--timeout-hours) have passed")
+        time.sleep(poll_seconds)
+
+
+def _read_results(storage, directory: str) -> tuple[dict[str, Detections], dict[str, str]]:
+    where = mirror.GcsPath.parse(directory)
+    lines = []
+    for blob in list_blobs(storage, where.bucket, where.prefix):
+        if blob.name.rsplit("/", 1)[-1].startswith(("prediction.results-",
+                                                     "prediction.errors_stats-")):
+            lines += blob.download_as_text().splitlines()
+    return answers.batch_results(lines)

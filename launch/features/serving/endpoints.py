@@ -1,0 +1,89 @@
+"""Endpoints as data: the DeployedModel a deployment asks for, and the traffic splits that
+move traffic onto a new version and off an undeployed one (no API calls here)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from google.cloud import aiplatform_v1
+
+from launch.errors import InputError
+from launch.targets.vertex.hardware import Machine, catalogue, resolve_machine
+from launch.targets.vertex.spec import machine_spec
+from launch.values.resources import Accelerator
+
+DEFAULT_ENDPOINT = "pets-detector"  # display name of the endpoint `deploy` creates
+MAX_REPLICAS = 100
+NEW = "0"  # a DeployModelRequest's traffic split names the model being deployed "0"
+
+
+@dataclasses.dataclass(frozen=True)
+class Serving:
+    """What a deployment runs on: checked before any request."""
+
+    machine: Machine
+    min_replicas: int = 1
+    max_replicas: int = 1
+    traffic: int = 100  # percent of the endpoint's requests the new version answers
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_replicas <= self.max_replicas <= MAX_REPLICAS:
+            raise InputError(f"replicas: need 1 <= --min-replicas ({self.min_replicas}) <= "
+                             f"--max-replicas ({self.max_replicas}) <= {MAX_REPLICAS}")
+        if not 0 <= self.traffic <= 100:
+            raise InputError(f"--traffic is a percentage, 0 to 100, got {self.traffic}")
+
+    @classmethod
+    def from_flags(cls, region: str, machine_type: str | None, accelerator: str | None,
+                   min_replicas: int, max_replicas: int, traffic: int) -> Serving:
+        """The serving machine (by default the catalogue's), checked against `region`."""
+        machine_type = machine_type or catalogue()["prediction_containers"]["default_machine"]
+        machine = resolve_machine(
+            region=region, machine_type=machine_type,
+            accelerator=Accelerator.parse(accelerator) if accelerator else None)
+        if machine.is_tpu:
+            raise InputError(f"--machine-type {machine_type}: endpoints here serve on CPU or "
+                             "GPU machines (e.g. n1-standard-4, or g2-standard-4 with "
+                             "--accelerator NVIDIA_L4:1)")
+        return cls(machine, min_replicas, max_replicas, traffic)
+
+
+def deployed_model(model_version: str, serving: Serving, service_account: str | None,
+                   display_name: str) -> aiplatform_v1.DeployedModel:
+    return aiplatform_v1.DeployedModel(
+        model=model_version, display_name=display_name,
+        service_account=service_account or "",
+        dedicated_resources=aiplatform_v1.DedicatedResources(
+            machine_spec=machine_spec(serving.machine), min_replica_count=serving.min_replicas,
+            max_replica_count=serving.max_replicas))
+
+
+def _shares(weights: dict[str, int], total: int) -> dict[str, int]:
+    """`total` percent shared in proportion to `weights`, in whole percents (largest
+    remainders), so the split always adds up."""
+    if not weights:
+        return {}
+    whole = sum(weights.values())
+    if whole == 0:  # nothing had traffic: share evenly
+        weights, whole = dict.fromkeys(weights, 1), len(weights)
+    exact = {k: total * w / whole for k, w in weights.items()}
+    shares = {k: int(v) for k, v in exact.items()}
+    for key in sorted(exact, key=lambda k: exact[k] - shares[k], reverse=True)[
+            :total - sum(shares.values())]:
+        shares[key] += 1
+    return shares
+
+
+def split_with_new(current: dict[str, int], traffic: int) -> dict[str, int]:
+    """The new version gets `traffic` percent; the versions deployed now share the rest as
+    they shared it before."""
+    if not current and traffic != 100:
+        raise InputError(f"--traffic {traffic}: nothing is deployed on this endpoint to share "
+                         "the rest with; deploy with --traffic 100")
+    return {NEW: traffic, **_shares(current, 100 - traffic)} if current else {NEW: 100}
+
+
+def split_without(current: dict[str, int], removed: str) -> dict[str, int]:
+    """The undeployed version's traffic goes to the others, as they share it now."""
+    rest = {k: v for k, v in current.items() if k != removed}
+    return _shares(rest, 100)

@@ -1,0 +1,283 @@
+"""Model Registry: a trained run becomes a version of its experiment's Vertex AI Model, and
+only when its final evaluation clears the gate.
+
+A run's versions share one parent Model per experiment (`pets-retinanet-mobilenet`), so the
+registry shows a model's history; each version carries its run, experiment and final COCO
+metrics as labels, and aliases (`candidate`, `default`) that deployments can name. A version
+serves on our TF Serving image (`custom`, the Vertex AI contract of serving/contract.py) or on
+Vertex AI's prebuilt TensorFlow container (`prebuilt`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from google.cloud import aiplatform_v1
+
+from launch.context.places import RunPaths, label_value
+from launch.errors import InputError, MissingError
+from launch.stores.gcs import mirror
+from launch.stores.gcs.upload import list_blobs, read_json
+from launch.targets.vertex.hardware import catalogue, multi_region
+from serving import contract
+from trainer import best, jsonnum
+from trainer.experiments import AP_METRICS, EXPERIMENTS, MASK_AP_METRICS
+from trainer.files import (
+    EXPORT_INFO_FILE,
+    MAX_RUN_JSON_BYTES,
+    METRICS_DIR,
+    METRICS_FILE,
+    RUN_FILE,
+    RUNS_PREFIX,
+    metrics_file,
+)
+
+CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")
+EVALUATION = re.compile(f"{METRICS_DIR}/{METRICS_FILE.pattern}")
+ALIAS = re.compile(r"[a-z][a-z0-9-]{0,127}")
+DEFAULT_ALIASES = ("candidate",)
+UPLOAD_TIMEOUT = 1800.0
+
+
+class GateError(InputError):
+    """A run whose evaluation does not allow it into the registry."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    step: int
+    metrics: dict[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """What the gate read about a run: everything the Model spec needs."""
+
+    run: RunPaths
+    experiment: str
+    evaluation: Evaluation
+    export: dict  # the artifact's export.json
+    why: str = ""  # why this checkpoint (the best, the newest, the one asked for)
+
+    @property
+    def gate_metric(self) -> str:
+        return EXPERIMENTS[self.experiment].gate_metric
+
+    @property
+    def gated(self) -> float:
+        """The value the gate judges: its experiment's AP50, of the boxes or of the masks."""
+        return self.evaluation.metrics[self.gate_metric]
+
+
+def parent_model_id(experiment: str) -> str:
+    """Model ids: lowercase letters, digits and '-' (underscores are not allowed)."""
+    return label_value(experiment).replace("_", "-")
+
+
+CUSTOM, PREBUILT = "custom", "prebuilt"  # --container
+
+
+def check_container(container: str, gpu: bool) -> str:
+    """--container, and whether --gpu fits it (our image serves on CPUs only)."""
+    if container not in (CUSTOM, PREBUILT):
+        raise InputError(f"--container {container[:40]!r}: give {CUSTOM} (our TF Serving image, "
+                         f"at the trainer's TensorFlow; the default) or {PREBUILT} (Vertex AI's "
+                         "prebuilt TensorFlow container)")
+    if gpu and container == CUSTOM:
+        raise InputError("--gpu: our serving image runs TF Serving on CPUs; for a GPU, pass "
+                         f"--container {PREBUILT} --gpu (Vertex AI's tf2-gpu container)")
+    return container
+
+
+def custom_container(image: str) -> aiplatform_v1.ModelContainerSpec:
+    """Our serving image, with the port and routes its entrypoint serves (the contract)."""
+    return aiplatform_v1.ModelContainerSpec(
+        image_uri=image, ports=[aiplatform_v1.Port(container_port=contract.HTTP_PORT)],
+        predict_route=contract.predict_route(), health_route=contract.health_route())
+
+
+def prebuilt_container(region: str, gpu: bool) -> aiplatform_v1.ModelContainerSpec:
+    """Vertex AI's TensorFlow container: it needs no port or routes."""
+    return aiplatform_v1.ModelContainerSpec(
+        image_uri=prediction_image(region, "gpu" if gpu else "cpu"))
+
+
+def serves_on_gpu(container: aiplatform_v1.ModelContainerSpec) -> bool:
+    return "/tf2-gpu." in container.image_uri
+
+
+def prediction_image(region: str, device: str = "cpu") -> str:
+    containers = catalogue()["prediction_containers"]
+    return containers["image"].format(geo=multi_region(region), device=device,
+                                      version=containers["tensorflow"][0].replace(".", "-"))
+
+
+def check_aliases(text: str) -> tuple[str, ...]:
+    aliases = tuple(a.strip() for a in text.split(",") if a.strip())
+    for alias in aliases:
+        if not ALIAS.fullmatch(alias):
+            raise InputError(f"--aliases: {alias!r} is not a version alias (a lowercase "
+                             "letter, then letters, digits or '-')")
+    return aliases
+
+
+def _final(step_of, names: list[str], pattern: re.Pattern) -> int | None:
+    steps = [int(m.group(1)) for name in names if (m := pattern.fullmatch(step_of(name)))]
+    return max(steps) if steps else None
+
+
+def read_candidate(storage, run: RunPaths, choice: best.Choice = best.DEFAULT_CHOICE
+                   ) -> Candidate:
+    """The run's checkpoint `choice` names (the best it keeps, else its newest), its
+    evaluation and its exported model, which must be of that checkpoint, from the bucket.
+    Every value is checked: these files are written by jobs, not by us."""
+    prefix = f"{RUNS_PREFIX}/{run.run_id}"
+    names = [blob.name for blob in list_blobs(storage, run.bucket, f"{prefix}/checkpoints")]
+    relative = lambda name: name.removeprefix(f"{prefix}/checkpoints/")  # noqa: E731
+    final = _final(relative, names, CHECKPOINT)
+    if final is None:
+        raise MissingError(f"run {run.run_id} has no checkpoint in {run.checkpoints}; train it "
+                           "with `invoke train --target vertex --run-id "
+                           f"{run.run_id}`")
+    step, why = _chosen(storage, run, choice, final, {
+        int(m[1]) for name in names if (m := CHECKPOINT.fullmatch(relative(name)))})
+    evaluated = {int(m[1]) for name in names if (m := EVALUATION.fullmatch(relative(name)))}
+    if step not in evaluated:
+        newest = f"ckpt-{max(evaluated)}" if evaluated else "none"
+        fix = (f"evaluate it with `invoke eval --target vertex --run-id {run.run_id} --once`"
+               if step == final else "choose an evaluated one with --checkpoint")
+        raise GateError(f"run {run.run_id}'s checkpoint ckpt-{step} ({why}) has no evaluation "
+                        f"(newest: {newest}); {fix}")
+    result = _json(storage, run, f"checkpoints/{METRICS_DIR}/{metrics_file(step)}")
+    export = _json(storage, run, f"model/{EXPORT_INFO_FILE}")
+    reexport = (f"`invoke export --run-id {run.run_id} --checkpoint "
+                f"{choice if choice.kind == 'step' else choice.kind} --output-dir {run.model} "
+                "--default-signature bytes`")
+    if export.get("default_signature") != "bytes":
+        raise GateError(f"{run.model} answers uint8 pixels by default; Vertex AI's container "
+                        f"calls serving_default with encoded files: re-export it with {reexport}")
+    if export.get("checkpoint") != f"ckpt-{step}":
+        held = str(export.get("checkpoint"))[:40]
+        raise GateError(f"{run.model} was exported from {held}, not ckpt-{step} ({why}): "
+                        f"export that checkpoint there with {reexport}")
+    experiment = experiment_of(storage, run)
+    return Candidate(run, experiment, Evaluation(step, _metrics(result.get("metrics"),
+                                                                 experiment)), export, why)
+
+
+def _chosen(storage, run: RunPaths, choice: best.Choice, final: int, saved: set[int]
+            ) -> tuple[int, str]:
+    """The step `choice` names in the run, and why, in words."""
+    if choice.kind == best.LATEST:
+        return final, "the newest, as asked"
+    kept = mirror.read_best(storage, run.checkpoints)
+    if choice.kind == "step":
+        if choice.step not in saved and not (kept and kept.step == choice.step):
+            raise MissingError(f"run {run.run_id} has no checkpoint ckpt-{choice.step} (the "
+                               f"newest is ckpt-{final}); `invoke runs.compare --run "
+                               f"{run.run_id}` shows its evaluations")
+        return choice.step, "as asked"
+    if kept is None:
+        return final, "the newest: the run keeps no best checkpoint (best/best.json)"
+    return kept.step, f"the best, {kept.describe()}"
+
+
+def experiment_of(storage, run: RunPaths) -> str:
+    """The experiment the run's run.json names, one of ours (its Model is named after it)."""
+    experiment = _json(storage, run, f"checkpoints/{RUN_FILE}").get("experiment")
+    if not isinstance(experiment, str) or experiment not in EXPERIMENTS:
+        raise GateError(f"run {run.run_id} names experiment {str(experiment)[:100]!r}, not "
+                        "one of ours")
+    return experiment
+
+
+def _json(storage, run: RunPaths, path: str) -> dict:
+    """A run file the jobs wrote (`path` below the run), through the one bounded reader."""
+    name = f"{RUNS_PREFIX}/{run.run_id}/{path}"
+    try:
+        value = read_json(storage, run.bucket, name, MAX_RUN_JSON_BYTES)
+    except jsonnum.JsonError as error:
+        raise GateError(str(error)) from None
+    if value is None:
+        raise MissingError(f"gs://{run.bucket}/{name} is missing; is the run id right?")
+    if not isinstance(value, dict):
+        raise GateError(f"gs://{run.bucket}/{name} is not a JSON object")
+    return value
+
+
+def labelled(experiment: str) -> tuple[str, ...]:
+    """The metrics a version's labels carry: COCO AP, AP50 and AP75 of the boxes, and of the
+    masks for an experiment gated on its masks."""
+    names = ("AP", "AP50", "AP75")
+    gate_metric = EXPERIMENTS[experiment].gate_metric
+    return (*names, *(m for m in MASK_AP_METRICS[:3] if gate_metric in MASK_AP_METRICS))
+
+
+def _metrics(found, experiment: str) -> dict[str, float]:
+    """COCO metrics are numbers in [-1, 1] (-1: no object of that size); anything else is
+    not a metric and fails the gate rather than reaching a label."""
+    if not isinstance(found, dict):
+        raise GateError("the evaluation has no metrics")
+    metrics = {}
+    for name in dict.fromkeys((*AP_METRICS, *labelled(experiment),
+                               EXPERIMENTS[experiment].gate_metric)):
+        value = jsonnum.number(found.get(name))
+        if value is None or not -1 <= value <= 1:
+            raise GateError(f"the evaluation's {name} is {str(found.get(name))[:40]}, not a "
+                            "COCO metric")
+        metrics[name] = value
+    return metrics
+
+
+def gate(candidate: Candidate, min_ap50: float | None) -> float:
+    """The bar this run's gate metric (its experiment's AP50: of the boxes, or of the masks)
+    must reach: --min-ap50, else its experiment's."""
+    bar = EXPERIMENTS[candidate.experiment].min_ap50 if min_ap50 is None else min_ap50
+    if candidate.gated < bar:
+        source = "--min-ap50" if min_ap50 is not None else \
+            f"the default of {candidate.experiment}"
+        raise GateError(f"run {candidate.run.run_id} is not uploaded: its "
+                        f"{candidate.gate_metric} is {candidate.gated:.3f} at "
+                        f"ckpt-{candidate.evaluation.step} ({candidate.why}), "
+                        f"below {bar:.3f} ({source}); train longer, or pass --min-ap50 to "
+                        "accept it")
+    return bar
+
+
+def model_spec(run: RunPaths, container: aiplatform_v1.ModelContainerSpec,
+               candidate: Candidate | None) -> aiplatform_v1.Model:
+    """The Model version: the run's SavedModel on `container`, named and labelled by what the
+    gate read (None: a dry run that could not read the run, whose request lacks those)."""
+    model = aiplatform_v1.Model(artifact_uri=run.model, container_spec=container,
+                                labels={"run": run.run_id})  # as the run's jobs are labelled
+    if candidate is None:
+        return model
+    metrics = candidate.evaluation.metrics
+    shown = labelled(candidate.experiment)
+    summary = ", ".join(f"{k} {metrics[k]:.4f}" for k in shown)
+    model.display_name = parent_model_id(candidate.experiment)
+    model.description = EXPERIMENTS[candidate.experiment].description
+    model.version_description = (f"run {run.run_id}, ckpt-{candidate.evaluation.step}: "
+                                 f"{summary}")
+    model.labels.update({"experiment": label_value(candidate.experiment),
+                         "step": str(candidate.evaluation.step),
+                         **{label_value(k): _metric_label(metrics[k])
+                            for k in shown}})
+    return model
+
+
+def _metric_label(value: float) -> str:
+    """0.8352 -> "0_8352": label values allow no '.'."""
+    return f"{value:.4f}".replace(".", "_").replace("-", "minus")
+
+
+def upload_request(project: str, region: str, model: aiplatform_v1.Model,
+                   parent: aiplatform_v1.Model | None) -> aiplatform_v1.UploadModelRequest:
+    """A new version of `parent`, or the first version of the experiment's Model."""
+    location = f"projects/{project}/locations/{region}"
+    if parent is not None:
+        return aiplatform_v1.UploadModelRequest(parent=location, parent_model=parent.name,
+                                                model=model)
+    return aiplatform_v1.UploadModelRequest(parent=location, model=model,
+                                            model_id=model.display_name)

@@ -1,0 +1,249 @@
+"""Local workflows behind the invoke tasks: train, evaluate, export, predict and the demo."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from launch.errors import InputError, StepFailed
+from launch.stores.gcs import mirror
+from launch.stores.gcs.upload import upload_directory
+from launch.targets.local.processes import run_job
+from launch.values import jobs
+from launch.values.resources import DEFAULT_RESOURCES, Resources
+from trainer import best, jsonnum
+from trainer.args import ConvertArgs, ExportArgs, PredictArgs, SampleArgs
+from trainer.data import pets
+from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
+from trainer.errors import SettingsError
+from trainer.experiments import MASK_DEMO_EXPERIMENT, default_train_steps
+from trainer.files import (
+    DETECTIONS_FILE,
+    MAX_RUN_JSON_BYTES,
+    METRICS_DIR,
+    METRICS_FILE,
+    SAMPLE_COCO_FILE,
+)
+
+DEMO_PREDICT_IMAGES = 6
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+def train(run: jobs.TrainingRun, resources: Resources = DEFAULT_RESOURCES,
+          export_dir: str | None = None) -> None:
+    job = jobs.train_job(run, resources, export_dir)
+    run_job(job, run.steps or default_train_steps(run.experiment))
+
+
+def evaluate(run: jobs.TrainingRun, continuous: bool, idle_timeout: float | None = None) -> None:
+    run_job(jobs.eval_job(run, continuous, idle_timeout))
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportChoices:
+    """`invoke export`'s options, checked as `ExportArgs` (by `export`, before anything is
+    staged)."""
+
+    max_detections: int | None = None
+    min_score: float | None = None
+    format: str = "saved_model"
+    quantize: str | None = None
+    default_signature: str = "uint8"
+    calibration_data: str | None = None
+
+
+def checkpoint_choice(text: str | None, paths: bool = True) -> best.Choice:
+    """`--checkpoint` (best, latest, a step, ckpt-N; a prefix where `paths`), checked."""
+    try:
+        return best.Choice.parse(text, paths=paths)
+    except SettingsError as error:
+        raise InputError(str(error)) from None
+
+
+def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
+           storage_client: Callable[[], object] | None = None,
+           options: ExportChoices = ExportChoices()) -> str:
+    """Exports a SavedModel or a .tflite of the checkpoint `checkpoint` names (default: the
+    run's best, else its newest); a gs:// model directory is staged first (the run files and
+    that checkpoint) and a gs:// output directory is uploaded after exporting locally."""
+    choice = checkpoint_choice(checkpoint, paths=not mirror.is_gcs(model_dir))
+    args = ExportArgs(model_dir, str(_local(output_dir)),
+                      None if choice == best.DEFAULT_CHOICE else str(choice),
+                      **dataclasses.asdict(options))
+    try:
+        args.check()  # the export's own check, before a checkpoint is staged
+    except SettingsError as error:
+        raise InputError(str(error)) from None
+    client = _client_if_remote(storage_client, model_dir, output_dir)
+    if mirror.is_gcs(model_dir):
+        args = dataclasses.replace(args, model_dir=str(mirror.stage_checkpoint(
+            client, model_dir, choice)))
+    run_job(jobs.tool_job(args))
+    return _publish(client, output_dir)
+
+
+def pixel_cap(max_pixels: int | None) -> int:
+    """`predict --max-pixels` (default: the converter's cap), checked by the converter's rule
+    before any image is read or sent."""
+    cap = MAX_PIXELS if max_pixels is None else max_pixels
+    if problem := max_pixels_problem(cap):
+        raise InputError(problem)
+    return cap
+
+
+def predict(model: str, images: str, output_dir: str, min_score: float | None = None,
+            storage_client: Callable[[], object] | None = None,
+            max_pixels: int = MAX_PIXELS) -> str:
+    """Detects with a SavedModel; gs:// models and image directories are staged first, and a
+    gs:// output directory is uploaded."""
+    client = _client_if_remote(storage_client, model, images, output_dir)
+    if mirror.is_gcs(model):
+        model = str(mirror.stage_directory(client, model))
+    local_out = _local(output_dir)
+    run_job(jobs.tool_job(PredictArgs(model, stage_images(client, images), str(local_out),
+                                      max_pixels=max_pixels,
+                                      **({} if min_score is None else {"min_score": min_score}))))
+    return publish_predictions(client, output_dir)
+
+
+def stage_images(client, images: str) -> str:
+    """A gs://BUCKET/DIR/PATTERN glob -> the same pattern in DIR's local mirror."""
+    if not mirror.is_gcs(images):
+        return images
+    folder, _, pattern = images.rpartition("/")
+    if pattern in ("", ".", ".."):
+        raise mirror.UnsafePathError(f"{images!r}: end the URL with a file pattern, e.g. "
+                                     "gs://BUCKET/DIR/*.jpg")
+    return f"{mirror.stage_directory(client, folder)}/{pattern}"
+
+
+def predictions_dir(output_dir: str) -> Path:
+    """Where predictions are written first: `output_dir`, or a gs:// one's mirror."""
+    return _local(output_dir)
+
+
+def publish_predictions(client, output_dir: str) -> str:
+    """Uploads a gs:// `output_dir` from its mirror, its report naming the bucket's files."""
+    if client is not None:
+        report = _local(output_dir) / DETECTIONS_FILE
+        report.write_text(json.dumps(mirror.mirrored_to_urls(
+            json.loads(report.read_text())), indent=2) + "\n")
+    return _publish(client, output_dir)
+
+
+def _client_if_remote(factory: Callable[[], object] | None, *paths: str):
+    if not any(map(mirror.is_gcs, paths)):
+        return None
+    if factory is None:
+        raise InputError(f"{' '.join(paths)}: gs:// paths need cloud settings")
+    return factory()
+
+
+def _local(path: str) -> Path:
+    """A gs:// output is written to its local mirror first."""
+    return mirror.GcsPath.parse(path).mirror() if mirror.is_gcs(path) \
+        else Path(path)
+
+
+def _publish(client, output_dir: str) -> str:
+    if mirror.is_gcs(output_dir):
+        where = mirror.GcsPath.parse(output_dir)
+        upload_directory(client, where.bucket, where.mirror(), where.prefix)
+    return output_dir
+
+
+def latest_metrics(model_dir: str) -> dict:
+    """The newest evaluation results written by the trainer (eval/ckpt-N.json)."""
+    found = {int(match[1]): path for path in Path(model_dir, METRICS_DIR).glob("ckpt-*.json")
+             if (match := METRICS_FILE.fullmatch(path.name))}
+    if not found:
+        raise StepFailed(f"no evaluation results in {model_dir}/{METRICS_DIR}")
+    try:
+        metrics = jsonnum.read_file(found[max(found)], MAX_RUN_JSON_BYTES)
+    except jsonnum.JsonError as error:
+        raise StepFailed(str(error)) from None
+    if not isinstance(metrics, dict):
+        raise StepFailed(f"{found[max(found)]} is not an evaluation (not a JSON object)")
+    return metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class DemoResult:
+    metrics: dict
+    saved_model: str
+    annotated_image: str
+    seconds: float
+
+    def summary(self) -> str:
+        m = self.metrics
+        masks = (f"\nmask AP {m['mask_AP']:.3f}  mask AP50 {m['mask_AP50']:.3f}  mask AP75 "
+                 f"{m['mask_AP75']:.3f}" if "mask_AP" in m else "")
+        return (f"\nAP {m['AP']:.3f}  AP50 {m['AP50']:.3f}  AP75 {m['AP75']:.3f}  "
+                f"({self.seconds / 60:.1f} min){masks}\nSavedModel:      {self.saved_model}\n"
+                f"annotated image: {self.annotated_image}")
+
+
+def demo_data(data: Path, records: Path, num_images: int | None,
+              say: Callable[[str], None], format: str = "pets", masks: bool = False) -> None:
+    """The demo's first two steps: a synthetic sample in `data`, converted into `records`
+    from its Pets files or, with `format` coco, from its COCO JSON; with `masks`, each
+    pet's mask too."""
+    say("1/6 Writing a synthetic Oxford-IIIT Pets sample")
+    run_job(jobs.tool_job(SampleArgs(str(data), format=format,
+                                     **({"num_images": num_images} if num_images else {}))))
+    say(f"2/6 Converting {'the COCO JSON ' if format == 'coco' else ''}to TFRecords"
+        f"{' with masks' if masks else ''}")
+    if format == "coco":
+        run_job(jobs.tool_job(ConvertArgs(None, str(records), num_shards=4, format="coco",
+                                          annotations=str(data / SAMPLE_COCO_FILE),
+                                          images=str(data / pets.IMAGES_DIR), masks=masks)))
+    else:
+        run_job(jobs.tool_job(ConvertArgs(str(data), str(records), num_shards=4,
+                                          masks=masks)))
+
+
+def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
+         say: Callable[[str], None] | None = None, format: str = "pets",
+         masks: bool = False) -> DemoResult:
+    """sample -> convert -> train -> evaluate -> export -> predict, everything under `workdir`;
+    `format` coco converts the sample from its COCO JSON instead of its Pets files; `masks`
+    converts with masks and trains the CPU Mask R-CNN experiment (200 steps by default)."""
+    if format not in ("pets", "coco"):
+        raise InputError(f"--format must be pets or coco, got {format!r}")
+    console = _console()
+    say = say or (lambda text: console.rule(f"[bold]{text}"))
+    root = Path(workdir).resolve()
+    data, records, model = root / "pets", root / "records", root / "model"
+    exported, predictions = root / "exported", root / "predictions"
+    if model.exists():  # a fresh run each time: stale checkpoints would be resumed
+        shutil.rmtree(model)
+    start = time.monotonic()
+
+    demo_data(data, records, num_images, say, format, masks)
+    run = jobs.TrainingRun(model_dir=str(model), data_dir=str(records), steps=steps,
+                           **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {}))
+    say("3/6 Training")
+    train(run)
+    say("4/6 Evaluating (COCO metrics)")
+    evaluate(run, continuous=False)
+    say("5/6 Exporting a SavedModel")
+    run_job(jobs.tool_job(ExportArgs(str(model), str(exported))))
+    say("6/6 Detecting pets in held-out test images")
+    test_images = root / "test_images"
+    test_images.mkdir(exist_ok=True)
+    for name in pets.read_example_list(data / pets.TEST_LIST)[:DEMO_PREDICT_IMAGES]:
+        shutil.copy(pets.image_path(data, name), test_images)
+    run_job(jobs.tool_job(PredictArgs(str(exported), f"{test_images}/*.jpg", str(predictions))))
+    annotated = sorted(predictions.glob("*_detections.jpg"))
+    metrics = latest_metrics(str(model))["metrics"]
+    return DemoResult(metrics, str(exported), str(annotated[0]) if annotated else "",
+                      time.monotonic() - start)

@@ -1,0 +1,98 @@
+"""What every target shares: the `Executor` interface, the command line's `Target` (plain
+values: this module knows no target's types), and the steps of a launch that every target
+takes the same way (the job file it records, --save-job, a dry run's account)."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Protocol
+
+from launch.context.cloud import Cloud
+from launch.errors import InputError
+from launch.stores.gcs import datasets
+from launch.stores.runs import jobfiles
+from launch.values.jobfile import JobFile
+from launch.values.jobs import Conversion, Places, Request
+from launch.values.sweep import Sweep
+
+
+class Executor(Protocol):
+    @classmethod
+    def from_target(cls, target: Target) -> Executor:
+        """The executor for what the command line says (`Target`)."""
+
+    def launch(self, request: Request) -> str:
+        """Runs (or submits) the job; what to tell the user."""
+
+    def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
+        """Shows the run's TensorBoard; what to tell the user."""
+
+    def tune(self, request: Request, sweep: Sweep) -> str:
+        """Runs (or submits) the sweep: trials of the training `request`."""
+
+    def convert(self, conversion: Conversion) -> str:
+        """Converts raw data (and publishes it as a named dataset if it names one)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Handover:
+    """How every target hands a job over: printed (--dry-run) or run, its resolved job file
+    also written to --save-job, refused over --max-cost (USD)."""
+
+    dry_run: bool = False
+    save_job: str | None = None
+    max_cost: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What the command line says about where a job runs; each executor reads its part
+    (`from_target`). Plain values, so a target's own types stay in its package."""
+
+    places: Places  # local runs: --model-dir and --data-dir
+    cloud: Cloud = dataclasses.field(default_factory=Cloud)  # settings; no API call yet
+    handover: Handover = dataclasses.field(default_factory=Handover)
+    force: bool = False  # train even when the data checks refuse the records
+    local_docker: bool = False  # build images with this machine's Docker (Vertex AI)
+    follow: bool = False  # follow a submitted job until it ends (Vertex AI)
+    job: JobFile | None = None  # the resolved job file (Vertex AI: its capacity ladder)
+    strategy: str = "STANDARD"  # the capacity --spot/--flex-start chose
+
+
+def job_text(request: Request, **decided) -> str:
+    """The resolved job file of `request`, with what the executor decided (a named dataset
+    as the version it reads: NAME@VERSION)."""
+    return request.record.text(**decided, dataset=request.dataset) if request.record else ""
+
+
+def save_job(text: str, path: str | None) -> None:
+    """--save-job, once every check has passed."""
+    if not (text and path):
+        return
+    try:
+        Path(path).write_text(text)
+    except OSError as error:
+        raise InputError(f"--save-job {path}: cannot write it "
+                         f"({error.strerror or error})") from None
+
+
+def say_job(text: str, where: str) -> None:
+    """A dry run's account on stderr (stdout carries the request): where it would run and
+    the job file that gives this request again."""
+    print(where, file=sys.stderr)
+    if text:
+        print(f"job file:\n{text.rstrip()}", file=sys.stderr, flush=True)
+
+
+def with_recorded(cloud: Cloud, request: Request, recorded: jobfiles.RecordedData) -> Request:
+    """An evaluation of a run that names no data: the data the run's job file records (a
+    named dataset: the version the run read, and only its listed files)."""
+    if recorded.dataset:
+        return datasets.pinned(cloud, request, recorded.dataset,
+                               f"dataset (in {recorded.where})")
+    return dataclasses.replace(request, data_dir=recorded.data_dir) if recorded.data_dir \
+        else request
+
+

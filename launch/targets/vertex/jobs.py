@@ -1,0 +1,57 @@
+"""The Vertex AI target: research choices -> a validated CustomJob (no API calls here).
+
+A run lives under gs://<bucket>/runs/<run_id>/: Vertex AI's base output directory, so the
+trainer gets AIP_MODEL_DIR (<run>/model, the export) and AIP_CHECKPOINT_DIR; checkpoints go
+to <run>/checkpoints, where the evaluation job finds them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from google.cloud import aiplatform_v1
+
+from launch.context.places import CloudTarget, RunPaths
+from launch.targets.vertex.hardware import machine_for
+from launch.targets.vertex.spec import custom_job
+from launch.values import jobs
+from trainer.files import RECORDS_PREFIX
+from trainer.model_dir import HARDWARE_ENV
+
+
+def places(target: CloudTarget, run_id: str, trial: bool = False) -> jobs.Places:
+    """A run's checkpoints and the uploaded records, in the bucket. A tuning trial's
+    checkpoints go where Vertex AI points AIP_CHECKPOINT_DIR: <run>/<trial id>/checkpoints."""
+    return jobs.Places(None if trial else RunPaths(target.bucket, run_id).checkpoints,
+                       f"gs://{target.bucket}/{RECORDS_PREFIX}")
+
+
+def vertex_job(target: CloudTarget, request: jobs.Request, run_id: str,
+               labels: dict[str, str] | None = None, trial: bool = False
+               ) -> aiplatform_v1.CustomJob:
+    """The request's TrainerJob (the one every executor runs) as a CustomJob, on resources
+    validated first: training writes under the run, evaluation under its eval/; `trial`:
+    the spec every trial of a tuning job runs."""
+    paths = RunPaths(target.bucket, run_id)
+    job = request.trainer_job(places(target, run_id, trial))
+    machine = machine_for(request.resources, target.region)
+    trains = isinstance(request, jobs.Training)
+    if trains:  # recorded with the run's speed, for later cost estimates
+        job = dataclasses.replace(job, env={
+            **job.env, HARDWARE_ENV: request.resources.hardware_key(machine)})
+    return custom_job(job, machine, target, paths.root if trains else paths.eval_root,
+                      request.resources,
+                      _run_labels(labels, request.experiment, run_id, trains),
+                      web_access=request.web_access)
+
+
+# The label that marks a run's training jobs, the writers of its checkpoints.
+TRAINING_LABELS = {"role": "train"}
+
+
+def _run_labels(labels: dict[str, str] | None, experiment: str, run_id: str,
+                trains: bool) -> dict[str, str]:
+    """The caller's labels plus the experiment, the run and the job's role, which find a
+    run's jobs (and its writer) later."""
+    role = TRAINING_LABELS if trains else {"role": "eval"}
+    return {**(labels or {}), "experiment": experiment, "run": run_id, **role}

@@ -1,0 +1,1 @@
+"""Job values: what a job is (its file, request, resources, sweep), TensorFlow-free, no clients."""
