@@ -174,7 +174,8 @@ def test_the_bytes_signature_answers_like_the_uint8_one_and_options_bound_it(
     assert refused.returncode == 2 and "--max-detections must be 1 to 1000" in refused.stderr
 
 
-RESUMED_STEPS = 60  # killed after its checkpoint at step 20 or later: 40 steps to spare
+RESUMED_STEPS = 60  # killed at its first checkpoint from step 20 on (checkpoints at 10, 30,
+# 50: the first loop's, then every 20 steps), 30 steps before the end
 
 
 def checkpoint_step(model_dir: Path) -> int:
