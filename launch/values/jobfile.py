@@ -27,6 +27,7 @@ import yaml
 
 from launch.errors import InputError
 from launch.values import pretrained
+from launch.values.files import read_page
 from launch.values.jobs import KINDS, Request
 from launch.values.resources import (
     HOURS,
@@ -42,7 +43,6 @@ from trainer.args import TrainArgs
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 from trainer.experiments import fields as experiment_fields
-from trainer.io import read_regular
 from trainer.model_dir import other_experiment
 
 TASKS = tuple(KINDS)  # the job kinds' tasks (launch/values/jobs.py)
@@ -236,15 +236,7 @@ def _plain(value: Any) -> Any:
 
 def read(path: str) -> dict:
     """A job file as a mapping, or a JobFileError naming `--job` and what is wrong."""
-    try:
-        data = read_regular(path, MAX_FILE_BYTES)
-        if len(data) > MAX_FILE_BYTES:
-            raise JobFileError(f"--job {path}: larger than {MAX_FILE_BYTES >> 10} KiB; a job "
-                               "file is a page of settings")
-        text = data.decode()
-    except (OSError, UnicodeDecodeError) as error:
-        raise JobFileError(f"--job {path}: cannot read it "
-                           f"({getattr(error, 'strerror', None) or error})") from None
+    text = read_page(path, "--job", MAX_FILE_BYTES, JobFileError)
     return parse(text, f"--job {path}")
 
 
