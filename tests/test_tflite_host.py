@@ -1,5 +1,5 @@
 """The host side of the TFLite model: letterboxing as training resized, and boxes mapped
-back to the whole image (no TensorFlow needed)."""
+back to the whole image."""
 
 from __future__ import annotations
 
@@ -28,3 +28,22 @@ def test_boxes_on_the_square_map_back_to_the_image_and_stay_inside_it():
     boxes = np.array([[0.1, 0.1, 0.4, 0.5], [0.0, 0.0, 0.9, 1.0]], np.float32)
     mapped = to_image_boxes(boxes, (0.5, 1.0))
     np.testing.assert_allclose(mapped, [[0.2, 0.1, 0.8, 0.5], [0.0, 0.0, 1.0, 1.0]])
+
+
+@pytest.mark.parametrize("height, width", [(375, 500), (211, 173), (64, 90), (128, 128)])
+def test_letterbox_resizes_as_model_garden_trains_and_serves(height, width):
+    """The pixels the SavedModel's own preprocessing makes (Model Garden's
+    resize_and_crop_image), to the uint8 step: a smoothing resize (PIL's bilinear) moved the
+    TFLite model's top boxes a median 6% from the SavedModel's and its class on 4% of images."""
+    import tensorflow as tf
+    from official.vision.ops import preprocess_ops
+
+    image = np.random.default_rng(height).integers(0, 256, (height, width, 3), np.uint8)
+    square, filled = letterbox(image, 128)
+    theirs, info = preprocess_ops.resize_and_crop_image(
+        tf.constant(image, tf.float32), [128, 128], [128, 128])
+    rows, cols = (round(v) for v in info[0].numpy() * info[2].numpy())  # size x scale
+    assert (rows / 128, cols / 128) == pytest.approx(filled)
+    difference = np.abs(square[0, :rows, :cols].astype(np.float32) -
+                        theirs.numpy()[:rows, :cols])
+    assert difference.max() <= 0.5 + 1e-3  # only the rounding to uint8

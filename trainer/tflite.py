@@ -41,14 +41,17 @@ class TfliteResult:
 
 def letterbox(image: np.ndarray, size: int) -> tuple[np.ndarray, tuple[float, float]]:
     """An H x W x 3 uint8 image -> the model's [1, size, size, 3] input, and the fraction of
-    the square (height, width) the image fills."""
-    from PIL import Image
+    the square (height, width) the image fills. The resize is the one Model Garden trains and
+    serves with (`resize_and_crop_image`: TensorFlow's bilinear, no antialiasing): PIL's
+    bilinear smooths a downscale, which moved the top box of a 128-pixel model by a median 6%
+    and changed its class on 4% of held-out images against the SavedModel (2026-11-27)."""
+    import tensorflow as tf
 
     height, width = image.shape[:2]
     scale = min(size / height, size / width)
     scaled = (max(1, min(size, round(height * scale))), max(1, min(size, round(width * scale))))
-    resized = np.asarray(Image.fromarray(image).resize((scaled[1], scaled[0]),
-                                                       Image.Resampling.BILINEAR))
+    resized = tf.image.resize(image, scaled, method="bilinear").numpy()
+    resized = np.clip(np.round(resized), 0, 255).astype(np.uint8)
     square = np.empty((size, size, 3), np.uint8)
     square[...] = np.round(MEAN_RGB).astype(np.uint8)
     square[:scaled[0], :scaled[1]] = resized
