@@ -12,7 +12,7 @@ from trainer import args as trainer_args
 from trainer import files
 from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs, shown
-from trainer.best import TRAINER, EarlyStopping
+from trainer.best.stopping import TRAINER, EarlyStopping
 from trainer.errors import SettingsError
 
 

@@ -15,7 +15,7 @@ from launch.stores.gcs.upload import upload_directory
 from launch.targets.local.processes import run_job
 from launch.values import jobs
 from launch.values.resources import DEFAULT_RESOURCES, Resources
-from trainer import best, jsonnum
+from trainer import jsonnum
 from trainer.args import (
     DEFAULT_SIGNATURES,
     EXPORT_FORMATS,
@@ -25,6 +25,7 @@ from trainer.args import (
     PredictArgs,
     SampleArgs,
 )
+from trainer.best.choice import DEFAULT_CHOICE, Choice
 from trainer.data import pets
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
 from trainer.errors import SettingsError
@@ -82,10 +83,10 @@ class ExportChoices:
                              "uint8 pixels")
 
 
-def checkpoint_choice(text: str | None, paths: bool = True) -> best.Choice:
+def checkpoint_choice(text: str | None, paths: bool = True) -> Choice:
     """`--checkpoint` (best, latest, a step, ckpt-N; a prefix where `paths`), checked."""
     try:
-        return best.Choice.parse(text, paths=paths)
+        return Choice.parse(text, paths=paths)
     except SettingsError as error:
         raise InputError(str(error)) from None
 
@@ -101,7 +102,7 @@ def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
     if mirror.is_gcs(model_dir):
         model_dir = str(mirror.stage_checkpoint(client, model_dir, choice))
     run_job(jobs.tool_job(ExportArgs(model_dir, str(_local(output_dir)),
-                                     None if choice == best.DEFAULT_CHOICE else str(choice),
+                                     None if choice == DEFAULT_CHOICE else str(choice),
                                      **dataclasses.asdict(options))))
     return _publish(client, output_dir)
 

@@ -35,7 +35,7 @@ from launch.values.resources import (
     Scheduling,
 )
 from trainer import datasets, hparams
-from trainer.best import EVALUATORS
+from trainer.best.stopping import EVALUATORS
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 from trainer.experiments import fields as experiment_fields
