@@ -17,8 +17,6 @@ from trainer.experiments import GOALS
 LOCK_FILE = ".writer.lock"  # in best/: local evaluators of a run take turns
 
 
-# --- best/ -----------------------------------------------------------------------------------
-
 @dataclasses.dataclass(frozen=True)
 class Best:
     """best/best.json: which checkpoint best/ holds, and the value that made it the best."""
