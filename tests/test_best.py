@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import time
@@ -329,26 +328,46 @@ def test_an_eval_job_that_stops_the_run_ends_with_it(tmp_path):
 
 # --- the flags ------------------------------------------------------------------------------
 
-BAD_FLAGS = [("--early_stop_patience=0", "--early-stop-patience must be at least 1"),
-             ("--early_stop_patience=-1", "--early-stop-patience must be at least 1"),
-             ("--early_stop_patience=x", "--early-stop-patience must be a whole number"),
-             ("--early_stop_patience=nan", "--early-stop-patience must be a whole number"),
-             ("--early_stop_patience=inf", "--early-stop-patience must be a whole number"),
-             ("--early_stop_patience=2.5", "--early-stop-patience must be a whole number"),
-             ("--early_stop_min_delta=-1", "--early-stop-min-delta must be a finite number, at "
-                                           "least 0, got -1"),
-             ("--early_stop_min_delta=nan", "--early-stop-min-delta must be a finite number"),
-             ("--early_stop_min_delta=inf", "--early-stop-min-delta must be a finite number"),
-             ("--early_stop_min_delta=x", "--early-stop-min-delta must be a number, got 'x'"),
-             ("--early_stop_evaluator=me", "--early-stop-evaluator must be one of trainer, "
-                                           "eval-job")]
+# Each bad early-stopping value, refused in one line by the one check (TrainArgs.check, the
+# fields' bounds and choices): the trainer's parsing and the launcher's job file (a flag of
+# `invoke train`, or a key of the file) answer the same words.
+BAD_RULES = [({"early_stop_patience": "0"}, "--early-stop-patience must be at least 1, got '0'"),
+             ({"early_stop_patience": "-1"}, "--early-stop-patience must be at least 1, got '-1'"),
+             ({"early_stop_patience": "x"}, "--early-stop-patience must be a whole number, got "
+                                            "'x'"),
+             ({"early_stop_patience": "nan"}, "--early-stop-patience must be a whole number, "
+                                              "got 'nan'"),
+             ({"early_stop_patience": "inf"}, "--early-stop-patience must be a whole number, "
+                                              "got 'inf'"),
+             ({"early_stop_patience": "2.5"}, "--early-stop-patience must be a whole number, "
+                                              "got '2.5'"),
+             ({"early_stop_patience": "2", "early_stop_min_delta": "-1"},
+              "--early-stop-min-delta must be at least 0, got '-1'"),
+             ({"early_stop_patience": "2", "early_stop_min_delta": "nan"},
+              "--early-stop-min-delta must be a number, got 'nan'"),
+             ({"early_stop_patience": "2", "early_stop_min_delta": "inf"},
+              "--early-stop-min-delta must be a number, got 'inf'"),
+             ({"early_stop_patience": "2", "early_stop_min_delta": "x"},
+              "--early-stop-min-delta must be a number, got 'x'"),
+             ({"early_stop_patience": "2", "early_stop_evaluator": "me"},
+              "--early-stop-evaluator must be one of trainer, eval-job, got 'me'"),
+             ({"early_stop_min_delta": "0.1"},
+              "--early-stop-min-delta applies to early stopping: add --early-stop-patience N"),
+             ({"early_stop_evaluator": "eval-job"},
+              "--early-stop-evaluator applies to early stopping: add --early-stop-patience N")]
 
 
-@pytest.mark.parametrize(("flag", "message"), BAD_FLAGS, ids=[f for f, _ in BAD_FLAGS])
-def test_the_trainer_refuses_each_bad_value_naming_the_flag(flag, message):
-    extra = [] if "patience" in flag else ["--early_stop_patience=2"]
-    with pytest.raises(SettingsError, match=message.replace("(", r"\(")):
-        settings.parse(["--model_dir=m", flag, *extra], {})
+@pytest.mark.parametrize(("flags", "message"), BAD_RULES, ids=[m for _, m in BAD_RULES])
+def test_the_trainer_and_the_launcher_refuse_each_bad_rule_in_the_same_words(flags, message):
+    with pytest.raises(SettingsError) as trainer:
+        settings.parse(["--model_dir=m", *(f"--{k}={v}" for k, v in flags.items())], {})
+    with pytest.raises(jobfile.JobFileError) as flag:
+        jobfile.resolve("train", flags)
+    file = {k.replace("_", "-"): v for k, v in flags.items()}
+    with pytest.raises(jobfile.JobFileError) as key:
+        jobfile.resolve("train", {}, file, "job.yaml")
+    assert str(trainer.value) == str(flag.value) == message
+    assert str(key.value) == message.replace(" must", " (in job.yaml) must", 1)
 
 
 def test_the_trainer_takes_the_rule_and_refuses_its_parts_alone():
@@ -365,31 +384,6 @@ def test_the_trainer_takes_the_rule_and_refuses_its_parts_alone():
                                             r"rule from the run's run.json"):
         settings.parse(["--model_dir=m", "--mode=continuous_eval", "--early_stop_patience=2"],
                        {})
-
-
-INVOKE_BAD = [("0", None, "--early-stop-patience must be at least 1, got '0'"),
-              ("-1", None, "--early-stop-patience must be at least 1, got '-1'"),
-              ("nan", None, "--early-stop-patience must be a whole number, got 'nan'"),
-              ("inf", None, "--early-stop-patience must be a whole number, got 'inf'"),
-              ("x", None, "--early-stop-patience must be a whole number, got 'x'"),
-              ("2", "-1", "--early-stop-min-delta must be at least 0, got '-1'"),
-              ("2", "nan", "--early-stop-min-delta must be a number, got 'nan'"),
-              ("2", "inf", "--early-stop-min-delta must be a number, got 'inf'"),
-              ("2", "x", "--early-stop-min-delta must be a number, got 'x'"),
-              (None, "0.1", "--early-stop-min-delta applies to early stopping")]
-
-
-@pytest.mark.parametrize(("patience", "delta", "message"), INVOKE_BAD,
-                         ids=[m for _, _, m in INVOKE_BAD])
-def test_invoke_and_the_job_file_refuse_each_bad_value_naming_the_flag(patience, delta,
-                                                                       message):
-    flags = {"early_stop_patience": patience, "early_stop_min_delta": delta}
-    with pytest.raises(jobfile.JobFileError, match=message):
-        jobfile.resolve("train", flags)
-    file = {k.replace("_", "-"): v for k, v in flags.items() if v is not None}
-    with pytest.raises(jobfile.JobFileError,
-                       match=re.escape(message.replace(" must", " (in job.yaml) must"))):
-        jobfile.resolve("train", {}, file, "job.yaml")
 
 
 def test_the_rule_reaches_the_trainers_command_and_the_job_file_and_eval_takes_none():

@@ -212,9 +212,11 @@ def test_a_split_that_leaves_a_side_empty_is_refused_before_anything_is_written(
             f"{images} val): give a fraction of at least {math.ceil(1000 / images) / 1000:g}"
             ", below 1"]
         assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))
-    for fraction in ("0", "1", "-0.5", "nan"):
+    for fraction, said in (("0", "is the train fraction, between 0 and 1"),
+                           ("1", "is the train fraction, between 0 and 1"),
+                           ("-0.5", "is the train fraction, between 0 and 1"),
+                           ("nan", "must be a number, got 'nan'")):  # the one number reader's
         assert main(["data", "convert", f"--source=yolo:{tmp_path / 'yolo'}",
                      f"--split={fraction}", f"--output_dir={tmp_path / 'out'}"]) == 2
-        assert capsys.readouterr().err.startswith(f"{ERROR_PREFIX}--split is the train fraction, "
-                                                   "between 0 and 1")
+        assert capsys.readouterr().err.startswith(f"{ERROR_PREFIX}--split {said}")
     assert not (tmp_path / "out").exists()

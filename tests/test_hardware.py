@@ -212,7 +212,9 @@ def test_reservations_and_persistent_resources_in_the_job():
 @pytest.mark.parametrize("flags,message", [
     ({"max_wait_hours": "2"}, "--max-wait-hours is how long a --flex-start job queues"),
     *(({"flex_start": True, "max_wait_hours": value}, "--max-wait-hours must be 0 \\(no limit\\) "
-       "or at least 1 minute \\(0.0167 h\\), got") for value in ("-1", "nan", "inf", "1e-300")),
+       f"or at least 1 minute \\(0.0167 h\\), got '{value}'") for value in ("-1", "1e-300")),
+    *(({"flex_start": True, "max_wait_hours": value}, "--max-wait-hours must be a number, got "
+       f"'{value}'") for value in ("nan", "inf")),  # the one reader's answer for any flag
     ({"spot": True, "reservation": "us-central1-a/r1"}, "not SPOT capacity"),
     ({"reservation": "us-central1-a/r1", "persistent_resource": "p1"}, "exclude each other"),
     ({"reservation": "../../other-project"}, "is not 'any', ZONE/NAME"),

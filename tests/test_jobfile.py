@@ -407,3 +407,18 @@ def test_a_local_config_file_travels_to_vertex_as_its_text(tmp_path):
         invoke("train", *VERTEX, f"--config-file={config}", "--dry-run"))
     assert f"--config-file {tmp_path}/none.yaml: cannot read it" in refused(
         invoke("train", *VERTEX, f"--config-file={tmp_path}/none.yaml", "--dry-run"))
+
+
+@pytest.mark.parametrize("flag", ["--job", "--sweep"])
+def test_a_settings_file_too_large_or_not_text_is_one_line_naming_its_flag(flag, tmp_path):
+    from launch.values import sweep
+
+    read = jobfile.read if flag == "--job" else sweep.load
+    big, binary = tmp_path / "big.yaml", tmp_path / "binary.yaml"
+    big.write_text("run-id: big\n# " + "x" * (2 << 20))  # cut short, it would parse as less
+    binary.write_bytes(b"run-id: \xff\xfe\n")
+    with pytest.raises(InputError, match=rf"^{flag} {big}: larger than \d+ KiB; a "
+                                         rf"{flag[2:]} file is a page of settings$"):
+        read(str(big))
+    with pytest.raises(InputError, match=rf"^{flag} {binary}: cannot read it \(.*\)$"):
+        read(str(binary))

@@ -41,9 +41,9 @@ def test_the_flag_becomes_an_ordered_ladder():
             Ladder.from_flag(text)
     with pytest.raises(InputError, match="drop --spot and --flex-start"):
         Ladder.from_flag("spot,standard", chosen="SPOT")
-    with pytest.raises(InputError, match="--max-preemptions must be a number"):
+    with pytest.raises(InputError, match="--max-preemptions must be a whole number, got 'many'"):
         Ladder.from_flag("spot", "many")
-    with pytest.raises(InputError, match="--max-preemptions must be 0 or more"):
+    with pytest.raises(InputError, match="--max-preemptions must be at least 0, got '-1'"):
         Ladder.from_flag("spot", "-1")
 
 

@@ -37,17 +37,19 @@ def test_flags_as_invoke_passes_them_become_one_value():
 
 
 @pytest.mark.parametrize("flags, message", [
-    ({"workers": "two"}, "--workers must be a number, got 'two'"),
-    ({"workers": "-1"}, "--workers must be 0 or more, got -1"),
+    ({"workers": "two"}, "--workers must be a whole number, got 'two'"),
+    ({"workers": "-1"}, "--workers must be at least 0, got '-1'"),
+    ({"workers": "1.5"}, "--workers must be a whole number, got '1.5'"),
     ({"reduction_servers": "2"}, "Reduction Server needs GPU workers"),
-    ({"reduction_servers": "-3", "workers": "1"}, "--reduction-servers must be 0 or more"),
-    ({"tpu": "v5litepod-4", "workers": "2"}, "a TPU job is one slice: drop --workers"),
+    ({"reduction_servers": "-3", "workers": "1"}, "--reduction-servers must be at least 0"),
+    ({"tpu": "v5litepod-4", "workers": "2"}, "a TPU job is one slice (every host of a "
+                                             "multi-host slice runs the trainer): drop --workers"),
     ({"spot": True, "flex_start": True}, "--spot and --flex-start exclude each other"),
-    ({"timeout_hours": "nan"}, "--timeout-hours must be at least 1 minute (0.0167 h), got nan"),
-    ({"timeout_hours": "inf"}, "--timeout-hours must be at least 1 minute (0.0167 h), got inf"),
+    ({"timeout_hours": "nan"}, "--timeout-hours must be a number, got 'nan'"),
+    ({"timeout_hours": "inf"}, "--timeout-hours must be a number, got 'inf'"),
     ({"timeout_hours": "0"}, "--timeout-hours must be at least 1 minute"),
     ({"timeout_hours": "1e-300"}, "--timeout-hours must be at least 1 minute (0.0167 h), got "
-                                  "1e-300"),  # was sent as "0s": Vertex AI's 7 days
+                                  "'1e-300'"),  # was sent as "0s": Vertex AI's 7 days
     ({"timeout_hours": "1e400x"}, "--timeout-hours must be a number"),
 ])
 def test_what_cannot_run_is_refused_with_the_flag_named(flags, message):

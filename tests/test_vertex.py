@@ -198,7 +198,7 @@ def test_regions_without_the_accelerator_are_rejected():
     with pytest.raises(hardware.HardwareError, match="not offered for training in me-central2"):
         train_custom_job(target, "run1",
                          Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)))
-    with pytest.raises(InputError, match="--workers must be 0 or more"):
+    with pytest.raises(InputError, match="--workers must be at least 0, got -1"):
         train_custom_job(TARGET, "run1", Resources(workers=-1))
 
 

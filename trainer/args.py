@@ -17,15 +17,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, ClassVar, NoReturn, get_type_hints
+from typing import Any, ClassVar, NoReturn
 
-from trainer import objects
+from trainer import files, objects
 from trainer.best.stopping import EVALUATORS, TRAINER
 from trainer.data import defaults, formats
 from trainer.data.planning import Limits
 from trainer.distribution import STRATEGIES
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
+from trainer.options import Bound, check_fields, field_of, kind, number, option
 
 MODES = ("train", "eval", "train_and_eval", "continuous_eval")
 # --init_checkpoint_type -> Model Garden's task.init_checkpoint_modules: what is restored
@@ -41,25 +42,22 @@ MAX_PIXELS_HELP = (f"skip images with more pixels, read from the header before d
                    f"(default {defaults.MAX_PIXELS:,})")
 
 
-def option(help: str = "", *, default: Any = None, flag: str | None = None,
-           choices: Sequence[str] | None = None, required: bool = False,
-           always: bool = False, shown: str | None = None) -> Any:
-    """A dataclass field that is also a command-line option. `flag` names it where the
-    field's name differs (a repeated `--config_file` fills `config_files`); `always` writes
-    it even at its default (a job's spec then says what it runs); `shown` is the invoke
-    task's flag for it where that differs, which error messages name (see `shown`)."""
-    metadata = {"help": help, "flag": flag, "choices": choices, "required": required,
-                "always": always or required, "shown": shown}
-    if isinstance(default, (list, tuple)):
-        return dataclasses.field(default=tuple(default), metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
-
-
 class Args:
-    """Base of the commands: argv out, argv in."""
+    """Base of the commands: argv out, argv in, and the checks of their values."""
 
     COMMAND: ClassVar[tuple[str, ...]] = ()
     HELP: ClassVar[str] = ""
+
+    def check_values(self) -> None:
+        """Each number within its bound and each choice among its choices, named as the user
+        types the flag (`parse` calls this for every command)."""
+        check_fields(self, lambda name: shown(type(self), name))
+
+    def check(self) -> None:
+        """The values, and what a command checks of several together (extended by commands
+        that do): its runner and the launcher both call this, so a value is refused once,
+        in the same words, wherever it is given."""
+        self.check_values()
 
     def to_argv(self) -> list[str]:
         """The command words, then `--flag=value` for every option that differs from its
@@ -101,14 +99,15 @@ class TrainArgs(Args):
                                   "pet_label_map.pbtxt")
     config_files: tuple[str, ...] = option("YAML overriding the experiment (repeatable, "
                                            "applied in order)", default=(), flag="config_file")
-    train_steps: int | None = option("overrides trainer.train_steps", shown="--steps")
+    train_steps: int | None = option("overrides trainer.train_steps", shown="--steps",
+                                     bound=Bound(minimum=1))
     init_checkpoint: str | None = option("checkpoint to fine-tune from: a prefix, a directory "
                                          "of them, or a .tar.gz (local or https://) holding "
                                          "one", shown="--init-from")
     init_checkpoint_type: str | None = option(
         "backbone (default): an ImageNet classifier; detector: a detector of other classes "
         "(its backbone and decoder are restored); all: every layer (the same classes)",
-        choices=sorted(INIT_CHECKPOINT_TYPES), shown="--init-type")
+        choices=tuple(INIT_CHECKPOINT_TYPES), shown="--init-type")
     params_override: tuple[str, ...] = option(
         "'a.b=1,c.d=x', YAML or JSON, applied after the config files (repeatable, applied in "
         "order)", default=())
@@ -119,7 +118,8 @@ class TrainArgs(Args):
                                     "$AIP_MODEL_DIR if set)")
     eval_idle_timeout: float = option("continuous_eval gives up after this many seconds "
                                       "without a new checkpoint",
-                                      default=DEFAULT_EVAL_IDLE_TIMEOUT, shown="--idle-timeout")
+                                      default=DEFAULT_EVAL_IDLE_TIMEOUT, shown="--idle-timeout",
+                                      bound=Bound(minimum=0, above=True))
     tpu: str | None = option("TPU address ('local' on TPU VMs)")
     train_input: str | None = option("training TFRecord glob (overrides --data_dir)")
     eval_input: str | None = option("evaluation TFRecord glob (overrides --data_dir)")
@@ -131,12 +131,27 @@ class TrainArgs(Args):
     eval_poll_interval: float = option(default=10.0)
     early_stop_patience: int | None = option(
         "stop after this many evaluations in a row without a gain in the experiment's metric "
-        "(AP); the best checkpoint is kept in best/ either way")
+        "(AP); the best checkpoint is kept in best/ either way", bound=Bound(minimum=1))
     early_stop_min_delta: float = option("the gain that counts as one (default 0: any)",
-                                         default=0.0)
+                                         default=0.0, bound=Bound(minimum=0))
     early_stop_evaluator: str = option(
         "who evaluates for early stopping: trainer (the chief, between its loops) or eval-job "
         "(a continuous_eval job beside training)", default=TRAINER, choices=EVALUATORS)
+
+    def check(self) -> None:
+        """The bounds, and early stopping's flags together: by the trainer before it starts,
+        and by the launcher before a job is priced or built (launch/values/jobfile.py)."""
+        super().check()
+        patience, patience_flag = self.early_stop_patience, shown(TrainArgs,
+                                                                  "early_stop_patience")
+        if patience is not None and "train" not in self.mode:
+            raise SettingsError(f"{patience_flag} applies to training: an evaluator (--mode "
+                                f"{self.mode}) reads the rule from the run's {files.RUN_FILE}")
+        delta = self.early_stop_min_delta
+        if patience is None and (delta or self.early_stop_evaluator != TRAINER):
+            name = "early_stop_min_delta" if delta else "early_stop_evaluator"
+            raise SettingsError(f"{shown(TrainArgs, name)} applies to early stopping: add "
+                                f"{patience_flag} N")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,6 +218,7 @@ class ConvertArgs(Args):
         """The flags checked together, before anything is read: by `data convert` itself,
         and by the launcher before a conversion job is surveyed, priced or built
         (bucket_convert.passed_flags), so that both refuse alike, in one line, exit 2."""
+        super().check()
         coco_only = self.annotations or self.images or self.val_annotations
         if self.sources and (self.data_dir or coco_only or self.format != "pets"):
             raise SettingsError("--source names every dataset with its format: drop "
@@ -267,6 +283,16 @@ class ExportArgs(Args):
     calibration_data: str | None = option("int8: TFRecord glob to calibrate on (default: the "
                                           "run's training data)")
 
+    def check(self) -> None:
+        """The format and what goes with it: by `export` itself, and by `invoke export`
+        before a checkpoint is staged (launch/features/workflow.py)."""
+        super().check()
+        if self.quantize and self.format != "tflite":
+            raise SettingsError("--quantize applies to --format tflite")
+        if self.format == "tflite" and self.default_signature != "uint8":
+            raise SettingsError("--default-signature applies to SavedModels; a .tflite takes "
+                                "uint8 pixels")
+
 
 @dataclasses.dataclass(frozen=True)
 class PredictArgs(Args):
@@ -287,7 +313,7 @@ COMMANDS: tuple[type[Args], ...] = (TrainArgs, SampleArgs, DownloadArgs, Convert
 def shown(command: type[Args], name: str) -> str:
     """How messages name a field's flag: as the invoke task spells it (`--steps` for
     --train_steps), else with dashes, which the trainer accepts too (`--output-dir`)."""
-    meta = next(f.metadata for f in dataclasses.fields(command) if f.name == name)
+    meta = field_of(command, name).metadata
     return meta["shown"] or f"--{(meta['flag'] or name).replace('_', '-')}"
 
 
@@ -302,15 +328,13 @@ class _Parser(argparse.ArgumentParser):
 def _add_options(parser: argparse.ArgumentParser, command: type[Args]) -> None:
     """Every option as text: `parse` converts and checks the values, so that its messages
     name the flag as users type it."""
-    hints = get_type_hints(command)
     for field in dataclasses.fields(command):
         meta, name = field.metadata, field.metadata["flag"] or field.name
         flags = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
-        kind = hints[field.name]
         options: dict[str, Any] = {"dest": field.name, "help": meta["help"] or None}
-        if kind is bool:
+        if kind(field.type) is bool:
             options["action"] = "store_true"
-        elif kind == tuple[str, ...]:
+        elif kind(field.type) is tuple:
             options.update(action="append", default=None)
         else:
             options["default"] = field.default
@@ -319,8 +343,9 @@ def _add_options(parser: argparse.ArgumentParser, command: type[Args]) -> None:
         parser.add_argument(*flags, **options)
 
 
-def _value(command: type[Args], field: dataclasses.Field, kind: Any, value: Any) -> Any:
-    """A parsed option's value, converted to its field's type and checked."""
+def _value(command: type[Args], field: dataclasses.Field, value: Any) -> Any:
+    """A parsed option's value, converted to its field's type and bound (`Args.check`
+    checks the rest)."""
     meta, flag = field.metadata, shown(command, field.name)
     if value is None and meta["required"]:
         raise SettingsError(f"{flag} is required")
@@ -328,16 +353,8 @@ def _value(command: type[Args], field: dataclasses.Field, kind: Any, value: Any)
         return tuple(value)
     if value is None and field.default == ():
         return ()
-    number = next((t for t in (int, float) if t in getattr(kind, "__args__", (kind,))), None)
-    if number and isinstance(value, str):
-        try:
-            value = number(value)
-        except ValueError:
-            wanted = "a whole number" if number is int else "a number"
-            raise SettingsError(f"{flag} must be {wanted}, got {value!r}") from None
-    if meta["choices"] and value is not None and value not in meta["choices"]:
-        raise SettingsError(f"{flag} must be one of {', '.join(meta['choices'])}, "
-                            f"got {value!r}")
+    if kind(field.type) in (int, float) and isinstance(value, str):
+        value = number(value, kind(field.type), flag, meta["bound"])  # refused as typed
     return value
 
 
@@ -373,6 +390,7 @@ def parse(argv: Sequence[str]) -> Args:
              for f in dataclasses.fields(command)}
     namespace = parser().parse_args(hparams.trial_flags(list(argv), known))
     command = getattr(namespace, "_command", TrainArgs)
-    hints = get_type_hints(command)
-    return command(**{f.name: _value(command, f, hints[f.name], getattr(namespace, f.name))
-                      for f in dataclasses.fields(command)})
+    parsed = command(**{f.name: _value(command, f, getattr(namespace, f.name))
+                        for f in dataclasses.fields(command)})
+    parsed.check_values()  # the runner checks combinations (a conversion job's after staging)
+    return parsed

@@ -155,22 +155,17 @@ def run_export(args: trainer_args.ExportArgs) -> int:
     from trainer.best.choice import Choice
     from trainer.export import ExportOptions, export
 
+    args.check()
     choice = Choice.parse(args.checkpoint)
     options = ExportOptions(args.max_detections, args.min_score, args.default_signature)
     if args.format == "tflite":
         from trainer.tflite import export_tflite
-
-        if args.default_signature != "uint8":
-            raise errors.SettingsError("--default-signature applies to SavedModels; a "
-                                       ".tflite takes uint8 pixels")
 
         done = export_tflite(args.model_dir, args.export_dir, choice, options,
                              args.quantize, args.calibration_data)
         print(f"exported {done.checkpoint.path} ({done.checkpoint.reason}) to {done.path} "
               f"({done.size_bytes / 1e6:.1f} MB)")
         return 0
-    if args.quantize:
-        raise errors.SettingsError("--quantize applies to --format tflite")
     result = export(args.model_dir, args.export_dir, choice, options)
     print(f"exported {result.checkpoint.path} ({result.checkpoint.reason}) to "
           f"{result.export_dir}")

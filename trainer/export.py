@@ -45,14 +45,10 @@ MASKS = "detection_masks"  # a mask experiment's extra output
 class ExportOptions:
     max_detections: int | None = None  # default: the experiment's (100)
     min_score: float | None = None  # detections scoring less are dropped (default 0.05)
-    default_signature: str = "uint8"  # which of the two `serving_default` is
+    default_signature: str = "uint8"  # which of the two `serving_default` is (ExportArgs' choice)
     max_pixels: int = MAX_PIXELS  # serving_bytes refuses larger images before decoding
 
     def __post_init__(self) -> None:
-        if self.default_signature not in SIGNATURE_OF:
-            raise SettingsError(f"--default-signature must be one of "
-                                f"{', '.join(SIGNATURE_OF)}, got "
-                                f"{self.default_signature!r}")
         if self.max_detections is not None and \
                 not 1 <= self.max_detections <= MAX_DETECTIONS_LIMIT:
             raise SettingsError(f"--max-detections must be 1 to {MAX_DETECTIONS_LIMIT}, got "

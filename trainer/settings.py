@@ -4,15 +4,14 @@ run uses: data-directory defaults and Vertex AI's AIP_* variables filled in, val
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 from collections.abc import Mapping, Sequence
 
 from trainer import args as trainer_args
 from trainer import files
 from trainer import model_dir as model_dir_lib
-from trainer.args import TrainArgs, shown
-from trainer.best.stopping import TRAINER, EarlyStopping
+from trainer.args import TrainArgs
+from trainer.best.stopping import EarlyStopping
 from trainer.errors import SettingsError
 
 
@@ -37,26 +36,6 @@ class TrainerSettings(TrainArgs):
                              self.early_stop_evaluator)
 
 
-def _check_early_stop(args: TrainArgs) -> None:
-    """A patience of at least 1 and a finite minimum gain of at least 0, each named as typed;
-    the other two only with a patience."""
-    patience, delta = args.early_stop_patience, args.early_stop_min_delta
-    if patience is not None and patience < 1:
-        raise SettingsError(f"{shown(TrainArgs, 'early_stop_patience')} must be at least 1 "
-                            f"(evaluations without a gain), got {patience}")
-    if not math.isfinite(delta) or delta < 0:
-        raise SettingsError(f"{shown(TrainArgs, 'early_stop_min_delta')} must be a finite "
-                            f"number, at least 0, got {delta}")
-    if patience is not None and "train" not in args.mode:
-        raise SettingsError(f"{shown(TrainArgs, 'early_stop_patience')} applies to training: "
-                            f"an evaluator (--mode {args.mode}) reads the rule from the run's "
-                            f"{files.RUN_FILE}")
-    if patience is None and (delta or args.early_stop_evaluator != TRAINER):
-        name = "early_stop_min_delta" if delta else "early_stop_evaluator"
-        raise SettingsError(f"{shown(TrainArgs, name)} applies to early stopping: add "
-                            f"{shown(TrainArgs, 'early_stop_patience')} N")
-
-
 def settings_from_args(args: TrainArgs, env: Mapping[str, str] = os.environ
                        ) -> TrainerSettings:
     """Resolves flags against the data directory and Vertex AI's AIP_* variables."""
@@ -68,10 +47,7 @@ def settings_from_args(args: TrainArgs, env: Mapping[str, str] = os.environ
     def from_data_dir(explicit: str | None, name: str) -> str | None:
         return explicit or (f"{data_dir}/{name}" if data_dir else None)
 
-    if args.train_steps is not None and args.train_steps < 1:
-        raise SettingsError(f"{shown(TrainArgs, 'train_steps')} must be at least 1, got "
-                            f"{args.train_steps}")
-    _check_early_stop(args)
+    args.check()  # as `parse` did, for arguments built in code
     given = {field.name: getattr(args, field.name) for field in dataclasses.fields(TrainArgs)}
     return TrainerSettings(**{
         **given,

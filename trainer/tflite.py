@@ -24,7 +24,6 @@ import numpy as np
 
 from trainer import io
 from trainer import model_dir as model_dir_lib
-from trainer.args import QUANTIZATIONS
 from trainer.best.choice import DEFAULT_CHOICE, Choice, Chosen, choose
 from trainer.errors import SettingsError
 from trainer.evaluation import MEAN_RGB  # Model Garden's, as uint8 pixel values
@@ -158,13 +157,11 @@ def export_tflite(model_dir: str, output_dir: str, choice: Choice = DEFAULT_CHOI
                   options: ExportOptions | None = None, quantize: str | None = None,
                   records: str | None = None) -> TfliteResult:
     """Writes `output_dir`/model.tflite (with the label map beside it) from the checkpoint
-    `choice` names (default: the run's best, else its newest)."""
+    `choice` names (default: the run's best, else its newest); `quantize` is None or one of
+    QUANTIZATIONS (ExportArgs.check)."""
     import tensorflow as tf
     from official.vision.serving import export_saved_model_lib
 
-    if quantize is not None and quantize not in QUANTIZATIONS:
-        raise SettingsError(f"--quantize must be one of {', '.join(QUANTIZATIONS)}, got "
-                            f"{quantize!r}")
     options = options or ExportOptions()
     params = model_dir_lib.load_params(model_dir)
     check_exportable(params)

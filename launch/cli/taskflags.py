@@ -16,6 +16,8 @@ from invoke import Exit
 from invoke import task as invoke_task
 
 from launch.values import jobfile
+from trainer import options
+from trainer.errors import SettingsError
 
 KIND_WORDS = {bool: "", int: "whole number", float: "number", str: "text",
               tuple: "repeatable", dict: "KEY=VALUE, repeatable"}
@@ -35,8 +37,8 @@ def describe(help: str, kind: type, default: Any, bound: str = "") -> str:
 
 def _number(name: str, value: Any, kind: type) -> int | float:
     try:
-        return jobfile._number(value, kind, jobfile.flag(name))
-    except jobfile.JobFileError as error:
+        return options.number(value, kind, jobfile.flag(name))
+    except SettingsError as error:
         raise Exit(f"error: {error}", code=2) from None
 
 
@@ -83,8 +85,8 @@ def _kind(parameter: inspect.Parameter) -> type:
     default = parameter.default
     if isinstance(default, bool) or type(default) in (int, float, str):
         return type(default)
-    annotation = str(parameter.annotation)
-    return next((kind for kind in (int, float) if annotation.startswith(kind.__name__)), str)
+    kind = options.kind(parameter.annotation)
+    return kind if kind in (int, float) else str
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,14 +109,16 @@ def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> C
         for field in jobfile.options(kind):
             if field.name in flags:
                 continue
-            field_kind = jobfile._kind(field)
+            field_kind = options.kind(field.type)
             parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY,
                                                 default=False if field_kind is bool else None))
             repeatable = field_kind in (tuple, dict) and field.name not in jobfile.COMMA_LISTS
+            bound = field.metadata["bound"]
             texts[field.name] = describe(field.metadata["help"],
                                          str if field.name in jobfile.COMMA_LISTS
                                          else field_kind,
-                                         jobfile.default(field), _bound(field))
+                                         jobfile.default(field),
+                                         bound.symbols() if bound else "")
             if repeatable:
                 iterable.append(field.name)
         for flag_name, extra in flags.items():
@@ -130,11 +134,3 @@ def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> C
                            **({"name": name} if name else {}))
 
     return decorate
-
-
-def _bound(field: dataclasses.Field) -> str:
-    meta = field.metadata
-    if meta["minimum"] is None:
-        return ""
-    least = f" > {meta['minimum']:g}" if meta["above"] else f" >= {meta['minimum']:.3g}"
-    return f" 0 or{least}" if meta["zero"] else least

@@ -16,15 +16,7 @@ from launch.targets.local.processes import run_job
 from launch.values import jobs
 from launch.values.resources import DEFAULT_RESOURCES, Resources
 from trainer import jsonnum
-from trainer.args import (
-    DEFAULT_SIGNATURES,
-    EXPORT_FORMATS,
-    QUANTIZATIONS,
-    ConvertArgs,
-    ExportArgs,
-    PredictArgs,
-    SampleArgs,
-)
+from trainer.args import ConvertArgs, ExportArgs, PredictArgs, SampleArgs
 from trainer.best.choice import DEFAULT_CHOICE, Choice
 from trainer.data import pets
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
@@ -59,7 +51,8 @@ def evaluate(run: jobs.TrainingRun, continuous: bool, idle_timeout: float | None
 
 @dataclasses.dataclass(frozen=True)
 class ExportChoices:
-    """`invoke export`'s options, checked before the export starts."""
+    """`invoke export`'s options, checked as `ExportArgs` (by `export`, before anything is
+    staged)."""
 
     max_detections: int | None = None
     min_score: float | None = None
@@ -67,20 +60,6 @@ class ExportChoices:
     quantize: str | None = None
     default_signature: str = "uint8"
     calibration_data: str | None = None
-
-    def __post_init__(self) -> None:
-        for flag, value, allowed in (("--format", self.format, EXPORT_FORMATS),
-                                     ("--quantize", self.quantize, (None, *QUANTIZATIONS)),
-                                     ("--default-signature", self.default_signature,
-                                      DEFAULT_SIGNATURES)):
-            if value not in allowed:
-                raise InputError(f"{flag} must be one of "
-                                 f"{', '.join(a for a in allowed if a)}, got {value!r}")
-        if self.quantize and self.format != "tflite":
-            raise InputError("--quantize applies to --format tflite")
-        if self.format == "tflite" and self.default_signature != "uint8":
-            raise InputError("--default-signature applies to SavedModels; a .tflite takes "
-                             "uint8 pixels")
 
 
 def checkpoint_choice(text: str | None, paths: bool = True) -> Choice:
@@ -98,12 +77,18 @@ def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
     run's best, else its newest); a gs:// model directory is staged first (the run files and
     that checkpoint) and a gs:// output directory is uploaded after exporting locally."""
     choice = checkpoint_choice(checkpoint, paths=not mirror.is_gcs(model_dir))
+    args = ExportArgs(model_dir, str(_local(output_dir)),
+                      None if choice == DEFAULT_CHOICE else str(choice),
+                      **dataclasses.asdict(options))
+    try:
+        args.check()  # the export's own check, before a checkpoint is staged
+    except SettingsError as error:
+        raise InputError(str(error)) from None
     client = _client_if_remote(storage_client, model_dir, output_dir)
     if mirror.is_gcs(model_dir):
-        model_dir = str(mirror.stage_checkpoint(client, model_dir, choice))
-    run_job(jobs.tool_job(ExportArgs(model_dir, str(_local(output_dir)),
-                                     None if choice == DEFAULT_CHOICE else str(choice),
-                                     **dataclasses.asdict(options))))
+        args = dataclasses.replace(args, model_dir=str(mirror.stage_checkpoint(
+            client, model_dir, choice)))
+    run_job(jobs.tool_job(args))
     return _publish(client, output_dir)
 
 

@@ -15,6 +15,7 @@ calls an API or imports a target's modules: executors turn the resolved file int
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -26,20 +27,22 @@ import yaml
 
 from launch.errors import InputError
 from launch.values import pretrained
+from launch.values.files import read_page
 from launch.values.jobs import KINDS, Request
 from launch.values.resources import (
-    MAX_PREEMPTIONS,
-    MIN_HOURS,
-    MIN_HOURS_SHOWN,
+    HOURS,
+    PREEMPTIONS,
+    REPLICAS,
+    WAIT_HOURS,
     Resources,
     Scheduling,
 )
 from trainer import datasets, hparams
-from trainer.best.stopping import EVALUATORS
+from trainer import options as schema
+from trainer.args import TrainArgs
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 from trainer.experiments import fields as experiment_fields
-from trainer.io import read_regular
 from trainer.model_dir import other_experiment
 
 TASKS = tuple(KINDS)  # the job kinds' tasks (launch/values/jobs.py)
@@ -48,11 +51,7 @@ TRAINING = frozenset({TRAIN, TUNE})  # a sweep's trials are training runs
 EVERY = frozenset(TASKS)
 SECTIONS = {EVAL: "eval", TUNE: "tune"}  # a task's own section of the file
 TARGETS = ("local", "vertex")
-INIT_TYPES = ("backbone", "detector", "all")
 MAX_FILE_BYTES = 1 << 20
-MAX_HOURS = 87_600  # ten years: within a protobuf Duration, beyond any real job
-# A time a job is sent with: whole seconds, from one minute (launch/values/resources.py says why).
-HOURS = {"minimum": MIN_HOURS, "minimum_shown": MIN_HOURS_SHOWN, "maximum": MAX_HOURS}
 KEY_VALUE = re.compile(r"(?P<key>[^=]+)=(?P<value>.*)", re.DOTALL)
 COMMA_LISTS = ("regions", "fallback", "capacity")  # one flag, values separated by commas
 
@@ -61,23 +60,12 @@ class JobFileError(InputError):
     """A job file or flag value that cannot make a job; the message names the flag."""
 
 
-def option(help: str, *, default: Any = None, tasks: frozenset = EVERY,
-           section: str | None = None, minimum: float | None = None, above: bool = False,
-           maximum: float | None = None, choices: tuple[str, ...] | None = None,
-           minimum_shown: str | None = None, zero: str | None = None,
-           path: bool = False) -> Any:
-    """A field that is a flag of each task in `tasks` and a key of the job file.
-    `section`: the task that reads it from its own section of the file (eval's machine is
-    not training's; tune's sweep); `minimum`/`maximum` bound a number (`above`: strictly;
-    `minimum_shown`: the minimum in words); `zero`: what 0 means, taken below the minimum;
-    `path`: its value may name a file or directory on this machine (a rerun checks it)."""
-    metadata = {"help": help, "tasks": tasks, "section": section, "minimum": minimum,
-                "above": above, "maximum": maximum, "choices": choices,
-                "minimum_shown": minimum_shown, "zero": zero, "path": path}
-    if isinstance(default, (tuple, dict)):
-        return dataclasses.field(default_factory=lambda: type(default)(default),
-                                 metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
+# A field that is a flag of each task in `tasks` and a key of the job file (`trainer.options`'
+# one schema). `section`: the task that reads it from its own section of the file (eval's
+# machine is not training's; tune's sweep); `path`: its value may name a file or directory on
+# this machine (a rerun checks it); `checked_as`: the trainer's field it lands on, whose bound
+# and choices it takes.
+option = functools.partial(schema.option, tasks=EVERY, section=None, path=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,8 +96,10 @@ class JobFile:
                                    "classifier), detector (a detector of other classes: "
                                    "backbone and decoder are restored) or all (your own run's "
                                    "classes) (default: the catalogue's; all for a path)",
-                                   tasks=TRAINING, choices=INIT_TYPES)
-    steps: int | None = option("training steps (default: the experiment's)", minimum=1)
+                                   tasks=TRAINING,
+                                   checked_as=(TrainArgs, "init_checkpoint_type"))
+    steps: int | None = option("training steps (default: the experiment's)",
+                               checked_as=(TrainArgs, "train_steps"))
     override: Mapping[str, Any] = option("a Model Garden parameter, KEY=VALUE (repeatable): "
                             "batch_size, learning_rate, warmup_steps, input_size or a "
                             "config path such as task.model.head.num_convs", default={})
@@ -121,7 +111,8 @@ class JobFile:
     label: Mapping[str, str] = option("a label for the run's jobs, KEY=VALUE (repeatable)",
                                       default={})
     max_cost: float | None = option("USD: refuse a job whose bound (price x timeout) or "
-                                    "expected cost is higher", minimum=0, above=True)
+                                    "expected cost is higher",
+                                    bound=schema.Bound(minimum=0, above=True))
     machine_type: str | None = option("e.g. n1-standard-8, g2-standard-8, a3-highgpu-8g "
                                       "(vertex)", section=EVAL)
     accelerator: str | None = option("TYPE:COUNT, e.g. NVIDIA_TESLA_T4:1 (vertex)",
@@ -130,15 +121,15 @@ class JobFile:
                              "(vertex)", section=EVAL)
     tpu_topology: str | None = option("e.g. 2x2, 4x4 (with a TPU --machine-type)",
                                       section=EVAL)
-    workers: int = option("workers beside the chief", default=0, tasks=TRAINING, minimum=0)
+    workers: int = option("workers beside the chief", default=0, tasks=TRAINING,
+                          bound=REPLICAS)
     reduction_servers: int = option("Reduction Server replicas (vertex, GPU workers)",
-                                    default=0, tasks=TRAINING, minimum=0)
+                                    default=0, tasks=TRAINING, bound=REPLICAS)
     spot: bool = option("Spot VMs (vertex)", default=False, section=EVAL)
     flex_start: bool = option("queue for capacity: Dynamic Workload Scheduler (vertex; "
                               "L4, A100, H100, H200, B200)", default=False, section=EVAL)
     max_wait_hours: float | None = option("--flex-start: hours to queue (0: no limit; "
-                                          "default 24)", section=EVAL, **HOURS,
-                                          zero="no limit")
+                                          "default 24)", section=EVAL, bound=WAIT_HOURS)
     reservation: str | None = option("consume a Compute Engine reservation: any, ZONE/NAME "
                                      "or its path", section=EVAL)
     persistent_resource: str | None = option("run on this Vertex AI persistent resource "
@@ -147,7 +138,7 @@ class JobFile:
                               "(vertex): `invoke jobs.status` prints the links",
                               default=False, section=EVAL)
     timeout_hours: float = option("job timeout (vertex)", default=24.0, section=EVAL,
-                                  **HOURS)
+                                  bound=HOURS)
     regions: tuple = option("regions to try in order, e.g. us-central1,us-east4: a job that "
                             "finds no capacity is resubmitted in the next; every hardware is "
                             "tried in a region before the next region (vertex; waits; "
@@ -161,23 +152,23 @@ class JobFile:
                              tasks=frozenset({TRAIN}))
     max_preemptions: int = option("--capacity: preempted jobs resubmitted on the same kind "
                                   "before the next", default=2, tasks=frozenset({TRAIN}),
-                                  minimum=0, maximum=MAX_PREEMPTIONS)
+                                  bound=PREEMPTIONS)
     early_stop_patience: int | None = option(
         "stop training after this many evaluations in a row without a gain in the "
         "experiment's metric (AP); best/ keeps the best checkpoint either way",
-        tasks=frozenset({TRAIN}), minimum=1)
+        tasks=frozenset({TRAIN}), checked_as=(TrainArgs, "early_stop_patience"))
     early_stop_min_delta: float | None = option("--early-stop-patience: the gain that counts "
                                                 "(default 0: any)", tasks=frozenset({TRAIN}),
-                                                minimum=0)
+                                                checked_as=(TrainArgs, "early_stop_min_delta"))
     early_stop_evaluator: str | None = option(
         "--early-stop-patience: who evaluates meanwhile: trainer (the chief, between its "
         "loops; the default) or eval-job (`invoke eval --run-id RUN` beside training)",
-        tasks=frozenset({TRAIN}), choices=EVALUATORS)
+        tasks=frozenset({TRAIN}), checked_as=(TrainArgs, "early_stop_evaluator"))
     once: bool = option("evaluate the newest checkpoint and stop", default=False,
                         tasks=frozenset({EVAL}), section=EVAL)
     idle_timeout: float | None = option("seconds to wait for a new checkpoint",
-                                        tasks=frozenset({EVAL}), section=EVAL, minimum=0,
-                                        above=True)
+                                        tasks=frozenset({EVAL}), section=EVAL,
+                                        checked_as=(TrainArgs, "eval_idle_timeout"))
     sweep: Mapping[str, Any] = option("the sweep (tune: the sweep file's fields)",
                                       default={}, tasks=frozenset({TUNE}), section=TUNE)
 
@@ -245,15 +236,7 @@ def _plain(value: Any) -> Any:
 
 def read(path: str) -> dict:
     """A job file as a mapping, or a JobFileError naming `--job` and what is wrong."""
-    try:
-        data = read_regular(path, MAX_FILE_BYTES)
-        if len(data) > MAX_FILE_BYTES:
-            raise JobFileError(f"--job {path}: larger than {MAX_FILE_BYTES >> 10} KiB; a job "
-                               "file is a page of settings")
-        text = data.decode()
-    except (OSError, UnicodeDecodeError) as error:
-        raise JobFileError(f"--job {path}: cannot read it "
-                           f"({getattr(error, 'strerror', None) or error})") from None
+    text = read_page(path, "--job", MAX_FILE_BYTES, JobFileError)
     return parse(text, f"--job {path}")
 
 
@@ -394,7 +377,7 @@ def section(file: Mapping[str, Any], task: str, source: str) -> Mapping[str, Any
 
 def _value(field: dataclasses.Field, value: Any, shown: str) -> Any:
     """A flag's text (invoke passes text) or a file's YAML value, as the field's type."""
-    kind = _kind(field)
+    kind = schema.kind(field.type)
     meta = field.metadata
     if kind is bool:
         if not isinstance(value, bool):
@@ -405,59 +388,12 @@ def _value(field: dataclasses.Field, value: Any, shown: str) -> Any:
     if kind is tuple:
         return _sequence(field, value, shown)
     if kind in (int, float):
-        number = _number(value, kind, shown)
-        minimum, maximum = meta["minimum"], meta["maximum"]
-        if meta["zero"] and number == 0:
-            return number
-        if minimum is not None and (number <= minimum if meta["above"] else number < minimum):
-            raise JobFileError(f"{shown} must be {bound_words(field)}, got {value!r}")
-        if maximum is not None and number > maximum:
-            raise JobFileError(f"{shown} must be at most {maximum:g}, got {value!r}")
-        return number
+        return schema.number(value, kind, shown, meta["bound"], JobFileError)
     if not isinstance(value, str) or not value.strip() or not value.isprintable():
         raise JobFileError(f"{shown} is text (printable, on one line), got {value!r}"[:200])
-    if meta["choices"] and value not in meta["choices"]:
-        raise JobFileError(f"{shown} must be one of {', '.join(meta['choices'])}, got "
-                           f"{value[:80]!r}")
+    if meta["choices"]:
+        return schema.choice(value, meta["choices"], shown, JobFileError)
     return value
-
-
-def bound_words(field: dataclasses.Field) -> str:
-    """A number field's least value in words: `more than 0`, `0 (no limit) or at least
-    1 minute (0.0167 h)`."""
-    meta = field.metadata
-    least = meta["minimum_shown"] or f"{meta['minimum']:g}"
-    bound = f"more than {least}" if meta["above"] else f"at least {least}"
-    return f"0 ({meta['zero']}) or {bound}" if meta["zero"] else bound
-
-
-def _kind(field: dataclasses.Field) -> type:
-    """bool, int, float, tuple (a list), dict (a mapping) or str, from the annotation."""
-    annotation = str(field.type)
-    if annotation.startswith("Mapping"):
-        return dict
-    for kind in (bool, int, float, tuple):
-        if annotation.startswith(kind.__name__):
-            return kind
-    return str
-
-
-def _number(value: Any, kind: type, shown: str) -> int | float:
-    """A finite number; for a whole number field, a whole one (`1e3` is 1000, `1.5` is not)."""
-    word = "a whole number" if kind is int else "a number"
-    if isinstance(value, bool):
-        raise JobFileError(f"{shown} must be {word}, got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise JobFileError(f"{shown} must be {word}, got {str(value)[:80]!r}") from None
-    if not math.isfinite(number) or abs(number) > 1e15:
-        raise JobFileError(f"{shown} must be {word}, got {str(value)[:80]!r}")
-    if kind is int:
-        if not number.is_integer():
-            raise JobFileError(f"{shown} must be {word}, got {value!r}")
-        return int(number)
-    return number
 
 
 def _sequence(field: dataclasses.Field, value: Any, shown: str) -> tuple:
@@ -546,11 +482,10 @@ def _check(job: JobFile, task: str) -> dict[str, Any]:
     if job.init_type and not job.init_from:
         raise JobFileError("--init-type says what --init-from holds: add --init-from or drop "
                            "it")
-    if job.early_stop_patience is None and (job.early_stop_min_delta is not None or
-                                            job.early_stop_evaluator):
-        shown = flag("early_stop_min_delta" if job.early_stop_min_delta is not None
-                     else "early_stop_evaluator")
-        raise JobFileError(f"{shown} applies to early stopping: add --early-stop-patience N")
+    try:
+        trainer_args(job, task).check()  # the trainer's own checks, before a job is built
+    except SettingsError as error:
+        raise JobFileError(str(error)) from None
     if job.region and job.regions:
         raise JobFileError("--region and --regions: choose one (--regions lists the regions to "
                            "try, in order)")
@@ -560,6 +495,18 @@ def _check(job: JobFile, task: str) -> dict[str, Any]:
     for name in (job.sweep.get("params") or {}) if isinstance(job.sweep, Mapping) else ():
         _field_kind(job.experiment, str(name), "--param")  # a sweep varies real fields too
     return check_overrides(job.experiment, job.override)
+
+
+def trainer_args(job: JobFile, task: str) -> TrainArgs:
+    """The trainer's arguments the file's values become (places aside: the executor decides
+    them), for the checks the trainer makes of them."""
+    given = {"train_steps": job.steps, "eval_idle_timeout": job.idle_timeout,
+             "early_stop_patience": job.early_stop_patience,
+             "early_stop_min_delta": job.early_stop_min_delta,
+             "early_stop_evaluator": job.early_stop_evaluator}
+    mode = "train" if task in TRAINING else "eval" if job.once else "continuous_eval"
+    return TrainArgs(experiment=job.experiment, mode=mode,
+                     **{k: v for k, v in given.items() if v is not None})
 
 
 def check_overrides(experiment: str, overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,8 @@ import re
 from typing import Protocol
 
 from launch.errors import InputError
+from trainer import options
+from trainer.options import Bound
 
 SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 # A job's timeout (and a Flex-start job's queueing limit) is sent as a protobuf Duration of
@@ -23,11 +25,28 @@ SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 # Below a second, 1e-300 h was sent as "0s" (7 days) and priced as 0.00 USD.
 MIN_HOURS = 1 / 60
 MIN_HOURS_SHOWN = "1 minute (0.0167 h)"
+MAX_HOURS = 87_600  # ten years: within a protobuf Duration, beyond any real job
+HOURS = Bound(minimum=MIN_HOURS, minimum_shown=MIN_HOURS_SHOWN, maximum=MAX_HOURS)
+WAIT_HOURS = dataclasses.replace(HOURS, zero="no limit")  # a Flex-start job's queueing
+REPLICAS = Bound(minimum=0)  # --workers and --reduction-servers: beside the chief
 DEFAULT_TIMEOUT_HOURS = 7 * 24  # what Vertex AI runs a job with no timeout for
 # A capacity ladder resubmits a preempted job on the same rung at most this many times: each
 # preempted job is paid for the time it ran, and a rung preempted ten times over has no
 # capacity to give (the next rung, or the user, decides then).
 MAX_PREEMPTIONS = 10
+PREEMPTIONS = Bound(minimum=0, maximum=MAX_PREEMPTIONS)  # --max-preemptions
+
+
+def number(flag: str, value: int | float | str, kind: type, bound: Bound | None = None
+           ) -> int | float:
+    """A flag's value as `kind` within `bound` (invoke passes numbers as text), read by the
+    one reader (`trainer.options.number`), or an InputError naming the flag."""
+    return options.number(value, kind, flag, bound, InputError)
+
+
+def optional_number(flag: str, value: int | float | str | None, kind: type,
+                    bound: Bound | None = None) -> int | float | None:
+    return options.optional_number(value, kind, flag, bound, InputError)
 
 
 RESOURCE_NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -61,17 +80,12 @@ class Scheduling:
         if self.strategy not in SCHEDULING_STRATEGIES:
             raise InputError(f"scheduling strategy must be one of "
                              f"{', '.join(SCHEDULING_STRATEGIES)}, got {self.strategy!r}")
-        if not MIN_HOURS <= self.timeout_hours < float("inf"):
-            raise InputError(f"--timeout-hours must be at least {MIN_HOURS_SHOWN}, got "
-                             f"{self.timeout_hours:g}")
+        number("--timeout-hours", self.timeout_hours, float, HOURS)
         if self.max_wait_hours is not None:
             if self.strategy != "FLEX_START":
                 raise InputError("--max-wait-hours is how long a --flex-start job queues: "
                                  "add --flex-start or drop it")
-            if not (self.max_wait_hours == 0 or
-                    MIN_HOURS <= self.max_wait_hours < float("inf")):
-                raise InputError(f"--max-wait-hours must be 0 (no limit) or at least "
-                                 f"{MIN_HOURS_SHOWN}, got {self.max_wait_hours:g}")
+            number("--max-wait-hours", self.max_wait_hours, float, WAIT_HOURS)
         if self.reservation and self.persistent_resource:
             raise InputError("--reservation and --persistent-resource exclude each other: a "
                              "persistent resource brings its own capacity")
@@ -94,8 +108,9 @@ class Scheduling:
         if spot and flex_start:
             raise InputError("--spot and --flex-start exclude each other: choose one")
         strategy = "SPOT" if spot else "FLEX_START" if flex_start else "STANDARD"
-        return cls(number("--timeout-hours", timeout_hours, float), strategy=strategy,
-                   max_wait_hours=optional_number("--max-wait-hours", max_wait_hours, float),
+        return cls(number("--timeout-hours", timeout_hours, float, HOURS), strategy=strategy,
+                   max_wait_hours=optional_number("--max-wait-hours", max_wait_hours, float,
+                                                  WAIT_HOURS),
                    reservation=reservation or None,
                    persistent_resource=persistent_resource or None)
 
@@ -160,15 +175,18 @@ class Resources:
     scheduling: Scheduling = DEFAULT_SCHEDULING
 
     def __post_init__(self) -> None:
-        for name in ("workers", "reduction_servers"):
-            if getattr(self, name) < 0:
-                raise InputError(f"--{name.replace('_', '-')} must be 0 or more, "
-                                 f"got {getattr(self, name)}")
-        if self.tpu and self.workers:
-            raise InputError("a TPU job is one slice: drop --workers (--tpu v5litepod-16 and "
-                             "larger span several hosts)")
+        number("--workers", self.workers, int, REPLICAS)
+        number("--reduction-servers", self.reduction_servers, int, REPLICAS)
+        self.check_one_slice(bool(self.tpu))
         if self.reduction_servers and not self.workers:
             raise InputError("Reduction Server needs GPU workers: pass --workers N as well")
+
+    def check_one_slice(self, tpu: bool) -> None:
+        """A TPU job (`tpu`: `--tpu`, or a TPU machine type a target's catalogue knows) is
+        one slice, whose hosts all run the trainer: it takes no replicas beside it."""
+        if tpu and (self.workers or self.reduction_servers):
+            raise InputError("a TPU job is one slice (every host of a multi-host slice runs "
+                             "the trainer): drop --workers and --reduction-servers")
 
     @classmethod
     def from_flags(cls, *, machine_type: str | None = None, accelerator: str | None = None,
@@ -178,8 +196,9 @@ class Resources:
         """The command line's values (invoke passes numbers as text) as Resources."""
         return cls(machine_type or None, Accelerator.parse(accelerator) if accelerator else None,
                    tpu or None, tpu_topology or None,
-                   workers=number("--workers", workers, int),
-                   reduction_servers=number("--reduction-servers", reduction_servers, int),
+                   workers=number("--workers", workers, int, REPLICAS),
+                   reduction_servers=number("--reduction-servers", reduction_servers, int,
+                                            REPLICAS),
                    scheduling=scheduling)
 
     @property
@@ -224,16 +243,3 @@ def whole_seconds(hours: float) -> int:
 def sent(hours: float) -> float:
     """Hours as they are sent: whole seconds (what a dry run shows and a bound prices)."""
     return whole_seconds(hours) / 3600
-
-
-def number(flag: str, value: int | float | str, kind: type) -> int | float:
-    """A flag's value as `kind` (invoke passes numbers as text), or an InputError naming it."""
-    try:
-        return kind(value)
-    except (TypeError, ValueError):
-        raise InputError(f"{flag} must be a number, got {value!r}") from None
-
-
-def optional_number(flag: str, value: int | float | str | None, kind: type
-                    ) -> int | float | None:
-    return None if value in (None, "") else number(flag, value, kind)

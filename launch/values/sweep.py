@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping, Sequence
 import yaml
 
 from launch.errors import InputError
+from launch.values.files import read_page
 from trainer import hparams
 from trainer.experiments import AP_METRICS, AR_METRICS, GOALS, MASK_AP_METRICS
 from trainer.hparams import PARAMETERS
-from trainer.io import read_regular
 
 METRICS = (*AP_METRICS, *AR_METRICS, *MASK_AP_METRICS)  # what the evaluator writes
 ALGORITHMS = ("bayesian", "random", "grid")
@@ -229,15 +229,7 @@ def load(path: str | None, flags: Iterable[str] = (), base: Mapping | None = Non
     `--param` flags, then the fields given as flags (None: the file's or the default)."""
     data: dict = dict(base or {})
     if path:
-        try:
-            raw = read_regular(path, MAX_SWEEP_FILE_BYTES)
-            if len(raw) > MAX_SWEEP_FILE_BYTES:
-                raise SweepError(f"--sweep {path}: more than {MAX_SWEEP_FILE_BYTES >> 10} KiB; "
-                                 "a sweep file is a page of settings")
-            text = raw.decode()
-        except (OSError, UnicodeDecodeError) as error:
-            raise SweepError(f"--sweep {path}: cannot read it "
-                             f"({getattr(error, 'strerror', None) or error})") from None
+        text = read_page(path, "--sweep", MAX_SWEEP_FILE_BYTES, SweepError)
         try:
             data.update(yaml.safe_load(text) or {})
         except (yaml.YAMLError, TypeError, ValueError):

@@ -254,9 +254,7 @@ def machine_for(resources: Resources, region: str) -> Machine:
     machine = resolve_machine(region=region, machine_type=resources.machine_type,
                               accelerator=resources.accelerator, tpu=resources.tpu,
                               tpu_topology=resources.tpu_topology)
-    if machine.is_tpu and (resources.workers or resources.reduction_servers):
-        raise InputError("a TPU job is one slice (every host of a multi-host slice runs "
-                         "the trainer): drop --workers and --reduction-servers")
+    resources.check_one_slice(machine.is_tpu)
     check_scheduling(machine, resources.scheduling.strategy, resources.scheduling.timeout_hours,
                      extra_pools=bool(resources.reduction_servers))
     return machine

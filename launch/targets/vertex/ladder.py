@@ -20,7 +20,7 @@ from launch.context.places import region_name
 from launch.errors import InputError, StepFailed
 from launch.targets import triage
 from launch.targets.vertex.hardware import check_region
-from launch.values.resources import MAX_PREEMPTIONS, number
+from launch.values.resources import PREEMPTIONS, number
 
 RUNGS = {"spot": "SPOT", "flex-start": "FLEX_START", "standard": "STANDARD"}
 # The failures for want of capacity, as launch/targets/triage.py names them (its table holds how
@@ -49,12 +49,7 @@ class Ladder:
             raise InputError("--capacity needs at least one of spot, flex-start, standard")
         if len(set(self.strategies)) != len(self.strategies):
             raise InputError("--capacity names a kind of capacity twice")
-        if self.max_preemptions < 0:
-            raise InputError("--max-preemptions must be 0 or more")
-        if self.max_preemptions > MAX_PREEMPTIONS:
-            raise InputError(f"--max-preemptions must be at most {MAX_PREEMPTIONS}, got "
-                             f"{self.max_preemptions}: each preempted job is paid for, and a "
-                             "rung preempted that often has no capacity to give")
+        number("--max-preemptions", self.max_preemptions, int, PREEMPTIONS)
         _once("--regions", self.regions)
         _once("--fallback", self.fallback)
         for region in self.regions:
@@ -79,7 +74,7 @@ class Ladder:
             raise InputError(f"--capacity {', '.join(map(repr, unknown))}: use "
                              f"{', '.join(RUNGS)} (in the order to try them)")
         strategies = tuple(RUNGS[name] for name in names) if text else (chosen,)
-        return cls(strategies, int(number("--max-preemptions", max_preemptions, int)),
+        return cls(strategies, number("--max-preemptions", max_preemptions, int, PREEMPTIONS),
                    tuple(regions), tuple(fallback))
 
 
