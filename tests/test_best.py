@@ -17,8 +17,9 @@ import pytest
 from launch.values import jobfile
 from launch.values.jobs import Places
 from tests.cli import REPO, invoke
-from trainer import best, settings
-from trainer.best import Score, judge
+from trainer import settings
+from trainer.best import choice, keeping, stopping
+from trainer.best.stopping import Score, judge
 from trainer.errors import SettingsError
 
 NAN = float("nan")
@@ -78,7 +79,7 @@ def test_the_judge_refuses_what_is_no_rule(patience, min_delta, goal, evaluation
 
 def test_the_reason_says_the_metric_the_gain_and_the_best_step():
     verdict = judge(scored(0.5, 0.5, 0.5), 2, 0.001)
-    assert best.reason(verdict, "AP", best.EarlyStopping(2, 0.001), "maximize") == \
+    assert stopping.reason(verdict, "AP", stopping.EarlyStopping(2, 0.001), "maximize") == \
         "no AP gain > 0.001 in 2 evaluations; best step 100"
 
 
@@ -126,7 +127,7 @@ def test_best_follows_the_evaluations_and_outlives_rotation(tmp_path):
     run = make_run(tmp_path / "run")
     for step, value in ((100, 0.3), (200, 0.5), (300, 0.4)):
         save(run, step, value)
-        verdict = best.after_evaluation(str(run))
+        verdict = keeping.after_evaluation(str(run))
     assert (verdict.best_step, verdict.stop) == (200, False)
     record, names = kept(run)
     assert {k: record[k] for k in ("step", "metric", "value", "goal", "checkpoint")} == {
@@ -139,19 +140,19 @@ def test_best_follows_the_evaluations_and_outlives_rotation(tmp_path):
 
     for name in run.glob("ckpt-200.*"):  # Model Garden's manager rotates it away
         name.unlink()
-    chosen = best.choose(str(run), best.Choice.parse(None))
+    chosen = choice.choose(str(run), choice.Choice.parse(None))
     assert (chosen.path, chosen.choice) == (f"{run}/best/ckpt-200", "best")
     assert chosen.reason == "the best evaluated: AP 0.5000 at step 200"
-    assert best.choose(str(run), best.Choice.parse("200")).path == f"{run}/best/ckpt-200"
-    assert best.choose(str(run), best.Choice.parse("latest")).path == f"{run}/ckpt-300"
+    assert choice.choose(str(run), choice.Choice.parse("200")).path == f"{run}/best/ckpt-200"
+    assert choice.choose(str(run), choice.Choice.parse("latest")).path == f"{run}/ckpt-300"
 
     save(run, 400, 0.6)
-    best.after_evaluation(str(run))
+    keeping.after_evaluation(str(run))
     assert kept(run)[1] == ["ckpt-400.data-00000-of-00001", "ckpt-400.index"]  # 200 deleted
 
     evaluate(run, 500, 0.9)  # its checkpoint was rotated away before it was evaluated
     warnings = []
-    assert best.keep(str(run), best.Best(500, "AP", 0.9, "maximize", "now"),
+    assert keeping.keep(str(run), keeping.Best(500, "AP", 0.9, "maximize", "now"),
                      say=warnings.append).step == 400
     assert "ckpt-500 is gone (rotated away before it could be kept: raise " \
            "trainer.max_to_keep)" in warnings[0]
@@ -163,19 +164,19 @@ def test_a_crash_in_an_update_leaves_the_previous_pair_whole(tmp_path):
     evaluation completes the update and removes what the crash left."""
     run = make_run(tmp_path / "run")
     save(run, 100, 0.3)
-    best.after_evaluation(str(run))
+    keeping.after_evaluation(str(run))
     save(run, 200, 0.5)
     blocker = run / "best" / f"best.json.{os.getpid()}.tmp"
     blocker.mkdir()  # the temporary file cannot be written: the update dies there
     with pytest.raises(Exception):  # noqa: B017 (TensorFlow's or the OS's, either will do)
-        best.after_evaluation(str(run))
+        keeping.after_evaluation(str(run))
     record, names = kept(run)
     assert record["step"] == 100 and held(run / "best" / "ckpt-100") == 100.0
     assert "ckpt-200.index" in names  # copied before the crash: a stray, named by nothing
-    assert best.choose(str(run), best.Choice.parse(None)).path == f"{run}/best/ckpt-100"
+    assert choice.choose(str(run), choice.Choice.parse(None)).path == f"{run}/best/ckpt-100"
 
     blocker.rmdir()
-    best.after_evaluation(str(run))
+    keeping.after_evaluation(str(run))
     record, names = kept(run)
     assert record["step"] == 200 and names == ["ckpt-200.data-00000-of-00001",
                                                "ckpt-200.index"]
@@ -189,12 +190,12 @@ def test_strays_are_removed_only_when_they_can_never_be_the_best(tmp_path):
     run = make_run(tmp_path / "run")
     for step, value in ((100, 0.3), (200, 0.2)):
         save(run, step, value)
-    best.after_evaluation(str(run))
+    keeping.after_evaluation(str(run))
     for name in run.glob("ckpt-200.*"):
         shutil.copy(name, run / "best")  # a crashed update's leftovers
     (run / "best" / "ckpt-900.index").write_text("not judged by this writer")
     save(run, 300, 0.4)
-    best.after_evaluation(str(run))
+    keeping.after_evaluation(str(run))
     assert kept(run)[1] == ["ckpt-300.data-00000-of-00001", "ckpt-300.index",
                             "ckpt-900.index"]
 
@@ -203,21 +204,21 @@ def test_a_damaged_or_missing_best_falls_back_to_the_newest_with_a_note(tmp_path
     run = make_run(tmp_path / "run")
     save(run, 100, 0.3)
     notes = []
-    chosen = best.choose(str(run), best.Choice(), say=notes.append)
+    chosen = choice.choose(str(run), choice.Choice(), say=notes.append)
     assert (chosen.path, chosen.choice) == (f"{run}/ckpt-100", "latest")
     assert "keeps no best checkpoint yet" in notes[0]
     (run / "best").mkdir()
     (run / "best" / "best.json").write_text('{"step": 100, "checkpoint": "../../etc"}')
-    chosen = best.choose(str(run), best.Choice(), say=notes.append)
+    chosen = choice.choose(str(run), choice.Choice(), say=notes.append)
     assert chosen.path == f"{run}/ckpt-100" and "is not a best checkpoint's record" in notes[1]
-    best.after_evaluation(str(run))  # the next evaluation writes it anew
+    keeping.after_evaluation(str(run))  # the next evaluation writes it anew
     assert kept(run)[0]["step"] == 100
 
 
 WRITER = """
 import json, random, sys, time
 from pathlib import Path
-from trainer import best
+from trainer.best import keeping, stopping
 run, first = Path(sys.argv[1]), int(sys.argv[2])
 rng = random.Random(first)
 (run / f"ready-{first}").touch()
@@ -228,7 +229,7 @@ for step in range(first, first + 2000, 20):
         (run / f"ckpt-{step}.{suffix}").write_text(f"{step}:{suffix}")
     (run / "eval" / f"ckpt-{step}.json").write_text(json.dumps(
         {"step": step, "metrics": {"AP": rng.random()}}))
-    best.after_evaluation(str(run))
+    keeping.after_evaluation(str(run))
 """
 
 
@@ -271,20 +272,21 @@ def test_the_verdict_is_written_and_read_only_under_the_same_rule(tmp_path):
     run = make_run(tmp_path / "run", rule)
     for step, value in ((100, 0.5), (200, 0.505), (300, NAN), (400, 0.5)):
         save(run, step, value)
-        verdict = best.after_evaluation(str(run))
+        verdict = keeping.after_evaluation(str(run))
     assert verdict.stop and verdict.ignored == (300,)
     written = json.loads((run / "early_stop.json").read_text())
     assert written["reason"] == "no AP gain > 0.01 in 2 evaluations; best step 200"
     assert (written["last_step"], written["best_step"]) == (400, 200)  # its gain was small
-    assert best.read_stop(str(run), best.EarlyStopping(2, 0.01)).step == 400
-    assert best.read_stop(str(run), best.EarlyStopping(3, 0.01)) is None  # another run's rule
-    assert best.stopped_at(str(run)) == 400
+    assert stopping.read_stop(str(run), stopping.EarlyStopping(2, 0.01)).step == 400
+    # another run's rule
+    assert stopping.read_stop(str(run), stopping.EarlyStopping(3, 0.01)) is None
+    assert stopping.stopped_at(str(run)) == 400
 
     (run / "run.json").write_text(json.dumps({"experiment": "x", "early_stop": {
         "patience": 0, "min_delta": 0, "evaluator": "trainer"}}))
     with pytest.raises(ValueError, match=r"run\.json: early_stop is not a patience of at "
                                          r"least 1"):
-        best.after_evaluation(str(run))
+        keeping.after_evaluation(str(run))
 
 
 class ScoringEvaluator:
@@ -299,7 +301,7 @@ class ScoringEvaluator:
 
         step = int(checkpoint.rsplit("-", 1)[1])
         evaluate(Path(self.model_dir), step, self.values[step])
-        best.after_evaluation(self.model_dir)
+        keeping.after_evaluation(self.model_dir)
         return EvalResult(checkpoint, step, {"AP": self.values[step]}, "")
 
 
@@ -315,11 +317,11 @@ def test_an_eval_job_that_stops_the_run_ends_with_it(tmp_path):
     for name in (run / "eval").iterdir():
         name.unlink()
     results = evaluate_continuously(ScoringEvaluator(run, {100: 0.5, 200: 0.5}),
-                                    lambda: best.last_step(str(run), 1000), idle_timeout=5,
+                                    lambda: stopping.last_step(str(run), 1000), idle_timeout=5,
                                     poll_interval=0)
     # the newest first (it skips ahead of a trainer), then the one it skipped: both judged
-    assert [r.step for r in results] == [200, 100] and best.last_step(str(run), 1000) == 200
-    assert best.read_stop(str(run), best.EarlyStopping(1, 0, "eval-job")).reason == \
+    assert [r.step for r in results] == [200, 100] and stopping.last_step(str(run), 1000) == 200
+    assert stopping.read_stop(str(run), stopping.EarlyStopping(1, 0, "eval-job")).reason == \
         "no AP gain > 0 in 1 evaluations; best step 100"
     assert kept(run)[0]["step"] == 100  # equal values: the earlier, whatever the order
 
@@ -371,7 +373,7 @@ def test_the_trainer_and_the_launcher_refuse_each_bad_rule_in_the_same_words(fla
 def test_the_trainer_takes_the_rule_and_refuses_its_parts_alone():
     found = settings.parse(["--model_dir=m", "--early-stop-patience=3",
                             "--early-stop-min-delta=0.001"], {}).early_stopping
-    assert found == best.EarlyStopping(3, 0.001, "trainer")
+    assert found == stopping.EarlyStopping(3, 0.001, "trainer")
     assert settings.parse(["--model_dir=m"], {}).early_stopping is None
     for flag in ("--early_stop_min_delta=0.1", "--early_stop_evaluator=eval-job"):
         with pytest.raises(SettingsError, match="applies to early stopping: add "

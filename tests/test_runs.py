@@ -165,7 +165,7 @@ def test_the_best_checkpoint_is_shown_unless_another_is_asked_and_a_stop_is_said
     """A run keeping ckpt-200 as its best (best/best.json) shows that evaluation, and why it
     stopped early; `--checkpoint latest` or a step shows another; a run keeping none shows its
     newest, with a note."""
-    from trainer.best import Choice
+    from trainer.best.choice import Choice
 
     run = write_run(tmp_path / "a", steps=(100, 200, 300))
     (run / "best").mkdir()

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, NoReturn
 
 from trainer import files, objects
-from trainer.best import EVALUATORS, TRAINER
+from trainer.best.stopping import EVALUATORS, TRAINER
 from trainer.data import defaults, formats
 from trainer.data.planning import Limits
 from trainer.distribution import STRATEGIES

@@ -63,8 +63,8 @@ def run_trainer(args: trainer_args.TrainArgs) -> int:
 
 
 def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) -> int:
-    from trainer import best
     from trainer import model_dir as model_dir_lib
+    from trainer.best import stopping
 
     evaluator = evaluation.evaluator_for(settings, params)
 
@@ -80,7 +80,7 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
         run stopped early ends at the evaluation that stopped it."""
         recorded = None if settings.train_steps else model_dir_lib.recorded_train_steps(
             settings.model_dir)
-        return best.last_step(settings.model_dir, recorded or params.trainer.train_steps)
+        return stopping.last_step(settings.model_dir, recorded or params.trainer.train_steps)
 
     try:
         results = evaluation.evaluate_continuously(
@@ -89,7 +89,7 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
     except errors.EvalTimeoutError as error:
         refuse(error)
         return EXIT_EVAL_TIMEOUT
-    ended = "the run stopped early at" if best.stopped_at(settings.model_dir) else \
+    ended = "the run stopped early at" if stopping.stopped_at(settings.model_dir) else \
         "final checkpoint"
     print(f"{ended} (step {final_step()}) evaluated; "
           f"{len(results)} checkpoint(s) evaluated by this run", flush=True)
@@ -152,7 +152,7 @@ def run_bucket_convert(args: trainer_args.BucketConvertArgs) -> int:
 
 
 def run_export(args: trainer_args.ExportArgs) -> int:
-    from trainer.best import Choice
+    from trainer.best.choice import Choice
     from trainer.export import ExportOptions, export
 
     args.check()

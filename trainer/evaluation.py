@@ -18,9 +18,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from trainer import analysis, best, files
+from trainer import analysis, files
 from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs, shown
+from trainer.best import keeping
 from trainer.errors import EvalTimeoutError
 from trainer.experiments import MASK_PREFIX
 from trainer.io import write_text
@@ -120,7 +121,7 @@ class CheckpointEvaluator:
         if seen:
             record.update(self._breakdown(seen, worst, step))
         write_text(path, json.dumps(record, indent=2) + "\n")
-        best.after_evaluation(self.model_dir)  # best/ kept, early stopping judged
+        keeping.after_evaluation(self.model_dir)  # best/ kept, early stopping judged
         return EvalResult(checkpoint, step, metrics, path)
 
     def _breakdown(self, seen: list, worst: WorstImages, step: int) -> dict:

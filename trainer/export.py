@@ -26,8 +26,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from trainer import best
 from trainer import model_dir as model_dir_lib
+from trainer.best.choice import DEFAULT_CHOICE, Choice, Chosen, choose
 from trainer.data.defaults import MAX_PIXELS
 from trainer.errors import SettingsError
 from trainer.files import EXPORT_INFO_FILE
@@ -69,7 +69,7 @@ class ExportOptions:
 @dataclasses.dataclass(frozen=True)
 class ExportResult:
     export_dir: str
-    checkpoint: best.Chosen
+    checkpoint: Chosen
 
 
 # What `serving_bytes` decodes, and where each kind's header declares its size: magic bytes,
@@ -214,7 +214,7 @@ def _module_class(default_signature: str, max_pixels: int):
     return NormalisedDetectionModule
 
 
-def export(model_dir: str, export_dir: str, choice: best.Choice = best.DEFAULT_CHOICE,
+def export(model_dir: str, export_dir: str, choice: Choice = DEFAULT_CHOICE,
            options: ExportOptions = ExportOptions()) -> ExportResult:
     """Exports the checkpoint `choice` names (default: the run's best, else its newest) with
     the label map beside it, and export.json saying which checkpoint and why."""
@@ -228,7 +228,7 @@ def export(model_dir: str, export_dir: str, choice: best.Choice = best.DEFAULT_C
     module = _module_class(options.default_signature, options.max_pixels)(
         params=params, batch_size=None, input_image_size=input_size, input_type="image_tensor",
         num_channels=3)
-    chosen = best.choose(model_dir, choice, module.model)
+    chosen = choose(model_dir, choice, module.model)
     export_saved_model_lib.export_inference_graph(
         input_type="image_tensor", batch_size=None, input_image_size=input_size,
         params=params, checkpoint_path=chosen.path, export_dir=export_dir,

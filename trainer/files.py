@@ -49,7 +49,7 @@ METRICS_FILE = re.compile(r"ckpt-(\d+)\.json")  # in METRICS_DIR; the group is t
 WORST_IMAGE_FILE = re.compile(r"ckpt-\d+/worst-\d+\.jpg")  # in METRICS_DIR
 
 
-# The run's best checkpoint (trainer/best.py): a copy of its files beside BEST_FILE, apart from
+# The run's best checkpoint (trainer/best/): a copy of its files beside BEST_FILE, apart from
 # the checkpoint manager's rotation; and the early-stopping verdict the trainer obeys.
 BEST_DIR = "best"
 BEST_FILE = "best.json"  # in BEST_DIR: which checkpoint, its metric and value

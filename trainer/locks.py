@@ -49,7 +49,7 @@ def hold_model_dir(model_dir: str) -> IO[str] | None:
 def taking_turns(directory: str, name: str) -> Iterator[None]:
     """Waits for, then holds, `directory`'s lock `name` for the block: writers of one file
     take turns (best/ of a run). Cloud Storage has no lock to take: there the block runs as it
-    is, and the writers' own protocol keeps the file whole (trainer/best.py)."""
+    is, and the writers' own protocol keeps the file whole (trainer/best/keeping.py)."""
     if "://" in directory:
         yield
         return

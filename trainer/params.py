@@ -10,7 +10,7 @@ from __future__ import annotations
 from trainer import files, hparams, init_checkpoint, io
 from trainer import model_dir as model_dir_lib
 from trainer.args import INIT_CHECKPOINT_TYPES
-from trainer.best import TRAINER
+from trainer.best.stopping import TRAINER
 from trainer.data.checks import masks_missing
 from trainer.data.label_map import read_label_map
 from trainer.data.tf_example import has_masks

@@ -11,7 +11,7 @@ from trainer import args as trainer_args
 from trainer import files
 from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs
-from trainer.best import EarlyStopping
+from trainer.best.stopping import EarlyStopping
 from trainer.errors import SettingsError
 
 

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer import best, io
+from trainer import io
 from trainer import model_dir as model_dir_lib
+from trainer.best.choice import DEFAULT_CHOICE, Choice, Chosen, choose
 from trainer.errors import SettingsError
 from trainer.evaluation import MEAN_RGB  # Model Garden's, as uint8 pixel values
 from trainer.export import ExportOptions
@@ -35,7 +36,7 @@ CALIBRATION_IMAGES = 100  # int8: training images the converter measures ranges 
 @dataclasses.dataclass(frozen=True)
 class TfliteResult:
     path: str
-    checkpoint: best.Chosen
+    checkpoint: Chosen
     size_bytes: int
 
 
@@ -155,7 +156,7 @@ def convert(saved_model: str, quantize: str | None,
     return converter.convert()
 
 
-def export_tflite(model_dir: str, output_dir: str, choice: best.Choice = best.DEFAULT_CHOICE,
+def export_tflite(model_dir: str, output_dir: str, choice: Choice = DEFAULT_CHOICE,
                   options: ExportOptions | None = None, quantize: str | None = None,
                   records: str | None = None) -> TfliteResult:
     """Writes `output_dir`/model.tflite (with the label map beside it) from the checkpoint
@@ -173,7 +174,7 @@ def export_tflite(model_dir: str, output_dir: str, choice: best.Choice = best.DE
     tf.get_logger().setLevel("ERROR")
     module = _module_class()(params=params, batch_size=1, input_image_size=size,
                              input_type="tflite", num_channels=3)
-    chosen = best.choose(model_dir, choice, module.model)
+    chosen = choose(model_dir, choice, module.model)
     representative = None
     if quantize == "int8":
         pattern = records or params.task.train_data.input_path

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import time
 
-from trainer import best, distribution, hparams, init_checkpoint, locks
+from trainer import distribution, hparams, init_checkpoint, locks
 from trainer import model_dir as model_dir_lib
+from trainer.best.stopping import TRAINER, EarlyStopping, read_stop
 from trainer.evaluation import SUMMARY_SUBDIR
 from trainer.io import read_text
 from trainer.settings import TrainerSettings
@@ -70,7 +71,7 @@ def _train(settings: TrainerSettings, params, strategy, chief: bool, several: bo
         settings.tensorboard_dir or settings.model_dir, params)
     # built here, outside the strategy's scope: its variables are the chief's alone
     evaluator = _own_evaluator(settings, params) if chief and stopping and \
-        stopping.evaluator == best.TRAINER else None
+        stopping.evaluator == TRAINER else None
     watch = [StopWhenJudged(settings.model_dir, stopping, strategy, chief, several, evaluator)
              ] if stopping else []
     started, stopped = time.monotonic(), None
@@ -120,7 +121,7 @@ class StopWhenJudged:
     agree on it through the strategy, so all stop at this step and none waits alone in a
     collective."""
 
-    def __init__(self, model_dir: str, stopping: best.EarlyStopping, strategy, chief: bool,
+    def __init__(self, model_dir: str, stopping: EarlyStopping, strategy, chief: bool,
                  several: bool, evaluator=None) -> None:
         self.model_dir, self.stopping, self.strategy = model_dir, stopping, strategy
         self.chief, self.several, self.evaluator = chief, several, evaluator
@@ -132,7 +133,7 @@ class StopWhenJudged:
         if self.chief:
             if self.evaluator is not None:
                 _evaluate_new(self.evaluator)
-            order = best.read_stop(self.model_dir, self.stopping)
+            order = read_stop(self.model_dir, self.stopping)
         if agree(self.strategy, order is not None, self.several):
             step = int(tf.summary.experimental.get_step().numpy())  # Orbit's global step
             raise EarlyStop(step, order.reason if order else "the chief's verdict")
@@ -159,7 +160,7 @@ def _own_evaluator(settings: TrainerSettings, params):
 
 def _evaluate_new(evaluator) -> None:
     """Evaluates the newest checkpoint not evaluated yet, if any (an evaluation keeps best/
-    and writes the verdict: trainer/best.py)."""
+    and writes the verdict: trainer/best/)."""
     import tensorflow as tf
 
     from trainer import evaluation

@@ -15,8 +15,9 @@ from launch.stores.gcs.upload import upload_directory
 from launch.targets.local.processes import run_job
 from launch.values import jobs
 from launch.values.resources import DEFAULT_RESOURCES, Resources
-from trainer import best, jsonnum
+from trainer import jsonnum
 from trainer.args import ConvertArgs, ExportArgs, PredictArgs, SampleArgs
+from trainer.best.choice import DEFAULT_CHOICE, Choice
 from trainer.data import pets
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
 from trainer.errors import SettingsError
@@ -61,10 +62,10 @@ class ExportChoices:
     calibration_data: str | None = None
 
 
-def checkpoint_choice(text: str | None, paths: bool = True) -> best.Choice:
+def checkpoint_choice(text: str | None, paths: bool = True) -> Choice:
     """`--checkpoint` (best, latest, a step, ckpt-N; a prefix where `paths`), checked."""
     try:
-        return best.Choice.parse(text, paths=paths)
+        return Choice.parse(text, paths=paths)
     except SettingsError as error:
         raise InputError(str(error)) from None
 
@@ -77,7 +78,7 @@ def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
     that checkpoint) and a gs:// output directory is uploaded after exporting locally."""
     choice = checkpoint_choice(checkpoint, paths=not mirror.is_gcs(model_dir))
     args = ExportArgs(model_dir, str(_local(output_dir)),
-                      None if choice == best.DEFAULT_CHOICE else str(choice),
+                      None if choice == DEFAULT_CHOICE else str(choice),
                       **dataclasses.asdict(options))
     try:
         args.check()  # the export's own check, before a checkpoint is staged

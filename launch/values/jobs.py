@@ -14,7 +14,7 @@ from launch.errors import InputError
 from launch.values.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
 from launch.values.sweep import Sweep
 from trainer.args import Args, ConvertArgs, TrainArgs
-from trainer.best import TRAINER, EarlyStopping
+from trainer.best.stopping import TRAINER, EarlyStopping
 from trainer.experiments import DEFAULT_EXPERIMENT
 from trainer.files import SPLITS, shard_glob
 

@@ -26,7 +26,7 @@ from launch.features.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
 from launch.features.runs.report import Report, table, write_report
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs
-from trainer import best
+from trainer.best.choice import BEST, DEFAULT_CHOICE, Choice
 from trainer.files import (
     BEST_DIR,
     BEST_FILE,
@@ -105,7 +105,7 @@ def run_cost(cloud: Cloud, parts: Sequence[str]) -> str | None:
 
 
 def load(cloud: Callable[[], Cloud], ref: str, cache_dir: Path = mirror.CACHE_DIR,
-         choice: best.Choice = best.DEFAULT_CHOICE) -> RunRecord:
+         choice: Choice = DEFAULT_CHOICE) -> RunRecord:
     """One run, however it is named, showing the evaluation `choice` names."""
     if Path(ref).is_dir():
         if not (Path(ref) / RUN_FILE).exists():
@@ -127,7 +127,7 @@ def load(cloud: Callable[[], Cloud], ref: str, cache_dir: Path = mirror.CACHE_DI
 
 
 def compare(cloud: Callable[[], Cloud], refs: Sequence[str], out: Path,
-            cache_dir: Path = mirror.CACHE_DIR, checkpoint: best.Choice = best.DEFAULT_CHOICE
+            cache_dir: Path = mirror.CACHE_DIR, checkpoint: Choice = DEFAULT_CHOICE
             ) -> str:
     if not refs:
         raise InputError("name the runs to compare: model directories, gs:// paths or run "
@@ -143,7 +143,7 @@ def compare(cloud: Callable[[], Cloud], refs: Sequence[str], out: Path,
                   file=sys.stderr)
         elif record.shown is None:
             print(f"note: {record.name} has no evaluation of {checkpoint}", file=sys.stderr)
-        elif checkpoint.kind == best.BEST and record.shown.step != record.best_step:
+        elif checkpoint.kind == BEST and record.shown.step != record.best_step:
             print(f"note: {record.name} keeps no best checkpoint (best/best.json): its newest "
                   "evaluation is shown", file=sys.stderr)
     return report.summary()

@@ -16,7 +16,9 @@ import struct
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from trainer import best, jsonnum
+from trainer import jsonnum
+from trainer.best.choice import BEST, DEFAULT_CHOICE, Choice
+from trainer.best.keeping import read_best
 from trainer.errors import JsonError
 from trainer.files import (
     MAX_RUN_JSON_BYTES,
@@ -56,7 +58,7 @@ class RunRecord:
     cost: str | None = None  # for runs whose jobs Vertex AI knows
     best_step: int | None = None  # the step of the best checkpoint it keeps (best/)
     stopped: str | None = None  # why it stopped early, if it did
-    choice: best.Choice = best.DEFAULT_CHOICE  # whose evaluation the report shows
+    choice: Choice = DEFAULT_CHOICE  # whose evaluation the report shows
 
     @property
     def latest(self) -> Evaluation | None:
@@ -69,7 +71,7 @@ class RunRecord:
         at = {e.step: e for e in self.evaluations}
         if self.choice.kind == "step":
             return at.get(self.choice.step)
-        if self.choice.kind == best.BEST and self.best_step in at:
+        if self.choice.kind == BEST and self.best_step in at:
             return at[self.best_step]
         return self.latest
 
@@ -81,7 +83,7 @@ class RunRecord:
             return "-"
         if self.choice.kind == "step":
             return str(self.choice)
-        kind = "best" if self.choice.kind == best.BEST and evaluation.step == self.best_step \
+        kind = "best" if self.choice.kind == BEST and evaluation.step == self.best_step \
             else "latest"
         return f"{kind} {evaluation.step}"
 
@@ -165,14 +167,14 @@ def losses(model_dir: Path) -> tuple[tuple[int, float], ...]:
 
 def _best_step(model_dir: Path) -> int | None:
     try:
-        kept = best.read_best(str(model_dir))
+        kept = read_best(str(model_dir))
     except (JsonError, OSError):
         return None  # a damaged record keeps no best: the newest is shown
     return kept.step if kept else None
 
 
 def load_run(model_dir: Path, name: str | None = None, cost: str | None = None,
-             choice: best.Choice = best.DEFAULT_CHOICE) -> RunRecord:
+             choice: Choice = DEFAULT_CHOICE) -> RunRecord:
     """Everything the run's files say (what they lack stays None or empty)."""
     run = _json(model_dir / RUN_FILE) or {}
     summary = _json(model_dir / TRAINING_SUMMARY_FILE) or {}

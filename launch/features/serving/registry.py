@@ -21,7 +21,8 @@ from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs, read_json
 from launch.targets.vertex.hardware import catalogue, multi_region
 from serving import contract
-from trainer import best, jsonnum
+from trainer import jsonnum
+from trainer.best.choice import DEFAULT_CHOICE, LATEST, Choice
 from trainer.experiments import AP_METRICS, EXPERIMENTS, MASK_AP_METRICS
 from trainer.files import (
     EXPORT_INFO_FILE,
@@ -127,7 +128,7 @@ def _final(step_of, names: list[str], pattern: re.Pattern) -> int | None:
     return max(steps) if steps else None
 
 
-def read_candidate(storage, run: RunPaths, choice: best.Choice = best.DEFAULT_CHOICE
+def read_candidate(storage, run: RunPaths, choice: Choice = DEFAULT_CHOICE
                    ) -> Candidate:
     """The run's checkpoint `choice` names (the best it keeps, else its newest), its
     evaluation and its exported model, which must be of that checkpoint, from the bucket.
@@ -166,10 +167,10 @@ def read_candidate(storage, run: RunPaths, choice: best.Choice = best.DEFAULT_CH
                                                                  experiment)), export, why)
 
 
-def _chosen(storage, run: RunPaths, choice: best.Choice, final: int, saved: set[int]
+def _chosen(storage, run: RunPaths, choice: Choice, final: int, saved: set[int]
             ) -> tuple[int, str]:
     """The step `choice` names in the run, and why, in words."""
-    if choice.kind == best.LATEST:
+    if choice.kind == LATEST:
         return final, "the newest, as asked"
     kept = mirror.read_best(storage, run.checkpoints)
     if choice.kind == "step":

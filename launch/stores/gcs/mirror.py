@@ -21,7 +21,9 @@ from pathlib import Path
 
 from launch.errors import InputError, MissingError
 from launch.stores.gcs.upload import crc32c_of, list_blobs, read_json
-from trainer import best, files
+from trainer import files
+from trainer.best.choice import BEST, DEFAULT_CHOICE, Choice
+from trainer.best.keeping import Best
 from trainer.errors import JsonError
 from trainer.objects import BUCKET, unsafe_reason
 
@@ -120,19 +122,19 @@ def _fetch_all(where: GcsPath, blobs: dict[str, object], cache_dir: Path) -> Non
         _download(blob, targets[name])
 
 
-def read_best(client, model_dir_url: str) -> best.Best | None:
+def read_best(client, model_dir_url: str) -> Best | None:
     """The best checkpoint a run in the bucket keeps (best/best.json, checked: any job may
     have written it); None when it keeps none; InputError when the file is no such record."""
     where = GcsPath.parse(model_dir_url)
     name = f"{where.prefix}/{files.BEST_DIR}/{files.BEST_FILE}"
     try:
         found = read_json(client, where.bucket, name, files.MAX_RUN_JSON_BYTES)
-        return None if found is None else best.Best.parse(found, f"gs://{where.bucket}/{name}")
+        return None if found is None else Best.parse(found, f"gs://{where.bucket}/{name}")
     except JsonError as error:
         raise InputError(str(error)) from None
 
 
-def stage_checkpoint(client, model_dir_url: str, choice: best.Choice = best.DEFAULT_CHOICE,
+def stage_checkpoint(client, model_dir_url: str, choice: Choice = DEFAULT_CHOICE,
                      cache_dir: Path = CACHE_DIR) -> Path:
     """Mirrors a model directory's run files and the checkpoint `choice` names: the best
     (best/ as the run keeps it), else the newest, or a step; returns the local model
@@ -141,13 +143,13 @@ def stage_checkpoint(client, model_dir_url: str, choice: best.Choice = best.DEFA
     where = GcsPath.parse(model_dir_url)
     top = _listing(client, where, recursive=False)
     local = where.mirror(cache_dir)
-    kept = read_best(client, model_dir_url) if choice.kind in (best.BEST, "step") else None
+    kept = read_best(client, model_dir_url) if choice.kind in (BEST, "step") else None
     (local / files.BEST_DIR / files.BEST_FILE).unlink(missing_ok=True)  # none, or a stale one
     wanted = {n: b for n, b in top.items() if n in RUN_FILES}
     if choice.kind == "path":
         raise InputError(f"--checkpoint {choice}: a run in the bucket takes best, latest, a "
                          "step or ckpt-N")
-    if kept and (choice.kind == best.BEST or (
+    if kept and (choice.kind == BEST or (
             f"{choice}.index" not in top and kept.step == choice.step)):
         below = f"{files.BEST_DIR}/"
         inside = _listing(client, GcsPath(where.bucket, f"{where.prefix}/{files.BEST_DIR}"),
