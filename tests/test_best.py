@@ -297,12 +297,12 @@ class ScoringEvaluator:
         self.model_dir, self.values = str(run), values
 
     def evaluate(self, checkpoint: str):
-        from trainer.evaluation import EvalResult
+        from trainer.eval_record import EvaluationRecord
 
         step = int(checkpoint.rsplit("-", 1)[1])
         evaluate(Path(self.model_dir), step, self.values[step])
         keeping.after_evaluation(self.model_dir)
-        return EvalResult(checkpoint, step, {"AP": self.values[step]}, "")
+        return EvaluationRecord(step, {"AP": self.values[step]}, checkpoint)
 
 
 def test_an_eval_job_that_stops_the_run_ends_with_it(tmp_path):

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from tests.conftest import data_flags
 from trainer import evaluation, model_dir
-from trainer.evaluation import EvalResult
+from trainer.eval_record import EvaluationRecord
 
 
 def save_checkpoints(directory: Path, steps=(100, 200, 300, 400)) -> dict[int, np.ndarray]:
@@ -84,13 +84,14 @@ class RestoringEvaluator:
         self.model_dir = str(directory)
         self.weights = tf.Variable(tf.zeros([64, 64]))
 
-    def evaluate(self, checkpoint: str) -> EvalResult:
+    def evaluate(self, checkpoint: str) -> EvaluationRecord:
         model_dir.restore(tf.train.Checkpoint(weights=self.weights), checkpoint)
         step = model_dir.checkpoint_step(checkpoint)
         path = evaluation.metrics_path(self.model_dir, step)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         Path(path).write_text("{}")
-        return EvalResult(checkpoint, step, {"mean": float(self.weights.numpy().mean())}, path)
+        return EvaluationRecord(step, {"mean": float(self.weights.numpy().mean())}, checkpoint,
+                                path=path)
 
 
 def test_continuous_eval_skips_a_broken_checkpoint_and_says_so(tmp_path, capsys):

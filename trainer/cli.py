@@ -16,6 +16,7 @@ from pathlib import Path
 from trainer import args as trainer_args
 from trainer import errors, pretrained
 from trainer import settings as settings_lib
+from trainer.eval_record import EvaluationRecord
 
 EXIT_FAILED, EXIT_USAGE, EXIT_EVAL_TIMEOUT = 1, 2, 3
 # Starts the one line that says why the trainer stopped, which launchers show as its word
@@ -68,8 +69,8 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
 
     evaluator = evaluation.evaluator_for(settings, params)
 
-    def report(result: evaluation.EvalResult) -> None:
-        print(result.line(), flush=True)
+    def report(result: EvaluationRecord) -> None:
+        print(evaluation.line(result), flush=True)
 
     if settings.mode == "eval":
         report(evaluation.evaluate_latest(evaluator))

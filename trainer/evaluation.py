@@ -23,6 +23,7 @@ from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs, shown
 from trainer.best import keeping
 from trainer.errors import EvalTimeoutError
+from trainer.eval_record import EvaluationRecord
 from trainer.experiments import MASK_PREFIX
 from trainer.io import write_text
 
@@ -40,16 +41,10 @@ STDDEV_RGB = np.array([0.229, 0.224, 0.225]) * 255
 log = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass(frozen=True)
-class EvalResult:
-    checkpoint: str
-    step: int
-    metrics: dict[str, float]
-    path: str
-
-    def line(self) -> str:
-        shown = {k: round(self.metrics[k], 4) for k in SHOWN_METRICS if k in self.metrics}
-        return f"evaluated step {self.step}: {shown} -> {self.path}"
+def line(result: EvaluationRecord) -> str:
+    """What each evaluated checkpoint prints."""
+    shown = {k: round(result.metrics[k], 4) for k in SHOWN_METRICS if k in result.metrics}
+    return f"evaluated step {result.step}: {shown} -> {result.path}"
 
 
 def metrics_path(model_dir: str, step: int) -> str:
@@ -87,7 +82,7 @@ class CheckpointEvaluator:
             lambda inputs: self.task.validation_step(inputs, self.model, metrics))
         self.writer = tf.summary.create_file_writer(summary_dir)
 
-    def evaluate(self, checkpoint: str) -> EvalResult:
+    def evaluate(self, checkpoint: str) -> EvaluationRecord:
         import tensorflow as tf
 
         step = model_dir_lib.checkpoint_step(checkpoint)
@@ -117,12 +112,11 @@ class CheckpointEvaluator:
                              max_outputs=NUM_SUMMARY_IMAGES)
         self.writer.flush()
         path = metrics_path(self.model_dir, step)
-        record = {"checkpoint": checkpoint, "step": step, "metrics": metrics}
-        if seen:
-            record.update(self._breakdown(seen, worst, step))
-        write_text(path, json.dumps(record, indent=2) + "\n")
+        record = EvaluationRecord(step, metrics, checkpoint, path=path,
+                                  **self._breakdown(seen, worst, step) if seen else {})
+        write_text(path, json.dumps(record.to_json(), indent=2) + "\n")
         keeping.after_evaluation(self.model_dir)  # best/ kept, early stopping judged
-        return EvalResult(checkpoint, step, metrics, path)
+        return record
 
     def _breakdown(self, seen: list, worst: WorstImages, step: int) -> dict:
         """AP per class, the PR curve, and the worst images drawn beside the metrics."""
@@ -141,7 +135,7 @@ class CheckpointEvaluator:
             write_text(f"{self.model_dir}/{files.METRICS_DIR}/{name}", buffer.getvalue())
             shown.append({**dataclasses.asdict(errors), "picture": name})
         return {"per_class": per_class, "pr_curve": analysis.pr_curve(evaluation),
-                "worst_images": shown}
+                "worst_images": tuple(shown)}
 
     def _images(self, inputs, logs):
         """Each validation image of a batch as the model saw it (the padded, resized frame,
@@ -237,7 +231,7 @@ def evaluator_for(settings, params) -> CheckpointEvaluator:
     return CheckpointEvaluator(params, settings.model_dir, summary_dir, names)
 
 
-def evaluate_latest(evaluator: CheckpointEvaluator) -> EvalResult:
+def evaluate_latest(evaluator: CheckpointEvaluator) -> EvaluationRecord:
     checkpoint = model_dir_lib.newest_restorable(evaluator.model_dir, model=evaluator.model)
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in {evaluator.model_dir} to evaluate")
@@ -249,10 +243,10 @@ def evaluate_continuously(
     final_step: Callable[[], int],
     idle_timeout: float,
     poll_interval: float = 10.0,
-    on_result: Callable[[EvalResult], None] = lambda result: None,
+    on_result: Callable[[EvaluationRecord], None] = lambda result: None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> list[EvalResult]:
+) -> list[EvaluationRecord]:
     """Evaluates new checkpoints as they appear until the one at `final_step()` is done (asked
     anew each time: training may record its length after the evaluator starts)."""
     import tensorflow as tf

@@ -176,7 +176,7 @@ def _evaluate_new(evaluator) -> None:
         model_dir_lib.warn(f"checkpoint {pending[-1]} not evaluated: "
                            f"{model_dir_lib.first_line(error)}")
         return
-    print(result.line(), flush=True)
+    print(evaluation.line(result), flush=True)
 
 
 def report_trial(settings: TrainerSettings, params, final: str) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from trainer import files, io, jsonnum
 from trainer.errors import JsonError
+from trainer.eval_record import EvaluationRecord
 from trainer.experiments import GOALS, MAXIMIZE, ranking
 
 TRAINER, EVAL_JOB = "trainer", "eval-job"  # who evaluates for early stopping
@@ -157,18 +158,9 @@ def scores(model_dir: str, metric: str) -> list[Score]:
     for path in io.glob(f"{model_dir}/{files.METRICS_DIR}/ckpt-*.json"):
         match = files.METRICS_FILE.fullmatch(path.rsplit("/", 1)[-1])
         if match:
-            found.append(Score(int(match[1]), _metric(path, metric)))
+            record = EvaluationRecord.read(path, int(match[1]))
+            found.append(Score(int(match[1]), record.metrics.get(metric) if record else None))
     return sorted(found, key=lambda score: score.step)
-
-
-def _metric(path: str, metric: str) -> float | None:
-    try:
-        data = jsonnum.loads(io.read_text(path, files.MAX_RUN_JSON_BYTES + 1),
-                             files.MAX_RUN_JSON_BYTES, path)
-    except (JsonError, OSError):
-        return None
-    metrics = data.get("metrics") if isinstance(data, dict) else None
-    return jsonnum.number(metrics.get(metric)) if isinstance(metrics, dict) else None
 
 
 def verdict_path(model_dir: str) -> str:

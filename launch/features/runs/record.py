@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 from trainer import jsonnum
 from trainer.best.choice import BEST, DEFAULT_CHOICE, Choice
 from trainer.best.keeping import read_best
 from trainer.errors import JsonError
+from trainer.eval_record import EvaluationRecord
 from trainer.files import (
     MAX_RUN_JSON_BYTES,
     METRICS_DIR,
@@ -35,17 +36,6 @@ MAX_RECORD_BYTES = 64 << 20  # a TensorBoard summary record; a larger length is 
 
 
 @dataclasses.dataclass(frozen=True)
-class Evaluation:
-    """One checkpoint's evaluation (eval/ckpt-N.json)."""
-
-    step: int
-    metrics: Mapping[str, float]
-    per_class: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
-    pr_curve: Mapping[str, list] | None = None
-    worst_images: tuple[Mapping, ...] = ()
-
-
-@dataclasses.dataclass(frozen=True)
 class RunRecord:
     name: str
     path: Path  # the model directory here (a mirror for a run in the bucket)
@@ -53,7 +43,7 @@ class RunRecord:
     hardware: str | None = None
     steps: int | None = None
     seconds: float | None = None
-    evaluations: tuple[Evaluation, ...] = ()  # by step
+    evaluations: tuple[EvaluationRecord, ...] = ()  # by step
     losses: tuple[tuple[int, float], ...] = ()  # (step, total loss)
     cost: str | None = None  # for runs whose jobs Vertex AI knows
     best_step: int | None = None  # the step of the best checkpoint it keeps (best/)
@@ -61,11 +51,11 @@ class RunRecord:
     choice: Choice = DEFAULT_CHOICE  # whose evaluation the report shows
 
     @property
-    def latest(self) -> Evaluation | None:
+    def latest(self) -> EvaluationRecord | None:
         return self.evaluations[-1] if self.evaluations else None
 
     @property
-    def shown(self) -> Evaluation | None:
+    def shown(self) -> EvaluationRecord | None:
         """The evaluation `choice` names: the best checkpoint's (else the newest), the newest,
         or a step's (None: that step has none)."""
         at = {e.step: e for e in self.evaluations}
@@ -94,30 +84,6 @@ def _json(path: Path) -> dict | None:
     except jsonnum.JsonError:
         return None
     return data if isinstance(data, dict) else None
-
-
-def _numbers(values: Mapping) -> dict[str, float]:
-    """The finite, in-range numbers (a 400-digit integer or NaN is left out: shown missing)."""
-    return {str(k): number for k, v in values.items()
-            if (number := jsonnum.number(v)) is not None}
-
-
-def _evaluation(path: Path, step: int) -> Evaluation | None:
-    data = _json(path)
-    if data is None or not isinstance(data.get("metrics"), dict):
-        return None
-    metrics = _numbers(data["metrics"])
-    per_class = {str(name): _numbers(values)
-                 for name, values in (data.get("per_class") or {}).items()
-                 if isinstance(values, dict)}
-    curve = data.get("pr_curve")
-    if not (isinstance(curve, dict) and all(
-            isinstance(curve.get(k), list) and all(jsonnum.number(v) is not None for v in curve[k])
-            for k in ("recall", "precision")) and
-            len(curve["recall"]) == len(curve["precision"])):
-        curve = None
-    worst = tuple(w for w in data.get("worst_images") or () if isinstance(w, dict))
-    return Evaluation(step, metrics, per_class, curve, worst)
 
 
 def events(path: Path, max_record: int = MAX_RECORD_BYTES) -> Iterator:
@@ -182,7 +148,7 @@ def load_run(model_dir: Path, name: str | None = None, cost: str | None = None,
     evaluations = []
     for path in (model_dir / METRICS_DIR).glob("ckpt-*.json"):
         if (match := METRICS_FILE.fullmatch(path.name)) and \
-                (evaluation := _evaluation(path, int(match[1]))):
+                (evaluation := EvaluationRecord.read(str(path), int(match[1]))):
             evaluations.append(evaluation)
     evaluations.sort(key=lambda e: e.step)
     steps = jsonnum.whole(summary.get("steps"))

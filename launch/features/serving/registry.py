@@ -23,6 +23,7 @@ from launch.targets.vertex.hardware import catalogue, multi_region
 from serving import contract
 from trainer import jsonnum
 from trainer.best.choice import DEFAULT_CHOICE, LATEST, Choice
+from trainer.eval_record import EvaluationRecord
 from trainer.experiments import AP_METRICS, EXPERIMENTS, MASK_AP_METRICS
 from trainer.files import (
     EXPORT_INFO_FILE,
@@ -46,18 +47,12 @@ class GateError(InputError):
 
 
 @dataclasses.dataclass(frozen=True)
-class Evaluation:
-    step: int
-    metrics: dict[str, float]
-
-
-@dataclasses.dataclass(frozen=True)
 class Candidate:
     """What the gate read about a run: everything the Model spec needs."""
 
     run: RunPaths
     experiment: str
-    evaluation: Evaluation
+    evaluation: EvaluationRecord
     export: dict  # the artifact's export.json
     why: str = ""  # why this checkpoint (the best, the newest, the one asked for)
 
@@ -163,7 +158,7 @@ def read_candidate(storage, run: RunPaths, choice: Choice = DEFAULT_CHOICE
         raise GateError(f"{run.model} was exported from {held}, not ckpt-{step} ({why}): "
                         f"export that checkpoint there with {reexport}")
     experiment = experiment_of(storage, run)
-    return Candidate(run, experiment, Evaluation(step, _metrics(result.get("metrics"),
+    return Candidate(run, experiment, EvaluationRecord(step, _metrics(result.get("metrics"),
                                                                  experiment)), export, why)
 
 

@@ -1,0 +1,75 @@
+"""One checkpoint's evaluation as a file (eval/ckpt-N.json), in one shape: the evaluator
+writes it (`to_json`), and early stopping, `invoke runs.*` and the registry's gate read it
+(`parse`), so a damaged or hostile file means the same thing to each of them: a value that
+is not a finite number is left out, a part that is malformed is absent. TensorFlow-free."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from trainer import files, io, jsonnum
+from trainer.errors import JsonError
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationRecord:
+    step: int
+    metrics: Mapping[str, float]  # COCO metrics, Model Garden's names (AP, AP50, mask_AP, ...)
+    checkpoint: str = ""  # the checkpoint evaluated (its prefix)
+    per_class: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    pr_curve: Mapping[str, list] | None = None  # recall and precision, as long as each other
+    worst_images: tuple[Mapping, ...] = ()  # the report's gallery: errors and the picture
+    path: str = dataclasses.field(default="", compare=False)  # where it is, not in it
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's content; the breakdown (per class, PR curve, worst images) only when
+        the evaluation had images to break down."""
+        data: dict[str, Any] = {"checkpoint": self.checkpoint, "step": self.step,
+                                "metrics": dict(self.metrics)}
+        if self.per_class or self.pr_curve is not None or self.worst_images:
+            data.update(per_class={name: dict(values) for name, values in self.per_class.items()},
+                        pr_curve=self.pr_curve, worst_images=list(self.worst_images))
+        return data
+
+    @classmethod
+    def parse(cls, data: object, step: int, path: str = "") -> EvaluationRecord | None:
+        """The record in `data` (a parsed file of evaluation `step`); None without metrics."""
+        if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
+            return None
+        per_class = {str(name): _numbers(values)
+                     for name, values in (data.get("per_class") or {}).items()
+                     if isinstance(values, dict)} if isinstance(data.get("per_class"),
+                                                                dict) else {}
+        curve = data.get("pr_curve")
+        if not (isinstance(curve, dict) and all(
+                isinstance(curve.get(k), list) and all(jsonnum.number(v) is not None
+                                                       for v in curve[k])
+                for k in ("recall", "precision")) and
+                len(curve["recall"]) == len(curve["precision"])):
+            curve = None
+        worst = data.get("worst_images")
+        checkpoint = data.get("checkpoint")
+        return cls(step, _numbers(data["metrics"]),
+                   checkpoint if isinstance(checkpoint, str) else "", per_class, curve,
+                   tuple(w for w in worst if isinstance(w, dict))
+                   if isinstance(worst, list) else (), path)
+
+    @classmethod
+    def read(cls, path: str, step: int) -> EvaluationRecord | None:
+        """The file at `path` (local or gs://), bounded; None if it is missing, too large,
+        not JSON or holds no metrics."""
+        limit = files.MAX_RUN_JSON_BYTES
+        try:  # a local file by its size: never `limit` bytes allocated for a small one
+            data = jsonnum.loads(io.read_text(path, limit + 1), limit, path) \
+                if io.is_url(path) else jsonnum.read_file(path, limit)
+        except (JsonError, OSError):
+            return None
+        return cls.parse(data, step, path)
+
+
+def _numbers(values: Mapping) -> dict[str, float]:
+    """The finite, in-range numbers (a 400-digit integer or NaN is left out: shown missing)."""
+    return {str(k): number for k, v in values.items()
+            if (number := jsonnum.number(v)) is not None}
