@@ -59,16 +59,19 @@ class JobFileError(InputError):
     """A job file or flag value that cannot make a job; the message names the flag."""
 
 
-def option(help: str, *, lands: str | None = None, tasks: frozenset[str] = EVERY,
-           section: str | None = None, path: bool = False, **more: Any) -> Any:
+def option(help: str, *, lands: str | None = None, checked_as: tuple[type, str] | None = None,
+           tasks: frozenset[str] = EVERY, section: str | None = None, path: bool = False,
+           **more: Any) -> Any:
     """A field that is a flag of each task in `tasks` and a key of the job file (`trainer.
     options`' one schema). `lands`: the `TrainArgs` field its value becomes in a request's
     args (`request()` reads it here, not from a hand-written mapping), whose bound and
     choices it takes; `section`: the task that reads it from its own section of the file
     (eval's machine is not training's; tune's sweep); `path`: its value may name a file or
-    directory on this machine (a rerun checks it)."""
-    return schema.option(help, checked_as=(TrainArgs, lands) if lands else None, tasks=tasks,
-                         section=section, path=path, lands=lands, **more)
+    directory on this machine (a rerun checks it); `checked_as`: a trainer field whose checks
+    it takes though the request sets that field otherwise (--init-type: pretrained.py)."""
+    checked_as = checked_as or ((TrainArgs, lands) if lands else None)
+    return schema.option(help, checked_as=checked_as, tasks=tasks, section=section, path=path,
+                         lands=lands, **more)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -289,7 +289,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
         """The project, region, bucket and images, and what a Vertex AI job can read:
         checked before any request or build."""
         where = self._place()
-        for flag_name, path in (("--init-from", request.init_checkpoint),
+        for flag_name, path in (("--init-from", request.args.init_checkpoint),
                                 ("--data-dir", request.data_dir)):
             if path and not path.startswith(("gs://", "https://")):
                 raise InputError(f"{flag_name} {path[:100]} is on this machine, and a Vertex "
@@ -573,8 +573,9 @@ def _portable(request: Request, texts: Mapping[str, str]) -> Request:
     (gs:// files stay paths)."""
     if not texts:
         return request
-    return dataclasses.replace(
-        request, config_files=tuple(p for p in request.config_files if p not in texts),
-        params_override=(*texts.values(), *request.params_override))
+    args = request.args
+    return dataclasses.replace(request, args=dataclasses.replace(
+        args, config_files=tuple(p for p in args.config_files if p not in texts),
+        params_override=(*texts.values(), *args.params_override)))
 
 
