@@ -94,6 +94,7 @@ class Profile(Request):
     """Times the input pipeline over a run's data: one replica, no checkpoints written."""
 
     task: ClassVar[str] = "profile"
+    mode: ClassVar[str] = "eval"
     needs_run_id: ClassVar[bool] = True
     reads_run_data: ClassVar[bool] = True
     role: ClassVar[str] = "profile"
@@ -107,7 +108,7 @@ class Profile(Request):
         return {"batches": job.steps or 50}
 
     def trainer_job(self, places):
-        args = self.run(places).trainer_args("eval").to_argv()
+        args = self.placed(places).to_argv()
         return TrainerJob(f"profile-{self.experiment}", (*args, f"--batches={self.batches}"))
 '''
 
