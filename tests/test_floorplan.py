@@ -21,24 +21,83 @@ TASKS = Path(__file__).resolve().parents[1] / "tasks.py"
 
 TOY_EXECUTOR = '''
 import dataclasses
+import sys
+from pathlib import Path
 
-from launch.targets.base import Target, job_text, save_job
+from launch.errors import InputError
+from launch.targets.base import Target, say_job
+from launch.targets.preflight import Placed, Preflight
+
+
+def said(hook):
+    print(f"toy: {hook}", file=sys.stderr)
 
 
 @dataclasses.dataclass(frozen=True)
-class Toy:
+class Toy(Preflight):
+    """A target whose run writes the trainer's command line into the model directory."""
+
     target: Target
 
     @classmethod
     def from_target(cls, target):
         return cls(target)
 
-    def launch(self, request):
-        job = request.trainer_job(self.target.places)
-        save_job(job_text(request, data_dir=self.target.places.data_dir),
-                 self.target.handover.save_job)
-        return " ".join(job.args)
+    @property
+    def submission(self):
+        return self.target.handover
+
+    def accept(self, request, sweep):
+        said("accept")
+
+    def run_id(self, request, sweep):
+        said("run_id")
+        return request.run_id or "toy-run"
+
+    def place(self, request, run_id, config, sweep):
+        said("place")
+        places = self.target.places
+        data_dir = request.data_dir or places.data_dir
+        return Placed(request, places, data_dir, {"run_id": run_id, "data_dir": data_dir,
+                                                  "model_dir": places.model_dir},
+                      config, run_id, sweep)
+
+    def plan(self, placed):
+        said("plan")
+        return placed.request.trainer_job(placed.where)
+
+    def check(self, placed, plan):
+        said("check")
+
+    def say_dry_run(self, placed, plan, text):
+        said("say_dry_run")
+        say_job(text, "runs nowhere")
+
+    def price(self, placed, plan):
+        said("price")
+        return plan
+
+    def refuse(self, placed, plan):
+        said("refuse")
+        if Path(placed.where.model_dir, "busy").exists():
+            raise InputError(f"--model-dir {placed.where.model_dir}: another run writes there")
+
+    def show(self, placed, plan):
+        said("show")
+        return " ".join(plan.args)
+
+    def keep(self, placed, plan):
+        said("keep")
+        Path(placed.where.model_dir, "job.yaml").write_text(placed.text())
+
+    def run(self, placed, plan):
+        said("run")
+        Path(placed.where.model_dir, "ran").write_text(" ".join(plan.args))
+        return f"{plan.name} ran"
 '''
+# The shared preflight's order (launch/targets/preflight.py), as the toy's hooks say it.
+DRY_RUN = ["accept", "run_id", "place", "plan", "check", "say_dry_run", "price", "show"]
+REAL_RUN = ["accept", "run_id", "place", "plan", "check", "price", "refuse", "keep", "run"]
 
 
 def imported(path: Path) -> set[str]:
@@ -61,25 +120,68 @@ def test_tasks_asks_the_registry_and_imports_no_target():
                   if name == package or name.startswith(f"{package}.")) == []
 
 
-def test_a_target_is_one_module_and_one_registry_line(tmp_path, monkeypatch):
+def toy_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Places:
+    """The toy target in a temporary package and its registry line; its places."""
     package = tmp_path / "toy_target"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "executor.py").write_text(TOY_EXECUTOR)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(targets.TARGETS, "toy", "toy_target.executor:Toy")
+    return Places(str(tmp_path / "model"), str(tmp_path / "records"))
 
-    places = Places(str(tmp_path / "model"), str(tmp_path / "records"))
+
+def hooks(stderr: str) -> list[str]:
+    """The toy's hooks in the order the preflight called them."""
+    return [line.removeprefix("toy: ") for line in stderr.splitlines()
+            if line.startswith("toy: ")]
+
+
+def test_a_target_is_one_module_and_one_registry_line(tmp_path, monkeypatch, capsys):
+    """The toy implements the hooks; the shared preflight gives it the order, the job file
+    (its dry run's account) and --save-job, and runs nothing in a dry run."""
+    places = toy_target(tmp_path, monkeypatch)
     saved = tmp_path / "job.yaml"
     where = Target(places, handover=Handover(dry_run=True, save_job=str(saved)))
     request = jobfile.request(jobfile.resolve("train", {"steps": "100"}), "train")
     said = targets.executor_for("toy", where).launch(request)
     assert said == " ".join(request.trainer_job(places).args)
-    assert yaml.safe_load(saved.read_text())["data-dir"] == places.data_dir  # --save-job
+    printed = capsys.readouterr().err
+    assert hooks(printed) == DRY_RUN
+    written = yaml.safe_load(saved.read_text())  # --save-job: the decided values in it
+    assert (written["run-id"], written["data-dir"], written["steps"]) == \
+        ("toy-run", places.data_dir, 100)
+    assert f"runs nowhere\njob file:\n{saved.read_text().rstrip()}\n" in printed
+    assert not Path(places.model_dir).exists()
     assert isinstance(targets.executor_for("local", where), Local)
     with pytest.raises(InputError, match=r"^--target 'gke' is not available; use one of "
                                          r"local, vertex, toy$"):
         targets.executor_for("gke", where)
+
+
+def test_a_toy_targets_run_and_its_refusal_go_through_the_shared_preflight(
+        tmp_path, monkeypatch, capsys):
+    """A real run: the hooks in the preflight's order, --save-job and the run's own job file
+    written, the toy's run done; its refusal stops before anything is saved or run."""
+    places = toy_target(tmp_path, monkeypatch)
+    model = Path(places.model_dir)
+    model.mkdir()
+    saved = tmp_path / "job.yaml"
+    toy = targets.executor_for("toy", Target(places, handover=Handover(save_job=str(saved))))
+    request = jobfile.request(jobfile.resolve("train", {"run_id": "toy1"}), "train")
+    assert toy.launch(request) == "train-pets_retinanet_mobilenet ran"
+    assert hooks(capsys.readouterr().err) == REAL_RUN
+    assert (model / "ran").read_text() == " ".join(request.trainer_job(places).args)
+    assert (model / "job.yaml").read_text() == saved.read_text()  # kept as saved
+    assert yaml.safe_load(saved.read_text())["run-id"] == "toy1"
+
+    saved.unlink()
+    (model / "ran").unlink()
+    (model / "busy").touch()
+    with pytest.raises(InputError, match=r"another run writes there$"):
+        toy.launch(request)
+    assert hooks(capsys.readouterr().err) == REAL_RUN[:REAL_RUN.index("refuse") + 1]
+    assert not saved.exists() and not (model / "ran").exists()
 
 
 TOY_KIND = '''
@@ -113,10 +215,11 @@ class Profile(Request):
 '''
 
 
-def test_a_job_kind_is_one_class_and_one_entry(tmp_path, monkeypatch):
+def test_a_job_kind_is_one_class_and_one_entry(tmp_path, monkeypatch, capsys):
     """A toy kind in a temporary package goes through the steps every kind takes: the job
-    file, the targets' refusals, the request, the local target's dry run and Vertex AI's
-    job, which take its answers (role, output, data, run id) from the class."""
+    file, the targets' refusals, the request, the local target's dry run, Vertex AI's job
+    (which take its answers: role, output, data, run id, from the class) and the toy
+    target's real run, through the shared preflight."""
     from launch.context.places import CloudTarget
     from launch.targets.vertex.jobs import vertex_job
     from launch.values import jobs
@@ -148,3 +251,12 @@ def test_a_job_kind_is_one_class_and_one_entry(tmp_path, monkeypatch):
     assert custom.labels["role"] == "profile" and custom.labels["run"] == "run1"
     assert custom.job_spec.base_output_directory.output_uri_prefix == "gs://b/runs/run1/profile"
     assert custom.job_spec.worker_pool_specs[0].container_spec.args[-1] == "--batches=50"
+
+    toy = targets.executor_for("toy", Target(toy_target(tmp_path, monkeypatch)))
+    Path(places.model_dir).mkdir()
+    capsys.readouterr()
+    assert request.hand_to(toy) == "profile-pets_retinanet_mobilenet ran"
+    assert hooks(capsys.readouterr().err) == [hook for hook in REAL_RUN if hook != "keep"]
+    ran = (Path(places.model_dir) / "ran").read_text()  # it trains nothing: no job file kept
+    assert ran.startswith("--experiment=pets_retinanet_mobilenet --mode=eval ")
+    assert ran.endswith(" --batches=50") and not (Path(places.model_dir) / "job.yaml").exists()
