@@ -328,7 +328,7 @@ def test_a_file_put_into_a_version_is_never_read(fakes, tmp_path):
     (local_copy / planted).write_bytes(b"not your data")
     request = Request.training(None, None).reading(
         str(local_copy), data_files=tuple(e.name for e in manifest.objects))
-    settings = settings_from_args(request.placed(Places(str(tmp_path / "model"), "unused")))
+    settings = settings_from_args(request.args_at(Places(str(tmp_path / "model"), "unused")))
     assert [Path(p).name for p in io.match(settings.train_input)] == \
         ["train.record-00000-of-00001"]
     assert planted in [Path(p).name for p in io.match(f"{local_copy}/train.record-*")]  # a glob

@@ -16,6 +16,7 @@ from launch.targets.base import Handover, Target
 from launch.targets.local.executor import Local
 from launch.values import jobfile
 from launch.values.jobs import Places
+from launch.values.sweep import Sweep
 
 TASKS = Path(__file__).resolve().parents[1] / "tasks.py"
 
@@ -175,6 +176,14 @@ def test_a_toy_targets_run_and_its_refusal_go_through_the_shared_preflight(
     assert (model / "job.yaml").read_text() == saved.read_text()  # kept as saved
     assert yaml.safe_load(saved.read_text())["run-id"] == "toy1"
 
+    sweep = Sweep.from_mapping({"params": {"learning_rate": [0.01, 0.02]}})
+    tuning = jobfile.request(jobfile.resolve("tune", {"sweep": sweep.as_mapping()}), "tune")
+    assert toy.tune(tuning, sweep) == "train-pets_retinanet_mobilenet ran"
+    assert hooks(capsys.readouterr().err) == [hook for hook in REAL_RUN if hook != "keep"]
+    with pytest.raises(InputError, match=r"^a sweep tunes training runs$"):  # every target's
+        toy.tune(jobfile.request(jobfile.resolve("eval", {}), "eval"), sweep)
+    assert hooks(capsys.readouterr().err) == []
+
     saved.unlink()
     (model / "ran").unlink()
     (model / "busy").touch()
@@ -210,7 +219,7 @@ class Profile(Request):
         return {"batches": job.steps or 50}
 
     def trainer_job(self, places):
-        args = self.placed(places).to_argv()
+        args = self.args_at(places).to_argv()
         return TrainerJob(f"profile-{self.experiment}", (*args, f"--batches={self.batches}"))
 '''
 

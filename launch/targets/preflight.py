@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
+from launch.errors import InputError
 from launch.stores.runs import configs
 from launch.targets.base import job_text, save_job
 from launch.values.jobs import Request
@@ -69,6 +70,8 @@ class Preflight(Generic[Where, Plan]):
 
     def tune(self, request: Request, sweep: Sweep) -> str:
         """The sweep: trials of the training `request`, through the same steps."""
+        if not request.trains:
+            raise InputError("a sweep tunes training runs")
         return self._preflight(request, sweep)
 
     def _preflight(self, request: Request, sweep: Sweep | None) -> str:

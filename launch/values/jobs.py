@@ -81,7 +81,7 @@ class Request:
     """A job as a researcher asks for it, the same for every target: XManager's executable
     (`args`, the trainer's own `TrainArgs`: one shape from the job file to the container)
     plus its requirements (`resources`) and the run's metadata. `args` holds no target's
-    places: an executor fills --model_dir and --data_dir (`placed`). Its kind is its type,
+    places: an executor fills --model_dir and --data_dir (`args_at`). Its kind is its type,
     which answers what the executors and the job file ask of a kind (the class attributes
     below), so none of them tests the type. A new kind is a subclass and its entry in KINDS."""
 
@@ -141,7 +141,7 @@ class Request:
         return dataclasses.replace(self, args=dataclasses.replace(self.args, data_dir=data_dir),
                                    **dataset)
 
-    def placed(self, places: Places) -> TrainArgs:
+    def args_at(self, places: Places) -> TrainArgs:
         """The trainer's arguments at a target's places (the user's data directory wins over
         the target's; a named dataset's listed files are the inputs)."""
         data_dir = self.args.data_dir or places.data_dir
@@ -151,7 +151,7 @@ class Request:
     def trainer_job(self, places: Places) -> TrainerJob:
         """The trainer at `places` on a chief, and workers if the resources have them."""
         return TrainerJob(name=f"{self.role}-{self.experiment}",
-                          args=tuple(self.placed(places).to_argv()),
+                          args=tuple(self.args_at(places).to_argv()),
                           pools=tuple(WorkerPool(n) for n in self.resources.replicas))
 
     @classmethod
@@ -170,6 +170,7 @@ class Request:
 
 
 def _args(experiment: str | None, steps: int | str | None, mode: str, **more) -> TrainArgs:
+    """The trainer's values the command line gives a request (numbers may come as text)."""
     return TrainArgs(experiment=experiment or DEFAULT_EXPERIMENT, mode=mode,
                      train_steps=optional_number("--steps", steps, int), **more)
 

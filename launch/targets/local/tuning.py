@@ -200,8 +200,6 @@ def run_sweep(sweep: Sweep, request: Request, places: Places,
     `sweep.parallel` trials at a time; returns the trials, best first."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    if not request.trains:
-        raise InputError("a sweep tunes training runs")
     if "://" in places.model_dir:
         raise InputError(f"--model-dir {places.model_dir}: a local sweep keeps its study and "
                          "trials in a local directory; sweep in the cloud with --target vertex")

@@ -115,8 +115,6 @@ class Vertex(Preflight[CloudTarget, Plan]):
             max_cost=handover.max_cost, ladder=ladder, save_job=handover.save_job), target.force)
 
     def accept(self, request: Request, sweep: Sweep | None) -> None:
-        if sweep and not request.trains:
-            raise InputError("a sweep tunes training runs")
         if sweep and self.submission.ladder:
             raise InputError("--capacity, --regions and --fallback (a ladder) do not apply to "
                              "a sweep: Vertex AI schedules its trials; choose --spot or "
