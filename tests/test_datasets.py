@@ -322,14 +322,13 @@ def test_a_file_put_into_a_version_is_never_read(fakes, tmp_path):
         launch(cloud, "pets", "p2")
 
     # the trainer's own reading of the inputs it is given, on a copy of the version here
-    from launch.values.jobs import TrainingRun
     from trainer import io
     from trainer.settings import settings_from_args
 
     (local_copy / planted).write_bytes(b"not your data")
-    run = TrainingRun(str(tmp_path / "model"), str(local_copy),
-                      data_files=tuple(e.name for e in manifest.objects))
-    settings = settings_from_args(run.trainer_args("train"))
+    request = Request.training(None, None).reading(
+        str(local_copy), data_files=tuple(e.name for e in manifest.objects))
+    settings = settings_from_args(request.args_at(Places(str(tmp_path / "model"), "unused")))
     assert [Path(p).name for p in io.match(settings.train_input)] == \
         ["train.record-00000-of-00001"]
     assert planted in [Path(p).name for p in io.match(f"{local_copy}/train.record-*")]  # a glob

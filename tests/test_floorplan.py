@@ -1,6 +1,8 @@
 """launch/'s floor plan as the code holds it (docs/design.md "Layers, and where to add
-things"): tasks.py imports no target's package, and a target is one package plus one line in
-the registry (a toy target in a temporary package gets the request every target gets)."""
+things"): tasks.py imports no target's package, a target is one package plus one line in
+the registry, and a job kind one class plus one entry: a toy target and a toy kind, each in a
+temporary package, go through the preflight every target shares (launch/targets/preflight.py)
+in its order, with the job file, --save-job and the refusals it gives them."""
 
 from __future__ import annotations
 
@@ -16,29 +18,89 @@ from launch.targets.base import Handover, Target
 from launch.targets.local.executor import Local
 from launch.values import jobfile
 from launch.values.jobs import Places
+from launch.values.sweep import Sweep
 
 TASKS = Path(__file__).resolve().parents[1] / "tasks.py"
 
 TOY_EXECUTOR = '''
 import dataclasses
+import sys
+from pathlib import Path
 
-from launch.targets.base import Target, job_text, save_job
+from launch.errors import InputError
+from launch.targets.base import Target, say_job
+from launch.targets.preflight import Placed, Preflight
+
+
+def said(hook):
+    print(f"toy: {hook}", file=sys.stderr)
 
 
 @dataclasses.dataclass(frozen=True)
-class Toy:
+class Toy(Preflight):
+    """A target whose run writes the trainer's command line into the model directory."""
+
     target: Target
 
     @classmethod
     def from_target(cls, target):
         return cls(target)
 
-    def launch(self, request):
-        job = request.trainer_job(self.target.places)
-        save_job(job_text(request, data_dir=self.target.places.data_dir),
-                 self.target.handover.save_job)
-        return " ".join(job.args)
+    @property
+    def submission(self):
+        return self.target.handover
+
+    def accept(self, request, sweep):
+        said("accept")
+
+    def run_id(self, request, sweep):
+        said("run_id")
+        return request.run_id or "toy-run"
+
+    def place(self, request, run_id, config, sweep):
+        said("place")
+        places = self.target.places
+        data_dir = request.data_dir or places.data_dir
+        return Placed(request, places, data_dir, {"run_id": run_id, "data_dir": data_dir,
+                                                  "model_dir": places.model_dir},
+                      config, run_id, sweep)
+
+    def plan(self, placed):
+        said("plan")
+        return placed.request.trainer_job(placed.where)
+
+    def check(self, placed, plan):
+        said("check")
+
+    def say_dry_run(self, placed, plan, text):
+        said("say_dry_run")
+        say_job(text, "runs nowhere")
+
+    def price(self, placed, plan):
+        said("price")
+        return plan
+
+    def refuse(self, placed, plan):
+        said("refuse")
+        if Path(placed.where.model_dir, "busy").exists():
+            raise InputError(f"--model-dir {placed.where.model_dir}: another run writes there")
+
+    def show(self, placed, plan):
+        said("show")
+        return " ".join(plan.args)
+
+    def keep(self, placed, plan):
+        said("keep")
+        Path(placed.where.model_dir, "job.yaml").write_text(placed.text())
+
+    def run(self, placed, plan):
+        said("run")
+        Path(placed.where.model_dir, "ran").write_text(" ".join(plan.args))
+        return f"{plan.name} ran"
 '''
+# The shared preflight's order (launch/targets/preflight.py), as the toy's hooks say it.
+DRY_RUN = ["accept", "run_id", "place", "plan", "check", "say_dry_run", "price", "show"]
+REAL_RUN = ["accept", "run_id", "place", "plan", "check", "price", "refuse", "keep", "run"]
 
 
 def imported(path: Path) -> set[str]:
@@ -61,25 +123,76 @@ def test_tasks_asks_the_registry_and_imports_no_target():
                   if name == package or name.startswith(f"{package}.")) == []
 
 
-def test_a_target_is_one_module_and_one_registry_line(tmp_path, monkeypatch):
+def toy_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Places:
+    """The toy target in a temporary package and its registry line; its places."""
     package = tmp_path / "toy_target"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "executor.py").write_text(TOY_EXECUTOR)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(targets.TARGETS, "toy", "toy_target.executor:Toy")
+    return Places(str(tmp_path / "model"), str(tmp_path / "records"))
 
-    places = Places(str(tmp_path / "model"), str(tmp_path / "records"))
+
+def hooks(stderr: str) -> list[str]:
+    """The toy's hooks in the order the preflight called them."""
+    return [line.removeprefix("toy: ") for line in stderr.splitlines()
+            if line.startswith("toy: ")]
+
+
+def test_a_target_is_one_module_and_one_registry_line(tmp_path, monkeypatch, capsys):
+    """The toy implements the hooks; the shared preflight gives it the order, the job file
+    (its dry run's account) and --save-job, and runs nothing in a dry run."""
+    places = toy_target(tmp_path, monkeypatch)
     saved = tmp_path / "job.yaml"
     where = Target(places, handover=Handover(dry_run=True, save_job=str(saved)))
     request = jobfile.request(jobfile.resolve("train", {"steps": "100"}), "train")
     said = targets.executor_for("toy", where).launch(request)
     assert said == " ".join(request.trainer_job(places).args)
-    assert yaml.safe_load(saved.read_text())["data-dir"] == places.data_dir  # --save-job
+    printed = capsys.readouterr().err
+    assert hooks(printed) == DRY_RUN
+    written = yaml.safe_load(saved.read_text())  # --save-job: the decided values in it
+    assert (written["run-id"], written["data-dir"], written["steps"]) == \
+        ("toy-run", places.data_dir, 100)
+    assert f"runs nowhere\njob file:\n{saved.read_text().rstrip()}\n" in printed
+    assert not Path(places.model_dir).exists()
     assert isinstance(targets.executor_for("local", where), Local)
     with pytest.raises(InputError, match=r"^--target 'gke' is not available; use one of "
                                          r"local, vertex, toy$"):
         targets.executor_for("gke", where)
+
+
+def test_a_toy_targets_run_and_its_refusal_go_through_the_shared_preflight(
+        tmp_path, monkeypatch, capsys):
+    """A real run: the hooks in the preflight's order, --save-job and the run's own job file
+    written, the toy's run done; its refusal stops before anything is saved or run."""
+    places = toy_target(tmp_path, monkeypatch)
+    model = Path(places.model_dir)
+    model.mkdir()
+    saved = tmp_path / "job.yaml"
+    toy = targets.executor_for("toy", Target(places, handover=Handover(save_job=str(saved))))
+    request = jobfile.request(jobfile.resolve("train", {"run_id": "toy1"}), "train")
+    assert toy.launch(request) == "train-pets_retinanet_mobilenet ran"
+    assert hooks(capsys.readouterr().err) == REAL_RUN
+    assert (model / "ran").read_text() == " ".join(request.trainer_job(places).args)
+    assert (model / "job.yaml").read_text() == saved.read_text()  # kept as saved
+    assert yaml.safe_load(saved.read_text())["run-id"] == "toy1"
+
+    sweep = Sweep.from_mapping({"params": {"learning_rate": [0.01, 0.02]}})
+    tuning = jobfile.request(jobfile.resolve("tune", {"sweep": sweep.as_mapping()}), "tune")
+    assert toy.tune(tuning, sweep) == "train-pets_retinanet_mobilenet ran"
+    assert hooks(capsys.readouterr().err) == [hook for hook in REAL_RUN if hook != "keep"]
+    with pytest.raises(InputError, match=r"^a sweep tunes training runs$"):  # every target's
+        toy.tune(jobfile.request(jobfile.resolve("eval", {}), "eval"), sweep)
+    assert hooks(capsys.readouterr().err) == []
+
+    saved.unlink()
+    (model / "ran").unlink()
+    (model / "busy").touch()
+    with pytest.raises(InputError, match=r"another run writes there$"):
+        toy.launch(request)
+    assert hooks(capsys.readouterr().err) == REAL_RUN[:REAL_RUN.index("refuse") + 1]
+    assert not saved.exists() and not (model / "ran").exists()
 
 
 TOY_KIND = '''
@@ -94,6 +207,7 @@ class Profile(Request):
     """Times the input pipeline over a run's data: one replica, no checkpoints written."""
 
     task: ClassVar[str] = "profile"
+    mode: ClassVar[str] = "eval"
     needs_run_id: ClassVar[bool] = True
     reads_run_data: ClassVar[bool] = True
     role: ClassVar[str] = "profile"
@@ -107,15 +221,16 @@ class Profile(Request):
         return {"batches": job.steps or 50}
 
     def trainer_job(self, places):
-        args = self.run(places).trainer_args("eval").to_argv()
+        args = self.args_at(places).to_argv()
         return TrainerJob(f"profile-{self.experiment}", (*args, f"--batches={self.batches}"))
 '''
 
 
-def test_a_job_kind_is_one_class_and_one_entry(tmp_path, monkeypatch):
+def test_a_job_kind_is_one_class_and_one_entry(tmp_path, monkeypatch, capsys):
     """A toy kind in a temporary package goes through the steps every kind takes: the job
-    file, the targets' refusals, the request, the local target's dry run and Vertex AI's
-    job, which take its answers (role, output, data, run id) from the class."""
+    file, the targets' refusals, the request, the local target's dry run, Vertex AI's job
+    (which take its answers: role, output, data, run id, from the class) and the toy
+    target's real run, through the shared preflight."""
     from launch.context.places import CloudTarget
     from launch.targets.vertex.jobs import vertex_job
     from launch.values import jobs
@@ -147,3 +262,12 @@ def test_a_job_kind_is_one_class_and_one_entry(tmp_path, monkeypatch):
     assert custom.labels["role"] == "profile" and custom.labels["run"] == "run1"
     assert custom.job_spec.base_output_directory.output_uri_prefix == "gs://b/runs/run1/profile"
     assert custom.job_spec.worker_pool_specs[0].container_spec.args[-1] == "--batches=50"
+
+    toy = targets.executor_for("toy", Target(toy_target(tmp_path, monkeypatch)))
+    Path(places.model_dir).mkdir()
+    capsys.readouterr()
+    assert request.hand_to(toy) == "profile-pets_retinanet_mobilenet ran"
+    assert hooks(capsys.readouterr().err) == [hook for hook in REAL_RUN if hook != "keep"]
+    ran = (Path(places.model_dir) / "ran").read_text()  # it trains nothing: no job file kept
+    assert ran.startswith("--experiment=pets_retinanet_mobilenet --mode=eval ")
+    assert ran.endswith(" --batches=50") and not (Path(places.model_dir) / "job.yaml").exists()

@@ -153,8 +153,9 @@ def test_export_options_are_refused_alike_by_the_trainer_and_invoke_export(flags
 
 
 def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():
-    """`checked_as`: a JobFile field takes the bound and choices of the trainer field it
-    lands on, so the launcher cannot drift from the trainer."""
+    """`lands`: a JobFile field names the trainer field it becomes in the request's args
+    and takes that field's bound and choices, so the launcher cannot drift from the
+    trainer."""
     for name, (command, landing) in {
             "steps": (trainer_args.TrainArgs, "train_steps"),
             "idle_timeout": (trainer_args.TrainArgs, "eval_idle_timeout"),
@@ -167,6 +168,18 @@ def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():
     job = jobfile.resolve("train", {"steps": "1e3", "early_stop_patience": "2"})
     args = jobfile.request(job, "train").trainer_job(Places("m", "d")).args
     assert "--train_steps=1000" in args and "--early_stop_patience=2" in args
+    assert {name: field.metadata["lands"] for name, field in jobfile.FIELDS.items()
+            if field.metadata["lands"]} == {
+        "experiment": "experiment", "data_dir": "data_dir", "steps": "train_steps",
+        "config_file": "config_files", "early_stop_patience": "early_stop_patience",
+        "early_stop_min_delta": "early_stop_min_delta",
+        "early_stop_evaluator": "early_stop_evaluator", "idle_timeout": "eval_idle_timeout"}
+    evaluation = jobfile.request(jobfile.resolve("eval", {
+        "idle_timeout": "30", "once": True, "data_dir": "d", "config_file": ["c.yaml"],
+        "steps": "7"}), "eval")
+    assert evaluation.args == trainer_args.TrainArgs(
+        mode="eval", data_dir="d", config_files=("c.yaml",), train_steps=7,
+        eval_idle_timeout=30.0)  # no places: the target fills them
 
 
 @pytest.mark.parametrize(("flags", "message"), [

@@ -326,7 +326,8 @@ def test_a_fifo_config_file_is_refused_before_a_local_run_starts(tmp_path):
     fifo = tmp_path / "head.yaml"
     os.mkfifo(fifo)
     request = Request.training(EXPERIMENT, 10, Resources(), None)
-    request = dataclasses.replace(request, config_files=(str(fifo),))
+    request = dataclasses.replace(request, args=dataclasses.replace(
+        request.args, config_files=(str(fifo),)))
     records = write_records(tmp_path / "records")
     with within(10), pytest.raises(InputError, match=r"^--config-file .*a FIFO"):
         Local(Places(str(tmp_path / "model"), str(records)), Cloud(),

@@ -14,14 +14,13 @@ from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import upload_directory
 from launch.targets.local.processes import run_job
 from launch.values import jobs
-from launch.values.resources import DEFAULT_RESOURCES, Resources
 from trainer import jsonnum
-from trainer.args import ConvertArgs, ExportArgs, PredictArgs, SampleArgs
+from trainer.args import ConvertArgs, ExportArgs, PredictArgs, SampleArgs, TrainArgs
 from trainer.best.choice import DEFAULT_CHOICE, Choice
 from trainer.data import pets
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
 from trainer.errors import SettingsError
-from trainer.experiments import MASK_DEMO_EXPERIMENT, default_train_steps
+from trainer.experiments import MASK_DEMO_EXPERIMENT
 from trainer.files import (
     DETECTIONS_FILE,
     MAX_RUN_JSON_BYTES,
@@ -37,16 +36,6 @@ def _console():
     from rich.console import Console
 
     return Console()
-
-
-def train(run: jobs.TrainingRun, resources: Resources = DEFAULT_RESOURCES,
-          export_dir: str | None = None) -> None:
-    job = jobs.train_job(run, resources, export_dir)
-    run_job(job, run.steps or default_train_steps(run.experiment))
-
-
-def evaluate(run: jobs.TrainingRun, continuous: bool, idle_timeout: float | None = None) -> None:
-    run_job(jobs.eval_job(run, continuous, idle_timeout))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,12 +219,14 @@ def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
     start = time.monotonic()
 
     demo_data(data, records, num_images, say, format, masks)
-    run = jobs.TrainingRun(model_dir=str(model), data_dir=str(records), steps=steps,
-                           **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {}))
+    training = jobs.Training(TrainArgs(
+        train_steps=steps, **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {})))
+    places = jobs.Places(str(model), str(records))
     say("3/6 Training")
-    train(run)
+    run_job(training.trainer_job(places), training.steps)
     say("4/6 Evaluating (COCO metrics)")
-    evaluate(run, continuous=False)
+    evaluation = jobs.Evaluation(dataclasses.replace(training.args, mode="eval"))
+    run_job(evaluation.trainer_job(places))
     say("5/6 Exporting a SavedModel")
     run_job(jobs.tool_job(ExportArgs(str(model), str(exported))))
     say("6/6 Detecting pets in held-out test images")

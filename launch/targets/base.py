@@ -90,7 +90,6 @@ def with_recorded(cloud: Cloud, request: Request, recorded: jobfiles.RecordedDat
     if recorded.dataset:
         return datasets.pinned(cloud, request, recorded.dataset,
                                f"dataset (in {recorded.where})")
-    return dataclasses.replace(request, data_dir=recorded.data_dir) if recorded.data_dir \
-        else request
+    return request.reading(recorded.data_dir) if recorded.data_dir else request
 
 

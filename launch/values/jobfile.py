@@ -15,7 +15,6 @@ calls an API or imports a target's modules: executors turn the resolved file int
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -60,12 +59,19 @@ class JobFileError(InputError):
     """A job file or flag value that cannot make a job; the message names the flag."""
 
 
-# A field that is a flag of each task in `tasks` and a key of the job file (`trainer.options`'
-# one schema). `section`: the task that reads it from its own section of the file (eval's
-# machine is not training's; tune's sweep); `path`: its value may name a file or directory on
-# this machine (a rerun checks it); `checked_as`: the trainer's field it lands on, whose bound
-# and choices it takes.
-option = functools.partial(schema.option, tasks=EVERY, section=None, path=False)
+def option(help: str, *, lands: str | None = None, checked_as: tuple[type, str] | None = None,
+           tasks: frozenset[str] = EVERY, section: str | None = None, path: bool = False,
+           **more: Any) -> Any:
+    """A field that is a flag of each task in `tasks` and a key of the job file (`trainer.
+    options`' one schema). `lands`: the `TrainArgs` field its value becomes in a request's
+    args (`request()` reads it here, not from a hand-written mapping), whose bound and
+    choices it takes; `section`: the task that reads it from its own section of the file
+    (eval's machine is not training's; tune's sweep); `path`: its value may name a file or
+    directory on this machine (a rerun checks it); `checked_as`: a trainer field whose checks
+    it takes though the request sets that field otherwise (--init-type: pretrained.py)."""
+    checked_as = checked_as or ((TrainArgs, lands) if lands else None)
+    return schema.option(help, checked_as=checked_as, tasks=tasks, section=section, path=path,
+                         lands=lands, **more)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,10 +80,11 @@ class JobFile:
 
     target: str = option("where it runs: local or vertex", default="local", choices=TARGETS)
     experiment: str = option("the model: " + ", ".join(EXPERIMENTS) + ", or a Model "
-                             "Garden detection experiment", default=DEFAULT_EXPERIMENT)
+                             "Garden detection experiment", default=DEFAULT_EXPERIMENT,
+                             lands="experiment")
     data_dir: str | None = option("converted TFRecords, local or gs:// (default: "
                                   "work/records; on Vertex AI gs://BUCKET/records; eval: "
-                                  "the run's own)", path=True)
+                                  "the run's own)", path=True, lands="data_dir")
     dataset: str | None = option("a named dataset in the bucket (`invoke data.list`), "
                                  "instead of --data-dir: NAME, the version its manifest names "
                                  "when the job is launched, or NAME@VERSION (a run's job "
@@ -99,13 +106,13 @@ class JobFile:
                                    tasks=TRAINING,
                                    checked_as=(TrainArgs, "init_checkpoint_type"))
     steps: int | None = option("training steps (default: the experiment's)",
-                               checked_as=(TrainArgs, "train_steps"))
+                               lands="train_steps")
     override: Mapping[str, Any] = option("a Model Garden parameter, KEY=VALUE (repeatable): "
                             "batch_size, learning_rate, warmup_steps, input_size or a "
                             "config path such as task.model.head.num_convs", default={})
     config_file: tuple = option("a Model Garden YAML applied to the experiment before "
                                 "--override (repeatable; the path is read where the trainer "
-                                "runs)", default=(), path=True)
+                                "runs)", default=(), path=True, lands="config_files")
     params_override: tuple = option("Model Garden's --params_override, passed through "
                                     "(repeatable)", default=())
     label: Mapping[str, str] = option("a label for the run's jobs, KEY=VALUE (repeatable)",
@@ -156,19 +163,19 @@ class JobFile:
     early_stop_patience: int | None = option(
         "stop training after this many evaluations in a row without a gain in the "
         "experiment's metric (AP); best/ keeps the best checkpoint either way",
-        tasks=frozenset({TRAIN}), checked_as=(TrainArgs, "early_stop_patience"))
+        tasks=frozenset({TRAIN}), lands="early_stop_patience")
     early_stop_min_delta: float | None = option("--early-stop-patience: the gain that counts "
                                                 "(default 0: any)", tasks=frozenset({TRAIN}),
-                                                checked_as=(TrainArgs, "early_stop_min_delta"))
+                                                lands="early_stop_min_delta")
     early_stop_evaluator: str | None = option(
         "--early-stop-patience: who evaluates meanwhile: trainer (the chief, between its "
         "loops; the default) or eval-job (`invoke eval --run-id RUN` beside training)",
-        tasks=frozenset({TRAIN}), checked_as=(TrainArgs, "early_stop_evaluator"))
+        tasks=frozenset({TRAIN}), lands="early_stop_evaluator")
     once: bool = option("evaluate the newest checkpoint and stop", default=False,
                         tasks=frozenset({EVAL}), section=EVAL)
     idle_timeout: float | None = option("seconds to wait for a new checkpoint",
                                         tasks=frozenset({EVAL}), section=EVAL,
-                                        checked_as=(TrainArgs, "eval_idle_timeout"))
+                                        lands="eval_idle_timeout")
     sweep: Mapping[str, Any] = option("the sweep (tune: the sweep file's fields)",
                                       default={}, tasks=frozenset({TUNE}), section=TUNE)
 
@@ -499,14 +506,11 @@ def _check(job: JobFile, task: str) -> dict[str, Any]:
 
 def trainer_args(job: JobFile, task: str) -> TrainArgs:
     """The trainer's arguments the file's values become (places aside: the executor decides
-    them), for the checks the trainer makes of them."""
-    given = {"train_steps": job.steps, "eval_idle_timeout": job.idle_timeout,
-             "early_stop_patience": job.early_stop_patience,
-             "early_stop_min_delta": job.early_stop_min_delta,
-             "early_stop_evaluator": job.early_stop_evaluator}
-    mode = "train" if task in TRAINING else "eval" if job.once else "continuous_eval"
-    return TrainArgs(experiment=job.experiment, mode=mode,
-                     **{k: v for k, v in given.items() if v is not None})
+    them): each field `task` takes on the TrainArgs field it `lands` on, plus what the kind
+    sets itself (its mode). The launcher's checks of them are the trainer's (`check()`)."""
+    landed = {field.metadata["lands"]: getattr(job, field.name) for field in options(task)
+              if field.metadata["lands"] and getattr(job, field.name) is not None}
+    return TrainArgs(**landed, **KINDS[task].own_args(job))
 
 
 def check_overrides(experiment: str, overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -605,12 +609,9 @@ def request(job: JobFile, task: str) -> Request:
             spot=job.spot, flex_start=job.flex_start, timeout_hours=job.timeout_hours,
             max_wait_hours=job.max_wait_hours, reservation=job.reservation,
             persistent_resource=job.persistent_resource))
-    common = {"experiment": job.experiment, "steps": job.steps, "resources": resources,
-              "run_id": job.run_id, "data_dir": job.data_dir,
-              "config_files": tuple(job.config_file),
-              "params_override": trainer_overrides(job), "labels": dict(job.label),
-              "web_access": job.web_access, "record": Written(task, job)}
-    if init:
-        common.update(init_checkpoint=init.checkpoint, init_checkpoint_type=init.type)
+    args = dataclasses.replace(trainer_args(job, task), params_override=trainer_overrides(
+        job), **({"init_checkpoint": init.checkpoint, "init_checkpoint_type": init.type}
+                 if init else {}))
     kind = KINDS[task]
-    return kind(**common, **kind.own_values(job))
+    return kind(args, resources, job.run_id, labels=dict(job.label), web_access=job.web_access,
+                record=Written(task, job), **kind.own_values(job))

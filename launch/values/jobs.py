@@ -14,8 +14,7 @@ from launch.errors import InputError
 from launch.values.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
 from launch.values.sweep import Sweep
 from trainer.args import Args, ConvertArgs, TrainArgs
-from trainer.best.stopping import TRAINER, EarlyStopping
-from trainer.experiments import DEFAULT_EXPERIMENT
+from trainer.experiments import DEFAULT_EXPERIMENT, default_train_steps
 from trainer.files import SPLITS, shard_glob
 
 if TYPE_CHECKING:
@@ -47,47 +46,16 @@ class TrainerJob:
         return sum(pool.replica_count for pool in self.pools)
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainingRun:
-    """What a researcher chooses; the job builders turn it into trainer flags."""
-
-    model_dir: str | None  # None: $AIP_CHECKPOINT_DIR (a tuning trial's own directory)
-    data_dir: str
-    experiment: str = DEFAULT_EXPERIMENT
-    steps: int | None = None
-    init_checkpoint: str | None = None
-    init_checkpoint_type: str = "backbone"
-    params_override: Sequence[str] = ()  # applied in order, after the config files
-    config_files: Sequence[str] = ()
-    hparams: Sequence[str] = ()  # a tuning trial's values, ID=VALUE
-    early_stop: EarlyStopping | None = None
-    data_files: Sequence[str] = ()  # a named dataset's: the files its manifest lists
-
-    def inputs(self) -> dict[str, str]:
-        """A named dataset's shards as the trainer's --train_input and --eval_input: each
-        listed path, comma-separated (Model Garden globs none of them), so a file put into
-        the version later is never read. Empty: the splits' globs below --data_dir."""
-        if not self.data_files:
-            return {}
-        return {f"{'eval' if split == 'val' else split}_input": ",".join(
-                    f"{self.data_dir.rstrip('/')}/{name}" for name in sorted(self.data_files)
-                    if name.startswith(shard_glob(split).removesuffix("*")))
-                for split in SPLITS}
-
-    def trainer_args(self, mode: str, **more) -> TrainArgs:
-        """The training command for `mode`; `more` sets its other options."""
-        if self.early_stop and mode == "train":
-            more = {**more, "early_stop_patience": self.early_stop.patience,
-                    "early_stop_min_delta": self.early_stop.min_delta,
-                    "early_stop_evaluator": self.early_stop.evaluator}
-        more = {**self.inputs(), **more}
-        return TrainArgs(experiment=self.experiment, mode=mode, model_dir=self.model_dir,
-                         data_dir=self.data_dir, config_files=tuple(self.config_files),
-                         train_steps=self.steps, init_checkpoint=self.init_checkpoint,
-                         init_checkpoint_type=self.init_checkpoint_type
-                         if self.init_checkpoint else None,
-                         params_override=tuple(self.params_override),
-                         hparams=tuple(self.hparams), **more)
+def inputs(data_dir: str, data_files: Sequence[str]) -> dict[str, str]:
+    """A named dataset's shards as the trainer's --train_input and --eval_input: each listed
+    path, comma-separated (Model Garden globs none of them), so a file put into the version
+    later is never read. Empty (no files listed): the splits' globs below --data_dir."""
+    if not data_files:
+        return {}
+    return {f"{'eval' if split == 'val' else split}_input": ",".join(
+                f"{data_dir.rstrip('/')}/{name}" for name in sorted(data_files)
+                if name.startswith(shard_glob(split).removesuffix("*")))
+            for split in SPLITS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,32 +78,28 @@ class Runner(Protocol):
 
 @dataclasses.dataclass(frozen=True)
 class Request:
-    """A training or evaluation job as a researcher asks for it, the same for every target
-    (XManager's job description); its kind is its type, which answers what the executors
-    and the job file ask of a kind (the class attributes below), so none of them tests the
-    type. An executor (launch.targets) decides where its files live and runs the TrainerJob
-    it makes. A new kind is a subclass and its entry in KINDS."""
+    """A job as a researcher asks for it, the same for every target: XManager's executable
+    (`args`, the trainer's own `TrainArgs`: one shape from the job file to the container)
+    plus its requirements (`resources`) and the run's metadata. `args` holds no target's
+    places: an executor fills --model_dir and --data_dir (`args_at`). Its kind is its type,
+    which answers what the executors and the job file ask of a kind (the class attributes
+    below), so none of them tests the type. A new kind is a subclass and its entry in KINDS."""
 
     task: ClassVar[str]  # the invoke task, and the `tasks` its JobFile fields name
+    mode: ClassVar[str] = "train"  # the trainer's --mode
     trains: ClassVar[bool] = False  # writes checkpoints: data checks, steps, a price estimate
     of_run: ClassVar[bool] = False  # works on the run its model directory or --run-id holds
     needs_run_id: ClassVar[bool] = False  # on Vertex AI: a run to name, none to make up
     reads_run_data: ClassVar[bool] = False  # its default data: what the run's job file names
-    role: ClassVar[str]  # its jobs' `role` label; a dataset pin's holder
+    role: ClassVar[str]  # its jobs' `role` label and name; a dataset pin's holder
     output: ClassVar[str] = ""  # below the run's directory: its jobs' base output directory
     local_dir: ClassVar[str] = "model"  # below work/: its default --model-dir here
 
-    experiment: str = DEFAULT_EXPERIMENT
-    steps: int | None = None
+    args: TrainArgs = dataclasses.field(default_factory=TrainArgs)  # data_dir: the user's
     resources: Resources = DEFAULT_RESOURCES
     run_id: str | None = None  # names the run where runs are named (a bucket's runs/)
-    data_dir: str | None = None  # None: the target's (work/records, gs://BUCKET/records)
-    dataset: str | None = None  # NAME@VERSION: the named dataset's version data_dir is
+    dataset: str | None = None  # NAME@VERSION: the named dataset's version args.data_dir is
     data_files: tuple[str, ...] = ()  # that version's files, as its manifest lists them
-    init_checkpoint: str | None = None
-    init_checkpoint_type: str = "backbone"
-    config_files: tuple[str, ...] = ()
-    params_override: tuple[str, ...] = ()
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     web_access: bool = False  # Vertex AI: an interactive shell into each running replica
     record: Written | None = None  # the job file it came from: printed, and stored
@@ -145,8 +109,7 @@ class Request:
                  resources: Resources = DEFAULT_RESOURCES, run_id: str | None = None,
                  **more) -> Training:
         """From the command line's values (numbers may come as text)."""
-        return Training(experiment or DEFAULT_EXPERIMENT,
-                        optional_number("--steps", steps, int), resources, run_id or None,
+        return Training(_args(experiment, steps, Training.mode), resources, run_id or None,
                         **more)
 
     @classmethod
@@ -154,21 +117,47 @@ class Request:
                    run_id: str | None = None, continuous: bool = True,
                    idle_timeout: float | str | None = None,
                    resources: Resources = EVAL_RESOURCES, **more) -> Evaluation:
-        return Evaluation(experiment or DEFAULT_EXPERIMENT,
-                          optional_number("--steps", steps, int), resources, run_id or None,
-                          continuous=continuous, idle_timeout=optional_number(
-                              "--idle-timeout", idle_timeout, float), **more)
+        timeout = optional_number("--idle-timeout", idle_timeout, float)
+        args = _args(experiment, steps, Evaluation.mode if continuous else "eval",
+                     **({} if timeout is None else {"eval_idle_timeout": timeout}))
+        return Evaluation(args, resources, run_id or None, **more)
 
-    def run(self, places: Places) -> TrainingRun:
-        """The trainer's choices for this request with the target's places (an explicit
-        data directory wins over the target's)."""
-        return TrainingRun(places.model_dir, self.data_dir or places.data_dir,
-                           self.experiment, self.steps, self.init_checkpoint,
-                           self.init_checkpoint_type, tuple(self.params_override),
-                           tuple(self.config_files), data_files=tuple(self.data_files))
+    @property
+    def experiment(self) -> str:
+        return self.args.experiment
+
+    @property
+    def steps(self) -> int:
+        """The steps it trains: its own --steps, else its experiment's."""
+        return self.args.train_steps or default_train_steps(self.experiment)
+
+    @property
+    def data_dir(self) -> str | None:
+        """The data the user named (None: the target's)."""
+        return self.args.data_dir
+
+    def reading(self, data_dir: str | None, **dataset: Any) -> Request:
+        """This request reading `data_dir` (`dataset`: the named version it is, its files)."""
+        return dataclasses.replace(self, args=dataclasses.replace(self.args, data_dir=data_dir),
+                                   **dataset)
+
+    def args_at(self, places: Places) -> TrainArgs:
+        """The trainer's arguments at a target's places (the user's data directory wins over
+        the target's; a named dataset's listed files are the inputs)."""
+        data_dir = self.args.data_dir or places.data_dir
+        return dataclasses.replace(self.args, model_dir=places.model_dir, data_dir=data_dir,
+                                   **inputs(data_dir, self.data_files))
 
     def trainer_job(self, places: Places) -> TrainerJob:
-        raise NotImplementedError
+        """The trainer at `places` on a chief, and workers if the resources have them."""
+        return TrainerJob(name=f"{self.role}-{self.experiment}",
+                          args=tuple(self.args_at(places).to_argv()),
+                          pools=tuple(WorkerPool(n) for n in self.resources.replicas))
+
+    @classmethod
+    def own_args(cls, job: JobFile) -> dict[str, Any]:
+        """Its trainer values the job file's fields do not land on by name: its mode."""
+        return {"mode": cls.mode}
 
     @classmethod
     def own_values(cls, job: JobFile) -> dict[str, Any]:
@@ -180,56 +169,44 @@ class Request:
         return executor.launch(self)
 
 
+def _args(experiment: str | None, steps: int | str | None, mode: str, **more) -> TrainArgs:
+    """The trainer's values the command line gives a request (numbers may come as text)."""
+    return TrainArgs(experiment=experiment or DEFAULT_EXPERIMENT, mode=mode,
+                     train_steps=optional_number("--steps", steps, int), **more)
+
+
 @dataclasses.dataclass(frozen=True)
 class Training(Request):
-    """Trains a run: a chief, and workers if the resources have them."""
+    """Trains a run: a chief, and workers if the resources have them; its early-stopping
+    rule rides on its args (the trainer's early_stop_* options)."""
 
     task: ClassVar[str] = "train"
     trains: ClassVar[bool] = True
     of_run: ClassVar[bool] = True  # continues the run its place holds (same experiment)
     role: ClassVar[str] = "train"
 
-    early_stop: EarlyStopping | None = None
-
-    @classmethod
-    def own_values(cls, job: JobFile) -> dict[str, Any]:
-        """The file's early-stopping rule (its values checked when the file was resolved)."""
-        if job.early_stop_patience is None:
-            return {"early_stop": None}
-        return {"early_stop": EarlyStopping(job.early_stop_patience,
-                                            job.early_stop_min_delta or 0.0,
-                                            job.early_stop_evaluator or TRAINER)}
-
-    def trainer_job(self, places: Places) -> TrainerJob:
-        return train_job(dataclasses.replace(self.run(places), early_stop=self.early_stop),
-                         self.resources)
-
 
 @dataclasses.dataclass(frozen=True)
 class Evaluation(Request):
-    """Evaluates a run's checkpoints on one replica."""
+    """Evaluates a run's checkpoints on one replica: continuously beside training (its idle
+    timeout the trainer's --eval_idle_timeout), or the newest once (--once: mode eval)."""
 
     task: ClassVar[str] = "eval"
+    mode: ClassVar[str] = "continuous_eval"
     of_run: ClassVar[bool] = True
     needs_run_id: ClassVar[bool] = True
     reads_run_data: ClassVar[bool] = True
     role: ClassVar[str] = "eval"
     output: ClassVar[str] = "eval"
 
-    continuous: bool = True  # follow the training run's checkpoints until it ends
-    idle_timeout: float | None = None  # seconds to wait for a new checkpoint
-
     @classmethod
-    def own_values(cls, job: JobFile) -> dict[str, Any]:
-        return {"continuous": not job.once, "idle_timeout": job.idle_timeout}
+    def own_args(cls, job: JobFile) -> dict[str, Any]:
+        return {"mode": "eval" if job.once else cls.mode}
 
     def __post_init__(self) -> None:
         if self.resources.replicas != (1,):
             raise InputError("evaluation runs on one replica: drop --workers and "
                              "--reduction-servers")
-
-    def trainer_job(self, places: Places) -> TrainerJob:
-        return eval_job(self.run(places), self.continuous, self.idle_timeout)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,7 +221,7 @@ class Tuning(Training):
 
     @classmethod
     def own_values(cls, job: JobFile) -> dict[str, Any]:
-        return {**super().own_values(job), "sweep": dict(job.sweep)}
+        return {"sweep": dict(job.sweep)}
 
     def hand_to(self, executor: Runner) -> str:
         return executor.tune(self, Sweep.from_mapping(self.sweep))
@@ -252,23 +229,6 @@ class Tuning(Training):
 
 # The job kinds by task: `invoke train|eval|tune`, and a job file's `tasks`.
 KINDS: dict[str, type[Request]] = {kind.task: kind for kind in (Training, Tuning, Evaluation)}
-
-
-def train_job(run: TrainingRun, resources: Resources = DEFAULT_RESOURCES,
-              export_dir: str | None = None) -> TrainerJob:
-    """A chief plus `resources.workers` more replicas (MultiWorkerMirroredStrategy when
-    there are workers)."""
-    args = run.trainer_args("train", export_dir=export_dir)
-    return TrainerJob(name=f"train-{run.experiment}", args=tuple(args.to_argv()),
-                      pools=tuple(WorkerPool(n) for n in resources.replicas))
-
-
-def eval_job(run: TrainingRun, continuous: bool = True,
-             idle_timeout: float | None = None) -> TrainerJob:
-    """One replica evaluating checkpoints (continuously beside training, or the newest once)."""
-    timeout = {} if idle_timeout is None else {"eval_idle_timeout": idle_timeout}
-    args = run.trainer_args("continuous_eval" if continuous else "eval", **timeout)
-    return TrainerJob(name=f"eval-{run.experiment}", args=tuple(args.to_argv()))
 
 
 @dataclasses.dataclass(frozen=True)

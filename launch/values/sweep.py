@@ -22,6 +22,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import yaml
 
@@ -30,6 +31,7 @@ from launch.values.files import read_page
 from trainer import hparams
 from trainer.experiments import AP_METRICS, AR_METRICS, GOALS, MASK_AP_METRICS
 from trainer.hparams import PARAMETERS
+from trainer.options import number
 
 METRICS = (*AP_METRICS, *AR_METRICS, *MASK_AP_METRICS)  # what the evaluator writes
 ALGORITHMS = ("bayesian", "random", "grid")
@@ -70,11 +72,6 @@ class Param:
             return
         if self.low is None or self.high is None:
             raise SweepError(f"{self.name}: give low and high, or a list of values")
-        for bound in (self.low, self.high):
-            if isinstance(bound, bool) or not isinstance(bound, (int, float)) or \
-                    not math.isfinite(bound):
-                raise SweepError(f"{self.name}: bounds must be finite numbers, got "
-                                 f"{self.low!r}..{self.high!r}")
         if not self.low < self.high:
             raise SweepError(f"{self.name}: the range {self.low}..{self.high} is empty; "
                              "low must be below high")
@@ -184,21 +181,22 @@ def _param(name: str, spec) -> Param:
     unknown = set(spec) - {"low", "high", "log"}
     if unknown:
         raise SweepError(f"{name}: unknown keys {', '.join(sorted(map(str, unknown)))}")
-    low, high = (_number(name, spec.get(k)) for k in ("low", "high"))
+    low, high = (_number(name, key, spec.get(key)) for key in ("low", "high"))
     return Param(name, low, high, log=spec.get("log") is True,
                  integer=isinstance(low, int) and isinstance(high, int))
 
 
-def _number(name: str, value):
-    """YAML reads `1e-4` as a string: numbers are parsed here, with the parameter named."""
-    if isinstance(value, str):
-        try:
-            return int(value) if re.fullmatch(r"[+-]?\d+", value) else float(value)
-        except ValueError:
-            raise SweepError(f"{name}: {value!r} is not a number") from None
-    return value
+def _number(name: str, key: str, value: Any) -> int | float | None:
+    """A range's bound as typed (YAML reads `1e-4` as text) through the one number reader
+    (trainer.options), naming the parameter and the key; whole as written (`4`: an integer
+    range), None when not given."""
+    if value is None:
+        return None
+    whole = isinstance(value, int) or (isinstance(value, str) and WHOLE.fullmatch(value))
+    return number(value, int if whole else float, f"{name}: {key}", fault=SweepError)
 
 
+WHOLE = re.compile(r"[+-]?\d+")
 FLAG = re.compile(r"(?P<name>[^=]+)=(?P<spec>.+)")
 
 

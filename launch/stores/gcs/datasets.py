@@ -110,9 +110,8 @@ def pinned(cloud: Cloud, request: Request, reference: str, flag: str = "--datase
     into the version, does not change this job's data. The request names the version
     (NAME@VERSION): the run's job file records it, for its evaluations and reruns."""
     manifest = resolve(cloud, reference, flag)
-    return dataclasses.replace(request, data_dir=manifest.url(_bucket(cloud)),
-                               dataset=manifest.reference,
-                               data_files=tuple(e.name for e in manifest.objects))
+    return request.reading(manifest.url(_bucket(cloud)), dataset=manifest.reference,
+                           data_files=tuple(e.name for e in manifest.objects))
 
 
 # A Vertex AI job's timeout counts from when it runs; this bounds its wait in the queue

@@ -15,15 +15,15 @@ from launch.errors import InputError, MissingError, StepFailed
 from launch.stores import datachecks
 from launch.stores.gcs import datasets, mirror
 from launch.stores.runs import configs, jobfiles
-from launch.targets.base import Handover, Target, job_text, save_job, say_job, with_recorded
+from launch.targets.base import Handover, Target, say_job, with_recorded
 from launch.targets.local import tuning as local_tuning
 from launch.targets.local.processes import LocalExecutor, run_job
+from launch.targets.preflight import Configs, Placed, Preflight
 from launch.values import jobfile
-from launch.values.jobs import Conversion, Places, Request, tool_job
+from launch.values.jobs import Conversion, Places, Request, TrainerJob, tool_job
 from launch.values.sweep import Sweep
 from trainer import locks
 from trainer.errors import DirectoryBusy
-from trainer.experiments import default_train_steps
 
 
 def refuse_busy(model_dir: str) -> None:
@@ -38,9 +38,10 @@ def refuse_busy(model_dir: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class Local:
+class Local(Preflight[Places, TrainerJob]):
     """This machine: one `python -m trainer` process a replica, with a progress bar; a
-    multi-replica job gets the cluster spec Vertex AI would give it, on 127.0.0.1."""
+    multi-replica job gets the cluster spec Vertex AI would give it, on 127.0.0.1. A sweep is
+    an Optuna study in the sweep directory (--model-dir): its trials are runs beside it."""
 
     title: ClassVar[str] = "this machine"
     # Not the cloud's: its region, image, machines, accelerators, capacity and schedule.
@@ -58,58 +59,60 @@ class Local:
     def from_target(cls, target: Target) -> Local:
         return cls(target.places, target.cloud, target.force, target.handover)
 
-    def launch(self, request: Request) -> str:
+    def place(self, request: Request, run_id: str | None, config: Configs,
+              sweep: Sweep | None) -> Placed[Places]:
         if request.reads_run_data and not request.data_dir:  # the run's own data
             request = with_recorded(self.cloud, request,
                                      jobfiles.local_run_data(self.places.model_dir))
-        texts = configs.read_local(request.config_files)  # the trainer reads them again
         data_dir = request.data_dir or self.places.data_dir
-        job = request.trainer_job(self.places)
-        trains = request.trains
-        steps = request.steps or default_train_steps(request.experiment) if trains else None
-        text = job_text(request, data_dir=data_dir, model_dir=self.places.model_dir)
-        if not mirror.is_gcs(data_dir) and not Path(data_dir).is_dir():
-            raise MissingError(f"--data-dir {data_dir}: no such directory; convert data first "
-                               "(`invoke data.convert`)")
-        if trains:
-            datachecks.check_local(data_dir, self.force, request.experiment)
-        save_job(text, self.submission.save_job)
-        if self.submission.dry_run:
-            say_job(text, f"runs here: model directory {self.places.model_dir}, data "
-                           f"{data_dir}")
-            return shlex.join(LocalExecutor().command(job))
-        if trains:
-            refuse_busy(self.places.model_dir)
-        if trains and text:  # the stored job names the run's copies of its config files
-            kept = configs.keep_local(self.cloud, self.places.model_dir, request.config_files,
-                                      texts)
-            jobfiles.store_local(self.places.model_dir, job_text(
-                request, data_dir=data_dir, model_dir=self.places.model_dir, config_file=kept))
-        pin = datasets.pin(self.cloud, request, Path(self.places.model_dir).name or "local",
-                           job.name, datasets.LOCAL_PIN_HOURS)
-        try:
-            run_job(job, steps)  # the total steps, for the progress bar
-        finally:
-            datasets.unpin(self.cloud, pin)
-        return f"{job.name} done: {self.places.model_dir}"
+        return Placed(request, self.places, data_dir,
+                      {"data_dir": data_dir, "model_dir": self.places.model_dir}, config,
+                      run_id, sweep)
 
-    def tune(self, request: Request, sweep: Sweep) -> str:
-        """An Optuna study in the sweep directory (--model-dir): trials are runs beside it."""
-        configs.read_local(request.config_files)  # checked now, not in a trial
-        text = job_text(request, data_dir=request.data_dir or self.places.data_dir,
-                         model_dir=self.places.model_dir)
-        save_job(text, self.submission.save_job)
-        if self.submission.dry_run:
-            say_job(text, f"runs here: sweep directory {self.places.model_dir}")
-            return json.dumps(sweep.as_mapping(), indent=2)
-        datachecks.check_local(request.data_dir or self.places.data_dir, self.force,
-                               request.experiment)
+    def plan(self, placed: Placed[Places]) -> TrainerJob:
+        return placed.request.trainer_job(self.places)
+
+    def check(self, placed: Placed[Places], plan: TrainerJob) -> None:
+        """The data is there; a training run's passes its checks (a sweep's: when it runs)."""
+        if not mirror.is_gcs(placed.data_dir) and not Path(placed.data_dir).is_dir():
+            raise MissingError(f"--data-dir {placed.data_dir}: no such directory; convert "
+                               "data first (`invoke data.convert`)")
+        if placed.request.trains and not placed.sweep:
+            datachecks.check_local(placed.data_dir, self.force, placed.request.experiment)
+
+    def say_dry_run(self, placed: Placed[Places], plan: TrainerJob, text: str) -> None:
+        where = (f"sweep directory {self.places.model_dir}" if placed.sweep else
+                 f"model directory {self.places.model_dir}, data {placed.data_dir}")
+        say_job(text, f"runs here: {where}")
+
+    def refuse(self, placed: Placed[Places], plan: TrainerJob) -> None:
+        if placed.sweep:
+            datachecks.check_local(placed.data_dir, self.force, placed.request.experiment)
+        elif placed.request.trains:
+            refuse_busy(self.places.model_dir)
+
+    def show(self, placed: Placed[Places], plan: TrainerJob) -> str:
+        if placed.sweep:
+            return json.dumps(placed.sweep.as_mapping(), indent=2)
+        return shlex.join(LocalExecutor().command(plan))
+
+    def keep(self, placed: Placed[Places], plan: TrainerJob) -> None:
+        kept = configs.keep_local(self.cloud, self.places.model_dir, placed.configs.files,
+                                  placed.configs.texts)
+        jobfiles.store_local(self.places.model_dir, placed.text(config_file=kept))
+
+    def run(self, placed: Placed[Places], plan: TrainerJob) -> str:
+        """The job (or the sweep) here, its named dataset's version pinned while it runs."""
+        request, sweep = placed.request, placed.sweep
         pin = datasets.pin(self.cloud, request, Path(self.places.model_dir).name or "local",
-                           "tune", datasets.LOCAL_PIN_HOURS)
+                           "tune" if sweep else plan.name, datasets.LOCAL_PIN_HOURS)
         try:
-            return local_tuning.run_sweep(sweep, request, self.places)
+            if sweep:
+                return local_tuning.run_sweep(sweep, request, self.places)
+            run_job(plan, request.steps if request.trains else None)  # for the progress bar
         finally:
             datasets.unpin(self.cloud, pin)
+        return f"{plan.name} done: {self.places.model_dir}"
 
     def convert(self, conversion: Conversion) -> str:
         """The converter here; a named dataset is then uploaded as `data.upload --dataset`

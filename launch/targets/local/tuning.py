@@ -26,11 +26,10 @@ from pathlib import Path
 from launch.errors import InputError, StepFailed
 from launch.targets import triage
 from launch.targets.local.processes import STEP_LINE, LocalExecutor
-from launch.values.jobs import Places, Request, TrainerJob, train_job
+from launch.values.jobs import Places, Request, TrainerJob
 from launch.values.sweep import Sweep
 from trainer import hparams, jsonnum, locks
 from trainer.errors import DirectoryBusy
-from trainer.experiments import default_train_steps
 from trainer.files import HYPERTUNE_METRIC_FILE
 
 SWEEP_FILE, STUDY_FILE, LOCK_FILE = "sweep.json", "study.journal", ".sweep.lock"
@@ -84,9 +83,9 @@ def trial_job(request: Request, places: Places, sweep: Sweep, run_dir: Path, num
     """`invoke train`'s job in the trial's directory, with the trial's values and the
     environment Vertex AI gives a tuning trial (its id, the metric's tag, the metric file)."""
     flags = [f"{hparams.parameter_id(name)}={value}" for name, value in values.items()]
-    run = dataclasses.replace(request.run(Places(str(run_dir), places.data_dir)),
-                              hparams=tuple(flags))
-    job = train_job(run, request.resources)
+    trial = dataclasses.replace(request, args=dataclasses.replace(request.args,
+                                                                  hparams=tuple(flags)))
+    job = trial.trainer_job(Places(str(run_dir), places.data_dir))
     return dataclasses.replace(job, name=f"trial-{number}", env={
         **job.env, hparams.TRIAL_ENV: str(number), hparams.METRIC_TAG_ENV: sweep.metric,
         hparams.METRIC_FILE_ENV: str(run_dir / HYPERTUNE_METRIC_FILE)})
@@ -95,7 +94,8 @@ def trial_job(request: Request, places: Places, sweep: Sweep, run_dir: Path, num
 def identity(sweep: Sweep, request: Request, places: Places) -> dict:
     """What must not change when a sweep resumes (trials and parallel may)."""
     fixed = {k: v for k, v in sweep.as_mapping().items() if k not in ("trials", "parallel")}
-    return {"sweep": fixed, "experiment": request.experiment, "steps": request.steps,
+    return {"sweep": fixed, "experiment": request.experiment,
+            "steps": request.args.train_steps,
             "data_dir": request.data_dir or places.data_dir}
 
 
@@ -200,8 +200,6 @@ def run_sweep(sweep: Sweep, request: Request, places: Places,
     `sweep.parallel` trials at a time; returns the trials, best first."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    if not request.trains:
-        raise InputError("a sweep tunes training runs")
     if "://" in places.model_dir:
         raise InputError(f"--model-dir {places.model_dir}: a local sweep keeps its study and "
                          "trials in a local directory; sweep in the cloud with --target vertex")
@@ -214,7 +212,7 @@ def run_sweep(sweep: Sweep, request: Request, places: Places,
                 "checkpoints")
         progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                             MofNCompleteColumn())
-        runner = TrialRunner(request.steps or default_train_steps(request.experiment),
+        runner = TrialRunner(request.steps,
                              progress, threading.Event())
         with progress, concurrent.futures.ThreadPoolExecutor(sweep.parallel) as pool:
             try:

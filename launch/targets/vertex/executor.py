@@ -31,7 +31,8 @@ from launch.stores.pricing.estimate import (
 )
 from launch.stores.pricing.table import PriceTable
 from launch.stores.runs import configs, jobfiles
-from launch.targets.base import Target, job_text, save_job, say_job, with_recorded
+from launch.targets.base import Target, say_job, with_recorded
+from launch.targets.preflight import Configs, Placed, Preflight
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import conversion as conversion_jobs
 from launch.targets.vertex import costs, locality, persistent, quota, study
@@ -64,7 +65,6 @@ from launch.values.jobs import Conversion, Request, tool_job
 from launch.values.sweep import Sweep
 from trainer import bucket_convert
 from trainer.args import BucketConvertArgs
-from trainer.experiments import default_train_steps
 from trainer.files import DATASETS_PREFIX, RAW_PREFIX, RECORDS_PREFIX
 
 
@@ -77,6 +77,7 @@ class Plan:
     machines: dict[Rung, Machine]
     hardware: dict[Rung, str]  # the hardware in words (Resources.hardware_key)
     targets: dict[str, CloudTarget]  # region -> the target its jobs run on
+    estimates: dict[Rung, Estimate] = dataclasses.field(default_factory=dict)  # priced rungs
 
     @property
     def first(self) -> Rung:
@@ -92,7 +93,7 @@ class Plan:
 
 
 @dataclasses.dataclass(frozen=True)
-class Vertex:
+class Vertex(Preflight[CloudTarget, Plan]):
     """Vertex AI custom jobs on the stack's infrastructure: the run's files in the bucket
     (gs://BUCKET/runs/RUN_ID), the sources' image built if missing and pinned by digest."""
 
@@ -113,89 +114,116 @@ class Vertex:
             dry_run=handover.dry_run, local_docker=target.local_docker, follow=target.follow,
             max_cost=handover.max_cost, ladder=ladder, save_job=handover.save_job), target.force)
 
-    def launch(self, request: Request) -> str:
-        if request.needs_run_id and not request.run_id:
-            raise InputError("--run-id names the training run to evaluate")
-        run_id = check_run_id(
-            request.run_id or default_run_id(request.experiment))
-        where = self._where(request)
-        config_files, texts = request.config_files, configs.read_local(request.config_files)
-        request = self._with_run_data(_portable(request, texts), run_id)
-        ladder = self.submission.ladder
-        plan = self._plan(request, where, run_id)  # every rung checked before anything is sent
-        for note in dict.fromkeys(filter(None, map(tensorflow_note, plan.machines.values()))):
-            print(note, file=sys.stderr)
-        data = self._data_url(request, where)
-        trains = request.trains
-        decided = {"run_id": run_id, "data_dir": request.data_dir if  # eval: the run's, if known
-                   request.reads_run_data else data,
-                   "region": None if ladder and ladder.regions else where.region}
-        text = job_text(request, **decided)
-        if self.submission.dry_run:
-            self._say_dry_run(text, plan.targets[plan.first.region], run_id, request, trains)
-            if ladder:
-                print(f"ladder (regions, then hardware, then capacity): "
-                      f"{' -> '.join(labels(list(plan.jobs)).values())} (the job shown is the "
-                      "first rung's)", file=sys.stderr)
-        plan = self._check_quota(where.project, plan)
-        estimates = self._price(request, where, plan)
-        if not self.submission.dry_run and trains:
-            self._require_data(data, request.experiment)  # now, not after a build
-            self._refuse_second_writer(where.project, plan.targets, run_id)
-        first, job = plan.first, plan.jobs[plan.first]
-        if resource_id := request.resources.scheduling.persistent_resource:
-            if self.submission.dry_run:
-                print(f"note: the fit on persistent resource {resource_id} is checked when "
-                      "the job is submitted", file=sys.stderr)
-            else:
-                resource = persistent.fetch(self.cloud.clients.persistent_resources(
-                    first.region), where.project, first.region, resource_id)
-                for each in plan.jobs.values():
-                    persistent.check_fits(each, resource)
-        save_job(text, self.submission.save_job)
-        if not self.submission.dry_run:
-            attempts = len(plan.jobs) * (ladder.max_preemptions + 1 if ladder else 1)
-            datasets.pin(self.cloud, request, run_id, request.role,
-                         _hours_bound(request, attempts))
-        if not self.submission.dry_run and trains and text:  # it names the run's copies
-            kept = configs.keep_in_bucket(self.cloud, run_id, config_files, texts)
-            jobfiles.store_in_bucket(self.cloud, run_id, job_text(
-                request, **decided, image=trainer_images(job)[0], config_file=kept))
-        if ladder and not self.submission.dry_run:
-            return self._climb(ladder, plan, run_id, estimates)
-        return dispatch(self.cloud, plan.targets[first.region], job, run_id, self.submission)
-
-    def tune(self, request: Request, sweep: Sweep) -> str:
-        """A HyperparameterTuningJob whose trials run the job `launch` would submit for
-        `request`, each in its own directory under the sweep's run."""
-        if not request.trains:
-            raise InputError("a sweep tunes training runs")
-        if self.submission.ladder:
+    def accept(self, request: Request, sweep: Sweep | None) -> None:
+        if sweep and self.submission.ladder:
             raise InputError("--capacity, --regions and --fallback (a ladder) do not apply to "
                              "a sweep: Vertex AI schedules its trials; choose --spot or "
                              "--flex-start and --region for them")
-        run_id = check_run_id(
-            request.run_id or default_run_id(f"{request.experiment}-tune"))
+        if request.needs_run_id and not request.run_id:
+            raise InputError("--run-id names the training run to evaluate")
+
+    def run_id(self, request: Request, sweep: Sweep | None) -> str:
+        """--run-id, or the experiment and the time (a sweep's: `-tune` after the name)."""
+        return check_run_id(request.run_id or default_run_id(
+            f"{request.experiment}-tune" if sweep else request.experiment))
+
+    def place(self, request: Request, run_id: str | None, config: Configs,
+              sweep: Sweep | None) -> Placed[CloudTarget]:
+        """The run in the bucket; local config files travel as text; an evaluation reads
+        the run's own data (its job file says which) unless told."""
         where = self._where(request)
-        request = _portable(request, configs.read_local(request.config_files))
-        plan = self._plan(request, where, run_id, trial=True)
+        request = self._with_run_data(_portable(request, config.texts), run_id)
         data = self._data_url(request, where)
-        text = job_text(request, run_id=run_id, region=where.region, data_dir=data)
-        if self.submission.dry_run:
-            self._say_dry_run(text, where, run_id, request, True)
-        plan = self._check_quota(where.project, plan, copies=sweep.parallel)
-        self._price(request, where, plan, sweep)
-        save_job(text, self.submission.save_job)
-        if not self.submission.dry_run:
-            self._require_data(data, request.experiment)
-            datasets.pin(self.cloud, request, run_id, "tune",
-                         _hours_bound(request, sweep.trials))
-        job = study.tuning_job(sweep, pinned(self.cloud, plan.jobs[plan.first],
-                                             self.submission))
-        if self.submission.dry_run:
-            return study.to_json(job)
-        return submit_sweep(self.cloud, plan.targets[where.region], job, run_id,
-                            self.submission)
+        ladder = self.submission.ladder
+        decided = {"run_id": run_id, "data_dir": request.data_dir if  # eval: the run's, if known
+                   request.reads_run_data else data,
+                   "region": None if ladder and ladder.regions else where.region}
+        return Placed(request, where, data, decided, config, run_id, sweep)
+
+    def plan(self, placed: Placed[CloudTarget]) -> Plan:
+        """Every rung checked before anything is sent (a sweep: its trials' job)."""
+        plan = self._plan(placed.request, placed.where, placed.run_id,
+                          trial=placed.sweep is not None)
+        for note in dict.fromkeys(filter(None, map(tensorflow_note, plan.machines.values()))):
+            print(note, file=sys.stderr)
+        return plan
+
+    def say_dry_run(self, placed: Placed[CloudTarget], plan: Plan, text: str) -> None:
+        where, request = plan.targets[plan.first.region], placed.request
+        say_job(text, f"project {where.project}, region {where.region}, run "
+                       f"{run_paths(self.cloud, placed.run_id).root}")
+        print(f"resources: {request.resources.describe()}", file=sys.stderr)
+        if request.trains:
+            print("note: dry run: the data checks of the bucket's records were skipped",
+                  file=sys.stderr)
+        if self.submission.ladder:
+            print(f"ladder (regions, then hardware, then capacity): "
+                  f"{' -> '.join(labels(list(plan.jobs)).values())} (the job shown is the "
+                  "first rung's)", file=sys.stderr)
+
+    def price(self, placed: Placed[CloudTarget], plan: Plan) -> Plan:
+        """Each rung within the project's quota (a sweep's trials at once), then priced."""
+        sweep = placed.sweep
+        plan = self._check_quota(placed.where.project, plan, copies=sweep.parallel if sweep
+                                 else 1)
+        return dataclasses.replace(plan, estimates=self._price(placed.request, placed.where,
+                                                               plan, sweep))
+
+    def refuse(self, placed: Placed[CloudTarget], plan: Plan) -> None:
+        """Complete, checked data (now, not after a build); a run's one writer; the fit on
+        a persistent resource."""
+        request = placed.request
+        if request.trains:
+            self._require_data(placed.data_dir, request.experiment)
+        if placed.sweep:
+            return
+        if request.trains:
+            self._refuse_second_writer(placed.where.project, plan.targets, placed.run_id)
+        if resource_id := request.resources.scheduling.persistent_resource:
+            region = plan.first.region
+            resource = persistent.fetch(self.cloud.clients.persistent_resources(region),
+                                        placed.where.project, region, resource_id)
+            for each in plan.jobs.values():
+                persistent.check_fits(each, resource)
+
+    def show(self, placed: Placed[CloudTarget], plan: Plan) -> str:
+        """The request as it would be sent (images by digest where Artifact Registry says)."""
+        if placed.sweep:
+            return study.to_json(self._tuning_job(placed, plan))
+        if resource_id := placed.request.resources.scheduling.persistent_resource:
+            print(f"note: the fit on persistent resource {resource_id} is checked when the "
+                  "job is submitted", file=sys.stderr)
+        return dispatch(self.cloud, plan.targets[plan.first.region], plan.jobs[plan.first],
+                        placed.run_id, self.submission)
+
+    def keep(self, placed: Placed[CloudTarget], plan: Plan) -> None:
+        kept = configs.keep_in_bucket(self.cloud, placed.run_id, placed.configs.files,
+                                      placed.configs.texts)
+        jobfiles.store_in_bucket(self.cloud, placed.run_id, placed.text(
+            image=trainer_images(plan.jobs[plan.first])[0], config_file=kept))
+
+    def run(self, placed: Placed[CloudTarget], plan: Plan) -> str:
+        """Pins the named dataset's version for as long as the jobs can last, then submits
+        the sweep, the job, or the ladder's climb."""
+        request, sweep, run_id, ladder = (placed.request, placed.sweep, placed.run_id,
+                                          self.submission.ladder)
+        if sweep:
+            datasets.pin(self.cloud, request, run_id, "tune", _hours_bound(request, sweep.trials))
+            return submit_sweep(self.cloud, plan.targets[plan.first.region],
+                                self._tuning_job(placed, plan), run_id, self.submission)
+        attempts = len(plan.jobs) * (ladder.max_preemptions + 1 if ladder else 1)
+        datasets.pin(self.cloud, request, run_id, request.role, _hours_bound(request, attempts))
+        if ladder:
+            return self._climb(ladder, plan, run_id, plan.estimates)
+        return dispatch(self.cloud, plan.targets[plan.first.region], plan.jobs[plan.first],
+                        run_id, self.submission)
+
+    def _tuning_job(self, placed: Placed[CloudTarget], plan: Plan
+                    ) -> aiplatform_v1.HyperparameterTuningJob:
+        """A HyperparameterTuningJob whose trials run the job `launch` would submit, each in
+        its own directory under the sweep's run."""
+        return study.tuning_job(placed.sweep, pinned(self.cloud, plan.jobs[plan.first],
+                                                     self.submission))
 
     def convert(self, conversion: Conversion) -> str:
         """A conversion job next to the data: the raw prefix surveyed, the machine and disk
@@ -259,7 +287,7 @@ class Vertex:
         """The project, region, bucket and images, and what a Vertex AI job can read:
         checked before any request or build."""
         where = self._place()
-        for flag_name, path in (("--init-from", request.init_checkpoint),
+        for flag_name, path in (("--init-from", request.args.init_checkpoint),
                                 ("--data-dir", request.data_dir)):
             if path and not path.startswith(("gs://", "https://")):
                 raise InputError(f"{flag_name} {path[:100]} is on this machine, and a Vertex "
@@ -342,15 +370,6 @@ class Vertex:
     def _data_url(request: Request, where: CloudTarget) -> str:
         return request.data_dir or f"gs://{where.bucket}/{RECORDS_PREFIX}"
 
-    def _say_dry_run(self, text: str, where: CloudTarget, run_id: str, request: Request,
-                     trains: bool) -> None:
-        say_job(text, f"project {where.project}, region {where.region}, run "
-                       f"{run_paths(self.cloud, run_id).root}")
-        print(f"resources: {request.resources.describe()}", file=sys.stderr)
-        if trains:
-            print("note: dry run: the data checks of the bucket's records were skipped",
-                  file=sys.stderr)
-
     def _refuse_second_writer(self, project: str, regions: Iterable[str], run_id: str) -> None:
         """One writer per run on Vertex AI too: a training job of this run that has not
         ended, in any region the ladder may use, owns its checkpoints (Cloud Storage has no
@@ -427,9 +446,7 @@ class Vertex:
                   if (price := known_price(functools.partial(
                       costs.job_hourly, table, rung.region, job), budget, named[rung],
                       said[rung].append)) is not None}
-        steps = None
-        if request.trains:
-            steps = request.steps or default_train_steps(request.experiment)
+        steps = request.steps if request.trains else None
         trials = {"runs": sweep.trials, "at_once": sweep.parallel} if sweep else {}
         timeout = {rung: costs.timeout_hours(job) for rung, job in plan.jobs.items()}  # as sent
         for rung in sorted(hourly, key=lambda r: hourly[r].total, reverse=True):  # dearest
@@ -554,8 +571,9 @@ def _portable(request: Request, texts: Mapping[str, str]) -> Request:
     (gs:// files stay paths)."""
     if not texts:
         return request
-    return dataclasses.replace(
-        request, config_files=tuple(p for p in request.config_files if p not in texts),
-        params_override=(*texts.values(), *request.params_override))
+    args = request.args
+    return dataclasses.replace(request, args=dataclasses.replace(
+        args, config_files=tuple(p for p in args.config_files if p not in texts),
+        params_override=(*texts.values(), *args.params_override)))
 
 
