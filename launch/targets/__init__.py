@@ -1,6 +1,7 @@
 """Targets: where jobs run, one package each behind `base.Executor`, chosen by name from
-`TARGETS` and imported only when chosen (as trainer/data/formats registers formats): a new
-target is one module and one line here. Each declares the job-file fields it takes
+`TARGETS` (launch/values/target_names.py, where the job file's --target reads the names too)
+and imported only when chosen (as trainer/data/formats registers formats): a new target is
+one module and one line there. Each declares the job-file fields it takes
 (`supports`), and `refuse_unsupported` refuses a value the user set that it would ignore."""
 
 from __future__ import annotations
@@ -11,15 +12,11 @@ from typing import TYPE_CHECKING, NoReturn
 
 from launch.errors import InputError
 from launch.values import jobfile
+from launch.values.target_names import TARGETS
 
 if TYPE_CHECKING:
     from launch.targets.base import Executor, Target
 
-# --target NAME -> "module:class"; the first is the default
-TARGETS: dict[str, str] = {
-    "local": "launch.targets.local.executor:Local",
-    "vertex": "launch.targets.vertex.executor:Vertex",
-}
 
 
 def executor_class(name: str) -> type[Executor]:
