@@ -1,8 +1,9 @@
 """What researchers type: `invoke --list` is the menu; the logic lives in launch/ and trainer/.
 
-Modules that load Google's client libraries (launch.context.cloud, launch.targets.vertex,
-launch.features.doctor: about two seconds) are imported inside the tasks that need them, so the menu
-and the local data tasks start at once; every other import is here.
+Modules that load Google's client libraries (launch.targets.vertex, launch.features.serving,
+launch.features.doctor: about two seconds) and the targets' registry are imported inside the
+tasks that need them, so the menu and the local data tasks start at once; every other import
+is here. Flags are declared by the values they fill (launch/cli/taskflags.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from launch.values.jobfile import EVAL, TRAIN, TUNE
 from launch.values.jobs import Places
 from launch.values.resources import optional_number
 from trainer.args import (
+    Args,
     ConvertArgs,
     DownloadArgs,
     ExportArgs,
@@ -32,9 +34,9 @@ DATA_DIR, RECORDS_DIR, MODEL_DIR = f"{WORK}/pets", f"{WORK}/records", f"{WORK}/m
 EXPORT_DIR = f"{WORK}/exported"
 
 
-def _tool(make_args) -> None:
-    """Runs the trainer tool whose typed arguments `make_args()` builds from the flags."""
-    _guarded(lambda: workflow.run_job(jobs.tool_job(make_args())))
+def _tool(args: Args) -> None:
+    """Runs the trainer tool `args` is the command of (data sample, download, convert)."""
+    _guarded(lambda: workflow.run_job(jobs.tool_job(args)))
 
 
 def _numbers(**values):
@@ -43,7 +45,8 @@ def _numbers(**values):
 
 
 def _cloud(c, project=None, region=None, bucket=None, image=None, env=None):
-    """Settings from invoke.yaml's `vertex:` section, overridden by these flags."""
+    """Settings from invoke.yaml's `vertex:` section, overridden by the cloud flags
+    (`taskflags.CLOUD`) a task takes."""
     from launch.context.cloud import Cloud
 
     return Cloud(config=dict(c.config.get("vertex", {})),
@@ -103,13 +106,13 @@ RUN_FLAGS = {
 @args_task(SampleArgs, defaults={"output_dir": DATA_DIR}, skip=("seed",))
 def sample(c, args: SampleArgs):
     """Write a synthetic dataset in the Oxford-IIIT Pets layout (and as COCO JSON)."""
-    _tool(lambda: args)
+    _tool(args)
 
 
 @args_task(DownloadArgs, defaults={"output_dir": DATA_DIR}, skip=("base_url",))
 def download(c, args: DownloadArgs):
     """Download Oxford-IIIT Pets (verified, resumable)."""
-    _tool(lambda: args)
+    _tool(args)
 
 
 DATASET_HELP = "a named dataset in the bucket (`invoke data.list`)"
@@ -208,8 +211,8 @@ def inspect(c, raw: ConvertArgs, records, experiment, output_dir, dataset, **whe
     if not (raw.data_dir or raw.annotations):
         return report(records or RECORDS_DIR)
     with tempfile.TemporaryDirectory(prefix="inspect-") as scratch:  # the raw data, converted
-        _tool(lambda: dataclasses.replace(raw, output_dir=f"{scratch}/records", format=(
-            "coco" if raw.annotations else raw.format)))
+        _tool(dataclasses.replace(raw, output_dir=f"{scratch}/records",
+                                  format="coco" if raw.annotations else raw.format))
         report(f"{scratch}/records")
 
 
