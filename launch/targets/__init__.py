@@ -63,6 +63,7 @@ def refuse_flags(target: str, typed: Iterable[str],
 
 def _refuse(name: str, target: str, takes: Callable[[type[Executor]], Collection[str]],
             shown: str, dropped: str) -> NoReturn:
+    """The one refusal of both: `shown` runs on the targets that take `name`; drop it."""
     others = [other for other in TARGETS
               if other != target and name in takes(executor_class(other))]
     where = " or ".join(executor_class(other).title for other in others)
