@@ -1,35 +1,42 @@
 """What researchers type: `invoke --list` is the menu; the logic lives in launch/ and trainer/.
 
-Modules that load Google's client libraries (launch.context.cloud, launch.targets.vertex,
-launch.features.doctor: about two seconds) are imported inside the tasks that need them, so the menu
-and the local data tasks start at once; every other import is here.
+Modules that load Google's client libraries (launch.targets.vertex, launch.features.serving,
+launch.features.doctor: about two seconds) and the targets' registry are imported inside the
+tasks that need them, so the menu and the local data tasks start at once; every other import
+is here. Flags are declared by the values they fill (launch/cli/taskflags.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from invoke import Collection, Exit
 
-from launch.cli.taskflags import Flag, job_task, task
+from launch.cli.taskflags import Flag, args_task, cloud, job_task, task
 from launch.errors import InputError, StepFailed, UserError
 from launch.features import workflow
-from launch.features.workflow import ExportChoices
 from launch.values import jobfile, jobs
 from launch.values.jobfile import EVAL, TRAIN, TUNE
 from launch.values.jobs import Places
 from launch.values.resources import optional_number
-from trainer.args import MAX_PIXELS_HELP, ConvertArgs, DownloadArgs, SampleArgs
-from trainer.data.formats import NAMES as DATA_FORMATS
+from trainer.args import (
+    Args,
+    ConvertArgs,
+    DownloadArgs,
+    ExportArgs,
+    PredictArgs,
+    SampleArgs,
+)
 
 WORK = "work"
 DATA_DIR, RECORDS_DIR, MODEL_DIR = f"{WORK}/pets", f"{WORK}/records", f"{WORK}/model"
 EXPORT_DIR = f"{WORK}/exported"
 
 
-def _tool(make_args) -> None:
-    """Runs the trainer tool whose typed arguments `make_args()` builds from the flags."""
-    _guarded(lambda: workflow.run_job(jobs.tool_job(make_args())))
+def _tool(args: Args) -> None:
+    """Runs the trainer tool `args` is the command of (data sample, download, convert)."""
+    _guarded(lambda: workflow.run_job(jobs.tool_job(args)))
 
 
 def _numbers(**values):
@@ -38,7 +45,8 @@ def _numbers(**values):
 
 
 def _cloud(c, project=None, region=None, bucket=None, image=None, env=None):
-    """Settings from invoke.yaml's `vertex:` section, overridden by these flags."""
+    """Settings from invoke.yaml's `vertex:` section, overridden by the cloud flags
+    (`taskflags.CLOUD`) a task takes."""
     from launch.context.cloud import Cloud
 
     return Cloud(config=dict(c.config.get("vertex", {})),
@@ -91,39 +99,32 @@ RUN_FLAGS = {
     "follow": Flag("print the job's log lines until it ends (fails if the job does)", False),
     "local_docker": Flag("build a missing image with the local Docker, not Cloud Build",
                          False),
-    "env": Flag("infra environment whose outputs to use (default: invoke.yaml's)"),
-    "project": Flag("GCP project (default: the infra outputs')"),
-    "bucket": Flag("data bucket (default: the infra outputs')"),
+    **cloud("env", "project", "bucket"),
 }
 
 
-@task(help={"output_dir": "where to write the Pets-layout sample",
-            "num_images": "how many images", "bad_inputs": "add corrupt and malformed files",
-            "format": "pets; coco, yolo or labelme: the same sample in that format too"})
-def sample(c, output_dir=DATA_DIR, num_images=0, bad_inputs=False, format="pets"):
+@args_task(SampleArgs, defaults={"output_dir": DATA_DIR}, skip=("seed",))
+def sample(c, args: SampleArgs):
     """Write a synthetic dataset in the Oxford-IIIT Pets layout (and as COCO JSON)."""
-    _tool(lambda: SampleArgs(output_dir, bad_inputs=bool(bad_inputs), format=format,
-                             **_numbers(num_images=(optional_number(
-                                 "--num-images", num_images, int) or None))))
+    _tool(args)
 
 
-@task(help={"output_dir": "where to extract images/ and annotations/"})
-def download(c, output_dir=DATA_DIR):
+@args_task(DownloadArgs, defaults={"output_dir": DATA_DIR}, skip=("base_url",))
+def download(c, args: DownloadArgs):
     """Download Oxford-IIIT Pets (verified, resumable)."""
-    _tool(lambda: DownloadArgs(output_dir))
+    _tool(args)
 
 
 DATASET_HELP = "a named dataset in the bucket (`invoke data.list`)"
 
 
-@task(help={"records_dir": "converted TFRecords", "env": "infra environment",
-            "bucket": "data bucket (default: infra outputs)",
+@task(help={"records_dir": "converted TFRecords",
             "prune": "delete objects in records/ that this conversion did not write",
             "dataset": "upload as this named dataset (gs://BUCKET/datasets/NAME/), not to "
-                       "records/"})
-def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False, dataset=None):
+                       "records/"}, flags=cloud("env", "bucket"))
+def upload(c, records_dir=RECORDS_DIR, prune=False, dataset=None, **where):
     """Upload converted TFRecords: as a named dataset, or to gs://BUCKET/records/."""
-    cloud = _cloud(c, bucket=bucket, env=env)
+    cloud = _cloud(c, **where)
     if dataset:
         from launch.stores.gcs import datasets
 
@@ -137,87 +138,61 @@ def upload(c, records_dir=RECORDS_DIR, env=None, bucket=None, prune=False, datas
     _say(lambda: upload_records(cloud, records_dir, prune))
 
 
-@task(name="list", help={"env": "infra environment", "project": "GCP project",
-                         "bucket": "data bucket (default: infra outputs)"})
-def data_list(c, env=None, project=None, bucket=None):
+@task(name="list", flags=cloud("env", "project", "bucket"))
+def data_list(c, **where):
     """List the named datasets in the bucket: format, examples, classes, size, when."""
     from launch.stores.gcs import datasets
 
-    _say(lambda: datasets.listing(_cloud(c, project=project, bucket=bucket, env=env)))
+    _say(lambda: datasets.listing(_cloud(c, **where)))
 
 
-@task(help={"data_dir": "the dataset's directory (YOLO: data.yaml or its directory)",
-            "output_dir": "TFRecords go here",
-            "num_shards": "files each split is written in",
-            "format": ", ".join(DATA_FORMATS),
-            "masks": "add instance masks (Pets: whole pets from the trimaps; COCO: "
-                     "segmentations; YOLO, LabelMe: polygons)",
-            "annotations": "COCO JSON (split 70/30 unless --val-annotations)",
-            "val_annotations": "COCO JSON of the validation split",
-            "images": "COCO: the directory file_name is relative to",
-            "dense_ids": "COCO: categories numbered 1..N", "label_map": "custom label map",
-            "max_pixels": MAX_PIXELS_HELP,
-            "max_objects": "skip annotations with more objects (default 1,000)",
-            "source": "FORMAT:PATH (coco:FILE.json:IMAGES), repeatable: datasets merged",
-            "classes": "YAML: rename: {old: new}, drop: [..] or keep: [..]",
-            "split": "re-split: the train fraction (0.8)", "seed": "the re-split's seed",
-            "target": "local, or vertex: a job next to the data (--data-dir gs://BUCKET/raw/"
-                      "..., paths below it) that writes --dataset",
-            "dataset": "publish the records as this named dataset in the bucket",
-            "max_cost": "vertex: USD; refuse a job whose bound (price x timeout) is higher",
-            **{name: RUN_FLAGS[name].help for name in (
-                "dry_run", "follow", "local_docker", "env", "project", "bucket")},
-            "region": "Vertex AI region"},
-      iterable=["source"])
-def convert(c, data_dir=None, output_dir=RECORDS_DIR, format="pets", num_shards=10,
-            masks=False, annotations=None, val_annotations=None, images=None, dense_ids=False,
-            label_map=None, max_pixels: int | None = None, max_objects: int | None = None,
-            source=None, classes=None, split: float | None = None, seed: int | None = None,
-            target="local", dataset=None, dry_run=False, follow=False,
-            max_cost: float | None = None, local_docker=False, env=None, project=None,
-            region=None, bucket=None):
+CONVERT_FLAGS = {
+    "target": Flag("local, or vertex: a job next to the data (--data-dir gs://BUCKET/raw/..., "
+                   "paths below it) that writes --dataset", "local"),
+    "dataset": Flag("publish the records as this named dataset in the bucket"),
+    **{name: RUN_FLAGS[name] for name in ("dry_run", "follow", "local_docker")},
+    "max_cost": Flag("vertex: USD; refuse a job whose bound (price x timeout) is higher",
+                     kind=float),
+    **cloud("env", "project", "region", "bucket"),
+}
+
+
+@args_task(ConvertArgs, CONVERT_FLAGS, defaults={"output_dir": RECORDS_DIR},
+           skip=("processes",))
+def convert(c, args: ConvertArgs, target, dataset, dry_run, follow, max_cost, local_docker,
+            **where):
     """Convert Pets, VOC, COCO, YOLO or LabelMe to sharded TFRecords, here or on Vertex AI.
 
     With --target vertex the converter runs next to the data; with --dataset the records
     become a named dataset in the bucket. Either way a report says what was kept."""
-    if data_dir is None and format == "pets" and not source:
-        data_dir = DATA_DIR
-
-    def arguments() -> ConvertArgs:
-        return ConvertArgs(data_dir, output_dir, masks=bool(masks), format=format,
-                           annotations=annotations, val_annotations=val_annotations,
-                           images=images, dense_ids=bool(dense_ids),
-                           label_map=label_map or None, sources=tuple(source or ()),
-                           classes=classes or None, **_numbers(
-            num_shards=optional_number("--num-shards", num_shards, int),
-            max_pixels=optional_number("--max-pixels", max_pixels, int),
-            max_objects=optional_number("--max-objects", max_objects, int),
-            split=optional_number("--split", split, float),
-            seed=optional_number("--seed", seed, int)))
-
-    if target == "local" and not dataset:  # no cloud library to load
-        return _tool(arguments)
-    from launch.targets import executor_for
+    from launch.targets import executor_for, refuse_flags
     from launch.targets.base import Handover, Target
 
-    handover = Handover(bool(dry_run), max_cost=_guarded(
-        lambda: jobfile.flag_value("max_cost", max_cost)))
-    where = Target(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, project, region, bucket, None, env),
-                   handover, local_docker=bool(local_docker), follow=bool(follow))
-    _say(lambda: executor_for(target, where).convert(jobs.Conversion(arguments(), dataset)))
+    if args.data_dir is None and args.format == "pets" and not args.sources:
+        args = dataclasses.replace(args, data_dir=DATA_DIR)
+    typed = {"follow": follow, "local_docker": local_docker, "max_cost": max_cost,
+             "region": where["region"], "dataset": dataset, "dry_run": dry_run}
+
+    def converted() -> str:
+        refuse_flags(target, [name for name, value in typed.items() if value not in (None, False)],
+                     lambda executor: executor.convert_flags)
+        handover = Handover(bool(dry_run), max_cost=jobfile.flag_value("max_cost", max_cost))
+        place = Target(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, **where), handover,
+                       local_docker=bool(local_docker), follow=bool(follow))
+        return executor_for(target, place).convert(jobs.Conversion(args, dataset))
+
+    _say(converted)
 
 
-@task(help={"records": "converted TFRecords (default: work/records)",
-            "data_dir": "or a raw dataset (converted to a temporary directory)",
-            "format": f"the raw dataset's format: {', '.join(DATA_FORMATS)}",
-            "annotations": "or a raw COCO JSON (with --images)", "images": "COCO images",
-            "experiment": "whose input size and anchors to check against",
-            "output_dir": "where the report goes (default: work/inspect)",
-            "dataset": DATASET_HELP + " (fetched to the local mirror)",
-            "env": "infra environment", "bucket": "data bucket (default: infra outputs)"})
-def inspect(c, records=None, data_dir=None, format="pets", annotations=None, images=None,
-            experiment=None, output_dir=f"{WORK}/inspect", dataset=None, env=None,
-            bucket=None):
+@args_task(ConvertArgs, {
+    "records": Flag("converted TFRecords (default: work/records)"),
+    "experiment": Flag("whose input size and anchors to check against"),
+    "output_dir": Flag("where the report goes", f"{WORK}/inspect"),
+    "dataset": Flag(DATASET_HELP + " (fetched to the local mirror)"),
+    **cloud("env", "bucket")}, only=("data_dir", "format", "annotations", "images"), help={
+    "data_dir": "or a raw dataset (converted to a temporary directory)",
+    "annotations": "or a raw COCO JSON (with --images)"})
+def inspect(c, raw: ConvertArgs, records, experiment, output_dir, dataset, **where):
     """Look at a dataset: class counts, box sizes against the anchors, samples; flags."""
     import tempfile
 
@@ -231,20 +206,20 @@ def inspect(c, records=None, data_dir=None, format="pets", annotations=None, ima
     if dataset:
         from launch.stores.gcs import datasets
 
-        cloud = _cloud(c, bucket=bucket, env=env)
+        cloud = _cloud(c, **where)
         return report(str(_guarded(lambda: datasets.stage(cloud, dataset))))
-    if not (data_dir or annotations):
+    if not (raw.data_dir or raw.annotations):
         return report(records or RECORDS_DIR)
     with tempfile.TemporaryDirectory(prefix="inspect-") as scratch:  # the raw data, converted
-        _tool(lambda: ConvertArgs(data_dir, f"{scratch}/records", format="coco" if annotations
-                                  else format, annotations=annotations, images=images))
+        _tool(dataclasses.replace(raw, output_dir=f"{scratch}/records",
+                                  format="coco" if raw.annotations else raw.format))
         report(f"{scratch}/records")
 
 
 CHECKPOINT_HELP = ("best (the default: the best evaluated, else the newest), latest, or a "
                    "step: 1200 or ckpt-1200")
-LIST_HELP = {"env": "infra environment", "project": "GCP project", "region": "Vertex AI region"}
-JOB_HELP = {**LIST_HELP, "job": "job id (from jobs.list) or full resource name"}
+LISTING = cloud("env", "project", "region")  # the tasks that look at Vertex AI's jobs
+JOB_HELP = {"job": "job id (from jobs.list) or full resource name"}
 FORCE = {"force": Flag("train even when the data checks refuse the records", False)}
 RERUN = {"rerun": Flag("repeat an earlier run's job as a new run: a run id (its job.yaml in "
                        "the bucket) or a local model directory")}
@@ -354,90 +329,67 @@ def models_pretrained(c):
     print(listing())
 
 
-def _target(c, project=None, region=None, bucket=None, env=None):
-    """Where a job runs, for the tasks that only look (no API call yet)."""
-    from launch.targets.base import Target
-
-    return Target(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, project, region, bucket, None,
-                                                         env))
-
-
-@task(name="status", help={**JOB_HELP, "job": "tuning job id (default: list the newest)",
+@task(name="status", help={"job": "tuning job id (default: list the newest)",
                            "follow": "print trials as they start and end, until the job ends",
-                           "poll": "seconds between checks"})
-def tune_status(c, job=None, follow=False, poll=30, env=None, project=None, region=None):
+                           "poll": "seconds between checks"}, flags=LISTING)
+def tune_status(c, job=None, follow=False, poll=30, **where):
     """Show a Vertex AI tuning job's trials, best first (or list the newest tuning jobs)."""
     from launch.features.tuning import status
 
-    cloud = _cloud(c, project, region, env=env)
+    cloud = _cloud(c, **where)
     _say(lambda: status(cloud, job, follow, float(poll)))
 
 
 @task(name="list", help={"root": "local runs below this directory (default: work)",
-                         "target": "local, or vertex: the runs in the bucket", **LIST_HELP,
-                         "bucket": "data bucket"})
-def runs_list(c, root=WORK, target="local", env=None, project=None, region=None,
-              bucket=None):
+                         "target": "local, or vertex: the runs in the bucket"},
+      flags=cloud("env", "project", "region", "bucket"))
+def runs_list(c, root=WORK, target="local", **where):
     """List runs with their best checkpoint's metrics: model directories here, or in the bucket."""
     from launch.features.runs.commands import list_runs
+    from launch.targets import executor_class
 
-    cloud = (lambda: _cloud(c, project, region, bucket, env=env)) if target == "vertex" \
-        else None
-    _say(lambda: list_runs(Path(root), cloud))
+    def listing() -> str:
+        in_bucket = executor_class(target).runs_in_bucket
+        return list_runs(Path(root), (lambda: _cloud(c, **where)) if in_bucket else None)
+
+    _say(listing)
 
 
 @task(name="compare", iterable=["run"], help={
     "run": "a model directory (or a sweep's), gs:// path, run id or SWEEP/TRIAL "
            "(repeatable)", "output_dir": "where the report goes (default: work/report)",
-    "checkpoint": "whose evaluation each run shows: " + CHECKPOINT_HELP,
-    **LIST_HELP, "bucket": "data bucket"})
-def runs_compare(c, run=None, output_dir=f"{WORK}/report", env=None, project=None,
-                 region=None, bucket=None, checkpoint=None):
+    "checkpoint": "whose evaluation each run shows: " + CHECKPOINT_HELP},
+      flags=cloud("env", "project", "region", "bucket"))
+def runs_compare(c, run=None, output_dir=f"{WORK}/report", checkpoint=None, **where):
     """Compare runs: a table, PNG plots and an HTML report with the worst images."""
     from launch.features.runs.commands import compare
 
-    _say(lambda: compare(lambda: _cloud(c, project, region, bucket, env=env), run or [],
-                         Path(output_dir), checkpoint=workflow.checkpoint_choice(
-                             checkpoint, paths=False)))
+    _say(lambda: compare(lambda: _cloud(c, **where), run or [], Path(output_dir),
+                         checkpoint=workflow.checkpoint_choice(checkpoint, paths=False)))
 
 
-BUCKET_HELP = {"run_id": "a Vertex AI run: use its paths in the bucket",
-               "env": "infra environment", "project": "GCP project", "bucket": "data bucket"}
+RUN_ID = {"run_id": Flag("a Vertex AI run: use its paths in the bucket")}
 
 
-@task(help={"model_dir": "checkpoints: a local directory or gs:// (default: work/model)",
-            "output_dir": "SavedModel destination, local or gs://",
-            "checkpoint": CHECKPOINT_HELP,
-            "max_detections": "detections per image (default 100)",
-            "min_score": "drop detections scoring less (default 0.05)",
-            "format": "saved_model (default) or tflite (OUTPUT_DIR/model.tflite)",
-            "quantize": "tflite: float16, or int8 (calibrated on training images)",
-            "default_signature": "what serving_default takes: uint8 (default) or bytes "
-                                 "(encoded files: what Vertex AI's container sends)",
-            "calibration_data": "int8: TFRecord glob (default: the run's training data)",
-            **BUCKET_HELP})
-def export(c, model_dir=None, output_dir=None, checkpoint=None, run_id=None, env=None,
-           project=None, bucket=None, max_detections: int | None = None,
-           min_score: float | None = None,
-           format="saved_model", quantize=None, default_signature="uint8",
-           calibration_data=None):
+@args_task(ExportArgs, {**RUN_ID, **cloud("env", "project", "bucket")}, help={
+    "model_dir": "checkpoints: a local directory or gs:// (default: work/model)",
+    "output_dir": "SavedModel destination, local or gs://"})
+def export(c, args: ExportArgs, run_id, **where):
     """Export a SavedModel (uint8 images or encoded files in) or a TFLite model."""
     from launch.context.cloud import place
 
-    cloud = _cloud(c, project=project, bucket=bucket, env=env)
-    _say(lambda: "exported to " + workflow.export(
-        place(cloud, run_id, model_dir, lambda run: run.checkpoints, MODEL_DIR),
-        place(cloud, run_id, output_dir, lambda run: run.exported, EXPORT_DIR), checkpoint,
-        storage_client=cloud.storage, options=ExportChoices(
-            max_detections=optional_number("--max-detections", max_detections, int),
-            min_score=optional_number("--min-score", min_score, float), format=format,
-            quantize=quantize or None, default_signature=default_signature,
-            calibration_data=calibration_data or None)))
+    cloud = _cloud(c, **where)
+    _say(lambda: "exported to " + workflow.export(dataclasses.replace(
+        args, model_dir=place(cloud, run_id, args.model_dir, lambda run: run.checkpoints,
+                              MODEL_DIR),
+        export_dir=place(cloud, run_id, args.export_dir, lambda run: run.exported,
+                         EXPORT_DIR)), storage_client=cloud.storage))
 
 
-SERVING_HELP = {"machine_type": "serving machine (default n1-standard-4)",
-                "accelerator": "TYPE:COUNT, e.g. NVIDIA_L4:1 (needs a model uploaded --gpu)",
-                "min_replicas": "replicas always up", "max_replicas": "autoscaling bound"}
+SERVING = {"machine_type": Flag("serving machine (default n1-standard-4)"),
+           "accelerator": Flag("TYPE:COUNT, e.g. NVIDIA_L4:1 (needs a model uploaded --gpu)"),
+           "min_replicas": Flag("replicas always up", 1, kind=int),
+           "max_replicas": Flag("autoscaling bound", 1, kind=int)}
 
 
 def _serving(machine_type, accelerator, min_replicas, max_replicas, traffic=100):
@@ -450,54 +402,56 @@ def _serving(machine_type, accelerator, min_replicas, max_replicas, traffic=100)
         optional_number("--traffic", traffic, int))
 
 
-@task(help={"model": "SavedModel dir or .tflite file: local or gs:// (default: "
-                     "work/exported)",
-            "images": "image glob, local or gs://BUCKET/DIR/*.jpg",
-            "output_dir": "annotated images and detections.json, local or gs:// (vertex "
-                          "default: the run's predictions/)",
-            "min_score": "score cut", "endpoint": "ask this Vertex AI endpoint (id)",
-            "target": "local (default), or vertex: a batch prediction job with --run-id's "
-                      "model over gs:// images",
-            "timeout_hours": "vertex: cancel the batch job after this long (default "
-                             f"{jobfile.flag_value('timeout_hours', None):g})",
-            "max_cost": "vertex: USD; refuse a batch job whose bound (--max-replicas x "
-                        "price x --timeout-hours) is higher",
-            "max_pixels": MAX_PIXELS_HELP,
-            **SERVING_HELP, **BUCKET_HELP, "region": "Vertex AI region"})
-def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=None,
-            min_score=0.3, run_id=None, env=None, project=None, bucket=None, endpoint=None,
-            target="local", machine_type=None, accelerator=None, min_replicas=1,
-            max_replicas=1, region=None, timeout_hours: float | None = None,
-            max_cost: float | None = None, max_pixels: int | None = None):
+PREDICT_FLAGS = {
+    "endpoint": Flag("ask this Vertex AI endpoint (id)"),
+    "target": Flag("local (default), or vertex: a batch prediction job with --run-id's model "
+                   "over gs:// images", "local"),
+    **SERVING,
+    "timeout_hours": Flag("vertex: cancel the batch job after this long (default "
+                          f"{jobfile.flag_value('timeout_hours', None):g})", kind=float),
+    "max_cost": Flag("vertex: USD; refuse a batch job whose bound (--max-replicas x price x "
+                     "--timeout-hours) is higher", kind=float),
+    **RUN_ID, **cloud("env", "project", "region", "bucket"),
+}
+
+
+@args_task(PredictArgs, PREDICT_FLAGS, defaults={"images": f"{DATA_DIR}/images/*.jpg"}, help={
+    "model": "SavedModel dir or .tflite file: local or gs:// (default: work/exported)",
+    "images": "image glob, local or gs://BUCKET/DIR/*.jpg",
+    "output_dir": "annotated images and detections.json, local or gs:// (vertex default: the "
+                  "run's predictions/)"})
+def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, min_replicas,
+            max_replicas, timeout_hours, max_cost, run_id, **where):
     """Detect pets in images: annotated pictures plus a JSON of detections.
 
     With a model here, a Vertex AI endpoint, or a batch prediction job."""
     from launch.context.cloud import place
+    from launch.targets import executor_class
 
-    cloud = _cloud(c, project=project, bucket=bucket, env=env, region=region)
-    score = _guarded(lambda: optional_number("--min-score", min_score, float))
-    cap = _guarded(lambda: workflow.pixel_cap(max_pixels))
-    if endpoint or target == "vertex":
+    cloud = _cloud(c, **where)
+    cap = _guarded(lambda: workflow.pixel_cap(args.max_pixels))
+    if endpoint:
         from launch.features.serving import commands
 
-        if endpoint:
-            _say(lambda: "predictions in " + commands.predict_online(
-                cloud, endpoint, images, output_dir or f"{WORK}/predictions", score, cap))
-            return
+        _say(lambda: "predictions in " + commands.predict_online(
+            cloud, endpoint, args.images, args.output_dir or f"{WORK}/predictions",
+            args.min_score, cap))
+        return
+    if _guarded(lambda: executor_class(target).runs_in_bucket):  # a batch job with its model
+        from launch.features.serving import commands
+
         if not run_id:
-            raise Exit("error: --target vertex predicts with a run's uploaded model: pass "
+            raise Exit(f"error: --target {target} predicts with a run's uploaded model: pass "
                        "--run-id", code=2)
         _say(lambda: "predictions in " + commands.predict_batch(
-            cloud, run_id, images, output_dir, score,
+            cloud, run_id, args.images, args.output_dir, args.min_score,
             _serving(machine_type, accelerator, min_replicas, max_replicas),
             timeout_hours=timeout_hours, max_cost=max_cost, max_pixels=cap))
         return
-    if target != "local":
-        raise Exit(f"error: --target must be local or vertex, got {target!r}", code=2)
     _say(lambda: "predictions in " + workflow.predict(
-        place(cloud, run_id, model, lambda run: run.model, EXPORT_DIR), images,
-        output_dir or f"{WORK}/predictions", score, storage_client=cloud.storage,
-        max_pixels=cap))
+        place(cloud, run_id, args.model, lambda run: run.model, EXPORT_DIR), args.images,
+        args.output_dir or f"{WORK}/predictions", args.min_score,
+        storage_client=cloud.storage, max_pixels=cap))
 
 
 @task(name="upload", help={"run_id": "the trained run (gs://BUCKET/runs/RUN_ID)",
@@ -514,15 +468,14 @@ def predict(c, model=None, images=f"{DATA_DIR}/images/*.jpg", output_dir=None,
                            "gpu": "serve on the prebuilt GPU container (with --container "
                                   "prebuilt; deploy with --accelerator)",
                            "dry_run": "print the UploadModelRequest JSON, send nothing (no "
-                                      "credentials needed)",
-                           **LIST_HELP, "bucket": "data bucket"})
+                                      "credentials needed)"},
+      flags=cloud("env", "project", "region", "bucket"))
 def model_upload(c, run_id, min_ap50: float | None = None, aliases="candidate",
-                 container=None, gpu=False, dry_run=False, env=None, project=None,
-                 region=None, bucket=None, checkpoint=None):
+                 container=None, gpu=False, dry_run=False, checkpoint=None, **where):
     """Upload a run's SavedModel to the Vertex AI Model Registry, if its evaluation passes."""
     from launch.features.serving import commands
 
-    cloud = _cloud(c, project, region, bucket, env=env)
+    cloud = _cloud(c, **where)
     _say(lambda: commands.upload_model(
         cloud, run_id, optional_number("--min-ap50", min_ap50, float), aliases, bool(gpu),
         bool(dry_run), container, checkpoint=checkpoint))
@@ -536,50 +489,48 @@ def model_upload(c, run_id, min_ap50: float | None = None, aliases="candidate",
                            "dry_run": "print the DeployModelRequest JSON, deploy nothing (no "
                                       "credentials needed)",
                            "max_cost": "USD a month: refuse a deployment that can cost "
-                                       "more (--max-replicas for a month)",
-                           **SERVING_HELP, **LIST_HELP, "bucket": "data bucket"})
-def endpoint_deploy(c, run_id, endpoint=None, machine_type=None, accelerator=None,
-                    min_replicas=1, max_replicas=1, traffic=100, dry_run=False, env=None,
-                    project=None, region=None, bucket=None,
-                    max_cost: float | None = None):
+                                       "more (--max-replicas for a month)"},
+      flags={**SERVING, **cloud("env", "project", "region", "bucket")})
+def endpoint_deploy(c, run_id, endpoint=None, traffic=100, dry_run=False,
+                    max_cost: float | None = None, *, machine_type, accelerator,
+                    min_replicas, max_replicas, **where):
     """Deploy a run's registered model to an endpoint, sharing traffic with what is there."""
     from launch.features.serving import commands
 
-    cloud = _cloud(c, project, region, bucket, env=env)
+    cloud = _cloud(c, **where)
     _say(lambda: commands.deploy(
         cloud, run_id, _serving(machine_type, accelerator, min_replicas, max_replicas,
                                 traffic), endpoint, bool(dry_run), max_cost))
 
 
-@task(name="list", help=LIST_HELP)
-def endpoint_list(c, env=None, project=None, region=None):
+@task(name="list", flags=LISTING)
+def endpoint_list(c, **where):
     """List the endpoints, their deployed models and traffic."""
     from launch.features.serving import commands
 
-    _say(lambda: commands.list_endpoints(_cloud(c, project, region, env=env)))
+    _say(lambda: commands.list_endpoints(_cloud(c, **where)))
 
 
 @task(name="undeploy", help={"endpoint": "endpoint id", "deployed_model": "deployed model id "
-                             "(from endpoint.list)", **LIST_HELP})
-def endpoint_undeploy(c, endpoint, deployed_model, env=None, project=None, region=None):
+                             "(from endpoint.list)"}, flags=LISTING)
+def endpoint_undeploy(c, endpoint, deployed_model, **where):
     """Undeploy a model from an endpoint; its traffic goes to the others."""
     from launch.features.serving import commands
 
-    _say(lambda: commands.undeploy(_cloud(c, project, region, env=env), endpoint,
-                                   deployed_model))
+    _say(lambda: commands.undeploy(_cloud(c, **where), endpoint, deployed_model))
 
 
 @task(help={"logdir": "a model directory, local or gs:// (default: work/model)",
             "port": "port on 127.0.0.1", "target": "local: serve TensorBoard here; vertex: "
-            "print the run's Vertex AI TensorBoard links", **BUCKET_HELP,
-            "region": "Vertex AI region"})
-def tensorboard(c, logdir=None, port=6006, target="local", run_id=None, env=None,
-                project=None, region=None, bucket=None):
+            "print the run's Vertex AI TensorBoard links"},
+      flags={**RUN_ID, **cloud("env", "project", "region", "bucket")})
+def tensorboard(c, logdir=None, port=6006, target="local", *, run_id, **where):
     """TensorBoard for a run: served on 127.0.0.1, or the run's Vertex AI TensorBoard link."""
     from launch.targets import executor_for
+    from launch.targets.base import Target
 
-    where = _target(c, project=project, region=region, bucket=bucket, env=env)
-    _say(lambda: executor_for(target, where).tensorboard(run_id, logdir, _port(port)))
+    place = Target(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, **where))
+    _say(lambda: executor_for(target, place).tensorboard(run_id, logdir, _port(port)))
 
 
 def _port(value) -> int:
@@ -602,73 +553,68 @@ def demo(c, workdir=f"{WORK}/demo", steps: int | None = None,
     print(result.summary())
 
 
-@task(help={"env": "infra environment", "project": "GCP project", "region": "Vertex AI region",
-            "bucket": "data bucket", "image": "trainer image URI"})
-def doctor(c, env=None, project=None, region=None, bucket=None, image=None):
+@task(flags=cloud("env", "project", "region", "bucket", "image"))
+def doctor(c, **where):
     """Check credentials, APIs, bucket, image, act-as and end dates before Vertex AI runs."""
     from launch.features import doctor as checks
 
-    cloud = _cloud(c, project, region, bucket, image, env)
+    cloud = _cloud(c, **where)
     text, ok = _guarded(lambda: checks.run(cloud))
     print(text)
     if not ok:
         raise Exit(code=1)
 
 
-@task(name="build", help={"env": "infra environment", "project": "GCP project",
-                          "region": "region of the repository",
-                          "local_docker": RUN_FLAGS["local_docker"].help})
-def image_build(c, env=None, project=None, region=None, local_docker=False):
+@task(name="build", flags={**LISTING, "local_docker": RUN_FLAGS["local_docker"]})
+def image_build(c, *, local_docker, **where):
     """Build the trainer and serving images unless their content-hash tag exists.
 
     In Cloud Build, or with the local Docker (--local-docker)."""
     from launch.context.builds import build_images
 
-    cloud = _cloud(c, project, region, env=env)
+    cloud = _cloud(c, **where)
     _say(lambda: build_images(cloud, local_docker).message)
 
 
-
-
-def _job_command(c, command, job=None, env=None, project=None, region=None, **options):
+def _job_command(c, command: str, job: str | None, where: dict, **options) -> None:
     from launch.features.jobs import job_command
 
-    cloud = _cloud(c, project, region, env=env)
+    cloud = _cloud(c, **where)
     _say(lambda: job_command(cloud, command, job, **options))
 
 
-@task(name="list", help=LIST_HELP)
-def jobs_list(c, env=None, project=None, region=None):
+@task(name="list", flags=LISTING)
+def jobs_list(c, **where):
     """List the newest Vertex AI custom jobs."""
-    _job_command(c, "list", env=env, project=project, region=region)
+    _job_command(c, "list", None, where)
 
 
-@task(name="status", help=JOB_HELP)
-def jobs_status(c, job, env=None, project=None, region=None):
+@task(name="status", help=JOB_HELP, flags=LISTING)
+def jobs_status(c, job, **where):
     """Show one job's state."""
-    _job_command(c, "status", job, env, project, region)
+    _job_command(c, "status", job, where)
 
 
 @task(name="logs", help={**JOB_HELP, "lines": "how many of the newest lines",
-                         "follow": "keep printing new lines until the job ends"})
-def jobs_logs(c, job, env=None, project=None, region=None, lines=100, follow=False):
+                         "follow": "keep printing new lines until the job ends"}, flags=LISTING)
+def jobs_logs(c, job, lines=100, follow=False, **where):
     """Print a job's log lines from Cloud Logging (all replicas)."""
-    _job_command(c, "logs", job, env, project, region, lines=int(lines), follow=follow)
+    _job_command(c, "logs", job, where, lines=int(lines), follow=follow)
 
 
-@task(name="cancel", help=JOB_HELP)
-def jobs_cancel(c, job, env=None, project=None, region=None):
+@task(name="cancel", help=JOB_HELP, flags=LISTING)
+def jobs_cancel(c, job, **where):
     """Cancel a job."""
-    _job_command(c, "cancel", job, env, project, region)
+    _job_command(c, "cancel", job, where)
 
 
 @task(name="wait", help={**JOB_HELP, "poll": "seconds between checks",
                          "notify": "publish how the job ended to the stack's job-events "
-                                   "topic (README: Word when something happens)"})
-def jobs_wait(c, job, env=None, project=None, region=None, poll=30, notify=False):
+                                   "topic (README: Word when something happens)"},
+      flags=LISTING)
+def jobs_wait(c, job, poll=30, notify=False, **where):
     """Wait for a job to end, printing each state change."""
-    _job_command(c, "wait", job, env, project, region, poll_seconds=float(poll),
-                 notify=bool(notify))
+    _job_command(c, "wait", job, where, poll_seconds=float(poll), notify=bool(notify))
 
 
 @task(name="refresh")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from launch.errors import InputError
-from launch.features.workflow import ExportChoices, export
+from launch.features.workflow import export
 from launch.targets.vertex.hardware import machine_for
 from launch.values import jobfile
 from launch.values.jobs import Places
@@ -146,8 +146,8 @@ def test_export_options_are_refused_alike_by_the_trainer_and_invoke_export(flags
             *(f"--{name}={value}" for name, value in flags.items())]
     assert cli.main(argv) == cli.EXIT_USAGE
     assert capsys.readouterr().err == f"{cli.ERROR_PREFIX}{message}\n"
-    refused = _refused(lambda: export(str(tmp_path / "m"), str(tmp_path / "e"),
-                                      options=ExportChoices(**flags)))
+    refused = _refused(lambda: export(trainer_args.ExportArgs(
+        str(tmp_path / "m"), str(tmp_path / "e"), **flags)))
     assert str(refused) == message
     assert not (tmp_path / "e").exists()
 

@@ -159,8 +159,8 @@ class SampleArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("data", "sample")
     HELP: ClassVar[str] = "write a synthetic dataset in the Pets layout (and as COCO)"
 
-    output_dir: str = option(required=True)
-    num_images: int = option(default=defaults.NUM_SAMPLE_IMAGES)
+    output_dir: str = option("where to write the Pets-layout sample", required=True)
+    num_images: int = option("how many images", default=defaults.NUM_SAMPLE_IMAGES)
     seed: int = option(default=0)
     bad_inputs: bool = option("add corrupt and malformed files, as real collections have",
                               default=False)
@@ -174,7 +174,7 @@ class DownloadArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("data", "download")
     HELP: ClassVar[str] = "fetch and extract the Oxford-IIIT Pets archives"
 
-    output_dir: str = option(required=True)
+    output_dir: str = option("where to extract images/ and annotations/", required=True)
     base_url: str | None = option()
 
 
@@ -185,15 +185,15 @@ class ConvertArgs(Args):
 
     data_dir: str | None = option("the dataset's directory (YOLO: data.yaml or its "
                                   "directory)")
-    output_dir: str = option(required=True)
-    num_shards: int = option(default=defaults.NUM_SHARDS)
+    output_dir: str = option("where the TFRecords and their label map go", required=True)
+    num_shards: int = option("files each split is written in", default=defaults.NUM_SHARDS)
     masks: bool = option("add instance masks (Pets: the whole pet each trimap outlines, "
                          "boxed; COCO: segmentations; YOLO, LabelMe: polygons)",
                          default=False)
     format: str = option(f"{', '.join(formats.NAMES)} (coco: with --annotations and "
                          "--images)", default="pets", choices=formats.NAMES)
     annotations: str | None = option("COCO: the annotations JSON (split 70/30 unless "
-                                     "--val_annotations)")
+                                     "--val-annotations)")
     val_annotations: str | None = option("COCO: the validation split's JSON")
     images: str | None = option("COCO: the directory file_name is relative to")
     dense_ids: bool = option("COCO: number the categories 1..N (default: keep their ids "
@@ -266,14 +266,15 @@ class ExportArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("export",)
     HELP: ClassVar[str] = "export a SavedModel from a model directory"
 
-    model_dir: str = option(required=True)
-    export_dir: str = option(required=True, shown="--output-dir")
+    model_dir: str = option("the run's checkpoints (a model directory)", required=True)
+    export_dir: str = option("where the SavedModel (or model.tflite) goes", required=True,
+                             shown="--output-dir")
     checkpoint: str | None = option("best (default: the best evaluated, else the newest), "
                                     "latest, a step (1200), ckpt-1200 or a prefix")
     max_detections: int | None = option("detections per image (default: the experiment's, "
                                         "100)")
     min_score: float | None = option("drop detections scoring less (default 0.05)")
-    format: str = option("saved_model, or tflite (model.tflite in --export_dir)",
+    format: str = option("saved_model, or tflite (model.tflite in the output directory)",
                          default="saved_model", choices=EXPORT_FORMATS)
     quantize: str | None = option("tflite: float16, or int8 calibrated on training images",
                                   choices=QUANTIZATIONS)
@@ -301,8 +302,9 @@ class PredictArgs(Args):
 
     model: str = option("exported SavedModel directory or .tflite file", required=True)
     images: str = option("image file glob", required=True)
-    output_dir: str = option(required=True)
-    min_score: float = option(default=0.3)
+    output_dir: str = option("annotated images and detections.json go here",
+                             required=True)
+    min_score: float = option("drop detections scoring less", default=0.3)
     max_pixels: int = option(MAX_PIXELS_HELP, default=defaults.MAX_PIXELS)
 
 

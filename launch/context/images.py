@@ -18,12 +18,10 @@ import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 from google.api_core import exceptions
-from google.cloud import artifactregistry_v1
-from google.cloud.devtools import cloudbuild_v1
-from google.protobuf import duration_pb2
 
 from infra.image_context import (
     BUILD_DEFINITION,
@@ -34,6 +32,10 @@ from infra.image_context import (
 )
 from infra.names import IMAGE_SUBSTITUTIONS, SERVING_IMAGE, TPU_IMAGE, TRAINER_IMAGE
 from launch.errors import UserError
+
+if TYPE_CHECKING:  # Google's build clients load when a build is made (clients.py)
+    from google.cloud import artifactregistry_v1
+    from google.cloud.devtools import cloudbuild_v1
 
 _IMAGE_URI = re.compile(r"^(?P<location>[a-z0-9-]+)-docker\.pkg\.dev/(?P<project>[^/]+)/"
                         r"(?P<repository>[^/]+)/(?P<image>[^:@]+):(?P<tag>[\w.-]+)$")
@@ -208,6 +210,9 @@ def build_request(*, config_text: str, images: Images, source_bucket: str,
                   source_object: str, service_account: str, logs_bucket: str
                   ) -> cloudbuild_v1.Build:
     """cloudbuild.yaml with the image names substituted: the same build `cdktf deploy` runs."""
+    from google.cloud.devtools import cloudbuild_v1
+    from google.protobuf import duration_pb2
+
     config = yaml.safe_load(config_text)
     timeout = int(str(config.get("timeout", "3600s")).rstrip("s"))
     return cloudbuild_v1.Build(
@@ -277,6 +282,8 @@ def ensure_images_locally(registry, images: Images, root: Path = REPO_ROOT) -> B
 def ensure_images(clients: BuildClients, site: BuildSite, images: Images, tag: str,
                   root: Path = REPO_ROOT, on_status: Callable[[str], None] = print) -> Built:
     """Builds the images in Cloud Build unless every tag exists; says what happened."""
+    from google.cloud.devtools import cloudbuild_v1
+
     if (digests := existing(clients.registry, images)) is not None:
         return _up_to_date(images, digests)
     source_object = f"source/{tag}.tgz"

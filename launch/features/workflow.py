@@ -38,17 +38,6 @@ def _console():
     return Console()
 
 
-@dataclasses.dataclass(frozen=True)
-class ExportChoices:
-    """`invoke export`'s options, checked as `ExportArgs` (by `export`, before anything is
-    staged)."""
-
-    max_detections: int | None = None
-    min_score: float | None = None
-    format: str = "saved_model"
-    quantize: str | None = None
-    default_signature: str = "uint8"
-    calibration_data: str | None = None
 
 
 def checkpoint_choice(text: str | None, paths: bool = True) -> Choice:
@@ -59,16 +48,14 @@ def checkpoint_choice(text: str | None, paths: bool = True) -> Choice:
         raise InputError(str(error)) from None
 
 
-def export(model_dir: str, output_dir: str, checkpoint: str | None = None,
-           storage_client: Callable[[], object] | None = None,
-           options: ExportChoices = ExportChoices()) -> str:
-    """Exports a SavedModel or a .tflite of the checkpoint `checkpoint` names (default: the
-    run's best, else its newest); a gs:// model directory is staged first (the run files and
-    that checkpoint) and a gs:// output directory is uploaded after exporting locally."""
-    choice = checkpoint_choice(checkpoint, paths=not mirror.is_gcs(model_dir))
-    args = ExportArgs(model_dir, str(_local(output_dir)),
-                      None if choice == DEFAULT_CHOICE else str(choice),
-                      **dataclasses.asdict(options))
+def export(wanted: ExportArgs, storage_client: Callable[[], object] | None = None) -> str:
+    """Exports a SavedModel or a .tflite of the checkpoint `wanted.checkpoint` names (default:
+    the run's best, else its newest); a gs:// model directory is staged first (the run files
+    and that checkpoint) and a gs:// export directory is uploaded after exporting locally."""
+    model_dir, output_dir = wanted.model_dir, wanted.export_dir
+    choice = checkpoint_choice(wanted.checkpoint, paths=not mirror.is_gcs(model_dir))
+    args = dataclasses.replace(wanted, export_dir=str(_local(output_dir)), checkpoint=(
+        None if choice == DEFAULT_CHOICE else str(choice)))
     try:
         args.check()  # the export's own check, before a checkpoint is staged
     except SettingsError as error:

@@ -1,25 +1,22 @@
 """Targets: where jobs run, one package each behind `base.Executor`, chosen by name from
-`TARGETS` and imported only when chosen (as trainer/data/formats registers formats): a new
-target is one module and one line here. Each declares the job-file fields it takes
+`TARGETS` (launch/values/target_names.py, where the job file's --target reads the names too)
+and imported only when chosen (as trainer/data/formats registers formats): a new target is
+one module and one line there. Each declares the job-file fields it takes
 (`supports`), and `refuse_unsupported` refuses a value the user set that it would ignore."""
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Collection
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection, Iterable
+from typing import TYPE_CHECKING, NoReturn
 
 from launch.errors import InputError
 from launch.values import jobfile
+from launch.values.target_names import TARGETS
 
 if TYPE_CHECKING:
     from launch.targets.base import Executor, Target
 
-# --target NAME -> "module:class"; the first is the default
-TARGETS: dict[str, str] = {
-    "local": "launch.targets.local.executor:Local",
-    "vertex": "launch.targets.vertex.executor:Vertex",
-}
 
 
 def executor_class(name: str) -> type[Executor]:
@@ -45,14 +42,30 @@ def refuse_unsupported(job: jobfile.JobFile, task: str, typed: Collection[str],
     for field in jobfile.options(task):
         if field.name in supports or getattr(job, field.name) == jobfile.default(field):
             continue
-        others = [name for name in TARGETS
-                  if name != job.target and field.name in executor_class(name).supports]
         if field.name in typed:
             shown = dropped = jobfile.flag(field.name)
         else:
             dropped = f"{jobfile.SECTIONS[task]}: {jobfile.key(field)}" \
                 if field.metadata["section"] == task else jobfile.key(field)
             shown, dropped = f"{dropped} (in {source})", f"{dropped} from {source}"
-        takes = " or ".join(executor_class(name).title for name in others)
-        raise InputError(f"{shown} runs on {takes} only: add --target {others[0]}, or drop "
-                         f"{dropped}")
+        _refuse(field.name, job.target, lambda executor: executor.supports, shown, dropped)
+
+
+def refuse_flags(target: str, typed: Iterable[str],
+                 takes: Callable[[type[Executor]], Collection[str]]) -> None:
+    """Refuses a flag the user typed (`typed`, by name) that the target named `target` does
+    not take (`takes(its executor class)`: `convert_flags` for data.convert), as
+    `refuse_unsupported` refuses a job's value: one line, the targets that take it."""
+    for name in typed:
+        if name not in takes(executor_class(target)):
+            _refuse(name, target, takes, jobfile.flag(name), jobfile.flag(name))
+
+
+def _refuse(name: str, target: str, takes: Callable[[type[Executor]], Collection[str]],
+            shown: str, dropped: str) -> NoReturn:
+    """The one refusal of both: `shown` runs on the targets that take `name`; drop it."""
+    others = [other for other in TARGETS
+              if other != target and name in takes(executor_class(other))]
+    where = " or ".join(executor_class(other).title for other in others)
+    raise InputError(f"{shown} runs on {where} only: add --target {others[0]}, or drop "
+                     f"{dropped}")

@@ -22,6 +22,8 @@ class Executor(Runner, Protocol):
 
     title: ClassVar[str]  # where it runs, in words: "Vertex AI"
     supports: ClassVar[frozenset[str]]  # the JobFile fields it takes (launch.targets checks)
+    convert_flags: ClassVar[frozenset[str]]  # data.convert's flags beyond ConvertArgs' it takes
+    runs_in_bucket: ClassVar[bool]  # runs are gs://BUCKET/runs/RUN_ID, not directories here
 
     @classmethod
     def from_target(cls, target: Target) -> Executor:

@@ -36,6 +36,7 @@ from launch.values.resources import (
     Resources,
     Scheduling,
 )
+from launch.values.target_names import TARGETS
 from trainer import datasets, hparams
 from trainer import options as schema
 from trainer.args import TrainArgs
@@ -49,7 +50,6 @@ TRAIN, TUNE, EVAL = TASKS
 TRAINING = frozenset({TRAIN, TUNE})  # a sweep's trials are training runs
 EVERY = frozenset(TASKS)
 SECTIONS = {EVAL: "eval", TUNE: "tune"}  # a task's own section of the file
-TARGETS = ("local", "vertex")
 MAX_FILE_BYTES = 1 << 20
 KEY_VALUE = re.compile(r"(?P<key>[^=]+)=(?P<value>.*)", re.DOTALL)
 COMMA_LISTS = ("regions", "fallback", "capacity")  # one flag, values separated by commas
@@ -78,7 +78,8 @@ def option(help: str, *, lands: str | None = None, checked_as: tuple[type, str] 
 class JobFile:
     """What a researcher decides about a run, the same for every target."""
 
-    target: str = option("where it runs: local or vertex", default="local", choices=TARGETS)
+    target: str = option(f"where it runs: {' or '.join(TARGETS)}", default=next(iter(TARGETS)),
+                         choices=TARGETS.keys())  # the registry's names, as it holds them
     experiment: str = option("the model: " + ", ".join(EXPERIMENTS) + ", or a Model "
                              "Garden detection experiment", default=DEFAULT_EXPERIMENT,
                              lands="experiment")

@@ -140,4 +140,9 @@ class Local(Preflight[Places, TrainerJob]):
             raise StepFailed(f"TensorBoard exited with status {status}")
         return "TensorBoard stopped"
 
+    # data.convert's flags besides the converter's and the cloud's: no Vertex AI job's
+    convert_flags: ClassVar[frozenset[str]] = frozenset({"dataset", "dry_run"})
+    # its runs are model directories (runs.list --root); predict runs the model here
+    runs_in_bucket: ClassVar[bool] = False
+
 

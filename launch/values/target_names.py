@@ -1,0 +1,12 @@
+"""The targets' registry, `--target NAME` -> "module:Class": the one list of targets, in the
+job values' layer so the job file's `--target` choices and the launcher's registry
+(`launch.targets`, which imports a target's module only when it is chosen) are the same list.
+Nothing here imports a target. A new target is one line here."""
+
+from __future__ import annotations
+
+# the first is the default
+TARGETS: dict[str, str] = {
+    "local": "launch.targets.local.executor:Local",
+    "vertex": "launch.targets.vertex.executor:Vertex",
+}
