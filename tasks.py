@@ -263,7 +263,7 @@ def _run_job(c, task: str, flags: dict, more=None) -> None:
     what `more(flags, file, source)` makes of its own flags), each value checked, then the
     request of the task's kind handed to the target's executor."""
     from launch.stores.runs.jobfiles import recorded_run
-    from launch.targets import executor_for, refuse_unsupported
+    from launch.targets import executor_class, executor_for, refuse_unsupported
     from launch.targets.base import Handover, Target
 
     def prepare():
@@ -273,7 +273,8 @@ def _run_job(c, task: str, flags: dict, more=None) -> None:
         local_dir = f"{WORK}/{jobs.KINDS[task].local_dir}"
         job = jobfile.resolve(task, flags, file, source, lambda found: recorded_run(
             found, found.model_dir or local_dir, lambda: _cloud(
-                c, flags["project"], None, flags["bucket"], None, flags["env"])))
+                c, flags["project"], None, flags["bucket"], None, flags["env"]),
+            executor_class(found.target).runs_in_bucket))
         refuse_unsupported(job, task, jobfile.given(flags), source)
         request = jobfile.request(job, task)
         cloud = _cloud(c, flags["project"], job.region, flags["bucket"], job.image,

@@ -248,7 +248,7 @@ def test_a_vertex_run_id_of_another_experiment_is_refused_before_anything_is_sen
     def found(job):
         from launch.stores.runs.jobfiles import recorded_run
 
-        return recorded_run(job, "unused", lambda: cloud)
+        return recorded_run(job, "unused", lambda: cloud, in_bucket=True)
 
     with pytest.raises(jobfile.JobFileError, match=(
             r"^--experiment pets_retinanet_resnetfpn: gs://pets-data/runs/mask1 holds a run "

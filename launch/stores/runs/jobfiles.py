@@ -220,14 +220,15 @@ def bucket_run_data(cloud: Cloud, run_id: str) -> RecordedData:
     return recorded_data(_text(data), url) if data is not None else RecordedData()
 
 
-def recorded_run(job: jobfile.JobFile, model_dir: str, cloud: Callable[[], Cloud]
-                 ) -> jobfile.Run | None:
-    """The run `job` would continue or evaluate, if it exists: a local job's model directory
-    (`model_dir`, here or gs://), a Vertex AI job's --run-id (a new run id is new: nothing
-    to read); with the experiment its run.json names (jobfile.resolve takes it from there).
+def recorded_run(job: jobfile.JobFile, model_dir: str, cloud: Callable[[], Cloud],
+                 in_bucket: bool = False) -> jobfile.Run | None:
+    """The run `job` would continue or evaluate, if it exists: its model directory
+    (`model_dir`, here or gs://), or where the target keeps runs in the bucket (`in_bucket`,
+    the target's `runs_in_bucket`) the run --run-id names (a new run id is new: nothing to
+    read); with the experiment its run.json names (jobfile.resolve takes it from there).
     A bucket that cannot be read is a note (no credentials: none, the launch says so): the
     trainer refuses another experiment too."""
-    if job.target == "local":
+    if not in_bucket:
         where, place = model_dir.rstrip("/") or model_dir, "--model-dir"
         shown = f"{place} {where}"
     elif job.run_id:
