@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -72,3 +74,21 @@ def test_label_map_parses_object_detection_api_files():
 def test_bad_label_maps_are_rejected(text):
     with pytest.raises(LabelMapError):
         parse_label_map(text)
+
+
+@pytest.mark.parametrize("count", ["0", "2", "-1"])
+def test_too_few_sample_images_is_one_line_from_the_task_and_the_trainer(count, tmp_path):
+    """One image a breed at least (SampleArgs' bound, checked by `invoke data.sample` before
+    anything is written and by `python -m trainer data sample`): never a traceback."""
+    from tests.cli import invoke, refused
+    from trainer.args import parse
+    from trainer.data.defaults import MIN_SAMPLE_IMAGES
+    from trainer.errors import SettingsError
+
+    assert len(SAMPLE_BREEDS) == MIN_SAMPLE_IMAGES
+    message = f"--num-images must be at least 3 (one per breed), got '{count}'"
+    ran = invoke("data.sample", "--num-images", count, "--output-dir", str(tmp_path / "s"))
+    assert refused(ran) == f"error: {message}"
+    with pytest.raises(SettingsError, match=rf"^{re.escape(message)}$"):
+        parse(["data", "sample", "--output-dir", str(tmp_path / "s"), f"--num-images={count}"])
+    assert not (tmp_path / "s").exists()

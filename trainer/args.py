@@ -160,7 +160,10 @@ class SampleArgs(Args):
     HELP: ClassVar[str] = "write a synthetic dataset in the Pets layout (and as COCO)"
 
     output_dir: str = option("where to write the Pets-layout sample", required=True)
-    num_images: int = option("how many images", default=defaults.NUM_SAMPLE_IMAGES)
+    num_images: int = option("how many images", default=defaults.NUM_SAMPLE_IMAGES,
+                             bound=Bound(minimum=defaults.MIN_SAMPLE_IMAGES,
+                                         minimum_shown=f"{defaults.MIN_SAMPLE_IMAGES} (one "
+                                                       "per breed)"))
     seed: int = option(default=0)
     bad_inputs: bool = option("add corrupt and malformed files, as real collections have",
                               default=False)

@@ -2,6 +2,7 @@
 (`trainer/args.py`) and the launchers name them without loading PIL, numpy or TensorFlow."""
 
 NUM_SAMPLE_IMAGES = 360  # `data sample`: enough for the demo to reach its AP50 bar
+MIN_SAMPLE_IMAGES = 3  # `data sample`: one a breed of the sample's (sample.SAMPLE_BREEDS)
 NUM_SHARDS = 10  # `data convert`: shards per split
 MAX_PIXELS = 40_000_000  # a 40 MP photo decodes to 120 MB of RGB
 # TensorFlow's decode_jpeg takes RGB under 2**29 bytes; Pillow refuses more pixels too (twice
