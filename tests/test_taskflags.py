@@ -101,3 +101,21 @@ def test_a_vertex_only_convert_flag_on_the_local_target_is_refused(flag, tmp_pat
 def test_a_task_that_reads_the_target_asks_the_registry(args):
     assert refused(invoke(*args)) == ("error: --target 'tpu' is not available; use one of "
                                       "local, vertex")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("predict", "--min-score", "2"), "--min-score must be at most 1, got '2'"),
+    (("export", "--min-score", "-0.5"), "--min-score must be at least 0, got '-0.5'"),
+])
+def test_a_tool_flags_bound_is_the_args_one_from_invoke_and_the_trainer(args, message):
+    """The bound lives on the Args field: invoke refuses before any file is read, and the
+    trainer's parser refuses the same value in the same words."""
+    from trainer.args import parse
+    from trainer.errors import SettingsError
+
+    assert refused(invoke(*args)) == f"error: {message}"
+    command = {"predict": ["predict", "--model=m", "--images=i", "--output_dir=o"],
+               "export": ["export", "--model_dir=m", "--export_dir=e"]}[args[0]]
+    with pytest.raises(SettingsError) as error:
+        parse([*command, f"{args[1]}={args[2]}"])
+    assert str(error.value) == message

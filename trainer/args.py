@@ -38,6 +38,7 @@ EXPORT_FORMATS = ("saved_model", "tflite")
 QUANTIZATIONS = ("float16", "int8")
 DEFAULT_SIGNATURES = ("uint8", "bytes")
 SAMPLE_FORMATS = ("pets", "coco", "yolo", "labelme")
+SCORE = Bound(minimum=0, maximum=1)  # a detection's score: 1 keeps only certain ones
 MAX_PIXELS_HELP = (f"skip images with more pixels, read from the header before decoding "
                    f"(default {defaults.MAX_PIXELS:,})")
 
@@ -276,7 +277,8 @@ class ExportArgs(Args):
                                     "latest, a step (1200), ckpt-1200 or a prefix")
     max_detections: int | None = option("detections per image (default: the experiment's, "
                                         "100)")
-    min_score: float | None = option("drop detections scoring less (default 0.05)")
+    min_score: float | None = option("drop detections scoring less (default 0.05)",
+                                     bound=SCORE)
     format: str = option("saved_model, or tflite (model.tflite in the output directory)",
                          default="saved_model", choices=EXPORT_FORMATS)
     quantize: str | None = option("tflite: float16, or int8 calibrated on training images",
@@ -307,7 +309,7 @@ class PredictArgs(Args):
     images: str = option("image file glob", required=True)
     output_dir: str = option("annotated images and detections.json go here",
                              required=True)
-    min_score: float = option("drop detections scoring less", default=0.3)
+    min_score: float = option("drop detections scoring less", default=0.3, bound=SCORE)
     max_pixels: int = option(MAX_PIXELS_HELP, default=defaults.MAX_PIXELS)
 
 
