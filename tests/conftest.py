@@ -20,8 +20,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 BUILDS = ("trained", "mask_trained", "swept")  # session fixtures that take minutes
 READS_BUILDS = {*BUILDS, "exported"}
-# A process still running after this many seconds hangs: the longest (the mask model's training)
-# takes about 5 minutes here, so this is a guard against a hang, not a claim about speed.
+# A process still running after this many seconds hangs: the longest, the mask model's training,
+# takes 4 to 10 minutes here (quiet to loaded), so this guards against a hang and claims no speed.
 HANG = 3000
 
 
