@@ -18,28 +18,39 @@ REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-BUILDS = ("trained", "swept", "mask_trained")  # session fixtures that take minutes
+BUILDS = ("trained", "mask_trained", "swept")  # session fixtures that take minutes
 READS_BUILDS = {*BUILDS, "exported"}
+# A process still running after this many seconds hangs: the longest, the mask model's training,
+# takes 4 to 10 minutes here (quiet to loaded), so this guards against a hang and claims no speed.
+HANG = 3000
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The order the xdist workers take tests in, each taking the next when it is free: the
-    first test of each long build (so that it runs beside everything else), the other slow
-    tests, the quick ones, and last the tests that read the builds, by then ready."""
-    starters = {next((item for item in items if build in item.fixturenames), None)
-                for build in BUILDS}
+    """The order the xdist workers take tests in: each build's first test (one that needs
+    that build alone, so it never waits on another), the other slow tests, the quick ones,
+    and last the tests that read the builds, by then ready. xdist hands each worker the next
+    two tests at the start (then one at a time as it finishes one), so each build comes with
+    a slow test after it: the builds start on different workers at once."""
+    def builds(item: pytest.Item) -> set[str]:
+        return READS_BUILDS & set(item.fixturenames)
+
+    starters = [starter for build in BUILDS
+                if (starter := next((item for item in items if builds(item) == {build}), None))]
 
     def rank(item: pytest.Item) -> int:
-        if item in starters:
-            return 0
-        if READS_BUILDS & set(item.fixturenames):
+        if builds(item):
             return 3
         return 1 if item.get_closest_marker("slow") else 2
 
-    items.sort(key=rank)
+    rest = sorted((item for item in items if item not in starters), key=rank)
+    head = []
+    for starter in starters:
+        head += [starter, *rest[:1]]
+        rest = rest[1:]
+    items[:] = head + rest
 
 
-def run_trainer(*args: str, env: dict | None = None, timeout: float = 600,
+def run_trainer(*args: str, env: dict | None = None, timeout: float = HANG,
                 check: bool = True) -> subprocess.CompletedProcess:
     """`python -m trainer ...` exactly as the container runs it."""
     result = subprocess.run([sys.executable, "-m", "trainer", *args], cwd=REPO, text=True,
@@ -107,14 +118,19 @@ def trained(train_records, shared):
     def build(model_dir: Path) -> dict:
         flags = data_flags(train_records, model_dir)
         evaluator = trainer_process(*flags, "--mode=continuous_eval", "--eval_poll_interval=2",
-                                    "--eval_idle_timeout=600", f"--train_steps={TRAIN_STEPS}")
+                                    f"--eval_idle_timeout={HANG}", f"--train_steps={TRAIN_STEPS}")
         training = trainer_process(*flags, "--mode=train", f"--train_steps={TRAIN_STEPS}",
                                    "--params_override=trainer.checkpoint_interval=250",
                                    env={"PETS_HARDWARE": "this CPU x 1"})
-        train_out, _ = training.communicate(timeout=1500)
-        assert training.returncode == 0, train_out[-5000:]
-        eval_out, _ = evaluator.communicate(timeout=600)  # must exit by itself
-        assert evaluator.returncode == 0, eval_out[-5000:]
+        try:
+            train_out, _ = training.communicate(timeout=HANG)
+            assert training.returncode == 0, train_out[-5000:]
+            eval_out, _ = evaluator.communicate(timeout=HANG)  # must exit by itself
+            assert evaluator.returncode == 0, eval_out[-5000:]
+        finally:  # after a failure, no process outlives the build
+            for process in (training, evaluator):
+                process.kill()
+                process.wait()
         return {"model_dir": str(model_dir), "records": str(train_records), "eval": eval_out}
 
     built = once(shared, "trained", build)
@@ -176,9 +192,9 @@ def swept(train_records, shared):
                 break
         wait_for(sweep_dir / "trial-001" / "trainer.log", first)  # its trainer is starting
         os.killpg(first.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-        rest, _ = first.communicate(timeout=120)
+        rest, _ = first.communicate(timeout=HANG)
         second = subprocess.run([*command, "--parallel=2"], cwd=REPO, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=900)
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=HANG)
         return {"sweep_dir": str(sweep_dir),
                 "first": [first.returncode, "".join(seen) + rest],
                 "second": [second.returncode, second.stdout]}
@@ -210,7 +226,7 @@ def mask_trained(shared) -> MaskRun:
         convert_directory(data, records, masks=True, num_shards=2, progress=False)
         model_dir, export_dir = root / "model", root / "exported"
         flags = (f"--experiment={MASK_DEMO_EXPERIMENT}", *data_flags(records, model_dir))
-        run_trainer(*flags, "--mode=train", f"--export_dir={export_dir}", timeout=1500)
+        run_trainer(*flags, "--mode=train", f"--export_dir={export_dir}")
         run_trainer(*flags, "--mode=eval")  # eval/ckpt-200.json
         return {"data": str(data), "records": str(records), "model_dir": str(model_dir),
                 "export_dir": str(export_dir)}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import HANG, REPO
 from tests.test_coco import examples, values
 
 
@@ -17,7 +17,7 @@ from tests.test_coco import examples, values
 def test_invoke_demo_leaves_metrics_a_savedmodel_and_an_annotated_image(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "invoke", "demo", f"--workdir={tmp_path}", "--steps=20",
-         "--num-images=30"], cwd=REPO, text=True, capture_output=True, timeout=900)
+         "--num-images=30"], cwd=REPO, text=True, capture_output=True, timeout=HANG)
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
     assert "AP50" in result.stdout
     annotated = result.stdout.split("annotated image:")[1].split()[0]

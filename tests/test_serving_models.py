@@ -61,15 +61,17 @@ def ask(url: str, body: dict) -> dict:
 def same_signatures(url: str, image: Path) -> None:
     """Both signatures through the container's predict route, as TF Serving's REST API takes
     them: `serving_default` (encoded files, for the registry) and `serving_bytes` give the
-    same answer; `serving_uint8` (pixels) the same detections."""
-    from PIL import Image
+    same answer; `serving_uint8` (pixels) the same detections, given the pixels TensorFlow
+    decodes from those bytes (`Picture.pixels`, what local predict sends: Pillow's JPEG
+    decoder moves a score near the 0.1 floor across it, one detection more or less)."""
+    from trainer.predict import read_picture
 
     encoded = {"b64": base64.b64encode(image.read_bytes()).decode()}
     default = ask(url, {"instances": [encoded]})
     assert ask(url, {"signature_name": "serving_bytes", "instances": [encoded]}) == default
     assert set(default) == {"detection_boxes", "detection_classes", "detection_scores",
                             "num_detections"}
-    pixels = np.asarray(Image.open(image).convert("RGB")).tolist()
+    pixels = read_picture(str(image)).pixels.tolist()
     uint8 = ask(url, {"signature_name": "serving_uint8", "instances": [pixels]})
     assert uint8["num_detections"] == default["num_detections"] > 0
     assert uint8["detection_classes"][0] == default["detection_classes"][0]

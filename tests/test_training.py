@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from tests.conftest import (
     AP50_BOUND,
+    HANG,
     REPO,
     SERVED_MAX_DETECTIONS,
     SERVED_MIN_SCORE,
@@ -232,7 +233,7 @@ def test_two_workers_train_together_and_stop_early_together_on_a_plateau(train_r
         [sys.executable, "-m", "invoke", "train", f"--model-dir={model_dir}",
          f"--data-dir={train_records}", "--steps=200", "--workers=1",
          "--early-stop-patience=2", *PLATEAU], cwd=REPO, text=True, capture_output=True,
-        timeout=900)
+        timeout=HANG)
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-5000:]
     assert "strategy multi_worker_mirrored" in out and "[replica 1] experiment" in out
@@ -258,7 +259,7 @@ def test_two_workers_train_together_and_stop_early_together_on_a_plateau(train_r
     exported = tmp_path / "exported"
     result = subprocess.run([sys.executable, "-m", "invoke", "export", f"--model-dir={model_dir}",
                              f"--output-dir={exported}"], cwd=REPO, text=True,
-                            capture_output=True, timeout=600)
+                            capture_output=True, timeout=HANG)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     info = json.loads((exported / "export.json").read_text())
     assert (info["checkpoint"], info["checkpoint_choice"]) == (f"ckpt-{top}", "best")
@@ -282,7 +283,7 @@ def test_invoke_fine_tunes_from_a_checkpoint_and_eval_reads_the_runs_own_data(tr
 
     def invoke(*args: str) -> subprocess.CompletedProcess:
         result = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, text=True,
-                                capture_output=True, timeout=600)
+                                capture_output=True, timeout=HANG)
         assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
         return result
 
@@ -365,7 +366,7 @@ def test_invoke_export_and_predict_on_a_run_in_the_bucket(trained, tmp_path):
 
         def invoke(*args: str) -> str:
             result = subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO, env=env,
-                                    capture_output=True, text=True, timeout=600)
+                                    capture_output=True, text=True, timeout=HANG)
             assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
             return result.stdout
 

@@ -25,7 +25,7 @@ class FakeGcs:
     def __enter__(self) -> FakeGcs:
         self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 300  # a hang (it starts in well under a second)
         while True:
             try:
                 urllib.request.urlopen(f"{self.url}/storage/v1/b", timeout=2).close()
