@@ -30,6 +30,8 @@ from tests.conftest import (
 from trainer.cli import main
 
 pytestmark = pytest.mark.slow
+# Fresh sample images: the top detection finds the pet (IoU > 0.5) and its breed on 80%
+FRESH_IMAGES, FRESH_BAR = 30, 0.8
 
 
 def test_training_reaches_the_ap50_bound(trained):
@@ -102,13 +104,16 @@ def test_export_signature_and_prediction_on_a_sample_image(exported, tmp_path):
 
     from trainer.data.sample import write_sample
 
-    data = write_sample(tmp_path / "fresh", num_images=3, seed=99)  # never seen in training
+    # never seen in training; a bar over 30 images, not every one of 3: one model in a few
+    # runs took a Russian Blue for an Abyssinian (measured: 149 of 150 right, 2026-11-27)
+    data = write_sample(tmp_path / "fresh", num_images=FRESH_IMAGES, seed=99)
     out = tmp_path / "predictions"
     # the container's command, in this process: TensorFlow is loaded here already
     assert main(["predict", f"--model={export_dir}", f"--images={data}/images/*.jpg",
                  f"--output_dir={out}"]) == 0
     report = json.loads((out / "detections.json").read_text())
-    assert len(report["images"]) == 3
+    assert len(report["images"]) == FRESH_IMAGES
+    missed = []
     for entry in report["images"]:
         name = Path(entry["image"]).stem
         assert Path(entry["annotated"]).exists()
@@ -121,8 +126,9 @@ def test_export_signature_and_prediction_on_a_sample_image(exported, tmp_path):
         inter = np.prod(np.clip(np.minimum(box[2:], gt[2:]) - np.maximum(box[:2], gt[:2]), 0,
                                 None))
         union = np.prod(box[2:] - box[:2]) + np.prod(gt[2:] - gt[:2]) - inter
-        assert inter / union > 0.5, (name, top)
-        assert top["class"] == pets.breed_of(name)
+        if not (inter / union > 0.5 and top["class"] == pets.breed_of(name)):
+            missed.append((name, top))
+    assert len(missed) <= FRESH_IMAGES * (1 - FRESH_BAR), missed
 
 
 def test_the_bytes_signature_answers_like_the_uint8_one_and_options_bound_it(
