@@ -38,10 +38,9 @@ class EvaluationRecord:
         """The record in `data` (a parsed file of evaluation `step`); None without metrics."""
         if not isinstance(data, dict) or not isinstance(data.get("metrics"), dict):
             return None
-        per_class = {str(name): _numbers(values)
-                     for name, values in (data.get("per_class") or {}).items()
-                     if isinstance(values, dict)} if isinstance(data.get("per_class"),
-                                                                dict) else {}
+        found = data.get("per_class")
+        per_class = {str(name): _numbers(values) for name, values in found.items()
+                     if isinstance(values, dict)} if isinstance(found, dict) else {}
         curve = data.get("pr_curve")
         if not (isinstance(curve, dict) and all(
                 isinstance(curve.get(k), list) and all(jsonnum.number(v) is not None

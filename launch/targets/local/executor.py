@@ -50,6 +50,10 @@ class Local(Preflight[Places, TrainerJob]):
         "reduction_servers", "spot", "flex_start", "max_wait_hours", "reservation",
         "persistent_resource", "web_access", "timeout_hours", "regions", "fallback",
         "capacity", "max_preemptions"}
+    # data.convert's flags besides the converter's and the cloud's: no Vertex AI job's
+    convert_flags: ClassVar[frozenset[str]] = frozenset({"dataset", "dry_run"})
+    # its runs are model directories (runs.list --root); predict runs the model here
+    runs_in_bucket: ClassVar[bool] = False
     places: Places
     cloud: Cloud  # only for `--run-id`, which names a run in the bucket
     force: bool = False
@@ -139,10 +143,3 @@ class Local(Preflight[Places, TrainerJob]):
         if status != 0:
             raise StepFailed(f"TensorBoard exited with status {status}")
         return "TensorBoard stopped"
-
-    # data.convert's flags besides the converter's and the cloud's: no Vertex AI job's
-    convert_flags: ClassVar[frozenset[str]] = frozenset({"dataset", "dry_run"})
-    # its runs are model directories (runs.list --root); predict runs the model here
-    runs_in_bucket: ClassVar[bool] = False
-
-

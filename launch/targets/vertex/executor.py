@@ -99,6 +99,11 @@ class Vertex(Preflight[CloudTarget, Plan]):
 
     title: ClassVar[str] = "Vertex AI"
     supports: ClassVar[frozenset[str]] = frozenset(jobfile.FIELDS)
+    # data.convert's flags besides the converter's and the cloud's (launch.targets checks)
+    convert_flags: ClassVar[frozenset[str]] = frozenset({
+        "dataset", "dry_run", "follow", "local_docker", "max_cost", "region"})
+    # its runs are gs://BUCKET/runs/RUN_ID (runs.list); predict is a batch prediction job
+    runs_in_bucket: ClassVar[bool] = True
     cloud: Cloud
     submission: Submission = dataclasses.field(default_factory=Submission)
     force: bool = False
@@ -553,12 +558,6 @@ class Vertex(Preflight[CloudTarget, Plan]):
                                "them")
         return "\n".join(f"{job.display_name}: {tensorboard_url(job) or 'no TensorBoard attached'}"
                          for job in found)
-
-    # data.convert's flags besides the converter's and the cloud's (launch.targets checks)
-    convert_flags: ClassVar[frozenset[str]] = frozenset({
-        "dataset", "dry_run", "follow", "local_docker", "max_cost", "region"})
-    # its runs are gs://BUCKET/runs/RUN_ID (runs.list); predict is a batch prediction job
-    runs_in_bucket: ClassVar[bool] = True
 
 
 def _hours_bound(request: Request, attempts: int) -> float:
