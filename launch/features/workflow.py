@@ -38,8 +38,6 @@ def _console():
     return Console()
 
 
-
-
 def checkpoint_choice(text: str | None, paths: bool = True) -> Choice:
     """`--checkpoint` (best, latest, a step, ckpt-N; a prefix where `paths`), checked."""
     try:

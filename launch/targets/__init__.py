@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from launch.targets.base import Executor, Target
 
 
-
 def executor_class(name: str) -> type[Executor]:
     """The executor class of the target named `name` (--target), its module imported now."""
     if name not in TARGETS:

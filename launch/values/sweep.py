@@ -169,7 +169,6 @@ class Sweep:
                 "params": {p.name: p.as_spec() for p in self.params}}
 
 
-
 def _param(name: str, spec) -> Param:
     if isinstance(spec, Sequence) and not isinstance(spec, str):
         if not all(isinstance(value, (int, float, str)) for value in spec):

@@ -224,6 +224,5 @@ def last_step(model_dir: str, train_steps: int) -> int:
     return train_steps if stopped is None else min(train_steps, stopped)
 
 
-
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

@@ -247,8 +247,6 @@ def _write_lists(root: Path, trainval: list[str], test: list[str]) -> None:
                                                        for n in everything))
 
 
-
-
 def pets_as_coco(root: Path) -> dict:
     """The trainval examples of a Pets directory as one COCO file: the objects `data convert
     --masks` writes from them (the whole pet outlined by its trimap, with that box; the
