@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import os
 import signal
 import subprocess
@@ -16,6 +18,7 @@ from tests.once import once, session_root
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as trainer/__main__.py: the trainer's runs here
 
 
 BUILDS = ("trained", "mask_trained", "swept")  # session fixtures that take minutes
@@ -60,6 +63,21 @@ def run_trainer(*args: str, env: dict | None = None, timeout: float = HANG,
         raise AssertionError(f"trainer {args} exited {result.returncode}:\n"
                              f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
     return result
+
+
+def trainer_here(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """`python -m trainer ...` in this process: the container's `main`, for tests whose subject
+    is not the process. A TensorFlow start costs 20-30 CPU-s (its import, then Autograph
+    converting Model Garden's functions), and this process has done both once already."""
+    from trainer.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    if check and code != 0:
+        raise AssertionError(f"trainer {args} returned {code}:\n{out.getvalue()[-3000:]}\n"
+                             f"{err.getvalue()[-5000:]}")
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="session")
@@ -147,8 +165,8 @@ def exported(trained, shared) -> Path:
     (`serving_uint8` beside it), fewer detections from a higher score (a response that stays
     small)."""
     def build(export_dir: Path) -> dict:
-        run_trainer("export", f"--model_dir={trained[0]}", f"--export_dir={export_dir}",
-                    "--default_signature=bytes", *SERVED_OPTIONS)
+        trainer_here("export", f"--model_dir={trained[0]}", f"--export_dir={export_dir}",
+                     "--default_signature=bytes", *SERVED_OPTIONS)
         return {"export_dir": str(export_dir)}
 
     return Path(once(shared, "exported", build)["export_dir"])
@@ -214,8 +232,8 @@ class MaskRun:
 @pytest.fixture(scope="session")
 def mask_trained(shared) -> MaskRun:
     """The CPU Mask R-CNN experiment trained on the demo's sample converted with masks (its
-    own 200 steps) and exported by the training process (no second TensorFlow start for the
-    export), then its last checkpoint evaluated: once for the session."""
+    own 200 steps) and exported by the training run (`train --export_dir`, Vertex AI's), then
+    its last checkpoint evaluated, both in this process: once for the session."""
     def build(root: Path) -> dict:
         from trainer.data.convert import convert_directory
         from trainer.data.sample import write_sample
@@ -226,8 +244,8 @@ def mask_trained(shared) -> MaskRun:
         convert_directory(data, records, masks=True, num_shards=2, progress=False)
         model_dir, export_dir = root / "model", root / "exported"
         flags = (f"--experiment={MASK_DEMO_EXPERIMENT}", *data_flags(records, model_dir))
-        run_trainer(*flags, "--mode=train", f"--export_dir={export_dir}")
-        run_trainer(*flags, "--mode=eval")  # eval/ckpt-200.json
+        trainer_here(*flags, "--mode=train", f"--export_dir={export_dir}")
+        trainer_here(*flags, "--mode=eval")  # eval/ckpt-200.json
         return {"data": str(data), "records": str(records), "model_dir": str(model_dir),
                 "export_dir": str(export_dir)}
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import AP50_BOUND, SERVED_OPTIONS, run_trainer
+from tests.conftest import AP50_BOUND, SERVED_OPTIONS, trainer_here
 
 pytestmark = pytest.mark.slow
 
@@ -50,7 +50,7 @@ def test_tflite_answers_like_the_saved_model(trained, held_out, quantize, tmp_pa
     flags = [f"--quantize={quantize}", f"--calibration_data={train_records}/train*"] \
         if quantize else []
     # the SavedModel's detection options, so that both answer the same question
-    done = run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path}",
+    done = trainer_here("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path}",
                        "--format=tflite", *SERVED_OPTIONS, *flags)
     path = tmp_path / "model.tflite"
     assert f"to {path}" in done.stdout and (tmp_path / "label_map.pbtxt").exists()
@@ -90,8 +90,8 @@ def test_predict_with_a_tflite_file_writes_the_same_report(trained, tmp_path):
 
     model_dir, _, _ = trained
     data = write_sample(tmp_path / "pets", num_images=30, seed=99)
-    run_trainer("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'lite'}",
-                "--format=tflite", "--quantize=float16", "--max_detections=10")
+    trainer_here("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'lite'}",
+                 "--format=tflite", "--quantize=float16", "--max_detections=10")
     out = tmp_path / "predictions"
     # the container's command, in this process: TensorFlow is loaded here already
     assert main(["predict", f"--model={tmp_path / 'lite' / 'model.tflite'}",

@@ -14,7 +14,7 @@ from PIL import Image
 
 from launch.stores.datachecks import DataRefused, check_local
 from tests.cli import invoke
-from tests.conftest import data_flags, run_trainer
+from tests.conftest import data_flags, trainer_here
 from trainer.cli import ERROR_PREFIX
 from trainer.data import pets
 from trainer.data.convert import convert_directory
@@ -136,8 +136,8 @@ def test_a_mask_experiment_refuses_records_without_masks_before_training(
     assert not (tmp_path / "invoked").exists()
 
     model_dir = tmp_path / "model"
-    result = run_trainer("--experiment=pets_maskrcnn_mobilenet", "--mode=train",
-                         *data_flags(box_records, model_dir), check=False)
+    result = trainer_here("--experiment=pets_maskrcnn_mobilenet", "--mode=train",
+                          *data_flags(box_records, model_dir), check=False)
     assert result.returncode == 2, result.stderr[-3000:]
     (line,) = [line for line in result.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
     assert line.startswith(f"{ERROR_PREFIX}--experiment pets_maskrcnn_mobilenet trains "

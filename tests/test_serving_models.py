@@ -16,7 +16,7 @@ import pytest
 
 from launch.features.serving import commands
 from launch.features.serving.endpoints import Serving
-from tests.conftest import run_trainer
+from tests.conftest import trainer_here
 from tests.fakes.cloud import OUTPUTS, fake_cloud
 
 pytestmark = pytest.mark.slow
@@ -86,8 +86,8 @@ def test_upload_deploy_and_predict_online_and_in_batch_like_the_local_model(
     data = write_sample(tmp_path / "fresh", num_images=6, seed=5)
     images = sorted((data / "images").glob("*.jpg"))
     local = tmp_path / "local"
-    run_trainer("predict", f"--model={exported}", f"--images={data}/images/*.jpg",
-                f"--output_dir={local}")
+    trainer_here("predict", f"--model={exported}", f"--images={data}/images/*.jpg",
+                 f"--output_dir={local}")
     expected = json.loads((local / "detections.json").read_text())
 
     with fake_cloud(tmp_path) as services:

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from tests.conftest import TRAIN_STEPS, data_flags, run_trainer
+from tests.conftest import TRAIN_STEPS, data_flags, trainer_here
 from tests.test_image_bombs import encoded, png_bomb
 from trainer.cli import EXIT_FAILED, main
 from trainer.files import EXPORT_INFO_FILE
@@ -48,14 +48,14 @@ def test_unrestorable_newest_checkpoints_are_passed_over_and_serving_bytes_refus
     step = previous.rsplit("-", 1)[1]
 
     export_dir = tmp_path / "export"
-    exported = run_trainer("export", f"--model_dir={copy}", f"--export_dir={export_dir}",
+    exported = trainer_here("export", f"--model_dir={copy}", f"--export_dir={export_dir}",
                            "--checkpoint=latest")  # the newest that restores, not best/
     assert warning in exported.stderr.splitlines() and broken in exported.stderr
     assert "Traceback" not in exported.stderr
     assert f"exported {copy}/{previous}" in exported.stdout
     assert json.loads((export_dir / EXPORT_INFO_FILE).read_text())["checkpoint"] == previous
 
-    evaluated = run_trainer(*data_flags(records, copy), "--mode=eval")
+    evaluated = trainer_here(*data_flags(records, copy), "--mode=eval")
     assert warning in evaluated.stderr.splitlines() and broken in evaluated.stderr
     assert f"evaluated step {step}:" in evaluated.stdout
 
@@ -63,7 +63,7 @@ def test_unrestorable_newest_checkpoints_are_passed_over_and_serving_bytes_refus
         path.unlink()
     tf.compat.v1.train.update_checkpoint_state(str(copy), half_written,
                                                all_model_checkpoint_paths=kept)
-    trained_on = run_trainer(*data_flags(records, copy), f"--train_steps={int(step) + 10}",
+    trained_on = trainer_here(*data_flags(records, copy), f"--train_steps={int(step) + 10}",
                              "--params_override=trainer.steps_per_loop=10")
     assert broken in trained_on.stderr
     assert f"resuming from {copy}/{previous} (step {step})" in trained_on.stdout

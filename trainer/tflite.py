@@ -27,7 +27,7 @@ from trainer import model_dir as model_dir_lib
 from trainer.best.choice import DEFAULT_CHOICE, Choice, Chosen, choose
 from trainer.errors import SettingsError
 from trainer.evaluation import MEAN_RGB  # Model Garden's, as uint8 pixel values
-from trainer.export import ExportOptions
+from trainer.export import ExportOptions, write_signatures
 from trainer.files import TFLITE_FILE
 
 CALIBRATION_IMAGES = 100  # int8: training images the converter measures ranges on
@@ -163,7 +163,6 @@ def export_tflite(model_dir: str, output_dir: str, choice: Choice = DEFAULT_CHOI
     `choice` names (default: the run's best, else its newest); `quantize` is None or one of
     QUANTIZATIONS (ExportArgs.check)."""
     import tensorflow as tf
-    from official.vision.serving import export_saved_model_lib
 
     options = options or ExportOptions()
     params = model_dir_lib.load_params(model_dir)
@@ -180,10 +179,8 @@ def export_tflite(model_dir: str, output_dir: str, choice: Choice = DEFAULT_CHOI
         pattern = records or params.task.train_data.input_path
         representative = calibration_images(pattern, size[0])
     with tempfile.TemporaryDirectory() as staging:
-        export_saved_model_lib.export_inference_graph(
-            input_type="tflite", batch_size=1, input_image_size=size, params=params,
-            checkpoint_path=chosen.path, export_dir=staging, export_module=module,
-            function_keys={"tflite": "serving_default"})
+        write_signatures(module, params, chosen.path, staging, "tflite", 1,
+                         {"tflite": "serving_default"})
         flatbuffer = convert(staging, quantize, representative)
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
