@@ -540,16 +540,16 @@ def _port(value) -> int:
     return int(value)
 
 
-@task(help={"workdir": "everything goes here",
+@task(help={"workdir": "everything goes here (default work/demo; work/demo-masks with --masks)",
             "steps": "training steps (default 400; 200 with --masks)",
             "format": "pets, or coco: convert the sample from its COCO JSON",
             "num_images": "sample size",
             "masks": "instance masks: records with masks, the CPU Mask R-CNN experiment"})
-def demo(c, workdir=f"{WORK}/demo", steps: int | None = None,
+def demo(c, workdir: str | None = None, steps: int | None = None,
          num_images: int | None = None, format="pets", masks=False):
-    """Sample -> convert -> train -> evaluate -> export -> predict, all locally."""
+    """Sample -> convert -> train and export -> evaluate -> predict, all locally."""
     result = _guarded(lambda: workflow.demo(
-        workdir, optional_number("--steps", steps, int),
+        workdir or workflow.demo_dir(WORK, masks), optional_number("--steps", steps, int),
         optional_number("--num-images", num_images, int), format=format, masks=masks))
     print(result.summary())
 

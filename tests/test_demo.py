@@ -46,7 +46,7 @@ def test_the_demo_with_format_coco_converts_from_the_samples_coco_json(tmp_path)
 
     said = []
     demo_data(tmp_path / "pets", tmp_path / "records", 30, said.append, format="coco")
-    assert said[-1] == "2/6 Converting the COCO JSON to TFRecords"
+    assert said[-1] == "2/5 Converting the COCO JSON to TFRecords"
     assert (tmp_path / "pets" / SAMPLE_COCO_FILE).is_file()
     assert_demo_records(tmp_path / "records")
     converted = examples(tmp_path / "records")
@@ -72,3 +72,35 @@ def test_the_demo_with_masks_converts_the_sample_with_its_pets_shapes(tmp_path):
     metrics = {"AP": 0.58, "AP50": 0.99, "AP75": 0.64, "mask_AP": 0.66, "mask_AP50": 0.99,
                "mask_AP75": 0.7}
     assert "mask AP 0.660  mask AP50 0.990" in DemoResult(metrics, "m", "a.jpg", 60).summary()
+
+
+def test_the_demos_pictures_show_several_breeds(tmp_path):
+    """The held-out list is sorted, so its first six were all Abyssinians: the demo takes one
+    breed after another."""
+    from collections import Counter
+
+    from launch.features.workflow import DEMO_PREDICT_IMAGES, across_classes
+    from trainer.data import pets
+    from trainer.data.sample import write_sample
+
+    held_out = pets.read_example_list(write_sample(tmp_path, num_images=120) / pets.TEST_LIST)
+    breeds = {pets.breed_of(name) for name in held_out}  # the sample's three
+    assert len({pets.breed_of(name) for name in held_out[:DEMO_PREDICT_IMAGES]}) < len(breeds)
+    picked = across_classes(held_out, DEMO_PREDICT_IMAGES)
+    assert len(set(picked)) == DEMO_PREDICT_IMAGES and set(picked) <= set(held_out)
+    shown = Counter(pets.breed_of(name) for name in picked)
+    assert set(shown) == breeds and max(shown.values()) - min(shown.values()) <= 1
+    assert across_classes(held_out[:2], DEMO_PREDICT_IMAGES) == held_out[:2]
+
+
+def test_each_demo_has_its_own_directory():
+    """`invoke demo --masks` once replaced the box demo's model in work/demo (the one
+    `bench.serve` reads by default)."""
+    import inspect
+
+    import tasks
+    from launch.features.workflow import demo_dir
+
+    assert demo_dir("work", masks=False) == "work/demo"
+    assert demo_dir("work", masks=True) == "work/demo-masks"
+    assert inspect.signature(tasks.demo.body).parameters["workdir"].default is None

@@ -30,6 +30,24 @@ from trainer.files import (
 )
 
 DEMO_PREDICT_IMAGES = 6
+DEMO_STEPS = 5
+
+
+def demo_dir(work: str, masks: bool) -> str:
+    """Each demo its own directory: `--masks` would otherwise replace the box model that
+    `bench.serve` and the README's next steps read."""
+    return f"{work}/demo-masks" if masks else f"{work}/demo"
+
+
+def across_classes(names: list[str], count: int) -> list[str]:
+    """`count` of the held-out `names`, one breed after another (a sorted list starts with
+    as many Abyssinians as the sample has): the demo's pictures show several classes."""
+    by_breed: dict[str | None, list[str]] = {}
+    for name in names:
+        by_breed.setdefault(pets.breed_of(name), []).append(name)
+    groups = list(by_breed.values())
+    longest = max(map(len, groups), default=0)
+    return [group[i] for i in range(longest) for group in groups if i < len(group)][:count]
 
 
 def _console():
@@ -172,10 +190,10 @@ def demo_data(data: Path, records: Path, num_images: int | None,
     """The demo's first two steps: a synthetic sample in `data`, converted into `records`
     from its Pets files or, with `format` coco, from its COCO JSON; with `masks`, each
     pet's mask too."""
-    say("1/6 Writing a synthetic Oxford-IIIT Pets sample")
+    say(f"1/{DEMO_STEPS} Writing a synthetic Oxford-IIIT Pets sample")
     run_job(jobs.tool_job(SampleArgs(str(data), format=format,
                                      **({"num_images": num_images} if num_images else {}))))
-    say(f"2/6 Converting {'the COCO JSON ' if format == 'coco' else ''}to TFRecords"
+    say(f"2/{DEMO_STEPS} Converting {'the COCO JSON ' if format == 'coco' else ''}to TFRecords"
         f"{' with masks' if masks else ''}")
     if format == "coco":
         run_job(jobs.tool_job(ConvertArgs(None, str(records), num_shards=4, format="coco",
@@ -189,7 +207,7 @@ def demo_data(data: Path, records: Path, num_images: int | None,
 def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
          say: Callable[[str], None] | None = None, format: str = "pets",
          masks: bool = False) -> DemoResult:
-    """sample -> convert -> train -> evaluate -> export -> predict, everything under `workdir`;
+    """sample -> convert -> train and export -> evaluate -> predict, everything under `workdir`;
     `format` coco converts the sample from its COCO JSON instead of its Pets files; `masks`
     converts with masks and trains the CPU Mask R-CNN experiment (200 steps by default)."""
     if format not in ("pets", "coco"):
@@ -204,20 +222,22 @@ def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
     start = time.monotonic()
 
     demo_data(data, records, num_images, say, format, masks)
+    # the training process exports its model too: no second TensorFlow start for it
     training = jobs.Training(TrainArgs(
-        train_steps=steps, **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {})))
+        train_steps=steps, export_dir=str(exported),
+        **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {})))
     places = jobs.Places(str(model), str(records))
-    say("3/6 Training")
+    say(f"3/{DEMO_STEPS} Training, then exporting a SavedModel")
     run_job(training.trainer_job(places), training.steps)
-    say("4/6 Evaluating (COCO metrics)")
-    evaluation = jobs.Evaluation(dataclasses.replace(training.args, mode="eval"))
+    say(f"4/{DEMO_STEPS} Evaluating (COCO metrics)")
+    evaluation = jobs.Evaluation(dataclasses.replace(training.args, mode="eval",
+                                                     export_dir=None))
     run_job(evaluation.trainer_job(places))
-    say("5/6 Exporting a SavedModel")
-    run_job(jobs.tool_job(ExportArgs(str(model), str(exported))))
-    say("6/6 Detecting pets in held-out test images")
+    say(f"5/{DEMO_STEPS} Detecting pets in held-out test images")
     test_images = root / "test_images"
     test_images.mkdir(exist_ok=True)
-    for name in pets.read_example_list(data / pets.TEST_LIST)[:DEMO_PREDICT_IMAGES]:
+    for name in across_classes(pets.read_example_list(data / pets.TEST_LIST),
+                               DEMO_PREDICT_IMAGES):
         shutil.copy(pets.image_path(data, name), test_images)
     run_job(jobs.tool_job(PredictArgs(str(exported), f"{test_images}/*.jpg", str(predictions))))
     annotated = sorted(predictions.glob("*_detections.jpg"))
