@@ -103,8 +103,11 @@ def test_continuous_eval_skips_a_broken_checkpoint_and_says_so(tmp_path, capsys)
     assert f"checkpoint {tmp_path}/ckpt-200 cannot be restored" in capsys.readouterr().err
 
 
-def dense_model(units: int) -> tf.keras.Model:
-    return tf.keras.Sequential([tf.keras.Input([3]), tf.keras.layers.Dense(units)])
+def dense_model(units: int):
+    """A Keras model as Model Garden builds them: with tf_keras (`tf.keras` in the trainer)."""
+    import tf_keras
+
+    return tf_keras.Sequential([tf_keras.Input([3]), tf_keras.layers.Dense(units)])
 
 
 @pytest.mark.parametrize("foreign", ["another module", "other shapes"])
@@ -183,7 +186,7 @@ def test_init_from_variables_of_other_shapes_are_named_with_both_shapes(tmp_path
     assert line == (
         f"--init-from {prefix} is not a checkpoint of pets_x's backbone (--init-type "
         "backbone): 2 of the 2 variables it restores have other shapes "
-        "(backbone/_functional/_operations/1/_kernel, "
-        "backbone/_functional/_operations/1/bias; backbone/_functional/_operations/1/_kernel is "
-        "[3, 5] there and [3, 4] here); the checkpoint holds backbone: give a checkpoint with "
+        "(backbone/layer_with_weights-0/kernel, backbone/layer_with_weights-0/bias; "
+        "backbone/layer_with_weights-0/kernel is [3, 5] there and [3, 4] here); the checkpoint "
+        "holds backbone: give a checkpoint with "
         "this experiment's backbone (`invoke models.pretrained` lists those that fit)")

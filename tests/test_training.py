@@ -119,6 +119,9 @@ def test_export_signature_and_prediction_on_a_sample_image(exported, tmp_path):
         assert Path(entry["annotated"]).exists()
         with Image.open(pets.trimap_path(data, name)) as trimap:  # trained on whole pets
             gt = np.array(pets.mask_bounds(pets.pet_mask(trimap)))
+        if not entry["detections"]:  # none scored 0.3: one image in 30, some runs
+            missed.append((name, None))
+            continue
         top = max(entry["detections"], key=lambda d: d["score"])
         ymin, xmin, ymax, xmax = top["box"]
         box = np.array([xmin * entry["width"], ymin * entry["height"],
