@@ -190,3 +190,13 @@ def test_init_from_variables_of_other_shapes_are_named_with_both_shapes(tmp_path
         "backbone/layer_with_weights-0/kernel is [3, 5] there and [3, 4] here); the checkpoint "
         "holds backbone: give a checkpoint with "
         "this experiment's backbone (`invoke models.pretrained` lists those that fit)")
+
+
+def test_a_fresh_start_says_what_it_restored():
+    from trainer.init_checkpoint import restored_line
+
+    assert restored_line("gs://b/ckpt-5", "detector") == (
+        "--init-from: restored the backbone and decoder from gs://b/ckpt-5 (--init-type "
+        "detector)")
+    assert restored_line("work/run/ckpt-400", "all").startswith(
+        "--init-from: restored every layer from work/run/ckpt-400")

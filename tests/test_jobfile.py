@@ -66,6 +66,8 @@ BAD_VALUES = [
     (("eval", "--experiment=resnet_imagenet"), "--experiment 'resnet_imagenet' is not a"),
     (("train", *VERTEX, "--bucket=gs://b/records", "--dry-run"),
      "--bucket 'gs://b/records' is not a bucket name"),
+    (("train", *VERTEX, "--bucket=gs://b", "--dry-run"),
+     "--bucket 'gs://b' is not a bucket name: 3 to 222 lowercase letters"),
     (("train", *VERTEX, "--region=us-centrall", "--dry-run"),
      "--region 'us-centrall' is not a Google Cloud region name"),
     (("train", *VERTEX, "--region=us-central9", "--dry-run"),
@@ -91,6 +93,8 @@ BAD_VALUES = [
     (("train", "--init-from=resnet50-imagenet"),
      "--init-from resnet50-imagenet is a resnet-50 checkpoint and pets_retinanet_mobilenet "
      "has a mobilenet-MobileNetV2 backbone"),
+    (("train", "--init-from=resnet50-imagenet"),  # ours first, all of them
+     "(pets_fasterrcnn_resnetfpn, pets_maskrcnn_resnetfpn, pets_retinanet_resnetfpn and "),
     (("train", "--init-from=no-such-checkpoint"),
      "--init-from 'no-such-checkpoint' is neither a pretrained checkpoint"),
     (("train", "--init-from=work/no/ckpt-5"), "--init-from work/no/ckpt-5: no checkpoint there"),

@@ -317,8 +317,10 @@ def test_fine_tunes_from_a_backbone_checkpoint(train_records, tmp_path):
     backbone = task_factory.get_task(params.task).build_model().backbone
     init = tf.train.Checkpoint(backbone=backbone).save(str(tmp_path / "backbone" / "ckpt"))
     model_dir = tmp_path / "model"
-    trainer_here(*data_flags(train_records, model_dir), "--train_steps=2",
-                 f"--init_checkpoint={init}", "--init_checkpoint_type=backbone", FROZEN)
+    done = trainer_here(*data_flags(train_records, model_dir), "--train_steps=2",
+                        f"--init_checkpoint={init}", "--init_checkpoint_type=backbone", FROZEN)
+    assert f"--init-from: restored the backbone from {init} (--init-type backbone)" in \
+        done.stdout.splitlines()
     key = "backbone/layer_with_weights-0/_conv0/kernel/.ATTRIBUTES/VARIABLE_VALUE"
     loaded = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(model_dir)))
     np.testing.assert_allclose(loaded.get_tensor(key),

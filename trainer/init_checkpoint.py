@@ -66,8 +66,17 @@ def guard(task, path: str | None, init_type: str, experiment: str) -> None:
         except (AssertionError, ValueError) as error:  # unmatched objects, other shapes
             raise SettingsError(not_this_model(path, init_type, experiment, model, error)
                                 ) from None
+        print(restored_line(path, init_type), flush=True)
 
     task.initialize = initialize
+
+
+def restored_line(path: str, init_type: str) -> str:
+    """What a fresh start said it restored (Model Garden logs it only at INFO, hidden)."""
+    modules = INIT_CHECKPOINT_TYPES[init_type]
+    what = "every layer" if modules == "all" else \
+        "the " + " and ".join([modules] if isinstance(modules, str) else modules)
+    return f"--init-from: restored {what} from {path} (--init-type {init_type})"
 
 
 def restored_items(model, init_type: str) -> dict:

@@ -47,8 +47,9 @@ def bucket_name(value: str, source: str) -> str:
     """A bucket's name, given plainly or as gs://NAME (never doubled into gs://gs://)."""
     name = value.removeprefix("gs://").rstrip("/")
     if not BUCKET.fullmatch(name) or ".." in name:
-        raise InputError(f"{source} {value[:100]!r} is not a bucket name: lowercase letters, "
-                         "digits, '-', '_' and '.' (gs://NAME is fine; no path after it)")
+        raise InputError(f"{source} {value[:100]!r} is not a bucket name: 3 to 222 lowercase "
+                         "letters, digits, '-', '_' and '.', a letter or digit at each end "
+                         "(gs://NAME is fine; no path after it)")
     return name
 
 

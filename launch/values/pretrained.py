@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from launch.errors import InputError
+from trainer.experiments import EXPERIMENTS
 from trainer.experiments import fields as experiment_fields
 
 CATALOGUE_FILE = Path(__file__).with_name("pretrained.yaml")
@@ -90,10 +91,14 @@ def resolve(init_from: str | None, init_type: str | None, experiment: str,
     entry = known[init_from]
     if not customised and not entry.fits(experiment):
         fitting = [name for name in experiment_fields.registered() if entry.fits(name)]
+        ours = [name for name in fitting if name in EXPERIMENTS]  # the shipped ones first
+        named = ours or fitting[:4]
+        more = f" and {len(fitting) - len(named)} of Model Garden's" if len(fitting) > len(
+            named) else ""
         raise InputError(f"--init-from {entry.name} is a {entry.backbone} checkpoint and "
                          f"{experiment} has a {experiment_fields.model(experiment)['backbone']} "
                          f"backbone: choose an experiment with a {entry.backbone} backbone "
-                         f"({', '.join(fitting[:4]) or 'none registered'}) or another "
+                         f"({', '.join(named) or 'none registered'}{more}) or another "
                          "checkpoint (`invoke models.pretrained`)")
     if init_type == "all":
         raise InputError(f"--init-type all restores every layer, but {entry.name} was trained "
