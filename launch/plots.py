@@ -22,19 +22,23 @@ def figure(draw: Callable, path: Path, title: str, xlabel: str, ylabel: str,
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    # names are data: "$a^^b$" is text, not mathtext (which raises on it)
-    with matplotlib.rc_context({"text.parse_math": False, "text.usetex": False}):
+    # names are data: "$a^^b$" is text, not mathtext (which raises on it); the axes' own
+    # numbers stay math (a log axis writes 10^1 as mathtext)
+    with matplotlib.rc_context({"text.usetex": False}):
         fig, axes = pyplot.subplots(figsize=(7, 4.2), dpi=100)
         try:
             if not draw(axes):
                 return False
-            axes.set_title(printable(title))
-            axes.set_xlabel(printable(xlabel))
-            axes.set_ylabel(printable(ylabel))
+            axes.set_title(printable(title), parse_math=False)
+            axes.set_xlabel(printable(xlabel), parse_math=False)
+            axes.set_ylabel(printable(ylabel), parse_math=False)
             axes.grid(alpha=0.3)
             handles, labels = axes.get_legend_handles_labels()
             if legend and handles:  # split and run names: a run's is its directory's
-                axes.legend(handles, [printable(label) for label in labels], fontsize="small")
+                shown = axes.legend(handles, [printable(label) for label in labels],
+                                    fontsize="small")
+                for text in shown.get_texts():
+                    text.set_parse_math(False)
             fig.tight_layout()
             fig.savefig(path, format="png")
             return True
@@ -55,7 +59,7 @@ def grouped_bars(axes, names: Sequence[str],
     many = len(names) > 6
     axes.set_xticks(range(len(names)), [printable(name) for name in names],
                     rotation=45 if many else 0, ha="right" if many else "center",
-                    fontsize="small")
+                    fontsize="small", parse_math=False)
 
 
 def embedded(path: Path, kind: str) -> str:

@@ -227,3 +227,36 @@ def test_warnings_and_the_report_survive_what_a_hand_made_report_and_records_hol
     inspect(str(records), "pets_retinanet_mobilenet", tmp_path / "report")
     samples = list((tmp_path / "report").glob("sample-*.jpg"))
     assert samples  # the val images still drawn
+
+
+def test_plot_axes_show_numbers_while_names_stay_literal(tmp_path):
+    """Issue 38: with math off for every text, a log axis showed its ticks as the source
+    `$\\mathdefault{10^{1}}$`; names from data ("$a^^b$") must still be drawn as typed."""
+    from types import SimpleNamespace
+
+    from launch.features.dataset_report import _histogram
+    from launch.plots import figure, grouped_bars
+
+    kept = {}
+
+    split = SimpleNamespace(sizes=[3.0, 30.0, 300.0])
+    sizes = _histogram(SimpleNamespace(splits={"$a^^b$": split}), lambda s: s.sizes, log=True)
+
+    def histogram(axes) -> bool:  # the report's box-size plot
+        kept["histogram"] = axes
+        return sizes(axes)
+
+    def bars(axes) -> bool:
+        grouped_bars(axes, ["$a^^b$", "cat"], [("train", [1, 2])])
+        kept["bars"] = axes
+        return True
+
+    assert figure(histogram, tmp_path / "h.png", "$t^^$", "$x^^$", "y")
+    assert figure(bars, tmp_path / "b.png", "t", "x", "y")
+    numbers = [t.get_text() for t in kept["histogram"].get_xticklabels() if t.get_text()]
+    assert {"10", "20", "50", "100"} <= set(numbers), numbers
+    assert all(float(number) > 0 for number in numbers)
+    texts = [kept["histogram"].title, kept["histogram"].xaxis.label,
+             *kept["histogram"].get_legend().get_texts(), *kept["bars"].get_xticklabels()]
+    assert {t.get_text() for t in texts} >= {"$t^^$", "$x^^$", "$a^^b$"}
+    assert not any(t.get_parse_math() for t in texts)

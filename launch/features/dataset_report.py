@@ -167,8 +167,13 @@ def _histogram(stats: DatasetStats, values, log: bool = False, marks=()):
         for split, v in series.items():
             if len(v):
                 axes.hist(v, bins=bins, alpha=0.6, label=split)
-        if log:
+        if log:  # ticks at 1, 2 and 5 a decade, written as plain numbers (20, not 2x10^1)
+            from matplotlib import ticker
+
             axes.set_xscale("log")
+            axes.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            axes.xaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+            axes.xaxis.set_minor_formatter(ticker.NullFormatter())
         for value, label in marks:
             axes.axvline(value, color="black", linestyle="--", label=label)
         return True
