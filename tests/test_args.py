@@ -148,12 +148,12 @@ def test_help_and_bad_flags_are_answered_before_tensorflow_loads(argv, code, mes
     import sys
     import time
 
-    from tests.conftest import REPO
+    from tests.conftest import HANG, REPO
 
     (tmp_path / "train.record-00000-of-00001").write_bytes(b"")  # for --data_dir=.
     started = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", WITHOUT_TENSORFLOW, *argv], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=60,
+                            capture_output=True, text=True, timeout=HANG,
                             env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     print(f"{' '.join(argv)}: {time.perf_counter() - started:.2f} s")
     assert result.stdout.splitlines()[-1] == f"exit {code} False", result.stderr[-2000:]

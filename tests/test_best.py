@@ -17,6 +17,7 @@ import pytest
 from launch.values import jobfile
 from launch.values.jobs import Places
 from tests.cli import REPO, invoke
+from tests.conftest import HANG
 from trainer import settings
 from trainer.best import choice, keeping, stopping
 from trainer.best.stopping import Score, judge
@@ -412,7 +413,7 @@ def test_the_readme_example_on_vertex_ai_carries_the_rule_to_the_chief():
 def test_a_bad_value_exits_2_in_one_line_before_anything_runs(tmp_path):
     trainer = subprocess.run([sys.executable, "-m", "trainer", f"--model_dir={tmp_path}/m",
                               "--early_stop_patience=0"], cwd=REPO, capture_output=True,
-                             text=True, timeout=120)
+                             text=True, timeout=HANG)
     launcher = invoke("train", f"--model-dir={tmp_path}/m", "--early-stop-min-delta=-1",
                       "--early-stop-patience=2")
     for result in (trainer, launcher):

@@ -16,6 +16,7 @@ import pytest
 from PIL import Image
 
 from tests.cli import REPO, invoke
+from tests.conftest import HANG
 from trainer.data.convert import convert_coco, convert_directory
 from trainer.data.sample import coco_defects, write_coco_sample, write_sample
 from trainer.errors import ConversionError
@@ -224,7 +225,7 @@ def test_files_that_are_not_coco_are_refused_with_their_name(tmp_path):
 def test_the_cli_converts_coco_and_names_missing_flags(sample, tmp_path):
     def trainer(*args):
         return subprocess.run([sys.executable, "-m", "trainer", "data", "convert", *args],
-                              cwd=REPO, text=True, capture_output=True, timeout=300)
+                              cwd=REPO, text=True, capture_output=True, timeout=HANG)
 
     missing = trainer("--format=coco", f"--output_dir={tmp_path / 'out'}")
     assert missing.returncode == 2 and "needs --annotations FILE.json and --images DIR" in \
@@ -304,7 +305,7 @@ def test_hostile_polygons_and_sizes_are_clipped_capped_and_repaired(tmp_path):
         [sys.executable, "-c", "import json, sys; from trainer.data.convert import convert_coco; "
          "print(json.dumps(convert_coco(*sys.argv[1:4], num_shards=1, progress=False, "
          "masks=True)['repaired']))", str(path), str(tmp_path / "img"), str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=300, cwd=REPO)
+        capture_output=True, text=True, timeout=HANG, cwd=REPO)
     assert converted.returncode == 0, converted.stderr[-2000:]
     assert json.loads(converted.stdout.splitlines()[-1]) == {"invalid_size": 2}
     (_, example), = examples(tmp_path / "out").values()

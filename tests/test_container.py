@@ -19,7 +19,7 @@ import pytest
 
 from serving import contract, entrypoint
 from serving.fetch import FetchError, access_token, fetch, plan, safe_relative
-from tests.conftest import REPO
+from tests.conftest import HANG, REPO
 
 
 def stage_instructions() -> dict[str, dict[str, list[str]]]:
@@ -48,7 +48,7 @@ def dockerfile_entrypoints() -> list[list[str]]:
 def test_dockerfile_passes_hadolint():
     hadolint = shutil.which("hadolint") or str(REPO / ".venv" / "bin" / "hadolint")
     result = subprocess.run([hadolint, "--failure-threshold", "warning", "Dockerfile"],
-                            cwd=REPO, capture_output=True, text=True, timeout=60)
+                            cwd=REPO, capture_output=True, text=True, timeout=HANG)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -68,11 +68,11 @@ def test_entrypoint_command_works_locally(tmp_path):
     command = [sys.executable, *trainer[1:]]  # the venv's python in place of the image's
     result = subprocess.run([*command, "data", "sample", f"--output_dir={tmp_path}",
                              "--num_images=3"], cwd=tmp_path, capture_output=True, text=True,
-                            timeout=120)
+                            timeout=HANG)
     assert result.returncode == 0, result.stderr
     assert len(list((tmp_path / "images").glob("*.jpg"))) == 3
     help_text = subprocess.run([*command, "--help"], capture_output=True, text=True,
-                               timeout=120, cwd=REPO)
+                               timeout=HANG, cwd=REPO)
     for flag in ("--experiment", "--config_file", "--params_override", "--mode", "--model_dir",
                  "--tpu", "--data_dir", "--label_map", "--init_checkpoint"):
         assert flag in help_text.stdout
@@ -263,7 +263,7 @@ def test_a_model_object_that_is_also_a_folder_is_one_serving_line(tmp_path):
             bucket.blob(f"m/{name}").upload_from_string(b"x")
         result = subprocess.run(
             [sys.executable, "-m", "serving"], cwd=REPO, capture_output=True, text=True,
-            timeout=60, env={**vertex_variables("gs://pets-data/m"), "PATH": "/usr/bin:/bin",
+            timeout=HANG, env={**vertex_variables("gs://pets-data/m"), "PATH": "/usr/bin:/bin",
                              "STORAGE_EMULATOR_HOST": gcs.url, "TMPDIR": str(tmp_path)})
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.splitlines() == [
@@ -312,7 +312,7 @@ def test_serving_entrypoint_command_fails_in_one_line():
     """`python3 -m serving` as the image runs it: a bad variable is one line in the log."""
     result = subprocess.run(
         [sys.executable, "-m", "serving"], cwd=REPO, capture_output=True, text=True,
-        timeout=60, env={"AIP_PREDICT_ROUTE": "/predict", "PATH": "/usr/bin:/bin"})
+        timeout=HANG, env={"AIP_PREDICT_ROUTE": "/predict", "PATH": "/usr/bin:/bin"})
     assert result.returncode == 1
     assert result.stderr.startswith("serving: AIP_PREDICT_ROUTE='/predict' and ")
     assert len(result.stderr.strip().splitlines()) == 1

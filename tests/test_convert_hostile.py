@@ -21,7 +21,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from tests.conftest import REPO, interruptible
+from tests.conftest import HANG, REPO, interruptible
 from tests.test_convert import read_records
 from trainer.data import pets
 from trainer.data.convert import ConversionError, Limits, convert_directory
@@ -297,7 +297,7 @@ def test_separate_runs_write_identical_bytes(small, tmp_path):
     runs = [convert_process(small, tmp_path / f"out{seed}", f"--processes={seed}",
                             env={"PYTHONHASHSEED": str(seed)}) for seed in (1, 2)]
     for run in runs:
-        assert run.wait(timeout=300) == 0, run.stderr.read()
+        assert run.wait(timeout=HANG) == 0, run.stderr.read()
     shards = sorted(p.name for p in (tmp_path / "out1").glob("*.record-*"))
     assert len(shards) == 4
     for shard in shards:
@@ -363,7 +363,7 @@ def test_a_killed_worker_ends_the_run_and_replaces_nothing(slow, previous):
     out, before = previous
     run = kill_a_worker(slow, out)
     try:
-        code = run.wait(timeout=900)  # a hang, not a slow machine
+        code = run.wait(timeout=HANG)
     finally:
         os.killpg(run.pid, signal.SIGKILL) if run.poll() is None else None
     stderr = run.stderr.read()
@@ -380,7 +380,7 @@ def test_an_interrupted_run_leaves_the_previous_output_exactly_as_it_was(slow, s
     wait_for(lambda: staging_dirs(out) and len(children(run.pid)) >= 2)
     time.sleep(1)
     os.killpg(run.pid, how)  # Ctrl-C reaches the whole process group; so does a kill here
-    run.wait(timeout=600)  # a hang, not a slow machine
+    run.wait(timeout=HANG)
     assert run.returncode != 0
     assert snapshot(out) == before
     if how == signal.SIGINT:

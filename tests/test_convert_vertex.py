@@ -20,6 +20,7 @@ from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.submit import Submission
 from launch.values.jobs import Conversion
 from tests.cli import REPO, invoke
+from tests.conftest import HANG
 from tests.fakes.cloud import OUTPUTS, fake_cloud
 from tests.fakes.vertex import JobCommands
 from trainer import datasets as store
@@ -92,7 +93,7 @@ def test_a_vertex_conversion_publishes_what_a_local_one_writes(fakes, sample, tm
     local = tmp_path / "local"
     subprocess.run([sys.executable, "-m", "trainer", "data", "convert", f"--data_dir={sample}",
                     f"--output_dir={local}", "--num_shards=2"], cwd=REPO, check=True,
-                   capture_output=True, timeout=600)
+                   capture_output=True, timeout=HANG)
     manifest = store.resolve(fakes.storage, BUCKET, "pets")
     published = {b.name.removeprefix(f"{manifest.prefix}/"): b.download_as_bytes()
                  for b in fakes.storage.list_blobs(BUCKET, prefix=f"{manifest.prefix}/")}
@@ -122,7 +123,7 @@ def test_sources_and_class_changes_come_from_the_bucket_too(fakes, sample, tmp_p
     subprocess.run([sys.executable, "-m", "trainer", "data", "convert", f"--source=yolo:{yolo}",
                     f"--classes={tmp_path / 'raw' / 'classes.yaml'}", "--split=0.8",
                     "--seed=7", f"--output_dir={local}", "--num_shards=2"], cwd=REPO,
-                   check=True, capture_output=True, timeout=600)
+                   check=True, capture_output=True, timeout=HANG)
     manifest = store.resolve(fakes.storage, BUCKET, "mine")
     published = {b.name.removeprefix(f"{manifest.prefix}/"): b.download_as_bytes()
                  for b in fakes.storage.list_blobs(BUCKET, prefix=f"{manifest.prefix}/")}

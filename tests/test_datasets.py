@@ -27,6 +27,7 @@ from launch.values import jobfile
 from launch.values.jobs import Places, Request
 from tests import cli
 from tests.cli import REPO, invoke
+from tests.conftest import HANG
 from tests.fakes.cloud import fake_cloud, write_records
 from tests.fakes.gcs import FakeGcs
 from trainer import datasets as store
@@ -186,7 +187,7 @@ def test_an_upload_killed_before_its_manifest_leaves_no_dataset(tmp_path):
             assert child.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         child.kill()  # some objects of the version are there; the manifest is not
-        child.wait(timeout=30)
+        child.wait(timeout=HANG)
         left = [b.name for b in client.list_blobs(BUCKET, prefix="datasets/big/")]
         assert left and store.manifest_name("big") not in left
         assert store.list_datasets(client, BUCKET) == []

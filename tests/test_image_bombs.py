@@ -182,7 +182,7 @@ def test_a_many_frame_gif_is_its_first_frame_in_predict_and_conversion(tmp_path)
     import subprocess
     import sys
 
-    from tests.conftest import REPO
+    from tests.conftest import HANG, REPO
 
     path = tmp_path / "many.gif"
     path.write_bytes(animation(100, 2000, 2000))
@@ -202,7 +202,7 @@ def test_a_many_frame_gif_is_its_first_frame_in_predict_and_conversion(tmp_path)
             "seen += [check_image(open(sys.argv[1], 'rb').read()).repairs, mb() - start]\n"
             "print(json.dumps(seen))\n")
     result = subprocess.run([sys.executable, "-c", code, str(path)], cwd=REPO, text=True,
-                            capture_output=True, timeout=120)
+                            capture_output=True, timeout=HANG)
     size, pixel, magic, predict_mb, repairs, convert_mb = json.loads(result.stdout)
     # the peak over what the process held before: at most what the read added
     assert (size, pixel, magic) == ([2000, 2000], [0, 0, 0], "89504e47")  # black: the first

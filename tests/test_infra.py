@@ -23,7 +23,7 @@ from infra.environments import ENVIRONMENTS
 from infra.image_context import context_hash
 from infra.modules.services import SERVICES
 from infra.outputs import StackOutputs, stack_name
-from tests.conftest import REPO
+from tests.conftest import HANG, REPO
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("CHECKPOINT_DISABLE", "1")
@@ -685,7 +685,7 @@ def run_tag_check(workspace, images: list[str]) -> subprocess.CompletedProcess:
     args = [values.get(a, a) for a in step["args"]]
     assert step["name"].startswith("python:") and args[0] == "python3"
     return subprocess.run([sys.executable, *args[1:]], cwd=workspace, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=HANG)
 
 
 def test_the_build_refuses_a_tag_that_is_not_the_hash_of_its_sources(tmp_path):

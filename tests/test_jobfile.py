@@ -20,6 +20,7 @@ from launch.values import jobfile, pretrained
 from launch.values.jobs import Evaluation, Training
 from tests import cli
 from tests.cli import REPO, refused
+from tests.conftest import HANG
 from tests.test_vertex import TARGET
 from trainer.cli import ERROR_PREFIX
 
@@ -42,7 +43,7 @@ def test_the_invoke_binary_refuses_in_one_line_dry_runs_and_helps():
     def binary(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=REPO,
                               env={**os.environ, **VERTEX_ENV}, capture_output=True,
-                              text=True, timeout=120)
+                              text=True, timeout=HANG)
 
     assert refused(binary("train", "--steps=0")) == \
         "error: --steps must be at least 1, got '0'"
@@ -340,7 +341,7 @@ def test_the_trainer_refuses_to_evaluate_on_data_labelled_unlike_the_run(tmp_pat
     (data / "pet_label_map.pbtxt").write_text("item {\n  id: 1\n  name: 'dog'\n}\n")
     (data / "val.record-00000-of-00001").write_bytes(b"")
     result = run_trainer("--mode=eval", f"--model_dir={run}", f"--data_dir={data}",
-                         check=False, timeout=60)
+                         check=False, timeout=HANG)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"{ERROR_PREFIX}the label map {data}/pet_label_map.pbtxt is not the one the run in {run} "

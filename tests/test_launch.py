@@ -19,6 +19,7 @@ from launch.targets.local.processes import (
 from launch.values import jobs
 from launch.values.resources import Resources
 from tests.cli import REPO, invoke
+from tests.conftest import HANG
 from trainer.args import ConvertArgs, TrainArgs
 
 ARGS = TrainArgs(train_steps=40, params_override=("a.b=1", '{"a": {"c": 2}}'),
@@ -169,7 +170,7 @@ def hostile_tensorboard(tmp_path, *flags: str) -> tuple[subprocess.CompletedProc
         args = [a.replace("MARKER", str(marker)) for a in flags]
         result = subprocess.run(
             [sys.executable, "-m", "invoke", "tensorboard", f"--port={port}", *args],
-            cwd=REPO, text=True, capture_output=True, timeout=300,
+            cwd=REPO, text=True, capture_output=True, timeout=HANG,
             env={**os.environ, "PETS_PROJECT": "p", "PETS_BUCKET": "pets-data"})
     return result, marker
 

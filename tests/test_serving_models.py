@@ -16,7 +16,7 @@ import pytest
 
 from launch.features.serving import commands
 from launch.features.serving.endpoints import Serving
-from tests.conftest import trainer_here
+from tests.conftest import HANG, trainer_here
 from tests.fakes.cloud import OUTPUTS, fake_cloud
 
 pytestmark = pytest.mark.slow
@@ -53,7 +53,7 @@ def same_report(theirs: dict, ours: dict) -> None:
 def ask(url: str, body: dict) -> dict:
     request = urllib.request.Request(url, data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=120) as answer:
+    with urllib.request.urlopen(request, timeout=HANG) as answer:
         (prediction,) = json.loads(answer.read())["predictions"]
     return prediction
 

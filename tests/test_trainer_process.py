@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import REPO, data_flags, run_trainer
+from tests.conftest import HANG, REPO, data_flags, run_trainer
 
 
 def test_eval_without_new_checkpoints_gives_up_with_a_message(train_records, tmp_path):
@@ -37,11 +37,11 @@ def test_a_second_writer_of_a_model_directory_exits_at_once(train_records, tmp_p
     held = locks.hold_model_dir(str(tmp_path))
     try:
         trainer = run_trainer(*data_flags(train_records, tmp_path), "--mode=train",
-                              "--train_steps=5", check=False, timeout=300)
+                              "--train_steps=5", check=False, timeout=HANG)
         launcher = subprocess.run(  # `invoke train` refuses before replacing the job file
             [sys.executable, "-m", "invoke", "train", f"--model-dir={tmp_path}",
              f"--data-dir={train_records}", "--steps=5"], cwd=REPO, text=True,
-            capture_output=True, timeout=300)
+            capture_output=True, timeout=HANG)
     finally:
         held.close()
     busy = f"model directory {tmp_path} is in use by process {os.getpid()};"
