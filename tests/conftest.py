@@ -19,6 +19,10 @@ from tests.once import once, session_root
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as trainer/__main__.py: the trainer's runs here
+# One intra-op thread a TensorFlow process, here and in the processes the tests start: the
+# workers already keep every core busy, and a second thread a process only spins (a whole
+# run: 8% less CPU time and 17 s less, 2026-11-27). Inter-op threads stay TensorFlow's.
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 
 BUILDS = ("trained", "mask_trained", "swept")  # session fixtures that take minutes
@@ -110,7 +114,9 @@ def train_records(tmp_path_factory) -> Path:
     return out
 
 
-TRAIN_STEPS = 400  # the demo's schedule (AP50 0.996 at step 300, 1.0 at 500)
+# The first 300 of the demo's 400 steps (its learning rate still decays over 400): AP50 0.997
+# to 1.0 at step 300 in the suite's last three runs (2026-11-27), against the bound of 0.9.
+TRAIN_STEPS = 300
 AP50_BOUND = 0.9  # the demo reaches 1.0; the issue asks 0.9
 
 
