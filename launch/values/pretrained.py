@@ -93,8 +93,8 @@ def resolve(init_from: str | None, init_type: str | None, experiment: str,
         fitting = [name for name in experiment_fields.registered() if entry.fits(name)]
         ours = [name for name in fitting if name in EXPERIMENTS]  # the shipped ones first
         named = ours or fitting[:4]
-        more = f" and {len(fitting) - len(named)} of Model Garden's" if len(fitting) > len(
-            named) else ""
+        rest = len(fitting) - len(named)
+        more = f" and {rest} of Model Garden's" if rest else ""
         raise InputError(f"--init-from {entry.name} is a {entry.backbone} checkpoint and "
                          f"{experiment} has a {experiment_fields.model(experiment)['backbone']} "
                          f"backbone: choose an experiment with a {entry.backbone} backbone "
