@@ -31,7 +31,7 @@ BATCH_SIZE_WORDS = "global batch size"
 
 
 def run_trainer(args: trainer_args.TrainArgs) -> int:
-    from trainer import distribution, evaluation, train
+    from trainer import distribution, evaluation, tracing, train
     from trainer import params as params_lib
 
     settings = settings_lib.settings_from_args(args)
@@ -54,12 +54,13 @@ def run_trainer(args: trainer_args.TrainArgs) -> int:
         from official.modeling import performance
 
         performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
-    if settings.mode in ("eval", "continuous_eval"):
-        return _run_evaluation(settings, params, evaluation)
-    slice_ = distribution.tpu_slice(os.environ)
-    strategy = distribution.build_strategy(strategy_name, num_gpus,
-                                           distribution.tpu_address(settings.tpu, slice_))
-    train.run_training(settings, params, strategy, cluster, slice_)
+    with tracing.parsers_as_written(params):
+        if settings.mode in ("eval", "continuous_eval"):
+            return _run_evaluation(settings, params, evaluation)
+        slice_ = distribution.tpu_slice(os.environ)
+        strategy = distribution.build_strategy(strategy_name, num_gpus,
+                                               distribution.tpu_address(settings.tpu, slice_))
+        train.run_training(settings, params, strategy, cluster, slice_)
     return 0
 
 
