@@ -303,8 +303,7 @@ def _convert_one(source: Source, classes: Classes, limits: Limits) -> Outcome:
                            *problems)
         pet, merged = _whole_pet(kept, mask)
         boxes, masks, problems = [pet], [tf_example.mask_png(mask)], problems + merged
-    example = detection_example(image.jpeg, image.width, image.height, filename,
-                                source.source_id, boxes, masks)
-    # deterministic: map fields (the features) in key order, not in hash order
-    return Outcome(source.name, example.SerializeToString(deterministic=True), tuple(problems),
+    serialized = detection_example(image.jpeg, image.width, image.height, filename,
+                                   source.source_id, boxes, masks)
+    return Outcome(source.name, serialized, tuple(problems),
                    tuple(box.class_text for box in boxes), before)

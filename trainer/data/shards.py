@@ -19,7 +19,8 @@ from trainer import files
 from trainer.data.example import Classes, convert_one
 from trainer.data.planning import Limits, Plan, Source
 from trainer.data.problems import ProblemLog
-from trainer.errors import ConversionError
+from trainer.data.tfrecord import TFRecordWriter
+from trainer.errors import ConversionFailed
 
 
 def shard_path(output_dir: Path, split: str, index: int, num_shards: int) -> Path:
@@ -92,10 +93,8 @@ def _count_in_worker() -> None:
 def _write_shard(shard: Shard, classes: Classes, limits: Limits,
                  on_example: Callable[[], object]) -> Written:
     """Converts and writes one shard, holding one example's bytes at a time."""
-    import tensorflow as tf
-
     done = Written()
-    with tf.io.TFRecordWriter(str(shard.path)) as writer:
+    with TFRecordWriter(shard.path) as writer:
         for position, source in shard.sources:
             outcome = convert_one(source, classes, limits)
             if outcome.serialized is not None:
@@ -117,8 +116,6 @@ def write_all(shards: Sequence[Shard], classes: Classes, limits: Limits,
     if processes <= 1:
         return [_write_shard(shard, classes, limits, lambda: on_progress(1))
                 for shard in shards]
-    import tensorflow  # noqa: F401  (once, here: the forked workers inherit it loaded)
-
     context = multiprocessing.get_context("fork")
     counter = context.Value("q", 0)
     pool = ProcessPoolExecutor(processes, mp_context=context, initializer=_start_worker,
@@ -134,7 +131,7 @@ def write_all(shards: Sequence[Shard], classes: Classes, limits: Limits,
         try:
             results = [future.result() for future in futures]
         except BrokenProcessPool:
-            raise ConversionError(
+            raise ConversionFailed(
                 "a conversion worker process died (killed by the out-of-memory killer or "
                 "a signal?); nothing was replaced. Retry with fewer --processes, or lower "
                 "--max-pixels if images are huge") from None

@@ -7,9 +7,10 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from trainer.data.tfrecord import BYTES, FLOATS, INT64S, example
+
 if TYPE_CHECKING:
     import numpy as np
-    import tensorflow as tf
 
 MASK_KEY = "image/object/mask"  # one PNG a box, in every example of records written with
 # masks and in none of the others
@@ -39,41 +40,32 @@ def detection_example(
     source_id: int,
     boxes: Sequence[Box],
     masks_png: Sequence[bytes] | None = None,
-) -> tf.train.Example:
-    """One image with its boxes; `source_id` is an integer because COCO evaluation casts it.
-
-    Fields are filled in place: building nested Feature objects costs twice the time of the
-    rest of the example, and conversion builds thousands. TensorFlow is imported here, not
-    above, so that a conversion's bad flags are answered before it loads.
-    """
-    import tensorflow as tf
-
-    example = tf.train.Example()
-    feature = example.features.feature
-
-    def put(key: str, kind: str, values) -> None:
-        getattr(feature[key], kind).value.extend(values)
-
-    put("image/encoded", "bytes_list", [jpeg])
-    put("image/format", "bytes_list", [b"jpeg"])
-    put("image/height", "int64_list", [height])
-    put("image/width", "int64_list", [width])
-    put("image/filename", "bytes_list", [filename.encode()])
-    put("image/source_id", "bytes_list", [str(source_id).encode()])
-    put("image/key/sha256", "bytes_list", [hashlib.sha256(jpeg).hexdigest().encode()])
-    for side in ("xmin", "xmax", "ymin", "ymax"):
-        put(f"image/object/bbox/{side}", "float_list", [getattr(b, side) for b in boxes])
-    put("image/object/class/text", "bytes_list", [b.class_text.encode() for b in boxes])
-    put("image/object/class/label", "int64_list", [b.class_label for b in boxes])
-    put("image/object/difficult", "int64_list", [b.difficult for b in boxes])
-    put("image/object/truncated", "int64_list", [b.truncated for b in boxes])
-    put("image/object/view", "bytes_list", [b.view.encode() for b in boxes])
-    put("image/object/is_crowd", "int64_list", [b.is_crowd for b in boxes])
-    put("image/object/area", "float_list",
-        [(b.xmax - b.xmin) * width * (b.ymax - b.ymin) * height for b in boxes])
+) -> bytes:
+    """One image with its boxes, serialized; `source_id` is an integer because COCO
+    evaluation casts it. Written without TensorFlow (trainer/data/tfrecord.py), so that a
+    conversion never loads it."""
+    features = [
+        ("image/encoded", BYTES, [jpeg]),
+        ("image/format", BYTES, [b"jpeg"]),
+        ("image/height", INT64S, [height]),
+        ("image/width", INT64S, [width]),
+        ("image/filename", BYTES, [filename.encode()]),
+        ("image/source_id", BYTES, [str(source_id).encode()]),
+        ("image/key/sha256", BYTES, [hashlib.sha256(jpeg).hexdigest().encode()]),
+        *((f"image/object/bbox/{side}", FLOATS, [getattr(b, side) for b in boxes])
+          for side in ("xmin", "xmax", "ymin", "ymax")),
+        ("image/object/class/text", BYTES, [b.class_text.encode() for b in boxes]),
+        ("image/object/class/label", INT64S, [b.class_label for b in boxes]),
+        ("image/object/difficult", INT64S, [b.difficult for b in boxes]),
+        ("image/object/truncated", INT64S, [b.truncated for b in boxes]),
+        ("image/object/view", BYTES, [b.view.encode() for b in boxes]),
+        ("image/object/is_crowd", INT64S, [b.is_crowd for b in boxes]),
+        ("image/object/area", FLOATS,
+         [(b.xmax - b.xmin) * width * (b.ymax - b.ymin) * height for b in boxes]),
+    ]
     if masks_png is not None:
-        put(MASK_KEY, "bytes_list", masks_png)
-    return example
+        features.append((MASK_KEY, BYTES, list(masks_png)))
+    return example(features)
 
 
 def mask_png(mask: np.ndarray) -> bytes:
