@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,15 @@ def test_invoke_demo_leaves_metrics_a_savedmodel_and_an_annotated_image(tmp_path
     assert_demo_records(tmp_path / "records")
     assert len(json.loads((tmp_path / "predictions" / "detections.json").read_text())[
         "images"]) == 3
+    # issue 38 item 8: every stage's log in our words, none of TensorFlow's or absl's
+    foreign = [line for line in (result.stdout + result.stderr).splitlines()
+               if FOREIGN.match(line)]
+    assert foreign == []
+
+
+# a line of TensorFlow's C++ (absl's and tsl's formats), of its Python logger, or a warning
+FOREIGN = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] "
+                     r"|WARNING:|Instructions for updating|\S+:\d+: \w*Warning: ")
 
 
 def assert_demo_records(records: Path) -> None:
