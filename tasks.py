@@ -12,8 +12,9 @@ import dataclasses
 from pathlib import Path
 
 from invoke import Collection, Exit
+from invoke.main import program
 
-from launch.cli.taskflags import Flag, args_task, cloud, job_task, task
+from launch.cli.taskflags import Flag, args_task, cloud, job_task, parse_errors_exit_2, task
 from launch.errors import InputError, StepFailed, UserError
 from launch.features import workflow
 from launch.values import jobfile, jobs
@@ -30,6 +31,7 @@ from trainer.args import (
 )
 
 WORK = "work"
+parse_errors_exit_2(program)  # an unknown task or flag is a user's mistake: exit 2
 DATA_DIR, RECORDS_DIR, MODEL_DIR = f"{WORK}/pets", f"{WORK}/records", f"{WORK}/model"
 EXPORT_DIR = f"{WORK}/exported"
 
@@ -412,6 +414,8 @@ PREDICT_FLAGS = {
                           f"{jobfile.flag_value('timeout_hours', None):g})", kind=float),
     "max_cost": Flag("vertex: USD; refuse a batch job whose bound (--max-replicas x price x "
                      "--timeout-hours) is higher", kind=float),
+    "dry_run": Flag("vertex: print the BatchPredictionJob JSON (reading the run's model and "
+                    "listing the images); write and submit nothing", False),
     **RUN_ID, **cloud("env", "project", "region", "bucket"),
 }
 
@@ -422,7 +426,7 @@ PREDICT_FLAGS = {
     "output_dir": "annotated images and detections.json, local or gs:// (vertex default: the "
                   "run's predictions/)"})
 def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, min_replicas,
-            max_replicas, timeout_hours, max_cost, run_id, **where):
+            max_replicas, timeout_hours, max_cost, dry_run, run_id, **where):
     """Detect pets in images: annotated pictures plus a JSON of detections.
 
     With a model here, a Vertex AI endpoint, or a batch prediction job."""
@@ -444,11 +448,19 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
         if not run_id:
             raise Exit(f"error: --target {target} predicts with a run's uploaded model: pass "
                        "--run-id", code=2)
-        _say(lambda: "predictions in " + commands.predict_batch(
-            cloud, run_id, args.images, args.output_dir, args.min_score,
-            _serving(machine_type, accelerator, min_replicas, max_replicas),
-            timeout_hours=timeout_hours, max_cost=max_cost, max_pixels=cap))
+        def batch() -> str:
+            said = commands.predict_batch(
+                cloud, run_id, args.images, args.output_dir, args.min_score,
+                _serving(machine_type, accelerator, min_replicas, max_replicas),
+                timeout_hours=timeout_hours, max_cost=max_cost, max_pixels=cap,
+                dry_run=bool(dry_run))
+            return said if dry_run else f"predictions in {said}"
+
+        _say(batch)
         return
+    if dry_run:
+        raise Exit("error: --dry-run shows a batch job's request: add --target vertex "
+                   "--run-id RUN", code=2)
     _say(lambda: "predictions in " + workflow.predict(
         place(cloud, run_id, args.model, lambda run: run.model, EXPORT_DIR), args.images,
         args.output_dir or f"{WORK}/predictions", args.min_score,
@@ -683,7 +695,17 @@ def bench_serve(c, model_dir=f"{WORK}/demo/model"):
     serve_speed.main(model_dir)
 
 
+@task(name="reference")
+def docs_reference(c):
+    """Write the docs' reference pages from the data they describe (docs/settings.md)."""
+    from launch.context.settings import REFERENCE_PAGE, reference
+
+    REFERENCE_PAGE.write_text(reference())
+    print(f"wrote {REFERENCE_PAGE}")
+
+
 data = Collection("data", sample, download, convert, upload, inspect, data_list)
+docs = Collection("docs", docs_reference)
 bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")
@@ -704,7 +726,7 @@ models.add_task(models_pretrained, name="pretrained")
 tune_collection = Collection("tune")
 tune_collection.add_task(tune, default=True)
 tune_collection.add_task(tune_status, name="status")
-namespace = Collection(data, bench, image, pricing, jobs_collection, model,
+namespace = Collection(data, docs, bench, image, pricing, jobs_collection, model,
                        endpoint_collection, tune_collection, runs_collection, models, doctor,
                        train,
                        evaluate, export, predict, tensorboard, demo)

@@ -420,3 +420,15 @@ def test_a_bad_value_exits_2_in_one_line_before_anything_runs(tmp_path):
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert "must be at least" in result.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "m").exists()
+
+
+def test_the_last_line_of_training_says_which_steps_no_checkpoint_holds():
+    """Issue 38 item 6: a stop at step 450 whose last checkpoint is ckpt-400 says that steps
+    401-450 were trained and not saved; a stop on a checkpoint says nothing more."""
+    from trainer.train import finished_line
+
+    assert finished_line("/m/ckpt-400", 450) == (
+        "training finished at /m/ckpt-400; steps 401-450, trained before the stop, are in no "
+        "checkpoint")
+    assert finished_line("/m/ckpt-450", 450) == "training finished at /m/ckpt-450"
+    assert finished_line("/m/ckpt-500", None) == "training finished at /m/ckpt-500"

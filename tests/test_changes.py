@@ -133,9 +133,10 @@ def test_two_sources_merge_by_class_name_with_a_duplicate_kept_once(sample, tmp_
         [formats.Input.parse(f"yolo:{tmp_path / 'yolo'}"),
          formats.Input.parse(f"labelme:{dataset}")], tmp_path / "out",
         num_shards=1, processes=1, progress=False)
-    assert report["repaired"] == {"duplicate_image": 1}
+    assert report["dropped"] == {"duplicate_image": 1} and report["repaired"] == {}
     assert report["written"] == len(data["images"]) + len(other_data["images"])
-    ids = {c["name"]: c["id"] for c in data["categories"]}
+    ordered = sorted(data["categories"], key=lambda c: c["id"])  # the YOLO sample's ids
+    ids = {c["name"]: i for i, c in enumerate(ordered, 1)}
     assert report["label_map_ids"] == {**ids, "dog": max(ids.values()) + 1}
     import tensorflow as tf
 

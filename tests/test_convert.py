@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from trainer.data import pets
-from trainer.data.convert import ConversionError, convert_directory
+from trainer.data.convert import ConversionError, ConversionFailed, convert_directory
 from trainer.data.label_map import pets_label_map, read_label_map
 from trainer.data.planning import split_names
 from trainer.data.sample import write_sample
@@ -125,7 +125,7 @@ def test_masks_come_from_trimaps(sample_dir, tmp_path):
 def test_nothing_valid_left_is_an_error_with_a_report(tmp_path):
     root = write_sample(tmp_path / "pets", num_images=3)
     shutil.rmtree(root / pets.XMLS_DIR)
-    with pytest.raises(ConversionError, match="no valid example"):
+    with pytest.raises(ConversionFailed, match="no valid example"):
         convert_directory(root, tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()  # nothing to replace a previous output with
     report = json.loads((tmp_path / f"out.{CONVERSION_REPORT_FILE}").read_text())

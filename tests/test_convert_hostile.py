@@ -24,7 +24,7 @@ from PIL import Image
 from tests.conftest import HANG, REPO, interruptible
 from tests.test_convert import read_records
 from trainer.data import pets
-from trainer.data.convert import ConversionError, Limits, convert_directory
+from trainer.data.convert import ConversionFailed, Limits, convert_directory
 from trainer.data.sample import write_sample
 from trainer.errors import SettingsError
 from trainer.files import CONVERSION_REPORT_FILE
@@ -126,7 +126,7 @@ def test_caps_on_pixels_and_objects_are_reported_and_configurable(small, tmp_pat
     report = convert_directory(small, tmp_path / "b", num_shards=1, progress=False,
                                limits=Limits(max_objects=2000))
     assert report["skipped"] == {"image_too_large": 1}
-    with pytest.raises(ConversionError, match="no valid example"):
+    with pytest.raises(ConversionFailed, match="no valid example"):
         convert_directory(small, tmp_path / "c", num_shards=1, progress=False,
                           limits=Limits(max_pixels=10_000))  # every image is larger
     report = json.loads((tmp_path / f"c.{CONVERSION_REPORT_FILE}").read_text())
@@ -220,7 +220,8 @@ def test_split_lists_with_a_bom_crlf_trailing_spaces_and_duplicates(small, tmp_p
     lines = [f"{n} 1 1 1   " for n in listed] + [f"{listed[0]} 1 1 1", f"{listed[1]}"]
     (small / pets.TRAINVAL_LIST).write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode())
     report = convert_directory(small, tmp_path / "out", num_shards=1, progress=False)
-    assert report["repaired"] == {"duplicate_name": 2} and report["written"] == len(listed)
+    assert report["dropped"] == {"duplicate_name": 2} and report["repaired"] == {}
+    assert report["written"] == len(listed)
     filenames = sorted(f["image/filename"].bytes_list.value[0].decode()
                        for f in features(tmp_path / "out"))
     assert filenames == sorted(f"{n}.jpg" for n in listed)  # each once, no BOM, no \r

@@ -56,7 +56,8 @@ def test_the_findings_of_a_report():
     assert [(f.refuse, f.text.split(":")[0]) for f in found] == [
         (True, "owl"), (False, "few training images (under 10)"),
         (False, "no validation objects, so no AP, for dog"),
-        (False, "1 label-map classes have no example (fine for a subset of a larger label map)")]
+        (False, "label-map classes without any example, never learnt or measured")]
+    assert found[-1].text.endswith(": eel")
     moved = findings(report, {"cat": 1, "dog": 3, "owl": 2, "eel": 4})
     assert moved[0].refuse and "disagree on dog, owl" in moved[0].text
     (old,) = findings({}, {"cat": 1})
@@ -114,6 +115,32 @@ def test_the_doctor_shows_the_same_findings(tmp_path):
         found = doctor.check_data_findings(fakes.storage, "pets-data")
         assert not found.ok and not found.warning
         assert "dog: validation objects but no training example" in found.detail
+
+
+def test_names_alike_and_empty_classes_are_named_by_conversion_inspect_and_train(tmp_path):
+    """Issue 38 item 4: 'Great Pyrenees' and 'great_pyrenees' stay two classes (merging is by
+    name), flagged in the conversion report, by `data.inspect` and before training; the
+    classes without an example are named, not counted."""
+    from launch.features.dataset_report import inspect
+
+    alike = [{"id": 1, "name": "Great Pyrenees"}, {"id": 2, "name": "great_pyrenees"},
+             {"id": 3, "name": "eel"}, {"id": 4, "name": "owl"}]
+    out = coco_records(tmp_path, train_classes=(1, 2), val_classes=(1, 2), categories=alike)
+    report = json.loads((out / "conversion_report.json").read_text())
+    assert report["flagged"] == {"class_names_alike": 1}
+    (problem,) = [p for p in report["problems"] if p["action"] == "flagged"]
+    assert problem["detail"].startswith("'Great Pyrenees', 'great_pyrenees' differ only in "
+                                        "case or spacing and are 2 classes")
+    assert "class_names_alike" in report["reasons"]
+    texts = [f.text for f in local_findings(str(out))]
+    assert "label-map classes without any example, never learnt or measured: eel, owl" in texts
+    assert "class names that differ only in case or spacing are separate classes: Great " \
+        "Pyrenees, great_pyrenees" in texts
+    text = inspect(str(out), "pets_retinanet_mobilenet", tmp_path / "report")
+    assert "flag: classes without examples: 2 in the label map, never learnt or measured: " \
+        "eel, owl" in text
+    assert "flag: class names alike: Great Pyrenees, great_pyrenees differ only in case or " \
+        "spacing" in text and "no flags" not in text
 
 
 def test_the_dataset_report_counts_and_flags_a_known_dataset(tmp_path):

@@ -167,12 +167,18 @@ def test_end_dates_warn_90_days_ahead_with_the_date_and_the_fix():
 def test_invoke_doctor_without_credentials_says_how_to_log_in(tmp_path):
     from tests.cli import invoke
 
-    result = invoke("doctor", env={
+    result = invoke("doctor", "--env=nostack", env={
         "GOOGLE_APPLICATION_CREDENTIALS": str(tmp_path / "missing.json")})
     assert result.returncode == 1
     assert "FAIL credentials" in result.stdout
     assert "fix: gcloud auth application-default login" in result.stdout
     assert " end dates " in result.stdout  # needs no credentials: reported all the same
+    # issue 38 item 7: no stack outputs here, and what that means
+    assert "WARN stack outputs" in result.stdout and "has no outputs of pets-nostack (not " \
+        "deployed, or not fetched here): settings come only from flags, PETS_* variables " \
+        "and invoke.yaml" in result.stdout
+    assert "fix: npx cdktf output pets-nostack --outputs-file infra/outputs.json" in \
+        result.stdout
     assert "Traceback" not in result.stderr
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from PIL import Image
 
 from tests.conftest import run_trainer
@@ -23,6 +24,7 @@ from trainer.data import formats
 from trainer.data.convert import convert_coco, convert_directory
 from trainer.data.formats import labelme, yolo
 from trainer.data.planning import Limits, Split
+from trainer.data.problems import ACTIONS
 from trainer.data.sample import coco_as_labelme, coco_as_yolo, pets_as_coco, write_sample
 from trainer.errors import ConversionError
 
@@ -73,10 +75,43 @@ def test_yolo_in_ultralytics_layout_gives_the_coco_boxes_and_ids(sample, from_co
     root, data = sample
     report = convert("yolo", root / "yolo", tmp_path / "out")
     assert_same_boxes(boxes_by_image(tmp_path / "out"), from_coco)
-    # names as a mapping {id: name}: YOLO's class 0 is id 1, so the ids are COCO's
-    assert report["label_map_ids"] == {c["name"]: c["id"] for c in data["categories"]}
-    assert report["skipped"] == {} and report["repaired"] == {}
+    # names as a mapping {id: name}, ids 0 to nc - 1 in the COCO ids' order: YOLO's class
+    # 0 is label-map id 1
+    ordered = sorted(data["categories"], key=lambda c: c["id"])
+    assert report["label_map_ids"] == {c["name"]: i for i, c in enumerate(ordered, 1)}
+    assert all(not report[action] for action in ACTIONS)
     assert report["splits"]["train"]["examples"] == 18  # images/train, images/val as written
+
+
+def test_the_yolo_sample_passes_ultralytics_checks_and_sparse_ids_are_flagged(sample, tmp_path):
+    """Issue 38 item 3: Ultralytics refuses a dataset whose class ids are not 0 to nc - 1
+    ("3-class dataset requires class indices 0-2", check_det_dataset and verify_image_label);
+    the sample is one it loads, and a data.yaml with sparse ids converts, flagged."""
+    root, data = sample
+    config = yaml.safe_load((root / "yolo" / "data.yaml").read_text())
+    used = {c["id"] for c in data["categories"]}
+    assert len(used) > 2 and used != set(range(1, len(used) + 1))  # sparse in the COCO file
+    assert config["nc"] == len(config["names"]) == len(used)
+    assert sorted(config["names"]) == list(range(config["nc"]))
+    labels = [int(line.split()[0]) for path in (root / "yolo" / "labels").rglob("*.txt")
+              for line in path.read_text().splitlines()]
+    assert set(labels) == set(range(config["nc"]))
+
+    sparse = tmp_path / "sparse"
+    shutil.copytree(root / "yolo", sparse)
+    ids = {i: 4 * i + 1 for i in config["names"]}  # 1, 5, 9, ...
+    (sparse / "data.yaml").write_text(yaml.safe_dump(
+        {**config, "names": {ids[i]: name for i, name in config["names"].items()}}))
+    for path in (sparse / "labels").rglob("*.txt"):
+        path.write_text("".join(f"{ids[int(line.split()[0])]} {line.split(' ', 1)[1]}\n"
+                                for line in path.read_text().splitlines()))
+    report = convert("yolo", sparse, tmp_path / "out")
+    assert report["flagged"] == {"sparse_class_ids": 1} and report["written"] == len(
+        data["images"])
+    (problem,) = [p for p in report["problems"] if p["reason"] == "sparse_class_ids"]
+    assert f"for {len(used)} classes, where Ultralytics requires 0 to {len(used) - 1}" in \
+        problem["detail"]
+    assert sorted(report["label_map_ids"].values()) == [i + 1 for i in sorted(ids.values())]
 
 
 def test_yolo_in_roboflow_layout_with_its_quirks(sample, from_coco, tmp_path):
@@ -90,10 +125,9 @@ def test_yolo_in_roboflow_layout_with_its_quirks(sample, from_coco, tmp_path):
             shutil.copytree(root / "yolo" / kind / split, dataset / folder / kind)
     ids = sorted(c["id"] for c in data["categories"])
     names = [next(c["name"] for c in data["categories"] if c["id"] == i) for i in ids]
-    for label in dataset.glob("*/labels/*.txt"):  # list ids: 0..N-1 in the names' order
-        lines = [line.split(" ", 1) for line in label.read_text().splitlines()]
-        label.write_bytes("".join(f"{ids.index(int(c) + 1)} {rest}\r\n" for c, rest in lines)
-                          .encode())
+    for label in dataset.glob("*/labels/*.txt"):  # list ids: 0..N-1 in the names' order,
+        # as the sample's already are; Windows line ends
+        label.write_bytes(label.read_text().replace("\n", "\r\n").encode())
     (dataset / "data.yaml").write_text(
         f"train: ../train/images\nval: ../valid/images\ntest: ../test/images\n\n"
         f"nc: {len(names)}\nnames: {json.dumps(names)}\n\nroboflow:\n  workspace: x\n")
@@ -339,7 +373,7 @@ def test_format_choices_come_from_the_registry(tmp_path):
         f"{ERROR_PREFIX}--format must be one of pets, voc, coco, yolo, labelme, got 'yolov8'"]
     done = run_trainer("data", "convert", "--format=yolo", f"--data_dir={tmp_path / 'none'}",
                        f"--output_dir={tmp_path / 'out'}", check=False)
-    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1  # no input
 
 
 def _phone_photo(path: Path) -> tuple[int, int, int, int]:

@@ -967,3 +967,23 @@ def test_the_security_model_checks_fail_when_a_grant_breaks_a_claim(stacks):
         "create, cancel or delete a Vertex AI job, model or endpoint, or submit a job "
         "(no `aiplatform.user`)", "publish job events (no `pubsub.publisher`)",
         "push images as themselves (unless the environment opts in)"}
+
+
+def test_the_readmes_list_of_what_the_stack_creates_is_the_stacks(stacks):
+    """Issue 38 item 10: every service account and every API the synthesised stack creates
+    has its row in the README's "What it creates", and nothing more is listed."""
+    readme = (REPO / "README.md").read_text()
+    table = readme.split("What it creates, and why:")[1].split("\n\n")[1]
+    rows = {line.split(" | ")[0].removeprefix("| ") for line in table.splitlines()[2:]}
+    for env, stack in stacks.items():
+        prefix = ENVIRONMENTS[env].name_prefix
+        accounts = {a["account_id"].removeprefix(f"{prefix}-")
+                    for a in resources(stack, "google_service_account")}
+        listed = {row.removeprefix("`<prefix>-").removesuffix("` service account")
+                  for row in rows if row.endswith("service account")}
+        assert listed == accounts, env
+        apis = {s["service"].split(".")[0] for s in resources(stack, "google_project_service")}
+        (services,) = [line for line in table.splitlines() if line.startswith("| project "
+                                                                             "services |")]
+        named = set(services.split(" | ")[1].split(" (")[0].split(", "))
+        assert named == apis, env

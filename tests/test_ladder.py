@@ -139,9 +139,25 @@ def test_the_dry_run_shows_the_first_rung_and_the_ladder(fakes, capsys):
         Request.training(None, 100, A100, "a100run")))
     assert job.job_spec.scheduling.strategy.name == "SPOT"
     err = capsys.readouterr().err
+    # issue 38 item 6: the summary is the printed job's, not the flag's STANDARD
+    assert "; SPOT scheduling, timeout" in err and "STANDARD scheduling" not in err
     assert "ladder (regions, then hardware, then capacity): SPOT -> STANDARD" in err
     assert "spot rung: cost: " in err and "standard rung: cost: " in err
     assert fakes.vertex.received == []
+
+
+def test_a_bare_accelerator_type_is_one_and_the_launch_says_so(fakes, capsys):
+    """Issue 38 item 6: `--accelerator NVIDIA_TESLA_T4` is NVIDIA_TESLA_T4:1, said aloud."""
+    bare = Resources.from_flags(machine_type="n1-standard-8", accelerator="NVIDIA_TESLA_T4")
+    assert bare.accelerator == Accelerator("NVIDIA_TESLA_T4", 1)
+    assert not bare.accelerator.counted and Accelerator.parse("NVIDIA_TESLA_T4:1").counted
+    for resources, said in ((bare, True), (Resources.from_flags(
+            machine_type="n1-standard-8", accelerator="NVIDIA_TESLA_T4:1"), False)):
+        Vertex(fakes.cloud(), Submission(dry_run=True)).launch(
+            Request.training(None, 100, resources, "t4run"))
+        note = "note: --accelerator NVIDIA_TESLA_T4 is one a machine (NVIDIA_TESLA_T4:1); " \
+               "NVIDIA_TESLA_T4:N asks for N"
+        assert (note in capsys.readouterr().err.splitlines()) is said
 
 
 def persistent_resource(state="RUNNING", replicas=2, autoscale_to=0):

@@ -425,6 +425,16 @@ def test_the_batch_job_is_a_file_list_job_on_the_serving_identity(services):
     write_run(services.storage, "r1")
     commands.upload_model(cloud, "r1")
     put(services.storage, "images/a.jpg", b"not an image")
+    # issue 38 item 7: a dry run prints the request and writes and submits nothing
+    said = commands.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
+                                  dry_run=True)
+    first, text = said.split("\n", 1)
+    assert first.startswith("1 image(s) with ") and first.endswith(
+        "/inputs.txt not written, nothing submitted")
+    shown = aiplatform_v1.BatchPredictionJob.from_json(text)
+    assert shown.model.endswith("/models/pets-retinanet-mobilenet@1")
+    assert services.vertex.batch_received == []
+    assert not list(services.storage.list_blobs("pets-data", prefix="runs/r1/batch/"))
     services.vertex.batch_runner = None  # the job only: no model runs here
     with pytest.raises(StepFailed, match=r"batch prediction .* wrote no results"):
         commands.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,

@@ -406,3 +406,41 @@ def test_a_dry_runs_maps_print_in_key_order_and_its_fields_in_the_protos():
     request = aiplatform_v1.DeployModelRequest(endpoint="e", traffic_split={"b": 50, "a": 50})
     assert list(json.loads(rest_json(request))["trafficSplit"]) == ["a", "b"]
 
+
+
+def test_a_job_asks_only_for_the_settings_it_uses_and_names_how_to_give_them(tmp_path):
+    """Issue 38 item 1: the README's GPU dry run with --project/--region/--bucket/--image and
+    no stack asks for no TPU image, and a missing setting is named with the ways it can be
+    given (service_account has no flag)."""
+    from infra.image_context import context_hash
+    from launch.context.cloud import Cloud, job_images
+
+    none = tmp_path / "outputs.json"  # no stack deployed
+    flags = {"project": "p", "region": "us-central1", "bucket": "pets-b",
+             "image": "us-docker.pkg.dev/p/r/trainer:1"}
+    with pytest.raises(settings.SettingsMissingError) as missing:
+        job_images(Cloud(overrides=flags, environ={}, outputs_path=none))
+    assert str(missing.value).startswith(
+        "no service_account for environment 'dev': give service_account by "
+        f"PETS_SERVICE_ACCOUNT, invoke.yaml's vertex.service_account or {none}'s "
+        "trainer_service_account. A platform engineer's `npx cdktf deploy pets-dev")
+    assert "tpu_image" not in str(missing.value)
+    account = {"PETS_SERVICE_ACCOUNT": "sa@p.iam.gserviceaccount.com"}
+    where = job_images(Cloud(overrides=flags, environ=account, outputs_path=none), tpu=True)
+    assert where.image == where.tpu_image == flags["image"]  # --image is the TPU one too
+    unpinned = Cloud(overrides={**flags, "image": None}, outputs_path=none, environ={
+        **account, "PETS_IMAGE": "us-docker.pkg.dev/p/r/trainer:deployed"})
+    assert job_images(unpinned).image == f"us-docker.pkg.dev/p/r/trainer:{context_hash()}"
+    with pytest.raises(settings.SettingsMissingError,
+                       match=r"^no tpu_image for environment 'dev': give tpu_image by "
+                             r"PETS_TPU_IMAGE, invoke\.yaml's vertex\.tpu_image or "):
+        job_images(unpinned, tpu=True)
+
+
+def test_the_settings_page_is_made_from_the_one_table_and_its_flags_are_the_tasks():
+    from launch.cli.taskflags import CLOUD
+
+    assert settings.REFERENCE_PAGE.read_text() == settings.reference()  # invoke docs.reference
+    assert {field for field, s in settings.SETTINGS.items() if s.flag} == set(CLOUD) - {"env"}
+    for field in ("serving_image", "serving_service_account", "converter_service_account"):
+        assert f"`PETS_{field.upper()}`" in settings.reference()

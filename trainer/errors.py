@@ -22,17 +22,22 @@ class ClusterSpecError(ValueError):
     """A TF_CONFIG or CLUSTER_SPEC that does not describe a cluster this trainer can join."""
 
 
-class ConversionError(RuntimeError):
-    """Nothing valid to write, an input directory that is not of the expected layout, or a
-    run that could not finish; the previous output is left as it was."""
+class ConversionError(ValueError):
+    """Input a conversion cannot read: a directory not of its format's layout, an annotation
+    file that is not of its format; nothing is written."""
+
+
+class ConversionFailed(RuntimeError):
+    """A conversion that ran and could not finish (a worker died) or found no valid example;
+    the previous output is left as it was."""
 
 
 class DownloadError(RuntimeError):
     """A download that failed or did not match its checksum."""
 
 
-class PredictError(RuntimeError):
-    """A model or image set that prediction cannot use."""
+class PredictError(ValueError):
+    """A model or image set that prediction cannot use (not a detector, no image matches)."""
 
 
 class DirectoryBusy(RuntimeError):
@@ -43,5 +48,9 @@ class EvalTimeoutError(RuntimeError):
     """No new checkpoint appeared within the evaluator's idle timeout."""
 
 
-USAGE_ERRORS = (SettingsError, LabelMapError, JsonError, ClusterSpecError, DirectoryBusy)
-FAILURES = (ConversionError, DownloadError, PredictError, FileNotFoundError)
+# The one rule, for the trainer as for every task (docs/design.md "Exit codes"): a mistake of
+# the user's (a flag, a setting, an input that is missing, of the wrong kind, or matches
+# nothing) exits 2 with one line; work that ran and failed exits 1.
+USAGE_ERRORS = (SettingsError, LabelMapError, JsonError, ClusterSpecError, DirectoryBusy,
+                ConversionError, PredictError, FileNotFoundError)
+FAILURES = (ConversionFailed, DownloadError)

@@ -84,7 +84,7 @@ def _train(settings: TrainerSettings, params, strategy, chief: bool, several: bo
         stopped = stop
         print(f"{STOPPED_EARLY} {stop.step}: {stop.reason}", flush=True)
     final = tf.train.latest_checkpoint(settings.model_dir)
-    print(f"training finished at {final}", flush=True)
+    print(finished_line(final, stopped.step if stopped else None), flush=True)
     if evaluator is not None and final and not stopped:
         _evaluate_new(evaluator)  # the last checkpoint is a candidate for best/ too
     if chief and final:
@@ -104,6 +104,17 @@ def _train(settings: TrainerSettings, params, strategy, chief: bool, several: bo
               f"{result.export_dir}", flush=True)
     if chief and final and hparams.is_trial(os.environ):
         report_trial(settings, params, final)
+
+
+def finished_line(final: str | None, stopped_at: int | None) -> str:
+    """The last checkpoint, and the steps after it no checkpoint holds (a stop whose verdict
+    came between two checkpoints)."""
+    line = f"training finished at {final}"
+    saved = model_dir_lib.checkpoint_step(final) if final else 0
+    if stopped_at is not None and stopped_at > saved:
+        line += (f"; steps {saved + 1}-{stopped_at}, trained before the stop, are in no "
+                 "checkpoint")
+    return line
 
 
 class EarlyStop(Exception):

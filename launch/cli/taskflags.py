@@ -47,6 +47,27 @@ def _number(flag: str, value: Any, kind: type, bound: options.Bound | None = Non
         raise Exit(f"error: {error}", code=2) from None
 
 
+def parse_errors_exit_2(program) -> None:
+    """invoke's parser exits 1 for an unknown task or flag; here a user's mistake exits 2
+    (trainer/errors.py has the rule): the running program's task parsing, wrapped once when
+    tasks.py loads, says it as one `error:` line with status 2."""
+    from invoke.exceptions import ParseError
+
+    parse = program.parse_tasks
+    if getattr(parse, "exits_2", False):
+        return
+
+    def parse_tasks() -> None:
+        try:
+            parse()
+        except ParseError as error:
+            raise Exit(f"error: {error} (`invoke --list` lists the tasks, `invoke TASK "
+                       "--help` its flags)", code=2) from None
+
+    parse_tasks.exits_2 = True
+    program.parse_tasks = parse_tasks
+
+
 @dataclasses.dataclass(frozen=True)
 class Flag:
     """A flag that fills no trainer or job field: how to run a task, or where."""

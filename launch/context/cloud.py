@@ -36,9 +36,9 @@ class Cloud:
         return settings.resolve_fields(self.environment, self.overrides, self.environ,
                                        self.config, self.outputs_path, required)
 
-    def target(self) -> CloudTarget:
+    def target(self, required: tuple[str, ...]) -> CloudTarget:
         return settings.resolve_target(self.environment, self.overrides, self.environ,
-                                       self.config, self.outputs_path)
+                                       self.config, self.outputs_path, required)
 
     def locations(self) -> settings.Locations:
         """Where the bucket and the repository live: the regions a job may read them from."""
@@ -54,16 +54,22 @@ class Cloud:
         return self.clients.storage(self.fields(("project",))["project"])
 
 
-def job_images(cloud: Cloud) -> CloudTarget:
+IMAGES = ("image", "tpu_image")  # the trainer's, as a job's settings name them
+
+
+def job_images(cloud: Cloud, tpu: bool = False) -> CloudTarget:
     """Where a job runs, with its images: a pinned `--image` as it is; otherwise the
     repository's images tagged with the content hash of these sources (the submission builds
-    them first unless Artifact Registry already has them)."""
-    where = cloud.target()
-    if pinned := cloud.overrides.get("image"):
+    them first unless Artifact Registry already has them). Only the image the job runs is
+    required: the TPU one for a TPU job, neither when `--image` names it."""
+    pinned = cloud.overrides.get("image")
+    where = cloud.target((*settings.JOB, *(() if pinned else ("tpu_image",) if tpu else
+                                           ("image",))))
+    if pinned:
         return dataclasses.replace(where, tpu_image=pinned)
     tag = context_hash()
-    return dataclasses.replace(where, image=with_tag(where.image, tag),
-                               tpu_image=with_tag(where.tpu_image, tag))
+    return dataclasses.replace(where, **{field: with_tag(image, tag) for field in IMAGES
+                                         if (image := getattr(where, field))})
 
 
 def run_paths(cloud: Cloud, run_id: str) -> RunPaths:

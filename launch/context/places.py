@@ -31,8 +31,8 @@ class CloudTarget:
     project: str
     region: str
     bucket: str
-    image: str
-    tpu_image: str
+    image: str | None  # None: a TPU job, when no setting gives it
+    tpu_image: str | None  # None: a job on CPUs or GPUs, when no setting gives it
     service_account: str
     tensorboard: str | None = None  # projects/.../locations/.../tensorboards/ID
 

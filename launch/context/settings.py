@@ -10,30 +10,100 @@ from pathlib import Path
 
 from infra import locations
 from infra import outputs as stack_outputs
+from infra.image_context import REPO_ROOT
 from launch.context import images
 from launch.context.places import CloudTarget, region_name
 from launch.errors import InputError, MissingError
 
 OUTPUTS_FILE = stack_outputs.OUTPUTS_FILE
 ENV_PREFIX = "PETS_"
-# Setting -> the stack output (a `StackOutputs` field) that provides it.
-FROM_OUTPUTS = {"project": "project", "region": "region", "bucket": "bucket",
-                "image": "image_uri", "tpu_image": "tpu_image_uri",
-                "serving_image": "serving_image_uri",
-                "service_account": "trainer_service_account", "tensorboard": "tensorboard",
-                "converter_service_account": "converter_service_account",
-                "build_bucket": "build_bucket",
-                "builder_service_account": "builder_service_account",
-                "serving_service_account": "serving_service_account",
-                "researchers_push_images": "researchers_push_images",
-                "researchers_build_images": "researchers_build_images",
-                "notifications_topic": "notifications_topic",
-                "bucket_location": "bucket_location",
-                "repository_location": "repository_location"}
+CONFIG_SECTION = "vertex"  # invoke.yaml's section of settings
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """A setting: the stack output that provides it (infra/outputs.py), what reads it, and
+    whether tasks take it as a flag (launch/cli/taskflags.py CLOUD, which a test holds to
+    this)."""
+
+    output: str
+    what: str
+    flag: bool = False
+
+
+# The one table of settings: the docs' reference page (docs/settings.md) and the message
+# for a missing one are made from it.
+SETTINGS: Mapping[str, Setting] = {
+    "project": Setting("project", "the GCP project every job and request goes to", flag=True),
+    "region": Setting("region", "the region jobs run in", flag=True),
+    "bucket": Setting("bucket", "the data bucket: records, datasets, runs", flag=True),
+    "image": Setting("image_uri", "the trainer image of CPU and GPU jobs (`--image` sets "
+                                  "the TPU one too)", flag=True),
+    "tpu_image": Setting("tpu_image_uri", "the trainer image of TPU jobs"),
+    "serving_image": Setting("serving_image_uri", "the TF Serving image models are uploaded "
+                                                  "with"),
+    "service_account": Setting("trainer_service_account", "what training, tuning and "
+                                                          "evaluation jobs run as"),
+    "converter_service_account": Setting("converter_service_account", "what conversion jobs "
+                                                                      "run as"),
+    "serving_service_account": Setting("serving_service_account", "what endpoints and batch "
+                                                                  "predictions run as"),
+    "tensorboard": Setting("tensorboard", "the Vertex AI TensorBoard jobs write to "
+                                          "(optional)"),
+    "build_bucket": Setting("build_bucket", "where image builds upload their sources"),
+    "builder_service_account": Setting("builder_service_account", "what image builds run "
+                                                                  "as"),
+    "researchers_push_images": Setting("researchers_push_images", "whether researchers may "
+                                                                  "push images (true, false)"),
+    "researchers_build_images": Setting("researchers_build_images", "whether researchers "
+                                                                    "may submit builds"),
+    "notifications_topic": Setting("notifications_topic", "the Pub/Sub topic of job events "
+                                                          "(`--notify`)"),
+    "bucket_location": Setting("bucket_location", "where the bucket lives: the regions jobs "
+                                                  "may read it from"),
+    "repository_location": Setting("repository_location", "where the image repository "
+                                                          "lives"),
+}
+FROM_OUTPUTS = {field: setting.output for field, setting in SETTINGS.items()}
 # Where the bucket and the repository live, and how to read each kind of name.
 LOCATIONS = {"bucket_location": locations.bucket_continent,
              "repository_location": locations.registry_continent}
-REQUIRED = ("project", "region", "bucket", "image", "tpu_image", "service_account")
+# what every Vertex AI training, tuning or evaluation job needs; its image comes from
+# `job_images` (the TPU one for TPU jobs, none when --image names it)
+JOB = ("project", "region", "bucket", "service_account")
+
+
+def ways(field: str, outputs_path: Path = OUTPUTS_FILE) -> str:
+    """How a setting can be given, first source first."""
+    flag = f"--{field.replace('_', '-')}, " if SETTINGS[field].flag else ""
+    return (f"{flag}{ENV_PREFIX}{field.upper()}, invoke.yaml's {CONFIG_SECTION}.{field} or "
+            f"{_shown(outputs_path)}'s {SETTINGS[field].output}")
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
+
+
+REFERENCE_PAGE = REPO_ROOT / "docs" / "settings.md"
+
+
+def reference() -> str:
+    """docs/settings.md: every setting, how to give it and what reads it."""
+    rows = "".join(f"| `{field}` | {'`--' + field.replace('_', '-') + '`' if s.flag else ''} "
+                   f"| `{ENV_PREFIX}{field.upper()}` | `{CONFIG_SECTION}.{field}` | "
+                   f"`{s.output}` | {s.what} |\n" for field, s in SETTINGS.items())
+    return (
+        "# Settings\n\n"
+        "<!-- generated from launch/context/settings.py SETTINGS by `invoke docs.reference`; "
+        "a test compares -->\n\n"
+        "Where cloud tasks run and as whom. Each setting comes from the first of: its flag "
+        f"(four have one), its `{ENV_PREFIX}` environment variable, invoke.yaml's "
+        f"`{CONFIG_SECTION}:` section, and the stack output that `npx cdktf deploy "
+        "--outputs-file infra/outputs.json` writes, of the environment `--env` (or "
+        "invoke.yaml's `environment`, else `dev`) names. A task asks only for the settings it "
+        "uses, and a missing one is named with these ways to give it.\n\n"
+        "| setting | flag | environment variable | invoke.yaml | stack output | what it is |\n"
+        "| --- | --- | --- | --- | --- | --- |\n" + rows)
 
 
 class SettingsMissingError(MissingError):
@@ -56,7 +126,7 @@ def bucket_name(value: str, source: str) -> str:
 def resolve_fields(environment: str, overrides: Mapping[str, str | None],
                    env: Mapping[str, str], config: Mapping[str, str],
                    outputs_path: Path = OUTPUTS_FILE,
-                   required: tuple[str, ...] = REQUIRED) -> dict[str, str | None]:
+                   required: tuple[str, ...] = ()) -> dict[str, str | None]:
     """Each field from the first source that has it; a missing required one names the fix."""
     outputs = stack_outputs.read(environment, outputs_path)
     values = {}
@@ -78,18 +148,19 @@ def resolve_fields(environment: str, overrides: Mapping[str, str | None],
     if missing:
         stack = stack_outputs.stack_name(environment)
         raise SettingsMissingError(
-            f"no {', '.join(missing)} for environment {environment!r}: a platform engineer "
-            f"creates them with `npx cdktf deploy {stack} --outputs-file "
-            f"infra/outputs.json` (or `npx cdktf output {stack} --outputs-file "
-            "infra/outputs.json` to fetch them); or pass --project/--region/--bucket/--image, "
-            f"set {ENV_PREFIX}PROJECT etc., or add them under `vertex:` in invoke.yaml")
+            f"no {', '.join(missing)} for environment {environment!r}: give "
+            + "; ".join(f"{field} by {ways(field, outputs_path)}" for field in missing)
+            + f". A platform engineer's `npx cdktf deploy {stack} --outputs-file "
+            f"infra/outputs.json` writes them all (`npx cdktf output {stack} --outputs-file "
+            "infra/outputs.json` fetches them); docs/settings.md lists every setting")
     return values
 
 
 def resolve_target(environment: str, overrides: Mapping[str, str | None],
                    env: Mapping[str, str], config: Mapping[str, str],
-                   outputs_path: Path = OUTPUTS_FILE) -> CloudTarget:
-    fields = resolve_fields(environment, overrides, env, config, outputs_path)
+                   outputs_path: Path = OUTPUTS_FILE,
+                   required: tuple[str, ...] = (*JOB, "image")) -> CloudTarget:
+    fields = resolve_fields(environment, overrides, env, config, outputs_path, required)
     return CloudTarget(**{k: v for k, v in fields.items() if k in CloudTarget.__annotations__})
 
 

@@ -28,7 +28,8 @@ from launch.plots import (
 )
 from launch.text import printable, spreadsheet_cell
 from trainer.data import layout
-from trainer.data.checks import FEW_EXAMPLES
+from trainer.data.checks import FEW_EXAMPLES, listed
+from trainer.data.label_map import alike
 from trainer.experiments import Geometry
 from trainer.files import DATA_LABEL_MAP_FILE, SPLITS, shard_glob
 
@@ -113,6 +114,13 @@ def flags(stats: DatasetStats, label_map: Mapping[str, int], geometry: Geometry)
                                                        "train images"))
         if not val.images_with[name]:
             found.append(Flag("no validation example", f"{name}: never measured"))
+    seen = {n for s in stats.splits.values() for n, count in s.objects.items() if count}
+    if empty := sorted(set(label_map) - seen):
+        found.append(Flag("classes without examples", f"{len(empty)} in the label map, never "
+                                                      f"learnt or measured: {listed(empty)}"))
+    for group in alike(label_map):
+        found.append(Flag("class names alike", f"{', '.join(group)} differ only in case or "
+                                               "spacing and are separate classes"))
     ids = set(label_map.values())
     for split, data in stats.splits.items():
         if outside := sorted(label for label in data.labels if label not in ids):

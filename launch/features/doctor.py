@@ -12,8 +12,10 @@ import google.auth.exceptions
 from google.api_core import exceptions
 from google.auth.transport.requests import AuthorizedSession
 
+from infra import outputs as stack_outputs
 from launch.context.cloud import Cloud, job_images
 from launch.context.images import ImageBuildError, resolve_digest
+from launch.context.settings import SettingsMissingError
 from launch.errors import MissingError
 from launch.stores import datachecks
 from launch.stores.gcs.upload import training_data_problems
@@ -40,11 +42,14 @@ class Check:
 def run(cloud: Cloud) -> tuple[str, bool]:
     """Every check runs, whatever fails before it; the report and whether all passed. The
     end dates need no cloud: they are reported without credentials too."""
-    dated = check_end_dates(datetime.date.today())
+    dated = [check_outputs(cloud), *check_end_dates(datetime.date.today())]
     credentials, creds = check_credentials(google.auth.default)
     if not credentials.ok:
         return report([credentials, *dated])
-    where = job_images(cloud)  # the image a job would use
+    try:
+        where = job_images(cloud)  # the image a job would use
+    except SettingsMissingError as error:
+        return report([credentials, Check("settings", False, str(error)), *dated])
     session, storage_client = AuthorizedSession(creds), cloud.storage()
     found = [
         credentials,
@@ -60,6 +65,19 @@ def run(cloud: Cloud) -> tuple[str, bool]:
     if builder := cloud.fields(())["builder_service_account"]:
         found.append(check_act_as(session, builder, role="builder", purpose="build images"))
     return report([*found, *dated])
+
+
+def check_outputs(cloud: Cloud) -> Check:
+    """Whether the environment's stack outputs are here: without them every setting must
+    come from flags, PETS_* variables or invoke.yaml (docs/settings.md)."""
+    stack = stack_outputs.stack_name(cloud.environment)
+    if stack_outputs.read(cloud.environment, cloud.outputs_path):
+        return Check("stack outputs", True, f"{cloud.outputs_path} has {stack}'s")
+    return Check("stack outputs", False, f"{cloud.outputs_path} has no outputs of {stack} (not "
+                 "deployed, or not fetched here): settings come only from flags, PETS_* "
+                 "variables and invoke.yaml (docs/settings.md lists them)",
+                 f"npx cdktf output {stack} --outputs-file infra/outputs.json (once a platform "
+                 f"engineer has run `npx cdktf deploy {stack}`)", warning=True)
 
 
 def check_end_dates(today: datetime.date, days: int = lifecycle.WARN_DAYS) -> list[Check]:

@@ -136,6 +136,8 @@ class Accelerator:
 
     type: str
     count: int = 1
+    counted: bool = dataclasses.field(default=True, compare=False, repr=False)  # False: a
+    # bare `--accelerator TYPE`, which means one and is said so
 
     def __post_init__(self) -> None:
         if not self.type:
@@ -151,7 +153,7 @@ class Accelerator:
         if colon and not re.fullmatch(r"[0-9]{1,9}", count):
             raise InputError(f"--accelerator {text!r}: the count after ':' must be a number "
                              "(TYPE:COUNT, e.g. NVIDIA_TESLA_T4:2)")
-        return cls(name, int(count) if colon else 1)
+        return cls(name, int(count) if colon else 1, counted=bool(colon))
 
     def __str__(self) -> str:
         return f"{self.type}:{self.count}"

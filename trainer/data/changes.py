@@ -173,8 +173,8 @@ def merge(sources: Sequence[tuple[Input, Planned]]) -> tuple[Plan, dict[str, int
                 here = f"{given}: {source.name}"
                 if digest is not None and digest in seen:
                     problems.add((split, source.name), Problem(
-                        "duplicate_image", "repaired", f"{here} has the same bytes as "
-                                                       f"{seen[digest]}; kept once"))
+                        "duplicate_image", "dropped", f"{here} has the same bytes as "
+                                                      f"{seen[digest]}; kept once"))
                     continue
                 if digest is not None:
                     seen[digest] = here

@@ -4,13 +4,16 @@ before every `invoke train` and in `invoke doctor`.
 
 Refused (unless --force): the label map and the records disagree, or a class has validation
 objects but no training example (its AP is 0 however long the run). Warned: a class with few
-training examples, one that validation never measures, label-map classes without examples.
+training examples, one that validation never measures, label-map classes without examples
+(named), names that differ only in case or spacing.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+
+from trainer.data.label_map import alike
 
 FEW_EXAMPLES = 10  # training images of a class below which it is flagged
 MASKS_ENTRY = "masks"  # the conversion report's: whether its records have instance masks
@@ -22,7 +25,8 @@ class Finding:
     text: str
 
 
-def _names(names, limit: int = 5) -> str:
+def listed(names, limit: int = 5) -> str:
+    """Sorted names, the first `limit` of them and how many more."""
     names = sorted(names)
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit
                                         else "")
@@ -55,25 +59,28 @@ def findings(report: Mapping, label_map: Mapping[str, int]) -> list[Finding]:
         changed = {n for n in set(converted_with) | set(label_map)
                    if converted_with.get(n) != label_map.get(n)}
         out.append(Finding(True, f"the label map and the records disagree on "
-                                 f"{_names(changed)}: the records were written with another "
+                                 f"{listed(changed)}: the records were written with another "
                                  "label map; convert again, or restore the label map the "
                                  "conversion wrote"))
     train = {n for n, c in (classes.get("train") or {}).items() if c.get("objects")}
     val = {n for n, c in (classes.get("val") or {}).items() if c.get("objects")}
     if unknown := (train | val) - set(label_map):
         out.append(Finding(True, f"classes in the records are not in the label map: "
-                                 f"{_names(unknown)}"))
+                                 f"{listed(unknown)}"))
     if untrained := val - train:
-        out.append(Finding(True, f"{_names(untrained)}: validation objects but no training "
+        out.append(Finding(True, f"{listed(untrained)}: validation objects but no training "
                                  "example (their AP is 0 however long training runs); "
                                  "relabel, or re-split so each class is in train"))
     few = {n for n in train if (classes["train"][n].get("images") or 0) < FEW_EXAMPLES}
     if few:
         out.append(Finding(False, f"few training images (under {FEW_EXAMPLES}): "
-                                  f"{_names(few)}"))
+                                  f"{listed(few)}"))
     if unmeasured := train - val:
-        out.append(Finding(False, f"no validation objects, so no AP, for {_names(unmeasured)}"))
+        out.append(Finding(False, f"no validation objects, so no AP, for {listed(unmeasured)}"))
     if unused := set(label_map) - train - val:
-        out.append(Finding(False, f"{len(unused)} label-map classes have no example (fine for "
-                                  "a subset of a larger label map)"))
+        out.append(Finding(False, f"label-map classes without any example, never learnt or "
+                                  f"measured: {listed(unused)}"))
+    for group in alike(label_map):
+        out.append(Finding(False, f"class names that differ only in case or spacing are "
+                                  f"separate classes: {', '.join(group)}"))
     return sorted(out, key=lambda finding: not finding.refuse)

@@ -29,13 +29,16 @@ from pathlib import Path
 from trainer import files
 from trainer.data import changes, checks, defaults, formats
 from trainer.data.example import Classes
-from trainer.data.label_map import write_label_map
+from trainer.data.label_map import alike, write_label_map
 from trainer.data.output_dir import check_replaceable, remove_abandoned, swap_in
 from trainer.data.planning import Limits, Plan, Split, check_split, resplit
-from trainer.data.problems import ProblemLog
+from trainer.data.problems import ACTIONS, Problem, ProblemLog
 from trainer.data.shards import ClassCounts, plan_shards, write_all
-from trainer.errors import ConversionError, SettingsError
+from trainer.errors import ConversionError, ConversionFailed, SettingsError
 
+# the report keys of the checks on the whole conversion (the formats name their own)
+REASONS = {"class_names_alike": "class names that differ only in case or spacing: converted "
+                                "as separate classes"}
 
 def record_pattern(output_dir: str | Path, split: str) -> str:
     """The glob of a split's shards; the trainer reads the same pattern."""
@@ -45,7 +48,7 @@ def record_pattern(output_dir: str | Path, split: str) -> str:
 def _summarise(report: dict) -> str:
     lines = [f"wrote {report['written']} examples: " + ", ".join(
         f"{split} {info['examples']}" for split, info in report["splits"].items())]
-    for action in ("skipped", "repaired"):
+    for action in ACTIONS:
         counts = report[action]
         if counts:
             total = sum(counts.values())
@@ -109,9 +112,15 @@ def convert(
                                     dir=output_dir.parent))
     try:
         classes = label_map if isinstance(label_map, Classes) else Classes.of(label_map)
+        flagged = ProblemLog.of((("classes", group[0]), Problem(
+            "class_names_alike", "flagged", f"{', '.join(map(repr, group))} differ only in case "
+            f"or spacing and are {len(group)} classes: if they are one, merge them with a "
+            "--classes file's rename")) for group in alike(classes.written()))
+        merged = ProblemLog()
+        merged.extend([plan.problems, flagged])
         written, problems, counts = _write_splits(
-            plan, classes, staging, num_shards, processes or os.cpu_count() or 1, limits,
-            progress)
+            dataclasses.replace(plan, problems=merged), classes, staging, num_shards,
+            processes or os.cpu_count() or 1, limits, progress)
         write_label_map(classes.written(), staging / files.DATA_LABEL_MAP_FILE)
         total = sum(written.values())
         # nothing valid: the previous output stays, and the report goes beside it
@@ -122,8 +131,9 @@ def convert(
                        checks.MASKS_ENTRY: plan.masks})
         if any(counts["background"].values()):  # images labelled as showing no object
             report["background_images"] = counts["background"]
-        if found := {key: reasons[key] for key in [*report["skipped"], *report["repaired"]]
-                     if key in (reasons or {})}:
+        reasons = {**(reasons or {}), **REASONS}
+        if found := {key: reasons[key] for action in ACTIONS for key in report[action]
+                     if key in reasons}:
             report["reasons"] = dict(sorted(found.items()))
         if classes.aliases or classes.dropped:  # --classes
             report.update({"classes_before": counts["classes_before"], "class_changes": {
@@ -133,7 +143,7 @@ def convert(
             json.dumps(report, indent=2) + "\n")
         print(_summarise(report))
         if total == 0:
-            raise ConversionError(f"no valid example to write; see {report['report_path']}")
+            raise ConversionFailed(f"no valid example to write; see {report['report_path']}")
         swap_in(staging, output_dir)
         return report
     finally:
@@ -151,8 +161,7 @@ def _report(written: Mapping[str, int], problems: ProblemLog, output_dir: Path,
         "num_shards": num_shards,
         "limits": dataclasses.asdict(limits),
         "label_map": str(output_dir / files.DATA_LABEL_MAP_FILE),
-        "skipped": dict(sorted(problems.counts["skipped"].items())),
-        "repaired": dict(sorted(problems.counts["repaired"].items())),
+        **{action: dict(sorted(problems.counts[action].items())) for action in ACTIONS},
         "problems": listed,  # the first MAX_LISTED_PER_REASON of each reason; counts above
         "problems_not_listed": len(problems) - len(listed),
         "report_path": str(report_path),

@@ -42,6 +42,15 @@ def safe_name(name: str) -> str:
     return UNSAFE_NAME.sub("_", name)[:MAX_NAME]
 
 
+def alike(names: Iterable[str]) -> list[list[str]]:
+    """The groups of names that differ only in case, spaces, '_' or '-' ('Great Pyrenees',
+    'great_pyrenees'): likely one class named two ways, which merging by name keeps apart."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(re.sub(r"[\s_-]+", "", name).casefold(), []).append(name)
+    return [sorted(group) for group in groups.values() if len(group) > 1]
+
+
 def safe_names(items: Iterable[tuple[int, str]]) -> list[str]:
     """The label-map names of (id, name) pairs, in their order: each `safe_name`, and none
     that an earlier pair holds already, so two names that differ only in what cleaning

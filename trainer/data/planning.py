@@ -195,7 +195,7 @@ def deduplicate(lists: Mapping[str, Sequence[str]], image_of: Callable[[str], Pa
                 same = f"{name!r}" if other == name else f"{name!r} (the image of {other!r})"
                 reason = "duplicate_name" if where == split else "in_train_and_val"
                 problems.add((split, name), Problem(
-                    reason, "repaired", f"{listed_in}: {same} is listed again in {split}; "
+                    reason, "dropped", f"{listed_in}: {same} is listed again in {split}; "
                                         f"kept once, in {where}"))
                 continue
             first[image] = (split, name)

@@ -10,13 +10,16 @@ import dataclasses
 from collections.abc import Callable, Hashable, Iterable, Sequence
 
 MAX_LISTED_PER_REASON = 100
-ACTIONS = ("skipped", "repaired")
+# What a conversion did about a problem: an image left out for its defect; a second copy of
+# an image left out (the first is converted); converted after a repair; converted as it is,
+# with something worth a look (names that differ only in case, sparse class ids)
+ACTIONS = ("skipped", "dropped", "repaired", "flagged")
 
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
     reason: str
-    action: str  # "skipped" or "repaired"
+    action: str  # one of ACTIONS
     detail: str
 
 

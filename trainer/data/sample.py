@@ -310,21 +310,24 @@ def write_coco_sample(root: Path, bad_inputs: bool = False) -> Path:
 
 def coco_as_yolo(data: dict, images_dir: Path, out: Path) -> Path:
     """A COCO file's images and boxes in Ultralytics' layout (data.yaml with names as the
-    mapping {id: name}, ids the COCO ids less one; images/ and labels/ by split, seeded
-    70/30; labels with 6 decimals, as Ultralytics' converters write them)."""
+    mapping {id: name}, ids 0 to nc - 1 in the order of the COCO ids, as Ultralytics requires;
+    images/ and labels/ by split, seeded 70/30; labels with 6 decimals, as Ultralytics'
+    converters write them)."""
     import shutil
 
     from trainer.data.planning import split_names
 
     (out / "images").mkdir(parents=True, exist_ok=True)
-    names = {c["id"] - 1: c["name"] for c in data["categories"]}
+    categories = sorted(data["categories"], key=lambda c: c["id"])
+    dense = {c["id"]: i for i, c in enumerate(categories)}
+    names = {dense[c["id"]]: c["name"] for c in categories}
     objects: dict[int, list[str]] = {image["id"]: [] for image in data["images"]}
     sizes = {image["id"]: (image["width"], image["height"]) for image in data["images"]}
     for entry in data["annotations"]:
         (x, y, w, h), (width, height) = entry["bbox"], sizes[entry["image_id"]]
         objects[entry["image_id"]].append(
-            f"{entry['category_id'] - 1} {(x + w / 2) / width:.6f} {(y + h / 2) / height:.6f} "
-            f"{w / width:.6f} {h / height:.6f}")
+            f"{dense[entry['category_id']]} {(x + w / 2) / width:.6f} "
+            f"{(y + h / 2) / height:.6f} {w / width:.6f} {h / height:.6f}")
     for split, images in split_names(data["images"]).items():
         for kind in ("images", "labels"):
             (out / kind / split).mkdir(parents=True, exist_ok=True)

@@ -358,7 +358,11 @@ def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None
                   min_score: float, serving: Callable[[str], endpoints.Serving],
                   poll_seconds: float = 30.0, say: Callable[[str], None] = print,
                   timeout_hours: float | str | None = None,
-                  max_cost: float | str | None = None, max_pixels: int = MAX_PIXELS) -> str:
+                  max_cost: float | str | None = None, max_pixels: int = MAX_PIXELS,
+                  dry_run: bool = False) -> str:
+    """A batch prediction job over `images` with run `run_id`'s uploaded model, read back into
+    the local report; the path of the report. A dry run reads the model and lists the
+    images, then returns the request's JSON: it writes and submits nothing."""
     place = Place.of(cloud)
     setup = serving(place.region)
     if not mirror.is_gcs(images):
@@ -371,13 +375,16 @@ def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None
     uris = batch_inputs(storage, images)
     started = stamp()
     work = f"{paths.root}/batch/{started}"
+    request = batch_job(version, f"{work}/inputs.txt", f"{work}/", setup,
+                        cloud.fields(())["serving_service_account"], run_id, started)
+    if dry_run:
+        return (f"{len(uris)} image(s) with {version.name}@{version.version_id}; dry run: "
+                f"{work}/inputs.txt not written, nothing submitted\n" + rest_json(request))
     where = mirror.GcsPath.parse(work)
     storage.bucket(where.bucket).blob(f"{where.prefix}/inputs.txt").upload_from_string(
         "".join(f"{uri}\n" for uri in uris))
     jobs = cloud.clients.jobs(place.region)
-    job = jobs.create_batch_prediction_job(parent=place.location, batch_prediction_job=batch_job(
-        version, f"{work}/inputs.txt", f"{work}/", setup,
-        cloud.fields(())["serving_service_account"], run_id, started))
+    job = jobs.create_batch_prediction_job(parent=place.location, batch_prediction_job=request)
     say(f"batch prediction {job.name}: {len(uris)} image(s) with "
         f"{version.name}@{version.version_id}")
     job = _wait_batch(jobs, job.name, poll_seconds, say, timeout_hours)

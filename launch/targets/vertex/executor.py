@@ -137,6 +137,9 @@ class Vertex(Preflight[CloudTarget, Plan]):
         """The run in the bucket; local config files travel as text; an evaluation reads
         the run's own data (its job file says which) unless told."""
         where = self._where(request)
+        if (accelerator := request.resources.accelerator) and not accelerator.counted:
+            print(f"note: --accelerator {accelerator.type} is one a machine ({accelerator}); "
+                  f"{accelerator.type}:N asks for N", file=sys.stderr)
         request = self._with_run_data(_portable(request, config.texts), run_id)
         data = self._data_url(request, where)
         ladder = self.submission.ladder
@@ -157,7 +160,10 @@ class Vertex(Preflight[CloudTarget, Plan]):
         where, request = plan.targets[plan.first.region], placed.request
         say_job(text, f"project {where.project}, region {where.region}, run "
                        f"{run_paths(self.cloud, placed.run_id).root}")
-        print(f"resources: {request.resources.describe()}", file=sys.stderr)
+        first = request.resources  # the first rung's capacity: a ladder's may not be the flag's
+        shown = dataclasses.replace(first, scheduling=dataclasses.replace(
+            first.scheduling, strategy=plan.first.strategy))
+        print(f"resources: {shown.describe()}", file=sys.stderr)
         if request.trains:
             print("note: dry run: the data checks of the bucket's records were skipped",
                   file=sys.stderr)
@@ -280,9 +286,10 @@ class Vertex(Preflight[CloudTarget, Plan]):
             estimate.refuse_over(self.submission.max_cost)
         return dispatch(self.cloud, where, job, f"dataset {name}", self.submission)
 
-    def _place(self) -> CloudTarget:
-        """The project, region, bucket and images: checked before any request or build."""
-        where = job_images(self.cloud)
+    def _place(self, tpu: bool = False) -> CloudTarget:
+        """The project, region, bucket and images (the TPU one if `tpu`): checked before any
+        request or build."""
+        where = job_images(self.cloud, tpu)
         check_region(where.region)
         if pinned_image := self.cloud.overrides.get("image"):  # a flag, a job file, a rerun
             check_repository(pinned_image, self.cloud.image_repositories())
@@ -291,7 +298,10 @@ class Vertex(Preflight[CloudTarget, Plan]):
     def _where(self, request: Request) -> CloudTarget:
         """The project, region, bucket and images, and what a Vertex AI job can read:
         checked before any request or build."""
-        where = self._place()
+        ladder = self.submission.ladder
+        where = self._place(any(Machine(machine_type).is_tpu for machine_type in (
+            request.resources.machine_type, *(ladder.fallback if ladder else ())))
+            or bool(request.resources.tpu))
         for flag_name, path in (("--init-from", request.args.init_checkpoint),
                                 ("--data-dir", request.data_dir)):
             if path and not path.startswith(("gs://", "https://")):

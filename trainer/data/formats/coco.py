@@ -84,7 +84,7 @@ def plan(source: Input, options: Options) -> Planned:
         for image in parsed.images:
             if image.file_name in images and images[image.file_name].image_id != image.image_id:
                 problems.add((split, image.file_name), Problem(
-                    "duplicate_name", "repaired", f"{where}: {image.file_name!r} is image "
+                    "duplicate_name", "dropped", f"{where}: {image.file_name!r} is image "
                     f"{images[image.file_name].image_id} and {image.image_id}; kept once"))
                 continue
             images.setdefault(image.file_name, image)

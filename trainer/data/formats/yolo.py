@@ -59,6 +59,8 @@ REASONS = {
     "unreadable_label": "a label file that cannot be read, is not UTF-8, or leaves the "
                         "dataset's directory; the image skipped",
     "val_is_train": "data.yaml's val is its train: split by --split's fraction instead",
+    "sparse_class_ids": "data.yaml's names are not ids 0 to nc - 1, which Ultralytics "
+                        "refuses: converted with their ids",
     "yaml_path_ignored": "data.yaml's path is not inside its directory (the dataset was "
                          "moved): its files are read beside data.yaml",
 }
@@ -297,6 +299,12 @@ def plan(source: Input, options: Options) -> Planned:
     config = read_config(config_path)
     names = class_names(config["names"], config_path)
     problems = ProblemLog()
+    if (ids := sorted(names)) != list(range(len(names))):
+        shown = ", ".join(map(str, ids[:8])) + (", ..." if len(ids) > 8 else "")
+        problems.add(("train", config_path.name), Problem(
+            "sparse_class_ids", "flagged", f"names has the ids {shown} for {len(ids)} classes, "
+            f"where Ultralytics requires 0 to {len(ids) - 1}: converted with each id + 1 in "
+            "the label map"))
     base = _base(config, root, problems)
     dirs = {split: _image_dirs(config[split], base, root, split, config_path)
             for split in SPLITS if config.get(split)}
