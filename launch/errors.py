@@ -29,7 +29,15 @@ class StepFailed(Exception):
     """A job, build or other step ran and failed; the message says where its output is."""
 
 
+NO_CREDENTIALS = "no Google credentials"  # a note's reason; a dry run says the fix once
+
+
 def reason(error: BaseException, limit: int = 200) -> str:
     """An exception as the short reason a note gives: its first line, or its type, made
-    printable (a service's or a file's words, shown and never obeyed by the terminal)."""
+    printable (a service's or a file's words, shown and never obeyed by the terminal); the
+    same few words for missing credentials, whatever google.auth's text."""
+    from google.auth.exceptions import DefaultCredentialsError
+
+    if isinstance(error, DefaultCredentialsError):
+        return NO_CREDENTIALS
     return printable((str(error).strip().splitlines() or [type(error).__name__])[0][:limit])

@@ -133,11 +133,11 @@ except SystemExit as exit:
      "no files match --eval-input"),
     (["--model_dir=m", "--data_dir=.", "--init_checkpoint=/no/ckpt-1"], 2,
      "--init-from /no/ckpt-1 not found"),
-    (["data", "convert", "--data_dir=/nonexistent", "--output_dir=o"], 1,
+    (["data", "convert", "--data_dir=/nonexistent", "--output_dir=o"], 2,
      "/nonexistent/annotations/trainval.txt not found"),
     (["export", "--model_dir=m", "--export_dir=e", "--max_detections=0"], 2,
      "--max-detections must be 1 to 1000"),
-    (["predict", "--model=m", "--images=/nonexistent/*.jpg", "--output_dir=o"], 1,
+    (["predict", "--model=m", "--images=/nonexistent/*.jpg", "--output_dir=o"], 2,
      "no image matches /nonexistent/*.jpg"),
 ])
 def test_help_and_bad_flags_are_answered_before_tensorflow_loads(argv, code, message,

@@ -21,9 +21,9 @@ from infra import outputs as stack_outputs
 from infra.config import ConfigError, Environment, Retention
 from infra.environments import ENVIRONMENTS
 from infra.image_context import context_hash
-from infra.modules.services import SERVICES
 from infra.outputs import StackOutputs, stack_name
 from tests.conftest import HANG, REPO
+from tests.once import once
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("CHECKPOINT_DISABLE", "1")
@@ -31,13 +31,17 @@ PRIMITIVE_ROLES = {"roles/owner", "roles/editor", "roles/viewer"}
 
 
 @pytest.fixture(scope="session")
-def stacks(tmp_path_factory) -> dict[str, dict]:
-    from infra.main import build_app
+def stacks(shared) -> dict[str, dict]:
+    """The synthesised stacks, once for the session (the provider's import and a synth are
+    15 CPU-seconds): whichever xdist worker asks first."""
+    def build(outdir: Path) -> dict:
+        from infra.main import build_app
 
-    outdir = tmp_path_factory.mktemp("cdktf.out")
-    build_app(str(outdir)).synth()
-    return {env: json.loads((outdir / "stacks" / stack_name(env) / "cdk.tf.json")
-                            .read_text()) for env in ENVIRONMENTS}
+        build_app(str(outdir)).synth()
+        return {env: json.loads((outdir / "stacks" / stack_name(env) / "cdk.tf.json")
+                                .read_text()) for env in ENVIRONMENTS}
+
+    return once(shared, "stacks", build)
 
 
 def resources(stack: dict, kind: str) -> list[dict]:
@@ -80,6 +84,9 @@ def grants(stack: dict) -> set[tuple[str, str, str]]:
 @pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
 def test_project_services_are_enabled_and_never_disabled(stacks, env_name):
     services = resources(stacks[env_name], "google_project_service")
+    from infra.modules.services import SERVICES  # here: its provider's import is 10 CPU-s,
+    # which a worker that runs no test of this module would pay at collection
+
     assert sorted(s["service"] for s in services) == sorted(SERVICES)
     assert all(s["disable_on_destroy"] is False for s in services)
     # A first apply on a fresh project: every other resource waits for every API.

@@ -89,10 +89,18 @@ def test_progress_printer_turns_step_and_tqdm_lines_into_bars(capsys):
     on_line(0, "converting:  50%|#####     | 5/10 [00:01<00:01,  5.00img/s]")
     on_line(1, "saved checkpoint to /m/ckpt-50.")
     on_line(0, "failed call to cuInit: INTERNAL: CUDA error")
+    on_line(0, "converting: 100%|##########| 10/10 [00:02<00:00,  5.00img/s]")
+    on_line(0, "converting: 100%|##########| 10/10 [00:02<00:00,  5.00img/s]")
+    on_line(0, "wrote 10 examples: train 7, val 3")
     close()
     out = capsys.readouterr().out
     assert "[replica 1] saved checkpoint" in out
     assert "box_loss" not in out and "cuInit" not in out
+    # issue 38 item 8: in a log (no terminal), no bar drawn after the stage's own summary: a
+    # finished bar is one line, in its place
+    assert out.splitlines()[-2:] == ["converting: 10/10", "wrote 10 examples: train 7, val 3"]
+    assert "5/10" not in out and out.count("converting") == 1
+    assert out.splitlines()[0].rstrip() == "train | step:     50 | steps/sec:    5.0 | output:"
 
 
 def test_invoke_menu_lists_the_tasks():

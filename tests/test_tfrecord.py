@@ -3,6 +3,7 @@ Example serializer and TFRecordWriter give, and a conversion that never loads Te
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -83,3 +84,63 @@ def test_a_conversion_process_never_loads_tensorflow(tmp_path):
                          timeout=HANG)
     assert ran.returncode == 0, ran.stderr[-3000:]
     assert len(list((tmp_path / "out").glob("*.record-*"))) == 4
+
+
+def test_examples_and_files_read_back_as_tensorflow_reads_them(tmp_path):
+    import tensorflow as tf
+
+    ours = tfrecord.parse_example(tensorflow_example(FEATURES))
+    theirs = tf.train.Example.FromString(tensorflow_example(FEATURES)).features.feature
+    assert set(ours) == set(theirs)
+    for name, kind, _ in FEATURES:
+        listed = getattr(theirs[name], {1: "bytes_list", 2: "float_list", 3: "int64_list"}[kind])
+        assert ours[name] == list(listed.value), name
+    records = [b"", tensorflow_example(FEATURES), b"\x00" * 70_000]
+    with tf.io.TFRecordWriter(str(tmp_path / "theirs.record")) as writer:
+        for record in records:
+            writer.write(record)
+    assert list(tfrecord.records(tmp_path / "theirs.record")) == records
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda data: data[:-3], "a record that fails its checksum"),
+    (lambda data: data[:5], "not a TFRecord file"),
+    (lambda data: b"x" * 12 + data, "not a TFRecord file"),
+    (lambda data: data[:20] + bytes([data[20] ^ 1]) + data[21:],
+     "a record that fails its checksum")])
+def test_a_damaged_file_is_named_not_read(tmp_path, damage, message):
+    path = tmp_path / "damaged.record"
+    path.write_bytes(damage(tfrecord.framed(tfrecord.example(FEATURES))))
+    with pytest.raises(ValueError, match=f"^{message}"):
+        list(tfrecord.records(path))
+
+
+@pytest.mark.parametrize("data", [b"\x0a\xff", b"\x0a\x05\x0a\x03\x0a\x01", b"\x0b",
+                                  b"\x0a" + b"\xff" * 11])
+def test_bytes_that_are_not_an_example_are_a_value_error(data):
+    with pytest.raises(ValueError, match=r"^not a tf\.train\.Example"):
+        tfrecord.parse_example(data)
+
+
+def test_data_inspect_reads_records_without_tensorflow_and_names_a_bad_one(tmp_path):
+    code = ("import sys; from pathlib import Path; "
+            "from trainer.data.sample import write_sample; "
+            "from trainer.data.convert import convert_directory; "
+            "from launch.features.dataset_report import inspect; "
+            "convert_directory(write_sample(sys.argv[1], num_images=12), sys.argv[2], "
+            "num_shards=1, progress=False); "
+            "print(inspect(sys.argv[2], 'pets_retinanet_mobilenet', Path(sys.argv[3]))); "
+            "assert 'tensorflow' not in sys.modules, 'TensorFlow was imported'")
+    ran = subprocess.run([sys.executable, "-c", code, str(tmp_path / "pets"),
+                          str(tmp_path / "out"), str(tmp_path / "report")], cwd=REPO,
+                         capture_output=True, text=True, timeout=HANG)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert "report: " in ran.stdout and ran.stderr == ""  # no CUDA or absl line either
+    from launch.errors import InputError
+    from launch.features.dataset_report import inspect
+
+    (shard,) = (tmp_path / "out").glob("val.record-*")
+    shard.write_bytes(shard.read_bytes()[:-1])
+    with pytest.raises(InputError, match=f"^{re.escape(str(shard))}: a record that fails its "
+                                         "checksum"):
+        inspect(str(tmp_path / "out"), "pets_retinanet_mobilenet", tmp_path / "report2")

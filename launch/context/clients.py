@@ -91,6 +91,13 @@ def cloud_quotas():
     return cloudquotas_v1.CloudQuotasClient()
 
 
+def application_credentials():
+    """Application Default Credentials, or google.auth's DefaultCredentialsError."""
+    import google.auth
+
+    return google.auth.default()[0]
+
+
 @dataclasses.dataclass(frozen=True)
 class GoogleClients:
     jobs: Callable[[str], object] = vertex_jobs  # region -> JobServiceClient
@@ -105,3 +112,4 @@ class GoogleClients:
     prediction: Callable[[str], object] = vertex_prediction  # region -> PredictionService
     pubsub: Callable[[], object] = pubsub_publisher  # job events (launch/targets/vertex/notify.py)
     quotas: Callable[[], object] = cloud_quotas  # the Cloud Quotas API (training quotas)
+    credentials: Callable[[], object] = application_credentials  # whether there are any

@@ -58,42 +58,48 @@ class DatasetStats:
 
 def read_dataset(records_dir: Path, geometry: Geometry) -> DatasetStats:
     """One pass over the records: sizes, boxes and classes of every example, and the first
-    few images of each class (training split first)."""
-    import tensorflow as tf
+    few images of each class (training split first). Read without TensorFlow
+    (trainer/data/tfrecord.py): a record that is not an Example is one line naming it."""
+    from launch.errors import InputError
+    from trainer.data.tfrecord import parse_example, records
 
-    features = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
-                "image/width": tf.io.FixedLenFeature([], tf.int64),
-                "image/height": tf.io.FixedLenFeature([], tf.int64),
-                "image/object/class/text": tf.io.VarLenFeature(tf.string),
-                "image/object/class/label": tf.io.VarLenFeature(tf.int64),
-                **{f"image/object/bbox/{k}": tf.io.VarLenFeature(tf.float32)
-                   for k in ("xmin", "ymin", "xmax", "ymax")}}
     stats = DatasetStats({}, collections.defaultdict(list))
     for split in SPLITS:
-        files = sorted(tf.io.gfile.glob(str(records_dir / shard_glob(split))))
         split_stats = stats.splits[split] = SplitStats()
-        for raw in tf.data.TFRecordDataset(files):
-            example = tf.io.parse_single_example(raw, features)
-            width, height = int(example["image/width"]), int(example["image/height"])
-            names = [n.decode("utf-8", "replace") for n in
-                     tf.sparse.to_dense(example["image/object/class/text"]).numpy()]
-            labels = tf.sparse.to_dense(example["image/object/class/label"]).numpy()
-            corners = np.stack([tf.sparse.to_dense(example[f"image/object/bbox/{k}"]).numpy()
-                                for k in ("xmin", "ymin", "xmax", "ymax")], -1).reshape(-1, 4)
-            split_stats.images += 1
-            split_stats.sizes.append((width, height))
-            split_stats.per_image.append(len(names))
-            split_stats.objects.update(names)
-            split_stats.images_with.update(set(names))
-            split_stats.labels.update(int(label) for label in labels)
-            scale = geometry.input_size / max(width, height, 1)
-            for (xmin, ymin, xmax, ymax), label in zip(corners, labels, strict=False):
-                w, h = (xmax - xmin) * width, (ymax - ymin) * height
-                split_stats.boxes.append((w, h, w * scale, h * scale, int(label)))
-            for name in set(names):
-                if len(stats.samples[name]) < SAMPLES_PER_CLASS:
-                    stats.samples[name].append((example["image/encoded"].numpy(), corners))
+        for path in sorted(records_dir.glob(shard_glob(split))):
+            try:
+                examples = [parse_example(record) for record in records(path)]
+            except ValueError as error:
+                raise InputError(f"{path}: {error}") from None
+            for example in examples:
+                _count(example, split_stats, stats, geometry)
     return stats
+
+
+def _count(example: Mapping[str, list], split_stats: SplitStats, stats: DatasetStats,
+           geometry: Geometry) -> None:
+    def first(name: str, default=0):
+        return (example.get(name) or [default])[0]
+
+    width, height = int(first("image/width")), int(first("image/height"))
+    names = [n.decode("utf-8", "replace") for n in example.get("image/object/class/text", [])]
+    labels = example.get("image/object/class/label", [])
+    sides = [example.get(f"image/object/bbox/{k}", []) for k in ("xmin", "ymin", "xmax", "ymax")]
+    count = min(map(len, sides))
+    corners = np.array([side[:count] for side in sides], np.float32).T.reshape(-1, 4)
+    split_stats.images += 1
+    split_stats.sizes.append((width, height))
+    split_stats.per_image.append(len(names))
+    split_stats.objects.update(names)
+    split_stats.images_with.update(set(names))
+    split_stats.labels.update(int(label) for label in labels)
+    scale = geometry.input_size / max(width, height, 1)
+    for (xmin, ymin, xmax, ymax), label in zip(corners, labels, strict=False):
+        w, h = (xmax - xmin) * width, (ymax - ymin) * height
+        split_stats.boxes.append((w, h, w * scale, h * scale, int(label)))
+    for name in set(names):
+        if len(stats.samples[name]) < SAMPLES_PER_CLASS:
+            stats.samples[name].append((first("image/encoded", b""), corners))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -77,7 +77,8 @@ def fake_cloud(workdir: Path) -> Iterator[SimpleNamespace]:
                                     models=lambda region: models.client(),
                                     endpoints=lambda region: endpoints.client(),
                                     prediction=lambda region: prediction.client(),
-                                    pubsub=pubsub.publisher, quotas=quotas.client)
+                                    pubsub=pubsub.publisher, quotas=quotas.client,
+                                    credentials=lambda: "the fakes take any")
             yield SimpleNamespace(
                 vertex=vertex, logs=logs, registry=registry, builds=builds, storage=storage,
                 persistent=persistent, models=models, endpoints=endpoints,

@@ -126,8 +126,9 @@ def write_all(shards: Sequence[Shard], classes: Classes, limits: Limits,
         reported = 0
         while running := [f for f in futures if not f.done()]:
             concurrent.futures.wait(running, timeout=0.2, return_when="FIRST_COMPLETED")
-            on_progress(counter.value - reported)
-            reported = counter.value
+            done = counter.value  # read once: a count between two reads was lost (311/324)
+            on_progress(done - reported)
+            reported = done
         try:
             results = [future.result() for future in futures]
         except BrokenProcessPool:

@@ -1,17 +1,17 @@
-"""TFRecord files of `tf.train.Example`s, written without TensorFlow.
+"""TFRecord files of `tf.train.Example`s, written and read without TensorFlow.
 
-Conversion needs only these two formats, both small and fixed: the Example protobuf (a map
-from feature names to a list of bytes, floats or int64s) and TFRecord's framing (a length and
-two masked CRC-32Cs around each record). Writing them here spares every conversion process
-TensorFlow's import (4 to 5 CPU seconds and 0.5 GB of memory, 2026-11-28); tf.data and
-`tf.train.Example` read the result (tests/test_tfrecord.py compares them with TensorFlow's own
-writer and parser).
+Conversion and `data.inspect` need only these two formats, both small and fixed: the Example
+protobuf (a map from feature names to a list of bytes, floats or int64s) and TFRecord's
+framing (a length and two masked CRC-32Cs around each record). Doing them here spares every
+conversion process and the report TensorFlow's import (4 to 5 CPU seconds, 0.5 GB of memory
+and its CUDA chatter, 2026-11-28); tf.data and `tf.train.Example` read what is written
+(tests/test_tfrecord.py compares both ways with TensorFlow's own writer and parser).
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import google_crc32c
@@ -67,6 +67,94 @@ def framed(record: bytes) -> bytes:
     """One record as a TFRecord file holds it: length, its CRC, the bytes, their CRC."""
     length = struct.pack("<Q", len(record))
     return length + _masked_crc(length) + record + _masked_crc(record)
+
+
+def records(path: str | Path) -> Iterator[bytes]:
+    """The records of a TFRecord file, each checked against its CRCs: a file that is not one
+    (or is cut short) is a ValueError saying where (the caller names the file)."""
+    with open(path, "rb") as file:
+        while header := file.read(12):
+            length = header[:8]
+            if len(header) < 12 or _masked_crc(length) != header[8:]:
+                raise ValueError(f"not a TFRecord file (a bad record header at byte "
+                                 f"{file.tell() - len(header)})")
+            record = file.read(struct.unpack("<Q", length)[0])
+            if _masked_crc(record) != file.read(4):
+                raise ValueError("a record that fails its checksum (cut short, or corrupt)")
+            yield record
+
+
+def _read_varint(data: bytes, position: int) -> tuple[int, int]:
+    value = shift = 0
+    while shift < 70:
+        if position >= len(data):
+            raise ValueError("not a tf.train.Example: a number is cut short")
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, position
+        shift += 7
+    raise ValueError("not a tf.train.Example: a number of more than ten bytes")
+
+
+def _fields(data: bytes) -> Iterator[tuple[int, int, int | bytes]]:
+    """(field number, wire type, value) of a protobuf message."""
+    position = 0
+    while position < len(data):
+        key, position = _read_varint(data, position)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, position = _read_varint(data, position)
+        elif wire in (1, 2, 5):
+            size, position = ((8, position) if wire == 1 else (4, position) if wire == 5
+                              else _read_varint(data, position))
+            value, position = data[position:position + size], position + size
+            if position > len(data):
+                raise ValueError("not a tf.train.Example: a field runs past its end")
+        else:
+            raise ValueError(f"not a tf.train.Example: wire type {wire}")
+        yield number, wire, value
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _list_values(kind: int, listed: bytes) -> list:
+    values: list = []
+    for number, wire, value in _fields(listed):
+        if number != 1:
+            continue
+        if kind == BYTES and wire == 2:
+            values.append(value)
+        elif kind == FLOATS and wire in (2, 5):  # packed, or one at a time
+            values.extend(np.frombuffer(value, "<f4").tolist())
+        elif kind == INT64S and wire == 2:
+            position = 0
+            while position < len(value):
+                number, position = _read_varint(value, position)
+                values.append(_signed(number))
+        elif kind == INT64S and wire == 0:
+            values.append(_signed(value))
+    return values
+
+
+def parse_example(data: bytes) -> dict[str, list]:
+    """A serialized tf.train.Example as {name: its values} (bytes, floats or ints); a
+    ValueError for bytes that are not one."""
+    found: dict[str, list] = {}
+    for number, wire, features in _fields(data):
+        if number != 1 or wire != 2:
+            continue
+        for entry_number, entry_wire, entry in _fields(features):
+            if entry_number != 1 or entry_wire != 2:
+                continue
+            parts = {n: v for n, w, v in _fields(entry) if w == 2}
+            kinds = [(n, v) for n, w, v in _fields(parts.get(2, b"")) if w == 2]
+            found[parts.get(1, b"").decode("utf-8", "replace")] = \
+                _list_values(*kinds[-1]) if kinds else []
+    return found
 
 
 class TFRecordWriter:

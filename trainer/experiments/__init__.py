@@ -109,10 +109,12 @@ class Geometry:
 
 
 def geometry(name: str) -> Geometry:
-    """From the experiment's Model Garden config (any registered experiment)."""
-    from official.core import exp_factory
+    """From the experiment's Model Garden config (any registered detection experiment), as
+    fields.json records it: the dataset report needs no TensorFlow."""
+    from trainer.errors import SettingsError
+    from trainer.experiments import fields
 
-    register()
-    model = exp_factory.get_exp_config(name).task.model
-    return Geometry(int(max(model.input_size[:2])),
-                    float(model.anchor.anchor_size) * 2 ** int(model.min_level))
+    if name not in fields.schema()["geometry"]:
+        raise SettingsError(f"--experiment {name} fixes no input size to check the data "
+                            f"against: pick one of {', '.join(sorted(EXPERIMENTS))}")
+    return Geometry(**fields.schema()["geometry"][name])

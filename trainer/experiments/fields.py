@@ -74,6 +74,8 @@ def generate() -> dict:
                                  False)],
             "models": {name: architecture(exp_factory.get_exp_config(name).task.model)
                        for name in detectors},
+            "geometry": {name: found for name in detectors if (found := image_geometry(
+                exp_factory.get_exp_config(name).task.model))},
             "fields": {name: config_fields(exp_factory.get_exp_config(name))
                        for name in EXPERIMENTS}}
 
@@ -89,6 +91,16 @@ def architecture(model) -> dict[str, str]:
                                                   else "") + \
             f"-l{model.min_level}-{model.max_level}"
     return {"backbone": f"{model.backbone.type}-{backbone.model_id}", "decoder": described}
+
+
+def image_geometry(model) -> dict[str, float] | None:
+    """What the model does to an image (`trainer.experiments.Geometry`): the longer side it
+    is resized to, and its smallest anchor in pixels; None for a config that fixes no input
+    size."""
+    if not model.input_size:
+        return None
+    return {"input_size": int(max(model.input_size[:2])),
+            "smallest_anchor": float(model.anchor.anchor_size) * 2 ** int(model.min_level)}
 
 
 def text(schema: dict) -> str:

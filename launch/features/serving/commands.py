@@ -88,6 +88,8 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
         lifecycle.check_offered(registry.prediction_image(place.region, "gpu" if gpu else "cpu"),
                                 today or datetime.date.today())  # before any request
     paths = run_paths(cloud, run_id)  # a run id is checked before any request
+    if dry_run:
+        submit.say_once_without_credentials(cloud)
     candidate = _unless_unreadable(dry_run, f"run {run_id}", "the gate is not checked, and "
                                    "the model lacks what the run's files give (its experiment's "
                                    "model id, metrics and labels)",
@@ -182,6 +184,8 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
     place = Place.of(cloud)
     setup = serving(place.region)  # validated before any request
     price_serving(setup, place.region, flag_value("max_cost", max_cost))
+    if dry_run:
+        submit.say_once_without_credentials(cloud)
     version = _unless_unreadable(dry_run, f"run {run_id}'s registered version",
                                  "the deployed model is left empty and its container unchecked",
                                  lambda: run_version(cloud, run_id))

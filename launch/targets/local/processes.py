@@ -131,11 +131,17 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
         TimeRemainingColumn,
     )
 
+    console = console or Console()
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeRemainingColumn(), console=console or Console())
+                        TimeRemainingColumn(), console=console)
     bars: dict[str, int] = {}
 
     def advance(name: str, completed: int, total: int) -> None:
+        if not console.is_terminal:  # a log: no bar drawn at its end, one line when done
+            if completed >= total and bars.get(name) != total:
+                bars[name] = total
+                console.print(f"{name}: {completed}/{total}", markup=False, highlight=False)
+            return
         if name not in bars:
             progress.start()
             bars[name] = progress.add_task(name, total=total)
@@ -144,8 +150,10 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
     def on_line(replica: int, line: str) -> None:
         step, bar = STEP_LINE.match(line), TQDM_LINE.match(line)
         if step:
-            if replica == 0 and total_steps:
+            if replica == 0 and total_steps and console.is_terminal:
                 advance("training", int(step.group(1)), total_steps)
+            elif replica == 0 and not console.is_terminal:  # a log: the step line itself
+                console.print(printable(line), markup=False, highlight=False)
         elif bar:
             advance(bar.group("desc"), int(bar.group("n")), int(bar.group("total")))
         elif line.strip() and not ORBIT_OUTPUT.match(line) and not NOISE.search(line):
@@ -154,7 +162,7 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
                                    markup=False, highlight=False)
 
     def close() -> None:
-        if bars:  # stopping a Progress that never started prints an empty line
+        if bars and console.is_terminal:  # stopping one never started prints an empty line
             progress.stop()
 
     return on_line, close

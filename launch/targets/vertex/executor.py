@@ -56,6 +56,7 @@ from launch.targets.vertex.submit import (
     dispatch,
     image_pins,
     pinned,
+    say_once_without_credentials,
     why_failed,
 )
 from launch.targets.vertex.sweeps import submit_sweep
@@ -174,6 +175,8 @@ class Vertex(Preflight[CloudTarget, Plan]):
 
     def price(self, placed: Placed[CloudTarget], plan: Plan) -> Plan:
         """Each rung within the project's quota (a sweep's trials at once), then priced."""
+        if self.submission.dry_run:  # before the first note it explains
+            say_once_without_credentials(self.cloud)
         sweep = placed.sweep
         plan = self._check_quota(placed.where.project, plan, copies=sweep.parallel if sweep
                                  else 1)

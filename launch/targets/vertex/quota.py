@@ -16,7 +16,7 @@ from google.api_core.exceptions import PermissionDenied
 from google.auth.exceptions import DefaultCredentialsError
 from google.cloud import aiplatform_v1
 
-from launch.errors import InputError, reason
+from launch.errors import NO_CREDENTIALS, InputError, reason
 from launch.targets.vertex.hardware import Machine, catalogue, machine_shape, tpu_chips
 
 UNLIMITED = -1  # what Cloud Quotas reports for a quota without a limit
@@ -121,7 +121,7 @@ def unreadable(error: Exception) -> str:
     """Why the quotas could not be read, and what lets them be."""
     quotas = facts()
     if isinstance(error, DefaultCredentialsError):
-        return "no Google credentials (gcloud auth application-default login)"
+        return NO_CREDENTIALS
     if isinstance(error, PermissionDenied):
         return (f"reading them needs {quotas['permission']} on the project (in "
                 f"{quotas['role']}): {reason(error, 120)}")

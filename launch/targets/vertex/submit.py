@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable, Iterable
 
 from google.api_core.exceptions import GoogleAPIError
-from google.auth.exceptions import GoogleAuthError
+from google.auth.exceptions import DefaultCredentialsError, GoogleAuthError
 from google.cloud import aiplatform_v1
 
 from infra.image_context import context_hash
@@ -16,7 +16,7 @@ from launch.context import images
 from launch.context.builds import build_images
 from launch.context.cloud import Cloud
 from launch.context.places import CloudTarget
-from launch.errors import StepFailed, reason
+from launch.errors import NO_CREDENTIALS, StepFailed, reason
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import logs
 from launch.targets.vertex.ladder import Ladder
@@ -113,6 +113,17 @@ def _digests(cloud: Cloud, wanted: Iterable[str], known: dict[str, str] | None =
 
 # What a dry run's digest lookup may meet: no credentials, a refusal, no such tag yet.
 LOOKUP_ERRORS = (images.ImageBuildError, GoogleAPIError, GoogleAuthError)
+
+
+def say_once_without_credentials(cloud: Cloud) -> None:
+    """A dry run without credentials says so, and the fix, once; its notes then say only
+    what each left out and why in three words (launch.errors.NO_CREDENTIALS)."""
+    try:
+        cloud.clients.credentials()
+    except DefaultCredentialsError:
+        print(f"note: {NO_CREDENTIALS} (`gcloud auth application-default login` gives "
+              "them): this dry run reads nothing from Google Cloud, and the notes below say "
+              "what that leaves out", file=sys.stderr)
 
 
 def _shown_by_tag(error: BaseException, who: str) -> None:
