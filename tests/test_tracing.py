@@ -1,5 +1,6 @@
-"""Model Garden's detection parsers traced as written (trainer/tracing.py): the same tensors as
-through Autograph, and Autograph kept wherever a configuration branches on tensors."""
+"""Model Garden's code traced as written (trainer/tracing.py): the parsers give the same tensors
+as through Autograph, and Autograph stays wherever a configuration branches on tensors or a
+model's paths are not all traced by the tests."""
 
 from __future__ import annotations
 
@@ -56,8 +57,9 @@ def test_parsers_traced_as_written_give_the_tensors_autograph_gives(experiment, 
                 labels.pop(sampled, None)
         return tf.nest.map_structure(np.asarray, batches)
 
-    with tracing.parsers_as_written(params) as as_written:
-        assert as_written and conversion.is_allowlisted(parser._parse_train_data)
+    with tracing.as_written(params) as modules:
+        assert modules == tracing.PARSER_MODULES
+        assert conversion.is_allowlisted(parser._parse_train_data)
         plain = first_batches()
     assert not conversion.is_allowlisted(parser._parse_train_data)  # the rule is gone after
     converted = first_batches()
@@ -77,5 +79,21 @@ def test_a_parser_that_branches_on_tensors_keeps_autograph(override, field, reco
                         f"--params_override={override}")
     assert tracing.needs_autograph(params) == f"{field} is set"
     before = config.CONVERSION_RULES
-    with tracing.parsers_as_written(params) as as_written:
-        assert not as_written and config.CONVERSION_RULES is before
+    with tracing.as_written(params) as modules:
+        assert modules == () and before == config.CONVERSION_RULES
+
+
+def test_the_models_of_the_cpu_experiments_only_are_traced_as_written():
+    """Their every path is traced by the tests (trained, evaluated, exported, served); the
+    GPU and TPU experiments' ResNet paths are not, so those keep Autograph."""
+    from official.vision.modeling import retinanet_model
+    from tensorflow.python.autograph.impl import conversion
+
+    for experiment in ("pets_retinanet_mobilenet", "pets_maskrcnn_mobilenet"):
+        assert tracing.written_modules(experiment=experiment) == tracing.MODEL_MODULES
+    for experiment in ("pets_retinanet_resnetfpn", "pets_fasterrcnn_resnetfpn",
+                       "pets_maskrcnn_resnetfpn", "retinanet_resnetfpn_coco", None):
+        assert tracing.written_modules(experiment=experiment) == ()
+    with tracing.as_written(experiment="pets_retinanet_mobilenet"):
+        assert conversion.is_allowlisted(retinanet_model.RetinaNetModel.call)
+    assert not conversion.is_allowlisted(retinanet_model.RetinaNetModel.call)

@@ -54,7 +54,7 @@ def run_trainer(args: trainer_args.TrainArgs) -> int:
         from official.modeling import performance
 
         performance.set_mixed_precision_policy(params.runtime.mixed_precision_dtype)
-    with tracing.parsers_as_written(params):
+    with tracing.as_written(params, settings.experiment):
         if settings.mode in ("eval", "continuous_eval"):
             return _run_evaluation(settings, params, evaluation)
         slice_ = distribution.tpu_slice(os.environ)

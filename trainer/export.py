@@ -215,15 +215,19 @@ def _module_class(default_signature: str, max_pixels: int):
 
 
 def write_signatures(module, params, checkpoint: str, export_dir: str, input_type: str,
-                     batch_size: int | None, function_keys: dict[str, str]) -> None:
+                     batch_size: int | None, function_keys: dict[str, str],
+                     experiment: str | None) -> None:
     """Model Garden's SavedModel of `module`'s signatures, without the trace of every Keras
     layer's call it would save beside them for a Keras reload: no reader of ours reloads
     Keras (TF Serving, Vertex AI, TFLite's converter read the signatures), and those traces
-    were a third of an export's CPU time and 2 MB of the demo model's 17 (2026-11-27)."""
+    were a third of an export's CPU time and 2 MB of the demo model's 17 (2026-11-27). The
+    run's `experiment` says whether its model is traced as written (trainer/tracing.py)."""
     from official.vision.serving import export_saved_model_lib
     from tf_keras.src.saving.legacy.saved_model.utils import keras_option_scope
 
-    with keras_option_scope(save_traces=False):
+    from trainer import tracing
+
+    with keras_option_scope(save_traces=False), tracing.as_written(experiment=experiment):
         export_saved_model_lib.export_inference_graph(
             input_type=input_type, batch_size=batch_size,
             input_image_size=list(params.task.model.input_size[:2]), params=params,
@@ -245,13 +249,15 @@ def export(model_dir: str, export_dir: str, choice: Choice = DEFAULT_CHOICE,
         params=params, batch_size=None, input_image_size=input_size, input_type="image_tensor",
         num_channels=3)
     chosen = choose(model_dir, choice, module.model)
+    experiment = model_dir_lib.read_run_info(model_dir).get("experiment")
     write_signatures(module, params, chosen.path, export_dir, "image_tensor", None,
-                     {"image_tensor": UINT8_SIGNATURE, "image_bytes": BYTES_SIGNATURE})
+                     {"image_tensor": UINT8_SIGNATURE, "image_bytes": BYTES_SIGNATURE},
+                     experiment)
     model_dir_lib.copy_label_map(model_dir, export_dir)
     write_text(f"{export_dir}/{EXPORT_INFO_FILE}", json.dumps({
         "checkpoint": chosen.path.rsplit("/", 1)[-1],
         "checkpoint_choice": chosen.choice, "checkpoint_reason": chosen.reason,
-        "experiment": model_dir_lib.read_run_info(model_dir).get("experiment"),
+        "experiment": experiment,
         "default_signature": options.default_signature,
         "signatures": {SIGNATURE: options.default_signature,
                        **{name: kind for kind, name in SIGNATURE_OF.items()}},

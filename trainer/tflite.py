@@ -180,7 +180,8 @@ def export_tflite(model_dir: str, output_dir: str, choice: Choice = DEFAULT_CHOI
         representative = calibration_images(pattern, size[0])
     with tempfile.TemporaryDirectory() as staging:
         write_signatures(module, params, chosen.path, staging, "tflite", 1,
-                         {"tflite": "serving_default"})
+                         {"tflite": "serving_default"},
+                         model_dir_lib.read_run_info(model_dir).get("experiment"))
         flatbuffer = convert(staging, quantize, representative)
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
