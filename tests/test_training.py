@@ -194,8 +194,8 @@ def checkpoint_step(model_dir: Path) -> int:
     return int(latest.rsplit("-", 1)[1]) if latest else 0
 
 
-def test_training_resumes_after_kill_9_from_the_last_checkpoint(train_records, tmp_path):
-    flags = [*data_flags(train_records, tmp_path), f"--train_steps={RESUMED_STEPS}",
+def test_training_resumes_after_kill_9_from_the_last_checkpoint(small_records, tmp_path):
+    flags = [*data_flags(small_records, tmp_path), f"--train_steps={RESUMED_STEPS}",
              "--params_override=trainer.checkpoint_interval=20,trainer.steps_per_loop=10,"
              "trainer.summary_interval=10"]
     process, seen = trainer_process(*flags), []
@@ -217,7 +217,7 @@ def test_training_resumes_after_kill_9_from_the_last_checkpoint(train_records, t
     assert checkpoint_step(tmp_path) == RESUMED_STEPS
 
     # An evaluator given no --train_steps takes the run's length from its model directory.
-    result = trainer_here(*data_flags(train_records, tmp_path), "--mode=continuous_eval",
+    result = trainer_here(*data_flags(small_records, tmp_path), "--mode=continuous_eval",
                           "--eval_idle_timeout=120")
     assert f"final checkpoint (step {RESUMED_STEPS}) evaluated" in result.stdout
 
@@ -228,7 +228,7 @@ PLATEAU = ("--override=learning_rate=0",  # nothing learnt: every evaluation sco
            "trainer.summary_interval=5")
 
 
-def test_two_workers_train_together_and_stop_early_together_on_a_plateau(train_records,
+def test_two_workers_train_together_and_stop_early_together_on_a_plateau(small_records,
                                                                          tmp_path):
     """`invoke train --workers 1 --early-stop-patience 2`: a chief and a worker on 127.0.0.1
     (MultiWorkerMirroredStrategy) train at a learning rate of 0; the chief evaluates each
@@ -240,7 +240,7 @@ def test_two_workers_train_together_and_stop_early_together_on_a_plateau(train_r
     model_dir = tmp_path / "model"
     result = subprocess.run(
         [sys.executable, "-m", "invoke", "train", f"--model-dir={model_dir}",
-         f"--data-dir={train_records}", "--steps=200", "--workers=1",
+         f"--data-dir={small_records}", "--steps=200", "--workers=1",
          "--early-stop-patience=2", *PLATEAU], cwd=REPO, text=True, capture_output=True,
         timeout=HANG)
     out = result.stdout + result.stderr
