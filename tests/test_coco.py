@@ -139,7 +139,7 @@ def tiny(tmp_path: Path, categories, annotations=None, images=None) -> Path:
 
 
 def label_map(tmp_path: Path) -> str:
-    return (tmp_path / "out" / "pet_label_map.pbtxt").read_text()
+    return (tmp_path / "out" / "label_map.pbtxt").read_text()
 
 
 def test_category_ids_are_kept_renumbered_or_made_safe(tmp_path):
@@ -259,7 +259,7 @@ def test_what_other_tools_write_converts(tmp_path):
                           progress=False)
     assert report["written"] == 3 and report["skipped"] == {}
     assert report["repaired"] == {"background_category_dropped": 1, "file_name_base_name": 3}
-    assert (tmp_path / "out" / "pet_label_map.pbtxt").read_text().count("item") == 2
+    assert (tmp_path / "out" / "label_map.pbtxt").read_text().count("item") == 2
     found = examples(tmp_path / "out")
     assert sorted(found) == list(names)
     ids = sorted(int(values(e, "image/source_id")[0]) for _, e in found.values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -188,3 +189,26 @@ def test_the_benchmarks_reference_converter_lets_a_broken_image_reach_training(t
         except tf.errors.InvalidArgumentError:
             failures += 1
     assert failures >= 1
+
+
+def test_the_label_map_is_label_map_pbtxt_and_an_older_conversions_name_still_reads(tmp_path):
+    """Issue 38 item 3: no dataset's label map is called pet_label_map.pbtxt any more; a
+    directory converted before (that name) is still a dataset, and converting into it again
+    replaces it whole."""
+    from trainer.data import layout
+    from trainer.files import LEGACY_DATA_LABEL_MAP_FILE, data_label_map
+
+    assert DATA_LABEL_MAP_FILE == "label_map.pbtxt"
+    out = tmp_path / "out"
+    convert_directory(write_sample(tmp_path / "pets", num_images=6), out, num_shards=1,
+                      progress=False)
+    assert (out / DATA_LABEL_MAP_FILE).is_file()
+    assert not (out / LEGACY_DATA_LABEL_MAP_FILE).exists()
+    (out / DATA_LABEL_MAP_FILE).rename(out / LEGACY_DATA_LABEL_MAP_FILE)  # as converted before
+    names = [path.name for path in out.iterdir()]
+    assert layout.missing(names) == []
+    assert data_label_map(str(out), os.path.exists) == f"{out}/{LEGACY_DATA_LABEL_MAP_FILE}"
+    assert layout.missing([n for n in names if n != LEGACY_DATA_LABEL_MAP_FILE]) == [
+        DATA_LABEL_MAP_FILE]
+    convert_directory(tmp_path / "pets", out, num_shards=1, progress=False)  # not foreign
+    assert sorted(p.name for p in out.glob("*.pbtxt")) == [DATA_LABEL_MAP_FILE]

@@ -494,7 +494,7 @@ def test_names_that_clash_once_cleaned_stay_distinct_classes(small, tmp_path):
                               xml.read_text()))
     report = convert_directory(voc, tmp_path / "out", format="voc", num_shards=1,
                                progress=False, label_map={"cat{": 1, "cat}": 2})
-    written = parse_label_map((tmp_path / "out" / "pet_label_map.pbtxt").read_text())
+    written = parse_label_map((tmp_path / "out" / "label_map.pbtxt").read_text())
     assert written == report["label_map_ids"] == {"cat_": 1, "cat__2": 2}
     assert report["repaired"]["class_renamed"] == 2
     found = " ".join(f.text for f in checks.findings(report, written))

@@ -81,11 +81,11 @@ def test_a_class_without_training_examples_is_refused_before_training(tmp_path, 
 def test_a_label_map_that_disagrees_with_the_records_is_refused(tmp_path):
     records = coco_records(tmp_path, images=20)
     assert check_local(str(records)) == []  # two balanced classes: nothing to say
-    (records / "pet_label_map.pbtxt").write_text("item { id: 1 name: 'dog' }\n"
+    (records / "label_map.pbtxt").write_text("item { id: 1 name: 'dog' }\n"
                                                  "item { id: 2 name: 'cat' }\n")
     with pytest.raises(DataRefused, match="disagree on cat, dog"):
         check_local(str(records))
-    (records / "pet_label_map.pbtxt").write_text("not a label map")
+    (records / "label_map.pbtxt").write_text("not a label map")
     with pytest.raises(DataRefused, match="unreadable"):
         check_local(str(records))
     assert check(evaluate(None, "x", "here"), "here") == [
@@ -212,7 +212,7 @@ def test_names_are_data_in_the_label_map_plots_terminal_and_spreadsheet(tmp_path
 
     hostile = [{"id": 1, "name": '=HYPERLINK("x"){a}'}, {"id": 2, "name": "$a^^b$\x1b[31m"}]
     out = coco_records(tmp_path, categories=hostile)
-    assert parse_label_map((out / "pet_label_map.pbtxt").read_text()) == \
+    assert parse_label_map((out / "label_map.pbtxt").read_text()) == \
         {"=HYPERLINK(_x_)_a_": 1, "$a^^b$_[31m": 2}
     assert not [f for f in local_findings(str(out)) if "unreadable" in f.text]
     text = inspect(str(out), "pets_retinanet_mobilenet", tmp_path / "report")

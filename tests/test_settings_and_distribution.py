@@ -79,12 +79,16 @@ def test_precision_follows_the_device(strategy, gpus, expected):
 def test_vertex_directories_come_from_aip_variables():
     env = {"AIP_CHECKPOINT_DIR": "gs://b/job/checkpoints/", "AIP_MODEL_DIR": "gs://b/job/model/",
            "AIP_TENSORBOARD_LOG_DIR": "gs://b/job/logs/"}
-    s = settings.parse(["--data_dir=gs://b/records/"], env)
+    s = settings.parse(["--data_dir=gs://b/records/"], env, exists=lambda path: False)
     assert s.model_dir == "gs://b/job/checkpoints"
     assert s.export_dir == "gs://b/job/model/" and s.tensorboard_dir == "gs://b/job/logs/"
     assert s.train_input == "gs://b/records/train.record-*"
     assert s.eval_input == "gs://b/records/val.record-*"
-    assert s.label_map == "gs://b/records/pet_label_map.pbtxt"
+    assert s.label_map == "gs://b/records/label_map.pbtxt"
+    # records converted before 2026-11-28 named it after the Pets quick start's file
+    older = settings.parse(["--data_dir=gs://b/records/"], env,
+                           exists=lambda path: path.endswith("/pet_label_map.pbtxt"))
+    assert older.label_map == "gs://b/records/pet_label_map.pbtxt"
     explicit = settings.parse(["--model_dir=/m", "--data_dir=/d", "--train_input=/x/*"], env)
     assert explicit.model_dir == "/m" and explicit.train_input == "/x/*"
 

@@ -97,7 +97,7 @@ class TrainArgs(Args):
     model_dir: str | None = option("checkpoints and summaries (default: $AIP_CHECKPOINT_DIR "
                                    "on Vertex AI)")
     data_dir: str | None = option("converted data: reads train.record-*, val.record-* and "
-                                  "pet_label_map.pbtxt")
+                                  "label_map.pbtxt")
     config_files: tuple[str, ...] = option("YAML overriding the experiment (repeatable, "
                                            "applied in order)", default=(), flag="config_file")
     train_steps: int | None = option("overrides trainer.train_steps", shown="--steps",

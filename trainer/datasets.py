@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import os
 import re
 import secrets
 from collections.abc import Callable, Mapping
@@ -40,10 +41,10 @@ from trainer.data.label_map import parse_label_map
 from trainer.errors import JsonError, LabelMapError, SettingsError
 from trainer.files import (
     CONVERSION_REPORT_FILE,
-    DATA_LABEL_MAP_FILE,
     DATA_REPORT_FILE,
     DATASET_MANIFEST_FILE,
     DATASETS_PREFIX,
+    data_label_map,
     shard_glob,
 )
 
@@ -194,7 +195,8 @@ def summary_of(local_dir: Path, data_format: str | None = None) -> tuple[dict, d
     report = _read_json(local_dir / CONVERSION_REPORT_FILE)
     report = report if isinstance(report, dict) else {}
     try:
-        label_map = parse_label_map((local_dir / DATA_LABEL_MAP_FILE).read_text())
+        label_map = parse_label_map(Path(data_label_map(str(local_dir), os.path.exists))
+                                    .read_text())
     except (OSError, UnicodeDecodeError, LabelMapError):
         label_map = {}
     splits = report.get("splits") if isinstance(report.get("splits"), dict) else {}

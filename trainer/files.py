@@ -8,6 +8,7 @@ import it without loading TensorFlow.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 # The data bucket's two top-level prefixes; the infra's IAM conditions name them too.
 RECORDS_PREFIX = "records"  # gs://BUCKET/records/: the converted dataset
@@ -19,12 +20,25 @@ RAW_PREFIX = "raw"  # gs://BUCKET/raw/...: raw data, which conversion jobs may r
 
 # A converted dataset: what `data convert` writes and the trainer's --data-dir reads.
 SPLITS = ("train", "val")
-DATA_LABEL_MAP_FILE = "pet_label_map.pbtxt"
+DATA_LABEL_MAP_FILE = "label_map.pbtxt"
+# the name conversions gave it before 2026-11-28, after the Pets quick start's file: read
+# still, never written (a dataset of any classes is no pet label map)
+LEGACY_DATA_LABEL_MAP_FILE = "pet_label_map.pbtxt"
+DATA_LABEL_MAP_FILES = (DATA_LABEL_MAP_FILE, LEGACY_DATA_LABEL_MAP_FILE)
 CONVERSION_REPORT_FILE = "conversion_report.json"
 DATA_REPORT_FILE = "data_report.json"  # a named dataset's data checks, beside its records
 DATASET_MANIFEST_FILE = "manifest.json"  # written last: a dataset exists once it does
 SHARD = re.compile(r"(?P<index>\d{5})-of-(?P<total>\d{5})")  # a shard name after its glob
 SAMPLE_COCO_FILE = "annotations/instances.json"  # `data sample --format coco`, beside Pets'
+
+
+def data_label_map(data_dir: str, exists: Callable[[str], bool]) -> str:
+    """A converted dataset's label map: its file by today's name, else by the earlier one
+    (`exists` says which is there), else today's (for the error that names it)."""
+    for name in DATA_LABEL_MAP_FILES:
+        if exists(path := f"{data_dir}/{name}"):
+            return path
+    return f"{data_dir}/{DATA_LABEL_MAP_FILE}"
 
 
 def shard_glob(split: str) -> str:

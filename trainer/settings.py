@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from trainer import args as trainer_args
-from trainer import files
+from trainer import files, io
 from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs
 from trainer.best.stopping import EarlyStopping
@@ -36,9 +36,10 @@ class TrainerSettings(TrainArgs):
                              self.early_stop_evaluator)
 
 
-def settings_from_args(args: TrainArgs, env: Mapping[str, str] = os.environ
-                       ) -> TrainerSettings:
-    """Resolves flags against the data directory and Vertex AI's AIP_* variables."""
+def settings_from_args(args: TrainArgs, env: Mapping[str, str] = os.environ,
+                       exists: Callable[[str], bool] = io.exists) -> TrainerSettings:
+    """Resolves flags against the data directory (`exists` finds which name its label map
+    has) and Vertex AI's AIP_* variables."""
     model_dir = args.model_dir or env.get("AIP_CHECKPOINT_DIR")
     if not model_dir:
         raise SettingsError("--model-dir is required (or AIP_CHECKPOINT_DIR, set by Vertex AI)")
@@ -54,16 +55,18 @@ def settings_from_args(args: TrainArgs, env: Mapping[str, str] = os.environ
         "model_dir": model_dir.rstrip("/"),
         "train_input": from_data_dir(args.train_input, files.shard_glob("train")),
         "eval_input": from_data_dir(args.eval_input, files.shard_glob("val")),
-        "label_map": from_data_dir(args.label_map, files.DATA_LABEL_MAP_FILE),
+        "label_map": args.label_map or (files.data_label_map(data_dir, exists)
+                                        if data_dir else None),
         "init_checkpoint_type": args.init_checkpoint_type or "backbone",
         "tensorboard_dir": args.tensorboard_dir or env.get("AIP_TENSORBOARD_LOG_DIR"),
         "export_dir": args.export_dir or env.get("AIP_MODEL_DIR"),
     }, hardware=env.get(model_dir_lib.HARDWARE_ENV) or None)
 
 
-def parse(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> TrainerSettings:
+def parse(argv: Sequence[str], env: Mapping[str, str] = os.environ,
+          exists: Callable[[str], bool] = io.exists) -> TrainerSettings:
     """The training flags (`python -m trainer --experiment=...`) as settings."""
     parsed = trainer_args.parse(argv)
     if not isinstance(parsed, TrainArgs):
         raise SettingsError(f"{' '.join(parsed.COMMAND)} is a tool, not a training run")
-    return settings_from_args(parsed, env)
+    return settings_from_args(parsed, env, exists)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import html
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from trainer.data import layout
 from trainer.data.checks import FEW_EXAMPLES, listed
 from trainer.data.label_map import alike
 from trainer.experiments import Geometry
-from trainer.files import DATA_LABEL_MAP_FILE, SPLITS, shard_glob
+from trainer.files import SPLITS, data_label_map, shard_glob
 
 SAMPLES_PER_CLASS = 4
 OVERSIZED = 4  # an image whose longer side is this many times the input size is flagged
@@ -306,7 +307,7 @@ def inspect(records_dir: str, experiment: str, out: Path) -> str:
         raise MissingError(f"{records} is not a converted dataset (no {', '.join(missing)}): "
                            "run `invoke data.convert` first, or pass --data-dir or "
                            "--annotations to inspect a raw dataset")
-    label_map = read_label_map(records / DATA_LABEL_MAP_FILE)
+    label_map = read_label_map(data_label_map(str(records), os.path.exists))
     geometry = geometry_of(experiment)
     stats = read_dataset(records, geometry)
     found = flags(stats, label_map, geometry)

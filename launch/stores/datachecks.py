@@ -4,6 +4,7 @@ anything starts or is built, unless --force; warnings are printed."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -14,7 +15,13 @@ from trainer.data import checks
 from trainer.data.label_map import parse_label_map
 from trainer.errors import LabelMapError
 from trainer.experiments import fields
-from trainer.files import CONVERSION_REPORT_FILE, DATA_LABEL_MAP_FILE, RECORDS_PREFIX
+from trainer.files import (
+    CONVERSION_REPORT_FILE,
+    DATA_LABEL_MAP_FILE,
+    DATA_LABEL_MAP_FILES,
+    RECORDS_PREFIX,
+    data_label_map,
+)
 
 MAX_REPORT_BYTES = 64 << 20  # reports list 100 examples a reason; older ones list them all
 
@@ -90,7 +97,8 @@ def _read(path: Path) -> str | None:
 def _local_texts(data_dir: str) -> tuple[str | None, str | None]:
     """The conversion report and the label map of a local records directory."""
     root = Path(data_dir)
-    return _read(root / CONVERSION_REPORT_FILE), _read(root / DATA_LABEL_MAP_FILE)
+    return _read(root / CONVERSION_REPORT_FILE), _read(Path(data_label_map(
+        str(root), os.path.exists)))
 
 
 def local_findings(data_dir: str) -> list[checks.Finding]:
@@ -116,7 +124,8 @@ def _bucket_texts(storage_client, bucket: str, prefix: str) -> tuple[str | None,
     def read(name: str) -> str | None:
         return read_text(storage_client, bucket, f"{prefix}/{name}", MAX_REPORT_BYTES)
 
-    return read(CONVERSION_REPORT_FILE), read(DATA_LABEL_MAP_FILE)
+    return read(CONVERSION_REPORT_FILE), next(
+        (text for name in DATA_LABEL_MAP_FILES if (text := read(name)) is not None), None)
 
 
 def bucket_findings(storage_client, bucket: str, prefix: str = RECORDS_PREFIX

@@ -1,4 +1,5 @@
-"""Label maps in the Object Detection API's `pet_label_map.pbtxt` text format."""
+"""Label maps in the Object Detection API's pbtxt text format (its Pets quick start's
+`pet_label_map.pbtxt`)."""
 
 from __future__ import annotations
 

@@ -3,15 +3,22 @@
 
 from __future__ import annotations
 
-from trainer.files import DATA_LABEL_MAP_FILE, SHARD, SPLITS, shard_glob, shard_name
+from trainer.files import (
+    DATA_LABEL_MAP_FILE,
+    DATA_LABEL_MAP_FILES,
+    SHARD,
+    SPLITS,
+    shard_glob,
+    shard_name,
+)
 
 
 def missing(names: list[str]) -> list[str]:
     """What a trainer's data directory lacks, given the file names in it."""
-    needed = [shard_glob(split) for split in SPLITS] + [DATA_LABEL_MAP_FILE]
-    return [want for want in needed
-            if not any(name == want or (want.endswith("*") and name.startswith(want[:-1]))
-                       for name in names)]
+    needed = [shard_glob(split) for split in SPLITS]
+    missing = [want for want in needed
+               if not any(name.startswith(want[:-1]) for name in names)]
+    return missing + ([] if set(DATA_LABEL_MAP_FILES) & set(names) else [DATA_LABEL_MAP_FILE])
 
 
 def _listed(items: list[str], most: int = 3) -> str:

@@ -14,8 +14,8 @@ from pathlib import Path
 from trainer import files
 from trainer.errors import SettingsError
 
-OUTPUT_FILE = re.compile(rf"^(?:\w+\.record-.*|{re.escape(files.DATA_LABEL_MAP_FILE)}|"
-                         rf"{re.escape(files.CONVERSION_REPORT_FILE)})$")
+OUTPUT_FILE = re.compile(r"^(?:\w+\.record-.*|" + "|".join(map(re.escape, (
+    *files.DATA_LABEL_MAP_FILES, files.CONVERSION_REPORT_FILE))) + ")$")
 STAGING = re.compile(r"\.partial-(?P<pid>\d+)-")
 AT_FDCWD, RENAME_EXCHANGE = -100, 2
 
