@@ -52,10 +52,11 @@ def test_bucket(monkeypatch):
         empty = doctor.check_training_data(client, "pets-data", "records")
         assert not empty.ok and empty.fix == "invoke data.convert && invoke data.upload --prune"
         assert empty.detail == ("gs://pets-data/records/ has no train.record-*, val.record-*, "
-                                "pet_label_map.pbtxt")
+                                "label_map.pbtxt")
         bucket = client.bucket("pets-data")
         for name in ("train.record-00000-of-00001", "pet_label_map.pbtxt",
                      "old/val.record-00000-of-00001"):  # not in records/ itself: still missing
+            # (pet_label_map.pbtxt: an older conversion's name, which is read still)
             bucket.blob(f"records/{name}").upload_from_string(b"x")
         partial = doctor.check_training_data(client, "pets-data", "records")
         assert partial.detail == "gs://pets-data/records/ has no val.record-*"
