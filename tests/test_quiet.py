@@ -36,16 +36,26 @@ OURS = ["pets-trainer: error: --steps must be at least 1, got '0'",
 
 
 def filtered(data: bytes) -> bytes:
+    """`data` through the filter: written by one thread, copied by another, read here (a
+    pipe holds 64 KB: no side may wait for the others to finish)."""
     read_in, write_in = os.pipe()
     read_out, write_out = os.pipe()
-    copier = threading.Thread(target=quiet.copy_without_noise, args=(read_in, write_out))
-    copier.start()
-    os.write(write_in, data)
-    os.close(write_in)
-    copier.join(timeout=HANG)
-    os.close(write_out)
+
+    def copy() -> None:
+        quiet.copy_without_noise(read_in, write_out)
+        os.close(write_out)
+
+    def write() -> None:
+        quiet._write(write_in, data)
+        os.close(write_in)
+
+    threads = [threading.Thread(target=copy), threading.Thread(target=write)]
+    for thread in threads:
+        thread.start()
     with os.fdopen(read_out, "rb") as out:
         result = out.read()
+    for thread in threads:
+        thread.join(timeout=HANG)
     os.close(read_in)
     return result
 
@@ -56,6 +66,43 @@ def test_the_noise_goes_and_every_other_byte_stays_in_order():
     got = filtered(("\n".join(lines) + "\n" + bar + "no newline at the end").encode())
     assert got.decode() == "\n".join([OURS[0], *OURS[1:]]) + "\n" + bar + \
         "no newline at the end"
+
+
+def test_a_line_longer_than_any_noise_passes_whole_without_waiting_for_its_end(monkeypatch):
+    """Held back at most MAX_PARTIAL bytes: a writer of megabytes without a line end (a
+    dumped tensor) is neither buffered without bound nor re-split at every read. With the
+    pause that passes a partial line on made endless, only that bound lets it through."""
+    endless = b"x" * (3 * quiet.MAX_PARTIAL + 5)
+    assert filtered(endless + b"\n" + NOISE_LINES[0].encode() + b"\n") == endless + b"\n"
+
+    monkeypatch.setattr(quiet, "PARTIAL_WAIT", HANG)
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    got = bytearray()
+    passed = threading.Event()  # more than MAX_PARTIAL bytes out, the line still unended
+
+    def copy() -> None:
+        quiet.copy_without_noise(read_in, write_out)
+        os.close(write_out)
+
+    def read() -> None:
+        while chunk := os.read(read_out, 1 << 20):
+            got.extend(chunk)
+            if len(got) > quiet.MAX_PARTIAL:
+                passed.set()
+
+    threads = [threading.Thread(target=copy), threading.Thread(target=read),
+               threading.Thread(target=quiet._write, args=(write_in, endless))]
+    for thread in threads:
+        thread.start()
+    assert passed.wait(timeout=HANG), "the long line was held back"
+    threads[2].join(timeout=HANG)
+    os.close(write_in)  # end of file: the filter passes on the rest and ends
+    for thread in threads[:2]:
+        thread.join(timeout=HANG)
+    assert bytes(got) == endless
+    for fd in (read_in, read_out):
+        os.close(fd)
 
 
 def test_a_partial_line_is_passed_on_while_the_writer_waits():

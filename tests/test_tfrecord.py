@@ -115,8 +115,24 @@ def test_a_damaged_file_is_named_not_read(tmp_path, damage, message):
         list(tfrecord.records(path))
 
 
+def test_a_header_declaring_more_than_the_file_holds_is_refused_unread(tmp_path):
+    """A length of 2^62 with its checksum right: named at once, nothing allocated for it."""
+    import struct
+
+    length = struct.pack("<Q", 1 << 62)
+    path = tmp_path / "huge.record"
+    path.write_bytes(length + tfrecord._masked_crc(length) + b"x" * 100)
+    with pytest.raises(ValueError, match=r"^a record of 4,611,686,018,427,387,904 bytes where "
+                                         r"the file has 100 left"):
+        list(tfrecord.records(path))
+
+
 @pytest.mark.parametrize("data", [b"\x0a\xff", b"\x0a\x05\x0a\x03\x0a\x01", b"\x0b",
-                                  b"\x0a" + b"\xff" * 11])
+                                  b"\x0a" + b"\xff" * 11,
+                                  # a float list of 3 bytes
+                                  tfrecord._field(1, tfrecord._field(1, tfrecord._field(
+                                      1, b"a") + tfrecord._field(2, tfrecord._field(
+                                          tfrecord.FLOATS, tfrecord._field(1, b"abc")))))])
 def test_bytes_that_are_not_an_example_are_a_value_error(data):
     with pytest.raises(ValueError, match=r"^not a tf\.train\.Example"):
         tfrecord.parse_example(data)
@@ -140,7 +156,13 @@ def test_data_inspect_reads_records_without_tensorflow_and_names_a_bad_one(tmp_p
     from launch.features.dataset_report import inspect
 
     (shard,) = (tmp_path / "out").glob("val.record-*")
-    shard.write_bytes(shard.read_bytes()[:-1])
+    intact = shard.read_bytes()
+    with tfrecord.TFRecordWriter(shard) as writer:  # a width written as text
+        writer.write(tfrecord.example([("image/width", tfrecord.BYTES, [b"wide"])]))
+    with pytest.raises(InputError, match=f"^{re.escape(str(shard))}: image/width holds other "
+                                         "than int values: not an Object Detection API"):
+        inspect(str(tmp_path / "out"), "pets_retinanet_mobilenet", tmp_path / "report2")
+    shard.write_bytes(intact[:-1])
     with pytest.raises(InputError, match=f"^{re.escape(str(shard))}: a record that fails its "
                                          "checksum"):
         inspect(str(tmp_path / "out"), "pets_retinanet_mobilenet", tmp_path / "report2")

@@ -35,6 +35,7 @@ NOISE = re.compile("|".join((
     r"^Instructions for updating:$",
     r"^Use fn_output_signature instead$",
 )))
+MAX_PARTIAL = 1 << 20  # bytes of an unended line held back, at most (a line of NOISE: < 4 KB)
 PARTIAL_WAIT = 0.2  # seconds a partial line waits for its end before it is passed on
 DRAIN_WAIT = 5.0  # seconds an exit waits for the filter (a helper holding stderr: no longer)
 
@@ -61,6 +62,9 @@ def copy_without_noise(source: int, sink: int) -> None:
         *lines, pending = re.split(rb"(?<=[\r\n])", pending)
         _write(sink, b"".join(line for line in lines
                               if not noise(line.decode("utf-8", "replace"))))
+        if len(pending) > MAX_PARTIAL:  # no line of NOISE is this long: pass it on
+            _write(sink, pending)
+            pending = b""
 
 
 def _write(sink: int, data: bytes) -> None:

@@ -36,7 +36,7 @@ class Cloud:
         return settings.resolve_fields(self.environment, self.overrides, self.environ,
                                        self.config, self.outputs_path, required)
 
-    def target(self, required: tuple[str, ...] = (*settings.JOB, "image")) -> CloudTarget:
+    def target(self, required: tuple[str, ...] = settings.TARGET) -> CloudTarget:
         return settings.resolve_target(self.environment, self.overrides, self.environ,
                                        self.config, self.outputs_path, required)
 

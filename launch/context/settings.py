@@ -71,11 +71,16 @@ LOCATIONS = {"bucket_location": locations.bucket_continent,
 # what every Vertex AI training, tuning or evaluation job needs; its image comes from
 # `job_images` (the TPU one for TPU jobs, none when --image names it)
 JOB = ("project", "region", "bucket", "service_account")
+TARGET = (*JOB, "image")  # a CPU or GPU job's, its image from the settings
+
+
+def _flag(field: str) -> str:
+    return f"--{field.replace('_', '-')}"
 
 
 def ways(field: str, outputs_path: Path = OUTPUTS_FILE) -> str:
     """How a setting can be given, first source first."""
-    flag = f"--{field.replace('_', '-')}, " if SETTINGS[field].flag else ""
+    flag = f"{_flag(field)}, " if SETTINGS[field].flag else ""
     return (f"{flag}{ENV_PREFIX}{field.upper()}, invoke.yaml's {CONFIG_SECTION}.{field} or "
             f"{_shown(outputs_path)}'s {SETTINGS[field].output}")
 
@@ -89,7 +94,7 @@ REFERENCE_PAGE = REPO_ROOT / "docs" / "settings.md"
 
 def reference() -> str:
     """docs/settings.md: every setting, how to give it and what reads it."""
-    rows = "".join(f"| `{field}` | {'`--' + field.replace('_', '-') + '`' if s.flag else ''} "
+    rows = "".join(f"| `{field}` | {f'`{_flag(field)}`' if s.flag else ''} "
                    f"| `{ENV_PREFIX}{field.upper()}` | `{CONFIG_SECTION}.{field}` | "
                    f"`{s.output}` | {s.what} |\n" for field, s in SETTINGS.items())
     return (
@@ -131,7 +136,7 @@ def resolve_fields(environment: str, overrides: Mapping[str, str | None],
     outputs = stack_outputs.read(environment, outputs_path)
     values = {}
     for field, output in FROM_OUTPUTS.items():
-        sources = ((f"--{field.replace('_', '-')}", overrides.get(field)),
+        sources = ((_flag(field), overrides.get(field)),
                    (f"{ENV_PREFIX}{field.upper()}", env.get(f"{ENV_PREFIX}{field.upper()}")),
                    (f"invoke.yaml's vertex.{field}", config.get(field)),
                    (f"{outputs_path}'s {output}", outputs.get(output)))
@@ -159,7 +164,7 @@ def resolve_fields(environment: str, overrides: Mapping[str, str | None],
 def resolve_target(environment: str, overrides: Mapping[str, str | None],
                    env: Mapping[str, str], config: Mapping[str, str],
                    outputs_path: Path = OUTPUTS_FILE,
-                   required: tuple[str, ...] = (*JOB, "image")) -> CloudTarget:
+                   required: tuple[str, ...] = TARGET) -> CloudTarget:
     fields = resolve_fields(environment, overrides, env, config, outputs_path, required)
     return CloudTarget(**{k: v for k, v in fields.items() if k in CloudTarget.__annotations__})
 

@@ -68,24 +68,35 @@ def read_dataset(records_dir: Path, geometry: Geometry) -> DatasetStats:
     for split in SPLITS:
         split_stats = stats.splits[split] = SplitStats()
         for path in sorted(records_dir.glob(shard_glob(split))):
-            try:
-                examples = [parse_example(record) for record in records(path)]
-            except ValueError as error:
+            try:  # one example at a time: a shard holds hundreds of megabytes of images
+                for record in records(path):
+                    _count(parse_example(record), split_stats, stats, geometry)
+            except ValueError as error:  # not an Example, or not a detection one
                 raise InputError(f"{path}: {error}") from None
-            for example in examples:
-                _count(example, split_stats, stats, geometry)
     return stats
+
+
+SIDES = ("xmin", "ymin", "xmax", "ymax")
+# what the report reads of an example, and the type each value must have
+FEATURES = {"image/encoded": bytes, "image/width": int, "image/height": int,
+            "image/object/class/text": bytes, "image/object/class/label": int,
+            **{f"image/object/bbox/{side}": float for side in SIDES}}
 
 
 def _count(example: Mapping[str, list], split_stats: SplitStats, stats: DatasetStats,
            geometry: Geometry) -> None:
+    for name, kind in FEATURES.items():
+        if not all(isinstance(value, kind) for value in example.get(name, [])):
+            raise ValueError(f"{name} holds other than {kind.__name__} values: not an Object "
+                             "Detection API example")
+
     def first(name: str, default=0):
         return (example.get(name) or [default])[0]
 
     width, height = int(first("image/width")), int(first("image/height"))
     names = [n.decode("utf-8", "replace") for n in example.get("image/object/class/text", [])]
     labels = example.get("image/object/class/label", [])
-    sides = [example.get(f"image/object/bbox/{k}", []) for k in ("xmin", "ymin", "xmax", "ymax")]
+    sides = [example.get(f"image/object/bbox/{side}", []) for side in SIDES]
     count = min(map(len, sides))
     corners = np.array([side[:count] for side in sides], np.float32).T.reshape(-1, 4)
     split_stats.images += 1

@@ -10,6 +10,7 @@ and its CUDA chatter, 2026-11-28); tf.data and `tf.train.Example` read what is w
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -73,12 +74,17 @@ def records(path: str | Path) -> Iterator[bytes]:
     """The records of a TFRecord file, each checked against its CRCs: a file that is not one
     (or is cut short) is a ValueError saying where (the caller names the file)."""
     with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
         while header := file.read(12):
             length = header[:8]
             if len(header) < 12 or _masked_crc(length) != header[8:]:
                 raise ValueError(f"not a TFRecord file (a bad record header at byte "
                                  f"{file.tell() - len(header)})")
-            record = file.read(struct.unpack("<Q", length)[0])
+            declared = struct.unpack("<Q", length)[0]
+            if declared > size - file.tell():  # never allocated: the file is shorter
+                raise ValueError(f"a record of {declared:,} bytes where the file has "
+                                 f"{size - file.tell():,} left (cut short, or corrupt)")
+            record = file.read(declared)
             if _masked_crc(record) != file.read(4):
                 raise ValueError("a record that fails its checksum (cut short, or corrupt)")
             yield record
@@ -129,6 +135,8 @@ def _list_values(kind: int, listed: bytes) -> list:
         if kind == BYTES and wire == 2:
             values.append(value)
         elif kind == FLOATS and wire in (2, 5):  # packed, or one at a time
+            if len(value) % 4:
+                raise ValueError("not a tf.train.Example: floats of a length not 4 bytes each")
             values.extend(np.frombuffer(value, "<f4").tolist())
         elif kind == INT64S and wire == 2:
             position = 0
