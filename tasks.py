@@ -623,7 +623,7 @@ def jobs_cancel(c, job, **where):
 
 @task(name="wait", help={**JOB_HELP, "poll": "seconds between checks",
                          "notify": "publish how the job ended to the stack's job-events "
-                                   "topic (README: Word when something happens)"},
+                                   "topic (docs/guides/notifications.md)"},
       flags=LISTING)
 def jobs_wait(c, job, poll=30, notify=False, **where):
     """Wait for a job to end, printing each state change."""
@@ -697,15 +697,25 @@ def bench_serve(c, model_dir=f"{WORK}/demo/model"):
 
 @task(name="reference")
 def docs_reference(c):
-    """Write the docs' reference pages from the data they describe (docs/settings.md)."""
-    from launch.context.settings import REFERENCE_PAGE, reference
+    """Write the documentation's generated reference pages (docs/reference/) from their data."""
+    from docsite import site
 
-    REFERENCE_PAGE.write_text(reference())
-    print(f"wrote {REFERENCE_PAGE}")
+    _guarded(site.write_reference)
+
+
+@task(name="serve", help={"build": "write the static site to site/ instead of serving it "
+                                   "(strict: a broken link or anchor fails)",
+                          "port": "the port to serve on, on 127.0.0.1"})
+def docs_site(c, build=False, port=8000):
+    """Serve the documentation site at http://127.0.0.1:8000, rebuilt as pages change."""
+    from docsite import site
+
+    _guarded(lambda: site.run(build, port))
 
 
 data = Collection("data", sample, download, convert, upload, inspect, data_list)
 docs = Collection("docs", docs_reference)
+docs.add_task(docs_site, default=True)
 bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_input, name="input")

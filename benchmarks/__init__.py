@@ -1,1 +1,2 @@
-"""Benchmarks: run with `invoke bench.convert` and `invoke bench.input`; figures in README."""
+"""Benchmarks: run with `invoke bench.*` (`invoke --list`); the figures measured are in
+docs/development/benchmarks.md."""

@@ -127,7 +127,8 @@ def main(num_images: int = 2000) -> dict:
     print(f"  ours / reference: {all_cores / reference:8.2f}x")
     speed = coco_rates.speed
     print("\nWhat the COCO-like figures mean on Vertex AI (launch/targets/vertex/capacity.py; "
-          "record these in capacity.yaml's `measured` to update the README):\n")
+          "record these in capacity.yaml's `measured`, then `invoke docs.reference` rewrites "
+          "docs/reference/capacity.md):\n")
     print("\n".join(capacity.table(capacity.Capacity.load(), speed)))
     return {"pets": dataclasses.asdict(pets_rates), "coco": dataclasses.asdict(coco_rates),
             "reference": reference, "speed": dataclasses.asdict(speed), "load": load}

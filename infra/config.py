@@ -79,7 +79,7 @@ class Environment:
     github_repository: str  # owner/name: the only repository allowed to deploy
     github_repository_id: int  # its numeric id (the API's `id`): a re-created repo differs
     github_owner_id: int  # the numeric id of its owner (user or organisation)
-    state_bucket: str  # Terraform state (bootstrapped by hand, see README)
+    state_bucket: str  # Terraform state (bootstrapped by hand: docs/platform/deploy.md)
     # Who Cloud Monitoring emails when a Vertex AI job fails or is cancelled (one channel each)
     alert_emails: tuple[str, ...]
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)

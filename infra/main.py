@@ -6,6 +6,7 @@ and service-account names from there, so none is typed twice.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -13,13 +14,14 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))  # cdktf runs this file as a script
 # jsii's banner about Node 20's end of life, on every synth: the runtime it names is the
-# one this project supports (README, Platform engineer guide), so it says nothing to act on
+# one this project supports (docs/platform/index.md), so it says nothing to act on
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from cdktf import App  # noqa: E402
 
 from infra.environments import ENVIRONMENTS  # noqa: E402
 from infra.image_context import context_hash  # noqa: E402
+from infra.outputs import stack_name  # noqa: E402
 from infra.stack import TrainingPlatformStack  # noqa: E402
 
 # Terraform runs in cdktf.out/stacks/<stack>/: the repository root, relative to it, keeps
@@ -33,6 +35,14 @@ def build_app(outdir: str | None = None) -> App:
     for env in ENVIRONMENTS.values():
         TrainingPlatformStack(app, env, image_tag=tag, source_dir=SOURCE_DIR_FROM_STACK)
     return app
+
+
+def synthesised(outdir: Path) -> dict[str, dict]:
+    """Each environment's stack as `cdktf synth` writes it into `outdir` (the tests' IAM
+    checks and the docs' IAM page read it)."""
+    build_app(str(outdir)).synth()
+    return {env: json.loads((outdir / "stacks" / stack_name(env) / "cdk.tf.json").read_text())
+            for env in ENVIRONMENTS}
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ from trainer.files import DATASETS_PREFIX, RAW_PREFIX, RUNS_PREFIX
 # The trainer runs code shaped by hostile data, so it holds no predefined Vertex AI role:
 # roles/aiplatform.user would let it create, cancel and delete any job, model or endpoint,
 # and submit a job without a service account, which runs as Vertex AI's Custom Code Service
-# Agent (README, Security model). Its TensorBoard writes are its custom role, below.
+# Agent (docs/platform/security.md). Its TensorBoard writes are its custom role, below.
 TRAINER_PROJECT_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWriter")
 # The trainer's custom role (names.trainer_role): what a job with `tensorboard` set needs to
 # stream the summaries under AIP_TENSORBOARD_LOG_DIR to the stack's TensorBoard, done by
@@ -105,7 +105,7 @@ DEPLOYER_PERMISSIONS = (
     "aiplatform.locations.get", "aiplatform.tensorboardRuns.get",  # their operations
     # the stack's custom roles (this one, the trainer's), refreshed by every plan; never
     # iam.roles.create or update: project-wide, they would let it widen its own role, so
-    # an Owner applies changes to either role (README, Bootstrap)
+    # an Owner applies changes to either role (docs/platform/deploy.md, Bootstrap)
     "iam.roles.get",
     "iam.serviceAccounts.getIamPolicy",  # its own account's, which it does not administer
     # the job alerts (infra/modules/notifications.py): the policy and its email channels
@@ -137,7 +137,7 @@ RESEARCHER_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.viewer",
 # attribute names roles only: a condition cannot say *to whom* a listed role is granted, so
 # the deployer could grant e.g. roles/aiplatform.user to any member; the review of main
 # (the only branch the deployer runs from) is that check, and an organisation policy can
-# add one (README, Security model).
+# add one (docs/platform/security.md).
 PREDEFINED_DELEGATED_ROLES = frozenset(
     {*TRAINER_PROJECT_ROLES, *CONVERTER_PROJECT_ROLES, *BUILDER_PROJECT_ROLES,
      *SERVING_PROJECT_ROLES, *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES})

@@ -1,2 +1,2 @@
-"""Client-side launch logic, a folder a layer (docs/design.md "Layers, and where to add
-things"): cli, features, targets, stores, context and values, over errors, plots and text."""
+"""Client-side launch logic, a folder a layer (docs/design/layers.md): cli, features, targets,
+stores, context and values, over plots, errors and text."""

@@ -150,6 +150,15 @@ def shared(tmp_path_factory, worker_id) -> Path:
 
 
 @pytest.fixture(scope="session")
+def stacks(shared) -> dict[str, dict]:
+    """The synthesised stacks, once for the session (the provider's import and a synth are
+    15 CPU-seconds): whichever xdist worker asks first."""
+    from infra.main import synthesised
+
+    return once(shared, "stacks", synthesised)
+
+
+@pytest.fixture(scope="session")
 def trained(train_records, shared):
     """Trains while a continuous-eval process evaluates checkpoints beside it; once for the
     session, whichever xdist worker asks first."""

@@ -1,4 +1,5 @@
-"""The capacity model behind the README's conversion table (launch/targets/vertex/capacity.py): its
+"""The capacity model behind the docs' conversion table (launch/targets/vertex/capacity.py;
+docs/reference/capacity.md is generated from it and tests/test_docs.py checks it is fresh): its
 figures agree with each other, with the pinned price table and with the definition of where
 one machine stops being enough. Pure arithmetic: no TensorFlow, no conversion."""
 
@@ -6,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 
 import pytest
 from google.cloud import aiplatform_v1
@@ -113,11 +113,3 @@ def test_a_core_pays_per_image_or_per_byte_whichever_costs_more():
         convert = plan(images, images * per_image, machine, SPEED, CAPACITY.storage,
                        CAPACITY.limits).stages[1]
         assert convert == ("convert", pytest.approx(seconds / 3600), "cores")
-
-
-def test_the_readme_shows_the_table_capacity_yaml_gives():
-    """The README's capacity table is this model's output for the measured figures, so
-    changing a fact or a measurement without the README (or the reverse) fails here."""
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    for line in capacity.table(CAPACITY):
-        assert line in readme, line

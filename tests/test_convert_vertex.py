@@ -229,7 +229,8 @@ def test_invoke_data_convert_names_a_bad_target_flag_in_one_line():
 def test_the_machine_is_sized_from_the_raw_bytes_by_the_capacity_model(raw_gb, objects,
                                                                         machine, disk, hours):
     """The disk and timeout are the capacity model's (raw + records + its margin; three
-    times its planned hours), so the job and the README's table agree."""
+    times its planned hours), so the job and the capacity table (docs/reference/capacity.md)
+    agree."""
     from launch.targets.vertex import capacity
 
     sizing = conversion.size_for(int(raw_gb * 1e9), objects)

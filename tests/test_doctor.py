@@ -165,6 +165,17 @@ def test_end_dates_warn_90_days_ahead_with_the_date_and_the_fix():
     assert "end of availability 2027-01-14, 3 days ago" in ended[0].detail
 
 
+def test_the_docs_theme_end_of_life_is_warned_of_with_its_successor():
+    """Material for MkDocs ends on 2027-05-05 (its own build notice): from 90 days before,
+    the doctor says so and names Zensical, which .ci/run already builds the site with."""
+    assert not any("mkdocs-material" in c.detail
+                   for c in doctor.check_end_dates(datetime.date(2027, 2, 3)))  # 91 days
+    (check,) = [c for c in doctor.check_end_dates(datetime.date(2027, 2, 4))
+                if "mkdocs-material" in c.detail]
+    assert check.warning and "end of availability 2027-05-05, in 90 days" in check.detail
+    assert "Zensical" in check.fix and "docsite/site.py" in check.fix
+
+
 def test_invoke_doctor_without_credentials_says_how_to_log_in(tmp_path):
     from tests.cli import invoke
 

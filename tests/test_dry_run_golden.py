@@ -1,10 +1,10 @@
-"""The README's dry runs print, byte for byte, what they printed when the golden files in
+"""The documentation's dry runs print, byte for byte, what they printed when the golden files in
 tests/golden/ were captured from `python -m invoke` (main at 1bed4ef): the request on stdout
 (CustomJob, HyperparameterTuningJob, UploadModelRequest, DeployModelRequest JSON, or the
 trainer's command here), and on stderr the settings, job file, resources, prices and notes.
 
-Each command runs as the README types it, in a directory of its own (`work/records`, the
-README's sweep.yaml, the job file an earlier example saved), with a deployed stack's settings
+Each command runs as the guides type it, in a directory of its own (`work/records`, the
+tuning guide's sweep.yaml, the job file an earlier example saved), with a deployed stack's settings
 as PETS_* variables and no Google credentials; the conversion reads its raw data from the
 fake Cloud Storage. What changes by itself is pinned by a flag (`--run-id` where the clock
 would choose it) or replaced by a named placeholder, each an exact string: the image tag
@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import shlex
 import sys
 from collections.abc import Iterator
@@ -27,12 +26,12 @@ from pathlib import Path
 
 import pytest
 
+from docsite.commands import block_starting, every_block
 from infra.image_context import context_hash
 from launch.context.cloud import standard_labels
-from tests.cli import REPO, invoke
+from tests.cli import invoke
 
 GOLDEN = Path(__file__).parent / "golden"
-README = (REPO / "README.md").read_text()
 BUCKET = "pets-detector-dev-pets-data"
 REPOSITORY = "us-central1-docker.pkg.dev/pets-detector-dev/pets-images"
 PROJECT = "pets-detector-dev"
@@ -45,14 +44,14 @@ STACK = {  # a deployed dev stack's outputs, as PETS_* variables
     "PETS_CONVERTER_SERVICE_ACCOUNT": f"pets-converter@{PROJECT}.iam.gserviceaccount.com",
     "PETS_SERVING_SERVICE_ACCOUNT": f"pets-serving@{PROJECT}.iam.gserviceaccount.com",
     "PETS_TENSORBOARD": f"projects/{PROJECT}/locations/us-central1/tensorboards/7",
-    "PETS_BUCKET_LOCATION": "US", "PETS_REPOSITORY_LOCATION": "us",  # as the README's ladder
+    "PETS_BUCKET_LOCATION": "US", "PETS_REPOSITORY_LOCATION": "us",  # as the guide's ladder
     "GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent/no-credentials.json",
     "LOGNAME": "researcher"}  # the `user` label
 
 
 @dataclasses.dataclass(frozen=True)
 class Example:
-    command: str  # after `invoke`, exactly as the README has it
+    command: str  # after `invoke`, exactly as the docs have it
     pinned: tuple[str, ...] = ()  # flags the test adds: `--dry-run`, or what the clock picks
     after: str = ""  # the example whose saved job file this one reads
 
@@ -92,21 +91,6 @@ EXAMPLES = {
 }
 
 
-def readme_commands() -> set[str]:
-    """The README's `invoke` lines (a shell prompt's too), continuation lines joined,
-    comments and runs of spaces dropped."""
-    joined = re.sub(r"\\\n\s*", " ", README)
-    lines = (line.split("  #", 1)[0].removeprefix("$ ").split() for line in joined.splitlines())
-    return {" ".join(words) for words in lines if words[:1] == ["invoke"]}
-
-
-def readme_block(first_line: str) -> str:
-    """The README's fenced block that starts with `first_line`."""
-    (block,) = re.findall(rf"```\w*\n({re.escape(first_line)}\n.*?)```", README, re.DOTALL)
-    return block
-
-
-
 def placeholders(text: str) -> str:
     """What changes by itself, named: the image tag, the git revision and this interpreter's
     path, each replaced as an exact string."""
@@ -118,13 +102,22 @@ def placeholders(text: str) -> str:
 
 @contextlib.contextmanager
 def workspace(root: Path, example: Example) -> Iterator[dict[str, str]]:
-    """A researcher's directory for `example` (converted records, the README's sweep file,
-    an earlier example's job file) and the variables it runs with."""
-    (root / "work" / "records").mkdir(parents=True)
-    (root / "sweep.yaml").write_text(readme_block("# sweep.yaml"))
-    if example.after:
-        assert invoke(*EXAMPLES[example.after].args(), env=STACK, cwd=root).returncode == 0
-    if not example.command.startswith("data.convert"):
+    """A researcher's directory for `example` (converted records, the tuning guide's sweep
+    file, an earlier example's job file) and the variables it runs with."""
+    with researcher(root, gcs=example.command.startswith("data.convert")) as env:
+        if example.after:
+            assert invoke(*EXAMPLES[example.after].args(), env=env, cwd=root).returncode == 0
+        yield env
+
+
+@contextlib.contextmanager
+def researcher(root: Path, gcs: bool = False) -> Iterator[dict[str, str]]:
+    """`root` as a researcher's directory: converted records (`work/records`) and the tuning
+    guide's sweep.yaml; the variables of a deployed stack, with no credentials; with `gcs`,
+    a fake Cloud Storage holding the raw data the conversion example reads."""
+    (root / "work" / "records").mkdir(parents=True, exist_ok=True)
+    (root / "sweep.yaml").write_text(block_starting("# sweep.yaml").text)
+    if not gcs:
         yield STACK
         return
     from tests.fakes.gcs import FakeGcs
@@ -143,7 +136,7 @@ def golden_files(name: str) -> dict[str, Path]:
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_a_readme_dry_run_prints_what_it_printed(name, tmp_path):
+def test_a_documented_dry_run_prints_what_it_printed(name, tmp_path):
     example = EXAMPLES[name]
     with workspace(tmp_path, example) as env:
         result = invoke(*example.args(), env=env, cwd=tmp_path)
@@ -161,22 +154,23 @@ def test_a_readme_dry_run_prints_what_it_printed(name, tmp_path):
         f"{name} prints other than tests/golden/{name}.*"
 
 
-def test_the_examples_are_the_readmes():
-    """Each command above is typed so in the README; the job file and the ladder's notes it
-    shows are those the golden runs printed."""
-    commands = readme_commands()
+def test_the_examples_are_the_docs():
+    """Each command above is typed so in the docs; the job file and the ladder's notes they
+    show are those the golden runs printed."""
+    commands = {command for block in every_block() for command in block.commands()}
     for example in EXAMPLES.values():
         assert f"invoke {example.command}" in commands, example.command
-    assert readme_block("# invoke train --job FILE: this job again (flags given with it "
-                        "win)") == (GOLDEN / f"{FINETUNE}.job.yaml").read_text()
-    ladder = readme_block("$ invoke train --target vertex --experiment "
-                          "pets_retinanet_resnetfpn --machine-type a2-highgpu-1g \\")
+    assert block_starting("# invoke train --job FILE: this job again (flags given with it "
+                          "win)").text == (GOLDEN / f"{FINETUNE}.job.yaml").read_text()
+    ladder = block_starting("$ invoke train --target vertex --experiment "
+                            "pets_retinanet_resnetfpn --machine-type a2-highgpu-1g \\").text
     printed = (GOLDEN / "train-vertex-ladder.stderr").read_text().splitlines()
     shown = [line for line in ladder.splitlines()[1:] if line[:1] not in ("", " ", "…")]
     assert shown and all(line in printed for line in shown), shown
 
 
 def test_a_job_file_gives_the_request_it_was_saved_from():
-    """As the README says of `--save-job` and `--job`: the identical request, byte for byte."""
+    """As the fine-tuning guide says of `--save-job` and `--job`: the identical request,
+    byte for byte."""
     assert (GOLDEN / "train-vertex-job-file.stdout").read_text() == \
         (GOLDEN / f"{FINETUNE}.stdout").read_text()

@@ -1,8 +1,8 @@
-"""launch/'s floor plan as the code holds it (docs/design.md "Layers, and where to add
-things"): tasks.py imports no target's package, a target is one package plus one line in
-the registry, and a job kind one class plus one entry: a toy target and a toy kind, each in a
-temporary package, go through the preflight every target shares (launch/targets/preflight.py)
-in its order, with the job file, --save-job and the refusals it gives them."""
+"""launch/'s floor plan as the code holds it (docs/design/layers.md): tasks.py imports no
+target's package, a target is one package plus one line in the registry, and a job kind one
+class plus one entry: a toy target and a toy kind, each in a temporary package, go through the
+preflight every target shares (launch/targets/preflight.py) in its order, with the job file,
+--save-job and the refusals it gives them."""
 
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from trainer.data.convert import convert_coco, convert_directory
 from trainer.data.formats import labelme, yolo
 from trainer.data.planning import Limits, Split
 from trainer.data.problems import ACTIONS
+from trainer.data.reasons import meaning
 from trainer.data.sample import coco_as_labelme, coco_as_yolo, pets_as_coco, write_sample
 from trainer.errors import ConversionError
 
@@ -174,7 +175,7 @@ def test_labelme_as_the_tool_writes_it_gives_the_coco_boxes(sample, from_coco, t
     report = convert("labelme", dataset, tmp_path / "out")
     assert_same_boxes(boxes_by_image(tmp_path / "out"), from_coco)
     assert report["repaired"] == {"size_mismatch": 1, "unsupported_shape": 2}
-    assert report["reasons"] == {key: labelme.REASONS[key] for key in report["repaired"]}
+    assert report["reasons"] == {key: meaning(key, labelme.REASONS) for key in report["repaired"]}
     assert report["skipped"] == {}
     names = sorted({text for objects in from_coco.values() for text, _ in objects})
     assert report["label_map_ids"] == {name: i for i, name in enumerate(names, 1)}
@@ -207,9 +208,9 @@ def test_every_yolo_defect_is_a_named_problem(tmp_path):
         "malformed_label_line": 3, "nonfinite_box": 1, "odd_polygon_coordinates": 1,
         "val_is_train": 1, "yaml_path_ignored": 1,
         "missing_mask": 2}  # --masks: a box line has no polygon, so its box is filled
-    # the report explains the keys the format adds
-    assert report["reasons"] == {key: yolo.REASONS[key] for key in report["repaired"]
-                                 if key != "missing_mask"}
+    # the report explains every key: the format's own and the core's (missing_mask)
+    assert report["reasons"] == {key: meaning(key, yolo.REASONS) for key in report["repaired"]}
+    assert report["reasons"]["val_is_train"] == yolo.REASONS["val_is_train"]
     found = examples(tmp_path / "out")
     _, good = found["good.jpg"]
     assert values(good, "image/object/class/text") == [b"cat", b"dog"]
@@ -283,7 +284,7 @@ def test_label_files_over_the_size_or_object_cap_are_skipped_and_named(tmp_path)
     assert "more than 3 lines, each an object" in named["crowded.jpg"]["detail"]
     assert named["large.jpg"]["reason"] == "label_too_large"
     assert f"more than the cap of {cap:,}" in named["large.jpg"]["detail"]
-    assert report["reasons"]["too_many_objects"] == yolo.REASONS["too_many_objects"]
+    assert report["reasons"]["too_many_objects"] == meaning("too_many_objects")
 
     folder = tmp_path / "labelme"
     folder.mkdir()
@@ -308,7 +309,7 @@ def test_label_files_over_the_size_or_object_cap_are_skipped_and_named(tmp_path)
     assert "4 shapes, more than the cap of 3" in named["crowded.json"]
     assert "bytes of labels" in named["large.json"]
     assert report["written"] == 1 and report["reasons"]["label_too_large"] == \
-        labelme.REASONS["label_too_large"]
+        meaning("label_too_large")
 
 
 def test_yolo_and_labelme_paths_stay_in_the_dataset(tmp_path):

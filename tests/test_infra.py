@@ -21,64 +21,13 @@ from infra import outputs as stack_outputs
 from infra.config import ConfigError, Environment, Retention
 from infra.environments import ENVIRONMENTS
 from infra.image_context import context_hash
-from infra.outputs import StackOutputs, stack_name
+from infra.outputs import StackOutputs
+from infra.synthesized import grants, resources
 from tests.conftest import HANG, REPO
-from tests.once import once
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("CHECKPOINT_DISABLE", "1")
 PRIMITIVE_ROLES = {"roles/owner", "roles/editor", "roles/viewer"}
-
-
-@pytest.fixture(scope="session")
-def stacks(shared) -> dict[str, dict]:
-    """The synthesised stacks, once for the session (the provider's import and a synth are
-    15 CPU-seconds): whichever xdist worker asks first."""
-    def build(outdir: Path) -> dict:
-        from infra.main import build_app
-
-        build_app(str(outdir)).synth()
-        return {env: json.loads((outdir / "stacks" / stack_name(env) / "cdk.tf.json")
-                                .read_text()) for env in ENVIRONMENTS}
-
-    return once(shared, "stacks", build)
-
-
-def resources(stack: dict, kind: str) -> list[dict]:
-    return list(stack["resource"].get(kind, {}).values())
-
-
-def account_refs(stack: dict) -> dict[str, str]:
-    """Terraform reference of each service account's email -> its account_id."""
-    return {f"${{google_service_account.{key}.email}}": value["account_id"]
-            for key, value in stack["resource"]["google_service_account"].items()}
-
-
-def grants(stack: dict) -> set[tuple[str, str, str]]:
-    """(who, where, role) for every IAM member resource in the stack."""
-    refs = account_refs(stack)
-
-    def who(member: str) -> str:
-        for ref, account_id in refs.items():
-            member = member.replace(ref, account_id)
-        return member.removeprefix("serviceAccount:")
-
-    def condition(r: dict) -> str:
-        return f" if {r['condition']['title']}" if r.get("condition") else ""
-
-    scopes = {
-        "google_project_iam_member": lambda r: "project" + condition(r),
-        "google_storage_bucket_iam_member": lambda r: "bucket:" + (
-            "data" if "data_bucket" in r["bucket"] else "build") + condition(r),
-        "google_artifact_registry_repository_iam_member": lambda r: "repository",
-        "google_pubsub_topic_iam_member": lambda r: "topic",
-        "google_service_account_iam_member": lambda r: "account:" + next(
-            a for key, a in ((k, v["account_id"]) for k, v in
-                             stack["resource"]["google_service_account"].items())
-            if key in r["service_account_id"]),
-    }
-    return {(who(r["member"]), scope(r), r["role"])
-            for kind, scope in scopes.items() for r in resources(stack, kind)}
 
 
 @pytest.mark.parametrize("env_name", sorted(ENVIRONMENTS))
@@ -727,8 +676,8 @@ def test_the_build_refuses_a_tag_that_is_not_the_hash_of_its_sources(tmp_path):
     assert len(refused.stderr.strip().splitlines()) == 1
 
 
-# The README's security model, claim by claim: each "cannot" is checked against the
-# synthesised IAM, so the table and the stack cannot drift apart silently.
+# The security model (docs/platform/security.md), claim by claim: each "cannot" is checked
+# against the synthesised IAM, so the table and the stack cannot drift apart silently.
 ACT_AS_ROLES = {"roles/iam.serviceAccountUser", "roles/iam.serviceAccountTokenCreator",
                 "roles/iam.workloadIdentityUser", "roles/iam.serviceAccountOpenIdTokenCreator"}
 PUSH_ROLES = {"roles/artifactregistry.writer", "roles/artifactregistry.repoAdmin",
@@ -754,10 +703,10 @@ def split_claims(cell: str) -> list[str]:
 
 
 def security_model_claims() -> dict[tuple[str, str], None]:
-    """(who, claim) for each claim of the README security model's "cannot" column (the
-    deployer's up to "What it cannot be stopped from", which says what it can)."""
-    section = (REPO / "README.md").read_text().split("### Security model", 1)[1]
-    (table,) = [block for block in section.split("\n\n") if block.startswith("| who |")]
+    """(who, claim) for each claim of the security model's "cannot" column (the deployer's
+    up to "What it cannot be stopped from", which says what it can)."""
+    page = (REPO / "docs" / "platform" / "security.md").read_text()
+    (table,) = [block for block in page.split("\n\n") if block.startswith("| who |")]
     rows = table.splitlines()[2:]
     claims = {}
     for row in rows:
@@ -944,7 +893,7 @@ CANNOT = {
 
 def test_every_cannot_of_the_security_model_has_a_check_and_no_check_is_stale():
     claims = set(security_model_claims())
-    assert claims - set(CANNOT) - set(NOT_IAM) == set()  # a README claim nothing checks
+    assert claims - set(CANNOT) - set(NOT_IAM) == set()  # a claim on the page nothing checks
     assert (set(CANNOT) | set(NOT_IAM)) - claims == set()  # a check of a claim now gone
     assert len(claims) >= 25
 
@@ -976,11 +925,12 @@ def test_the_security_model_checks_fail_when_a_grant_breaks_a_claim(stacks):
         "push images as themselves (unless the environment opts in)"}
 
 
-def test_the_readmes_list_of_what_the_stack_creates_is_the_stacks(stacks):
+def test_the_docs_list_of_what_the_stack_creates_is_the_stacks(stacks):
     """Issue 38 item 10: every service account and every API the synthesised stack creates
-    has its row in the README's "What it creates", and nothing more is listed."""
-    readme = (REPO / "README.md").read_text()
-    table = readme.split("What it creates, and why:")[1].split("\n\n")[1]
+    has its row in "What it creates, and why" (docs/platform/deploy.md), and nothing more is
+    listed."""
+    page = (REPO / "docs" / "platform" / "deploy.md").read_text()
+    table = page.split("## What it creates, and why\n\n", 1)[1].split("\n\n")[0]
     rows = {line.split(" | ")[0].removeprefix("| ") for line in table.splitlines()[2:]}
     for env, stack in stacks.items():
         prefix = ENVIRONMENTS[env].name_prefix

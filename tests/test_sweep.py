@@ -113,11 +113,11 @@ def test_a_missing_or_broken_sweep_file_is_named(tmp_path):
         load(None)
 
 
-def test_the_readmes_sweep_file_is_a_valid_sweep():
+def test_the_guides_sweep_file_is_a_valid_sweep():
     from tests.conftest import REPO
 
-    readme = (REPO / "README.md").read_text()
-    block = readme.split("```yaml\n# sweep.yaml\n", 1)[1].split("```", 1)[0]
+    page = (REPO / "docs" / "guides" / "tuning.md").read_text()
+    block = page.split("```yaml\n# sweep.yaml\n", 1)[1].split("```", 1)[0]
     sweep = Sweep.from_yaml(block)
     assert (sweep.metric, sweep.trials, sweep.parallel) == ("AP50", 12, 3)
     assert {p.name for p in sweep.params} >= {"learning_rate", "batch_size"}

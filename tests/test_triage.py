@@ -308,10 +308,11 @@ def test_an_unreadable_log_leaves_the_error_message_to_judge(fakes):
     assert "(its log was not read: " in rest[-1] and "roles/logging.viewer" in rest[-1]
 
 
-def test_the_readmes_example_is_what_jobs_status_prints():
+def test_the_guides_example_is_what_jobs_status_prints():
     from tests.conftest import REPO
 
-    assert f"\n{CASES['gpu-oom'][2]}\n" in (REPO / "README.md").read_text()
+    page = REPO / "docs" / "guides" / "failures.md"
+    assert f"\n{CASES['gpu-oom'][2]}\n" in page.read_text()
 
 
 # Log lines written to break triage: numbers too long for int() or float(), a memory figure

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
+from pathlib import Path
 
 import pytest
 from google.cloud import aiplatform_v1
 
+from docsite.commands import every_block
 from launch.context import settings
 from launch.context.places import CloudTarget
 from launch.errors import InputError
@@ -18,6 +21,7 @@ from launch.targets.vertex.jobs import vertex_job
 from launch.targets.vertex.spec import to_json
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources, Scheduling
+from tests.cli import invoke
 from tests.fakes.vertex import FakeJobService
 
 TARGET = CloudTarget(
@@ -231,73 +235,99 @@ def test_settings_come_from_outputs_then_config_then_environment_then_flags(tmp_
         resolve("prod", {}, {}, {}, outputs)
 
 
-README_EXAMPLES = [  # the researcher's guide, as typed
-    ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn",
-     "--machine-type=n1-standard-8", "--accelerator=NVIDIA_TESLA_T4:1", "--run-id=gpu1"],
-    ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn",
-     "--machine-type=n1-standard-16", "--accelerator=NVIDIA_TESLA_V100:2", "--workers=9",
-     "--run-id=multi1"],
-    ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn", "--tpu=v5litepod-4",
-     "--run-id=tpu1"],
-    ["eval", "--target=vertex", "--experiment=pets_retinanet_resnetfpn", "--run-id=gpu1"],
-    ["eval", "--target=vertex", "--experiment=pets_retinanet_resnetfpn", "--run-id=gpu1",
-     "--machine-type=g2-standard-8", "--accelerator=NVIDIA_L4:1"],
-    ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn",
-     "--tpu=v5litepod-16", "--run-id=tpu16"],
-    ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn",
-     "--machine-type=a3-highgpu-8g", "--flex-start", "--max-wait-hours=6",
-     "--timeout-hours=48", "--run-id=h100"],
-    ["train", "--target=vertex", "--experiment=pets_retinanet_resnetfpn",
-     "--machine-type=a2-highgpu-1g", "--capacity=spot,flex-start,standard", "--run-id=a100"],
-]
+def documented_jobs() -> dict[str, list[str]]:
+    """The guides' Vertex AI training and evaluation commands that the docs run as dry runs
+    (tests/test_docs_commands.py), each one job's request: `where -> args`."""
+    found = {}
+    for block in every_block():
+        for command in block.commands() if block.marked else ():
+            args = shlex.split(command)[1:]
+            if args[0] in ("train", "eval") and flag_value(args, "--target") == "vertex" \
+                    and not {"--job", "--save-job", "--help"} & set(args):
+                found[f"{block.where()} {' '.join(args[:8])}"] = args
+    return found
 
 
-def dry_run(*args: str) -> aiplatform_v1.CustomJob:
-    from tests.cli import REPO, invoke
+def flag_value(args: list[str], flag: str) -> str | None:
+    """The value `args` give `flag` (`--flag value` or `--flag=value`); None if absent."""
+    for index, arg in enumerate(args):
+        if arg == flag and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith(f"{flag}="):
+            return arg.split("=", 1)[1]
+    return None
 
+
+def dry_run(*args: str, cwd: Path) -> aiplatform_v1.CustomJob:
     env = {"PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
            "PETS_BUCKET": TARGET.bucket, "PETS_IMAGE": TARGET.image,
            "PETS_TPU_IMAGE": TARGET.tpu_image, "PETS_SERVICE_ACCOUNT": TARGET.service_account,
            # no credentials here (and no probing for them): the images stay tags, with a note
-           "GOOGLE_APPLICATION_CREDENTIALS": str(REPO / "work" / "no-credentials.json")}
-    result = invoke(*args, "--dry-run", env=env)
+           "GOOGLE_APPLICATION_CREDENTIALS": str(cwd / "no-credentials.json")}
+    (cwd / "work" / "records").mkdir(parents=True, exist_ok=True)
+    result = invoke(*args, *(() if "--dry-run" in args else ("--dry-run",)), env=env, cwd=cwd)
     assert result.returncode == 0, result.stderr
     assert "note: images shown by tag, not digest (" in result.stderr, result.stderr
     return aiplatform_v1.CustomJob.from_json(result.stdout)
 
 
-@pytest.mark.parametrize("args", README_EXAMPLES, ids=["gpu", "multi-worker", "tpu", "eval",
-                                                       "eval-gpu", "tpu-slice", "flex-start",
-                                                       "ladder"])
-def test_readme_examples_dry_run_to_valid_custom_jobs(args):
+DOCUMENTED = documented_jobs()
+
+
+def test_the_guides_show_each_kind_of_vertex_job():
+    shown = [args for args in DOCUMENTED.values()]
+    assert any(flag_value(args, "--tpu") == "v5litepod-16" for args in shown)
+    assert any(flag_value(args, "--workers") for args in shown)
+    assert any("--flex-start" in args for args in shown)
+    assert any(flag_value(args, "--capacity") for args in shown)
+    assert any(args[0] == "eval" for args in shown)
+
+
+@pytest.mark.parametrize("args", DOCUMENTED.values(), ids=DOCUMENTED.keys())
+def test_a_documented_job_dry_runs_to_a_valid_custom_job(args, tmp_path):
     from infra.image_context import context_hash
 
-    job = dry_run(*args)
+    job = dry_run(*args, cwd=tmp_path)
     assert job.job_spec.service_account == TARGET.service_account
-    assert job.labels["run"] in {"gpu1", "multi1", "tpu1", "tpu16", "h100", "a100"}
-    tpu = any(arg.startswith("--tpu=") for arg in args)
+    if flag_value(args, "--run-id"):
+        assert job.labels["run"] == flag_value(args, "--run-id")
+    tpu = flag_value(args, "--tpu")
     repository = (TARGET.tpu_image if tpu else TARGET.image)[:-4]
     for pool in job.job_spec.worker_pool_specs:  # these sources' image, not the deployed one
         assert pool.container_spec.image_uri == f"{repository}:{context_hash()}"
-    if "--tpu=v5litepod-16" in args:
+    if tpu == "v5litepod-16":
         (pool,) = job.job_spec.worker_pool_specs
         assert (pool.machine_spec.machine_type, pool.machine_spec.tpu_topology,
                 pool.replica_count) == ("ct5lp-hightpu-4t", "4x4", 1)
-    if "--capacity=spot,flex-start,standard" in args:  # the first rung's job
-        assert job.job_spec.scheduling.strategy.name == "SPOT"
+    capacity = flag_value(args, "--capacity")
+    if capacity:  # the first rung's job
+        first = capacity.split(",")[0].upper().replace("-", "_")
+        assert job.job_spec.scheduling.strategy.name == first
     if "--flex-start" in args:
         assert job.job_spec.scheduling.strategy.name == "FLEX_START"
-        assert job.job_spec.scheduling.max_wait_duration.total_seconds() == 6 * 3600
-    if "--accelerator=NVIDIA_L4:1" in args:
+        wait = flag_value(args, "--max-wait-hours")
+        assert job.job_spec.scheduling.max_wait_duration.total_seconds() == \
+            float(wait or 24) * 3600
+    workers = flag_value(args, "--workers")
+    if workers:
+        assert sum(pool.replica_count for pool in job.job_spec.worker_pool_specs
+                   if pool.machine_spec.machine_type == flag_value(args, "--machine-type")) == \
+            1 + int(workers)
+    accelerator = flag_value(args, "--accelerator")
+    if accelerator and not workers:
         (pool,) = job.job_spec.worker_pool_specs
+        kind, count = accelerator.split(":")
         assert (pool.machine_spec.machine_type, pool.machine_spec.accelerator_type.name,
-                pool.machine_spec.accelerator_count) == ("g2-standard-8", "NVIDIA_L4", 1)
+                pool.machine_spec.accelerator_count) == (flag_value(args, "--machine-type"),
+                                                         kind, int(count))
 
 
-def test_a_pinned_image_is_used_as_it_is():
+def test_a_pinned_image_is_used_as_it_is(tmp_path):
     pinned = "us-central1-docker.pkg.dev/p/pets-images/trainer:pinned"
-    for args in README_EXAMPLES[0], README_EXAMPLES[2]:
-        (pool,) = dry_run(*args, f"--image={pinned}").job_spec.worker_pool_specs
+    for args in (["train", "--target=vertex", "--machine-type=n1-standard-8",
+                  "--accelerator=NVIDIA_TESLA_T4:1", "--run-id=gpu1"],
+                 ["train", "--target=vertex", "--tpu=v5litepod-4", "--run-id=tpu1"]):
+        (pool,) = dry_run(*args, f"--image={pinned}", cwd=tmp_path).job_spec.worker_pool_specs
         assert pool.container_spec.image_uri == pinned
 
 
@@ -337,8 +367,6 @@ def test_a_runs_jobs_and_their_tensorboard_and_console_links(fake):
 
 
 def test_cloud_commands_without_credentials_say_how_to_log_in(tmp_path):
-    from tests.cli import invoke
-
     result = invoke("jobs.logs", "--job=12", env={
         "HOME": str(tmp_path), "CLOUDSDK_CONFIG": str(tmp_path), "NO_GCE_CHECK": "True",
         "PETS_PROJECT": "p", "PETS_REGION": "us-central1",
@@ -437,10 +465,11 @@ def test_a_job_asks_only_for_the_settings_it_uses_and_names_how_to_give_them(tmp
         job_images(unpinned, tpu=True)
 
 
-def test_the_settings_page_is_made_from_the_one_table_and_its_flags_are_the_tasks():
+def test_the_settings_with_a_flag_are_the_tasks_cloud_flags():
+    """The settings page is made from SETTINGS (tests/test_docs.py checks it is fresh)."""
+    from docsite.pages import settings_page
     from launch.cli.taskflags import CLOUD
 
-    assert settings.REFERENCE_PAGE.read_text() == settings.reference()  # invoke docs.reference
     assert {field for field, s in settings.SETTINGS.items() if s.flag} == set(CLOUD) - {"env"}
     for field in ("serving_image", "serving_service_account", "converter_service_account"):
-        assert f"`PETS_{field.upper()}`" in settings.reference()
+        assert f"`PETS_{field.upper()}`" in settings_page()

@@ -18,7 +18,7 @@ evaluations and reruns read that version) and in a pin object below the dataset,
 trainer reads exactly the shards the version's manifest lists. After an upload publishes,
 collection keeps the version the manifest names, the one it replaced, any version with an
 object written since that manifest (another upload that may publish next) and every version
-a pin holds until its deadline; it deletes the rest (docs/design.md, "Named datasets").
+a pin holds until its deadline; it deletes the rest (docs/design/named-datasets.md).
 
 Here, not in the launcher: the container publishes what it converts, with the same code.
 """

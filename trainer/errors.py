@@ -48,7 +48,7 @@ class EvalTimeoutError(RuntimeError):
     """No new checkpoint appeared within the evaluator's idle timeout."""
 
 
-# The one rule, for the trainer as for every task (docs/design.md "Exit codes"): a mistake of
+# The one rule, for the trainer as for every task (docs/design/exit-codes.md): a mistake of
 # the user's (a flag, a setting, an input that is missing, of the wrong kind, or matches
 # nothing) exits 2 with one line; work that ran and failed exits 1.
 USAGE_ERRORS = (SettingsError, LabelMapError, JsonError, ClusterSpecError, DirectoryBusy,

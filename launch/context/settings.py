@@ -31,7 +31,7 @@ class Setting:
     flag: bool = False
 
 
-# The one table of settings: the docs' reference page (docs/settings.md) and the message
+# The one table of settings: the docs' reference page (docs/reference/settings.md) and the message
 # for a missing one are made from it.
 SETTINGS: Mapping[str, Setting] = {
     "project": Setting("project", "the GCP project every job and request goes to", flag=True),
@@ -74,41 +74,19 @@ JOB = ("project", "region", "bucket", "service_account")
 TARGET = (*JOB, "image")  # a CPU or GPU job's, its image from the settings
 
 
-def _flag(field: str) -> str:
+def flag(field: str) -> str:
     return f"--{field.replace('_', '-')}"
 
 
 def ways(field: str, outputs_path: Path = OUTPUTS_FILE) -> str:
     """How a setting can be given, first source first."""
-    flag = f"{_flag(field)}, " if SETTINGS[field].flag else ""
-    return (f"{flag}{ENV_PREFIX}{field.upper()}, invoke.yaml's {CONFIG_SECTION}.{field} or "
+    given = f"{flag(field)}, " if SETTINGS[field].flag else ""
+    return (f"{given}{ENV_PREFIX}{field.upper()}, invoke.yaml's {CONFIG_SECTION}.{field} or "
             f"{_shown(outputs_path)}'s {SETTINGS[field].output}")
 
 
 def _shown(path: Path) -> str:
     return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
-
-
-REFERENCE_PAGE = REPO_ROOT / "docs" / "settings.md"
-
-
-def reference() -> str:
-    """docs/settings.md: every setting, how to give it and what reads it."""
-    rows = "".join(f"| `{field}` | {f'`{_flag(field)}`' if s.flag else ''} "
-                   f"| `{ENV_PREFIX}{field.upper()}` | `{CONFIG_SECTION}.{field}` | "
-                   f"`{s.output}` | {s.what} |\n" for field, s in SETTINGS.items())
-    return (
-        "# Settings\n\n"
-        "<!-- generated from launch/context/settings.py SETTINGS by `invoke docs.reference`; "
-        "a test compares -->\n\n"
-        "Where cloud tasks run and as whom. Each setting comes from the first of: its flag "
-        f"(four have one), its `{ENV_PREFIX}` environment variable, invoke.yaml's "
-        f"`{CONFIG_SECTION}:` section, and the stack output that `npx cdktf deploy "
-        "--outputs-file infra/outputs.json` writes, of the environment `--env` (or "
-        "invoke.yaml's `environment`, else `dev`) names. A task asks only for the settings it "
-        "uses, and a missing one is named with these ways to give it.\n\n"
-        "| setting | flag | environment variable | invoke.yaml | stack output | what it is |\n"
-        "| --- | --- | --- | --- | --- | --- |\n" + rows)
 
 
 class SettingsMissingError(MissingError):
@@ -136,7 +114,7 @@ def resolve_fields(environment: str, overrides: Mapping[str, str | None],
     outputs = stack_outputs.read(environment, outputs_path)
     values = {}
     for field, output in FROM_OUTPUTS.items():
-        sources = ((_flag(field), overrides.get(field)),
+        sources = ((flag(field), overrides.get(field)),
                    (f"{ENV_PREFIX}{field.upper()}", env.get(f"{ENV_PREFIX}{field.upper()}")),
                    (f"invoke.yaml's vertex.{field}", config.get(field)),
                    (f"{outputs_path}'s {output}", outputs.get(output)))
@@ -157,7 +135,7 @@ def resolve_fields(environment: str, overrides: Mapping[str, str | None],
             + "; ".join(f"{field} by {ways(field, outputs_path)}" for field in missing)
             + f". A platform engineer's `npx cdktf deploy {stack} --outputs-file "
             f"infra/outputs.json` writes them all (`npx cdktf output {stack} --outputs-file "
-            "infra/outputs.json` fetches them); docs/settings.md lists every setting")
+            "infra/outputs.json` fetches them); docs/reference/settings.md lists every setting")
     return values
 
 

@@ -69,13 +69,13 @@ def run(cloud: Cloud) -> tuple[str, bool]:
 
 def check_outputs(cloud: Cloud) -> Check:
     """Whether the environment's stack outputs are here: without them every setting must
-    come from flags, PETS_* variables or invoke.yaml (docs/settings.md)."""
+    come from flags, PETS_* variables or invoke.yaml (docs/reference/settings.md)."""
     stack = stack_outputs.stack_name(cloud.environment)
     if stack_outputs.read(cloud.environment, cloud.outputs_path):
         return Check("stack outputs", True, f"{cloud.outputs_path} has {stack}'s")
     return Check("stack outputs", False, f"{cloud.outputs_path} has no outputs of {stack} (not "
                  "deployed, or not fetched here): settings come only from flags, PETS_* "
-                 "variables and invoke.yaml (docs/settings.md lists them)",
+                 "variables and invoke.yaml (docs/reference/settings.md lists them)",
                  f"npx cdktf output {stack} --outputs-file infra/outputs.json (once a platform "
                  f"engineer has run `npx cdktf deploy {stack}`)", warning=True)
 
@@ -206,7 +206,7 @@ def check_default_build_account(builds, project: str, region: str) -> Check:
                 name, False, f"builds that name no account run as {email} ({what}, with "
                 "project-wide roles): anyone who may submit a build can use them",
                 "a platform engineer revokes that account's project roles or disallows "
-                "default build accounts by organisation policy (README, Security model)",
+                "default build accounts by organisation policy (docs/platform/security.md)",
                 warning=True)
     return Check(name, True, f"builds that name no account run as {email}")
 

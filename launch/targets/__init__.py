@@ -1,8 +1,9 @@
 """Targets: where jobs run, one package each behind `base.Executor`, chosen by name from
 `TARGETS` (launch/values/target_names.py, where the job file's --target reads the names too)
 and imported only when chosen (as trainer/data/formats registers formats): a new target is
-one module and one line there. Each declares the job-file fields it takes
-(`supports`), and `refuse_unsupported` refuses a value the user set that it would ignore."""
+a module (or a package, as local/ and vertex/ are) and one line there. Each declares the
+job-file fields it takes (`supports`), and `refuse_unsupported` refuses a value the user set
+that it would ignore."""
 
 from __future__ import annotations
 

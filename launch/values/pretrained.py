@@ -58,6 +58,11 @@ def catalogue() -> dict[str, Pretrained]:
             for name, entry in _file()["checkpoints"].items()}
 
 
+def taken() -> str:
+    """The day the catalogue's paths were looked up."""
+    return _file()["taken"]
+
+
 def is_path(text: str) -> bool:
     """A checkpoint of one's own (or an archive URL), rather than a catalogue name."""
     return text.startswith(("gs://", "https://", "/", "./", "../", "~")) or "/" in text
@@ -118,7 +123,7 @@ def resolve(init_from: str | None, init_type: str | None, experiment: str,
 def listing() -> str:
     """`invoke models.pretrained`: each checkpoint, what it holds and the experiments it
     fits, with where its path was found."""
-    lines = [f"Model Garden's published checkpoints (looked up {_file()['taken']}); "
+    lines = [f"Model Garden's published checkpoints (looked up {taken()}); "
              "`invoke train --init-from NAME`:"]
     for entry in catalogue().values():
         fits = [name for name in experiment_fields.registered() if entry.fits(name)]

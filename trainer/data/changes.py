@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from trainer.data.planning import Plan, Source, inside
 from trainer.data.problems import Problem, ProblemLog
+from trainer.data.reasons import CORE
 from trainer.errors import SettingsError
 from trainer.io import read_regular
 
@@ -33,8 +34,8 @@ if TYPE_CHECKING:
 
 MAX_CLASSES_FILE_BYTES = 1 << 20
 KEYS = ("rename", "drop", "keep")
-REASONS = {"classes_dropped": "--classes drops every object's class; the image skipped",
-           "duplicate_image": "the same image bytes in an earlier source or split; kept once"}
+# the report keys of these changes: their meanings are the core's
+REASONS = {key: CORE[key] for key in ("classes_dropped", "duplicate_image")}
 
 
 def _names(values: Iterable[str], most: int = 8) -> str:
@@ -74,7 +75,7 @@ class ClassChanges:
     def of(cls, data: object, where: str) -> ClassChanges:
         if not isinstance(data, dict) or not data:
             raise SettingsError(f"{where} must be a mapping with any of {', '.join(KEYS)} "
-                                "(see the README's `--classes`)")
+                                "(see docs/guides/data.md, `--classes`)")
         if unknown := [str(k) for k in data if k not in KEYS]:
             raise SettingsError(f"{where}: unknown key {_names(unknown)}; the keys are "
                                 f"{', '.join(KEYS)}")

@@ -33,12 +33,12 @@ from trainer.data.label_map import alike, write_label_map
 from trainer.data.output_dir import check_replaceable, remove_abandoned, swap_in
 from trainer.data.planning import Limits, Plan, Split, check_split, resplit
 from trainer.data.problems import ACTIONS, Problem, ProblemLog
+from trainer.data.reasons import CORE, explain
 from trainer.data.shards import ClassCounts, plan_shards, write_all
 from trainer.errors import ConversionError, ConversionFailed, SettingsError
 
-# the report keys of the checks on the whole conversion (the formats name their own)
-REASONS = {"class_names_alike": "class names that differ only in case or spacing: converted "
-                                "as separate classes"}
+# the report keys of the checks on the whole conversion: their meanings are the core's
+REASONS = {key: CORE[key] for key in ("class_names_alike",)}
 
 def record_pattern(output_dir: str | Path, split: str) -> str:
     """The glob of a split's shards; the trainer reads the same pattern."""
@@ -99,8 +99,8 @@ def convert(
     reasons: Mapping[str, str] | None = None,
 ) -> dict:
     """Writes each split's shards, the label map and the report, swapping them in for the
-    previous output only when all is written; returns the report. `reasons` explains the
-    report keys the formats add (those that occur are in the report's `reasons`)."""
+    previous output only when all is written; returns the report. The report's `reasons`
+    explains each key it counts: the core's (`reasons.CORE`), the formats' from `reasons`."""
     if problem := defaults.num_shards_problem(num_shards):
         raise SettingsError(problem)
     limits = limits or Limits()
@@ -131,10 +131,9 @@ def convert(
                        checks.MASKS_ENTRY: plan.masks})
         if any(counts["background"].values()):  # images labelled as showing no object
             report["background_images"] = counts["background"]
-        reasons = {**(reasons or {}), **REASONS}
-        if found := {key: reasons[key] for action in ACTIONS for key in report[action]
-                     if key in reasons}:
-            report["reasons"] = dict(sorted(found.items()))
+        if found := explain({key for action in ACTIONS for key in report[action]},
+                            reasons or {}):
+            report["reasons"] = found
         if classes.aliases or classes.dropped:  # --classes
             report.update({"classes_before": counts["classes_before"], "class_changes": {
                 "renamed": dict(sorted(classes.aliases.items())),
@@ -198,7 +197,7 @@ def convert_sources(inputs: Sequence[formats.Input], output_dir: str | Path,
         classes = Classes.of(*class_changes.apply(found))
     reasons = {key: text for given in inputs
                for key, text in formats.get(given.format).REASONS.items()}
-    return convert(plan, classes, output_dir, reasons={**reasons, **changes.REASONS},
+    return convert(plan, classes, output_dir, reasons=reasons,
                    limits=options.limits, **convert_options)
 
 

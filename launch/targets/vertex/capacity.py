@@ -235,8 +235,9 @@ def _duration(hours: float) -> str:
 
 
 def table(capacity: Capacity, speed: Speed | None = None) -> list[str]:
-    """The README's table: wall time and cost of each dataset on each machine, and the most
-    images of COCO's mean size one machine converts within the limits."""
+    """The capacity table (docs/reference/capacity.md): wall time and cost of each dataset on
+    each machine, and the most images of COCO's mean size one machine converts within the
+    limits."""
     speed = speed or capacity.speed
     machines = [capacity.machine(name) for name in capacity.machine_names]
     storage, limits = capacity.storage, capacity.limits

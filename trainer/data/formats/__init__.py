@@ -9,7 +9,8 @@ read (COCO, whose one JSON is the dataset), the problems found while planning, a
 map). Planning applies `Options.limits`' caps to every label file it reads and keeps counts,
 not objects (planning.Limits states the bound). Everything after that (reading and
 checking each image, boxes, masks, shards, the report) is the converter's core, the same for
-every format. A format's own defects are report reasons it names in its `REASONS`.
+every format. A format's own defects are report reasons it names in its `REASONS`; the
+core's, and those several formats share, are `trainer.data.reasons.CORE`.
 
 This module imports nothing heavy: the command line takes `--format`'s choices from it.
 """
@@ -96,7 +97,7 @@ class Planned:
 class Format(Protocol):
     """What a format module provides."""
 
-    REASONS: Mapping[str, str]  # the report keys it adds -> what they mean
+    REASONS: Mapping[str, str]  # the report keys only it adds -> what they mean
 
     def plan(self, source: Input, options: Options) -> Planned: ...
 

@@ -18,7 +18,6 @@ REASONS = {
     "invalid_category": "a category without a whole-number id or a name; skipped",
     "duplicate_category_id": "a category id used twice; the second skipped",
     "invalid_image_id": "an image id neither a whole number from 0 nor a name; skipped",
-    "invalid_name": "no file_name, or one that leaves --images; skipped",
     "duplicate_image_id": "an image id used twice in one file; the second skipped",
     "unknown_image_id": "an annotation of an image the file does not have; skipped",
     "invalid_annotation": "an annotation that is not a JSON object; skipped",
@@ -30,11 +29,7 @@ REASONS = {
                                    "name): 0 is the background",
     "category_ids_renumbered": "ids outside 1..1000: numbered 1..N in their order",
     "category_renamed": "a name the label map cannot hold as it is, or taken already",
-    "too_many_points": "--masks: over 10,000 polygon points; the box filled",
-    "mask_too_large": "--masks: an RLE over --max-pixels; the box filled",
-    "missing_mask": "--masks: no usable polygon or RLE; the box filled",
-    "invalid_mask": "--masks: a segmentation pycocotools cannot read; the box filled",
-}
+}  # its masks' (every format's, drawn by coco.mask_png) are the core's: reasons.CORE
 
 
 def _image_path(images_dir: Path, name: str) -> tuple[Path, Problem | None]:

@@ -41,18 +41,12 @@ REASONS = {
     "unsupported_shape": "a circle, line, point, linestrip or mask: not a box; dropped",
     "invalid_shape": "a shape without a label, or points that are not [x, y] numbers (too "
                      "few for its type); dropped",
-    "nonfinite_box": "a point that is nan, inf or beyond 1e300; dropped",
     "image_path_base_name": "imagePath leaves the dataset or is not there: the file of its "
                             "base name beside the JSON",
     "invalid_image_data": "imageData that is not base64; the image skipped",
     "no_image": "neither imageData nor an imagePath to a file in the dataset; skipped",
     "invalid_labelme": "a JSON file that is not JSON or has no shapes list; skipped",
-    "label_too_large": "a JSON file whose labels (all but its embedded image and its "
-                       "indentation) are over the size cap (4 MiB), or over the size of "
-                       "an embedded image of --max-pixels; skipped unparsed",
-    "too_many_objects": "a JSON file of more shapes than --max-objects; skipped",
-    "size_mismatch": "imageWidth/imageHeight differ from the image's: the image's used",
-}
+}  # nonfinite_box, label_too_large, too_many_objects, size_mismatch: reasons.CORE
 # a JSON string of base64 (imageData's image, a mask shape's PNG): its parse costs its size,
 # so the label size cap does not count it; JSON's escapes (`\/`) are kept inside
 BASE64_STRING = re.compile(rb'"[A-Za-z0-9+/=\\]{1024,}"')

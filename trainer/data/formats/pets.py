@@ -10,10 +10,7 @@ from trainer.data.label_map import pets_label_map
 from trainer.data.planning import Plan, Source, deduplicate, source_ids, split_names
 from trainer.errors import ConversionError, SettingsError
 
-REASONS = {"missing_trimap": "--masks: the example has no trimap",
-           "corrupt_trimap": "--masks: the trimap does not decode",
-           "empty_trimap": "--masks: the trimap marks no pet pixel",
-           "pets_merged": "--masks: several heads, one pet outline"}
+REASONS: dict[str, str] = {}  # its trimaps' are the core's, which reads them (reasons.CORE)
 
 
 def plan(source: Input, options: Options) -> Planned:

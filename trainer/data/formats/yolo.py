@@ -46,16 +46,12 @@ REASONS = {
     "coordinates_outside_0_1": "a value below 0 or above 1 in the file; clipped to the image "
                                "(a box of values in 0-1 reaching past an edge is clipped "
                                "as any box is: box_clipped)",
-    "nonfinite_box": "a coordinate that is nan or inf; object dropped",
     "odd_polygon_coordinates": "a polygon line with an odd count of coordinates; object "
                                "dropped",
     "malformed_label_line": "a line that is not a class id and 4 (box) or 6+ (polygon) "
                             "numbers; object dropped",
     "duplicate_label_line": "a line repeated in one file; kept once (as Ultralytics does)",
     "label_without_image": "a label file with no image beside it in images/; skipped",
-    "label_too_large": "a label file over the size cap (4 MiB); the image skipped",
-    "too_many_objects": "a label file of more lines than --max-objects (each line is an "
-                        "object, a polygon too); the image skipped, its objects never made",
     "unreadable_label": "a label file that cannot be read, is not UTF-8, or leaves the "
                         "dataset's directory; the image skipped",
     "val_is_train": "data.yaml's val is its train: split by --split's fraction instead",
@@ -63,7 +59,7 @@ REASONS = {
                         "refuses: converted with their ids",
     "yaml_path_ignored": "data.yaml's path is not inside its directory (the dataset was "
                          "moved): its files are read beside data.yaml",
-}
+}  # nonfinite_box, label_too_large, too_many_objects (LabelMe's too): reasons.CORE
 IMAGE_SUFFIXES = frozenset({".bmp", ".jpeg", ".jpg", ".mpo", ".png", ".tif", ".tiff", ".webp"})
 MAX_YAML_BYTES = 1 << 20
 SPLITS = ("train", "val")
