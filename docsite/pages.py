@@ -98,7 +98,7 @@ def tasks_page() -> str:
         task = namespace[name]
         doc = inspect.cleandoc(task.__doc__ or "").split("\n\n")[0]
         rows = [(code("--" + argument.name.replace("_", "-")), argument.help or "")
-                for argument in task.get_arguments()]
+                for argument in _arguments(task)]
         flags = table(("flag", "what it is"), rows) if rows else "No flags."
         sections.append(f"## invoke {name}\n\n{' '.join(doc.split())}\n\n{flags}")
     return page(
@@ -108,6 +108,16 @@ def tasks_page() -> str:
         with one `error:` line for a mistake of yours and 1 for work that ran and failed
         ([exit codes](../design/exit-codes.md)).""",
         *sections)
+
+
+def _arguments(task) -> list:
+    """The task's arguments, leaving it as it was: invoke's `get_arguments` pops each help
+    text off the task (a second call, or the task's own `--help`, would find none)."""
+    kept = dict(task.help)
+    try:
+        return task.get_arguments()
+    finally:
+        task.help = kept
 
 
 def formats_page() -> str:

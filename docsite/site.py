@@ -32,14 +32,15 @@ def command(build: bool, port: int, site_dir: Path = SITE_DIR) -> list[str]:
             "--dev-addr", f"127.0.0.1:{port}"]
 
 
-def run(build: bool, port: int) -> None:
-    done = subprocess.run(command(build, port), env={**os.environ, **QUIET}, check=False)
+def run(build: bool, port: int, site_dir: Path = SITE_DIR) -> None:
+    done = subprocess.run(command(build, port, site_dir), env={**os.environ, **QUIET},
+                          check=False)
     if done.returncode:
         raise StepFailed(f"the documentation site did not build (mkdocs exited "
                          f"{done.returncode}): its messages above name each broken link "
                          "or page")
     if build:
-        print(f"wrote {SITE_DIR}/index.html")
+        print(f"wrote {site_dir}/index.html")
 
 
 def write_reference() -> None:

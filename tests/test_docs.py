@@ -6,7 +6,14 @@ headings get, the links it will have); `.ci/run` builds the site itself in stric
 from __future__ import annotations
 
 import html.parser
+import os
 import posixpath
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from functools import cache
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -15,7 +22,8 @@ import markdown
 import pytest
 import yaml
 
-from docsite import pages
+from docsite import pages, site
+from tests.cli import invoke, refused
 from tests.conftest import REPO
 
 DOCS = REPO / "docs"
@@ -140,3 +148,32 @@ def test_a_stale_page_is_named(tmp_path, monkeypatch):
     assert pages.stale() == []
     (tmp_path / "reference" / "hardware.md").write_text("# Hardware\n\nTyped by hand.\n")
     assert pages.stale() == ["hardware.md"]
+
+
+def test_the_site_builds_strict_and_a_bad_port_is_refused(tmp_path):
+    site.run(build=True, port=8000, site_dir=tmp_path / "site")
+    home = (tmp_path / "site" / "index.html").read_text()
+    assert "Pets detector" in home and (tmp_path / "site" / "reference" / "iam" /
+                                        "index.html").is_file()
+    assert "--port 0 is not a TCP port" in refused(invoke("docs", "--port", "0"))
+
+
+def test_invoke_docs_serves_the_site_on_the_loopback_only():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "invoke", "docs", "--port", str(port)],
+                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              start_new_session=True)  # mkdocs, its child, stops with it
+    try:
+        deadline, page = time.monotonic() + 60, None
+        while page is None and time.monotonic() < deadline and server.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/guides/", timeout=5) as r:
+                    page = r.read().decode()
+            except OSError:
+                time.sleep(0.5)
+        assert page and "Guides" in page, server.stderr.read().decode() if server.poll() else ""
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)

@@ -447,8 +447,8 @@ def test_the_readme_example_estimate_is_what_the_task_prints(fakes, tmp_path, ca
         Request.training("pets_retinanet_resnetfpn", 5000, resources, "gpu2"))
     printed = [line for line in capsys.readouterr().err.splitlines()
                if line.lstrip().startswith(("cost:", "expected", "unconfirmed:"))]
-    readme = (REPO / "README.md").read_text()
-    assert len(printed) == 3 and all(f"\n{line}\n" in readme for line in printed), printed
+    guide = (REPO / "docs" / "guides" / "cost.md").read_text()
+    assert len(printed) == 3 and all(f"\n{line}\n" in guide for line in printed), printed
 
 
 def test_cost_so_far_of_queued_running_and_finished_jobs():

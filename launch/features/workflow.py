@@ -35,7 +35,7 @@ DEMO_STEPS = 5
 
 def demo_dir(work: str, masks: bool) -> str:
     """Each demo its own directory: `--masks` would otherwise replace the box model that
-    `bench.serve` and the README's next steps read."""
+    `bench.serve` and the quick start's next steps read."""
     return f"{work}/demo-masks" if masks else f"{work}/demo"
 
 

@@ -18,7 +18,7 @@ the boot disk's default. Cost is the hours at the machine's training price by th
 table (the disk's own price is not in that table and not counted). The facts, each with its
 source, and the datasets: capacity.yaml.
 
-    python -m launch.targets.vertex.capacity  # the README's table from capacity.yaml's figures
+    python -m launch.targets.vertex.capacity  # the capacity table from capacity.yaml's figures
 """
 
 from __future__ import annotations
