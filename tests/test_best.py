@@ -400,11 +400,11 @@ def test_the_rule_reaches_the_trainers_command_and_the_job_file_and_eval_takes_n
         Places("m", "d")).args)
 
 
-def test_the_readme_example_on_vertex_ai_carries_the_rule_to_the_chief():
+def test_the_guides_example_on_vertex_ai_carries_the_rule_to_the_chief(tmp_path):
     from tests.test_vertex import dry_run
 
     job = dry_run("train", "--target", "vertex", "--run-id", "gpu1", "--early-stop-patience",
-                  "5", "--early-stop-min-delta", "0.002")
+                  "5", "--early-stop-min-delta", "0.002", cwd=tmp_path)
     (pool,) = job.job_spec.worker_pool_specs
     assert {"--early_stop_patience=5", "--early_stop_min_delta=0.002"} <= \
         set(pool.container_spec.args)

@@ -51,11 +51,13 @@ def test_every_prebuilt_container_the_catalogue_offers_has_its_dated_end():
 
     endings = lifecycle.endings()
     for ending in endings:
-        assert ending.source.startswith("https://cloud.google.com/") and ending.fix
-        assert ending.read == datetime.date(2026, 11, 24)
+        assert ending.source.startswith("https://") and ending.fix
+        assert ending.read >= datetime.date(2026, 11, 24)
         assert isinstance(ending.end_of_availability, datetime.date)
         assert ending.end_of_patch is None or ending.end_of_patch < ending.end_of_availability
-    dated = {name for ending in endings for name in ending.names}
+    google = [ending for ending in endings if ending.names != ("mkdocs-material",)]
+    assert all(e.source.startswith("https://cloud.google.com/") for e in google)
+    dated = {name for ending in google for name in ending.names}
     containers = hardware.catalogue()["prediction_containers"]
     offered = {containers["image"].format(geo="us", device=device, version=v.replace(".", "-"))
                for v in containers["tensorflow"] for device in ("cpu", "gpu")}

@@ -119,3 +119,14 @@ def test_a_tool_flags_bound_is_the_args_one_from_invoke_and_the_trainer(args, me
     with pytest.raises(SettingsError) as error:
         parse([*command, f"{args[1]}={args[2]}"])
     assert str(error.value) == message
+
+
+def test_a_flag_without_a_default_says_it_is_required():
+    """`invoke jobs.logs --help` once printed `default <class 'inspect._empty'>`."""
+    from launch.cli.taskflags import describe
+
+    assert describe("job id", str, inspect.Parameter.empty) == "job id [text; required]"
+    assert describe("workers", int, 0) == "workers [whole number; default 0]"
+    assert describe("spot", bool, False) == "spot"
+    printed = invoke("--help", "jobs.logs").stdout
+    assert "required]" in printed and "_empty" not in printed

@@ -29,8 +29,10 @@ KIND_WORDS = {bool: "", int: "whole number", float: "number", str: "text",
 def describe(help: str, kind: type, default: Any, bound: str = "") -> str:
     """`help [type; default X]`: what invoke prints beside the flag."""
     facts = [f"{KIND_WORDS[kind]}{bound}".strip()]
-    unset = default is None or default is False or (not isinstance(default, (int, float))
-                                                     and not default)
+    if default is inspect.Parameter.empty:  # a flag the task cannot run without
+        facts.append("required")
+    unset = any(default is nothing for nothing in (None, False, inspect.Parameter.empty)) or (
+        not isinstance(default, (int, float)) and not default)
     if not unset and "default" not in help:
         facts.append(f"default {default:g}" if isinstance(default, float)
                      else f"default {default}")

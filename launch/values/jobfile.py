@@ -134,8 +134,9 @@ class JobFile:
     reduction_servers: int = option("Reduction Server replicas (vertex, GPU workers)",
                                     default=0, tasks=TRAINING, bound=REPLICAS)
     spot: bool = option("Spot VMs (vertex)", default=False, section=EVAL)
-    flex_start: bool = option("queue for capacity: Dynamic Workload Scheduler (vertex; "
-                              "L4, A100, H100, H200, B200)", default=False, section=EVAL)
+    flex_start: bool = option("queue for capacity: Dynamic Workload Scheduler (vertex; the "
+                              "GPUs that offer it: docs/reference/hardware.md)", default=False,
+                              section=EVAL)
     max_wait_hours: float | None = option("--flex-start: hours to queue (0: no limit; "
                                           "default 24)", section=EVAL, bound=WAIT_HOURS)
     reservation: str | None = option("consume a Compute Engine reservation: any, ZONE/NAME "
