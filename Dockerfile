@@ -3,8 +3,9 @@
 #   docker build --target tpu -t trainer:tpu .   (TPU VMs: tensorflow-tpu with a matching libtpu)
 # and the serving image: TensorFlow Serving behind Vertex AI's custom-container contract.
 #   docker build --target serving -t serving .
-# Versions come from pyproject.toml, the one place they are pinned (tests hold the serving
-# image's TF Serving tag to its tensorflow pin).
+# Python packages' versions come from pyproject.toml; the base images are pinned here (tests
+# hold the serving image's TF Serving tag to its tensorflow pin; docs/design/pins.md lists
+# every pin site).
 
 FROM python:3.11-slim-bookworm AS base
 ENV PYTHONDONTWRITEBYTECODE=1 \

@@ -229,7 +229,7 @@ def prices_page() -> str:
         accelerator-hour (TPU v2/v3: per core), per TPU chip-hour; `-` where a column does
         not apply or is not known. A price marked `*` was not confirmed by the Cloud Billing
         Catalog API: estimates built on it say so. `invoke pricing.refresh` rewrites the
-        table from the Billing Catalog. The guide: [cost and capacity](../guides/cost.md).""",
+        table from the Billing Catalog. The guide: [hardware and cost](../guides/cost.md).""",
         *sections, f"## Sources\n\n{listed}")
 
 
@@ -248,7 +248,7 @@ def capacity_page() -> str:
         machine goes, from the speed measured on {capacity.measured_on}
         ({speed.images_per_core_second:g} images/s and {speed.mb_per_core_second:g} MB/s a
         core, scaling efficiency {speed.scaling_efficiency:g}) and the facts below. Bold: a
-        limit the conversion would pass. The guide: [cost and capacity](../guides/cost.md);
+        limit the conversion would pass. The guide: [hardware and cost](../guides/cost.md);
         the design: [conversion capacity](../design/conversion-capacity.md).""",
         "\n".join(table(capacity)) + "\n",
         "## What the table rests on\n\n" + "\n".join(assumptions(capacity)))
