@@ -440,7 +440,7 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
 
         _say(lambda: "predictions in " + commands.predict_online(
             cloud, endpoint, args.images, args.output_dir or f"{WORK}/predictions",
-            args.min_score, cap))
+            args.score_threshold, cap))
         return
     if _guarded(lambda: executor_class(target).runs_in_bucket):  # a batch job with its model
         from launch.features.serving import commands
@@ -450,7 +450,7 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
                        "--run-id", code=2)
         def batch() -> str:
             said = commands.predict_batch(
-                cloud, run_id, args.images, args.output_dir, args.min_score,
+                cloud, run_id, args.images, args.output_dir, args.score_threshold,
                 _serving(machine_type, accelerator, min_replicas, max_replicas),
                 timeout_hours=timeout_hours, max_cost=max_cost, max_pixels=cap,
                 dry_run=bool(dry_run))
@@ -463,7 +463,7 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
                    "--run-id RUN", code=2)
     _say(lambda: "predictions in " + workflow.predict(
         place(cloud, run_id, args.model, lambda run: run.model, EXPORT_DIR), args.images,
-        args.output_dir or f"{WORK}/predictions", args.min_score,
+        args.output_dir or f"{WORK}/predictions", args.score_threshold,
         storage_client=cloud.storage, max_pixels=cap))
 
 

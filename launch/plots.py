@@ -62,6 +62,27 @@ def grouped_bars(axes, names: Sequence[str],
                     fontsize="small", parse_math=False)
 
 
+def heatmap(axes, counts: Sequence[Sequence[int]], names: Sequence[str]) -> None:
+    """A confusion matrix: counts by row (what the object was) and column (what it was
+    detected as), each cell written in, its colour the share of its row (so a rare class's
+    row reads as plainly as a common one's)."""
+    import numpy as np
+
+    values = np.asarray(counts, np.float64)
+    shares = values / np.maximum(values.sum(axis=1, keepdims=True), 1)
+    axes.imshow(shares, cmap="Blues", vmin=0, vmax=1)
+    labels = [printable(name) for name in names]
+    many = len(names) > 6
+    axes.set_xticks(range(len(names)), labels, rotation=45 if many else 0,
+                    ha="right" if many else "center", fontsize="small", parse_math=False)
+    axes.set_yticks(range(len(names)), labels, fontsize="small", parse_math=False)
+    for (row, column), count in np.ndenumerate(values):
+        if count:
+            axes.text(column, row, f"{count:g}", ha="center", va="center", fontsize="small",
+                      color="white" if shares[row, column] > 0.6 else "black")
+    axes.grid(False)
+
+
 def embedded(path: Path, kind: str) -> str:
     """A data: URL of the file, for <img src>."""
     return f"data:image/{kind};base64,{base64.b64encode(path.read_bytes()).decode()}"

@@ -41,7 +41,7 @@ EVERY_COMMAND = [
                 classes="/c.yaml", split=0.8, seed=7),
     SampleArgs("/s", format="labelme"),
     ExportArgs("/m", "/e", checkpoint="ckpt-5"),
-    PredictArgs("/model", "/images/*.jpg", "/out", min_score=0.05),
+    PredictArgs("/model", "/images/*.jpg", "/out", score_threshold=0.05),
 ]
 
 

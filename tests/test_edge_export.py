@@ -105,3 +105,36 @@ def test_predict_with_a_tflite_file_writes_the_same_report(trained, tmp_path):
         assert len(entry["detections"]) <= 10
     for entry in found:
         assert entry["detections"][0]["class"] != str(entry["detections"][0]["class_id"])
+
+
+def test_the_demo_models_confusion_matrix_is_supervisions(held_out):
+    """Issue 40: on the trained demo model's answers to 300 held-out images, the confusion
+    matrix equals supervision's `ConfusionMatrix` on the same detections, at the operating
+    point and around it."""
+    import supervision as sv
+
+    from trainer import confusion
+    from trainer.analysis import ImageBoxes
+
+    truth, found = held_out
+    images = [ImageBoxes(t.picture.path, t.picture.image.height, t.picture.image.width,
+                         t.boxes, t.classes, f.boxes, f.classes, f.scores)
+              for t, f in zip(truth, found, strict=True)]
+    names = {1: "Abyssinian", 2: "Russian_Blue", 3: "beagle"}
+    point = confusion.operating_point(images, names)
+    assert point.overall.f1 >= 0.9 and point.confusion.sum() >= len(images)
+
+    def theirs(threshold: float) -> list:
+        def detections(image, found: bool) -> sv.Detections:
+            scale = np.array([image.width, image.height] * 2, float)
+            boxes = (image.boxes if found else image.truth)[:, [1, 0, 3, 2]] * scale
+            return sv.Detections(xyxy=boxes.reshape(-1, 4), class_id=np.asarray(
+                image.classes if found else image.truth_classes, int) - 1,
+                confidence=image.scores if found else None)
+        return sv.ConfusionMatrix.from_detections(
+            [detections(i, True) for i in images], [detections(i, False) for i in images],
+            list(names.values()), conf_threshold=threshold, iou_threshold=0.5).matrix.tolist()
+
+    for threshold in (point.threshold, 0.1, 0.3, 0.5, 0.8):
+        assert confusion.matrix(images, sorted(names), threshold).tolist() == theirs(threshold)
+    assert point.confusion.tolist() == theirs(point.threshold)

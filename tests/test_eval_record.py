@@ -41,3 +41,25 @@ def test_a_hostile_file_reads_the_same_to_every_reader(tmp_path):
     assert [(s.step, s.value) for s in stopping.scores(str(run), "AP50")] == [
         (200, 0.5), (300, None), (400, None)]
     assert stopping.scores(str(run), "AP")[0].value is None  # NaN is no score
+
+
+def test_an_operating_point_round_trips_and_a_malformed_one_is_absent(tmp_path):
+    from tests.test_confusion import IMAGES, NAMES
+    from trainer import confusion
+
+    point = confusion.operating_point(IMAGES, NAMES).as_json()
+    record = EvaluationRecord(300, {"AP": 0.5}, "/m/ckpt-300", operating_point=point)
+    path = tmp_path / "ckpt-300.json"
+    path.write_text(json.dumps(record.to_json()))
+    read = EvaluationRecord.read(str(path), 300)
+    assert read == record and read.operating_point["confusion"] == point["confusion"]
+    for broken in ({**point, "threshold": 1.5}, {**point, "f1": float("nan")},
+                   {**point, "confusion": point["confusion"][:-1]},
+                   {**point, "confusion": [[-1, 0, 0]] * 3},
+                   {**point, "confusion": [[True, 0, 0]] * 3},
+                   {**point, "classes": ["cat", "cat", "background"]},
+                   {**point, "per_class": {"lion": point["per_class"]["cat"]}},
+                   {**point, "per_class": {"cat": {**point["per_class"]["cat"], "f1": 2}}},
+                   [1], "x"):
+        data = {**record.to_json(), "operating_point": broken}
+        assert EvaluationRecord.parse(data, 300).operating_point is None, broken

@@ -29,7 +29,7 @@ CLASSES = {"Abyssinian": 0.9, "<b>beagle</b>": 0.6, "Russian_Blue": 0.75}
 
 
 def write_run(model_dir: Path, steps=(100, 200), scale: float = 1.0, loss=True,
-              masks: bool = False) -> Path:
+              masks: bool = False, point: dict | None = None) -> Path:
     """A run's record files, shaped as the trainer and the evaluator write them (those of a
     mask experiment with `masks`)."""
     from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -66,7 +66,7 @@ def write_run(model_dir: Path, steps=(100, 200), scale: float = 1.0, loss=True,
                           for name, ap in CLASSES.items()},
             "pr_curve": {"recall": list(np.linspace(0, 1, 101)),
                          "precision": list(np.linspace(1, 0.2 * fraction, 101))},
-            "worst_images": worst}))
+            "worst_images": worst, **({"operating_point": point} if point else {})}))
     if loss:
         writer = EventFileWriter(str(model_dir / "train"))
         for step in range(0, steps[-1] + 1, 50):
@@ -373,3 +373,37 @@ def test_run_names_from_data_reach_no_terminal_plot_or_spreadsheet_as_code(tmp_p
     assert [spreadsheet_cell(v) for v in ("+1", "-0.5", "-", "@x", "\tx", -1.0, "ok")] == \
         ["+1", "-0.5", "'-", "'@x", "'\tx", -1.0, "ok"]
     assert printable("a\tb\nc\x1b[31m\x9b") == "a\tb\nc?[31m?"
+
+
+def test_the_report_shows_each_runs_confusion_matrix_and_operating_point(tmp_path):
+    """Issue 40: the matrix as a picture, P/R/F1 per class at the threshold and at each
+    class's own best, and the threshold with its F1 in the table runs.compare prints."""
+    from tests.test_confusion import BY_HAND, IMAGES, NAMES
+    from trainer import confusion
+
+    point = confusion.operating_point(IMAGES, NAMES).as_json()
+    with_point = write_run(tmp_path / "a", point=point)
+    without = write_run(tmp_path / "b")
+    out = commands.compare(lambda: pytest.fail("local runs need no cloud"),
+                           [str(with_point), str(without)], tmp_path / "report")
+    rows = cells(out.split("\n\n")[0])
+    assert (rows[0]["threshold"], rows[0]["P"], rows[0]["R"], rows[0]["F1"]) == \
+        ("0.2000", "0.5000", "0.7500", "0.6000")
+    assert (rows[1]["threshold"], rows[1]["F1"]) == ("-", "-")
+    with open(tmp_path / "report" / "table.csv") as f:
+        assert float(next(csv.DictReader(f))["F1"]) == pytest.approx(0.6)
+
+    picture = Image.open(tmp_path / "report" / "confusion-1.png")
+    pixels = np.asarray(picture.convert("RGB"))
+    assert picture.format == "PNG" and len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50
+    assert not (tmp_path / "report" / "confusion-2.png").exists()
+    page = (tmp_path / "report" / "report.html").read_text()
+    section = page.split("<h2>Operating point</h2>", 1)[1].split("<h2>", 1)[0]
+    assert "At score 0.2 (IoU 0.5): precision 0.50, recall 0.75, F1 0.60." in section
+    assert section.count("data:image/png;base64,") == 1
+    assert "<td>cat</td><td>0.50</td><td>1.00</td><td>0.67</td><td>0.9</td><td>0.67</td>" \
+        in section
+    assert "<td>dog</td><td>0.50</td><td>0.50</td><td>0.50</td><td>0.2</td><td>0.50</td>" \
+        in section
+    assert "No operating point recorded" in section  # the run evaluated without one
+    assert BY_HAND[0.2] == point["confusion"]

@@ -99,9 +99,13 @@ def test_upload_deploy_and_predict_online_and_in_batch_like_the_local_model(
         (endpoint,) = services.endpoints.endpoints
         online = tmp_path / "online"
         commands.predict_online(cloud, endpoint.rsplit("/", 1)[-1], f"{data}/images/*.jpg",
-                                str(online), 0.3)
+                                str(online), None)
         report = json.loads((online / "detections.json").read_text())
         same_report(expected, report)
+        # the threshold the export's evaluation chose travelled with the model (issue 40)
+        chosen = json.loads((exported / "export.json").read_text())["score_threshold"]
+        assert report["score_threshold"] == expected["score_threshold"] == chosen["value"]
+        assert report["score_threshold_from"].startswith("export.json: the F1-best score")
         assert report["model"] == endpoint
         assert all(Path(entry["annotated"]).exists() for entry in report["images"])
         # one image a request, each `{"b64": ...}` as TF Serving's JSON carries bytes
@@ -122,7 +126,7 @@ def test_upload_deploy_and_predict_online_and_in_batch_like_the_local_model(
         bucket.blob("incoming/broken.jpg").upload_from_string(b"\xff\xd8 not a jpeg")
         said = []
         where = commands.predict_batch(
-            cloud, "r1", "gs://pets-data/incoming/*.jpg", None, 0.3,
+            cloud, "r1", "gs://pets-data/incoming/*.jpg", None, None,
             lambda region: Serving.from_flags(region, "n1-standard-4", None, 1, 1, 100),
             poll_seconds=0, say=said.append)
         assert where.startswith("gs://pets-data/runs/r1/predictions/")

@@ -104,7 +104,7 @@ def test_a_task_that_reads_the_target_asks_the_registry(args):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("predict", "--min-score", "2"), "--min-score must be at most 1, got '2'"),
+    (("predict", "--score-threshold", "2"), "--score-threshold must be at most 1, got '2'"),
     (("export", "--min-score", "-0.5"), "--min-score must be at least 0, got '-0.5'"),
 ])
 def test_a_tool_flags_bound_is_the_args_one_from_invoke_and_the_trainer(args, message):

@@ -75,6 +75,9 @@ def test_eval_wrote_tensorboard_scalars_and_annotated_images(trained):
                     images.append(tf.make_ndarray(value.tensor))
     assert {"AP", "AP50", "AP75"} <= tags
     assert images and images[0].size >= 3  # width, height and at least one encoded image
+    # the operating point: its threshold and scores, and the confusion matrix as a table
+    assert {f"operating_point/{k}" for k in ("threshold", "precision", "recall", "f1")} | \
+        {"confusion matrix"} <= tags
 
 
 def test_restarted_eval_does_not_reevaluate_and_exits(trained):
@@ -179,6 +182,13 @@ def test_the_bytes_signature_answers_like_the_uint8_one_and_options_bound_it(
         assert (scores[:count] >= SERVED_MIN_SCORE).all()
     info = json.loads((exported / "export.json").read_text())
     assert info["default_signature"] == "bytes" and info["max_detections"] == 20
+    # the operating point of the exported checkpoint's evaluation travels with it (issue 40)
+    step = int(info["checkpoint"].rsplit("-", 1)[1])
+    evaluated = json.loads((model_dir / "eval" / f"ckpt-{step}.json").read_text())
+    point = evaluated["operating_point"]
+    assert info["score_threshold"]["value"] == point["threshold"] and \
+        info["score_threshold"]["evaluation"] == f"eval/ckpt-{step}.json"
+    assert point["f1"] >= 0.8 and len(point["confusion"]) == len(point["classes"]) == 4
     refused = trainer_here("export", f"--model_dir={model_dir}", f"--export_dir={tmp_path / 'x'}",
                            "--max_detections=0", check=False)
     assert refused.returncode == 2 and "--max-detections must be 1 to 1000" in refused.stderr

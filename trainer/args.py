@@ -309,7 +309,9 @@ class PredictArgs(Args):
     images: str = option("image file glob", required=True)
     output_dir: str = option("annotated images and detections.json go here",
                              required=True)
-    min_score: float = option("drop detections scoring less", default=0.3, bound=SCORE)
+    score_threshold: float | None = option(
+        "drop detections scoring less (default: the threshold the export's evaluation chose, "
+        "recorded in its export.json; else 0.3)", bound=SCORE)
     max_pixels: int = option(MAX_PIXELS_HELP, default=defaults.MAX_PIXELS)
 
 

@@ -177,9 +177,11 @@ def run_export(args: trainer_args.ExportArgs) -> int:
 def run_predict(args: trainer_args.PredictArgs) -> int:
     from trainer.predict import predict
 
-    report = predict(args.model, args.images, args.output_dir, args.min_score, args.max_pixels)
-    print(f"annotated {len(report['images'])} image(s) in {args.output_dir}; "
-          f"detections: {report['path']}")
+    report = predict(args.model, args.images, args.output_dir, args.score_threshold,
+                     args.max_pixels)
+    print(f"annotated {len(report['images'])} image(s) in {args.output_dir}, detections "
+          f"scoring at least {report['score_threshold']:.3g} ({report['score_threshold_from']}"
+          f"); detections: {report['path']}")
     return 0
 
 

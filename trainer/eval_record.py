@@ -21,6 +21,8 @@ class EvaluationRecord:
     per_class: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
     pr_curve: Mapping[str, list] | None = None  # recall and precision, as long as each other
     worst_images: tuple[Mapping, ...] = ()  # the report's gallery: errors and the picture
+    # the F1-best score threshold, the confusion matrix there, P/R/F1 (trainer/confusion.py)
+    operating_point: Mapping[str, Any] | None = None
     path: str = dataclasses.field(default="", compare=False)  # where it is, not in it
 
     def to_json(self) -> dict[str, Any]:
@@ -31,6 +33,8 @@ class EvaluationRecord:
         if self.per_class or self.pr_curve is not None or self.worst_images:
             data.update(per_class={name: dict(values) for name, values in self.per_class.items()},
                         pr_curve=self.pr_curve, worst_images=list(self.worst_images))
+        if self.operating_point is not None:
+            data["operating_point"] = dict(self.operating_point)
         return data
 
     @classmethod
@@ -53,7 +57,8 @@ class EvaluationRecord:
         return cls(step, _numbers(data["metrics"]),
                    checkpoint if isinstance(checkpoint, str) else "", per_class, curve,
                    tuple(w for w in worst if isinstance(w, dict))
-                   if isinstance(worst, list) else (), path)
+                   if isinstance(worst, list) else (), operating_point(
+                       data.get("operating_point")), path)
 
     @classmethod
     def read(cls, path: str, step: int) -> EvaluationRecord | None:
@@ -72,3 +77,40 @@ def _numbers(values: Mapping) -> dict[str, float]:
     """The finite, in-range numbers (a 400-digit integer or NaN is left out: shown missing)."""
     return {str(k): number for k, v in values.items()
             if (number := jsonnum.number(v)) is not None}
+
+
+SCORES = ("precision", "recall", "f1")
+
+
+def _fraction(value: object) -> float | None:
+    number = jsonnum.number(value)
+    return number if number is not None and 0 <= number <= 1 else None
+
+
+def operating_point(data: object) -> dict[str, Any] | None:
+    """The recorded operating point, checked whole (None if any part is malformed): a
+    threshold and scores in [0, 1], class names, a square matrix of counts as wide as the
+    names, and each class's scores and own best threshold."""
+    if not isinstance(data, dict):
+        return None
+    fractions = {k: _fraction(data.get(k)) for k in ("iou", "threshold", *SCORES)}
+    names, matrix, per_class = data.get("classes"), data.get("confusion"), data.get("per_class")
+    if None in fractions.values() or not isinstance(names, list) or len(names) < 2 or \
+            not all(isinstance(n, str) for n in names) or len(set(names)) != len(names) or \
+            not isinstance(matrix, list) or len(matrix) != len(names) or \
+            not all(isinstance(row, list) and len(row) == len(names) and
+                    all(type(n) is int and 0 <= n < 10**12 for n in row) for row in matrix) or \
+            not isinstance(per_class, dict) or not set(per_class) <= set(names):
+        return None
+    classes = {}
+    for name, values in per_class.items():
+        keys = (*SCORES, "best_threshold", *(f"best_{k}" for k in SCORES))
+        found = {k: _fraction(values.get(k)) if isinstance(values, dict) else None
+                 for k in keys}
+        if None in found.values():
+            return None
+        classes[name] = found
+    overlap = data.get("overlap")
+    return {**fractions, "overlap": overlap if overlap in ("box", "mask") else "box",
+            "classes": list(names), "confusion": [list(row) for row in matrix],
+            "per_class": classes}

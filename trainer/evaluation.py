@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from trainer import analysis, files
+from trainer import analysis, confusion, files
 from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs, shown
 from trainer.best import keeping
@@ -105,21 +105,27 @@ class CheckpointEvaluator:
                                "is empty")
         raw = self.task.reduce_aggregated_logs(state, step)
         metrics = {k: float(np.asarray(v)) for k, v in raw.items() if np.asarray(v).size == 1}
+        breakdown = self._breakdown(seen, worst, step) if seen else {}
+        point = breakdown.get("operating_point")
         with self.writer.as_default(step=step):
             for name, value in metrics.items():
                 tf.summary.scalar(name, value)
+            if point:
+                for name in ("threshold", "precision", "recall", "f1"):
+                    tf.summary.scalar(f"operating_point/{name}", point[name])
+                tf.summary.text("confusion matrix", confusion.markdown(point))
             tf.summary.image("detections (white: ground truth)", pictures,
                              max_outputs=NUM_SUMMARY_IMAGES)
         self.writer.flush()
         path = metrics_path(self.model_dir, step)
-        record = EvaluationRecord(step, metrics, checkpoint, path=path,
-                                  **self._breakdown(seen, worst, step) if seen else {})
+        record = EvaluationRecord(step, metrics, checkpoint, path=path, **breakdown)
         write_text(path, json.dumps(record.to_json(), indent=2) + "\n")
         keeping.after_evaluation(self.model_dir)  # best/ kept, early stopping judged
         return record
 
     def _breakdown(self, seen: list, worst: WorstImages, step: int) -> dict:
-        """AP per class, the PR curve, and the worst images drawn beside the metrics."""
+        """AP per class, the PR curve, the worst images drawn beside the metrics, and the
+        operating point: the F1-best threshold and the confusion matrix there."""
         evaluation = analysis.coco_evaluation(seen)
         per_class = analysis.per_class(evaluation, self.class_names)
         if all(image.has_masks for image in seen):
@@ -134,8 +140,10 @@ class CheckpointEvaluator:
             self._draw(image, pixels, scale=WORST_SCALE).save(buffer, "JPEG", quality=90)
             write_text(f"{self.model_dir}/{files.METRICS_DIR}/{name}", buffer.getvalue())
             shown.append({**dataclasses.asdict(errors), "picture": name})
+        point = confusion.operating_point(seen, self.class_names)
         return {"per_class": per_class, "pr_curve": analysis.pr_curve(evaluation),
-                "worst_images": tuple(shown)}
+                "worst_images": tuple(shown),
+                "operating_point": point.as_json() if point else None}
 
     def _images(self, inputs, logs):
         """Each validation image of a batch as the model saw it (the padded, resized frame,

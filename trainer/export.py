@@ -27,6 +27,7 @@ import dataclasses
 import json
 
 from trainer import model_dir as model_dir_lib
+from trainer import operating
 from trainer.best.choice import DEFAULT_CHOICE, Choice, Chosen, choose
 from trainer.data.defaults import MAX_PIXELS
 from trainer.errors import SettingsError
@@ -265,5 +266,8 @@ def export(model_dir: str, export_dir: str, choice: Choice = DEFAULT_CHOICE,
         "mask_size": mask_size(params),  # detection_masks: [batch, N, size, size], or none
         "max_detections": params.task.model.detection_generator.max_num_detections,
         "min_score": params.task.model.detection_generator.pre_nms_score_threshold,
+        # what `predict` and the endpoints detect at (trainer/operating.py), null when the
+        # checkpoint was not evaluated with an operating point
+        operating.KEY: operating.from_evaluation(model_dir, chosen.path),
         "tensorflow": tf.__version__}, indent=2) + "\n")
     return ExportResult(export_dir, chosen)

@@ -88,6 +88,7 @@ def worst_image_file(step: int, rank: int) -> str:
 # An export directory, and prediction's output directory.
 EXPORT_INFO_FILE = "export.json"  # how it was exported: read without loading TensorFlow
 TFLITE_FILE = "model.tflite"
+TFLITE_SUFFIX = ".tflite"  # a model path ending so is a TFLite file, not a SavedModel
 DETECTIONS_FILE = "detections.json"
 
 # Where a tuning trial reports its metric, below a directory (cloudml-hypertune's is /tmp).

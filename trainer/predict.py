@@ -20,17 +20,17 @@ import numpy as np
 from PIL import ExifTags, Image, ImageOps
 
 from trainer import model_dir as model_dir_lib
+from trainer import operating
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
 from trainer.data.images import open_checked
 from trainer.data.label_map import id_to_name, read_label_map
 from trainer.errors import PredictError, SettingsError
 from trainer.export import MASKS, SIGNATURE, UINT8_SIGNATURE, serving_takes
-from trainer.files import DETECTIONS_FILE, LABEL_MAP_FILE
+from trainer.files import DETECTIONS_FILE, LABEL_MAP_FILE, TFLITE_SUFFIX
 from trainer.io import open_regular
 from trainer.masks import paste, to_rle
 from trainer.visualize import draw_detections
 
-TFLITE_SUFFIX = ".tflite"
 MASK_FORMAT = "COCO RLE in image pixels (pycocotools.mask.decode), for a mask model's detections"
 
 
@@ -137,21 +137,28 @@ def load_detector(model: str) -> tuple[Detector, dict[int, str]]:
     return (tflite_detector if is_tflite else saved_model_detector)(model), names
 
 
-def predict(model: str, images: str, output_dir: str, min_score: float = 0.3,
+def predict(model: str, images: str, output_dir: str, score_threshold: float | None = None,
             max_pixels: int = MAX_PIXELS) -> dict:
+    """Detects with a local export at `score_threshold`, else at the one its export.json
+    records (trainer/operating.py)."""
     if problem := max_pixels_problem(max_pixels):
         raise SettingsError(problem)
     paths = sorted(glob.glob(images))
     if not paths:
         raise PredictError(f"no image matches {images}")
     detector, names = load_detector(model)
-    return detect_files(detector, names, model, paths, output_dir, min_score, max_pixels)
+    return detect_files(detector, names, model, paths, output_dir,
+                        operating.threshold(score_threshold, operating.read_info(model)),
+                        max_pixels)
 
 
 def detect_files(detector: Detector, names: dict[int, str], model: str, paths: list[str],
-                 output_dir: str, min_score: float, max_pixels: int = MAX_PIXELS) -> dict:
-    """Detects in every file; an image that cannot be read, or that the detector fails on
-    (a 100000x1 strip, say), is reported with its error and the others go on."""
+                 output_dir: str, threshold: tuple[float, str],
+                 max_pixels: int = MAX_PIXELS) -> dict:
+    """Detects in every file, keeping detections at `threshold` (the score, and where it
+    came from, which the report says); an image that cannot be read, or that the detector
+    fails on (a 100000x1 strip, say), is reported with its error and the others go on."""
+    min_score, threshold_from = threshold
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     results, failures = [], []
@@ -188,7 +195,8 @@ def detect_files(detector: Detector, names: dict[int, str], model: str, paths: l
                     found.boxes[kept], found.classes[kept], found.scores[kept], strict=True))
             ],
         })
-    report = {"model": model, "min_score": min_score, "box_format": "ymin,xmin,ymax,xmax (0-1)",
+    report = {"model": model, operating.KEY: min_score, "score_threshold_from": threshold_from,
+              "box_format": "ymin,xmin,ymax,xmax (0-1)",
               "mask_format": MASK_FORMAT,
               "images": results, "failures": failures, "path": str(out / DETECTIONS_FILE)}
     Path(report["path"]).write_text(json.dumps(report, indent=2) + "\n")

@@ -16,19 +16,21 @@ to S x S instead gets boxes normalised to the image directly, a little less accu
 from __future__ import annotations
 
 import dataclasses
+import json
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from trainer import io
+from trainer import io, jsonnum, operating
 from trainer import model_dir as model_dir_lib
 from trainer.best.choice import DEFAULT_CHOICE, Choice, Chosen, choose
-from trainer.errors import SettingsError
+from trainer.errors import JsonError, SettingsError
 from trainer.evaluation import MEAN_RGB  # Model Garden's, as uint8 pixel values
 from trainer.export import ExportOptions, write_signatures
-from trainer.files import TFLITE_FILE
+from trainer.files import EXPORT_INFO_FILE, MAX_RUN_JSON_BYTES, TFLITE_FILE
+from trainer.io import write_text
 
 CALIBRATION_IMAGES = 100  # int8: training images the converter measures ranges on
 
@@ -190,7 +192,25 @@ def export_tflite(model_dir: str, output_dir: str, choice: Choice = DEFAULT_CHOI
     partial.write_bytes(flatbuffer)
     partial.replace(path)  # a reader never sees half a model
     model_dir_lib.copy_label_map(model_dir, str(output))
+    record_tflite(output, chosen.path, quantize, operating.from_evaluation(model_dir,
+                                                                          chosen.path))
     return TfliteResult(str(path), chosen, len(flatbuffer))
+
+
+def record_tflite(output: Path, checkpoint: str, quantize: str | None,
+                  threshold: dict | None) -> None:
+    """export.json's `tflite` section: which checkpoint the file holds and the score
+    threshold its evaluation chose (what `predict` with the file detects at). A SavedModel's
+    export.json in the same directory keeps its own keys."""
+    info = output / EXPORT_INFO_FILE
+    try:
+        found = jsonnum.read_file(str(info), MAX_RUN_JSON_BYTES) if info.exists() else {}
+    except (JsonError, OSError):
+        found = {}
+    written = {**(found if isinstance(found, dict) else {}), "tflite": {
+        "file": TFLITE_FILE, "checkpoint": checkpoint.rsplit("/", 1)[-1],
+        "quantize": quantize, operating.KEY: threshold}}
+    write_text(str(info), json.dumps(written, indent=2) + "\n")
 
 
 class TfliteDetector:

@@ -93,7 +93,7 @@ def pixel_cap(max_pixels: int | None) -> int:
     return cap
 
 
-def predict(model: str, images: str, output_dir: str, min_score: float | None = None,
+def predict(model: str, images: str, output_dir: str, score_threshold: float | None = None,
             storage_client: Callable[[], object] | None = None,
             max_pixels: int = MAX_PIXELS) -> str:
     """Detects with a SavedModel; gs:// models and image directories are staged first, and a
@@ -104,7 +104,7 @@ def predict(model: str, images: str, output_dir: str, min_score: float | None = 
     local_out = _local(output_dir)
     run_job(jobs.tool_job(PredictArgs(model, stage_images(client, images), str(local_out),
                                       max_pixels=max_pixels,
-                                      **({} if min_score is None else {"min_score": min_score}))))
+                                      score_threshold=score_threshold)))
     return publish_predictions(client, output_dir)
 
 

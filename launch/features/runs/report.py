@@ -16,13 +16,24 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from launch.features.runs.record import RunRecord
-from launch.plots import embedded, embedded_plots, figure, grouped_bars, html_table, text_table
+from launch.plots import (
+    embedded,
+    embedded_plots,
+    figure,
+    grouped_bars,
+    heatmap,
+    html_table,
+    text_table,
+)
 from launch.text import spreadsheet_cell
 from trainer.experiments import AP_METRICS, MASK_AP_METRICS, MASK_PREFIX
 from trainer.files import METRICS_DIR
 
 MASK_COLUMNS = MASK_AP_METRICS[:3]  # mask AP, AP50, AP75: when a run shown has masks
 RUN_COLUMNS = ("run", "experiment", "hardware", "steps", "wall time", "cost", "checkpoint")
+# the operating point of the evaluation shown (trainer/confusion.py): its score threshold and
+# what it gives, when a run shown has one
+OPERATING_COLUMNS = {"threshold": "threshold", "precision": "P", "recall": "R", "f1": "F1"}
 PLOTS = {"ap_by_step.png": "AP against step", "loss_by_step.png": "Loss against step",
          "per_class_ap.png": "AP per class (the checkpoint shown)",
          "per_class_mask_ap.png": "Mask AP per class (the checkpoint shown)",
@@ -30,9 +41,21 @@ PLOTS = {"ap_by_step.png": "AP against step", "loss_by_step.png": "Loss against 
 
 
 def metrics(records: Sequence[RunRecord]) -> tuple[str, ...]:
-    """The metric columns: COCO's box metrics, and the masks' when a run has them."""
+    """The metric columns: COCO's box metrics, the masks' when a run has them, and the
+    operating point's when a run has one."""
     masks = any(r.shown and MASK_COLUMNS[0] in r.shown.metrics for r in records)
-    return (*AP_METRICS, *(MASK_COLUMNS if masks else ()))
+    point = any(r.shown and r.shown.operating_point for r in records)
+    return (*AP_METRICS, *(MASK_COLUMNS if masks else ()),
+            *(OPERATING_COLUMNS.values() if point else ()))
+
+
+def _values(record: RunRecord) -> dict[str, float]:
+    """The numbers of the evaluation shown, by column: COCO's and the operating point's."""
+    if not record.shown:
+        return {}
+    point = record.shown.operating_point or {}
+    return {**record.shown.metrics,
+            **{column: point[key] for key, column in OPERATING_COLUMNS.items() if key in point}}
 
 
 def _duration(seconds: float | None) -> str:
@@ -46,7 +69,7 @@ def _duration(seconds: float | None) -> str:
 def row(record: RunRecord, shown_metrics: Sequence[str] = AP_METRICS) -> dict[str, str]:
     """The run's cells as printed: metrics of the evaluation shown (its best checkpoint's,
     unless --checkpoint says otherwise), 4 decimals."""
-    shown = record.shown.metrics if record.shown else {}
+    shown = _values(record)
     return {"run": record.name, "experiment": record.experiment or "-",
             "hardware": record.hardware or "-",
             "steps": "-" if record.steps is None else str(record.steps),
@@ -128,7 +151,7 @@ def write_table(records: Sequence[RunRecord], path: Path) -> None:
         writer.writerow([*RUN_COLUMNS[:3], "steps", "seconds", "cost", "step evaluated",
                          *shown_metrics])
         for r in records:
-            shown = r.shown.metrics if r.shown else {}
+            shown = _values(r)
             writer.writerow([spreadsheet_cell(cell) for cell in (
                 r.name, r.experiment or "", r.hardware or "", r.steps or "", r.seconds or "",
                 r.cost or "", r.shown.step if r.shown else "",
@@ -156,6 +179,38 @@ def _worst(record: RunRecord) -> str:
         "<p>The worst images' files are missing.</p>"
 
 
+def write_confusion(records: Sequence[RunRecord], out: Path) -> list[Path | None]:
+    """Each run's confusion matrix at its operating point (None: it has none), in order."""
+    pictures: list[Path | None] = []
+    for k, record in enumerate(records, 1):
+        point = record.shown.operating_point if record.shown else None
+        path = out / f"confusion-{k}.png"
+        drawn = point and figure(
+            lambda axes, p=point: heatmap(axes, p["confusion"], p["classes"]) or True, path,
+            f"{record.name}: score >= {point['threshold']:.3g}", "detected as", "object",
+            legend=False)
+        pictures.append(path if drawn else None)
+    return pictures
+
+
+def _operating(record: RunRecord, picture: Path | None) -> str:
+    """The run's operating point: the matrix, and each class's P/R/F1 there and at its own
+    best threshold."""
+    point = record.shown.operating_point if record.shown else None
+    if not point or picture is None:
+        return "<p>No operating point recorded (evaluated before it existed?).</p>"
+    overlap = "mask IoU" if point["overlap"] == "mask" else "IoU"
+    rows = [{"class": name, "P": _fraction(v["precision"]), "R": _fraction(v["recall"]),
+             "F1": _fraction(v["f1"]), "its best threshold": f"{v['best_threshold']:.3g}",
+             "F1 there": _fraction(v["best_f1"])} for name, v in point["per_class"].items()]
+    return (f"<p>At score {point['threshold']:.3g} ({overlap} {point['iou']:g}): precision "
+            f"{_fraction(point['precision'])}, recall {_fraction(point['recall'])}, F1 "
+            f"{_fraction(point['f1'])}.</p>"
+            f'<div class="plots"><img src="{embedded(picture, "png")}" alt="confusion matrix">'
+            "</div>" + html_table(rows, ("class", "P", "R", "F1", "its best threshold",
+                                         "F1 there")))
+
+
 def _fraction(value) -> str:
     return f"{value:.2f}" if isinstance(value, (int, float)) else "?"
 
@@ -166,8 +221,12 @@ text-align:left}.plots img{max-width:48%}.gallery{display:flex;flex-wrap:wrap;ga
 figure{margin:0;width:256px}figure img{width:256px}figcaption{font-size:12px}"""
 
 
-def write_html(records: Sequence[RunRecord], plots: dict[str, Path], path: Path) -> None:
+def write_html(records: Sequence[RunRecord], plots: dict[str, Path], path: Path,
+               confusions: Sequence[Path | None] = ()) -> None:
     galleries = "".join(f"<h3>{html.escape(r.name)}</h3>{_worst(r)}" for r in records)
+    points = "".join(f"<h3>{html.escape(r.name)}</h3>{_operating(r, picture)}"
+                     for r, picture in zip(records, confusions or [None] * len(records),
+                                           strict=True))
     said = [f"{r.name}: no evaluation" for r in records if not r.evaluations] + \
         stops(records)
     notes = "".join(f"<li>{html.escape(m)}</li>" for m in said)
@@ -177,6 +236,10 @@ def write_html(records: Sequence[RunRecord], plots: dict[str, Path], path: Path)
         f"{html_table(*rows(records))}"
         f"{f'<ul>{notes}</ul>' if notes else ''}"
         f"<h2>Curves</h2><div class='plots'>{embedded_plots(plots, PLOTS)}</div>"
+        f"<h2>Operating point</h2><p>The score threshold with the best F1 over every "
+        f"class, and the confusion matrix there: each object by row (what it was), each "
+        f"detection by column (what it was detected as); the background row counts "
+        f"detections of nothing, the background column objects missed.</p>{points}"
         f"<h2>Worst validation images</h2><p>White: ground truth; coloured: detections "
         f"scored 30% or more (and their masks, for a mask experiment). Worst first: objects "
         f"missed, then poorer boxes (masks, for a mask experiment).</p>{galleries}"
@@ -198,5 +261,5 @@ def write_report(records: Sequence[RunRecord], out: Path) -> Report:
     out.mkdir(parents=True, exist_ok=True)
     plots = write_plots(records, out)
     write_table(records, out / "table.csv")
-    write_html(records, plots, out / "report.html")
+    write_html(records, plots, out / "report.html", write_confusion(records, out))
     return Report(table(records), out, plots)

@@ -31,9 +31,11 @@ from launch.targets.vertex import lifecycle, submit
 from launch.targets.vertex.costs import machine_hourly
 from launch.targets.vertex.spec import machine_spec, rest_json
 from launch.values.jobfile import flag_value
+from trainer import jsonnum, operating
 from trainer.data.defaults import MAX_PIXELS
 from trainer.data.label_map import id_to_name, parse_label_map
-from trainer.files import LABEL_MAP_FILE
+from trainer.errors import JsonError
+from trainer.files import EXPORT_INFO_FILE, LABEL_MAP_FILE, MAX_RUN_JSON_BYTES
 from trainer.predict import Detections, ImageRefused, Picture, detect_files
 
 T = TypeVar("T")
@@ -293,19 +295,34 @@ def _label_names(cloud: Cloud, artifact_uri: str) -> dict[int, str]:
         return {}
 
 
+def _export_info(cloud: Cloud, artifact_uri: str) -> dict:
+    """The export.json beside a model in the bucket ({} if missing or not JSON): the score
+    threshold its evaluation chose travels with it (trainer/operating.py)."""
+    from google.api_core import exceptions
+
+    where = mirror.GcsPath.parse(artifact_uri)
+    try:
+        found = jsonnum.loads(cloud.storage().bucket(where.bucket).blob(
+            f"{where.prefix}/{EXPORT_INFO_FILE}").download_as_bytes(
+                start=0, end=MAX_RUN_JSON_BYTES), MAX_RUN_JSON_BYTES, artifact_uri)
+    except (exceptions.NotFound, JsonError, UnicodeDecodeError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def _report(cloud: Cloud, detector, names, model: str, images: str, output_dir: str,
-            min_score: float, max_pixels: int) -> str:
+            score_threshold: float | None, info: dict, max_pixels: int) -> str:
     client = cloud.storage() if mirror.is_gcs(images) or mirror.is_gcs(output_dir) else None
     paths = sorted(glob.glob(workflow.stage_images(client, images)))
     if not paths:
         raise InputError(f"no image matches {images}")
     detect_files(detector, names, model, paths, str(workflow.predictions_dir(output_dir)),
-                 min_score, max_pixels)
+                 operating.threshold(score_threshold, info), max_pixels)
     return workflow.publish_predictions(client, output_dir)
 
 
 def predict_online(cloud: Cloud, endpoint: str, images: str, output_dir: str,
-                   min_score: float, max_pixels: int = MAX_PIXELS) -> str:
+                   score_threshold: float | None, max_pixels: int = MAX_PIXELS) -> str:
     place = Place.of(cloud)
     target = _endpoint(place.endpoints(), place, endpoint, create=False)
     if not target.deployed_models:
@@ -316,7 +333,8 @@ def predict_online(cloud: Cloud, endpoint: str, images: str, output_dir: str,
     model = place.models().get_model(name=deployed.model)
     detector = answers.endpoint_detector(cloud.clients.prediction(place.region), target.name)
     return _report(cloud, detector, _label_names(cloud, model.artifact_uri), target.name,
-                   images, output_dir, min_score, max_pixels)
+                   images, output_dir, score_threshold,
+                   _export_info(cloud, model.artifact_uri), max_pixels)
 
 
 def batch_inputs(storage, images: str) -> list[str]:
@@ -359,7 +377,7 @@ def batch_job(version: aiplatform_v1.Model, inputs: str, output_prefix: str,
 
 
 def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None,
-                  min_score: float, serving: Callable[[str], endpoints.Serving],
+                  score_threshold: float | None, serving: Callable[[str], endpoints.Serving],
                   poll_seconds: float = 30.0, say: Callable[[str], None] = print,
                   timeout_hours: float | str | None = None,
                   max_cost: float | str | None = None, max_pixels: int = MAX_PIXELS,
@@ -407,7 +425,8 @@ def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None
         raise ImageRefused(errors.get(uri, "the batch job returned no prediction for it"))
 
     return _report(cloud, detect, _label_names(cloud, version.artifact_uri), job.name, images,
-                   output_dir or f"{paths.root}/predictions/{started}", min_score, max_pixels)
+                   output_dir or f"{paths.root}/predictions/{started}", score_threshold,
+                   _export_info(cloud, version.artifact_uri), max_pixels)
 
 
 def _wait_batch(client, name: str, poll_seconds: float, say, timeout_hours: float
