@@ -250,7 +250,8 @@ def evaluate(c, **flags):
     """Evaluate a run's checkpoints with COCO metrics, beside its training.
 
     On Vertex AI it runs on a CPU machine unless the flags (or the job file's `eval:`) say
-    otherwise."""
+    otherwise. `--split test`: the best checkpoint once, on the held-out test split, into
+    eval-test/ (`invoke runs.compare` shows it)."""
     _run_job(c, EVAL, flags)
 
 
@@ -395,6 +396,21 @@ SERVING = {"machine_type": Flag("serving machine (default n1-standard-4)"),
            "max_replicas": Flag("autoscaling bound", 1, kind=int)}
 
 
+# The run against the version serving now, on the test split (docs/guides/evaluation.md)
+CHALLENGE = {"max_drop": Flag("refuse a run whose gate metric on the test split is this much "
+                              "below the serving version's (default 0.01)", kind=float),
+             "gate_class": Flag("compare this class's recall at the operating point instead "
+                                "of the experiment's gate metric"),
+             "force": Flag("go ahead even when the run is worse than the serving version: "
+                           "the reason, recorded in the version's description")}
+
+
+def _challenge(max_drop, gate_class, force):
+    from launch.features.serving.commands import Challenge
+
+    return Challenge(max_drop, gate_class, force)
+
+
 def _serving(machine_type, accelerator, min_replicas, max_replicas, traffic=100):
     """The serving machine, validated (against the region) when the task knows it."""
     from launch.features.serving.endpoints import Serving
@@ -482,16 +498,20 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
                                   "prebuilt; deploy with --accelerator)",
                            "dry_run": "print the UploadModelRequest JSON, send nothing (no "
                                       "credentials needed)"},
-      flags=cloud("env", "project", "region", "bucket"))
+      flags={**CHALLENGE, **cloud("env", "project", "region", "bucket")})
 def model_upload(c, run_id, min_ap50: float | None = None, aliases="candidate",
-                 container=None, gpu=False, dry_run=False, checkpoint=None, **where):
-    """Upload a run's SavedModel to the Vertex AI Model Registry, if its evaluation passes."""
+                 container=None, gpu=False, dry_run=False, checkpoint=None, *, max_drop,
+                 gate_class, force, **where):
+    """Upload a run's SavedModel to the Vertex AI Model Registry, if its evaluation passes.
+
+    And only if it is no worse than the version serving now, on the test split."""
     from launch.features.serving import commands
 
     cloud = _cloud(c, **where)
     _say(lambda: commands.upload_model(
         cloud, run_id, optional_number("--min-ap50", min_ap50, float), aliases, bool(gpu),
-        bool(dry_run), container, checkpoint=checkpoint))
+        bool(dry_run), container, checkpoint=checkpoint,
+        rules=_challenge(max_drop, gate_class, force)))
 
 
 @task(name="deploy", help={"run_id": "the uploaded run to deploy",
@@ -503,17 +523,20 @@ def model_upload(c, run_id, min_ap50: float | None = None, aliases="candidate",
                                       "credentials needed)",
                            "max_cost": "USD a month: refuse a deployment that can cost "
                                        "more (--max-replicas for a month)"},
-      flags={**SERVING, **cloud("env", "project", "region", "bucket")})
+      flags={**SERVING, **CHALLENGE, **cloud("env", "project", "region", "bucket")})
 def endpoint_deploy(c, run_id, endpoint=None, traffic=100, dry_run=False,
                     max_cost: float | None = None, *, machine_type, accelerator,
-                    min_replicas, max_replicas, **where):
-    """Deploy a run's registered model to an endpoint, sharing traffic with what is there."""
+                    min_replicas, max_replicas, max_drop, gate_class, force, **where):
+    """Deploy a run's registered model to an endpoint, sharing traffic with what is there.
+
+    Only if it is no worse than the version serving there, on the test split."""
     from launch.features.serving import commands
 
     cloud = _cloud(c, **where)
     _say(lambda: commands.deploy(
         cloud, run_id, _serving(machine_type, accelerator, min_replicas, max_replicas,
-                                traffic), endpoint, bool(dry_run), max_cost))
+                                traffic), endpoint, bool(dry_run), max_cost,
+        _challenge(max_drop, gate_class, force)))
 
 
 @task(name="list", flags=LISTING)

@@ -279,3 +279,27 @@ def mask_trained(shared) -> MaskRun:
                 "export_dir": str(export_dir)}
 
     return MaskRun(**{k: Path(v) for k, v in once(shared, "mask_trained", build).items()})
+
+
+@pytest.fixture
+def services(tmp_path):
+    """The fake Vertex AI, Cloud Storage and Artifact Registry of tests/fakes, for a test."""
+    from tests.fakes.cloud import fake_cloud
+
+    with fake_cloud(tmp_path) as fakes:
+        yield fakes
+
+
+@pytest.fixture
+def serving_prices(tmp_path, monkeypatch):
+    """A price table with known prediction prices in us-central1 (a refreshed table's
+    shape), in place of the pinned one: n1-standard-4 (4 vCPUs, 15 GB) costs 0.26/h."""
+    from launch.stores.pricing import table
+
+    path = tmp_path / "prices.yaml"
+    table.PriceTable("USD", {
+        table.Key("prediction", "us-central1", kind, name, "standard"):
+            table.Row(usd, "SKU 0000-TEST-0001", "2026-11-24", True)
+        for kind, name, usd in (("cores", "n1", 0.05), ("ram", "n1", 0.004),
+                                ("accelerators", "NVIDIA_TESLA_T4", 0.4))}).write(path)
+    monkeypatch.setattr(table, "PRICES_FILE", path)

@@ -17,8 +17,9 @@ from PIL import Image
 
 from tests.cli import REPO, invoke
 from tests.conftest import HANG
+from trainer.data import pets as pets_files
 from trainer.data.convert import convert_coco, convert_directory
-from trainer.data.sample import coco_defects, write_coco_sample, write_sample
+from trainer.data.sample import coco_defects, pets_as_coco, write_coco_sample, write_sample
 from trainer.errors import ConversionError
 from trainer.files import SAMPLE_COCO_FILE
 
@@ -49,14 +50,20 @@ def values(example, key: str) -> list:
 
 
 def test_the_coco_form_converts_to_the_pets_forms_records(sample, tmp_path):
+    """Its test list too: as a COCO test file (--test-annotations), numbered as Pets numbers
+    it, after trainval."""
     convert_directory(sample, tmp_path / "pets", num_shards=2, progress=False, masks=True)
+    test_file = tmp_path / "test.json"  # the same categories as the trainval file's
+    test_file.write_text(json.dumps({**pets_as_coco(sample, pets_files.TEST_LIST),
+                                     "categories": pets_as_coco(sample)["categories"]}))
     convert_coco(sample / SAMPLE_COCO_FILE, sample / "images", tmp_path / "coco", num_shards=2,
-                 progress=False, masks=True)
+                 progress=False, masks=True, test_annotations=test_file)
     pets, from_coco = examples(tmp_path / "pets"), examples(tmp_path / "coco")
-    assert set(pets) == set(from_coco) and len(pets) == 27  # 10% are test images
+    assert set(pets) == set(from_coco) and len(pets) == 30
+    assert sum(split == "test" for split, _ in pets.values()) == 3  # 10% held out as test
     for name, (split, example) in pets.items():
         other_split, other = from_coco[name]
-        assert split == other_split  # the same seeded 70/30 split
+        assert split == other_split  # the same seeded 70/30 split, the same test list
         keys = set(example.features.feature) | set(other.features.feature)
         differ = {k for k in keys if example.features.feature[k] != other.features.feature[k]}
         assert differ <= {"image/object/view"}, (name, differ)  # VOC's pose: not in COCO

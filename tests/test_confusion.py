@@ -76,10 +76,10 @@ def test_nothing_to_judge_has_no_operating_point():
     assert confusion.operating_point([image("x", [DOG_B], [2], [])], NAMES) is None
 
 
-def test_a_class_outside_the_label_map_is_shown_by_its_id():
+def test_only_classes_seen_are_shown_and_one_outside_the_label_map_by_its_id():
     point = confusion.operating_point([image("x", [DOG_B], [2], [(DOG_B, 7, 0.9)])], NAMES)
-    assert point.names == ("cat", "dog", "class 7", "background")
-    assert point.confusion.tolist() == [[0, 0, 0, 0], [0, 0, 1, 0], [0] * 4, [0] * 4]
+    assert point.names == ("dog", "class 7", "background")  # no cat in sight: no cat row
+    assert point.confusion.tolist() == [[0, 1, 0], [0, 0, 0], [0, 0, 0]]
 
 
 def supervision_matrix(images, threshold, masks=False) -> list:

@@ -37,7 +37,7 @@ def test_round_trip_every_valid_example_once_with_xml_boxes(sample_dir, records_
     skipped = {p["example"] for p in report["problems"] if p["action"] == "skipped"}
     label_map = pets_label_map()
     seen = []
-    for split in ("train", "val"):
+    for split in ("train", "val", "test"):
         for example in decode_all(records_dir, split):
             filename = example["filename"].decode() if "filename" in example else None
             source_id = int(example["source_id"])  # Model Garden casts it: must be an integer
@@ -47,7 +47,8 @@ def test_round_trip_every_valid_example_once_with_xml_boxes(sample_dir, records_
             boxes = example["groundtruth_boxes"]
             assert np.all((boxes >= 0) & (boxes <= 1))
             assert np.all(boxes[:, 2] > boxes[:, 0]) and np.all(boxes[:, 3] > boxes[:, 1])
-    names = pets.read_example_list(sample_dir / pets.TRAINVAL_LIST)
+    names = [*pets.read_example_list(sample_dir / pets.TRAINVAL_LIST),
+             *pets.read_example_list(sample_dir / pets.TEST_LIST)]  # the test split's too
     valid = sorted(set(names) - skipped)
     assert len(seen) == len(valid) == report["written"]
     assert len({s for _, s, _ in seen}) == len(seen)  # unique source ids
@@ -131,7 +132,8 @@ def test_nothing_valid_left_is_an_error_with_a_report(tmp_path):
     assert not (tmp_path / "out").exists()  # nothing to replace a previous output with
     report = json.loads((tmp_path / f"out.{CONVERSION_REPORT_FILE}").read_text())
     assert report["skipped"] == {"missing_xml": len(pets.read_example_list(
-        root / pets.TRAINVAL_LIST))}
+        root / pets.TRAINVAL_LIST))}  # a test list without XMLs is no test split: flagged
+    assert report["flagged"] == {"test_list_without_boxes": 1}
 
 
 def test_not_a_pets_directory_names_the_fix(tmp_path):

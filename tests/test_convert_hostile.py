@@ -50,7 +50,9 @@ def edit_xml(root: Path, name: str, **values: str) -> None:
 
 
 def names(root: Path) -> list[str]:
-    return pets.read_example_list(root / pets.TRAINVAL_LIST)
+    """Every example a Pets conversion reads: trainval's, then the held-out test list's."""
+    return [*pets.read_example_list(root / pets.TRAINVAL_LIST),
+            *pets.read_example_list(root / pets.TEST_LIST)]
 
 
 @pytest.mark.parametrize("values,reasons", [
@@ -216,15 +218,15 @@ def test_planning_and_each_example_hold_one_bounded_parse_whatever_the_labels_ho
 
 
 def test_split_lists_with_a_bom_crlf_trailing_spaces_and_duplicates(small, tmp_path):
-    listed = names(small)
+    listed, every = pets.read_example_list(small / pets.TRAINVAL_LIST), names(small)
     lines = [f"{n} 1 1 1   " for n in listed] + [f"{listed[0]} 1 1 1", f"{listed[1]}"]
     (small / pets.TRAINVAL_LIST).write_bytes(b"\xef\xbb\xbf" + "\r\n".join(lines).encode())
     report = convert_directory(small, tmp_path / "out", num_shards=1, progress=False)
     assert report["dropped"] == {"duplicate_name": 2} and report["repaired"] == {}
-    assert report["written"] == len(listed)
+    assert report["written"] == len(every)  # trainval's, and test's
     filenames = sorted(f["image/filename"].bytes_list.value[0].decode()
                        for f in features(tmp_path / "out"))
-    assert filenames == sorted(f"{n}.jpg" for n in listed)  # each once, no BOM, no \r
+    assert filenames == sorted(f"{n}.jpg" for n in every)  # each once, no BOM, no \r
 
 
 def voc_directory(sample: Path, root: Path, train: bytes, val: bytes) -> Path:
@@ -300,7 +302,7 @@ def test_separate_runs_write_identical_bytes(small, tmp_path):
     for run in runs:
         assert run.wait(timeout=HANG) == 0, run.stderr.read()
     shards = sorted(p.name for p in (tmp_path / "out1").glob("*.record-*"))
-    assert len(shards) == 4
+    assert len(shards) == 6  # train, val and test, two each
     for shard in shards:
         assert (tmp_path / "out1" / shard).read_bytes() == \
             (tmp_path / "out2" / shard).read_bytes()
@@ -311,7 +313,8 @@ def slow_dataset(directory: Path) -> Path:
     root = write_sample(directory / "slow", num_images=30)
     gradient = Image.linear_gradient("L").resize((3000, 3000)).convert("RGB")
     gradient.save(directory / "big.png")
-    for name in names(root):
+    # trainval's: one image in train and in test would be dropped from train, unconverted
+    for name in pets.read_example_list(root / pets.TRAINVAL_LIST):
         shutil.copy(directory / "big.png", pets.image_path(root, name))
     return root
 

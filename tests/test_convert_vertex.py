@@ -98,8 +98,10 @@ def test_a_vertex_conversion_publishes_what_a_local_one_writes(fakes, sample, tm
     published = {b.name.removeprefix(f"{manifest.prefix}/"): b.download_as_bytes()
                  for b in fakes.storage.list_blobs(BUCKET, prefix=f"{manifest.prefix}/")}
     expected = record_files({p.name: p.read_bytes() for p in local.iterdir()})
-    assert len(expected) == 5 and record_files(published) == expected  # byte for byte
+    # train, val and test shards, two each, and the label map: byte for byte
+    assert len(expected) == 7 and record_files(published) == expected
     assert datasets.row(manifest)["format"] == "pets"
+    assert datasets.row(manifest)["examples"].endswith(", test 3")  # the sample's test list
     assert not (tmp_path / "escape.jpg").exists()
 
 

@@ -120,21 +120,25 @@ def test_the_demo_models_confusion_matrix_is_supervisions(held_out):
     images = [ImageBoxes(t.picture.path, t.picture.image.height, t.picture.image.width,
                          t.boxes, t.classes, f.boxes, f.classes, f.scores)
               for t, f in zip(truth, found, strict=True)]
-    names = {1: "Abyssinian", 2: "Russian_Blue", 3: "beagle"}
+    names = {1: "Abyssinian", 2: "Russian_Blue", 3: "beagle"}  # the label map has 37 breeds
     point = confusion.operating_point(images, names)
     assert point.overall.f1 >= 0.9 and point.confusion.sum() >= len(images)
+    classes = confusion.class_ids(images)  # the ids seen, breeds of the map the model guessed
+    column = {class_id: k for k, class_id in enumerate(classes)}  # supervision's are 0..n-1
 
     def theirs(threshold: float) -> list:
         def detections(image, found: bool) -> sv.Detections:
             scale = np.array([image.width, image.height] * 2, float)
             boxes = (image.boxes if found else image.truth)[:, [1, 0, 3, 2]] * scale
-            return sv.Detections(xyxy=boxes.reshape(-1, 4), class_id=np.asarray(
-                image.classes if found else image.truth_classes, int) - 1,
-                confidence=image.scores if found else None)
+            ids = image.classes if found else image.truth_classes
+            return sv.Detections(xyxy=boxes.reshape(-1, 4),
+                                 class_id=np.array([column[int(c)] for c in ids], int),
+                                 confidence=image.scores if found else None)
         return sv.ConfusionMatrix.from_detections(
             [detections(i, True) for i in images], [detections(i, False) for i in images],
-            list(names.values()), conf_threshold=threshold, iou_threshold=0.5).matrix.tolist()
+            [str(c) for c in classes], conf_threshold=threshold,
+            iou_threshold=0.5).matrix.tolist()
 
     for threshold in (point.threshold, 0.1, 0.3, 0.5, 0.8):
-        assert confusion.matrix(images, sorted(names), threshold).tolist() == theirs(threshold)
+        assert confusion.matrix(images, classes, threshold).tolist() == theirs(threshold)
     assert point.confusion.tolist() == theirs(point.threshold)

@@ -48,11 +48,14 @@ def test_an_operating_point_round_trips_and_a_malformed_one_is_absent(tmp_path):
     from trainer import confusion
 
     point = confusion.operating_point(IMAGES, NAMES).as_json()
-    record = EvaluationRecord(300, {"AP": 0.5}, "/m/ckpt-300", operating_point=point)
+    record = EvaluationRecord(300, {"AP": 0.5}, "/m/ckpt-300", operating_point=point,
+                              data="gs://b/datasets/pets/v3/test.record-*")
     path = tmp_path / "ckpt-300.json"
     path.write_text(json.dumps(record.to_json()))
     read = EvaluationRecord.read(str(path), 300)
     assert read == record and read.operating_point["confusion"] == point["confusion"]
+    assert read.data == "gs://b/datasets/pets/v3/test.record-*"
+    assert EvaluationRecord.parse({**record.to_json(), "data": 7}, 300).data == ""
     for broken in ({**point, "threshold": 1.5}, {**point, "f1": float("nan")},
                    {**point, "confusion": point["confusion"][:-1]},
                    {**point, "confusion": [[-1, 0, 0]] * 3},

@@ -19,6 +19,8 @@ from trainer.data.defaults import MAX_PIXELS
 from trainer.export import header_pixels, refuse_bombs
 from trainer.predict import Detections, Picture, detect_files
 
+SHOWN = (0.3, "the test's")  # the score kept, and where it came from
+
 
 def png_bomb(width: int, height: int) -> bytes:
     """A PNG whose header declares `width`x`height` with almost no data behind it: what a
@@ -58,7 +60,7 @@ def write_images(folder: Path) -> list[str]:
 
 def test_local_predict_refuses_a_bomb_by_its_header_and_survives_a_strip(tmp_path):
     paths = write_images(tmp_path / "images")
-    report = detect_files(model_like, {1: "cat"}, "model", paths, str(tmp_path / "out"), 0.3)
+    report = detect_files(model_like, {1: "cat"}, "model", paths, str(tmp_path / "out"), SHOWN)
     written = json.loads((tmp_path / "out" / "detections.json").read_text())
     assert written == report
     assert [Path(entry["image"]).name for entry in report["images"]] == ["a.png", "z.png"]
@@ -71,7 +73,7 @@ def test_local_predict_refuses_a_bomb_by_its_header_and_survives_a_strip(tmp_pat
 
 def test_the_cap_is_a_parameter(tmp_path):
     paths = write_images(tmp_path / "images")
-    report = detect_files(model_like, {}, "model", paths, str(tmp_path / "out"), 0.3,
+    report = detect_files(model_like, {}, "model", paths, str(tmp_path / "out"), SHOWN,
                           max_pixels=1000)
     assert [Path(entry["image"]).name for entry in report["images"]] == ["z.png"]
     assert "40x30 is 1,200 pixels, more than the cap of 1,000" in \
@@ -99,7 +101,7 @@ def test_online_prediction_sends_no_image_over_the_cap(tmp_path):
     paths = write_images(tmp_path / "images")
     client = RecordingClient()
     report = detect_files(answers.endpoint_detector(client, "endpoints/1"), {}, "endpoints/1",
-                          paths, str(tmp_path / "out"), 0.3)
+                          paths, str(tmp_path / "out"), SHOWN)
     assert len(client.sent) == 3  # a.png, strip.png, z.png; never the bomb
     # the strip is sent (within the cap) and its drawing fails: named, and the run goes on
     assert [Path(f["image"]).name for f in report["failures"]] == ["bomb.png", "strip.png"]
@@ -247,7 +249,7 @@ def test_predict_endpoint_sends_what_serving_bytes_takes_as_is_and_the_rest_as_p
     client = RecordingClient()
     report = detect_files(answers.endpoint_detector(client, "endpoints/1"), {}, "endpoints/1",
                           sorted(str(folder / name) for name in files), str(tmp_path / "out"),
-                          0.3)
+                          SHOWN)
     assert not report["failures"] and len(report["images"]) == 7
     sent = dict(zip(sorted(files), (base64.b64decode(instances[0]["b64"])
                                     for instances in client.sent), strict=True))

@@ -121,8 +121,8 @@ def test_invoke_data_tasks_run_the_trainer(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "skipped 7" in result.stdout
     assert sorted(p.name for p in (tmp_path / "records").glob("*.record-*")) == [
-        "train.record-00000-of-00002", "train.record-00001-of-00002",
-        "val.record-00000-of-00002", "val.record-00001-of-00002"]
+        f"{split}.record-0000{k}-of-00002" for split in ("test", "train", "val")
+        for k in (0, 1)]  # the sample's test list is the held-out test split
 
 
 @pytest.mark.parametrize("flags,message", [

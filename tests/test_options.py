@@ -161,7 +161,8 @@ def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():
             "idle_timeout": (trainer_args.TrainArgs, "eval_idle_timeout"),
             "early_stop_patience": (trainer_args.TrainArgs, "early_stop_patience"),
             "early_stop_min_delta": (trainer_args.TrainArgs, "early_stop_min_delta"),
-            "early_stop_evaluator": (trainer_args.TrainArgs, "early_stop_evaluator")}.items():
+            "early_stop_evaluator": (trainer_args.TrainArgs, "early_stop_evaluator"),
+            "split": (trainer_args.TrainArgs, "eval_split")}.items():
         theirs = trainer_args.field_of(command, landing).metadata
         ours = jobfile.FIELDS[name].metadata
         assert (ours["bound"], ours["choices"]) == (theirs["bound"], theirs["choices"]), name
@@ -173,21 +174,25 @@ def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():
         "experiment": "experiment", "data_dir": "data_dir", "steps": "train_steps",
         "config_file": "config_files", "early_stop_patience": "early_stop_patience",
         "early_stop_min_delta": "early_stop_min_delta",
-        "early_stop_evaluator": "early_stop_evaluator", "idle_timeout": "eval_idle_timeout"}
+        "early_stop_evaluator": "early_stop_evaluator", "idle_timeout": "eval_idle_timeout",
+        "split": "eval_split"}
     evaluation = jobfile.request(jobfile.resolve("eval", {
         "idle_timeout": "30", "once": True, "data_dir": "d", "config_file": ["c.yaml"],
         "steps": "7"}), "eval")
     assert evaluation.args == trainer_args.TrainArgs(
         mode="eval", data_dir="d", config_files=("c.yaml",), train_steps=7,
         eval_idle_timeout=30.0)  # no places: the target fills them
+    on_test = jobfile.request(jobfile.resolve("eval", {"split": "test"}), "eval")
+    assert (on_test.args.mode, on_test.args.eval_split) == ("eval", "test")  # once, --once or not
 
 
 @pytest.mark.parametrize(("flags", "message"), [
     ({"split": "1.5"}, "--split is the train fraction, between 0 and 1 (0.8: 80% train), got "
                        "1.5"),
     ({"num_shards": "0"}, "--num-shards must be at least 1, got 0"),
-    ({"format": "voc", "dense_ids": True}, "--annotations, --val-annotations, --images and "
-                                           "--dense-ids are for --format coco"),
+    ({"format": "voc", "dense_ids": True}, "--annotations, --val-annotations, "
+                                           "--test-annotations, --images and --dense-ids are "
+                                           "for --format coco"),
 ], ids=["split", "shards", "coco only"])
 def test_conversion_flags_are_refused_alike_by_the_trainer_and_a_conversion_job(flags, message,
                                                                               capsys):

@@ -54,6 +54,8 @@ def test_compare_two_trained_runs(trained, swept, tmp_path):
         pixels = np.asarray(Image.open(tmp_path / name).convert("RGB"))
         assert len(np.unique(pixels.reshape(-1, 3), axis=0)) > 50
     page = (tmp_path / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 4
+    # the four plots, and each run's confusion matrix (the trained run's at least)
+    assert (tmp_path / "confusion-1.png").is_file()
+    assert page.count("data:image/png;base64,") == 4 + len(list(tmp_path.glob("confusion-*")))
     assert page.count("data:image/jpeg;base64,") >= len(trained_eval["worst_images"])
     assert all(math.isfinite(float(row["AP"])) for row in rows)

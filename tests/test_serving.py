@@ -20,7 +20,7 @@ from launch.stores.pricing.estimate import OverBudget
 from launch.targets.vertex import lifecycle
 from tests import cli
 from tests.cli import REPO
-from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud
+from tests.fakes.cloud import OUTPUTS, REPOSITORY
 from trainer.predict import ImageRefused, Picture
 
 METRICS = {"AP": 0.8352, "AP50": 0.97, "AP75": 0.9, "APs": -1.0, "APm": 0.7, "APl": 0.86}
@@ -47,29 +47,8 @@ def write_run(storage, run_id: str = "r1", step: int = 1000, metrics: dict | Non
     put(storage, f"{root}/model/label_map.pbtxt", "item { id: 1 name: 'Abyssinian' }\n")
 
 
-@pytest.fixture
-def services(tmp_path):
-    with fake_cloud(tmp_path) as fakes:
-        yield fakes
-
-
 def cpu(region: str) -> Serving:
     return Serving.from_flags(region, "n1-standard-4", None, 1, 2, 100)
-
-
-@pytest.fixture
-def serving_prices(tmp_path, monkeypatch):
-    """A price table with known prediction prices in us-central1 (a refreshed table's
-    shape), in place of the pinned one: n1-standard-4 (4 vCPUs, 15 GB) costs 0.26/h."""
-    from launch.stores.pricing import table
-
-    path = tmp_path / "prices.yaml"
-    table.PriceTable("USD", {
-        table.Key("prediction", "us-central1", kind, name, "standard"):
-            table.Row(usd, "SKU 0000-TEST-0001", "2026-11-24", True)
-        for kind, name, usd in (("cores", "n1", 0.05), ("ram", "n1", 0.004),
-                                ("accelerators", "NVIDIA_TESLA_T4", 0.4))}).write(path)
-    monkeypatch.setattr(table, "PRICES_FILE", path)
 
 
 def test_upload_sends_the_model_version_with_its_metrics_and_moves_the_candidate_alias(

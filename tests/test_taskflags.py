@@ -61,7 +61,7 @@ def test_the_command_is_built_from_its_flags_in_one_place():
     made, target = call(source=["coco:a.json:images"], num_shards="1e1", split="0.8",
                         masks=True)
     assert (made, target) == (ConvertArgs(None, "work/records", num_shards=10, masks=True,
-                                          sources=("coco:a.json:images",), split=0.8),
+                                          sources=("coco:a.json:images",), split="0.8"),
                               "local")
     with pytest.raises(Exit) as stopped:
         call(num_shards="abc")

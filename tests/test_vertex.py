@@ -322,6 +322,20 @@ def test_a_documented_job_dry_runs_to_a_valid_custom_job(args, tmp_path):
                                                          kind, int(count))
 
 
+def test_an_evaluation_on_the_test_split_is_one_job_evaluating_once(tmp_path):
+    """`invoke eval --split test`: the trainer's --eval_split travels in the job's args, and
+    it evaluates once (--mode eval) without --once; the job file keeps the split."""
+    job = dry_run("eval", "--target=vertex", "--run-id=r1", "--split=test", cwd=tmp_path)
+    (pool,) = job.job_spec.worker_pool_specs
+    args = list(pool.container_spec.args)
+    assert "--eval_split=test" in args and "--mode=eval" in args, args
+    assert f"--model_dir=gs://{TARGET.bucket}/runs/r1/checkpoints" in args
+    assert job.labels["role"] == "eval" and pool.replica_count == 1
+    plain = dry_run("eval", "--target=vertex", "--run-id=r1", cwd=tmp_path)
+    assert not any(arg.startswith("--eval_split") for arg in
+                   plain.job_spec.worker_pool_specs[0].container_spec.args)  # val: unsaid
+
+
 def test_a_pinned_image_is_used_as_it_is(tmp_path):
     pinned = "us-central1-docker.pkg.dev/p/pets-images/trainer:pinned"
     for args in (["train", "--target=vertex", "--machine-type=n1-standard-8",

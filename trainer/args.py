@@ -22,7 +22,7 @@ from typing import Any, ClassVar, NoReturn
 from trainer import files, objects
 from trainer.best.stopping import EVALUATORS, TRAINER
 from trainer.data import defaults, formats
-from trainer.data.planning import Limits
+from trainer.data.planning import Limits, parse_split
 from trainer.distribution import STRATEGIES
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
@@ -96,8 +96,8 @@ class TrainArgs(Args):
     mode: str = option(default="train", choices=MODES, always=True)
     model_dir: str | None = option("checkpoints and summaries (default: $AIP_CHECKPOINT_DIR "
                                    "on Vertex AI)")
-    data_dir: str | None = option("converted data: reads train.record-*, val.record-* and "
-                                  "label_map.pbtxt")
+    data_dir: str | None = option("converted data: reads train.record-*, val.record-* (or "
+                                  "test.record-*: --eval_split test) and label_map.pbtxt")
     config_files: tuple[str, ...] = option("YAML overriding the experiment (repeatable, "
                                            "applied in order)", default=(), flag="config_file")
     train_steps: int | None = option("overrides trainer.train_steps", shown="--steps",
@@ -124,6 +124,11 @@ class TrainArgs(Args):
     tpu: str | None = option("TPU address ('local' on TPU VMs)")
     train_input: str | None = option("training TFRecord glob (overrides --data_dir)")
     eval_input: str | None = option("evaluation TFRecord glob (overrides --data_dir)")
+    eval_split: str = option(
+        "what evaluation reads: val, or test (the held-out split: --mode eval only; the best "
+        "checkpoint, as export chooses it, evaluated once into eval-test/, which best/ and "
+        "early stopping never read)", default=files.VAL, choices=(files.VAL, files.TEST),
+        shown="--split")
     label_map: str | None = option("label map .pbtxt (overrides --data_dir)")
     strategy: str = option(default="auto", choices=STRATEGIES)
     num_gpus: int | None = option("default: the visible GPUs")
@@ -148,6 +153,11 @@ class TrainArgs(Args):
         if patience is not None and "train" not in self.mode:
             raise SettingsError(f"{patience_flag} applies to training: an evaluator (--mode "
                                 f"{self.mode}) reads the rule from the run's {files.RUN_FILE}")
+        if self.eval_split == files.TEST and self.mode != "eval":
+            raise SettingsError(f"{shown(TrainArgs, 'eval_split')} test evaluates one "
+                                "checkpoint once: use --mode eval (training and continuous "
+                                f"evaluation read {files.VAL}, so that the test split never "
+                                "picks a checkpoint)")
         delta = self.early_stop_min_delta
         if patience is None and (delta or self.early_stop_evaluator != TRAINER):
             name = "early_stop_min_delta" if delta else "early_stop_evaluator"
@@ -199,6 +209,8 @@ class ConvertArgs(Args):
     annotations: str | None = option("COCO: the annotations JSON (split 70/30 unless "
                                      "--val-annotations)")
     val_annotations: str | None = option("COCO: the validation split's JSON")
+    test_annotations: str | None = option("COCO: the held-out test split's JSON (never "
+                                          "trained on; `invoke eval --split test`)")
     images: str | None = option("COCO: the directory file_name is relative to")
     dense_ids: bool = option("COCO: number the categories 1..N (default: keep their ids "
                              "when they are 1..1000)", default=False)
@@ -210,8 +222,10 @@ class ConvertArgs(Args):
         "instead of --format and its paths", default=(), flag="source")
     classes: str | None = option("YAML of class changes: rename: {old: new} (several olds "
                                  "to one new merge), drop: [names] or keep: [names]")
-    split: float | None = option("re-split: the train fraction (default: the dataset's own "
-                                 "split, else 0.7)")
+    split: str | None = option("re-split: the train fraction (0.8, the rest val; a dataset's "
+                               "own test split stays as it is), or the train and val fractions "
+                               "(0.7,0.2: every image re-split, the rest test) (default: the "
+                               "dataset's own split, else 0.7)")
     seed: int | None = option("the re-split's seed (default 42)")
     processes: int | None = option("default: all cores")
     max_pixels: int = option(MAX_PIXELS_HELP, default=defaults.MAX_PIXELS)
@@ -223,20 +237,26 @@ class ConvertArgs(Args):
         and by the launcher before a conversion job is surveyed, priced or built
         (bucket_convert.passed_flags), so that both refuse alike, in one line, exit 2."""
         super().check()
-        coco_only = self.annotations or self.images or self.val_annotations
+        coco_only = self.annotations or self.images or self.val_annotations or \
+            self.test_annotations
         if self.sources and (self.data_dir or coco_only or self.format != "pets"):
             raise SettingsError("--source names every dataset with its format: drop "
-                                "--format, --data-dir, --annotations, --val-annotations "
-                                "and --images")
+                                "--format, --data-dir, --annotations, --val-annotations, "
+                                "--test-annotations and --images")
         if self.format != "coco" and not self.sources and (coco_only or self.dense_ids):
-            raise SettingsError("--annotations, --val-annotations, --images and "
-                                "--dense-ids are for --format coco")
-        if self.split is not None and not 0 < self.split < 1:
-            raise SettingsError(f"{shown(ConvertArgs, 'split')} is the train fraction, between "
-                                f"0 and 1 (0.8: 80% train), got {self.split:g}")
+            raise SettingsError("--annotations, --val-annotations, --test-annotations, "
+                                "--images and --dense-ids are for --format coco")
+        self.fractions()
         if problem := defaults.num_shards_problem(self.num_shards):
             raise SettingsError(problem)
         Limits(self.max_pixels, self.max_objects)
+
+    def fractions(self) -> tuple[float, float | None] | None:
+        """`--split` read: the train fraction and, with two, the val fraction (the rest is
+        test); None when not given. A malformed value is one SettingsError naming it."""
+        if self.split is None:
+            return None
+        return parse_split(self.split, shown(ConvertArgs, "split"))
 
 
 @dataclasses.dataclass(frozen=True)

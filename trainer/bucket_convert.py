@@ -58,8 +58,8 @@ def _paths(convert: trainer_args.ConvertArgs, change: Callable[[str, str], str]
     for field in dataclasses.fields(convert):
         value, flag = getattr(convert, field.name), trainer_args.shown(type(convert),
                                                                        field.name)
-        if field.name in ("data_dir", "output_dir") or field.metadata["choices"]:
-            continue
+        if field.name in ("data_dir", "output_dir", "split") or field.metadata["choices"]:
+            continue  # not a path: its own, or a fraction (--split 0.7,0.2)
         if field.name == "sources":
             changed[field.name] = tuple(_source(text, flag, change) for text in value)
         elif isinstance(value, str):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from trainer import args as trainer_args
-from trainer import errors, pretrained
+from trainer import errors, files, pretrained
 from trainer import settings as settings_lib
 from trainer.eval_record import EvaluationRecord
 
@@ -73,9 +73,14 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
     def report(result: EvaluationRecord) -> None:
         print(evaluation.line(result), flush=True)
 
+    if settings.eval_split == files.TEST:  # the checkpoint export would serve, once
+        result, why = evaluation.evaluate_chosen(evaluator)
+        print(evaluation.line(result, settings.eval_split, why), flush=True)
+        return 0
     if settings.mode == "eval":
         report(evaluation.evaluate_latest(evaluator))
         return 0
+
     def final_step() -> int:
         """--train_steps if given, else the length the training run recorded, else the
         experiment's: an evaluator beside `train --steps N` needs no --steps of its own. A
@@ -110,10 +115,15 @@ def run_sample(args: trainer_args.SampleArgs) -> int:
     if args.format == "coco":
         print(f"and its trainval examples as COCO: {write_coco_sample(root, args.bad_inputs)} "
               f"(images: {root / 'images'})")
+    elif args.format == "yolo":  # its test examples too: data.yaml's test split
+        from trainer.data import pets
+
+        written = coco_as_yolo(pets_as_coco(root), root / "images", root / "yolo",
+                               test=pets_as_coco(root, pets.TEST_LIST))
+        print(f"and its trainval and test examples as yolo: {written}")
     else:
-        write = {"yolo": coco_as_yolo, "labelme": coco_as_labelme}[args.format]
         print(f"and its trainval examples as {args.format}: "
-              f"{write(pets_as_coco(root), root / 'images', root / args.format)}")
+              f"{coco_as_labelme(pets_as_coco(root), root / 'images', root / args.format)}")
     return 0
 
 
@@ -135,10 +145,11 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
     args.check()
     inputs = [formats.Input.parse(text) for text in args.sources] or [formats.Input(
         args.format, *(Path(p) if p else None for p in (
-            args.data_dir, args.annotations, args.val_annotations, args.images)))]
-    split = Split(TRAIN_FRACTION if args.split is None else args.split,
-                  SPLIT_SEED if args.seed is None else args.seed,
-                  given=args.split is not None or args.seed is not None)
+            args.data_dir, args.annotations, args.val_annotations, args.images,
+            args.test_annotations)))]
+    train, val = args.fractions() or (TRAIN_FRACTION, None)
+    split = Split(train, SPLIT_SEED if args.seed is None else args.seed,
+                  given=args.split is not None or args.seed is not None, val_fraction=val)
     changes = ClassChanges.read(args.classes) if args.classes else None
     label_map = read_label_map(args.label_map) if args.label_map else None
     convert_sources(inputs, args.output_dir, formats.Options(args.masks, args.dense_ids, split),

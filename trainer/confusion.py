@@ -71,10 +71,10 @@ class Matched:
         return counts
 
 
-def class_ids(images: Sequence[ImageBoxes], names: Mapping[int, str]) -> list[int]:
-    """Every class of the label map, and any other id an object or detection carries."""
-    seen = {int(c) for i in images for c in (*i.truth_classes, *i.classes)}
-    return sorted(set(names) | seen)
+def class_ids(images: Sequence[ImageBoxes]) -> list[int]:
+    """The classes an object or a detection carries: a label map's other classes (the 37
+    breeds of Pets' map, of which a sample may hold 3) would add rows and columns of zeros."""
+    return sorted({int(c) for i in images for c in (*i.truth_classes, *i.classes)})
 
 
 def matrix(images: Sequence[ImageBoxes], classes: Sequence[int], threshold: float,
@@ -159,8 +159,8 @@ class OperatingPoint:
 def operating_point(images: Sequence[ImageBoxes], names: Mapping[int, str],
                     iou: float = MATCH_IOU) -> OperatingPoint | None:
     """The F1-best threshold over `images` and the matrix there; None without any object
-    or detection to judge. `names`: the label map (id -> name), every class in it shown."""
-    classes = class_ids(images, names)
+    or detection to judge. `names`: the label map (id -> name) that names the classes."""
+    classes = class_ids(images)
     thresholds = candidate_thresholds(images)
     if not thresholds or not any(len(i.truth_classes) for i in images):
         return None

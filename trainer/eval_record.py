@@ -23,6 +23,8 @@ class EvaluationRecord:
     worst_images: tuple[Mapping, ...] = ()  # the report's gallery: errors and the picture
     # the F1-best score threshold, the confusion matrix there, P/R/F1 (trainer/confusion.py)
     operating_point: Mapping[str, Any] | None = None
+    # the records it read (a split's shard pattern): two evaluations compare only on the same
+    data: str = ""
     path: str = dataclasses.field(default="", compare=False)  # where it is, not in it
 
     def to_json(self) -> dict[str, Any]:
@@ -35,6 +37,8 @@ class EvaluationRecord:
                         pr_curve=self.pr_curve, worst_images=list(self.worst_images))
         if self.operating_point is not None:
             data["operating_point"] = dict(self.operating_point)
+        if self.data:
+            data["data"] = self.data
         return data
 
     @classmethod
@@ -58,7 +62,8 @@ class EvaluationRecord:
                    checkpoint if isinstance(checkpoint, str) else "", per_class, curve,
                    tuple(w for w in worst if isinstance(w, dict))
                    if isinstance(worst, list) else (), operating_point(
-                       data.get("operating_point")), path)
+                       data.get("operating_point")),
+                   read if isinstance(read := data.get("data"), str) else "", path)
 
     @classmethod
     def read(cls, path: str, step: int) -> EvaluationRecord | None:

@@ -28,6 +28,7 @@ from trainer.experiments import MASK_PREFIX
 from trainer.io import write_text
 
 SUMMARY_SUBDIR = "validation"
+TEST_SUMMARY_SUBDIR = "test"  # an evaluation on the test split: beside validation/
 # What each evaluated checkpoint prints. The metrics keep Model Garden's COCOEvaluator names:
 # box AP, AP50, ... as before, and for an experiment with masks the same names prefixed
 # `mask_` (pycocotools' `segm` evaluation).
@@ -41,14 +42,22 @@ STDDEV_RGB = np.array([0.229, 0.224, 0.225]) * 255
 log = logging.getLogger(__name__)
 
 
-def line(result: EvaluationRecord) -> str:
-    """What each evaluated checkpoint prints."""
+def line(result: EvaluationRecord, split: str = files.VAL, why: str = "") -> str:
+    """What each evaluated checkpoint prints (on the test split: that, and why this
+    checkpoint)."""
     shown = {k: round(result.metrics[k], 4) for k in SHOWN_METRICS if k in result.metrics}
-    return f"evaluated step {result.step}: {shown} -> {result.path}"
+    on = f" on {split} ({why})" if split != files.VAL else ""
+    return f"evaluated step {result.step}{on}: {shown} -> {result.path}"
 
 
-def metrics_path(model_dir: str, step: int) -> str:
-    return f"{model_dir}/{files.METRICS_DIR}/{files.metrics_file(step)}"
+def metrics_dir(split: str) -> str:
+    """Where evaluations on `split` go: eval/ (validation: best/ and early stopping read
+    it), or eval-test/, which nothing that picks a checkpoint reads."""
+    return files.TEST_METRICS_DIR if split == files.TEST else files.METRICS_DIR
+
+
+def metrics_path(model_dir: str, step: int, split: str = files.VAL) -> str:
+    return f"{model_dir}/{metrics_dir(split)}/{files.metrics_file(step)}"
 
 
 def evaluated_steps(model_dir: str) -> set[int]:
@@ -60,14 +69,18 @@ def evaluated_steps(model_dir: str) -> set[int]:
 
 
 class CheckpointEvaluator:
-    """Builds the model and validation data once; evaluates any number of checkpoints."""
+    """Builds the model and the evaluation data (`params.task.validation_data`: the
+    validation split, or the test split's records in its place) once; evaluates any number
+    of checkpoints. Only evaluations on validation (eval/) keep best/ and judge early
+    stopping; the test split's (eval-test/) are records and nothing more."""
 
     def __init__(self, params, model_dir: str, summary_dir: str,
-                 class_names: dict[int, str] | None = None) -> None:
+                 class_names: dict[int, str] | None = None, split: str = files.VAL) -> None:
         import tensorflow as tf
         from official.core import task_factory
 
         self.params, self.model_dir, self.class_names = params, model_dir, class_names or {}
+        self.split = split
         # A Mask R-CNN task with masks scans the validation records into COCO annotations
         # (the masks' ground truth) at `logging_dir`/annotation.json, and reuses any file it
         # finds there: a directory of this evaluator's own keeps one written from other data
@@ -101,8 +114,8 @@ class CheckpointEvaluator:
                     worst.offer(image, pixels)
             state = self.task.aggregate_logs(state, logs)
         if state is None:
-            raise RuntimeError(f"validation data {self.params.task.validation_data.input_path} "
-                               "is empty")
+            raise RuntimeError(f"{self.split} data {self.params.task.validation_data.input_path}"
+                               " is empty")
         raw = self.task.reduce_aggregated_logs(state, step)
         metrics = {k: float(np.asarray(v)) for k, v in raw.items() if np.asarray(v).size == 1}
         breakdown = self._breakdown(seen, worst, step) if seen else {}
@@ -117,10 +130,13 @@ class CheckpointEvaluator:
             tf.summary.image("detections (white: ground truth)", pictures,
                              max_outputs=NUM_SUMMARY_IMAGES)
         self.writer.flush()
-        path = metrics_path(self.model_dir, step)
-        record = EvaluationRecord(step, metrics, checkpoint, path=path, **breakdown)
+        path = metrics_path(self.model_dir, step, self.split)
+        record = EvaluationRecord(step, metrics, checkpoint, path=path,
+                                  data=str(self.params.task.validation_data.input_path),
+                                  **breakdown)
         write_text(path, json.dumps(record.to_json(), indent=2) + "\n")
-        keeping.after_evaluation(self.model_dir)  # best/ kept, early stopping judged
+        if self.split == files.VAL:  # never on test: it picks no checkpoint, stops no run
+            keeping.after_evaluation(self.model_dir)  # best/ kept, early stopping judged
         return record
 
     def _breakdown(self, seen: list, worst: WorstImages, step: int) -> dict:
@@ -138,7 +154,8 @@ class CheckpointEvaluator:
             name = files.worst_image_file(step, rank)
             buffer = io.BytesIO()
             self._draw(image, pixels, scale=WORST_SCALE).save(buffer, "JPEG", quality=90)
-            write_text(f"{self.model_dir}/{files.METRICS_DIR}/{name}", buffer.getvalue())
+            write_text(f"{self.model_dir}/{metrics_dir(self.split)}/{name}",
+                       buffer.getvalue())
             shown.append({**dataclasses.asdict(errors), "picture": name})
         point = confusion.operating_point(seen, self.class_names)
         return {"per_class": per_class, "pr_curve": analysis.pr_curve(evaluation),
@@ -231,12 +248,15 @@ class WorstImages:
 
 
 def evaluator_for(settings, params) -> CheckpointEvaluator:
-    """The evaluator of a run: its validation data, class names and summary directory."""
+    """The evaluator of a run: its evaluation data (validation, or the test split's with
+    --eval_split test), class names and summary directory (validation/ or test/)."""
     from trainer.data.label_map import id_to_name, read_label_map
 
     names = id_to_name(read_label_map(settings.label_map)) if settings.label_map else {}
-    summary_dir = f"{settings.tensorboard_dir or settings.model_dir}/{SUMMARY_SUBDIR}"
-    return CheckpointEvaluator(params, settings.model_dir, summary_dir, names)
+    split = settings.eval_split
+    subdir = TEST_SUMMARY_SUBDIR if split == files.TEST else SUMMARY_SUBDIR
+    summary_dir = f"{settings.tensorboard_dir or settings.model_dir}/{subdir}"
+    return CheckpointEvaluator(params, settings.model_dir, summary_dir, names, split)
 
 
 def evaluate_latest(evaluator: CheckpointEvaluator) -> EvaluationRecord:
@@ -244,6 +264,15 @@ def evaluate_latest(evaluator: CheckpointEvaluator) -> EvaluationRecord:
     if checkpoint is None:
         raise FileNotFoundError(f"no checkpoint in {evaluator.model_dir} to evaluate")
     return evaluator.evaluate(checkpoint)
+
+
+def evaluate_chosen(evaluator: CheckpointEvaluator, choice=None):
+    """The checkpoint export would choose (`choice`: the best the run keeps, by default;
+    the newest when it keeps none, saying so) evaluated once; (its record, why that one)."""
+    from trainer.best.choice import DEFAULT_CHOICE, choose
+
+    chosen = choose(evaluator.model_dir, choice or DEFAULT_CHOICE, model=evaluator.model)
+    return evaluator.evaluate(chosen.path), chosen.reason
 
 
 def evaluate_continuously(

@@ -18,8 +18,13 @@ RUNS_PREFIX = "runs"  # gs://BUCKET/runs/RUN_ID/: everything a run's jobs write
 DATASETS_PREFIX = "datasets"
 RAW_PREFIX = "raw"  # gs://BUCKET/raw/...: raw data, which conversion jobs may read
 
-# A converted dataset: what `data convert` writes and the trainer's --data-dir reads.
-SPLITS = ("train", "val")
+# A converted dataset: what `data convert` writes and the trainer's --data-dir reads. Train
+# and val always; a held-out test split when the data has one (its own list, or --split with
+# two fractions): nothing trains on it or picks a checkpoint by it, `invoke eval --split test`
+# measures the chosen checkpoint on it.
+TRAIN, VAL, TEST = "train", "val", "test"
+SPLITS = (TRAIN, VAL)  # every converted dataset has these
+EVERY_SPLIT = (TRAIN, VAL, TEST)
 DATA_LABEL_MAP_FILE = "label_map.pbtxt"
 # the name conversions gave it before 2026-11-28, after the Pets quick start's file: read
 # still, never written (a dataset of any classes is no pet label map)
@@ -59,6 +64,8 @@ JOB_FILE = "job.yaml"  # the run's resolved job file, written by the launcher be
 # summary) is read past this: they are KB, an evaluation with its worst images under 1 MB.
 MAX_RUN_JSON_BYTES = 16 << 20
 METRICS_DIR = "eval"  # one evaluation a checkpoint, with its worst images
+# evaluations on the test split, apart: best/ and early stopping read only METRICS_DIR
+TEST_METRICS_DIR = "eval-test"
 METRICS_FILE = re.compile(r"ckpt-(\d+)\.json")  # in METRICS_DIR; the group is the step
 WORST_IMAGE_FILE = re.compile(r"ckpt-\d+/worst-\d+\.jpg")  # in METRICS_DIR
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from trainer import files, hparams, init_checkpoint, io
 from trainer import model_dir as model_dir_lib
-from trainer.args import INIT_CHECKPOINT_TYPES
+from trainer.args import INIT_CHECKPOINT_TYPES, TrainArgs, shown
 from trainer.best.stopping import TRAINER
 from trainer.data.checks import masks_missing
 from trainer.data.label_map import read_label_map
@@ -27,6 +27,18 @@ def _check_inputs(pattern: str | None, flag: str) -> None:
         shown = missing[0]
         raise SettingsError(f"no files match {flag} {shown[:300]}; convert data first with "
                             "`invoke data.convert` (or `python -m trainer data convert`)")
+
+
+def _check_test_split(pattern: str | None) -> None:
+    """`--eval_split test` on data converted without one: refused in one line."""
+    if pattern is not None and not io.match(pattern.split(",")[0].strip() or pattern):
+        flag = shown(TrainArgs, "eval_split")
+        raise SettingsError(
+            f"{flag} {files.TEST}: the data has no test split ({pattern[:300]} matches no "
+            "file); convert it with one (`invoke data.convert --split` with two fractions, "
+            f"or the format's own test list), or evaluate on {files.VAL} (drop {flag} "
+            f"{files.TEST})")
+    _check_inputs(pattern, "--eval-input")
 
 
 def _num_classes(label_map_path: str | None) -> int | None:
@@ -58,7 +70,9 @@ def check_inputs(settings: TrainerSettings) -> None:
     if settings.trains:
         _check_inputs(settings.train_input, "--train-input")
     stopping = settings.early_stopping
-    if settings.mode != "train" or (stopping and stopping.evaluator == TRAINER):
+    if settings.eval_split == files.TEST:
+        _check_test_split(settings.eval_input)
+    elif settings.mode != "train" or (stopping and stopping.evaluator == TRAINER):
         _check_inputs(settings.eval_input, "--eval-input")  # the chief evaluates too
     if settings.init_checkpoint:
         init_checkpoint.check_readable(settings.init_checkpoint)

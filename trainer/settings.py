@@ -54,7 +54,7 @@ def settings_from_args(args: TrainArgs, env: Mapping[str, str] = os.environ,
         **given,
         "model_dir": model_dir.rstrip("/"),
         "train_input": from_data_dir(args.train_input, files.shard_glob("train")),
-        "eval_input": from_data_dir(args.eval_input, files.shard_glob("val")),
+        "eval_input": from_data_dir(args.eval_input, files.shard_glob(args.eval_split)),
         "label_map": args.label_map or (files.data_label_map(data_dir, exists)
                                         if data_dir else None),
         "init_checkpoint_type": args.init_checkpoint_type or "backbone",

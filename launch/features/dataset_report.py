@@ -32,7 +32,7 @@ from trainer.data import layout
 from trainer.data.checks import FEW_EXAMPLES, listed
 from trainer.data.label_map import alike
 from trainer.experiments import Geometry
-from trainer.files import SPLITS, data_label_map, shard_glob
+from trainer.files import EVERY_SPLIT, SPLITS, TEST, data_label_map, shard_glob
 
 SAMPLES_PER_CLASS = 4
 OVERSIZED = 4  # an image whose longer side is this many times the input size is flagged
@@ -65,9 +65,12 @@ def read_dataset(records_dir: Path, geometry: Geometry) -> DatasetStats:
     from trainer.data.tfrecord import parse_example, records
 
     stats = DatasetStats({}, collections.defaultdict(list))
-    for split in SPLITS:
+    for split in EVERY_SPLIT:
+        paths = sorted(records_dir.glob(shard_glob(split)))
+        if split not in SPLITS and not paths:
+            continue  # no test split: the dataset has train and val only
         split_stats = stats.splits[split] = SplitStats()
-        for path in sorted(records_dir.glob(shard_glob(split))):
+        for path in paths:
             try:  # one example at a time: a shard holds hundreds of megabytes of images
                 for record in records(path):
                     _count(parse_example(record), split_stats, stats, geometry)
@@ -122,11 +125,15 @@ class Flag:
 
 def flags(stats: DatasetStats, label_map: Mapping[str, int], geometry: Geometry) -> list[Flag]:
     train, val = stats.splits["train"], stats.splits["val"]
+    test = stats.splits.get(TEST)  # a held-out test split, when the dataset has one
     found = []
-    for name in sorted(set(train.objects) | set(val.objects)):
+    for name in sorted(set(train.objects) | set(val.objects) |
+                       set(test.objects if test else ())):
         if not train.images_with[name]:
+            held_out = f", {test.images_with[name]} test" if test else ""
             found.append(Flag("no training example", f"{name}: 0 train, "
-                                                     f"{val.images_with[name]} val images"))
+                                                     f"{val.images_with[name]} val{held_out} "
+                                                     "images"))
         elif train.images_with[name] < FEW_EXAMPLES:
             found.append(Flag("few training examples", f"{name}: {train.images_with[name]} "
                                                        "train images"))
@@ -292,10 +299,11 @@ def write_report(stats: DatasetStats, found: Sequence[Flag], geometry: Geometry,
                     "".join(f'<img src="{embedded(p, "jpeg")}" alt="">' for p in paths) +
                     "</div>" for name, paths in samples.items())
     images = sum(s.images for s in stats.splits.values())
+    by_split = ", ".join(f"{split} {s.images}" for split, s in stats.splits.items())
     (out / "report.html").write_text(
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
         f"</title><style>{STYLE}</style></head><body><h1>{html.escape(title)}</h1>"
-        f"<p>{images} images; input size {geometry.input_size} px, smallest anchor "
+        f"<p>{images} images ({by_split}); input size {geometry.input_size} px, smallest anchor "
         f"{geometry.smallest_anchor:g} px.</p><h2>What would hurt training</h2>"
         f"<ul>{flag_items}</ul><h2>Classes</h2>{html_table(rows, columns)}"
         f"<h2>Distributions</h2><div class='plots'>{embedded_plots(plots, PLOTS)}</div>"

@@ -43,6 +43,7 @@ from trainer.args import TrainArgs
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 from trainer.experiments import fields as experiment_fields
+from trainer.files import VAL
 from trainer.model_dir import other_experiment
 
 TASKS = tuple(KINDS)  # the job kinds' tasks (launch/values/jobs.py)
@@ -178,6 +179,11 @@ class JobFile:
     idle_timeout: float | None = option("seconds to wait for a new checkpoint",
                                         tasks=frozenset({EVAL}), section=EVAL,
                                         lands="eval_idle_timeout")
+    split: str = option("what to evaluate on: val, or test (the held-out split: the best "
+                        "checkpoint, as export chooses it, evaluated once, --once or not; "
+                        "recorded apart, in eval-test/, so it never picks a checkpoint)",
+                        default=VAL, tasks=frozenset({EVAL}), section=EVAL,
+                        lands="eval_split")
     sweep: Mapping[str, Any] = option("the sweep (tune: the sweep file's fields)",
                                       default={}, tasks=frozenset({TUNE}), section=TUNE)
 

@@ -15,7 +15,7 @@ from launch.values.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources
 from launch.values.sweep import Sweep
 from trainer.args import Args, ConvertArgs, TrainArgs
 from trainer.experiments import DEFAULT_EXPERIMENT, default_train_steps
-from trainer.files import SPLITS, shard_glob
+from trainer.files import TEST, TRAIN, VAL, shard_glob
 
 if TYPE_CHECKING:
     from launch.values.jobfile import JobFile, Written
@@ -46,16 +46,24 @@ class TrainerJob:
         return sum(pool.replica_count for pool in self.pools)
 
 
-def inputs(data_dir: str, data_files: Sequence[str]) -> dict[str, str]:
-    """A named dataset's shards as the trainer's --train_input and --eval_input: each listed
-    path, comma-separated (Model Garden globs none of them), so a file put into the version
-    later is never read. Empty (no files listed): the splits' globs below --data_dir."""
+def inputs(data_dir: str, data_files: Sequence[str], eval_split: str = VAL
+           ) -> dict[str, str]:
+    """A named dataset's shards as the trainer's --train_input and --eval_input (the split
+    it evaluates on: val, or test): each listed path, comma-separated (Model Garden globs
+    none of them), so a file put into the version later is never read. Empty (no files
+    listed): the splits' globs below --data_dir."""
     if not data_files:
         return {}
-    return {f"{'eval' if split == 'val' else split}_input": ",".join(
-                f"{data_dir.rstrip('/')}/{name}" for name in sorted(data_files)
-                if name.startswith(shard_glob(split).removesuffix("*")))
-            for split in SPLITS}
+
+    def listed(split: str) -> str:
+        return ",".join(f"{data_dir.rstrip('/')}/{name}" for name in sorted(data_files)
+                        if name.startswith(shard_glob(split).removesuffix("*")))
+
+    if eval_split == TEST and not listed(TEST):
+        raise InputError(f"--split {TEST}: the named dataset lists no test split "
+                         f"({shard_glob(TEST)}); convert the data with one, or evaluate on "
+                         f"{VAL} (drop --split {TEST})")
+    return {"train_input": listed(TRAIN), "eval_input": listed(eval_split)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,7 +154,7 @@ class Request:
         the target's; a named dataset's listed files are the inputs)."""
         data_dir = self.args.data_dir or places.data_dir
         return dataclasses.replace(self.args, model_dir=places.model_dir, data_dir=data_dir,
-                                   **inputs(data_dir, self.data_files))
+                                   **inputs(data_dir, self.data_files, self.args.eval_split))
 
     def trainer_job(self, places: Places) -> TrainerJob:
         """The trainer at `places` on a chief, and workers if the resources have them."""
@@ -189,7 +197,8 @@ class Training(Request):
 @dataclasses.dataclass(frozen=True)
 class Evaluation(Request):
     """Evaluates a run's checkpoints on one replica: continuously beside training (its idle
-    timeout the trainer's --eval_idle_timeout), or the newest once (--once: mode eval)."""
+    timeout the trainer's --eval_idle_timeout), or the newest once (--once: mode eval), or
+    the best once on the test split (--split test: mode eval, the trainer's --eval_split)."""
 
     task: ClassVar[str] = "eval"
     mode: ClassVar[str] = "continuous_eval"
@@ -201,7 +210,8 @@ class Evaluation(Request):
 
     @classmethod
     def own_args(cls, job: JobFile) -> dict[str, Any]:
-        return {"mode": "eval" if job.once else cls.mode}
+        """Continuous, or once (--once; always on the test split: one checkpoint, the best)."""
+        return {"mode": "eval" if job.once or job.split == TEST else cls.mode}
 
     def __post_init__(self) -> None:
         if self.resources.replicas != (1,):

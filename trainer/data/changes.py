@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ from trainer.data.planning import Plan, Source, inside
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.reasons import CORE
 from trainer.errors import SettingsError
+from trainer.files import TEST
 from trainer.io import read_regular
 
 if TYPE_CHECKING:
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 MAX_CLASSES_FILE_BYTES = 1 << 20
 KEYS = ("rename", "drop", "keep")
 # the report keys of these changes: their meanings are the core's
-REASONS = {key: CORE[key] for key in ("classes_dropped", "duplicate_image")}
+REASONS = {key: CORE[key] for key in ("classes_dropped", "duplicate_image", "in_test_split")}
 
 
 def _names(values: Iterable[str], most: int = 8) -> str:
@@ -159,29 +161,96 @@ def image_digest(source: Source) -> str | None:
 def merge(sources: Sequence[tuple[Input, Planned]]) -> tuple[Plan, dict[str, int]]:
     """Several planned sources as one: source ids made unique (each source's numbered after
     the previous ones'), and an image whose bytes an earlier example has already (in any
-    source or split) kept once (`duplicate_image`)."""
+    source or split) kept once (`duplicate_image`); the test splits' images come first, so
+    that an image a source holds out for test is trained or validated on by none
+    (`in_test_split`)."""
+    entries = [(index, split, source) for index, (_, planned) in enumerate(sources)
+               for split, planned_sources in planned.plan.splits.items()
+               for source in planned_sources]
+    seen: dict[str, tuple[str, str]] = {}  # sha256 -> (split, "source:name")
+    dropped: dict[int, Problem] = {}  # by position in entries
+    for position in sorted(range(len(entries)), key=lambda i: entries[i][1] != TEST):
+        index, split, source = entries[position]  # test's first, then in order
+        digest = image_digest(source)
+        here = f"{sources[index][0]}: {source.name}"
+        if digest is not None and digest in seen:
+            where, other = seen[digest]
+            held_out = where == TEST != split
+            dropped[position] = Problem(
+                "in_test_split" if held_out else "duplicate_image", "dropped",
+                f"{here} has the same bytes as {other}{' (test)' if held_out else ''}; kept "
+                "once")
+        elif digest is not None:
+            seen[digest] = (split, here)
     splits: dict[str, list[Source]] = {}
     problems = ProblemLog()
-    seen: dict[str, str] = {}  # sha256 -> "source:name"
+    positions = itertools.count()  # through entries, in their order
     offset = 0
-    for given, planned in sources:
+    for _, planned in sources:
         problems.extend([planned.plan.problems])
         largest = 0
         for split, planned_sources in planned.plan.splits.items():
             for source in planned_sources:
                 largest = max(largest, source.source_id)
-                digest = image_digest(source)
-                here = f"{given}: {source.name}"
-                if digest is not None and digest in seen:
-                    problems.add((split, source.name), Problem(
-                        "duplicate_image", "dropped", f"{here} has the same bytes as "
-                                                      f"{seen[digest]}; kept once"))
+                if problem := dropped.get(next(positions)):
+                    problems.add((split, source.name), problem)
                     continue
-                if digest is not None:
-                    seen[digest] = here
                 splits.setdefault(split, []).append(
                     dataclasses.replace(source, source_id=source.source_id + offset))
         offset += largest
     masks = any(planned.plan.masks for _, planned in sources)
     return (Plan(splits, problems, masks),
             merged_label_map([planned.label_map for _, planned in sources]))
+
+
+def _size(source: Source) -> int | None:
+    """The image file's size, which equal bytes share; None for an image inside its label
+    file (LabelMe's imageData: hashed whatever its size), -1 when it cannot be read."""
+    if source.embedded:
+        return None
+    try:
+        info = source.image_path.stat()
+    except (OSError, ValueError):
+        return -1
+    return info.st_size if stat.S_ISREG(info.st_mode) else -1
+
+
+def hold_out_test(plan: Plan) -> Plan:
+    """No test image in train or val, by its bytes too (its name and its file are
+    planning.deduplicate's): an example of train or val whose image has the bytes of a test
+    example's is dropped there (`in_test_split`), the test one kept. Only images of a size
+    both sides have are hashed, so that a large dataset is read once more only where two
+    files may be one."""
+    test = plan.splits.get(TEST)
+    if not test:
+        return plan
+    others = [(split, source) for split, sources in plan.splits.items() if split != TEST
+              for source in sources]
+    sizes = {id(source): _size(source) for source in test} | \
+        {id(source): _size(source) for _, source in others}
+    test_sizes = {sizes[id(source)] for source in test}
+    other_sizes = {sizes[id(source)] for _, source in others}
+
+    def candidate(source: Source, against: set[int | None]) -> bool:
+        size = sizes[id(source)]
+        return size != -1 and (size is None or size in against or None in against)
+
+    held: dict[str, str] = {}  # sha256 -> the test example's name
+    for source in test:
+        if candidate(source, other_sizes) and (digest := image_digest(source)) is not None:
+            held.setdefault(digest, source.name)
+    if not held:
+        return plan
+    kept: dict[str, list[Source]] = {split: [] for split in plan.splits}
+    kept[TEST] = list(test)
+    problems = ProblemLog()
+    problems.extend([plan.problems])
+    for split, source in others:
+        digest = image_digest(source) if candidate(source, test_sizes) else None
+        if digest in held:
+            problems.add((split, source.name), Problem(
+                "in_test_split", "dropped", f"{source.name!r} has the same bytes as test's "
+                                            f"{held[digest]!r}; kept once, in test"))
+            continue
+        kept[split].append(source)
+    return dataclasses.replace(plan, splits=kept, problems=problems)

@@ -4,8 +4,9 @@ before every `invoke train` and in `invoke doctor`.
 
 Refused (unless --force): the label map and the records disagree, or a class has validation
 objects but no training example (its AP is 0 however long the run). Warned: a class with few
-training examples, one that validation never measures, label-map classes without examples
-(named), names that differ only in case or spacing.
+training examples, one that validation never measures, one the held-out test split has but
+training never sees, label-map classes without examples (named), names that differ only in
+case or spacing. A dataset without a test split is checked on train and val alone.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from trainer.data.label_map import alike
+from trainer.files import TEST, TRAIN, VAL
 
 FEW_EXAMPLES = 10  # training images of a class below which it is flagged
 MASKS_ENTRY = "masks"  # the conversion report's: whether its records have instance masks
@@ -62,9 +64,10 @@ def findings(report: Mapping, label_map: Mapping[str, int]) -> list[Finding]:
                                  f"{listed(changed)}: the records were written with another "
                                  "label map; convert again, or restore the label map the "
                                  "conversion wrote"))
-    train = {n for n, c in (classes.get("train") or {}).items() if c.get("objects")}
-    val = {n for n, c in (classes.get("val") or {}).items() if c.get("objects")}
-    if unknown := (train | val) - set(label_map):
+    train, val, test = ({n for n, c in found.items() if isinstance(c, Mapping) and
+                         c.get("objects")} if isinstance(found := classes.get(split), Mapping)
+                        else set() for split in (TRAIN, VAL, TEST))
+    if unknown := (train | val | test) - set(label_map):
         out.append(Finding(True, f"classes in the records are not in the label map: "
                                  f"{listed(unknown)}"))
     if untrained := val - train:
@@ -77,7 +80,10 @@ def findings(report: Mapping, label_map: Mapping[str, int]) -> list[Finding]:
                                   f"{listed(few)}"))
     if unmeasured := train - val:
         out.append(Finding(False, f"no validation objects, so no AP, for {listed(unmeasured)}"))
-    if unused := set(label_map) - train - val:
+    if untested := test - train - val:
+        out.append(Finding(False, f"{listed(untested)}: test objects but no training example "
+                                  "(their test AP is 0)"))
+    if unused := set(label_map) - train - val - test:
         out.append(Finding(False, f"label-map classes without any example, never learnt or "
                                   f"measured: {listed(unused)}"))
     for group in alike(label_map):

@@ -104,6 +104,11 @@ def convert(
     if problem := defaults.num_shards_problem(num_shards):
         raise SettingsError(problem)
     limits = limits or Limits()
+    # train, val, then a test split when one is planned (none: no test records at all)
+    splits = {split: sources for split, sources in plan.splits.items() if split != files.TEST}
+    if plan.splits.get(files.TEST):
+        splits[files.TEST] = plan.splits[files.TEST]
+    plan = dataclasses.replace(plan, splits=splits)
     output_dir = Path(output_dir).resolve()
     check_replaceable(output_dir)
     output_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -191,6 +196,7 @@ def convert_sources(inputs: Sequence[formats.Input], output_dir: str | Path,
     plan, found = plan_sources(inputs, options)
     if len(inputs) > 1 and options.split.given:
         plan = resplit(plan, options.split)
+    plan = changes.hold_out_test(plan)  # no test image in train or val, by its bytes either
     check_split(plan, options.split)
     classes = Classes.of(label_map or found)
     if class_changes:
@@ -204,12 +210,15 @@ def convert_sources(inputs: Sequence[formats.Input], output_dir: str | Path,
 def convert_coco(annotations: str | Path, images_dir: str | Path, output_dir: str | Path,
                  val_annotations: str | Path | None = None, masks: bool = False,
                  dense_ids: bool = False, label_map: Mapping[str, int] | None = None,
-                 split: Split | None = None, **options) -> dict:
+                 split: Split | None = None, test_annotations: str | Path | None = None,
+                 **options) -> dict:
     """`data convert --format coco`: the label map from the categories unless given."""
     return convert_sources([formats.Input("coco", annotations=Path(annotations),
                                           images=Path(images_dir),
                                           val_annotations=Path(val_annotations)
-                                          if val_annotations else None)],
+                                          if val_annotations else None,
+                                          test_annotations=Path(test_annotations)
+                                          if test_annotations else None)],
                            output_dir, formats.Options(masks, dense_ids, split or Split()),
                            label_map, **options)
 

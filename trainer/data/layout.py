@@ -1,11 +1,13 @@
 """Whether a directory's files are one complete converted dataset (their names are in
-`trainer.files`): the trainer's --data-dir, or the bucket's records/ before a job starts."""
+`trainer.files`): the trainer's --data-dir, or the bucket's records/ before a job starts.
+Train and val are always there; a test split may be, and then is one complete set too."""
 
 from __future__ import annotations
 
 from trainer.files import (
     DATA_LABEL_MAP_FILE,
     DATA_LABEL_MAP_FILES,
+    EVERY_SPLIT,
     SHARD,
     SPLITS,
     shard_glob,
@@ -31,7 +33,7 @@ def problems(names: list[str]) -> list[str]:
     ("has no ...", "mixes ..."). Training reads every file its split's glob matches, so a
     stale shard of an earlier conversion, or a missing one, would silently change the data."""
     found = [f"has no {', '.join(lacking)}"] if (lacking := missing(names)) else []
-    for split in SPLITS:
+    for split in EVERY_SPLIT:  # test: none, or one complete set
         prefix = shard_glob(split).removesuffix("*")
         shards = {name: SHARD.fullmatch(name.removeprefix(prefix)) for name in names
                   if name.startswith(prefix)}

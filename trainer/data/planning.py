@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, ClassVar
 from trainer.data import defaults
 from trainer.data.problems import Problem, ProblemLog
 from trainer.errors import SettingsError
+from trainer.files import TEST, TRAIN, VAL
+from trainer.options import number
 
 if TYPE_CHECKING:
     from trainer.data.voc import VocAnnotation
@@ -73,12 +75,59 @@ class Limits:
 @dataclasses.dataclass(frozen=True)
 class Split:
     """How examples are split when a dataset has no split of its own, or when `--split`
-    re-splits one (`given`): a seeded shuffle, the first `fraction` train, the rest val.
-    The defaults are the Object Detection API's Pets split."""
+    re-splits one (`given`): a seeded shuffle, the first `fraction` train, the rest val; or,
+    with `val_fraction` (`--split TRAIN,VAL`), the next `val_fraction` val and the rest a
+    held-out test split. The defaults are the Object Detection API's Pets split."""
 
     fraction: float = TRAIN_FRACTION
     seed: int = SPLIT_SEED
     given: bool = False  # --split: re-split even a dataset that has its own split
+    val_fraction: float | None = None  # --split TRAIN,VAL: the rest is test
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The splits it makes."""
+        return (TRAIN, VAL) if self.val_fraction is None else (TRAIN, VAL, TEST)
+
+    def shown(self) -> str:
+        """As `--split` takes it: 0.7, or 0.7,0.2."""
+        return f"{self.fraction:g}" + ("" if self.val_fraction is None
+                                       else f",{self.val_fraction:g}")
+
+
+def parse_split(value: str | float, flag: str = "--split") -> tuple[float, float | None]:
+    """`--split` as typed: the train fraction (`0.8`: train and val), or the train and val
+    fractions (`0.7,0.2`: the rest, 10%, a held-out test split); each strictly between 0 and
+    1, two summing to less than 1. Anything else (nan, inf, 1e400, `0.7,`, three values) is
+    one SettingsError naming `flag`."""
+    text = value if isinstance(value, str) else repr(value)
+    parts = text.split(",")
+    if len(parts) > 2:
+        raise SettingsError(f"{flag} takes the train fraction (0.8) or the train and val "
+                            f"fractions (0.7,0.2), not {len(parts)} values: got {text[:80]!r}")
+    fractions = []
+    for part in parts:
+        try:
+            fraction = number(part.strip(), float, flag)
+        except SettingsError:
+            if len(parts) == 1:
+                raise  # the one number reader's words: must be a number, got 'nan'
+            fraction = None
+        if fraction is None or not 0 < fraction < 1:
+            if len(parts) == 1 and fraction is not None:
+                raise SettingsError(f"{flag} is the train fraction, between 0 and 1 (0.8: 80% "
+                                    f"train), got {fraction:g}")
+            raise SettingsError(f"{flag} is the train fraction (0.8: 80% train, 20% val) or "
+                                "the train and val fractions (0.7,0.2: 10% test), each "
+                                f"between 0 and 1, got {text[:80]!r}")
+        fractions.append(fraction)
+    if len(fractions) == 1:
+        return fractions[0], None
+    train, val = fractions
+    if train + val >= 1 or math.isclose(train + val, 1):
+        raise SettingsError(f"{flag} {text[:80]} leaves no test split: the train and val "
+                            "fractions must sum to less than 1 (0.7,0.2: 10% test)")
+    return train, val
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,36 +165,57 @@ class Plan:
 
 def split_names(names: Sequence, split: Split | None = None) -> dict[str, list]:
     """The Object Detection API's Pets split: seeded shuffle, first 70% train, the rest val
-    (or `split`'s fraction and seed)."""
+    (or `split`'s fraction and seed); with `split.val_fraction`, the next part val and the
+    rest test."""
     split = split or Split()
     shuffled = list(names)
     random.Random(split.seed).shuffle(shuffled)
     num_train = int(split.fraction * len(shuffled))
-    return {"train": shuffled[:num_train], "val": shuffled[num_train:]}
+    if split.val_fraction is None:
+        return {TRAIN: shuffled[:num_train], VAL: shuffled[num_train:]}
+    num_val = int(split.val_fraction * len(shuffled))
+    return {TRAIN: shuffled[:num_train], VAL: shuffled[num_train:num_train + num_val],
+            TEST: shuffled[num_train + num_val:]}
+
+
+def resplit_names(lists: Mapping[str, Sequence], split: Split) -> dict[str, list]:
+    """A dataset's lists split again by `split`: one fraction re-splits the train and val
+    names (in that order) and keeps the dataset's own test list as it is, held out; two
+    fractions re-split every name, test's too."""
+    test = list(lists.get(TEST) or ())
+    if split.val_fraction is not None:
+        return split_names([name for names in lists.values() for name in names], split)
+    found = split_names([name for key, names in lists.items() if key != TEST
+                         for name in names], split)
+    return {**found, TEST: test} if test else found
 
 
 def resplit(plan: Plan, split: Split) -> Plan:
-    """The plan's examples (train, then val, in order) split again by `split`."""
-    every = [source for sources in plan.splits.values() for source in sources]
-    return dataclasses.replace(plan, splits=split_names(every, split))
+    """The plan's examples (train, then val, in order) split again by `split` (test kept,
+    or re-split too with two fractions: `resplit_names`)."""
+    return dataclasses.replace(plan, splits=resplit_names(plan.splits, split))
 
 
 def check_split(plan: Plan, split: Split) -> None:
-    """A `--split` that leaves the train or the val split without an image, given the
-    images planned, is refused before anything is written (an empty train split trains on
-    nothing); a dataset's own split, or one that is not `--split`, is taken as it is."""
+    """A `--split` that leaves the train or the val split (or with two fractions the test
+    split) without an image, given the images planned, is refused before anything is
+    written (an empty train split trains on nothing); a dataset's own split, or one that is
+    not `--split`, is taken as it is."""
     from trainer.args import ConvertArgs, shown  # the command line imports this module
 
     counts = {name: len(sources) for name, sources in plan.splits.items()}
     total = sum(counts.values())
-    if not split.given or not total or all(counts.get(name) for name in ("train", "val")):
+    if not split.given or not total or all(counts.get(name) for name in split.names):
         return
-    empty = next(name for name in ("train", "val") if not counts.get(name))
+    empty = next(name for name in split.names if not counts.get(name))
     least = math.ceil(1000 / total) / 1000  # 3 decimals that still give one image to train
-    fix = "add images" if total < 2 else f"give a fraction of at least {least:g}, below 1"
-    raise SettingsError(f"{shown(ConvertArgs, 'split')} {split.fraction:g} leaves the {empty} "
-                        f"split empty ({total} image{'s' if total > 1 else ''}: "
-                        f"{counts.get('train', 0)} train, {counts.get('val', 0)} val): {fix}")
+    fix = "add images" if total < len(split.names) else \
+        f"give a fraction of at least {least:g}, below 1" if split.val_fraction is None else \
+        f"give fractions of at least {least:g} each, summing to at most {1 - least:g}"
+    found = ", ".join(f"{counts.get(name, 0)} {name}" for name in split.names)
+    raise SettingsError(f"{shown(ConvertArgs, 'split')} {split.shown()} leaves the {empty} "
+                        f"split empty ({total} image{'s' if total > 1 else ''}: {found}): "
+                        f"{fix}")
 
 
 def source_ids(names: Iterable[str]) -> dict[str, int]:
@@ -176,13 +246,15 @@ def _identity(path: Path) -> Path:
 def deduplicate(lists: Mapping[str, Sequence[str]], image_of: Callable[[str], Path],
                 listed_in: str, invalid: Callable[[str], bool] = invalid_name
                 ) -> tuple[dict[str, list[str]], ProblemLog]:
-    """Each image once, in the first list that names it (directly, or through a symlink to
-    it): a name listed twice is converted once, and no image is in two splits."""
+    """Each image once (named directly, or through a symlink to it): a name listed twice is
+    converted once, and no image is in two splits. The test list is read first, so that
+    an image it holds is never trained or validated on (`in_test_split`); otherwise the
+    first list that names an image keeps it."""
     first: dict[Path, tuple[str, str]] = {}
     kept: dict[str, list[str]] = {split: [] for split in lists}
     problems = ProblemLog()
-    for split, names in lists.items():
-        for name in names:
+    for split in sorted(lists, key=lambda split: split != TEST):  # stable: test first
+        for name in lists[split]:
             if invalid(name):
                 problems.add((split, name), Problem(
                     "invalid_name", "skipped", f"{listed_in}: {name!r} is not a plain "
@@ -193,7 +265,8 @@ def deduplicate(lists: Mapping[str, Sequence[str]], image_of: Callable[[str], Pa
             if image in first:
                 where, other = first[image]
                 same = f"{name!r}" if other == name else f"{name!r} (the image of {other!r})"
-                reason = "duplicate_name" if where == split else "in_train_and_val"
+                reason = "duplicate_name" if where == split else \
+                    "in_test_split" if where == TEST else "in_train_and_val"
                 problems.add((split, name), Problem(
                     reason, "dropped", f"{listed_in}: {same} is listed again in {split}; "
                                         f"kept once, in {where}"))

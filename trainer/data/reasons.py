@@ -52,6 +52,9 @@ CORE: Mapping[str, str] = {
     "in_train_and_val": "an image listed in train and in val (also through a symlink); kept "
                         "once, in the first split",
     "duplicate_image": "the same image bytes in an earlier source or split; kept once",
+    "in_test_split": "an image of the test split (by name, through a symlink, or by its "
+                     "bytes) listed in train or val too; dropped there, kept in test: no "
+                     "test image is trained or validated on",
     # repaired: converted after a repair
     "unknown_class": "a class not in the label map: the object dropped (Pets: the breed in "
                      "the name, the image skipped)",

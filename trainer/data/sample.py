@@ -20,7 +20,7 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from trainer.data import coco, defaults, pets
 from trainer.data.voc import VocAnnotation, VocObject, format_voc
-from trainer.files import SAMPLE_COCO_FILE
+from trainer.files import SAMPLE_COCO_FILE, TEST
 
 RGB = tuple[int, int, int]
 
@@ -247,16 +247,19 @@ def _write_lists(root: Path, trainval: list[str], test: list[str]) -> None:
                                                        for n in everything))
 
 
-def pets_as_coco(root: Path) -> dict:
-    """The trainval examples of a Pets directory as one COCO file: the objects `data convert
-    --masks` writes from them (the whole pet outlined by its trimap, with that box; the
-    annotated heads where there is no trimap), image ids numbered as the Pets conversion
-    numbers them. Examples whose XML or image the Pets path would refuse are left out."""
+def pets_as_coco(root: Path, listed: str = pets.TRAINVAL_LIST) -> dict:
+    """The trainval examples of a Pets directory (or those of `listed`: pets.TEST_LIST) as
+    one COCO file: the objects `data convert --masks` writes from them (the whole pet
+    outlined by its trimap, with that box; the annotated heads where there is no trimap),
+    image ids numbered as the Pets conversion numbers them (trainval's 1..N, then test's).
+    Examples whose XML or image the Pets path would refuse are left out."""
     from trainer.data.label_map import pets_label_map
     from trainer.data.voc import AnnotationError, parse_voc
 
-    names = list(dict.fromkeys(pets.read_example_list(root / pets.TRAINVAL_LIST)))
-    ids = {name: index for index, name in enumerate(sorted(set(names)), start=1)}
+    names = list(dict.fromkeys(pets.read_example_list(root / listed)))
+    before = 0 if listed == pets.TRAINVAL_LIST else \
+        len(set(pets.read_example_list(root / pets.TRAINVAL_LIST)))
+    ids = {name: index for index, name in enumerate(sorted(set(names)), start=before + 1)}
     label_map = pets_label_map()
     images = []
     for name in names:
@@ -308,36 +311,44 @@ def write_coco_sample(root: Path, bad_inputs: bool = False) -> Path:
     return path
 
 
-def coco_as_yolo(data: dict, images_dir: Path, out: Path) -> Path:
+def coco_as_yolo(data: dict, images_dir: Path, out: Path, test: dict | None = None) -> Path:
     """A COCO file's images and boxes in Ultralytics' layout (data.yaml with names as the
     mapping {id: name}, ids 0 to nc - 1 in the order of the COCO ids, as Ultralytics requires;
     images/ and labels/ by split, seeded 70/30; labels with 6 decimals, as Ultralytics'
-    converters write them)."""
+    converters write them); `test`, a COCO file of other images of the same categories, as
+    its test split (images/test, data.yaml's `test`)."""
     import shutil
 
     from trainer.data.planning import split_names
 
     (out / "images").mkdir(parents=True, exist_ok=True)
-    categories = sorted(data["categories"], key=lambda c: c["id"])
+    categories = sorted({c["id"]: c for c in [*(test or {}).get("categories", []),
+                                              *data["categories"]]}.values(),
+                        key=lambda c: c["id"])
     dense = {c["id"]: i for i, c in enumerate(categories)}
     names = {dense[c["id"]]: c["name"] for c in categories}
-    objects: dict[int, list[str]] = {image["id"]: [] for image in data["images"]}
-    sizes = {image["id"]: (image["width"], image["height"]) for image in data["images"]}
-    for entry in data["annotations"]:
+    every = [*data["images"], *(test or {}).get("images", [])]
+    objects: dict[int, list[str]] = {image["id"]: [] for image in every}
+    sizes = {image["id"]: (image["width"], image["height"]) for image in every}
+    for entry in [*data["annotations"], *(test or {}).get("annotations", [])]:
         (x, y, w, h), (width, height) = entry["bbox"], sizes[entry["image_id"]]
         objects[entry["image_id"]].append(
             f"{dense[entry['category_id']]} {(x + w / 2) / width:.6f} "
             f"{(y + h / 2) / height:.6f} {w / width:.6f} {h / height:.6f}")
-    for split, images in split_names(data["images"]).items():
+    splits = split_names(data["images"])
+    if test:
+        splits[TEST] = test["images"]
+    for split, images in splits.items():
         for kind in ("images", "labels"):
             (out / kind / split).mkdir(parents=True, exist_ok=True)
         for image in images:
             shutil.copy(images_dir / image["file_name"], out / "images" / split)
             (out / "labels" / split / Path(image["file_name"]).with_suffix(".txt").name
              ).write_text("".join(line + "\n" for line in objects[image["id"]]))
+    held_out = "test: images/test\n" if test else ""
     (out / "data.yaml").write_text(
         "# synthetic pets (trainer/data/sample.py), in Ultralytics' layout\n"
-        "path: .\ntrain: images/train\nval: images/val\n"
+        f"path: .\ntrain: images/train\nval: images/val\n{held_out}"
         f"nc: {len(names)}\nnames:\n" + "".join(f"  {i}: {n}\n" for i, n in sorted(
             names.items())))
     return out / "data.yaml"

@@ -34,6 +34,7 @@ from trainer.files import (
     METRICS_FILE,
     RUN_FILE,
     RUNS_PREFIX,
+    TEST_METRICS_DIR,
     TRAINING_SUMMARY_FILE,
     WORST_IMAGE_FILE,
 )
@@ -43,6 +44,7 @@ EVENTS = re.compile(r"train/events\.out\.tfevents\.[^/]+")
 RECORD_FILE = re.compile("|".join([
     re.escape(RUN_FILE), re.escape(TRAINING_SUMMARY_FILE), re.escape(f"{BEST_DIR}/{BEST_FILE}"),
     *(f"{METRICS_DIR}/{name.pattern}" for name in (METRICS_FILE, WORST_IMAGE_FILE)),
+    f"{TEST_METRICS_DIR}/{METRICS_FILE.pattern}",  # the test split's evaluations
     EVENTS.pattern]))
 BUCKET_RUNS = 50  # runs.list reads the newest this many runs in the bucket
 

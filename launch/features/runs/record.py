@@ -1,7 +1,8 @@
 """A training run as the files it left: what it trained (run.json), on what and how long and
 whether it stopped early (training_summary.json), every evaluation (eval/ckpt-N.json, with AP
-per class, the PR curve and its worst images), the best checkpoint it keeps (best/best.json)
-and its loss (the train/ TensorBoard events).
+per class, the PR curve and its worst images) and every one on the test split
+(eval-test/ckpt-N.json), the best checkpoint it keeps (best/best.json) and its loss (the
+train/ TensorBoard events).
 
 Read from a local directory: a local run's model directory, or the mirror of one in the
 bucket. Files are input like any other: one that is missing, not JSON or holds no number is
@@ -26,6 +27,7 @@ from trainer.files import (
     METRICS_DIR,
     METRICS_FILE,
     RUN_FILE,
+    TEST_METRICS_DIR,
     TRAINING_SUMMARY_FILE,
 )
 
@@ -49,6 +51,7 @@ class RunRecord:
     best_step: int | None = None  # the step of the best checkpoint it keeps (best/)
     stopped: str | None = None  # why it stopped early, if it did
     choice: Choice = DEFAULT_CHOICE  # whose evaluation the report shows
+    test_evaluations: tuple[EvaluationRecord, ...] = ()  # on the test split, by step
 
     @property
     def latest(self) -> EvaluationRecord | None:
@@ -64,6 +67,13 @@ class RunRecord:
         if self.choice.kind == BEST and self.best_step in at:
             return at[self.best_step]
         return self.latest
+
+    @property
+    def shown_test(self) -> EvaluationRecord | None:
+        """The test split's evaluation of the checkpoint shown (None: it has none)."""
+        shown = self.shown
+        return next((e for e in self.test_evaluations if shown and e.step == shown.step),
+                    None)
 
     @property
     def shown_as(self) -> str:
@@ -145,12 +155,7 @@ def load_run(model_dir: Path, name: str | None = None, cost: str | None = None,
     run = _json(model_dir / RUN_FILE) or {}
     summary = _json(model_dir / TRAINING_SUMMARY_FILE) or {}
     stopped = summary.get("stopped_early")
-    evaluations = []
-    for path in (model_dir / METRICS_DIR).glob("ckpt-*.json"):
-        if (match := METRICS_FILE.fullmatch(path.name)) and \
-                (evaluation := EvaluationRecord.read(str(path), int(match[1]))):
-            evaluations.append(evaluation)
-    evaluations.sort(key=lambda e: e.step)
+    evaluations = _evaluations(model_dir / METRICS_DIR)
     steps = jsonnum.whole(summary.get("steps"))
     text = lambda value: value if isinstance(value, str) else None  # noqa: E731
     return RunRecord(
@@ -158,9 +163,20 @@ def load_run(model_dir: Path, name: str | None = None, cost: str | None = None,
         experiment=text(run.get("experiment")) or text(summary.get("experiment")),
         hardware=text(summary.get("hardware")),
         steps=steps if steps is not None else (evaluations[-1].step if evaluations else None),
-        seconds=jsonnum.number(summary.get("seconds")), evaluations=tuple(evaluations),
+        seconds=jsonnum.number(summary.get("seconds")), evaluations=evaluations,
         losses=losses(model_dir), cost=cost, best_step=_best_step(model_dir),
-        stopped=stopped[:300] if isinstance(stopped, str) else None, choice=choice)
+        stopped=stopped[:300] if isinstance(stopped, str) else None, choice=choice,
+        test_evaluations=_evaluations(model_dir / TEST_METRICS_DIR))
+
+
+def _evaluations(directory: Path) -> tuple[EvaluationRecord, ...]:
+    """The evaluation records of a directory (eval/ or eval-test/), by step."""
+    found = []
+    for path in directory.glob("ckpt-*.json"):
+        if (match := METRICS_FILE.fullmatch(path.name)) and \
+                (evaluation := EvaluationRecord.read(str(path), int(match[1]))):
+            found.append(evaluation)
+    return tuple(sorted(found, key=lambda e: e.step))
 
 
 def find_runs(root: Path, skip: tuple[Path, ...] = ()) -> Iterator[Path]:

@@ -34,6 +34,9 @@ RUN_COLUMNS = ("run", "experiment", "hardware", "steps", "wall time", "cost", "c
 # the operating point of the evaluation shown (trainer/confusion.py): its score threshold and
 # what it gives, when a run shown has one
 OPERATING_COLUMNS = {"threshold": "threshold", "precision": "P", "recall": "R", "f1": "F1"}
+# the test split's evaluation of the checkpoint shown (`invoke eval --split test`), when a
+# run shown has one: its AP, AP50 and the F1 at its operating point
+TEST_COLUMNS = {"AP": "test AP", "AP50": "test AP50", "f1": "test F1"}
 PLOTS = {"ap_by_step.png": "AP against step", "loss_by_step.png": "Loss against step",
          "per_class_ap.png": "AP per class (the checkpoint shown)",
          "per_class_mask_ap.png": "Mask AP per class (the checkpoint shown)",
@@ -41,21 +44,27 @@ PLOTS = {"ap_by_step.png": "AP against step", "loss_by_step.png": "Loss against 
 
 
 def metrics(records: Sequence[RunRecord]) -> tuple[str, ...]:
-    """The metric columns: COCO's box metrics, the masks' when a run has them, and the
-    operating point's when a run has one."""
+    """The metric columns: COCO's box metrics, the masks' when a run has them, the
+    operating point's when a run has one, and the test split's when a run has one."""
     masks = any(r.shown and MASK_COLUMNS[0] in r.shown.metrics for r in records)
     point = any(r.shown and r.shown.operating_point for r in records)
+    test = any(r.shown_test for r in records)
     return (*AP_METRICS, *(MASK_COLUMNS if masks else ()),
-            *(OPERATING_COLUMNS.values() if point else ()))
+            *(OPERATING_COLUMNS.values() if point else ()),
+            *(TEST_COLUMNS.values() if test else ()))
 
 
 def _values(record: RunRecord) -> dict[str, float]:
-    """The numbers of the evaluation shown, by column: COCO's and the operating point's."""
+    """The numbers of the evaluation shown, by column: COCO's, the operating point's and
+    the test split's."""
     if not record.shown:
         return {}
     point = record.shown.operating_point or {}
+    test = record.shown_test
+    on_test = {**test.metrics, **(test.operating_point or {})} if test else {}
     return {**record.shown.metrics,
-            **{column: point[key] for key, column in OPERATING_COLUMNS.items() if key in point}}
+            **{column: point[key] for key, column in OPERATING_COLUMNS.items() if key in point},
+            **{column: on_test[key] for key, column in TEST_COLUMNS.items() if key in on_test}}
 
 
 def _duration(seconds: float | None) -> str:

@@ -22,7 +22,7 @@ from launch.context.cloud import Cloud, run_paths, stamp, standard_labels
 from launch.context.places import label_value
 from launch.errors import InputError, MissingError, StepFailed, reason
 from launch.features import workflow
-from launch.features.serving import answers, endpoints, registry
+from launch.features.serving import answers, champion, endpoints, registry
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs
 from launch.stores.pricing.estimate import ServingCost, known_price
@@ -35,6 +35,7 @@ from trainer import jsonnum, operating
 from trainer.data.defaults import MAX_PIXELS
 from trainer.data.label_map import id_to_name, parse_label_map
 from trainer.errors import JsonError
+from trainer.experiments import EXPERIMENTS
 from trainer.files import EXPORT_INFO_FILE, LABEL_MAP_FILE, MAX_RUN_JSON_BYTES
 from trainer.predict import Detections, ImageRefused, Picture, detect_files
 
@@ -78,12 +79,56 @@ class Place:
 
 # --- Model Registry -------------------------------------------------------------------------
 
+@dataclasses.dataclass(frozen=True)
+class Challenge:
+    """How a run is set against the version serving now (launch/features/serving/champion.py):
+    --max-drop, --gate-class, --force."""
+
+    max_drop: float | None = None
+    gate_class: str | None = None
+    force: str | None = None
+
+    def checked(self) -> Challenge:
+        return Challenge(champion.check_max_drop(self.max_drop), self.gate_class,
+                         champion.check_force(self.force))
+
+
+def challenge(cloud: Cloud, place: Place, paths, experiment: str, step: int,
+              endpoint: str | None, rules: Challenge, dry_run: bool
+              ) -> champion.Verdict | None:
+    """The run's checkpoint `step` against the version of its experiment's Model serving now
+    (on `endpoint`, else anywhere in the region, else its default alias); None when that
+    version is this very checkpoint (deploying the version that serves)."""
+    storage = cloud.storage()
+    measure = champion.Measure(EXPERIMENTS[experiment].gate_metric, rules.gate_class)
+    challenger = champion.test_figure(storage, paths, step, measure)
+    if rules.gate_class and challenger is None and champion.test_figure(
+            storage, paths, step, champion.Measure(measure.metric)) is not None:
+        raise InputError(f"--gate-class {rules.gate_class[:60]!r}: run {paths.run_id}'s test "
+                         "evaluation has no such class (`invoke runs.compare --run "
+                         f"{paths.run_id}` lists them)")
+    parent = f"{place.location}/models/{registry.parent_model_id(experiment)}"
+    serving = _unless_unreadable(dry_run, "the version serving now", "not compared",
+                                 lambda: champion.serving_version(place, parent, endpoint))
+    origin = champion.run_and_step(serving) if serving else None
+    if origin == (paths.run_id, step):
+        return None
+    held = champion.champion_figure(storage, serving, lambda run: run_paths(cloud, run),
+                                    measure) if serving else None
+    return champion.judge(measure, challenger, held,
+                          champion.version_name(serving) if serving else None,
+                          rules.max_drop, rules.force, paths.run_id, step,
+                          origin[0] if origin else "RUN")
+
+
 def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
                  aliases: str = ",".join(registry.DEFAULT_ALIASES), gpu: bool = False,
                  dry_run: bool = False, container: str | None = None,
-                 today: datetime.date | None = None, checkpoint: str | None = None) -> str:
+                 today: datetime.date | None = None, checkpoint: str | None = None,
+                 rules: Challenge = Challenge()) -> str:
     place = Place.of(cloud)
     choice = workflow.checkpoint_choice(checkpoint, paths=False)
+    rules = rules.checked()
     wanted = registry.check_aliases(aliases)
     container = registry.check_container(container or registry.CUSTOM, gpu)
     if container == registry.PREBUILT:  # Google's, until its end of availability
@@ -98,17 +143,22 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
                                    lambda: registry.read_candidate(cloud.storage(), paths,
                                                                    choice))
     bar = registry.gate(candidate, min_ap50) if candidate else None
+    verdict = challenge(cloud, place, paths, candidate.experiment, candidate.evaluation.step,
+                        None, rules, dry_run) if candidate else None
     spec = (registry.custom_container(submit.sources_image(cloud, "serving_image", dry_run))
             if container == registry.CUSTOM else registry.prebuilt_container(place.region, gpu))
     model = registry.model_spec(paths, spec, candidate)
+    if verdict and verdict.forced:  # the version says it went ahead, and why
+        model.labels[champion.FORCED_LABEL] = "true"
+        model.version_description += f"; forced: {verdict.forced}"
     parent = _unless_unreadable(
         dry_run, "the Model Registry", "the request uploads a first version",
         lambda: _existing(place.models(), f"{place.location}/models/{model.display_name}")
     ) if candidate else None
     request = registry.upload_request(place.project, place.region, model, parent)
     passed = (f"run {run_id}: {candidate.gate_metric} {candidate.gated:.3f} at "
-              f"ckpt-{candidate.evaluation.step} clears {bar:.3f} ({candidate.why})"
-              if candidate else f"run {run_id}: not read, not gated")
+              f"ckpt-{candidate.evaluation.step} clears {bar:.3f} ({candidate.why})\n"
+              f"{verdict.line}" if candidate else f"run {run_id}: not read, not gated")
     if dry_run:
         return (f"{passed}\naliases: {', '.join(wanted) or 'none'}\n"
                 + rest_json(request))
@@ -182,15 +232,22 @@ def price_serving(setup: endpoints.Serving, region: str, max_cost: float | None,
 
 def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving],
            endpoint: str | None = None, dry_run: bool = False,
-           max_cost: float | str | None = None) -> str:
+           max_cost: float | str | None = None, rules: Challenge = Challenge()) -> str:
     place = Place.of(cloud)
     setup = serving(place.region)  # validated before any request
+    rules = rules.checked()
     price_serving(setup, place.region, flag_value("max_cost", max_cost))
     if dry_run:
         submit.say_once_without_credentials(cloud)
     version = _unless_unreadable(dry_run, f"run {run_id}'s registered version",
                                  "the deployed model is left empty and its container unchecked",
                                  lambda: run_version(cloud, run_id))
+    step = version.labels.get("step", "") if version else ""
+    verdict = challenge(cloud, place, run_paths(cloud, run_id),
+                        registry.experiment_of(cloud.storage(), run_paths(cloud, run_id)),
+                        int(step), endpoint, rules, dry_run) if step.isdigit() else None
+    if verdict:
+        print(verdict.line, file=sys.stderr)
     if version and setup.machine.accelerator and \
             not registry.serves_on_gpu(version.container_spec):
         raise InputError(f"{version.name}@{version.version_id} serves on a CPU container "

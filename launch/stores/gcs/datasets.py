@@ -22,7 +22,7 @@ from launch.text import printable
 from launch.values.jobs import Request
 from trainer import datasets
 from trainer.errors import SettingsError
-from trainer.files import DATASETS_PREFIX, SPLITS
+from trainer.files import DATASETS_PREFIX, EVERY_SPLIT
 from trainer.objects import unsafe_reason
 
 COLUMNS = ("name", "format", "examples", "classes", "size", "when")
@@ -160,7 +160,7 @@ def row(manifest: datasets.Manifest | datasets.Broken) -> dict[str, str]:
                 "classes": "-", "size": "-", "when": "-"}
     summary = manifest.summary
     examples = summary.get("examples") if isinstance(summary.get("examples"), dict) else {}
-    counts = [f"{split} {examples[split]}" for split in SPLITS
+    counts = [f"{split} {examples[split]}" for split in EVERY_SPLIT  # test: when it has one
               if isinstance(examples.get(split), int)]
     classes = summary.get("classes")
     return {"name": manifest.dataset, "format": str(summary.get("format") or "-")[:20],

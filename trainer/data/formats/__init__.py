@@ -50,6 +50,7 @@ class Input:
     annotations: Path | None = None  # COCO: the JSON (split 70/30 unless val_annotations)
     val_annotations: Path | None = None
     images: Path | None = None  # COCO: the directory file_name is relative to
+    test_annotations: Path | None = None  # COCO: the held-out test split's JSON
 
     @classmethod
     def parse(cls, text: str) -> Input:

@@ -1,6 +1,8 @@
 """COCO JSON (what CVAT, Label Studio, Roboflow and most labelling tools export): one file
-split seeded 70/30 (or `--split`), or a train file and a val file. The file's parsing and its
-defects are `trainer.data.coco`'s; this plans the examples from it."""
+split seeded 70/30 (or `--split`), or a train file and a val file; a test file
+(`--test-annotations`) is the held-out test split (`--split TRAIN,VAL` re-splits its images
+with the others). The file's parsing and its defects are `trainer.data.coco`'s; this plans
+the examples from it."""
 
 from __future__ import annotations
 
@@ -10,9 +12,17 @@ from pathlib import Path
 
 from trainer.data import coco
 from trainer.data.formats import Input, Options, Planned
-from trainer.data.planning import Plan, Source, deduplicate, invalid_name, invalid_path, split_names
+from trainer.data.planning import (
+    Plan,
+    Source,
+    deduplicate,
+    invalid_name,
+    invalid_path,
+    resplit_names,
+)
 from trainer.data.problems import Problem, ProblemLog
 from trainer.errors import ConversionError, SettingsError
+from trainer.files import TEST, TRAIN, VAL
 
 REASONS = {
     "invalid_category": "a category without a whole-number id or a name; skipped",
@@ -23,7 +33,7 @@ REASONS = {
     "invalid_annotation": "an annotation that is not a JSON object; skipped",
     "unknown_category": "an annotation of a category the file does not have; dropped",
     "invalid_box": "a bbox that is not four numbers; object dropped",
-    "image_id_renumbered": "train and val files number their images alike: a new id",
+    "image_id_renumbered": "train, val and test files number their images alike: a new id",
     "file_name_base_name": "a file_name not below --images: the file of its base name there",
     "background_category_dropped": "category 0 without annotations (Roboflow's dataset "
                                    "name): 0 is the background",
@@ -46,47 +56,53 @@ def _image_path(images_dir: Path, name: str) -> tuple[Path, Problem | None]:
 
 def plan(source: Input, options: Options) -> Planned:
     """Plans a COCO conversion and makes its label map: one file split 70/30 as Pets is
-    (seeded), or a train file and a val file."""
+    (seeded), or a train file and a val file; and a test file, held out."""
     annotations, images_dir = source.annotations, source.images
-    val_annotations = source.val_annotations
+    paths = {split: path for split, path in ((TRAIN, annotations), (VAL, source.val_annotations),
+                                             (TEST, source.test_annotations))
+             if path is not None}
     if annotations is None or images_dir is None:
         raise SettingsError("--format coco needs --annotations FILE.json and --images DIR")
     if not images_dir.is_dir():
         raise ConversionError(f"--images {images_dir} is not a directory: it holds the images "
                               "the annotations' file_name values name")
     try:
-        files = {split: coco.parse_coco(coco.read_json(path)) for split, path in
-                 (("train", annotations), ("val", val_annotations)) if path is not None}
+        files = {split: coco.parse_coco(coco.read_json(path)) for split, path in paths.items()}
     except coco.CocoError as error:
         raise ConversionError(str(error)) from None
-    if "val" in files and files["val"].categories != files["train"].categories:
-        raise ConversionError(f"{annotations} and {val_annotations} have different categories "
-                              "(ids and names must match): export both splits from one project")
-    label_map, changes = coco.label_map_of(files["train"].names, options.dense_ids)
-    problems = ProblemLog.of((("train", "categories"), Problem(reason, "repaired", detail))
-                             for reason, detail in [*files["train"].renamed, *changes])
+    for split in [split for split in files if split != TRAIN]:
+        if files[split].categories != files[TRAIN].categories:
+            raise ConversionError(f"{annotations} and {paths[split]} have different categories "
+                                  "(ids and names must match): export every split from one "
+                                  "project")
+    label_map, changes = coco.label_map_of(files[TRAIN].names, options.dense_ids)
+    problems = ProblemLog.of(((TRAIN, "categories"), Problem(reason, "repaired", detail))
+                             for reason, detail in [*files[TRAIN].renamed, *changes])
     images: dict[str, coco.CocoImage] = {}
-    lists: dict[str, list[str]] = {}
-    for split, parsed in files.items():
-        where = (annotations if split == "train" else val_annotations).name
+    first: dict[str, str] = {}  # file_name -> the split whose image it is
+    lists: dict[str, list[str]] = {split: [] for split in files}
+    for split in sorted(files, key=lambda split: split != TEST):  # test's images first
+        parsed, where = files[split], paths[split].name
 
         def in_file(entry: str, problem: Problem, split=split, where=where):
             return (split, entry), dataclasses.replace(problem, detail=f"{where}: "
                                                                       f"{problem.detail}")
 
         problems.extend([parsed.problems], relabel=in_file)
-        lists[split] = []
         for image in parsed.images:
             if image.file_name in images and images[image.file_name].image_id != image.image_id:
+                held_out = first[image.file_name] == TEST != split
                 problems.add((split, image.file_name), Problem(
-                    "duplicate_name", "dropped", f"{where}: {image.file_name!r} is image "
-                    f"{images[image.file_name].image_id} and {image.image_id}; kept once"))
+                    "in_test_split" if held_out else "duplicate_name", "dropped",
+                    f"{where}: {image.file_name!r} is image {images[image.file_name].image_id}"
+                    f"{' in the test file' if held_out else ''} and {image.image_id}; kept "
+                    "once"))
                 continue
             images.setdefault(image.file_name, image)
+            first.setdefault(image.file_name, split)
             lists[split].append(image.file_name)
-    if "val" not in files or options.split.given:
-        lists = split_names([name for names in lists.values() for name in names],
-                            options.split)
+    if VAL not in files or options.split.given:  # the test file held out (one fraction)
+        lists = resplit_names(lists, options.split)
     located = {name: _image_path(images_dir, name) for name in images}  # one look each
     # a path that leaves --images is refused, unless its base name is a file in --images
     splits, duplicates = deduplicate(

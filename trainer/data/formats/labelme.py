@@ -7,7 +7,7 @@ leaves the dataset, or is not there, falls back to the file of that base name be
 JSON). `imageWidth`/`imageHeight` are only compared with the image: the image's size is
 used. Classes are the labels seen, numbered 1..N in sorted order. A file whose `shapes` is
 empty is a background image, written without objects. LabelMe has no split: seeded 70/30,
-or `--split`.
+or `--split` (`--split TRAIN,VAL`: a held-out test split too).
 """
 
 from __future__ import annotations

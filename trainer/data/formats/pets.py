@@ -1,20 +1,32 @@
 """Oxford-IIIT Pets: `images/`, `annotations/trainval.txt`, `annotations/xmls/` (and
 `annotations/trimaps/` for masks). The class is the breed in each file name; the split is
-the Object Detection API's (trainval.txt, seeded 70/30) unless `--split` says otherwise."""
+the Object Detection API's (trainval.txt, seeded 70/30) unless `--split` says otherwise, and
+`annotations/test.txt`, when there, is the held-out test split (`--split TRAIN,VAL`
+re-splits its images with trainval's). Oxford-IIIT Pets itself draws head boxes for its
+trainval images only: a test list whose images mostly have no XML is no test split (one
+flagged problem says so; `--split TRAIN,VAL` holds one out of trainval instead)."""
 
 from __future__ import annotations
 
 from trainer.data import pets
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.label_map import pets_label_map
-from trainer.data.planning import Plan, Source, deduplicate, source_ids, split_names
+from trainer.data.planning import Plan, Source, deduplicate, invalid_name, resplit_names
+from trainer.data.problems import Problem
 from trainer.errors import ConversionError, SettingsError
+from trainer.files import TEST
 
-REASONS: dict[str, str] = {}  # its trimaps' are the core's, which reads them (reasons.CORE)
+REASONS = {
+    "test_list_without_boxes": "annotations/test.txt names images most of which have no "
+                               "XML (Oxford-IIIT Pets boxes its trainval images only): no test "
+                               "split from it; --split TRAIN,VAL holds one out of trainval",
+}  # its trimaps' are the core's, which reads them (reasons.CORE)
+TRAINVAL = "trainval"
 
 
 def plan(source: Input, options: Options) -> Planned:
-    """Plans a Pets conversion from `annotations/trainval.txt`."""
+    """Plans a Pets conversion from `annotations/trainval.txt` (and `annotations/test.txt`:
+    the test split)."""
     if source.data_dir is None:
         raise SettingsError("--format pets needs --data-dir")
     data_dir = source.data_dir
@@ -25,11 +37,26 @@ def plan(source: Input, options: Options) -> Planned:
             "(images/, annotations/trainval.txt, annotations/xmls/); run `invoke data.download` "
             "or `invoke data.sample` first"
         )
-    unique, problems = deduplicate({"trainval": pets.read_example_list(trainval)},
-                                   lambda name: pets.image_path(data_dir, name),
-                                   pets.TRAINVAL_LIST)
-    names = unique["trainval"]
-    ids, root = source_ids(names), data_dir.resolve()
+    lists = {TRAINVAL: pets.read_example_list(trainval)}
+    test = pets.read_example_list(data_dir / pets.TEST_LIST) \
+        if (data_dir / pets.TEST_LIST).is_file() else []
+    boxed = sum(pets.xml_path(data_dir, name).is_file() for name in test
+                if not invalid_name(name))  # a hostile name is deduplicate's to name
+    if test and 2 * boxed >= len(test):
+        lists[TEST] = test
+    unique, problems = deduplicate(lists, lambda name: pets.image_path(data_dir, name),
+                                   "annotations/{trainval,test}.txt" if TEST in lists
+                                   else pets.TRAINVAL_LIST)
+    if test and TEST not in lists:
+        problems.add((TEST, pets.TEST_LIST), Problem(
+            "test_list_without_boxes", "flagged", f"{len(test) - boxed} of its {len(test)} "
+            f"images have no XML in {pets.XMLS_DIR}: it is not converted as a test split"))
+    # trainval numbered 1..N as ever, then test: a train or val record is the same bytes
+    # with the test list or without it
+    ids = {name: index for index, name in enumerate(
+        [*sorted(set(unique[TRAINVAL])), *sorted(set(unique.get(TEST, ())))], start=1)}
+    root = data_dir.resolve()
+    splits = resplit_names(unique, options.split)
     return Planned(Plan({
         split: [
             Source(
@@ -43,5 +70,5 @@ def plan(source: Input, options: Options) -> Planned:
             )
             for name in split_list
         ]
-        for split, split_list in split_names(names, options.split).items()
+        for split, split_list in splits.items()
     }, problems, options.masks), pets_label_map())

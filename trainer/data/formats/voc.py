@@ -1,12 +1,15 @@
 """PASCAL VOC: `Annotations/*.xml`, `JPEGImages/*.jpg`, and the split in
-`ImageSets/Main/{train,val}.txt` (else seeded 70/30, or `--split`). Boxes only."""
+`ImageSets/Main/{train,val}.txt` (else seeded 70/30, or `--split`); `ImageSets/Main/test.txt`,
+when there, is the held-out test split (`--split TRAIN,VAL` re-splits its images with the
+others). Boxes only."""
 
 from __future__ import annotations
 
 from trainer.data import pets
 from trainer.data.formats import Input, Options, Planned
-from trainer.data.planning import Plan, Source, deduplicate, source_ids, split_names
+from trainer.data.planning import Plan, Source, deduplicate, resplit_names, source_ids
 from trainer.errors import ConversionError, SettingsError
+from trainer.files import TEST, TRAIN, VAL
 
 REASONS: dict[str, str] = {}
 VOC_CLASSES = (
@@ -17,7 +20,8 @@ VOC_CLASSES = (
 
 
 def plan(source: Input, options: Options) -> Planned:
-    """Plans a PASCAL VOC conversion: ImageSets/Main/{train,val}.txt, else a 70/30 split."""
+    """Plans a PASCAL VOC conversion: ImageSets/Main/{train,val}.txt, else a 70/30 split;
+    ImageSets/Main/test.txt the test split."""
     if source.data_dir is None:
         raise SettingsError("--format voc needs --data-dir")
     if options.masks:
@@ -30,12 +34,18 @@ def plan(source: Input, options: Options) -> Planned:
             "(e.g. VOCdevkit/VOC2012)"
         )
     image_sets = voc_dir / "ImageSets" / "Main"
+    test = pets.read_example_list(image_sets / "test.txt") \
+        if (image_sets / "test.txt").is_file() else []
     if not options.split.given and (image_sets / "train.txt").is_file() and \
             (image_sets / "val.txt").is_file():
-        listed = {s: pets.read_example_list(image_sets / f"{s}.txt") for s in ("train", "val")}
+        listed = {s: pets.read_example_list(image_sets / f"{s}.txt") for s in (TRAIN, VAL)}
+        listed.update({TEST: test} if test else {})
         where = "ImageSets/Main"
-    else:
-        listed = split_names(sorted(p.stem for p in annotations.glob("*.xml")), options.split)
+    else:  # every annotated image, those test.txt holds out kept apart (one fraction)
+        held_out = set(test)
+        listed = resplit_names({TRAIN: sorted(p.stem for p in annotations.glob("*.xml")
+                                              if p.stem not in held_out), TEST: test},
+                               options.split)
         where = "Annotations"
     splits, problems = deduplicate(listed, lambda name: voc_dir / "JPEGImages" / f"{name}.jpg",
                                    where)

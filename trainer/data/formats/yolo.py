@@ -1,9 +1,11 @@
 """YOLO, in Ultralytics' layout: a `data.yaml` naming the classes (`names`: a list, or a
-mapping {id: name}) and the image directories (`train`, `val`; `test` is not converted),
-relative to its `path` or to the file's directory. Each image's labels are the `.txt` file
-at its path with the last `images` directory replaced by `labels`, one object a line:
-`class cx cy w h` (fractions of the image's size), or `class x1 y1 x2 y2 ...` (a polygon:
-its mask with `--masks`, its bounds the box). An image without a label file, or with an empty
+mapping {id: name}) and the image directories (`train`, `val`, and `test`: the held-out test
+split; `--split TRAIN,VAL` re-splits its images with the others), relative to its `path` or
+to the file's directory (a `test` that is not there, as Roboflow writes it without test
+images, is no test split). Each image's labels are the `.txt` file at its path with the last
+`images` directory replaced by `labels`, one object a line: `class cx cy w h` (fractions of
+the image's size), or `class x1 y1 x2 y2 ...` (a polygon: its mask with `--masks`, its
+bounds the box). An image without a label file, or with an empty
 one, has no objects, as Ultralytics reads it: a background image, written without objects
 (`background_images` in the report). One whose lines are all defective is skipped.
 
@@ -32,12 +34,13 @@ from trainer.data.planning import (
     deduplicate,
     inside,
     invalid_path,
+    resplit_names,
     source_ids,
-    split_names,
 )
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.voc import AnnotationError, VocAnnotation, VocObject
 from trainer.errors import ConversionError, SettingsError
+from trainer.files import TEST, TRAIN, VAL
 from trainer.io import read_regular
 
 REASONS = {
@@ -55,6 +58,10 @@ REASONS = {
     "unreadable_label": "a label file that cannot be read, is not UTF-8, or leaves the "
                         "dataset's directory; the image skipped",
     "val_is_train": "data.yaml's val is its train: split by --split's fraction instead",
+    "test_is_train_or_val": "data.yaml's test names its train or val images: no test split "
+                            "(a test split is held out from both)",
+    "test_not_found": "data.yaml's test names a directory that is not there (Roboflow names "
+                      "one whether it exported test images or not): no test images from it",
     "sparse_class_ids": "data.yaml's names are not ids 0 to nc - 1, which Ultralytics "
                         "refuses: converted with their ids",
     "yaml_path_ignored": "data.yaml's path is not inside its directory (the dataset was "
@@ -62,7 +69,7 @@ REASONS = {
 }  # nonfinite_box, label_too_large, too_many_objects (LabelMe's too): reasons.CORE
 IMAGE_SUFFIXES = frozenset({".bmp", ".jpeg", ".jpg", ".mpo", ".png", ".tif", ".tiff", ".webp"})
 MAX_YAML_BYTES = 1 << 20
-SPLITS = ("train", "val")
+SPLITS = (TRAIN, VAL, TEST)
 ROUNDING = 1e-5  # how far past an edge a box of values in 0-1 may reach by their rounding
 
 
@@ -133,8 +140,11 @@ def _base(config: dict, root: Path, problems: ProblemLog) -> Path:
     return root
 
 
-def _image_dirs(value: object, base: Path, root: Path, key: str, where: Path) -> list[Path]:
-    """A split's image directories (a path or a list), below the dataset's directory."""
+def _image_dirs(value: object, base: Path, root: Path, key: str, where: Path,
+                absent: list[str] | None = None) -> list[Path]:
+    """A split's image directories (a path or a list), below the dataset's directory; one
+    that is not there is refused, or (`absent` given: the test split's, which Roboflow names
+    whether it exported one or not) left out and named in `absent`."""
     values = value if isinstance(value, list) else [value]
     dirs = []
     for text in values:
@@ -150,6 +160,9 @@ def _image_dirs(value: object, base: Path, root: Path, key: str, where: Path) ->
         if path.is_file():
             raise ConversionError(f"{where}: {key} {text!r} is a list file: point {key} at a "
                                   "directory of images (images/train) instead")
+        if absent is not None and not path.exists():
+            absent.append(text)
+            continue
         if not path.is_dir():
             raise ConversionError(f"{where}: {key} {text!r} is not a directory ({path})")
         dirs.append(path.resolve())
@@ -287,7 +300,8 @@ def _counted(path: Path, root: Path, limits: Limits) -> tuple[int, Problem | Non
 
 
 def plan(source: Input, options: Options) -> Planned:
-    """Plans a YOLO conversion: data.yaml's train and val, each image with its labels."""
+    """Plans a YOLO conversion: data.yaml's train, val and test, each image with its
+    labels."""
     if source.data_dir is None:
         raise SettingsError("--format yolo needs --data-dir (data.yaml or its directory)")
     config_path = _yaml_file(source.data_dir)
@@ -302,13 +316,27 @@ def plan(source: Input, options: Options) -> Planned:
             f"where Ultralytics requires 0 to {len(ids) - 1}: converted with each id + 1 in "
             "the label map"))
     base = _base(config, root, problems)
-    dirs = {split: _image_dirs(config[split], base, root, split, config_path)
+    absent: list[str] = []  # the test split's directories that are not there
+    dirs = {split: _image_dirs(config[split], base, root, split, config_path,
+                               absent if split == TEST else None)
             for split in SPLITS if config.get(split)}
-    if dirs.get("val") == dirs["train"]:
-        problems.add(("val", "data.yaml"), Problem(
+    if absent:
+        problems.add((TEST, "data.yaml"), Problem(
+            "test_not_found", "flagged", f"test {', '.join(map(repr, absent))[:200]} is not "
+            "there: no test images from it"))
+    if not dirs.get(TEST, True):
+        del dirs[TEST]
+    if dirs.get(VAL) == dirs[TRAIN]:
+        problems.add((VAL, "data.yaml"), Problem(
             "val_is_train", "repaired", "val names the train images: split by fraction "
                                         f"{options.split.fraction} instead"))
-        del dirs["val"]
+        del dirs[VAL]
+    if TEST in dirs and dirs[TEST] in (dirs[TRAIN], dirs.get(VAL)):
+        problems.add((TEST, "data.yaml"), Problem(
+            "test_is_train_or_val", "repaired", f"test names the "
+            f"{'train' if dirs[TEST] == dirs[TRAIN] else 'val'} images: they are not held out "
+            "as a test split"))
+        del dirs[TEST]
     images = {split: [str(path.relative_to(root)) for folder in folders
                       for path in _files(folder, IMAGE_SUFFIXES)]
               for split, folders in dirs.items()}
@@ -320,9 +348,8 @@ def plan(source: Input, options: Options) -> Planned:
                 if label not in expected:
                     problems.add((split, str(label.relative_to(root))), Problem(
                         "label_without_image", "skipped", f"{label} has no image in {folder}"))
-    if "val" not in images or options.split.given:
-        images = split_names([name for names in images.values() for name in names],
-                             options.split)
+    if VAL not in images or options.split.given:  # test's images held out (one fraction)
+        images = resplit_names(images, options.split)
     splits, duplicates = deduplicate(images, lambda name: root / name, "data.yaml",
                                      invalid=invalid_path)
     problems.extend([duplicates])

@@ -1,0 +1,149 @@
+"""Champion and challenger (launch/features/serving/champion.py) against the fake Model and
+Endpoint services and the fake bucket: a run is uploaded or deployed only when its gate
+metric on the test split is no worse than the serving version's, on the same test data;
+refusals name both figures; --force goes ahead and the version says why; the dry run shows
+the comparison."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from launch.errors import InputError
+from launch.features.serving import champion, commands
+from launch.features.serving.commands import Challenge
+from launch.features.serving.registry import GateError
+from tests.test_confusion import IMAGES, NAMES
+from tests.test_serving import cpu, put, write_run
+from trainer import confusion
+from trainer.eval_record import EvaluationRecord
+
+TEST_DATA = "gs://pets-data/datasets/pets/v3/test.record-*"
+MODEL = "projects/pets-detector-dev/locations/us-central1/models/pets-retinanet-mobilenet"
+
+
+def versions(services) -> list:
+    return services.models.versions.get(MODEL, [])
+
+
+def evaluated_on_test(storage, run_id: str, ap50: float, data: str = TEST_DATA,
+                      step: int = 1000) -> None:
+    """The run's test evaluation of its exported checkpoint (eval-test/ckpt-N.json)."""
+    point = confusion.operating_point(IMAGES, NAMES).as_json()
+    put(storage, f"runs/{run_id}/checkpoints/eval-test/ckpt-{step}.json", json.dumps(
+        EvaluationRecord(step, {"AP": ap50 - 0.2, "AP50": ap50}, f"ckpt-{step}",
+                         operating_point=point, data=data).to_json()))
+
+
+def serving_run(services, ap50: float = 0.90) -> None:
+    """Run `champ` uploaded (the model's first version: its default) and tested."""
+    write_run(services.storage, "champ")
+    evaluated_on_test(services.storage, "champ", ap50)
+    said = commands.upload_model(services.cloud(), "champ")
+    assert "champion: no version serving yet; nothing to compare against" in said
+
+
+def test_a_worse_challenger_is_refused_with_both_figures_and_a_better_one_passes(services):
+    serving_run(services)
+    write_run(services.storage, "worse")
+    evaluated_on_test(services.storage, "worse", 0.85)
+    with pytest.raises(GateError) as refused:
+        commands.upload_model(services.cloud(), "worse")
+    assert str(refused.value) == (
+        "run worse's AP50 on the test split is 0.850 (run worse, ckpt-1000), the serving "
+        "version's (projects/pets-detector-dev/locations/us-central1/models/"
+        "pets-retinanet-mobilenet@1) 0.900 (run champ, ckpt-1000): worse by 0.050, more than "
+        "0.01 (--max-drop); train it further, or pass --force REASON to go ahead anyway")
+    assert len(versions(services)) == 1  # nothing uploaded
+
+    write_run(services.storage, "better")
+    evaluated_on_test(services.storage, "better", 0.895)  # within 0.01 below: no worse
+    said = commands.upload_model(services.cloud(), "better")
+    assert "champion: AP50 on the test split 0.895 against the serving version's 0.900 " \
+           "(run champ, ckpt-1000)" in said and "uploaded as" in said
+    assert commands.upload_model(services.cloud(), "worse", rules=Challenge(max_drop=0.1))
+
+
+def test_force_goes_ahead_and_the_version_says_why(services):
+    serving_run(services)
+    write_run(services.storage, "worse")
+    evaluated_on_test(services.storage, "worse", 0.5)
+    said = commands.upload_model(services.cloud(), "worse",
+                                 rules=Challenge(force="new  classes\nadded"))
+    assert "going ahead: --force 'new classes added'" in said
+    version = versions(services)[-1]
+    assert version.labels["forced"] == "true"
+    assert version.version_description.endswith("; forced: new classes added")
+    with pytest.raises(InputError, match="--force: give the reason"):
+        commands.upload_model(services.cloud(), "worse", rules=Challenge(force="x"))
+
+
+def test_other_test_data_or_no_test_evaluation_is_refused(services):
+    serving_run(services)
+    write_run(services.storage, "other")
+    evaluated_on_test(services.storage, "other", 0.99, data="gs://pets-data/datasets/pets/v4/test.record-*")
+    with pytest.raises(GateError, match=r"run other was tested on gs://pets-data/datasets/"
+                                        r"pets/v4/test.record-\*, the serving version .* on "
+                                        r"gs://pets-data/datasets/pets/v3/test.record-\*"):
+        commands.upload_model(services.cloud(), "other")
+    write_run(services.storage, "untested")
+    with pytest.raises(GateError, match=r"run untested's ckpt-1000 has no test evaluation "
+                                        r"to set against the serving version's AP50 0\.900 .*"
+                                        r"invoke eval --target vertex --run-id untested "
+                                        r"--split test"):
+        commands.upload_model(services.cloud(), "untested")
+
+
+def test_a_class_recall_can_be_the_measure(services):
+    serving_run(services)
+    write_run(services.storage, "same")
+    evaluated_on_test(services.storage, "same", 0.5)
+    said = commands.upload_model(services.cloud(), "same", rules=Challenge(gate_class="dog"))
+    assert "champion: recall of 'dog' on the test split 0.500 against the serving " \
+           "version's 0.500" in said
+    with pytest.raises(InputError, match="--gate-class 'lion': run same's test evaluation "
+                                         "has no such class"):
+        commands.upload_model(services.cloud(), "same", rules=Challenge(gate_class="lion"))
+    with pytest.raises(InputError, match="--max-drop nan"):
+        commands.upload_model(services.cloud(), "same", rules=Challenge(max_drop=float("nan")))
+
+
+def test_the_dry_run_prints_the_comparison(services):
+    serving_run(services)
+    write_run(services.storage, "better")
+    evaluated_on_test(services.storage, "better", 0.93)
+    said = commands.upload_model(services.cloud(), "better", dry_run=True)
+    lines = said.splitlines()
+    assert lines[1].startswith("champion: AP50 on the test split 0.930 against the serving "
+                               "version's 0.900 (run champ, ckpt-1000)")
+    assert len(versions(services)) == 1
+
+
+def test_deploy_sets_the_run_against_what_serves_on_the_endpoint(services, serving_prices,
+                                                                  capsys):
+    serving_run(services)
+    commands.deploy(services.cloud(), "champ", cpu, dry_run=False)
+    write_run(services.storage, "worse")
+    evaluated_on_test(services.storage, "worse", 0.8)
+    commands.upload_model(services.cloud(), "worse", rules=Challenge(force="to deploy it"))
+    endpoint = next(iter(services.endpoints.endpoints)).rsplit("/", 1)[-1]
+    with pytest.raises(GateError, match=r"run worse's AP50 on the test split is 0.800 .* "
+                                        r"0.900 \(run champ, ckpt-1000\)"):
+        commands.deploy(services.cloud(), "worse", cpu, endpoint=endpoint)
+    capsys.readouterr()
+    commands.deploy(services.cloud(), "worse", cpu, endpoint=endpoint, dry_run=True,
+                    rules=Challenge(force="a canary"))
+    assert "going ahead: --force 'a canary'" in capsys.readouterr().err
+
+
+def test_the_judgement_alone():
+    measure = champion.Measure("AP50")
+    one = champion.Figure("a", 1, 0.8, "d")
+    assert champion.judge(measure, one, None, "m@1", 0.01, None, "a", 1).line.startswith(
+        "champion: m@1 has no test evaluation of its checkpoint; not compared")
+    assert champion.judge(measure, one, champion.Figure("b", 2, 0.805, "d"), "m@1", 0.01,
+                          None, "a", 1).forced is None
+    with pytest.raises(GateError):
+        champion.judge(measure, one, champion.Figure("b", 2, 0.82, "d"), "m@1", 0.01, None,
+                       "a", 1)
