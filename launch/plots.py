@@ -62,6 +62,9 @@ def grouped_bars(axes, names: Sequence[str],
                     fontsize="small", parse_math=False)
 
 
+MAX_ANNOTATED = 40  # classes in a confusion matrix whose cells get their count written
+
+
 def heatmap(axes, counts: Sequence[Sequence[int]], names: Sequence[str]) -> None:
     """A confusion matrix: counts by row (what the object was) and column (what it was
     detected as), each cell written in, its colour the share of its row (so a rare class's
@@ -76,6 +79,8 @@ def heatmap(axes, counts: Sequence[Sequence[int]], names: Sequence[str]) -> None
     axes.set_xticks(range(len(names)), labels, rotation=45 if many else 0,
                     ha="right" if many else "center", fontsize="small", parse_math=False)
     axes.set_yticks(range(len(names)), labels, fontsize="small", parse_math=False)
+    if len(names) > MAX_ANNOTATED:  # a cell too small for its number: the colours alone
+        return
     for (row, column), count in np.ndenumerate(values):
         if count:
             axes.text(column, row, f"{count:g}", ha="center", va="center", fontsize="small",

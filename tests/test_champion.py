@@ -147,3 +147,27 @@ def test_the_judgement_alone():
     with pytest.raises(GateError):
         champion.judge(measure, one, champion.Figure("b", 2, 0.82, "d"), "m@1", 0.01, None,
                        "a", 1)
+
+
+def test_the_champion_is_the_version_taking_the_traffic_not_the_first(services,
+                                                                      serving_prices):
+    """Version 1 keeps the `default` alias; version 2 takes all the endpoint's traffic: a run
+    is held to version 2's figure."""
+    serving_run(services)  # champ: version 1, AP50 0.90
+    write_run(services.storage, "better")
+    evaluated_on_test(services.storage, "better", 0.95)
+    commands.upload_model(services.cloud(), "better")  # version 2
+    commands.deploy(services.cloud(), "better", cpu)  # 100% of the new endpoint's traffic
+    write_run(services.storage, "mid")
+    evaluated_on_test(services.storage, "mid", 0.92)  # above version 1, below version 2
+    with pytest.raises(GateError, match=r"0\.920 .*/models/pets-retinanet-mobilenet@2\) "
+                                        r"0\.950 \(run better, ckpt-1000\)"):
+        commands.upload_model(services.cloud(), "mid")
+
+
+def test_test_data_is_compared_by_what_was_read_not_how_it_was_named():
+    named = "gs://b/datasets/pets/v3/test.record-00000-of-00001 (1 files, sha256 0123abcd)"
+    globbed = "gs://b/datasets/pets/v3/test.record-* (1 files, sha256 0123abcd)"
+    redone = "gs://b/records/test.record-* (1 files, sha256 99999999)"
+    assert champion.digest(named) == champion.digest(globbed) != champion.digest(redone)
+    assert champion.digest("gs://b/records/test.record-*") == "gs://b/records/test.record-*"

@@ -71,9 +71,23 @@ def test_precision_recall_f1_and_the_best_threshold_are_the_hand_counts():
     assert shown["per_class"]["cat"]["best_threshold"] == 0.9
 
 
-def test_nothing_to_judge_has_no_operating_point():
-    assert confusion.operating_point([image("x", [], [], [])], NAMES) is None
-    assert confusion.operating_point([image("x", [DOG_B], [2], [])], NAMES) is None
+def test_nothing_to_judge_has_no_operating_point_and_nothing_found_is_all_missed():
+    assert confusion.operating_point([image("x", [], [], [(DOG_B, 2, 0.9)])], NAMES) is None
+    for found in ([], [(DOG_B, 2, 0.005)]):  # a dead model: no detection worth a threshold
+        point = confusion.operating_point([image("x", [DOG_B], [2], found)], NAMES)
+        assert point.confusion.tolist() == [[0, 1], [0, 0]] and point.overall.recall == 0
+        assert point.threshold == confusion.MIN_THRESHOLD
+
+
+def test_a_class_named_background_or_like_an_unnamed_id_keeps_its_own_row():
+    images = [image("x", [CAT_A1, DOG_A], [1, 2], [(CAT_A1, 1, 0.9), (DOG_A, 7, 0.8)])]
+    point = confusion.operating_point(images, {1: "background", 2: "class 7"})
+    assert point.names == ("background (id 1)", "class 7 (id 2)", "class 7 (id 7)",
+                           "background")
+    assert set(point.per_class) == set(point.names[:-1])
+    from trainer.eval_record import operating_point as parse
+
+    assert parse(point.as_json()) is not None  # unique names: the record keeps it
 
 
 def test_only_classes_seen_are_shown_and_one_outside_the_label_map_by_its_id():
@@ -142,3 +156,12 @@ def test_random_scenes_agree_with_supervision():
     for threshold in (0.1, 0.3, 0.5, 0.8):
         assert confusion.matrix(images, [1, 2], threshold).tolist() == \
             supervision_matrix(images, threshold)
+
+
+def test_a_given_threshold_is_measured_at_not_searched():
+    """The test split is measured at the validation's threshold (what the export serves)."""
+    point = confusion.operating_point(IMAGES, NAMES, at=(0.9, "eval/ckpt-300.json"))
+    assert point.threshold == 0.9 and point.confusion.tolist() == BY_HAND[0.9]
+    assert point.overall.f1 == pytest.approx(0.4)  # not the 0.6 the search would find at 0.2
+    assert point.as_json()["threshold_from"] == "eval/ckpt-300.json"
+    assert point.best["dog"][0] == 0.2  # each class's own best is still shown

@@ -54,6 +54,12 @@ def test_tflite_answers_like_the_saved_model(trained, held_out, quantize, tmp_pa
                        "--format=tflite", *SERVED_OPTIONS, *flags)
     path = tmp_path / "model.tflite"
     assert f"to {path}" in done.stdout and (tmp_path / "label_map.pbtxt").exists()
+    # the threshold the checkpoint's evaluation chose travels with the file (issue 40)
+    recorded = json.loads((tmp_path / "export.json").read_text())["tflite"]
+    step = recorded["checkpoint"].rsplit("-", 1)[1]
+    evaluated = json.loads((model_dir / "eval" / f"ckpt-{step}.json").read_text())
+    assert recorded["quantize"] == quantize and \
+        recorded["score_threshold"]["value"] == evaluated["operating_point"]["threshold"]
 
     # the file as any TFLite reader sees it: one uint8 image in, the four outputs out, no
     # Select TF ops (the stock interpreter would refuse them)

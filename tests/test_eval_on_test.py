@@ -67,6 +67,12 @@ def test_the_best_checkpoint_is_evaluated_once_on_the_test_split_apart_from_eval
     assert record.checkpoint == f"{copy}/{files.BEST_DIR}/{files.checkpoint_name(best)}"
     assert record.operating_point is not None and record.operating_point["classes"]
     assert sum(map(sum, record.operating_point["confusion"])) > 0
+    # measured at the threshold the validation chose for that checkpoint, not tuned on test
+    validated = EvaluationRecord.read(str(copy / files.METRICS_DIR / files.metrics_file(best)),
+                                      best)
+    assert record.operating_point["threshold"] == validated.operating_point["threshold"]
+    assert record.operating_point["threshold_from"] == f"eval/{files.metrics_file(best)}"
+    assert record.data.startswith(f"{data}/test.record-") and " files, sha256 " in record.data
     assert sorted(p.name for p in (copy / files.TEST_METRICS_DIR).iterdir()) == \
         [files.checkpoint_name(best), path.name]  # and its worst images, beside it
     assert fingerprint(copy) == before  # no evaluation of eval/, no best/, no verdict

@@ -44,10 +44,14 @@ def validation_names(records: Path) -> list[str]:
 def test_the_mask_model_reaches_its_mask_ap50_on_the_validation_split(mask_trained: MaskRun):
     evaluations = sorted((mask_trained.model_dir / "eval").glob("ckpt-*.json"),
                          key=lambda path: int(path.stem.split("-")[1]))
-    metrics = json.loads(evaluations[-1].read_text())["metrics"]
+    record = json.loads(evaluations[-1].read_text())
+    metrics = record["metrics"]
     print(f"{evaluations[-1].name}: mask AP50 {metrics['mask_AP50']:.3f}, mask AP "
           f"{metrics['mask_AP']:.3f}, box AP50 {metrics['AP50']:.3f}")
     assert metrics["mask_AP50"] >= MASK_AP50_BOUND, metrics
+    # its operating point matches objects and detections by their masks (issue 40)
+    point = record["operating_point"]
+    assert point["overlap"] == "mask" and 0 < point["threshold"] < 1 and point["f1"] > 0
 
 
 def test_the_runs_report_shows_the_mask_model_by_its_masks(mask_trained: MaskRun, tmp_path):

@@ -44,6 +44,7 @@ def test_the_flag_wins_then_the_export_then_the_default(tmp_path):
     value, why = operating.threshold(None, info)
     assert value == 0.2 and why == ("export.json: the F1-best score of eval/ckpt-300.json "
                                     "(F1 0.600)")
+    assert operating.threshold(None, {"score_threshold": {"value": 1.0}})[0] == 1.0
     for damaged in ({}, {"score_threshold": None}, {"score_threshold": {"value": 1.5}},
                     {"score_threshold": {"value": "0.2"}}, {"score_threshold": [0.2]}, []):
         assert operating.threshold(None, damaged)[0] == SHOWN_SCORE, damaged

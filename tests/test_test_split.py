@@ -171,6 +171,36 @@ def test_voc_holds_out_imagesets_main_test(sample, tmp_path):
     assert report["splits"][TRAIN]["examples"] == int(0.7 * len(trainval))
 
 
+def test_a_voc_test_list_without_annotations_is_no_test_split(sample, tmp_path):
+    """VOC2012's test devkit lists its test images in ImageSets/Main/test.txt and withholds
+    their Annotations XML: flagged once, no test split (no missing_xml skips), train and val
+    from their lists as without it."""
+    voc = tmp_path / "VOC2012"
+    for folder in ("Annotations", "JPEGImages", "ImageSets/Main"):
+        (voc / folder).mkdir(parents=True)
+    trainval, test = listed(sample, pets.TRAINVAL_LIST), listed(sample, pets.TEST_LIST)
+    for name in trainval + test:
+        shutil.copy(pets.image_path(sample, name), voc / "JPEGImages")
+    for name in trainval:
+        (voc / "Annotations" / f"{name}.xml").write_text(
+            pets.xml_path(sample, name).read_text())
+    main = voc / "ImageSets" / "Main"
+    (main / "train.txt").write_text("".join(f"{n}\n" for n in trainval[:20]))
+    (main / "val.txt").write_text("".join(f"{n}\n" for n in trainval[20:]))
+    (main / "test.txt").write_text("".join(f"{n}\n" for n in test))
+    report = convert_directory(voc, tmp_path / "out", format="voc", num_shards=1,
+                               progress=False)
+    problem = no_test_split(tmp_path / "out", report, "test_list_without_xml", len(trainval))
+    assert problem["detail"] == f"{len(test)} of its {len(test)} images have no XML in " \
+                                "Annotations: it is not converted as a test split"
+    assert report["splits"][TRAIN]["examples"] == 20
+    # no train/val lists: every annotated image split 70/30, as without test.txt
+    (main / "train.txt").unlink()
+    report = convert_directory(voc, tmp_path / "again", format="voc", num_shards=1,
+                               progress=False)
+    no_test_split(tmp_path / "again", report, "test_list_without_xml", len(trainval))
+
+
 def coco_test_file(root: Path, path: Path) -> Path:
     """The sample's test list as a COCO file with the trainval file's categories."""
     path.write_text(json.dumps({**pets_as_coco(root, pets.TEST_LIST),
@@ -233,6 +263,64 @@ def test_yolo_converts_data_yamls_test(sample, tmp_path):
         assert TEST not in report["splits"] and reason in {
             p["reason"] for p in report["problems"]}
         assert not list((tmp_path / reason).glob("test.*"))
+
+
+def no_test_split(out: Path, report: dict, reason: str, trainval: int) -> dict:
+    """A conversion that dropped its dataset's test split: train and val written, no test
+    record, and the one flagged problem (`reason`) saying why, its meaning in the report."""
+    assert set(report["splits"]) == {TRAIN, VAL} and not list(out.glob("test.*"))
+    assert report["written"] == trainval and set(written(out)) == {TRAIN, VAL}
+    assert report["flagged"] == {reason: 1} and not report["skipped"]
+    assert reason in report["reasons"]
+    (problem,) = [p for p in report["problems"] if p["reason"] == reason]
+    assert problem["split"] == TEST
+    return problem
+
+
+def yolo_with_test(sample: Path, folder: Path) -> Path:
+    coco_as_yolo(pets_as_coco(sample), sample / "images", folder,
+                 test=pets_as_coco(sample, pets.TEST_LIST))
+    return folder
+
+
+@pytest.mark.parametrize("case", ["list_file", "outside", "unlabelled", "one_labelled"])
+def test_a_yolo_test_that_cannot_be_a_test_split_is_flagged_not_refused(case, sample,
+                                                                         tmp_path):
+    """data.yaml's `test` is optional data: a list file (Ultralytics' `test:
+    test-dev2017.txt`), a directory outside the dataset's, or one whose images mostly have
+    no label file (COCO's test-dev, a Kaggle test set: not a test split of background
+    images) is no test split, flagged once; train and val convert as without it."""
+    yolo = yolo_with_test(sample, tmp_path / "yolo")
+    config = (yolo / "data.yaml").read_text()
+    tests = sorted((yolo / "images" / "test").iterdir())
+    if case == "list_file":
+        (yolo / "test-dev.txt").write_text("".join(f"./images/test/{p.name}\n" for p in tests))
+        config = config.replace("test: images/test", "test: test-dev.txt")
+        reason, detail = "test_not_a_directory", "test 'test-dev.txt' is a list file"
+    elif case == "outside":
+        shutil.copytree(yolo / "images" / "test", tmp_path / "elsewhere" / "images")
+        shutil.copytree(yolo / "labels" / "test", tmp_path / "elsewhere" / "labels")
+        config = config.replace("test: images/test", "test: ../elsewhere/images")
+        reason, detail = "test_outside_dataset", "leaves the dataset's directory"
+    else:  # no label file for all (or all but one) of the test images
+        for label in sorted((yolo / "labels" / "test").iterdir())[case == "one_labelled":]:
+            label.unlink()
+        reason, detail = "test_without_labels", \
+            f"{len(tests) - (case == 'one_labelled')} of its {len(tests)} images have no " \
+            "label file: it is not converted as a test split"
+    (yolo / "data.yaml").write_text(config)
+    report = convert_directory(yolo, tmp_path / "out", format="yolo", num_shards=1,
+                               progress=False)
+    problem = no_test_split(tmp_path / "out", report, reason,
+                            len(listed(sample, pets.TRAINVAL_LIST)))
+    assert detail in problem["detail"]
+    if case == "unlabelled":  # two fractions re-split no unlabelled test image into train
+        report = convert_directory(yolo, tmp_path / "resplit", format="yolo", num_shards=1,
+                                   split=Split(0.7, 42, val_fraction=0.2), progress=False)
+        assert report["written"] == len(listed(sample, pets.TRAINVAL_LIST))
+        assert report["flagged"] == {reason: 1}
+        assert not {name for examples in written(tmp_path / "resplit").values()
+                    for name, _ in examples} & {p.name for p in tests}
 
 
 def test_labelme_is_split_three_ways_by_two_fractions(sample, tmp_path):

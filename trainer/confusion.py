@@ -100,8 +100,8 @@ class Scores:
 def _scores(tp: float, detected: float, objects: float) -> Scores:
     """Precision of `detected` detections, recall of `objects` objects; 0 where undefined
     (no detection, no object): a class nobody detects has nothing right."""
-    precision = tp / detected if detected else 0.0
-    recall = tp / objects if objects else 0.0
+    precision = float(tp / detected) if detected else 0.0
+    recall = float(tp / objects) if objects else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return Scores(precision, recall, f1)
 
@@ -122,13 +122,25 @@ def overall_scores(counts: np.ndarray) -> Scores:
 
 def candidate_thresholds(images: Sequence[ImageBoxes]) -> list[float]:
     """The scores where F1 can change: each distinct detection score (at least
-    MIN_THRESHOLD), or MAX_THRESHOLDS of their quantiles when there are more."""
+    MIN_THRESHOLD); when there are more than MAX_THRESHOLDS, half of them at the scores'
+    quantiles and half evenly over [MIN_THRESHOLD, 1] (quantiles alone crowd into the dense
+    low scores). MIN_THRESHOLD alone when nothing scores that much: everything missed."""
     scores = np.unique(np.concatenate([np.asarray(i.scores, np.float64) for i in images]
                                       or [np.zeros(0)]))
-    scores = scores[scores >= MIN_THRESHOLD]
+    scores = scores[(scores >= MIN_THRESHOLD) & (scores <= 1)]
     if len(scores) > MAX_THRESHOLDS:
-        scores = np.unique(np.quantile(scores, np.linspace(0, 1, MAX_THRESHOLDS)))
-    return [float(s) for s in scores]
+        half = MAX_THRESHOLDS // 2
+        scores = np.unique(np.concatenate([np.quantile(scores, np.linspace(0, 1, half)),
+                                           np.linspace(MIN_THRESHOLD, 1, half)]))
+    return [float(s) for s in scores] or [MIN_THRESHOLD]
+
+
+def labels(classes: Sequence[int], names: Mapping[int, str]) -> tuple[str, ...]:
+    """Each class's name, unique and never BACKGROUND's: a label map may name a class
+    "background", or "class 7" beside an unnamed id 7; such a name gets its id."""
+    found = [names.get(c, f"class {c}") for c in classes]
+    return tuple(name if found.count(name) == 1 and name != BACKGROUND else f"{name} (id {c})"
+                 for name, c in zip(found, classes, strict=True))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,10 +155,14 @@ class OperatingPoint:
     best: Mapping[str, tuple[float, Scores]]  # each class's own F1-best threshold
     iou: float = MATCH_IOU
     overlap: str = BOX
+    # where a threshold given, not found here, came from (the test split is measured at the
+    # validation's: tuning on the test split would flatter it)
+    threshold_from: str | None = None
 
     def as_json(self) -> dict:
         return {
             "iou": self.iou, "overlap": self.overlap, "threshold": self.threshold,
+            **({"threshold_from": self.threshold_from} if self.threshold_from else {}),
             **self.overall.as_json(), "classes": list(self.names),
             "confusion": self.confusion.tolist(),
             "per_class": {name: {**scores.as_json(),
@@ -157,28 +173,41 @@ class OperatingPoint:
 
 
 def operating_point(images: Sequence[ImageBoxes], names: Mapping[int, str],
-                    iou: float = MATCH_IOU) -> OperatingPoint | None:
-    """The F1-best threshold over `images` and the matrix there; None without any object
-    or detection to judge. `names`: the label map (id -> name) that names the classes."""
+                    iou: float = MATCH_IOU, at: tuple[float, str] | None = None
+                    ) -> OperatingPoint | None:
+    """The F1-best threshold over `images` and the matrix there; None without any object to
+    judge (with objects and no detection: everything missed, recall 0). `names`: the label
+    map (id -> name) that names the classes. `at`: (threshold, where it came from) to measure
+    at instead of the F1-best one; each class's own best is still searched."""
     classes = class_ids(images)
-    thresholds = candidate_thresholds(images)
-    if not thresholds or not any(len(i.truth_classes) for i in images):
+    if not any(len(i.truth_classes) for i in images):
         return None
     index = {class_id: k for k, class_id in enumerate(classes)}
     ready = [Matched.of(image, index) for image in images]
-    sweep = [(t, sum(m.counts(len(classes), t, iou) for m in ready)) for t in thresholds]
-    # the best F1; of equal ones the highest threshold (fewer detections for the same F1)
-    threshold, counts = max(sweep, key=lambda tc: (round(overall_scores(tc[1]).f1, 12),
-                                                   tc[0]))
-    labels = tuple(names.get(c, f"class {c}") for c in classes)
-    best = {}
-    for k, name in enumerate(labels):
-        t, scores = max(((t, class_scores(c)[k]) for t, c in sweep),
-                        key=lambda ts: (round(ts[1].f1, 12), ts[0]))
-        best[name] = (t, scores)
-    return OperatingPoint(threshold, overall_scores(counts), (*labels, BACKGROUND), counts,
-                          dict(zip(labels, class_scores(counts), strict=True)), best, iou,
-                          MASK if any(i.has_masks for i in images) else BOX)
+    names_shown = labels(classes, names)
+    # one pass over the thresholds, keeping only the bests: the overall F1's (of equal ones
+    # the highest threshold: fewer detections for the same F1) and each class's own
+    best_overall: tuple | None = None
+    best: dict[str, tuple[float, Scores]] = {}
+    for t in candidate_thresholds(images):
+        counts = sum(m.counts(len(classes), t, iou) for m in ready)
+        overall = overall_scores(counts)
+        if best_overall is None or (round(overall.f1, 12), t) >= \
+                (round(best_overall[1].f1, 12), best_overall[0]):
+            best_overall = (t, overall, counts)
+        for name, scores in zip(names_shown, class_scores(counts), strict=True):
+            if name not in best or (round(scores.f1, 12), t) >= \
+                    (round(best[name][1].f1, 12), best[name][0]):
+                best[name] = (t, scores)
+    threshold, overall, counts = best_overall
+    if at is not None:
+        threshold = at[0]
+        counts = sum(m.counts(len(classes), threshold, iou) for m in ready)
+        overall = overall_scores(counts)
+    return OperatingPoint(threshold, overall, (*names_shown, BACKGROUND), counts,
+                          dict(zip(names_shown, class_scores(counts), strict=True)), best, iou,
+                          MASK if any(i.has_masks for i in images) else BOX,
+                          at[1] if at else None)
 
 
 def markdown(point: Mapping) -> str:

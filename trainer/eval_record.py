@@ -115,7 +115,8 @@ def operating_point(data: object) -> dict[str, Any] | None:
         if None in found.values():
             return None
         classes[name] = found
-    overlap = data.get("overlap")
+    overlap, source = data.get("overlap"), data.get("threshold_from")
     return {**fractions, "overlap": overlap if overlap in ("box", "mask") else "box",
+            **({"threshold_from": source[:200]} if isinstance(source, str) else {}),
             "classes": list(names), "confusion": [list(row) for row in matrix],
             "per_class": classes}

@@ -25,7 +25,7 @@ from trainer.best import keeping
 from trainer.errors import EvalTimeoutError
 from trainer.eval_record import EvaluationRecord
 from trainer.experiments import MASK_PREFIX
-from trainer.io import write_text
+from trainer.io import match, write_text
 
 SUMMARY_SUBDIR = "validation"
 TEST_SUMMARY_SUBDIR = "test"  # an evaluation on the test split: beside validation/
@@ -48,6 +48,20 @@ def line(result: EvaluationRecord, split: str = files.VAL, why: str = "") -> str
     shown = {k: round(result.metrics[k], 4) for k in SHOWN_METRICS if k in result.metrics}
     on = f" on {split} ({why})" if split != files.VAL else ""
     return f"evaluated step {result.step}{on}: {shown} -> {result.path}"
+
+
+def data_identity(input_path: str) -> str:
+    """What an evaluation read, so that two are compared only on the same data: the files'
+    pattern, and a digest of their names and sizes (a re-conversion to the same path is
+    other data; the same shards named another way are the same)."""
+    import hashlib
+
+    import tensorflow as tf
+
+    found = sorted((path.rsplit("/", 1)[-1], tf.io.gfile.stat(path).length)
+                   for path in match(input_path))
+    digest = hashlib.sha256("\n".join(f"{n}:{size}" for n, size in found).encode())
+    return f"{input_path} ({len(found)} files, sha256 {digest.hexdigest()[:16]})"
 
 
 def metrics_dir(split: str) -> str:
@@ -132,7 +146,8 @@ class CheckpointEvaluator:
         self.writer.flush()
         path = metrics_path(self.model_dir, step, self.split)
         record = EvaluationRecord(step, metrics, checkpoint, path=path,
-                                  data=str(self.params.task.validation_data.input_path),
+                                  data=data_identity(
+                                      self.params.task.validation_data.input_path),
                                   **breakdown)
         write_text(path, json.dumps(record.to_json(), indent=2) + "\n")
         if self.split == files.VAL:  # never on test: it picks no checkpoint, stops no run
@@ -157,10 +172,20 @@ class CheckpointEvaluator:
             write_text(f"{self.model_dir}/{metrics_dir(self.split)}/{name}",
                        buffer.getvalue())
             shown.append({**dataclasses.asdict(errors), "picture": name})
-        point = confusion.operating_point(seen, self.class_names)
+        point = confusion.operating_point(seen, self.class_names, at=self._served_at(step))
         return {"per_class": per_class, "pr_curve": analysis.pr_curve(evaluation),
                 "worst_images": tuple(shown),
                 "operating_point": point.as_json() if point else None}
+
+    def _served_at(self, step: int) -> tuple[float, str] | None:
+        """On the test split, the threshold the validation chose for this checkpoint (the one
+        its export serves at) and where it is; None on validation (it chooses)."""
+        if self.split != files.TEST:
+            return None
+        found = EvaluationRecord.read(metrics_path(self.model_dir, step), step)
+        point = found.operating_point if found else None
+        return (point["threshold"], f"{files.METRICS_DIR}/{files.metrics_file(step)}") \
+            if point else None
 
     def _images(self, inputs, logs):
         """Each validation image of a batch as the model saw it (the padded, resized frame,

@@ -26,12 +26,12 @@ from __future__ import annotations
 import dataclasses
 import json
 
+from trainer import io, operating
 from trainer import model_dir as model_dir_lib
-from trainer import operating
 from trainer.best.choice import DEFAULT_CHOICE, Choice, Chosen, choose
 from trainer.data.defaults import MAX_PIXELS
 from trainer.errors import SettingsError
-from trainer.files import EXPORT_INFO_FILE
+from trainer.files import EXPORT_INFO_FILE, TFLITE_FILE
 from trainer.io import write_text
 
 SIGNATURE = "serving_default"
@@ -255,6 +255,7 @@ def export(model_dir: str, export_dir: str, choice: Choice = DEFAULT_CHOICE,
                      {"image_tensor": UINT8_SIGNATURE, "image_bytes": BYTES_SIGNATURE},
                      experiment)
     model_dir_lib.copy_label_map(model_dir, export_dir)
+    tflite = operating.read_info(f"{export_dir}/{TFLITE_FILE}")  # a .tflite beside it keeps its
     write_text(f"{export_dir}/{EXPORT_INFO_FILE}", json.dumps({
         "checkpoint": chosen.path.rsplit("/", 1)[-1],
         "checkpoint_choice": chosen.choice, "checkpoint_reason": chosen.reason,
@@ -269,5 +270,7 @@ def export(model_dir: str, export_dir: str, choice: Choice = DEFAULT_CHOICE,
         # what `predict` and the endpoints detect at (trainer/operating.py), null when the
         # checkpoint was not evaluated with an operating point
         operating.KEY: operating.from_evaluation(model_dir, chosen.path),
-        "tensorflow": tf.__version__}, indent=2) + "\n")
+        "tensorflow": tf.__version__,
+        **({"tflite": tflite} if tflite and io.exists(f"{export_dir}/{TFLITE_FILE}")
+           else {})}, indent=2) + "\n")
     return ExportResult(export_dir, chosen)

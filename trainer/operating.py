@@ -36,10 +36,11 @@ def from_evaluation(model_directory: str, checkpoint: str) -> dict[str, Any] | N
 
 
 def recorded(info: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """export.json's threshold, if it is a well-formed one (a value in [0, 1))."""
+    """export.json's threshold, if it is a well-formed one (a value in [0, 1], the bounds
+    of the evaluation record's)."""
     found = info.get(KEY) if isinstance(info, Mapping) else None
     value = jsonnum.number(found.get("value")) if isinstance(found, dict) else None
-    return found if value is not None and 0 <= value < 1 else None
+    return found if value is not None and 0 <= value <= 1 else None
 
 
 def read_info(model: str) -> dict[str, Any]:

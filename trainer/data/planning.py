@@ -234,6 +234,23 @@ def invalid_path(name: str) -> bool:
         any(part in ("", ".", "..") for part in name.split("/"))
 
 
+def unlabelled_test(test: Sequence[str], labelled: Callable[[str], bool], reason: str,
+                    lacking: str) -> Problem | None:
+    """The one rule for a dataset's own test list: its images are the test split when at
+    least half of them have labels (`labelled`); a test list of mostly unlabelled images (the
+    benchmarks' withheld ones: Oxford-IIIT Pets' test.txt, VOC2012's test devkit, COCO's
+    test-dev, a Kaggle test set) would be a test split of images without objects, and is
+    none: the flagged Problem (`reason`) that says so, `lacking` what its images lack. None
+    when the list is empty or labelled enough."""
+    if not test:
+        return None
+    count = sum(1 for name in test if labelled(name))
+    if 2 * count >= len(test):
+        return None
+    return Problem(reason, "flagged", f"{len(test) - count} of its {len(test)} images have "
+                                      f"{lacking}: it is not converted as a test split")
+
+
 def _identity(path: Path) -> Path:
     """The file a path names, through symlinks; a symlink loop is its own identity (and is
     named when the example is converted)."""

@@ -34,6 +34,7 @@ RUN_COLUMNS = ("run", "experiment", "hardware", "steps", "wall time", "cost", "c
 # the operating point of the evaluation shown (trainer/confusion.py): its score threshold and
 # what it gives, when a run shown has one
 OPERATING_COLUMNS = {"threshold": "threshold", "precision": "P", "recall": "R", "f1": "F1"}
+MAX_PICTURED = 200  # classes of a confusion matrix still drawn (LVIS has 1,203)
 # the test split's evaluation of the checkpoint shown (`invoke eval --split test`), when a
 # run shown has one: its AP, AP50 and the F1 at its operating point
 TEST_COLUMNS = {"AP": "test AP", "AP50": "test AP50", "f1": "test F1"}
@@ -193,6 +194,8 @@ def write_confusion(records: Sequence[RunRecord], out: Path) -> list[Path | None
     pictures: list[Path | None] = []
     for k, record in enumerate(records, 1):
         point = record.shown.operating_point if record.shown else None
+        if point and len(point["classes"]) > MAX_PICTURED:  # the table below says it all
+            point = None
         path = out / f"confusion-{k}.png"
         drawn = point and figure(
             lambda axes, p=point: heatmap(axes, p["confusion"], p["classes"]) or True, path,
@@ -206,7 +209,7 @@ def _operating(record: RunRecord, picture: Path | None) -> str:
     """The run's operating point: the matrix, and each class's P/R/F1 there and at its own
     best threshold."""
     point = record.shown.operating_point if record.shown else None
-    if not point or picture is None:
+    if not point:
         return "<p>No operating point recorded (evaluated before it existed?).</p>"
     overlap = "mask IoU" if point["overlap"] == "mask" else "IoU"
     rows = [{"class": name, "P": _fraction(v["precision"]), "R": _fraction(v["recall"]),
@@ -215,9 +218,9 @@ def _operating(record: RunRecord, picture: Path | None) -> str:
     return (f"<p>At score {point['threshold']:.3g} ({overlap} {point['iou']:g}): precision "
             f"{_fraction(point['precision'])}, recall {_fraction(point['recall'])}, F1 "
             f"{_fraction(point['f1'])}.</p>"
-            f'<div class="plots"><img src="{embedded(picture, "png")}" alt="confusion matrix">'
-            "</div>" + html_table(rows, ("class", "P", "R", "F1", "its best threshold",
-                                         "F1 there")))
+            + (f'<div class="plots"><img src="{embedded(picture, "png")}" '
+               'alt="confusion matrix"></div>' if picture else "")
+            + html_table(rows, ("class", "P", "R", "F1", "its best threshold", "F1 there")))
 
 
 def _fraction(value) -> str:

@@ -12,6 +12,7 @@ floor of `registry.gate`, which catches a broken run, this judges a good one.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from google.cloud import aiplatform_v1
 
@@ -94,7 +95,7 @@ def judge(measure: Measure, challenger: Figure | None, champion: Figure | None,
     name = measure.words()
     if serving is None:
         return Verdict("champion: no version serving yet; nothing to compare against")
-    if champion is None:
+    if champion is None:  # nothing measured to hold the run to: said, not refused
         return Verdict(f"champion: {serving} has no test evaluation of its checkpoint; not "
                        f"compared (evaluate it: `invoke eval --target vertex --run-id "
                        f"{serving_run} --split test`)")
@@ -103,9 +104,9 @@ def judge(measure: Measure, challenger: Figure | None, champion: Figure | None,
         problem = (f"run {run_id}'s ckpt-{step} has no test evaluation to set against the "
                    f"serving version's {name} {champion.said()}")
         fix = f"evaluate it first: `invoke eval --target vertex --run-id {run_id} --split test`"
-    elif challenger.data != champion.data:
-        problem = (f"run {run_id} was tested on {challenger.data}, the serving version "
-                   f"({serving}) on {champion.data}")
+    elif digest(challenger.data) != digest(champion.data):
+        problem = (f"run {run_id} was tested on {challenger.data[:200]}, the serving version "
+                   f"({serving}) on {champion.data[:200]}")
         fix = (f"evaluate both on the same test split (`invoke eval --split test --run-id "
                f"{champion.run_id}` with the same data)")
     elif challenger.value < champion.value - max_drop:
@@ -137,26 +138,36 @@ def test_figure(storage, run: RunPaths, step: int, measure: Measure) -> Figure |
     return Figure(run.run_id, step, value, record.data)
 
 
-def serving_version(place, parent: str, endpoint: str | None
+def digest(data: str) -> str:
+    """The part of a record's `data` that says which files it read (`PATTERN (N files,
+    sha256 D)`): the same shards named two ways compare equal; an older record's bare
+    pattern compares as itself."""
+    head, _, tail = data.rpartition(" (")
+    return tail.rstrip(")") if head and " files, sha256 " in tail else data
+
+
+def model_id(resource: str) -> str:
+    """`projects/P/locations/L/models/ID@3` -> ID: a deployed model names its Model with the
+    project's number or id, and a version or alias after '@'."""
+    return resource.split("@", 1)[0].rsplit("/models/", 1)[-1]
+
+
+def serving_version(place, parent: str, endpoints: Sequence[aiplatform_v1.Endpoint]
                     ) -> aiplatform_v1.Model | None:
-    """The version of `parent` that serves now: the one taking the most traffic on
-    `endpoint` (any endpoint of the region when None), else the model's `default` alias,
-    else None (no version of it serves)."""
+    """The version of `parent` serving now: the one taking the most traffic on `endpoints`
+    (a tie: the newest version), else the model's `default` alias, else None."""
     from google.api_core import exceptions
 
-    found: list[tuple[int, str]] = []
-    try:
-        targets = [place.endpoints().get_endpoint(name=place.endpoint_name(endpoint))] \
-            if endpoint else list(place.endpoints().list_endpoints(parent=place.location))
-    except exceptions.NotFound:
-        targets = []
-    for target in targets:
+    found: list[tuple[int, int]] = []
+    for target in endpoints:
         for deployed in target.deployed_models:
-            if deployed.model == parent:
-                found.append((target.traffic_split.get(deployed.id, 0),
-                              f"{parent}@{deployed.model_version_id or '1'}"))
-    names = [name for _, name in sorted(found, reverse=True)] + [f"{parent}@{DEFAULT_ALIAS}"]
-    for name in names:
+            if model_id(deployed.model) != model_id(parent):
+                continue
+            version = deployed.model_version_id or deployed.model.partition("@")[2]
+            if version.isascii() and version.isdigit():
+                found.append((target.traffic_split.get(deployed.id, 0), int(version)))
+    names = [f"{parent}@{version}" for _, version in sorted(found, reverse=True)]
+    for name in [*names, f"{parent}@{DEFAULT_ALIAS}"]:
         try:
             return place.models().get_model(name=name)
         except exceptions.NotFound:
@@ -167,15 +178,18 @@ def serving_version(place, parent: str, endpoint: str | None
 def run_and_step(version: aiplatform_v1.Model) -> tuple[str, int] | None:
     """The run and checkpoint step a version was uploaded from (its labels), if it says."""
     run_id, step = version.labels.get("run"), version.labels.get("step", "")
-    return (run_id, int(step)) if run_id and step.isdigit() else None
+    return (run_id, int(step)) if run_id and step.isascii() and step.isdigit() else None
 
 
 def champion_figure(storage, version: aiplatform_v1.Model, run_of, measure: Measure
                     ) -> Figure | None:
-    """The serving version's figure: None when its labels do not say its run and step, or
-    its run has no test evaluation of that step."""
+    """The serving version's figure: None when its labels do not say its run and step (or
+    name no run we could read), or its run has no test evaluation of that step."""
     found = run_and_step(version)
-    return test_figure(storage, run_of(found[0]), found[1], measure) if found else None
+    try:
+        return test_figure(storage, run_of(found[0]), found[1], measure) if found else None
+    except InputError:  # a `run` label that is no run id of ours
+        return None
 
 
 def version_name(version: aiplatform_v1.Model) -> str:

@@ -94,11 +94,11 @@ class Challenge:
 
 
 def challenge(cloud: Cloud, place: Place, paths, experiment: str, step: int,
-              endpoint: str | None, rules: Challenge, dry_run: bool
+              serving_on: Callable[[], list], rules: Challenge, dry_run: bool
               ) -> champion.Verdict | None:
     """The run's checkpoint `step` against the version of its experiment's Model serving now
-    (on `endpoint`, else anywhere in the region, else its default alias); None when that
-    version is this very checkpoint (deploying the version that serves)."""
+    (the most traffic on the endpoints `serving_on()` lists, else the Model's default
+    alias); None when that version is this very checkpoint."""
     storage = cloud.storage()
     measure = champion.Measure(EXPERIMENTS[experiment].gate_metric, rules.gate_class)
     challenger = champion.test_figure(storage, paths, step, measure)
@@ -109,7 +109,7 @@ def challenge(cloud: Cloud, place: Place, paths, experiment: str, step: int,
                          f"{paths.run_id}` lists them)")
     parent = f"{place.location}/models/{registry.parent_model_id(experiment)}"
     serving = _unless_unreadable(dry_run, "the version serving now", "not compared",
-                                 lambda: champion.serving_version(place, parent, endpoint))
+                                 lambda: champion.serving_version(place, parent, serving_on()))
     origin = champion.run_and_step(serving) if serving else None
     if origin == (paths.run_id, step):
         return None
@@ -143,8 +143,10 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
                                    lambda: registry.read_candidate(cloud.storage(), paths,
                                                                    choice))
     bar = registry.gate(candidate, min_ap50) if candidate else None
-    verdict = challenge(cloud, place, paths, candidate.experiment, candidate.evaluation.step,
-                        None, rules, dry_run) if candidate else None
+    verdict = challenge(  # against what serves anywhere in the region
+        cloud, place, paths, candidate.experiment, candidate.evaluation.step,
+        lambda: list(place.endpoints().list_endpoints(parent=place.location)), rules,
+        dry_run) if candidate else None
     spec = (registry.custom_container(submit.sources_image(cloud, "serving_image", dry_run))
             if container == registry.CUSTOM else registry.prebuilt_container(place.region, gpu))
     model = registry.model_spec(paths, spec, candidate)
@@ -158,7 +160,8 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
     request = registry.upload_request(place.project, place.region, model, parent)
     passed = (f"run {run_id}: {candidate.gate_metric} {candidate.gated:.3f} at "
               f"ckpt-{candidate.evaluation.step} clears {bar:.3f} ({candidate.why})\n"
-              f"{verdict.line}" if candidate else f"run {run_id}: not read, not gated")
+              + (verdict.line if verdict else "champion: this checkpoint is the version "
+                 "serving now") if candidate else f"run {run_id}: not read, not gated")
     if dry_run:
         return (f"{passed}\naliases: {', '.join(wanted) or 'none'}\n"
                 + rest_json(request))
@@ -243,9 +246,14 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
                                  "the deployed model is left empty and its container unchecked",
                                  lambda: run_version(cloud, run_id))
     step = version.labels.get("step", "") if version else ""
+    def serving_there() -> list:  # the endpoint this deployment goes to, if it exists
+        target = _endpoint(place.endpoints(), place, endpoint, create=False)
+        return [target] if target is not None else []
+
     verdict = challenge(cloud, place, run_paths(cloud, run_id),
                         registry.experiment_of(cloud.storage(), run_paths(cloud, run_id)),
-                        int(step), endpoint, rules, dry_run) if step.isdigit() else None
+                        int(step), serving_there, rules, dry_run) \
+        if step.isascii() and step.isdigit() else None
     if verdict:
         print(verdict.line, file=sys.stderr)
     if version and setup.machine.accelerator and \

@@ -11,8 +11,14 @@ from __future__ import annotations
 from trainer.data import pets
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.label_map import pets_label_map
-from trainer.data.planning import Plan, Source, deduplicate, invalid_name, resplit_names
-from trainer.data.problems import Problem
+from trainer.data.planning import (
+    Plan,
+    Source,
+    deduplicate,
+    invalid_name,
+    resplit_names,
+    unlabelled_test,
+)
 from trainer.errors import ConversionError, SettingsError
 from trainer.files import TEST
 
@@ -40,17 +46,16 @@ def plan(source: Input, options: Options) -> Planned:
     lists = {TRAINVAL: pets.read_example_list(trainval)}
     test = pets.read_example_list(data_dir / pets.TEST_LIST) \
         if (data_dir / pets.TEST_LIST).is_file() else []
-    boxed = sum(pets.xml_path(data_dir, name).is_file() for name in test
-                if not invalid_name(name))  # a hostile name is deduplicate's to name
-    if test and 2 * boxed >= len(test):
+    unboxed = unlabelled_test(  # a hostile name is deduplicate's to name
+        test, lambda name: not invalid_name(name) and pets.xml_path(data_dir, name).is_file(),
+        "test_list_without_boxes", f"no XML in {pets.XMLS_DIR}")
+    if test and unboxed is None:
         lists[TEST] = test
     unique, problems = deduplicate(lists, lambda name: pets.image_path(data_dir, name),
                                    "annotations/{trainval,test}.txt" if TEST in lists
                                    else pets.TRAINVAL_LIST)
-    if test and TEST not in lists:
-        problems.add((TEST, pets.TEST_LIST), Problem(
-            "test_list_without_boxes", "flagged", f"{len(test) - boxed} of its {len(test)} "
-            f"images have no XML in {pets.XMLS_DIR}: it is not converted as a test split"))
+    if unboxed is not None:
+        problems.add((TEST, pets.TEST_LIST), unboxed)
     # trainval numbered 1..N as ever, then test: a train or val record is the same bytes
     # with the test list or without it
     ids = {name: index for index, name in enumerate(

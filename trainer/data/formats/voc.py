@@ -1,17 +1,33 @@
 """PASCAL VOC: `Annotations/*.xml`, `JPEGImages/*.jpg`, and the split in
 `ImageSets/Main/{train,val}.txt` (else seeded 70/30, or `--split`); `ImageSets/Main/test.txt`,
 when there, is the held-out test split (`--split TRAIN,VAL` re-splits its images with the
-others). Boxes only."""
+others). A test list whose images mostly have no XML in `Annotations/` (VOC2012's test
+devkit: its annotations are withheld) is no test split: one flagged problem says so, and
+train and val convert as without it. Boxes only."""
 
 from __future__ import annotations
 
 from trainer.data import pets
 from trainer.data.formats import Input, Options, Planned
-from trainer.data.planning import Plan, Source, deduplicate, resplit_names, source_ids
+from trainer.data.planning import (
+    Plan,
+    Source,
+    deduplicate,
+    invalid_name,
+    resplit_names,
+    source_ids,
+    unlabelled_test,
+)
 from trainer.errors import ConversionError, SettingsError
 from trainer.files import TEST, TRAIN, VAL
 
-REASONS: dict[str, str] = {}
+REASONS = {
+    "test_list_without_xml": "ImageSets/Main/test.txt names images most of which have no "
+                             "XML in Annotations (VOC2012's test devkit withholds them): no "
+                             "test split from it; --split TRAIN,VAL holds one out of the "
+                             "others",
+}
+TEST_LIST = "ImageSets/Main/test.txt"
 VOC_CLASSES = (
     "aeroplane", "bicycle", "bird", "boat", "bottle", "bus", "car", "cat", "chair", "cow",
     "diningtable", "dog", "horse", "motorbike", "person", "pottedplant", "sheep", "sofa",
@@ -36,6 +52,11 @@ def plan(source: Input, options: Options) -> Planned:
     image_sets = voc_dir / "ImageSets" / "Main"
     test = pets.read_example_list(image_sets / "test.txt") \
         if (image_sets / "test.txt").is_file() else []
+    unannotated = unlabelled_test(  # a hostile name is deduplicate's to name
+        test, lambda name: not invalid_name(name) and (annotations / f"{name}.xml").is_file(),
+        "test_list_without_xml", "no XML in Annotations")
+    if unannotated is not None:
+        test = []  # no test split: train and val as without test.txt
     if not options.split.given and (image_sets / "train.txt").is_file() and \
             (image_sets / "val.txt").is_file():
         listed = {s: pets.read_example_list(image_sets / f"{s}.txt") for s in (TRAIN, VAL)}
@@ -49,6 +70,8 @@ def plan(source: Input, options: Options) -> Planned:
         where = "Annotations"
     splits, problems = deduplicate(listed, lambda name: voc_dir / "JPEGImages" / f"{name}.jpg",
                                    where)
+    if unannotated is not None:
+        problems.add((TEST, TEST_LIST), unannotated)
     ids = source_ids(name for names in splits.values() for name in names)
     root = voc_dir.resolve()
     return Planned(Plan({

@@ -1,13 +1,17 @@
 """YOLO, in Ultralytics' layout: a `data.yaml` naming the classes (`names`: a list, or a
 mapping {id: name}) and the image directories (`train`, `val`, and `test`: the held-out test
 split; `--split TRAIN,VAL` re-splits its images with the others), relative to its `path` or
-to the file's directory (a `test` that is not there, as Roboflow writes it without test
-images, is no test split). Each image's labels are the `.txt` file at its path with the last
-`images` directory replaced by `labels`, one object a line: `class cx cy w h` (fractions of
-the image's size), or `class x1 y1 x2 y2 ...` (a polygon: its mask with `--masks`, its
-bounds the box). An image without a label file, or with an empty
-one, has no objects, as Ultralytics reads it: a background image, written without objects
-(`background_images` in the report). One whose lines are all defective is skipped.
+to the file's directory. `test` is optional data: one that is not there (Roboflow writes it
+without test images), is not a directory (Ultralytics' `test: test-dev2017.txt`, a list
+file), leaves the dataset's directory, or holds images mostly without a label file (COCO's
+test-dev, a Kaggle test set: no test split of background images) is no test split, one
+flagged problem saying why, and train and val convert as without it. Each image's labels are
+the `.txt` file at its path with the last `images` directory replaced by `labels`, one
+object a line: `class cx cy w h` (fractions of the image's size), or `class x1 y1 x2 y2 ...`
+(a polygon: its mask with `--masks`, its bounds the box). An image without a label file, or
+with an empty one, has no objects, as Ultralytics reads it: a background image, written
+without objects (`background_images` in the report). One whose lines are all defective is
+skipped.
 
 Hostile input as elsewhere: image directories and label files must stay inside the
 dataset's directory (no `..`, no symlink out), a label file over the size cap or of more
@@ -36,6 +40,7 @@ from trainer.data.planning import (
     invalid_path,
     resplit_names,
     source_ids,
+    unlabelled_test,
 )
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.voc import AnnotationError, VocAnnotation, VocObject
@@ -62,6 +67,16 @@ REASONS = {
                             "(a test split is held out from both)",
     "test_not_found": "data.yaml's test names a directory that is not there (Roboflow names "
                       "one whether it exported test images or not): no test images from it",
+    "test_not_a_directory": "data.yaml's test is not a directory of images (a list file, "
+                            "as Ultralytics' test: test-dev2017.txt, which is not read): no "
+                            "test images from it; train and val converted as without it",
+    "test_outside_dataset": "data.yaml's test leaves the dataset's directory (a train or val "
+                            "that does is refused): no test images from it; train and val "
+                            "converted as without it",
+    "test_without_labels": "data.yaml's test holds images most of which have no label file "
+                           "(COCO's test-dev, a Kaggle test set): no test split from it, "
+                           "rather than one of background images; --split TRAIN,VAL holds "
+                           "one out of train and val",
     "sparse_class_ids": "data.yaml's names are not ids 0 to nc - 1, which Ultralytics "
                         "refuses: converted with their ids",
     "yaml_path_ignored": "data.yaml's path is not inside its directory (the dataset was "
@@ -140,32 +155,44 @@ def _base(config: dict, root: Path, problems: ProblemLog) -> Path:
     return root
 
 
+def _image_dir(text: object, base: Path, root: Path, key: str
+               ) -> tuple[Path | None, str | None, str]:
+    """One of a split's image directories, resolved; or None, the reason it is none (as the
+    test split's problem) and what is wrong (as a train's or val's refusal)."""
+    if not isinstance(text, str) or not text:
+        return None, "test_not_a_directory", f"{key} must be a directory of images or a " \
+                                             "list of them"
+    path = base / text
+    if not path.exists() and text.startswith("../"):  # Roboflow's ../train/images
+        path = base / text[3:]
+    if not inside(path, root):
+        return None, "test_outside_dataset", f"{key} {text!r} leaves the dataset's " \
+                                             f"directory {root}: keep the images beside " \
+                                             "data.yaml"
+    if path.is_file():
+        return None, "test_not_a_directory", f"{key} {text!r} is a list file: point {key} " \
+                                             "at a directory of images (images/train) instead"
+    if not path.exists():
+        return None, "test_not_found", f"{key} {text!r} is not there ({path})"
+    if not path.is_dir():
+        return None, "test_not_a_directory", f"{key} {text!r} is not a directory ({path})"
+    return path.resolve(), None, ""
+
+
 def _image_dirs(value: object, base: Path, root: Path, key: str, where: Path,
-                absent: list[str] | None = None) -> list[Path]:
+                dropped: dict[str, list[str]] | None = None) -> list[Path]:
     """A split's image directories (a path or a list), below the dataset's directory; one
-    that is not there is refused, or (`absent` given: the test split's, which Roboflow names
-    whether it exported one or not) left out and named in `absent`."""
-    values = value if isinstance(value, list) else [value]
+    that is not is refused, or (`dropped` given: the test split's, optional data) left out
+    and its defect kept in `dropped` by reason."""
     dirs = []
-    for text in values:
-        if not isinstance(text, str) or not text:
-            raise ConversionError(f"{where}: {key} must be a directory of images or a list of "
-                                  "them")
-        path = base / text
-        if not path.exists() and text.startswith("../"):  # Roboflow's ../train/images
-            path = base / text[3:]
-        if not inside(path, root):
-            raise ConversionError(f"{where}: {key} {text!r} leaves the dataset's directory "
-                                  f"{root}: keep the images beside data.yaml")
-        if path.is_file():
-            raise ConversionError(f"{where}: {key} {text!r} is a list file: point {key} at a "
-                                  "directory of images (images/train) instead")
-        if absent is not None and not path.exists():
-            absent.append(text)
-            continue
-        if not path.is_dir():
-            raise ConversionError(f"{where}: {key} {text!r} is not a directory ({path})")
-        dirs.append(path.resolve())
+    for text in value if isinstance(value, list) else [value]:
+        path, reason, wrong = _image_dir(text, base, root, key)
+        if path is not None:
+            dirs.append(path)
+        elif dropped is None:
+            raise ConversionError(f"{where}: {wrong}")
+        else:
+            dropped.setdefault(reason or "", []).append(wrong)
     return dirs
 
 
@@ -316,14 +343,13 @@ def plan(source: Input, options: Options) -> Planned:
             f"where Ultralytics requires 0 to {len(ids) - 1}: converted with each id + 1 in "
             "the label map"))
     base = _base(config, root, problems)
-    absent: list[str] = []  # the test split's directories that are not there
+    dropped: dict[str, list[str]] = {}  # the test split's directories left out, by reason
     dirs = {split: _image_dirs(config[split], base, root, split, config_path,
-                               absent if split == TEST else None)
+                               dropped if split == TEST else None)
             for split in SPLITS if config.get(split)}
-    if absent:
+    for reason, wrong in dropped.items():
         problems.add((TEST, "data.yaml"), Problem(
-            "test_not_found", "flagged", f"test {', '.join(map(repr, absent))[:200]} is not "
-            "there: no test images from it"))
+            reason, "flagged", f"{'; '.join(wrong)[:300]}: no test images from it"))
     if not dirs.get(TEST, True):
         del dirs[TEST]
     if dirs.get(VAL) == dirs[TRAIN]:
@@ -340,6 +366,11 @@ def plan(source: Input, options: Options) -> Planned:
     images = {split: [str(path.relative_to(root)) for folder in folders
                       for path in _files(folder, IMAGE_SUFFIXES)]
               for split, folders in dirs.items()}
+    if TEST in images and (unlabelled := unlabelled_test(
+            images[TEST], lambda name: label_path(root / name).exists(),
+            "test_without_labels", "no label file")):
+        problems.add((TEST, "data.yaml"), unlabelled)
+        del images[TEST], dirs[TEST]  # nor are its labels' directories read
     expected = {label_path(root / name) for names in images.values() for name in names}
     for split, folders in dirs.items():
         for folder in folders:
