@@ -109,12 +109,13 @@ def test_a_class_recall_can_be_the_measure(services):
         commands.upload_model(services.cloud(), "same", rules=Challenge(max_drop=float("nan")))
 
 
-def test_the_dry_run_prints_the_comparison(services):
+def test_the_dry_run_prints_the_comparison(services, capsys):
     serving_run(services)
     write_run(services.storage, "better")
     evaluated_on_test(services.storage, "better", 0.93)
     said = commands.upload_model(services.cloud(), "better", dry_run=True)
-    lines = said.splitlines()
+    assert json.loads(said)["model"]["labels"]["run"] == "better"  # the request alone
+    lines = capsys.readouterr().err.splitlines()
     assert lines[1].startswith("champion: AP50 on the test split 0.930 against the serving "
                                "version's 0.900 (run champ, ckpt-1000)")
     assert len(versions(services)) == 1

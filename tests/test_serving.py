@@ -608,9 +608,10 @@ def test_upload_dry_run_without_credentials_prints_our_container_as_it_serves():
     assert result.returncode == 0, result.stderr
     assert "note: run r1 not read (" in result.stderr  # the gate needs the bucket
     assert "note: images shown by tag, not digest (" in result.stderr
-    said, request_json = result.stdout.split("{", 1)
-    assert said.splitlines() == ["run r1: not read, not gated", "aliases: candidate"]
-    request = aiplatform_v1.UploadModelRequest.from_json("{" + request_json)
+    # issue 41 item 6: the request alone on stdout (`| python -m json.tool` reads it)
+    assert "run r1: not read, not gated\naliases: candidate\n" in result.stderr
+    json.loads(result.stdout)
+    request = aiplatform_v1.UploadModelRequest.from_json(result.stdout)
     assert request.parent == "projects/p/locations/us-central1"
     assert request.model.artifact_uri == "gs://bkt/runs/r1/model"
     spec = request.model.container_spec

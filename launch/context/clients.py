@@ -8,6 +8,8 @@ services, never mocks.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import os
 from collections.abc import Callable
 
 
@@ -28,7 +30,8 @@ def _regional(client_class, region: str):
     from launch.context.places import region_name
 
     region_name(region, "region")
-    return client_class(client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"})
+    return client_class(client_options={"api_endpoint": f"{region}-aiplatform.googleapis.com"},
+                        credentials=application_credentials())
 
 
 def vertex_models(region: str):
@@ -52,50 +55,100 @@ def vertex_prediction(region: str):
 def cloud_logging():
     from google.cloud.logging_v2.services.logging_service_v2 import LoggingServiceV2Client
 
-    return LoggingServiceV2Client()
+    return LoggingServiceV2Client(credentials=application_credentials())
 
 
 def cloud_storage(project: str):
     from google.cloud import storage
 
-    return storage.Client(project=project)
+    if os.environ.get("STORAGE_EMULATOR_HOST"):  # an emulator: the client asks no credentials
+        return storage.Client(project=project)
+    return storage.Client(project=project, credentials=application_credentials())
 
 
 def artifact_registry():
     from google.cloud import artifactregistry_v1
 
-    return artifactregistry_v1.ArtifactRegistryClient()
+    return artifactregistry_v1.ArtifactRegistryClient(credentials=application_credentials())
 
 
 def cloud_build():
     from google.cloud.devtools import cloudbuild_v1
 
-    return cloudbuild_v1.CloudBuildClient()
+    return cloudbuild_v1.CloudBuildClient(credentials=application_credentials())
 
 
 def cloud_catalog():
     from google.cloud import billing_v1
 
-    return billing_v1.CloudCatalogClient()
+    return billing_v1.CloudCatalogClient(credentials=application_credentials())
 
 
 def pubsub_publisher():
     from google import pubsub_v1
 
-    return pubsub_v1.PublisherClient()
+    return pubsub_v1.PublisherClient(credentials=application_credentials())
 
 
 def cloud_quotas():
     from google.cloud import cloudquotas_v1
 
-    return cloudquotas_v1.CloudQuotasClient()
+    return cloudquotas_v1.CloudQuotasClient(credentials=application_credentials())
+
+
+METADATA_PROBE_SECONDS = 0.5  # a metadata server answers in milliseconds where there is one
 
 
 def application_credentials():
-    """Application Default Credentials, or google.auth's DefaultCredentialsError."""
-    import google.auth
+    """Application Default Credentials, or google.auth's DefaultCredentialsError: looked up
+    once for every client a command makes (each client looking them up itself probed the
+    metadata server again), and again only when what it depends on changes."""
+    from google.auth import environment_vars
 
-    return google.auth.default()[0]
+    key = tuple(os.environ.get(name) for name in (
+        environment_vars.CREDENTIALS, environment_vars.CLOUD_SDK_CONFIG_DIR, "HOME",
+        environment_vars.GCE_METADATA_IP, environment_vars.NO_GCE_CHECK))
+    found = _looked_up(key)
+    if isinstance(found, Exception):
+        raise found
+    return found
+
+
+@functools.lru_cache(maxsize=8)
+def _looked_up(key: tuple) -> object:
+    """The credentials for the environment `key` names, or the error saying there are none.
+    With no key file and no gcloud ADC file, google.auth asks the metadata server, three
+    times with a 3 s timeout: 10 s or more where nothing answers (a laptop on some networks).
+    One short probe first says whether there is a metadata server to ask (or the machine says
+    it is a Google one), so a dry run without credentials answers at once."""
+    import google.auth
+    from google.auth import _cloud_sdk, environment_vars, exceptions
+    from google.auth.compute_engine import _metadata
+
+    if not os.environ.get(environment_vars.CREDENTIALS) and \
+            not os.path.exists(_cloud_sdk.get_application_default_credentials_path()) and \
+            not _metadata_answers(_metadata._get_metadata_ip_root(False)) and \
+            not _metadata.detect_gce_residency_linux():
+        return exceptions.DefaultCredentialsError(
+            "no credentials: no GOOGLE_APPLICATION_CREDENTIALS, no gcloud application-default "
+            "credentials and no metadata server")
+    try:
+        return google.auth.default()[0]
+    except exceptions.DefaultCredentialsError as error:
+        return error
+
+
+def _metadata_answers(root: str) -> bool:
+    """Whether a GCE metadata server answers at `root` within METADATA_PROBE_SECONDS."""
+    import urllib.request
+
+    request = urllib.request.Request(root, headers={"Metadata-Flavor": "Google"})
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
+    try:
+        with direct.open(request, timeout=METADATA_PROBE_SECONDS) as answer:
+            return answer.headers.get("Metadata-Flavor") == "Google"
+    except (OSError, ValueError):  # refused, unreachable, timed out, or not a URL
+        return False
 
 
 @dataclasses.dataclass(frozen=True)

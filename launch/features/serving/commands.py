@@ -162,9 +162,9 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
               f"ckpt-{candidate.evaluation.step} clears {bar:.3f} ({candidate.why})\n"
               + (verdict.line if verdict else "champion: this checkpoint is the version "
                  "serving now") if candidate else f"run {run_id}: not read, not gated")
-    if dry_run:
-        return (f"{passed}\naliases: {', '.join(wanted) or 'none'}\n"
-                + rest_json(request))
+    if dry_run:  # the request alone on stdout, for `| python -m json.tool`; the rest beside
+        print(f"{passed}\naliases: {', '.join(wanted) or 'none'}", file=sys.stderr)
+        return rest_json(request)
     client = place.models()
     response = client.upload_model(request=request).result(timeout=OPERATION_TIMEOUT)
     version = f"{response.model}@{response.model_version_id}"
