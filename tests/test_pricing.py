@@ -467,3 +467,17 @@ def test_cost_so_far_of_queued_running_and_finished_jobs():
     job.name = "projects/p/locations/mars-north1/customJobs/7"
     assert costs.cost_so_far(TABLE, job, now) == "cost unknown (no training prices for " \
         "mars-north1 in prices.yaml)"
+
+
+def test_no_host_price_is_another_familys_copied_over():
+    """Issue 41 item 10: the A3, A4 and A4X hosts' vCPU and memory rows were A2's rates copied
+    by hand (A3's host overstated by about half); no page gave them, so the pinned table has
+    none and such a job's price is unknown (as their GPUs' are) until a refresh confirms one."""
+    pinned = prices.PriceTable.load()
+    for key, row in pinned.rows.items():
+        if key.kind in ("cores", "ram") and key.name in ("a3", "a4", "a4x"):
+            assert row.confirmed, (key, row.source)
+    spec = aiplatform_v1.MachineSpec(machine_type="a3-highgpu-8g",
+                                     accelerator_type="NVIDIA_H100_80GB", accelerator_count=8)
+    with pytest.raises(prices.PriceMissing):
+        costs.machine_hourly(pinned, "training", "us-central1", spec)
