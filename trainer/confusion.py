@@ -22,7 +22,7 @@ import numpy as np
 from trainer.analysis import BOX, MASK, MATCH_IOU, ImageBoxes, iou_matrix, mask_iou_matrix
 
 BACKGROUND = "background"
-MAX_THRESHOLDS = 200  # scores tried for the best F1: every distinct one up to this, else quantiles
+MAX_THRESHOLDS = 200  # scores tried for the best F1 (candidate_thresholds says which)
 MIN_THRESHOLD = 0.01  # below this a detection is noise, whatever F1 says
 
 
@@ -77,14 +77,23 @@ def class_ids(images: Sequence[ImageBoxes]) -> list[int]:
     return sorted({int(c) for i in images for c in (*i.truth_classes, *i.classes)})
 
 
+def _prepared(images: Sequence[ImageBoxes], classes: Sequence[int]) -> list[Matched]:
+    index = {class_id: k for k, class_id in enumerate(classes)}
+    return [Matched.of(image, index) for image in images]
+
+
+def _total(ready: Sequence[Matched], size: int, threshold: float, iou: float) -> np.ndarray:
+    """Every prepared image's counts at `threshold`, added up."""
+    total = np.zeros((size + 1, size + 1), np.int64)
+    for image in ready:
+        total += image.counts(size, threshold, iou)
+    return total
+
+
 def matrix(images: Sequence[ImageBoxes], classes: Sequence[int], threshold: float,
            iou: float = MATCH_IOU) -> np.ndarray:
     """The counts of `images` at `threshold`, [C+1, C+1] (`classes`: ids, in order)."""
-    index = {class_id: k for k, class_id in enumerate(classes)}
-    total = np.zeros((len(classes) + 1, len(classes) + 1), np.int64)
-    for image in images:
-        total += Matched.of(image, index).counts(len(classes), threshold, iou)
-    return total
+    return _total(_prepared(images, classes), len(classes), threshold, iou)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,29 +191,26 @@ def operating_point(images: Sequence[ImageBoxes], names: Mapping[int, str],
     classes = class_ids(images)
     if not any(len(i.truth_classes) for i in images):
         return None
-    index = {class_id: k for k, class_id in enumerate(classes)}
-    ready = [Matched.of(image, index) for image in images]
+    ready, size = _prepared(images, classes), len(classes)
     names_shown = labels(classes, names)
-    # one pass over the thresholds, keeping only the bests: the overall F1's (of equal ones
-    # the highest threshold: fewer detections for the same F1) and each class's own
-    best_overall: tuple | None = None
+
+    def rank(found: tuple[float, Scores]) -> tuple[float, float]:
+        """Better F1 first; of equal ones the higher threshold (fewer detections for it)."""
+        return round(found[1].f1, 12), found[0]
+
+    # one pass over the thresholds, keeping only the bests: overall and each class's own
+    best_overall: tuple[float, Scores] | None = None
     best: dict[str, tuple[float, Scores]] = {}
     for t in candidate_thresholds(images):
-        counts = sum(m.counts(len(classes), t, iou) for m in ready)
-        overall = overall_scores(counts)
-        if best_overall is None or (round(overall.f1, 12), t) >= \
-                (round(best_overall[1].f1, 12), best_overall[0]):
-            best_overall = (t, overall, counts)
+        counts = _total(ready, size, t, iou)
+        if best_overall is None or rank((t, overall_scores(counts))) >= rank(best_overall):
+            best_overall = (t, overall_scores(counts))
         for name, scores in zip(names_shown, class_scores(counts), strict=True):
-            if name not in best or (round(scores.f1, 12), t) >= \
-                    (round(best[name][1].f1, 12), best[name][0]):
+            if name not in best or rank((t, scores)) >= rank(best[name]):
                 best[name] = (t, scores)
-    threshold, overall, counts = best_overall
-    if at is not None:
-        threshold = at[0]
-        counts = sum(m.counts(len(classes), threshold, iou) for m in ready)
-        overall = overall_scores(counts)
-    return OperatingPoint(threshold, overall, (*names_shown, BACKGROUND), counts,
+    threshold = best_overall[0] if at is None else at[0]
+    counts = _total(ready, size, threshold, iou)  # the matrix at the threshold shown
+    return OperatingPoint(threshold, overall_scores(counts), (*names_shown, BACKGROUND), counts,
                           dict(zip(names_shown, class_scores(counts), strict=True)), best, iou,
                           MASK if any(i.has_masks for i in images) else BOX,
                           at[1] if at else None)

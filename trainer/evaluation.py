@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from trainer import analysis, confusion, files
+from trainer import analysis, confusion, files, operating
 from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs, shown
 from trainer.best import keeping
@@ -182,10 +182,8 @@ class CheckpointEvaluator:
         its export serves at) and where it is; None on validation (it chooses)."""
         if self.split != files.TEST:
             return None
-        found = EvaluationRecord.read(metrics_path(self.model_dir, step), step)
-        point = found.operating_point if found else None
-        return (point["threshold"], f"{files.METRICS_DIR}/{files.metrics_file(step)}") \
-            if point else None
+        served = operating.from_evaluation(self.model_dir, files.checkpoint_name(step))
+        return (served["value"], served["evaluation"]) if served else None
 
     def _images(self, inputs, logs):
         """Each validation image of a batch as the model saw it (the padded, resized frame,

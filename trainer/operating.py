@@ -43,19 +43,23 @@ def recorded(info: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return found if value is not None and 0 <= value <= 1 else None
 
 
-def read_info(model: str) -> dict[str, Any]:
-    """The export.json of a SavedModel directory, or of a .tflite file's folder ({} when
-    there is none or it is unreadable: an export from before it, or copied alone)."""
-    folder = Path(model).parent if model.endswith(files.TFLITE_SUFFIX) else Path(model)
+def export_info(folder: Path) -> dict[str, Any]:
+    """`folder`'s export.json ({} when there is none or it is unreadable: an export from
+    before it, or a model copied alone)."""
     try:
         info = jsonnum.read_file(str(folder / files.EXPORT_INFO_FILE), files.MAX_RUN_JSON_BYTES)
     except (JsonError, OSError):
         return {}
-    if not isinstance(info, dict):
-        return {}
-    if model.endswith(files.TFLITE_SUFFIX):  # the .tflite's own section
-        return info.get("tflite") if isinstance(info.get("tflite"), dict) else {}
-    return info
+    return info if isinstance(info, dict) else {}
+
+
+def read_info(model: str) -> dict[str, Any]:
+    """What export.json says of `model`: a SavedModel directory's whole file, a .tflite
+    file's own section of its folder's."""
+    if not model.endswith(files.TFLITE_SUFFIX):
+        return export_info(Path(model))
+    section = export_info(Path(model).parent).get("tflite")
+    return section if isinstance(section, dict) else {}
 
 
 def threshold(given: float | None, info: Mapping[str, Any]) -> tuple[float, str]:

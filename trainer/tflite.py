@@ -23,13 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer import io, jsonnum, operating
+from trainer import io, operating
 from trainer import model_dir as model_dir_lib
 from trainer.best.choice import DEFAULT_CHOICE, Choice, Chosen, choose
-from trainer.errors import JsonError, SettingsError
+from trainer.errors import SettingsError
 from trainer.evaluation import MEAN_RGB  # Model Garden's, as uint8 pixel values
 from trainer.export import ExportOptions, write_signatures
-from trainer.files import EXPORT_INFO_FILE, MAX_RUN_JSON_BYTES, TFLITE_FILE
+from trainer.files import EXPORT_INFO_FILE, TFLITE_FILE
 from trainer.io import write_text
 
 CALIBRATION_IMAGES = 100  # int8: training images the converter measures ranges on
@@ -202,15 +202,10 @@ def record_tflite(output: Path, checkpoint: str, quantize: str | None,
     """export.json's `tflite` section: which checkpoint the file holds and the score
     threshold its evaluation chose (what `predict` with the file detects at). A SavedModel's
     export.json in the same directory keeps its own keys."""
-    info = output / EXPORT_INFO_FILE
-    try:
-        found = jsonnum.read_file(str(info), MAX_RUN_JSON_BYTES) if info.exists() else {}
-    except (JsonError, OSError):
-        found = {}
-    written = {**(found if isinstance(found, dict) else {}), "tflite": {
+    written = {**operating.export_info(output), "tflite": {
         "file": TFLITE_FILE, "checkpoint": checkpoint.rsplit("/", 1)[-1],
         "quantize": quantize, operating.KEY: threshold}}
-    write_text(str(info), json.dumps(written, indent=2) + "\n")
+    write_text(str(output / EXPORT_INFO_FILE), json.dumps(written, indent=2) + "\n")
 
 
 class TfliteDetector:

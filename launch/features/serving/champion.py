@@ -124,18 +124,23 @@ def judge(measure: Measure, challenger: Figure | None, champion: Figure | None,
     raise GateError(f"{problem}; {fix}")
 
 
-def test_figure(storage, run: RunPaths, step: int, measure: Measure) -> Figure | None:
+def test_record(storage, run: RunPaths, step: int) -> EvaluationRecord | None:
     """The run's test evaluation of ckpt-`step` (eval-test/ckpt-N.json), or None."""
     name = f"{RUNS_PREFIX}/{run.run_id}/checkpoints/{TEST_METRICS_DIR}/{metrics_file(step)}"
     try:
         found = read_json(storage, run.bucket, name, MAX_RUN_JSON_BYTES)
     except jsonnum.JsonError:
         return None
-    record = EvaluationRecord.parse(found, step) if found is not None else None
+    return EvaluationRecord.parse(found, step) if found is not None else None
+
+
+def figure(record: EvaluationRecord | None, run_id: str, measure: Measure) -> Figure | None:
+    """The measure of a test evaluation, or None when it has none or says not what it read."""
     value = measure.of(record) if record else None
     if value is None or not record.data:
         return None
-    return Figure(run.run_id, step, value, record.data)
+    return Figure(run_id, record.step, value, record.data)
+
 
 
 def digest(data: str) -> str:
@@ -187,7 +192,8 @@ def champion_figure(storage, version: aiplatform_v1.Model, run_of, measure: Meas
     name no run we could read), or its run has no test evaluation of that step."""
     found = run_and_step(version)
     try:
-        return test_figure(storage, run_of(found[0]), found[1], measure) if found else None
+        return figure(test_record(storage, run_of(found[0]), found[1]), found[0], measure) \
+            if found else None
     except InputError:  # a `run` label that is no run id of ours
         return None
 

@@ -68,6 +68,10 @@ class Place:
     def endpoints(self):
         return self.cloud.clients.endpoints(self.region)
 
+    def model_name(self, experiment: str) -> str:
+        """The experiment's Model in the registry: every run's version is one of it."""
+        return f"{self.location}/models/{registry.parent_model_id(experiment)}"
+
     def endpoint_name(self, endpoint: str) -> str:
         if "/" in endpoint:
             return endpoint
@@ -101,15 +105,16 @@ def challenge(cloud: Cloud, place: Place, paths, experiment: str, step: int,
     alias); None when that version is this very checkpoint."""
     storage = cloud.storage()
     measure = champion.Measure(EXPERIMENTS[experiment].gate_metric, rules.gate_class)
-    challenger = champion.test_figure(storage, paths, step, measure)
-    if rules.gate_class and challenger is None and champion.test_figure(
-            storage, paths, step, champion.Measure(measure.metric)) is not None:
+    tested = champion.test_record(storage, paths, step)
+    challenger = champion.figure(tested, paths.run_id, measure)
+    if rules.gate_class and challenger is None and champion.figure(
+            tested, paths.run_id, champion.Measure(measure.metric)) is not None:
         raise InputError(f"--gate-class {rules.gate_class[:60]!r}: run {paths.run_id}'s test "
                          "evaluation has no such class (`invoke runs.compare --run "
                          f"{paths.run_id}` lists them)")
-    parent = f"{place.location}/models/{registry.parent_model_id(experiment)}"
-    serving = _unless_unreadable(dry_run, "the version serving now", "not compared",
-                                 lambda: champion.serving_version(place, parent, serving_on()))
+    serving = _unless_unreadable(
+        dry_run, "the version serving now", "not compared",
+        lambda: champion.serving_version(place, place.model_name(experiment), serving_on()))
     origin = champion.run_and_step(serving) if serving else None
     if origin == (paths.run_id, step):
         return None
@@ -155,7 +160,7 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
         model.version_description += f"; forced: {verdict.forced}"
     parent = _unless_unreadable(
         dry_run, "the Model Registry", "the request uploads a first version",
-        lambda: _existing(place.models(), f"{place.location}/models/{model.display_name}")
+        lambda: _existing(place.models(), place.model_name(candidate.experiment))
     ) if candidate else None
     request = registry.upload_request(place.project, place.region, model, parent)
     passed = (f"run {run_id}: {candidate.gate_metric} {candidate.gated:.3f} at "
@@ -206,7 +211,7 @@ def run_version(cloud: Cloud, run_id: str) -> aiplatform_v1.Model:
 
     place, paths = Place.of(cloud), run_paths(cloud, run_id)
     experiment = registry.experiment_of(cloud.storage(), paths)
-    parent = f"{place.location}/models/{registry.parent_model_id(experiment)}"
+    parent = place.model_name(experiment)
     try:
         versions = list(place.models().list_model_versions(
             request={"name": parent, "filter": f'labels.run="{run_id}"'}))
@@ -245,15 +250,15 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
     version = _unless_unreadable(dry_run, f"run {run_id}'s registered version",
                                  "the deployed model is left empty and its container unchecked",
                                  lambda: run_version(cloud, run_id))
-    step = version.labels.get("step", "") if version else ""
+    origin = champion.run_and_step(version) if version else None
+
     def serving_there() -> list:  # the endpoint this deployment goes to, if it exists
         target = _endpoint(place.endpoints(), place, endpoint, create=False)
         return [target] if target is not None else []
 
-    verdict = challenge(cloud, place, run_paths(cloud, run_id),
-                        registry.experiment_of(cloud.storage(), run_paths(cloud, run_id)),
-                        int(step), serving_there, rules, dry_run) \
-        if step.isascii() and step.isdigit() else None
+    paths = run_paths(cloud, run_id)
+    verdict = challenge(cloud, place, paths, registry.experiment_of(cloud.storage(), paths),
+                        origin[1], serving_there, rules, dry_run) if origin else None
     if verdict:
         print(verdict.line, file=sys.stderr)
     if version and setup.machine.accelerator and \
