@@ -2,7 +2,9 @@
 #   docker build --target gpu -t trainer:gpu .   (default; CUDA wheels, also runs on CPU)
 #   docker build --target tpu -t trainer:tpu .   (TPU VMs: tensorflow-tpu with a matching libtpu)
 # and the serving image: TensorFlow Serving behind Vertex AI's custom-container contract.
-#   docker build --target serving -t serving .
+#   docker build --target serving -t serving .                                 (CPUs)
+#   docker build --target serving --build-arg SERVING_DEVICE=gpu -t serving-gpu .  (GPUs)
+ARG SERVING_DEVICE=cpu
 # Python packages' versions come from pyproject.toml; the base images are pinned here (tests
 # hold the serving image's TF Serving tag to its tensorflow pin; docs/design/pins.md lists
 # every pin site).
@@ -47,8 +49,13 @@ ENTRYPOINT ["python", "-m", "trainer"]
 # TF Serving 2.20.0 is the release built on TensorFlow 2.20: tag 2.20.0 of
 # github.com/tensorflow/serving (commit bc7e9d2, 2026-04-23), whose tensorflow-serving-api
 # requires tensorflow>=2.20.0; image tensorflow/serving:2.20.0 on Docker Hub (Ubuntu 22.04).
-# Read 2026-11-24.
-FROM tensorflow/serving:2.20.0 AS serving
+# Read 2026-11-24. Its GPU build is the same release tagged 2.20.0-gpu (TF Serving's
+# tools/docker/Dockerfile.gpu: CUDA on Ubuntu 22.04); one serving stage builds on either.
+FROM tensorflow/serving:2.20.0 AS serving-base-cpu
+FROM tensorflow/serving:2.20.0-gpu AS serving-base-gpu
+# Both bases are pinned just above; hadolint cannot see through the variable.
+# hadolint ignore=DL3006
+FROM serving-base-${SERVING_DEVICE} AS serving
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 # Ubuntu 22.04's python3 (3.10) runs the entrypoint, which needs only its standard library.

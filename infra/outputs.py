@@ -33,6 +33,7 @@ class StackOutputs:
     image_uri: str  # the GPU image of the deployed sources
     tpu_image_uri: str
     serving_image_uri: str  # TF Serving for endpoints, from the same sources
+    serving_gpu_image_uri: str  # the same on TF Serving's GPU build
     image_tag: str
     trainer_service_account: str
     converter_service_account: str  # conversion jobs: reads raw/, writes datasets/

@@ -190,6 +190,7 @@ class TrainingPlatformStack(TerraformStack):
             image_uri=names.image_uri(env, image_tag),
             tpu_image_uri=names.image_uri(env, image_tag, names.TPU_IMAGE),
             serving_image_uri=names.image_uri(env, image_tag, names.SERVING_IMAGE),
+            serving_gpu_image_uri=names.image_uri(env, image_tag, names.SERVING_GPU_IMAGE),
             image_tag=image_tag, trainer_service_account=who.trainer.account.email,
             converter_service_account=who.converter.account.email,
             builder_service_account=who.builder.account.email,

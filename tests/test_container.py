@@ -24,9 +24,10 @@ from tests.conftest import HANG, REPO
 
 def stage_instructions() -> dict[str, dict[str, list[str]]]:
     """Each target of the Dockerfile -> its instructions' arguments, by instruction (lines
-    continued with a backslash joined; comments dropped)."""
+    continued with a backslash joined; comments dropped); "" holds the global ARGs."""
     text = re.sub(r"\\\n", " ", (REPO / "Dockerfile").read_text())
-    stages: dict[str, dict[str, list[str]]] = {}
+    stages: dict[str, dict[str, list[str]]] = {"": defaultdict(list)}
+    current = stages[""]
     for line in text.splitlines():
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -101,11 +102,23 @@ def test_dockerignore_keeps_only_what_the_images_need():
 # --- The serving image ----------------------------------------------------------------------
 
 def test_serving_image_is_tf_serving_at_the_trainers_tensorflow():
-    """One version: pyproject.toml's tensorflow pin; the base image's tag must equal it."""
+    """One version: pyproject.toml's tensorflow pin; the base image's tag must equal it, for
+    CPUs and (its -gpu build) for GPUs, which cloudbuild.yaml selects by SERVING_DEVICE."""
     pins = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]["trainer"]
     (tensorflow,) = [pin.split("==")[1] for pin in pins if pin.startswith("tensorflow==")]
-    assert stage_instructions()["serving"]["FROM"] == [f"tensorflow/serving:{tensorflow}"]
+    stages = stage_instructions()
+    assert stages["serving-base-cpu"]["FROM"] == [f"tensorflow/serving:{tensorflow}"]
+    assert stages["serving-base-gpu"]["FROM"] == [f"tensorflow/serving:{tensorflow}-gpu"]
+    assert stages[""]["ARG"] == ["SERVING_DEVICE=cpu"]  # a plain build is the CPU image
+    assert stages["serving"]["FROM"] == ["serving-base-${SERVING_DEVICE}"]
+    import yaml
+
+    builds = [step["args"] for step in yaml.safe_load(
+        (REPO / "cloudbuild.yaml").read_text())["steps"] if "serving" in step["args"]]
+    assert [args[args.index("-t") + 1] for args in builds] == [
+        "${_SERVING_IMAGE}", "${_SERVING_GPU_IMAGE}"]
+    assert "SERVING_DEVICE=gpu" in builds[1] and "--build-arg" not in builds[0]
 
 
 def test_serving_stage_serves_the_contracts_port():

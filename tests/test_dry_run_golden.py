@@ -40,6 +40,7 @@ STACK = {  # a deployed dev stack's outputs, as PETS_* variables
     "PETS_IMAGE": f"{REPOSITORY}/trainer:deployed",
     "PETS_TPU_IMAGE": f"{REPOSITORY}/trainer-tpu:deployed",
     "PETS_SERVING_IMAGE": f"{REPOSITORY}/serving:deployed",
+    "PETS_SERVING_GPU_IMAGE": f"{REPOSITORY}/serving-gpu:deployed",
     "PETS_SERVICE_ACCOUNT": f"pets-trainer@{PROJECT}.iam.gserviceaccount.com",
     "PETS_CONVERTER_SERVICE_ACCOUNT": f"pets-converter@{PROJECT}.iam.gserviceaccount.com",
     "PETS_SERVING_SERVICE_ACCOUNT": f"pets-serving@{PROJECT}.iam.gserviceaccount.com",

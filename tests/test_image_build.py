@@ -49,7 +49,7 @@ def services(monkeypatch):
 
 def images(tag: str) -> Images:
     return Images(*(f"{REPOSITORY}/{name}:{tag}" for name in ("trainer", "trainer-tpu",
-                                                              "serving")))
+                                                              "serving", "serving-gpu")))
 
 
 def ensure(services, tag, on_status=print):
@@ -65,19 +65,23 @@ def test_builds_every_target_once_then_skips(services):
     assert "built" in ensure(services, tag, status.append).message
     (request,) = builds.requests
     assert status == [f"building {REPOSITORY}/trainer:{tag}, its TPU variant and the serving "
-                      "image in Cloud Build build-1 (about 20 minutes; log: "
+                      "images (CPU and GPU) in Cloud Build build-1 (about 20 minutes; log: "
                       "https://console.cloud.google.com/cloud-build/builds/build-1)"]
     build = request.build
     assert request.parent == "projects/pets-detector-dev/locations/us-central1"
     assert build.substitutions == {"_GPU_IMAGE": f"{REPOSITORY}/trainer:{tag}",
                                    "_TPU_IMAGE": f"{REPOSITORY}/trainer-tpu:{tag}",
-                                   "_SERVING_IMAGE": f"{REPOSITORY}/serving:{tag}"}
+                                   "_SERVING_IMAGE": f"{REPOSITORY}/serving:{tag}",
+                                   "_SERVING_GPU_IMAGE": f"{REPOSITORY}/serving-gpu:{tag}"}
     check, *docker = build.steps  # the tag check first, then one docker build per target
     assert list(check.args) == ["python3", "infra/image_context.py", "${_GPU_IMAGE}",
-                                "${_TPU_IMAGE}", "${_SERVING_IMAGE}"]
-    assert [list(s.args)[:3] for s in docker] == [["build", "--target", "gpu"],
-                                                  ["build", "--target", "tpu"],
-                                                  ["build", "--target", "serving"]]
+                                "${_TPU_IMAGE}", "${_SERVING_IMAGE}", "${_SERVING_GPU_IMAGE}"]
+    assert [list(s.args)[:5] for s in docker] == [
+        ["build", "--target", "gpu", "-t", "${_GPU_IMAGE}"],
+        ["build", "--target", "tpu", "-t", "${_TPU_IMAGE}"],
+        ["build", "--target", "serving", "-t", "${_SERVING_IMAGE}"],
+        # the serving stage again, on TF Serving's GPU build (the Dockerfile's SERVING_DEVICE)
+        ["build", "--target", "serving", "--build-arg", "SERVING_DEVICE=gpu"]]
     assert build.service_account == \
         "projects/pets-detector-dev/serviceAccounts/pets-builder@p.iam.gserviceaccount.com"
     uploaded = storage.bucket("pets-build").blob(f"source/{tag}.tgz").download_as_bytes()
@@ -89,7 +93,7 @@ def test_builds_every_target_once_then_skips(services):
     assert [n for n in names if n.startswith("infra/")] == ["infra/image_context.py"]
 
     digests = {name: registry.push(f"{REPOSITORY}/{name}:{tag}")
-               for name in ("trainer", "trainer-tpu", "serving")}
+               for name in ("trainer", "trainer-tpu", "serving", "serving-gpu")}
     skipped = ensure(services, tag)
     assert skipped.message.startswith("up to date")
     assert skipped.digests == {f"{REPOSITORY}/{name}:{tag}": f"{REPOSITORY}/{name}@{digest}"
@@ -146,13 +150,16 @@ def test_cloudbuild_names_each_image_by_the_substitution_infra_and_the_launcher_
 
 def test_local_docker_runs_the_cloud_build_steps_then_pushes():
     wanted = images("t1")
-    gpu, tpu, serving = wanted.all()
+    gpu, tpu, serving, serving_gpu = wanted.all()
     assert docker_commands((REPO_ROOT / CLOUDBUILD_CONFIG).read_text(), wanted) == [
-        [sys.executable, "infra/image_context.py", gpu, tpu, serving],  # the tag check
+        [sys.executable, "infra/image_context.py", gpu, tpu, serving, serving_gpu],  # the check
         ["docker", "build", "--target", "gpu", "-t", gpu, "."],
         ["docker", "build", "--target", "tpu", "-t", tpu, "."],
         ["docker", "build", "--target", "serving", "-t", serving, "."],
-        ["docker", "push", gpu], ["docker", "push", tpu], ["docker", "push", serving]]
+        ["docker", "build", "--target", "serving", "--build-arg", "SERVING_DEVICE=gpu", "-t",
+         serving_gpu, "."],
+        ["docker", "push", gpu], ["docker", "push", tpu], ["docker", "push", serving],
+        ["docker", "push", serving_gpu]]
     with pytest.raises(ImageBuildError, match="not a docker step"):
         docker_commands("steps: [{name: gcr.io/cloud-builders/gcloud, args: [x]}]", wanted)
     assert with_tag(f"{REPOSITORY}/trainer:deployed", "abc") == f"{REPOSITORY}/trainer:abc"
@@ -174,14 +181,15 @@ def docker_on_path(tmp_path, monkeypatch, exit_on: str = "") -> Path:
 def test_local_docker_builds_pushes_or_skips(services, tmp_path, monkeypatch):
     registry, builds, _ = services
     wanted = images(context_hash())  # the tag check (run with this Python) passes
-    gpu, tpu, serving = wanted.all()
+    gpu, tpu, serving, serving_gpu = wanted.all()
     calls = docker_on_path(tmp_path, monkeypatch)
     result = ensure_images_locally(registry.client(), wanted).message
     assert result.startswith("built and pushed")
     assert calls.read_text().splitlines() == [
         f"build --target gpu -t {gpu} .", f"build --target tpu -t {tpu} .",
-        f"build --target serving -t {serving} .", f"push {gpu}", f"push {tpu}",
-        f"push {serving}"]
+        f"build --target serving -t {serving} .",
+        f"build --target serving --build-arg SERVING_DEVICE=gpu -t {serving_gpu} .",
+        f"push {gpu}", f"push {tpu}", f"push {serving}", f"push {serving_gpu}"]
     for image in wanted.all():
         registry.push(image)
     calls.unlink()

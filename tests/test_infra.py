@@ -414,7 +414,8 @@ def test_registry_image_tensorboard_backend_and_outputs(stacks, env_name):
     assert command[:3] == ["gcloud", "builds", "submit"]
     assert f"--substitutions=_GPU_IMAGE={names.image_uri(env, tag)}," \
            f"_TPU_IMAGE={names.image_uri(env, tag, names.TPU_IMAGE)}," \
-           f"_SERVING_IMAGE={names.image_uri(env, tag, names.SERVING_IMAGE)}" in command
+           f"_SERVING_IMAGE={names.image_uri(env, tag, names.SERVING_IMAGE)}," \
+           f"_SERVING_GPU_IMAGE={names.image_uri(env, tag, names.SERVING_GPU_IMAGE)}" in command
     assert f"--service-account=projects/{env.project_id}/serviceAccounts/" \
            f"{names.service_account_email(env, 'builder')}" in command
     (tensorboard,) = resources(stack, "google_vertex_ai_tensorboard")
@@ -427,6 +428,8 @@ def test_registry_image_tensorboard_backend_and_outputs(stacks, env_name):
     assert outputs["image_uri"]["value"] == names.image_uri(env, tag)
     assert outputs["serving_image_uri"]["value"] == \
         f"{names.repository_url(env)}/serving:{tag}"
+    assert outputs["serving_gpu_image_uri"]["value"] == \
+        f"{names.repository_url(env)}/serving-gpu:{tag}"
     assert outputs["repository_url"]["value"] == names.repository_url(env)
 
 
@@ -627,6 +630,7 @@ def test_the_stack_outputs_read_back_through_the_launcher(stacks, tmp_path):
             emitted["bucket_location"], emitted["repository_location"])
         assert fields["builder_service_account"] == emitted["builder_service_account"]
         assert fields["serving_image"] == emitted["serving_image_uri"]
+        assert fields["serving_gpu_image"] == emitted["serving_gpu_image_uri"]
     assert set(settings.FROM_OUTPUTS.values()) <= stack_outputs.OUTPUT_NAMES
 
 
@@ -636,8 +640,8 @@ def run_tag_check(workspace, images: list[str]) -> subprocess.CompletedProcess:
     import yaml
 
     (step, *_) = yaml.safe_load((REPO / "cloudbuild.yaml").read_text())["steps"]
-    values = dict(zip(("${_GPU_IMAGE}", "${_TPU_IMAGE}", "${_SERVING_IMAGE}"), images,
-                      strict=True))
+    values = dict(zip(("${_GPU_IMAGE}", "${_TPU_IMAGE}", "${_SERVING_IMAGE}",
+                       "${_SERVING_GPU_IMAGE}"), images, strict=True))
     args = [values.get(a, a) for a in step["args"]]
     assert step["name"].startswith("python:") and args[0] == "python3"
     return subprocess.run([sys.executable, *args[1:]], cwd=workspace, capture_output=True,
@@ -658,7 +662,7 @@ def test_the_build_refuses_a_tag_that_is_not_the_hash_of_its_sources(tmp_path):
 
     def tagged(value: str) -> list[str]:
         return [f"{repository}/{image}:{value}" for image in ("trainer", "trainer-tpu",
-                                                              "serving")]
+                                                              "serving", "serving-gpu")]
 
     passed = run_tag_check(tmp_path, tagged(tag))
     assert passed.returncode == 0 and tag in passed.stdout
@@ -668,7 +672,7 @@ def test_the_build_refuses_a_tag_that_is_not_the_hash_of_its_sources(tmp_path):
     assert refused.stderr.strip() == (
         f"refusing to build {future[0]}: its tag is not the content hash of these sources "
         f"({tag}); build them with `invoke image.build`, which tags them by their hash")
-    mixed = run_tag_check(tmp_path, [*tagged(tag)[:2], future[2]])  # one image off
+    mixed = run_tag_check(tmp_path, [*tagged(tag)[:2], future[2], tagged(tag)[3]])  # one off
     assert mixed.returncode == 1 and future[2] in mixed.stderr
     with (tmp_path / "trainer" / "cli.py").open("a") as f:
         f.write("# changed after the tag was computed\n")

@@ -89,6 +89,33 @@ def test_upload_sends_the_model_version_with_its_metrics_and_moves_the_candidate
     assert versions == {"1": ["default"], "2": ["candidate", "staging"]}
 
 
+def test_upload_gpu_names_our_serving_images_gpu_build_by_digest_and_deploys_on_a_gpu(
+        services):
+    """Issue 41 item 1: `--gpu` serves on the serving image's GPU build from the same build of
+    the same sources (same content hash), pinned by digest, with the contract's port and
+    routes; a GPU deployment of that version is then accepted."""
+    from serving import contract
+
+    write_run(services.storage, "g1")
+    said = commands.upload_model(services.cloud(), "g1", gpu=True)
+    gpu_image = f"{REPOSITORY}/serving-gpu:{context_hash()}"
+    (build,) = services.builds.requests
+    assert build.build.substitutions["_SERVING_GPU_IMAGE"] == gpu_image
+    assert build.build.substitutions["_SERVING_IMAGE"] == SERVING_IMAGE  # one build, both
+    spec = services.models.received[-1].model.container_spec
+    digest = services.registry.tags[tag_resource(gpu_image)]
+    assert spec.image_uri == with_digest(gpu_image, digest) and spec.image_uri in said
+    assert [p.container_port for p in spec.ports] == [contract.HTTP_PORT]
+    assert (spec.predict_route, spec.health_route) == (contract.predict_route(),
+                                                       contract.health_route())
+    assert registry.serves_on_gpu(spec)
+    request = aiplatform_v1.DeployModelRequest.from_json(commands.deploy(
+        services.cloud(), "g1", lambda region: Serving.from_flags(
+            region, "g2-standard-4", "NVIDIA_L4:1", 1, 1, 100), dry_run=True))
+    assert request.deployed_model.dedicated_resources.machine_spec.accelerator_type.name == \
+        "NVIDIA_L4"
+
+
 def test_the_gate_refuses_a_run_without_a_final_evaluation_or_below_the_bar(services):
     cloud = services.cloud()
     write_run(services.storage, "late", step=1000, evaluated=500)
@@ -294,7 +321,7 @@ def test_deploy_checks_the_machine_and_the_container_before_any_request(services
         return Serving.from_flags(region, "g2-standard-4", "NVIDIA_L4:1", 1, 1, 100)
 
     with pytest.raises(InputError, match=r"serves on a CPU container .* upload it with "
-                       r"--container prebuilt --gpu"):
+                       r"--gpu \(our serving image's GPU build\)"):
         commands.deploy(cloud, "r1", gpu)
     with pytest.raises(InputError, match="nothing is deployed on this endpoint"):
         commands.deploy(cloud, "r1", lambda region: Serving.from_flags(
@@ -559,7 +586,6 @@ def test_the_online_request_limit_is_the_documented_one_and_a_half_million_bytes
     (["model.upload", "--run-id=r1", "--aliases=Bad Alias"], "is not a version alias"),
     (["model.upload", "--run-id=r1", "--container=docker"],
      "--container 'docker': give custom (our TF Serving image"),
-    (["model.upload", "--run-id=r1", "--gpu"], "pass --container prebuilt --gpu"),
     (["predict", "--target=vertex"], "pass --run-id"),
     (["predict", "--target=vertex", "--run-id=r1", "--images=photos/*.jpg"],
      "batch prediction reads the bucket"),
@@ -587,6 +613,7 @@ def test_serving_tasks_refuse_flags_that_cannot_work_before_any_request(args, me
 NO_CREDENTIALS = {  # settings as a researcher's environment gives them, and no credentials
     "PETS_PROJECT": "p", "PETS_REGION": "us-central1", "PETS_BUCKET": "bkt",
     "PETS_SERVING_IMAGE": f"{REPOSITORY}/serving:deployed",
+    "PETS_SERVING_GPU_IMAGE": f"{REPOSITORY}/serving-gpu:deployed",
     "PETS_SERVING_SERVICE_ACCOUNT": OUTPUTS.serving_service_account,
     "GOOGLE_APPLICATION_CREDENTIALS": str(REPO / "work" / "none.json")}
 

@@ -30,7 +30,13 @@ from infra.image_context import (
     TAG_CHECK,
     context_files,
 )
-from infra.names import IMAGE_SUBSTITUTIONS, SERVING_IMAGE, TPU_IMAGE, TRAINER_IMAGE
+from infra.names import (
+    IMAGE_SUBSTITUTIONS,
+    SERVING_GPU_IMAGE,
+    SERVING_IMAGE,
+    TPU_IMAGE,
+    TRAINER_IMAGE,
+)
 from launch.errors import UserError
 
 if TYPE_CHECKING:  # Google's build clients load when a build is made (clients.py)
@@ -50,23 +56,25 @@ class ImageBuildError(UserError):
 @dataclasses.dataclass(frozen=True)
 class Images:
     """The images one build makes from the same sources: the trainer's GPU/CPU and TPU
-    variants, and TF Serving for endpoints."""
+    variants, and TF Serving for endpoints on CPUs and on GPUs."""
 
     gpu: str
     tpu: str
     serving: str
+    serving_gpu: str
 
-    def all(self) -> tuple[str, str, str]:
-        return self.gpu, self.tpu, self.serving
+    def all(self) -> tuple[str, ...]:
+        return self.gpu, self.tpu, self.serving, self.serving_gpu
 
     def substitutions(self) -> dict[str, str]:
         """cloudbuild.yaml's substitution for each image."""
         return {IMAGE_SUBSTITUTIONS[TRAINER_IMAGE]: self.gpu,
                 IMAGE_SUBSTITUTIONS[TPU_IMAGE]: self.tpu,
-                IMAGE_SUBSTITUTIONS[SERVING_IMAGE]: self.serving}
+                IMAGE_SUBSTITUTIONS[SERVING_IMAGE]: self.serving,
+                IMAGE_SUBSTITUTIONS[SERVING_GPU_IMAGE]: self.serving_gpu}
 
     def described(self) -> str:
-        return f"{self.gpu}, its TPU variant and the serving image"
+        return f"{self.gpu}, its TPU variant and the serving images (CPU and GPU)"
 
 
 @dataclasses.dataclass(frozen=True)

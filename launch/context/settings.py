@@ -42,6 +42,8 @@ SETTINGS: Mapping[str, Setting] = {
     "tpu_image": Setting("tpu_image_uri", "the trainer image of TPU jobs"),
     "serving_image": Setting("serving_image_uri", "the TF Serving image models are uploaded "
                                                   "with"),
+    "serving_gpu_image": Setting("serving_gpu_image_uri", "the same on TF Serving's GPU "
+                                                          "build (`model.upload --gpu`)"),
     "service_account": Setting("trainer_service_account", "what training, tuning and "
                                                           "evaluation jobs run as"),
     "converter_service_account": Setting("converter_service_account", "what conversion jobs "
@@ -194,6 +196,7 @@ def image_repositories(environment: str, env: Mapping[str, str], config: Mapping
     fields = resolve_fields(environment, {}, env, config, outputs_path, ())
     outputs = stack_outputs.read(environment, outputs_path)
     found = [outputs.get("repository_url"), *map(images.repository_of, (
-        fields["image"], fields["tpu_image"], fields["serving_image"])),
+        fields["image"], fields["tpu_image"], fields["serving_image"],
+        fields["serving_gpu_image"])),
         *outputs.get("allowed_image_repositories", "").split(",")]
     return tuple(dict.fromkeys(r.strip().rstrip("/") for r in found if r and r.strip()))

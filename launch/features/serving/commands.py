@@ -135,7 +135,7 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
     choice = workflow.checkpoint_choice(checkpoint, paths=False)
     rules = rules.checked()
     wanted = registry.check_aliases(aliases)
-    container = registry.check_container(container or registry.CUSTOM, gpu)
+    container = registry.check_container(container or registry.CUSTOM)
     if container == registry.PREBUILT:  # Google's, until its end of availability
         lifecycle.check_offered(registry.prediction_image(place.region, "gpu" if gpu else "cpu"),
                                 today or datetime.date.today())  # before any request
@@ -152,7 +152,8 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
         cloud, place, paths, candidate.experiment, candidate.evaluation.step,
         lambda: list(place.endpoints().list_endpoints(parent=place.location)), rules,
         dry_run) if candidate else None
-    spec = (registry.custom_container(submit.sources_image(cloud, "serving_image", dry_run))
+    spec = (registry.custom_container(submit.sources_image(
+        cloud, "serving_gpu_image" if gpu else "serving_image", dry_run))
             if container == registry.CUSTOM else registry.prebuilt_container(place.region, gpu))
     model = registry.model_spec(paths, spec, candidate)
     if verdict and verdict.forced:  # the version says it went ahead, and why
@@ -264,8 +265,8 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
     if version and setup.machine.accelerator and \
             not registry.serves_on_gpu(version.container_spec):
         raise InputError(f"{version.name}@{version.version_id} serves on a CPU container "
-                         f"({version.container_spec.image_uri}); upload it with --container "
-                         "prebuilt --gpu to deploy on a GPU")
+                         f"({version.container_spec.image_uri}); upload it with --gpu (our "
+                         "serving image's GPU build) to deploy on a GPU")
     account = cloud.fields(())["serving_service_account"]
 
     def where() -> tuple[str, dict[str, int]]:

@@ -4,8 +4,9 @@ only when its final evaluation clears the gate.
 A run's versions share one parent Model per experiment (`pets-retinanet-mobilenet`), so the
 registry shows a model's history; each version carries its run, experiment and final COCO
 metrics as labels, and aliases (`candidate`, `default`) that deployments can name. A version
-serves on our TF Serving image (`custom`, the Vertex AI contract of serving/contract.py) or on
-Vertex AI's prebuilt TensorFlow container (`prebuilt`).
+serves on our TF Serving image (`custom`, the Vertex AI contract of serving/contract.py; on CPUs,
+or TF Serving's GPU build with --gpu) or on Vertex AI's prebuilt TensorFlow container
+(`prebuilt`, until its end of availability).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 
 from google.cloud import aiplatform_v1
 
+from infra.names import SERVING_GPU_IMAGE
 from launch.context.places import RunPaths, label_value
 from launch.errors import InputError, MissingError
 from launch.stores.gcs import mirror
@@ -74,15 +76,12 @@ def parent_model_id(experiment: str) -> str:
 CUSTOM, PREBUILT = "custom", "prebuilt"  # --container
 
 
-def check_container(container: str, gpu: bool) -> str:
-    """--container, and whether --gpu fits it (our image serves on CPUs only)."""
+def check_container(container: str) -> str:
+    """--container: ours (on CPUs, or with --gpu TF Serving's GPU build) or Google's."""
     if container not in (CUSTOM, PREBUILT):
         raise InputError(f"--container {container[:40]!r}: give {CUSTOM} (our TF Serving image, "
                          f"at the trainer's TensorFlow; the default) or {PREBUILT} (Vertex AI's "
-                         "prebuilt TensorFlow container)")
-    if gpu and container == CUSTOM:
-        raise InputError("--gpu: our serving image runs TF Serving on CPUs; for a GPU, pass "
-                         f"--container {PREBUILT} --gpu (Vertex AI's tf2-gpu container)")
+                         "prebuilt TensorFlow container, until its end of availability)")
     return container
 
 
@@ -100,7 +99,9 @@ def prebuilt_container(region: str, gpu: bool) -> aiplatform_v1.ModelContainerSp
 
 
 def serves_on_gpu(container: aiplatform_v1.ModelContainerSpec) -> bool:
-    return "/tf2-gpu." in container.image_uri
+    """Vertex AI's tf2-gpu container, or our serving image's GPU build (infra/names.py)."""
+    name = container.image_uri.rsplit("/", 1)[-1].split("@", 1)[0].split(":", 1)[0]
+    return "/tf2-gpu." in container.image_uri or name == SERVING_GPU_IMAGE
 
 
 def prediction_image(region: str, device: str = "cpu") -> str:
