@@ -56,8 +56,11 @@ FROM tensorflow/serving:2.20.0-gpu AS serving-base-gpu
 # Both bases are pinned just above; hadolint cannot see through the variable.
 # hadolint ignore=DL3006
 FROM serving-base-${SERVING_DEVICE} AS serving
+ARG SERVING_DEVICE
+# serving/batching.py's DEVICE: the batching parameters for a GPU or for CPUs
 ENV PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    PETS_SERVING_DEVICE=${SERVING_DEVICE}
 # Ubuntu 22.04's python3 (3.10) runs the entrypoint, which needs only its standard library.
 # The archive keeps only the current python3 build, so a version pin would break the build
 # at its next security update; the base image is pinned instead.

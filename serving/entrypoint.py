@@ -1,6 +1,8 @@
 """The serving image's entrypoint: reads what Vertex AI tells the container (the AIP_*
 variables of serving/contract.py), copies the model below a numbered version directory, and
-becomes TensorFlow Serving with its REST API on AIP_HTTP_PORT.
+becomes TensorFlow Serving with its REST API on AIP_HTTP_PORT, batching concurrent requests
+with parameters for this machine (serving/batching.py) and warming the model up with the
+requests every export carries (assets.extra/tf_serving_warmup_requests) before it answers.
 
 TF Serving's routes are fixed by its model name, so the routes the ContainerSpec gives are
 checked, not configured: a Model whose routes TF Serving would not answer fails here, at
@@ -16,7 +18,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from serving import contract
+from serving import batching, contract
 from serving.fetch import FetchError, fetch
 
 SERVER = "tensorflow_model_server"
@@ -60,24 +62,28 @@ class Settings:
         return cls(port, model, storage_uri)
 
 
-def server_command(settings: Settings, base_path: Path) -> list[str]:
+def server_command(settings: Settings, base_path: Path, batching_file: Path) -> list[str]:
     """TF Serving for one model, whose versions are below `base_path`, loaded once (the copy
-    never changes, so the directory is not polled)."""
+    never changes, so the directory is not polled), batching as `batching_file` says."""
     return [SERVER, f"--port={contract.GRPC_PORT}", f"--rest_api_port={settings.port}",
             f"--model_name={settings.model}", f"--model_base_path={base_path}",
-            "--file_system_poll_wait_seconds=0"]
+            "--file_system_poll_wait_seconds=0", "--enable_batching=true",
+            f"--batching_parameters_file={batching_file}", "--enable_model_warmup=true"]
 
 
 def prepare(environ: Mapping[str, str], workdir: Path) -> list[str]:
     """Everything but starting the server: the settings checked, the model copied to
-    `workdir`/VERSION; the command that serves it."""
+    `workdir`/VERSION, the batching parameters written beside it; the command that serves
+    it."""
     settings = Settings.from_environ(environ)
     version = workdir / contract.MODEL_VERSION
     count = fetch(settings.storage_uri, version, environ)
     if not (version / "saved_model.pb").is_file():
         raise FetchError(f"{settings.storage_uri} has no saved_model.pb ({count} files "
                          "copied): is it an export's model/ directory?")
-    return server_command(settings, workdir)
+    parameters = workdir / batching.FILE_NAME  # not a number: TF Serving loads no version
+    parameters.write_text(batching.this_machine(environ).text())
+    return server_command(settings, workdir, parameters)
 
 
 def main() -> None:

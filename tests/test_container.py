@@ -157,12 +157,48 @@ def test_serving_entrypoint_copies_the_model_below_a_version_and_starts_tf_servi
         command = entrypoint.prepare(
             {**vertex_variables("gs://pets-data/runs/r1/model", AIP_HTTP_PORT="9000"),
              "STORAGE_EMULATOR_HOST": gcs.url}, tmp_path)
+    parameters = tmp_path / "batching_parameters.txt"
     assert command == ["tensorflow_model_server", "--port=8500", "--rest_api_port=9000",
                        "--model_name=detector", f"--model_base_path={tmp_path}",
-                       "--file_system_poll_wait_seconds=0"]
+                       "--file_system_poll_wait_seconds=0", "--enable_batching=true",
+                       f"--batching_parameters_file={parameters}", "--enable_model_warmup=true"]
+    assert parameters.is_file() and not parameters.name.isdigit()  # TF Serving loads no version
     copied = {p.relative_to(tmp_path / "1").as_posix(): p.read_bytes()
               for p in (tmp_path / "1").rglob("*") if p.is_file()}
     assert copied == files
+
+
+def test_batching_parameters_follow_tf_servings_guide_per_machine_and_parse_as_its_proto(
+        tmp_path):
+    """Issue 41 item 2: the file the entrypoint writes is read with TF Serving's
+    BatchingParameters message (the fake server's reader); CPUs: no timeout, a thread and a
+    queued batch a core; a GPU (the image's PETS_SERVING_DEVICE): a 2 ms window, 64 images."""
+    from serving import batching
+    from tests.fakes.tf_serving import batching_parameters_message, parse_flags, read_batching
+
+    assert batching.for_machine(4, "cpu") == batching.Batching(
+        max_batch_size=32, batch_timeout_micros=0, max_enqueued_batches=4, num_batch_threads=4)
+    assert batching.for_machine(8, "gpu") == batching.Batching(
+        max_batch_size=64, batch_timeout_micros=2000, max_enqueued_batches=8,
+        num_batch_threads=8)
+    assert batching.for_machine(0, "cpu").num_batch_threads == 1
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "saved_model.pb").write_bytes(b"graph")
+    for device, expected in (("cpu", 0), ("gpu", 2000)):
+        work = tmp_path / device
+        command = entrypoint.prepare({contract.STORAGE_URI: str(model),
+                                      batching.DEVICE: device}, work)
+        flags = parse_flags(command)
+        parsed = read_batching(flags["batching_parameters_file"])
+        assert parsed == batching.this_machine({batching.DEVICE: device})
+        assert parsed.batch_timeout_micros == expected
+    assert stage_instructions()["serving"]["ENV"][0].endswith(
+        "PETS_SERVING_DEVICE=${SERVING_DEVICE}")
+    from google.protobuf import text_format
+
+    with pytest.raises(text_format.ParseError):  # a wrapped field takes { value: N }
+        text_format.Parse("max_batch_size: 3\n", batching_parameters_message()())
 
 
 def test_a_docker_smoke_test_serves_a_mounted_directory(tmp_path):

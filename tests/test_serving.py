@@ -651,7 +651,7 @@ def test_upload_dry_run_without_credentials_prints_our_container_as_it_serves():
     vertex = {"AIP_HTTP_PORT": str(port), "AIP_PREDICT_ROUTE": spec.predict_route,
               "AIP_HEALTH_ROUTE": spec.health_route, "AIP_STORAGE_URI": "gs://b/runs/r1/model"}
     flags = parse_flags(entrypoint.server_command(
-        entrypoint.Settings.from_environ(vertex), REPO / "unused"))
+        entrypoint.Settings.from_environ(vertex), REPO / "unused", REPO / "batching.txt"))
     assert flags["rest_api_port"] == str(port)
     # TF Serving's REST API for the model it serves
     assert spec.predict_route == f"/v1/models/{flags['model_name']}:predict"

@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from trainer import io, operating
+from trainer import io, operating, warmup
 from trainer import model_dir as model_dir_lib
 from trainer.best.choice import DEFAULT_CHOICE, Choice, Chosen, choose
 from trainer.data.defaults import MAX_PIXELS
@@ -255,14 +255,17 @@ def export(model_dir: str, export_dir: str, choice: Choice = DEFAULT_CHOICE,
                      {"image_tensor": UINT8_SIGNATURE, "image_bytes": BYTES_SIGNATURE},
                      experiment)
     model_dir_lib.copy_label_map(model_dir, export_dir)
+    signatures = {SIGNATURE: options.default_signature,
+                  **{name: kind for kind, name in SIGNATURE_OF.items()}}
+    warmed = warmup.write(export_dir, params, signatures)
     tflite = operating.read_info(f"{export_dir}/{TFLITE_FILE}")  # a .tflite beside it keeps its
     write_text(f"{export_dir}/{EXPORT_INFO_FILE}", json.dumps({
         "checkpoint": chosen.path.rsplit("/", 1)[-1],
         "checkpoint_choice": chosen.choice, "checkpoint_reason": chosen.reason,
         "experiment": experiment,
         "default_signature": options.default_signature,
-        "signatures": {SIGNATURE: options.default_signature,
-                       **{name: kind for kind, name in SIGNATURE_OF.items()}},
+        "signatures": signatures,
+        "warmup": warmed,  # TF Serving's warm-up requests (trainer/warmup.py)
         "max_pixels": options.max_pixels,
         "mask_size": mask_size(params),  # detection_masks: [batch, N, size, size], or none
         "max_detections": params.task.model.detection_generator.max_num_detections,

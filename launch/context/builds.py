@@ -8,7 +8,8 @@ from launch.context import images
 from launch.context.cloud import Cloud
 from launch.text import say
 
-IMAGE_FIELDS = ("image", "tpu_image", "serving_image", "serving_gpu_image")  # the settings naming images.Images
+# the settings naming images.Images
+IMAGE_FIELDS = ("image", "tpu_image", "serving_image", "serving_gpu_image")
 
 
 def build_images(cloud: Cloud, local_docker: bool = False) -> images.Built:
