@@ -718,6 +718,27 @@ def bench_serve(c, model_dir=f"{WORK}/demo/model"):
     serve_speed.main(model_dir)
 
 
+@task(name="endpoint", help={
+    "endpoint": "a Vertex AI endpoint's id: measure it (default: the local stand-in)",
+    "model": "the export the local stand-in serves (default: the demo's)",
+    "concurrency": "clients at once, a level each (default 1,2,4,8)",
+    "requests": "requests a level at most (default 200)",
+    "seconds": "seconds a level at most (default 60)",
+    "images": "image files to send (default: 20 held-out synthetic pets)",
+    "machine_type": "local: the machine to price the figures as (default n1-standard-4)",
+    "batching": "local: batch as the serving image would here (default on)"},
+    flags=cloud("env", "project", "region"))
+def bench_endpoint(c, endpoint=None, model=f"{WORK}/demo/exported", concurrency="1,2,4,8",
+                   requests=200, seconds=60.0, images=None, machine_type=None, batching=True,
+                   **where):
+    """Benchmark an endpoint under load: latency percentiles, images/s, USD per 1,000 images."""
+    from benchmarks import endpoint_load
+
+    _guarded(lambda: endpoint_load.main(
+        endpoint, lambda: _cloud(c, **where), model, concurrency, int(requests),
+        float(seconds), images, machine_type, bool(batching)))
+
+
 @task(name="reference")
 def docs_reference(c):
     """Write the documentation's generated reference pages (docs/reference/) from their data."""
@@ -741,6 +762,7 @@ docs = Collection("docs", docs_reference)
 docs.add_task(docs_site, default=True)
 bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
+bench.add_task(bench_endpoint, name="endpoint")
 bench.add_task(bench_input, name="input")
 bench.add_task(bench_relaunch, name="relaunch")
 bench.add_task(bench_scaling, name="scaling")

@@ -35,6 +35,12 @@ class Batching:
     max_enqueued_batches: int
     num_batch_threads: int
 
+    def describe(self) -> str:
+        wait = f"waiting {self.batch_timeout_micros} us" if self.batch_timeout_micros else \
+            "no wait"
+        return (f"batches of up to {self.max_batch_size}, {wait}, {self.num_batch_threads} "
+                f"thread(s), {self.max_enqueued_batches} queued at most")
+
     def text(self) -> str:
         """The BatchingParameters text proto TF Serving's --batching_parameters_file reads."""
         return "".join(f"{field.name} {{ value: {getattr(self, field.name)} }}\n"

@@ -392,20 +392,62 @@ def _report(cloud: Cloud, detector, names, model: str, images: str, output_dir: 
     return workflow.publish_predictions(client, output_dir)
 
 
-def predict_online(cloud: Cloud, endpoint: str, images: str, output_dir: str,
-                   score_threshold: float | None, max_pixels: int = MAX_PIXELS) -> str:
-    place = Place.of(cloud)
+def _busiest(place: Place, endpoint: str):
+    """The endpoint and the deployed model with the most of its traffic."""
     target = _endpoint(place.endpoints(), place, endpoint, create=False)
     if not target.deployed_models:
         raise MissingError(f"{target.name} has no deployed model; `invoke endpoint.deploy`")
     busiest = max(target.traffic_split.items(), key=lambda item: item[1], default=(None, 0))[0]
-    deployed = next((d for d in target.deployed_models if d.id == busiest),
-                    target.deployed_models[0])
+    return target, next((d for d in target.deployed_models if d.id == busiest),
+                        target.deployed_models[0])
+
+
+def predict_online(cloud: Cloud, endpoint: str, images: str, output_dir: str,
+                   score_threshold: float | None, max_pixels: int = MAX_PIXELS) -> str:
+    place = Place.of(cloud)
+    target, deployed = _busiest(place, endpoint)
     model = place.models().get_model(name=deployed.model)
     detector = answers.endpoint_detector(cloud.clients.prediction(place.region), target.name)
     return _report(cloud, detector, _label_names(cloud, model.artifact_uri), target.name,
                    images, output_dir, score_threshold,
                    _export_info(cloud, model.artifact_uri), max_pixels)
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadTarget:
+    """What `invoke bench.endpoint --endpoint` measures: where requests go, the machine that
+    answers them, its replicas and a replica's price (None: not in the price table)."""
+
+    name: str
+    machine: str
+    replicas: int
+    hourly: float | None
+    price_notes: tuple[str, ...]
+    send: Callable[[bytes], None]
+
+
+def load_target(cloud: Cloud, endpoint: str) -> LoadTarget:
+    """The endpoint's busiest deployed model, priced, and a sender of one image a request
+    (Vertex AI's predict, as `predict --endpoint` sends it)."""
+    place = Place.of(cloud)
+    target, deployed = _busiest(place, endpoint)
+    resources = deployed.dedicated_resources
+    notes: list[str] = []
+    hourly = known_price(lambda: machine_hourly(PriceTable.load(), "prediction", place.region,
+                                                resources.machine_spec), None,
+                         say=notes.append)
+    client = cloud.clients.prediction(place.region)
+
+    def send(image: bytes) -> None:
+        client.predict(endpoint=target.name,
+                       instances=[answers.instance(Picture("", None, image))])
+
+    spec = resources.machine_spec
+    machine = spec.machine_type + (f" + {spec.accelerator_type.name}:{spec.accelerator_count}"
+                                   if spec.accelerator_count else "")
+    return LoadTarget(target.name, machine, max(1, resources.min_replica_count),
+                      hourly.total if hourly else None,
+                      tuple(notes) + tuple(hourly.unconfirmed_lines() if hourly else ()), send)
 
 
 def batch_inputs(storage, images: str) -> list[str]:

@@ -8,13 +8,19 @@ same for both.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import http.client
 import itertools
+import json
 import math
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+
+from launch.errors import InputError
 
 LEVELS = (1, 2, 4, 8)
 MAX_LEVELS = 16
@@ -30,9 +36,9 @@ class Bounds:
 
     def __post_init__(self) -> None:
         if not 1 <= self.requests <= 100_000:
-            raise ValueError(f"--requests must be 1 to 100,000, got {self.requests}")
+            raise InputError(f"--requests must be 1 to 100,000, got {self.requests}")
         if not (math.isfinite(self.seconds) and 0 < self.seconds <= 3600):
-            raise ValueError(f"--seconds must be more than 0 and at most 3600, got "
+            raise InputError(f"--seconds must be more than 0 and at most 3600, got "
                              f"{self.seconds}")
 
 
@@ -66,14 +72,46 @@ def check_levels(text: str) -> tuple[int, ...]:
     try:
         levels = tuple(int(part) for part in text.split(","))
     except ValueError:
-        raise ValueError(f"--concurrency {text[:60]!r}: give whole numbers separated by "
+        raise InputError(f"--concurrency {text[:60]!r}: give whole numbers separated by "
                          "commas, e.g. 1,2,4,8") from None
     if not levels or len(levels) > MAX_LEVELS or \
             any(not 1 <= n <= MAX_CONCURRENCY for n in levels) or list(levels) != sorted(
                 set(levels)):
-        raise ValueError(f"--concurrency {text[:60]!r}: at most {MAX_LEVELS} increasing "
+        raise InputError(f"--concurrency {text[:60]!r}: at most {MAX_LEVELS} increasing "
                          f"levels from 1 to {MAX_CONCURRENCY}, e.g. 1,2,4,8")
     return levels
+
+
+class Unanswered(Exception):
+    """A request the server answered with an error."""
+
+
+def rest_sender(predict_url: str, signature: str | None = None, timeout: float = 60.0
+                ) -> Callable[[bytes], None]:
+    """Sends one image a request to TF Serving's REST predict route (`{"b64": ...}`), one
+    kept-alive connection a client thread."""
+    where = urllib.parse.urlsplit(predict_url)
+    local = threading.local()
+
+    def send(image: bytes) -> None:
+        body = {"instances": [{"b64": base64.b64encode(image).decode("ascii")}],
+                **({"signature_name": signature} if signature else {})}
+        if getattr(local, "connection", None) is None:
+            local.connection = http.client.HTTPConnection(where.hostname, where.port,
+                                                          timeout=timeout)
+        try:
+            local.connection.request("POST", where.path, json.dumps(body),
+                                     {"Content-Type": "application/json"})
+            response = local.connection.getresponse()
+            answer = response.read()
+        except (OSError, http.client.HTTPException):
+            local.connection.close()
+            local.connection = None
+            raise
+        if response.status != 200:
+            raise Unanswered(f"{response.status}: {answer[:200].decode(errors='replace')}")
+
+    return send
 
 
 def run_level(send: Callable[[bytes], None], images: Sequence[bytes], concurrency: int,

@@ -1,0 +1,145 @@
+"""The shared export under TF Serving's behaviour (issue 41 items 2 and 3): its warm-up file read
+with TF Serving's own protos, the local stand-in warming up, batching and refusing as TF
+Serving does, and the load test's sweep against it, bounded to a few seconds."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from launch.errors import InputError
+from launch.features.serving import loadtest
+from launch.features.serving.standin import ModelServer
+from serving.batching import Batching, for_machine
+
+SIGNATURES = {"serving_default", "serving_bytes", "serving_uint8"}
+
+
+def held_out(exported: Path, count: int = 4) -> list[bytes]:
+    """Encoded images as the warm-up file carries them (the run's validation records)."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    images = []
+    for record in tf.data.TFRecordDataset(str(exported / "assets.extra" /
+                                              "tf_serving_warmup_requests")):
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        if request.inputs["inputs"].dtype == tf.string.as_datatype_enum:
+            images.append(request.inputs["inputs"].string_val[0])
+    return images[:count]
+
+
+@pytest.mark.slow  # the shared trained export
+def test_every_export_carries_warm_up_requests_tf_serving_reads(exported):
+    import tensorflow as tf
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    path = exported / "assets.extra" / "tf_serving_warmup_requests"
+    logs = [prediction_log_pb2.PredictionLog.FromString(r.numpy())
+            for r in tf.data.TFRecordDataset(str(path))]
+    assert 0 < len(logs) <= 1000  # TF Serving fails a load with more
+    assert {log.WhichOneof("log_type") for log in logs} == {"predict_log"}
+    requests = [log.predict_log.request for log in logs]
+    named = {request.model_spec.signature_name for request in requests}
+    model = tf.saved_model.load(str(exported))
+    assert named == SIGNATURES == set(model.signatures)  # every serving signature warms up
+    info = json.loads((exported / "export.json").read_text())
+    assert info["warmup"]["requests"] == len(logs)
+    assert "val" in info["warmup"]["images"]  # held-out images: the validation records
+    for request in requests:
+        (key,) = request.inputs
+        tensor = tf.make_ndarray(request.inputs[key])
+        kind = info["signatures"][request.model_spec.signature_name]
+        assert (tensor.dtype, tensor.ndim) == ((object, 1) if kind == "bytes" else
+                                               (tf.uint8.as_numpy_dtype, 4))
+        # each request runs through its signature, as TF Serving runs it at load
+        outputs = model.signatures[request.model_spec.signature_name](**{key: tensor})
+        assert int(outputs["num_detections"].numpy()[0]) >= 0
+    with ModelServer(exported, "detector") as server:
+        assert server.warmed == len(logs)
+
+
+@pytest.mark.slow  # the shared trained export
+def test_the_load_test_sweeps_the_stand_in_and_reports_each_level(exported):
+    """Two levels, six requests each, a few seconds: every request answered, percentiles in
+    order, a rate, and the price of 1,000 images from a replica's hourly price."""
+    images = held_out(exported)
+    with ModelServer(exported, "detector", for_machine(2, "cpu")) as server:
+        send = loadtest.rest_sender(f"{server.url}:predict", "serving_bytes")
+        answered = []
+        levels = loadtest.sweep(send, images, (1, 2), loadtest.Bounds(requests=6, seconds=20),
+                                on_level=lambda n: lambda: answered.append(n))
+    assert [level.concurrency for level in levels] == [1, 2]
+    assert answered == [1] * 6 + [2] * 6
+    for level in levels:
+        assert (level.answered, level.errors) == (6, 0), level.first_error
+        assert level.percentile(50) <= level.percentile(95) <= level.percentile(99)
+        assert level.images_per_second() > 0
+    rate = levels[1].images_per_second()
+    assert loadtest.usd_per_1000(0.2186, rate) == pytest.approx(0.2186 / (rate * 3.6))
+    table = loadtest.table(levels, 1, 0.2186).splitlines()
+    assert table[0].split() == ["clients", "answered", "errors", "p50", "ms", "p95", "ms",
+                                "p99", "ms", "images/s/replica", "USD/1000", "images"]
+    assert len(table) == 3 and "unknown" in loadtest.table(levels, 1, None)
+
+
+@pytest.mark.slow  # the shared trained export
+def test_the_stand_in_refuses_as_tf_serving_does_and_the_sweep_counts_errors(exported):
+    """A request larger than a batch, and a full queue (503), are errors the sweep counts
+    and names; the stand-in answers the rest."""
+    images = held_out(exported, 1)
+    tight = Batching(max_batch_size=1, batch_timeout_micros=0, max_enqueued_batches=1,
+                     num_batch_threads=1)
+    with ModelServer(exported, "detector", tight) as server:
+        send = loadtest.rest_sender(f"{server.url}:predict", "serving_bytes")
+        with pytest.raises(loadtest.Unanswered, match="larger than maximum batch size 1"):
+            _send_two(f"{server.url}:predict", images[0])
+        level = loadtest.run_level(send, images, 8, loadtest.Bounds(requests=16, seconds=20))
+    assert level.answered + level.errors == 16 and level.answered >= 1
+    assert level.errors >= 1 and "503" in level.first_error and "full" in level.first_error
+
+
+def _send_two(url: str, image: bytes) -> None:
+    """Two instances in one request."""
+    import base64
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"signature_name": "serving_bytes", "instances": [
+        {"b64": base64.b64encode(image).decode()}] * 2}).encode()
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, body), timeout=60).close()
+    except urllib.error.HTTPError as error:
+        raise loadtest.Unanswered(error.read().decode()) from None
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "give whole numbers"), ("1,x", "give whole numbers"), ("4,2", "increasing"),
+    ("0,1", "from 1 to 256"), ("1,1000", "from 1 to 256")])
+def test_concurrency_levels_are_checked(text, message):
+    with pytest.raises(InputError, match=message):
+        loadtest.check_levels(text)
+
+
+@pytest.mark.parametrize("bounds, message", [
+    ({"requests": 0}, "--requests must be 1 to 100,000"),
+    ({"seconds": float("nan")}, "--seconds must be more than 0"),
+    ({"seconds": float("inf")}, "--seconds must be more than 0"),
+    ({"seconds": 0}, "--seconds must be more than 0")])
+def test_load_bounds_are_checked(bounds, message):
+    with pytest.raises(InputError, match=message):
+        loadtest.Bounds(**bounds)
+
+
+def test_a_sweep_stops_at_its_time_bound():
+    """A slow server: no new request after `seconds`, whatever `requests` allows."""
+    release = threading.Event()
+
+    def slow(image: bytes) -> None:
+        release.wait(0.2)
+
+    level = loadtest.run_level(slow, [b"x"], 2, loadtest.Bounds(requests=10_000, seconds=0.5))
+    assert 2 <= level.answered <= 10 and level.seconds < 2
