@@ -411,14 +411,21 @@ def _challenge(max_drop, gate_class, force):
     return Challenge(max_drop, gate_class, force)
 
 
-def _serving(machine_type, accelerator, min_replicas, max_replicas, traffic=100):
+AUTOSCALING = {"target_utilization": Flag(
+    "autoscale to keep each replica's CPU use (with --accelerator: its GPU's duty cycle) near "
+    "this percent, 1 to 100 (default: Vertex AI's 60)", kind=int)}
+
+
+def _serving(machine_type, accelerator, min_replicas, max_replicas, traffic=100,
+             target_utilization=None):
     """The serving machine, validated (against the region) when the task knows it."""
     from launch.features.serving.endpoints import Serving
 
     return lambda region: Serving.from_flags(
         region, machine_type, accelerator, optional_number("--min-replicas", min_replicas, int),
         optional_number("--max-replicas", max_replicas, int),
-        optional_number("--traffic", traffic, int))
+        optional_number("--traffic", traffic, int),
+        optional_number("--target-utilization", target_utilization, int))
 
 
 PREDICT_FLAGS = {
@@ -523,10 +530,12 @@ def model_upload(c, run_id, min_ap50: float | None = None, aliases="candidate",
                                       "credentials needed)",
                            "max_cost": "USD a month: refuse a deployment that can cost "
                                        "more (--max-replicas for a month)"},
-      flags={**SERVING, **CHALLENGE, **cloud("env", "project", "region", "bucket")})
+      flags={**SERVING, **AUTOSCALING, **CHALLENGE,
+             **cloud("env", "project", "region", "bucket")})
 def endpoint_deploy(c, run_id, endpoint=None, traffic=100, dry_run=False,
                     max_cost: float | None = None, *, machine_type, accelerator,
-                    min_replicas, max_replicas, max_drop, gate_class, force, **where):
+                    min_replicas, max_replicas, target_utilization, max_drop, gate_class,
+                    force, **where):
     """Deploy a run's registered model to an endpoint, sharing traffic with what is there.
 
     Only if it is no worse than the version serving there, on the test split."""
@@ -535,7 +544,7 @@ def endpoint_deploy(c, run_id, endpoint=None, traffic=100, dry_run=False,
     cloud = _cloud(c, **where)
     _say(lambda: commands.deploy(
         cloud, run_id, _serving(machine_type, accelerator, min_replicas, max_replicas,
-                                traffic), endpoint, bool(dry_run), max_cost,
+                                traffic, target_utilization), endpoint, bool(dry_run), max_cost,
         _challenge(max_drop, gate_class, force)))
 
 

@@ -426,14 +426,20 @@ def test_batch_inputs_are_the_folders_matching_files_and_skip_names_that_break_a
         commands.batch_inputs(services.storage, "gs://pets-data/images/*.gif")
 
 
-def test_the_batch_job_is_a_file_list_job_on_the_serving_identity(services):
+def test_the_batch_job_is_a_file_list_job_on_the_serving_identity(services, capsys):
     cloud = services.cloud()
     write_run(services.storage, "r1")
     commands.upload_model(cloud, "r1")
     put(services.storage, "images/a.jpg", b"not an image")
+    capsys.readouterr()
     # issue 38 item 7: a dry run prints the request and writes and submits nothing
     said = commands.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
                                   dry_run=True)
+    # issue 41 item 5: priced from the pinned table's sourced prediction rows
+    assert capsys.readouterr().err.startswith(
+        "cost: 0.22 USD/h (1 x n1-standard-4 at 0.2186/h); at most 10.49 USD (0.44 USD/h at 2 "
+        "replicas x 24 h timeout)\n      unconfirmed: n1 vCPUs, n1 memory from "
+        "https://cloud.google.com/vertex-ai/pricing")
     first, text = said.split("\n", 1)
     assert first.startswith("1 image(s) with ") and first.endswith(
         "/inputs.txt not written, nothing submitted")
@@ -484,10 +490,12 @@ def test_deploy_prints_its_price_per_hour_and_month_and_max_cost_refuses_first(
     capsys.readouterr()
     commands.deploy(cloud, "r1", autoscaled, max_cost=600)
     assert capsys.readouterr().err == (
+        "replicas: autoscaling 1 to 3 replicas at 60% CPU utilization (Vertex AI's default)\n"
         "cost: 0.26 USD/h, 189.80 USD/month (1 x n1-standard-4 at 0.2600/h); at most 0.78 "
         "USD/h, 569.40 USD/month autoscaling to 3 replicas\n")
     commands.deploy(cloud, "r1", cpu, dry_run=True)  # one replica always: no maximum
     assert capsys.readouterr().err.startswith(
+        "replicas: autoscaling 1 to 2 replicas at 60% CPU utilization (Vertex AI's default)\n"
         "cost: 0.26 USD/h, 189.80 USD/month (1 x n1-standard-4 at 0.2600/h); at most 0.52")
 
 
@@ -506,9 +514,8 @@ def test_deploy_says_the_price_is_unknown_and_max_cost_cannot_be_checked(service
     write_run(services.storage, "r1")
     commands.upload_model(cloud, "r1")
     commands.deploy(cloud, "r1", cpu, dry_run=True)
-    assert capsys.readouterr().err.startswith("cost: unknown (no prediction prices for "
-                                              "europe-west4 in prices.yaml: run `invoke "
-                                              "pricing.refresh`")
+    assert "\ncost: unknown (no prediction prices for europe-west4 in prices.yaml: run " \
+           "`invoke pricing.refresh`" in capsys.readouterr().err
 
 
 class Clock:
@@ -580,6 +587,14 @@ def test_the_online_request_limit_is_the_documented_one_and_a_half_million_bytes
 @pytest.mark.parametrize("args, message", [
     (["endpoint.deploy", "--run-id=r1", "--min-replicas=0"], "replicas: need 1 <="),
     (["endpoint.deploy", "--run-id=r1", "--traffic=150"], "--traffic is a percentage"),
+    (["endpoint.deploy", "--run-id=r1", "--max-replicas=3", "--target-utilization=0"],
+     "--target-utilization is a percentage, 1 to 100, got 0"),
+    (["endpoint.deploy", "--run-id=r1", "--max-replicas=3", "--target-utilization=101"],
+     "--target-utilization is a percentage, 1 to 100, got 101"),
+    (["endpoint.deploy", "--run-id=r1", "--target-utilization=50"],
+     "there is nothing to scale; raise --max-replicas"),
+    (["endpoint.deploy", "--run-id=r1", "--max-replicas=3", "--target-utilization=lots"],
+     "--target-utilization must be a whole number"),
     (["endpoint.deploy", "--run-id=r1", "--machine-type=ct5lp-hightpu-4t"],
      "serve on CPU or GPU machines"),
     (["model.upload", "--run-id=../x"], "is not a run id"),
@@ -656,6 +671,39 @@ def test_upload_dry_run_without_credentials_prints_our_container_as_it_serves():
     # TF Serving's REST API for the model it serves
     assert spec.predict_route == f"/v1/models/{flags['model_name']}:predict"
     assert spec.health_route == f"/v1/models/{flags['model_name']}"
+
+
+def test_deploy_dry_run_shows_autoscaling_and_the_price_range_with_its_source():
+    """Issue 41 items 4 and 5: the pinned table's sourced prediction prices price the dry
+    run; --target-utilization becomes the deployment's autoscaling metric (CPU, or the GPU's
+    duty cycle with an accelerator), and the range from --min- to --max-replicas is shown."""
+    result = invoke("endpoint.deploy", "--run-id=r1", "--dry-run", "--min-replicas=1",
+                    "--max-replicas=3", "--target-utilization=70")
+    assert result.returncode == 0, result.stderr
+    err = result.stderr
+    assert "replicas: autoscaling 1 to 3 replicas at 70% CPU utilization\n" in err
+    # n1-standard-4: 4 vCPUs x 0.03635495 + 15 GB x 0.0048783 = 0.2186/h
+    assert "cost: 0.22 USD/h, 159.57 USD/month (1 x n1-standard-4 at 0.2186/h); at most " \
+           "0.66 USD/h, 478.72 USD/month autoscaling to 3 replicas" in err
+    assert "unconfirmed: n1 vCPUs, n1 memory from https://cloud.google.com/vertex-ai/pricing " \
+           "(prediction, Iowa" in err and "read 2026-11-28" in err
+    resources = aiplatform_v1.DeployModelRequest.from_json(
+        result.stdout).deployed_model.dedicated_resources
+    (spec,) = resources.autoscaling_metric_specs
+    assert (spec.metric_name, spec.target) == (endpoints.CPU_UTILIZATION, 70)
+
+    gpu = invoke("endpoint.deploy", "--run-id=r1", "--dry-run", "--accelerator=NVIDIA_TESLA_T4:1",
+                 "--max-replicas=2", "--target-utilization=50")
+    assert gpu.returncode == 0, gpu.stderr
+    assert "autoscaling 1 to 2 replicas at 50% GPU duty cycle" in gpu.stderr
+    assert "(1 x n1-standard-4 + NVIDIA_TESLA_T4:1 at 0.6210/h)" in gpu.stderr
+    (spec,) = aiplatform_v1.DeployModelRequest.from_json(
+        gpu.stdout).deployed_model.dedicated_resources.autoscaling_metric_specs
+    assert (spec.metric_name, spec.target) == (endpoints.GPU_DUTY_CYCLE, 50)
+    fixed = invoke("endpoint.deploy", "--run-id=r1", "--dry-run")
+    assert "replicas: 1 replica(s), no autoscaling" in fixed.stderr
+    assert not aiplatform_v1.DeployModelRequest.from_json(
+        fixed.stdout).deployed_model.dedicated_resources.autoscaling_metric_specs
 
 
 def test_deploy_dry_run_without_credentials_prints_the_request():

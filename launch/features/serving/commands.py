@@ -245,6 +245,7 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
     place = Place.of(cloud)
     setup = serving(place.region)  # validated before any request
     rules = rules.checked()
+    print(f"replicas: {setup.autoscaling()}", file=sys.stderr)
     price_serving(setup, place.region, flag_value("max_cost", max_cost))
     if dry_run:
         submit.say_once_without_credentials(cloud)
@@ -292,8 +293,8 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
     shares = ", ".join(f"{deployed.id if k == endpoints.NEW else k}: {v}%"
                        for k, v in split.items())
     return (f"deployed run {run_id} ({version.name}@{version.version_id}) to {name} "
-            f"as {deployed.id} on {setup.machine.describe()}, {setup.min_replicas}-"
-            f"{setup.max_replicas} replicas; traffic {shares}\n"
+            f"as {deployed.id} on {setup.machine.describe()}, {setup.autoscaling()}; traffic "
+            f"{shares}\n"
             f"predict: invoke predict --endpoint {name.rsplit('/', 1)[-1]} "
             "--images 'DIR/*.jpg'")
 

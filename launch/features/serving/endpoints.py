@@ -15,6 +15,11 @@ from launch.values.resources import Accelerator
 DEFAULT_ENDPOINT = "pets-detector"  # display name of the endpoint `deploy` creates
 MAX_REPLICAS = 100
 NEW = "0"  # a DeployModelRequest's traffic split names the model being deployed "0"
+# What Vertex AI scales a deployment's replicas on (AutoscalingMetricSpec.metric_name, the
+# aiplatform v1 proto's documented values): each replica's CPU use, or its GPU's duty cycle.
+CPU_UTILIZATION = "aiplatform.googleapis.com/prediction/online/cpu/utilization"
+GPU_DUTY_CYCLE = "aiplatform.googleapis.com/prediction/online/accelerator/duty_cycle"
+DEFAULT_TARGET = 60  # "The default value is 60 (representing 60%) if not provided."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +30,7 @@ class Serving:
     min_replicas: int = 1
     max_replicas: int = 1
     traffic: int = 100  # percent of the endpoint's requests the new version answers
+    target_utilization: int | None = None  # percent; None: Vertex AI's default (60)
 
     def __post_init__(self) -> None:
         if not 1 <= self.min_replicas <= self.max_replicas <= MAX_REPLICAS:
@@ -32,10 +38,34 @@ class Serving:
                              f"--max-replicas ({self.max_replicas}) <= {MAX_REPLICAS}")
         if not 0 <= self.traffic <= 100:
             raise InputError(f"--traffic is a percentage, 0 to 100, got {self.traffic}")
+        if self.target_utilization is not None:
+            if not 1 <= self.target_utilization <= 100:
+                raise InputError(f"--target-utilization is a percentage, 1 to 100, got "
+                                 f"{self.target_utilization}")
+            if self.max_replicas == self.min_replicas:
+                raise InputError(f"--target-utilization {self.target_utilization}: with "
+                                 f"--max-replicas equal to --min-replicas "
+                                 f"({self.min_replicas}) there is nothing to scale; raise "
+                                 "--max-replicas")
+
+    @property
+    def autoscaling_metric(self) -> str:
+        return GPU_DUTY_CYCLE if self.machine.accelerator else CPU_UTILIZATION
+
+    def autoscaling(self) -> str:
+        """In words, for the dry run and the deployment's line."""
+        if self.max_replicas == self.min_replicas:
+            return f"{self.min_replicas} replica(s), no autoscaling"
+        measure = "GPU duty cycle" if self.machine.accelerator else "CPU utilization"
+        target = self.target_utilization or DEFAULT_TARGET
+        default = "" if self.target_utilization else " (Vertex AI's default)"
+        return (f"autoscaling {self.min_replicas} to {self.max_replicas} replicas at "
+                f"{target}% {measure}{default}")
 
     @classmethod
     def from_flags(cls, region: str, machine_type: str | None, accelerator: str | None,
-                   min_replicas: int, max_replicas: int, traffic: int) -> Serving:
+                   min_replicas: int, max_replicas: int, traffic: int,
+                   target_utilization: int | None = None) -> Serving:
         """The serving machine (by default the catalogue's), checked against `region`."""
         machine_type = machine_type or catalogue()["prediction_containers"]["default_machine"]
         machine = resolve_machine(
@@ -45,7 +75,7 @@ class Serving:
             raise InputError(f"--machine-type {machine_type}: endpoints here serve on CPU or "
                              "GPU machines (e.g. n1-standard-4, or g2-standard-4 with "
                              "--accelerator NVIDIA_L4:1)")
-        return cls(machine, min_replicas, max_replicas, traffic)
+        return cls(machine, min_replicas, max_replicas, traffic, target_utilization)
 
 
 def deployed_model(model_version: str, serving: Serving, service_account: str | None,
@@ -55,7 +85,10 @@ def deployed_model(model_version: str, serving: Serving, service_account: str | 
         service_account=service_account or "",
         dedicated_resources=aiplatform_v1.DedicatedResources(
             machine_spec=machine_spec(serving.machine), min_replica_count=serving.min_replicas,
-            max_replica_count=serving.max_replicas))
+            max_replica_count=serving.max_replicas,
+            autoscaling_metric_specs=[aiplatform_v1.AutoscalingMetricSpec(
+                metric_name=serving.autoscaling_metric,
+                target=serving.target_utilization)] if serving.target_utilization else []))
 
 
 def _shares(weights: dict[str, int], total: int) -> dict[str, int]:
