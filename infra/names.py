@@ -27,6 +27,19 @@ IMAGE_SUBSTITUTIONS = {TRAINER_IMAGE: "_GPU_IMAGE", TPU_IMAGE: "_TPU_IMAGE",
                        SERVING_IMAGE: "_SERVING_IMAGE", SERVING_GPU_IMAGE: "_SERVING_GPU_IMAGE"}
 
 
+# Where a Vertex AI custom job's log entries are: the Cloud Logging resource type `ml_job`,
+# labelled job_id and task_name (each replica's output under `workerpoolN-M`, Vertex AI's own
+# lines, "Job failed." among them, under `service`). Sources, read 2026-11-28: gcloud's
+# `ai custom-jobs stream-logs` filters on 'resource.type="ml_job"' and
+# 'resource.labels.job_id' (googlecloudsdk/command_lib/ai/log_util.py), and Vertex AI's own
+# failure message links the log query advancedFilter=resource.type="ml_job"
+# resource.labels.job_id=... (github.com/tensorflow/models/issues/10735). No Google page names
+# a resource type `aiplatform.googleapis.com/CustomJob` for them.
+JOB_LOG_RESOURCE = "ml_job"
+JOB_SERVICE_TASK = "service"  # the task_name of Vertex AI's own lines about the job
+JOB_FAILED_TEXT = "Job failed"  # what the service line says when a job fails
+
+
 def bucket_location(env: Environment) -> str:
     """Where the data bucket keeps its objects: the environment's region unless it names a
     dual- or multi-region (infra/locations.py), upper case as Cloud Storage reports it."""

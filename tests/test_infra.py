@@ -448,11 +448,7 @@ def test_failed_jobs_are_emailed_and_job_events_have_a_private_topic(stacks, env
     (policy,) = resources(stack, "google_monitoring_alert_policy")
     (condition,) = policy["conditions"]
     log_filter = condition["condition_matched_log"]["filter"]
-    assert log_filter == JOB_FAILURES_FILTER
-    assert log_filter.startswith('resource.type="aiplatform.googleapis.com/CustomJob" AND (')
-    assert {'jsonPayload.state="JOB_STATE_FAILED"', 'jsonPayload.state="JOB_STATE_CANCELLED"',
-            'protoPayload.methodName="google.cloud.aiplatform.v1.JobService.CancelCustomJob"'
-            } <= set(log_filter.split(" AND (", 1)[1].rstrip(")").split(" OR "))
+    assert log_filter == JOB_FAILURES_FILTER  # tested against log entries below
     # a log-match condition needs a rate limit; the policy names every channel, nothing else
     assert policy["alert_strategy"]["notification_rate_limit"]["period"]
     assert sorted(policy["notification_channels"]) == sorted(
@@ -465,6 +461,46 @@ def test_failed_jobs_are_emailed_and_job_events_have_a_private_topic(stacks, env
                         (names.service_account_id(env, "deployer"), "roles/pubsub.admin")}
     assert all(r["topic"].startswith("${google_pubsub_topic.")
                for r in resources(stack, "google_pubsub_topic_iam_member"))
+
+def test_the_failure_alert_and_the_log_reader_name_the_entries_vertex_ai_writes():
+    """Issue 41 item 12: the alert's filter, through the real Logging client, against entries
+    shaped as Vertex AI writes them (resource `ml_job`, task_name `service` for its own lines,
+    each replica's output under its own name; a cancel's audit entry): it matches the failed
+    job's service line and the cancellation, not a replica that prints the same words, not a
+    job that succeeded; and the log reader's filter reads the same resource type."""
+    from google.cloud.audit import audit_log_pb2
+    from google.cloud.logging_v2.types import LogEntry
+    from google.protobuf import any_pb2
+
+    from infra.modules.notifications import CANCEL_METHOD, JOB_FAILURES_FILTER
+    from launch.targets.vertex.logs import log_filter
+    from tests.fakes.logs import FakeLoggingService, job_entry
+
+    audit = any_pb2.Any()
+    audit.Pack(audit_log_pb2.AuditLog(method_name=CANCEL_METHOD,
+                                      service_name="aiplatform.googleapis.com"))
+    cancelled = LogEntry.pb(LogEntry(
+        log_name="projects/p/logs/cloudaudit.googleapis.com%2Factivity",
+        resource={"type": "audited_resource"}, insert_id="cancel",
+        timestamp=job_entry("11", 10, "").timestamp))
+    cancelled.proto_payload.CopyFrom(audit)
+    entries = {
+        "failed": job_entry("11", 9, "Job failed.", replica="service", severity="ERROR"),
+        "replica": job_entry("12", 5, "Job failed, retrying the download", severity="ERROR"),
+        "succeeded": job_entry("13", 9, "Job completed successfully.", replica="service"),
+        "cancelled": LogEntry.wrap(cancelled)}
+    with FakeLoggingService() as logging:
+        logging.entries = list(entries.values())
+        client = logging.client()
+
+        def matched(query: str) -> set[str]:
+            found = {e.insert_id for e in client.list_log_entries(
+                request={"resource_names": ["projects/p"], "filter": query})}
+            return {name for name, e in entries.items() if e.insert_id in found}
+
+        assert matched(JOB_FAILURES_FILTER) == {"failed", "cancelled"}
+        assert matched(log_filter("11")) == {"failed"}  # the reader's type is the alert's
+
 
 VALID = ENVIRONMENTS["dev"]
 

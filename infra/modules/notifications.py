@@ -24,18 +24,18 @@ from constructs import Construct
 from infra import names
 from infra.modules.iam import Grant, checked
 
-# The log entries of a custom job that failed or was cancelled. Custom jobs log under the
-# resource type `aiplatform.googleapis.com/CustomJob`, and cancellation is an Admin Activity
-# audit entry, `customJobs.cancel` (https://docs.cloud.google.com/vertex-ai/docs/general/
-# audit-logging, read 2026-11-24). The state-change entry's `jsonPayload.state` is the form
-# public configurations filter on; no Google page found on 2026-11-24 spells it out, so the
-# launcher's own messages (the Pub/Sub topic below) are the signal it controls.
-ENDED_BADLY = ("JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
+# The log entries of a custom job that failed or was cancelled: Vertex AI's own `service` line
+# "Job failed." under the job's resource type (infra/names.py, where the log reader's type
+# comes from too), or the Admin Activity audit entry of a `customJobs.cancel`
+# (https://docs.cloud.google.com/vertex-ai/docs/general/audit-logging, read 2026-11-24).
+# Custom jobs have no state metric (their metrics are CPU, memory, accelerator and network
+# use: https://cloud.google.com/vertex-ai/docs/general/monitoring-metrics, read 2026-11-28);
+# the launcher's own messages (the Pub/Sub topic below) say how every job ended.
 CANCEL_METHOD = "google.cloud.aiplatform.v1.JobService.CancelCustomJob"
 JOB_FAILURES_FILTER = (
-    'resource.type="aiplatform.googleapis.com/CustomJob" AND ('
-    + " OR ".join(f'jsonPayload.state="{state}"' for state in ENDED_BADLY)
-    + f' OR protoPayload.methodName="{CANCEL_METHOD}")')
+    f'(resource.type="{names.JOB_LOG_RESOURCE}" AND '
+    f'resource.labels.task_name="{names.JOB_SERVICE_TASK}" AND "{names.JOB_FAILED_TEXT}") '
+    f'OR protoPayload.methodName="{CANCEL_METHOD}"')
 # Log-match conditions need a notification rate limit (AlertStrategy.notificationRateLimit:
 # "Required for alert policies with a LogMatch condition", the Monitoring API reference, read
 # 2026-11-24); auto-close ends the incident a day later.

@@ -1,8 +1,11 @@
 """A small Cloud Logging service on 127.0.0.1, built from the client library's own protos.
 
-ListLogEntries understands the filters a log reader sends (`field="value"` and
-`timestamp>="..."` clauses joined by AND), both sort orders and page tokens; an unknown clause
-is an INVALID_ARGUMENT, as the real service answers.
+ListLogEntries understands the part of the Logging query language our filters use (the log
+reader's and the job-failure alert's): `field="value"`, `field:"value"` (contains) and
+`timestamp>="..."` comparisons on resource.type, resource.labels.*, textPayload,
+jsonPayload.*, protoPayload.methodName (an audit entry's) and logName; a bare "text" searches
+every payload; AND, OR and parentheses. Both sort orders and page tokens; an unknown field or
+a clause it cannot read is an INVALID_ARGUMENT, as the real service answers.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from google.cloud.logging_v2.types import ListLogEntriesRequest, ListLogEntriesR
 
 from tests.fakes.grpc_server import GrpcFake, unary
 
-CLAUSE = re.compile(r'^(?P<field>[\w.]+)(?P<op>>=|=)"(?P<value>[^"]*)"$')
+TOKEN = re.compile(r'\s*(?:(?P<paren>[()])|(?P<word>AND|OR)(?=[\s(]|$)|'
+                   r'(?:(?P<field>[A-Za-z_][\w.]*)(?P<op>>=|=|:))?"(?P<value>[^"]*)")')
 START = datetime.datetime(2026, 11, 22, 1, 0, tzinfo=datetime.UTC)
 
 
@@ -46,25 +50,16 @@ class FakeLoggingService(GrpcFake):
         return {"ListLogEntries": unary(self.list, ListLogEntriesRequest,
                                         ListLogEntriesResponse.serialize)}
 
-    def _matches(self, entry: LogEntry, clause: str) -> bool:
-        match = CLAUSE.match(clause.strip())
-        field, op, value = match["field"], match["op"], match["value"]
-        if field == "timestamp" and op == ">=":
-            return entry.timestamp >= datetime.datetime.fromisoformat(value)
-        if field == "resource.type":
-            return entry.resource.type == value
-        if field.startswith("resource.labels."):
-            return entry.resource.labels.get(field.removeprefix("resource.labels.")) == value
-        raise ValueError(clause)
-
     def list(self, request, context):
         self.requests.append(request)
         if self.deny:
             context.abort(grpc.StatusCode.PERMISSION_DENIED, "logging.logEntries.list denied")
-        clauses = request.filter.split(" AND ")
-        if not all(CLAUSE.match(c.strip()) for c in clauses):
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad filter {request.filter!r}")
-        found = [e for e in self.entries if all(self._matches(e, c) for c in clauses)]
+        try:
+            matches = parse_filter(request.filter)
+            found = [e for e in self.entries if matches(e)]
+        except ValueError as error:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"bad filter {request.filter!r}: {error}")
         found.sort(key=lambda e: e.timestamp, reverse=request.order_by == "timestamp desc")
         start = int(request.page_token or 0)
         end = start + (request.page_size or 50)
@@ -74,3 +69,89 @@ class FakeLoggingService(GrpcFake):
     def client(self) -> LoggingServiceV2Client:
         return LoggingServiceV2Client(
             transport=LoggingServiceV2GrpcTransport(channel=self.channel()))
+
+
+def _tokens(text: str) -> list[dict]:
+    tokens, position = [], 0
+    while text[position:].strip():
+        match = TOKEN.match(text, position)
+        if not match:
+            raise ValueError(f"cannot read {text[position:position + 40]!r}")
+        tokens.append({k: v for k, v in match.groupdict().items() if v is not None})
+        position = match.end()
+    return tokens
+
+
+def parse_filter(text: str):
+    """The filter as a predicate on LogEntry (AND binds tighter than OR, as in Logging's
+    query language)."""
+    tokens = _tokens(text)
+
+    def expression(i: int):
+        left, i = conjunction(i)
+        while i < len(tokens) and tokens[i].get("word") == "OR":
+            right, i = conjunction(i + 1)
+            left = (lambda a, b: lambda e: a(e) or b(e))(left, right)
+        return left, i
+
+    def conjunction(i: int):
+        left, i = term(i)
+        while i < len(tokens) and tokens[i].get("word") == "AND":
+            right, i = term(i + 1)
+            left = (lambda a, b: lambda e: a(e) and b(e))(left, right)
+        return left, i
+
+    def term(i: int):
+        if i >= len(tokens):
+            raise ValueError("the filter ends early")
+        token = tokens[i]
+        if token.get("paren") == "(":
+            inner, i = expression(i + 1)
+            if i >= len(tokens) or tokens[i].get("paren") != ")":
+                raise ValueError("unbalanced parentheses")
+            return inner, i + 1
+        if "value" not in token:
+            raise ValueError(f"unexpected {token}")
+        return _comparison(token.get("field"), token.get("op"), token["value"]), i + 1
+
+    predicate, end = expression(0)
+    if end != len(tokens):
+        raise ValueError("unbalanced parentheses")
+    return predicate
+
+
+def _method(entry: LogEntry) -> str:
+    from google.cloud.audit import audit_log_pb2
+
+    payload = LogEntry.pb(entry).proto_payload
+    if not payload.type_url.endswith("google.cloud.audit.AuditLog"):
+        return ""
+    return audit_log_pb2.AuditLog.FromString(payload.value).method_name
+
+
+def _comparison(field: str | None, op: str | None, value: str):
+    if field is None:  # a global search: any payload holds the text
+        return lambda e: value.lower() in " ".join(
+            (e.text_payload, str(dict(e.json_payload or {})), _method(e))).lower()
+    if field == "timestamp" and op == ">=":
+        since = datetime.datetime.fromisoformat(value)
+        return lambda e: e.timestamp >= since
+    readers = {"resource.type": lambda e: e.resource.type, "logName": lambda e: e.log_name,
+               "textPayload": lambda e: e.text_payload,
+               "protoPayload.methodName": _method}
+    prefix, _, key = field.rpartition(".")
+    if field in readers:
+        read = readers[field]
+    elif prefix == "resource.labels":
+        def read(e: LogEntry) -> str:
+            return e.resource.labels.get(key, "")
+    elif prefix == "jsonPayload":
+        def read(e: LogEntry) -> str:
+            return str(dict(e.json_payload or {}).get(key, ""))
+    else:
+        raise ValueError(f"unknown field {field}")
+    if op == "=":
+        return lambda e: read(e) == value
+    if op == ":":
+        return lambda e: value.lower() in read(e).lower()
+    raise ValueError(f"{field}{op}: not a comparison this fake reads")

@@ -3,7 +3,8 @@ followed until the job ends (what `gcloud ai custom-jobs stream-logs` does); and
 job failed (`diagnose`: the failing replica's lines, classified by launch/targets/triage.py).
 
 Vertex AI writes each replica's stdout/stderr as entries of resource type `ml_job`, labelled
-with the job id and the replica (`task_name`, e.g. workerpool0-0).
+with the job id and the replica (`task_name`, e.g. workerpool0-0): infra/names.py has the type
+and its sources, which the job-failure alert filters on too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from google.cloud.logging_v2.services.logging_service_v2 import LoggingServiceV2
 from google.cloud.logging_v2.types import LogEntry
 from google.logging.type import log_severity_pb2
 
+from infra.names import JOB_LOG_RESOURCE
 from launch.errors import InputError
 from launch.targets import triage
 from launch.targets.vertex import client as vertex_client
@@ -36,7 +38,7 @@ def log_filter(job_id: str, since: datetime.datetime | None = None,
     if not job_id.isdigit():
         raise InputError(f"{job_id!r} is not a custom job id: use the number that "
                          "`invoke jobs.list` shows")
-    clauses = ['resource.type="ml_job"', f'resource.labels.job_id="{job_id}"']
+    clauses = [f'resource.type="{JOB_LOG_RESOURCE}"', f'resource.labels.job_id="{job_id}"']
     if replica is not None:
         clauses.append(f'resource.labels.task_name="{replica}"')
     if since is not None:
