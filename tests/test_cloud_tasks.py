@@ -84,7 +84,7 @@ def test_upload_then_train_builds_once_and_submits_the_sources_image(fakes, tmp_
     # one lookup a tag: the digests found while checking for a build pin the job
     assert sorted(fakes.registry.lookups) == sorted(
         tag_resource(f"{REPOSITORY}/{image}:{context_hash()}")
-        for image in ("trainer", "trainer-tpu", "serving"))
+        for image in ("trainer", "trainer-tpu", "serving", "serving-gpu"))
     assert fakes.vertex.received[1].custom_job.job_spec.worker_pool_specs[0].container_spec \
         .image_uri == pool.container_spec.image_uri
 

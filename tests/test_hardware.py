@@ -165,6 +165,73 @@ def test_regions_follow_the_catalogue(region, resources, message):
     assert job(Resources("n2-standard-32"), region)  # CPUs train everywhere
 
 
+@pytest.mark.parametrize("resources, disk", [
+    # issue 41 item 9: the families that take only Hyperdisk, each with its source
+    (Resources("a3-ultragpu-8g"), "hyperdisk-balanced"),
+    (Resources("a4-highgpu-8g"), "hyperdisk-balanced"),
+    (Resources("a4x-highgpu-4g"), "hyperdisk-balanced"),
+    (Resources("g4-standard-48"), "hyperdisk-balanced"),
+    (Resources(tpu="v6e-8"), "hyperdisk-balanced"),
+    (Resources(tpu="v5litepod-8"), ""),  # Vertex AI's default, as Google's own v5e jobs
+    (Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)), "pd-ssd"),
+    (Resources("a3-highgpu-8g"), "pd-ssd"),
+    (Resources("a2-highgpu-1g"), "pd-ssd"),
+    (Resources("g2-standard-8"), "pd-ssd"),
+    (Resources("e2-standard-8"), "pd-ssd"),
+])
+def test_each_machine_family_boots_from_a_disk_it_takes(resources, disk):
+    (pool,) = job(resources).job_spec.worker_pool_specs
+    assert pool.disk_spec.boot_disk_type == disk
+    assert pool.disk_spec.boot_disk_size_gb == 100
+
+
+def test_every_boot_disk_the_catalogue_names_is_a_diskspec_value_of_a_machine_it_offers():
+    facts = hardware.catalogue()
+    disks = facts["boot_disks"]
+    offered = {m.rpartition("-")[0] for m in (*facts["gpu_machines"], *facts["tpu_machines"])}
+    # DiskSpec's valid values (its REST reference, read 2026-11-28), or "": Vertex AI's default
+    assert disks["default"] == "pd-ssd"
+    for family, chosen in disks["families"].items():
+        assert family in offered, family
+        assert chosen["type"] in ("pd-ssd", "pd-standard", "hyperdisk-balanced", "")
+        assert chosen["source"].startswith("https://")
+
+
+@pytest.mark.parametrize("region, tpu, offered", [
+    # issue 41 item 11: Cloud TPU's zone list and Vertex AI's sample, not us-east1/us-east5
+    ("us-central1", "v5litepod-8", True), ("us-south1", "v5litepod-8", True),
+    ("us-west1", "v5litepod-8", True), ("us-west4", "v5litepod-8", True),
+    ("europe-west4", "v5litepod-8", True), ("us-east1", "v5litepod-8", False),
+    ("us-east5", "v5litepod-8", False), ("asia-southeast1", "v5litepod-8", False),
+])
+def test_tpu_v5e_trains_where_its_zones_are(region, tpu, offered):
+    if offered:
+        assert job(Resources(tpu=tpu), region)
+    else:
+        with pytest.raises(hardware.NotOffered, match=f"TPU v5e is not offered for training "
+                                                      f"in {region}"):
+            job(Resources(tpu=tpu), region)
+
+
+@pytest.mark.parametrize("machine_type, trains", [
+    ("n1-standard-1", False), ("n1-standard-2", False), ("n1-standard-4", True),
+    ("n2-standard-2", False), ("e2-standard-2", False), ("e2-standard-4", True),
+    ("n1-highcpu-8", False), ("n1-highcpu-16", True), ("n1-highmem-2", True),
+])
+def test_the_smallest_machines_are_refused_for_training_but_serve(machine_type, trains):
+    """Issue 41 item 11: "not supported for training: standard: 2 vCPUs; highcpu: 2, 4 and 8
+    vCPUs" (configure-compute); an endpoint may still run on them."""
+    from launch.features.serving.endpoints import Serving
+
+    if trains:
+        assert job(Resources(machine_type))
+    else:
+        with pytest.raises(hardware.HardwareError, match=rf"{machine_type}: Vertex AI custom "
+                           r"training takes .* machines of (4|16) vCPUs or more"):
+            job(Resources(machine_type))
+    assert Serving.from_flags("us-central1", machine_type, None, 1, 1, 100)
+
+
 def test_v6e_runs_with_a_note_that_tensorflow_is_not_documented_there():
     note = hardware.tensorflow_note(resolved(Resources(tpu="v6e-4")))
     assert note and "TPU v6e for JAX and PyTorch" in note

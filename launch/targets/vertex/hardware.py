@@ -224,6 +224,24 @@ def resolve_machine(*, region: str | None, machine_type: str | None = None,
     return machine
 
 
+def boot_disk_type(machine_type: str) -> str:
+    """The boot disk a replica of `machine_type` gets (catalogue `boot_disks`): pd-ssd, or
+    Hyperdisk where the family takes no Persistent Disk; "" leaves it to Vertex AI."""
+    disks = catalogue()["boot_disks"]
+    family = machine_type.rpartition("-")[0]
+    return disks["families"].get(family, {"type": disks["default"]})["type"]
+
+
+def check_trains(machine: Machine) -> None:
+    """Custom training's own floor: the smallest standard and highcpu machines it refuses."""
+    family, _, size = machine.machine_type.rpartition("-")
+    least = catalogue()["training_min_vcpus"].get(family.partition("-")[2])
+    if least and size.isdigit() and int(size) < least:
+        raise HardwareError(f"{machine.machine_type}: Vertex AI custom training takes "
+                            f"{family} machines of {least} vCPUs or more (e.g. "
+                            f"{family}-{least}); endpoints take smaller ones")
+
+
 def hardware_name(resources: Resources) -> str:
     """The job's hardware as the user named it: its --tpu, or its machine type."""
     return resources.tpu or resources.machine_type or catalogue()["default_machine"]
@@ -255,6 +273,7 @@ def machine_for(resources: Resources, region: str) -> Machine:
                               accelerator=resources.accelerator, tpu=resources.tpu,
                               tpu_topology=resources.tpu_topology)
     resources.check_one_slice(machine.is_tpu)
+    check_trains(machine)
     check_scheduling(machine, resources.scheduling.strategy, resources.scheduling.timeout_hours,
                      extra_pools=bool(resources.reduction_servers))
     return machine

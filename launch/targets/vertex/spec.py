@@ -17,6 +17,7 @@ from launch.context.places import CloudTarget, label_value
 from launch.targets.vertex.hardware import (
     HardwareError,
     Machine,
+    boot_disk_type,
     catalogue,
     reduction_server_image,
     reduction_server_images,
@@ -94,7 +95,9 @@ def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_di
         aiplatform_v1.WorkerPoolSpec(
             machine_spec=machine_spec(machine, resources.scheduling.reservation, target),
             replica_count=pool.replica_count,
-            disk_spec=aiplatform_v1.DiskSpec(boot_disk_type="pd-ssd", boot_disk_size_gb=disk_gb),
+            disk_spec=aiplatform_v1.DiskSpec(
+                boot_disk_type=boot_disk_type(machine.machine_type),
+                boot_disk_size_gb=disk_gb),
             container_spec=aiplatform_v1.ContainerSpec(
                 image_uri=target.tpu_image if machine.is_tpu else target.image,
                 args=args,
