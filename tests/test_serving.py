@@ -614,6 +614,9 @@ def test_the_online_request_limit_is_the_documented_one_and_a_half_million_bytes
      "--max-pixels must be a whole number"),
     (["predict", "--max-pixels=200000000"], "--max-pixels must be at most 178,956,970"),
     (["export", "--quantize=int8"], "--quantize applies to --format tflite"),
+    (["export", "--format=tflite", "--force=x"], "--force applies to --quantize int8"),
+    (["export", "--format=tflite", "--quantize=int8", "--max-int8-drop=2"],
+     "--max-int8-drop must be"),
     (["export", "--format=onnx"], "--format must be one of saved_model, tflite"),
     (["export", "--format=tflite", "--default-signature=bytes"], "a .tflite takes uint8"),
 ])

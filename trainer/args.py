@@ -308,6 +308,11 @@ class ExportArgs(Args):
                                     choices=DEFAULT_SIGNATURES)
     calibration_data: str | None = option("int8: TFRecord glob to calibrate on (default: the "
                                           "run's training data)")
+    max_int8_drop: float = option("int8: refuse the file when its AP50 on the validation split "
+                                  "is more than this below the float file's", default=0.05,
+                                  bound=Bound(minimum=0, maximum=1))
+    force: str | None = option("int8: write the file even past --max-int8-drop; the reason "
+                               "is recorded in export.json")
 
     def check(self) -> None:
         """The format and what goes with it: by `export` itself, and by `invoke export`
@@ -315,6 +320,11 @@ class ExportArgs(Args):
         super().check()
         if self.quantize and self.format != "tflite":
             raise SettingsError("--quantize applies to --format tflite")
+        if self.force is not None and self.quantize != "int8":
+            raise SettingsError("--force applies to --quantize int8: it writes a file that "
+                                "lost more than --max-int8-drop")
+        if self.force is not None and not self.force.strip():
+            raise SettingsError("--force takes the reason, recorded in export.json")
         if self.format == "tflite" and self.default_signature != "uint8":
             raise SettingsError("--default-signature applies to SavedModels; a .tflite takes "
                                 "uint8 pixels")

@@ -172,12 +172,14 @@ def run_export(args: trainer_args.ExportArgs) -> int:
     choice = Choice.parse(args.checkpoint)
     options = ExportOptions(args.max_detections, args.min_score, args.default_signature)
     if args.format == "tflite":
-        from trainer.tflite import export_tflite
+        from trainer.tflite import Int8Gate, export_tflite
 
         done = export_tflite(args.model_dir, args.export_dir, choice, options,
-                             args.quantize, args.calibration_data)
+                             args.quantize, args.calibration_data,
+                             Int8Gate(args.max_int8_drop, args.force))
         print(f"exported {done.checkpoint.path} ({done.checkpoint.reason}) to {done.path} "
-              f"({done.size_bytes / 1e6:.1f} MB)")
+              f"({done.size_bytes / 1e6:.1f} MB)" + (f"; {done.int8.line()}" if done.int8
+                                                      else ""))
         return 0
     result = export(args.model_dir, args.export_dir, choice, options)
     print(f"exported {result.checkpoint.path} ({result.checkpoint.reason}) to "
