@@ -167,6 +167,13 @@ def hardware_page() -> str:
                          for generation, regions in facts["tpu_regions"].items()))
     cpus = table(("CPU family", "GB of memory per vCPU"),
                  ((code(family), gb) for family, gb in facts["memory_per_vcpu"].items()))
+    smallest = ", ".join(f"{kind} {vcpus} vCPUs" for kind, vcpus in
+                         facts["training_min_vcpus"].items())
+    disks = facts["boot_disks"]
+    boot = table(("machine family", "boot disk", "source"),
+                 ((code(family), code(chosen["type"]) if chosen["type"] else
+                   "Vertex AI's default", " ".join(chosen["source"].split()))
+                  for family, chosen in disks["families"].items()))
     not_offered = "\n".join(f"- {text}" for text in facts["tpus_not_offered"].values())
     no_tf = ", ".join(facts["tpu_generations_without_tensorflow"])
     sources = "\n".join(f"- {name}: <{url}>" for name, url in facts["sources"].items())
@@ -185,7 +192,10 @@ def hardware_page() -> str:
         f"Generations Vertex AI documents without TensorFlow (allowed, with a warning): "
         f"{no_tf}. Not offered for custom training:\n\n{not_offered}",
         f"## CPU machine families\n\nAny size Compute Engine offers (`FAMILY-N` has N vCPUs);"
-        f" the memory sets the price.\n\n{cpus}",
+        f" the memory sets the price. Training takes at least: {smallest} (smaller ones "
+        f"serve endpoints).\n\n{cpus}",
+        f"## Boot disks\n\nEvery replica boots from `{disks['default']}` but the families "
+        f"below, which take no Persistent Disk:\n\n{boot}",
         f"## Sources\n\n{sources}")
 
 
