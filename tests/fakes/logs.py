@@ -87,19 +87,20 @@ def parse_filter(text: str):
     query language)."""
     tokens = _tokens(text)
 
-    def expression(i: int):
-        left, i = conjunction(i)
-        while i < len(tokens) and tokens[i].get("word") == "OR":
-            right, i = conjunction(i + 1)
-            left = (lambda a, b: lambda e: a(e) or b(e))(left, right)
-        return left, i
+    def joined(word: str, part, combine):
+        """`part (word part)*`, folded with `combine` (any or all)."""
+        def parse(i: int):
+            parts = []
+            while True:
+                found, i = part(i)
+                parts.append(found)
+                if i >= len(tokens) or tokens[i].get("word") != word:
+                    return (lambda e: combine(p(e) for p in parts)), i
+                i += 1
+        return parse
 
-    def conjunction(i: int):
-        left, i = term(i)
-        while i < len(tokens) and tokens[i].get("word") == "AND":
-            right, i = term(i + 1)
-            left = (lambda a, b: lambda e: a(e) and b(e))(left, right)
-        return left, i
+    def expression(i: int):
+        return joined("OR", joined("AND", term, all), any)(i)
 
     def term(i: int):
         if i >= len(tokens):
