@@ -206,3 +206,29 @@ def test_conversion_flags_are_refused_alike_by_the_trainer_and_a_conversion_job(
     with pytest.raises(SettingsError) as refused:
         bucket_convert.passed_flags(typed)
     assert str(refused.value) == message
+
+
+@pytest.mark.parametrize("float_ap50, int8_ap50, force, refused", [
+    (0.994, 0.994, None, False), (0.90, 0.86, None, False), (0.90, 0.84, None, True),
+    (0.994, 0.0, None, True), (0.994, 0.0, "a phone that runs int8 only", False),
+    (0.80, 0.85, None, False),  # int8 better: nothing lost
+])
+def test_the_int8_gate_refuses_past_its_margin_unless_a_reason_forces_it(
+        float_ap50, int8_ap50, force, refused):
+    """Issue 41 item 7, the decision alone (the measurement: tests/test_edge_export.py):
+    both figures in the refusal and the fixes; a forced file records why."""
+    from trainer.tflite import Int8Gate, judge
+
+    gate = Int8Gate(0.05, force)
+    if refused:
+        with pytest.raises(SettingsError, match=rf"int8 loses too much: AP50 {int8_ap50:.3f} "
+                           rf"against the float file's {float_ap50:.3f} on 98 validation "
+                           r"images .*more than --max-int8-drop 0\.05\); nothing written"):
+            judge(float_ap50, int8_ap50, 98, gate)
+        return
+    checked = judge(float_ap50, int8_ap50, 98, gate)
+    assert checked.record() == {"float_ap50": float_ap50, "int8_ap50": int8_ap50,
+                                "drop": pytest.approx(float_ap50 - int8_ap50),
+                                "max_drop": 0.05, "images": 98, "forced": force}
+    assert checked.line().endswith(f"; forced: {force}") == bool(force)
+    assert "(drop 0.000," in checked.line() or checked.drop > 0

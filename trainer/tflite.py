@@ -240,8 +240,7 @@ def export_tflite(model_dir: str, output_dir: str, choice: Choice = DEFAULT_CHOI
 
 
 def check_int8(int8: bytes, float32: bytes, validation: str, gate: Int8Gate) -> Int8Check:
-    """Both files' AP50 on the run's validation images; SettingsError (both figures, the fix)
-    when int8 loses more than the gate allows and no reason forces it."""
+    """Both files' AP50 on the run's validation images, judged by `gate`."""
     import tensorflow as tf
 
     from trainer.agreement import ap50, detect_all, labelled_images
@@ -265,7 +264,13 @@ def check_int8(int8: bytes, float32: bytes, validation: str, gate: Int8Gate) -> 
             run = TfliteDetector(str(file))
             figures.append(ap50(truth, detect_all(
                 lambda picture, run=run: Detections(*run(picture.pixels)), truth)))
-    checked = Int8Check(figures[1], figures[0], len(truth), gate.max_drop, gate.force)
+    return judge(figures[1], figures[0], len(truth), gate)
+
+
+def judge(float_ap50: float, int8_ap50: float, images: int, gate: Int8Gate) -> Int8Check:
+    """The gate on both figures: the check to record, or SettingsError (both figures, the
+    fixes) when int8 lost more than allowed and no reason forces it."""
+    checked = Int8Check(float_ap50, int8_ap50, images, gate.max_drop, gate.force)
     if checked.drop > gate.max_drop and gate.force is None:
         raise SettingsError(
             f"int8 loses too much: AP50 {checked.int8_ap50:.3f} against the float file's "
