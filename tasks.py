@@ -748,6 +748,16 @@ def bench_endpoint(c, endpoint=None, model=f"{WORK}/demo/exported", concurrency=
         float(seconds), images, machine_type, bool(batching)))
 
 
+@task(name="compile")
+def pipeline_compile(c):
+    """Compile the continuous-training pipeline: its spec and the picture of its graph."""
+    from launch.features.pipeline import definition, graph
+
+    definition.SPEC_FILE.write_text(spec := definition.compile_spec())
+    print(f"wrote {definition.SPEC_FILE.relative_to(Path.cwd())} and "
+          f"{graph.draw(spec, graph.PICTURE).relative_to(Path.cwd())}")
+
+
 @task(name="reference")
 def docs_reference(c):
     """Write the documentation's generated reference pages (docs/reference/) from their data."""
@@ -780,6 +790,7 @@ bench.add_task(bench_startup, name="startup")
 bench.add_task(bench_train, name="train")
 image = Collection("image", image_build)
 pricing = Collection("pricing", pricing_refresh)
+pipeline = Collection("pipeline", pipeline_compile)
 jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_logs, jobs_cancel,
                              jobs_wait)
 model = Collection("model", model_upload)
@@ -792,5 +803,6 @@ tune_collection.add_task(tune, default=True)
 tune_collection.add_task(tune_status, name="status")
 namespace = Collection(data, docs, bench, image, pricing, jobs_collection, model,
                        endpoint_collection, tune_collection, runs_collection, models, doctor,
+                       pipeline,
                        train,
                        evaluate, export, predict, tensorboard, demo)

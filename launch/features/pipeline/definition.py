@@ -1,0 +1,127 @@
+"""The continuous-training pipeline, as Kubeflow Pipelines v2 describes it: our own steps, each a
+small component that calls the launcher's code (launch/features/pipeline/steps.py), in the
+order a person types them today.
+
+    resolve the dataset --(newer data)--> train -> evaluate on the test split
+      -> compare with the serving version --(no worse)--> upload -> deploy a canary -> promote
+
+A run with no newer data stops after the first step, successfully; a run whose model is worse
+than the one serving stops after the comparison, with both figures in its outputs. Every
+parameter comes from the job file (`job`, its text: the file `invoke train --job` takes) and
+the few the pipeline adds. The compiled spec names its image by a placeholder (IMAGE) that a
+run binds to the environment's launcher image, so the spec is the same file everywhere and a
+test holds the checked-in copy to what this module compiles.
+"""
+
+# No `from __future__ import annotations`: KFP reads the components' annotations as types.
+from pathlib import Path
+from typing import NamedTuple
+
+from kfp import dsl
+
+NAME = "pets-continuous-training"
+IMAGE = "LAUNCHER_IMAGE"  # bound per run (requests.with_image)
+SPEC_FILE = Path(__file__).with_name("pipeline.yaml")  # the compiled spec, checked in
+DEFAULT_CANARY = 10  # percent of the endpoint's traffic the new version takes first
+DEFAULT_MAX_DROP = 0.01  # the champion gate's margin (launch/features/serving/champion.py)
+
+
+class Fresh(NamedTuple):
+    go: bool
+    version: str  # the dataset version to train on ("" when stopping)
+    reason: str
+
+
+class Verdict(NamedTuple):
+    go: bool
+    challenger: float  # the gate metric on the test split
+    champion: float  # the serving version's (-1: nothing serves)
+    reason: str
+
+
+def _component(function):
+    """A step in the launcher's image; the image runs kfp itself (no install at start)."""
+    return dsl.component(base_image=IMAGE, install_kfp_package=False)(function)
+
+
+@_component
+def resolve_dataset(job: str, state: str) -> Fresh:
+    from launch.features.pipeline import steps
+
+    return steps.resolve_dataset(job, state)
+
+
+@_component
+def train(job: str, state: str, version: str) -> str:
+    from launch.features.pipeline import steps
+
+    return steps.train(job, state, version)
+
+
+@_component
+def evaluate(job: str, state: str, run_id: str) -> float:
+    from launch.features.pipeline import steps
+
+    return steps.evaluate(job, state, run_id)
+
+
+@_component
+def compare(job: str, state: str, run_id: str, max_drop: float) -> Verdict:
+    from launch.features.pipeline import steps
+
+    return steps.compare(job, state, run_id, max_drop)
+
+
+@_component
+def upload(job: str, state: str, run_id: str, version: str) -> str:
+    from launch.features.pipeline import steps
+
+    return steps.upload(job, state, run_id, version)
+
+
+@_component
+def deploy_canary(job: str, state: str, model: str, traffic: int) -> str:
+    from launch.features.pipeline import steps
+
+    return steps.deploy_canary(job, state, model, traffic)
+
+
+@_component
+def promote(job: str, state: str, deployed: str) -> str:
+    from launch.features.pipeline import steps
+
+    return steps.promote(job, state, deployed)
+
+
+@dsl.pipeline(name=NAME, description="New data in, a better model serving: resolve, train, "
+                                     "evaluate, compare, upload, canary, promote")
+def continuous_training(job: str, state: str, canary_traffic: int = DEFAULT_CANARY,
+                        max_drop: float = DEFAULT_MAX_DROP):
+    fresh = resolve_dataset(job=job, state=state).set_display_name("resolve dataset")
+    with dsl.If(fresh.outputs["go"] == True, name="newer-data"):  # noqa: E712 (KFP's syntax)
+        trained = train(job=job, state=state, version=fresh.outputs["version"])
+        tested = evaluate(job=job, state=state, run_id=trained.output).set_display_name(
+            "evaluate on the test split")
+        verdict = compare(job=job, state=state, run_id=trained.output,
+                          max_drop=max_drop).after(tested).set_display_name(
+            "compare with the serving version")
+        with dsl.If(verdict.outputs["go"] == True, name="no-worse"):  # noqa: E712
+            model = upload(job=job, state=state, run_id=trained.output,
+                           version=fresh.outputs["version"])
+            canary = deploy_canary(job=job, state=state, model=model.output,
+                                   traffic=canary_traffic).set_display_name("deploy a canary")
+            promoted = promote(job=job, state=state, deployed=canary.output)
+    for task in (fresh, trained, tested, verdict, model, canary, promoted):
+        task.set_caching_options(False)  # every step reads or changes the world
+
+
+def compile_spec() -> str:
+    """The compiled pipeline spec (YAML), byte-identical for the same sources and kfp."""
+    import tempfile
+
+    from kfp import compiler
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, "pipeline.yaml")
+        compiler.Compiler().compile(continuous_training, package_path=str(path))
+        return path.read_text()

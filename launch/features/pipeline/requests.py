@@ -1,0 +1,89 @@
+"""The continuous-training pipeline's requests to Vertex AI, as data: a PipelineJob made of the
+compiled spec (definition.py), the environment's launcher image bound in, the pipeline root
+under the bucket and the run's parameters; and a Schedule that creates one on a cron. Pure
+functions: the commands send them, the tests read them back with the API's own protos.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import yaml
+from google.cloud import aiplatform_v1
+
+from launch.errors import InputError
+from launch.features.pipeline.definition import DEFAULT_CANARY, DEFAULT_MAX_DROP, IMAGE
+
+# Vertex AI's cron: five fields, an optional "TZ=Area/City " or "CRON_TZ=..." first
+# (aiplatform v1 Schedule.cron: "Cron schedule (https://en.wikipedia.org/wiki/Cron) to launch
+# scheduled runs. To explicitly set a timezone to the cron tab, apply a prefix in the cron
+# tab: "CRON_TZ=${IANA_TIME_ZONE}" or "TZ=${IANA_TIME_ZONE}"")
+CRON = re.compile(r"((CRON_)?TZ=[A-Za-z0-9_+/-]{1,64} )?"
+                  r"([0-9*/,-]{1,40} ){4}[0-9A-Za-z*/,-]{1,40}")
+MAX_JOB_BYTES = 64 << 10  # a job file is a few hundred bytes; it travels as a parameter
+
+
+def check_cron(cron: str) -> str:
+    if not CRON.fullmatch(cron.strip()):
+        raise InputError(f"--cron {cron[:80]!r}: give five cron fields, optionally after "
+                         "TZ=Area/City, e.g. 'TZ=Europe/Berlin 0 3 * * 1' (Mondays at 03:00)")
+    return cron.strip()
+
+
+def parameters(job: str, state: str, canary_traffic: int = DEFAULT_CANARY,
+               max_drop: float = DEFAULT_MAX_DROP) -> dict:
+    """The pipeline's parameters, checked as its steps would check them."""
+    if not job.strip() or len(job.encode()) > MAX_JOB_BYTES:
+        raise InputError(f"--job: the job file is empty or over {MAX_JOB_BYTES // 1024} KB")
+    if not 1 <= canary_traffic <= 100:
+        raise InputError(f"--canary-traffic is a percentage, 1 to 100, got {canary_traffic}")
+    if not 0 <= max_drop < 1:
+        raise InputError(f"--max-drop must be at least 0 and below 1, got {max_drop}")
+    return {"job": job, "state": state, "canary_traffic": canary_traffic,
+            "max_drop": max_drop}
+
+
+def with_image(spec: dict, image: str) -> dict:
+    """The compiled spec with every step on `image` (the placeholder replaced)."""
+    bound = copy.deepcopy(spec)
+    executors = bound["deploymentSpec"]["executors"]
+    for executor in executors.values():
+        if executor["container"]["image"] != IMAGE:
+            raise InputError(f"the pipeline spec names image {executor['container']['image']}"
+                             f", not the placeholder {IMAGE}: recompile it "
+                             "(`invoke pipeline.compile`)")
+        executor["container"]["image"] = image
+    return bound
+
+
+def pipeline_job(spec_text: str, image: str, *, display_name: str, root: str,
+                 service_account: str, values: dict, labels: dict[str, str]
+                 ) -> aiplatform_v1.PipelineJob:
+    """One run of the pipeline: its steps on `image`, writing below `root` (gs://), as
+    `service_account`."""
+    spec = with_image(yaml.safe_load(spec_text), image)
+    declared = set(spec["root"]["inputDefinitions"]["parameters"])
+    if unknown := set(values) - declared:  # the API does not check them: a typo would vanish
+        raise InputError(f"parameters {sorted(unknown)} are not the pipeline's "
+                         f"({', '.join(sorted(declared))})")
+    return aiplatform_v1.PipelineJob(
+        display_name=display_name, pipeline_spec=spec, labels=labels,
+        service_account=service_account,
+        runtime_config=aiplatform_v1.PipelineJob.RuntimeConfig(
+            gcs_output_directory=root, parameter_values=values,
+            failure_policy=aiplatform_v1.PipelineFailurePolicy.PIPELINE_FAILURE_POLICY_FAIL_FAST))
+
+
+def create_request(location: str, job: aiplatform_v1.PipelineJob, job_id: str | None = None
+                   ) -> aiplatform_v1.CreatePipelineJobRequest:
+    return aiplatform_v1.CreatePipelineJobRequest(parent=location, pipeline_job=job,
+                                                  pipeline_job_id=job_id or "")
+
+
+def schedule(location: str, job: aiplatform_v1.PipelineJob, cron: str, display_name: str
+             ) -> aiplatform_v1.Schedule:
+    """A run of `job` on `cron`, one at a time (a run still training holds the next back)."""
+    return aiplatform_v1.Schedule(
+        display_name=display_name, cron=check_cron(cron), max_concurrent_run_count=1,
+        create_pipeline_job_request=create_request(location, job))
