@@ -39,6 +39,7 @@ class StackOutputs:
     converter_service_account: str  # conversion jobs: reads raw/, writes datasets/
     builder_service_account: str
     serving_service_account: str  # what endpoints and batch predictions run as
+    pipelines_service_account: str  # what continuous training's pipeline runs run as
     deployer_service_account: str
     planner_service_account: str
     tensorboard: str  # projects/.../locations/.../tensorboards/ID

@@ -37,7 +37,7 @@ from infra.modules.services import ProjectServices
 from infra.modules.tensorboard import TrainingTensorboard
 from infra.modules.trainer_image import TrainerImage, build_command
 from infra.outputs import StackOutputs, stack_name
-from trainer.files import DATASETS_PREFIX, RAW_PREFIX, RUNS_PREFIX
+from trainer.files import DATASETS_PREFIX, PIPELINES_PREFIX, RAW_PREFIX, RUNS_PREFIX
 
 # Project-level roles per identity. Everything else is granted on a single resource below.
 # The trainer runs code shaped by hostile data, so it holds no predefined Vertex AI role:
@@ -115,6 +115,17 @@ DEPLOYER_PERMISSIONS = (
     "monitoring.notificationChannels.update", "monitoring.notificationChannels.delete",
     "pubsub.topics.create",  # the job-events topic, then administered on the topic (below)
 )
+# Continuous training's pipeline runs (launch/features/pipeline/): Vertex AI Pipelines runs
+# each step as this account, and the steps create training and evaluation jobs, upload
+# models and deploy them: roles/aiplatform.user, the role Google grants its own pipelines'
+# service account ("Vertex AI User: aiplatform.metadataStores.get allows the service account
+# to create a pipeline job", https://cloud.google.com/vertex-ai/docs/tabular-data/
+# tabular-workflows/service-accounts, read 2026-11-28; the pipelines setup page asks for "a
+# service account with granular permissions" and access to the pipeline root's bucket:
+# https://cloud.google.com/vertex-ai/docs/pipelines/configure-project), and its steps' logs.
+# It reads data and runs and writes only pipelines/ in the bucket, and acts as the trainer
+# (its jobs) and as serving (its deployments), nothing else.
+PIPELINES_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.logWriter")
 PLANNER_PROJECT_ROLES = (
     "roles/iam.securityReviewer", "roles/serviceusage.serviceUsageViewer",
     "roles/storage.insightsCollectorService", "roles/artifactregistry.reader",
@@ -140,7 +151,8 @@ RESEARCHER_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.viewer",
 # add one (docs/platform/security.md).
 PREDEFINED_DELEGATED_ROLES = frozenset(
     {*TRAINER_PROJECT_ROLES, *CONVERTER_PROJECT_ROLES, *BUILDER_PROJECT_ROLES,
-     *SERVING_PROJECT_ROLES, *PLANNER_PROJECT_ROLES, *RESEARCHER_PROJECT_ROLES})
+     *SERVING_PROJECT_ROLES, *PIPELINES_PROJECT_ROLES, *PLANNER_PROJECT_ROLES,
+     *RESEARCHER_PROJECT_ROLES})
 
 
 def delegated_roles(env: Environment) -> tuple[str, ...]:
@@ -154,6 +166,7 @@ class Identities:
     converter: ServiceAccountWithRoles
     builder: ServiceAccountWithRoles
     serving: ServiceAccountWithRoles
+    pipelines: ServiceAccountWithRoles
     deployer: ServiceAccountWithRoles
     planner: ServiceAccountWithRoles
     researchers: str  # the group, as an IAM member
@@ -195,6 +208,7 @@ class TrainingPlatformStack(TerraformStack):
             converter_service_account=who.converter.account.email,
             builder_service_account=who.builder.account.email,
             serving_service_account=who.serving.account.email,
+            pipelines_service_account=who.pipelines.account.email,
             deployer_service_account=who.deployer.account.email,
             planner_service_account=who.planner.account.email,
             tensorboard=tensorboard.tensorboard.id,
@@ -234,6 +248,8 @@ class TrainingPlatformStack(TerraformStack):
                             BUILDER_PROJECT_ROLES),
             serving=account("serving", "Identity of Vertex AI endpoints and batch "
                             "predictions", SERVING_PROJECT_ROLES),
+            pipelines=account("pipelines", "Identity of continuous training's pipeline "
+                              "runs and schedules", PIPELINES_PROJECT_ROLES),
             deployer=self._deployer(),
             planner=account("planner", "GitOps: read-only plans for pull requests",
                             PLANNER_PROJECT_ROLES),
@@ -246,9 +262,17 @@ class TrainingPlatformStack(TerraformStack):
         if env.researchers_build_images:  # else only the deployer builds (images of main)
             who.builder.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
         who.serving.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
+        # a researcher's run or schedule runs as pipelines; its steps' jobs and deployments
+        # run as the trainer and serving
+        who.pipelines.grant("researchers-act-as", "roles/iam.serviceAccountUser", researchers)
+        who.trainer.grant("pipelines-act-as", "roles/iam.serviceAccountUser",
+                          who.pipelines.member)
+        who.serving.grant("pipelines-act-as", "roles/iam.serviceAccountUser",
+                          who.pipelines.member)
         who.builder.grant("deployer-act-as", "roles/iam.serviceAccountUser",
                           who.deployer.member)
-        for identity in (who.trainer, who.converter, who.builder, who.serving, who.planner):
+        for identity in (who.trainer, who.converter, who.builder, who.serving, who.pipelines,
+                         who.planner):
             # Admin of the stack's other accounts only (their IAM, deletion); not of its own,
             # whose IAM says who may act as the deployer.
             identity.grant("deployer-admin", "roles/iam.serviceAccountAdmin",
@@ -313,7 +337,13 @@ class TrainingPlatformStack(TerraformStack):
                        object_prefix(names.data_bucket(env), DATASETS_PREFIX)),
                  # serving reads exported models, not data or checkpoints
                  Grant("roles/storage.objectViewer", "serving", who.serving.member,
-                       run_models(names.data_bucket(env), RUNS_PREFIX))])
+                       run_models(names.data_bucket(env), RUNS_PREFIX)),
+                 # pipeline runs read datasets and runs, and write their root and state
+                 Grant("roles/storage.objectViewer", "pipelines", who.pipelines.member,
+                       listing_and_prefixes(names.data_bucket(env),
+                                            (DATASETS_PREFIX, RUNS_PREFIX))),
+                 Grant("roles/storage.objectUser", "pipelines", who.pipelines.member,
+                       object_prefix(names.data_bucket(env), PIPELINES_PREFIX))])
         build = PrivateBucket(
             self, "build", project=env.project_id, name=names.build_bucket(env),
             location=env.region, labels=dict(env.labels), force_destroy=True,

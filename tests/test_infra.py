@@ -72,7 +72,8 @@ def test_data_bucket_is_private_versioned_and_regional(stacks, env_name):
 def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
     env = ENVIRONMENTS[env_name]
     sa = {role: names.service_account_id(env, role)
-          for role in ("trainer", "converter", "builder", "serving", "deployer", "planner")}
+          for role in ("trainer", "converter", "builder", "serving", "pipelines", "deployer",
+                       "planner")}
     group = f"group:{env.researchers_group}"
     wif = {r["member"] for r in resources(stacks[env_name], "google_service_account_iam_member")
            if r["role"] == "roles/iam.workloadIdentityUser"}
@@ -84,6 +85,7 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         BUILDER_PROJECT_ROLES,
         CONVERTER_PROJECT_ROLES,
         DEPLOYER_PROJECT_ROLES,
+        PIPELINES_PROJECT_ROLES,
         PLANNER_PROJECT_ROLES,
         PROJECT_IAM_ADMIN,
         SERVING_PROJECT_ROLES,
@@ -106,6 +108,11 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         (sa["builder"], "repository", "roles/artifactregistry.writer"),
         *((sa["serving"], "project", r) for r in SERVING_PROJECT_ROLES),
         (sa["serving"], "bucket:data if only-run-models", "roles/storage.objectViewer"),
+        *((sa["pipelines"], "project", r) for r in PIPELINES_PROJECT_ROLES),
+        (sa["pipelines"], "bucket:data if only-datasets-runs", "roles/storage.objectViewer"),
+        (sa["pipelines"], "bucket:data if only-pipelines", "roles/storage.objectUser"),
+        (sa["pipelines"], "account:" + sa["trainer"], "roles/iam.serviceAccountUser"),
+        (sa["pipelines"], "account:" + sa["serving"], "roles/iam.serviceAccountUser"),
         *((sa["deployer"], "project", r) for r in DEPLOYER_PROJECT_ROLES
           if r not in (PROJECT_IAM_ADMIN, STORAGE_ADMIN)),
         (sa["deployer"], "project if delegated-role-grants", PROJECT_IAM_ADMIN),
@@ -118,7 +125,7 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         (sa["deployer"], "account:" + sa["builder"], "roles/iam.serviceAccountUser"),
         # the other accounts, never its own (whose IAM says who may act as the deployer)
         *((sa["deployer"], "account:" + sa[role], "roles/iam.serviceAccountAdmin")
-          for role in ("trainer", "converter", "builder", "serving", "planner")),
+          for role in ("trainer", "converter", "builder", "serving", "pipelines", "planner")),
         *((sa["planner"], "project", r) for r in PLANNER_PROJECT_ROLES),
         (group, "project", "roles/aiplatform.user"),
         (group, "project", "roles/logging.viewer"),
@@ -128,6 +135,7 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         (group, "account:" + sa["converter"], "roles/iam.serviceAccountUser"),
         (group, "account:" + sa["builder"], "roles/iam.serviceAccountUser"),
         (group, "account:" + sa["serving"], "roles/iam.serviceAccountUser"),
+        (group, "account:" + sa["pipelines"], "roles/iam.serviceAccountUser"),
         (group, "bucket:data", "roles/storage.objectAdmin"),
         (group, "bucket:build", "roles/storage.objectUser"),
         *([(group, "repository", "roles/artifactregistry.writer")]
@@ -159,7 +167,13 @@ def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_r
         ("converter", "objectUser"): f'resource.name.startsWith("{objects}/datasets/")',
         # endpoints read exported models only: runs/RUN/model/..., never checkpoints or data
         ("serving", "objectViewer"):
-            f'resource.name.extract("{objects}/runs/{{run}}/model/") != ""'}
+            f'resource.name.extract("{objects}/runs/{{run}}/model/") != ""',
+        # pipeline runs: list the bucket, read datasets/ and runs/, write pipelines/ only
+        ("pipelines", "objectViewer"):
+            f'resource.name == "projects/_/buckets/{bucket}" || '
+            f'resource.name.startsWith("{objects}/datasets/") || '
+            f'resource.name.startsWith("{objects}/runs/")',
+        ("pipelines", "objectUser"): f'resource.name.startsWith("{objects}/pipelines/")'}
     (admin,) = [r for r in resources(stack, "google_project_iam_member")
                 if r["role"] == PROJECT_IAM_ADMIN]
     listed = re.search(r"hasOnly\(\[(.*)\]\)", admin["condition"]["expression"])[1]
@@ -292,7 +306,7 @@ def test_every_condition_is_well_formed_and_names_only_the_stacks_own_resources(
     env, stack = ENVIRONMENTS[env_name], stacks[env_name]
     own_buckets = {names.data_bucket(env), names.build_bucket(env)}
     conditions = iam_conditions(stack)
-    assert len(conditions) == 6
+    assert len(conditions) == 8
     for role, condition in conditions:
         check_cel(condition["expression"])
         assert condition["title"] and len(condition["title"]) <= 100
@@ -762,7 +776,7 @@ class Iam:
     def __init__(self, stack: dict, env: Environment) -> None:
         self.stack, self.env, self.grants = stack, env, grants(stack)
         self.ids = {who: names.service_account_id(env, who) for who in (
-            "trainer", "converter", "builder", "serving", "deployer", "planner")}
+            "trainer", "converter", "builder", "serving", "pipelines", "deployer", "planner")}
         self.ids["researchers"] = f"group:{env.researchers_group}"
 
     def held(self, who: str) -> set[tuple[str, str]]:
@@ -834,10 +848,10 @@ CANNOT = {
         lambda iam: iam.roles("researchers") & PUSH_ROLES == (
             {"roles/artifactregistry.writer"} if iam.env.researchers_push_images else set()),
     ("researchers", "change IAM"): lambda iam: not iam.changes_iam("researchers"),
-    ("researchers", "run a build or a job as an account other than the trainer, converter, "
-                    "builder and serving accounts"):
+    ("researchers", "run a build, a job or a pipeline as an account other than the trainer, "
+                    "converter, builder, serving and pipelines accounts"):
         lambda iam: iam.acts_as("researchers") == {
-            iam.ids[w] for w in ("trainer", "converter", "serving") +
+            iam.ids[w] for w in ("trainer", "converter", "serving", "pipelines") +
             (("builder",) if iam.env.researchers_build_images else ())},
     ("researchers", "act as the deployer or planner, except through the Custom Code Service "
                     "Agent"):
@@ -879,6 +893,15 @@ CANNOT = {
                                                 "roles/storage.objectViewer")},
     ("serving", "write anything in the bucket"):
         lambda iam: not iam.roles("serving") & OBJECT_WRITE_ROLES,
+    ("pipelines", "write anywhere but `pipelines/`"):
+        lambda iam: {(where, role) for where, role in iam.held("pipelines")
+                     if role in OBJECT_WRITE_ROLES} == {("bucket:data if only-pipelines",
+                                                         "roles/storage.objectUser")}
+        and sorted(map(sorted, map(prefixes, iam.bucket_expressions("pipelines")))) == [
+            ["datasets", "runs"], ["pipelines"]],
+    ("pipelines", "act as any account but the trainer and serving"):
+        lambda iam: iam.acts_as("pipelines") == {iam.ids["trainer"], iam.ids["serving"]},
+    ("pipelines", "change IAM"): lambda iam: not iam.changes_iam("pipelines"),
     ("deployer", "administer any bucket, repository, service account or Vertex AI resource "
                  "(model, endpoint, job, dataset) outside the stack"):
         lambda iam: {role for where, role in iam.held("deployer") if where.startswith(

@@ -123,3 +123,39 @@ def test_the_docs_picture_is_drawn_from_the_spec_in_the_order_the_steps_run(tmp_
     assert set(groups) == {"condition-1", "condition-2"}
     drawn = graph.draw(definition.SPEC_FILE.read_text(), tmp_path / "pipeline.png")
     assert drawn.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and graph.PICTURE.is_file()
+
+
+def test_the_pipelines_account_holds_exactly_the_grants_the_guide_lists(stacks):
+    """Issue 42: the guide's table of the `pipelines` service account's grants is the
+    synthesised stack's, in every environment (a grant added or dropped in either fails)."""
+    import re
+
+    from infra import names
+    from infra.environments import ENVIRONMENTS
+    from infra.synthesized import grants
+    from tests.conftest import REPO
+
+    text = (REPO / "docs" / "guides" / "continuous-training.md").read_text()
+    table = text.split("## Who runs it", 1)[1]
+    listed = {(where, role) for where, role in re.findall(
+        r"^\| ([^|]+?) \| `(roles/[\w.]+)` \|", table, re.M)}
+    where = {"project": "project",
+             "data bucket, `datasets/` and `runs/` (listing included)":
+                 "bucket:data if only-datasets-runs",
+             "data bucket, `pipelines/`": "bucket:data if only-pipelines",
+             "the `trainer` account": "account:{trainer}",
+             "the `serving` account": "account:{serving}"}
+    for env_name, stack in stacks.items():
+        env = ENVIRONMENTS[env_name]
+        account = names.service_account_id(env, "pipelines")
+        held = {(scope, role) for who, scope, role in grants(stack) if who == account}
+        documented = {(where[text].format(
+            trainer=names.service_account_id(env, "trainer"),
+            serving=names.service_account_id(env, "serving")), role)
+            for text, role in listed}
+        assert held == documented and len(documented) == 6, env_name
+        on_it = {(who, role) for who, scope, role in grants(stack)
+                 if scope == f"account:{account}"}
+        assert on_it == {(f"group:{env.researchers_group}", "roles/iam.serviceAccountUser"),
+                         (names.service_account_id(env, "deployer"),
+                          "roles/iam.serviceAccountAdmin")}

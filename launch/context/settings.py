@@ -50,6 +50,9 @@ SETTINGS: Mapping[str, Setting] = {
                                                                       "run as"),
     "serving_service_account": Setting("serving_service_account", "what endpoints and batch "
                                                                   "predictions run as"),
+    "pipelines_service_account": Setting("pipelines_service_account", "what continuous "
+                                                                      "training's pipeline runs "
+                                                                      "run as"),
     "tensorboard": Setting("tensorboard", "the Vertex AI TensorBoard jobs write to "
                                           "(optional)"),
     "build_bucket": Setting("build_bucket", "where image builds upload their sources"),

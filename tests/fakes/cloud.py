@@ -40,6 +40,7 @@ OUTPUTS = StackOutputs(
     converter_service_account=f"pets-converter@{PROJECT}.iam.gserviceaccount.com",
     builder_service_account=f"pets-builder@{PROJECT}.iam.gserviceaccount.com",
     serving_service_account=f"pets-serving@{PROJECT}.iam.gserviceaccount.com",
+    pipelines_service_account=f"pets-pipelines@{PROJECT}.iam.gserviceaccount.com",
     deployer_service_account=f"pets-deployer@{PROJECT}.iam.gserviceaccount.com",
     planner_service_account=f"pets-planner@{PROJECT}.iam.gserviceaccount.com",
     tensorboard=f"projects/{PROJECT}/locations/us-central1/tensorboards/7",
