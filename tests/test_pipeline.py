@@ -45,11 +45,12 @@ def test_the_steps_run_in_order_and_stop_on_no_new_data_or_a_worse_model(compile
     tasks = tasks_of(spec["root"]["dag"], spec)
     assert tasks["resolve-dataset"][0] == ""
     newer, no_worse = tasks["condition-1"], tasks["condition-2"]
-    assert newer[1] == ("resolve-dataset",) and "resolve-dataset-go'] == true" in newer[2]
+    assert newer[1] == ("resolve-dataset",) and \
+        "resolve-dataset-Output'] != ''" in newer[2]  # a version to train on
     assert {name for name, (group, _, _) in tasks.items() if group == "condition-1"} == {
         "train", "evaluate", "compare", "condition-2"}
     assert tasks["evaluate"][1] == ("train",) and tasks["compare"][1] == ("evaluate", "train")
-    assert "compare-go'] == true" in no_worse[2]
+    assert "compare-Output'] == true" in no_worse[2]
     assert {name for name, (group, _, _) in tasks.items() if group == "condition-2"} == {
         "upload", "deploy-canary", "promote"}
     assert tasks["promote"][1] == ("deploy-canary",)
@@ -159,3 +160,67 @@ def test_the_pipelines_account_holds_exactly_the_grants_the_guide_lists(stacks):
         assert on_it == {(f"group:{env.researchers_group}", "roles/iam.serviceAccountUser"),
                          (names.service_account_id(env, "deployer"),
                           "roles/iam.serviceAccountAdmin")}
+
+
+def versioned_sample(root, version: str) -> None:
+    """A dataset version as the pipeline reads it: the shared model's sample, converted as
+    its training records were (from the COCO JSON, so the same classes), with a test split."""
+    from trainer.cli import main
+    from trainer.data.sample import write_coco_sample, write_sample
+
+    data = write_sample(root / "pets")
+    assert main(["data", "convert", "--format=coco", f"--annotations={write_coco_sample(data)}",
+                 f"--images={data / 'images'}", f"--output_dir={root / version}",
+                 "--split=0.7,0.2", "--num_shards=1"]) == 0
+
+
+@pytest.mark.slow  # three pipeline runs, two short trainings and three test evaluations
+def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse_model(
+        trained, tmp_path):
+    """Issue 42, locally for real (KFP's subprocess runner, the local target): a first run
+    trains (ten steps from the shared model's checkpoint), passes the gate and deploys; a
+    second with no new data stops after its first step; a run on a new version whose model
+    trained one step from scratch is stopped by the gate, both figures recorded."""
+    import json
+    import shutil
+
+    from kfp import local
+
+    from launch.features.pipeline import steps
+
+    model_dir = trained[0]
+    data, state = tmp_path / "data", tmp_path / "state"
+    first, second = "v-20261101T000000Z-00000001", "v-20261201T000000Z-00000002"
+    versioned_sample(data, first)
+    local.init(runner=local.SubprocessRunner(use_venv=False),
+               pipeline_root=str(tmp_path / "root"))
+    good = (f"target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\n"
+            f"steps: 10\ninit-from: {model_dir}\n")
+    definition.continuous_training(job=good, state=str(state))
+    made = json.loads((state / "decisions.json").read_text())
+    assert [(d["step"], d["go"]) for d in made] == [("resolve dataset", True),
+                                                   ("compare", True)]
+    (version,) = steps.lineage(str(state))
+    assert (version.model, version.dataset_version) == ("1", first)
+    assert version.figure >= 0.5  # the shared model's checkpoint, fine-tuned ten steps
+    assert steps.traffic(str(state)) == {"1": 100}
+    assert (state / "registry" / "1" / "saved_model.pb").is_file()
+
+    definition.continuous_training(job=good, state=str(state))  # nothing new: one step
+    made = json.loads((state / "decisions.json").read_text())
+    assert (made[-1]["step"], made[-1]["go"]) == ("resolve dataset", False)
+    assert f"no version newer than {first}" in made[-1]["reason"]
+    assert len(list((state / "runs").iterdir())) == 1
+
+    shutil.copytree(data / first, data / second)  # new data: the same images, re-released
+    weak = f"target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\nsteps: 1\n"
+    definition.continuous_training(job=weak, state=str(state))
+    made = json.loads((state / "decisions.json").read_text())
+    resolved, verdict = made[-2:]
+    assert (resolved["go"], resolved["version"]) == (True, second)
+    assert verdict["step"] == "compare" and verdict["go"] is False
+    assert verdict["challenger"] < verdict["champion"] - 0.01
+    assert f"{verdict['challenger']:.3f}" in verdict["reason"] and \
+        f"{verdict['champion']:.3f}" in verdict["reason"]
+    assert [v.model for v in steps.lineage(str(state))] == ["1"]  # nothing uploaded
+    assert steps.traffic(str(state)) == {"1": 100}  # the champion still serves

@@ -15,7 +15,6 @@ test holds the checked-in copy to what this module compiles.
 
 # No `from __future__ import annotations`: KFP reads the components' annotations as types.
 from pathlib import Path
-from typing import NamedTuple
 
 from kfp import dsl
 
@@ -26,26 +25,15 @@ DEFAULT_CANARY = 10  # percent of the endpoint's traffic the new version takes f
 DEFAULT_MAX_DROP = 0.01  # the champion gate's margin (launch/features/serving/champion.py)
 
 
-class Fresh(NamedTuple):
-    go: bool
-    version: str  # the dataset version to train on ("" when stopping)
-    reason: str
-
-
-class Verdict(NamedTuple):
-    go: bool
-    challenger: float  # the gate metric on the test split
-    champion: float  # the serving version's (-1: nothing serves)
-    reason: str
-
-
 def _component(function):
     """A step in the launcher's image; the image runs kfp itself (no install at start)."""
     return dsl.component(base_image=IMAGE, install_kfp_package=False)(function)
 
 
 @_component
-def resolve_dataset(job: str, state: str) -> Fresh:
+def resolve_dataset(job: str, state: str) -> str:
+    """The dataset version to train on, "" to stop. Only the function is shipped to a step
+    (KFP lightweight components): it imports what it calls."""
     from launch.features.pipeline import steps
 
     return steps.resolve_dataset(job, state)
@@ -59,14 +47,15 @@ def train(job: str, state: str, version: str) -> str:
 
 
 @_component
-def evaluate(job: str, state: str, run_id: str) -> float:
+def evaluate(job: str, state: str, run_id: str, version: str) -> float:
     from launch.features.pipeline import steps
 
-    return steps.evaluate(job, state, run_id)
+    return steps.evaluate(job, state, run_id, version)
 
 
 @_component
-def compare(job: str, state: str, run_id: str, max_drop: float) -> Verdict:
+def compare(job: str, state: str, run_id: str, max_drop: float) -> bool:
+    """Whether the run is no worse than the serving version; both figures go to the state."""
     from launch.features.pipeline import steps
 
     return steps.compare(job, state, run_id, max_drop)
@@ -98,16 +87,16 @@ def promote(job: str, state: str, deployed: str) -> str:
 def continuous_training(job: str, state: str, canary_traffic: int = DEFAULT_CANARY,
                         max_drop: float = DEFAULT_MAX_DROP):
     fresh = resolve_dataset(job=job, state=state).set_display_name("resolve dataset")
-    with dsl.If(fresh.outputs["go"] == True, name="newer-data"):  # noqa: E712 (KFP's syntax)
-        trained = train(job=job, state=state, version=fresh.outputs["version"])
-        tested = evaluate(job=job, state=state, run_id=trained.output).set_display_name(
+    with dsl.If(fresh.output != "", name="newer-data"):
+        trained = train(job=job, state=state, version=fresh.output)
+        tested = evaluate(job=job, state=state, run_id=trained.output,
+                          version=fresh.output).set_display_name(
             "evaluate on the test split")
         verdict = compare(job=job, state=state, run_id=trained.output,
                           max_drop=max_drop).after(tested).set_display_name(
             "compare with the serving version")
-        with dsl.If(verdict.outputs["go"] == True, name="no-worse"):  # noqa: E712
-            model = upload(job=job, state=state, run_id=trained.output,
-                           version=fresh.outputs["version"])
+        with dsl.If(verdict.output == True, name="no-worse"):  # noqa: E712 (KFP's syntax)
+            model = upload(job=job, state=state, run_id=trained.output, version=fresh.output)
             canary = deploy_canary(job=job, state=state, model=model.output,
                                    traffic=canary_traffic).set_display_name("deploy a canary")
             promoted = promote(job=job, state=state, deployed=canary.output)

@@ -1,0 +1,237 @@
+"""What each of the pipeline's components does (definition.py calls one function a step): the
+launcher's own code, on the state a run keeps.
+
+The state (`state`, a directory) is where runs leave what the next run reads:
+    runs/RUN_ID/           each run's model directory (checkpoints, evaluations, its export)
+    registry/N/            the uploaded versions' exports
+    lineage.json           each version: its run, checkpoint, dataset version and test figure
+    endpoint.json          the traffic split over the versions deployed
+    decisions.json         each run's two decisions: train or not, and the gate with figures
+The job file's `data_dir` holds the dataset's versions, one directory each, named as named
+datasets' versions are (`v-YYYYMMDDTHHMMSSZ-xxxxxxxx`, trainer/datasets.py), so the newest
+sorts last. These steps run the local target; Vertex AI's steps are the next part of issue 42
+(docs/design/continuous-training.md), and a job file for it is refused in one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import shutil
+from pathlib import Path
+
+from launch.errors import InputError, MissingError
+from launch.features.serving import champion, endpoints
+from launch.values import jobfile
+from launch.values.jobs import Places
+from trainer import datasets
+from trainer.eval_record import EvaluationRecord
+from trainer.experiments import EXPERIMENTS
+from trainer.files import EXPORT_INFO_FILE, TEST_METRICS_DIR
+
+LINEAGE, ENDPOINT, DECISIONS = "lineage.json", "endpoint.json", "decisions.json"
+SOURCE = "the pipeline's job file"
+
+
+@dataclasses.dataclass(frozen=True)
+class Version:
+    """One uploaded version and where it came from."""
+
+    model: str  # its number in the registry
+    run_id: str
+    step: int
+    dataset_version: str
+    figure: float  # the gate metric on its test split
+    data: str  # the test records it was measured on
+
+
+def job_of(text: str) -> jobfile.JobFile:
+    """The pipeline's job file, checked as `invoke train --job` checks it."""
+    job = jobfile.resolve(jobfile.TRAIN, {}, jobfile.parse(text, SOURCE), SOURCE)
+    if job.target != "local":
+        raise InputError(f"target: {job.target} ({SOURCE}): the pipeline's steps run the "
+                         "local target so far; Vertex AI's are issue 42's next part")
+    if not job.data_dir:
+        raise InputError(f"{SOURCE}: give data_dir, the directory of the dataset's versions")
+    return job
+
+
+def versions(data_dir: str) -> list[str]:
+    """The dataset's versions in `data_dir`, oldest first."""
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise MissingError(f"data_dir {data_dir}: no such directory of dataset versions")
+    return sorted(p.name for p in root.iterdir()
+                  if p.is_dir() and datasets.VERSION.fullmatch(p.name))
+
+
+def fresh(found: list[str], trained_on: str | None) -> tuple[bool, str, str]:
+    """Whether to train: the newest version, when it is newer than the serving one's."""
+    if not found:
+        return False, "", "the dataset has no version yet"
+    newest = found[-1]
+    if trained_on is not None and newest <= trained_on:
+        return False, "", f"no version newer than {trained_on}, the serving model's"
+    return True, newest, (f"{newest} is newer than {trained_on}, the serving model's"
+                          if trained_on else f"{newest}: nothing serves yet")
+
+
+def lineage(state: str) -> list[Version]:
+    path = Path(state, LINEAGE)
+    if not path.is_file():
+        return []
+    return [Version(**entry) for entry in json.loads(path.read_text())]
+
+
+def traffic(state: str) -> dict[str, int]:
+    path = Path(state, ENDPOINT)
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def serving(state: str) -> Version | None:
+    """The version with the most of the endpoint's traffic, if any serves."""
+    split = traffic(state)
+    if not split:
+        return None
+    busiest = max(split, key=lambda model: (split[model], int(model)))
+    return next(v for v in lineage(state) if v.model == busiest)
+
+
+def _write(state: str, name: str, value) -> None:
+    path = Path(state, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps(value, indent=2) + "\n")
+    partial.replace(path)  # a reader never sees half a file
+
+
+def on_version(job: jobfile.JobFile, version: str) -> jobfile.JobFile:
+    """The job reading one version of the dataset (its directory below data_dir)."""
+    if not datasets.VERSION.fullmatch(version):
+        raise InputError(f"{version[:80]!r} is not a dataset version")
+    return dataclasses.replace(job, data_dir=str(Path(job.data_dir, version)))
+
+
+def run_dir(state: str, run_id: str) -> Path:
+    return Path(state, "runs", run_id)
+
+
+def decide(state: str, **decision) -> None:
+    """Appends a decision to the state's record, with when it was made."""
+    path = Path(state, DECISIONS)
+    made = json.loads(path.read_text()) if path.is_file() else []
+    _write(state, DECISIONS, [*made, {"when": f"{datetime.datetime.now(datetime.UTC):%FT%TZ}",
+                                      **decision}])
+
+
+def resolve_dataset(job: str, state: str) -> str:
+    """The version to train on, or "" when none is newer than the serving model's."""
+    held = serving(state)
+    go, version, reason = fresh(versions(job_of(job).data_dir),
+                                held.dataset_version if held else None)
+    decide(state, step="resolve dataset", go=go, version=version, reason=reason)
+    print(reason, flush=True)
+    return version
+
+
+def train(job: str, state: str, version: str) -> str:
+    """Trains on `version` into a new run; the run's id."""
+    from launch.targets.local.processes import run_job
+
+    spec = job_of(job)
+    run_id = f"ct-{version.removeprefix('v-').lower()}"[:63]
+    request = jobfile.request(on_version(spec, version), jobfile.TRAIN)
+    request = dataclasses.replace(request, args=dataclasses.replace(
+        request.args, export_dir=str(run_dir(state, run_id) / "model")))  # bytes by default
+    run_job(request.trainer_job(Places(str(run_dir(state, run_id)),
+                                       str(Path(spec.data_dir, version)))),
+            request.args.train_steps)
+    return run_id
+
+
+def evaluate(job: str, state: str, run_id: str, version: str) -> float:
+    """The run's best checkpoint on the test split of `version` (its data), and the serving
+    version's on the same split, so the comparison is of one test; the run's figure."""
+    from launch.targets.local.processes import run_job
+
+    spec = job_of(job)
+    evaluations = [run_id] + ([held.run_id] if (held := serving(state)) else [])
+    tests = on_version(jobfile.resolve(jobfile.EVAL, {"split": "test"},
+                                       jobfile.parse(job, SOURCE), SOURCE), version)
+    for each in evaluations:
+        request = jobfile.request(tests, jobfile.EVAL)
+        run_job(request.trainer_job(Places(str(run_dir(state, each)),
+                                           str(Path(spec.data_dir, version)))))
+    return _figure(state, run_id, spec.experiment).value
+
+
+def _test_record(state: str, run_id: str) -> EvaluationRecord | None:
+    folder = run_dir(state, run_id) / TEST_METRICS_DIR
+    found = sorted(folder.glob("ckpt-*.json"), key=lambda p: int(p.stem.split("-")[1])) \
+        if folder.is_dir() else []
+    return EvaluationRecord.read(str(found[-1]), int(found[-1].stem.split("-")[1])) \
+        if found else None
+
+
+def _figure(state: str, run_id: str, experiment: str) -> champion.Figure:
+    measure = champion.Measure(EXPERIMENTS[experiment].gate_metric)
+    figure = champion.figure(_test_record(state, run_id), run_id, measure)
+    if figure is None:
+        raise MissingError(f"run {run_id} has no test evaluation with its data named")
+    return figure
+
+
+def compare(job: str, state: str, run_id: str, max_drop: float) -> bool:
+    """The champion gate (launch/features/serving/champion.py): whether the run goes on; the
+    decision, with both figures, in the state."""
+    spec = job_of(job)
+    measure = champion.Measure(EXPERIMENTS[spec.experiment].gate_metric)
+    challenger = _figure(state, run_id, spec.experiment)
+    held = serving(state)
+    defending = _figure(state, held.run_id, spec.experiment) if held else None
+    try:
+        verdict = champion.judge(measure, challenger, defending,
+                                 f"version {held.model}" if held else None,
+                                 champion.check_max_drop(max_drop), None, run_id,
+                                 challenger.step, held.run_id if held else "RUN")
+    except InputError as refused:
+        go, reason = False, str(refused)
+    else:
+        go, reason = True, verdict.line
+    decide(state, step="compare", go=go, run=run_id, challenger=challenger.value,
+           champion=defending.value if defending else None, reason=reason)
+    print(reason, flush=True)
+    return go
+
+
+def upload(job: str, state: str, run_id: str, version: str) -> str:
+    """The run's export as the registry's next version, with its lineage; its number."""
+    spec = job_of(job)
+    export = run_dir(state, run_id) / "model"
+    if not (export / EXPORT_INFO_FILE).is_file():
+        raise MissingError(f"run {run_id} has no export in {export}")
+    known = lineage(state)
+    model = str(max((int(v.model) for v in known), default=0) + 1)
+    shutil.copytree(export, Path(state, "registry", model))
+    figure = _figure(state, run_id, spec.experiment)
+    entry = Version(model, run_id, figure.step, version, figure.value, figure.data)
+    _write(state, LINEAGE, [dataclasses.asdict(v) for v in (*known, entry)])
+    return model
+
+
+def deploy_canary(job: str, state: str, model: str, share: int) -> str:
+    """The version takes `share` percent; the versions deployed share the rest."""
+    job_of(job)
+    split = {k: v for k, v in traffic(state).items()}
+    new = endpoints.split_with_new(split, share if split else 100)
+    _write(state, ENDPOINT, {(model if k == endpoints.NEW else k): v
+                             for k, v in new.items()})
+    return model
+
+
+def promote(job: str, state: str, deployed: str) -> str:
+    """The canary takes all the traffic; the versions before it leave the endpoint."""
+    job_of(job)
+    _write(state, ENDPOINT, {deployed: 100})
+    return f"version {deployed} serves all traffic ({datetime.datetime.now(datetime.UTC):%F})"
