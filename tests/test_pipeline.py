@@ -175,6 +175,7 @@ def versioned_sample(root, version: str) -> None:
 
 
 @pytest.mark.slow  # three pipeline runs, two short trainings and three test evaluations
+@pytest.mark.pipeline_local  # 2.5 minutes, and TensorFlow processes beside the suite's
 def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse_model(
         trained, tmp_path):
     """Issue 42, locally for real (KFP's subprocess runner, the local target): a first run

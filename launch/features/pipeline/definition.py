@@ -105,12 +105,20 @@ def continuous_training(job: str, state: str, canary_traffic: int = DEFAULT_CANA
 
 
 def compile_spec() -> str:
-    """The compiled pipeline spec (YAML), byte-identical for the same sources and kfp."""
+    """The compiled pipeline spec (YAML), byte-identical for the same sources and kfp: KFP's
+    header, then its documents written again with every style stated (KFP's own dump leaves
+    list style to PyYAML's defaults, which a test session found changed: flow in one
+    process, block in another)."""
     import tempfile
 
+    import yaml
     from kfp import compiler
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder, "pipeline.yaml")
         compiler.Compiler().compile(continuous_training, package_path=str(path))
-        return path.read_text()
+        text = path.read_text()
+    header = "".join(line for line in text.splitlines(keepends=True)
+                     if line.startswith("#"))
+    return header + yaml.safe_dump_all(list(yaml.safe_load_all(text)), sort_keys=True,
+                                       default_flow_style=False, width=100)
