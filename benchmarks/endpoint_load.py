@@ -57,10 +57,8 @@ def _progress(levels, bounds: loadtest.Bounds):
 
 def local_target(model: str, machine_type: str | None, region: str, batching: bool):
     """The stand-in serving `model`, and the price of the machine it stands in for."""
+    from launch.features.serving.commands import prediction_hourly
     from launch.features.serving.standin import ModelServer
-    from launch.stores.pricing.estimate import known_price
-    from launch.stores.pricing.table import PriceTable
-    from launch.targets.vertex.costs import machine_hourly
     from launch.targets.vertex.hardware import catalogue, resolve_machine
     from launch.targets.vertex.spec import machine_spec
     from serving import batching as batching_lib
@@ -70,9 +68,7 @@ def local_target(model: str, machine_type: str | None, region: str, batching: bo
                            "work/demo/exported, or pass an export's directory")
     machine_type = machine_type or catalogue()["prediction_containers"]["default_machine"]
     machine = resolve_machine(region=region, machine_type=machine_type, accelerator=None)
-    notes: list[str] = []
-    hourly = known_price(lambda: machine_hourly(PriceTable.load(), "prediction", region,
-                                                machine_spec(machine)), None, say=notes.append)
+    hourly, notes = prediction_hourly(region, machine_spec(machine))
     parameters = batching_lib.this_machine(os.environ) if batching else None
     return ModelServer(model, "detector", parameters), machine_type, hourly, notes, parameters
 
@@ -89,13 +85,11 @@ def main(endpoint: str | None, cloud_of, model: str, concurrency: str, requests:
             target = commands.load_target(cloud_of(), endpoint)
             where, send, replicas, hourly, notes = (
                 f"{target.name} ({target.machine}, {target.replicas} replica(s) at least)",
-                target.send, target.replicas, target.hourly, list(target.price_notes))
+                target.send, target.replicas, target.hourly, target.price_notes)
             server = None
         else:
-            server, priced_as, price, notes, parameters = local_target(
+            server, priced_as, hourly, notes, parameters = local_target(
                 model, machine_type, "us-central1", batching)
-            hourly = price.total if price else None
-            notes += price.unconfirmed_lines() if price else []
             send = loadtest.rest_sender(f"{server.url}:predict", "serving_bytes")
             where = (f"the local stand-in serving {model} on {os.cpu_count()} CPU(s), "
                      f"{parameters.describe() if parameters else 'no batching'}; "

@@ -29,6 +29,7 @@ from trainer import datasets
 from trainer.eval_record import EvaluationRecord
 from trainer.experiments import EXPERIMENTS
 from trainer.files import EXPORT_INFO_FILE, TEST_METRICS_DIR
+from trainer.io import replace_text
 
 LINEAGE, ENDPOINT, DECISIONS = "lineage.json", "endpoint.json", "decisions.json"
 SOURCE = "the pipeline's job file"
@@ -99,11 +100,8 @@ def serving(state: str) -> Version | None:
 
 
 def _write(state: str, name: str, value) -> None:
-    path = Path(state, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps(value, indent=2) + "\n")
-    partial.replace(path)  # a reader never sees half a file
+    """A state file, whole or not at all (trainer.io.replace_text)."""
+    replace_text(str(Path(state, name)), json.dumps(value, indent=2) + "\n")
 
 
 def on_version(job: jobfile.JobFile, version: str) -> jobfile.JobFile:
@@ -223,7 +221,7 @@ def upload(job: str, state: str, run_id: str, version: str) -> str:
 def deploy_canary(job: str, state: str, model: str, share: int) -> str:
     """The version takes `share` percent; the versions deployed share the rest."""
     job_of(job)
-    split = {k: v for k, v in traffic(state).items()}
+    split = traffic(state)
     new = endpoints.split_with_new(split, share if split else 100)
     _write(state, ENDPOINT, {(model if k == endpoints.NEW else k): v
                              for k, v in new.items()})

@@ -433,10 +433,7 @@ def load_target(cloud: Cloud, endpoint: str) -> LoadTarget:
     place = Place.of(cloud)
     target, deployed = _busiest(place, endpoint)
     resources = deployed.dedicated_resources
-    notes: list[str] = []
-    hourly = known_price(lambda: machine_hourly(PriceTable.load(), "prediction", place.region,
-                                                resources.machine_spec), None,
-                         say=notes.append)
+    hourly, notes = prediction_hourly(place.region, resources.machine_spec)
     client = cloud.clients.prediction(place.region)
 
     def send(image: bytes) -> None:
@@ -446,9 +443,19 @@ def load_target(cloud: Cloud, endpoint: str) -> LoadTarget:
     spec = resources.machine_spec
     machine = spec.machine_type + (f" + {spec.accelerator_type.name}:{spec.accelerator_count}"
                                    if spec.accelerator_count else "")
-    return LoadTarget(target.name, machine, max(1, resources.min_replica_count),
-                      hourly.total if hourly else None,
-                      tuple(notes) + tuple(hourly.unconfirmed_lines() if hourly else ()), send)
+    return LoadTarget(target.name, machine, max(1, resources.min_replica_count), hourly,
+                      notes, send)
+
+
+def prediction_hourly(region: str, spec: aiplatform_v1.MachineSpec
+                      ) -> tuple[float | None, tuple[str, ...]]:
+    """A replica's prediction price per hour (None: not in the table) and what to say of it:
+    why it is unknown, or the sources of unconfirmed rows."""
+    notes: list[str] = []
+    hourly = known_price(lambda: machine_hourly(PriceTable.load(), "prediction", region, spec),
+                         None, say=notes.append)
+    return (hourly.total if hourly else None,
+            (*notes, *(hourly.unconfirmed_lines() if hourly else ())))
 
 
 def batch_inputs(storage, images: str) -> list[str]:
