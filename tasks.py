@@ -758,6 +758,82 @@ def pipeline_compile(c):
           f"{graph.draw(spec, graph.PICTURE).relative_to(Path.cwd())}")
 
 
+PIPELINE_RUN = {
+    "job": Flag("the job file (YAML) the pipeline's steps run, as `invoke train --job` takes "
+                "it; its target says where the pipeline runs"),
+    "target": Flag("local (KFP's local runner here) or vertex (Vertex AI Pipelines); "
+                   "default: the job file's"),
+    "state": Flag("local: where runs leave what the next reads", f"{WORK}/pipeline/state"),
+    "root": Flag("local: KFP's pipeline root (its outputs)", f"{WORK}/pipeline/root"),
+    "canary_traffic": Flag("percent of the endpoint's traffic a new version takes first",
+                           10, kind=int),
+    "max_drop": Flag("the gate: stop a run whose test figure is this much below the serving "
+                     "version's", 0.01, kind=float),
+    "launcher_image": Flag("vertex: the image the steps run in (the environment's "
+                           "repository)"),
+    "dry_run": Flag("vertex: print the request; send nothing", False),
+    **cloud("env", "project", "region", "bucket"),
+}
+
+
+def _pipeline_job(job, target) -> tuple[str, str]:
+    """The job file's text and where the pipeline runs (--target agrees with the file)."""
+    from launch.features.pipeline import commands
+
+    text = commands.read_job(job)
+    named = jobfile.parse(text, f"--job {job}").get("target", "local")
+    if target and target != named:
+        raise InputError(f"--target {target}, but the job file says target: {named}: the "
+                         "steps run the file's target; change one of them")
+    return text, named
+
+
+@task(name="run", flags=PIPELINE_RUN)
+def pipeline_run(c, job, target, state, root, canary_traffic, max_drop, launcher_image,
+                 dry_run, **where):
+    """Run the continuous-training pipeline once: here (KFP's local runner) or on Vertex AI."""
+    from launch.features.pipeline import commands
+
+    def act():
+        text, named = _pipeline_job(job, target)
+        if named == "local":
+            return commands.run_here(text, state, root, canary_traffic, max_drop)
+        return commands.run(_cloud(c, **where), text, launcher_image, canary_traffic,
+                            max_drop, bool(dry_run))
+
+    _say(act)
+
+
+@task(name="schedule", flags={**{k: v for k, v in PIPELINE_RUN.items()
+                                 if k not in ("target", "state", "root")},
+                              "cron": Flag("when: five cron fields, optionally after "
+                                           "TZ=Area/City ('TZ=Europe/Berlin 0 3 * * 1')")})
+def pipeline_schedule(c, job, canary_traffic, max_drop, launcher_image, dry_run, cron,
+                      **where):
+    """Run the pipeline on a Vertex AI schedule, one run at a time."""
+    from launch.features.pipeline import commands
+
+    _say(lambda: commands.schedule(_cloud(c, **where), commands.read_job(job), launcher_image,
+                                   canary_traffic, max_drop, cron or "", bool(dry_run)))
+
+
+@task(name="list", flags=LISTING)
+def pipeline_list(c, **where):
+    """List the pipeline's newest runs on Vertex AI and its schedules."""
+    from launch.features.pipeline import commands
+
+    _say(lambda: commands.listing(_cloud(c, **where)))
+
+
+@task(name="cancel", help={"run": "a run id (from pipeline.list) or its full name",
+                           "schedule": "RUN is a schedule: pause it"}, flags=LISTING)
+def pipeline_cancel(c, run, schedule=False, **where):
+    """Cancel a pipeline run, or pause a schedule."""
+    from launch.features.pipeline import commands
+
+    _say(lambda: commands.cancel(_cloud(c, **where), run, bool(schedule)))
+
+
 @task(name="reference")
 def docs_reference(c):
     """Write the documentation's generated reference pages (docs/reference/) from their data."""
@@ -790,7 +866,8 @@ bench.add_task(bench_startup, name="startup")
 bench.add_task(bench_train, name="train")
 image = Collection("image", image_build)
 pricing = Collection("pricing", pricing_refresh)
-pipeline = Collection("pipeline", pipeline_compile)
+pipeline = Collection("pipeline", pipeline_compile, pipeline_run, pipeline_schedule,
+                      pipeline_list, pipeline_cancel)
 jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_logs, jobs_cancel,
                              jobs_wait)
 model = Collection("model", model_upload)

@@ -37,17 +37,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     that build alone, so it never waits on another), the other slow tests, the quick ones,
     and last the tests that read the builds, by then ready. xdist hands each worker the next
     two tests at the start (then one at a time as it finishes one), so each build comes with
-    a slow test after it: the builds start on different workers at once."""
+    a slow test after it: the builds start on different workers at once. Among the readers,
+    the slow ones go first, so the suite does not end on one worker running one long test."""
     def builds(item: pytest.Item) -> set[str]:
         return READS_BUILDS & set(item.fixturenames)
 
     starters = [starter for build in BUILDS
                 if (starter := next((item for item in items if builds(item) == {build}), None))]
 
-    def rank(item: pytest.Item) -> int:
-        if builds(item):
-            return 3
-        return 1 if item.get_closest_marker("slow") else 2
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        slow = 0 if item.get_closest_marker("slow") else 1  # a long test last is a lone tail
+        return (3 if builds(item) else 1 + slow, slow)
 
     rest = sorted((item for item in items if item not in starters), key=rank)
     head = []

@@ -175,7 +175,7 @@ def versioned_sample(root, version: str) -> None:
 
 
 @pytest.mark.slow  # three pipeline runs, two short trainings and three test evaluations
-@pytest.mark.pipeline_local  # 2.5 minutes, and TensorFlow processes beside the suite's
+@pytest.mark.pipeline_local  # `pytest -m pipeline_local`: this test alone
 def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse_model(
         trained, tmp_path):
     """Issue 42, locally for real (KFP's subprocess runner, the local target): a first run
@@ -225,3 +225,214 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
         f"{verdict['champion']:.3f}" in verdict["reason"]
     assert [v.model for v in steps.lineage(str(state))] == ["1"]  # nothing uploaded
     assert steps.traffic(str(state)) == {"1": 100}  # the champion still serves
+
+
+V1, V2 = "v-20261101T000000Z-00000001", "v-20261201T000000Z-00000002"
+LOCAL_JOB = "target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\nsteps: 1\n"
+
+
+def measured_run(state, run_id: str, ap: float, data: str) -> None:
+    """A run whose step 7 was measured on the test split (as `evaluate --split test` writes)."""
+    import json
+
+    from launch.features.pipeline import steps
+    from trainer import files
+
+    folder = steps.run_dir(str(state), run_id) / files.TEST_METRICS_DIR
+    folder.mkdir(parents=True)
+    (folder / files.metrics_file(7)).write_text(json.dumps({
+        "step": 7, "metrics": {"AP": ap / 2, "AP50": ap}, "data": data}))
+
+
+def test_only_version_directories_are_read_and_a_refused_version_is_not_trained_again(
+        tmp_path):
+    """A link named as a version (it could lead anywhere on the disk), a file, and a name
+    that is not a version are not the dataset's versions; `../` is not a version to train;
+    the gate's refusal of a version is remembered, so a schedule does not retrain it."""
+    from launch.features.pipeline import steps
+
+    data, state = tmp_path / "data", tmp_path / "state"
+    (data / V1).mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (data / V2).symlink_to(tmp_path / "elsewhere")
+    (data / "v-20270101T000000Z-0000000z").mkdir()  # not a version's name
+    (data / "v-20270201T000000Z-00000003").write_text("a file")
+    assert steps.versions(str(data)) == [V1]
+    job = steps.job_of(LOCAL_JOB.format(data=data))
+    for hostile in ("../etc", f"{V1}/../../x", "v-20261101T000000Z-0000000"):
+        with pytest.raises(InputError, match="is not a dataset version"):
+            steps.on_version(job, hostile)
+    assert steps.resolve_dataset(LOCAL_JOB.format(data=data), str(state)) == V1
+    measured_run(state, steps.run_id_for(V1), 0.4, "x")
+    steps.decide(str(state), step="resolve dataset", go=True, version=V1, reason="r")
+    steps.decide(str(state), step="compare", go=False, run=steps.run_id_for(V1),
+                 version=V1, reason="0.400 is worse than 0.700")
+    assert steps.resolve_dataset(LOCAL_JOB.format(data=data), str(state)) == ""
+    assert "was tried and refused (0.400 is worse than 0.700)" in \
+        steps.decisions(str(state))[-1]["reason"]
+
+
+def test_a_target_other_than_local_and_a_missing_data_dir_are_one_line_refusals(tmp_path):
+    from launch.errors import MissingError
+    from launch.features.pipeline import steps
+
+    with pytest.raises(InputError, match=r"target: vertex .*the pipeline's steps run the local"):
+        steps.job_of(JOB)
+    with pytest.raises(MissingError, match="no such directory of dataset versions"):
+        steps.resolve_dataset(LOCAL_JOB.format(data=tmp_path / "none"), str(tmp_path))
+
+
+def test_two_writers_of_one_state_lose_no_decision(tmp_path):
+    """Two runs at once on one state (a schedule and a person): each change of a state file
+    waits its turn and writes the file whole, so 2 x 150 decisions are 300 (without the
+    turns, about a third are lost)."""
+    import subprocess
+    import sys
+    import time
+
+    from launch.features.pipeline import steps
+    from tests.conftest import REPO
+
+    writer = ("import pathlib, sys, time\nfrom launch.features.pipeline import steps\n"
+              "go = pathlib.Path(sys.argv[1], 'go')\n"
+              "while not go.exists(): time.sleep(0.01)\n"
+              "for i in range(150): steps.decide(sys.argv[1], step='w', go=True, i=i, "
+              "who=sys.argv[2])\n")
+    processes = [subprocess.Popen([sys.executable, "-c", writer, str(tmp_path), who],
+                                  cwd=REPO) for who in "ab"]
+    time.sleep(3)  # both imported and waiting
+    (tmp_path / "go").touch()
+    assert [p.wait(timeout=120) for p in processes] == [0, 0]
+    made = steps.decisions(str(tmp_path))
+    assert sorted((d["who"], d["i"]) for d in made) == sorted(
+        (who, i) for who in "ab" for i in range(150))
+
+
+def test_an_upload_never_overwrites_a_version_the_lineage_does_not_name(tmp_path):
+    """registry/1 left by a step that died before the lineage named it: the next upload is
+    refused in one line, and what is there stays as it was."""
+    from launch.features.pipeline import steps
+
+    data, state = tmp_path / "data", tmp_path / "state"
+    (data / V1).mkdir(parents=True)
+    measured_run(state, "ct-run", 0.5, "test.record-*")
+    (state / "registry" / "1").mkdir(parents=True)
+    (state / "registry" / "1" / "saved_model.pb").write_bytes(b"an earlier export")
+    with pytest.raises(InputError, match=r"registry/1 exists but lineage\.json does not name"):
+        steps.upload(LOCAL_JOB.format(data=data), str(state), "ct-run", V1)
+    assert (state / "registry" / "1" / "saved_model.pb").read_bytes() == b"an earlier export"
+    assert steps.lineage(str(state)) == []
+
+
+VERTEX_JOB = ("target: vertex\nexperiment: pets_retinanet_mobilenet\ndataset: pets\n"
+              "max-cost: 20\n")
+
+
+def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root_and_values(
+        services, capsys):
+    """Issue 42: a dry run prints the PipelineJob request and sends nothing; a run and a
+    schedule reach the fake Vertex AI (its own protos; the spec checked against KFP's
+    PipelineSpec proto) as the pipelines account, with the root and the state under the
+    bucket's pipelines/, the parameters, the launcher image on every step and the run's cost
+    bound; list shows them; cancel and pause act on them."""
+    import json
+
+    from launch.features.pipeline import commands
+    from tests.fakes.cloud import OUTPUTS, REPOSITORY
+
+    cloud, image = services.cloud(), f"{REPOSITORY}/launcher:abc123"
+    printed = commands.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=True)
+    dry = aiplatform_v1.CreatePipelineJobRequest.from_json(printed)
+    assert services.pipelines.received == [] and json.loads(printed)["parent"] == LOCATION
+    assert "cost bound: 60.00 USD a run (3 jobs x 20.00: the training and 2 test " \
+           "evaluations)" in capsys.readouterr().err
+
+    said = commands.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=False)
+    (sent,) = services.pipelines.received
+    assert said.startswith(f"started {LOCATION}/pipelineJobs/{definition.NAME}-")
+    assert sent.pipeline_job == dry.pipeline_job  # the dry run shows what is sent
+    run = sent.pipeline_job
+    assert run.service_account == OUTPUTS.pipelines_service_account
+    assert run.runtime_config.gcs_output_directory == "gs://pets-data/pipelines/root"
+    assert dict(run.runtime_config.parameter_values) == {
+        "job": VERTEX_JOB, "state": "gs://pets-data/pipelines/state", "canary_traffic": 20,
+        "max_drop": 0.02}
+    assert {e["container"]["image"] for e in
+            run.pipeline_spec["deploymentSpec"]["executors"].values()} == {image}
+    assert run.labels["max-cost-usd"] == "60_00"
+
+    said = commands.schedule(cloud, VERTEX_JOB, image, 10, 0.01, "TZ=Europe/Berlin 0 3 * * 1",
+                             dry_run=False)
+    (made,) = services.schedules.schedules.values()
+    assert said == f"scheduled {made.name} on 'TZ=Europe/Berlin 0 3 * * 1': one run at a time"
+    assert made.max_concurrent_run_count == 1
+    inner = made.create_pipeline_job_request.pipeline_job
+    assert inner.service_account == OUTPUTS.pipelines_service_account
+    assert inner.runtime_config.parameter_values["canary_traffic"] == 10
+
+    run_id = next(iter(services.pipelines.jobs)).rsplit("/", 1)[1]
+    listed = commands.listing(cloud).splitlines()
+    assert listed[0].startswith(f"{run_id}  PENDING  ") and listed[0].endswith(
+        "bound 60.00 USD")
+    assert listed[1] == "schedule 1  ACTIVE  'TZ=Europe/Berlin 0 3 * * 1'"
+    assert commands.cancel(cloud, run_id, False).startswith("cancelling")
+    assert commands.cancel(cloud, made.name, True).startswith("paused")
+    listed = commands.listing(cloud).splitlines()
+    assert listed[0].split()[1] == "CANCELLED" and listed[1].split()[2] == "PAUSED"
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda c, i: commands_of().run(c, VERTEX_JOB.replace("max-cost: 20\n", ""), i, 10, 0.01,
+                                    False), "give max-cost (USD)"),
+    (lambda c, i: commands_of().run(c, LOCAL_JOB.format(data="d"), i, 10, 0.01, False),
+     "target: local (--job): Vertex AI Pipelines runs jobs on Vertex AI"),
+    (lambda c, i: commands_of().run(c, VERTEX_JOB, None, 10, 0.01, False),
+     "--launcher-image: the image the pipeline's steps run in"),
+    (lambda c, i: commands_of().run(c, VERTEX_JOB, "docker.io/someone/launcher:1", 10, 0.01,
+                                    False), "--launcher-image 'docker.io/someone/launcher:1' "
+                                            "is not an Artifact Registry image"),
+    (lambda c, i: commands_of().run(c, VERTEX_JOB, "europe-docker.pkg.dev/p/r/launcher:1", 10,
+                                    0.01, False),
+     "--launcher-image europe-docker.pkg.dev/p/r/launcher:1 is not in the environment's "
+     "repositories"),
+    (lambda c, i: commands_of().run(c, VERTEX_JOB, i, 101, 0.01, False),
+     "--canary-traffic is a percentage"),
+    (lambda c, i: commands_of().schedule(c, VERTEX_JOB, i, 10, 0.01, "@daily", False),
+     "--cron '@daily': give five cron fields"),
+    (lambda c, i: commands_of().cancel(c, "../../x", False), "is not a run id"),
+    (lambda c, i: commands_of().cancel(
+        c, "projects/other/locations/us-central1/pipelineJobs/x", False),
+     "is not in this environment's project and region"),
+    (lambda c, i: commands_of().cancel(c, f"{LOCATION}/pipelineJobs/x", True),
+     "is not a schedule id"),
+])
+def test_bad_pipeline_values_are_refused_before_anything_is_sent(services, call, message):
+    from launch.errors import UserError
+    from tests.fakes.cloud import REPOSITORY
+
+    with pytest.raises(UserError) as refused:
+        call(services.cloud(), f"{REPOSITORY}/launcher:abc123")
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+    assert services.pipelines.received == [] and services.schedules.schedules == {}
+
+
+def commands_of():
+    from launch.features.pipeline import commands
+
+    return commands
+
+
+def test_the_tasks_refuse_a_missing_job_file_and_a_target_the_file_does_not_name(tmp_path):
+    from invoke import Exit
+
+    from tests.test_trust3_costs import run_task
+
+    path = tmp_path / "ct.yaml"
+    path.write_text(VERTEX_JOB)
+    for flags, message in (({}, "error: --job FILE: the job file"),
+                           ({"job": str(tmp_path / "none.yaml")}, "none.yaml: no such file"),
+                           ({"job": str(path), "target": "local"},
+                            "--target local, but the job file says target: vertex")):
+        with pytest.raises(Exit) as refused:
+            run_task("pipeline_run", **flags)
+        assert refused.value.code == 2 and message in refused.value.message

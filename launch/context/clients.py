@@ -46,6 +46,18 @@ def vertex_endpoints(region: str):
     return _regional(aiplatform_v1.EndpointServiceClient, region)
 
 
+def vertex_pipelines(region: str):
+    from google.cloud import aiplatform_v1
+
+    return _regional(aiplatform_v1.PipelineServiceClient, region)
+
+
+def vertex_schedules(region: str):
+    from google.cloud import aiplatform_v1
+
+    return _regional(aiplatform_v1.ScheduleServiceClient, region)
+
+
 def vertex_prediction(region: str):
     from google.cloud import aiplatform_v1
 
@@ -163,6 +175,8 @@ class GoogleClients:
     models: Callable[[str], object] = vertex_models  # region -> ModelServiceClient
     endpoints: Callable[[str], object] = vertex_endpoints  # region -> EndpointServiceClient
     prediction: Callable[[str], object] = vertex_prediction  # region -> PredictionService
+    pipelines: Callable[[str], object] = vertex_pipelines  # region -> PipelineServiceClient
+    schedules: Callable[[str], object] = vertex_schedules  # region -> ScheduleServiceClient
     pubsub: Callable[[], object] = pubsub_publisher  # job events (launch/targets/vertex/notify.py)
     quotas: Callable[[], object] = cloud_quotas  # the Cloud Quotas API (training quotas)
     credentials: Callable[[], object] = application_credentials  # whether there are any

@@ -114,11 +114,11 @@ def tag_resource(image_uri: str) -> str:
             f"{g['repository']}/packages/{g['image']}/tags/{g['tag']}")
 
 
-def check_image_uri(image_uri: str) -> str:
+def check_image_uri(image_uri: str, flag: str = "--image") -> str:
     """`--image`: an Artifact Registry image by tag or digest (jobs run only images of the
     project's repositories, which the trainer's service account may pull)."""
     if not (_IMAGE_URI.match(image_uri) or _BY_DIGEST.match(image_uri)):
-        raise ImageBuildError(f"--image {image_uri[:100]!r} is not an Artifact Registry image: "
+        raise ImageBuildError(f"{flag} {image_uri[:100]!r} is not an Artifact Registry image: "
                               "give LOCATION-docker.pkg.dev/PROJECT/REPOSITORY/IMAGE:TAG or "
                               "...IMAGE@sha256:DIGEST (`invoke image.build` makes one)")
     return image_uri
@@ -143,13 +143,14 @@ def image_location(image_uri: str | None) -> str | None:
     return match["location"] if match else None
 
 
-def check_repository(image_uri: str, repositories: tuple[str, ...]) -> str:
+def check_repository(image_uri: str, repositories: tuple[str, ...], flag: str = "--image"
+                     ) -> str:
     """`--image` (a flag, a job file's `image:` or a rerun's) runs as the trainer: only an
     image of the environment's repositories, or of one a platform engineer allows."""
-    check_image_uri(image_uri)
+    check_image_uri(image_uri, flag)
     if repository_of(image_uri) not in repositories:
         raise ImageBuildError(
-            f"--image {image_uri[:120]} is not in the environment's repositories "
+            f"{flag} {image_uri[:120]} is not in the environment's repositories "
             f"({', '.join(repositories) or 'none known'}): jobs run as the trainer only images "
             "built for the environment (`invoke image.build`); a platform engineer may allow "
             "another repository (allowed_image_repositories in infra/environments.py)")

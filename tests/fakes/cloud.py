@@ -17,6 +17,7 @@ from launch.context.cloud import Cloud
 from tests.fakes.build import FakeArtifactRegistry, FakeCloudBuild
 from tests.fakes.gcs import FakeGcs
 from tests.fakes.logs import FakeLoggingService
+from tests.fakes.pipelines import FakePipelineService, FakeScheduleService
 from tests.fakes.pubsub import FakePubSub
 from tests.fakes.quotas import FakeCloudQuotas
 from tests.fakes.serving import (
@@ -60,7 +61,8 @@ def fake_cloud(workdir: Path) -> Iterator[SimpleNamespace]:
             FakeGcs() as gcs, FakePersistentResources() as persistent, \
             FakeModelService() as models, FakeEndpointService(models) as endpoints, \
             FakePubSub((OUTPUTS.notifications_topic,)) as pubsub, \
-            FakeCloudQuotas() as quotas:
+            FakeCloudQuotas() as quotas, FakePipelineService() as pipelines, \
+            FakeScheduleService() as schedules:
         containers = Containers(gcs.url)
         vertex.batch_runner = BatchRunner(models, containers, gcs.client())
         prediction = FakePredictionService(endpoints, containers).__enter__()
@@ -80,11 +82,14 @@ def fake_cloud(workdir: Path) -> Iterator[SimpleNamespace]:
                                     endpoints=lambda region: endpoints.client(),
                                     prediction=lambda region: prediction.client(),
                                     pubsub=pubsub.publisher, quotas=quotas.client,
+                                    pipelines=lambda region: pipelines.client(),
+                                    schedules=lambda region: schedules.client(),
                                     credentials=lambda: "the fakes take any")
             yield SimpleNamespace(
                 vertex=vertex, logs=logs, registry=registry, builds=builds, storage=storage,
                 persistent=persistent, models=models, endpoints=endpoints,
                 prediction=prediction, containers=containers, pubsub=pubsub, quotas=quotas,
+                pipelines=pipelines, schedules=schedules,
                 cloud=lambda **flags: Cloud(
                     overrides=flags, environ={}, clients=clients, outputs_path=outputs))
         finally:

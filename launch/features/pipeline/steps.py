@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import shutil
 from pathlib import Path
 
 from launch.errors import InputError, MissingError
@@ -26,12 +25,15 @@ from launch.features.serving import champion, endpoints
 from launch.values import jobfile
 from launch.values.jobs import Places
 from trainer import datasets
+from trainer.args import ExportArgs
 from trainer.eval_record import EvaluationRecord
 from trainer.experiments import EXPERIMENTS
 from trainer.files import EXPORT_INFO_FILE, TEST_METRICS_DIR
 from trainer.io import replace_text
+from trainer.locks import taking_turns
 
 LINEAGE, ENDPOINT, DECISIONS = "lineage.json", "endpoint.json", "decisions.json"
+STATE_LOCK = ".state.lock"
 SOURCE = "the pipeline's job file"
 
 
@@ -59,21 +61,32 @@ def job_of(text: str) -> jobfile.JobFile:
 
 
 def versions(data_dir: str) -> list[str]:
-    """The dataset's versions in `data_dir`, oldest first."""
+    """The dataset's versions in `data_dir`, oldest first: directories named as versions,
+    not links (a link would train on data from outside the dataset's directory)."""
     root = Path(data_dir)
     if not root.is_dir():
         raise MissingError(f"data_dir {data_dir}: no such directory of dataset versions")
     return sorted(p.name for p in root.iterdir()
-                  if p.is_dir() and datasets.VERSION.fullmatch(p.name))
+                  if datasets.VERSION.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
 
 
-def fresh(found: list[str], trained_on: str | None) -> tuple[bool, str, str]:
-    """Whether to train: the newest version, when it is newer than the serving one's."""
+def run_id_for(version: str) -> str:
+    """The run that trains on `version`: one a version, so a version is trained once."""
+    return f"ct-{version.removeprefix('v-').lower()}"[:63]
+
+
+def fresh(found: list[str], trained_on: str | None, refused: dict[str, str]
+          ) -> tuple[bool, str, str]:
+    """Whether to train: the newest version, when it is newer than the serving one's and
+    the gate has not already refused a run on it (`refused`: version -> why)."""
     if not found:
         return False, "", "the dataset has no version yet"
     newest = found[-1]
     if trained_on is not None and newest <= trained_on:
         return False, "", f"no version newer than {trained_on}, the serving model's"
+    if newest in refused:
+        return False, "", (f"{newest} was tried and refused ({refused[newest]}); the next "
+                           "version will be tried")
     return True, newest, (f"{newest} is newer than {trained_on}, the serving model's"
                           if trained_on else f"{newest}: nothing serves yet")
 
@@ -115,19 +128,35 @@ def run_dir(state: str, run_id: str) -> Path:
     return Path(state, "runs", run_id)
 
 
+def decisions(state: str) -> list[dict]:
+    path = Path(state, DECISIONS)
+    return json.loads(path.read_text()) if path.is_file() else []
+
+
 def decide(state: str, **decision) -> None:
     """Appends a decision to the state's record, with when it was made."""
-    path = Path(state, DECISIONS)
-    made = json.loads(path.read_text()) if path.is_file() else []
-    _write(state, DECISIONS, [*made, {"when": f"{datetime.datetime.now(datetime.UTC):%FT%TZ}",
-                                      **decision}])
+    with turn(state):
+        _write(state, DECISIONS, [*decisions(state), {
+            "when": f"{datetime.datetime.now(datetime.UTC):%FT%TZ}", **decision}])
+
+
+def turn(state: str):
+    """The state's writers take turns (two runs at once, a run and a person): each change
+    reads the state and writes it back whole, so none is lost."""
+    return taking_turns(state, STATE_LOCK)
+
+
+def refusals(state: str) -> dict[str, str]:
+    """The versions whose run the gate refused -> its reason."""
+    return {d["version"]: d["reason"] for d in decisions(state)
+            if d.get("step") == "compare" and not d.get("go") and d.get("version")}
 
 
 def resolve_dataset(job: str, state: str) -> str:
     """The version to train on, or "" when none is newer than the serving model's."""
     held = serving(state)
     go, version, reason = fresh(versions(job_of(job).data_dir),
-                                held.dataset_version if held else None)
+                                held.dataset_version if held else None, refusals(state))
     decide(state, step="resolve dataset", go=go, version=version, reason=reason)
     print(reason, flush=True)
     return version
@@ -138,10 +167,8 @@ def train(job: str, state: str, version: str) -> str:
     from launch.targets.local.processes import run_job
 
     spec = job_of(job)
-    run_id = f"ct-{version.removeprefix('v-').lower()}"[:63]
+    run_id = run_id_for(version)
     request = jobfile.request(on_version(spec, version), jobfile.TRAIN)
-    request = dataclasses.replace(request, args=dataclasses.replace(
-        request.args, export_dir=str(run_dir(state, run_id) / "model")))  # bytes by default
     run_job(request.trainer_job(Places(str(run_dir(state, run_id)),
                                        str(Path(spec.data_dir, version)))),
             request.args.train_steps)
@@ -197,39 +224,59 @@ def compare(job: str, state: str, run_id: str, max_drop: float) -> bool:
         go, reason = False, str(refused)
     else:
         go, reason = True, verdict.line
-    decide(state, step="compare", go=go, run=run_id, challenger=challenger.value,
+    decide(state, step="compare", go=go, run=run_id, version=_version_of(state, run_id),
+           challenger=challenger.value,
            champion=defending.value if defending else None, reason=reason)
     print(reason, flush=True)
     return go
 
 
+def _version_of(state: str, run_id: str) -> str:
+    """The dataset version `run_id` was trained on, as its run's decision named it."""
+    return next((d["version"] for d in reversed(decisions(state))
+                 if d.get("step") == "resolve dataset" and d.get("version")
+                 and run_id_for(d["version"]) == run_id), "")
+
+
 def upload(job: str, state: str, run_id: str, version: str) -> str:
-    """The run's export as the registry's next version, with its lineage; its number."""
+    """The checkpoint the test split measured, exported (encoded files in, as Vertex AI
+    serves) as the registry's next version, with its lineage; its number. Only a run the
+    gate passed pays for an export."""
+    from launch.features.workflow import export
+
     spec = job_of(job)
-    export = run_dir(state, run_id) / "model"
-    if not (export / EXPORT_INFO_FILE).is_file():
-        raise MissingError(f"run {run_id} has no export in {export}")
-    known = lineage(state)
-    model = str(max((int(v.model) for v in known), default=0) + 1)
-    shutil.copytree(export, Path(state, "registry", model))
     figure = _figure(state, run_id, spec.experiment)
-    entry = Version(model, run_id, figure.step, version, figure.value, figure.data)
-    _write(state, LINEAGE, [dataclasses.asdict(v) for v in (*known, entry)])
+    with turn(state):  # one number a version, however many runs upload at once
+        known = lineage(state)
+        model = str(max((int(v.model) for v in known), default=0) + 1)
+        target = Path(state, "registry", model)
+        if target.exists():  # no lineage names it: a step that died half-way
+            raise InputError(f"{target} exists but lineage.json does not name it: move it "
+                             "away and run the pipeline again")
+        export(ExportArgs(model_dir=str(run_dir(state, run_id)), export_dir=str(target),
+                          checkpoint=str(figure.step), default_signature="bytes"))
+        if not (target / EXPORT_INFO_FILE).is_file():
+            raise MissingError(f"run {run_id}: its export to {target} wrote no "
+                               f"{EXPORT_INFO_FILE}")
+        entry = Version(model, run_id, figure.step, version, figure.value, figure.data)
+        _write(state, LINEAGE, [dataclasses.asdict(v) for v in (*known, entry)])
     return model
 
 
 def deploy_canary(job: str, state: str, model: str, share: int) -> str:
     """The version takes `share` percent; the versions deployed share the rest."""
     job_of(job)
-    split = traffic(state)
-    new = endpoints.split_with_new(split, share if split else 100)
-    _write(state, ENDPOINT, {(model if k == endpoints.NEW else k): v
-                             for k, v in new.items()})
+    with turn(state):
+        split = traffic(state)
+        new = endpoints.split_with_new(split, share if split else 100)
+        _write(state, ENDPOINT, {(model if k == endpoints.NEW else k): v
+                                 for k, v in new.items()})
     return model
 
 
 def promote(job: str, state: str, deployed: str) -> str:
     """The canary takes all the traffic; the versions before it leave the endpoint."""
     job_of(job)
-    _write(state, ENDPOINT, {deployed: 100})
+    with turn(state):
+        _write(state, ENDPOINT, {deployed: 100})
     return f"version {deployed} serves all traffic ({datetime.datetime.now(datetime.UTC):%F})"

@@ -1,0 +1,211 @@
+"""`invoke pipeline.*`: the continuous-training pipeline run here with KFP's local runner, or
+sent to Vertex AI Pipelines as one run or a schedule of runs; its runs and schedules listed,
+a run cancelled, a schedule paused. Every value is checked before anything starts or is sent.
+
+A Vertex AI run is bounded: each of its jobs is sent with the job file's `max-cost` (the
+launcher refuses a job whose bound is higher), so a run costs at most its training job's
+bound and its two test evaluations' (the run's and the serving version's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sys
+from pathlib import Path
+
+from launch.context.cloud import Cloud, stamp, standard_labels
+from launch.context.images import check_repository
+from launch.errors import InputError, MissingError, StepFailed
+from launch.features.pipeline import definition, requests, steps
+from launch.values import jobfile
+from trainer.files import PIPELINES_PREFIX
+
+EVALUATIONS = 2  # test evaluations a run makes: its own and the serving version's again
+NEEDED = ("project", "region", "bucket", "pipelines_service_account")
+NAME_OR_ID = re.compile(r"(projects/[a-z0-9-]+/locations/[a-z0-9-]+/"
+                        r"(pipelineJobs|schedules)/)?(?P<id>[a-z0-9][a-z0-9-]{0,127})")
+LISTED = 20  # runs and schedules a listing shows, newest first
+
+
+def read_job(path: str | None) -> str:
+    """`--job FILE`'s text, bounded as a pipeline parameter is."""
+    if not path:
+        raise InputError("--job FILE: the job file the pipeline's steps run (`invoke train "
+                         "--job` takes the same)")
+    file = Path(path)
+    if not file.is_file():
+        raise MissingError(f"--job {path}: no such file")
+    if file.stat().st_size > requests.MAX_JOB_BYTES:
+        raise InputError(f"--job {path}: over {requests.MAX_JOB_BYTES // 1024} KB; a job file "
+                         "is a few lines")
+    try:
+        return file.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"--job {path}: not UTF-8 text") from None
+
+
+def run_here(job: str, state: str, root: str, canary_traffic: int, max_drop: float) -> str:
+    """One run with KFP's local runner, each step a process of this Python, on the local
+    target; what each step decided, and what serves after it."""
+    from kfp import local
+
+    values = requests.parameters(job, str(Path(state).resolve()), canary_traffic, max_drop)
+    steps.job_of(job)  # target local, data_dir: refused here, not in the first step
+    steps.versions(steps.job_of(job).data_dir)
+    local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root)
+    before = len(steps.decisions(values["state"]))
+    try:
+        definition.continuous_training(**values)
+    except RuntimeError as failed:  # KFP's: "Pipeline ... finished with status FAILURE ..."
+        raise StepFailed(f"{str(failed).splitlines()[0]} (the step's output is above; the "
+                         f"pipeline's files: {root})") from None
+    made = steps.decisions(values["state"])[before:]
+    held = steps.serving(values["state"])
+    return "\n".join([*(f"{d['step']}: {d['reason']}" for d in made),
+                      f"serving: version {held.model} (run {held.run_id}, dataset "
+                      f"{held.dataset_version}, {held.figure:.3f} on its test split)"
+                      if held else "serving: nothing yet"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """What a run may cost: its jobs' bounds (USD), each the job file's `max-cost`."""
+
+    per_job: float
+
+    @property
+    def total(self) -> float:
+        return (1 + EVALUATIONS) * self.per_job
+
+    def line(self) -> str:
+        return (f"cost bound: {self.total:.2f} USD a run ({1 + EVALUATIONS} jobs x "
+                f"{self.per_job:.2f}: the training and {EVALUATIONS} test evaluations); a run "
+                "that stops early costs less")
+
+
+def bound_of(job: str) -> Bound:
+    """The job file's bound on each job a run sends; a file for Vertex AI must give it."""
+    train = jobfile.resolve(jobfile.TRAIN, {}, jobfile.parse(job, steps.SOURCE), steps.SOURCE)
+    if train.target != "vertex":
+        raise InputError(f"target: {train.target} (--job): Vertex AI Pipelines runs jobs on "
+                         "Vertex AI; run this file here with --target local")
+    if not (train.dataset or train.data_dir):
+        raise InputError("--job: give dataset (a named dataset's versions) or data-dir")
+    if train.max_cost is None:
+        raise InputError("--job: give max-cost (USD): a pipeline runs with nobody watching, "
+                         "so each of its jobs is bounded and a run costs at most their sum")
+    return Bound(train.max_cost)
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    location: str
+    job: object  # aiplatform_v1.PipelineJob
+    bound: Bound
+
+
+def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
+               max_drop: float) -> Submission:
+    """The run's PipelineJob: the launcher `image` (of the environment's repositories) for
+    its steps, the root and state under the bucket's pipelines/, the pipelines account."""
+    bound = bound_of(job)
+    if not image:
+        raise MissingError("--launcher-image: the image the pipeline's steps run in (one of "
+                           "the environment's repositories); the stack does not build one "
+                           "yet (docs/guides/continuous-training.md)")
+    check_repository(image, cloud.image_repositories(), "--launcher-image")
+    where = cloud.fields(NEEDED)
+    prefix = f"gs://{where['bucket']}/{PIPELINES_PREFIX}"
+    values = requests.parameters(job, f"{prefix}/state", canary_traffic, max_drop)
+    labels = {**standard_labels(), "max-cost-usd": f"{bound.total:.2f}".replace(".", "_")}
+    run = requests.pipeline_job(
+        definition.SPEC_FILE.read_text(), image, display_name=definition.NAME,
+        root=f"{prefix}/root", service_account=where["pipelines_service_account"],
+        values=values, labels=labels)
+    return Submission(f"projects/{where['project']}/locations/{where['region']}", run, bound)
+
+
+def run(cloud: Cloud, job: str, image: str | None, canary_traffic: int, max_drop: float,
+        dry_run: bool) -> str:
+    """One run on Vertex AI Pipelines (or, with `dry_run`, its request on stdout)."""
+    from google.cloud import aiplatform_v1
+
+    sent = submission(cloud, job, image, canary_traffic, max_drop)
+    request = requests.create_request(sent.location, sent.job,
+                                      f"{definition.NAME}-{stamp()}")
+    print(sent.bound.line(), file=sys.stderr, flush=True)
+    if dry_run:
+        return aiplatform_v1.CreatePipelineJobRequest.to_json(request)
+    made = _pipelines(cloud).create_pipeline_job(request=request)
+    return f"started {made.name} ({_console(made.name)})"
+
+
+def schedule(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
+             max_drop: float, cron: str, dry_run: bool) -> str:
+    """A Vertex AI schedule of runs on `cron`, one at a time."""
+    from google.cloud import aiplatform_v1
+
+    requests.check_cron(cron)
+    sent = submission(cloud, job, image, canary_traffic, max_drop)
+    made = requests.schedule(sent.location, sent.job, cron, definition.NAME)
+    print(sent.bound.line(), file=sys.stderr, flush=True)
+    if dry_run:
+        return aiplatform_v1.Schedule.to_json(made)
+    made = _schedules(cloud).create_schedule(parent=sent.location, schedule=made)
+    return f"scheduled {made.name} on {made.cron!r}: one run at a time"
+
+
+def listing(cloud: Cloud) -> str:
+    """The newest runs (state, when, bound) and the schedules."""
+    where = cloud.fields(("project", "region"))
+    parent = f"projects/{where['project']}/locations/{where['region']}"
+    named = f'display_name="{definition.NAME}"'
+    runs = _pipelines(cloud).list_pipeline_jobs(request={
+        "parent": parent, "filter": named, "order_by": "create_time desc",
+        "page_size": LISTED})
+    lines = [f"{r.name.rsplit('/', 1)[1]}  {r.state.name.removeprefix('PIPELINE_STATE_')}  "
+             f"{r.create_time:%F %H:%M} UTC  bound {_bound_label(r.labels)}"
+             for r in list(runs)[:LISTED]]
+    schedules = _schedules(cloud).list_schedules(request={"parent": parent, "filter": named})
+    lines += [f"schedule {s.name.rsplit('/', 1)[1]}  {s.state.name}  {s.cron!r}"
+              for s in list(schedules)[:LISTED]]
+    return "\n".join(lines) or f"no runs or schedules of {definition.NAME} in {parent}"
+
+
+def cancel(cloud: Cloud, name: str, is_schedule: bool) -> str:
+    """Cancels a run (its running jobs end), or pauses a schedule (no new runs)."""
+    match = NAME_OR_ID.fullmatch(name)
+    kind = "schedules" if is_schedule else "pipelineJobs"
+    if not match or (match[2] and match[2] != kind):
+        raise InputError(f"{name[:80]!r} is not a {'schedule' if is_schedule else 'run'} id: "
+                         "`invoke pipeline.list` shows them")
+    where = cloud.fields(("project", "region"))
+    full = f"projects/{where['project']}/locations/{where['region']}/{kind}/{match['id']}"
+    if match[1] and not name.startswith(full.rsplit("/", 2)[0]):
+        raise InputError(f"{name[:120]} is not in this environment's project and region "
+                         f"({full.rsplit('/', 2)[0]})")
+    if is_schedule:
+        _schedules(cloud).pause_schedule(name=full)
+        return f"paused {full}: it starts no new run (a running one goes on)"
+    _pipelines(cloud).cancel_pipeline_job(name=full)
+    return f"cancelling {full}: its running steps and jobs stop"
+
+
+def _bound_label(labels) -> str:
+    value = labels.get("max-cost-usd", "")
+    return f"{value.replace('_', '.')} USD" if value else "unknown"
+
+
+def _console(name: str) -> str:
+    parts = name.split("/")
+    return (f"https://console.cloud.google.com/vertex-ai/locations/{parts[3]}/pipelines/runs/"
+            f"{parts[5]}?project={parts[1]}")
+
+
+def _pipelines(cloud: Cloud):
+    return cloud.clients.pipelines(cloud.fields(("region",))["region"])
+
+
+def _schedules(cloud: Cloud):
+    return cloud.clients.schedules(cloud.fields(("region",))["region"])
