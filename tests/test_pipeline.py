@@ -15,6 +15,7 @@ from launch.features.pipeline import definition, requests
 LOCATION = "projects/pets-detector-dev/locations/us-central1"
 IMAGE = "us-central1-docker.pkg.dev/pets-detector-dev/pets-images/launcher@sha256:" + "a" * 64
 JOB = "target: vertex\nexperiment: pets_retinanet_mobilenet\ndataset: pets\n"
+V1, V2 = "v-20261101T000000Z-00000001", "v-20261201T000000Z-00000002"
 
 
 @pytest.fixture(scope="module")
@@ -185,19 +186,17 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     import json
     import shutil
 
-    from kfp import local
-
-    from launch.features.pipeline import steps
+    from launch.features.pipeline import commands, steps
 
     model_dir = trained[0]
     data, state = tmp_path / "data", tmp_path / "state"
-    first, second = "v-20261101T000000Z-00000001", "v-20261201T000000Z-00000002"
+    first, second = V1, V2
     versioned_sample(data, first)
-    local.init(runner=local.SubprocessRunner(use_venv=False),
-               pipeline_root=str(tmp_path / "root"))
     good = (f"target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\n"
             f"steps: 10\ninit-from: {model_dir}\n")
-    definition.continuous_training(job=good, state=str(state))
+    said = commands.run_here(good, str(state), str(tmp_path / "root"), 10, 0.01)  # the task's
+    assert said.endswith(f"serving: version 1 (run {steps.run_id_for(first)}, dataset {first}, "
+                         f"{steps.lineage(str(state))[0].figure:.3f} on its test split)")
     made = json.loads((state / "decisions.json").read_text())
     assert [(d["step"], d["go"]) for d in made] == [("resolve dataset", True),
                                                    ("compare", True)]
@@ -227,7 +226,6 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     assert steps.traffic(str(state)) == {"1": 100}  # the champion still serves
 
 
-V1, V2 = "v-20261101T000000Z-00000001", "v-20261201T000000Z-00000002"
 LOCAL_JOB = "target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\nsteps: 1\n"
 
 
