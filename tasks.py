@@ -359,6 +359,23 @@ def runs_list(c, root=WORK, target="local", **where):
     _say(listing)
 
 
+@task(name="show", help={
+    "target": "local: the local pipeline's versions; vertex: what the endpoints serve",
+    "state": "local: the continuous-training pipeline's state"}, flags=LISTING)
+def runs_show(c, target="local", state=f"{WORK}/pipeline/state", **where):
+    """Show where each serving model came from: its dataset version, run and checkpoint."""
+    if target not in ("local", "vertex"):
+        raise Exit(f"error: --target {target[:40]!r}: local or vertex", code=2)
+    if target == "local":
+        from launch.features.pipeline import steps
+
+        _say(lambda: steps.origins(state))
+        return
+    from launch.features.serving import commands
+
+    _say(lambda: commands.origins(_cloud(c, **where)))
+
+
 @task(name="compare", iterable=["run"], help={
     "run": "a model directory (or a sweep's), gs:// path, run id or SWEEP/TRIAL "
            "(repeatable)", "output_dir": "where the report goes (default: work/report)",
@@ -872,7 +889,7 @@ jobs_collection = Collection("jobs", jobs_list, jobs_status, jobs_logs, jobs_can
                              jobs_wait)
 model = Collection("model", model_upload)
 endpoint_collection = Collection("endpoint", endpoint_deploy, endpoint_list, endpoint_undeploy)
-runs_collection = Collection("runs", runs_list, runs_compare)
+runs_collection = Collection("runs", runs_list, runs_compare, runs_show)
 models = Collection("models")
 models.add_task(models_pretrained, name="pretrained")
 tune_collection = Collection("tune")

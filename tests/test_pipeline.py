@@ -55,6 +55,12 @@ def test_the_steps_run_in_order_and_stop_on_no_new_data_or_a_worse_model(compile
     assert {name for name, (group, _, _) in tasks.items() if group == "condition-2"} == {
         "upload", "deploy-canary", "promote"}
     assert tasks["promote"][1] == ("deploy-canary",)
+    # the uploaded version is a Model artifact (Vertex ML Metadata's lineage), deployed as such
+    components = spec["components"]
+    assert components["comp-upload"]["outputDefinitions"]["artifacts"]["model"][
+        "artifactType"]["schemaTitle"] == "system.Model"
+    assert components["comp-deploy-canary"]["inputDefinitions"]["artifacts"]["model"][
+        "artifactType"]["schemaTitle"] == "system.Model"
     for name, task in spec["root"]["dag"]["tasks"].items():  # nothing is served from cache
         assert task.get("cachingOptions", {}).get("enableCache") in (None, False), name
     parameters = spec["root"]["inputDefinitions"]["parameters"]
@@ -205,6 +211,13 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     assert version.figure >= 0.5  # the shared model's checkpoint, fine-tuned ten steps
     assert steps.traffic(str(state)) == {"1": 100}
     assert (state / "registry" / "1" / "saved_model.pb").is_file()
+    # the version is the run's Model artifact, its lineage in its metadata (ML Metadata's)
+    (uploaded,) = (tmp_path / "root").glob("*/upload/executor_output.json")
+    (artifact,) = json.loads(uploaded.read_text())["artifacts"]["model"]["artifacts"]
+    assert {k: artifact["metadata"][k] for k in ("model", "run_id", "dataset_version")} == {
+        "model": "1", "run_id": steps.run_id_for(first), "dataset_version": first}
+    assert steps.origins(str(state)).startswith(
+        f"version 1 (100% of the endpoint) <- run {steps.run_id_for(first)} ckpt-")
 
     definition.continuous_training(job=good, state=str(state))  # nothing new: one step
     made = json.loads((state / "decisions.json").read_text())
@@ -212,6 +225,8 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     assert f"no version newer than {first}" in made[-1]["reason"]
     assert len(list((state / "runs").iterdir())) == 1
 
+    champion_test = next((state / "runs" / steps.run_id_for(first) / "eval-test").glob("*"))
+    measured = champion_test.stat().st_mtime_ns
     shutil.copytree(data / first, data / second)  # new data: the same images, re-released
     weak = f"target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\nsteps: 1\n"
     definition.continuous_training(job=weak, state=str(state))
@@ -223,13 +238,15 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     assert f"{verdict['challenger']:.3f}" in verdict["reason"] and \
         f"{verdict['champion']:.3f}" in verdict["reason"]
     assert [v.model for v in steps.lineage(str(state))] == ["1"]  # nothing uploaded
+    # the same test files: the serving version's figure on them stands, not measured again
+    assert champion_test.stat().st_mtime_ns == measured
     assert steps.traffic(str(state)) == {"1": 100}  # the champion still serves
 
 
 LOCAL_JOB = "target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\nsteps: 1\n"
 
 
-def measured_run(state, run_id: str, ap: float, data: str) -> None:
+def measure_run(state, run_id: str, ap: float, data: str) -> None:
     """A run whose step 7 was measured on the test split (as `evaluate --split test` writes)."""
     import json
 
@@ -261,13 +278,36 @@ def test_only_version_directories_are_read_and_a_refused_version_is_not_trained_
         with pytest.raises(InputError, match="is not a dataset version"):
             steps.on_version(job, hostile)
     assert steps.resolve_dataset(LOCAL_JOB.format(data=data), str(state)) == V1
-    measured_run(state, steps.run_id_for(V1), 0.4, "x")
+    measure_run(state, steps.run_id_for(V1), 0.4, "x")
     steps.decide(str(state), step="resolve dataset", go=True, version=V1, reason="r")
     steps.decide(str(state), step="compare", go=False, run=steps.run_id_for(V1),
                  version=V1, reason="0.400 is worse than 0.700")
     assert steps.resolve_dataset(LOCAL_JOB.format(data=data), str(state)) == ""
     assert "was tried and refused (0.400 is worse than 0.700)" in \
         steps.decisions(str(state))[-1]["reason"]
+
+
+def test_runs_show_tells_where_each_version_came_from_newest_first(tmp_path):
+    """`invoke runs.show` on a local pipeline's state: each version, its share of the
+    endpoint, its run and checkpoint, its test figure and its dataset version."""
+    import dataclasses
+    import json
+
+    from launch.errors import MissingError
+    from launch.features.pipeline import steps
+
+    with pytest.raises(MissingError, match="no pipeline state here"):
+        steps.origins(str(tmp_path / "none"))
+    assert steps.origins(str(tmp_path)).endswith("no version uploaded yet")
+    versions = [steps.Version("1", "ct-a", 300, V1, 0.7012, "d1/test.record-*"),
+                steps.Version("2", "ct-b", 410, V2, 0.7123, "d2/test.record-*")]
+    (tmp_path / steps.LINEAGE).write_text(json.dumps([dataclasses.asdict(v) for v in versions]))
+    (tmp_path / steps.ENDPOINT).write_text(json.dumps({"1": 90, "2": 10}))
+    assert steps.origins(str(tmp_path)).splitlines() == [
+        f"version 2 (10% of the endpoint) <- run ct-b ckpt-410 (0.712 on d2/test.record-*) "
+        f"<- dataset version {V2}",
+        f"version 1 (90% of the endpoint) <- run ct-a ckpt-300 (0.701 on d1/test.record-*) "
+        f"<- dataset version {V1}"]
 
 
 def test_a_target_other_than_local_and_a_missing_data_dir_are_one_line_refusals(tmp_path):
@@ -278,6 +318,24 @@ def test_a_target_other_than_local_and_a_missing_data_dir_are_one_line_refusals(
         steps.job_of(JOB)
     with pytest.raises(MissingError, match="no such directory of dataset versions"):
         steps.resolve_dataset(LOCAL_JOB.format(data=tmp_path / "none"), str(tmp_path))
+
+
+def test_the_serving_version_is_measured_again_only_on_other_test_files(tmp_path):
+    """A dataset version whose test split is the same files (names and sizes) as the one the
+    serving version was measured on needs no second evaluation; other files do."""
+    from launch.features.pipeline import steps
+    from trainer.eval_record import data_identity
+
+    old, new = tmp_path / V1, tmp_path / V2
+    for version in (old, new):
+        version.mkdir()
+        (version / "test.record-00000-of-00001").write_bytes(b"x" * 100)
+    measure_run(tmp_path / "state", "ct-a", 0.7, data_identity(
+        str(old / "test.record-*"), [("test.record-00000-of-00001", 100)]))
+    assert steps._measured_on(str(tmp_path / "state"), "ct-a", new)
+    (new / "test.record-00000-of-00001").write_bytes(b"x" * 101)  # re-converted: other data
+    assert not steps._measured_on(str(tmp_path / "state"), "ct-a", new)
+    assert not steps._measured_on(str(tmp_path / "state"), "ct-none", new)
 
 
 def test_two_writers_of_one_state_lose_no_decision(tmp_path):
@@ -313,7 +371,7 @@ def test_an_upload_never_overwrites_a_version_the_lineage_does_not_name(tmp_path
 
     data, state = tmp_path / "data", tmp_path / "state"
     (data / V1).mkdir(parents=True)
-    measured_run(state, "ct-run", 0.5, "test.record-*")
+    measure_run(state, "ct-run", 0.5, "test.record-*")
     (state / "registry" / "1").mkdir(parents=True)
     (state / "registry" / "1" / "saved_model.pb").write_bytes(b"an earlier export")
     with pytest.raises(InputError, match=r"registry/1 exists but lineage\.json does not name"):

@@ -78,9 +78,13 @@ def test_upload_sends_the_model_version_with_its_metrics_and_moves_the_candidate
     assert model.version_description == \
         "run r1, ckpt-1000: AP 0.8352, AP50 0.9700, AP75 0.9000"
 
-    write_run(services.storage, "r2", step=2000)
+    write_run(services.storage, "r2", step=2000)  # trained on a named dataset's version
+    put(services.storage, "runs/r2/job.yaml", "target: vertex\nexperiment: "
+        "pets_retinanet_mobilenet\ndataset: pets@v-20261201T000000Z-0a1b2c3d\n")
     commands.upload_model(services.cloud(), "r2", aliases="candidate,staging")
     second = services.models.received[1]
+    assert (second.model.labels["dataset"], second.model.labels["dataset-version"]) == (
+        "pets", "v-20261201t000000z-0a1b2c3d")  # issue 42: where its data came from
     assert second.parent_model == parent and not second.model_id
     assert second.model.container_spec == model.container_spec  # the image is not rebuilt
     assert len(services.builds.requests) == 1
@@ -281,6 +285,8 @@ def test_upload_refuses_a_prebuilt_container_on_and_after_its_end_of_availabilit
 
 def test_deploy_shares_traffic_with_the_version_deployed_and_undeploy_gives_it_back(services):
     cloud = services.cloud()
+    put(services.storage, "runs/r2/job.yaml", "target: vertex\nexperiment: "
+        "pets_retinanet_mobilenet\ndataset: pets@v-20261201T000000Z-0a1b2c3d\n")
     for run in ("r1", "r2"):
         write_run(services.storage, run)
         commands.upload_model(cloud, run)
@@ -303,6 +309,12 @@ def test_deploy_shares_traffic_with_the_version_deployed_and_undeploy_gives_it_b
     listed = commands.list_endpoints(cloud)
     assert "pets-retinanet-mobilenet@1  80%  n1-standard-4 x 1-2  (r1)" in listed
     assert "pets-retinanet-mobilenet@2  20%" in listed
+    # issue 42, `runs.show --target vertex`: where each serving version came from
+    assert commands.origins(cloud).splitlines() == [
+        "pets-detector 80%: pets-retinanet-mobilenet@1 <- run r1 ckpt-1000 (AP50 0.9700) <- "
+        "its data not recorded (a data directory)",
+        "pets-detector 20%: pets-retinanet-mobilenet@2 <- run r2 ckpt-1000 (AP50 0.9700) <- "
+        "dataset pets version v-20261201t000000z-0a1b2c3d"]
 
     said = commands.undeploy(cloud, endpoint.name.rsplit("/", 1)[-1], old_id)
     new_id = next(d.id for d in endpoint.deployed_models)

@@ -6,7 +6,8 @@ is not a finite number is left out, a part that is malformed is absent. TensorFl
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+import hashlib
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from trainer import files, io, jsonnum
@@ -120,3 +121,14 @@ def operating_point(data: object) -> dict[str, Any] | None:
             **({"threshold_from": source[:200]} if isinstance(source, str) else {}),
             "classes": list(names), "confusion": [list(row) for row in matrix],
             "per_class": classes}
+
+
+def data_identity(input_path: str, found: Iterable[tuple[str, int]]) -> str:
+    """What an evaluation read, so that two are compared only on the same data: the files'
+    pattern, and a digest of their names and sizes (`found`: each file's name and size; a
+    re-conversion to the same path is other data; the same shards named another way are the
+    same)."""
+    listed = sorted(found)
+    digest = hashlib.sha256("\n".join(f"{n}:{size}" for n, size in listed).encode())
+    return f"{input_path} ({len(listed)} files, sha256 {digest.hexdigest()[:16]})"
+

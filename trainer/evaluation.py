@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from trainer import analysis, confusion, files, operating
+from trainer import analysis, confusion, eval_record, files, operating
 from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs, shown
 from trainer.best import keeping
@@ -51,17 +51,11 @@ def line(result: EvaluationRecord, split: str = files.VAL, why: str = "") -> str
 
 
 def data_identity(input_path: str) -> str:
-    """What an evaluation read, so that two are compared only on the same data: the files'
-    pattern, and a digest of their names and sizes (a re-conversion to the same path is
-    other data; the same shards named another way are the same)."""
-    import hashlib
-
+    """The files an evaluation read (eval_record.data_identity), listed where they are."""
     import tensorflow as tf
 
-    found = sorted((path.rsplit("/", 1)[-1], tf.io.gfile.stat(path).length)
-                   for path in match(input_path))
-    digest = hashlib.sha256("\n".join(f"{n}:{size}" for n, size in found).encode())
-    return f"{input_path} ({len(found)} files, sha256 {digest.hexdigest()[:16]})"
+    return eval_record.data_identity(input_path, (
+        (path.rsplit("/", 1)[-1], tf.io.gfile.stat(path).length) for path in match(input_path)))
 
 
 def metrics_dir(split: str) -> str:

@@ -62,17 +62,21 @@ def compare(job: str, state: str, run_id: str, max_drop: float) -> bool:
 
 
 @_component
-def upload(job: str, state: str, run_id: str, version: str) -> str:
+def upload(job: str, state: str, run_id: str, version: str, model: dsl.Output[dsl.Model]):
+    """The version is the run's Model artifact (Vertex ML Metadata keeps it with the run),
+    its lineage in its metadata: dataset version, run, checkpoint, test figure."""
+    import dataclasses
+
     from launch.features.pipeline import steps
 
-    return steps.upload(job, state, run_id, version)
+    model.metadata.update(dataclasses.asdict(steps.upload(job, state, run_id, version)))
 
 
 @_component
-def deploy_canary(job: str, state: str, model: str, traffic: int) -> str:
+def deploy_canary(job: str, state: str, model: dsl.Input[dsl.Model], traffic: int) -> str:
     from launch.features.pipeline import steps
 
-    return steps.deploy_canary(job, state, model, traffic)
+    return steps.deploy_canary(job, state, model.metadata["model"], traffic)
 
 
 @_component
@@ -96,11 +100,12 @@ def continuous_training(job: str, state: str, canary_traffic: int = DEFAULT_CANA
                           max_drop=max_drop).after(tested).set_display_name(
             "compare with the serving version")
         with dsl.If(verdict.output == True, name="no-worse"):  # noqa: E712 (KFP's syntax)
-            model = upload(job=job, state=state, run_id=trained.output, version=fresh.output)
-            canary = deploy_canary(job=job, state=state, model=model.output,
+            uploaded = upload(job=job, state=state, run_id=trained.output,
+                              version=fresh.output)
+            canary = deploy_canary(job=job, state=state, model=uploaded.outputs["model"],
                                    traffic=canary_traffic).set_display_name("deploy a canary")
             promoted = promote(job=job, state=state, deployed=canary.output)
-    for task in (fresh, trained, tested, verdict, model, canary, promoted):
+    for task in (fresh, trained, tested, verdict, uploaded, canary, promoted):
         task.set_caching_options(False)  # every step reads or changes the world
 
 

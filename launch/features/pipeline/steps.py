@@ -26,9 +26,9 @@ from launch.values import jobfile
 from launch.values.jobs import Places
 from trainer import datasets
 from trainer.args import ExportArgs
-from trainer.eval_record import EvaluationRecord
+from trainer.eval_record import EvaluationRecord, data_identity
 from trainer.experiments import EXPERIMENTS
-from trainer.files import EXPORT_INFO_FILE, TEST_METRICS_DIR
+from trainer.files import EXPORT_INFO_FILE, TEST, TEST_METRICS_DIR, shard_glob
 from trainer.io import replace_text
 from trainer.locks import taking_turns
 
@@ -112,6 +112,19 @@ def serving(state: str) -> Version | None:
     return next(v for v in lineage(state) if v.model == busiest)
 
 
+def origins(state: str) -> str:
+    """Each uploaded version, newest first: its share of the endpoint, its run and checkpoint,
+    its test figure and the dataset version it was trained on."""
+    if not Path(state).is_dir():
+        raise MissingError(f"--state {state}: no pipeline state here; `invoke pipeline.run "
+                           "--job FILE` makes one")
+    split = traffic(state)
+    return "\n".join(
+        f"version {v.model} ({split.get(v.model, 0)}% of the endpoint) <- run {v.run_id} "
+        f"ckpt-{v.step} ({v.figure:.3f} on {v.data}) <- dataset version {v.dataset_version}"
+        for v in reversed(lineage(state))) or f"{state}: no version uploaded yet"
+
+
 def _write(state: str, name: str, value) -> None:
     """A state file, whole or not at all (trainer.io.replace_text)."""
     replace_text(str(Path(state, name)), json.dumps(value, indent=2) + "\n")
@@ -177,18 +190,34 @@ def train(job: str, state: str, version: str) -> str:
 
 def evaluate(job: str, state: str, run_id: str, version: str) -> float:
     """The run's best checkpoint on the test split of `version` (its data), and the serving
-    version's on the same split, so the comparison is of one test; the run's figure."""
+    version's on the same split unless it was measured on the same files already (a test
+    split kept from one version to the next), so the comparison is of one test; the run's
+    figure."""
     from launch.targets.local.processes import run_job
 
     spec = job_of(job)
-    evaluations = [run_id] + ([held.run_id] if (held := serving(state)) else [])
+    data = Path(spec.data_dir, version)
+    held = serving(state)
+    again = [held.run_id] if held and not _measured_on(state, held.run_id, data) else []
     tests = on_version(jobfile.resolve(jobfile.EVAL, {"split": "test"},
                                        jobfile.parse(job, SOURCE), SOURCE), version)
-    for each in evaluations:
+    for each in [run_id, *again]:
         request = jobfile.request(tests, jobfile.EVAL)
-        run_job(request.trainer_job(Places(str(run_dir(state, each)),
-                                           str(Path(spec.data_dir, version)))))
+        run_job(request.trainer_job(Places(str(run_dir(state, each)), str(data))))
+    if held and not again:
+        print(f"the serving version (run {held.run_id}) was tested on the same files: not "
+              "evaluated again", flush=True)
     return _figure(state, run_id, spec.experiment).value
+
+
+def _measured_on(state: str, run_id: str, data: Path) -> bool:
+    """Whether the run's newest test evaluation read the same files as `data`'s test split
+    (their names and sizes: trainer.eval_record.data_identity)."""
+    record = _test_record(state, run_id)
+    pattern = str(data / shard_glob(TEST))
+    here = data_identity(pattern, ((p.name, p.stat().st_size) for p in data.glob(
+        shard_glob(TEST)) if p.is_file()))
+    return record is not None and champion.digest(record.data) == champion.digest(here)
 
 
 def _test_record(state: str, run_id: str) -> EvaluationRecord | None:
@@ -238,10 +267,10 @@ def _version_of(state: str, run_id: str) -> str:
                  and run_id_for(d["version"]) == run_id), "")
 
 
-def upload(job: str, state: str, run_id: str, version: str) -> str:
+def upload(job: str, state: str, run_id: str, version: str) -> Version:
     """The checkpoint the test split measured, exported (encoded files in, as Vertex AI
-    serves) as the registry's next version, with its lineage; its number. Only a run the
-    gate passed pays for an export."""
+    serves) as the registry's next version, with its lineage. Only a run the gate passed
+    pays for an export."""
     from launch.features.workflow import export
 
     spec = job_of(job)
@@ -260,7 +289,7 @@ def upload(job: str, state: str, run_id: str, version: str) -> str:
                                f"{EXPORT_INFO_FILE}")
         entry = Version(model, run_id, figure.step, version, figure.value, figure.data)
         _write(state, LINEAGE, [dataclasses.asdict(v) for v in (*known, entry)])
-    return model
+    return entry
 
 
 def deploy_canary(job: str, state: str, model: str, share: int) -> str:

@@ -27,6 +27,7 @@ from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs
 from launch.stores.pricing.estimate import ServingCost, known_price
 from launch.stores.pricing.table import PriceTable
+from launch.stores.runs.jobfiles import bucket_run_data
 from launch.targets.vertex import lifecycle, submit
 from launch.targets.vertex.costs import machine_hourly
 from launch.targets.vertex.spec import machine_spec, rest_json
@@ -156,6 +157,10 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
         cloud, "serving_gpu_image" if gpu else "serving_image", dry_run))
             if container == registry.CUSTOM else registry.prebuilt_container(place.region, gpu))
     model = registry.model_spec(paths, spec, candidate)
+    recorded = _unless_unreadable(dry_run, f"run {run_id}'s job file", "the version's "
+                                  "labels lack its dataset", lambda: bucket_run_data(cloud,
+                                                                                      run_id))
+    model.labels.update(registry.lineage_labels(recorded.dataset if recorded else None))
     if verdict and verdict.forced:  # the version says it went ahead, and why
         model.labels[champion.FORCED_LABEL] = "true"
         model.version_description += f"; forced: {verdict.forced}"
@@ -334,6 +339,30 @@ def list_endpoints(cloud: Cloud) -> str:
                         f"{resources.min_replica_count}-{resources.max_replica_count}  "
                         f"({deployed.display_name})")
     return "\n".join(rows) or f"no endpoints in {place.location}"
+
+
+def origins(cloud: Cloud) -> str:
+    """Where each deployed model came from, as its version's labels record it: its share of
+    its endpoint, the version, the run and checkpoint, the gate metric, the dataset version."""
+    place = Place.of(cloud)
+    models, rows = place.models(), []
+    for endpoint in place.endpoints().list_endpoints(parent=place.location):
+        for deployed in endpoint.deployed_models:
+            version = (f"{deployed.model.split('@')[0]}@{deployed.model_version_id}"
+                       if deployed.model_version_id else deployed.model)
+            rows.append(origin_line(endpoint.display_name or endpoint.name.rsplit("/", 1)[-1],
+                                    endpoint.traffic_split.get(deployed.id, 0), version,
+                                    dict(models.get_model(name=version).labels)))
+    return "\n".join(rows) or f"nothing deployed in {place.location}"
+
+
+def origin_line(endpoint: str, share: int, version: str, labels: dict[str, str]) -> str:
+    """One deployed version's lineage: endpoint <- version <- run <- dataset version."""
+    data = (f"dataset {labels['dataset']} version {labels['dataset-version']}"
+            if labels.get("dataset-version") else "its data not recorded (a data directory)")
+    ap50 = labels.get("ap50", labels.get("mask_ap50", "")).replace("_", ".") or "unknown"
+    return (f"{endpoint} {share}%: {version.rsplit('/', 1)[-1]} <- run {labels.get('run', '?')} "
+            f"ckpt-{labels.get('step', '?')} (AP50 {ap50}) <- {data}")
 
 
 def undeploy(cloud: Cloud, endpoint: str, deployed_model_id: str) -> str:

@@ -264,6 +264,15 @@ def model_spec(run: RunPaths, container: aiplatform_v1.ModelContainerSpec,
     return model
 
 
+def lineage_labels(dataset: str | None) -> dict[str, str]:
+    """Where a version's data came from, as labels: the named dataset and the version its run
+    read (`pets@v-20261201T000000Z-0a1b2c3d`, from the run's job file); none for a directory."""
+    if not dataset or "@" not in dataset:
+        return {}
+    name, version = dataset.split("@", 1)
+    return {"dataset": label_value(name), "dataset-version": label_value(version)}
+
+
 def _metric_label(value: float) -> str:
     """0.8352 -> "0_8352": label values allow no '.'."""
     return f"{value:.4f}".replace(".", "_").replace("-", "minus")
