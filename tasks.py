@@ -262,55 +262,15 @@ def tune(c, **flags):
 
 
 def _run_job(c, task: str, flags: dict, more=None) -> None:
-    """A job task: the job file (--job, or the run --rerun names), the flags over it (and
-    what `more(flags, file, source)` makes of its own flags), each value checked, then the
-    request of the task's kind handed to the target's executor."""
-    from launch.stores.runs.jobfiles import recorded_run
-    from launch.targets import executor_class, executor_for, refuse_unsupported
-    from launch.targets.base import Handover, Target
+    """A job task: its request, handed to its target's executor (launch/features/launching.py)."""
+    from launch.features import launching
 
-    def prepare():
-        source, file = _job_source(c, flags)
-        if more:
-            flags.update(more(flags, file, source))
-        local_dir = f"{WORK}/{jobs.KINDS[task].local_dir}"
-        job = jobfile.resolve(task, flags, file, source, lambda found: recorded_run(
-            found, found.model_dir or local_dir, lambda: _cloud(
-                c, flags["project"], None, flags["bucket"], None, flags["env"]),
-            executor_class(found.target).runs_in_bucket))
-        refuse_unsupported(job, task, jobfile.given(flags), source)
-        request = jobfile.request(job, task)
-        cloud = _cloud(c, flags["project"], job.region, flags["bucket"], job.image,
-                       flags["env"])
-        if job.dataset:
-            from launch.stores.gcs import datasets
+    def cloud_for(job_region=None, job_image=None):
+        return _cloud(c, flags["project"], job_region, flags["bucket"], job_image, flags["env"])
 
-            request = datasets.pinned(cloud, request, job.dataset)
-        places = Places(job.model_dir or local_dir, job.data_dir or RECORDS_DIR)
-        handover = Handover(bool(flags["dry_run"]),
-                            jobfile.check_save_path(flags["save_job"]) or None, job.max_cost)
-        target = Target(places, cloud, handover, bool(flags.get("force")),
-                        bool(flags["local_docker"]), bool(flags["follow"]), job,
-                        request.resources.scheduling.strategy)
-        return request, executor_for(job.target, target)
-
-    request, executor = _guarded(prepare)
+    request, executor = _guarded(lambda: launching.prepare(task, flags, cloud_for, WORK,
+                                                            RECORDS_DIR, more))
     _say(lambda: request.hand_to(executor))
-
-
-def _job_source(c, flags: dict) -> tuple[str, dict]:
-    """The file a job starts from: --job's, the stored one of the run --rerun names (as a
-    new run: its run id and model directory are not reused), or none."""
-    if flags["job"] and flags.get("rerun"):
-        raise InputError("--job and --rerun both give the job: choose one")
-    if flags["job"]:
-        return f"--job {flags['job']}", jobfile.read(flags["job"])
-    if not flags.get("rerun"):
-        return "", {}
-    from launch.stores.runs.jobfiles import rerun
-
-    cloud = _cloud(c, flags["project"], None, flags["bucket"], None, flags["env"])
-    return rerun(cloud, flags["rerun"], jobfile.given(flags))
 
 
 def _sweep(flags: dict, file: dict, source: str) -> dict:

@@ -44,6 +44,7 @@ STACK = {  # a deployed dev stack's outputs, as PETS_* variables
     "PETS_SERVICE_ACCOUNT": f"pets-trainer@{PROJECT}.iam.gserviceaccount.com",
     "PETS_CONVERTER_SERVICE_ACCOUNT": f"pets-converter@{PROJECT}.iam.gserviceaccount.com",
     "PETS_SERVING_SERVICE_ACCOUNT": f"pets-serving@{PROJECT}.iam.gserviceaccount.com",
+    "PETS_PIPELINES_SERVICE_ACCOUNT": f"pets-pipelines@{PROJECT}.iam.gserviceaccount.com",
     "PETS_TENSORBOARD": f"projects/{PROJECT}/locations/us-central1/tensorboards/7",
     "PETS_BUCKET_LOCATION": "US", "PETS_REPOSITORY_LOCATION": "us",  # as the guide's ladder
     "GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent/no-credentials.json",
@@ -118,6 +119,7 @@ def researcher(root: Path, gcs: bool = False) -> Iterator[dict[str, str]]:
     a fake Cloud Storage holding the raw data the conversion example reads."""
     (root / "work" / "records").mkdir(parents=True, exist_ok=True)
     (root / "sweep.yaml").write_text(block_starting("# sweep.yaml").text)
+    (root / "ct-vertex.yaml").write_text(block_starting("# ct-vertex.yaml").text)
     if not gcs:
         yield STACK
         return

@@ -158,8 +158,8 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
             if container == registry.CUSTOM else registry.prebuilt_container(place.region, gpu))
     model = registry.model_spec(paths, spec, candidate)
     recorded = _unless_unreadable(dry_run, f"run {run_id}'s job file", "the version's "
-                                  "labels lack its dataset", lambda: bucket_run_data(cloud,
-                                                                                      run_id))
+                                  "labels lack its dataset", lambda: bucket_run_data(
+                                      cloud, run_id)) if candidate else None
     model.labels.update(registry.lineage_labels(recorded.dataset if recorded else None))
     if verdict and verdict.forced:  # the version says it went ahead, and why
         model.labels[champion.FORCED_LABEL] = "true"
