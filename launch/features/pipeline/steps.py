@@ -23,7 +23,6 @@ from pathlib import Path
 from launch.errors import InputError, MissingError
 from launch.features.serving import champion, endpoints
 from launch.values import jobfile
-from launch.values.jobs import Places
 from trainer import datasets
 from trainer.args import ExportArgs
 from trainer.eval_record import EvaluationRecord, data_identity
@@ -175,16 +174,27 @@ def resolve_dataset(job: str, state: str) -> str:
     return version
 
 
-def train(job: str, state: str, version: str) -> str:
-    """Trains on `version` into a new run; the run's id."""
-    from launch.targets.local.processes import run_job
+def launch(job: str, task: str, **flags) -> str:
+    """One job of the job file, as `invoke train --job` or `invoke eval --job` launches it
+    (launch/features/launching.py), with `flags` over the file; what the executor says."""
+    from launch.context.cloud import Cloud
+    from launch.features import launching
 
+    def cloud_for(job_region=None, job_image=None):  # the local target reads no settings
+        return Cloud(overrides={"region": job_region, "image": job_image})
+
+    request, executor = launching.prepare(task, flags, cloud_for, "work", "work/records",
+                                          source=(SOURCE, jobfile.parse(job, SOURCE)))
+    return request.hand_to(executor)
+
+
+def train(job: str, state: str, version: str) -> str:
+    """Trains on `version` into a new run, as `invoke train --job` does; the run's id."""
     spec = job_of(job)
     run_id = run_id_for(version)
-    request = jobfile.request(on_version(spec, version), jobfile.TRAIN)
-    run_job(request.trainer_job(Places(str(run_dir(state, run_id)),
-                                       str(Path(spec.data_dir, version)))),
-            request.args.train_steps)
+    on_version(spec, version)  # checked before any directory is named by it
+    print(launch(job, jobfile.TRAIN, data_dir=str(Path(spec.data_dir, version)),
+                 model_dir=str(run_dir(state, run_id))), flush=True)
     return run_id
 
 
@@ -193,17 +203,15 @@ def evaluate(job: str, state: str, run_id: str, version: str) -> float:
     version's on the same split unless it was measured on the same files already (a test
     split kept from one version to the next), so the comparison is of one test; the run's
     figure."""
-    from launch.targets.local.processes import run_job
 
     spec = job_of(job)
+    on_version(spec, version)
     data = Path(spec.data_dir, version)
     held = serving(state)
     again = [held.run_id] if held and not _measured_on(state, held.run_id, data) else []
-    tests = on_version(jobfile.resolve(jobfile.EVAL, {"split": "test"},
-                                       jobfile.parse(job, SOURCE), SOURCE), version)
-    for each in [run_id, *again]:
-        request = jobfile.request(tests, jobfile.EVAL)
-        run_job(request.trainer_job(Places(str(run_dir(state, each)), str(data))))
+    for each in [run_id, *again]:  # as `invoke eval --split test` evaluates a run
+        print(launch(job, jobfile.EVAL, split="test", data_dir=str(data),
+                     model_dir=str(run_dir(state, each))), flush=True)
     if held and not again:
         print(f"the serving version (run {held.run_id}) was tested on the same files: not "
               "evaluated again", flush=True)
