@@ -34,6 +34,7 @@ WORK = "work"
 parse_errors_exit_2(program)  # an unknown task or flag is a user's mistake: exit 2
 DATA_DIR, RECORDS_DIR, MODEL_DIR = f"{WORK}/pets", f"{WORK}/records", f"{WORK}/model"
 EXPORT_DIR = f"{WORK}/exported"
+PIPELINE_STATE = f"{WORK}/pipeline/state"  # a local pipeline's state (runs.show reads it)
 
 
 def _tool(args: Args) -> None:
@@ -322,7 +323,7 @@ def runs_list(c, root=WORK, target="local", **where):
 @task(name="show", help={
     "target": "local: the local pipeline's versions; vertex: what the endpoints serve",
     "state": "local: the continuous-training pipeline's state"}, flags=LISTING)
-def runs_show(c, target="local", state=f"{WORK}/pipeline/state", **where):
+def runs_show(c, target="local", state=PIPELINE_STATE, **where):
     """Show where each serving model came from: its dataset version, run and checkpoint."""
     if target not in ("local", "vertex"):
         raise Exit(f"error: --target {target[:40]!r}: local or vertex", code=2)
@@ -740,8 +741,8 @@ PIPELINE_RUN = {
                 "it; its target says where the pipeline runs"),
     "target": Flag("local (KFP's local runner here) or vertex (Vertex AI Pipelines); "
                    "default: the job file's"),
-    "state": Flag("local: where runs leave what the next reads", f"{WORK}/pipeline/state"),
-    "root": Flag("local: KFP's pipeline root (its outputs)", f"{WORK}/pipeline/root"),
+    "state": Flag(f"local: where runs leave what the next reads (default {PIPELINE_STATE})"),
+    "root": Flag(f"local: KFP's pipeline root, its outputs (default {WORK}/pipeline/root)"),
     "canary_traffic": Flag("percent of the endpoint's traffic a new version takes first",
                            10, kind=int),
     "max_drop": Flag("the gate: stop a run whose test figure is this much below the serving "
@@ -759,6 +760,8 @@ def _pipeline_job(job, target) -> tuple[str, str]:
 
     text = commands.read_job(job)
     named = jobfile.parse(text, f"--job {job}").get("target", "local")
+    if named not in ("local", "vertex"):
+        raise InputError(f"target: {str(named)[:40]!r} (--job {job}): local or vertex")
     if target and target != named:
         raise InputError(f"--target {target}, but the job file says target: {named}: the "
                          "steps run the file's target; change one of them")
@@ -773,8 +776,14 @@ def pipeline_run(c, job, target, state, root, canary_traffic, max_drop, launcher
 
     def act():
         text, named = _pipeline_job(job, target)
+        other = {"local": {"--launcher-image": launcher_image, "--dry-run": dry_run},
+                 "vertex": {"--state": state, "--root": root}}[named]
+        if given := [flag for flag, value in other.items() if value]:
+            raise InputError(f"{', '.join(given)}: not for a run whose job file says target: "
+                             f"{named}")
         if named == "local":
-            return commands.run_here(text, state, root, canary_traffic, max_drop)
+            return commands.run_here(text, state or PIPELINE_STATE, root or
+                                     f"{WORK}/pipeline/root", canary_traffic, max_drop)
         return commands.run(_cloud(c, **where), text, launcher_image, canary_traffic,
                             max_drop, bool(dry_run))
 

@@ -280,7 +280,10 @@ def test_only_version_directories_are_read_and_a_refused_version_is_not_trained_
     assert steps.resolve_dataset(LOCAL_JOB.format(data=data), str(state)) == V1
     measure_run(state, steps.run_id_for(V1), 0.4, "x")
     steps.decide(str(state), step="resolve dataset", go=True, version=V1, reason="r")
-    steps.decide(str(state), step="compare", go=False, run=steps.run_id_for(V1),
+    steps.decide(str(state), step="compare", go=False, worse=False, run="ct-x", version=V1,
+                 reason="tested on other data")  # not the model's fault: tried again
+    assert steps.resolve_dataset(LOCAL_JOB.format(data=data), str(state)) == V1
+    steps.decide(str(state), step="compare", go=False, worse=True, run=steps.run_id_for(V1),
                  version=V1, reason="0.400 is worse than 0.700")
     assert steps.resolve_dataset(LOCAL_JOB.format(data=data), str(state)) == ""
     assert "was tried and refused (0.400 is worse than 0.700)" in \
@@ -403,10 +406,15 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     assert "cost bound: 60.00 USD a run (3 jobs x 20.00: the training and 2 test " \
            "evaluations)" in capsys.readouterr().err
 
-    said = commands.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=False)
+    # sent as printed: the fake creates it (the command refuses to send a run the steps
+    # would refuse: their Vertex AI part is not built yet)
+    with pytest.raises(InputError, match="the pipeline's steps run the local target so far"):
+        commands.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=False)
+    assert services.pipelines.received == []
+    said = commands.start(cloud, dry)
     (sent,) = services.pipelines.received
     assert said.startswith(f"started {LOCATION}/pipelineJobs/{definition.NAME}-")
-    assert sent.pipeline_job == dry.pipeline_job  # the dry run shows what is sent
+    assert sent == dry  # the dry run shows what is sent
     run = sent.pipeline_job
     assert run.service_account == OUTPUTS.pipelines_service_account
     assert run.runtime_config.gcs_output_directory == "gs://pets-data/pipelines/root"
@@ -417,11 +425,14 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
             run.pipeline_spec["deploymentSpec"]["executors"].values()} == {image}
     assert run.labels["max-cost-usd"] == "60_00"
 
-    said = commands.schedule(cloud, VERTEX_JOB, image, 10, 0.01, "TZ=Europe/Berlin 0 3 * * 1",
-                             dry_run=False)
+    cron = "TZ=Europe/Berlin 0 3 * * 1"
+    planned = aiplatform_v1.Schedule.from_json(
+        commands.schedule(cloud, VERTEX_JOB, image, 10, 0.01, cron, dry_run=True))
+    said = commands.create_schedule(cloud, LOCATION, planned)
     (made,) = services.schedules.schedules.values()
-    assert said == f"scheduled {made.name} on 'TZ=Europe/Berlin 0 3 * * 1': one run at a time"
-    assert made.max_concurrent_run_count == 1
+    assert said == f"scheduled {made.name} on '{cron}': one run at a time"
+    assert (made.max_concurrent_run_count, made.max_concurrent_active_run_count,
+            made.allow_queueing) == (1, 1, False)
     inner = made.create_pipeline_job_request.pipeline_job
     assert inner.service_account == OUTPUTS.pipelines_service_account
     assert inner.runtime_config.parameter_values["canary_traffic"] == 10
@@ -431,8 +442,13 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     assert listed[0].startswith(f"{run_id}  PENDING  ") and listed[0].endswith(
         "bound 60.00 USD")
     assert listed[1] == "schedule 1  ACTIVE  'TZ=Europe/Berlin 0 3 * * 1'"
-    assert commands.cancel(cloud, run_id, False).startswith("cancelling")
+    # Vertex AI names a project by its number in its answers: taken as this project's
+    numbered = f"projects/123456789/locations/us-central1/pipelineJobs/{run_id}"
+    assert commands.cancel(cloud, numbered, False).startswith(
+        f"cancelling {LOCATION}/pipelineJobs/{run_id}")
     assert commands.cancel(cloud, made.name, True).startswith("paused")
+    with pytest.raises(InputError, match="not in this environment's project and region"):
+        commands.cancel(cloud, f"{LOCATION}0/pipelineJobs/{run_id}", False)  # us-central10
     listed = commands.listing(cloud).splitlines()
     assert listed[0].split()[1] == "CANCELLED" and listed[1].split()[2] == "PAUSED"
 
@@ -483,12 +499,39 @@ def test_the_tasks_refuse_a_missing_job_file_and_a_target_the_file_does_not_name
 
     from tests.test_trust3_costs import run_task
 
-    path = tmp_path / "ct.yaml"
+    path, local, odd = tmp_path / "ct.yaml", tmp_path / "local.yaml", tmp_path / "odd.yaml"
     path.write_text(VERTEX_JOB)
+    local.write_text(LOCAL_JOB.format(data=tmp_path))
+    odd.write_text("target: mars\n")
     for flags, message in (({}, "error: --job FILE: the job file"),
                            ({"job": str(tmp_path / "none.yaml")}, "none.yaml: no such file"),
                            ({"job": str(path), "target": "local"},
-                            "--target local, but the job file says target: vertex")):
+                            "--target local, but the job file says target: vertex"),
+                           ({"job": str(path), "state": "s", "root": "r"},
+                            "--state, --root: not for a run whose job file says target: vertex"),
+                           ({"job": str(local), "dry_run": True},
+                            "--dry-run: not for a run whose job file says target: local"),
+                           ({"job": str(odd)}, "target: 'mars' (--job")):
         with pytest.raises(Exit) as refused:
             run_task("pipeline_run", **flags)
         assert refused.value.code == 2 and message in refused.value.message
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("decisions.json", "{not json", "decisions.json: not a state file this pipeline wrote"),
+    ("lineage.json", '{"a": 1}', "not a state file this pipeline wrote (a JSON dict)"),
+    ("lineage.json", '[{"model": "1"}]', "its entries are not versions"),
+    ("endpoint.json", '{"7": 100}', "serves version '7', which lineage.json does not name"),
+])
+def test_a_damaged_state_is_refused_in_one_line(tmp_path, name, text, message):
+    from launch.errors import UserError
+    from launch.features.pipeline import steps
+
+    data = tmp_path / "data"
+    (data / V1).mkdir(parents=True)
+    (tmp_path / name).write_text(text)
+    with pytest.raises(UserError) as refused:
+        steps.resolve_dataset(LOCAL_JOB.format(data=data), str(tmp_path))
+        steps.origins(str(tmp_path))
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+    assert (tmp_path / name).read_text() == text  # left as it was

@@ -314,7 +314,7 @@ def test_deploy_shares_traffic_with_the_version_deployed_and_undeploy_gives_it_b
         "pets-detector 80%: pets-retinanet-mobilenet@1 <- run r1 ckpt-1000 (AP50 0.9700) <- "
         "its data not recorded (a data directory)",
         "pets-detector 20%: pets-retinanet-mobilenet@2 <- run r2 ckpt-1000 (AP50 0.9700) <- "
-        "dataset pets version v-20261201t000000z-0a1b2c3d"]
+        "dataset pets version v-20261201T000000Z-0a1b2c3d"]
 
     said = commands.undeploy(cloud, endpoint.name.rsplit("/", 1)[-1], old_id)
     new_id = next(d.id for d in endpoint.deployed_models)

@@ -10,6 +10,7 @@ bound and its two test evaluations' (the run's and the serving version's).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import sys
 from pathlib import Path
@@ -19,12 +20,13 @@ from launch.context.images import check_repository
 from launch.errors import InputError, MissingError, StepFailed
 from launch.features.pipeline import definition, requests, steps
 from launch.values import jobfile
+from launch.values.files import read_page
 from trainer.files import PIPELINES_PREFIX
 
 EVALUATIONS = 2  # test evaluations a run makes: its own and the serving version's again
 NEEDED = ("project", "region", "bucket", "pipelines_service_account")
-NAME_OR_ID = re.compile(r"(projects/[a-z0-9-]+/locations/[a-z0-9-]+/"
-                        r"(pipelineJobs|schedules)/)?(?P<id>[a-z0-9][a-z0-9-]{0,127})")
+NAME_OR_ID = re.compile(r"(projects/(?P<project>[a-z0-9-]+)/locations/(?P<region>[a-z0-9-]+)/"
+                        r"(?P<kind>pipelineJobs|schedules)/)?(?P<id>[a-z0-9][a-z0-9-]{0,127})")
 LISTED = 20  # runs and schedules a listing shows, newest first
 
 
@@ -33,16 +35,9 @@ def read_job(path: str | None) -> str:
     if not path:
         raise InputError("--job FILE: the job file the pipeline's steps run (`invoke train "
                          "--job` takes the same)")
-    file = Path(path)
-    if not file.is_file():
+    if not Path(path).is_file():
         raise MissingError(f"--job {path}: no such file")
-    if file.stat().st_size > requests.MAX_JOB_BYTES:
-        raise InputError(f"--job {path}: over {requests.MAX_JOB_BYTES // 1024} KB; a job file "
-                         "is a few lines")
-    try:
-        return file.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"--job {path}: not UTF-8 text") from None
+    return read_page(path, "--job", requests.MAX_JOB_BYTES, InputError)
 
 
 def run_here(job: str, state: str, root: str, canary_traffic: int, max_drop: float) -> str:
@@ -51,8 +46,10 @@ def run_here(job: str, state: str, root: str, canary_traffic: int, max_drop: flo
     from kfp import local
 
     values = requests.parameters(job, str(Path(state).resolve()), canary_traffic, max_drop)
-    steps.job_of(job)  # target local, data_dir: refused here, not in the first step
-    steps.versions(steps.job_of(job).data_dir)
+    for flag, folder in (("--state", state), ("--root", root)):
+        if Path(folder).exists() and not Path(folder).is_dir():
+            raise InputError(f"{flag} {folder} is a file: give a directory")
+    steps.versions(steps.job_of(job).data_dir)  # refused here, not in the first step
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root)
     before = len(steps.decisions(values["state"]))
     try:
@@ -89,7 +86,8 @@ def bound_of(job: str) -> Bound:
     train = jobfile.resolve(jobfile.TRAIN, {}, jobfile.parse(job, steps.SOURCE), steps.SOURCE)
     if train.target != "vertex":
         raise InputError(f"target: {train.target} (--job): Vertex AI Pipelines runs jobs on "
-                         "Vertex AI; run this file here with --target local")
+                         "Vertex AI; `invoke pipeline.run --job FILE` runs a local job file "
+                         "here")
     if not (train.dataset or train.data_dir):
         raise InputError("--job: give dataset (a named dataset's versions) or data-dir")
     if train.max_cost is None:
@@ -123,7 +121,7 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
         definition.SPEC_FILE.read_text(), image, display_name=definition.NAME,
         root=f"{prefix}/root", service_account=where["pipelines_service_account"],
         values=values, labels=labels)
-    return Submission(f"projects/{where['project']}/locations/{where['region']}", run, bound)
+    return Submission(_parent(cloud), run, bound)
 
 
 def run(cloud: Cloud, job: str, image: str | None, canary_traffic: int, max_drop: float,
@@ -137,6 +135,12 @@ def run(cloud: Cloud, job: str, image: str | None, canary_traffic: int, max_drop
     print(sent.bound.line(), file=sys.stderr, flush=True)
     if dry_run:
         return aiplatform_v1.CreatePipelineJobRequest.to_json(request)
+    steps.job_of(job)  # the steps' own check: a run they would refuse is not sent
+    return start(cloud, request)
+
+
+def start(cloud: Cloud, request) -> str:
+    """Sends a run's CreatePipelineJobRequest."""
     made = _pipelines(cloud).create_pipeline_job(request=request)
     return f"started {made.name} ({_console(made.name)})"
 
@@ -152,44 +156,58 @@ def schedule(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     print(sent.bound.line(), file=sys.stderr, flush=True)
     if dry_run:
         return aiplatform_v1.Schedule.to_json(made)
-    made = _schedules(cloud).create_schedule(parent=sent.location, schedule=made)
+    steps.job_of(job)  # the steps' own check: runs they would refuse are not scheduled
+    return create_schedule(cloud, sent.location, made)
+
+
+def create_schedule(cloud: Cloud, location: str, schedule) -> str:
+    """Sends a Schedule."""
+    made = _schedules(cloud).create_schedule(parent=location, schedule=schedule)
     return f"scheduled {made.name} on {made.cron!r}: one run at a time"
 
 
 def listing(cloud: Cloud) -> str:
     """The newest runs (state, when, bound) and the schedules."""
-    where = cloud.fields(("project", "region"))
-    parent = f"projects/{where['project']}/locations/{where['region']}"
-    named = f'display_name="{definition.NAME}"'
+    parent, named = _parent(cloud), f'display_name="{definition.NAME}"'
     runs = _pipelines(cloud).list_pipeline_jobs(request={
         "parent": parent, "filter": named, "order_by": "create_time desc",
         "page_size": LISTED})
     lines = [f"{r.name.rsplit('/', 1)[1]}  {r.state.name.removeprefix('PIPELINE_STATE_')}  "
              f"{r.create_time:%F %H:%M} UTC  bound {_bound_label(r.labels)}"
-             for r in list(runs)[:LISTED]]
-    schedules = _schedules(cloud).list_schedules(request={"parent": parent, "filter": named})
+             for r in itertools.islice(runs, LISTED)]
+    schedules = _schedules(cloud).list_schedules(request={
+        "parent": parent, "filter": named, "page_size": LISTED})
     lines += [f"schedule {s.name.rsplit('/', 1)[1]}  {s.state.name}  {s.cron!r}"
-              for s in list(schedules)[:LISTED]]
+              for s in itertools.islice(schedules, LISTED)]
     return "\n".join(lines) or f"no runs or schedules of {definition.NAME} in {parent}"
 
 
 def cancel(cloud: Cloud, name: str, is_schedule: bool) -> str:
-    """Cancels a run (its running jobs end), or pauses a schedule (no new runs)."""
+    """Cancels a run, or pauses a schedule (no new runs). A full name may give the project
+    by its number, as Vertex AI's answers do; its region must be the environment's."""
     match = NAME_OR_ID.fullmatch(name)
     kind = "schedules" if is_schedule else "pipelineJobs"
-    if not match or (match[2] and match[2] != kind):
+    if not match or (match["kind"] and match["kind"] != kind):
         raise InputError(f"{name[:80]!r} is not a {'schedule' if is_schedule else 'run'} id: "
                          "`invoke pipeline.list` shows them")
-    where = cloud.fields(("project", "region"))
-    full = f"projects/{where['project']}/locations/{where['region']}/{kind}/{match['id']}"
-    if match[1] and not name.startswith(full.rsplit("/", 2)[0]):
+    parent = _parent(cloud)
+    project, region = parent.split("/")[1], parent.split("/")[3]
+    other_project = match["project"] != project and not (match["project"] or "").isdigit()
+    if match["kind"] and (match["region"] != region or other_project):
         raise InputError(f"{name[:120]} is not in this environment's project and region "
-                         f"({full.rsplit('/', 2)[0]})")
+                         f"({parent})")
+    full = f"{parent}/{kind}/{match['id']}"
     if is_schedule:
         _schedules(cloud).pause_schedule(name=full)
         return f"paused {full}: it starts no new run (a running one goes on)"
     _pipelines(cloud).cancel_pipeline_job(name=full)
-    return f"cancelling {full}: its running steps and jobs stop"
+    return (f"cancelling {full}: its running steps stop (a job a step started goes on: "
+            "`invoke jobs.list`, `invoke jobs.cancel`)")
+
+
+def _parent(cloud: Cloud) -> str:
+    where = cloud.fields(("project", "region"))
+    return f"projects/{where['project']}/locations/{where['region']}"
 
 
 def _bound_label(labels) -> str:

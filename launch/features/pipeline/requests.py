@@ -83,7 +83,10 @@ def create_request(location: str, job: aiplatform_v1.PipelineJob, job_id: str | 
 
 def schedule(location: str, job: aiplatform_v1.PipelineJob, cron: str, display_name: str
              ) -> aiplatform_v1.Schedule:
-    """A run of `job` on `cron`, one at a time (a run still training holds the next back)."""
+    """A run of `job` on `cron`, one at a time: a tick while a run is still going starts
+    none (max_concurrent_active_run_count: "the maximum number of active runs", where
+    max_concurrent_run_count limits only how many start at once)."""
     return aiplatform_v1.Schedule(
         display_name=display_name, cron=check_cron(cron), max_concurrent_run_count=1,
+        max_concurrent_active_run_count=1, allow_queueing=False,
         create_pipeline_job_request=create_request(location, job))

@@ -18,10 +18,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import re
+import shutil
 from pathlib import Path
 
 from launch.errors import InputError, MissingError
 from launch.features.serving import champion, endpoints
+from launch.features.serving.registry import GateError
 from launch.values import jobfile
 from trainer import datasets
 from trainer.args import ExportArgs
@@ -33,6 +36,7 @@ from trainer.locks import taking_turns
 
 LINEAGE, ENDPOINT, DECISIONS = "lineage.json", "endpoint.json", "decisions.json"
 STATE_LOCK = ".state.lock"
+RUN_ID = re.compile(r"ct-[0-9a-z-]{1,60}")  # run_id_for's
 SOURCE = "the pipeline's job file"
 
 
@@ -55,7 +59,7 @@ def job_of(text: str) -> jobfile.JobFile:
         raise InputError(f"target: {job.target} ({SOURCE}): the pipeline's steps run the "
                          "local target so far; Vertex AI's are issue 42's next part")
     if not job.data_dir:
-        raise InputError(f"{SOURCE}: give data_dir, the directory of the dataset's versions")
+        raise InputError(f"{SOURCE}: give data-dir, the directory of the dataset's versions")
     return job
 
 
@@ -90,16 +94,34 @@ def fresh(found: list[str], trained_on: str | None, refused: dict[str, str]
                           if trained_on else f"{newest}: nothing serves yet")
 
 
-def lineage(state: str) -> list[Version]:
-    path = Path(state, LINEAGE)
+def _state_file(state: str, name: str, kind: type, empty):
+    """A state file's value (`empty` when there is none yet); a damaged one is refused in
+    one line, not guessed at: the next decision would be made on it."""
+    path = Path(state, name)
     if not path.is_file():
-        return []
-    return [Version(**entry) for entry in json.loads(path.read_text())]
+        return empty
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise InputError(f"{path}: not a state file this pipeline wrote ({error}); move it "
+                         "away, or restore it") from None
+    if not isinstance(value, kind):
+        raise InputError(f"{path}: not a state file this pipeline wrote (a JSON "
+                         f"{type(value).__name__}); move it away, or restore it")
+    return value
+
+
+def lineage(state: str) -> list[Version]:
+    entries = _state_file(state, LINEAGE, list, [])
+    try:
+        return [Version(**entry) for entry in entries]
+    except TypeError:
+        raise InputError(f"{Path(state, LINEAGE)}: not a state file this pipeline wrote (its "
+                         "entries are not versions); move it away, or restore it") from None
 
 
 def traffic(state: str) -> dict[str, int]:
-    path = Path(state, ENDPOINT)
-    return json.loads(path.read_text()) if path.is_file() else {}
+    return _state_file(state, ENDPOINT, dict, {})
 
 
 def serving(state: str) -> Version | None:
@@ -107,8 +129,13 @@ def serving(state: str) -> Version | None:
     split = traffic(state)
     if not split:
         return None
-    busiest = max(split, key=lambda model: (split[model], int(model)))
-    return next(v for v in lineage(state) if v.model == busiest)
+    busiest = max(split, key=lambda model: (split[model], int(model) if str(model).isdigit()
+                                            else -1))
+    found = next((v for v in lineage(state) if v.model == busiest), None)
+    if found is None:
+        raise MissingError(f"{Path(state, ENDPOINT)} serves version {str(busiest)[:20]!r}, "
+                           f"which {LINEAGE} does not name; restore the state's files")
+    return found
 
 
 def origins(state: str) -> str:
@@ -137,12 +164,14 @@ def on_version(job: jobfile.JobFile, version: str) -> jobfile.JobFile:
 
 
 def run_dir(state: str, run_id: str) -> Path:
+    """A run's directory in the state: only a run id this pipeline makes (run_id_for)."""
+    if not RUN_ID.fullmatch(run_id):
+        raise InputError(f"{run_id[:80]!r} is not a run of this pipeline (ct-VERSION)")
     return Path(state, "runs", run_id)
 
 
 def decisions(state: str) -> list[dict]:
-    path = Path(state, DECISIONS)
-    return json.loads(path.read_text()) if path.is_file() else []
+    return _state_file(state, DECISIONS, list, [])
 
 
 def decide(state: str, **decision) -> None:
@@ -159,9 +188,10 @@ def turn(state: str):
 
 
 def refusals(state: str) -> dict[str, str]:
-    """The versions whose run the gate refused -> its reason."""
+    """The versions whose run the gate found worse than the serving version -> why."""
     return {d["version"]: d["reason"] for d in decisions(state)
-            if d.get("step") == "compare" and not d.get("go") and d.get("version")}
+            if isinstance(d, dict) and d.get("step") == "compare" and d.get("worse")
+            and d.get("version")}
 
 
 def resolve_dataset(job: str, state: str) -> str:
@@ -252,17 +282,18 @@ def compare(job: str, state: str, run_id: str, max_drop: float) -> bool:
     challenger = _figure(state, run_id, spec.experiment)
     held = serving(state)
     defending = _figure(state, held.run_id, spec.experiment) if held else None
+    margin = champion.check_max_drop(max_drop)
     try:
         verdict = champion.judge(measure, challenger, defending,
-                                 f"version {held.model}" if held else None,
-                                 champion.check_max_drop(max_drop), None, run_id,
-                                 challenger.step, held.run_id if held else "RUN")
-    except InputError as refused:
+                                 f"version {held.model}" if held else None, margin, None,
+                                 run_id, challenger.step, held.run_id if held else "RUN")
+    except GateError as refused:  # worse, or measured on other data: both stop the run
         go, reason = False, str(refused)
     else:
         go, reason = True, verdict.line
-    decide(state, step="compare", go=go, run=run_id, version=_version_of(state, run_id),
-           challenger=challenger.value,
+    worse = defending is not None and challenger.value < defending.value - margin
+    decide(state, step="compare", go=go, worse=worse, run=run_id,
+           version=_version_of(state, run_id), challenger=challenger.value,
            champion=defending.value if defending else None, reason=reason)
     print(reason, flush=True)
     return go
@@ -283,21 +314,34 @@ def upload(job: str, state: str, run_id: str, version: str) -> Version:
 
     spec = job_of(job)
     figure = _figure(state, run_id, spec.experiment)
-    with turn(state):  # one number a version, however many runs upload at once
-        known = lineage(state)
-        model = str(max((int(v.model) for v in known), default=0) + 1)
-        target = Path(state, "registry", model)
-        if target.exists():  # no lineage names it: a step that died half-way
-            raise InputError(f"{target} exists but lineage.json does not name it: move it "
-                             "away and run the pipeline again")
-        export(ExportArgs(model_dir=str(run_dir(state, run_id)), export_dir=str(target),
+    _next_version(state)  # refused before the export, and again in the state's turn
+    staged = Path(state, "registry", f".export-{run_id}")  # outside the turns: minutes long
+    shutil.rmtree(staged, ignore_errors=True)  # an earlier attempt's
+    try:
+        export(ExportArgs(model_dir=str(run_dir(state, run_id)), export_dir=str(staged),
                           checkpoint=str(figure.step), default_signature="bytes"))
-        if not (target / EXPORT_INFO_FILE).is_file():
-            raise MissingError(f"run {run_id}: its export to {target} wrote no "
+        if not (staged / EXPORT_INFO_FILE).is_file():
+            raise MissingError(f"run {run_id}: its export to {staged} wrote no "
                                f"{EXPORT_INFO_FILE}")
-        entry = Version(model, run_id, figure.step, version, figure.value, figure.data)
-        _write(state, LINEAGE, [dataclasses.asdict(v) for v in (*known, entry)])
+        with turn(state):  # one number a version, however many runs upload at once
+            known, target = lineage(state), _next_version(state)
+            model = target.name
+            staged.rename(target)
+            entry = Version(model, run_id, figure.step, version, figure.value, figure.data)
+            _write(state, LINEAGE, [dataclasses.asdict(v) for v in (*known, entry)])
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
     return entry
+
+
+def _next_version(state: str) -> Path:
+    """The registry's directory for the next version, which must not exist yet."""
+    number = max((int(v.model) for v in lineage(state) if v.model.isdigit()), default=0) + 1
+    target = Path(state, "registry", str(number))
+    if target.exists():  # no lineage names it: a person's, or a damaged state
+        raise InputError(f"{target} exists but lineage.json does not name it: move it away "
+                         "and run the pipeline again")
+    return target
 
 
 def deploy_canary(job: str, state: str, model: str, share: int) -> str:

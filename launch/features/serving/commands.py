@@ -358,7 +358,8 @@ def origins(cloud: Cloud) -> str:
 
 def origin_line(endpoint: str, share: int, version: str, labels: dict[str, str]) -> str:
     """One deployed version's lineage: endpoint <- version <- run <- dataset version."""
-    data = (f"dataset {labels['dataset']} version {labels['dataset-version']}"
+    data = (f"dataset {labels['dataset']} version "
+            f"{registry.labelled_version(labels['dataset-version'])}"
             if labels.get("dataset-version") else "its data not recorded (a data directory)")
     ap50 = labels.get("ap50", labels.get("mask_ap50", "")).replace("_", ".") or "unknown"
     return (f"{endpoint} {share}%: {version.rsplit('/', 1)[-1]} <- run {labels.get('run', '?')} "

@@ -273,6 +273,13 @@ def lineage_labels(dataset: str | None) -> dict[str, str]:
     return {"dataset": label_value(name), "dataset-version": label_value(version)}
 
 
+def labelled_version(label: str) -> str:
+    """A `dataset-version` label back to the version's name: labels are lowercase, and a
+    version's `T` and `Z` (trainer/datasets.py VERSION) are the only letters it changes."""
+    found = re.fullmatch(r"v-(\d{8})t(\d{6})z-([0-9a-f]{8})", label)
+    return f"v-{found[1]}T{found[2]}Z-{found[3]}" if found else label
+
+
 def _metric_label(value: float) -> str:
     """0.8352 -> "0_8352": label values allow no '.'."""
     return f"{value:.4f}".replace(".", "_").replace("-", "minus")
