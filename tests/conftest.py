@@ -132,6 +132,10 @@ def small_records(tmp_path_factory) -> Path:
 # to 1.0 at step 300 in the suite's last three runs (2026-11-27), against the bound of 0.9.
 TRAIN_STEPS = 300
 AP50_BOUND = 0.9  # the demo reaches 1.0; the issue asks 0.9
+# The shared model's seed: unseeded, a clean-clone .ci/run's model came out at AP50 0.806
+# (2026-11-28; other runs 0.997 to 1.0) and six quality bounds failed; seeded, two runs side
+# by side gave 0.981 and 0.988 (not bit for bit: TensorFlow's threads reorder some work).
+SEED = 1
 
 
 def trainer_process(*args: str, env: dict | None = None) -> subprocess.Popen:
@@ -167,6 +171,7 @@ def trained(train_records, shared):
         evaluator = trainer_process(*flags, "--mode=continuous_eval", "--eval_poll_interval=2",
                                     f"--eval_idle_timeout={HANG}", f"--train_steps={TRAIN_STEPS}")
         training = trainer_process(*flags, "--mode=train", f"--train_steps={TRAIN_STEPS}",
+                                   f"--seed={SEED}",
                                    "--params_override=trainer.checkpoint_interval=250",
                                    env={"PETS_HARDWARE": "this CPU x 1"})
         try:

@@ -124,9 +124,10 @@ def test_params_follow_flags_in_documented_order(train_records, tmp_path):
                         "--params_override=task.train_data.global_batch_size=8",
                         '--params_override={"task": {"train_data": {"global_batch_size": 2}}}',
                         f"--init_checkpoint={tmp_path}/backbone",
-                        "--init_checkpoint_type=all"],
+                        "--init_checkpoint_type=all", "--seed=7"],
                        {})
     params = build_params(s, "float32")
+    assert (params.task.train_data.seed, params.task.train_data.deterministic) == (7, True)
     assert params.task.train_data.global_batch_size == 2  # the last --params_override wins
     # the largest label-map id + background: the COCO sample keeps Pets' ids (up to 28)
     assert params.task.model.num_classes == 29
@@ -156,6 +157,7 @@ def test_params_follow_flags_in_documented_order(train_records, tmp_path):
     (["--model_dir=/tmp/m", "--data_dir=/nonexistent"], "no files match --train-input"),
     (["--model_dir=/tmp/m", "--experiment=nope"], "unknown --experiment 'nope'"),
     (["--data_dir=/tmp"], "--model-dir is required"),
+    (["--model_dir=/tmp/m", "--seed=-1"], "--seed"),
 ])
 def test_bad_flags_exit_with_a_message_not_a_traceback(args, message):
     result = run_trainer(*args, check=False, env={"AIP_CHECKPOINT_DIR": ""})

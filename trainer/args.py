@@ -112,6 +112,9 @@ class TrainArgs(Args):
     params_override: tuple[str, ...] = option(
         "'a.b=1,c.d=x', YAML or JSON, applied after the config files (repeatable, applied in "
         "order)", default=())
+    seed: int | None = option("fix the random seeds (weights, data order): the same run again "
+                              "starts from the same weights and reads in the same order",
+                              bound=Bound(minimum=0, maximum=2**31 - 1))
     hparams: tuple[str, ...] = option("a tuning trial's value, ID=VALUE, applied last "
                                       "(repeatable; Vertex AI's --ID=VALUE is read as this)",
                                       default=(), flag="hparam")

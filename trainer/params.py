@@ -145,6 +145,8 @@ def build_params(settings: TrainerSettings, precision: str):
         overrides["task"]["init_checkpoint"] = settings.init_checkpoint
         overrides["task"]["init_checkpoint_modules"] = INIT_CHECKPOINT_TYPES[
             settings.init_checkpoint_type]
+    if settings.seed is not None:  # the data's order: seeded, and read in it (train.py: weights)
+        overrides["task"]["train_data"].update(seed=settings.seed, deterministic=True)
     if settings.train_steps is not None:
         overrides["trainer"] = {"train_steps": settings.train_steps}
         schedule = params.trainer.optimizer_config.learning_rate

@@ -50,6 +50,8 @@ def _train(settings: TrainerSettings, params, strategy, chief: bool, several: bo
     from official.core import task_factory, train_lib, train_utils
 
     stopping = settings.early_stopping
+    if settings.seed is not None:  # the weights' initialisation and every op's random draws
+        tf.keras.utils.set_random_seed(settings.seed)
     if chief:
         train_utils.serialize_config(params, settings.model_dir)
         label_map = read_text(settings.label_map) if settings.label_map and \
