@@ -162,7 +162,8 @@ def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():
             "early_stop_patience": (trainer_args.TrainArgs, "early_stop_patience"),
             "early_stop_min_delta": (trainer_args.TrainArgs, "early_stop_min_delta"),
             "early_stop_evaluator": (trainer_args.TrainArgs, "early_stop_evaluator"),
-            "split": (trainer_args.TrainArgs, "eval_split")}.items():
+            "split": (trainer_args.TrainArgs, "eval_split"),
+            "seed": (trainer_args.TrainArgs, "seed")}.items():
         theirs = trainer_args.field_of(command, landing).metadata
         ours = jobfile.FIELDS[name].metadata
         assert (ours["bound"], ours["choices"]) == (theirs["bound"], theirs["choices"]), name
@@ -175,7 +176,7 @@ def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():
         "config_file": "config_files", "early_stop_patience": "early_stop_patience",
         "early_stop_min_delta": "early_stop_min_delta",
         "early_stop_evaluator": "early_stop_evaluator", "idle_timeout": "eval_idle_timeout",
-        "split": "eval_split"}
+        "split": "eval_split", "seed": "seed"}
     evaluation = jobfile.request(jobfile.resolve("eval", {
         "idle_timeout": "30", "once": True, "data_dir": "d", "config_file": ["c.yaml"],
         "steps": "7"}), "eval")

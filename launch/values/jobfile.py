@@ -163,6 +163,9 @@ class JobFile:
     max_preemptions: int = option("--capacity: preempted jobs resubmitted on the same kind "
                                   "before the next", default=2, tasks=frozenset({TRAIN}),
                                   bound=PREEMPTIONS)
+    seed: int | None = option("fix the random seeds (weights, data order): the same job again "
+                              "lands close to the same model", tasks=frozenset({TRAIN}),
+                              lands="seed")
     early_stop_patience: int | None = option(
         "stop training after this many evaluations in a row without a gain in the "
         "experiment's metric (AP); best/ keeps the best checkpoint either way",
