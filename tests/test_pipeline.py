@@ -333,8 +333,10 @@ def test_the_serving_version_is_measured_again_only_on_other_test_files(tmp_path
     for version in (old, new):
         version.mkdir()
         (version / "test.record-00000-of-00001").write_bytes(b"x" * 100)
-    measure_run(tmp_path / "state", "ct-a", 0.7, data_identity(
-        str(old / "test.record-*"), [("test.record-00000-of-00001", 100)]))
+    measure_run(tmp_path / "state", "ct-a", 0.7, data_identity(str(old / "test.record-*")))
+    tested = tmp_path / "state" / "runs" / "ct-a" / "eval-test"
+    (tested / "ckpt-x.json").write_text("{}")  # not a record's name: not read
+    (tested / "ckpt-99.json").write_text("not JSON")  # damaged: left out, not the newest
     assert steps._measured_on(str(tmp_path / "state"), "ct-a", new)
     (new / "test.record-00000-of-00001").write_bytes(b"x" * 101)  # re-converted: other data
     assert not steps._measured_on(str(tmp_path / "state"), "ct-a", new)

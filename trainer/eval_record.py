@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from trainer import files, io, jsonnum
@@ -123,12 +123,11 @@ def operating_point(data: object) -> dict[str, Any] | None:
             "per_class": classes}
 
 
-def data_identity(input_path: str, found: Iterable[tuple[str, int]]) -> str:
+def data_identity(input_path: str) -> str:
     """What an evaluation read, so that two are compared only on the same data: the files'
-    pattern, and a digest of their names and sizes (`found`: each file's name and size; a
-    re-conversion to the same path is other data; the same shards named another way are the
-    same)."""
-    listed = sorted(found)
+    pattern, and a digest of their names and sizes (a re-conversion to the same path is
+    other data; the same shards named another way are the same). Local or gs://."""
+    listed = sorted((path.rsplit("/", 1)[-1], io.size(path)) for path in io.match(input_path))
     digest = hashlib.sha256("\n".join(f"{n}:{size}" for n, size in listed).encode())
     return f"{input_path} ({len(listed)} files, sha256 {digest.hexdigest()[:16]})"
 

@@ -25,7 +25,7 @@ from trainer.best import keeping
 from trainer.errors import EvalTimeoutError
 from trainer.eval_record import EvaluationRecord
 from trainer.experiments import MASK_PREFIX
-from trainer.io import match, write_text
+from trainer.io import write_text
 
 SUMMARY_SUBDIR = "validation"
 TEST_SUMMARY_SUBDIR = "test"  # an evaluation on the test split: beside validation/
@@ -48,14 +48,6 @@ def line(result: EvaluationRecord, split: str = files.VAL, why: str = "") -> str
     shown = {k: round(result.metrics[k], 4) for k in SHOWN_METRICS if k in result.metrics}
     on = f" on {split} ({why})" if split != files.VAL else ""
     return f"evaluated step {result.step}{on}: {shown} -> {result.path}"
-
-
-def data_identity(input_path: str) -> str:
-    """The files an evaluation read (eval_record.data_identity), listed where they are."""
-    import tensorflow as tf
-
-    return eval_record.data_identity(input_path, (
-        (path.rsplit("/", 1)[-1], tf.io.gfile.stat(path).length) for path in match(input_path)))
 
 
 def metrics_dir(split: str) -> str:
@@ -140,7 +132,7 @@ class CheckpointEvaluator:
         self.writer.flush()
         path = metrics_path(self.model_dir, step, self.split)
         record = EvaluationRecord(step, metrics, checkpoint, path=path,
-                                  data=data_identity(
+                                  data=eval_record.data_identity(
                                       self.params.task.validation_data.input_path),
                                   **breakdown)
         write_text(path, json.dumps(record.to_json(), indent=2) + "\n")

@@ -154,6 +154,15 @@ def remove(path: str) -> None:
     tf.io.gfile.remove(path)
 
 
+def size(path: str) -> int:
+    """A file's length in bytes."""
+    if not is_url(path):
+        return os.stat(path).st_size
+    import tensorflow as tf
+
+    return tf.io.gfile.stat(path).length
+
+
 def modified(path: str) -> float:
     """When a file was last written, in seconds since the epoch."""
     if not is_url(path):

@@ -41,15 +41,11 @@ def steps(spec_text: str) -> tuple[list[Step], dict[str, str]]:
                 raise ValueError("the pipeline's steps wait for each other in a circle")
             task = pending.pop(name)
             component = spec["components"][task["componentRef"]["name"]]
-            after = tuple(sorted(task.get("dependentTasks", [])))
-            if "dag" in component:
+            done.append(Step(name, task.get("taskInfo", {}).get("name", name), group,
+                             tuple(sorted(task.get("dependentTasks", [])))))
+            if "dag" in component:  # a condition: its steps follow it
                 groups[name] = task.get("triggerPolicy", {}).get("condition", "")
-                done.append(Step(name, task.get("taskInfo", {}).get("name", name), group,
-                                 after))
                 done += walk(component["dag"], name)
-            else:
-                done.append(Step(name, task.get("taskInfo", {}).get("name", name), group,
-                                 after))
         return done
 
     return walk(spec["root"]["dag"], ""), groups

@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 
 from launch.errors import InputError, MissingError
+from launch.features.runs.record import read_evaluations
 from launch.features.serving import champion, endpoints
 from launch.features.serving.registry import GateError
 from launch.values import jobfile
@@ -233,7 +234,6 @@ def evaluate(job: str, state: str, run_id: str, version: str) -> float:
     version's on the same split unless it was measured on the same files already (a test
     split kept from one version to the next), so the comparison is of one test; the run's
     figure."""
-
     spec = job_of(job)
     on_version(spec, version)
     data = Path(spec.data_dir, version)
@@ -252,18 +252,15 @@ def _measured_on(state: str, run_id: str, data: Path) -> bool:
     """Whether the run's newest test evaluation read the same files as `data`'s test split
     (their names and sizes: trainer.eval_record.data_identity)."""
     record = _test_record(state, run_id)
-    pattern = str(data / shard_glob(TEST))
-    here = data_identity(pattern, ((p.name, p.stat().st_size) for p in data.glob(
-        shard_glob(TEST)) if p.is_file()))
+    here = data_identity(str(data / shard_glob(TEST)))
     return record is not None and champion.digest(record.data) == champion.digest(here)
 
 
 def _test_record(state: str, run_id: str) -> EvaluationRecord | None:
-    folder = run_dir(state, run_id) / TEST_METRICS_DIR
-    found = sorted(folder.glob("ckpt-*.json"), key=lambda p: int(p.stem.split("-")[1])) \
-        if folder.is_dir() else []
-    return EvaluationRecord.read(str(found[-1]), int(found[-1].stem.split("-")[1])) \
-        if found else None
+    """The run's newest test evaluation (runs.record.read_evaluations: by step, damaged
+    ones left out)."""
+    found = read_evaluations(run_dir(state, run_id) / TEST_METRICS_DIR)
+    return found[-1] if found else None
 
 
 def _figure(state: str, run_id: str, experiment: str) -> champion.Figure:
@@ -314,7 +311,7 @@ def upload(job: str, state: str, run_id: str, version: str) -> Version:
 
     spec = job_of(job)
     figure = _figure(state, run_id, spec.experiment)
-    _next_version(state)  # refused before the export, and again in the state's turn
+    _next_version(state, lineage(state))  # refused before the export; again in the turn
     staged = Path(state, "registry", f".export-{run_id}")  # outside the turns: minutes long
     shutil.rmtree(staged, ignore_errors=True)  # an earlier attempt's
     try:
@@ -324,7 +321,8 @@ def upload(job: str, state: str, run_id: str, version: str) -> Version:
             raise MissingError(f"run {run_id}: its export to {staged} wrote no "
                                f"{EXPORT_INFO_FILE}")
         with turn(state):  # one number a version, however many runs upload at once
-            known, target = lineage(state), _next_version(state)
+            known = lineage(state)
+            target = _next_version(state, known)
             model = target.name
             staged.rename(target)
             entry = Version(model, run_id, figure.step, version, figure.value, figure.data)
@@ -334,9 +332,9 @@ def upload(job: str, state: str, run_id: str, version: str) -> Version:
     return entry
 
 
-def _next_version(state: str) -> Path:
-    """The registry's directory for the next version, which must not exist yet."""
-    number = max((int(v.model) for v in lineage(state) if v.model.isdigit()), default=0) + 1
+def _next_version(state: str, known: list[Version]) -> Path:
+    """The registry's directory for the version after `known`, which must not exist yet."""
+    number = max((int(v.model) for v in known if v.model.isdigit()), default=0) + 1
     target = Path(state, "registry", str(number))
     if target.exists():  # no lineage names it: a person's, or a damaged state
         raise InputError(f"{target} exists but lineage.json does not name it: move it away "

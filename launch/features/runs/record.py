@@ -155,7 +155,7 @@ def load_run(model_dir: Path, name: str | None = None, cost: str | None = None,
     run = _json(model_dir / RUN_FILE) or {}
     summary = _json(model_dir / TRAINING_SUMMARY_FILE) or {}
     stopped = summary.get("stopped_early")
-    evaluations = _evaluations(model_dir / METRICS_DIR)
+    evaluations = read_evaluations(model_dir / METRICS_DIR)
     steps = jsonnum.whole(summary.get("steps"))
     text = lambda value: value if isinstance(value, str) else None  # noqa: E731
     return RunRecord(
@@ -166,10 +166,10 @@ def load_run(model_dir: Path, name: str | None = None, cost: str | None = None,
         seconds=jsonnum.number(summary.get("seconds")), evaluations=evaluations,
         losses=losses(model_dir), cost=cost, best_step=_best_step(model_dir),
         stopped=stopped[:300] if isinstance(stopped, str) else None, choice=choice,
-        test_evaluations=_evaluations(model_dir / TEST_METRICS_DIR))
+        test_evaluations=read_evaluations(model_dir / TEST_METRICS_DIR))
 
 
-def _evaluations(directory: Path) -> tuple[EvaluationRecord, ...]:
+def read_evaluations(directory: Path) -> tuple[EvaluationRecord, ...]:
     """The evaluation records of a directory (eval/ or eval-test/), by step."""
     found = []
     for path in directory.glob("ckpt-*.json"):
