@@ -35,6 +35,7 @@ parse_errors_exit_2(program)  # an unknown task or flag is a user's mistake: exi
 DATA_DIR, RECORDS_DIR, MODEL_DIR = f"{WORK}/pets", f"{WORK}/records", f"{WORK}/model"
 EXPORT_DIR = f"{WORK}/exported"
 PIPELINE_STATE = f"{WORK}/pipeline/state"  # a local pipeline's state (runs.show reads it)
+PIPELINE_ROOT = f"{WORK}/pipeline/root"  # KFP's local outputs
 
 
 def _tool(args: Args) -> None:
@@ -742,7 +743,7 @@ PIPELINE_RUN = {
     "target": Flag("local (KFP's local runner here) or vertex (Vertex AI Pipelines); "
                    "default: the job file's"),
     "state": Flag(f"local: where runs leave what the next reads (default {PIPELINE_STATE})"),
-    "root": Flag(f"local: KFP's pipeline root, its outputs (default {WORK}/pipeline/root)"),
+    "root": Flag(f"local: KFP's pipeline root, its outputs (default {PIPELINE_ROOT})"),
     "canary_traffic": Flag("percent of the endpoint's traffic a new version takes first",
                            10, kind=int),
     "max_drop": Flag("the gate: stop a run whose test figure is this much below the serving "
@@ -754,20 +755,6 @@ PIPELINE_RUN = {
 }
 
 
-def _pipeline_job(job, target) -> tuple[str, str]:
-    """The job file's text and where the pipeline runs (--target agrees with the file)."""
-    from launch.features.pipeline import commands
-
-    text = commands.read_job(job)
-    named = jobfile.parse(text, f"--job {job}").get("target", "local")
-    if named not in ("local", "vertex"):
-        raise InputError(f"target: {str(named)[:40]!r} (--job {job}): local or vertex")
-    if target and target != named:
-        raise InputError(f"--target {target}, but the job file says target: {named}: the "
-                         "steps run the file's target; change one of them")
-    return text, named
-
-
 @task(name="run", flags=PIPELINE_RUN)
 def pipeline_run(c, job, target, state, root, canary_traffic, max_drop, launcher_image,
                  dry_run, **where):
@@ -775,15 +762,15 @@ def pipeline_run(c, job, target, state, root, canary_traffic, max_drop, launcher
     from launch.features.pipeline import commands
 
     def act():
-        text, named = _pipeline_job(job, target)
+        text, named = commands.job_and_target(job, target)
         other = {"local": {"--launcher-image": launcher_image, "--dry-run": dry_run},
                  "vertex": {"--state": state, "--root": root}}[named]
         if given := [flag for flag, value in other.items() if value]:
             raise InputError(f"{', '.join(given)}: not for a run whose job file says target: "
                              f"{named}")
         if named == "local":
-            return commands.run_here(text, state or PIPELINE_STATE, root or
-                                     f"{WORK}/pipeline/root", canary_traffic, max_drop)
+            return commands.run_here(text, state or PIPELINE_STATE, root or PIPELINE_ROOT,
+                                     canary_traffic, max_drop)
         return commands.run(_cloud(c, **where), text, launcher_image, canary_traffic,
                             max_drop, bool(dry_run))
 

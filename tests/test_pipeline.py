@@ -10,7 +10,7 @@ import yaml
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
-from launch.features.pipeline import definition, requests
+from launch.features.pipeline import commands, definition, requests
 
 LOCATION = "projects/pets-detector-dev/locations/us-central1"
 IMAGE = "us-central1-docker.pkg.dev/pets-detector-dev/pets-images/launcher@sha256:" + "a" * 64
@@ -192,7 +192,7 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     import json
     import shutil
 
-    from launch.features.pipeline import commands, steps
+    from launch.features.pipeline import steps
 
     model_dir = trained[0]
     data, state = tmp_path / "data", tmp_path / "state"
@@ -398,7 +398,6 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     bound; list shows them; cancel and pause act on them."""
     import json
 
-    from launch.features.pipeline import commands
     from tests.fakes.cloud import OUTPUTS, REPOSITORY
 
     cloud, image = services.cloud(), f"{REPOSITORY}/launcher:abc123"
@@ -456,28 +455,28 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda c, i: commands_of().run(c, VERTEX_JOB.replace("max-cost: 20\n", ""), i, 10, 0.01,
+    (lambda c, i: commands.run(c, VERTEX_JOB.replace("max-cost: 20\n", ""), i, 10, 0.01,
                                     False), "give max-cost (USD)"),
-    (lambda c, i: commands_of().run(c, LOCAL_JOB.format(data="d"), i, 10, 0.01, False),
+    (lambda c, i: commands.run(c, LOCAL_JOB.format(data="d"), i, 10, 0.01, False),
      "target: local (--job): Vertex AI Pipelines runs jobs on Vertex AI"),
-    (lambda c, i: commands_of().run(c, VERTEX_JOB, None, 10, 0.01, False),
+    (lambda c, i: commands.run(c, VERTEX_JOB, None, 10, 0.01, False),
      "--launcher-image: the image the pipeline's steps run in"),
-    (lambda c, i: commands_of().run(c, VERTEX_JOB, "docker.io/someone/launcher:1", 10, 0.01,
+    (lambda c, i: commands.run(c, VERTEX_JOB, "docker.io/someone/launcher:1", 10, 0.01,
                                     False), "--launcher-image 'docker.io/someone/launcher:1' "
                                             "is not an Artifact Registry image"),
-    (lambda c, i: commands_of().run(c, VERTEX_JOB, "europe-docker.pkg.dev/p/r/launcher:1", 10,
+    (lambda c, i: commands.run(c, VERTEX_JOB, "europe-docker.pkg.dev/p/r/launcher:1", 10,
                                     0.01, False),
      "--launcher-image europe-docker.pkg.dev/p/r/launcher:1 is not in the environment's "
      "repositories"),
-    (lambda c, i: commands_of().run(c, VERTEX_JOB, i, 101, 0.01, False),
+    (lambda c, i: commands.run(c, VERTEX_JOB, i, 101, 0.01, False),
      "--canary-traffic is a percentage"),
-    (lambda c, i: commands_of().schedule(c, VERTEX_JOB, i, 10, 0.01, "@daily", False),
+    (lambda c, i: commands.schedule(c, VERTEX_JOB, i, 10, 0.01, "@daily", False),
      "--cron '@daily': give five cron fields"),
-    (lambda c, i: commands_of().cancel(c, "../../x", False), "is not a run id"),
-    (lambda c, i: commands_of().cancel(
+    (lambda c, i: commands.cancel(c, "../../x", False), "is not a run id"),
+    (lambda c, i: commands.cancel(
         c, "projects/other/locations/us-central1/pipelineJobs/x", False),
      "is not in this environment's project and region"),
-    (lambda c, i: commands_of().cancel(c, f"{LOCATION}/pipelineJobs/x", True),
+    (lambda c, i: commands.cancel(c, f"{LOCATION}/pipelineJobs/x", True),
      "is not a schedule id"),
 ])
 def test_bad_pipeline_values_are_refused_before_anything_is_sent(services, call, message):
@@ -488,12 +487,6 @@ def test_bad_pipeline_values_are_refused_before_anything_is_sent(services, call,
         call(services.cloud(), f"{REPOSITORY}/launcher:abc123")
     assert message in str(refused.value) and "\n" not in str(refused.value)
     assert services.pipelines.received == [] and services.schedules.schedules == {}
-
-
-def commands_of():
-    from launch.features.pipeline import commands
-
-    return commands
 
 
 def test_the_tasks_refuse_a_missing_job_file_and_a_target_the_file_does_not_name(tmp_path):

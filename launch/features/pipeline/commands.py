@@ -40,6 +40,19 @@ def read_job(path: str | None) -> str:
     return read_page(path, "--job", requests.MAX_JOB_BYTES, InputError)
 
 
+def job_and_target(path: str | None, target: str | None) -> tuple[str, str]:
+    """`--job FILE`'s text and where the pipeline runs: the file's target, which --target,
+    when given, must agree with."""
+    text = read_job(path)
+    named = jobfile.parse(text, f"--job {path}").get("target", "local")
+    if named not in ("local", "vertex"):
+        raise InputError(f"target: {str(named)[:40]!r} (--job {path}): local or vertex")
+    if target and target != named:
+        raise InputError(f"--target {target}, but the job file says target: {named}: the "
+                         "steps run the file's target; change one of them")
+    return text, named
+
+
 def run_here(job: str, state: str, root: str, canary_traffic: int, max_drop: float) -> str:
     """One run with KFP's local runner, each step a process of this Python, on the local
     target; what each step decided, and what serves after it."""
