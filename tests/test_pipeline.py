@@ -64,7 +64,7 @@ def test_the_steps_run_in_order_and_stop_on_no_new_data_or_a_worse_model(compile
     for name, task in spec["root"]["dag"]["tasks"].items():  # nothing is served from cache
         assert task.get("cachingOptions", {}).get("enableCache") in (None, False), name
     parameters = spec["root"]["inputDefinitions"]["parameters"]
-    assert set(parameters) == {"job", "state", "canary_traffic", "max_drop"}
+    assert set(parameters) == {"job", "state", "canary_traffic", "max_drop", "settings"}
     assert parameters["canary_traffic"]["defaultValue"] == definition.DEFAULT_CANARY
     images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
     assert images == {definition.IMAGE}
@@ -313,12 +313,17 @@ def test_runs_show_tells_where_each_version_came_from_newest_first(tmp_path):
         f"<- dataset version {V1}"]
 
 
-def test_a_target_other_than_local_and_a_missing_data_dir_are_one_line_refusals(tmp_path):
+def test_a_job_file_without_its_targets_data_is_a_one_line_refusal(tmp_path):
     from launch.errors import MissingError
     from launch.features.pipeline import steps
 
-    with pytest.raises(InputError, match=r"target: vertex .*the pipeline's steps run the local"):
-        steps.job_of(JOB)
+    with pytest.raises(InputError, match="give dataset, the named dataset whose new versions"):
+        steps.job_of(JOB.replace("dataset: pets", "data-dir: gs://pets-data/records"))
+    with pytest.raises(InputError, match="the pipeline follows a dataset's newest version"):
+        steps.resolve_dataset(JOB.replace("pets\n", f"pets@{V1}\n"), "gs://pets-data/s",
+                              '{"bucket": "pets-data"}')
+    with pytest.raises(InputError, match="settings: give only the environment's settings"):
+        steps.resolve_dataset(JOB, "gs://pets-data/s", '{"password": "x"}')
     with pytest.raises(MissingError, match="no such directory of dataset versions"):
         steps.resolve_dataset(LOCAL_JOB.format(data=tmp_path / "none"), str(tmp_path))
 
@@ -398,6 +403,7 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     bound; list shows them; cancel and pause act on them."""
     import json
 
+    from infra.image_context import context_hash
     from tests.fakes.cloud import OUTPUTS, REPOSITORY
 
     cloud, image = services.cloud(), f"{REPOSITORY}/launcher:abc123"
@@ -407,9 +413,9 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     assert "cost bound: 60.00 USD a run (3 jobs x 20.00: the training and 2 test " \
            "evaluations)" in capsys.readouterr().err
 
-    # sent as printed: the fake creates it (the command refuses to send a run the steps
-    # would refuse: their Vertex AI part is not built yet)
-    with pytest.raises(InputError, match="the pipeline's steps run the local target so far"):
+    # sent as printed: the fake creates it (the command refuses to send a run until the
+    # stack builds the launcher image its steps run in)
+    with pytest.raises(InputError, match="the pipeline's steps run in the launcher image"):
         commands.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=False)
     assert services.pipelines.received == []
     said = commands.start(cloud, dry)
@@ -419,9 +425,18 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     run = sent.pipeline_job
     assert run.service_account == OUTPUTS.pipelines_service_account
     assert run.runtime_config.gcs_output_directory == "gs://pets-data/pipelines/root"
-    assert dict(run.runtime_config.parameter_values) == {
-        "job": VERTEX_JOB, "state": "gs://pets-data/pipelines/state", "canary_traffic": 20,
-        "max_drop": 0.02}
+    values = dict(run.runtime_config.parameter_values)
+    settings = json.loads(values.pop("settings"))
+    assert values == {"job": VERTEX_JOB, "state": "gs://pets-data/pipelines/state",
+                      "canary_traffic": 20, "max_drop": 0.02}
+    # the environment's settings for the steps' container (it has no outputs file), the
+    # trainer image by these sources' tag, as `invoke train` runs it
+    assert {k: settings[k] for k in ("project", "region", "bucket", "service_account",
+                                     "serving_service_account")} == {
+        "project": OUTPUTS.project, "region": "us-central1", "bucket": "pets-data",
+        "service_account": OUTPUTS.trainer_service_account,
+        "serving_service_account": OUTPUTS.serving_service_account}
+    assert settings["image"] == f"{REPOSITORY}/trainer:{context_hash()}"
     assert {e["container"]["image"] for e in
             run.pipeline_spec["deploymentSpec"]["executors"].values()} == {image}
     assert run.labels["max-cost-usd"] == "60_00"

@@ -340,13 +340,26 @@ class JobCommands:
         self.storage_url, self.logs, self.kill_at = storage_url, logs, kill_at
         self.outputs: list[str] = []
 
+    def command(self, job: aiplatform_v1.CustomJob) -> tuple[list[str], dict[str, str]]:
+        """The container's arguments and environment, as Vertex AI gives them."""
+        container = job.job_spec.worker_pool_specs[0].container_spec
+        return list(container.args), {**os.environ, **{e.name: e.value for e in container.env},
+                                      "STORAGE_EMULATOR_HOST": self.storage_url}
+
     def __call__(self, job: aiplatform_v1.CustomJob) -> tuple[int, str] | None:
+        args, env = self.command(job)
+        try:
+            return self._run(job, args, env)
+        finally:
+            self.after(job)
+
+    def after(self, job: aiplatform_v1.CustomJob) -> None:
+        """What happens once the command ended (MirroredJobCommands: its writes uploaded)."""
+
+    def _run(self, job, args: list[str], env: dict[str, str]) -> tuple[int, str] | None:
         from tests.fakes.logs import job_entry
 
-        container = job.job_spec.worker_pool_specs[0].container_spec
-        env = {**os.environ, **{e.name: e.value for e in container.env},
-               "STORAGE_EMULATOR_HOST": self.storage_url}
-        child = subprocess.Popen([sys.executable, "-m", "trainer", *container.args],
+        child = subprocess.Popen([sys.executable, "-m", "trainer", *args],
                                  cwd=Path(__file__).parents[2], env=env, text=True,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         lines = []
@@ -365,3 +378,46 @@ class JobCommands:
         reason = next((t for t in reversed(lines) if t.startswith(ERROR_PREFIX)),
                       f"The replica workerpool0-0 exited with a non-zero status of {code}.")
         return grpc.StatusCode.INTERNAL.value[0], reason
+
+
+class MirroredJobCommands(JobCommands):
+    """JobCommands for a trainer that reads and writes gs:// through TensorFlow, whose
+    Cloud Storage client does not speak to the emulator: the job's bucket is copied to a
+    folder first, every gs://BUCKET/ in its arguments and environment read as that folder,
+    and what it wrote uploaded to the emulator when it ends. Vertex AI's AIP_MODEL_DIR,
+    AIP_CHECKPOINT_DIR and AIP_TENSORBOARD_LOG_DIR come from the job's
+    base_output_directory, as Vertex AI sets them."""
+
+    def __init__(self, storage_url: str, storage, bucket: str, folder: Path,
+                 logs=None) -> None:
+        super().__init__(storage_url, logs)
+        self.storage, self.bucket, self.folder = storage, bucket, folder
+        self.copied: dict[str, tuple[int, int]] = {}  # path -> (size, mtime) when copied
+
+    def _local(self, text: str) -> str:
+        return text.replace(f"gs://{self.bucket}/", f"{self.folder / self.bucket}/")
+
+    def command(self, job: aiplatform_v1.CustomJob) -> tuple[list[str], dict[str, str]]:
+        args, env = super().command(job)
+        if base := job.job_spec.base_output_directory.output_uri_prefix:
+            env.update({f"AIP_{kind}_DIR": f"{base.rstrip('/')}/{folder}/" for kind, folder in
+                        (("MODEL", "model"), ("CHECKPOINT", "checkpoints"),
+                         ("TENSORBOARD_LOG", "logs"))})
+        self._copy_down()
+        return [self._local(a) for a in args], {k: self._local(v) for k, v in env.items()}
+
+    def _copy_down(self) -> None:
+        root = self.folder / self.bucket
+        for blob in self.storage.list_blobs(self.bucket):
+            path = root / blob.name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            blob.download_to_filename(str(path))
+        self.copied = {str(p): (p.stat().st_size, p.stat().st_mtime_ns)
+                       for p in root.rglob("*") if p.is_file()}
+
+    def after(self, job: aiplatform_v1.CustomJob) -> None:
+        root, bucket = self.folder / self.bucket, self.storage.bucket(self.bucket)
+        for path in root.rglob("*"):
+            stat = path.stat() if path.is_file() else None
+            if stat and self.copied.get(str(path)) != (stat.st_size, stat.st_mtime_ns):
+                bucket.blob(path.relative_to(root).as_posix()).upload_from_filename(str(path))

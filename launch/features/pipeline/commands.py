@@ -4,18 +4,20 @@ a run cancelled, a schedule paused. Every value is checked before anything start
 
 A Vertex AI run is bounded: each of its jobs is sent with the job file's `max-cost` (the
 launcher refuses a job whose bound is higher), so a run costs at most its training job's
-bound and its two test evaluations' (the run's and the serving version's).
+bound and its three evaluations' (the run's final checkpoint on the validation split when its
+training evaluated none, the run on the test split, and the serving version on it again).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import re
 import sys
 from pathlib import Path
 
-from launch.context.cloud import Cloud, stamp, standard_labels
+from launch.context.cloud import Cloud, job_images, stamp, standard_labels
 from launch.context.images import check_repository
 from launch.errors import InputError, MissingError, StepFailed
 from launch.features.pipeline import definition, requests, steps
@@ -23,7 +25,9 @@ from launch.values import jobfile
 from launch.values.files import read_page
 from trainer.files import PIPELINES_PREFIX
 
-EVALUATIONS = 2  # test evaluations a run makes: its own and the serving version's again
+# a run's evaluations: its final checkpoint on the validation split (when its training
+# evaluated none), its test split, and the serving version's test split again
+EVALUATIONS = 3
 NEEDED = ("project", "region", "bucket", "pipelines_service_account")
 NAME_OR_ID = re.compile(r"(projects/(?P<project>[a-z0-9-]+)/locations/(?P<region>[a-z0-9-]+)/"
                         r"(?P<kind>pipelineJobs|schedules)/)?(?P<id>[a-z0-9][a-z0-9-]{0,127})")
@@ -90,7 +94,7 @@ class Bound:
 
     def line(self) -> str:
         return (f"cost bound: {self.total:.2f} USD a run ({1 + EVALUATIONS} jobs x "
-                f"{self.per_job:.2f}: the training and {EVALUATIONS} test evaluations); a run "
+                f"{self.per_job:.2f}: the training and {EVALUATIONS} evaluations); a run "
                 "that stops early costs less")
 
 
@@ -101,8 +105,7 @@ def bound_of(job: str) -> Bound:
         raise InputError(f"target: {train.target} (--job): Vertex AI Pipelines runs jobs on "
                          "Vertex AI; `invoke pipeline.run --job FILE` runs a local job file "
                          "here")
-    if not (train.dataset or train.data_dir):
-        raise InputError("--job: give dataset (a named dataset's versions) or data-dir")
+    steps.job_of(job)  # the steps' own checks: a run they would refuse is not sent
     if train.max_cost is None:
         raise InputError("--job: give max-cost (USD): a pipeline runs with nobody watching, "
                          "so each of its jobs is bounded and a run costs at most their sum")
@@ -128,13 +131,26 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     check_repository(image, cloud.image_repositories(), "--launcher-image")
     where = cloud.fields(NEEDED)
     prefix = f"gs://{where['bucket']}/{PIPELINES_PREFIX}"
-    values = requests.parameters(job, f"{prefix}/state", canary_traffic, max_drop)
+    values = requests.parameters(job, f"{prefix}/state", canary_traffic, max_drop,
+                                 settings_of(cloud, steps.job_of(job)))
     labels = {**standard_labels(), "max-cost-usd": f"{bound.total:.2f}".replace(".", "_")}
     run = requests.pipeline_job(
         definition.SPEC_FILE.read_text(), image, display_name=definition.NAME,
         root=f"{prefix}/root", service_account=where["pipelines_service_account"],
         values=values, labels=labels)
     return Submission(_parent(cloud), run, bound)
+
+
+def settings_of(cloud: Cloud, job: jobfile.JobFile) -> str:
+    """The environment's settings as the steps read them (their container has no outputs
+    file): every one set, the trainer image by these sources' tag as `invoke train` would
+    run it (the job file's `image` instead, when it names one)."""
+    values = {field: value for field, value in cloud.fields(NEEDED).items() if value}
+    if not job.image:
+        tpu = bool(job.tpu)
+        images = job_images(cloud, tpu)
+        values["image"] = images.tpu_image if tpu else images.image
+    return json.dumps(values, sort_keys=True)
 
 
 def run(cloud: Cloud, job: str, image: str | None, canary_traffic: int, max_drop: float,
@@ -148,8 +164,16 @@ def run(cloud: Cloud, job: str, image: str | None, canary_traffic: int, max_drop
     print(sent.bound.line(), file=sys.stderr, flush=True)
     if dry_run:
         return aiplatform_v1.CreatePipelineJobRequest.to_json(request)
-    steps.job_of(job)  # the steps' own check: a run they would refuse is not sent
+    refuse_until_launcher_image()
     return start(cloud, request)
+
+
+def refuse_until_launcher_image() -> None:
+    """A run's steps need the launcher image (the launcher's code and kfp), which the stack
+    does not build yet: a run sent now could only fail at its first step."""
+    raise InputError("the pipeline's steps run in the launcher image, which the stack does "
+                     "not build yet (docs/guides/continuous-training.md); --dry-run prints "
+                     "the request")
 
 
 def start(cloud: Cloud, request) -> str:
@@ -169,7 +193,7 @@ def schedule(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     print(sent.bound.line(), file=sys.stderr, flush=True)
     if dry_run:
         return aiplatform_v1.Schedule.to_json(made)
-    steps.job_of(job)  # the steps' own check: runs they would refuse are not scheduled
+    refuse_until_launcher_image()
     return create_schedule(cloud, sent.location, made)
 
 

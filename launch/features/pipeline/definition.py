@@ -8,7 +8,8 @@ order a person types them today.
 A run with no newer data stops after the first step, successfully; a run whose model is worse
 than the one serving stops after the comparison, with both figures in its outputs. Every
 parameter comes from the job file (`job`, its text: the file `invoke train --job` takes) and
-the few the pipeline adds. The compiled spec names its image by a placeholder (IMAGE) that a
+the few the pipeline adds; on Vertex AI, `settings` carries the environment's (project, bucket,
+images, accounts), which a step's container has no outputs file to read. The compiled spec names its image by a placeholder (IMAGE) that a
 run binds to the environment's launcher image, so the spec is the same file everywhere and a
 test holds the checked-in copy to what this module compiles.
 """
@@ -17,6 +18,8 @@ test holds the checked-in copy to what this module compiles.
 from pathlib import Path
 
 from kfp import dsl
+
+from launch.features.pipeline.steps import NO_SETTINGS
 
 NAME = "pets-continuous-training"
 IMAGE = "LAUNCHER_IMAGE"  # bound per run (requests.with_image)
@@ -31,80 +34,82 @@ def _component(function):
 
 
 @_component
-def resolve_dataset(job: str, state: str) -> str:
+def resolve_dataset(job: str, state: str, settings: str) -> str:
     """The dataset version to train on, "" to stop. Only the function is shipped to a step
     (KFP lightweight components): it imports what it calls."""
     from launch.features.pipeline import steps
 
-    return steps.resolve_dataset(job, state)
+    return steps.resolve_dataset(job, state, settings)
 
 
 @_component
-def train(job: str, state: str, version: str) -> str:
+def train(job: str, state: str, version: str, settings: str) -> str:
     from launch.features.pipeline import steps
 
-    return steps.train(job, state, version)
+    return steps.train(job, state, version, settings)
 
 
 @_component
-def evaluate(job: str, state: str, run_id: str, version: str) -> float:
+def evaluate(job: str, state: str, run_id: str, version: str, settings: str) -> float:
     from launch.features.pipeline import steps
 
-    return steps.evaluate(job, state, run_id, version)
+    return steps.evaluate(job, state, run_id, version, settings)
 
 
 @_component
-def compare(job: str, state: str, run_id: str, max_drop: float) -> bool:
+def compare(job: str, state: str, run_id: str, max_drop: float, settings: str) -> bool:
     """Whether the run is no worse than the serving version; both figures go to the state."""
     from launch.features.pipeline import steps
 
-    return steps.compare(job, state, run_id, max_drop)
+    return steps.compare(job, state, run_id, max_drop, settings)
 
 
 @_component
-def upload(job: str, state: str, run_id: str, version: str, model: dsl.Output[dsl.Model]):
+def upload(job: str, state: str, run_id: str, version: str, max_drop: float, settings: str,
+           model: dsl.Output[dsl.Model]):
     """The version is the run's Model artifact (Vertex ML Metadata keeps it with the run),
     its lineage in its metadata: dataset version, run, checkpoint, test figure."""
-    import dataclasses
-
     from launch.features.pipeline import steps
 
-    model.metadata.update(dataclasses.asdict(steps.upload(job, state, run_id, version)))
+    model.metadata.update(steps.upload(job, state, run_id, version, max_drop, settings))
 
 
 @_component
-def deploy_canary(job: str, state: str, model: dsl.Input[dsl.Model], traffic: int) -> str:
+def deploy_canary(job: str, state: str, model: dsl.Input[dsl.Model], traffic: int,
+                  max_drop: float, settings: str) -> str:
     from launch.features.pipeline import steps
 
-    return steps.deploy_canary(job, state, model.metadata["model"], traffic)
+    return steps.deploy_canary(job, state, dict(model.metadata), traffic, max_drop, settings)
 
 
 @_component
-def promote(job: str, state: str, deployed: str) -> str:
+def promote(job: str, state: str, deployed: str, settings: str) -> str:
     from launch.features.pipeline import steps
 
-    return steps.promote(job, state, deployed)
+    return steps.promote(job, state, deployed, settings)
 
 
 @dsl.pipeline(name=NAME, description="New data in, a better model serving: resolve, train, "
                                      "evaluate, compare, upload, canary, promote")
 def continuous_training(job: str, state: str, canary_traffic: int = DEFAULT_CANARY,
-                        max_drop: float = DEFAULT_MAX_DROP):
-    fresh = resolve_dataset(job=job, state=state).set_display_name("resolve dataset")
+                        max_drop: float = DEFAULT_MAX_DROP, settings: str = NO_SETTINGS):
+    common = {"job": job, "state": state, "settings": settings}
+    fresh = resolve_dataset(**common).set_display_name("resolve dataset")
     with dsl.If(fresh.output != "", name="newer-data"):
-        trained = train(job=job, state=state, version=fresh.output)
-        tested = evaluate(job=job, state=state, run_id=trained.output,
+        trained = train(**common, version=fresh.output)
+        tested = evaluate(**common, run_id=trained.output,
                           version=fresh.output).set_display_name(
             "evaluate on the test split")
-        verdict = compare(job=job, state=state, run_id=trained.output,
+        verdict = compare(**common, run_id=trained.output,
                           max_drop=max_drop).after(tested).set_display_name(
             "compare with the serving version")
         with dsl.If(verdict.output == True, name="no-worse"):  # noqa: E712 (KFP's syntax)
-            uploaded = upload(job=job, state=state, run_id=trained.output,
-                              version=fresh.output)
-            canary = deploy_canary(job=job, state=state, model=uploaded.outputs["model"],
-                                   traffic=canary_traffic).set_display_name("deploy a canary")
-            promoted = promote(job=job, state=state, deployed=canary.output)
+            uploaded = upload(**common, run_id=trained.output, version=fresh.output,
+                              max_drop=max_drop)
+            canary = deploy_canary(**common, model=uploaded.outputs["model"],
+                                   traffic=canary_traffic,
+                                   max_drop=max_drop).set_display_name("deploy a canary")
+            promoted = promote(**common, deployed=canary.output)
     for task in (fresh, trained, tested, verdict, uploaded, canary, promoted):
         task.set_caching_options(False)  # every step reads or changes the world
 

@@ -14,6 +14,7 @@ from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
 from launch.features.pipeline.definition import DEFAULT_CANARY, DEFAULT_MAX_DROP, IMAGE
+from launch.features.pipeline.steps import NO_SETTINGS
 
 # Vertex AI's cron: five fields, an optional "TZ=Area/City " or "CRON_TZ=..." first
 # (aiplatform v1 Schedule.cron: "Cron schedule (https://en.wikipedia.org/wiki/Cron) to launch
@@ -32,7 +33,7 @@ def check_cron(cron: str) -> str:
 
 
 def parameters(job: str, state: str, canary_traffic: int = DEFAULT_CANARY,
-               max_drop: float = DEFAULT_MAX_DROP) -> dict:
+               max_drop: float = DEFAULT_MAX_DROP, settings: str = NO_SETTINGS) -> dict:
     """The pipeline's parameters, checked as its steps would check them."""
     if not job.strip() or len(job.encode()) > MAX_JOB_BYTES:
         raise InputError(f"--job: the job file is empty or over {MAX_JOB_BYTES // 1024} KB")
@@ -41,7 +42,7 @@ def parameters(job: str, state: str, canary_traffic: int = DEFAULT_CANARY,
     if not 0 <= max_drop < 1:
         raise InputError(f"--max-drop must be at least 0 and below 1, got {max_drop}")
     return {"job": job, "state": state, "canary_traffic": canary_traffic,
-            "max_drop": max_drop}
+            "max_drop": max_drop, "settings": settings}
 
 
 def with_image(spec: dict, image: str) -> dict:

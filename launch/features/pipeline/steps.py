@@ -53,15 +53,31 @@ class Version:
     data: str  # the test records it was measured on
 
 
+NO_SETTINGS = "{}"  # the local target reads none; Vertex AI's steps the environment's
+
+
 def job_of(text: str) -> jobfile.JobFile:
-    """The pipeline's job file, checked as `invoke train --job` checks it."""
+    """The pipeline's job file, checked as `invoke train --job` checks it: local (data-dir,
+    the directory of the dataset's versions) or vertex (dataset, a named dataset)."""
     job = jobfile.resolve(jobfile.TRAIN, {}, jobfile.parse(text, SOURCE), SOURCE)
-    if job.target != "local":
-        raise InputError(f"target: {job.target} ({SOURCE}): the pipeline's steps run the "
-                         "local target so far; Vertex AI's are issue 42's next part")
-    if not job.data_dir:
+    if job.target not in ("local", "vertex"):
+        raise InputError(f"target: {job.target} ({SOURCE}): the pipeline's steps run on "
+                         "local or vertex")
+    if job.target == "local" and not job.data_dir:
         raise InputError(f"{SOURCE}: give data-dir, the directory of the dataset's versions")
+    if job.target == "vertex" and not job.dataset:
+        raise InputError(f"{SOURCE}: give dataset, the named dataset whose new versions the "
+                         "pipeline trains on (`invoke data.upload`)")
     return job
+
+
+def on_vertex(job: str, state: str, settings: str):
+    """The Vertex AI steps of a job file for it, else None (the local target's are here)."""
+    if job_of(job).target != "vertex":
+        return None
+    from launch.features.pipeline import on_vertex as vertex
+
+    return vertex.VertexSteps(vertex.cloud_of(settings), job, state)
 
 
 def versions(data_dir: str) -> list[str]:
@@ -188,39 +204,51 @@ def turn(state: str):
     return taking_turns(state, STATE_LOCK)
 
 
-def refusals(state: str) -> dict[str, str]:
+def refusals_in(made: list[dict]) -> dict[str, str]:
     """The versions whose run the gate found worse than the serving version -> why."""
-    return {d["version"]: d["reason"] for d in decisions(state)
+    return {d["version"]: d["reason"] for d in made
             if isinstance(d, dict) and d.get("step") == "compare" and d.get("worse")
             and d.get("version")}
 
 
-def resolve_dataset(job: str, state: str) -> str:
+def resolve_dataset(job: str, state: str, settings: str = NO_SETTINGS) -> str:
     """The version to train on, or "" when none is newer than the serving model's."""
+    if vertex := on_vertex(job, state, settings):
+        return vertex.resolve_dataset()
     held = serving(state)
     go, version, reason = fresh(versions(job_of(job).data_dir),
-                                held.dataset_version if held else None, refusals(state))
+                                held.dataset_version if held else None,
+                                refusals_in(decisions(state)))
     decide(state, step="resolve dataset", go=go, version=version, reason=reason)
     print(reason, flush=True)
     return version
 
 
-def launch(job: str, task: str, **flags) -> str:
+def launch(job: str, task: str, cloud_for=None, poll_seconds: float | None = None,
+           **flags) -> str:
     """One job of the job file, as `invoke train --job` or `invoke eval --job` launches it
-    (launch/features/launching.py), with `flags` over the file; what the executor says."""
+    (launch/features/launching.py), with `flags` over the file; what the executor says.
+    `cloud_for`: the environment (default: none, the local target's); `poll_seconds`: how
+    often a followed job is read."""
     from launch.context.cloud import Cloud
     from launch.features import launching
 
-    def cloud_for(job_region=None, job_image=None):  # the local target reads no settings
+    def local_cloud(job_region=None, job_image=None):  # the local target reads no settings
         return Cloud(overrides={"region": job_region, "image": job_image})
 
-    request, executor = launching.prepare(task, flags, cloud_for, "work", "work/records",
+    request, executor = launching.prepare(task, flags, cloud_for or local_cloud, "work",
+                                          "work/records",
                                           source=(SOURCE, jobfile.parse(job, SOURCE)))
+    if poll_seconds is not None:
+        executor = dataclasses.replace(executor, submission=dataclasses.replace(
+            executor.submission, poll_seconds=poll_seconds))
     return request.hand_to(executor)
 
 
-def train(job: str, state: str, version: str) -> str:
+def train(job: str, state: str, version: str, settings: str = NO_SETTINGS) -> str:
     """Trains on `version` into a new run, as `invoke train --job` does; the run's id."""
+    if vertex := on_vertex(job, state, settings):
+        return vertex.train(version)
     spec = job_of(job)
     run_id = run_id_for(version)
     on_version(spec, version)  # checked before any directory is named by it
@@ -229,11 +257,14 @@ def train(job: str, state: str, version: str) -> str:
     return run_id
 
 
-def evaluate(job: str, state: str, run_id: str, version: str) -> float:
+def evaluate(job: str, state: str, run_id: str, version: str, settings: str = NO_SETTINGS
+             ) -> float:
     """The run's best checkpoint on the test split of `version` (its data), and the serving
     version's on the same split unless it was measured on the same files already (a test
     split kept from one version to the next), so the comparison is of one test; the run's
     figure."""
+    if vertex := on_vertex(job, state, settings):
+        return vertex.evaluate(run_id, version)
     spec = job_of(job)
     on_version(spec, version)
     data = Path(spec.data_dir, version)
@@ -271,9 +302,12 @@ def _figure(state: str, run_id: str, experiment: str) -> champion.Figure:
     return figure
 
 
-def compare(job: str, state: str, run_id: str, max_drop: float) -> bool:
+def compare(job: str, state: str, run_id: str, max_drop: float,
+            settings: str = NO_SETTINGS) -> bool:
     """The champion gate (launch/features/serving/champion.py): whether the run goes on; the
     decision, with both figures, in the state."""
+    if vertex := on_vertex(job, state, settings):
+        return vertex.compare(run_id, max_drop)
     spec = job_of(job)
     measure = champion.Measure(EXPERIMENTS[spec.experiment].gate_metric)
     challenger = _figure(state, run_id, spec.experiment)
@@ -290,25 +324,29 @@ def compare(job: str, state: str, run_id: str, max_drop: float) -> bool:
         go, reason = True, verdict.line
     worse = defending is not None and challenger.value < defending.value - margin
     decide(state, step="compare", go=go, worse=worse, run=run_id,
-           version=_version_of(state, run_id), challenger=challenger.value,
+           version=version_in(decisions(state), run_id), challenger=challenger.value,
            champion=defending.value if defending else None, reason=reason)
     print(reason, flush=True)
     return go
 
 
-def _version_of(state: str, run_id: str) -> str:
+def version_in(made: list[dict], run_id: str) -> str:
     """The dataset version `run_id` was trained on, as its run's decision named it."""
-    return next((d["version"] for d in reversed(decisions(state))
+    return next((d["version"] for d in reversed(made)
                  if d.get("step") == "resolve dataset" and d.get("version")
                  and run_id_for(d["version"]) == run_id), "")
 
 
-def upload(job: str, state: str, run_id: str, version: str) -> Version:
+def upload(job: str, state: str, run_id: str, version: str, max_drop: float = 0.0,
+           settings: str = NO_SETTINGS) -> dict:
     """The checkpoint the test split measured, exported (encoded files in, as Vertex AI
-    serves) as the registry's next version, with its lineage. Only a run the gate passed
-    pays for an export."""
+    serves) as the registry's next version; its lineage (Version's fields). Only a run the
+    gate passed pays for an export. On Vertex AI, `model.upload` with its gate again
+    (`max_drop`)."""
     from launch.features.workflow import export
 
+    if vertex := on_vertex(job, state, settings):
+        return vertex.upload(run_id, version, max_drop)
     spec = job_of(job)
     figure = _figure(state, run_id, spec.experiment)
     _next_version(state, lineage(state))  # refused before the export; again in the turn
@@ -329,7 +367,7 @@ def upload(job: str, state: str, run_id: str, version: str) -> Version:
             _write(state, LINEAGE, [dataclasses.asdict(v) for v in (*known, entry)])
     finally:
         shutil.rmtree(staged, ignore_errors=True)
-    return entry
+    return dataclasses.asdict(entry)
 
 
 def _next_version(state: str, known: list[Version]) -> Path:
@@ -342,9 +380,13 @@ def _next_version(state: str, known: list[Version]) -> Path:
     return target
 
 
-def deploy_canary(job: str, state: str, model: str, share: int) -> str:
-    """The version takes `share` percent; the versions deployed share the rest."""
-    job_of(job)
+def deploy_canary(job: str, state: str, version: dict, share: int, max_drop: float = 0.0,
+                  settings: str = NO_SETTINGS) -> str:
+    """The version (upload's lineage) takes `share` percent; the versions deployed share
+    the rest. What promote is handed: the deployed version."""
+    if vertex := on_vertex(job, state, settings):
+        return vertex.deploy_canary(version, share, max_drop)
+    model = str(version["model"])
     with turn(state):
         split = traffic(state)
         new = endpoints.split_with_new(split, share if split else 100)
@@ -353,9 +395,10 @@ def deploy_canary(job: str, state: str, model: str, share: int) -> str:
     return model
 
 
-def promote(job: str, state: str, deployed: str) -> str:
+def promote(job: str, state: str, deployed: str, settings: str = NO_SETTINGS) -> str:
     """The canary takes all the traffic; the versions before it leave the endpoint."""
-    job_of(job)
+    if vertex := on_vertex(job, state, settings):
+        return vertex.promote(deployed)
     with turn(state):
         _write(state, ENDPOINT, {deployed: 100})
     return f"version {deployed} serves all traffic ({datetime.datetime.now(datetime.UTC):%F})"

@@ -1,0 +1,295 @@
+"""The pipeline's steps on Vertex AI: the same decisions as the local target's (steps.py), on
+the environment's own services, through the commands a person types today.
+
+    the dataset's versions   the named dataset in the bucket (`dataset: NAME` in the job file)
+    the serving version      the experiment's version taking the most traffic on the region's
+                             endpoints; the dataset version it was trained on is its
+                             `dataset-version` label (model.upload writes it)
+    train, evaluate          the job file's Vertex AI jobs, launched as `invoke train/eval
+                             --job` launches them (launching.py), followed until they end
+    compare, upload, canary  the champion gate, `model.upload` and `endpoint.deploy`
+    promote                  the other versions undeployed from the endpoint
+    decisions                gs://BUCKET/pipelines/state/decisions.json, each change written
+                             over the generation it read (a second writer's change is read
+                             again, not lost)
+
+A step's container has no infra/outputs.json: the environment's settings travel as the run's
+`settings` parameter, resolved when the run was sent (commands.settings_of).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+from pathlib import Path
+
+from launch.context.cloud import Cloud, run_paths
+from launch.context.places import label_value
+from launch.context.settings import SETTINGS
+from launch.errors import InputError, MissingError, StepFailed
+from launch.features.pipeline import steps
+from launch.features.serving import champion, commands, endpoints, registry
+from launch.features.serving.commands import Challenge, Place
+from launch.features.serving.registry import GateError
+from launch.values import jobfile
+from trainer import datasets, jsonnum
+from trainer.errors import JsonError
+from trainer.experiments import EXPERIMENTS
+
+MAX_STATE_BYTES = 4 << 20  # a decision is a few hundred bytes: years of runs
+WRITE_ATTEMPTS = 20  # a second writer's change read again before giving up
+NOWHERE = Path("/nonexistent/outputs.json")  # the settings come with the run, not a file
+
+
+def cloud_of(settings: str) -> Cloud:
+    """The environment's settings as the run carries them ({"project": ..., ...}): only
+    settings' names, each a string."""
+    try:
+        values = json.loads(settings)
+    except ValueError:
+        raise InputError("settings: not the JSON `invoke pipeline.run` sends") from None
+    if not isinstance(values, dict) or not all(
+            key in SETTINGS and isinstance(value, str) for key, value in values.items()):
+        raise InputError(f"settings: give only the environment's settings as strings "
+                         f"({', '.join(SETTINGS)})")
+    return Cloud(overrides=values, environ={}, outputs_path=NOWHERE)
+
+
+@dataclasses.dataclass(frozen=True)
+class VertexSteps:
+    """The steps of one run: its environment (`cloud`), its job file and its state."""
+
+    cloud: Cloud
+    job: str  # the job file's text
+    state: str  # gs://BUCKET/pipelines/state
+    poll_seconds: float = 15.0  # between reads of a followed job's state
+
+    @property
+    def spec(self) -> jobfile.JobFile:
+        return steps.job_of(self.job)
+
+    @property
+    def place(self) -> Place:
+        return Place.of(self.cloud)
+
+    def dataset(self) -> str:
+        """The named dataset the runs follow: its newest version is the one to train on."""
+        reference = self.spec.dataset
+        if not reference:
+            raise InputError(f"{steps.SOURCE}: give dataset: NAME, the named dataset in the "
+                             "bucket whose new versions the pipeline trains on (`invoke "
+                             "data.upload`)")
+        name, version = datasets.split_reference(reference, "dataset")
+        if version:
+            raise InputError(f"dataset: {reference[:80]} ({steps.SOURCE}): the pipeline "
+                             "follows a dataset's newest version; give its name alone")
+        return name
+
+    # --- the state: decisions in the bucket -------------------------------------------------
+
+    def _object(self):
+        bucket = self.cloud.fields(("bucket",))["bucket"]
+        prefix = f"gs://{bucket}/"
+        path = self.state.removeprefix(prefix).strip("/")
+        if not self.state.startswith(prefix) or not path or ".." in path.split("/"):
+            raise InputError(f"state {self.state[:120]!r}: a folder of gs://{bucket}, the "
+                             "environment's bucket")
+        return self.cloud.storage().bucket(bucket).blob(f"{path}/{steps.DECISIONS}")
+
+    def _read(self) -> tuple[list[dict], int]:
+        """The decisions and the generation they were read at (0: none yet)."""
+        from google.api_core import exceptions
+
+        blob = self._object()
+        try:
+            data = blob.download_as_bytes(end=MAX_STATE_BYTES)
+        except exceptions.NotFound:
+            return [], 0
+        where = f"gs://{blob.bucket.name}/{blob.name}"
+        try:
+            found = jsonnum.loads(data, MAX_STATE_BYTES, where)
+        except JsonError as error:
+            raise InputError(f"{error}: not a state file this pipeline wrote; move it away, "
+                             "or restore it") from None
+        if not isinstance(found, list) or not all(isinstance(d, dict) for d in found):
+            raise InputError(f"{where}: not a state file this pipeline wrote (not a list of "
+                             "decisions); move it away, or restore it")
+        return found, int(blob.generation)
+
+    def decisions(self) -> list[dict]:
+        return self._read()[0]
+
+    def decide(self, **decision) -> None:
+        """Appends a decision, over the generation read: a change made in between by another
+        run is read again and kept (Cloud Storage's `ifGenerationMatch`, 0: a new object)."""
+        from google.api_core import exceptions
+
+        entry = {"when": f"{datetime.datetime.now(datetime.UTC):%FT%TZ}", **decision}
+        for _ in range(WRITE_ATTEMPTS):
+            made, generation = self._read()
+            try:
+                self._object().upload_from_string(
+                    json.dumps([*made, entry], indent=2) + "\n",
+                    content_type="application/json", if_generation_match=generation)
+                return
+            except exceptions.PreconditionFailed:
+                continue
+        raise StepFailed(f"{self.state}/{steps.DECISIONS} changed {WRITE_ATTEMPTS} times while "
+                         "this step wrote it; run the pipeline again")
+
+    # --- what serves ------------------------------------------------------------------------
+
+    def serving(self):
+        """The experiment's version serving now (champion.serving_version), if any."""
+        place = self.place
+        return champion.serving_version(
+            place, place.model_name(self.spec.experiment),
+            list(place.endpoints().list_endpoints(parent=place.location)))
+
+    # --- the steps --------------------------------------------------------------------------
+
+    def resolve_dataset(self) -> str:
+        """The dataset's newest version, when it is newer than the serving version's."""
+        from launch.stores.gcs import datasets as bucket_datasets
+
+        newest = bucket_datasets.resolve(self.cloud, self.dataset(), "dataset").version
+        held = self.serving()
+        label = held.labels.get("dataset-version") if held else None
+        trained_on = registry.labelled_version(label) if label else None
+        go, version, reason = steps.fresh([newest], trained_on,
+                                          steps.refusals_in(self.decisions()))
+        if held and not label:  # not the pipeline's, nor uploaded from a named dataset
+            reason = (f"{newest}: the serving version {champion.version_name(held)} names no "
+                      "dataset version (no dataset-version label); it is set against the run")
+        self.decide(step="resolve dataset", go=go, version=version, reason=reason)
+        print(reason, flush=True)
+        return version
+
+    def _launch(self, task: str, **flags) -> str:
+        def cloud_for(job_region=None, job_image=None):
+            overrides = {**self.cloud.overrides, **({"region": job_region} if job_region
+                                                    else {}),
+                         **({"image": job_image} if job_image else {})}
+            return dataclasses.replace(self.cloud, overrides=overrides)
+
+        return steps.launch(self.job, task, cloud_for, follow=True,
+                            poll_seconds=self.poll_seconds, **flags)
+
+    def train(self, version: str) -> str:
+        """The run training on `version` (gs://BUCKET/runs/RUN_ID), followed to its end."""
+        run_id = steps.run_id_for(version)
+        print(self._launch(jobfile.TRAIN, dataset=self._on(version), run_id=run_id),
+              flush=True)
+        return run_id
+
+    def _on(self, version: str) -> str:
+        if not datasets.VERSION.fullmatch(version):
+            raise InputError(f"{version[:80]!r} is not a dataset version")
+        return f"{self.dataset()}@{version}"
+
+    def _test_figure(self, run_id: str, step: int | None = None) -> champion.Figure | None:
+        """The run's figure on the test split: of `step`, else of the checkpoint upload
+        would choose (registry.read_candidate: the best)."""
+        storage, paths = self.cloud.storage(), run_paths(self.cloud, run_id)
+        if step is None:
+            step = registry.read_candidate(storage, paths).evaluation.step
+        measure = champion.Measure(EXPERIMENTS[self.spec.experiment].gate_metric)
+        return champion.figure(champion.test_record(storage, paths, step), run_id, measure)
+
+    def evaluate(self, run_id: str, version: str) -> float:
+        """The run's chosen checkpoint on the test split of `version`, then the serving
+        version's on the same split unless it was measured on the same files already. A
+        run whose training evaluated no checkpoint (no early stopping) has its final one
+        evaluated on the validation split first: the registry takes an evaluated one."""
+        try:
+            registry.read_candidate(self.cloud.storage(), run_paths(self.cloud, run_id))
+        except GateError:  # not evaluated; anything else wrong is said again below
+            print(self._launch(jobfile.EVAL, run_id=run_id, once=True,
+                               dataset=self._on(version)), flush=True)
+        print(self._launch(jobfile.EVAL, run_id=run_id, split="test",
+                           dataset=self._on(version)), flush=True)
+        tested = self._test_figure(run_id)
+        if tested is None:
+            raise MissingError(f"run {run_id}'s test evaluation wrote no record of its "
+                               "chosen checkpoint")
+        held = self.serving()
+        origin = champion.run_and_step(held) if held else None
+        if origin and origin[0] != run_id:
+            before = self._test_figure(*origin)
+            if before is None or champion.digest(before.data) != champion.digest(tested.data):
+                print(self._launch(jobfile.EVAL, run_id=origin[0], split="test",
+                                   dataset=self._on(version)), flush=True)
+            else:
+                print(f"the serving version (run {origin[0]}) was tested on the same files: "
+                      "not evaluated again", flush=True)
+        return tested.value
+
+    def compare(self, run_id: str, max_drop: float) -> bool:
+        """The champion gate, as `model.upload` applies it; the decision with both figures."""
+        place, paths = self.place, run_paths(self.cloud, run_id)
+        challenger = self._test_figure(run_id)
+        held = self.serving()
+        origin = champion.run_and_step(held) if held else None
+        defending = self._test_figure(*origin) if origin else None
+        margin = champion.check_max_drop(max_drop)
+        try:
+            verdict = commands.challenge(
+                self.cloud, place, paths, self.spec.experiment, challenger.step,
+                lambda: list(place.endpoints().list_endpoints(parent=place.location)),
+                Challenge(margin), dry_run=False)
+        except GateError as refused:
+            go, reason = False, str(refused)
+        else:
+            go, reason = True, verdict.line if verdict else "this checkpoint serves already"
+        worse = defending is not None and challenger.value < defending.value - margin
+        self.decide(step="compare", go=go, worse=worse, run=run_id,
+                    version=steps.version_in(self.decisions(), run_id),
+                    challenger=challenger.value,
+                    champion=defending.value if defending else None, reason=reason)
+        print(reason, flush=True)
+        return go
+
+    def upload(self, run_id: str, version: str, max_drop: float) -> dict:
+        """`model.upload` of the run (its gate again, with the run's margin): the version
+        and its lineage."""
+        said = commands.upload_model(self.cloud, run_id, rules=Challenge(max_drop))
+        print(said, flush=True)
+        uploaded = commands.run_version(self.cloud, run_id)
+        figure = self._test_figure(run_id)
+        return {"model": champion.version_name(uploaded), "run_id": run_id,
+                "step": figure.step, "dataset_version": version, "figure": figure.value,
+                "data": figure.data}
+
+    def deploy_canary(self, version: dict, share: int, max_drop: float) -> str:
+        """`endpoint.deploy` of the version's run with `share` percent of the traffic (all
+        of it on an endpoint serving nothing yet); the deployed model's id."""
+        run_id = version["run_id"]
+        before = self._endpoint()
+        traffic = share if before is not None and before.deployed_models else 100
+        print(commands.deploy(self.cloud, run_id, lambda region: endpoints.Serving.from_flags(
+            region, None, None, 1, 1, traffic), rules=Challenge(max_drop)), flush=True)
+        target = self._endpoint()
+        ours = [d.id for d in target.deployed_models if d.display_name == label_value(run_id)]
+        if not ours:
+            raise MissingError(f"{target.name} does not show run {run_id} deployed")
+        return ours[-1]
+
+    def _endpoint(self):
+        """The endpoint `endpoint.deploy` deploys to by default (None before the first)."""
+        place = self.place
+        found = list(place.endpoints().list_endpoints(request={
+            "parent": place.location,
+            "filter": f'display_name="{endpoints.DEFAULT_ENDPOINT}"'}))
+        return found[0] if found else None
+
+    def promote(self, deployed: str) -> str:
+        """The canary takes all the traffic: every other deployed model leaves the
+        endpoint (its share goes to the ones left)."""
+        target = self._endpoint()
+        if target is None or deployed not in {d.id for d in target.deployed_models}:
+            raise MissingError(f"endpoint {endpoints.DEFAULT_ENDPOINT} no longer has the "
+                               f"canary {deployed}; not promoted")
+        for other in [d.id for d in target.deployed_models if d.id != deployed]:
+            print(commands.undeploy(self.cloud, target.name, other), flush=True)
+        return f"{deployed} serves all traffic on {target.name}"

@@ -1,0 +1,105 @@
+"""Issue 42 on Vertex AI: the pipeline's steps (launch/features/pipeline/on_vertex.py) against
+the fake Vertex AI (custom jobs, Model Registry, endpoints) and the Cloud Storage emulator.
+Each job's command runs here for real: the trainer trains and evaluates on the bucket's
+files (tests/fakes/vertex.py MirroredJobCommands). The steps run in this process in the
+pipeline's order; KFP's local runner would start each in a process of its own, which the
+fakes' clients do not reach (tests/test_pipeline.py runs the compiled graph locally)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from launch.features.pipeline import steps
+from launch.features.pipeline.on_vertex import VertexSteps
+from launch.stores.gcs import datasets as bucket_datasets
+from tests.fakes.cloud import OUTPUTS
+from tests.fakes.vertex import MirroredJobCommands
+from tests.test_pipeline import versioned_sample
+
+STATE = "gs://pets-data/pipelines/state"
+JOB = ("target: vertex\nexperiment: pets_retinanet_mobilenet\ndataset: pets\nsteps: {steps}\n"
+       "max-cost: 5\ntimeout-hours: 2\n{init}eval:\n  timeout-hours: 2\n")
+MODEL = "projects/pets-detector-dev/locations/us-central1/models/pets-retinanet-mobilenet"
+
+
+def run_once(vertex: VertexSteps, canary: int = 10, max_drop: float = 0.01) -> str:
+    """One run's steps, in the order of the pipeline's graph (definition.py): what it ended
+    with."""
+    version = vertex.resolve_dataset()
+    if not version:
+        return "stopped: no newer data"
+    run_id = vertex.train(version)
+    vertex.evaluate(run_id, version)
+    if not vertex.compare(run_id, max_drop):
+        return "stopped: the gate"
+    lineage = vertex.upload(run_id, version, max_drop)
+    return vertex.promote(vertex.deploy_canary(lineage, canary, max_drop))
+
+
+def publish(cloud, root: Path, version_dir: str) -> str:
+    """A dataset version uploaded as `invoke data.upload --dataset pets` uploads it."""
+    bucket_datasets.upload(cloud, str(root / version_dir), "pets")
+    return bucket_datasets.resolve(cloud, "pets").version
+
+
+def put_checkpoint(storage, model_dir: Path, prefix: str) -> str:
+    """The shared model's checkpoint in the bucket, to fine-tune from."""
+    bucket = storage.bucket(OUTPUTS.bucket)
+    for path in model_dir.iterdir():
+        if path.name == "checkpoint" or path.name.startswith("ckpt-300."):
+            bucket.blob(f"{prefix}/{path.name}").upload_from_filename(str(path))
+    return f"gs://{OUTPUTS.bucket}/{prefix}"
+
+
+@pytest.mark.slow  # three runs: two trainings and three test evaluations, each a trainer here
+def test_on_vertex_ai_a_run_deploys_then_stops_on_no_new_data_and_on_a_worse_model(
+        trained, services, tmp_path, capsys):
+    """A first run trains on the dataset's newest version, passes the gate (nothing serves),
+    uploads a version labelled with its dataset version and deploys it; a second with no new
+    version stops at its first step; a run on a new version whose model trained one step from
+    scratch is stopped by the gate with both figures, and the champion keeps the traffic."""
+    fakes = services
+    fakes.vertex.custom_runner = MirroredJobCommands(
+        os.environ["STORAGE_EMULATOR_HOST"], fakes.storage, OUTPUTS.bucket, tmp_path / "mirror", fakes.logs)
+    fakes.registry.push(OUTPUTS.image_uri)
+    cloud = fakes.cloud(image=OUTPUTS.image_uri)
+    versioned_sample(tmp_path / "data", "first")
+    first = publish(cloud, tmp_path / "data", "first")
+    init = f"init-from: {put_checkpoint(fakes.storage, trained[0], 'pretrained/demo')}\n"
+
+    good = VertexSteps(cloud, JOB.format(steps=10, init=init), STATE, poll_seconds=0)
+    ended = run_once(good)
+    run_id = steps.run_id_for(first)
+    assert ended.endswith("serves all traffic on " + good._endpoint().name)
+    versions = fakes.models.versions[MODEL]
+    assert [v.labels["run"] for v in versions] == [run_id]
+    assert versions[0].labels["dataset-version"] == first.lower()  # labels are lowercase
+    (endpoint,) = fakes.endpoints.endpoints.values()
+    assert list(endpoint.traffic_split.values()) == [100]
+    made = good.decisions()
+    assert [(d["step"], d["go"]) for d in made] == [("resolve dataset", True),
+                                                   ("compare", True)]
+
+    assert run_once(good) == "stopped: no newer data"
+    assert "no version newer than" in good.decisions()[-1]["reason"]
+
+    second = publish(cloud, tmp_path / "data", "first")  # the same files, released again
+    weak = VertexSteps(cloud, JOB.format(steps=1, init=""), STATE, poll_seconds=0)
+    assert run_once(weak) == "stopped: the gate"
+    verdict = weak.decisions()[-1]
+    assert (verdict["step"], verdict["go"], verdict["worse"]) == ("compare", False, True)
+    assert verdict["version"] == second
+    assert verdict["challenger"] < verdict["champion"] - 0.01
+    assert f"{verdict['challenger']:.3f}" in verdict["reason"]
+    assert len(fakes.models.versions[MODEL]) == 1  # nothing uploaded
+    (endpoint,) = fakes.endpoints.endpoints.values()
+    assert [d.display_name for d in endpoint.deployed_models] == [run_id]
+    # the refused version is not trained again
+    assert run_once(weak) == "stopped: no newer data"
+    assert "was tried and refused" in weak.decisions()[-1]["reason"]
+    assert json.loads(fakes.storage.bucket(OUTPUTS.bucket).blob(
+        "pipelines/state/decisions.json").download_as_bytes())[-1]["go"] is False
