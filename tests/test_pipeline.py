@@ -169,13 +169,14 @@ def test_the_pipelines_account_holds_exactly_the_grants_the_guide_lists(stacks):
                           "roles/iam.serviceAccountAdmin")}
 
 
-def versioned_sample(root, version: str) -> None:
-    """A dataset version as the pipeline reads it: the shared model's sample, converted as
-    its training records were (from the COCO JSON, so the same classes), with a test split."""
+def versioned_sample(root, version: str, num_images: int | None = None) -> None:
+    """A dataset version as the pipeline reads it: the shared model's sample (or
+    `num_images` of its kind), converted as its training records were (from the COCO JSON,
+    so the same classes), with a test split."""
     from trainer.cli import main
     from trainer.data.sample import write_coco_sample, write_sample
 
-    data = write_sample(root / "pets")
+    data = write_sample(root / "pets", **({"num_images": num_images} if num_images else {}))
     assert main(["data", "convert", "--format=coco", f"--annotations={write_coco_sample(data)}",
                  f"--images={data / 'images'}", f"--output_dir={root / version}",
                  "--split=0.7,0.2", "--num_shards=1"]) == 0

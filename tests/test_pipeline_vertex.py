@@ -67,7 +67,7 @@ def test_on_vertex_ai_a_run_deploys_then_stops_on_no_new_data_and_on_a_worse_mod
         os.environ["STORAGE_EMULATOR_HOST"], fakes.storage, OUTPUTS.bucket, tmp_path / "mirror", fakes.logs)
     fakes.registry.push(OUTPUTS.image_uri)
     cloud = fakes.cloud(image=OUTPUTS.image_uri)
-    versioned_sample(tmp_path / "data", "first")
+    versioned_sample(tmp_path / "data", "first", num_images=60)
     first = publish(cloud, tmp_path / "data", "first")
     init = f"init-from: {put_checkpoint(fakes.storage, trained[0], 'pretrained/demo')}\n"
 
