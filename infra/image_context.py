@@ -1,13 +1,19 @@
-"""The trainer image's build context and its content hash: the image tag, shared by the infra
-stack (which builds the image on `cdktf deploy`) and the launcher (which looks the tag up).
+"""An image's build context and its content hash: the image tag, shared by the infra stack
+(which builds the images on `cdktf deploy`) and the launcher (which looks the tag up).
 
-Same sources give the same tag; a change to a file the image is built from (or to the
-Dockerfile or .dockerignore) gives a new one; files .dockerignore excludes do not count.
+Same sources give the same tag; a change to a file the image is built from (or to its
+Dockerfile or ignore file) gives a new one; files the ignore file excludes do not count. The
+trainer and serving images are built from `Dockerfile` (ignore file `.dockerignore`); the
+pipeline's launcher image from `launcher.Dockerfile`, whose ignore file is
+`launcher.Dockerfile.dockerignore` (BuildKit: "will first look for an ignore file named
+`myapp.Dockerfile.dockerignore`", docker/cli docs/reference/commandline/build.md, read
+2026-11-28), so a launcher edit does not retag (and rebuild) the trainer images, nor the
+reverse.
 
-Run as a script (`python3 infra/image_context.py IMAGE...`, the first step of
-cloudbuild.yaml), it checks that each image's tag is the hash of the sources beside it, so a
-build of cloudbuild.yaml cannot push `trainer:<hash>` for other sources. It imports only the
-standard library: the build runs it in a plain Python image, uploaded with the sources.
+Run as a script (`python3 infra/image_context.py [--dockerfile F] IMAGE...`, the first step of
+each Cloud Build config), it checks that each image's tag is the hash of the sources beside it,
+so a build cannot push `trainer:<hash>` for other sources. It imports only the standard
+library: the build runs it in a plain Python image, uploaded with the sources.
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ from functools import lru_cache
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-BUILD_DEFINITION = ("Dockerfile", ".dockerignore")
-CLOUDBUILD_CONFIG = "cloudbuild.yaml"  # the build of the images, for Cloud Build
+DOCKERFILE = "Dockerfile"  # the trainer and serving images'
+LAUNCHER_DOCKERFILE = "launcher.Dockerfile"  # the pipeline steps' image
+CLOUDBUILD_CONFIG = "cloudbuild.yaml"  # the build of the trainer and serving images
+LAUNCHER_CLOUDBUILD_CONFIG = "launcher.cloudbuild.yaml"  # the build of the launcher image
 TAG_CHECK = "infra/image_context.py"  # this file: uploaded with the sources, run by the build
 TAG_LENGTH = 16
 
@@ -44,9 +52,16 @@ def _pattern(pattern: str) -> re.Pattern:
     return re.compile(out + "(?:/.*)?")  # a pattern matching a directory covers its contents
 
 
-def read_dockerignore(root: Path) -> list[tuple[bool, re.Pattern, str]]:
+def ignore_file(root: Path, dockerfile: str = DOCKERFILE) -> str:
+    """The ignore file BuildKit reads for `dockerfile`: its own, else `.dockerignore`."""
+    own = f"{dockerfile}.dockerignore"
+    return own if (root / own).exists() else ".dockerignore"
+
+
+def read_dockerignore(root: Path, dockerfile: str = DOCKERFILE
+                      ) -> list[tuple[bool, re.Pattern, str]]:
     """(is_exception, pattern, text) per line, in order: the last matching line decides."""
-    path = root / ".dockerignore"
+    path = root / ignore_file(root, dockerfile)
     rules = []
     for line in path.read_text().splitlines() if path.exists() else []:
         line = line.strip()
@@ -72,10 +87,10 @@ def _may_hold_exceptions(directory: str, rules: list[tuple[bool, re.Pattern, str
                for exception, _, text in rules)
 
 
-def context_files(root: Path = REPO_ROOT) -> Iterator[Path]:
-    """Files Docker would send as the build context, sorted. Ignored directories that no
-    exception reaches are not walked (a virtualenv would take seconds)."""
-    rules = read_dockerignore(root)
+def context_files(root: Path = REPO_ROOT, dockerfile: str = DOCKERFILE) -> Iterator[Path]:
+    """Files Docker would send as `dockerfile`'s build context, sorted. Ignored directories
+    that no exception reaches are not walked (a virtualenv would take seconds)."""
+    rules = read_dockerignore(root, dockerfile)
     found = []
     for directory, subdirectories, files in os.walk(root):
         relative_dir = Path(directory).relative_to(root).as_posix()
@@ -91,11 +106,13 @@ def context_files(root: Path = REPO_ROOT) -> Iterator[Path]:
     yield from sorted(found)
 
 
-def context_hash(root: Path = REPO_ROOT) -> str:
-    """The image tag: a hash of the build definition and every file in the context."""
+def context_hash(root: Path = REPO_ROOT, dockerfile: str = DOCKERFILE) -> str:
+    """The image tag: a hash of the build definition (`dockerfile`, its ignore file) and
+    every file in its context."""
     digest = hashlib.sha256()
-    files = {*context_files(root), *(root / name for name in BUILD_DEFINITION
-                                     if (root / name).exists())}
+    files = {*context_files(root, dockerfile),
+             *(root / name for name in (dockerfile, ignore_file(root, dockerfile))
+               if (root / name).exists())}
     for path in sorted(files):
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
@@ -108,9 +125,11 @@ def tag_of(image: str) -> str:
     return last.split(":", 1)[1] if ":" in last else ""
 
 
-def check_tags(images: Sequence[str], root: Path = REPO_ROOT) -> str | None:
-    """None when every image is tagged with the content hash of `root`; else why not."""
-    expected = context_hash(root)
+def check_tags(images: Sequence[str], root: Path = REPO_ROOT, dockerfile: str = DOCKERFILE
+               ) -> str | None:
+    """None when every image is tagged with the content hash of `root`'s context for
+    `dockerfile`; else why not."""
+    expected = context_hash(root, dockerfile)
     for image in images:
         if tag_of(image) != expected:
             return (f"refusing to build {image}: its tag is not the content hash of these "
@@ -119,9 +138,17 @@ def check_tags(images: Sequence[str], root: Path = REPO_ROOT) -> str | None:
     return None
 
 
-if __name__ == "__main__":
-    if len(sys.argv) < 2:
-        sys.exit(f"usage: python3 {TAG_CHECK} IMAGE...")
-    if (problem := check_tags(sys.argv[1:])) is not None:
+def main(argv: Sequence[str]) -> str:
+    """The script: `[--dockerfile F] IMAGE...`; what it prints, or SystemExit."""
+    dockerfile, images = DOCKERFILE, list(argv)
+    if images[:1] == ["--dockerfile"] and len(images) > 1:
+        dockerfile, images = images[1], images[2:]
+    if not images or dockerfile not in (DOCKERFILE, LAUNCHER_DOCKERFILE):
+        sys.exit(f"usage: python3 {TAG_CHECK} [--dockerfile {LAUNCHER_DOCKERFILE}] IMAGE...")
+    if (problem := check_tags(images, dockerfile=dockerfile)) is not None:
         sys.exit(problem)
-    print(f"tag {context_hash()} is the content hash of these sources")
+    return f"tag {context_hash(dockerfile=dockerfile)} is the content hash of these sources"
+
+
+if __name__ == "__main__":
+    print(main(sys.argv[1:]))

@@ -22,6 +22,8 @@ TRAINER_IMAGE = "trainer"
 TPU_IMAGE = "trainer-tpu"
 SERVING_IMAGE = "serving"  # TF Serving for Vertex AI endpoints (the Dockerfile's `serving`)
 SERVING_GPU_IMAGE = "serving-gpu"  # the same on TF Serving's GPU build
+LAUNCHER_IMAGE = "launcher"  # continuous training's pipeline steps (launcher.Dockerfile)
+LAUNCHER_SUBSTITUTION = "_LAUNCHER_IMAGE"  # its name in launcher.cloudbuild.yaml
 # The images one build of cloudbuild.yaml makes, and the substitution that names each there.
 IMAGE_SUBSTITUTIONS = {TRAINER_IMAGE: "_GPU_IMAGE", TPU_IMAGE: "_TPU_IMAGE",
                        SERVING_IMAGE: "_SERVING_IMAGE", SERVING_GPU_IMAGE: "_SERVING_GPU_IMAGE"}

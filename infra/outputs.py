@@ -54,6 +54,9 @@ class StackOutputs:
     # other repositories whose images jobs may run, comma-separated (a platform engineer's
     # `allowed_image_repositories` in infra/environments.py); absent from older stacks
     allowed_image_repositories: str = ""
+    # the image continuous training's pipeline steps run in (launcher.Dockerfile, its own
+    # tag); absent from older stacks
+    launcher_image_uri: str = ""
 
     def as_dict(self) -> dict[str, str]:
         return dataclasses.asdict(self)

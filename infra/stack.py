@@ -19,6 +19,13 @@ from constructs import Construct
 
 from infra import names
 from infra.config import Environment
+from infra.image_context import (
+    CLOUDBUILD_CONFIG,
+    LAUNCHER_CLOUDBUILD_CONFIG,
+    LAUNCHER_DOCKERFILE,
+    REPO_ROOT,
+    context_hash,
+)
 from infra.modules.bucket import PrivateBucket, delete_rule
 from infra.modules.conditions import (
     Condition,
@@ -183,7 +190,7 @@ class TrainingPlatformStack(TerraformStack):
     images, TensorBoard, GitOps, then the outputs the launcher reads."""
 
     def __init__(self, scope: Construct, env: Environment, image_tag: str,
-                 source_dir: str) -> None:
+                 source_dir: str, launcher_tag: str | None = None) -> None:
         super().__init__(scope, stack_name(env.name))
         self.env = env
         GcsBackend(self, bucket=env.state_bucket, prefix=f"pets-detector/{env.name}")
@@ -191,7 +198,9 @@ class TrainingPlatformStack(TerraformStack):
         self.services = ProjectServices(self, "services", env.project_id)
         who = self._identities()
         storage = self._storage(who)
-        self.image = self._images(who, storage, image_tag, source_dir)
+        launcher_tag = launcher_tag or context_hash(REPO_ROOT, LAUNCHER_DOCKERFILE)
+        self.image, self.launcher_image = self._images(who, storage, image_tag, launcher_tag,
+                                                       source_dir)
         tensorboard = TrainingTensorboard(
             self, "tensorboard", project=env.project_id, region=env.region,
             display_name=f"{env.name_prefix}-{env.name}", labels=dict(env.labels))
@@ -218,7 +227,8 @@ class TrainingPlatformStack(TerraformStack):
             notifications_topic=names.notifications_topic_path(env),
             bucket_location=names.bucket_location(env),
             repository_location=names.registry_location(env),
-            allowed_image_repositories=",".join(env.allowed_image_repositories)))
+            allowed_image_repositories=",".join(env.allowed_image_repositories),
+            launcher_image_uri=names.image_uri(env, launcher_tag, names.LAUNCHER_IMAGE)))
         self._after_apis()
 
     def _after_apis(self) -> None:
@@ -338,10 +348,16 @@ class TrainingPlatformStack(TerraformStack):
                  # serving reads exported models, not data or checkpoints
                  Grant("roles/storage.objectViewer", "serving", who.serving.member,
                        run_models(names.data_bucket(env), RUNS_PREFIX)),
-                 # pipeline runs read datasets and runs, and write their root and state
+                 # pipeline runs read datasets and runs, record their jobs' runs (job.yaml),
+                 # pin the dataset version a job reads (a new object each: no overwrite, no
+                 # delete), and write their root and state
                  Grant("roles/storage.objectViewer", "pipelines", who.pipelines.member,
                        listing_and_prefixes(names.data_bucket(env),
                                             (DATASETS_PREFIX, RUNS_PREFIX))),
+                 Grant("roles/storage.objectCreator", "pipelines", who.pipelines.member,
+                       object_prefix(names.data_bucket(env), DATASETS_PREFIX)),
+                 Grant("roles/storage.objectUser", "pipelines", who.pipelines.member,
+                       object_prefix(names.data_bucket(env), RUNS_PREFIX)),
                  Grant("roles/storage.objectUser", "pipelines", who.pipelines.member,
                        object_prefix(names.data_bucket(env), PIPELINES_PREFIX))])
         build = PrivateBucket(
@@ -355,9 +371,10 @@ class TrainingPlatformStack(TerraformStack):
                  Grant("roles/storage.objectUser", "researchers", who.researchers)])  # sources
         return Storage(data, build)
 
-    def _images(self, who: Identities, storage: Storage, image_tag: str,
-                source_dir: str) -> TrainerImage:
-        """The image repository, and the build of the sources' images into it."""
+    def _images(self, who: Identities, storage: Storage, image_tag: str, launcher_tag: str,
+                source_dir: str) -> tuple[TrainerImage, TrainerImage]:
+        """The image repository, and the builds of the sources' images into it: the trainer
+        and serving images, and the pipeline's launcher image (each its own tag)."""
         env = self.env
         registry = DockerRepository(
             self, "images", project=env.project_id, location=names.registry_location(env),
@@ -366,20 +383,27 @@ class TrainingPlatformStack(TerraformStack):
             untagged_days=env.retention.untagged_image_days,
             iam=[Grant("roles/artifactregistry.reader", "trainer", who.trainer.member),
                  Grant("roles/artifactregistry.reader", "converter", who.converter.member),
+                 # the pipeline's steps pin the trainer image by digest
+                 Grant("roles/artifactregistry.reader", "pipelines", who.pipelines.member),
                  Grant("roles/artifactregistry.writer", "builder", who.builder.member),
                  # admin of this repository only (Owner's first apply creates both)
                  Grant("roles/artifactregistry.admin", "deployer", who.deployer.member)]
             + ([Grant("roles/artifactregistry.writer", "researchers", who.researchers)]
                if env.researchers_push_images else []))
-        return TrainerImage(
-            self, "trainer-image", tag=image_tag,
-            command=build_command(
-                project=env.project_id, region=env.region,
-                substitutions=names.build_substitutions(env, image_tag),
+        after = [*registry.iam_members, *storage.build.iam_members, *who.builder.project_roles]
+
+        def build(id_: str, tag: str, substitutions: dict[str, str], config: str):
+            return TrainerImage(self, id_, tag=tag, command=build_command(
+                project=env.project_id, region=env.region, substitutions=substitutions,
                 service_account=names.service_account_email(env, "builder"),
-                build_bucket=names.build_bucket(env), source_dir=source_dir),
-            depends_on=[*registry.iam_members, *storage.build.iam_members,
-                        *who.builder.project_roles])
+                build_bucket=names.build_bucket(env), source_dir=source_dir, config=config),
+                depends_on=after)
+
+        return (build("trainer-image", image_tag, names.build_substitutions(env, image_tag),
+                      CLOUDBUILD_CONFIG),
+                build("launcher-image", launcher_tag, {names.LAUNCHER_SUBSTITUTION:
+                      names.image_uri(env, launcher_tag, names.LAUNCHER_IMAGE)},
+                      LAUNCHER_CLOUDBUILD_CONFIG))
 
     def _gitops(self, who: Identities) -> GithubDeployIdentity:
         """Workload Identity Federation for this repository's workflow: the deployer on

@@ -110,7 +110,10 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         (sa["serving"], "bucket:data if only-run-models", "roles/storage.objectViewer"),
         *((sa["pipelines"], "project", r) for r in PIPELINES_PROJECT_ROLES),
         (sa["pipelines"], "bucket:data if only-datasets-runs", "roles/storage.objectViewer"),
+        (sa["pipelines"], "bucket:data if only-datasets", "roles/storage.objectCreator"),
+        (sa["pipelines"], "bucket:data if only-runs", "roles/storage.objectUser"),
         (sa["pipelines"], "bucket:data if only-pipelines", "roles/storage.objectUser"),
+        (sa["pipelines"], "repository", "roles/artifactregistry.reader"),
         (sa["pipelines"], "account:" + sa["trainer"], "roles/iam.serviceAccountUser"),
         (sa["pipelines"], "account:" + sa["serving"], "roles/iam.serviceAccountUser"),
         *((sa["deployer"], "project", r) for r in DEPLOYER_PROJECT_ROLES
@@ -152,10 +155,13 @@ def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_r
     from infra.stack import PROJECT_IAM_ADMIN, delegated_roles
 
     stack, bucket = stacks[env_name], names.data_bucket(ENVIRONMENTS[env_name])
-    conditional = {(re.search(r"service_account\.(\w+?)_account", r["member"])[1],
-                    r["role"].removeprefix("roles/storage.")): r["condition"]["expression"]
-                   for r in resources(stack, "google_storage_bucket_iam_member")
-                   if r.get("condition")}
+    conditional: dict[tuple[str, str], str] = {}  # a second grant of a role: " | " between
+    for r in resources(stack, "google_storage_bucket_iam_member"):
+        if r.get("condition"):
+            key = (re.search(r"service_account\.(\w+?)_account", r["member"])[1],
+                   r["role"].removeprefix("roles/storage."))
+            conditional[key] = " | ".join(sorted(filter(None, (
+                conditional.get(key), r["condition"]["expression"]))))
     objects = f"projects/_/buckets/{bucket}/objects"
     assert conditional == {
         ("trainer", "objectUser"): f'resource.name.startsWith("{objects}/runs/")',
@@ -168,12 +174,15 @@ def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_r
         # endpoints read exported models only: runs/RUN/model/..., never checkpoints or data
         ("serving", "objectViewer"):
             f'resource.name.extract("{objects}/runs/{{run}}/model/") != ""',
-        # pipeline runs: list the bucket, read datasets/ and runs/, write pipelines/ only
+        # pipeline runs: list the bucket, read datasets/ and runs/, create pins in datasets/,
+        # write runs/ (their jobs' records) and pipelines/
         ("pipelines", "objectViewer"):
             f'resource.name == "projects/_/buckets/{bucket}" || '
             f'resource.name.startsWith("{objects}/datasets/") || '
             f'resource.name.startsWith("{objects}/runs/")',
-        ("pipelines", "objectUser"): f'resource.name.startsWith("{objects}/pipelines/")'}
+        ("pipelines", "objectCreator"): f'resource.name.startsWith("{objects}/datasets/")',
+        ("pipelines", "objectUser"): f'resource.name.startsWith("{objects}/pipelines/") | '
+                                     f'resource.name.startsWith("{objects}/runs/")'}
     (admin,) = [r for r in resources(stack, "google_project_iam_member")
                 if r["role"] == PROJECT_IAM_ADMIN]
     listed = re.search(r"hasOnly\(\[(.*)\]\)", admin["condition"]["expression"])[1]
@@ -306,7 +315,7 @@ def test_every_condition_is_well_formed_and_names_only_the_stacks_own_resources(
     env, stack = ENVIRONMENTS[env_name], stacks[env_name]
     own_buckets = {names.data_bucket(env), names.build_bucket(env)}
     conditions = iam_conditions(stack)
-    assert len(conditions) == 8
+    assert len(conditions) == 10
     for role, condition in conditions:
         check_cel(condition["expression"])
         assert condition["title"] and len(condition["title"]) <= 100
@@ -420,8 +429,8 @@ def test_registry_image_tensorboard_backend_and_outputs(stacks, env_name):
     assert policies["keep-recent"]["most_recent_versions"]["keep_count"] == \
         env.retention.keep_image_versions
     assert policies["delete-untagged"]["condition"]["tag_state"] == "UNTAGGED"
-    (build,) = resources(stack, "terraform_data")
     tag = context_hash(REPO)
+    (build,) = [b for b in resources(stack, "terraform_data") if b["triggers_replace"] == [tag]]
     assert build["triggers_replace"] == [tag]
     local_exec = build["provisioner"][0]["local-exec"]
     command = [*local_exec["interpreter"], local_exec["command"]]  # an argument list, no shell
@@ -893,12 +902,14 @@ CANNOT = {
                                                 "roles/storage.objectViewer")},
     ("serving", "write anything in the bucket"):
         lambda iam: not iam.roles("serving") & OBJECT_WRITE_ROLES,
-    ("pipelines", "write anywhere but `pipelines/`"):
+    ("pipelines", "write anywhere but `pipelines/` and `runs/`, or change a dataset"):
         lambda iam: {(where, role) for where, role in iam.held("pipelines")
-                     if role in OBJECT_WRITE_ROLES} == {("bucket:data if only-pipelines",
-                                                         "roles/storage.objectUser")}
+                     if role in OBJECT_WRITE_ROLES} == {
+            ("bucket:data if only-pipelines", "roles/storage.objectUser"),
+            ("bucket:data if only-runs", "roles/storage.objectUser"),
+            ("bucket:data if only-datasets", "roles/storage.objectCreator")}
         and sorted(map(sorted, map(prefixes, iam.bucket_expressions("pipelines")))) == [
-            ["datasets", "runs"], ["pipelines"]],
+            ["datasets"], ["datasets", "runs"], ["pipelines"], ["runs"]],
     ("pipelines", "act as any account but the trainer and serving"):
         lambda iam: iam.acts_as("pipelines") == {iam.ids["trainer"], iam.ids["serving"]},
     ("pipelines", "change IAM"): lambda iam: not iam.changes_iam("pipelines"),

@@ -150,7 +150,10 @@ def test_the_pipelines_account_holds_exactly_the_grants_the_guide_lists(stacks):
     where = {"project": "project",
              "data bucket, `datasets/` and `runs/` (listing included)":
                  "bucket:data if only-datasets-runs",
+             "data bucket, `datasets/`": "bucket:data if only-datasets",
+             "data bucket, `runs/`": "bucket:data if only-runs",
              "data bucket, `pipelines/`": "bucket:data if only-pipelines",
+             "image repository": "repository",
              "the `trainer` account": "account:{trainer}",
              "the `serving` account": "account:{serving}"}
     for env_name, stack in stacks.items():
@@ -161,7 +164,7 @@ def test_the_pipelines_account_holds_exactly_the_grants_the_guide_lists(stacks):
             trainer=names.service_account_id(env, "trainer"),
             serving=names.service_account_id(env, "serving")), role)
             for text, role in listed}
-        assert held == documented and len(documented) == 6, env_name
+        assert held == documented and len(documented) == 9, env_name
         on_it = {(who, role) for who, scope, role in grants(stack)
                  if scope == f"account:{account}"}
         assert on_it == {(f"group:{env.researchers_group}", "roles/iam.serviceAccountUser"),
@@ -404,25 +407,20 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     bound; list shows them; cancel and pause act on them."""
     import json
 
-    from infra.image_context import context_hash
     from tests.fakes.cloud import OUTPUTS, REPOSITORY
 
     cloud, image = services.cloud(), f"{REPOSITORY}/launcher:abc123"
     printed = commands.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=True)
     dry = aiplatform_v1.CreatePipelineJobRequest.from_json(printed)
     assert services.pipelines.received == [] and json.loads(printed)["parent"] == LOCATION
-    assert "cost bound: 60.00 USD a run (3 jobs x 20.00: the training and 2 test " \
+    assert "cost bound: 80.00 USD a run (4 jobs x 20.00: the training and 3 " \
            "evaluations)" in capsys.readouterr().err
 
-    # sent as printed: the fake creates it (the command refuses to send a run until the
-    # stack builds the launcher image its steps run in)
-    with pytest.raises(InputError, match="the pipeline's steps run in the launcher image"):
-        commands.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=False)
-    assert services.pipelines.received == []
-    said = commands.start(cloud, dry)
+    said = commands.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=False)
     (sent,) = services.pipelines.received
     assert said.startswith(f"started {LOCATION}/pipelineJobs/{definition.NAME}-")
-    assert sent == dry  # the dry run shows what is sent
+    # the dry run shows what is sent (but the run's id: the time it was made)
+    assert sent.pipeline_job == dry.pipeline_job and sent.parent == dry.parent
     run = sent.pipeline_job
     assert run.service_account == OUTPUTS.pipelines_service_account
     assert run.runtime_config.gcs_output_directory == "gs://pets-data/pipelines/root"
@@ -431,22 +429,28 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     assert values == {"job": VERTEX_JOB, "state": "gs://pets-data/pipelines/state",
                       "canary_traffic": 20, "max_drop": 0.02}
     # the environment's settings for the steps' container (it has no outputs file), the
-    # trainer image by these sources' tag, as `invoke train` runs it
+    # jobs on the environment's trainer image as deployed; no job-events topic
     assert {k: settings[k] for k in ("project", "region", "bucket", "service_account",
-                                     "serving_service_account")} == {
+                                     "serving_service_account", "image")} == {
         "project": OUTPUTS.project, "region": "us-central1", "bucket": "pets-data",
         "service_account": OUTPUTS.trainer_service_account,
-        "serving_service_account": OUTPUTS.serving_service_account}
-    assert settings["image"] == f"{REPOSITORY}/trainer:{context_hash()}"
+        "serving_service_account": OUTPUTS.serving_service_account,
+        "image": OUTPUTS.image_uri}
+    assert "notifications_topic" not in settings
     assert {e["container"]["image"] for e in
             run.pipeline_spec["deploymentSpec"]["executors"].values()} == {image}
-    assert run.labels["max-cost-usd"] == "60_00"
+    assert run.labels["max-cost-usd"] == "80_00"
 
     cron = "TZ=Europe/Berlin 0 3 * * 1"
     planned = aiplatform_v1.Schedule.from_json(
-        commands.schedule(cloud, VERTEX_JOB, image, 10, 0.01, cron, dry_run=True))
-    said = commands.create_schedule(cloud, LOCATION, planned)
+        commands.schedule(cloud, VERTEX_JOB, None, 10, 0.01, cron, dry_run=True))
+    said = commands.schedule(cloud, VERTEX_JOB, None, 10, 0.01, cron, dry_run=False)
     (made,) = services.schedules.schedules.values()
+    assert made.create_pipeline_job_request == planned.create_pipeline_job_request
+    # by default the steps run in the stack's launcher image
+    assert {e["container"]["image"] for e in made.create_pipeline_job_request.pipeline_job
+            .pipeline_spec["deploymentSpec"]["executors"].values()} == {
+        OUTPUTS.launcher_image_uri}
     assert said == f"scheduled {made.name} on '{cron}': one run at a time"
     assert (made.max_concurrent_run_count, made.max_concurrent_active_run_count,
             made.allow_queueing) == (1, 1, False)
@@ -457,7 +461,7 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     run_id = next(iter(services.pipelines.jobs)).rsplit("/", 1)[1]
     listed = commands.listing(cloud).splitlines()
     assert listed[0].startswith(f"{run_id}  PENDING  ") and listed[0].endswith(
-        "bound 60.00 USD")
+        "bound 80.00 USD")
     assert listed[1] == "schedule 1  ACTIVE  'TZ=Europe/Berlin 0 3 * * 1'"
     # Vertex AI names a project by its number in its answers: taken as this project's
     numbered = f"projects/123456789/locations/us-central1/pipelineJobs/{run_id}"
@@ -475,8 +479,8 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
                                     False), "give max-cost (USD)"),
     (lambda c, i: commands.run(c, LOCAL_JOB.format(data="d"), i, 10, 0.01, False),
      "target: local (--job): Vertex AI Pipelines runs jobs on Vertex AI"),
-    (lambda c, i: commands.run(c, VERTEX_JOB, None, 10, 0.01, False),
-     "--launcher-image: the image the pipeline's steps run in"),
+    (lambda c, i: commands.run(c, VERTEX_JOB.replace("dataset: pets", "data-dir: gs://b/r"),
+                               i, 10, 0.01, False), "give dataset, the named dataset"),
     (lambda c, i: commands.run(c, VERTEX_JOB, "docker.io/someone/launcher:1", 10, 0.01,
                                     False), "--launcher-image 'docker.io/someone/launcher:1' "
                                             "is not an Artifact Registry image"),

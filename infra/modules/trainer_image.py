@@ -1,8 +1,9 @@
-"""Builds and pushes the trainer images and the serving image in Cloud Build during
-`cdktf deploy`.
+"""Builds and pushes an image build's images in Cloud Build during `cdktf deploy`: the
+trainer and serving images (cloudbuild.yaml), and the pipeline's launcher image
+(launcher.cloudbuild.yaml).
 
-The tag is the content hash of the build context (infra.image_context), so the build runs
-again exactly when the sources it copies (trainer/, serving/) or the Dockerfile change.
+The tag is the content hash of the build context (infra.image_context), so a build runs
+again exactly when the sources it copies or its Dockerfile change.
 `terraform_data` is Terraform's built-in resource: no extra provider to download. The
 command runs without a shell: local-exec's `interpreter` is the argument list, its `command`
 the last argument.
@@ -19,12 +20,13 @@ from infra.image_context import CLOUDBUILD_CONFIG
 
 
 def build_command(*, project: str, region: str, substitutions: Mapping[str, str],
-                  service_account: str, build_bucket: str, source_dir: str) -> list[str]:
-    """The `gcloud builds submit` that builds every target cloudbuild.yaml names, each image
-    given by its substitution (infra.names.build_substitutions)."""
+                  service_account: str, build_bucket: str, source_dir: str,
+                  config: str = CLOUDBUILD_CONFIG) -> list[str]:
+    """The `gcloud builds submit` that builds every image the Cloud Build `config` names,
+    each given by its substitution (infra.names.build_substitutions)."""
     args = [
         "gcloud", "builds", "submit", source_dir, f"--project={project}", f"--region={region}",
-        f"--config={source_dir}/{CLOUDBUILD_CONFIG}",
+        f"--config={source_dir}/{config}",
         "--substitutions=" + ",".join(f"{k}={v}" for k, v in substitutions.items()),
         f"--service-account=projects/{project}/serviceAccounts/{service_account}",
         f"--gcs-source-staging-dir=gs://{build_bucket}/source",

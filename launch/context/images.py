@@ -24,11 +24,12 @@ import yaml
 from google.api_core import exceptions
 
 from infra.image_context import (
-    BUILD_DEFINITION,
     CLOUDBUILD_CONFIG,
+    DOCKERFILE,
     REPO_ROOT,
     TAG_CHECK,
     context_files,
+    ignore_file,
 )
 from infra.names import (
     IMAGE_SUBSTITUTIONS,
@@ -204,7 +205,7 @@ def context_tarball(root: Path = REPO_ROOT) -> bytes:
     """The Docker context plus the build config and the tag check its first step runs, as a
     reproducible tar.gz (sorted, no mtimes)."""
     names = {*context_files(root),
-             *(root / n for n in (*BUILD_DEFINITION, CLOUDBUILD_CONFIG, TAG_CHECK))}
+             *(root / n for n in (DOCKERFILE, ignore_file(root), CLOUDBUILD_CONFIG, TAG_CHECK))}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(p for p in names if p.exists()):

@@ -53,6 +53,8 @@ SETTINGS: Mapping[str, Setting] = {
     "pipelines_service_account": Setting("pipelines_service_account", "what continuous "
                                                                       "training's pipeline runs "
                                                                       "run as"),
+    "launcher_image": Setting("launcher_image_uri", "the image continuous training's "
+                                                    "pipeline steps run in"),
     "tensorboard": Setting("tensorboard", "the Vertex AI TensorBoard jobs write to "
                                           "(optional)"),
     "build_bucket": Setting("build_bucket", "where image builds upload their sources"),

@@ -50,7 +50,8 @@ OUTPUTS = StackOutputs(
     researchers_push_images="true",
     researchers_build_images="true",
     notifications_topic=f"projects/{PROJECT}/topics/pets-job-events",
-    bucket_location="US-CENTRAL1", repository_location="us-central1")
+    bucket_location="US-CENTRAL1", repository_location="us-central1",
+    launcher_image_uri=f"{REPOSITORY}/launcher:deployed")
 
 
 @contextlib.contextmanager

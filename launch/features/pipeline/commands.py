@@ -17,7 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-from launch.context.cloud import Cloud, job_images, stamp, standard_labels
+from launch.context.cloud import Cloud, stamp, standard_labels
 from launch.context.images import check_repository
 from launch.errors import InputError, MissingError, StepFailed
 from launch.features.pipeline import definition, requests, steps
@@ -124,10 +124,11 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     """The run's PipelineJob: the launcher `image` (of the environment's repositories) for
     its steps, the root and state under the bucket's pipelines/, the pipelines account."""
     bound = bound_of(job)
+    image = image or cloud.fields(())["launcher_image"]
     if not image:
-        raise MissingError("--launcher-image: the image the pipeline's steps run in (one of "
-                           "the environment's repositories); the stack does not build one "
-                           "yet (docs/guides/continuous-training.md)")
+        raise MissingError("--launcher-image: the image the pipeline's steps run in; the "
+                           "stack builds it (launcher_image_uri): a platform engineer's `npx "
+                           "cdktf deploy` with --outputs-file infra/outputs.json writes it")
     check_repository(image, cloud.image_repositories(), "--launcher-image")
     where = cloud.fields(NEEDED)
     prefix = f"gs://{where['bucket']}/{PIPELINES_PREFIX}"
@@ -143,13 +144,17 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
 
 def settings_of(cloud: Cloud, job: jobfile.JobFile) -> str:
     """The environment's settings as the steps read them (their container has no outputs
-    file): every one set, the trainer image by these sources' tag as `invoke train` would
-    run it (the job file's `image` instead, when it names one)."""
-    values = {field: value for field, value in cloud.fields(NEEDED).items() if value}
+    file): every one set but the job-events topic (the steps publish none). Their jobs run
+    the environment's trainer image, as deployed (a run on a schedule is the environment's,
+    not a working copy's), or the job file's `image`: the one for the job's hardware."""
+    values = {field: value for field, value in cloud.fields(NEEDED).items()
+              if value and field != "notifications_topic"}
     if not job.image:
-        tpu = bool(job.tpu)
-        images = job_images(cloud, tpu)
-        values["image"] = images.tpu_image if tpu else images.image
+        image = values.get("tpu_image" if job.tpu else "image")
+        if not image:
+            raise MissingError(f"no {'tpu_image' if job.tpu else 'image'} for the pipeline's "
+                               "jobs: a platform engineer's `npx cdktf deploy` builds it")
+        values["image"] = image
     return json.dumps(values, sort_keys=True)
 
 
@@ -164,16 +169,7 @@ def run(cloud: Cloud, job: str, image: str | None, canary_traffic: int, max_drop
     print(sent.bound.line(), file=sys.stderr, flush=True)
     if dry_run:
         return aiplatform_v1.CreatePipelineJobRequest.to_json(request)
-    refuse_until_launcher_image()
     return start(cloud, request)
-
-
-def refuse_until_launcher_image() -> None:
-    """A run's steps need the launcher image (the launcher's code and kfp), which the stack
-    does not build yet: a run sent now could only fail at its first step."""
-    raise InputError("the pipeline's steps run in the launcher image, which the stack does "
-                     "not build yet (docs/guides/continuous-training.md); --dry-run prints "
-                     "the request")
 
 
 def start(cloud: Cloud, request) -> str:
@@ -193,7 +189,6 @@ def schedule(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     print(sent.bound.line(), file=sys.stderr, flush=True)
     if dry_run:
         return aiplatform_v1.Schedule.to_json(made)
-    refuse_until_launcher_image()
     return create_schedule(cloud, sent.location, made)
 
 
