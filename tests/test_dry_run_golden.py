@@ -45,6 +45,7 @@ STACK = {  # a deployed dev stack's outputs, as PETS_* variables
     "PETS_CONVERTER_SERVICE_ACCOUNT": f"pets-converter@{PROJECT}.iam.gserviceaccount.com",
     "PETS_SERVING_SERVICE_ACCOUNT": f"pets-serving@{PROJECT}.iam.gserviceaccount.com",
     "PETS_PIPELINES_SERVICE_ACCOUNT": f"pets-pipelines@{PROJECT}.iam.gserviceaccount.com",
+    "PETS_LAUNCHER_IMAGE": f"{REPOSITORY}/launcher:deployed",
     "PETS_TENSORBOARD": f"projects/{PROJECT}/locations/us-central1/tensorboards/7",
     "PETS_BUCKET_LOCATION": "US", "PETS_REPOSITORY_LOCATION": "us",  # as the guide's ladder
     "GOOGLE_APPLICATION_CREDENTIALS": "/nonexistent/no-credentials.json",

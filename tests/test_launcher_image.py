@@ -140,3 +140,15 @@ def test_the_image_holds_every_module_the_steps_import_and_no_tensorflow():
     assert set(listed) == {d for d in extras["trainer"]
                            if not d.startswith(("tensorflow", "tf-"))}
     assert ".[workstation]" in (REPO / LAUNCHER_DOCKERFILE).read_text()
+
+
+def test_the_launcher_image_starts_from_the_trainers_python_image():
+    """One Python base for both images, and one image for both builds' tag checks."""
+    base = next(line for line in (REPO / "Dockerfile").read_text().splitlines()
+                if line.startswith("FROM python:")).split()[1]
+    launcher = [line for line in (REPO / LAUNCHER_DOCKERFILE).read_text().splitlines()
+                if line.startswith("FROM ")]
+    assert launcher == [f"FROM {base}"]
+    checks = {yaml.safe_load((REPO / name).read_text())["steps"][0]["name"]
+              for name in ("cloudbuild.yaml", "launcher.cloudbuild.yaml")}
+    assert checks == {base}

@@ -410,6 +410,7 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     from tests.fakes.cloud import OUTPUTS, REPOSITORY
 
     cloud, image = services.cloud(), f"{REPOSITORY}/launcher:abc123"
+    published_dataset(services, cloud)
     printed = commands.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=True)
     dry = aiplatform_v1.CreatePipelineJobRequest.from_json(printed)
     assert services.pipelines.received == [] and json.loads(printed)["parent"] == LOCATION
@@ -474,9 +475,26 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     assert listed[0].split()[1] == "CANCELLED" and listed[1].split()[2] == "PAUSED"
 
 
+def published_dataset(services, cloud) -> None:
+    """Named dataset `pets` with one version, as `invoke data.upload` publishes it."""
+    from launch.stores.gcs import datasets as bucket_datasets
+    from tests.fakes.cloud import write_records
+
+    records = write_records(services.workdir / "records")
+    (records / "test.record-00000-of-00001").write_bytes(b"x" * 100)
+    bucket_datasets.upload(cloud, str(records), "pets")
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda c, i: commands.run(c, VERTEX_JOB.replace("max-cost: 20\n", ""), i, 10, 0.01,
                                     False), "give max-cost (USD)"),
+    # the run's jobs, checked as its steps launch them: over max-cost, or no such dataset
+    (lambda c, i: commands.run(c, VERTEX_JOB.replace("max-cost: 20", "max-cost: 5"), i, 10,
+                               0.01, False), "over --max-cost 5: lower --timeout-hours"),
+    (lambda c, i: commands.schedule(c, VERTEX_JOB.replace("max-cost: 20", "max-cost: 5"), i,
+                                    10, 0.01, "0 3 * * *", True), "over --max-cost 5"),
+    (lambda c, i: commands.run(c, VERTEX_JOB.replace("dataset: pets", "dataset: cats"), i, 10,
+                               0.01, False), "cats"),
     (lambda c, i: commands.run(c, LOCAL_JOB.format(data="d"), i, 10, 0.01, False),
      "target: local (--job): Vertex AI Pipelines runs jobs on Vertex AI"),
     (lambda c, i: commands.run(c, VERTEX_JOB.replace("dataset: pets", "data-dir: gs://b/r"),
@@ -503,6 +521,7 @@ def test_bad_pipeline_values_are_refused_before_anything_is_sent(services, call,
     from launch.errors import UserError
     from tests.fakes.cloud import REPOSITORY
 
+    published_dataset(services, services.cloud())
     with pytest.raises(UserError) as refused:
         call(services.cloud(), f"{REPOSITORY}/launcher:abc123")
     assert message in str(refused.value) and "\n" not in str(refused.value)

@@ -64,7 +64,8 @@ def test_on_vertex_ai_a_run_deploys_then_stops_on_no_new_data_and_on_a_worse_mod
     scratch is stopped by the gate with both figures, and the champion keeps the traffic."""
     fakes = services
     fakes.vertex.custom_runner = MirroredJobCommands(
-        os.environ["STORAGE_EMULATOR_HOST"], fakes.storage, OUTPUTS.bucket, tmp_path / "mirror", fakes.logs)
+        os.environ["STORAGE_EMULATOR_HOST"], fakes.storage, OUTPUTS.bucket,
+        tmp_path / "mirror", fakes.logs)
     fakes.registry.push(OUTPUTS.image_uri)
     cloud = fakes.cloud(image=OUTPUTS.image_uri)
     versioned_sample(tmp_path / "data", "first", num_images=60)

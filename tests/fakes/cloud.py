@@ -90,6 +90,7 @@ def fake_cloud(workdir: Path) -> Iterator[SimpleNamespace]:
                 vertex=vertex, logs=logs, registry=registry, builds=builds, storage=storage,
                 persistent=persistent, models=models, endpoints=endpoints,
                 prediction=prediction, containers=containers, pubsub=pubsub, quotas=quotas,
+                workdir=workdir,
                 pipelines=pipelines, schedules=schedules,
                 cloud=lambda **flags: Cloud(
                     overrides=flags, environ={}, clients=clients, outputs_path=outputs))

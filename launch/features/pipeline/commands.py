@@ -10,7 +10,9 @@ training evaluated none, the run on the test split, and the serving version on i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import itertools
 import json
 import re
@@ -19,7 +21,7 @@ from pathlib import Path
 
 from launch.context.cloud import Cloud, stamp, standard_labels
 from launch.context.images import check_repository
-from launch.errors import InputError, MissingError, StepFailed
+from launch.errors import InputError, MissingError, StepFailed, reason
 from launch.features.pipeline import definition, requests, steps
 from launch.values import jobfile
 from launch.values.files import read_page
@@ -120,9 +122,10 @@ class Submission:
 
 
 def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
-               max_drop: float) -> Submission:
+               max_drop: float, dry_run: bool) -> Submission:
     """The run's PipelineJob: the launcher `image` (of the environment's repositories) for
-    its steps, the root and state under the bucket's pipelines/, the pipelines account."""
+    its steps, the root and state under the bucket's pipelines/, the pipelines account; its
+    jobs checked first (preflight)."""
     bound = bound_of(job)
     image = image or cloud.fields(())["launcher_image"]
     if not image:
@@ -132,14 +135,42 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     check_repository(image, cloud.image_repositories(), "--launcher-image")
     where = cloud.fields(NEEDED)
     prefix = f"gs://{where['bucket']}/{PIPELINES_PREFIX}"
-    values = requests.parameters(job, f"{prefix}/state", canary_traffic, max_drop,
-                                 settings_of(cloud, steps.job_of(job)))
+    settings = settings_of(cloud, steps.job_of(job))
+    values = requests.parameters(job, f"{prefix}/state", canary_traffic, max_drop, settings)
+    preflight(cloud, job, settings, dry_run)
     labels = {**standard_labels(), "max-cost-usd": f"{bound.total:.2f}".replace(".", "_")}
     run = requests.pipeline_job(
         definition.SPEC_FILE.read_text(), image, display_name=definition.NAME,
         root=f"{prefix}/root", service_account=where["pipelines_service_account"],
         values=values, labels=labels)
     return Submission(_parent(cloud), run, bound)
+
+
+PREFLIGHT_RUN = "ct-preflight"  # the run id the checked jobs name; nothing is made of it
+
+
+def preflight(cloud: Cloud, job: str, settings: str, dry_run: bool) -> None:
+    """The run's training and test evaluation, checked as its steps will launch them (dry
+    runs on the settings the run carries): a job over `max-cost`, a dataset the bucket lacks,
+    hardware the region does not offer are refused now, not at a step hours later. What
+    those dry runs print is not shown; a dry run that may not read the bucket says so."""
+    from launch.features.pipeline.on_vertex import VertexSteps
+    from launch.features.serving.commands import UNREADABLE
+
+    environment = dataclasses.replace(cloud, overrides={**cloud.overrides,
+                                                        **json.loads(settings)})
+    vertex = VertexSteps(environment, job, state="")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
+            for task, flags in ((jobfile.TRAIN, {}), (jobfile.EVAL, {"split": "test"})):
+                vertex.launch(task, dataset=vertex.dataset(), run_id=PREFLIGHT_RUN,
+                              dry_run=True, **flags)
+    except UNREADABLE as error:
+        if not dry_run:
+            raise
+        print(f"note: the run's jobs were not checked ({reason(error, 200)}); a run checks "
+              "them before it is sent", file=sys.stderr)
 
 
 def settings_of(cloud: Cloud, job: jobfile.JobFile) -> str:
@@ -163,7 +194,7 @@ def run(cloud: Cloud, job: str, image: str | None, canary_traffic: int, max_drop
     """One run on Vertex AI Pipelines (or, with `dry_run`, its request on stdout)."""
     from google.cloud import aiplatform_v1
 
-    sent = submission(cloud, job, image, canary_traffic, max_drop)
+    sent = submission(cloud, job, image, canary_traffic, max_drop, dry_run)
     request = requests.create_request(sent.location, sent.job,
                                       f"{definition.NAME}-{stamp()}")
     print(sent.bound.line(), file=sys.stderr, flush=True)
@@ -184,7 +215,7 @@ def schedule(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     from google.cloud import aiplatform_v1
 
     requests.check_cron(cron)
-    sent = submission(cloud, job, image, canary_traffic, max_drop)
+    sent = submission(cloud, job, image, canary_traffic, max_drop, dry_run)
     made = requests.schedule(sent.location, sent.job, cron, definition.NAME)
     print(sent.bound.line(), file=sys.stderr, flush=True)
     if dry_run:

@@ -8,10 +8,11 @@ order a person types them today.
 A run with no newer data stops after the first step, successfully; a run whose model is worse
 than the one serving stops after the comparison, with both figures in its outputs. Every
 parameter comes from the job file (`job`, its text: the file `invoke train --job` takes) and
-the few the pipeline adds; on Vertex AI, `settings` carries the environment's (project, bucket,
-images, accounts), which a step's container has no outputs file to read. The compiled spec names its image by a placeholder (IMAGE) that a
-run binds to the environment's launcher image, so the spec is the same file everywhere and a
-test holds the checked-in copy to what this module compiles.
+the few the pipeline adds; on Vertex AI, `settings` carries the environment's (project,
+bucket, images, accounts), which a step's container has no outputs file to read. The
+compiled spec names its image by a placeholder (IMAGE) that a run binds to the environment's
+launcher image (launcher.Dockerfile), so the spec is the same file everywhere and a test
+holds the checked-in copy to what this module compiles.
 """
 
 # No `from __future__ import annotations`: KFP reads the components' annotations as types.

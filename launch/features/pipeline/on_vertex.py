@@ -166,7 +166,8 @@ class VertexSteps:
         print(reason, flush=True)
         return version
 
-    def _launch(self, task: str, **flags) -> str:
+    def launch(self, task: str, **flags) -> str:
+        """One of the job file's jobs, with `flags` over it, on this environment."""
         def cloud_for(job_region=None, job_image=None):
             overrides = {**self.cloud.overrides, **({"region": job_region} if job_region
                                                     else {}),
@@ -179,7 +180,7 @@ class VertexSteps:
     def train(self, version: str) -> str:
         """The run training on `version` (gs://BUCKET/runs/RUN_ID), followed to its end."""
         run_id = steps.run_id_for(version)
-        print(self._launch(jobfile.TRAIN, dataset=self._on(version), run_id=run_id),
+        print(self.launch(jobfile.TRAIN, dataset=self._on(version), run_id=run_id),
               flush=True)
         return run_id
 
@@ -205,9 +206,9 @@ class VertexSteps:
         try:
             registry.read_candidate(self.cloud.storage(), run_paths(self.cloud, run_id))
         except GateError:  # not evaluated; anything else wrong is said again below
-            print(self._launch(jobfile.EVAL, run_id=run_id, once=True,
+            print(self.launch(jobfile.EVAL, run_id=run_id, once=True,
                                dataset=self._on(version)), flush=True)
-        print(self._launch(jobfile.EVAL, run_id=run_id, split="test",
+        print(self.launch(jobfile.EVAL, run_id=run_id, split="test",
                            dataset=self._on(version)), flush=True)
         tested = self._test_figure(run_id)
         if tested is None:
@@ -218,7 +219,7 @@ class VertexSteps:
         if origin and origin[0] != run_id:
             before = self._test_figure(*origin)
             if before is None or champion.digest(before.data) != champion.digest(tested.data):
-                print(self._launch(jobfile.EVAL, run_id=origin[0], split="test",
+                print(self.launch(jobfile.EVAL, run_id=origin[0], split="test",
                                    dataset=self._on(version)), flush=True)
             else:
                 print(f"the serving version (run {origin[0]}) was tested on the same files: "

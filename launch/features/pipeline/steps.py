@@ -9,8 +9,8 @@ The state (`state`, a directory) is where runs leave what the next run reads:
     decisions.json         each run's two decisions: train or not, and the gate with figures
 The job file's `data_dir` holds the dataset's versions, one directory each, named as named
 datasets' versions are (`v-YYYYMMDDTHHMMSSZ-xxxxxxxx`, trainer/datasets.py), so the newest
-sorts last. These steps run the local target; Vertex AI's steps are the next part of issue 42
-(docs/design/continuous-training.md), and a job file for it is refused in one line.
+sorts last. A job file for Vertex AI runs the same steps on its services (on_vertex.py): each
+step function here takes the run's `settings` for them and hands such a job over.
 """
 
 from __future__ import annotations
