@@ -104,3 +104,45 @@ def test_on_vertex_ai_a_run_deploys_then_stops_on_no_new_data_and_on_a_worse_mod
     assert "was tried and refused" in weak.decisions()[-1]["reason"]
     assert json.loads(fakes.storage.bucket(OUTPUTS.bucket).blob(
         "pipelines/state/decisions.json").download_as_bytes())[-1]["go"] is False
+
+
+def test_two_writers_of_the_buckets_state_lose_no_decision(services):
+    """Each change is written over the generation it read: two steps deciding at once (two
+    runs, or a run and a retry) both land; without the precondition one would be lost."""
+    import threading
+
+    steps_of = [VertexSteps(services.cloud(), JOB.format(steps=1, init=""), STATE)
+                for _ in range(2)]
+
+    def write(writer: VertexSteps, name: str) -> None:
+        for i in range(15):
+            writer.decide(step=name, go=True, i=i)
+
+    threads = [threading.Thread(target=write, args=(w, f"w{n}"))
+               for n, w in enumerate(steps_of)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    made = steps_of[0].decisions()
+    assert sorted((d["step"], d["i"]) for d in made) == sorted(
+        (f"w{n}", i) for n in range(2) for i in range(15))
+
+
+@pytest.mark.parametrize("state, text, message", [
+    ("gs://other-bucket/pipelines/state", None, "a folder of gs://pets-data"),
+    ("gs://pets-data/pipelines/../runs", None, "a folder of gs://pets-data"),
+    (STATE, b"{not json", "not a state file this pipeline wrote"),
+    (STATE, b'{"step": "x"}', "not a state file this pipeline wrote (not a list"),
+])
+def test_a_state_outside_the_bucket_or_damaged_is_refused_in_one_line(services, state, text,
+                                                                      message):
+    from launch.errors import UserError
+
+    if text is not None:
+        services.storage.bucket(OUTPUTS.bucket).blob(
+            "pipelines/state/decisions.json").upload_from_string(text)
+    steps_here = VertexSteps(services.cloud(), JOB.format(steps=1, init=""), state)
+    with pytest.raises(UserError) as refused:
+        steps_here.decide(step="resolve dataset", go=False)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
