@@ -146,3 +146,19 @@ def test_a_state_outside_the_bucket_or_damaged_is_refused_in_one_line(services, 
     with pytest.raises(UserError) as refused:
         steps_here.decide(step="resolve dataset", go=False)
     assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_steps_environment_is_the_settings_its_run_carries(services):
+    """A step's container has no outputs file: its Cloud is the `settings` parameter as
+    `pipeline.run` resolved it, and nothing else (no variable of the container's)."""
+    from launch.features.pipeline import commands
+    from launch.features.pipeline.on_vertex import NOWHERE, cloud_of
+
+    settings = commands.settings_of(services.cloud(), steps.job_of(JOB.format(steps=1,
+                                                                              init="")))
+    cloud = cloud_of(settings)
+    assert cloud.outputs_path == NOWHERE and cloud.environ == {}
+    fields = cloud.fields(("project", "region", "bucket", "image", "service_account",
+                           "serving_service_account", "serving_image"))
+    assert {k: v for k, v in fields.items() if v} == json.loads(settings)
+    assert fields["image"] == OUTPUTS.image_uri
