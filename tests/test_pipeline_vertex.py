@@ -55,13 +55,13 @@ def put_checkpoint(storage, model_dir: Path, prefix: str) -> str:
     return f"gs://{OUTPUTS.bucket}/{prefix}"
 
 
-@pytest.mark.slow  # three runs: two trainings and three test evaluations, each a trainer here
-def test_on_vertex_ai_a_run_deploys_then_stops_on_no_new_data_and_on_a_worse_model(
-        trained, services, tmp_path, capsys):
-    """A first run trains on the dataset's newest version, passes the gate (nothing serves),
-    uploads a version labelled with its dataset version and deploys it; a second with no new
-    version stops at its first step; a run on a new version whose model trained one step from
-    scratch is stopped by the gate with both figures, and the champion keeps the traffic."""
+@pytest.mark.slow  # a training and two evaluations, each a trainer process here
+def test_on_vertex_ai_a_run_trains_uploads_and_deploys_then_stops_on_no_new_data(
+        trained, services, tmp_path):
+    """A first run trains on the dataset's newest version, evaluates it (the validation
+    split, its training having evaluated none, then the test split), passes the gate
+    (nothing serves), uploads a version labelled with its dataset version and deploys it
+    with all the traffic; a second with no new version stops at its first step."""
     fakes = services
     fakes.vertex.custom_runner = MirroredJobCommands(
         os.environ["STORAGE_EMULATOR_HOST"], fakes.storage, OUTPUTS.bucket,
@@ -87,23 +87,43 @@ def test_on_vertex_ai_a_run_deploys_then_stops_on_no_new_data_and_on_a_worse_mod
 
     assert run_once(good) == "stopped: no newer data"
     assert "no version newer than" in good.decisions()[-1]["reason"]
-
-    second = publish(cloud, tmp_path / "data", "first")  # the same files, released again
-    weak = VertexSteps(cloud, JOB.format(steps=1, init=""), STATE, poll_seconds=0)
-    assert run_once(weak) == "stopped: the gate"
-    verdict = weak.decisions()[-1]
-    assert (verdict["step"], verdict["go"], verdict["worse"]) == ("compare", False, True)
-    assert verdict["version"] == second
-    assert verdict["challenger"] < verdict["champion"] - 0.01
-    assert f"{verdict['challenger']:.3f}" in verdict["reason"]
-    assert len(fakes.models.versions[MODEL]) == 1  # nothing uploaded
-    (endpoint,) = fakes.endpoints.endpoints.values()
-    assert [d.display_name for d in endpoint.deployed_models] == [run_id]
-    # the refused version is not trained again
-    assert run_once(weak) == "stopped: no newer data"
-    assert "was tried and refused" in weak.decisions()[-1]["reason"]
+    assert len(fakes.vertex.jobs) == 3  # the training and its two evaluations, no more
     assert json.loads(fakes.storage.bucket(OUTPUTS.bucket).blob(
         "pipelines/state/decisions.json").download_as_bytes())[-1]["go"] is False
+
+
+def test_on_vertex_ai_a_worse_run_is_refused_with_both_figures_and_not_trained_again(
+        services, serving_prices):
+    """The gate on Vertex AI (the trained runs above pass it; the local end-to-end test has
+    a real loser): the run's test figure against the version serving on the endpoint, both
+    in the decision, nothing uploaded or deployed, and the version not trained again."""
+    from launch.features.serving import commands as serving
+    from tests.test_champion import evaluated_on_test
+    from tests.test_pipeline import published_dataset
+    from tests.test_serving import cpu, write_run
+
+    cloud = services.cloud()
+    published_dataset(services, cloud)
+    version = bucket_datasets.resolve(cloud, "pets").version
+    write_run(services.storage, "ct-champion")
+    evaluated_on_test(services.storage, "ct-champion", 0.9)
+    serving.upload_model(cloud, "ct-champion")
+    serving.deploy(cloud, "ct-champion", cpu)
+    run_id = steps.run_id_for(version)
+    write_run(services.storage, run_id)
+    evaluated_on_test(services.storage, run_id, 0.5)
+    vertex = VertexSteps(cloud, JOB.format(steps=1, init=""), STATE)
+    vertex.decide(step="resolve dataset", go=True, version=version, reason="newer")
+
+    assert vertex.compare(run_id, 0.01) is False
+    verdict = vertex.decisions()[-1]
+    assert (verdict["step"], verdict["worse"], verdict["version"]) == ("compare", True,
+                                                                      version)
+    assert (verdict["challenger"], verdict["champion"]) == (0.5, 0.9)
+    assert "0.500" in verdict["reason"] and "0.900" in verdict["reason"]
+    assert vertex.resolve_dataset() == ""
+    assert "was tried and refused" in vertex.decisions()[-1]["reason"]
+    assert len(services.models.versions[MODEL]) == 1  # the champion alone
 
 
 def test_two_writers_of_the_buckets_state_lose_no_decision(services):

@@ -159,7 +159,7 @@ class VertexSteps:
         trained_on = registry.labelled_version(label) if label else None
         go, version, reason = steps.fresh([newest], trained_on,
                                           steps.refusals_in(self.decisions()))
-        if held and not label:  # not the pipeline's, nor uploaded from a named dataset
+        if go and held and not label:  # not the pipeline's, nor uploaded from a dataset
             reason = (f"{newest}: the serving version {champion.version_name(held)} names no "
                       "dataset version (no dataset-version label); it is set against the run")
         self.decide(step="resolve dataset", go=go, version=version, reason=reason)
