@@ -189,14 +189,30 @@ class VertexSteps:
             raise InputError(f"{version[:80]!r} is not a dataset version")
         return f"{self.dataset()}@{version}"
 
-    def _test_figure(self, run_id: str, step: int | None = None) -> champion.Figure | None:
-        """The run's figure on the test split: of `step`, else of the checkpoint upload
-        would choose (registry.read_candidate: the best)."""
+    @property
+    def measure(self) -> champion.Measure:
+        return champion.Measure(EXPERIMENTS[self.spec.experiment].gate_metric)
+
+    def _test_figure(self, run_id: str) -> champion.Figure:
+        """The run's figure on the test split, of the checkpoint upload would choose
+        (registry.read_candidate: the best)."""
         storage, paths = self.cloud.storage(), run_paths(self.cloud, run_id)
-        if step is None:
-            step = registry.read_candidate(storage, paths).evaluation.step
-        measure = champion.Measure(EXPERIMENTS[self.spec.experiment].gate_metric)
-        return champion.figure(champion.test_record(storage, paths, step), run_id, measure)
+        step = registry.read_candidate(storage, paths).evaluation.step
+        found = champion.figure(champion.test_record(storage, paths, step), run_id,
+                                self.measure)
+        if found is None:
+            raise MissingError(f"run {run_id} has no test evaluation of its ckpt-{step}")
+        return found
+
+    def _champion(self) -> tuple[str | None, champion.Figure | None]:
+        """The serving version's run (its `run` label) and its test figure, when they can
+        be read (champion.champion_figure: a label that names no run of ours gives none)."""
+        held = self.serving()
+        origin = champion.run_and_step(held) if held else None
+        figure = champion.champion_figure(self.cloud.storage(), held,
+                                          lambda run: run_paths(self.cloud, run),
+                                          self.measure) if origin else None
+        return (origin[0] if origin else None), figure
 
     def evaluate(self, run_id: str, version: str) -> float:
         """The run's chosen checkpoint on the test split of `version`, then the serving
@@ -207,22 +223,17 @@ class VertexSteps:
             registry.read_candidate(self.cloud.storage(), run_paths(self.cloud, run_id))
         except GateError:  # not evaluated; anything else wrong is said again below
             print(self.launch(jobfile.EVAL, run_id=run_id, once=True,
-                               dataset=self._on(version)), flush=True)
+                              dataset=self._on(version)), flush=True)
         print(self.launch(jobfile.EVAL, run_id=run_id, split="test",
-                           dataset=self._on(version)), flush=True)
+                          dataset=self._on(version)), flush=True)
         tested = self._test_figure(run_id)
-        if tested is None:
-            raise MissingError(f"run {run_id}'s test evaluation wrote no record of its "
-                               "chosen checkpoint")
-        held = self.serving()
-        origin = champion.run_and_step(held) if held else None
-        if origin and origin[0] != run_id:
-            before = self._test_figure(*origin)
+        held_run, before = self._champion()
+        if held_run and held_run != run_id:
             if before is None or champion.digest(before.data) != champion.digest(tested.data):
-                print(self.launch(jobfile.EVAL, run_id=origin[0], split="test",
-                                   dataset=self._on(version)), flush=True)
+                print(self.launch(jobfile.EVAL, run_id=held_run, split="test",
+                                  dataset=self._on(version)), flush=True)
             else:
-                print(f"the serving version (run {origin[0]}) was tested on the same files: "
+                print(f"the serving version (run {held_run}) was tested on the same files: "
                       "not evaluated again", flush=True)
         return tested.value
 
@@ -230,9 +241,7 @@ class VertexSteps:
         """The champion gate, as `model.upload` applies it; the decision with both figures."""
         place, paths = self.place, run_paths(self.cloud, run_id)
         challenger = self._test_figure(run_id)
-        held = self.serving()
-        origin = champion.run_and_step(held) if held else None
-        defending = self._test_figure(*origin) if origin else None
+        _, defending = self._champion()
         margin = champion.check_max_drop(max_drop)
         try:
             verdict = commands.challenge(
