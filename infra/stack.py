@@ -32,6 +32,7 @@ from infra.modules.conditions import (
     buckets_only,
     grants_only,
     listing_and_prefixes,
+    object_name_prefix,
     object_prefix,
     run_models,
 )
@@ -44,7 +45,13 @@ from infra.modules.services import ProjectServices
 from infra.modules.tensorboard import TrainingTensorboard
 from infra.modules.trainer_image import TrainerImage, build_command
 from infra.outputs import StackOutputs, stack_name
-from trainer.files import DATASETS_PREFIX, PIPELINES_PREFIX, RAW_PREFIX, RUNS_PREFIX
+from trainer.files import (
+    DATASETS_PREFIX,
+    PIPELINE_RUN_PREFIX,
+    PIPELINES_PREFIX,
+    RAW_PREFIX,
+    RUNS_PREFIX,
+)
 
 # Project-level roles per identity. Everything else is granted on a single resource below.
 # The trainer runs code shaped by hostile data, so it holds no predefined Vertex AI role:
@@ -348,7 +355,8 @@ class TrainingPlatformStack(TerraformStack):
                  # serving reads exported models, not data or checkpoints
                  Grant("roles/storage.objectViewer", "serving", who.serving.member,
                        run_models(names.data_bucket(env), RUNS_PREFIX)),
-                 # pipeline runs read datasets and runs, record their jobs' runs (job.yaml),
+                 # pipeline runs read datasets and runs, record their own runs (runs/ct-*:
+                 # job.yaml, config copies),
                  # pin the dataset version a job reads (a new object each: no overwrite, no
                  # delete), and write their root and state
                  Grant("roles/storage.objectViewer", "pipelines", who.pipelines.member,
@@ -357,7 +365,8 @@ class TrainingPlatformStack(TerraformStack):
                  Grant("roles/storage.objectCreator", "pipelines", who.pipelines.member,
                        object_prefix(names.data_bucket(env), DATASETS_PREFIX)),
                  Grant("roles/storage.objectUser", "pipelines", who.pipelines.member,
-                       object_prefix(names.data_bucket(env), RUNS_PREFIX)),
+                       object_name_prefix(names.data_bucket(env), RUNS_PREFIX,
+                                          PIPELINE_RUN_PREFIX)),
                  Grant("roles/storage.objectUser", "pipelines", who.pipelines.member,
                        object_prefix(names.data_bucket(env), PIPELINES_PREFIX))])
         build = PrivateBucket(

@@ -111,7 +111,7 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         *((sa["pipelines"], "project", r) for r in PIPELINES_PROJECT_ROLES),
         (sa["pipelines"], "bucket:data if only-datasets-runs", "roles/storage.objectViewer"),
         (sa["pipelines"], "bucket:data if only-datasets", "roles/storage.objectCreator"),
-        (sa["pipelines"], "bucket:data if only-runs", "roles/storage.objectUser"),
+        (sa["pipelines"], "bucket:data if only-runs-ct", "roles/storage.objectUser"),
         (sa["pipelines"], "bucket:data if only-pipelines", "roles/storage.objectUser"),
         (sa["pipelines"], "repository", "roles/artifactregistry.reader"),
         (sa["pipelines"], "account:" + sa["trainer"], "roles/iam.serviceAccountUser"),
@@ -182,7 +182,7 @@ def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_r
             f'resource.name.startsWith("{objects}/runs/")',
         ("pipelines", "objectCreator"): f'resource.name.startsWith("{objects}/datasets/")',
         ("pipelines", "objectUser"): f'resource.name.startsWith("{objects}/pipelines/") | '
-                                     f'resource.name.startsWith("{objects}/runs/")'}
+                                     f'resource.name.startsWith("{objects}/runs/ct-")'}
     (admin,) = [r for r in resources(stack, "google_project_iam_member")
                 if r["role"] == PROJECT_IAM_ADMIN]
     listed = re.search(r"hasOnly\(\[(.*)\]\)", admin["condition"]["expression"])[1]
@@ -902,11 +902,11 @@ CANNOT = {
                                                 "roles/storage.objectViewer")},
     ("serving", "write anything in the bucket"):
         lambda iam: not iam.roles("serving") & OBJECT_WRITE_ROLES,
-    ("pipelines", "write anywhere but `pipelines/` and `runs/`, or change a dataset"):
+    ("pipelines", "write anywhere but `pipelines/` and its own runs, or change a dataset"):
         lambda iam: {(where, role) for where, role in iam.held("pipelines")
                      if role in OBJECT_WRITE_ROLES} == {
             ("bucket:data if only-pipelines", "roles/storage.objectUser"),
-            ("bucket:data if only-runs", "roles/storage.objectUser"),
+            ("bucket:data if only-runs-ct", "roles/storage.objectUser"),
             ("bucket:data if only-datasets", "roles/storage.objectCreator")}
         and sorted(map(sorted, map(prefixes, iam.bucket_expressions("pipelines")))) == [
             ["datasets"], ["datasets", "runs"], ["pipelines"], ["runs"]],

@@ -17,9 +17,14 @@ import yaml
 from infra import names
 from infra.environments import ENVIRONMENTS
 from infra.image_context import (
+    CLOUDBUILD_CONFIG,
+    DOCKERFILE,
+    LAUNCHER_CLOUDBUILD_CONFIG,
     LAUNCHER_DOCKERFILE,
+    TAG_CHECK,
     context_files,
     context_hash,
+    ignore_file,
     main,
 )
 from infra.synthesized import resources
@@ -58,10 +63,10 @@ def test_a_launcher_edit_retags_the_launcher_alone_and_a_trainer_edit_both(tmp_p
     (root / "trainer" / "a.py").write_text("print(2)\n")
     assert context_hash(root) != trainer
     assert context_hash(root, LAUNCHER_DOCKERFILE) != launcher
-    serving = context_hash(root)
+    serving, launcher = context_hash(root), context_hash(root, LAUNCHER_DOCKERFILE)
     (root / "serving" / "a.py").write_text("print(2)\n")  # the serving image's, not the steps'
     assert context_hash(root) != serving
-    assert context_hash(root, LAUNCHER_DOCKERFILE) == context_hash(root, LAUNCHER_DOCKERFILE)
+    assert context_hash(root, LAUNCHER_DOCKERFILE) == launcher  # not in the steps' image
     with (root / f"{LAUNCHER_DOCKERFILE}.dockerignore").open("a") as f:
         f.write("launch/a.py\n")
     assert context_hash(root, LAUNCHER_DOCKERFILE) != launcher
@@ -152,3 +157,25 @@ def test_the_launcher_image_starts_from_the_trainers_python_image():
     checks = {yaml.safe_load((REPO / name).read_text())["steps"][0]["name"]
               for name in ("cloudbuild.yaml", "launcher.cloudbuild.yaml")}
     assert checks == {base}
+
+
+def test_the_build_upload_holds_every_file_of_both_contexts(tmp_path):
+    """`gcloud builds submit` uploads what .gcloudignore admits (gitignore's rules, which git
+    itself applies here): every file of the trainer's and the launcher's build contexts, their
+    build definitions and the tag check, so each build's first step hashes what was hashed
+    here; the stack's outputs file stays behind."""
+    wanted = {p.relative_to(REPO).as_posix() for dockerfile in (DOCKERFILE, LAUNCHER_DOCKERFILE)
+              for p in context_files(REPO, dockerfile)}
+    wanted |= {DOCKERFILE, ignore_file(REPO), LAUNCHER_DOCKERFILE,
+               ignore_file(REPO, LAUNCHER_DOCKERFILE), CLOUDBUILD_CONFIG,
+               LAUNCHER_CLOUDBUILD_CONFIG, TAG_CHECK}
+    left_behind = {"infra/outputs.json", "notes.md", "tests/test_x.py"}
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=HANG)
+    shutil.copy(REPO / ".gcloudignore", tmp_path / ".gitignore")
+    for name in wanted | left_behind:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    checked = subprocess.run(["git", "-C", str(tmp_path), "check-ignore", "--no-index",
+                              "--stdin"], input="\n".join(sorted(wanted | left_behind)),
+                             capture_output=True, text=True, timeout=HANG)
+    assert set(checked.stdout.split()) == left_behind

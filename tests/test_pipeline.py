@@ -151,7 +151,7 @@ def test_the_pipelines_account_holds_exactly_the_grants_the_guide_lists(stacks):
              "data bucket, `datasets/` and `runs/` (listing included)":
                  "bucket:data if only-datasets-runs",
              "data bucket, `datasets/`": "bucket:data if only-datasets",
-             "data bucket, `runs/`": "bucket:data if only-runs",
+             "data bucket, `runs/ct-*` (its own runs)": "bucket:data if only-runs-ct",
              "data bucket, `pipelines/`": "bucket:data if only-pipelines",
              "image repository": "repository",
              "the `trainer` account": "account:{trainer}",

@@ -26,6 +26,18 @@ JOB = ("target: vertex\nexperiment: pets_retinanet_mobilenet\ndataset: pets\nste
 MODEL = "projects/pets-detector-dev/locations/us-central1/models/pets-retinanet-mobilenet"
 
 
+def step_cloud(fakes, job: str):
+    """A step's Cloud as its container makes it (on_vertex.cloud_of, from the settings
+    `pipeline.run` sends), on the fakes' clients."""
+    import dataclasses
+
+    from launch.features.pipeline import commands
+    from launch.features.pipeline.on_vertex import cloud_of
+
+    settings = commands.settings_of(fakes.cloud(), steps.job_of(job))
+    return dataclasses.replace(cloud_of(settings), clients=fakes.cloud().clients)
+
+
 def run_once(vertex: VertexSteps, canary: int = 10, max_drop: float = 0.01) -> str:
     """One run's steps, in the order of the pipeline's graph (definition.py): what it ended
     with."""
@@ -66,16 +78,18 @@ def test_on_vertex_ai_a_run_trains_uploads_and_deploys_then_stops_on_no_new_data
     fakes.vertex.custom_runner = MirroredJobCommands(
         os.environ["STORAGE_EMULATOR_HOST"], fakes.storage, OUTPUTS.bucket,
         tmp_path / "mirror", fakes.logs)
-    fakes.registry.push(OUTPUTS.image_uri)
-    cloud = fakes.cloud(image=OUTPUTS.image_uri)
+    for image in (OUTPUTS.image_uri, OUTPUTS.serving_image_uri):  # the deployed images
+        fakes.registry.push(image)
     versioned_sample(tmp_path / "data", "first", num_images=60)
-    first = publish(cloud, tmp_path / "data", "first")
+    first = publish(fakes.cloud(), tmp_path / "data", "first")
     init = f"init-from: {put_checkpoint(fakes.storage, trained[0], 'pretrained/demo')}\n"
+    job = JOB.format(steps=10, init=init)
 
-    good = VertexSteps(cloud, JOB.format(steps=10, init=init), STATE, poll_seconds=0)
+    good = VertexSteps(step_cloud(fakes, job), job, STATE, poll_seconds=0)
     ended = run_once(good)
     run_id = steps.run_id_for(first)
-    assert ended.endswith("serves all traffic on " + good._endpoint().name)
+    assert ended.endswith("serves all of pets_retinanet_mobilenet's traffic on "
+                          + good._endpoint().name)
     versions = fakes.models.versions[MODEL]
     assert [v.labels["run"] for v in versions] == [run_id]
     assert versions[0].labels["dataset-version"] == first.lower()  # labels are lowercase
@@ -88,6 +102,13 @@ def test_on_vertex_ai_a_run_trains_uploads_and_deploys_then_stops_on_no_new_data
     assert run_once(good) == "stopped: no newer data"
     assert "no version newer than" in good.decisions()[-1]["reason"]
     assert len(fakes.vertex.jobs) == 3  # the training and its two evaluations, no more
+    # each job ran the environment's deployed trainer image; the version serves on its
+    # deployed serving image: pinned by digest, nothing built
+    assert {job.job_spec.worker_pool_specs[0].container_spec.image_uri.split("@")[0]
+            for job in fakes.vertex.jobs.values()} == {OUTPUTS.image_uri.split(":")[0]}
+    assert versions[0].container_spec.image_uri.startswith(
+        OUTPUTS.serving_image_uri.split(":")[0] + "@sha256:")
+    assert fakes.builds.requests == []
     assert json.loads(fakes.storage.bucket(OUTPUTS.bucket).blob(
         "pipelines/state/decisions.json").download_as_bytes())[-1]["go"] is False
 
@@ -150,8 +171,9 @@ def test_two_writers_of_the_buckets_state_lose_no_decision(services):
 
 
 @pytest.mark.parametrize("state, text, message", [
-    ("gs://other-bucket/pipelines/state", None, "a folder of gs://pets-data"),
-    ("gs://pets-data/pipelines/../runs", None, "a folder of gs://pets-data"),
+    ("gs://other-bucket/pipelines/state", None, "a folder below gs://pets-data/pipelines/"),
+    ("gs://pets-data/pipelines/../runs", None, "a folder below gs://pets-data/pipelines/"),
+    ("gs://pets-data/datasets/x", None, "a folder below gs://pets-data/pipelines/"),
     (STATE, b"{not json", "not a state file this pipeline wrote"),
     (STATE, b'{"step": "x"}', "not a state file this pipeline wrote (not a list"),
 ])
@@ -173,12 +195,70 @@ def test_a_steps_environment_is_the_settings_its_run_carries(services):
     `pipeline.run` resolved it, and nothing else (no variable of the container's)."""
     from launch.features.pipeline import commands
     from launch.features.pipeline.on_vertex import NOWHERE, cloud_of
+    from launch.values import jobfile
+    from tests.fakes.cloud import REPOSITORY
+    from tests.test_pipeline import published_dataset
 
-    settings = commands.settings_of(services.cloud(), steps.job_of(JOB.format(steps=1,
-                                                                              init="")))
+    job = JOB.format(steps=1, init="")
+    settings = commands.settings_of(services.cloud(), steps.job_of(job))
     cloud = cloud_of(settings)
     assert cloud.outputs_path == NOWHERE and cloud.environ == {}
     fields = cloud.fields(("project", "region", "bucket", "image", "service_account",
                            "serving_service_account", "serving_image"))
-    assert {k: v for k, v in fields.items() if v} == json.loads(settings)
+    carried = json.loads(settings)
+    assert (carried.pop("environment"), carried.pop("image_repositories")) == ("dev",
+                                                                              REPOSITORY)
+    assert {k: v for k, v in fields.items() if v} == carried
     assert fields["image"] == OUTPUTS.image_uri
+    assert (cloud.environment, cloud.image_repositories()) == ("dev", (REPOSITORY,))
+    # a job launched from it passes the launcher's own checks (its image among the
+    # repositories the run carries), as a dry run
+    published_dataset(services, services.cloud())
+    here = step_cloud(services, job)
+    printed = VertexSteps(here, job, STATE).launch(jobfile.TRAIN, dataset="pets",
+                                                   run_id="ct-x", dry_run=True)
+    assert OUTPUTS.image_uri.rsplit(":", 1)[0] in printed
+
+
+def test_what_the_state_and_the_registry_say_is_read_not_trusted(services, serving_prices):
+    """Decisions in the bucket that are not the pipeline's (a version that is a list, a
+    number, no reason) are passed over, never a traceback; a serving version whose labels
+    name another dataset, or a `dataset-version` that is no version, is set against the run
+    instead of stopping every run for ever; promote leaves another experiment's deployment
+    on the endpoint."""
+    from launch.features.serving import commands as serving
+    from launch.features.serving.registry import parent_model_id
+    from tests.test_pipeline import published_dataset
+    from tests.test_serving import cpu, write_run
+
+    cloud = services.cloud()
+    published_dataset(services, cloud)
+    newest = bucket_datasets.resolve(cloud, "pets").version
+    services.storage.bucket(OUTPUTS.bucket).blob("pipelines/state/decisions.json") \
+        .upload_from_string(json.dumps([
+            {"step": "compare", "worse": True, "version": ["x"]},
+            {"step": "compare", "worse": True, "version": newest.upper()},
+            {"step": "resolve dataset", "version": 5}, {"step": 3}, {}]))
+    vertex = VertexSteps(cloud, JOB.format(steps=1, init=""), STATE)
+    assert steps.refusals_in(vertex.decisions()) == {}
+    assert steps.version_in(vertex.decisions(), steps.run_id_for(newest)) == ""
+
+    write_run(services.storage, "other-data")  # uploaded from another dataset's version
+    services.storage.bucket(OUTPUTS.bucket).blob("runs/other-data/job.yaml") \
+        .upload_from_string("target: vertex\ndataset: cats@v-29991231T000000Z-0000000a\n")
+    serving.upload_model(cloud, "other-data")
+    serving.deploy(cloud, "other-data", cpu)
+    (held,) = services.models.versions[MODEL]
+    assert held.labels["dataset"] == "cats"
+    assert vertex.resolve_dataset() == newest  # not "no version newer than v-2999..."
+    assert "names no version of dataset pets" in vertex.decisions()[-1]["reason"]
+
+    write_run(services.storage, "resnet", experiment="pets_retinanet_resnetfpn")
+    serving.upload_model(cloud, "resnet")
+    serving.deploy(cloud, "resnet", cpu)
+    (endpoint,) = services.endpoints.endpoints.values()
+    ours = next(d.id for d in endpoint.deployed_models if d.display_name == "other-data")
+    said = vertex.promote(ours)
+    (endpoint,) = services.endpoints.endpoints.values()
+    assert {d.display_name for d in endpoint.deployed_models} == {"other-data", "resnet"}
+    assert parent_model_id("pets_retinanet_mobilenet") in MODEL and "serves all of" in said

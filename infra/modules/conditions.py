@@ -21,6 +21,16 @@ def object_prefix(bucket: str, prefix: str) -> Condition:
         description=f"objects under gs://{bucket}/{prefix}/ only")
 
 
+def object_name_prefix(bucket: str, folder: str, name_prefix: str) -> Condition:
+    """Objects below `folder/` whose next part starts with `name_prefix` (the runs one
+    account makes: runs/ct-...)."""
+    return Condition(
+        title=f"only-{folder}-{name_prefix.strip('-')}",
+        expression=f'resource.name.startsWith("projects/_/buckets/{bucket}/objects/{folder}/'
+                   f'{name_prefix}")',
+        description=f"objects under gs://{bucket}/{folder}/{name_prefix}* only")
+
+
 def listing_and_prefixes(bucket: str, prefixes: Iterable[str]) -> Condition:
     """Objects under any of `prefixes/`, and the bucket itself: `storage.objects.list` is
     checked against the bucket's name (projects/_/buckets/NAME), not an object's

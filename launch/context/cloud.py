@@ -26,6 +26,7 @@ class Cloud:
     environ: Mapping[str, str] = dataclasses.field(default_factory=lambda: os.environ)
     clients: GoogleClients = dataclasses.field(default_factory=GoogleClients)
     outputs_path: Path = settings.OUTPUTS_FILE
+    repositories: tuple[str, ...] | None = None  # None: from the settings' sources
 
     @property
     def environment(self) -> str:
@@ -46,7 +47,10 @@ class Cloud:
                                           self.config, self.outputs_path)
 
     def image_repositories(self) -> tuple[str, ...]:
-        """The repositories whose images jobs may run (settings.image_repositories)."""
+        """The repositories whose images jobs may run (settings.image_repositories; a
+        pipeline step's, as its run carries them: `repositories`)."""
+        if self.repositories is not None:
+            return self.repositories
         return settings.image_repositories(self.environment, self.environ, self.config,
                                            self.outputs_path)
 

@@ -154,11 +154,11 @@ def preflight(cloud: Cloud, job: str, settings: str, dry_run: bool) -> None:
     runs on the settings the run carries): a job over `max-cost`, a dataset the bucket lacks,
     hardware the region does not offer are refused now, not at a step hours later. What
     those dry runs print is not shown; a dry run that may not read the bucket says so."""
-    from launch.features.pipeline.on_vertex import VertexSteps
+    from launch.features.pipeline.on_vertex import VertexSteps, cloud_of
     from launch.features.serving.commands import UNREADABLE
 
-    environment = dataclasses.replace(cloud, overrides={**cloud.overrides,
-                                                        **json.loads(settings)})
+    # the steps' environment (their settings), on this task's clients
+    environment = dataclasses.replace(cloud_of(settings), clients=cloud.clients)
     vertex = VertexSteps(environment, job, state="")
     try:
         with contextlib.redirect_stdout(io.StringIO()), \
@@ -175,11 +175,16 @@ def preflight(cloud: Cloud, job: str, settings: str, dry_run: bool) -> None:
 
 def settings_of(cloud: Cloud, job: jobfile.JobFile) -> str:
     """The environment's settings as the steps read them (their container has no outputs
-    file): every one set but the job-events topic (the steps publish none). Their jobs run
-    the environment's trainer image, as deployed (a run on a schedule is the environment's,
-    not a working copy's), or the job file's `image`: the one for the job's hardware."""
+    file): every one set but the job-events topic (the steps publish none), the
+    environment's name and the repositories its jobs' images may come from. Their jobs run
+    the trainer image the settings name (a run on a schedule is the environment's, never a
+    working copy's build), or the job file's `image`: the one for the job's hardware."""
+    from launch.features.pipeline.on_vertex import ENVIRONMENT, REPOSITORIES
+
     values = {field: value for field, value in cloud.fields(NEEDED).items()
               if value and field != "notifications_topic"}
+    values.update({ENVIRONMENT: cloud.environment,
+                   REPOSITORIES: ",".join(cloud.image_repositories())})
     if not job.image:
         image = values.get("tpu_image" if job.tpu else "image")
         if not image:

@@ -27,7 +27,7 @@ from pathlib import Path
 from launch.context.cloud import Cloud, run_paths
 from launch.context.places import label_value
 from launch.context.settings import SETTINGS
-from launch.errors import InputError, MissingError, StepFailed
+from launch.errors import InputError, MissingError, StepFailed, reason
 from launch.features.pipeline import steps
 from launch.features.serving import champion, commands, endpoints, registry
 from launch.features.serving.commands import Challenge, Place
@@ -36,24 +36,31 @@ from launch.values import jobfile
 from trainer import datasets, jsonnum
 from trainer.errors import JsonError
 from trainer.experiments import EXPERIMENTS
+from trainer.files import PIPELINES_PREFIX
 
 MAX_STATE_BYTES = 4 << 20  # a decision is a few hundred bytes: years of runs
 WRITE_ATTEMPTS = 20  # a second writer's change read again before giving up
 NOWHERE = Path("/nonexistent/outputs.json")  # the settings come with the run, not a file
 
 
+ENVIRONMENT, REPOSITORIES = "environment", "image_repositories"  # beside the settings
+
+
 def cloud_of(settings: str) -> Cloud:
-    """The environment's settings as the run carries them ({"project": ..., ...}): only
-    settings' names, each a string."""
+    """The environment as the run carries it: its name, its settings ({"project": ...}) and
+    the repositories its jobs' images may come from (comma-separated), each a string."""
     try:
         values = json.loads(settings)
     except ValueError:
         raise InputError("settings: not the JSON `invoke pipeline.run` sends") from None
+    known = (*SETTINGS, ENVIRONMENT, REPOSITORIES)
     if not isinstance(values, dict) or not all(
-            key in SETTINGS and isinstance(value, str) for key, value in values.items()):
+            key in known and isinstance(value, str) for key, value in values.items()):
         raise InputError(f"settings: give only the environment's settings as strings "
-                         f"({', '.join(SETTINGS)})")
-    return Cloud(overrides=values, environ={}, outputs_path=NOWHERE)
+                         f"({', '.join(known)})")
+    repositories = tuple(filter(None, values.pop(REPOSITORIES, "").split(",")))
+    return Cloud(overrides=values, environ={}, outputs_path=NOWHERE,
+                 repositories=repositories)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,12 +96,15 @@ class VertexSteps:
     # --- the state: decisions in the bucket -------------------------------------------------
 
     def _object(self):
+        """The decisions' object: below gs://BUCKET/pipelines/, where the pipeline's account
+        may write, and nowhere else."""
         bucket = self.cloud.fields(("bucket",))["bucket"]
-        prefix = f"gs://{bucket}/"
-        path = self.state.removeprefix(prefix).strip("/")
-        if not self.state.startswith(prefix) or not path or ".." in path.split("/"):
-            raise InputError(f"state {self.state[:120]!r}: a folder of gs://{bucket}, the "
-                             "environment's bucket")
+        prefix = f"gs://{bucket}/{PIPELINES_PREFIX}/"
+        path = self.state.removeprefix(f"gs://{bucket}/").strip("/")
+        if not self.state.startswith(prefix) or ".." in path.split("/") or \
+                not path.startswith(f"{PIPELINES_PREFIX}/"):
+            raise InputError(f"state {self.state[:120]!r}: a folder below {prefix}, where the "
+                             "pipeline's account writes")
         return self.cloud.storage().bucket(bucket).blob(f"{path}/{steps.DECISIONS}")
 
     def _read(self) -> tuple[list[dict], int]:
@@ -106,6 +116,8 @@ class VertexSteps:
             data = blob.download_as_bytes(end=MAX_STATE_BYTES)
         except exceptions.NotFound:
             return [], 0
+        except exceptions.GoogleAPICallError as error:
+            raise StepFailed(f"{self.state}/{steps.DECISIONS}: {reason(error, 300)}") from None
         where = f"gs://{blob.bucket.name}/{blob.name}"
         try:
             found = jsonnum.loads(data, MAX_STATE_BYTES, where)
@@ -135,6 +147,9 @@ class VertexSteps:
                 return
             except exceptions.PreconditionFailed:
                 continue
+            except exceptions.GoogleAPICallError as error:
+                raise StepFailed(f"{self.state}/{steps.DECISIONS}: {reason(error, 300)}"
+                                 ) from None
         raise StepFailed(f"{self.state}/{steps.DECISIONS} changed {WRITE_ATTEMPTS} times while "
                          "this step wrote it; run the pipeline again")
 
@@ -153,18 +168,29 @@ class VertexSteps:
         """The dataset's newest version, when it is newer than the serving version's."""
         from launch.stores.gcs import datasets as bucket_datasets
 
-        newest = bucket_datasets.resolve(self.cloud, self.dataset(), "dataset").version
+        name = self.dataset()
+        newest = bucket_datasets.resolve(self.cloud, name, "dataset").version
         held = self.serving()
-        label = held.labels.get("dataset-version") if held else None
-        trained_on = registry.labelled_version(label) if label else None
-        go, version, reason = steps.fresh([newest], trained_on,
-                                          steps.refusals_in(self.decisions()))
-        if go and held and not label:  # not the pipeline's, nor uploaded from a dataset
-            reason = (f"{newest}: the serving version {champion.version_name(held)} names no "
-                      "dataset version (no dataset-version label); it is set against the run")
-        self.decide(step="resolve dataset", go=go, version=version, reason=reason)
-        print(reason, flush=True)
+        trained_on = self._trained_on(held, name) if held else None
+        go, version, why = steps.fresh([newest], trained_on,
+                                       steps.refusals_in(self.decisions()))
+        if go and held and not trained_on:  # not the pipeline's, nor from this dataset
+            why = (f"{newest}: the serving version {champion.version_name(held)} names no "
+                   f"version of dataset {name} (its dataset and dataset-version labels); it "
+                   "is set against the run")
+        self.decide(step="resolve dataset", go=go, version=version, reason=why)
+        print(why, flush=True)
         return version
+
+    @staticmethod
+    def _trained_on(held, name: str) -> str | None:
+        """The version of dataset `name` the serving version was trained on, as its labels
+        say (model.upload writes them); None when they name another dataset or no version
+        (a label is read, not trusted)."""
+        found = registry.labelled_version(held.labels.get("dataset-version", ""))
+        same = held.labels.get("dataset") == label_value(name)
+        return found if same and datasets.VERSION.fullmatch(found) else None
+
 
     def launch(self, task: str, **flags) -> str:
         """One of the job file's jobs, with `flags` over it, on this environment."""
@@ -249,15 +275,15 @@ class VertexSteps:
                 lambda: list(place.endpoints().list_endpoints(parent=place.location)),
                 Challenge(margin), dry_run=False)
         except GateError as refused:
-            go, reason = False, str(refused)
+            go, why = False, str(refused)
         else:
-            go, reason = True, verdict.line if verdict else "this checkpoint serves already"
+            go, why = True, verdict.line if verdict else "this checkpoint serves already"
         worse = defending is not None and challenger.value < defending.value - margin
         self.decide(step="compare", go=go, worse=worse, run=run_id,
                     version=steps.version_in(self.decisions(), run_id),
                     challenger=challenger.value,
-                    champion=defending.value if defending else None, reason=reason)
-        print(reason, flush=True)
+                    champion=defending.value if defending else None, reason=why)
+        print(why, flush=True)
         return go
 
     def upload(self, run_id: str, version: str, max_drop: float) -> dict:
@@ -294,12 +320,15 @@ class VertexSteps:
         return found[0] if found else None
 
     def promote(self, deployed: str) -> str:
-        """The canary takes all the traffic: every other deployed model leaves the
-        endpoint (its share goes to the ones left)."""
+        """The canary takes its experiment's traffic: the experiment's other versions leave
+        the endpoint (their share goes to the ones left); another experiment's deployments
+        stay."""
         target = self._endpoint()
         if target is None or deployed not in {d.id for d in target.deployed_models}:
             raise MissingError(f"endpoint {endpoints.DEFAULT_ENDPOINT} no longer has the "
                                f"canary {deployed}; not promoted")
-        for other in [d.id for d in target.deployed_models if d.id != deployed]:
+        ours = champion.model_id(self.place.model_name(self.spec.experiment))
+        for other in [d.id for d in target.deployed_models
+                      if d.id != deployed and champion.model_id(d.model) == ours]:
             print(commands.undeploy(self.cloud, target.name, other), flush=True)
-        return f"{deployed} serves all traffic on {target.name}"
+        return (f"{deployed} serves all of {self.spec.experiment}'s traffic on {target.name}")

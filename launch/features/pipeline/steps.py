@@ -31,13 +31,19 @@ from trainer import datasets
 from trainer.args import ExportArgs
 from trainer.eval_record import EvaluationRecord, data_identity
 from trainer.experiments import EXPERIMENTS
-from trainer.files import EXPORT_INFO_FILE, TEST, TEST_METRICS_DIR, shard_glob
+from trainer.files import (
+    EXPORT_INFO_FILE,
+    PIPELINE_RUN_PREFIX,
+    TEST,
+    TEST_METRICS_DIR,
+    shard_glob,
+)
 from trainer.io import replace_text
 from trainer.locks import taking_turns
 
 LINEAGE, ENDPOINT, DECISIONS = "lineage.json", "endpoint.json", "decisions.json"
 STATE_LOCK = ".state.lock"
-RUN_ID = re.compile(r"ct-[0-9a-z-]{1,60}")  # run_id_for's
+RUN_ID = re.compile(rf"{PIPELINE_RUN_PREFIX}[0-9a-z-]{{1,60}}")  # run_id_for's
 SOURCE = "the pipeline's job file"
 
 
@@ -92,7 +98,7 @@ def versions(data_dir: str) -> list[str]:
 
 def run_id_for(version: str) -> str:
     """The run that trains on `version`: one a version, so a version is trained once."""
-    return f"ct-{version.removeprefix('v-').lower()}"[:63]
+    return f"{PIPELINE_RUN_PREFIX}{version.removeprefix('v-').lower()}"[:63]
 
 
 def fresh(found: list[str], trained_on: str | None, refused: dict[str, str]
@@ -204,11 +210,20 @@ def turn(state: str):
     return taking_turns(state, STATE_LOCK)
 
 
+def _decided_version(decision, step: str) -> str | None:
+    """A decision's dataset version, when it is a decision of `step` naming one (a state
+    file is read, not trusted: anything else in it is passed over)."""
+    if not isinstance(decision, dict) or decision.get("step") != step:
+        return None
+    version = decision.get("version")
+    return version if isinstance(version, str) and datasets.VERSION.fullmatch(version) \
+        else None
+
+
 def refusals_in(made: list[dict]) -> dict[str, str]:
     """The versions whose run the gate found worse than the serving version -> why."""
-    return {d["version"]: d["reason"] for d in made
-            if isinstance(d, dict) and d.get("step") == "compare" and d.get("worse")
-            and d.get("version")}
+    return {version: str(d.get("reason"))[:500] for d in made
+            if (version := _decided_version(d, "compare")) and d.get("worse") is True}
 
 
 def resolve_dataset(job: str, state: str, settings: str = NO_SETTINGS) -> str:
@@ -229,7 +244,8 @@ def launch(job: str, task: str, cloud_for=None, poll_seconds: float | None = Non
     """One job of the job file, as `invoke train --job` or `invoke eval --job` launches it
     (launch/features/launching.py), with `flags` over the file; what the executor says.
     `cloud_for`: the environment (default: none, the local target's); `poll_seconds`: how
-    often a followed job is read."""
+    often a followed Vertex AI job's state is read (its log is not: the pipeline's account
+    reads no logs)."""
     from launch.context.cloud import Cloud
     from launch.features import launching
 
@@ -241,7 +257,7 @@ def launch(job: str, task: str, cloud_for=None, poll_seconds: float | None = Non
                                           source=(SOURCE, jobfile.parse(job, SOURCE)))
     if poll_seconds is not None:
         executor = dataclasses.replace(executor, submission=dataclasses.replace(
-            executor.submission, poll_seconds=poll_seconds))
+            executor.submission, poll_seconds=poll_seconds, read_logs=False))
     return request.hand_to(executor)
 
 
@@ -332,9 +348,9 @@ def compare(job: str, state: str, run_id: str, max_drop: float,
 
 def version_in(made: list[dict], run_id: str) -> str:
     """The dataset version `run_id` was trained on, as its run's decision named it."""
-    return next((d["version"] for d in reversed(made)
-                 if d.get("step") == "resolve dataset" and d.get("version")
-                 and run_id_for(d["version"]) == run_id), "")
+    return next((version for d in reversed(made)
+                 if (version := _decided_version(d, "resolve dataset"))
+                 and run_id_for(version) == run_id), "")
 
 
 def upload(job: str, state: str, run_id: str, version: str, max_drop: float = 0.0,

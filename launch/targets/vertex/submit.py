@@ -44,6 +44,8 @@ class Submission:
     max_cost: float | None = None  # USD: refuse a job that can or should cost more
     ladder: Ladder | None = None  # regions, hardware, capacity to try in turn (waits for each)
     save_job: str | None = None  # write the resolved job file here too
+    read_logs: bool = True  # follow by the job's log; False: by its state alone (a pipeline
+    # step's account reads no logs)
 
 
 def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
@@ -57,8 +59,13 @@ def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
     if not submission.follow:
         return created.summary
     print(created.summary, flush=True)
+    on_end = notifier(cloud, where.region).job_ended
+    if not submission.read_logs:
+        done = vertex_client.wait(jobs, created.job.name, poll_seconds=submission.poll_seconds)
+        on_end(done)
+        return ended(cloud, where.project, done)
     return follow_logs(cloud, jobs, where.project, created.job.name, 100,
-                       submission.poll_seconds, on_end=notifier(cloud, where.region).job_ended)
+                       submission.poll_seconds, on_end=on_end)
 
 
 def pinned(cloud: Cloud, job: aiplatform_v1.CustomJob, submission: Submission
@@ -144,8 +151,13 @@ def _pinned_if_possible(cloud: Cloud, job):
 def sources_image(cloud: Cloud, field: str, dry_run: bool) -> str:
     """The image the setting `field` names, tagged with these sources' content hash, by the
     digest that tag names: after building the sources' images if missing; in a dry run
-    (nothing built) by digest when Artifact Registry can say, else by tag with a note."""
-    image = images.with_tag(cloud.fields(("project", "region", field))[field], context_hash())
+    (nothing built) by digest when Artifact Registry can say, else by tag with a note. A
+    Cloud whose overrides name the image (a pipeline step's settings) uses it as named."""
+    pinned = cloud.overrides.get(field)  # a pipeline step's: the environment's, as deployed
+    image = pinned or images.with_tag(cloud.fields(("project", "region", field))[field],
+                                      context_hash())
+    if pinned and not dry_run:  # nothing to build: the image is the one named
+        return images.resolve_digest(cloud.clients.registry(), image)
     if dry_run:
         try:
             return images.resolve_digest(cloud.clients.registry(), image, timeout=20.0)
