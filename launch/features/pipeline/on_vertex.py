@@ -6,9 +6,10 @@ the environment's own services, through the commands a person types today.
                              endpoints; the dataset version it was trained on is its
                              `dataset-version` label (model.upload writes it)
     train, evaluate          the job file's Vertex AI jobs, launched as `invoke train/eval
-                             --job` launches them (launching.py), followed until they end
+                             --job` launches them (launching.py), followed by their state
+                             until they end (the pipeline's account reads no logs)
     compare, upload, canary  the champion gate, `model.upload` and `endpoint.deploy`
-    promote                  the other versions undeployed from the endpoint
+    promote                  the experiment's other versions undeployed from the endpoint
     decisions                gs://BUCKET/pipelines/state/decisions.json, each change written
                              over the generation it read (a second writer's change is read
                              again, not lost)
@@ -41,8 +42,6 @@ from trainer.files import PIPELINES_PREFIX
 MAX_STATE_BYTES = 4 << 20  # a decision is a few hundred bytes: years of runs
 WRITE_ATTEMPTS = 20  # a second writer's change read again before giving up
 NOWHERE = Path("/nonexistent/outputs.json")  # the settings come with the run, not a file
-
-
 ENVIRONMENT, REPOSITORIES = "environment", "image_repositories"  # beside the settings
 
 
