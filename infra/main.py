@@ -20,7 +20,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 from cdktf import App  # noqa: E402
 
 from infra.environments import ENVIRONMENTS  # noqa: E402
-from infra.image_context import context_hash  # noqa: E402
+from infra.image_context import LAUNCHER_DOCKERFILE, context_hash  # noqa: E402
 from infra.outputs import stack_name  # noqa: E402
 from infra.stack import TrainingPlatformStack  # noqa: E402
 
@@ -31,9 +31,10 @@ SOURCE_DIR_FROM_STACK = "../../.."
 
 def build_app(outdir: str | None = None) -> App:
     app = App(outdir=outdir) if outdir else App()
-    tag = context_hash(REPO_ROOT)
+    tag, launcher_tag = context_hash(REPO_ROOT), context_hash(REPO_ROOT, LAUNCHER_DOCKERFILE)
     for env in ENVIRONMENTS.values():
-        TrainingPlatformStack(app, env, image_tag=tag, source_dir=SOURCE_DIR_FROM_STACK)
+        TrainingPlatformStack(app, env, image_tag=tag, launcher_tag=launcher_tag,
+                              source_dir=SOURCE_DIR_FROM_STACK)
     return app
 
 

@@ -19,13 +19,7 @@ from constructs import Construct
 
 from infra import names
 from infra.config import Environment
-from infra.image_context import (
-    CLOUDBUILD_CONFIG,
-    LAUNCHER_CLOUDBUILD_CONFIG,
-    LAUNCHER_DOCKERFILE,
-    REPO_ROOT,
-    context_hash,
-)
+from infra.image_context import CLOUDBUILD_CONFIG, LAUNCHER_CLOUDBUILD_CONFIG
 from infra.modules.bucket import PrivateBucket, delete_rule
 from infra.modules.conditions import (
     Condition,
@@ -197,7 +191,7 @@ class TrainingPlatformStack(TerraformStack):
     images, TensorBoard, GitOps, then the outputs the launcher reads."""
 
     def __init__(self, scope: Construct, env: Environment, image_tag: str,
-                 source_dir: str, launcher_tag: str | None = None) -> None:
+                 launcher_tag: str, source_dir: str) -> None:
         super().__init__(scope, stack_name(env.name))
         self.env = env
         GcsBackend(self, bucket=env.state_bucket, prefix=f"pets-detector/{env.name}")
@@ -205,7 +199,6 @@ class TrainingPlatformStack(TerraformStack):
         self.services = ProjectServices(self, "services", env.project_id)
         who = self._identities()
         storage = self._storage(who)
-        launcher_tag = launcher_tag or context_hash(REPO_ROOT, LAUNCHER_DOCKERFILE)
         self.image, self.launcher_image = self._images(who, storage, image_tag, launcher_tag,
                                                        source_dir)
         tensorboard = TrainingTensorboard(

@@ -368,7 +368,7 @@ def synth_dev(tmp_path: Path, **changes) -> tuple[dict, Environment]:
 
     app = App(outdir=str(tmp_path))
     env = dataclasses.replace(ENVIRONMENTS["dev"], **changes)
-    TrainingPlatformStack(app, env, image_tag="t", source_dir=".")
+    TrainingPlatformStack(app, env, image_tag="t", launcher_tag="l", source_dir=".")
     app.synth()
     return json.loads((tmp_path / "stacks" / "pets-dev" / "cdk.tf.json").read_text()), env
 
@@ -576,7 +576,7 @@ def test_a_multi_region_bucket_and_repository_reach_the_stack_and_its_outputs(tm
         dataclasses.replace(VALID, bucket_location=location).validate()
     env = dataclasses.replace(VALID, bucket_location="US", registry_location="us").validate()
     app = App(outdir=str(tmp_path))
-    TrainingPlatformStack(app, env, image_tag="t", source_dir=".")
+    TrainingPlatformStack(app, env, image_tag="t", launcher_tag="l", source_dir=".")
     app.synth()
     stack = json.loads((tmp_path / "stacks" / "pets-dev" / "cdk.tf.json").read_text())
     buckets = {b["name"]: b["location"] for b in resources(stack, "google_storage_bucket")}

@@ -29,13 +29,11 @@ MODEL = "projects/pets-detector-dev/locations/us-central1/models/pets-retinanet-
 def step_cloud(fakes, job: str):
     """A step's Cloud as its container makes it (on_vertex.cloud_of, from the settings
     `pipeline.run` sends), on the fakes' clients."""
-    import dataclasses
-
     from launch.features.pipeline import commands
     from launch.features.pipeline.on_vertex import cloud_of
 
     settings = commands.settings_of(fakes.cloud(), steps.job_of(job))
-    return dataclasses.replace(cloud_of(settings), clients=fakes.cloud().clients)
+    return cloud_of(settings, fakes.cloud().clients)
 
 
 def run_once(vertex: VertexSteps, canary: int = 10, max_drop: float = 0.01) -> str:

@@ -25,7 +25,7 @@ from launch.errors import InputError, MissingError, StepFailed, reason
 from launch.features.pipeline import definition, requests, steps
 from launch.values import jobfile
 from launch.values.files import read_page
-from trainer.files import PIPELINES_PREFIX
+from trainer.files import PIPELINE_RUN_PREFIX, PIPELINES_PREFIX
 
 # a run's evaluations: its final checkpoint on the validation split (when its training
 # evaluated none), its test split, and the serving version's test split again
@@ -146,7 +146,7 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     return Submission(_parent(cloud), run, bound)
 
 
-PREFLIGHT_RUN = "ct-preflight"  # the run id the checked jobs name; nothing is made of it
+PREFLIGHT_RUN = f"{PIPELINE_RUN_PREFIX}preflight"  # the checked jobs' run: nothing is made
 
 
 def preflight(cloud: Cloud, job: str, settings: str, dry_run: bool) -> None:
@@ -158,8 +158,7 @@ def preflight(cloud: Cloud, job: str, settings: str, dry_run: bool) -> None:
     from launch.features.serving.commands import UNREADABLE
 
     # the steps' environment (their settings), on this task's clients
-    environment = dataclasses.replace(cloud_of(settings), clients=cloud.clients)
-    vertex = VertexSteps(environment, job, state="")
+    vertex = VertexSteps(cloud_of(settings, cloud.clients), job, state="")
     try:
         with contextlib.redirect_stdout(io.StringIO()), \
                 contextlib.redirect_stderr(io.StringIO()):

@@ -25,6 +25,7 @@ import datetime
 import json
 from pathlib import Path
 
+from launch.context.clients import GoogleClients
 from launch.context.cloud import Cloud, run_paths
 from launch.context.places import label_value
 from launch.context.settings import SETTINGS
@@ -45,9 +46,10 @@ NOWHERE = Path("/nonexistent/outputs.json")  # the settings come with the run, n
 ENVIRONMENT, REPOSITORIES = "environment", "image_repositories"  # beside the settings
 
 
-def cloud_of(settings: str) -> Cloud:
+def cloud_of(settings: str, clients: GoogleClients | None = None) -> Cloud:
     """The environment as the run carries it: its name, its settings ({"project": ...}) and
-    the repositories its jobs' images may come from (comma-separated), each a string."""
+    the repositories its jobs' images may come from (comma-separated), each a string; on
+    `clients` (default: Google's own, as a step makes them)."""
     try:
         values = json.loads(settings)
     except ValueError:
@@ -59,7 +61,7 @@ def cloud_of(settings: str) -> Cloud:
                          f"({', '.join(known)})")
     repositories = tuple(filter(None, values.pop(REPOSITORIES, "").split(",")))
     return Cloud(overrides=values, environ={}, outputs_path=NOWHERE,
-                 repositories=repositories)
+                 repositories=repositories, clients=clients or GoogleClients())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,11 +83,7 @@ class VertexSteps:
 
     def dataset(self) -> str:
         """The named dataset the runs follow: its newest version is the one to train on."""
-        reference = self.spec.dataset
-        if not reference:
-            raise InputError(f"{steps.SOURCE}: give dataset: NAME, the named dataset in the "
-                             "bucket whose new versions the pipeline trains on (`invoke "
-                             "data.upload`)")
+        reference = self.spec.dataset  # never empty: steps.job_of refuses a file without one
         name, version = datasets.split_reference(reference, "dataset")
         if version:
             raise InputError(f"dataset: {reference[:80]} ({steps.SOURCE}): the pipeline "
@@ -154,12 +152,15 @@ class VertexSteps:
 
     # --- what serves ------------------------------------------------------------------------
 
+    def _region_endpoints(self) -> list:
+        place = self.place
+        return list(place.endpoints().list_endpoints(parent=place.location))
+
     def serving(self):
         """The experiment's version serving now (champion.serving_version), if any."""
         place = self.place
-        return champion.serving_version(
-            place, place.model_name(self.spec.experiment),
-            list(place.endpoints().list_endpoints(parent=place.location)))
+        return champion.serving_version(place, place.model_name(self.spec.experiment),
+                                        self._region_endpoints())
 
     # --- the steps --------------------------------------------------------------------------
 
@@ -189,7 +190,6 @@ class VertexSteps:
         found = registry.labelled_version(held.labels.get("dataset-version", ""))
         same = held.labels.get("dataset") == label_value(name)
         return found if same and datasets.VERSION.fullmatch(found) else None
-
 
     def launch(self, task: str, **flags) -> str:
         """One of the job file's jobs, with `flags` over it, on this environment."""
@@ -271,8 +271,7 @@ class VertexSteps:
         try:
             verdict = commands.challenge(
                 self.cloud, place, paths, self.spec.experiment, challenger.step,
-                lambda: list(place.endpoints().list_endpoints(parent=place.location)),
-                Challenge(margin), dry_run=False)
+                self._region_endpoints, Challenge(margin), dry_run=False)
         except GateError as refused:
             go, why = False, str(refused)
         else:
@@ -313,10 +312,7 @@ class VertexSteps:
     def _endpoint(self):
         """The endpoint `endpoint.deploy` deploys to by default (None before the first)."""
         place = self.place
-        found = list(place.endpoints().list_endpoints(request={
-            "parent": place.location,
-            "filter": f'display_name="{endpoints.DEFAULT_ENDPOINT}"'}))
-        return found[0] if found else None
+        return commands.find_endpoint(place.endpoints(), place, None, create=False)
 
     def promote(self, deployed: str) -> str:
         """The canary takes its experiment's traffic: the experiment's other versions leave
@@ -330,4 +326,4 @@ class VertexSteps:
         for other in [d.id for d in target.deployed_models
                       if d.id != deployed and champion.model_id(d.model) == ours]:
             print(commands.undeploy(self.cloud, target.name, other), flush=True)
-        return (f"{deployed} serves all of {self.spec.experiment}'s traffic on {target.name}")
+        return f"{deployed} serves all of {self.spec.experiment}'s traffic on {target.name}"

@@ -260,7 +260,7 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
     origin = champion.run_and_step(version) if version else None
 
     def serving_there() -> list:  # the endpoint this deployment goes to, if it exists
-        target = _endpoint(place.endpoints(), place, endpoint, create=False)
+        target = find_endpoint(place.endpoints(), place, endpoint, create=False)
         return [target] if target is not None else []
 
     paths = run_paths(cloud, run_id)
@@ -277,7 +277,7 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
 
     def where() -> tuple[str, dict[str, int]]:
         """The endpoint (created unless a dry run) and the split with the new version."""
-        target = _endpoint(place.endpoints(), place, endpoint, create=not dry_run)
+        target = find_endpoint(place.endpoints(), place, endpoint, create=not dry_run)
         current = dict(target.traffic_split) if target is not None else {}
         return (target.name if target is not None else f"{place.location}/endpoints/NEW",
                 endpoints.split_with_new(current, setup.traffic))
@@ -304,7 +304,7 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
             "--images 'DIR/*.jpg'")
 
 
-def _endpoint(client, place: Place, endpoint: str | None, create: bool):
+def find_endpoint(client, place: Place, endpoint: str | None, create: bool):
     """The named endpoint, or ours by display name (created when missing and `create`)."""
     from google.api_core import exceptions
 
@@ -369,7 +369,7 @@ def origin_line(endpoint: str, share: int, version: str, labels: dict[str, str])
 def undeploy(cloud: Cloud, endpoint: str, deployed_model_id: str) -> str:
     place = Place.of(cloud)
     client = place.endpoints()
-    target = _endpoint(client, place, endpoint, create=False)
+    target = find_endpoint(client, place, endpoint, create=False)
     ids = {d.id for d in target.deployed_models}
     if deployed_model_id not in ids:
         raise InputError(f"{target.name} has no deployed model {deployed_model_id!r}; it has "
@@ -425,7 +425,7 @@ def _report(cloud: Cloud, detector, names, model: str, images: str, output_dir: 
 
 def _busiest(place: Place, endpoint: str):
     """The endpoint and the deployed model with the most of its traffic."""
-    target = _endpoint(place.endpoints(), place, endpoint, create=False)
+    target = find_endpoint(place.endpoints(), place, endpoint, create=False)
     if not target.deployed_models:
         raise MissingError(f"{target.name} has no deployed model; `invoke endpoint.deploy`")
     busiest = max(target.traffic_split.items(), key=lambda item: item[1], default=(None, 0))[0]
