@@ -128,13 +128,17 @@ def small_records(tmp_path_factory) -> Path:
     return out
 
 
-# The first 300 of the demo's 400 steps (its learning rate still decays over 400): AP50 0.997
-# to 1.0 at step 300 in the suite's last three runs (2026-11-27), against the bound of 0.9.
-TRAIN_STEPS = 300
+# The demo's whole run, 400 steps. At 300, the model sat on the steep part of its curve and
+# varied from run to run: AP50 0.965 and 0.989, F1 at the operating point 0.908 and 0.964, and
+# on 3 x 30 fresh images 2 to 5 misses each (one clean-clone run: 10, against the bound of 6).
+# At 400 (2026-11-28, three runs): AP50 0.993 to 1.0, F1 0.985 to 0.995, 0 to 2 misses, for
+# about 15 s more training. (Each run: this fixture's training, then the fresh-image check of
+# test_export_signature_and_prediction_on_a_sample_image on samples of seeds 99, 7 and 123.)
+TRAIN_STEPS = 400
 AP50_BOUND = 0.9  # the demo reaches 1.0; the issue asks 0.9
 # The shared model's seed: unseeded, a clean-clone .ci/run's model came out at AP50 0.806
-# (2026-11-28; other runs 0.997 to 1.0) and six quality bounds failed; seeded, two runs side
-# by side gave 0.981 and 0.988 (not bit for bit: TensorFlow's threads reorder some work).
+# (2026-11-28; other runs 0.997 to 1.0) and six quality bounds failed; seeded, it still varies
+# (TensorFlow's threads reorder some work), which the 400 steps above absorb.
 SEED = 1
 
 

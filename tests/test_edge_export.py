@@ -127,6 +127,9 @@ def test_int8_that_loses_its_ap50_is_refused_with_both_figures(trained, tmp_path
     assert not (tmp_path / "refused").exists()
 
 
+LOW_THRESHOLD = 0.2
+
+
 def test_predict_with_a_tflite_file_writes_the_same_report(trained, tmp_path):
     from trainer.cli import main
     from trainer.data.sample import write_sample
@@ -137,15 +140,19 @@ def test_predict_with_a_tflite_file_writes_the_same_report(trained, tmp_path):
                  "--format=tflite", "--quantize=float16", "--max_detections=10")
     out = tmp_path / "predictions"
     # the container's command, in this process: TensorFlow is loaded here already
+    # a threshold of its own, below the F1-best one export.json carries: the report is this
+    # test's subject, and the seeded shared model still varies from run to run (TensorFlow
+    # reorders work), so at export.json's 0.47 one clean-clone run's file found boxes in 22
+    # of 30 images, others in 25 to 30 (2026-11-28)
     assert main(["predict", f"--model={tmp_path / 'lite' / 'model.tflite'}",
-                 f"--images={data}/images/*.jpg", f"--output_dir={out}"]) == 0
+                 f"--images={data}/images/*.jpg", f"--output_dir={out}",
+                 f"--score_threshold={LOW_THRESHOLD}"]) == 0
     report = json.loads((out / "detections.json").read_text())
     assert len(report["images"]) >= 25 and not report["failures"]
+    assert (report["score_threshold"], report["score_threshold_from"]) == (
+        LOW_THRESHOLD, "--score-threshold")
     found = [entry for entry in report["images"] if entry["detections"]]
-    # a sanity floor, not this test's subject (the report is): the seeded shared model still
-    # varies (TensorFlow reorders work; single-threaded runs differ too: AP50 0.978 and 0.989,
-    # 2026-11-28), and one clean-clone run's file found boxes scoring 0.3 in 25 of 30 images
-    assert len(found) >= 0.75 * len(report["images"])
+    assert len(found) >= 0.9 * len(report["images"])  # a sanity floor
     for entry in report["images"]:
         assert Path(entry["annotated"]).exists()
         assert len(entry["detections"]) <= 10

@@ -367,9 +367,9 @@ def test_invoke_tensorboard_serves_the_runs(trained):
 def test_invoke_export_and_predict_on_a_run_in_the_bucket(trained, tmp_path):
     """A Vertex AI run's checkpoints in GCS (fake-gcs-server) -> `invoke export --run-id`
     -> a SavedModel in the bucket -> `invoke predict` on gs:// images, results in the bucket."""
+    from launch.stores.gcs.mirror import stage_directory
     from launch.stores.gcs.upload import upload_directory
     from tests.fakes.gcs import FakeGcs
-    from trainer.data import pets
     from trainer.data.sample import write_sample
 
     model_dir, _, _ = trained
@@ -402,9 +402,20 @@ def test_invoke_export_and_predict_on_a_run_in_the_bucket(trained, tmp_path):
         report = json.loads(client.bucket("pets-data").blob(
             "runs/r1/predictions/detections.json").download_as_text())
         uploaded = {b.name for b in client.list_blobs("pets-data", prefix="runs/r1/predictions/")}
-    assert len(report["images"]) == 3
+        local_model = stage_directory(client, "gs://pets-data/runs/r1/exported", tmp_path / "got")
+    # the bucket's report is what the same SavedModel answers here on the same files (the
+    # model's quality is test_export_signature_and_prediction_on_a_sample_image's subject)
+    assert main(["predict", f"--model={local_model}", f"--images={data}/images/*.jpg",
+                 f"--output_dir={tmp_path / 'here'}"]) == 0
+    here = json.loads((tmp_path / "here" / "detections.json").read_text())
+    assert report["score_threshold"] == here["score_threshold"]
+    answers = {Path(entry["image"]).name: entry["detections"] for entry in here["images"]}
+    assert len(report["images"]) == 3 and len(answers) == 3
     for entry in report["images"]:  # the uploaded report names objects in the bucket
         assert entry["image"].startswith("gs://pets-data/test-images/")
         assert entry["annotated"].removeprefix("gs://pets-data/") in uploaded
-        top = max(entry["detections"], key=lambda d: d["score"])
-        assert top["class"] == pets.breed_of(Path(entry["image"]).stem)
+        expected = answers[Path(entry["image"]).name]
+        assert [d["class"] for d in entry["detections"]] == [d["class"] for d in expected]
+        for got, want in zip(entry["detections"], expected, strict=True):
+            assert got["score"] == pytest.approx(want["score"], abs=1e-4)
+            assert got["box"] == pytest.approx(want["box"], abs=1e-4)
