@@ -16,6 +16,7 @@ import pytest
 from launch.features.pipeline import steps
 from launch.features.pipeline.on_vertex import VertexSteps
 from launch.stores.gcs import datasets as bucket_datasets
+from tests.conftest import TRAIN_STEPS
 from tests.fakes.cloud import OUTPUTS
 from tests.fakes.vertex import MirroredJobCommands
 from tests.test_pipeline import versioned_sample
@@ -60,7 +61,7 @@ def put_checkpoint(storage, model_dir: Path, prefix: str) -> str:
     """The shared model's checkpoint in the bucket, to fine-tune from."""
     bucket = storage.bucket(OUTPUTS.bucket)
     for path in model_dir.iterdir():
-        if path.name == "checkpoint" or path.name.startswith("ckpt-300."):
+        if path.name == "checkpoint" or path.name.startswith(f"ckpt-{TRAIN_STEPS}."):
             bucket.blob(f"{prefix}/{path.name}").upload_from_filename(str(path))
     return f"gs://{OUTPUTS.bucket}/{prefix}"
 
