@@ -36,7 +36,7 @@ def test_trial_values_make_one_override_with_typed_values():
             "initial_learning_rate": 0.003}}}},
         "task": {"model": {"input_size": [256, 256, 3], "head": {"num_convs": 3},
                            "backbone": {"type": "mobilenet"}}}}
-    with pytest.raises(SettingsError, match="not finite"):
+    with pytest.raises(SettingsError, match="not a finite number"):
         hparams.trial_override(["learning_rate=.nan"])
     with pytest.raises(SettingsError, match="not a tunable parameter"):
         hparams.trial_override(["lr=0.1"])

@@ -137,7 +137,7 @@ JOB_FILE_MISTAKES = {
     "tune: 5\n": "`tune:` is a mapping of sweep",
     "tune:\n  sweep: x\n": "--sweep (in --job {job}): the sweep is a mapping",
     "override: {input_size: &a [1, 2]}\nlabel: *a\n": "aliases (*name) are not allowed",
-    "override:\n  learning_rate: .nan\n": "learning_rate=nan: not a finite number",
+    "override:\n  learning_rate: .nan\n": "--job {job}: line 2: .nan is not a finite number",
     "timeout-hours: 1e15\n": "--timeout-hours (in --job {job}) must be at most 87600",
     "model-dir: \"m\\0x\"\n": "--model-dir (in --job {job}) is text (printable",
     "web-access: maybe\n": "--web-access (in --job {job}) is true or false, got 'maybe'",

@@ -13,14 +13,12 @@ file of JSON lines at $CLOUD_ML_HP_METRIC_FILE (default /tmp/hypertune/output.me
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import time
 from collections.abc import Mapping, Sequence
 
-import yaml
-
+from trainer import yamlfile
 from trainer.errors import SettingsError
 from trainer.files import HYPERTUNE_METRIC_FILE
 
@@ -93,13 +91,7 @@ def trial_override(values: Sequence[str]) -> dict:
         name, sep, text = item.partition("=")
         if not sep:
             raise SettingsError(f"--hparam {item!r}: use ID=VALUE")
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            value = text
-        if isinstance(value, float) and not math.isfinite(value):
-            raise SettingsError(f"--hparam {item!r}: the value is not finite")
-        parsed[name] = value
+        parsed[name] = yamlfile.scalar(text, f"--hparam {item[:100]!r}", SettingsError)
     return overrides(parsed)
 
 

@@ -22,8 +22,6 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import yaml
-
 from launch.errors import InputError
 from launch.values import pretrained
 from launch.values.files import read_page
@@ -37,7 +35,7 @@ from launch.values.resources import (
     Scheduling,
 )
 from launch.values.target_names import TARGETS
-from trainer import datasets, hparams
+from trainer import datasets, hparams, yamlfile
 from trainer import options as schema
 from trainer.args import TrainArgs
 from trainer.errors import SettingsError
@@ -193,8 +191,7 @@ class JobFile:
     def to_yaml(self, task: str, header: str = "") -> str:
         """The resolved file for `task`: every value that differs from its default, plus
         the target and the experiment (the executor fills in the run, region and data)."""
-        return header + yaml.safe_dump(self.as_mapping(task), sort_keys=False,
-                                       default_flow_style=False, allow_unicode=True)
+        return header + yamlfile.dumps(self.as_mapping(task))
 
     def as_mapping(self, task: str) -> dict:
         top: dict[str, Any] = {}
@@ -258,19 +255,6 @@ def read(path: str) -> dict:
     return parse(text, f"--job {path}")
 
 
-class _Loader(yaml.SafeLoader):
-    """YAML without aliases: a few bytes of nested `*anchor`s expand to gigabytes."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            raise yaml.YAMLError("aliases (*name) are not allowed in a job file")
-        return super().compose_node(parent, index)
-
-
-def load_yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # a SafeLoader, without aliases
-
-
 def check_save_path(path: str | None) -> str | None:
     """`--save-job PATH`: a file in a directory that exists (checked before anything runs,
     written once every check has passed)."""
@@ -281,10 +265,7 @@ def check_save_path(path: str | None) -> str | None:
 
 
 def parse(text: str, source: str) -> dict:
-    try:
-        data = load_yaml(text)
-    except (yaml.YAMLError, RecursionError) as error:
-        raise JobFileError(f"{source}: not YAML ({str(error).splitlines()[0][:200]})") from None
+    data = yamlfile.loads(text, source, JobFileError)
     if data is None:
         return {}
     if not isinstance(data, Mapping):
@@ -448,23 +429,12 @@ def _mapping(field: dataclasses.Field, value: Any, shown: str) -> dict:
         raise JobFileError(f"{shown} takes KEY=VALUE pairs, got {value!r}"[:200])
     if field.name == "label":
         return _labels(pairs, shown)
-    return {str(k): _exponent(v) for k, v in pairs.items()}
-
-
-EXPONENT = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
-
-
-def _exponent(value: Any) -> Any:
-    """`1e-9` as a number: YAML 1.1 (PyYAML) reads it as text, wanting `1.0e-9`."""
-    return float(value) if isinstance(value, str) and EXPONENT.fullmatch(value) else value
+    return {str(k): v for k, v in pairs.items()}
 
 
 def _yaml_value(text: str, shown: str) -> Any:
-    try:
-        return load_yaml(text) if text.strip() else ""
-    except (yaml.YAMLError, RecursionError):
-        raise JobFileError(f"{shown}: {text[:80]!r} is not a value (a number, true/false, "
-                           "text or [a, list])") from None
+    """An override's value as the job file's reader reads it (`1e-9`, `[640, 640, 3]`)."""
+    return yamlfile.loads(text, shown, JobFileError) if text.strip() else ""
 
 
 LABEL = re.compile(r"[a-z][a-z0-9_-]{0,62}")

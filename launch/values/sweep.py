@@ -24,11 +24,9 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import yaml
-
 from launch.errors import InputError
 from launch.values.files import read_page
-from trainer import hparams
+from trainer import hparams, yamlfile
 from trainer.experiments import AP_METRICS, AR_METRICS, GOALS, MASK_AP_METRICS
 from trainer.hparams import PARAMETERS
 from trainer.options import number
@@ -154,13 +152,8 @@ class Sweep:
         return cls(tuple(_param(str(name), spec) for name, spec in params.items()), **fields)
 
     @classmethod
-    def from_yaml(cls, text: str) -> Sweep:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            raise SweepError(f"the sweep file is not YAML: {str(error).splitlines()[0]}") \
-                from None
-        return cls.from_mapping(data or {})
+    def from_yaml(cls, text: str, where: str = "the sweep file") -> Sweep:
+        return cls.from_mapping(yamlfile.loads(text, where, SweepError) or {})
 
     def as_mapping(self) -> dict:
         """The sweep file of this sweep: `Sweep.from_mapping(s.as_mapping()) == s`."""
@@ -227,10 +220,10 @@ def load(path: str | None, flags: Iterable[str] = (), base: Mapping | None = Non
     data: dict = dict(base or {})
     if path:
         text = read_page(path, "--sweep", MAX_SWEEP_FILE_BYTES, SweepError)
-        try:
-            data.update(yaml.safe_load(text) or {})
-        except (yaml.YAMLError, TypeError, ValueError):
-            return Sweep.from_yaml(text)  # says what is wrong with it
+        file = yamlfile.loads(text, f"--sweep {path}", SweepError) or {}
+        if not isinstance(file, Mapping):
+            return Sweep.from_mapping(file)  # says what is wrong with it
+        data.update(file)
     flags = list(flags)
     if flags and isinstance(data.get("params") or {}, Mapping):
         data["params"] = {**(data.get("params") or {}),

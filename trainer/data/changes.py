@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from trainer import yamlfile
 from trainer.data.planning import Plan, Source, inside
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.reasons import CORE
@@ -58,8 +59,6 @@ class ClassChanges:
 
     @classmethod
     def read(cls, path: str | Path) -> ClassChanges:
-        import yaml
-
         where = f"--classes {path}"
         try:
             text = read_regular(path, MAX_CLASSES_FILE_BYTES)
@@ -67,11 +66,7 @@ class ClassChanges:
             raise SettingsError(f"{where}: {error.strerror or error}") from None
         if len(text) > MAX_CLASSES_FILE_BYTES:
             raise SettingsError(f"{where} is more than {MAX_CLASSES_FILE_BYTES:,} bytes")
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            raise SettingsError(f"{where} is not YAML ({str(error).splitlines()[0]})") from None
-        return cls.of(data, where)
+        return cls.of(yamlfile.loads(text, where, SettingsError), where)
 
     @classmethod
     def of(cls, data: object, where: str) -> ClassChanges:

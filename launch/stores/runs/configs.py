@@ -10,13 +10,11 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-import yaml
-
 from launch.context.cloud import Cloud, run_paths
 from launch.errors import InputError, reason
 from launch.stores.gcs.mirror import GcsPath, is_gcs
 from launch.stores.gcs.upload import read_bytes
-from launch.values.jobfile import load_yaml
+from trainer import yamlfile
 from trainer.io import read_regular
 
 MAX_BYTES = 1 << 20
@@ -33,10 +31,10 @@ def _checked(data: bytes, path: str) -> str:
     """A config file's text, if it is a YAML mapping of at most MAX_BYTES (no aliases)."""
     try:
         text = data.decode()
-        config = load_yaml(text) if len(data) <= MAX_BYTES else None
-    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as error:
-        raise InputError(f"{FLAG} {path}: cannot read it as YAML "
-                         f"({str(error).splitlines()[0][:200]})") from None
+    except UnicodeDecodeError as error:
+        raise InputError(f"{FLAG} {path}: cannot read it as YAML ({reason(error)})") from None
+    config = yamlfile.loads(text, f"{FLAG} {path}", InputError) if len(data) <= MAX_BYTES \
+        else None
     if not isinstance(config, dict):
         raise InputError(f"{FLAG} {path}: a Model Garden YAML is a mapping of a few kilobytes, "
                          "e.g. `task: {model: {num_classes: 3}}`")

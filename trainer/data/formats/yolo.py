@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from trainer import yamlfile
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
     Limits,
@@ -104,18 +105,13 @@ def _yaml_file(given: Path) -> Path:
 
 
 def read_config(path: Path) -> dict:
-    import yaml
-
     try:
         text = read_regular(path, MAX_YAML_BYTES)
     except OSError as error:
         raise ConversionError(f"{path}: {error.strerror or error}") from None
     if len(text) > MAX_YAML_BYTES:
         raise ConversionError(f"{path} is more than {MAX_YAML_BYTES:,} bytes: not a data.yaml")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ConversionError(f"{path} is not YAML ({str(error).splitlines()[0]})") from None
+    data = yamlfile.loads(text, str(path), ConversionError)
     if not isinstance(data, dict) or "names" not in data or "train" not in data:
         raise ConversionError(f"{path} is not an Ultralytics data.yaml: it needs names and "
                               "train")
