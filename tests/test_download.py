@@ -109,10 +109,80 @@ def test_corrupt_partial_download_is_discarded_and_fetched_again(tmp_path):
 
 
 def test_wrong_file_on_the_server_is_a_checksum_error(tmp_path):
-    with Server({"images.tar.gz": IMAGES[:-10]}) as server, \
+    wrong = IMAGES[:100] + bytes(len(IMAGES) - 100)  # the expected size, another digest
+    with Server({"images.tar.gz": wrong}) as server, \
             pytest.raises(DownloadError, match="checksum mismatch"):
         fetch(f"{server.url}/images.tar.gz", tmp_path / "images.tar.gz", ARCHIVES[0], False)
+    assert server.ranges == [None, None]  # fetched again once from byte 0, then refused
     assert list(tmp_path.iterdir()) == []  # nothing half-written left behind
+
+
+def test_a_shorter_file_on_the_server_is_named_as_such(tmp_path):
+    with Server({"images.tar.gz": IMAGES[:-10]}) as server, \
+            pytest.raises(DownloadError, match=f"the server's file ends at {len(IMAGES) - 10:,} "
+                                               f"bytes, not the expected {len(IMAGES):,}"):
+        fetch(f"{server.url}/images.tar.gz", tmp_path / "images.tar.gz", ARCHIVES[0], False)
+    assert list(tmp_path.iterdir()) == []
+
+
+class CuttingServer(Server):
+    """Declares the whole length, then drops the connection after `cut` bytes, for the
+    first `cuts` requests; `ranges=False` answers every request with the whole file (200)."""
+
+    def __init__(self, files: dict[str, bytes], cut: int, cuts: int, ranges: bool = True):
+        super().__init__(files)
+        server, self.cuts = self, cuts
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                data = server.files[self.path.lstrip("/")]
+                header = self.headers.get("Range")
+                server.ranges.append(header)
+                start = int(header.split("=")[1].rstrip("-")) if header and ranges else 0
+                self.send_response(206 if header and ranges else 200)
+                self.send_header("Content-Length", str(len(data) - start))
+                self.end_headers()
+                server.cuts -= 1
+                self.wfile.write(data[start:start + cut] if server.cuts >= 0 else data[start:])
+                self.close_connection = True
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd.RequestHandlerClass = Handler
+
+
+def test_a_cut_download_resumes_where_it_stopped(tmp_path):
+    """The connection drops mid-body twice: each short file is resumed from its end (HTTP
+    Range), never called a different file, and the whole file's digest is checked."""
+    with CuttingServer({"images.tar.gz": IMAGES}, cut=20_000, cuts=2) as server:
+        fetch(f"{server.url}/images.tar.gz", tmp_path / "images.tar.gz", ARCHIVES[0], False)
+    assert server.ranges == [None, "bytes=20000-", "bytes=40000-"]
+    assert (tmp_path / "images.tar.gz").read_bytes() == IMAGES
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["images.tar.gz"]
+
+
+def test_a_server_that_ignores_range_starts_over_from_its_answer(tmp_path):
+    with CuttingServer({"images.tar.gz": IMAGES}, cut=20_000, cuts=1, ranges=False) as server:
+        fetch(f"{server.url}/images.tar.gz", tmp_path / "images.tar.gz", ARCHIVES[0], False)
+    assert server.ranges == [None, "bytes=20000-"]  # asked to resume; sent the whole file
+    assert (tmp_path / "images.tar.gz").read_bytes() == IMAGES
+
+
+def test_a_server_that_drops_every_connection_keeps_what_arrived(tmp_path):
+    with CuttingServer({"images.tar.gz": IMAGES}, cut=0, cuts=100) as server, \
+            pytest.raises(DownloadError, match=r"the connection dropped 20 times; 0 of "
+                                               rf"{len(IMAGES):,} bytes are kept in .*\.partial: "
+                                               "run the command again to resume"):
+        fetch(f"{server.url}/images.tar.gz", tmp_path / "images.tar.gz", ARCHIVES[0], False)
+    assert len(server.ranges) == 20
+
+
+def test_a_complete_partial_file_is_checked_not_fetched_again(tmp_path):
+    (tmp_path / "images.tar.gz.partial").write_bytes(IMAGES)
+    with Server({"images.tar.gz": IMAGES}) as server:
+        fetch(f"{server.url}/images.tar.gz", tmp_path / "images.tar.gz", ARCHIVES[0], False)
+    assert server.ranges == [] and (tmp_path / "images.tar.gz").read_bytes() == IMAGES
 
 
 def test_unreachable_server_is_a_clear_error(tmp_path):

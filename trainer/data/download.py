@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import http.client
 import tarfile
 import urllib.error
 import urllib.request
@@ -13,6 +14,9 @@ from trainer.errors import DownloadError
 
 PETS_BASE_URL = "https://thor.robots.ox.ac.uk/~vgg/data/pets"
 CHUNK = 1 << 20
+# Connections one fetch may open: a dropped one is resumed where it stopped, and a server that
+# drops every one gives up here, keeping what arrived for the next command to resume.
+MAX_CONNECTIONS = 20
 # What one archive may expand to, and how many members it may hold: an archive's own size says
 # nothing of what it writes (a 9.4 MB one can write 2 GiB). Pets' largest writes ~0.8 GB.
 MAX_EXTRACTED_BYTES = 8 << 30
@@ -52,12 +56,19 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def size_of(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
 def fetch_once(url: str, partial: Path, size: int, progress: bool) -> None:
-    """Appends to `partial` from where it stopped (HTTP Range), or restarts if not supported;
-    reads at most `size` bytes in all."""
+    """Appends to `partial` from where it stopped (HTTP Range), or restarts from the answer
+    of a server that ignores Range; reads at most `size` bytes in all. A connection that
+    drops mid-body keeps what arrived: the file is short, for `fetch` to resume."""
     from tqdm import tqdm
 
-    have = partial.stat().st_size if partial.exists() else 0
+    have = size_of(partial)
+    if have == size:  # complete already: its digest decides
+        return
     if have > size:  # not a prefix of the expected file: start over
         partial.unlink()
         have = 0
@@ -65,8 +76,11 @@ def fetch_once(url: str, partial: Path, size: int, progress: bool) -> None:
     try:
         response = urllib.request.urlopen(request, timeout=60)
     except urllib.error.HTTPError as error:
-        if error.code == 416 and have:  # nothing left to send: the file is complete already
-            return
+        if error.code == 416 and have:  # the server's file ends before the expected size
+            partial.unlink()
+            raise DownloadError(f"{url}: the server's file ends at {have:,} bytes, not the "
+                                f"expected {size:,}: a different file. The partial download "
+                                "was removed.") from None
         raise DownloadError(f"{url}: HTTP {error.code} {error.reason}") from None
     except (urllib.error.URLError, TimeoutError) as error:
         raise DownloadError(f"{url}: cannot connect ({getattr(error, 'reason', error)})") from None
@@ -79,7 +93,7 @@ def fetch_once(url: str, partial: Path, size: int, progress: bool) -> None:
                                             disable=not progress) as bar:
             # Never more than one byte past the declared size: an endless or oversized
             # answer cannot fill the disk.
-            while chunk := response.read(min(CHUNK, size + 1 - written)):
+            while chunk := _read(response, min(CHUNK, size + 1 - written)):
                 out.write(chunk)
                 written += len(chunk)
                 bar.update(len(chunk))
@@ -91,24 +105,39 @@ def fetch_once(url: str, partial: Path, size: int, progress: bool) -> None:
                             "stopped reading and removed the partial download")
 
 
+def _read(response: http.client.HTTPResponse, size: int) -> bytes:
+    """Up to `size` bytes of the body; none once the connection drops (reset, timed out)."""
+    try:
+        return response.read(size)
+    except (http.client.HTTPException, OSError):
+        return b""
+
+
 def fetch(url: str, destination: Path, archive: Archive, progress: bool = True) -> Path:
-    """Downloads `url` to `destination`, resuming a partial file and verifying the checksum."""
+    """Downloads `url` to `destination`, resuming a partial file and verifying the checksum.
+    A short file is resumed (a dropped connection), never judged; only a complete one whose
+    digest differs is a different file, fetched again once from byte 0 (a corrupt partial)."""
     if destination.exists() and sha256_of(destination) == archive.sha256:
         return destination
     partial = destination.with_name(destination.name + ".partial")
-    for attempt in range(2):  # a corrupt partial file fails the check once; retry from scratch
+    restarted = False
+    for _ in range(MAX_CONNECTIONS):
         fetch_once(url, partial, archive.size, progress)
+        if size_of(partial) < archive.size:
+            continue  # the connection dropped: resume
         actual = sha256_of(partial)
         if actual == archive.sha256:
             partial.rename(destination)
             return destination
         partial.unlink()
-        if attempt == 1:
+        if restarted:
             raise DownloadError(
                 f"{url}: checksum mismatch (sha256 {actual}, expected {archive.sha256}); "
-                "the server sent a different file. The partial download was removed."
-            )
-    raise AssertionError("unreachable")
+                "the server sent a different file. The partial download was removed.")
+        restarted = True
+    raise DownloadError(f"{url}: the connection dropped {MAX_CONNECTIONS} times; "
+                        f"{size_of(partial):,} of {archive.size:,} bytes are kept in {partial}: "
+                        "run the command again to resume")
 
 
 def safe_extract(archive_path: Path, output_dir: Path, max_bytes: int = MAX_EXTRACTED_BYTES,
