@@ -323,7 +323,8 @@ def runs_list(c, root=WORK, target="local", **where):
 
 @task(name="show", help={
     "target": "local: the local pipeline's versions; vertex: what the endpoints serve",
-    "state": "local: the continuous-training pipeline's state"}, flags=LISTING)
+    "state": "local: the continuous-training pipelines' states, a folder each"},
+      flags=LISTING)
 def runs_show(c, target="local", state=PIPELINE_STATE, **where):
     """Show where each serving model came from: its dataset version, run and checkpoint."""
     if target not in ("local", "vertex"):
@@ -742,7 +743,11 @@ PIPELINE_RUN = {
                 "it; its target says where the pipeline runs"),
     "target": Flag("local (KFP's local runner here) or vertex (Vertex AI Pipelines); "
                    "default: the job file's"),
-    "state": Flag(f"local: where runs leave what the next reads (default {PIPELINE_STATE})"),
+    "pipeline": Flag("the pipeline's name: its state, runs (ct-NAME-VERSION) and refusals "
+                     "are its own (default: the job file's experiment, "
+                     "pets-retinanet-mobilenet)"),
+    "state": Flag(f"local: where pipelines leave what their next runs read, a folder each "
+                  f"(default {PIPELINE_STATE})"),
     "root": Flag(f"local: KFP's pipeline root, its outputs (default {PIPELINE_ROOT})"),
     "canary_traffic": Flag("percent of the endpoint's traffic a new version takes first",
                            10, kind=int),
@@ -756,8 +761,8 @@ PIPELINE_RUN = {
 
 
 @task(name="run", flags=PIPELINE_RUN)
-def pipeline_run(c, job, target, state, root, canary_traffic, max_drop, launcher_image,
-                 dry_run, **where):
+def pipeline_run(c, job, target, pipeline, state, root, canary_traffic, max_drop,
+                 launcher_image, dry_run, **where):
     """Run the continuous-training pipeline once: here (KFP's local runner) or on Vertex AI."""
     from launch.features.pipeline import commands
 
@@ -770,9 +775,9 @@ def pipeline_run(c, job, target, state, root, canary_traffic, max_drop, launcher
                              f"{named}")
         if named == "local":
             return commands.run_here(text, state or PIPELINE_STATE, root or PIPELINE_ROOT,
-                                     canary_traffic, max_drop)
+                                     canary_traffic, max_drop, pipeline)
         return commands.run(_cloud(c, **where), text, launcher_image, canary_traffic,
-                            max_drop, bool(dry_run))
+                            max_drop, bool(dry_run), pipeline)
 
     _say(act)
 
@@ -781,13 +786,14 @@ def pipeline_run(c, job, target, state, root, canary_traffic, max_drop, launcher
                                  if k not in ("target", "state", "root")},
                               "cron": Flag("when: five cron fields, optionally after "
                                            "TZ=Area/City ('TZ=Europe/Berlin 0 3 * * 1')")})
-def pipeline_schedule(c, job, canary_traffic, max_drop, launcher_image, dry_run, cron,
-                      **where):
+def pipeline_schedule(c, job, pipeline, canary_traffic, max_drop, launcher_image, dry_run,
+                      cron, **where):
     """Run the pipeline on a Vertex AI schedule, one run at a time."""
     from launch.features.pipeline import commands
 
     _say(lambda: commands.schedule(_cloud(c, **where), commands.read_job(job), launcher_image,
-                                   canary_traffic, max_drop, cron or "", bool(dry_run)))
+                                   canary_traffic, max_drop, cron or "", bool(dry_run),
+                                   pipeline))
 
 
 @task(name="list", flags=LISTING)

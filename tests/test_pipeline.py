@@ -11,6 +11,7 @@ from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
 from launch.features.pipeline import commands, definition, requests
+from launch.features.pipeline.state import run_id_for
 
 LOCATION = "projects/pets-detector-dev/locations/us-central1"
 IMAGE = "us-central1-docker.pkg.dev/pets-detector-dev/pets-images/launcher@sha256:" + "a" * 64
@@ -199,13 +200,15 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     from launch.features.pipeline import steps
 
     model_dir = trained[0]
-    data, state = tmp_path / "data", tmp_path / "state"
+    data, state = tmp_path / "data", tmp_path / "state" / "pets-retinanet-mobilenet"
     first, second = V1, V2
     versioned_sample(data, first)
     good = (f"target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\n"
             f"steps: 10\ninit-from: {model_dir}\n")
-    said = commands.run_here(good, str(state), str(tmp_path / "root"), 10, 0.01)  # the task's
-    assert said.endswith(f"serving: version 1 (run {steps.run_id_for(first)}, dataset {first}, "
+    said = commands.run_here(good, str(state.parent), str(tmp_path / "root"), 10, 0.01)
+    assert said.startswith(f"pipeline pets-retinanet-mobilenet (state {state})")
+    assert said.endswith(f"serving: version 1 (run {run_id_for(state, first)}, dataset "
+                         f"{first}, "
                          f"{steps.lineage(str(state))[0].figure:.3f} on its test split)")
     made = json.loads((state / "decisions.json").read_text())
     assert [(d["step"], d["go"]) for d in made] == [("resolve dataset", True),
@@ -219,9 +222,10 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     (uploaded,) = (tmp_path / "root").glob("*/upload/executor_output.json")
     (artifact,) = json.loads(uploaded.read_text())["artifacts"]["model"]["artifacts"]
     assert {k: artifact["metadata"][k] for k in ("model", "run_id", "dataset_version")} == {
-        "model": "1", "run_id": steps.run_id_for(first), "dataset_version": first}
-    assert steps.origins(str(state)).startswith(
-        f"version 1 (100% of the endpoint) <- run {steps.run_id_for(first)} ckpt-")
+        "model": "1", "run_id": run_id_for(state, first), "dataset_version": first}
+    assert steps.origins(str(state.parent)).startswith(
+        f"pets-retinanet-mobilenet: version 1 (100% of the endpoint) <- run "
+        f"{run_id_for(state, first)} ckpt-")
 
     definition.continuous_training(job=good, state=str(state))  # nothing new: one step
     made = json.loads((state / "decisions.json").read_text())
@@ -229,7 +233,7 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     assert f"no version newer than {first}" in made[-1]["reason"]
     assert len(list((state / "runs").iterdir())) == 1
 
-    champion_test = next((state / "runs" / steps.run_id_for(first) / "eval-test").glob("*"))
+    champion_test = next((state / "runs" / run_id_for(state, first) / "eval-test").glob("*"))
     measured = champion_test.stat().st_mtime_ns
     shutil.copytree(data / first, data / second)  # new data: the same images, re-released
     weak = f"target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\nsteps: 1\n"
@@ -267,10 +271,11 @@ def test_only_version_directories_are_read_and_a_refused_version_is_not_trained_
         tmp_path):
     """A link named as a version (it could lead anywhere on the disk), a file, and a name
     that is not a version are not the dataset's versions; `../` is not a version to train;
-    the gate's refusal of a version is remembered, so a schedule does not retrain it."""
+    the gate's refusal of a version is remembered, so a schedule does not retrain it; by
+    that pipeline alone: another following the same dataset trains it."""
     from launch.features.pipeline import steps
 
-    data, state = tmp_path / "data", tmp_path / "state"
+    data, state = tmp_path / "data", tmp_path / "state" / "retinanet"
     (data / V1).mkdir(parents=True)
     (tmp_path / "elsewhere").mkdir()
     (data / V2).symlink_to(tmp_path / "elsewhere")
@@ -282,16 +287,18 @@ def test_only_version_directories_are_read_and_a_refused_version_is_not_trained_
         with pytest.raises(InputError, match="is not a dataset version"):
             steps.on_version(job, hostile)
     assert steps.resolve_dataset(LOCAL_JOB.format(data=data), str(state)) == V1
-    measure_run(state, steps.run_id_for(V1), 0.4, "x")
+    measure_run(state, run_id_for(state, V1), 0.4, "x")
     steps.decide(str(state), step="resolve dataset", go=True, version=V1, reason="r")
     steps.decide(str(state), step="compare", go=False, worse=False, run="ct-x", version=V1,
                  reason="tested on other data")  # not the model's fault: tried again
     assert steps.resolve_dataset(LOCAL_JOB.format(data=data), str(state)) == V1
-    steps.decide(str(state), step="compare", go=False, worse=True, run=steps.run_id_for(V1),
-                 version=V1, reason="0.400 is worse than 0.700")
+    steps.decide(str(state), step="compare", go=False, worse=True,
+                 run=run_id_for(state, V1), version=V1, reason="0.400 is worse than 0.700")
     assert steps.resolve_dataset(LOCAL_JOB.format(data=data), str(state)) == ""
     assert "was tried and refused (0.400 is worse than 0.700)" in \
         steps.decisions(str(state))[-1]["reason"]
+    other = state.parent / "faster"  # a second pipeline on the dataset: its own refusals
+    assert steps.resolve_dataset(LOCAL_JOB.format(data=data), str(other)) == V1
 
 
 def test_runs_show_tells_where_each_version_came_from_newest_first(tmp_path):
@@ -308,13 +315,18 @@ def test_runs_show_tells_where_each_version_came_from_newest_first(tmp_path):
     assert steps.origins(str(tmp_path)).endswith("no version uploaded yet")
     versions = [steps.Version("1", "ct-a", 300, V1, 0.7012, "d1/test.record-*"),
                 steps.Version("2", "ct-b", 410, V2, 0.7123, "d2/test.record-*")]
-    (tmp_path / steps.LINEAGE).write_text(json.dumps([dataclasses.asdict(v) for v in versions]))
-    (tmp_path / steps.ENDPOINT).write_text(json.dumps({"1": 90, "2": 10}))
+    for name in ("faster", "retina"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / steps.LINEAGE).write_text(json.dumps(
+            [dataclasses.asdict(v) for v in versions[:2 if name == "retina" else 1]]))
+    (tmp_path / "retina" / steps.ENDPOINT).write_text(json.dumps({"1": 90, "2": 10}))
     assert steps.origins(str(tmp_path)).splitlines() == [
-        f"version 2 (10% of the endpoint) <- run ct-b ckpt-410 (0.712 on d2/test.record-*) "
-        f"<- dataset version {V2}",
-        f"version 1 (90% of the endpoint) <- run ct-a ckpt-300 (0.701 on d1/test.record-*) "
-        f"<- dataset version {V1}"]
+        f"faster: version 1 (0% of the endpoint) <- run ct-a ckpt-300 (0.701 on "
+        f"d1/test.record-*) <- dataset version {V1}",
+        f"retina: version 2 (10% of the endpoint) <- run ct-b ckpt-410 (0.712 on "
+        f"d2/test.record-*) <- dataset version {V2}",
+        f"retina: version 1 (90% of the endpoint) <- run ct-a ckpt-300 (0.701 on "
+        f"d1/test.record-*) <- dataset version {V1}"]
 
 
 def test_a_job_file_without_its_targets_data_is_a_one_line_refusal(tmp_path):
@@ -427,7 +439,8 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     assert run.runtime_config.gcs_output_directory == "gs://pets-data/pipelines/root"
     values = dict(run.runtime_config.parameter_values)
     settings = json.loads(values.pop("settings"))
-    assert values == {"job": VERTEX_JOB, "state": "gs://pets-data/pipelines/state",
+    assert values == {"job": VERTEX_JOB,
+                      "state": "gs://pets-data/pipelines/state/pets-retinanet-mobilenet",
                       "canary_traffic": 20, "max_drop": 0.02}
     # the environment's settings for the steps' container (it has no outputs file), the
     # jobs on the environment's trainer image as deployed; no job-events topic
@@ -441,6 +454,7 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     assert {e["container"]["image"] for e in
             run.pipeline_spec["deploymentSpec"]["executors"].values()} == {image}
     assert run.labels["max-cost-usd"] == "80_00"
+    assert run.labels["pipeline"] == "pets-retinanet-mobilenet"  # the job file's experiment
 
     cron = "TZ=Europe/Berlin 0 3 * * 1"
     planned = aiplatform_v1.Schedule.from_json(
@@ -462,7 +476,7 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     run_id = next(iter(services.pipelines.jobs)).rsplit("/", 1)[1]
     listed = commands.listing(cloud).splitlines()
     assert listed[0].startswith(f"{run_id}  PENDING  ") and listed[0].endswith(
-        "bound 80.00 USD")
+        "pipeline pets-retinanet-mobilenet  bound 80.00 USD")
     assert listed[1] == "schedule 1  ACTIVE  'TZ=Europe/Berlin 0 3 * * 1'"
     # Vertex AI names a project by its number in its answers: taken as this project's
     numbered = f"projects/123456789/locations/us-central1/pipelineJobs/{run_id}"
@@ -551,21 +565,122 @@ def test_the_tasks_refuse_a_missing_job_file_and_a_target_the_file_does_not_name
         assert refused.value.code == 2 and message in refused.value.message
 
 
+GOOD_VERSION = {"model": "1", "run_id": "ct-p-x", "step": 7, "dataset_version": V1,
+                "figure": 0.7, "data": "d/test.record-*"}
+
+
+def lineage_with(**fields) -> str:
+    import json
+
+    return json.dumps([{**GOOD_VERSION, **fields}]).replace('"NaN"', "NaN")
+
+
 @pytest.mark.parametrize("name, text, message", [
     ("decisions.json", "{not json", "decisions.json: not a state file this pipeline wrote"),
-    ("lineage.json", '{"a": 1}', "not a state file this pipeline wrote (a JSON dict)"),
-    ("lineage.json", '[{"model": "1"}]', "its entries are not versions"),
+    ("decisions.json", '[{"step": "x"}, 3]', "(not a list of decisions)"),
+    ("lineage.json", '{"a": 1}', "not a state file this pipeline wrote (a JSON dict, not a "
+                                 "list)"),
+    ("lineage.json", '[{"model": "1"}]', "its entry 1 is not a version: give it model, "),
+    # issue 52 item 11: files that parse, with wrong inner types, each refused in one line
+    ("lineage.json", lineage_with(figure="high"), "its entry 1 is not a version: figure is "
+                                                  "'high'"),
+    ("lineage.json", lineage_with(figure="NaN"), "figure is 'nan'"),
+    ("lineage.json", lineage_with(figure=1e308), "figure is '1e+308'"),
+    ("lineage.json", lineage_with(step="7"), "step is '7'"),
+    ("lineage.json", lineage_with(step=True), "step is 'True'"),
+    ("lineage.json", lineage_with(model=["1"]), "model is \"['1']\""),
+    ("lineage.json", lineage_with(run_id="../../etc"), "run_id is '../../etc'"),
+    ("lineage.json", lineage_with(dataset_version=5), "dataset_version is '5'"),
+    ("lineage.json", lineage_with(record="x"), "record is 'x'"),
+    ("lineage.json", "[" + '"x", ' * (3 << 20) + '"x"]', "bytes, more than 4,194,304"),
+    ("endpoint.json", '{"1": "lots"}', "'1': 'lots' is not a version's share"),
+    ("endpoint.json", '{"1": 90.5}', "'1': '90.5' is not a version's share"),
+    ("endpoint.json", '{"1": 90, "2": 90}', "its shares add up to 180 percent"),
+    ("endpoint.json", '["1"]', "(a JSON list, not a dict)"),
     ("endpoint.json", '{"7": 100}', "serves version '7', which lineage.json does not name"),
 ])
 def test_a_damaged_state_is_refused_in_one_line(tmp_path, name, text, message):
+    """Every state file is read through one schema (state.parse): a file that is not JSON,
+    or parses with the wrong inner types, ends neither the first step nor `runs.show` in a
+    traceback, and is left as it was."""
     from launch.errors import UserError
     from launch.features.pipeline import steps
 
+    data, state = tmp_path / "data", tmp_path / "state" / "p"
+    (data / V1).mkdir(parents=True)
+    state.mkdir(parents=True)
+    (state / steps.LINEAGE).write_text(lineage_with())  # version 1 serves
+    (state / steps.ENDPOINT).write_text('{"1": 100}')
+    (state / name).write_text(text)
+    shown = name != steps.DECISIONS and "7" not in text  # what `runs.show` reads
+    for read in (lambda: steps.resolve_dataset(LOCAL_JOB.format(data=data), str(state)),
+                 *([lambda: steps.origins(str(state.parent))] if shown else [])):
+        with pytest.raises(UserError) as refused:
+            read()
+        assert message in str(refused.value) and "\n" not in str(refused.value)
+    assert (state / name).read_text() == text  # left as it was
+
+
+@pytest.mark.parametrize("given, message", [
+    ("../x", "--pipeline '../x': give a pipeline name"),
+    ("Pets", "--pipeline 'Pets': give a pipeline name"),
+    ("a" * 31, "--pipeline 'aaaa"),
+    ("", "--pipeline '': give a pipeline name"),
+    ("a b", "--pipeline 'a b'"),
+])
+def test_a_pipeline_name_that_is_no_name_is_refused_before_anything_runs(
+        tmp_path, given, message):
+    """The name is a folder, a label value and part of each run id (63 characters at most):
+    a path, capitals, spaces or 31 characters are refused in one line, and nothing is
+    written."""
     data = tmp_path / "data"
     (data / V1).mkdir(parents=True)
-    (tmp_path / name).write_text(text)
-    with pytest.raises(UserError) as refused:
-        steps.resolve_dataset(LOCAL_JOB.format(data=data), str(tmp_path))
-        steps.origins(str(tmp_path))
+    with pytest.raises(InputError) as refused:
+        commands.run_here(LOCAL_JOB.format(data=data), str(tmp_path / "state"),
+                          str(tmp_path / "root"), 10, 0.01, given)
     assert message in str(refused.value) and "\n" not in str(refused.value)
-    assert (tmp_path / name).read_text() == text  # left as it was
+    assert not (tmp_path / "state").exists() and not (tmp_path / "root").exists()
+
+
+def test_two_pipelines_on_one_dataset_share_no_run_state_or_refusal(tmp_path):
+    """Issue 52 item 2: a RetinaNet and a Faster R-CNN job file following one dataset are
+    two pipelines (by default, named after their experiments): their runs (and so their
+    job.yaml), states and refusals are their own, and each run id is a label value."""
+    from launch.context.places import check_run_id
+    from launch.features.pipeline import state as pipeline_state
+    from launch.features.pipeline import steps
+
+    root = tmp_path / "state"
+    names = [pipeline_state.name_for(None, experiment) for experiment in (
+        "pets_retinanet_mobilenet", "pets_fasterrcnn_resnetfpn")]
+    assert names == ["pets-retinanet-mobilenet", "pets-fasterrcnn-resnetfpn"]
+    runs = {check_run_id(run_id_for(str(root / name), V2)) for name in names}
+    assert runs == {"ct-pets-retinanet-mobilenet-20261201t000000z-00000002",
+                    "ct-pets-fasterrcnn-resnetfpn-20261201t000000z-00000002"}
+    longest = run_id_for(str(root / ("a" * 30)), V2)
+    assert len(longest) <= 63 and check_run_id(longest) == longest
+    assert {str(steps.run_dir(str(root / n), run_id_for(str(root / n), V2)).parent.parent)
+            for n in names} == {str(root / n) for n in names}
+    with pytest.raises(InputError, match="its last folder is the pipeline's name"):
+        run_id_for(str(tmp_path / "Not_A_Name"), V2)
+
+
+def test_a_state_from_before_pipelines_were_named_is_refused_saying_where_to_move_it(
+        tmp_path):
+    """A state written by the previous version (its files at the state's top) is neither
+    read as a pipeline's nor left to be forgotten: one line says where to move it."""
+    from launch.features.pipeline import steps
+
+    data, root = tmp_path / "data", tmp_path / "state"
+    (data / V1).mkdir(parents=True)
+    root.mkdir()
+    (root / steps.DECISIONS).write_text("[]")
+    for act in (lambda: commands.run_here(LOCAL_JOB.format(data=data), str(root),
+                                          str(tmp_path / "root"), 10, 0.01),
+                lambda: steps.origins(str(root))):
+        with pytest.raises(InputError) as refused:
+            act()
+        assert "decisions.json there are a pipeline's state from before pipelines were " \
+               "named; move them (and runs/, registry/) into" in str(refused.value)
+    assert f"into {root}/pets-retinanet-mobilenet/ to go on as pipeline " \
+           "pets-retinanet-mobilenet" in str(refused.value) or "NAME" in str(refused.value)

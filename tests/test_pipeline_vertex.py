@@ -7,6 +7,7 @@ fakes' clients do not reach (tests/test_pipeline.py runs the compiled graph loca
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -15,13 +16,14 @@ import pytest
 
 from launch.features.pipeline import steps
 from launch.features.pipeline.on_vertex import VertexSteps
+from launch.features.pipeline.state import run_id_for
 from launch.stores.gcs import datasets as bucket_datasets
 from tests.conftest import TRAIN_STEPS
 from tests.fakes.cloud import OUTPUTS
 from tests.fakes.vertex import MirroredJobCommands
 from tests.test_pipeline import versioned_sample
 
-STATE = "gs://pets-data/pipelines/state"
+STATE = "gs://pets-data/pipelines/state/pets-retinanet-mobilenet"
 JOB = ("target: vertex\nexperiment: pets_retinanet_mobilenet\ndataset: pets\nsteps: {steps}\n"
        "max-cost: 5\ntimeout-hours: 2\n{init}eval:\n  timeout-hours: 2\n")
 MODEL = "projects/pets-detector-dev/locations/us-central1/models/pets-retinanet-mobilenet"
@@ -86,7 +88,7 @@ def test_on_vertex_ai_a_run_trains_uploads_and_deploys_then_stops_on_no_new_data
 
     good = VertexSteps(step_cloud(fakes, job), job, STATE, poll_seconds=0)
     ended = run_once(good)
-    run_id = steps.run_id_for(first)
+    run_id = run_id_for(STATE, first)
     assert ended.endswith("serves all of pets_retinanet_mobilenet's traffic on "
                           + good._endpoint().name)
     versions = fakes.models.versions[MODEL]
@@ -109,7 +111,8 @@ def test_on_vertex_ai_a_run_trains_uploads_and_deploys_then_stops_on_no_new_data
         OUTPUTS.serving_image_uri.split(":")[0] + "@sha256:")
     assert fakes.builds.requests == []
     assert json.loads(fakes.storage.bucket(OUTPUTS.bucket).blob(
-        "pipelines/state/decisions.json").download_as_bytes())[-1]["go"] is False
+        "pipelines/state/pets-retinanet-mobilenet/decisions.json").download_as_bytes()
+    )[-1]["go"] is False
 
 
 def test_on_vertex_ai_a_worse_run_is_refused_with_both_figures_and_not_trained_again(
@@ -129,7 +132,7 @@ def test_on_vertex_ai_a_worse_run_is_refused_with_both_figures_and_not_trained_a
     evaluated_on_test(services.storage, "ct-champion", 0.9)
     serving.upload_model(cloud, "ct-champion")
     serving.deploy(cloud, "ct-champion", cpu)
-    run_id = steps.run_id_for(version)
+    run_id = run_id_for(STATE, version)
     write_run(services.storage, run_id)
     evaluated_on_test(services.storage, run_id, 0.5)
     vertex = VertexSteps(cloud, JOB.format(steps=1, init=""), STATE)
@@ -173,8 +176,13 @@ def test_two_writers_of_the_buckets_state_lose_no_decision(services):
     ("gs://other-bucket/pipelines/state", None, "a folder below gs://pets-data/pipelines/"),
     ("gs://pets-data/pipelines/../runs", None, "a folder below gs://pets-data/pipelines/"),
     ("gs://pets-data/datasets/x", None, "a folder below gs://pets-data/pipelines/"),
+    ("gs://pets-data/pipelines/state/../x", None, "a folder below gs://pets-data/pipelines/"),
+    ("gs://pets-data/pipelines/state/Pets", None, "its last folder is the pipeline's name"),
     (STATE, b"{not json", "not a state file this pipeline wrote"),
-    (STATE, b'{"step": "x"}', "not a state file this pipeline wrote (not a list"),
+    (STATE, b'{"step": "x"}', "not a state file this pipeline wrote (a JSON dict, not a "
+                              "list)"),
+    (STATE, b'[{"step": "x"}, "x"]', "(not a list of decisions)"),
+    (STATE, b"[" + b"{}, " * (1 << 20) + b"{}]", "(is more than 4,194,304 bytes)"),
 ])
 def test_a_state_outside_the_bucket_or_damaged_is_refused_in_one_line(services, state, text,
                                                                       message):
@@ -182,7 +190,7 @@ def test_a_state_outside_the_bucket_or_damaged_is_refused_in_one_line(services, 
 
     if text is not None:
         services.storage.bucket(OUTPUTS.bucket).blob(
-            "pipelines/state/decisions.json").upload_from_string(text)
+            f"{STATE.split('/', 3)[3]}/decisions.json").upload_from_string(text)
     steps_here = VertexSteps(services.cloud(), JOB.format(steps=1, init=""), state)
     with pytest.raises(UserError) as refused:
         steps_here.decide(step="resolve dataset", go=False)
@@ -233,14 +241,14 @@ def test_what_the_state_and_the_registry_say_is_read_not_trusted(services, servi
     cloud = services.cloud()
     published_dataset(services, cloud)
     newest = bucket_datasets.resolve(cloud, "pets").version
-    services.storage.bucket(OUTPUTS.bucket).blob("pipelines/state/decisions.json") \
+    services.storage.bucket(OUTPUTS.bucket).blob(f"{STATE.split('/', 3)[3]}/decisions.json") \
         .upload_from_string(json.dumps([
             {"step": "compare", "worse": True, "version": ["x"]},
             {"step": "compare", "worse": True, "version": newest.upper()},
             {"step": "resolve dataset", "version": 5}, {"step": 3}, {}]))
     vertex = VertexSteps(cloud, JOB.format(steps=1, init=""), STATE)
     assert steps.refusals_in(vertex.decisions()) == {}
-    assert steps.version_in(vertex.decisions(), steps.run_id_for(newest)) == ""
+    assert steps.version_in(STATE, vertex.decisions(), run_id_for(STATE, newest)) == ""
 
     write_run(services.storage, "other-data")  # uploaded from another dataset's version
     services.storage.bucket(OUTPUTS.bucket).blob("runs/other-data/job.yaml") \
@@ -261,3 +269,89 @@ def test_what_the_state_and_the_registry_say_is_read_not_trusted(services, servi
     (endpoint,) = services.endpoints.endpoints.values()
     assert {d.display_name for d in endpoint.deployed_models} == {"other-data", "resnet"}
     assert parent_model_id("pets_retinanet_mobilenet") in MODEL and "serves all of" in said
+
+
+def test_a_decision_over_a_writer_that_never_stops_waits_longer_each_time_up_to_its_bound(
+        services):
+    """Issue 52 item 9b: a second writer changes the decisions between each read and write
+    (a Cloud Storage client whose every conditional write is preceded by another's): the
+    step reads again after a growing, jittered pause, lands once the other stops, and gives
+    up in one line after its bound, not after 20 writes in a burst."""
+    import dataclasses
+    import time
+
+    import requests
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    from launch.errors import StepFailed
+
+    name = f"{STATE.split('/', 3)[3]}/decisions.json"
+    writes: list[float] = []  # when each of the step's conditional writes was sent
+    meddling = {"left": 3}
+
+    class Meddler(requests.Session):
+        def request(self, method, url, *args, **kwargs):
+            if "ifGenerationMatch" in url and meddling["left"]:
+                meddling["left"] -= 1
+                writes.append(time.monotonic())
+                services.storage.bucket(OUTPUTS.bucket).blob(name).upload_from_string(
+                    json.dumps([{"step": "other", "i": len(writes)}]))
+            elif "ifGenerationMatch" in url:
+                writes.append(time.monotonic())
+            return super().request(method, url, *args, **kwargs)
+
+    client = storage.Client(project="test", credentials=AnonymousCredentials(),
+                            client_options={"api_endpoint": os.environ[
+                                "STORAGE_EMULATOR_HOST"]}, _http=Meddler())
+    cloud = services.cloud()
+    cloud = dataclasses.replace(cloud, clients=dataclasses.replace(
+        cloud.clients, storage=lambda project: client))
+    vertex = VertexSteps(cloud, JOB.format(steps=1, init=""), STATE, write_seconds=30)
+    vertex.decide(step="mine", go=True)
+    assert [d["step"] for d in vertex.decisions()] == ["other", "mine"]  # both kept
+    assert len(writes) == 4  # three lost to the other writer, then written
+
+    writes.clear()
+    meddling["left"] = 10_000  # a writer that never stops
+    vertex = dataclasses.replace(vertex, write_seconds=3)
+    started = time.monotonic()
+    with pytest.raises(StepFailed) as refused:
+        vertex.decide(step="mine again", go=True)
+    took = time.monotonic() - started
+    assert str(refused.value) == (
+        f"{STATE}/decisions.json kept changing while this step wrote it (other writers, "
+        "for up to 3 s); run the pipeline again")
+    assert took <= 3 + 1  # the bound: no pause that would pass it is taken
+    assert 3 <= len(writes) < 20  # paused between attempts: no burst of 20
+    assert max(b - a for a, b in itertools.pairwise(writes)) <= 5 + 1  # each pause bounded
+
+
+def test_decisions_from_before_pipelines_were_named_are_refused_saying_where_to_move_them(
+        services):
+    """Item 2: the decisions an unnamed pipeline left (gs://BUCKET/pipelines/state/
+    decisions.json) are refused in one line, when a run is sent and at its first step,
+    until a person moves them to a pipeline's folder; nothing is sent meanwhile."""
+    from launch.errors import InputError
+    from launch.features.pipeline import commands
+    from tests.fakes.cloud import REPOSITORY
+    from tests.test_pipeline import VERTEX_JOB, published_dataset
+
+    cloud = services.cloud()
+    published_dataset(services, cloud)
+    old = services.storage.bucket(OUTPUTS.bucket).blob("pipelines/state/decisions.json")
+    old.upload_from_string(b"[]")
+    expected = ("gs://pets-data/pipelines/state: decisions.json there are a pipeline's state "
+                "from before pipelines were named; move them (and runs/, registry/) into "
+                "gs://pets-data/pipelines/state/pets-retinanet-mobilenet/ to go on as pipeline "
+                "pets-retinanet-mobilenet, or move them away")
+    with pytest.raises(InputError) as refused:
+        VertexSteps(cloud, VERTEX_JOB, STATE).resolve_dataset()
+    assert str(refused.value) == expected
+    with pytest.raises(InputError) as refused:
+        commands.run(cloud, VERTEX_JOB, f"{REPOSITORY}/launcher:abc123", 10, 0.01, False)
+    assert str(refused.value) == expected and services.pipelines.received == []
+    old.delete()
+    other = "gs://pets-data/pipelines/state/faster"  # and a named pipeline is its own
+    assert VertexSteps(cloud, VERTEX_JOB, other).resolve_dataset() == \
+        bucket_datasets.resolve(cloud, "pets").version

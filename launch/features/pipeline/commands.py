@@ -23,6 +23,7 @@ from launch.context.cloud import Cloud, stamp, standard_labels
 from launch.context.images import check_repository
 from launch.errors import InputError, MissingError, StepFailed, reason
 from launch.features.pipeline import definition, requests, steps
+from launch.features.pipeline import state as pipeline_state
 from launch.values import jobfile
 from launch.values.files import read_page
 from trainer.files import PIPELINE_RUN_PREFIX, PIPELINES_PREFIX
@@ -59,16 +60,23 @@ def job_and_target(path: str | None, target: str | None) -> tuple[str, str]:
     return text, named
 
 
-def run_here(job: str, state: str, root: str, canary_traffic: int, max_drop: float) -> str:
-    """One run with KFP's local runner, each step a process of this Python, on the local
-    target; what each step decided, and what serves after it."""
+def run_here(job: str, state: str, root: str, canary_traffic: int, max_drop: float,
+             pipeline: str | None = None) -> str:
+    """One run of pipeline `pipeline` (default: the job file's experiment's) with KFP's
+    local runner, each step a process of this Python, on the local target; its state is
+    `state`/NAME. What each step decided, and what serves after it."""
     from kfp import local
 
-    values = requests.parameters(job, str(Path(state).resolve()), canary_traffic, max_drop)
+    spec = steps.job_of(job)
+    name = pipeline_state.name_for(pipeline, spec.experiment)
+    values = requests.parameters(job, str(Path(state, name).resolve()), canary_traffic,
+                                 max_drop)
     for flag, folder in (("--state", state), ("--root", root)):
         if Path(folder).exists() and not Path(folder).is_dir():
             raise InputError(f"{flag} {folder} is a file: give a directory")
-    steps.versions(steps.job_of(job).data_dir)  # refused here, not in the first step
+    if found := steps.unnamed_files(state):
+        raise pipeline_state.unnamed(state, name, found)
+    steps.versions(spec.data_dir)  # refused here, not in the first step
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root)
     before = len(steps.decisions(values["state"]))
     try:
@@ -78,7 +86,9 @@ def run_here(job: str, state: str, root: str, canary_traffic: int, max_drop: flo
                          f"pipeline's files: {root})") from None
     made = steps.decisions(values["state"])[before:]
     held = steps.serving(values["state"])
-    return "\n".join([*(f"{d['step']}: {d['reason']}" for d in made),
+    return "\n".join([f"pipeline {name} (state {values['state']})",
+                      *(f"{str(d.get('step'))[:40]}: {str(d.get('reason'))[:500]}"
+                        for d in made),
                       f"serving: version {held.model} (run {held.run_id}, dataset "
                       f"{held.dataset_version}, {held.figure:.3f} on its test split)"
                       if held else "serving: nothing yet"])
@@ -122,11 +132,13 @@ class Submission:
 
 
 def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
-               max_drop: float, dry_run: bool) -> Submission:
+               max_drop: float, dry_run: bool, pipeline: str | None = None) -> Submission:
     """The run's PipelineJob: the launcher `image` (of the environment's repositories) for
-    its steps, the root and state under the bucket's pipelines/, the pipelines account; its
-    jobs checked first (preflight)."""
+    its steps, the root and the state of pipeline `pipeline` (default: the job file's
+    experiment's) under the bucket's pipelines/, the pipelines account; its jobs checked
+    first (preflight)."""
     bound = bound_of(job)
+    name = pipeline_state.name_for(pipeline, steps.job_of(job).experiment)
     image = image or cloud.fields(())["launcher_image"]
     if not image:
         raise MissingError("--launcher-image: the image the pipeline's steps run in; the "
@@ -136,9 +148,11 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     where = cloud.fields(NEEDED)
     prefix = f"gs://{where['bucket']}/{PIPELINES_PREFIX}"
     settings = settings_of(cloud, steps.job_of(job))
-    values = requests.parameters(job, f"{prefix}/state", canary_traffic, max_drop, settings)
-    preflight(cloud, job, settings, dry_run)
-    labels = {**standard_labels(), "max-cost-usd": f"{bound.total:.2f}".replace(".", "_")}
+    values = requests.parameters(job, f"{prefix}/state/{name}", canary_traffic, max_drop,
+                                 settings)
+    preflight(cloud, job, settings, values["state"], dry_run)
+    labels = {**standard_labels(), "max-cost-usd": f"{bound.total:.2f}".replace(".", "_"),
+              "pipeline": name}
     run = requests.pipeline_job(
         definition.SPEC_FILE.read_text(), image, display_name=definition.NAME,
         root=f"{prefix}/root", service_account=where["pipelines_service_account"],
@@ -149,17 +163,19 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
 PREFLIGHT_RUN = f"{PIPELINE_RUN_PREFIX}preflight"  # the checked jobs' run: nothing is made
 
 
-def preflight(cloud: Cloud, job: str, settings: str, dry_run: bool) -> None:
+def preflight(cloud: Cloud, job: str, settings: str, state: str, dry_run: bool) -> None:
     """The run's training and test evaluation, checked as its steps will launch them (dry
-    runs on the settings the run carries): a job over `max-cost`, a dataset the bucket lacks,
-    hardware the region does not offer are refused now, not at a step hours later. What
-    those dry runs print is not shown; a dry run that may not read the bucket says so."""
+    runs on the settings the run carries), and its state: a job over `max-cost`, a dataset
+    the bucket lacks, hardware the region does not offer, a state from before pipelines
+    were named are refused now, not at a step hours later. What those dry runs print is
+    not shown; a dry run that may not read the bucket says so."""
     from launch.features.pipeline.on_vertex import VertexSteps, cloud_of
     from launch.features.serving.commands import UNREADABLE
 
     # the steps' environment (their settings), on this task's clients
-    vertex = VertexSteps(cloud_of(settings, cloud.clients), job, state="")
+    vertex = VertexSteps(cloud_of(settings, cloud.clients), job, state)
     try:
+        vertex.check_named()
         with contextlib.redirect_stdout(io.StringIO()), \
                 contextlib.redirect_stderr(io.StringIO()):
             for task, flags in ((jobfile.TRAIN, {}), (jobfile.EVAL, {"split": "test"})):
@@ -194,11 +210,12 @@ def settings_of(cloud: Cloud, job: jobfile.JobFile) -> str:
 
 
 def run(cloud: Cloud, job: str, image: str | None, canary_traffic: int, max_drop: float,
-        dry_run: bool) -> str:
-    """One run on Vertex AI Pipelines (or, with `dry_run`, its request on stdout)."""
+        dry_run: bool, pipeline: str | None = None) -> str:
+    """One run of pipeline `pipeline` on Vertex AI Pipelines (or, with `dry_run`, its
+    request on stdout)."""
     from google.cloud import aiplatform_v1
 
-    sent = submission(cloud, job, image, canary_traffic, max_drop, dry_run)
+    sent = submission(cloud, job, image, canary_traffic, max_drop, dry_run, pipeline)
     request = requests.create_request(sent.location, sent.job,
                                       f"{definition.NAME}-{stamp()}")
     print(sent.bound.line(), file=sys.stderr, flush=True)
@@ -214,12 +231,12 @@ def start(cloud: Cloud, request) -> str:
 
 
 def schedule(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
-             max_drop: float, cron: str, dry_run: bool) -> str:
-    """A Vertex AI schedule of runs on `cron`, one at a time."""
+             max_drop: float, cron: str, dry_run: bool, pipeline: str | None = None) -> str:
+    """A Vertex AI schedule of pipeline `pipeline`'s runs on `cron`, one at a time."""
     from google.cloud import aiplatform_v1
 
     requests.check_cron(cron)
-    sent = submission(cloud, job, image, canary_traffic, max_drop, dry_run)
+    sent = submission(cloud, job, image, canary_traffic, max_drop, dry_run, pipeline)
     made = requests.schedule(sent.location, sent.job, cron, definition.NAME)
     print(sent.bound.line(), file=sys.stderr, flush=True)
     if dry_run:
@@ -240,7 +257,8 @@ def listing(cloud: Cloud) -> str:
         "parent": parent, "filter": named, "order_by": "create_time desc",
         "page_size": LISTED})
     lines = [f"{r.name.rsplit('/', 1)[1]}  {r.state.name.removeprefix('PIPELINE_STATE_')}  "
-             f"{r.create_time:%F %H:%M} UTC  bound {_bound_label(r.labels)}"
+             f"{r.create_time:%F %H:%M} UTC  pipeline {r.labels.get('pipeline', '-')}  "
+             f"bound {_bound_label(r.labels)}"
              for r in itertools.islice(runs, LISTED)]
     schedules = _schedules(cloud).list_schedules(request={
         "parent": parent, "filter": named, "page_size": LISTED})

@@ -10,9 +10,9 @@ the environment's own services, through the commands a person types today.
                              until they end (the pipeline's account reads no logs)
     compare, upload, canary  the champion gate, `model.upload` and `endpoint.deploy`
     promote                  the experiment's other versions undeployed from the endpoint
-    decisions                gs://BUCKET/pipelines/state/decisions.json, each change written
-                             over the generation it read (a second writer's change is read
-                             again, not lost)
+    decisions                gs://BUCKET/pipelines/state/NAME/decisions.json (NAME: the
+                             pipeline's, state.py), each change written over the generation
+                             it read (a second writer's change is read again, not lost)
 
 A step's container has no infra/outputs.json: the environment's settings travel as the run's
 `settings` parameter, resolved when the run was sent (commands.settings_of).
@@ -30,18 +30,21 @@ from launch.context.cloud import Cloud, run_paths
 from launch.context.places import label_value
 from launch.context.settings import SETTINGS
 from launch.errors import InputError, MissingError, StepFailed, reason
+from launch.features.pipeline import state as pipeline_state
 from launch.features.pipeline import steps
 from launch.features.serving import champion, commands, endpoints, registry
 from launch.features.serving.commands import Challenge, Place
 from launch.features.serving.registry import GateError
 from launch.values import jobfile
-from trainer import datasets, jsonnum
-from trainer.errors import JsonError
+from trainer import datasets
 from trainer.experiments import EXPERIMENTS
 from trainer.files import PIPELINES_PREFIX
 
-MAX_STATE_BYTES = 4 << 20  # a decision is a few hundred bytes: years of runs
-WRITE_ATTEMPTS = 20  # a second writer's change read again before giving up
+# A decision written over a second writer's change is read again and written again, after a
+# pause of a random 0 to 0.1 s, then 0 to 0.2, 0.4, ... (full jitter) up to 0 to 5 s, for at
+# most WRITE_SECONDS: two runs' steps writing at once both land, without a busy loop
+WRITE_BACKOFF = {"initial": 0.1, "maximum": 5.0, "multiplier": 2.0}
+WRITE_SECONDS = 60.0
 NOWHERE = Path("/nonexistent/outputs.json")  # the settings come with the run, not a file
 ENVIRONMENT, REPOSITORIES = "environment", "image_repositories"  # beside the settings
 
@@ -70,8 +73,9 @@ class VertexSteps:
 
     cloud: Cloud
     job: str  # the job file's text
-    state: str  # gs://BUCKET/pipelines/state
+    state: str  # gs://BUCKET/pipelines/state/NAME
     poll_seconds: float = 15.0  # between reads of a followed job's state
+    write_seconds: float = WRITE_SECONDS  # the bound on writing a decision over others'
 
     @property
     def spec(self) -> jobfile.JobFile:
@@ -92,9 +96,9 @@ class VertexSteps:
 
     # --- the state: decisions in the bucket -------------------------------------------------
 
-    def _object(self):
-        """The decisions' object: below gs://BUCKET/pipelines/, where the pipeline's account
-        may write, and nowhere else."""
+    def _object(self, name: str = pipeline_state.DECISIONS, folder: str | None = None):
+        """A state object (`name` in the pipeline's state, or in `folder`): below
+        gs://BUCKET/pipelines/, where the pipeline's account may write, and nowhere else."""
         bucket = self.cloud.fields(("bucket",))["bucket"]
         prefix = f"gs://{bucket}/{PIPELINES_PREFIX}/"
         path = self.state.removeprefix(f"gs://{bucket}/").strip("/")
@@ -102,53 +106,66 @@ class VertexSteps:
                 not path.startswith(f"{PIPELINES_PREFIX}/"):
             raise InputError(f"state {self.state[:120]!r}: a folder below {prefix}, where the "
                              "pipeline's account writes")
-        return self.cloud.storage().bucket(bucket).blob(f"{path}/{steps.DECISIONS}")
+        pipeline_state.name_of(path)  # the pipeline's own folder
+        where = path if folder is None else folder
+        return self.cloud.storage().bucket(bucket).blob(f"{where}/{name}")
+
+    def check_named(self) -> None:
+        """Refuses while the decisions of a pipeline from before pipelines were named sit
+        in the state's parent folder (gs://BUCKET/pipelines/state/decisions.json): whose
+        refusals they are is for a person to say."""
+        parent = self.state.rstrip("/").rsplit("/", 1)[0]
+        if self._object(folder=parent.split("/", 3)[3]).exists():
+            raise pipeline_state.unnamed(parent, pipeline_state.name_of(self.state),
+                                         [pipeline_state.DECISIONS])
 
     def _read(self) -> tuple[list[dict], int]:
-        """The decisions and the generation they were read at (0: none yet)."""
+        """The decisions and the generation they were read at (0: none yet), through the
+        state's schema (state.parse)."""
         from google.api_core import exceptions
 
         blob = self._object()
         try:
-            data = blob.download_as_bytes(end=MAX_STATE_BYTES)
+            data = blob.download_as_bytes(end=pipeline_state.MAX_STATE_BYTES)
         except exceptions.NotFound:
             return [], 0
         except exceptions.GoogleAPICallError as error:
-            raise StepFailed(f"{self.state}/{steps.DECISIONS}: {reason(error, 300)}") from None
-        where = f"gs://{blob.bucket.name}/{blob.name}"
-        try:
-            found = jsonnum.loads(data, MAX_STATE_BYTES, where)
-        except JsonError as error:
-            raise InputError(f"{error}: not a state file this pipeline wrote; move it away, "
-                             "or restore it") from None
-        if not isinstance(found, list) or not all(isinstance(d, dict) for d in found):
-            raise InputError(f"{where}: not a state file this pipeline wrote (not a list of "
-                             "decisions); move it away, or restore it")
-        return found, int(blob.generation)
+            raise StepFailed(f"{self.state}/{pipeline_state.DECISIONS}: "
+                             f"{reason(error, 300)}") from None
+        return (pipeline_state.parse(pipeline_state.DECISIONS, data,
+                                     f"gs://{blob.bucket.name}/{blob.name}"),
+                int(blob.generation))
 
     def decisions(self) -> list[dict]:
         return self._read()[0]
 
     def decide(self, **decision) -> None:
         """Appends a decision, over the generation read: a change made in between by another
-        run is read again and kept (Cloud Storage's `ifGenerationMatch`, 0: a new object)."""
-        from google.api_core import exceptions
+        run is read again and kept (Cloud Storage's `ifGenerationMatch`, 0: a new object),
+        after a pause that grows (WRITE_BACKOFF), for at most `write_seconds`."""
+        from google.api_core import exceptions, retry
 
         entry = {"when": f"{datetime.datetime.now(datetime.UTC):%FT%TZ}", **decision}
-        for _ in range(WRITE_ATTEMPTS):
+        where = f"{self.state}/{pipeline_state.DECISIONS}"
+
+        def attempt() -> None:
             made, generation = self._read()
             try:
                 self._object().upload_from_string(
                     json.dumps([*made, entry], indent=2) + "\n",
                     content_type="application/json", if_generation_match=generation)
-                return
             except exceptions.PreconditionFailed:
-                continue
+                raise  # another writer's change: read again
             except exceptions.GoogleAPICallError as error:
-                raise StepFailed(f"{self.state}/{steps.DECISIONS}: {reason(error, 300)}"
-                                 ) from None
-        raise StepFailed(f"{self.state}/{steps.DECISIONS} changed {WRITE_ATTEMPTS} times while "
-                         "this step wrote it; run the pipeline again")
+                raise StepFailed(f"{where}: {reason(error, 300)}") from None
+
+        try:
+            retry.Retry(predicate=retry.if_exception_type(exceptions.PreconditionFailed),
+                        timeout=self.write_seconds, **WRITE_BACKOFF)(attempt)()
+        except exceptions.RetryError:
+            raise StepFailed(f"{where} kept changing while this step wrote it (other writers, "
+                             f"for up to {self.write_seconds:g} s); run the pipeline again"
+                             ) from None
 
     # --- what serves ------------------------------------------------------------------------
 
@@ -169,6 +186,7 @@ class VertexSteps:
         from launch.stores.gcs import datasets as bucket_datasets
 
         name = self.dataset()
+        self.check_named()
         newest = bucket_datasets.resolve(self.cloud, name, "dataset").version
         held = self.serving()
         trained_on = self._trained_on(held, name) if held else None
@@ -204,7 +222,7 @@ class VertexSteps:
 
     def train(self, version: str) -> str:
         """The run training on `version` (gs://BUCKET/runs/RUN_ID), followed to its end."""
-        run_id = steps.run_id_for(version)
+        run_id = pipeline_state.run_id_for(self.state, version)
         print(self.launch(jobfile.TRAIN, dataset=self._on(version), run_id=run_id),
               flush=True)
         return run_id
@@ -278,7 +296,7 @@ class VertexSteps:
             go, why = True, verdict.line if verdict else "this checkpoint serves already"
         worse = defending is not None and challenger.value < defending.value - margin
         self.decide(step="compare", go=go, worse=worse, run=run_id,
-                    version=steps.version_in(self.decisions(), run_id),
+                    version=steps.version_in(self.state, self.decisions(), run_id),
                     challenger=challenger.value,
                     champion=defending.value if defending else None, reason=why)
         print(why, flush=True)

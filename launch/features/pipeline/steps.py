@@ -1,10 +1,12 @@
 """What each of the pipeline's components does (definition.py calls one function a step): the
 launcher's own code, on the state a run keeps.
 
-The state (`state`, a directory) is where runs leave what the next run reads:
-    runs/RUN_ID/           each run's model directory (checkpoints, evaluations, its export)
+The state (`state`, a directory named after its pipeline: state.py) is where runs leave
+what the next run reads:
+    runs/ct-NAME-VERSION/  each run's model directory (checkpoints, evaluations, its export)
     registry/N/            the uploaded versions' exports
-    lineage.json           each version: its run, checkpoint, dataset version and test figure
+    lineage.json           each version: its run, checkpoint, dataset version, test figure
+                           and the digest of the test record it was judged on
     endpoint.json          the traffic split over the versions deployed
     decisions.json         each run's two decisions: train or not, and the gate with figures
 The job file's `data_dir` holds the dataset's versions, one directory each, named as named
@@ -18,22 +20,32 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import re
 import shutil
 from pathlib import Path
 
 from launch.errors import InputError, MissingError
+from launch.features.pipeline import state as pipeline_state
+from launch.features.pipeline.state import (
+    DECISIONS,
+    ENDPOINT,
+    LINEAGE,
+    MAX_STATE_BYTES,
+    RUN_ID,
+    Version,
+    parse,
+    run_id_for,
+)
 from launch.features.runs.record import read_evaluations
 from launch.features.serving import champion, endpoints
 from launch.features.serving.registry import GateError
 from launch.values import jobfile
-from trainer import datasets
+from trainer import datasets, jsonnum
 from trainer.args import ExportArgs
+from trainer.errors import JsonError
 from trainer.eval_record import EvaluationRecord, data_identity
 from trainer.experiments import EXPERIMENTS
 from trainer.files import (
     EXPORT_INFO_FILE,
-    PIPELINE_RUN_PREFIX,
     TEST,
     TEST_METRICS_DIR,
     shard_glob,
@@ -41,22 +53,8 @@ from trainer.files import (
 from trainer.io import replace_text
 from trainer.locks import taking_turns
 
-LINEAGE, ENDPOINT, DECISIONS = "lineage.json", "endpoint.json", "decisions.json"
 STATE_LOCK = ".state.lock"
-RUN_ID = re.compile(rf"{PIPELINE_RUN_PREFIX}[0-9a-z-]{{1,60}}")  # run_id_for's
 SOURCE = "the pipeline's job file"
-
-
-@dataclasses.dataclass(frozen=True)
-class Version:
-    """One uploaded version and where it came from."""
-
-    model: str  # its number in the registry
-    run_id: str
-    step: int
-    dataset_version: str
-    figure: float  # the gate metric on its test split
-    data: str  # the test records it was measured on
 
 
 NO_SETTINGS = "{}"  # the local target reads none; Vertex AI's steps the environment's
@@ -96,11 +94,6 @@ def versions(data_dir: str) -> list[str]:
                   if datasets.VERSION.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
 
 
-def run_id_for(version: str) -> str:
-    """The run that trains on `version`: one a version, so a version is trained once."""
-    return f"{PIPELINE_RUN_PREFIX}{version.removeprefix('v-').lower()}"[:63]
-
-
 def fresh(found: list[str], trained_on: str | None, refused: dict[str, str]
           ) -> tuple[bool, str, str]:
     """Whether to train: the newest version, when it is newer than the serving one's and
@@ -117,34 +110,27 @@ def fresh(found: list[str], trained_on: str | None, refused: dict[str, str]
                           if trained_on else f"{newest}: nothing serves yet")
 
 
-def _state_file(state: str, name: str, kind: type, empty):
-    """A state file's value (`empty` when there is none yet); a damaged one is refused in
-    one line, not guessed at: the next decision would be made on it."""
+def _state_file(state: str, name: str, empty):
+    """A state file's value (`empty` when there is none yet), through the state's schema
+    (state.parse): a damaged one is refused in one line, not guessed at, since the next
+    decision would be made on it."""
     path = Path(state, name)
-    if not path.is_file():
+    if not path.exists():
         return empty
     try:
-        value = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise InputError(f"{path}: not a state file this pipeline wrote ({error}); move it "
-                         "away, or restore it") from None
-    if not isinstance(value, kind):
-        raise InputError(f"{path}: not a state file this pipeline wrote (a JSON "
-                         f"{type(value).__name__}); move it away, or restore it")
-    return value
+        data = jsonnum.read_bytes(path, MAX_STATE_BYTES)
+    except JsonError as error:
+        raise InputError(f"{error}: not a state file this pipeline wrote; move it away, or "
+                         "restore it") from None
+    return parse(name, data, str(path))
 
 
 def lineage(state: str) -> list[Version]:
-    entries = _state_file(state, LINEAGE, list, [])
-    try:
-        return [Version(**entry) for entry in entries]
-    except TypeError:
-        raise InputError(f"{Path(state, LINEAGE)}: not a state file this pipeline wrote (its "
-                         "entries are not versions); move it away, or restore it") from None
+    return _state_file(state, LINEAGE, [])
 
 
 def traffic(state: str) -> dict[str, int]:
-    return _state_file(state, ENDPOINT, dict, {})
+    return _state_file(state, ENDPOINT, {})
 
 
 def serving(state: str) -> Version | None:
@@ -152,8 +138,7 @@ def serving(state: str) -> Version | None:
     split = traffic(state)
     if not split:
         return None
-    busiest = max(split, key=lambda model: (split[model], int(model) if str(model).isdigit()
-                                            else -1))
+    busiest = max(split, key=lambda model: (split[model], int(model)))
     found = next((v for v in lineage(state) if v.model == busiest), None)
     if found is None:
         raise MissingError(f"{Path(state, ENDPOINT)} serves version {str(busiest)[:20]!r}, "
@@ -161,17 +146,29 @@ def serving(state: str) -> Version | None:
     return found
 
 
-def origins(state: str) -> str:
-    """Each uploaded version, newest first: its share of the endpoint, its run and checkpoint,
-    its test figure and the dataset version it was trained on."""
-    if not Path(state).is_dir():
-        raise MissingError(f"--state {state}: no pipeline state here; `invoke pipeline.run "
+def origins(root: str) -> str:
+    """Each pipeline's uploaded versions (the pipelines' states below `root`), newest first:
+    its share of the endpoint, its run and checkpoint, its test figure and the dataset
+    version it was trained on."""
+    if not Path(root).is_dir():
+        raise MissingError(f"--state {root}: no pipeline state here; `invoke pipeline.run "
                            "--job FILE` makes one")
-    split = traffic(state)
-    return "\n".join(
-        f"version {v.model} ({split.get(v.model, 0)}% of the endpoint) <- run {v.run_id} "
-        f"ckpt-{v.step} ({v.figure:.3f} on {v.data}) <- dataset version {v.dataset_version}"
-        for v in reversed(lineage(state))) or f"{state}: no version uploaded yet"
+    if found := unnamed_files(root):
+        raise pipeline_state.unnamed(root, "NAME", found)
+    lines = []
+    for state in sorted(p for p in Path(root).iterdir()
+                        if pipeline_state.NAME.fullmatch(p.name) and p.is_dir()):
+        split = traffic(str(state))
+        lines += [f"{state.name}: version {v.model} ({split.get(v.model, 0)}% of the "
+                  f"endpoint) <- run {v.run_id} ckpt-{v.step} ({v.figure:.3f} on {v.data}) "
+                  f"<- dataset version {v.dataset_version}"
+                  for v in reversed(lineage(str(state)))]
+    return "\n".join(lines) or f"{root}: no version uploaded yet"
+
+
+def unnamed_files(root: str) -> list[str]:
+    """The state files directly in `root`: a state from before pipelines were named."""
+    return [name for name in pipeline_state.FILES if Path(root, name).exists()]
 
 
 def _write(state: str, name: str, value) -> None:
@@ -194,7 +191,7 @@ def run_dir(state: str, run_id: str) -> Path:
 
 
 def decisions(state: str) -> list[dict]:
-    return _state_file(state, DECISIONS, list, [])
+    return _state_file(state, DECISIONS, [])
 
 
 def decide(state: str, **decision) -> None:
@@ -266,7 +263,7 @@ def train(job: str, state: str, version: str, settings: str = NO_SETTINGS) -> st
     if vertex := on_vertex(job, state, settings):
         return vertex.train(version)
     spec = job_of(job)
-    run_id = run_id_for(version)
+    run_id = run_id_for(state, version)
     on_version(spec, version)  # checked before any directory is named by it
     print(launch(job, jobfile.TRAIN, data_dir=str(Path(spec.data_dir, version)),
                  model_dir=str(run_dir(state, run_id))), flush=True)
@@ -340,17 +337,17 @@ def compare(job: str, state: str, run_id: str, max_drop: float,
         go, reason = True, verdict.line
     worse = defending is not None and challenger.value < defending.value - margin
     decide(state, step="compare", go=go, worse=worse, run=run_id,
-           version=version_in(decisions(state), run_id), challenger=challenger.value,
+           version=version_in(state, decisions(state), run_id), challenger=challenger.value,
            champion=defending.value if defending else None, reason=reason)
     print(reason, flush=True)
     return go
 
 
-def version_in(made: list[dict], run_id: str) -> str:
+def version_in(state: str, made: list[dict], run_id: str) -> str:
     """The dataset version `run_id` was trained on, as its run's decision named it."""
     return next((version for d in reversed(made)
                  if (version := _decided_version(d, "resolve dataset"))
-                 and run_id_for(version) == run_id), "")
+                 and run_id_for(state, version) == run_id), "")
 
 
 def upload(job: str, state: str, run_id: str, version: str, max_drop: float = 0.0,
