@@ -23,6 +23,7 @@ from PIL import Image
 
 from tests.conftest import HANG, REPO, interruptible
 from tests.test_convert import read_records
+from trainer.cli import ERROR_PREFIX
 from trainer.data import pets
 from trainer.data.convert import ConversionFailed, Limits, convert_directory
 from trainer.data.sample import write_sample
@@ -541,3 +542,34 @@ def test_the_problem_list_is_bounded_while_converting_and_counts_stay_exact(
     assert len(parsed.problems) == 200_000
     assert len(parsed.problems.listed) == problems.MAX_LISTED_PER_REASON
     assert peak < 2 << 20, peak
+
+
+def test_a_full_disk_is_one_line_naming_the_disk_and_the_sizes(tmp_path):
+    """A real full disk (a 256 KiB tmpfs, mounted in a mount namespace of its own): the
+    conversion ends in one line (exit 1) naming the disk, about what the records need and
+    what is free, and leaves nothing on it."""
+    root = write_sample(tmp_path / "pets", num_images=30)
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = (f"mount -t tmpfs -o size=256k tmpfs {disk} || exit 77\n"
+              f"{sys.executable} -m trainer data convert --data_dir={root} "
+              f"--output_dir={disk}/records --processes=2\n"
+              f"code=$?; ls -A {disk}; exit $code")
+    try:
+        result = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "sh", "-c",
+                                 script], cwd=REPO, capture_output=True, text=True,
+                                timeout=HANG)
+    except FileNotFoundError:
+        pytest.skip("no unshare(1) here to mount a small disk")
+    if result.returncode == 77 or "unshare failed" in result.stderr:
+        pytest.skip(f"cannot mount a small disk here: {result.stderr.strip()[:200]}")
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    needed = sum(p.stat().st_size for p in (root / pets.IMAGES_DIR).iterdir()) / (1 << 20)
+    line = result.stderr.strip().splitlines()[-1]
+    assert re.fullmatch(
+        rf"{re.escape(ERROR_PREFIX)}the disk of {re.escape(str(disk))} is full: the records "
+        rf"need about {needed:,.1f} MiB \(the images' size\) and 0\.[23] MiB is free there; "
+        r"free some space or convert to another disk \(--output-dir\)\. Nothing was replaced",
+        line), line
+    assert result.stdout == ""  # nothing left on the disk

@@ -18,7 +18,9 @@ killed run leaves the previous output exactly as it was.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import json
 import os
 import shutil
@@ -150,8 +152,30 @@ def convert(
             raise ConversionFailed(f"no valid example to write; see {report['report_path']}")
         swap_in(staging, output_dir)
         return report
+    except OSError as error:
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        shutil.rmtree(staging, ignore_errors=True)  # first: the free space is then the disk's
+        raise ConversionFailed(_disk_full(plan, output_dir.parent)) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _disk_full(plan: Plan, where: Path) -> str:
+    """The full disk's line: where, about how much the records need (the images' size:
+    records hold the encoded images as read, most of their bytes) and how much is free
+    with the partial output removed."""
+    needed = 0
+    for source in (source for sources in plan.splits.values() for source in sources):
+        with contextlib.suppress(OSError):  # an unreadable image is skipped: writes nothing
+            needed += source.image_path.stat().st_size
+    return (f"the disk of {where} is full: the records need about {_size(needed)} (the "
+            f"images' size) and {_size(shutil.disk_usage(where).free)} is free there; free "
+            "some space or convert to another disk (--output-dir). Nothing was replaced")
+
+
+def _size(count: int) -> str:
+    return f"{count / (1 << 20):,.1f} MiB"
 
 
 def _report(written: Mapping[str, int], problems: ProblemLog, output_dir: Path,
