@@ -70,8 +70,8 @@ def service_account_email(env: Environment, role: str) -> str:
 
 
 def custom_role_id(env: Environment, identity: str) -> str:
-    """The id of `identity`'s custom role (the deployer's, the trainer's): a custom role's id
-    allows letters, digits, '_' and '.', not the prefix's '-'."""
+    """The id of `identity`'s custom role (the deployer's, the trainer's, the pipelines'):
+    a custom role's id allows letters, digits, '_' and '.', not the prefix's '-'."""
     return f"{env.name_prefix.replace('-', '_')}_{identity}"
 
 
@@ -90,6 +90,10 @@ def deployer_role(env: Environment) -> str:
 
 def trainer_role(env: Environment) -> str:
     return custom_role(env, "trainer")
+
+
+def pipelines_role(env: Environment) -> str:
+    return custom_role(env, "pipelines")
 
 
 def repository_id(env: Environment) -> str:

@@ -19,6 +19,7 @@ from constructs import Construct
 
 from infra import names
 from infra.config import Environment
+from infra.google_identities import reached_by_role
 from infra.image_context import CLOUDBUILD_CONFIG, LAUNCHER_CLOUDBUILD_CONFIG
 from infra.modules.bucket import PrivateBucket, delete_rule
 from infra.modules.conditions import (
@@ -124,16 +125,49 @@ DEPLOYER_PERMISSIONS = (
     "pubsub.topics.create",  # the job-events topic, then administered on the topic (below)
 )
 # Continuous training's pipeline runs (launch/features/pipeline/): Vertex AI Pipelines runs
-# each step as this account, and the steps create training and evaluation jobs, upload
-# models and deploy them: roles/aiplatform.user, the role Google grants its own pipelines'
-# service account ("Vertex AI User: aiplatform.metadataStores.get allows the service account
-# to create a pipeline job", https://cloud.google.com/vertex-ai/docs/tabular-data/
-# tabular-workflows/service-accounts, read 2026-11-28; the pipelines setup page asks for "a
-# service account with granular permissions" and access to the pipeline root's bucket:
-# https://cloud.google.com/vertex-ai/docs/pipelines/configure-project), and its steps' logs.
-# It reads data and runs and writes only pipelines/ in the bucket, and acts as the trainer
-# (its jobs) and as serving (its deployments), nothing else.
-PIPELINES_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.logWriter")
+# each step as this account, and the steps create training and evaluation jobs, upload models
+# and deploy them. Not roles/aiplatform.user: it also creates pipeline runs (which, naming no
+# account, run as the Compute Engine default), tuning jobs and training pipelines
+# (infra/google_identities.py). Its custom role (names.pipelines_role) holds what the steps
+# call, each permission as Vertex AI's IAM table names it for the method
+# (https://cloud.google.com/vertex-ai/docs/general/iam-permissions, read 2026-12-02; an
+# operation's GET needs the get permission of its resource, a location's for an upload).
+# Not tried against a live project: a step refused names the permission it lacks; an Owner
+# adds it here and applies (docs/platform/deploy.md, Bootstrap). It still holds
+# customJobs.create, and IAM cannot make a job name its account, so a job it submitted
+# without one would run as the Custom Code Service Agent (docs/platform/security.md); its
+# steps always name the trainer. It reads data and runs and writes only pipelines/ in the
+# bucket, and acts as the trainer (its jobs) and as serving (its deployments), nothing else.
+PIPELINES_PROJECT_ROLES = ("roles/logging.logWriter",)
+PIPELINES_PERMISSIONS = (
+    # its training and evaluation jobs: one writer per run (list), submit, follow, cancel
+    "aiplatform.customJobs.create", "aiplatform.customJobs.get",
+    "aiplatform.customJobs.list", "aiplatform.customJobs.cancel",
+    "aiplatform.persistentResources.get",  # a job file may name one; its capacity is read
+    # model.upload with its gate: the experiment's versions, labels and aliases
+    "aiplatform.models.upload", "aiplatform.models.get", "aiplatform.models.list",
+    "aiplatform.models.update", "aiplatform.locations.get",  # the upload's operation
+    # endpoint.deploy, the canary and promote: the default endpoint (made on the first
+    # deploy), its traffic and the versions leaving it
+    "aiplatform.endpoints.create", "aiplatform.endpoints.get", "aiplatform.endpoints.list",
+    "aiplatform.endpoints.deploy", "aiplatform.endpoints.undeploy",
+    "aiplatform.models.deploy", "aiplatform.models.undeploy",
+    # a pipeline task's metadata, recorded in Vertex ML Metadata by Vertex AI Pipelines as the
+    # run's account ("aiplatform.metadataStores.get allows the service account to create a
+    # pipeline job": https://cloud.google.com/vertex-ai/docs/tabular-data/tabular-workflows/
+    # service-accounts, read 2026-11-28). Google names no other: the artifacts, executions
+    # and contexts below are what KFP's driver and launcher record for a task, each named as
+    # the REST reference names its method's permission (https://cloud.google.com/vertex-ai/
+    # docs/reference/rest/v1/projects.locations.metadataStores.contexts/
+    # addContextArtifactsAndExecutions and its siblings, read 2026-12-02)
+    "aiplatform.metadataStores.get",
+    "aiplatform.artifacts.create", "aiplatform.artifacts.get", "aiplatform.artifacts.update",
+    "aiplatform.executions.create", "aiplatform.executions.get",
+    "aiplatform.executions.update",
+    "aiplatform.contexts.create", "aiplatform.contexts.get", "aiplatform.contexts.update",
+    "aiplatform.contexts.addContextArtifactsAndExecutions",
+    "aiplatform.contexts.addContextChildren",
+)
 PLANNER_PROJECT_ROLES = (
     "roles/iam.securityReviewer", "roles/serviceusage.serviceUsageViewer",
     "roles/storage.insightsCollectorService", "roles/artifactregistry.reader",
@@ -149,23 +183,33 @@ RESEARCHER_PROJECT_ROLES = ("roles/aiplatform.user", "roles/logging.viewer",
                             "roles/cloudbuild.builds.editor", "roles/cloudquotas.viewer")
 # What the deployer may grant or revoke at project level (its projectIamAdmin carries
 # `modifiedGrantsByRole.hasOnly(...)`, "Set limits on granting roles":
-# https://docs.cloud.google.com/iam/docs/setting-limits-on-granting-roles): exactly the
-# project roles this stack grants to the other identities (the trainer's custom role among
-# them), none of them an admin role and never its own custom role, so widening its own
-# access needs a human with Owner. The
-# attribute names roles only: a condition cannot say *to whom* a listed role is granted, so
-# the deployer could grant e.g. roles/aiplatform.user to any member; the review of main
-# (the only branch the deployer runs from) is that check, and an organisation policy can
-# add one (docs/platform/security.md).
-PREDEFINED_DELEGATED_ROLES = frozenset(
+# https://docs.cloud.google.com/iam/docs/setting-limits-on-granting-roles): the project roles
+# this stack grants to the other identities (the trainer's custom role among them), none of
+# them an admin role and never its own custom role, so widening its own access needs a human
+# with Owner. The attribute names roles only: a condition cannot say *to whom* a listed role
+# is granted, so the deployer could grant any listed role to any member, itself included.
+# So the list leaves out every role that can run code as a Google-managed account
+# (infra/google_identities.py: aiplatform.user, cloudbuild.builds.editor, the pipelines
+# account's custom role): those grants stay in the stack, and an Owner applies them
+# (docs/platform/deploy.md, Bootstrap); the deployer's plans only read them.
+OTHERS_PROJECT_ROLES = frozenset(
     {*TRAINER_PROJECT_ROLES, *CONVERTER_PROJECT_ROLES, *BUILDER_PROJECT_ROLES,
      *SERVING_PROJECT_ROLES, *PIPELINES_PROJECT_ROLES, *PLANNER_PROJECT_ROLES,
      *RESEARCHER_PROJECT_ROLES})
 
 
+def custom_permissions(env: Environment) -> dict[str, tuple[str, ...]]:
+    """The custom roles the stack grants to the other identities -> their permissions."""
+    return {names.trainer_role(env): TRAINER_PERMISSIONS,
+            names.pipelines_role(env): PIPELINES_PERMISSIONS}
+
+
 def delegated_roles(env: Environment) -> tuple[str, ...]:
-    """The roles the deployer may grant or revoke at project level in `env`."""
-    return tuple(sorted({*PREDEFINED_DELEGATED_ROLES, names.trainer_role(env)}))
+    """The roles the deployer may grant or revoke at project level in `env`: those the stack
+    grants the others, less any that runs code as a Google-managed account."""
+    custom = custom_permissions(env)
+    return tuple(sorted(role for role in {*OTHERS_PROJECT_ROLES, *custom}
+                        if not reached_by_role(role, custom)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,6 +292,9 @@ class TrainingPlatformStack(TerraformStack):
         trainer_role = self._custom_role(
             "trainer", "TensorBoard writes of Vertex AI training jobs, nothing else",
             TRAINER_PERMISSIONS)
+        pipelines_role = self._custom_role(
+            "pipelines", "What continuous training's pipeline steps call in Vertex AI",
+            PIPELINES_PERMISSIONS)
         who = Identities(
             trainer=account("trainer", "Identity of Vertex AI training jobs",
                             (*TRAINER_PROJECT_ROLES, names.trainer_role(env)),
@@ -259,7 +306,9 @@ class TrainingPlatformStack(TerraformStack):
             serving=account("serving", "Identity of Vertex AI endpoints and batch "
                             "predictions", SERVING_PROJECT_ROLES),
             pipelines=account("pipelines", "Identity of continuous training's pipeline "
-                              "runs and schedules", PIPELINES_PROJECT_ROLES),
+                              "runs and schedules",
+                              (*PIPELINES_PROJECT_ROLES, names.pipelines_role(env)),
+                              depends_on=[pipelines_role]),
             deployer=self._deployer(),
             planner=account("planner", "GitOps: read-only plans for pull requests",
                             PLANNER_PROJECT_ROLES),
@@ -281,10 +330,11 @@ class TrainingPlatformStack(TerraformStack):
                           who.pipelines.member)
         who.builder.grant("deployer-act-as", "roles/iam.serviceAccountUser",
                           who.deployer.member)
-        for identity in (who.trainer, who.converter, who.builder, who.serving, who.pipelines,
-                         who.planner):
-            # Admin of the stack's other accounts only (their IAM, deletion); not of its own,
-            # whose IAM says who may act as the deployer.
+        for identity in (who.trainer, who.converter, who.builder, who.serving, who.planner):
+            # Admin of the stack's other accounts (their IAM, deletion), so it could make
+            # itself able to act as any of them: not of its own, whose IAM says who may act
+            # as the deployer, nor of the pipelines account, whose jobs can run as the
+            # Custom Code Service Agent (an Owner applies changes to that account's IAM).
             identity.grant("deployer-admin", "roles/iam.serviceAccountAdmin",
                            who.deployer.member)
         return who

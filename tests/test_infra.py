@@ -20,9 +20,15 @@ from infra import names
 from infra import outputs as stack_outputs
 from infra.config import ConfigError, Environment, Retention
 from infra.environments import ENVIRONMENTS
+from infra.google_identities import (
+    CLOUD_BUILD_DEFAULT,
+    COMPUTE_DEFAULT,
+    CUSTOM_CODE_AGENT,
+    RUNS_AS,
+)
 from infra.image_context import context_hash
 from infra.outputs import StackOutputs
-from infra.synthesized import grants, resources
+from infra.synthesized import google_managed_reach, grants, resources
 from tests.conftest import HANG, REPO
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -109,6 +115,7 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         *((sa["serving"], "project", r) for r in SERVING_PROJECT_ROLES),
         (sa["serving"], "bucket:data if only-run-models", "roles/storage.objectViewer"),
         *((sa["pipelines"], "project", r) for r in PIPELINES_PROJECT_ROLES),
+        (sa["pipelines"], "project", names.pipelines_role(env)),
         (sa["pipelines"], "bucket:data if only-datasets-runs", "roles/storage.objectViewer"),
         (sa["pipelines"], "bucket:data if only-datasets", "roles/storage.objectCreator"),
         (sa["pipelines"], "bucket:data if only-runs-ct", "roles/storage.objectUser"),
@@ -128,7 +135,7 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         (sa["deployer"], "account:" + sa["builder"], "roles/iam.serviceAccountUser"),
         # the other accounts, never its own (whose IAM says who may act as the deployer)
         *((sa["deployer"], "account:" + sa[role], "roles/iam.serviceAccountAdmin")
-          for role in ("trainer", "converter", "builder", "serving", "pipelines", "planner")),
+          for role in ("trainer", "converter", "builder", "serving", "planner")),
         *((sa["planner"], "project", r) for r in PLANNER_PROJECT_ROLES),
         (group, "project", "roles/aiplatform.user"),
         (group, "project", "roles/logging.viewer"),
@@ -154,7 +161,8 @@ def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_r
         stacks, env_name):
     from infra.stack import PROJECT_IAM_ADMIN, delegated_roles
 
-    stack, bucket = stacks[env_name], names.data_bucket(ENVIRONMENTS[env_name])
+    env = ENVIRONMENTS[env_name]
+    stack, bucket = stacks[env_name], names.data_bucket(env)
     conditional: dict[tuple[str, str], str] = {}  # a second grant of a role: " | " between
     for r in resources(stack, "google_storage_bucket_iam_member"):
         if r.get("condition"):
@@ -195,8 +203,12 @@ def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_r
                  if by_deployer(r["member"])}
     others = {r["role"] for r in resources(stack, "google_project_iam_member")
               if not by_deployer(r["member"])}
-    # exactly the roles the stack grants the other identities at project level, no admin
-    assert allowed == set(delegated_roles(ENVIRONMENTS[env_name])) == others
+    # the roles the stack grants the other identities at project level, no admin, less
+    # those an Owner applies: any that runs code as a Google-managed account
+    # (tests/test_iam_paths.py)
+    owners = {"roles/aiplatform.user", "roles/cloudbuild.builds.editor",
+              names.pipelines_role(env)}
+    assert allowed == set(delegated_roles(env)) == others - owners
     assert not [role for role in allowed if "admin" in role.lower()]
     assert PROJECT_IAM_ADMIN not in allowed and not allowed & deployers - others
     # no project-wide admin of accounts or IAM: only resource-level, on the stack's accounts
@@ -822,6 +834,10 @@ class Iam:
                 if r["member"].startswith(f"serviceAccount:{member}")
                 and "data_bucket" in r["bucket"]]
 
+    def reaches(self, who: str) -> frozenset[str]:
+        """The Google-managed accounts `who` can run code as (tests/test_iam_paths.py)."""
+        return google_managed_reach(self.stack)[self.ids[who]]
+
     def principal_of(self, who: str) -> set[str]:
         """Who may act as `who` through Workload Identity Federation."""
         return {member for member, where, role in self.grants
@@ -862,11 +878,15 @@ CANNOT = {
         lambda iam: iam.acts_as("researchers") == {
             iam.ids[w] for w in ("trainer", "converter", "serving", "pipelines") +
             (("builder",) if iam.env.researchers_build_images else ())},
-    ("researchers", "act as the deployer or planner, except through the Custom Code Service "
-                    "Agent"):
+    ("researchers", "act as the deployer or planner, except through a Google-managed account"):
         lambda iam: not iam.acts_as("researchers") & {
             "*", iam.ids["deployer"], iam.ids["planner"]}
         and "gcp-sa-aiplatform-cc" not in json.dumps(iam.stack),  # the stack grants it nothing
+    ("researchers", "run code as a Google-managed account other than the Custom Code Service "
+                    "Agent, the Compute Engine default account and the default Cloud Build "
+                    "account"):
+        lambda iam: iam.reaches("researchers") == {
+            CUSTOM_CODE_AGENT, COMPUTE_DEFAULT, CLOUD_BUILD_DEFAULT},
     ("trainer", "delete or change `records/`"):
         lambda iam: {(where, role) for where, role in iam.held("trainer")
                      if role in OBJECT_WRITE_ROLES} == {("bucket:data if only-runs",
@@ -879,6 +899,8 @@ CANNOT = {
                 "(no `aiplatform.user`)"): trainer_holds_no_vertex_ai_control,
     ("trainer", "publish job events (no `pubsub.publisher`)"):
         lambda iam: not any(r.startswith("roles/pubsub.") for r in iam.roles("trainer")),
+    **{(who, "run code as a Google-managed account"): (lambda iam, who=who: not iam.reaches(who))
+       for who in ("trainer", "converter", "builder", "serving", "planner")},
     ("converter", "read `records/` or `runs/`"):
         lambda iam: None not in iam.bucket_expressions("converter")
         and set().union(*map(prefixes, iam.bucket_expressions("converter"))) == {
@@ -910,8 +932,17 @@ CANNOT = {
             ("bucket:data if only-datasets", "roles/storage.objectCreator")}
         and sorted(map(sorted, map(prefixes, iam.bucket_expressions("pipelines")))) == [
             ["datasets"], ["datasets", "runs"], ["pipelines"], ["runs"]],
-    ("pipelines", "act as any account but the trainer and serving"):
+    ("pipelines", "act as any account but the trainer and serving, except through the Custom "
+                  "Code Service Agent"):
         lambda iam: iam.acts_as("pipelines") == {iam.ids["trainer"], iam.ids["serving"]},
+    ("pipelines", "run code as a Google-managed account other than the Custom Code Service "
+                  "Agent (a custom job it submits without a service account: IAM cannot make "
+                  "it name one, and its steps always name the trainer), so no pipeline run, "
+                  "tuning job or training pipeline (which naming no account would run as the "
+                  "Compute Engine default or the agent)"):
+        lambda iam: iam.reaches("pipelines") == {CUSTOM_CODE_AGENT}
+        and {p for p in iam.permissions("pipelines") if p in RUNS_AS} == {
+            "aiplatform.customJobs.create"},
     ("pipelines", "change IAM"): lambda iam: not iam.changes_iam("pipelines"),
     ("deployer", "administer any bucket, repository, service account or Vertex AI resource "
                  "(model, endpoint, job, dataset) outside the stack"):
@@ -930,7 +961,13 @@ CANNOT = {
             "infra.stack", fromlist=["delegated_roles"]).delegated_roles(iam.env))
         and not any("admin" in r.lower() for r in deployer_grant_list(iam))
         and names.deployer_role(iam.env) not in deployer_grant_list(iam),
-    ("deployer", "create, change or delete a custom role, its own or the trainer's"):
+    ("deployer", "run code as a Google-managed account other than the default Cloud Build "
+                 "account (a build without a service account; its own builds name the "
+                 "builder): no role it holds or may grant, and no account it administers or "
+                 "acts as, creates a Vertex AI job or pipeline run"):
+        lambda iam: iam.reaches("deployer") == {CLOUD_BUILD_DEFAULT},
+    ("deployer", "create, change or delete a custom role, its own, the trainer's or the "
+                 "pipelines account's"):
         lambda iam: [p for p in iam.permissions("deployer") if p.startswith("iam.roles.")]
         == ["iam.roles.get"] and "roles/iam.roleAdmin" not in iam.roles("deployer"),
     ("deployer", "change the Workload Identity pool or provider or its own account's IAM "
@@ -981,7 +1018,9 @@ def test_the_security_model_holds_in_the_synthesised_iam(stacks, env_name):
 
 def test_the_security_model_checks_fail_when_a_grant_breaks_a_claim(stacks):
     """Each check can fail: the old grants (the trainer's aiplatform.user and Pub/Sub
-    publisher) and a researchers' writer grant where the environment does not opt in."""
+    publisher) and a researchers' writer grant where the environment does not opt in; the
+    trainer's aiplatform.user reaches the Custom Code Service Agent, for it and for every
+    account that acts as it or administers it."""
     stack = json.loads(json.dumps(stacks["dev"]))
     members = stack["resource"]["google_project_iam_member"]
     trainer = next(r for r in members.values() if "trainer_account" in r["member"])
@@ -993,10 +1032,13 @@ def test_the_security_model_checks_fail_when_a_grant_breaks_a_claim(stacks):
         "role": "roles/artifactregistry.writer"}
     iam = Iam(stack, ENVIRONMENTS["dev"])
     failed = {claim for (who, claim), check in CANNOT.items() if not check(iam)}
-    assert failed == {
+    reach = {claim for (who, claim) in CANNOT if claim.startswith("run code as a Google")
+             and who in ("trainer", "pipelines", "deployer")}  # the trainer's user reaches the
+    # agent, and so do the pipelines account (which acts as it) and the deployer (its admin)
+    assert len(reach) == 3 and failed == {
         "create, cancel or delete a Vertex AI job, model or endpoint, or submit a job "
         "(no `aiplatform.user`)", "publish job events (no `pubsub.publisher`)",
-        "push images as themselves (unless the environment opts in)"}
+        "push images as themselves (unless the environment opts in)", *reach}
 
 
 def test_the_docs_list_of_what_the_stack_creates_is_the_stacks(stacks):
