@@ -28,8 +28,16 @@ def test_invoke_demo_leaves_metrics_a_savedmodel_and_an_annotated_image(tmp_path
     metrics = json.loads((tmp_path / "model" / "eval" / "ckpt-20.json").read_text())
     assert {"AP", "AP50", "AP75"} <= set(metrics["metrics"])
     assert_demo_records(tmp_path / "records")
-    assert len(json.loads((tmp_path / "predictions" / "detections.json").read_text())[
-        "images"]) == 3
+    detections = json.loads((tmp_path / "predictions" / "detections.json").read_text())
+    assert len(detections["images"]) == 3
+    # issue 52 item 15: the export carries the evaluated threshold, and predict detects at it
+    chosen = metrics["operating_point"]["threshold"]
+    exported = json.loads((tmp_path / "exported" / "export.json").read_text())
+    assert exported["score_threshold"]["value"] == chosen
+    assert exported["score_threshold"]["evaluation"] == "eval/ckpt-20.json"
+    assert detections["score_threshold"] == chosen
+    assert detections["score_threshold_from"].startswith(
+        "export.json: the F1-best score of eval/ckpt-20.json")
     # issue 38 item 8: every stage's log in our words, none of TensorFlow's or absl's
     foreign = [line for line in (result.stdout + result.stderr).splitlines()
                if FOREIGN.match(line)]
@@ -59,7 +67,7 @@ def test_the_demo_with_format_coco_converts_from_the_samples_coco_json(tmp_path)
 
     said = []
     demo_data(tmp_path / "pets", tmp_path / "records", 30, said.append, format="coco")
-    assert said[-1] == "2/5 Converting the COCO JSON to TFRecords"
+    assert said[-1] == "2/6 Converting the COCO JSON to TFRecords"
     assert (tmp_path / "pets" / SAMPLE_COCO_FILE).is_file()
     assert_demo_records(tmp_path / "records", test=0)
     converted = examples(tmp_path / "records")
@@ -117,3 +125,22 @@ def test_each_demo_has_its_own_directory():
     assert demo_dir("work", masks=False) == "work/demo"
     assert demo_dir("work", masks=True) == "work/demo-masks"
     assert inspect.signature(tasks.demo.body).parameters["workdir"].default is None
+
+
+def test_the_demo_evaluates_before_it_exports(tmp_path):
+    """The export reads the threshold of its checkpoint's evaluation (trainer/operating.py):
+    exported before the evaluation, it carried none, and the demo's predict detected at 0.3
+    instead of the evaluated threshold (issue 52 item 15)."""
+    from launch.features.workflow import DEMO_STEPS, demo_model_jobs
+
+    model, exported = tmp_path / "model", tmp_path / "exported"
+    steps = demo_model_jobs(model, tmp_path / "records", exported, 20, masks=False)
+    assert [text for text, _, _ in steps] == [
+        f"3/{DEMO_STEPS} Training", f"4/{DEMO_STEPS} Evaluating (COCO metrics)",
+        f"5/{DEMO_STEPS} Exporting a SavedModel with the evaluated score threshold"]
+    (_, train, total), (_, evaluate, _), (_, export, _) = steps
+    assert total == 20 and "--mode=train" in train.args and "--mode=eval" in evaluate.args
+    assert not [arg for arg in train.args + evaluate.args if arg.startswith("--export_dir")]
+    assert export.args[:1] == ("export",)
+    assert {f"--model_dir={model}", f"--export_dir={exported}",
+            "--default_signature=bytes"} <= set(export.args)

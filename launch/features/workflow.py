@@ -30,7 +30,7 @@ from trainer.files import (
 )
 
 DEMO_PREDICT_IMAGES = 6
-DEMO_STEPS = 5
+DEMO_STEPS = 6
 
 
 def demo_dir(work: str, masks: bool) -> str:
@@ -204,10 +204,28 @@ def demo_data(data: Path, records: Path, num_images: int | None,
                                           masks=masks)))
 
 
+def demo_model_jobs(model: Path, records: Path, exported: Path, steps: int | None,
+                    masks: bool) -> list[tuple[str, jobs.TrainerJob, int | None]]:
+    """The demo's middle steps, in their order, each (what it says, the job, its steps):
+    train, evaluate, then export, so that the export carries the threshold the evaluation
+    chose (trainer/operating.py) and the demo's predict detects at it."""
+    training = jobs.Training(TrainArgs(
+        train_steps=steps, **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {})))
+    places = jobs.Places(str(model), str(records))
+    evaluation = jobs.Evaluation(dataclasses.replace(training.args, mode="eval"))
+    # the format `invoke model.upload` serves, as a training run's own export
+    export_job = jobs.tool_job(ExportArgs(str(model), str(exported),
+                                          default_signature="bytes"))
+    return [(f"3/{DEMO_STEPS} Training", training.trainer_job(places), training.steps),
+            (f"4/{DEMO_STEPS} Evaluating (COCO metrics)", evaluation.trainer_job(places), None),
+            (f"5/{DEMO_STEPS} Exporting a SavedModel with the evaluated score threshold",
+             export_job, None)]
+
+
 def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
          say: Callable[[str], None] | None = None, format: str = "pets",
          masks: bool = False) -> DemoResult:
-    """sample -> convert -> train and export -> evaluate -> predict, everything under `workdir`;
+    """sample -> convert -> train -> evaluate and export -> predict, everything under `workdir`;
     `format` coco converts the sample from its COCO JSON instead of its Pets files; `masks`
     converts with masks and trains the CPU Mask R-CNN experiment (200 steps by default)."""
     if format not in ("pets", "coco"):
@@ -222,18 +240,10 @@ def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
     start = time.monotonic()
 
     demo_data(data, records, num_images, say, format, masks)
-    # the training process exports its model too: no second TensorFlow start for it
-    training = jobs.Training(TrainArgs(
-        train_steps=steps, export_dir=str(exported),
-        **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {})))
-    places = jobs.Places(str(model), str(records))
-    say(f"3/{DEMO_STEPS} Training, then exporting a SavedModel")
-    run_job(training.trainer_job(places), training.steps)
-    say(f"4/{DEMO_STEPS} Evaluating (COCO metrics)")
-    evaluation = jobs.Evaluation(dataclasses.replace(training.args, mode="eval",
-                                                     export_dir=None))
-    run_job(evaluation.trainer_job(places))
-    say(f"5/{DEMO_STEPS} Detecting pets in held-out test images")
+    for text, job, total in demo_model_jobs(model, records, exported, steps, masks):
+        say(text)
+        run_job(job, total)
+    say(f"6/{DEMO_STEPS} Detecting pets in held-out test images")
     test_images = root / "test_images"
     test_images.mkdir(exist_ok=True)
     for name in across_classes(pets.read_example_list(data / pets.TEST_LIST),
