@@ -20,6 +20,8 @@ from launch.values.jobs import inputs
 from tests.conftest import data_flags, trainer_here
 from tests.test_runs import cells, write_run
 from trainer import files
+from trainer.cli import ERROR_PREFIX
+from trainer.data.tfrecord import parse_example, records
 from trainer.eval_record import EvaluationRecord
 
 TEST_IMAGES = 8  # the test split here: the first validation images, renamed (cheap to evaluate)
@@ -133,3 +135,37 @@ def test_a_named_datasets_test_shards_are_what_a_test_evaluation_reads():
         "gs://b/d/v1/test.record-00000-of-00002,gs://b/d/v1/test.record-00001-of-00002"
     with pytest.raises(InputError, match=r"^--split test: the named dataset lists no test "):
         inputs("gs://b/d/v1", listed[:2], files.TEST)
+
+
+def test_a_test_split_that_is_the_training_data_is_refused_in_one_line(records_dir, tmp_path):
+    """Test shards that are byte copies of the training shards (issue 52 item 6): refused
+    by content, exit 2, before any checkpoint is evaluated or anything recorded."""
+    data = tmp_path / "data"
+    shutil.copytree(records_dir, data)
+    for path in sorted(data.glob(files.shard_glob(files.TEST))):
+        path.unlink()
+    train = sorted(data.glob(files.shard_glob(files.TRAIN)))
+    for index, path in enumerate(train):
+        shutil.copy(path, data / files.shard_name(files.TEST, index, len(train)))
+    model_dir = tmp_path / "model"
+    result = trainer_here(*data_flags(data, model_dir), "--mode=eval", "--eval_split=test",
+                          check=False)
+    names = sorted(parse_example(record)["image/filename"][0].decode()
+                   for path in train for record in records(path))
+    shown = ", ".join(map(repr, names[:3]))
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.splitlines() == [
+        f"{ERROR_PREFIX}--split test: {len(names)} of the test split's {len(names)} images are "
+        f"in the training split too, by content ({shown}, ...): its figures would not be held "
+        "out. Convert the data again (`invoke data.convert` "
+        "keeps each image in one split), or evaluate on val"]
+    assert not (model_dir / files.TEST_METRICS_DIR).exists()
+
+
+def test_a_held_out_test_split_passes_the_check(records_dir):
+    from trainer.evaluation import check_held_out, image_digests
+
+    train = str(records_dir / files.shard_glob(files.TRAIN))
+    test = str(records_dir / files.shard_glob(files.TEST))
+    assert image_digests(test)  # the conversion's own test split: none of it in train
+    check_held_out(train, test)

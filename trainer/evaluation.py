@@ -9,6 +9,7 @@ a clear message when no new checkpoint appears within the idle timeout.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 import logging
@@ -22,10 +23,10 @@ from trainer import analysis, confusion, eval_record, files, operating
 from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs, shown
 from trainer.best import keeping
-from trainer.errors import EvalTimeoutError
+from trainer.errors import EvalTimeoutError, SettingsError
 from trainer.eval_record import EvaluationRecord
 from trainer.experiments import MASK_PREFIX
-from trainer.io import write_text
+from trainer.io import match, write_text
 
 SUMMARY_SUBDIR = "validation"
 TEST_SUMMARY_SUBDIR = "test"  # an evaluation on the test split: beside validation/
@@ -256,11 +257,52 @@ class WorstImages:
         return [(errors, image, pixels) for _, errors, image, pixels in self.kept]
 
 
+def image_digests(input_path: str) -> dict[str, str]:
+    """Each image's sha256 in the records `input_path` reads -> its file name (the first
+    record that holds it)."""
+    import tensorflow as tf
+
+    features = {key: tf.io.FixedLenFeature((), tf.string, default_value="")
+                for key in ("image/encoded", "image/filename")}
+    found: dict[str, str] = {}
+    paths = match(input_path)
+    if not paths:
+        return found
+    for batch in tf.data.TFRecordDataset(paths).batch(256).map(
+            lambda records: tf.io.parse_example(records, features)):
+        for image, name in zip(batch["image/encoded"].numpy(), batch["image/filename"].numpy(),
+                               strict=True):
+            found.setdefault(hashlib.sha256(image).hexdigest(), name.decode(errors="replace"))
+    return found
+
+
+def check_held_out(train_input: str | None, test_input: str) -> None:
+    """A test split that shares images with the training split (by content, as conversion
+    holds the test split out: trainer/data/changes.py) would be recorded, and gated on, as
+    held out when it is not: refused in one line before any checkpoint is evaluated."""
+    trained = image_digests(train_input) if train_input else {}
+    if not trained:
+        return
+    test = image_digests(test_input)
+    shared = sorted(name for digest, name in test.items() if digest in trained)
+    if shared:
+        flag = shown(TrainArgs, "eval_split")
+        raise SettingsError(
+            f"{flag} {files.TEST}: {len(shared)} of the test split's {len(test)} images are "
+            f"in the training split too, by content ({', '.join(map(repr, shared[:3]))}"
+            f"{', ...' if len(shared) > 3 else ''}): its figures would not be held out. "
+            "Convert the data again (`invoke data.convert` keeps each image in one split), or "
+            f"evaluate on {files.VAL}")
+
+
 def evaluator_for(settings, params) -> CheckpointEvaluator:
     """The evaluator of a run: its evaluation data (validation, or the test split's with
-    --eval_split test), class names and summary directory (validation/ or test/)."""
+    --eval_split test, refused when it is not held out), class names and summary directory
+    (validation/ or test/)."""
     from trainer.data.label_map import id_to_name, read_label_map
 
+    if settings.eval_split == files.TEST:
+        check_held_out(settings.train_input, settings.eval_input)
     names = id_to_name(read_label_map(settings.label_map)) if settings.label_map else {}
     split = settings.eval_split
     subdir = TEST_SUMMARY_SUBDIR if split == files.TEST else SUMMARY_SUBDIR
