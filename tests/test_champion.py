@@ -172,3 +172,98 @@ def test_test_data_is_compared_by_what_was_read_not_how_it_was_named():
     redone = "gs://b/records/test.record-* (1 files, sha256 99999999)"
     assert champion.digest(named) == champion.digest(globbed) != champion.digest(redone)
     assert champion.digest("gs://b/records/test.record-*") == "gs://b/records/test.record-*"
+
+
+CHAMP_RECORD = "runs/champ/checkpoints/eval-test/ckpt-1000.json"
+
+
+def champion_record(ap50: float = 0.95, **fields) -> str:
+    """The champion's test record, with `fields` over it (None: left out)."""
+    data = EvaluationRecord(1000, {"AP": ap50 - 0.2, "AP50": ap50}, "ckpt-1000",
+                            data=TEST_DATA).to_json()
+    return json.dumps({k: v for k, v in {**data, **fields}.items() if v is not None})
+
+
+@pytest.mark.parametrize("damaged, problem", [
+    (champion_record()[:-20], "cannot be read (is not JSON: "),
+    (champion_record().replace("0.95", "NaN"), "has no finite AP50"),
+    (champion_record(data=None), "has no `data` (which test records it read)"),
+    (champion_record(metrics=None), "cannot be read (it holds no metrics)"),
+    (champion_record(pad="x" * (16 << 20)), "cannot be read (is more than 16,777,216 bytes)"),
+])
+def test_a_damaged_champion_record_refuses_instead_of_opening_the_gate(services, damaged,
+                                                                       problem):
+    """Issue 52 item 4: a serving version (0.95) whose test record is truncated, holds NaN,
+    lacks `data` or metrics, or is over the 16 MiB read bound is not "not evaluated": a run
+    at 0.30 is refused in one line naming the record, unless --force REASON."""
+    from tests.test_serving import put
+
+    serving_run(services, 0.95)
+    put(services.storage, CHAMP_RECORD, damaged)
+    write_run(services.storage, "weak")
+    evaluated_on_test(services.storage, "weak", 0.30)
+    with pytest.raises(GateError) as refused:
+        commands.upload_model(services.cloud(), "weak")
+    said = str(refused.value)
+    assert said.startswith(f"the serving version ({MODEL}@1): its test record "
+                           f"gs://pets-data/{CHAMP_RECORD} ")
+    assert problem in said and "\n" not in said
+    assert said.endswith("and pass --force REASON to go ahead")
+    assert len(versions(services)) == 1  # nothing uploaded
+    forced = commands.upload_model(services.cloud(), "weak",
+                                   rules=Challenge(force="the champion's record is lost"))
+    assert "going ahead: --force \"the champion's record is lost\"" in forced
+    assert versions(services)[-1].labels["forced"] == "true"
+
+
+def test_a_champion_record_rewritten_since_its_judgement_refuses(services):
+    """Issue 52 item 5: the version records the sha256 of the test record it was judged on;
+    a champion's record rewritten down afterwards (0.95 to 0.10, to let a 0.30 run through)
+    is found changed and refused, in one line."""
+    from tests.test_serving import put
+
+    serving_run(services, 0.95)
+    judged = services.storage.bucket("pets-data").blob(CHAMP_RECORD).download_as_bytes()
+    put(services.storage, CHAMP_RECORD, champion_record(0.10))
+    write_run(services.storage, "weak")
+    evaluated_on_test(services.storage, "weak", 0.30)
+    with pytest.raises(GateError) as refused:
+        commands.upload_model(services.cloud(), "weak")
+    said = str(refused.value)
+    assert f"the serving version ({MODEL}@1): its test record (run champ, ckpt-1000) is not " \
+           "the one it was judged on (sha256 " in said
+    assert said.count("...") == 2 and ", 0.100): it was rewritten or evaluated again since; " \
+        "restore it" in said and "\n" not in said
+    assert len(versions(services)) == 1
+    put(services.storage, CHAMP_RECORD, judged)  # restored, byte for byte: judged again
+    with pytest.raises(GateError, match=r"worse by 0\.650"):
+        commands.upload_model(services.cloud(), "weak")
+
+
+def test_a_version_records_the_test_records_it_was_judged_on(services):
+    """Item 5: each version's labels say what it was judged on: its own test record (sha256
+    of its bytes, the digest of the files it read, its figure; `run` and `step` name it)
+    and the serving version's (run, checkpoint, sha256, figure)."""
+    import hashlib
+
+    serving_run(services, 0.90)
+    first = versions(services)[0].labels
+    champ = services.storage.bucket("pets-data").blob(CHAMP_RECORD).download_as_bytes()
+    assert first[champion.TEST_SHA] == hashlib.sha256(champ).hexdigest()[:60]
+    assert champion.CHAMPION_SHA not in first  # nothing served: judged against nothing
+    write_run(services.storage, "better")
+    data = "gs://pets-data/datasets/pets/v3/test.record-* (1 files, sha256 0123456789abcdef)"
+    evaluated_on_test(services.storage, "better", 0.93, data=TEST_DATA)
+    commands.upload_model(services.cloud(), "better")
+    mine = services.storage.bucket("pets-data").blob(
+        "runs/better/checkpoints/eval-test/ckpt-1000.json").download_as_bytes()
+    labels = versions(services)[-1].labels
+    assert {k: labels[k] for k in (
+        champion.TEST_SHA, champion.TEST_FIGURE, champion.CHAMPION_RUN, champion.CHAMPION_STEP,
+        champion.CHAMPION_SHA, champion.CHAMPION_FIGURE, "run", "step")} == {
+        champion.TEST_SHA: hashlib.sha256(mine).hexdigest()[:60], champion.TEST_FIGURE: "0_9300",
+        champion.CHAMPION_RUN: "champ", champion.CHAMPION_STEP: "1000",
+        champion.CHAMPION_SHA: hashlib.sha256(champ).hexdigest()[:60],
+        champion.CHAMPION_FIGURE: "0_9000", "run": "better", "step": "1000"}
+    assert champion.data_label(data) == "0123456789abcdef"  # the files' digest, as a label
+    assert all(len(v) <= 63 and v == v.lower() for v in labels.values())

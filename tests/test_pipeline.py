@@ -213,7 +213,7 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
                          f"{steps.lineage(str(state))[0].figure:.3f} on its test split)")
     made = json.loads((state / "decisions.json").read_text())
     assert [(d["step"], d["go"]) for d in made] == [("resolve dataset", True),
-                                                   ("compare", True)]
+                                                   ("evaluate", True), ("compare", True)]
     (version,) = steps.lineage(str(state))
     assert (version.model, version.dataset_version) == ("1", first)
     assert version.figure >= 0.5  # the shared model's checkpoint, fine-tuned ten steps
@@ -240,7 +240,8 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     weak = f"target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\nsteps: 1\n"
     definition.continuous_training(job=weak, state=str(state))
     made = json.loads((state / "decisions.json").read_text())
-    resolved, verdict = made[-2:]
+    resolved, tested, verdict = made[-3:]
+    assert tested["step"] == "evaluate" and len(tested["records"]) == 1  # the run's alone
     assert (resolved["go"], resolved["version"]) == (True, second)
     assert verdict["step"] == "compare" and verdict["go"] is False
     assert verdict["challenger"] < verdict["champion"] - 0.01
@@ -685,3 +686,54 @@ def test_a_state_from_before_pipelines_were_named_is_refused_saying_where_to_mov
                "named; move them (and runs/, registry/) into" in str(refused.value)
     assert f"into {root}/pets-retinanet-mobilenet/ to go on as pipeline " \
            "pets-retinanet-mobilenet" in str(refused.value) or "NAME" in str(refused.value)
+
+
+def test_the_local_gate_refuses_test_records_rewritten_after_they_were_written_or_judged(
+        tmp_path):
+    """Issue 52 items 4 and 5 on the local target: a version's lineage keeps the sha256 of
+    the test record it was judged on, the evaluate step the records its jobs wrote. A run
+    at 0.30 whose record is rewritten to 0.99, a serving version (0.95) whose record is
+    rewritten down to 0.10 or truncated: each stops the run at the gate, in one line."""
+    import dataclasses
+    import json
+
+    from launch.features.pipeline import steps
+    from trainer import files
+
+    data, state = tmp_path / "data", tmp_path / "state" / "p"
+    (data / V1).mkdir(parents=True)
+    job = LOCAL_JOB.format(data=data)
+    measure_run(state, "ct-p-champion", 0.95, "d/test.record-*")
+    champ = steps._figure(str(state), "ct-p-champion", "pets_retinanet_mobilenet")
+    held = steps.Version("1", "ct-p-champion", 7, V1, 0.95, champ.data, champ.sha256)
+    (state / steps.LINEAGE).write_text(json.dumps([dataclasses.asdict(held)]))
+    (state / steps.ENDPOINT).write_text('{"1": 100}')
+    run_id = run_id_for(state, V1)
+    measure_run(state, run_id, 0.30, "d/test.record-*")
+    steps.evaluated(run_id, [steps._figure(str(state), run_id, "pets_retinanet_mobilenet")],
+                    lambda **made: steps.decide(str(state), **made))
+    record = steps.run_dir(str(state), run_id) / files.TEST_METRICS_DIR / "ckpt-7.json"
+    champion_record = record.parents[2] / "ct-p-champion" / files.TEST_METRICS_DIR / \
+        "ckpt-7.json"
+    judged = champion_record.read_text()
+
+    record.write_text(record.read_text().replace("0.3", "0.99"))
+    assert steps.compare(job, str(state), run_id, 0.01) is False
+    assert "is not the one its evaluation wrote (rewritten since)" in \
+        steps.decisions(str(state))[-1]["reason"]
+
+    record.write_text(record.read_text().replace("0.99", "0.3"))  # as written: judged
+    champion_record.write_text(judged.replace("0.95", "0.1"))
+    assert steps.compare(job, str(state), run_id, 0.01) is False
+    said = steps.decisions(str(state))[-1]["reason"]
+    assert "the serving version (version 1): its test record (run ct-p-champion, ckpt-7) " \
+           "is not the one it was judged on" in said and "\n" not in said
+
+    champion_record.write_text(judged[:-10])
+    assert steps.compare(job, str(state), run_id, 0.01) is False
+    assert f"its test record {champion_record} cannot be read (is not JSON" in \
+        steps.decisions(str(state))[-1]["reason"]
+
+    champion_record.write_text(judged)  # restored: the run is judged, and is worse
+    assert steps.compare(job, str(state), run_id, 0.01) is False
+    assert steps.decisions(str(state))[-1]["worse"] is True

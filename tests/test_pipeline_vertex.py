@@ -98,7 +98,7 @@ def test_on_vertex_ai_a_run_trains_uploads_and_deploys_then_stops_on_no_new_data
     assert list(endpoint.traffic_split.values()) == [100]
     made = good.decisions()
     assert [(d["step"], d["go"]) for d in made] == [("resolve dataset", True),
-                                                   ("compare", True)]
+                                                   ("evaluate", True), ("compare", True)]
 
     assert run_once(good) == "stopped: no newer data"
     assert "no version newer than" in good.decisions()[-1]["reason"]
@@ -355,3 +355,52 @@ def test_decisions_from_before_pipelines_were_named_are_refused_saying_where_to_
     other = "gs://pets-data/pipelines/state/faster"  # and a named pipeline is its own
     assert VertexSteps(cloud, VERTEX_JOB, other).resolve_dataset() == \
         bucket_datasets.resolve(cloud, "pets").version
+
+
+def test_a_run_whose_test_record_is_rewritten_after_its_evaluation_is_refused(
+        services, serving_prices):
+    """Issue 52 item 5 in the pipeline: the evaluate step records the sha256 of the test
+    records its jobs wrote. A run measured at 0.30 whose record is then rewritten to 0.99
+    is refused at the gate and at the upload; the serving version's record that the step
+    wrote again (new test files) is the pipeline's own, and a fair run is judged on it."""
+    from launch.context.cloud import run_paths
+    from launch.features.serving import champion
+    from launch.features.serving import commands as serving
+    from launch.features.serving.registry import GateError
+    from tests.test_champion import evaluated_on_test
+    from tests.test_pipeline import published_dataset
+    from tests.test_serving import cpu, write_run
+
+    cloud, storage = services.cloud(), services.storage
+    published_dataset(services, cloud)
+    version = bucket_datasets.resolve(cloud, "pets").version
+    write_run(storage, "ct-champion")
+    evaluated_on_test(storage, "ct-champion", 0.9)
+    serving.upload_model(cloud, "ct-champion")
+    serving.deploy(cloud, "ct-champion", cpu)
+    run_id = run_id_for(STATE, version)
+    write_run(storage, run_id)
+    evaluated_on_test(storage, run_id, 0.30)  # as its evaluation job writes it
+    vertex = VertexSteps(cloud, JOB.format(steps=1, init=""), STATE)
+    vertex.decide(step="resolve dataset", go=True, version=version, reason="newer")
+    steps.evaluated(run_id, [vertex._test_figure(run_id)], vertex.decide)  # the step's
+    evaluated_on_test(storage, run_id, 0.99)  # rewritten by someone who may write runs/
+
+    assert vertex.compare(run_id, 0.01) is False
+    verdict = vertex.decisions()[-1]
+    assert f"run {run_id}'s test record gs://pets-data/runs/{run_id}/checkpoints/eval-test/" \
+           "ckpt-1000.json is not the one its evaluation wrote (rewritten since)" in \
+           verdict["reason"]
+    assert verdict["worse"] is False  # not the model's doing: the version is tried again
+    with pytest.raises(GateError, match="is not the one its evaluation wrote"):
+        vertex.upload(run_id, version, 0.01)
+    assert len(services.models.versions[MODEL]) == 1
+
+    other = "gs://pets-data/datasets/pets/v9/test.record-* (1 files, sha256 99999999)"
+    evaluated_on_test(storage, run_id, 0.60, data=other)  # evaluated again, on new files
+    evaluated_on_test(storage, "ct-champion", 0.55, data=other)  # and the serving version
+    held = champion.read_figure(champion.test_record(
+        storage, run_paths(cloud, "ct-champion"), 1000), "ct-champion", vertex.measure)
+    steps.evaluated(run_id, [vertex._test_figure(run_id), held], vertex.decide)
+    assert vertex.compare(run_id, 0.01) is True  # 0.60 against the step's own 0.55
+    assert "0.600 against the serving version's 0.550" in vertex.decisions()[-1]["reason"]

@@ -238,24 +238,32 @@ class VertexSteps:
 
     def _test_figure(self, run_id: str) -> champion.Figure:
         """The run's figure on the test split, of the checkpoint upload would choose
-        (registry.read_candidate: the best)."""
+        (registry.read_candidate: the best), with its record's sha256."""
         storage, paths = self.cloud.storage(), run_paths(self.cloud, run_id)
         step = registry.read_candidate(storage, paths).evaluation.step
-        found = champion.figure(champion.test_record(storage, paths, step), run_id,
-                                self.measure)
+        found = champion.read_figure(champion.test_record(storage, paths, step), run_id,
+                                     self.measure)
+        if isinstance(found, champion.Unreadable):
+            raise MissingError(f"run {run_id}: {found.problem}")
         if found is None:
             raise MissingError(f"run {run_id} has no test evaluation of its ckpt-{step}")
         return found
 
-    def _champion(self) -> tuple[str | None, champion.Figure | None]:
-        """The serving version's run (its `run` label) and its test figure, when they can
-        be read (champion.champion_figure: a label that names no run of ours gives none)."""
+    def _champion(self, vouched: frozenset[str] = frozenset()
+                  ) -> tuple[tuple[str, int] | None, champion.Figure | None]:
+        """The serving version's run and step (its labels) and its test figure, when it can
+        be read and trusted (champion.champion_figure: a label that names no run of ours, a
+        damaged record or one it was not judged on give none)."""
         held = self.serving()
         origin = champion.run_and_step(held) if held else None
         figure = champion.champion_figure(self.cloud.storage(), held,
                                           lambda run: run_paths(self.cloud, run),
-                                          self.measure) if origin else None
-        return (origin[0] if origin else None), figure
+                                          self.measure, vouched) if origin else None
+        return origin, figure if isinstance(figure, champion.Figure) else None
+
+    def _vouched(self) -> frozenset[str]:
+        """The test records this pipeline's evaluate steps wrote (steps.vouched_in)."""
+        return steps.vouched_in(self.decisions())
 
     def evaluate(self, run_id: str, version: str) -> float:
         """The run's chosen checkpoint on the test split of `version`, then the serving
@@ -270,33 +278,41 @@ class VertexSteps:
         print(self.launch(jobfile.EVAL, run_id=run_id, split="test",
                           dataset=self._on(version)), flush=True)
         tested = self._test_figure(run_id)
-        held_run, before = self._champion()
-        if held_run and held_run != run_id:
+        written = [tested]
+        origin, before = self._champion(self._vouched())
+        if origin and origin[0] != run_id:
             if before is None or champion.digest(before.data) != champion.digest(tested.data):
-                print(self.launch(jobfile.EVAL, run_id=held_run, split="test",
+                print(self.launch(jobfile.EVAL, run_id=origin[0], split="test",
                                   dataset=self._on(version)), flush=True)
+                again = champion.read_figure(champion.test_record(
+                    self.cloud.storage(), run_paths(self.cloud, origin[0]), origin[1]),
+                    origin[0], self.measure)
+                written += [again] if isinstance(again, champion.Figure) else []
             else:
-                print(f"the serving version (run {held_run}) was tested on the same files: "
+                print(f"the serving version (run {origin[0]}) was tested on the same files: "
                       "not evaluated again", flush=True)
+        steps.evaluated(run_id, written, self.decide)
         return tested.value
 
     def compare(self, run_id: str, max_drop: float) -> bool:
         """The champion gate, as `model.upload` applies it; the decision with both figures."""
         place, paths = self.place, run_paths(self.cloud, run_id)
+        made = self.decisions()
+        vouched = steps.vouched_in(made)
         challenger = self._test_figure(run_id)
-        _, defending = self._champion()
+        _, defending = self._champion(vouched)
         margin = champion.check_max_drop(max_drop)
         try:
             verdict = commands.challenge(
                 self.cloud, place, paths, self.spec.experiment, challenger.step,
-                self._region_endpoints, Challenge(margin), dry_run=False)
+                self._region_endpoints, Challenge(margin, vouched=vouched), dry_run=False)
         except GateError as refused:
             go, why = False, str(refused)
         else:
             go, why = True, verdict.line if verdict else "this checkpoint serves already"
         worse = defending is not None and challenger.value < defending.value - margin
         self.decide(step="compare", go=go, worse=worse, run=run_id,
-                    version=steps.version_in(self.state, self.decisions(), run_id),
+                    version=steps.version_in(self.state, made, run_id),
                     challenger=challenger.value,
                     champion=defending.value if defending else None, reason=why)
         print(why, flush=True)
@@ -305,7 +321,8 @@ class VertexSteps:
     def upload(self, run_id: str, version: str, max_drop: float) -> dict:
         """`model.upload` of the run (its gate again, with the run's margin): the version
         and its lineage."""
-        said = commands.upload_model(self.cloud, run_id, rules=Challenge(max_drop))
+        said = commands.upload_model(self.cloud, run_id, rules=Challenge(
+            max_drop, vouched=self._vouched()))
         print(said, flush=True)
         uploaded = commands.run_version(self.cloud, run_id)
         figure = self._test_figure(run_id)
@@ -320,7 +337,8 @@ class VertexSteps:
         before = self._endpoint()
         traffic = share if before is not None and before.deployed_models else 100
         print(commands.deploy(self.cloud, run_id, lambda region: endpoints.Serving.from_flags(
-            region, None, None, 1, 1, traffic), rules=Challenge(max_drop)), flush=True)
+            region, None, None, 1, 1, traffic), rules=Challenge(
+                max_drop, vouched=self._vouched())), flush=True)
         target = self._endpoint()
         ours = [d.id for d in target.deployed_models if d.display_name == label_value(run_id)]
         if not ours:

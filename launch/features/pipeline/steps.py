@@ -46,8 +46,11 @@ from trainer.eval_record import EvaluationRecord, data_identity
 from trainer.experiments import EXPERIMENTS
 from trainer.files import (
     EXPORT_INFO_FILE,
+    MAX_RUN_JSON_BYTES,
+    METRICS_FILE,
     TEST,
     TEST_METRICS_DIR,
+    metrics_file,
     shard_glob,
 )
 from trainer.io import replace_text
@@ -289,7 +292,29 @@ def evaluate(job: str, state: str, run_id: str, version: str, settings: str = NO
     if held and not again:
         print(f"the serving version (run {held.run_id}) was tested on the same files: not "
               "evaluated again", flush=True)
-    return _figure(state, run_id, spec.experiment).value
+    tested = _figure(state, run_id, spec.experiment)
+    written = [tested, *(_figure(state, held.run_id, spec.experiment, held.step)
+                         for _ in again)]
+    evaluated(run_id, written, lambda **made: decide(state, **made))
+    return tested.value
+
+
+def evaluated(run_id: str, written: list[champion.Figure], decide_with) -> None:
+    """The evaluate step's decision: the sha256 of the test records its jobs wrote, which
+    the gate then takes as the pipeline's own (vouched_in), and a rewrite of which it
+    refuses."""
+    said = "; ".join(f"run {f.run_id} ckpt-{f.step}: {f.value:.3f} on the test split"
+                     for f in written)
+    decide_with(step="evaluate", go=True, run=run_id, records=[f.sha256 for f in written],
+                reason=said)
+
+
+def vouched_in(made: list[dict]) -> frozenset[str]:
+    """The sha256 of every test record the pipeline's evaluate steps wrote (a state file
+    is read, not trusted: anything else in it is passed over)."""
+    return frozenset(sha for d in made if isinstance(d, dict) and d.get("step") == "evaluate"
+                     and isinstance(d.get("records"), list) for sha in d["records"]
+                     if isinstance(sha, str) and pipeline_state.SHA256.fullmatch(sha))
 
 
 def _measured_on(state: str, run_id: str, data: Path) -> bool:
@@ -307,12 +332,46 @@ def _test_record(state: str, run_id: str) -> EvaluationRecord | None:
     return found[-1] if found else None
 
 
-def _figure(state: str, run_id: str, experiment: str) -> champion.Figure:
+def _record(state: str, run_id: str, step: int | None = None) -> champion.TestRecord | None:
+    """The run's test evaluation of ckpt-`step` (default: its newest), read as the gate
+    reads one (bounded, with its sha256); None when there is none."""
+    folder = run_dir(state, run_id) / TEST_METRICS_DIR
+    if step is None:
+        found = [int(m[1]) for p in folder.glob("ckpt-*.json")
+                 if (m := METRICS_FILE.fullmatch(p.name))]
+        if not found:
+            return None
+        step = max(found)
+    path = folder / metrics_file(step)
+    if not path.exists():
+        return None
+    try:
+        data = jsonnum.read_bytes(path, MAX_RUN_JSON_BYTES)
+    except JsonError as error:
+        return champion.TestRecord(str(path), "", None, str(error).removeprefix(f"{path} "))
+    return champion.read_record(data, step, str(path))
+
+
+def _figure(state: str, run_id: str, experiment: str, step: int | None = None
+            ) -> champion.Figure:
+    """The run's figure on the test split (of ckpt-`step`, default its newest evaluation);
+    a run without one, or whose record cannot be read, stops the step in one line."""
     measure = champion.Measure(EXPERIMENTS[experiment].gate_metric)
-    figure = champion.figure(_test_record(state, run_id), run_id, measure)
-    if figure is None:
+    found = champion.read_figure(_record(state, run_id, step), run_id, measure)
+    if isinstance(found, champion.Unreadable):
+        raise MissingError(f"run {run_id}: {found.problem}")
+    if found is None:
         raise MissingError(f"run {run_id} has no test evaluation with its data named")
-    return figure
+    return found
+
+
+def _defending(state: str, held: Version, measure: champion.Measure,
+               vouched: frozenset[str]) -> champion.Figure | champion.Unreadable | None:
+    """The serving version's figure: its record of the checkpoint it was uploaded from,
+    which must be the one it was judged on (its lineage's `record`) or one this pipeline's
+    evaluate step wrote (champion.vouch)."""
+    found = champion.read_figure(_record(state, held.run_id, held.step), held.run_id, measure)
+    return champion.vouch(found, held.record, champion.data_label(held.data), vouched)
 
 
 def compare(job: str, state: str, run_id: str, max_drop: float,
@@ -323,22 +382,26 @@ def compare(job: str, state: str, run_id: str, max_drop: float,
         return vertex.compare(run_id, max_drop)
     spec = job_of(job)
     measure = champion.Measure(EXPERIMENTS[spec.experiment].gate_metric)
+    made = decisions(state)
+    vouched = vouched_in(made)
     challenger = _figure(state, run_id, spec.experiment)
     held = serving(state)
-    defending = _figure(state, held.run_id, spec.experiment) if held else None
+    defending = _defending(state, held, measure, vouched) if held else None
     margin = champion.check_max_drop(max_drop)
     try:
+        champion.own(challenger, vouched)
         verdict = champion.judge(measure, challenger, defending,
                                  f"version {held.model}" if held else None, margin, None,
                                  run_id, challenger.step, held.run_id if held else "RUN")
-    except GateError as refused:  # worse, or measured on other data: both stop the run
+    except GateError as refused:  # worse, other data, a record not to be trusted: stop
         go, reason = False, str(refused)
     else:
         go, reason = True, verdict.line
-    worse = defending is not None and challenger.value < defending.value - margin
+    held_figure = defending if isinstance(defending, champion.Figure) else None
+    worse = held_figure is not None and challenger.value < held_figure.value - margin
     decide(state, step="compare", go=go, worse=worse, run=run_id,
-           version=version_in(state, decisions(state), run_id), challenger=challenger.value,
-           champion=defending.value if defending else None, reason=reason)
+           version=version_in(state, made, run_id), challenger=challenger.value,
+           champion=held_figure.value if held_figure else None, reason=reason)
     print(reason, flush=True)
     return go
 
@@ -361,7 +424,8 @@ def upload(job: str, state: str, run_id: str, version: str, max_drop: float = 0.
     if vertex := on_vertex(job, state, settings):
         return vertex.upload(run_id, version, max_drop)
     spec = job_of(job)
-    figure = _figure(state, run_id, spec.experiment)
+    figure = champion.own(_figure(state, run_id, spec.experiment),
+                          vouched_in(decisions(state)))  # the record the gate passed
     _next_version(state, lineage(state))  # refused before the export; again in the turn
     staged = Path(state, "registry", f".export-{run_id}")  # outside the turns: minutes long
     shutil.rmtree(staged, ignore_errors=True)  # an earlier attempt's
@@ -376,7 +440,8 @@ def upload(job: str, state: str, run_id: str, version: str, max_drop: float = 0.
             target = _next_version(state, known)
             model = target.name
             staged.rename(target)
-            entry = Version(model, run_id, figure.step, version, figure.value, figure.data)
+            entry = Version(model, run_id, figure.step, version, figure.value, figure.data,
+                            figure.sha256)
             _write(state, LINEAGE, [dataclasses.asdict(v) for v in (*known, entry)])
     finally:
         shutil.rmtree(staged, ignore_errors=True)

@@ -7,19 +7,28 @@ refused with both figures; `--force REASON` uploads anyway and the version recor
 
 As TFX's Evaluator blesses a model only against the serving baseline; unlike the fixed AP50
 floor of `registry.gate`, which catches a broken run, this judges a good one.
+
+The test records are files in `runs/`, which people and jobs can write, so nothing in them is
+taken on trust: a serving version's record that exists but cannot be read (truncated, over
+the read bound, a NaN figure, no `data`) refuses, as does one that is not the record the
+version was judged on at its upload (each version's labels keep the sha256 of the records it
+was judged on, with their run, checkpoint and data: `judged_labels`); `--force REASON` goes
+ahead anyway. A record a caller's own evaluation wrote (`vouched`) stands for itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import re
 from collections.abc import Sequence
 
 from google.cloud import aiplatform_v1
 
-from launch.context.places import RunPaths
+from launch.context.places import RunPaths, label_value
 from launch.errors import InputError
-from launch.features.serving.registry import GateError
-from launch.stores.gcs.upload import read_json
+from launch.features.serving.registry import GateError, metric_label
+from launch.stores.gcs.upload import read_bytes
 from trainer import jsonnum
 from trainer.eval_record import EvaluationRecord
 from trainer.files import MAX_RUN_JSON_BYTES, RUNS_PREFIX, TEST_METRICS_DIR, metrics_file
@@ -27,6 +36,12 @@ from trainer.files import MAX_RUN_JSON_BYTES, RUNS_PREFIX, TEST_METRICS_DIR, met
 DEFAULT_MAX_DROP = 0.01  # a test split of a few hundred objects moves AP50 by about this
 DEFAULT_ALIAS = "default"
 FORCED_LABEL = "forced"
+# what a version was judged on, as labels (values: 63 characters at most, so a sha256 keeps
+# its first 60 hexadecimal digits, 240 bits): its own test record, and the serving version's
+TEST_SHA, TEST_DATA, TEST_FIGURE = "test-sha256", "test-data-sha256", "test-figure"
+CHAMPION_RUN, CHAMPION_STEP = "champion-run", "champion-step"
+CHAMPION_SHA, CHAMPION_FIGURE = "champion-sha256", "champion-figure"
+SHA_IN_LABEL = 60
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,15 +70,26 @@ class Figure:
     step: int
     value: float
     data: str  # the test records it was measured on
+    sha256: str = ""  # of the record it was read from ("": not known)
+    where: str = ""  # that record
 
     def said(self) -> str:
         return f"{self.value:.3f} (run {self.run_id}, ckpt-{self.step})"
 
 
 @dataclasses.dataclass(frozen=True)
+class Unreadable:
+    """A test record that exists but gives no figure the gate may use: why, in one line."""
+
+    problem: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Verdict:
     line: str  # what the dry run and the upload print
     forced: str | None = None  # the reason given with --force, when it decided
+    challenger: Figure | None = None  # what was judged, for the version's labels
+    champion: Figure | None = None
 
 
 def check_max_drop(max_drop: float | None) -> float:
@@ -86,21 +112,28 @@ def check_force(reason: str | None) -> str | None:
     return words
 
 
-def judge(measure: Measure, challenger: Figure | None, champion: Figure | None,
+def judge(measure: Measure, challenger: Figure | None, champion: Figure | Unreadable | None,
           serving: str | None, max_drop: float, force: str | None, run_id: str,
           step: int, serving_run: str = "RUN") -> Verdict:
     """Pass (a Verdict to print) or GateError naming both figures. `serving`: the version
     serving now (None: nothing serves yet), from run `serving_run`; `champion`: its figure
-    (None: not evaluated on the test split)."""
+    (None: not evaluated on the test split; Unreadable: a record there that cannot be
+    trusted, which refuses as a worse figure does)."""
     name = measure.words()
     if serving is None:
-        return Verdict("champion: no version serving yet; nothing to compare against")
+        return Verdict("champion: no version serving yet; nothing to compare against",
+                       challenger=challenger)
     if champion is None:  # nothing measured to hold the run to: said, not refused
         return Verdict(f"champion: {serving} has no test evaluation of its checkpoint; not "
                        f"compared (evaluate it: `invoke eval --target vertex --run-id "
-                       f"{serving_run} --split test`)")
+                       f"{serving_run} --split test`)", challenger=challenger)
     problem = fix = None
-    if challenger is None:
+    if isinstance(champion, Unreadable):
+        problem = f"the serving version ({serving}): {champion.problem}"
+        fix = (f"restore it, or evaluate run {serving_run} on the test split again "
+               f"(`invoke eval --target vertex --run-id {serving_run} --split test`) and "
+               "pass --force REASON to go ahead")
+    elif challenger is None:
         problem = (f"run {run_id}'s ckpt-{step} has no test evaluation to set against the "
                    f"serving version's {name} {champion.said()}")
         fix = f"evaluate it first: `invoke eval --target vertex --run-id {run_id} --split test`"
@@ -115,23 +148,47 @@ def judge(measure: Measure, challenger: Figure | None, champion: Figure | None,
                    f"{champion.value - challenger.value:.3f}, more than {max_drop:g} "
                    "(--max-drop)")
         fix = "train it further, or pass --force REASON to go ahead anyway"
+    held = champion if isinstance(champion, Figure) else None
     if problem is None:
         return Verdict(f"champion: {name} on the test split {challenger.value:.3f} against "
                        f"the serving version's {champion.said()} ({serving}): no worse than "
-                       f"{max_drop:g} below")
+                       f"{max_drop:g} below", challenger=challenger, champion=held)
     if force:
-        return Verdict(f"champion: {problem}; going ahead: --force {force!r}", force)
+        return Verdict(f"champion: {problem}; going ahead: --force {force!r}", force,
+                       challenger, held)
     raise GateError(f"{problem}; {fix}")
 
 
-def test_record(storage, run: RunPaths, step: int) -> EvaluationRecord | None:
-    """The run's test evaluation of ckpt-`step` (eval-test/ckpt-N.json), or None."""
+@dataclasses.dataclass(frozen=True)
+class TestRecord:
+    """A test evaluation's file as read: where, the sha256 of its bytes, and what it says
+    (None, with `problem`: nothing the gate can use)."""
+
+    __test__ = False  # not a pytest class
+
+    where: str
+    sha256: str
+    evaluation: EvaluationRecord | None
+    problem: str = ""
+
+
+def test_record(storage, run: RunPaths, step: int) -> TestRecord | None:
+    """The run's test evaluation of ckpt-`step` (eval-test/ckpt-N.json), read bounded (one
+    byte past the bound tells a larger file); None when there is no such file."""
     name = f"{RUNS_PREFIX}/{run.run_id}/checkpoints/{TEST_METRICS_DIR}/{metrics_file(step)}"
+    data = read_bytes(storage, run.bucket, name, MAX_RUN_JSON_BYTES)
+    return None if data is None else read_record(data, step, f"gs://{run.bucket}/{name}")
+
+
+def read_record(data: bytes, step: int, where: str) -> TestRecord:
+    """A test record's bytes (at most one past the bound) as the gate reads them."""
+    digest = hashlib.sha256(data).hexdigest()
     try:
-        found = read_json(storage, run.bucket, name, MAX_RUN_JSON_BYTES)
-    except jsonnum.JsonError:
-        return None
-    return EvaluationRecord.parse(found, step) if found is not None else None
+        found = jsonnum.loads(data, MAX_RUN_JSON_BYTES, where)
+    except jsonnum.JsonError as error:
+        return TestRecord(where, digest, None, str(error).removeprefix(f"{where} "))
+    evaluation = EvaluationRecord.parse(found, step, where)
+    return TestRecord(where, digest, evaluation, "" if evaluation else "it holds no metrics")
 
 
 def figure(record: EvaluationRecord | None, run_id: str, measure: Measure) -> Figure | None:
@@ -140,6 +197,71 @@ def figure(record: EvaluationRecord | None, run_id: str, measure: Measure) -> Fi
     if value is None or not record.data:
         return None
     return Figure(run_id, record.step, value, record.data)
+
+
+def read_figure(record: TestRecord | None, run_id: str, measure: Measure
+                ) -> Figure | Unreadable | None:
+    """A test record's figure, with the record's sha256; None when there is no record, and
+    Unreadable when there is one the gate cannot use: damaged, too large, without its data
+    or without the measure (a NaN figure is no figure)."""
+    if record is None:
+        return None
+    if record.evaluation is None:
+        return Unreadable(f"its test record {record.where} cannot be read ({record.problem})")
+    found = figure(record.evaluation, run_id, measure)
+    if found is None:
+        lacks = ("`data` (which test records it read)" if not record.evaluation.data else
+                 f"finite {measure.words()}")
+        return Unreadable(f"its test record {record.where} has no {lacks}")
+    return dataclasses.replace(found, sha256=record.sha256, where=record.where)
+
+
+def own(found: Figure, vouched: frozenset[str]) -> Figure:
+    """The run's figure, when its record is one the caller's own evaluation wrote
+    (`vouched`; none given: not known, and taken as read)."""
+    if vouched and found.sha256 not in vouched:
+        raise GateError(f"run {found.run_id}'s test record {found.where} is not the one its "
+                        "evaluation wrote (rewritten since); evaluate it again")
+    return found
+
+
+def judged_labels(verdict: Verdict | None) -> dict[str, str]:
+    """What a version was judged on, as its labels: its own test record (sha256, data
+    digest, figure; its run and step are its `run` and `step`) and the serving version's
+    (run, checkpoint, sha256, figure)."""
+    labels = {}
+    if verdict and (mine := verdict.challenger):
+        labels.update({TEST_SHA: mine.sha256[:SHA_IN_LABEL], TEST_DATA: data_label(mine.data),
+                       TEST_FIGURE: metric_label(mine.value)})
+    if verdict and (held := verdict.champion):
+        labels.update({CHAMPION_RUN: label_value(held.run_id), CHAMPION_STEP: str(held.step),
+                       CHAMPION_SHA: held.sha256[:SHA_IN_LABEL],
+                       CHAMPION_FIGURE: metric_label(held.value)})
+    return {key: value for key, value in labels.items() if value}
+
+
+def data_label(data: str) -> str:
+    """A record's `data` as a label: the digest of the files it read (`sha256 D`), else the
+    pattern as a label value."""
+    found = re.search(r"sha256 ([0-9a-f]{1,64})\)$", data)
+    return found[1] if found else label_value(data)
+
+
+def vouch(found: Figure | Unreadable | None, judged: str, judged_data: str,
+          vouched: frozenset[str]) -> Figure | Unreadable | None:
+    """The serving version's figure, unless its record is not the one it was judged on at
+    its upload (`judged`: that record's sha256, or its first 60 digits; "": not recorded)
+    nor one the caller's own evaluation wrote (`vouched`): a record rewritten since (down,
+    to let a weaker run through) refuses."""
+    judged = judged[:SHA_IN_LABEL]
+    if not isinstance(found, Figure) or not judged or \
+            found.sha256[:SHA_IN_LABEL] == judged or found.sha256 in vouched:
+        return found
+    other = data_label(found.data) != judged_data
+    return Unreadable(f"its test record (run {found.run_id}, ckpt-{found.step}) is not the "
+                      f"one it was judged on (sha256 {judged[:12]}... at its upload, "
+                      f"{found.sha256[:12]}... now{', on other test files' if other else ''}"
+                      f", {found.value:.3f}): it was rewritten or evaluated again since")
 
 
 
@@ -186,16 +308,21 @@ def run_and_step(version: aiplatform_v1.Model) -> tuple[str, int] | None:
     return (run_id, int(step)) if run_id and step.isascii() and step.isdigit() else None
 
 
-def champion_figure(storage, version: aiplatform_v1.Model, run_of, measure: Measure
-                    ) -> Figure | None:
+def champion_figure(storage, version: aiplatform_v1.Model, run_of, measure: Measure,
+                    vouched: frozenset[str] = frozenset()) -> Figure | Unreadable | None:
     """The serving version's figure: None when its labels do not say its run and step (or
-    name no run we could read), or its run has no test evaluation of that step."""
+    name no run we could read), or its run has no test evaluation of that step; Unreadable
+    when that evaluation cannot be read or is not the one the version was judged on
+    (`vouch`)."""
     found = run_and_step(version)
     try:
-        return figure(test_record(storage, run_of(found[0]), found[1]), found[0], measure) \
-            if found else None
+        paths = run_of(found[0]) if found else None
     except InputError:  # a `run` label that is no run id of ours
         return None
+    if paths is None:
+        return None
+    return vouch(read_figure(test_record(storage, paths, found[1]), found[0], measure),
+                 version.labels.get(TEST_SHA, ""), version.labels.get(TEST_DATA, ""), vouched)
 
 
 def version_name(version: aiplatform_v1.Model) -> str:

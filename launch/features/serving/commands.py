@@ -92,10 +92,13 @@ class Challenge:
     max_drop: float | None = None
     gate_class: str | None = None
     force: str | None = None
+    # the sha256 of test records the caller's own evaluations wrote (the pipeline's
+    # evaluate step): the run's must be one, and a serving version's one stands for itself
+    vouched: frozenset[str] = frozenset()
 
     def checked(self) -> Challenge:
         return Challenge(champion.check_max_drop(self.max_drop), self.gate_class,
-                         champion.check_force(self.force))
+                         champion.check_force(self.force), self.vouched)
 
 
 def challenge(cloud: Cloud, place: Place, paths, experiment: str, step: int,
@@ -107,9 +110,11 @@ def challenge(cloud: Cloud, place: Place, paths, experiment: str, step: int,
     storage = cloud.storage()
     measure = champion.Measure(EXPERIMENTS[experiment].gate_metric, rules.gate_class)
     tested = champion.test_record(storage, paths, step)
-    challenger = champion.figure(tested, paths.run_id, measure)
-    if rules.gate_class and challenger is None and champion.figure(
-            tested, paths.run_id, champion.Measure(measure.metric)) is not None:
+    found = champion.read_figure(tested, paths.run_id, measure)
+    challenger = champion.own(found, rules.vouched) if isinstance(found, champion.Figure) \
+        else None
+    if rules.gate_class and challenger is None and tested and champion.figure(
+            tested.evaluation, paths.run_id, champion.Measure(measure.metric)) is not None:
         raise InputError(f"--gate-class {rules.gate_class[:60]!r}: run {paths.run_id}'s test "
                          "evaluation has no such class (`invoke runs.compare --run "
                          f"{paths.run_id}` lists them)")
@@ -120,7 +125,7 @@ def challenge(cloud: Cloud, place: Place, paths, experiment: str, step: int,
     if origin == (paths.run_id, step):
         return None
     held = champion.champion_figure(storage, serving, lambda run: run_paths(cloud, run),
-                                    measure) if serving else None
+                                    measure, rules.vouched) if serving else None
     return champion.judge(measure, challenger, held,
                           champion.version_name(serving) if serving else None,
                           rules.max_drop, rules.force, paths.run_id, step,
@@ -161,6 +166,7 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
                                   "labels lack its dataset", lambda: bucket_run_data(
                                       cloud, run_id)) if candidate else None
     model.labels.update(registry.lineage_labels(recorded.dataset if recorded else None))
+    model.labels.update(champion.judged_labels(verdict))  # what it was judged on
     if verdict and verdict.forced:  # the version says it went ahead, and why
         model.labels[champion.FORCED_LABEL] = "true"
         model.version_description += f"; forced: {verdict.forced}"

@@ -259,7 +259,7 @@ def model_spec(run: RunPaths, container: aiplatform_v1.ModelContainerSpec,
                                  f"{summary}")
     model.labels.update({"experiment": label_value(candidate.experiment),
                          "step": str(candidate.evaluation.step),
-                         **{label_value(k): _metric_label(metrics[k])
+                         **{label_value(k): metric_label(metrics[k])
                             for k in shown}})
     return model
 
@@ -280,7 +280,7 @@ def labelled_version(label: str) -> str:
     return f"v-{found[1]}T{found[2]}Z-{found[3]}" if found else label
 
 
-def _metric_label(value: float) -> str:
+def metric_label(value: float) -> str:
     """0.8352 -> "0_8352": label values allow no '.'."""
     return f"{value:.4f}".replace(".", "_").replace("-", "minus")
 
