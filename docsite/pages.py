@@ -83,7 +83,13 @@ def job_file_page() -> str:
         and from `tune:` for the sweep. Types: `str`; `int` and `float` take the bounds
         shown; `bool` is a flag without a value and `true`/`false` in a file; `tuple` is a
         repeatable flag (or a comma-separated one) and a list in a file; `dict` is `KEY=VALUE`
-        repeated, a mapping in a file.""",
+        repeated, a mapping in a file. A file is read as YAML 1.2 (trainer/yamlfile.py, the
+        reader of every YAML a user hands in): a repeated key, a number YAML 1.1 reads
+        otherwise (`010`, `1:30`, `0x10`, `1_000`), `yes`/`no`/`on`/`off`, a number of more
+        than 100 characters, `.nan`/`.inf`, an alias (`*name`) and a tag (`!!...`) are each
+        refused in one line, `FILE: line N: what — fix`, exit 2; quote a value meant as text
+        (`'010'`). `--rerun` reads a run's stored job file the same way; `--save-job` quotes
+        text either version would read as another type.""",
         table(("key", "flag", "tasks", "in the file", "type", "default", "bounds", "what it is"),
               rows),
         "The guide: [Fine-tuning and job files](../guides/fine-tuning.md).")
