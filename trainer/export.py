@@ -40,6 +40,11 @@ BYTES_SIGNATURE = "serving_bytes"
 SIGNATURE_OF = {"uint8": UINT8_SIGNATURE, "bytes": BYTES_SIGNATURE}  # --default_signature
 MAX_DETECTIONS_LIMIT = 1000
 MASKS = "detection_masks"  # a mask experiment's extra output
+# serving_bytes' answer for each image: "" when it was read, else why not (its detections are
+# then empty); an image whose header or decode fails gets UNDECODABLE
+IMAGE_ERROR = "image_error"
+UNDECODABLE = ("cannot decode it: not a whole JPEG, PNG or BMP file (cut short or corrupt?): "
+               "send it as PNG (`invoke predict --endpoint` does)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,22 +140,24 @@ def format_name(encoded):
     return name
 
 
-def refuse_bombs(encoded, max_pixels: int):
-    """`encoded`, once its header shows an image of at most `max_pixels` of a kind with a
-    size in its header: a 1 MB PNG can declare 20000x20000 (1.2 GB to decode)."""
+def refusal(encoded, max_pixels: int):
+    """Why serving_bytes will not decode `encoded` (a string tensor), from its header alone:
+    a format it does not take, or more than `max_pixels` (a 1 MB PNG can declare 20000x20000:
+    1.2 GB to decode); "" when it may be decoded. Raises only when a JPEG's header cannot be
+    read (tf.image.extract_jpeg_shape), which the caller counts as undecodable."""
     import tensorflow as tf
 
     pixels = header_pixels(encoded)
-    checks = [tf.debugging.Assert(pixels >= 0, [tf.strings.join([
-                  f"serving_bytes takes {', '.join(SERVING_FORMATS[:-1])} or "
-                  f"{SERVING_FORMATS[-1]} files, not ", format_name(encoded),
-                  ": send it as PNG (`invoke predict --endpoint` does)"])]),
-              tf.debugging.assert_less_equal(
-                  pixels, tf.constant(max_pixels, tf.int64),
-                  message=f"image over the cap of {max_pixels:,} pixels (width x height "
-                          "in its header)")]
-    with tf.control_dependencies(checks):
-        return tf.identity(encoded)
+    return tf.where(
+        pixels < 0,
+        tf.strings.join([f"serving_bytes takes {', '.join(SERVING_FORMATS[:-1])} or "
+                         f"{SERVING_FORMATS[-1]} files, not ", format_name(encoded),
+                         ": send it as PNG (`invoke predict --endpoint` does)"]),
+        tf.where(pixels > max_pixels,
+                 tf.strings.join(["image of ", tf.strings.as_string(pixels), " pixels is over "
+                                  f"the cap of {max_pixels:,} pixels (width x height in its "
+                                  "header): send a smaller one"]),
+                 ""))
 
 
 def mask_size(params) -> int | None:
@@ -194,23 +201,53 @@ def _module_class(default_signature: str, max_pixels: int):
                 **({MASKS: outputs[MASKS]} if MASKS in outputs else {}),
             }
 
+        def preprocess(self, images):
+            """Model Garden's preprocessing, unless `images` was built by it already: the
+            (images, anchor boxes, image info) inference_from_image_bytes builds image by
+            image."""
+            return images if isinstance(images, tuple) else super().preprocess(images)
+
         @tf.function
         def inference_from_image_bytes(self, inputs: tf.Tensor):
-            """Each encoded image decoded and detected on its own: images of any sizes."""
-            count = self.params.task.model.detection_generator.max_num_detections
-            size = mask_size(self.params)
+            """Each encoded image checked, decoded and preprocessed on its own (images of any
+            sizes share a call, one decoded at a time: a call takes the memory of its largest
+            image, not of all), then detected as one batch. TF Serving merges concurrent
+            requests into one call, so an error raised here would fail every request of the
+            batch: no op raises on an image's bytes (tf.data's ignore_errors drops the image
+            whose header or decode fails), and an image that cannot be read fails alone: its
+            detections are empty and IMAGE_ERROR says why ("" for the others)."""
+            count = tf.shape(inputs)[0]
 
-            def one(encoded: tf.Tensor):
-                with tf.device("cpu:0"):
-                    image = self._decode_image(refuse_bombs(encoded, max_pixels))
-                return {k: v[0] for k, v in self.serve(image[tf.newaxis]).items()}
+            def built(index: tf.Tensor, encoded: tf.Tensor):
+                reason = refusal(encoded, max_pixels)
+                image = tf.cond(reason == "", lambda: self._decode_image(encoded),
+                                lambda: tf.zeros([1, 1, 3], tf.uint8))
+                image, _, info = self._build_inputs(image)
+                return index, reason, image, info
 
-            return tf.map_fn(one, inputs, fn_output_signature={
-                "detection_boxes": tf.TensorSpec([count, 4], tf.float32),
-                "detection_classes": tf.TensorSpec([count], tf.int32),
-                "detection_scores": tf.TensorSpec([count], tf.float32),
-                "num_detections": tf.TensorSpec([], tf.int32),
-                **({MASKS: tf.TensorSpec([count, size, size], tf.float32)} if size else {})})
+            options = tf.data.Options()  # one image decoded at a time: no prefetch, no
+            options.experimental_optimization.inject_prefetch = False  # parallel map
+            options.experimental_optimization.map_parallelization = False
+            with tf.device("cpu:0"):
+                ready = tf.data.Dataset.from_tensor_slices((tf.range(count), inputs)).map(
+                    built).ignore_errors(log_warning=False).with_options(options)
+                # an index never written (its image failed) stacks as zeros and ""
+                read = tf.TensorArray(tf.bool, size=count, element_shape=[])
+                reasons = tf.TensorArray(tf.string, size=count, element_shape=[])
+                images = tf.TensorArray(tf.float32, size=count,
+                                        element_shape=[*self._padded_size, 3])
+                infos = tf.TensorArray(tf.float32, size=count, element_shape=[4, 2])
+                for index, reason, image, info in ready:
+                    read, reasons = read.write(index, True), reasons.write(index, reason)
+                    images, infos = images.write(index, image), infos.write(index, info)
+                anchors = {level: tf.tile(boxes[tf.newaxis], [count, 1, 1, 1])
+                           for level, boxes in self._build_anchor_boxes().items()}
+                errors = reasons.stack()
+                detected = tf.logical_and(read.stack(), errors == "")
+            outputs = self.serve((images.stack(), anchors, infos.stack()))
+            kept = {k: tf.where(tf.reshape(detected, [-1] + [1] * (v.shape.rank - 1)), v,
+                                tf.zeros_like(v)) for k, v in outputs.items()}
+            return {**kept, IMAGE_ERROR: tf.where(read.stack(), errors, UNDECODABLE)}
 
     return NormalisedDetectionModule
 

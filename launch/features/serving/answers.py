@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from trainer import jsonnum
-from trainer.export import MASKS
+from trainer.export import IMAGE_ERROR, MASKS
 from trainer.predict import Detections, Detector, ImageRefused, Picture
 
 # Vertex AI accepts an online request of up to 1.5 MB: "the service itself will accept
@@ -43,7 +43,11 @@ def instance(picture: Picture) -> dict[str, str]:
 
 
 def detections(prediction: Mapping) -> Detections:
-    """The export's outputs for one image -> detections, cut at num_detections."""
+    """The export's outputs for one image -> detections, cut at num_detections; an image the
+    server could not read (its IMAGE_ERROR) is a BadAnswer with the server's reason."""
+    reason = prediction.get(IMAGE_ERROR) if isinstance(prediction, Mapping) else None
+    if reason:
+        raise BadAnswer(f"the image was not read: {str(reason)[:300]}")
     try:
         count = prediction["num_detections"]
         boxes = np.asarray(prediction["detection_boxes"], np.float64)

@@ -14,23 +14,35 @@ each take the oldest waiting request and add those of the same signature (and th
 shape) that arrive within `batch_timeout_micros`, up to `max_batch_size` instances, and run
 them as one call; at most `max_enqueued_batches` batches wait. A request of more instances
 than a batch holds is refused, as TF Serving refuses it.
+
+What TF Serving does not do, the stand-in adds in front of the graph (docs/guides/serving.md,
+"What a replica refuses"): a pixel budget, the export's `max_pixels` (40 MP by default: what
+one image at the graph's cap decodes). A request whose images' headers add up to more is
+refused alone, before anything is decoded or queued, and a batch takes a request only while
+the pixels of all it holds stay within the budget. A body is read only up to MAX_BODY, and
+only with a Content-Length that says how long it is.
 """
 
 from __future__ import annotations
 
 import base64
+import collections
 import dataclasses
 import json
 import queue
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from serving.batching import Batching
+from trainer.data.defaults import MAX_PIXELS
+from trainer.data.images import ImageError, open_checked
 
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"  # trainer/warmup.py's FILE
 MAX_BODY = 64 << 20
+EXPORT_INFO = "export.json"  # trainer/files.py's EXPORT_INFO_FILE: its max_pixels
 
 
 class Refused(ValueError):
@@ -47,6 +59,7 @@ class _Task:
     argument: str
     values: list
     key: tuple  # what may share a batch: the signature and each instance's shape
+    pixels: int  # what its images decode to, from their headers
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
     outputs: list | None = None
     error: str | None = None
@@ -61,6 +74,9 @@ class ModelServer:
 
         self.name, self.batching = name, batching
         self.model = tf.saved_model.load(str(model_dir))
+        self.pixel_budget = pixel_budget(Path(model_dir))
+        # each call's instances and pixels, newest last: what batching merged
+        self.batches: collections.deque[tuple[int, int]] = collections.deque(maxlen=1000)
         self.warmed = self._warm_up(Path(model_dir) / WARMUP_FILE)
         limit = batching.max_enqueued_batches * batching.max_batch_size if batching else 0
         self.tasks: queue.Queue[_Task] = queue.Queue(maxsize=limit)
@@ -134,13 +150,19 @@ class ModelServer:
         values = [_decoded(instance) for instance in instances]
         if spec.dtype != tf.string:
             values = list(np.asarray(values, dtype=spec.dtype.as_numpy_dtype))
+        pixels = sum(map(_pixels, values))
+        if pixels > self.pixel_budget:
+            raise Refused(f"the request's images are {pixels:,} pixels (width x height in "
+                          f"their headers, added up), over the budget of "
+                          f"{self.pixel_budget:,} a request: send fewer or smaller images")
         if self.batching is None:  # each request its own call, at once, as TF Serving runs them
+            self.batches.append((len(values), pixels))
             return {"predictions": _rows(signature(**{argument: _tensor(values, spec)}))}
         if len(values) > self.batching.max_batch_size:
             raise Refused(f"Task size {len(values)} is larger than maximum batch size "
                           f"{self.batching.max_batch_size}")
         shapes = tuple(getattr(v, "shape", ()) for v in values)
-        task = _Task(name, argument, values, (name, *set(shapes)))
+        task = _Task(name, argument, values, (name, *set(shapes)), pixels)
         try:
             self.tasks.put_nowait(task)
         except queue.Full:
@@ -156,7 +178,7 @@ class ModelServer:
         held: list[_Task] = []
         while True:
             first = held.pop(0) if held else self.tasks.get()
-            batch, size = [first], len(first.values)
+            batch, size, pixels = [first], len(first.values), first.pixels
             deadline = time.monotonic() + self.batching.batch_timeout_micros / 1e6
             while size < self.batching.max_batch_size:
                 try:
@@ -165,11 +187,13 @@ class ModelServer:
                 except queue.Empty:
                     break
                 if task.key != first.key or size + len(task.values) > \
-                        self.batching.max_batch_size:
+                        self.batching.max_batch_size or \
+                        pixels + task.pixels > self.pixel_budget:
                     held.append(task)  # the next batch's
                     break
                 batch.append(task)
-                size += len(task.values)
+                size, pixels = size + len(task.values), pixels + task.pixels
+            self.batches.append((size, pixels))
             self._run(batch)
 
     def _run(self, batch: list[_Task]) -> None:
@@ -205,8 +229,10 @@ class ModelServer:
                     self._answer(404, {"error": f"Malformed request: GET {self.path}"})
 
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                data = self.rfile.read(min(length, MAX_BODY))
+                length = self._length()
+                if length is None:
+                    return
+                data = self.rfile.read(length)
                 if self.path != f"/v1/models/{server.name}:predict":
                     self._answer(404, {"error": f"Malformed request: POST {self.path}"})
                     return
@@ -217,11 +243,31 @@ class ModelServer:
                 except Exception as error:  # TF's errors too: the server answers them
                     self._answer(400, {"error": str(error).splitlines()[0][:500]})
 
+            def _length(self) -> int | None:
+                """The body's length, or None once a refusal is sent: no Content-Length
+                (or a chunked body), one that is not a whole number of bytes, or more than
+                MAX_BODY. The body is not read, so the connection closes after the answer."""
+                text = self.headers.get("Content-Length")
+                if self.headers.get("Transfer-Encoding") or text is None:
+                    status, error = 411, "send the body with a Content-Length, not without one"
+                elif not (text.isascii() and text.isdigit()):  # "-1", "1e9", "²"
+                    status, error = 400, f"Content-Length {text[:20]!r} is not a number of bytes"
+                elif int(text) > MAX_BODY:
+                    status, error = 413, (f"a body of {int(text):,} bytes is over the limit of "
+                                          f"{MAX_BODY:,}")
+                else:
+                    return int(text)
+                self.close_connection = True
+                self._answer(status, {"error": error})
+                return None
+
             def _answer(self, status: int, body: dict) -> None:
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                if self.close_connection:
+                    self.send_header("Connection", "close")
                 self.end_headers()
                 self.wfile.write(data)
 
@@ -244,6 +290,30 @@ def _rows(outputs: dict) -> list[dict]:
     arrays = {k: v.numpy() for k, v in outputs.items()}
     count = len(next(iter(arrays.values())))
     return [{k: v[i].tolist() for k, v in arrays.items()} for i in range(count)]
+
+
+def pixel_budget(model_dir: Path) -> int:
+    """The export's `max_pixels` (export.json), MAX_PIXELS for an export without it."""
+    try:
+        value = json.loads((model_dir / EXPORT_INFO).read_text()).get("max_pixels")
+    except (OSError, ValueError, AttributeError):
+        value = None
+    return value if isinstance(value, int) and value > 0 else MAX_PIXELS
+
+
+def _pixels(value) -> int:
+    """What decoding one instance costs, in pixels, from its header alone: an encoded
+    image's width x height (0 for bytes that are no image: the graph refuses those without
+    decoding them; more than any budget for one too large for Pillow to open), an array's
+    first two sides."""
+    if isinstance(value, bytes):
+        try:
+            width, height = open_checked(value, sys.maxsize).size
+        except ImageError as error:
+            return sys.maxsize if error.reason == "image_too_large" else 0
+        return width * height
+    shape = getattr(value, "shape", ())
+    return int(shape[0]) * int(shape[1]) if len(shape) >= 2 else 0
 
 
 def _decoded(value):
