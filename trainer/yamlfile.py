@@ -162,8 +162,9 @@ def loads(text: str, where: str, error: type[Exception]) -> Any:
             from None
     except yaml.MarkedYAMLError as problem:
         mark = problem.problem_mark or problem.context_mark
-        raise error(f"{where}: line {mark.line + 1}: not YAML ({problem.problem}) — check the "
-                    "indentation, the colons and the quotes") from None
+        line = f"line {mark.line + 1}: " if mark else ""
+        raise error(f"{where}: {line}not YAML ({problem.problem}) — check the indentation, "
+                    "the colons and the quotes") from None
     except yaml.reader.ReaderError as problem:
         line = text.count("\n", 0, problem.position) + 1
         raise error(f"{where}: line {line}: a character YAML does not allow "
