@@ -277,15 +277,20 @@ def evaluate(job: str, state: str, run_id: str, version: str, settings: str = NO
              ) -> float:
     """The run's best checkpoint on the test split of `version` (its data), and the serving
     version's on the same split unless it was measured on the same files already (a test
-    split kept from one version to the next), so the comparison is of one test; the run's
-    figure."""
+    split kept from one version to the next) and its record there is one the gate may trust
+    (_defending), so the comparison is of one test; the sha256 of the records written goes
+    to the state (`evaluated`). The run's figure."""
     if vertex := on_vertex(job, state, settings):
         return vertex.evaluate(run_id, version)
     spec = job_of(job)
     on_version(spec, version)
     data = Path(spec.data_dir, version)
     held = serving(state)
-    again = [held.run_id] if held and not _measured_on(state, held.run_id, data) else []
+    measure = champion.Measure(EXPERIMENTS[spec.experiment].gate_metric)
+    trusted = held is not None and isinstance(_defending(state, held, measure, vouched_in(
+        decisions(state))), champion.Figure)  # else measured again: its figure is not known
+    again = [held.run_id] if held and not (trusted and _measured_on(state, held.run_id, data)) \
+        else []
     for each in [run_id, *again]:  # as `invoke eval --split test` evaluates a run
         print(launch(job, jobfile.EVAL, split="test", data_dir=str(data),
                      model_dir=str(run_dir(state, each))), flush=True)
