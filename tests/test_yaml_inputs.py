@@ -86,11 +86,12 @@ def test_every_other_yaml_a_user_hands_in_is_read_the_same_way(reader, text, lin
 
 def test_plain_yaml_12_reads_as_written():
     job = jobfile.parse("steps: 2000\noverride: {learning_rate: 1e-3, input_size: [640, 640, 3],"
-                        " norm: .5, flag: true, none: null}\nlabel: {day: 2026-12-02}\n", "j")
+                        " norm: .5, flag: true, none: null}\nlabel: {day: 2026-12-02, sep: _}\n",
+                        "j")
     assert job == {"steps": 2000, "override": {"learning_rate": 0.001,
                                                "input_size": [640, 640, 3], "norm": 0.5,
                                                "flag": True, "none": None},
-                   "label": {"day": "2026-12-02"}}
+                   "label": {"day": "2026-12-02", "sep": "_"}}
 
 
 def test_what_our_writer_wrote_reads_back_and_old_job_files_still_load():

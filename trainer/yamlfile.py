@@ -26,8 +26,8 @@ NULL = re.compile(r"~|null|Null|NULL|")
 # 1.2 as text or another number: written plain, its meaning depends on the reader.
 LEADING_ZERO = re.compile(r"[-+]?0[0-9_]+")
 NOT_DECIMAL = re.compile(r"[-+]?(?:0[xob][0-9a-fA-F_]+|[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?"
-                         r"|[0-9_]*_[0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?"
-                         r"|[0-9][0-9_]*\.[0-9_]*_[0-9_]*)")
+                         r"|[0-9][0-9_]*_[0-9_]*(?:\.[0-9_]*)?(?:[eE][-+]?[0-9]+)?"
+                         r"|[0-9][0-9_]*\.[0-9_]*_[0-9_]*(?:[eE][-+]?[0-9]+)?)")
 YES_NO = re.compile(r"yes|Yes|YES|no|No|NO|on|On|ON|off|Off|OFF")
 NOT_FINITE = re.compile(r"[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)")
 QUOTE = "quote it for text"
@@ -50,7 +50,7 @@ class _Resolver(yaml.resolver.BaseResolver):
 
 for _tag, _pattern, _first in (
         (AMBIGUOUS, LEADING_ZERO, "-+0"),
-        (AMBIGUOUS, NOT_DECIMAL, "-+0123456789_"),
+        (AMBIGUOUS, NOT_DECIMAL, "-+0123456789"),
         (AMBIGUOUS, YES_NO, "yYnNoO"),
         (AMBIGUOUS, NOT_FINITE, "-+."),
         (TAG + "int", INT, "-+0123456789"),
