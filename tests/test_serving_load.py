@@ -116,6 +116,33 @@ def _send_two(url: str, image: bytes) -> None:
         raise loadtest.Unanswered(error.read().decode()) from None
 
 
+@pytest.mark.slow  # the shared trained export
+def test_the_stand_in_reads_no_body_past_its_cap(exported):
+    """`Content-Length: -1` made it read the whole stream (96 MiB past a 64 MiB cap): a
+    length that is missing, negative or over the cap is refused before a byte of the body
+    is read (the client here sends none: a server that waits for it times out), and the
+    connection closes after the answer."""
+    import socket
+
+    cases = [({"Content-Length": "-1"}, 400, "Content-Length '-1' is not a number of bytes"),
+             ({}, 411, "send the body with a Content-Length, not without one"),
+             ({"Transfer-Encoding": "chunked"}, 411,
+              "send the body with a Content-Length, not without one"),
+             ({"Content-Length": str((64 << 20) + 1)}, 413,
+              "a body of 67,108,865 bytes is over the limit of 67,108,864")]
+    with ModelServer(exported, "detector") as server:
+        for headers, status, message in cases:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
+                head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+                sock.sendall(f"POST /v1/models/detector:predict HTTP/1.1\r\nHost: x\r\n"
+                             f"{head}\r\n".encode())
+                answer = sock.makefile("rb").read()  # to the end: the server closes
+            first, _, rest = answer.partition(b"\r\n")
+            assert first.split()[1] == str(status).encode(), headers
+            assert json.loads(rest.partition(b"\r\n\r\n")[2]) == {"error": message}
+            assert b"Connection: close" in rest
+
+
 @pytest.mark.parametrize("text, message", [
     ("", "give whole numbers"), ("1,x", "give whole numbers"), ("4,2", "increasing"),
     ("0,1", "from 1 to 256"), ("1,1000", "from 1 to 256")])

@@ -286,10 +286,12 @@ def _tensor(values: list, spec):
 
 
 def _rows(outputs: dict) -> list[dict]:
-    """TF Serving's row format: one object of the outputs per instance."""
+    """TF Serving's row format: one object of the outputs per instance, a string output's
+    bytes as JSON text (IMAGE_ERROR's reasons)."""
     arrays = {k: v.numpy() for k, v in outputs.items()}
     count = len(next(iter(arrays.values())))
-    return [{k: v[i].tolist() for k, v in arrays.items()} for i in range(count)]
+    return [{k: v[i].decode(errors="replace") if isinstance(v[i], bytes) else v[i].tolist()
+             for k, v in arrays.items()} for i in range(count)]
 
 
 def pixel_budget(model_dir: Path) -> int:
