@@ -9,7 +9,10 @@ over the pixel cap before decoding it (an image bomb), and refuses other formats
 GIF, since TensorFlow reads every frame of an animation even to return one (100 frames of
 2000x2000 in a 470 KB file: 400 MB) and sizes it by its frames, not its header; WebP, which
 decode_image does not document and TensorFlow 2.20 decodes as a 4-D animation. `predict
---endpoint` sends those as a PNG of their first frame (docs/design/export.md).
+--endpoint` sends those as a PNG of their first frame (docs/design/export.md). Each refusal,
+and a file that does not decode, is that image's alone: its detections are empty and its
+IMAGE_ERROR output says why, since TF Serving merges requests into one call and an error
+raised in the graph would fail them all (docs/guides/serving.md).
 `serving_default` is one of them: uint8 for notebooks (the default), bytes for Vertex AI's
 prediction container, which calls the default signature. How many detections come back,
 and from what score, are export options, so responses fit the serving limits.
