@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from launch.errors import InputError
+from trainer.export import IMAGE_ERROR
 
 LEVELS = (1, 2, 4, 8)
 MAX_LEVELS = 16
@@ -89,7 +90,8 @@ class Unanswered(Exception):
 def rest_sender(predict_url: str, signature: str | None = None, timeout: float = 60.0
                 ) -> Callable[[bytes], None]:
     """Sends one image a request to TF Serving's REST predict route (`{"b64": ...}`), one
-    kept-alive connection a client thread."""
+    kept-alive connection a client thread. An answer whose image the server could not read
+    (its `image_error`, trainer/export.py) is an error too, not a detection."""
     where = urllib.parse.urlsplit(predict_url)
     local = threading.local()
 
@@ -110,6 +112,12 @@ def rest_sender(predict_url: str, signature: str | None = None, timeout: float =
             raise
         if response.status != 200:
             raise Unanswered(f"{response.status}: {answer[:200].decode(errors='replace')}")
+        try:
+            reasons = [str(row.get(IMAGE_ERROR) or "") for row in json.loads(answer)["predictions"]]
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise Unanswered(f"200 without predictions: {answer[:200]!r}") from None
+        if any(reasons):
+            raise Unanswered(f"200, but the image was not read: {max(reasons)[:200]}")
 
     return send
 
