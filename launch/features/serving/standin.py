@@ -16,7 +16,7 @@ them as one call; at most `max_enqueued_batches` batches wait. A request of more
 than a batch holds is refused, as TF Serving refuses it.
 
 What TF Serving does not do, the stand-in adds in front of the graph (docs/guides/serving.md,
-"What a replica refuses"): a pixel budget, the export's `max_pixels` (40 MP by default: what
+"A request's pixel budget"): a pixel budget, the export's `max_pixels` (40 MP by default: what
 one image at the graph's cap decodes). A request whose images' headers add up to more is
 refused alone, before anything is decoded or queued, and a batch takes a request only while
 the pixels of all it holds stay within the budget. A body is read only up to MAX_BODY, and
@@ -39,10 +39,10 @@ from pathlib import Path
 from serving.batching import Batching
 from trainer.data.defaults import MAX_PIXELS
 from trainer.data.images import ImageError, open_checked
+from trainer.files import EXPORT_INFO_FILE
 
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"  # trainer/warmup.py's FILE
 MAX_BODY = 64 << 20
-EXPORT_INFO = "export.json"  # trainer/files.py's EXPORT_INFO_FILE: its max_pixels
 
 
 class Refused(ValueError):
@@ -297,7 +297,7 @@ def _rows(outputs: dict) -> list[dict]:
 def pixel_budget(model_dir: Path) -> int:
     """The export's `max_pixels` (export.json), MAX_PIXELS for an export without it."""
     try:
-        value = json.loads((model_dir / EXPORT_INFO).read_text()).get("max_pixels")
+        value = json.loads((model_dir / EXPORT_INFO_FILE).read_text()).get("max_pixels")
     except (OSError, ValueError, AttributeError):
         value = None
     return value if isinstance(value, int) and value > 0 else MAX_PIXELS
