@@ -164,8 +164,6 @@ class TestRecord:
     """A test evaluation's file as read: where, the sha256 of its bytes, and what it says
     (None, with `problem`: nothing the gate can use)."""
 
-    __test__ = False  # not a pytest class
-
     where: str
     sha256: str
     evaluation: EvaluationRecord | None
