@@ -75,7 +75,8 @@ def same_signatures(url: str, image: Path) -> None:
     default = ask(url, {"instances": [encoded]})
     assert ask(url, {"signature_name": "serving_bytes", "instances": [encoded]}) == default
     assert set(default) == {"detection_boxes", "detection_classes", "detection_scores",
-                            "num_detections"}
+                            "num_detections", "image_error"}
+    assert default["image_error"] == ""  # the image was read (trainer/export.py's IMAGE_ERROR)
     pixels = read_picture(str(image)).pixels.tolist()
     uint8 = ask(url, {"signature_name": "serving_uint8", "instances": [pixels]})
     assert uint8["num_detections"] == default["num_detections"] > 0
