@@ -186,8 +186,10 @@ def chromium() -> Iterator[Browser]:
         process = subprocess.Popen(
             [path, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(3, 4), preexec_fn=lambda: _as_3_and_4(to_browser_read,
-                                                             from_browser_write))
+            # close_fds=False: closing runs after preexec_fn and would close 3 and 4 (fds
+            # Python opened are not inherited anyway, PEP 446)
+            close_fds=False, preexec_fn=lambda: _as_3_and_4(to_browser_read,
+                                                            from_browser_write))
         os.close(to_browser_read)
         os.close(from_browser_write)
         try:
