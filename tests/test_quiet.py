@@ -29,6 +29,13 @@ NOISE_LINES = [  # as TensorFlow 2.20 printed them in this project's runs (2026-
     "future version.",
     "Instructions for updating:",
     "Use fn_output_signature instead",
+    # issue 53 item 3: a TFLite export's MLIR logging (2026-12-02)
+    "W0000 00:00:1796174772.034424   19144 tf_tfl_flatbuffer_helpers.cc:364] Ignored "
+    "output_format.",
+    "W0000 00:00:1796174772.039866   19144 tf_tfl_flatbuffer_helpers.cc:367] Ignored "
+    "drop_control_dependency.",
+    "I0000 00:00:1796174772.351863   19144 mlir_graph_optimization_pass.cc:437] MLIR V1 "
+    "optimization pass is not enabled",
 ]
 OURS = ["pets-trainer: error: --steps must be at least 1, got '0'",
         "WARNING:tensorflow:a warning we have not seen before stays",

@@ -33,6 +33,12 @@ NOISE = re.compile("|".join((
     r"^WARNING:tensorflow:From \S+deprecation\.py:\d+: calling map_fn_v2 \(from "
     r"tensorflow\.python\.ops\.map_fn\) with dtype is deprecated",
     r"^Instructions for updating:$",
+    # the TFLite converter's MLIR passes, on every conversion: options it ignores by design
+    # (TensorFlow's own converter sets them) and a pass it does not run
+    r"^W\d{4} [\d:.]+ +\d+ tf_tfl_flatbuffer_helpers\.cc:\d+\] Ignored "
+    r"(output_format|drop_control_dependency)\.$",
+    r"^I\d{4} [\d:.]+ +\d+ mlir_graph_optimization_pass\.cc:\d+\] MLIR V1 optimization "
+    r"pass is not enabled$",
     r"^Use fn_output_signature instead$",
 )))
 MAX_PARTIAL = 1 << 20  # bytes of an unended line held back, at most (a line of NOISE: < 4 KB)
