@@ -217,8 +217,8 @@ class ConvertArgs(Args):
     images: str | None = option("COCO: the directory file_name is relative to")
     dense_ids: bool = option("COCO: number the categories 1..N (default: keep their ids "
                              "when they are 1..1000)", default=False)
-    label_map: str | None = option("label map .pbtxt (default: Pets' 37 breeds, VOC's 20 "
-                                   "classes, or COCO's categories)")
+    label_map: str | None = option("label map .pbtxt holding every class the data names "
+                                   "(default: the data's classes; Pets: its 37 breeds)")
     sources: tuple[str, ...] = option(
         "FORMAT:PATH (COCO: coco:FILE.json:IMAGES_DIR), repeatable: several datasets merged "
         "into one (one label map by class name; an image twice, by its bytes, kept once); "

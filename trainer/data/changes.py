@@ -20,11 +20,12 @@ import dataclasses
 import hashlib
 import itertools
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainer import yamlfile
+from trainer.data.label_map import listed
 from trainer.data.planning import Plan, Source, inside
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.reasons import CORE
@@ -39,12 +40,6 @@ MAX_CLASSES_FILE_BYTES = 1 << 20
 KEYS = ("rename", "drop", "keep")
 # the report keys of these changes: their meanings are the core's
 REASONS = {key: CORE[key] for key in ("classes_dropped", "duplicate_image", "in_test_split")}
-
-
-def _names(values: Iterable[str], most: int = 8) -> str:
-    values = sorted(values)
-    return ", ".join(values[:most]) + (f" and {len(values) - most} more"
-                                       if len(values) > most else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +69,7 @@ class ClassChanges:
             raise SettingsError(f"{where} must be a mapping with any of {', '.join(KEYS)} "
                                 "(see docs/guides/data.md, `--classes`)")
         if unknown := [str(k) for k in data if k not in KEYS]:
-            raise SettingsError(f"{where}: unknown key {_names(unknown)}; the keys are "
+            raise SettingsError(f"{where}: unknown key {listed(unknown)}; the keys are "
                                 f"{', '.join(KEYS)}")
         rename = data.get("rename") or {}
         if not isinstance(rename, dict) or not all(
@@ -102,16 +97,16 @@ class ClassChanges:
         """The label map after the changes, each renamed data class -> its new name, and
         the data classes dropped."""
         if unknown := set(self.rename) - set(label_map):
-            raise SettingsError(f"{self.where}: rename names {_names(unknown)}, which the data "
-                                f"does not have (its classes: {_names(label_map)})")
+            raise SettingsError(f"{self.where}: rename names {listed(unknown)}, which the data "
+                                f"does not have (its classes: {listed(label_map)})")
         final = {name: self.rename.get(name, name) for name in label_map}
         named = set(final.values())
-        for key, listed in (("drop", self.drop), ("keep", self.keep or frozenset())):
-            if unknown := listed - named:
-                renamed = listed & set(self.rename)
-                hint = f" ({_names(renamed)} renamed: name the new names)" if renamed else ""
-                raise SettingsError(f"{self.where}: {key} names {_names(unknown)}, not a class "
-                                    f"after renaming{hint} (the classes: {_names(named)})")
+        for key, names in (("drop", self.drop), ("keep", self.keep or frozenset())):
+            if unknown := names - named:
+                renamed = names & set(self.rename)
+                hint = f" ({listed(renamed)} renamed: name the new names)" if renamed else ""
+                raise SettingsError(f"{self.where}: {key} names {listed(unknown)}, not a class "
+                                    f"after renaming{hint} (the classes: {listed(named)})")
         dropped_names = self.drop if self.keep is None else named - self.keep
         if dropped_names == named:
             raise SettingsError(f"{self.where} drops every class: keep at least one")

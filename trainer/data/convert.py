@@ -31,7 +31,7 @@ from pathlib import Path
 from trainer import files
 from trainer.data import changes, checks, defaults, formats
 from trainer.data.example import Classes
-from trainer.data.label_map import alike, write_label_map
+from trainer.data.label_map import alike, listed, write_label_map
 from trainer.data.output_dir import check_replaceable, remove_abandoned, swap_in
 from trainer.data.planning import Limits, Plan, Split, check_split, resplit
 from trainer.data.problems import ACTIONS, Problem, ProblemLog
@@ -48,8 +48,11 @@ def record_pattern(output_dir: str | Path, split: str) -> str:
 
 
 def _summarise(report: dict) -> str:
+    classes = report["label_map_ids"]
     lines = [f"wrote {report['written']} examples: " + ", ".join(
-        f"{split} {info['examples']}" for split, info in report["splits"].items())]
+        f"{split} {info['examples']}" for split, info in report["splits"].items()),
+        f"{len(classes)} class{'' if len(classes) == 1 else 'es'} from "
+        f"{report['classes_from']}: {listed(classes)}"]
     for action in ACTIONS:
         counts = report[action]
         if counts:
@@ -99,10 +102,12 @@ def convert(
     progress: bool = True,
     limits: Limits | None = None,
     reasons: Mapping[str, str] | None = None,
+    classes_from: str = "the label map given",
 ) -> dict:
     """Writes each split's shards, the label map and the report, swapping them in for the
     previous output only when all is written; returns the report. The report's `reasons`
-    explains each key it counts: the core's (`reasons.CORE`), the formats' from `reasons`."""
+    explains each key it counts: the core's (`reasons.CORE`), the formats' from `reasons`;
+    its `classes_from` says where the label map's classes came from."""
     if problem := defaults.num_shards_problem(num_shards):
         raise SettingsError(problem)
     limits = limits or Limits()
@@ -135,7 +140,7 @@ def convert(
             output_dir.with_name(f"{output_dir.name}.{files.CONVERSION_REPORT_FILE}")
         report = _report(written, problems, output_dir, num_shards, limits, report_path)
         report.update({"classes": counts["classes"], "label_map_ids": classes.written(),
-                       checks.MASKS_ENTRY: plan.masks})
+                       "classes_from": classes_from, checks.MASKS_ENTRY: plan.masks})
         if any(counts["background"].values()):  # images labelled as showing no object
             report["background_images"] = counts["background"]
         if found := explain({key for action in ACTIONS for key in report[action]},
@@ -197,12 +202,25 @@ def _report(written: Mapping[str, int], problems: ProblemLog, output_dir: Path,
 
 
 def plan_sources(inputs: Sequence[formats.Input], options: formats.Options
-                 ) -> tuple[Plan, dict[str, int]]:
+                 ) -> formats.Planned:
     """Each source planned by its format; several merged into one (`changes.merge`)."""
     planned = [(given, formats.get(given.format).plan(given, options)) for given in inputs]
     if len(planned) == 1:
-        return planned[0][1].plan, planned[0][1].label_map
-    return changes.merge(planned)
+        return planned[0][1]
+    plan, label_map = changes.merge(planned)
+    return formats.Planned(plan, label_map, "the sources' classes merged by name ("
+                           + "; ".join(f"{given}: {p.classes_from}" for given, p in planned)
+                           + ")", frozenset().union(*(p.labelled for _, p in planned)))
+
+
+def _check_label_map(label_map: Mapping[str, int], planned: formats.Planned) -> None:
+    """A --label-map must hold every class the data's labels name: one it lacks would have
+    each of its objects dropped (and an image of only those skipped), so it is refused."""
+    if missing := planned.labelled - set(label_map):
+        raise SettingsError(
+            f"--label-map lacks {listed(missing)}, which the data names (its classes: "
+            f"{listed(planned.labelled)}): add them to the label map, or leave --label-map "
+            "out to take the classes from the data (--classes renames, drops or keeps some)")
 
 
 def convert_sources(inputs: Sequence[formats.Input], output_dir: str | Path,
@@ -217,18 +235,23 @@ def convert_sources(inputs: Sequence[formats.Input], output_dir: str | Path,
     options = options or formats.Options()
     if "limits" in convert_options:  # one set of caps for the planners and the core
         options = dataclasses.replace(options, limits=convert_options.pop("limits"))
-    plan, found = plan_sources(inputs, options)
+    planned = plan_sources(inputs, options)
+    plan, found = planned.plan, planned.label_map
+    if label_map:
+        _check_label_map(label_map, planned)
     if len(inputs) > 1 and options.split.given:
         plan = resplit(plan, options.split)
     plan = changes.hold_out_test(plan)  # no test image in train or val, by its bytes either
     check_split(plan, options.split)
     classes = Classes.of(label_map or found)
+    classes_from = "--label-map" if label_map else planned.classes_from
     if class_changes:
         classes = Classes.of(*class_changes.apply(found))
+        classes_from = f"{planned.classes_from}, changed by {class_changes.where}"
     reasons = {key: text for given in inputs
                for key, text in formats.get(given.format).REASONS.items()}
-    return convert(plan, classes, output_dir, reasons=reasons,
-                   limits=options.limits, **convert_options)
+    return convert(plan, classes, output_dir, reasons=reasons, limits=options.limits,
+                   classes_from=classes_from, **convert_options)
 
 
 def convert_coco(annotations: str | Path, images_dir: str | Path, output_dir: str | Path,

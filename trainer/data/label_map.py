@@ -22,7 +22,6 @@ PETS_CLASSES: tuple[str, ...] = (
 )  # fmt: skip
 
 
-
 def pets_label_map() -> dict[str, int]:
     """Class name -> id (1-based; 0 is the background class)."""
     return {name: index for index, name in enumerate(PETS_CLASSES, start=1)}
@@ -41,6 +40,13 @@ def safe_name(name: str) -> str:
     """The name as the label map can hold it: no quote, backslash, brace or control character
     (each would end the item or the name early for `parse_label_map`), at most 200 long."""
     return UNSAFE_NAME.sub("_", name)[:MAX_NAME]
+
+
+def listed(names: Iterable[str], most: int = 8) -> str:
+    """Names for a one-line message: sorted, at most `most` of them and how many more."""
+    names = sorted(names)
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more"
+                                      if len(names) > most else "")
 
 
 def alike(names: Iterable[str]) -> list[list[str]]:

@@ -93,6 +93,11 @@ class Options:
 class Planned:
     plan: Plan
     label_map: dict[str, int]  # the data's classes (name -> id), before --classes
+    classes_from: str = "the data's labels"  # where label_map's classes come from: the
+    # conversion report and its summary say it, so a class list is never a surprise
+    # the classes the labels name, where planning read every label file: a --label-map
+    # lacking one is refused before anything is written (else its objects would be dropped)
+    labelled: frozenset[str] = frozenset()
 
 
 class Format(Protocol):

@@ -76,4 +76,4 @@ def plan(source: Input, options: Options) -> Planned:
             for name in split_list
         ]
         for split, split_list in splits.items()
-    }, problems, options.masks), pets_label_map())
+    }, problems, options.masks), pets_label_map(), "Oxford-IIIT Pets' 37 breeds")
