@@ -24,13 +24,18 @@ class Block:
     text: str
     marked: bool
 
-    def commands(self) -> list[str]:
-        """Its `invoke ...` lines: continuation lines joined, a `$ ` prompt and a trailing
-        comment (two spaces, then #) dropped, runs of spaces made one."""
+    def lines(self) -> list[str]:
+        """Its lines as typed, without what only explains them: continuation lines joined, a
+        `$ ` prompt and a trailing comment (two spaces, then #) dropped, runs of spaces made
+        one, blank lines left out (a translated page's blocks differ only in these)."""
         joined = re.sub(r"\\\n\s*", " ", self.text)
         lines = (line.split("  #", 1)[0].removeprefix("$ ").split()
                  for line in joined.splitlines())
-        return [" ".join(words) for words in lines if words[:1] == ["invoke"]]
+        return [" ".join(words) for words in lines if words]
+
+    def commands(self) -> list[str]:
+        """Its `invoke ...` lines, as `lines()` gives them."""
+        return [line for line in self.lines() if line.split()[0] == "invoke"]
 
     def where(self) -> str:
         return f"{self.page}:{self.line}"

@@ -101,6 +101,13 @@ def test_the_readme_is_short_and_keeps_the_two_commands():
     assert f"```bash\n{QUICK_START}```" in readme  # where .ci/run and the tests read them
 
 
+def test_the_home_page_gives_the_two_commands_the_demos_picture_and_what_you_get():
+    home = DOCS / "index.md"
+    assert f"```bash\n{QUICK_START}```" in home.read_text()  # the README's, as typed
+    assert "images/demo_predictions.jpg" in rendered(home).links
+    assert "what-you-get" in rendered(home).ids
+
+
 def test_every_page_is_in_the_navigation_and_every_entry_is_a_page():
     on_disk = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
     assert sorted(on_disk - set(nav_pages())) == []  # a page nobody can reach
