@@ -1,12 +1,15 @@
 """launch/'s floor plan as the code holds it (docs/design/layers.md): tasks.py imports no
-target's package, a target is one package plus one line in the registry, and a job kind one
-class plus one entry: a toy target and a toy kind, each in a temporary package, go through the
-preflight every target shares (launch/targets/preflight.py) in its order, with the job file,
---save-job and the refusals it gives them."""
+target's package, a target without flags, settings or job options of its own is one package
+plus one line in the registry (layers.md lists what a real one touches besides), and a job
+kind one class plus one entry in KINDS: a toy target and a toy kind, each in a temporary
+package, go through the preflight every target shares (launch/targets/preflight.py) in its
+order, with the job file, --save-job and the refusals it gives them."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,7 @@ from launch.targets.local.executor import Local
 from launch.values import jobfile
 from launch.values.jobs import Places
 from launch.values.sweep import Sweep
+from tests.conftest import REPO
 
 TASKS = Path(__file__).resolve().parents[1] / "tasks.py"
 
@@ -224,6 +228,34 @@ class Profile(Request):
         args = self.args_at(places).to_argv()
         return TrainerJob(f"profile-{self.experiment}", (*args, f"--batches={self.batches}"))
 '''
+
+
+REGISTERED_BEFORE_IMPORT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from launch.values import jobs
+import toy_kind.kind
+jobs.KINDS["profile"] = toy_kind.kind.Profile  # as its entry in KINDS' literal would be
+from launch.values import jobfile
+request = jobfile.request(jobfile.resolve("profile", {"steps": 80}), "profile")
+print(jobfile.TASKS, type(request).__name__, request.batches)
+"""
+
+
+def test_a_fourth_kind_in_kinds_before_the_job_file_is_imported(tmp_path):
+    """Issue 53, item 10: the job file reads KINDS when it is imported, so a kind is one
+    entry there only if nothing unpacks KINDS by position (`TRAIN, TUNE, EVAL = TASKS`
+    failed with four). In a fresh interpreter the toy kind is in KINDS first; the job file
+    then imports, lists it among the tasks, and its fields for every task (--steps) reach
+    it."""
+    package = tmp_path / "toy_kind"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "kind.py").write_text(TOY_KIND)
+    result = subprocess.run([sys.executable, "-c", REGISTERED_BEFORE_IMPORT, str(tmp_path)],
+                            cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "('train', 'tune', 'eval', 'profile') Profile 80\n"
 
 
 def test_a_job_kind_is_one_class_and_one_entry(tmp_path, monkeypatch, capsys):

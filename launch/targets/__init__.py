@@ -1,7 +1,8 @@
 """Targets: where jobs run, one package each behind `base.Executor`, chosen by name from
 `TARGETS` (launch/values/target_names.py, where the job file's --target reads the names too)
 and imported only when chosen (as trainer/data/formats registers formats): a new target is
-a module (or a package, as local/ and vertex/ are) and one line there. Each declares the
+a module (or a package, as local/ and vertex/ are) and one line there, plus what its own
+flags, settings and job options touch (docs/design/layers.md lists it). Each declares the
 job-file fields it takes (`supports`), and `refuse_unsupported` refuses a value the user set
 that it would ignore."""
 

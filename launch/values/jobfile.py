@@ -25,7 +25,7 @@ from typing import Any
 from launch.errors import InputError
 from launch.values import pretrained
 from launch.values.files import read_page
-from launch.values.jobs import KINDS, Request
+from launch.values.jobs import KINDS, Evaluation, Request, Training, Tuning
 from launch.values.resources import (
     HOURS,
     PREEMPTIONS,
@@ -44,8 +44,10 @@ from trainer.experiments import fields as experiment_fields
 from trainer.files import VAL
 from trainer.model_dir import other_experiment
 
-TASKS = tuple(KINDS)  # the job kinds' tasks (launch/values/jobs.py)
-TRAIN, TUNE, EVAL = TASKS
+TASKS = tuple(KINDS)  # the job kinds' tasks (launch/values/jobs.py), however many
+# the tasks this file's fields single out, by their kinds' names: a kind added to KINDS
+# changes none of them
+TRAIN, TUNE, EVAL = Training.task, Tuning.task, Evaluation.task
 TRAINING = frozenset({TRAIN, TUNE})  # a sweep's trials are training runs
 EVERY = frozenset(TASKS)
 SECTIONS = {EVAL: "eval", TUNE: "tune"}  # a task's own section of the file
