@@ -62,6 +62,7 @@ def local_target(model: str, machine_type: str | None, region: str, batching: bo
     from launch.targets.vertex.hardware import catalogue, resolve_machine
     from launch.targets.vertex.spec import machine_spec
     from serving import batching as batching_lib
+    from trainer import quiet
 
     if not Path(model, "saved_model.pb").is_file():
         raise MissingError(f"--model {model}: no SavedModel there; `invoke demo` exports one to "
@@ -70,6 +71,7 @@ def local_target(model: str, machine_type: str | None, region: str, batching: bo
     machine = resolve_machine(region=region, machine_type=machine_type, accelerator=None)
     hourly, notes = prediction_hourly(region, machine_spec(machine))
     parameters = batching_lib.this_machine(os.environ) if batching else None
+    quiet.filter_stderr()  # TensorFlow loads next: its start-up lines, as the trainer drops them
     return ModelServer(model, "detector", parameters), machine_type, hourly, notes, parameters
 
 

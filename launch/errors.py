@@ -35,9 +35,14 @@ NO_CREDENTIALS = "no Google credentials"  # a note's reason; a dry run says the 
 def reason(error: BaseException, limit: int = 200) -> str:
     """An exception as the short reason a note gives: its first line, or its type, made
     printable (a service's or a file's words, shown and never obeyed by the terminal); the
-    same few words for missing credentials, whatever google.auth's text."""
+    same few words for missing credentials, whatever google.auth's text. Outside words are
+    cut at `limit` (and say so); a UserError's are the project's own, each quoting outside
+    text within bounds: whole, never cut mid-sentence."""
     from google.auth.exceptions import DefaultCredentialsError
 
     if isinstance(error, DefaultCredentialsError):
         return NO_CREDENTIALS
-    return printable((str(error).strip().splitlines() or [type(error).__name__])[0][:limit])
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    if not isinstance(error, UserError) and len(first) > limit:
+        first = first[:limit] + "..."
+    return printable(first)

@@ -37,6 +37,17 @@ def say(text: object, file: TextIO | None = None) -> None:
     print(printable(str(text)), file=file or sys.stdout, flush=True)
 
 
+def console():
+    """The console the launcher prints through (rich's): in a terminal, lines wrap at words
+    to its width; anywhere else (a pipe, a file, CI's log) each line is written whole, as
+    rich would otherwise cut it at 80 columns, mid-word where a word is longer."""
+    from rich.console import Console
+
+    shown = Console()
+    shown.soft_wrap = not shown.is_terminal
+    return shown
+
+
 def spreadsheet_cell(value: object) -> object:
     """A CSV cell no spreadsheet reads as a formula: text starting with = + - @ tab or CR
     gets a leading quote (numbers, negative ones too, are left alone)."""

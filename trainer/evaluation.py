@@ -8,6 +8,7 @@ a clear message when no new checkpoint appears within the idle timeout.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -51,6 +52,13 @@ def line(result: EvaluationRecord, split: str = files.VAL, why: str = "") -> str
     return f"evaluated step {result.step}{on}: {shown} -> {result.path}"
 
 
+def pycocotools_quiet() -> contextlib.AbstractContextManager:
+    """Model Garden's COCO evaluator runs pycocotools, which prints its progress (`creating
+    index...`, `DONE (t=0.45s)`) and a 12-line table of the metrics `line` already gives:
+    its stdout, dropped (errors still raise)."""
+    return contextlib.redirect_stdout(io.StringIO())
+
+
 def metrics_dir(split: str) -> str:
     """Where evaluations on `split` go: eval/ (validation: best/ and early stopping read
     it), or eval-test/, which nothing that picks a checkpoint reads."""
@@ -91,7 +99,8 @@ class CheckpointEvaluator:
         self.model = self.task.build_model()
         self.checkpoint = tf.train.Checkpoint(model=self.model)
         self.dataset = self.task.build_inputs(params.task.validation_data)
-        metrics = self.task.build_metrics(training=False)
+        with pycocotools_quiet():  # a Mask R-CNN's evaluator loads its annotations here
+            metrics = self.task.build_metrics(training=False)
         self._step = tf.function(
             lambda inputs: self.task.validation_step(inputs, self.model, metrics))
         self.writer = tf.summary.create_file_writer(summary_dir)
@@ -117,7 +126,8 @@ class CheckpointEvaluator:
         if state is None:
             raise RuntimeError(f"{self.split} data {self.params.task.validation_data.input_path}"
                                " is empty")
-        raw = self.task.reduce_aggregated_logs(state, step)
+        with pycocotools_quiet():
+            raw = self.task.reduce_aggregated_logs(state, step)
         metrics = {k: float(np.asarray(v)) for k, v in raw.items() if np.asarray(v).size == 1}
         breakdown = self._breakdown(seen, worst, step) if seen else {}
         point = breakdown.get("operating_point")
@@ -151,15 +161,18 @@ class CheckpointEvaluator:
                                          self.class_names, prefix=MASK_PREFIX)
             per_class = {name: {**values, **by_mask.get(name, {})}
                          for name, values in per_class.items()}
+        point = confusion.operating_point(seen, self.class_names, at=self._served_at(step))
+        # the gallery is drawn, and its errors counted, at the operating point the report
+        # shows above it (and records the score it was drawn at)
+        drawn_at = point.threshold if point else analysis.SHOWN_SCORE
         shown = []
-        for rank, (errors, image, pixels) in enumerate(worst.ranked(), 1):
+        for rank, (errors, image, pixels) in enumerate(worst.ranked(drawn_at), 1):
             name = files.worst_image_file(step, rank)
             buffer = io.BytesIO()
-            self._draw(image, pixels, scale=WORST_SCALE).save(buffer, "JPEG", quality=90)
+            self._draw(image, pixels, WORST_SCALE, drawn_at).save(buffer, "JPEG", quality=90)
             write_text(f"{self.model_dir}/{metrics_dir(self.split)}/{name}",
                        buffer.getvalue())
-            shown.append({**dataclasses.asdict(errors), "picture": name})
-        point = confusion.operating_point(seen, self.class_names, at=self._served_at(step))
+            shown.append({**dataclasses.asdict(errors), "picture": name, "score": drawn_at})
         return {"per_class": per_class, "pr_curve": analysis.pr_curve(evaluation),
                 "worst_images": tuple(shown),
                 "operating_point": point.as_json() if point else None}
@@ -206,8 +219,10 @@ class CheckpointEvaluator:
                 outputs["detection_classes"][i][:n].numpy().astype(np.int64),
                 outputs["detection_scores"][i][:n].numpy(), **masks), pixels
 
-    def _draw(self, image, pixels: np.ndarray, scale: int):
-        """The frame enlarged `scale` times, detections and ground truth (white) drawn."""
+    def _draw(self, image, pixels: np.ndarray, scale: int,
+              min_score: float = analysis.SHOWN_SCORE):
+        """The frame enlarged `scale` times, detections from `min_score` and ground truth
+        (white) drawn."""
         from PIL import Image
 
         from trainer.visualize import draw_detections
@@ -217,7 +232,7 @@ class CheckpointEvaluator:
         if image is None:
             return picture
         return draw_detections(picture, image.boxes, image.classes, image.scores,
-                               self.class_names, ground_truth=image.truth,
+                               self.class_names, min_score, ground_truth=image.truth,
                                masks=_enlarged(image.masks, scale) if image.masks else None)
 
 
@@ -253,8 +268,12 @@ class WorstImages:
         self.kept.sort(key=lambda entry: entry[0])
         del self.kept[self.size:]
 
-    def ranked(self) -> list:
-        return [(errors, image, pixels) for _, errors, image, pixels in self.kept]
+    def ranked(self, min_score: float = analysis.SHOWN_SCORE) -> list:
+        """The images kept, worst first, their errors counted from `min_score` (the score
+        they are drawn at; they were chosen at SHOWN_SCORE, before any threshold was known)."""
+        counted = [(analysis.image_errors(image, min_score), image, pixels)
+                   for _, _, image, pixels in self.kept]
+        return sorted(counted, key=lambda entry: analysis.badness(entry[0]))
 
 
 def image_digests(input_path: str) -> dict[str, str]:
