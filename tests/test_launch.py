@@ -103,6 +103,22 @@ def test_progress_printer_turns_step_and_tqdm_lines_into_bars(capsys):
     assert out.splitlines()[0].rstrip() == "train | step:     50 | steps/sec:    5.0 | output:"
 
 
+def test_in_a_terminal_the_step_lines_loss_shows_above_the_bar():
+    """Issue 53 item 2: a terminal's training bar hid every step line, its loss with it."""
+    import io
+
+    from rich.console import Console
+
+    shown = io.StringIO()
+    on_line, close = progress_printer(100, Console(file=shown, force_terminal=True, width=200))
+    on_line(0, "train | step:     50 | steps/sec:    5.0 | output: total_loss: 1.235 | "
+               "learning_rate: 0.01")
+    on_line(1, "train | step:     50 | steps/sec:    5.0 | output: total_loss: 1.235")
+    close()
+    assert shown.getvalue().count("total_loss: 1.235 | learning_rate: 0.01") == 1
+    assert "[replica 1]" not in shown.getvalue()
+
+
 def test_invoke_menu_lists_the_tasks():
     result = invoke("--list")
     assert result.returncode == 0

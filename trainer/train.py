@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from trainer import distribution, hparams, init_checkpoint, locks
+from trainer import distribution, hparams, init_checkpoint, locks, progress
 from trainer import model_dir as model_dir_lib
 from trainer.best.stopping import TRAINER, EarlyStopping, read_stop
 from trainer.evaluation import SUMMARY_SUBDIR
@@ -74,8 +74,12 @@ def _train(settings: TrainerSettings, params, strategy, chief: bool, several: bo
     # built here, outside the strategy's scope: its variables are the chief's alone
     evaluator = _own_evaluator(settings, params) if chief and stopping and \
         stopping.evaluator == TRAINER else None
-    watch = [StopWhenJudged(settings.model_dir, stopping, strategy, chief, several, evaluator)
-             ] if stopping else []
+    # the loss, watched by the chief alone (every worker's is the same), before a stop
+    watch: list = [progress.LossWatch()] if chief else []
+    if stopping:
+        watch.append(StopWhenJudged(settings.model_dir, stopping, strategy, chief, several,
+                                    evaluator))
+    progress.print_outputs_on_one_line()
     started, stopped = time.monotonic(), None
     try:
         train_lib.run_experiment(

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 
 from launch.errors import InputError, StepFailed
 from launch.targets import triage
+from launch.text import console as text_console
 from launch.text import printable, say
 from launch.values import jobs
 from launch.values.jobs import TrainerJob
@@ -118,11 +119,10 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
                                                                       Callable[[], None]]:
     """An `on_line` that turns progress output into rich progress bars; returns (on_line, close).
 
-    The chief's `train | step: N` lines drive a training bar (when the total is known) and
-    tqdm lines (conversion, downloads) drive a bar each. Other lines pass through, prefixed
-    with the replica number for replicas other than the chief.
+    The chief's `train | step: N` lines are printed (above a training bar, in a terminal,
+    when the total is known) and tqdm lines (conversion, downloads) drive a bar each. Other
+    lines pass through, prefixed with the replica number for replicas other than the chief.
     """
-    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -131,7 +131,7 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
         TimeRemainingColumn,
     )
 
-    console = console or Console()
+    console = console or text_console()
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeRemainingColumn(), console=console)
     bars: dict[str, int] = {}
@@ -150,10 +150,10 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
     def on_line(replica: int, line: str) -> None:
         step, bar = STEP_LINE.match(line), TQDM_LINE.match(line)
         if step:
+            if replica == 0:  # the step line itself (its loss), above the bar if there is one
+                progress.console.print(printable(line), markup=False, highlight=False)
             if replica == 0 and total_steps and console.is_terminal:
                 advance("training", int(step.group(1)), total_steps)
-            elif replica == 0 and not console.is_terminal:  # a log: the step line itself
-                console.print(printable(line), markup=False, highlight=False)
         elif bar:
             advance(bar.group("desc"), int(bar.group("n")), int(bar.group("total")))
         elif line.strip() and not ORBIT_OUTPUT.match(line) and not NOISE.search(line):
