@@ -62,6 +62,7 @@ def grouped_bars(axes, names: Sequence[str],
                     fontsize="small", parse_math=False)
 
 
+ROW_SHARE = "colour: share of its row (numbers: counts)"
 MAX_ANNOTATED = 40  # classes in a confusion matrix whose cells get their count written
 
 
@@ -73,7 +74,9 @@ def heatmap(axes, counts: Sequence[Sequence[int]], names: Sequence[str]) -> None
 
     values = np.asarray(counts, np.float64)
     shares = values / np.maximum(values.sum(axis=1, keepdims=True), 1)
-    axes.imshow(shares, cmap="Blues", vmin=0, vmax=1)
+    shown = axes.imshow(shares, cmap="Blues", vmin=0, vmax=1)
+    # the scale is said on the picture: a colour is a share of its row, not a count
+    axes.figure.colorbar(shown, ax=axes, label=ROW_SHARE)
     labels = [printable(name) for name in names]
     many = len(names) > 6
     axes.set_xticks(range(len(names)), labels, rotation=45 if many else 0,
@@ -109,9 +112,29 @@ def text_table(rows: Sequence[Mapping[str, str]], columns: Sequence[str]) -> str
                      for line in lines)
 
 
-def html_table(rows: Sequence[Mapping[str, str]], columns: Sequence[str]) -> str:
-    """The same table for a page, every cell escaped."""
+# The reports' pages, read on a laptop (1280 px) and on a phone (390 px): a table wider than
+# the screen scrolls in its own box, never the page; plots shrink to the width; below 700 px a
+# `cards` table shows each row as a card of "column: value" lines, in the columns' order.
+PAGE_STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;
+overflow-wrap:break-word}
+table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;
+text-align:left}.table{overflow-x:auto;max-width:100%}.plots img{max-width:48%}
+.cards td:first-child{overflow-wrap:anywhere;min-width:8em}
+@media (max-width:700px){body{margin:8px}.plots img{max-width:100%}
+.cards thead{display:none}.cards tr{display:block;border-top:2px solid #888;padding:4px 0}
+.cards td{display:flex;justify-content:space-between;gap:1em;border:0;padding:2px 4px}
+.cards td::before{content:attr(data-label);font-weight:600;flex:none}}"""
+
+
+def html_table(rows: Sequence[Mapping[str, str]], columns: Sequence[str],
+               cards: bool = False) -> str:
+    """The same table for a page, every cell escaped, in a box of its own that scrolls
+    when the table is wider than the screen; `cards`: a card a row on a phone (PAGE_STYLE),
+    each cell labelled with its column."""
     header = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(row[c])}</td>" for c in columns) +
-                   "</tr>" for row in rows)
-    return f"<table><tr>{header}</tr>{body}</table>"
+    label = (lambda c: f' data-label="{html.escape(c)}"') if cards else (lambda c: "")
+    body = "".join("<tr>" + "".join(f"<td{label(c)}>{html.escape(row[c])}</td>"
+                                    for c in columns) + "</tr>" for row in rows)
+    kind = ' class="cards"' if cards else ""
+    return (f'<div class="table"><table{kind}><thead><tr>{header}</tr></thead><tbody>{body}'
+            "</tbody></table></div>")

@@ -407,3 +407,40 @@ def test_the_report_shows_each_runs_confusion_matrix_and_operating_point(tmp_pat
         in section
     assert "No operating point recorded" in section  # the run evaluated without one
     assert BY_HAND[0.2] == point["confusion"]
+
+
+def test_the_gallery_says_the_score_it_was_drawn_at_and_the_matrix_its_colours(tmp_path):
+    """Issue 53: the worst images are drawn at the operating point shown above them (the
+    evaluator records that score with each picture); an evaluation from before says 0.3; the
+    confusion matrix says its colours are shares of a row, on the page and on the picture."""
+    from launch.plots import ROW_SHARE, figure, heatmap
+    from tests.test_confusion import IMAGES, NAMES
+    from trainer import confusion
+
+    point = confusion.operating_point(IMAGES, NAMES).as_json()
+    drawn_there = write_run(tmp_path / "a", point=point)
+    for path in (drawn_there / "eval").glob("ckpt-*.json"):
+        record = json.loads(path.read_text())
+        for image in record["worst_images"]:
+            image["score"] = point["threshold"]
+        path.write_text(json.dumps(record))
+    before = write_run(tmp_path / "b", point=point)
+    commands.compare(lambda: pytest.fail("local runs need no cloud"),
+                     [str(drawn_there), str(before)], tmp_path / "report")
+    page = (tmp_path / "report" / "report.html").read_text()
+    gallery = page.split("<h2>Worst validation images</h2>", 1)[1]
+    first, second = gallery.split("<h3>")[1:]
+    assert "Coloured: detections scored 0.2 or more (the operating point above)." in first
+    assert "At score 0.2 " in page  # the operating point above it
+    assert "Coloured: detections scored 0.3 or more." in second
+    assert "its colour is its share of the row" in page
+
+    drawn = {}
+
+    def draw(axes) -> bool:
+        heatmap(axes, point["confusion"], point["classes"])
+        drawn["bar"] = axes.figure.axes[-1].get_ylabel()
+        return True
+
+    assert figure(draw, tmp_path / "m.png", "m", "detected as", "object", legend=False)
+    assert drawn["bar"] == ROW_SHARE == "colour: share of its row (numbers: counts)"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from launch.features.runs.record import RunRecord
 from launch.plots import (
+    PAGE_STYLE,
     embedded,
     embedded_plots,
     figure,
@@ -26,6 +27,8 @@ from launch.plots import (
     text_table,
 )
 from launch.text import spreadsheet_cell
+from trainer import jsonnum
+from trainer.analysis import SHOWN_SCORE
 from trainer.experiments import AP_METRICS, MASK_AP_METRICS, MASK_PREFIX
 from trainer.files import METRICS_DIR
 
@@ -38,6 +41,9 @@ MAX_PICTURED = 200  # classes of a confusion matrix still drawn (LVIS has 1,203)
 # the test split's evaluation of the checkpoint shown (`invoke eval --split test`), when a
 # run shown has one: its AP, AP50 and the F1 at its operating point
 TEST_COLUMNS = {"AP": "test AP", "AP50": "test AP50", "f1": "test F1"}
+# what a reader looks for first: the page puts these left of the other columns (on a phone, at
+# the top of each run's card), so they are on screen without scrolling sideways
+KEY_COLUMNS = ("run", "AP", *OPERATING_COLUMNS.values(), *TEST_COLUMNS.values())
 PLOTS = {"ap_by_step.png": "AP against step", "loss_by_step.png": "Loss against step",
          "per_class_ap.png": "AP per class (the checkpoint shown)",
          "per_class_mask_ap.png": "Mask AP per class (the checkpoint shown)",
@@ -98,6 +104,12 @@ def rows(records: Sequence[RunRecord]) -> tuple[list[dict[str, str]], tuple[str,
     """Each run's cells, and the columns."""
     shown_metrics = metrics(records)
     return [row(r, shown_metrics) for r in records], (*RUN_COLUMNS, *shown_metrics)
+
+
+def page_columns(columns: Sequence[str]) -> tuple[str, ...]:
+    """The table's columns on the page: KEY_COLUMNS (those shown) first, then the rest."""
+    key = [c for c in KEY_COLUMNS if c in columns]
+    return (*key, *(c for c in columns if c not in key))
 
 
 def table(records: Sequence[RunRecord]) -> str:
@@ -185,8 +197,22 @@ def _worst(record: RunRecord) -> str:
                    f"{_fraction(image.get('mean_iou'))}, {image.get('extra', '?')} extra")
         cells.append(f'<figure><img src="{embedded(path, "jpeg")}" alt="">'
                      f"<figcaption>{html.escape(caption)}</figcaption></figure>")
-    return f'<div class="gallery">{"".join(cells)}</div>' if cells else \
-        "<p>The worst images' files are missing.</p>"
+    return f'<p>{_drawn_at(record)}</p><div class="gallery">{"".join(cells)}</div>' \
+        if cells else "<p>The worst images' files are missing.</p>"
+
+
+def _drawn_at(record: RunRecord) -> str:
+    """The score the run's worst images were drawn (and their errors counted) at: the
+    operating point's, recorded with each picture; SHOWN_SCORE for an evaluation from before
+    the gallery followed the operating point (it recorded none)."""
+    found = {jsonnum.number(image.get("score", SHOWN_SCORE))
+             for image in record.shown.worst_images}
+    score = found.pop() if len(found) == 1 else None
+    if score is None or not 0 <= score <= 1:
+        return "Drawn at a score the evaluation does not record."
+    point = record.shown.operating_point
+    there = " (the operating point above)" if point and score == point["threshold"] else ""
+    return f"Coloured: detections scored {score:.3g} or more{there}."
 
 
 def write_confusion(records: Sequence[RunRecord], out: Path) -> list[Path | None]:
@@ -227,9 +253,7 @@ def _fraction(value) -> str:
     return f"{value:.2f}" if isinstance(value, (int, float)) else "?"
 
 
-STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}
-table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;
-text-align:left}.plots img{max-width:48%}.gallery{display:flex;flex-wrap:wrap;gap:8px}
+STYLE = PAGE_STYLE + """.gallery{display:flex;flex-wrap:wrap;gap:8px}
 figure{margin:0;width:256px}figure img{width:256px}figcaption{font-size:12px}"""
 
 
@@ -242,19 +266,22 @@ def write_html(records: Sequence[RunRecord], plots: dict[str, Path], path: Path,
     said = [f"{r.name}: no evaluation" for r in records if not r.evaluations] + \
         stops(records)
     notes = "".join(f"<li>{html.escape(m)}</li>" for m in said)
+    shown, columns = rows(records)
     path.write_text(
         f"<!doctype html><html><head><meta charset='utf-8'><title>Runs compared</title>"
         f"<style>{STYLE}</style></head><body><h1>Runs compared</h1>"
-        f"{html_table(*rows(records))}"
+        f"{html_table(shown, page_columns(columns), cards=True)}"
         f"{f'<ul>{notes}</ul>' if notes else ''}"
         f"<h2>Curves</h2><div class='plots'>{embedded_plots(plots, PLOTS)}</div>"
         f"<h2>Operating point</h2><p>The score threshold with the best F1 over every "
         f"class, and the confusion matrix there: each object by row (what it was), each "
         f"detection by column (what it was detected as); the background row counts "
-        f"detections of nothing, the background column objects missed.</p>{points}"
-        f"<h2>Worst validation images</h2><p>White: ground truth; coloured: detections "
-        f"scored 30% or more (and their masks, for a mask experiment). Worst first: objects "
-        f"missed, then poorer boxes (masks, for a mask experiment).</p>{galleries}"
+        f"detections of nothing, the background column objects missed. Each cell holds a "
+        f"count; its colour is its share of the row (of that class's objects), so a rare "
+        f"class's row reads as plainly as a common one's.</p>{points}"
+        f"<h2>Worst validation images</h2><p>White: ground truth; coloured: detections at "
+        f"the run's operating point (and their masks, for a mask experiment). Worst first: "
+        f"objects missed, then poorer boxes (masks, for a mask experiment).</p>{galleries}"
         "</body></html>\n")
 
 
