@@ -48,17 +48,45 @@ def draw_detections(
         ymin, xmin, ymax, xmax = box
         draw.rectangle((xmin * width, ymin * height, xmax * width, ymax * height),
                        outline=GROUND_TRUTH, width=max(1, line // 2))
-    for box, cls, score in zip(boxes, classes, scores, strict=False):
-        if score < min_score:
-            continue
-        ymin, xmin, ymax, xmax = box
-        colour = PALETTE[int(cls) % len(PALETTE)]
-        rect = (xmin * width, ymin * height, xmax * width, ymax * height)
-        draw.rectangle(rect, outline=colour, width=line)
-        label = f"{names.get(int(cls), f'class {int(cls)}')} {score:.0%}"
+    drawn = [(box, int(cls), score) for box, cls, score in
+             zip(boxes, classes, scores, strict=False) if score >= min_score]
+    labels = [f"{names.get(cls, f'class {cls}')} {score:.0%}" for _, cls, score in drawn]
+    rects = [(xmin * width, ymin * height, xmax * width, ymax * height)
+             for (ymin, xmin, ymax, xmax), _, _ in drawn]
+    for rect, (_, cls, _) in zip(rects, drawn, strict=True):
+        draw.rectangle(rect, outline=PALETTE[cls % len(PALETTE)], width=line)
+    sizes = []
+    for label in labels:
         left, top, right, bottom = draw.textbbox((0, 0), label, font=font)
-        text_y = max(0, rect[1] - (bottom - top) - 2 * line)
-        draw.rectangle((rect[0], text_y, rect[0] + right - left + 2 * line,
-                        text_y + bottom - top + 2 * line), fill=colour)
-        draw.text((rect[0] + line, text_y + line - top), label, fill=(255, 255, 255), font=font)
+        sizes.append((right - left + 2 * line, bottom - top + 2 * line, left, top))
+    places = place_labels(rects, [size[:2] for size in sizes], width)
+    for place, label, (_, _, left, top), (_, cls, _) in zip(places, labels, sizes, drawn,
+                                                           strict=True):
+        draw.rectangle(place, fill=PALETTE[cls % len(PALETTE)])
+        draw.text((place[0] + line - left, place[1] + line - top), label,
+                  fill=(255, 255, 255), font=font)
     return image
+
+
+Rect = tuple[float, float, float, float]  # left, top, right, bottom in pixels
+
+
+def place_labels(boxes: Sequence[Rect], sizes: Sequence[tuple[float, float]],
+                 width: float) -> list[Rect]:
+    """Where each box's label goes (in order: the first keeps its place): on top of its box's
+    left corner, or just inside when there is no room above, moved right to stay in the
+    picture and down below any label already placed that it would cover. Two boxes with
+    nearly the same corner (a duplicate detection) would otherwise paint one name over
+    the other."""
+    placed: list[Rect] = []
+    for (left, top, _, _), (w, h) in zip(boxes, sizes, strict=True):
+        x = max(0.0, min(left, width - w))
+        y = top - h if top >= h else max(0.0, top)
+        while hit := [p for p in placed if _overlap((x, y, x + w, y + h), p)]:
+            y = max(p[3] for p in hit)
+        placed.append((x, y, x + w, y + h))
+    return placed
+
+
+def _overlap(a: Rect, b: Rect) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
