@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from infra import locations, names
 
@@ -32,6 +32,14 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
 
 class ConfigError(ValueError):
     pass
+
+
+# The fields that name someone's own projects, people and repository: an environment that is
+# yours has none of the example's values in them
+OWN_FIELDS = ("project_id", "state_bucket", "researchers_group", "alert_emails",
+              "github_repository", "github_repository_id", "github_owner_id")
+# RFC 2606: domains reserved for examples, so no group or mailbox of them is anyone's
+_EXAMPLE_DOMAIN = re.compile(r"@example\.(com|net|org)$", re.IGNORECASE)
 
 
 def check_bucket_name(name: str, field: str) -> None:
@@ -138,6 +146,18 @@ class Environment:
                 raise ConfigError(f"{where}.{field}: {value!r} is in {found}, the region "
                                   f"{self.region} in {home}: choose a location on its "
                                   "continent (jobs in the region read it)")
+
+    def example_fields(self, example: Collection[object]) -> list[str]:
+        """The fields of OWN_FIELDS that still hold one of the `example`'s values (or an
+        address at a domain reserved for examples): what is not yet this environment's own."""
+        found = []
+        for field in OWN_FIELDS:
+            value = getattr(self, field)
+            values = value if isinstance(value, tuple) else (value,)
+            if any(v in example or (isinstance(v, str) and _EXAMPLE_DOMAIN.search(v))
+                   for v in values):
+                found.append(field)
+        return found
 
     @property
     def is_production(self) -> bool:

@@ -1,8 +1,22 @@
-"""The deployed environments. Edit the values here; `infra/config.py` validates them."""
+"""The deployed environments. Edit the values here; `infra/config.py` validates them.
+
+The values shipped are the example's, not yours: its project ids and state buckets, groups
+at example.com (a domain reserved for examples) and the numeric ids of another GitHub
+repository. Replace each (docs/platform/deploy.md, "Make the environments yours" says where
+each comes from). `EXAMPLE` records them, so `infra/main.py`, which `cdktf synth`, `diff` and
+`deploy` run, refuses an environment that still holds one, naming its fields, unless
+PETS_INFRA_EXAMPLE=1 says the example is meant (.ci/run's synthesis; never a deploy)."""
 
 from __future__ import annotations
 
 from infra.config import Environment, Retention
+
+# The example's values as shipped: leave this as it is when you replace the values below.
+EXAMPLE = frozenset({
+    "pets-detector-dev", "pets-detector-prod", "pets-detector-dev-tfstate",
+    "pets-detector-prod-tfstate", "pets-detector/pets-detector", 812664310, 182466201,
+    "ml-researchers@example.com", "ml-platform@example.com",
+})
 
 GITHUB_REPOSITORY = "pets-detector/pets-detector"
 # Numeric ids of that repository and its owner: `gh api repos/OWNER/NAME --jq '.id, .owner.id'`
