@@ -17,13 +17,15 @@ import itertools
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 from launch.context.cloud import Cloud, stamp, standard_labels
 from launch.context.images import check_repository
 from launch.errors import InputError, MissingError, StepFailed, reason
-from launch.features.pipeline import definition, requests, steps
+from launch.features.pipeline import definition, graph, requests, steps
 from launch.features.pipeline import state as pipeline_state
+from launch.text import printable
 from launch.values import jobfile
 from launch.values.files import read_page
 from trainer.files import PIPELINE_RUN_PREFIX, PIPELINES_PREFIX
@@ -64,7 +66,8 @@ def run_here(job: str, state: str, root: str, canary_traffic: int, max_drop: flo
              pipeline: str | None = None) -> str:
     """One run of pipeline `pipeline` (default: the job file's experiment's) with KFP's
     local runner, each step a process of this Python, on the local target; its state is
-    `state`/NAME. What each step decided, and what serves after it."""
+    `state`/NAME. One line a step as it runs (Progress), then what each step decided, what
+    serves after it, and the log file that holds KFP's output."""
     from kfp import local
 
     spec = steps.job_of(job)
@@ -77,21 +80,119 @@ def run_here(job: str, state: str, root: str, canary_traffic: int, max_drop: flo
     if found := steps.unnamed_files(state):
         raise pipeline_state.unnamed(state, name, found)
     steps.versions(spec.data_dir)  # refused here, not in the first step
+    log = Path(root, LOGS, f"{name}-{stamp()}.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
     local.init(runner=local.SubprocessRunner(use_venv=False), pipeline_root=root)
     before = len(steps.decisions(values["state"]))
-    try:
-        definition.continuous_training(**values)
-    except RuntimeError as failed:  # KFP's: "Pipeline ... finished with status FAILURE ..."
-        raise StepFailed(f"{str(failed).splitlines()[0]} (the step's output is above; the "
-                         f"pipeline's files: {root})") from None
+    with log.open("a", encoding="utf-8", buffering=1) as file:
+        progress = Progress(file, sys.stdout, str(log))
+        try:
+            with contextlib.redirect_stdout(progress), contextlib.redirect_stderr(progress):
+                definition.continuous_training(**values)
+        except RuntimeError as failed:  # KFP's: "Pipeline ... finished with status FAILURE"
+            progress.finish(ok=False)
+            what = f"step {progress.failed} failed" if progress.failed else \
+                printable(ANSI.sub("", str(failed)).strip().split("\n")[0][:300])
+            raise StepFailed(f"pipeline {name} stopped: {what} (its output and KFP's: {log}; "
+                             f"the pipeline's files: {root})") from None
+        progress.finish(ok=True)
     made = steps.decisions(values["state"])[before:]
     held = steps.serving(values["state"])
     return "\n".join([f"pipeline {name} (state {values['state']})",
-                      *(f"{str(d.get('step'))[:40]}: {str(d.get('reason'))[:500]}"
+                      *(f"{str(d.get('step'))[:40]}: {str(d.get('reason'))[:SAID]}"
                         for d in made),
                       f"serving: version {held.model} (run {held.run_id}, dataset "
                       f"{held.dataset_version}, {held.figure:.3f} on its test split)"
-                      if held else "serving: nothing yet"])
+                      if held else "serving: nothing yet",
+                      f"KFP's log: {log}"])
+
+
+LOGS = "logs"  # under the local pipeline root: each run's log file, NAME-STAMP.log
+SAID = 1000  # characters of a decision's reason the summary shows (it is read from a file)
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")  # KFP colours its log, even into a pipe
+# KFP's own log lines that start and end a step (kfp.local.task_dispatcher); a step's own
+# output comes between them, indented by four spaces
+KFP_STEP = re.compile(r"\d\d:\d\d:\d\d\.\d{3} - (?:INFO|ERROR) - (?:Executing task "
+                      r"'(?P<started>[\w-]+)'|Task '(?P<ended>[\w-]+)' finished with "
+                      r"status (?P<status>[A-Z]+))$")
+STREAMED = "    "
+
+
+class Progress(io.TextIOBase):
+    """Where KFP's local runner writes while a run runs (stdout and stderr: its log, each
+    step's own output, Python's warnings): all of it, without colour codes, into the run's
+    log file, and one line a step to `out` as it runs (its name, then ok or failed and its
+    seconds; a failed step's last line of output and the log file; after the run, the steps
+    a condition skipped), so the answer is not buried under KFP's executor JSON. KFP's log
+    lines say when a step starts and ends; nothing else of it reaches `out`."""
+
+    encoding = "utf-8"
+
+    def __init__(self, log, out, where: str, clock=time.monotonic) -> None:
+        super().__init__()
+        self.log, self.out, self.where, self.clock = log, out, where, clock
+        self.order, groups = graph.steps(definition.SPEC_FILE.read_text())
+        self.labels = {step.name: step.label for step in self.order}
+        self.groups = set(groups)
+        self.partial = ""
+        self.running: tuple[str, float] | None = None
+        self.tail = ""  # the running step's last line of output
+        self.seen: set[str] = set()
+        self.failed = ""  # the failed step's name
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        clean = ANSI.sub("", text)
+        self.log.write(clean)
+        *lines, self.partial = (self.partial + clean).split("\n")
+        for line in lines:
+            self._read(line)
+        return len(text)
+
+    def flush(self) -> None:
+        self.log.flush()
+
+    def _read(self, line: str) -> None:
+        if match := KFP_STEP.match(line):
+            if match["started"]:
+                self.running, self.tail = (match["started"], self.clock()), ""
+                self.seen.add(match["started"])
+                self._say(f"{self._label(match['started'])}: ", end="")
+            elif self.running:
+                self._end(match["status"] == "SUCCESS")
+        elif self.running and line.startswith(STREAMED) and line.strip():
+            self.tail = line.strip()
+
+    def _end(self, ok: bool) -> None:
+        task, began = self.running
+        self.running = None
+        seconds = f"{self.clock() - began:.1f} s"
+        if ok:
+            self._say(f"ok, {seconds}")
+            return
+        self.failed = self._label(task)
+        self._say(f"failed after {seconds}: {printable(self.tail[:300]) or 'no output'} "
+                  f"(its output: {self.where})")
+
+    def finish(self, ok: bool) -> None:
+        """After the run: a step KFP stopped without a word failed; when the run ended
+        well, the steps it did not reach were skipped by their condition."""
+        if self.running:
+            self._end(False)
+        if not ok:
+            return
+        for step in self.order:
+            if step.name not in self.groups and step.name not in self.seen:
+                self._say(f"{step.label}: skipped (only if "
+                          f"{self._label(step.group).replace('-', ' ')})")
+
+    def _label(self, task: str) -> str:
+        return self.labels.get(task, task)
+
+    def _say(self, text: str, end: str = "\n") -> None:
+        print(text, end=end, file=self.out, flush=True)
 
 
 @dataclasses.dataclass(frozen=True)

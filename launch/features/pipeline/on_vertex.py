@@ -302,17 +302,17 @@ class VertexSteps:
         challenger = self._test_figure(run_id)
         _, defending = self._champion(vouched)
         margin = champion.check_max_drop(max_drop)
+        worse = defending is not None and challenger.value < defending.value - margin
+        version = steps.version_in(self.state, made, run_id)
         try:
             verdict = commands.challenge(
                 self.cloud, place, paths, self.spec.experiment, challenger.step,
                 self._region_endpoints, Challenge(margin, vouched=vouched), dry_run=False)
         except GateError as refused:
-            go, why = False, str(refused)
+            go, why = False, steps.refusal(refused, run_id, version, worse, vertex=True)
         else:
             go, why = True, verdict.line if verdict else "this checkpoint serves already"
-        worse = defending is not None and challenger.value < defending.value - margin
-        self.decide(step="compare", go=go, worse=worse, run=run_id,
-                    version=steps.version_in(self.state, made, run_id),
+        self.decide(step="compare", go=go, worse=worse, run=run_id, version=version,
                     challenger=challenger.value,
                     champion=defending.value if defending else None, reason=why)
         print(why, flush=True)

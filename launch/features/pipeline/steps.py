@@ -393,22 +393,44 @@ def compare(job: str, state: str, run_id: str, max_drop: float,
     held = serving(state)
     defending = _defending(state, held, measure, vouched) if held else None
     margin = champion.check_max_drop(max_drop)
+    held_figure = defending if isinstance(defending, champion.Figure) else None
+    worse = held_figure is not None and challenger.value < held_figure.value - margin
+    version = version_in(state, made, run_id)
     try:
         champion.own(challenger, vouched)
         verdict = champion.judge(measure, challenger, defending,
                                  f"version {held.model}" if held else None, margin, None,
                                  run_id, challenger.step, held.run_id if held else "RUN")
     except GateError as refused:  # worse, other data, a record not to be trusted: stop
-        go, reason = False, str(refused)
+        go, reason = False, refusal(refused, run_id, version, worse, vertex=False)
     else:
         go, reason = True, verdict.line
-    held_figure = defending if isinstance(defending, champion.Figure) else None
-    worse = held_figure is not None and challenger.value < held_figure.value - margin
-    decide(state, step="compare", go=go, worse=worse, run=run_id,
-           version=version_in(state, made, run_id), challenger=challenger.value,
-           champion=held_figure.value if held_figure else None, reason=reason)
+    decide(state, step="compare", go=go, worse=worse, run=run_id, version=version,
+           challenger=challenger.value, champion=held_figure.value if held_figure else None,
+           reason=reason)
     print(reason, flush=True)
     return go
+
+
+def refusal(refused: GateError, run_id: str, version: str, worse: bool, vertex: bool
+            ) -> str:
+    """The gate's refusal as the compare step records and prints it: what is wrong, then
+    what a person can do with the flags the tasks take (not the gate's own advice to pass
+    --force: the pipeline takes none, so a schedule forces no run nobody reads). A worse
+    run's version is not trained again by this pipeline (refusals_in); any other refusal's
+    is tried again by its next run."""
+    problem = refused.problem if isinstance(refused, champion.Refused) else str(refused)
+    then = (f"this pipeline does not train {version or 'that version'} again; its next run "
+            "trains the dataset's next version" if worse
+            else f"the next run tries {version or 'that version'} again")
+    if vertex:
+        return (f"{problem}; {then}; to serve run {run_id} anyway, upload it by hand: "
+                f"`invoke model.upload --run-id {run_id} --force REASON`")
+    if worse:
+        return (f"{problem}; {then} (a new directory in the job file's data-dir), judged "
+                "again by --max-drop: `invoke pipeline.run --job FILE --max-drop DROP` "
+                "allows a larger drop")
+    return f"{problem}; {then}: `invoke pipeline.run --job FILE`"
 
 
 def version_in(state: str, made: list[dict], run_id: str) -> str:

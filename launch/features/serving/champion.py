@@ -84,6 +84,15 @@ class Unreadable:
     problem: str
 
 
+class Refused(GateError):
+    """The gate's refusal: what is wrong (`problem`), then what the person who asked can do;
+    a pipeline, which takes no --force, says its own (pipeline/steps.py: refusal)."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__(f"{problem}; {fix}")
+        self.problem = problem
+
+
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     line: str  # what the dry run and the upload print
@@ -156,7 +165,7 @@ def judge(measure: Measure, challenger: Figure | None, champion: Figure | Unread
     if force:
         return Verdict(f"champion: {problem}; going ahead: --force {force!r}", force,
                        challenger, held)
-    raise GateError(f"{problem}; {fix}")
+    raise Refused(problem, fix)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,8 +227,8 @@ def own(found: Figure, vouched: frozenset[str]) -> Figure:
     """The run's figure, when its record is one the caller's own evaluation wrote
     (`vouched`; none given: not known, and taken as read)."""
     if vouched and found.sha256 not in vouched:
-        raise GateError(f"run {found.run_id}'s test record {found.where} is not the one its "
-                        "evaluation wrote (rewritten since); evaluate it again")
+        raise Refused(f"run {found.run_id}'s test record {found.where} is not the one its "
+                      "evaluation wrote (rewritten since)", "evaluate it again")
     return found
 
 
