@@ -287,3 +287,37 @@ def test_plot_axes_show_numbers_while_names_stay_literal(tmp_path):
              *kept["histogram"].get_legend().get_texts(), *kept["bars"].get_xticklabels()]
     assert {t.get_text() for t in texts} >= {"$t^^$", "$x^^$", "$a^^b$"}
     assert not any(t.get_parse_math() for t in texts)
+
+
+def test_square_boxes_show_a_bar_and_boxes_show_on_objects_of_their_colour(tmp_path):
+    """Issue 53: every box square made the aspect-ratio plot a hair-wide bar nobody could
+    see; the samples' red boxes vanished on red objects."""
+    import numpy as np
+
+    from launch.features.dataset_report import inspect
+    from trainer.visualize import PALETTE
+
+    (tmp_path / "img").mkdir()
+    red = PALETTE[0]  # the first class's colour: the box's own colour all around it
+    entries, annotations = [], []
+    for i in range(4):
+        Image.new("RGB", (64, 48), red).save(tmp_path / "img" / f"im{i}.jpg")
+        entries.append({"id": i + 1, "file_name": f"im{i}.jpg", "width": 64, "height": 48})
+        annotations.append({"id": i + 1, "image_id": i + 1, "category_id": 1,
+                            "bbox": [10, 10, 24, 24], "iscrowd": 0})
+    for split, chosen in (("train", slice(0, 3)), ("val", slice(3, 4))):
+        (tmp_path / f"{split}.json").write_text(json.dumps({
+            "images": entries[chosen], "annotations": annotations[chosen],
+            "categories": CATEGORIES[:1]}))
+    convert_coco(tmp_path / "train.json", tmp_path / "img", tmp_path / "records",
+                 val_annotations=tmp_path / "val.json", num_shards=1, progress=False)
+    inspect(str(tmp_path / "records"), "pets_retinanet_mobilenet", tmp_path / "out")
+
+    plot = np.asarray(Image.open(tmp_path / "out" / "aspect_ratios.png").convert("RGB"), int)
+    train_bar = np.array([121, 173, 210])  # matplotlib's first colour at alpha 0.6 on white
+    assert (np.abs(plot - train_bar).sum(axis=-1) < 30).sum() > 2000, "no bar"
+    (sample, *_) = sorted((tmp_path / "out").glob("sample-*.jpg"))
+    pixels = np.asarray(Image.open(sample).convert("RGB"), int)
+    # along the box's left side (x 10 of 64), a dark line, where the object is red too
+    side = pixels[14:30, 7:14]
+    assert (side.sum(axis=-1) < 150).sum() >= 16

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from launch.plots import (
+    PAGE_STYLE,
     embedded,
     embedded_plots,
     figure,
@@ -195,7 +196,7 @@ def _histogram(stats: DatasetStats, values, log: bool = False, marks=()):
         if not any(len(v) for v in series.values()):
             return False
         everything = np.concatenate(list(series.values()))
-        bins = np.geomspace(everything.min(), everything.max() * 1.01, 30) if log and \
+        bins = _log_bins(everything.min(), everything.max()) if log and \
             everything.min() > 0 else 30
         for split, v in series.items():
             if len(v):
@@ -211,6 +212,16 @@ def _histogram(stats: DatasetStats, values, log: bool = False, marks=()):
             axes.axvline(value, color="black", linestyle="--", label=label)
         return True
     return draw
+
+
+def _log_bins(low: float, high: float) -> np.ndarray:
+    """30 bins evenly spaced on a log axis from `low` to `high`; when they are one value or
+    nearly (every box square), 3 bins spanning a factor of 1.6 centred on it: 30 bins over
+    [1, 1.01] draw a bar a hair wide, invisible beside the marks at 0.5 and 2."""
+    if high < 1.5 * low:
+        middle = np.sqrt(low * high)
+        return np.geomspace(middle / 1.25, middle * 1.25, 4)
+    return np.geomspace(low, high * 1.01, 30)
 
 
 PLOTS = {
@@ -248,10 +259,12 @@ def write_plots(stats: DatasetStats, geometry: Geometry, out: Path) -> dict[str,
 
 
 def _samples(stats: DatasetStats, out: Path) -> dict[str, list[Path]]:
-    """The first images of each class with every box drawn (one colour a class)."""
+    """The first images of each class with every box drawn: a class's colour inside a black
+    line, so a box shows on an object of its own colour (a red box on a red car would not)."""
     from PIL import ImageDraw
 
     from trainer.data.images import ImageError, open_checked
+    from trainer.visualize import PALETTE
 
     written: dict[str, list[Path]] = {}
     for index, (name, samples) in enumerate(sorted(stats.samples.items())):
@@ -264,18 +277,17 @@ def _samples(stats: DatasetStats, out: Path) -> dict[str, list[Path]]:
             draw = ImageDraw.Draw(image)
             w, h = image.size
             for xmin, ymin, xmax, ymax in boxes:
-                draw.rectangle((xmin * w, ymin * h, xmax * w, ymax * h), outline=(255, 60, 60),
-                               width=2)
+                rect = (xmin * w, ymin * h, xmax * w, ymax * h)
+                draw.rectangle(rect, outline=(0, 0, 0), width=4)
+                draw.rectangle((rect[0] + 1, rect[1] + 1, rect[2] - 1, rect[3] - 1),
+                               outline=PALETTE[index % len(PALETTE)], width=2)
             path = out / f"sample-{index:03d}-{k}.jpg"
             image.save(path, quality=85)
             written.setdefault(name, []).append(path)
     return written
 
 
-STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}
-table{border-collapse:collapse}td,th{padding:3px 9px;border-bottom:1px solid #ddd;
-text-align:left}.plots img{max-width:48%}.grid img{width:160px;margin:2px}
-.flag{color:#a00}"""
+STYLE = PAGE_STYLE + """.grid img{width:160px;margin:2px}.flag{color:#a00}"""
 
 
 def write_report(stats: DatasetStats, found: Sequence[Flag], geometry: Geometry,
@@ -307,7 +319,8 @@ def write_report(stats: DatasetStats, found: Sequence[Flag], geometry: Geometry,
         f"{geometry.smallest_anchor:g} px.</p><h2>What would hurt training</h2>"
         f"<ul>{flag_items}</ul><h2>Classes</h2>{html_table(rows, columns)}"
         f"<h2>Distributions</h2><div class='plots'>{embedded_plots(plots, PLOTS)}</div>"
-        f"<h2>Samples (red: the labelled boxes)</h2>{grids}</body></html>\n")
+        "<h2>Samples (the labelled boxes: one colour a class, inside a black line)</h2>"
+        f"{grids}</body></html>\n")
     lines = [text_table(rows, columns) if rows else "no objects", ""]
     lines += [printable(f"flag: {f.problem}: {f.detail}") for f in found] or ["no flags"]
     lines.append(f"report: {out / 'report.html'} ({len(plots)} plots, summary.csv)")
