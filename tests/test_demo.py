@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli import invoke
 from tests.conftest import HANG, REPO
 from tests.test_coco import examples, values
 
@@ -42,6 +43,31 @@ def test_invoke_demo_leaves_metrics_a_savedmodel_and_an_annotated_image(tmp_path
     foreign = [line for line in (result.stdout + result.stderr).splitlines()
                if FOREIGN.match(line)]
     assert foreign == []
+    # issue 53 items 2 and 3: the step lines show the loss; pycocotools says nothing; a
+    # piped line is whole (rich cut it at 80 columns)
+    steps = [line for line in result.stdout.splitlines() if "steps/sec:" in line]
+    assert steps and all("output: total_loss: " in line and " | learning_rate: " in line
+                         for line in steps), steps
+    assert "creating index" not in result.stdout and "DONE (t=" not in result.stdout
+    assert "Average Precision" not in result.stdout
+    assert any(line.startswith("experiment pets_retinanet_mobilenet, mode train, ") and
+               line.endswith(f"model_dir {tmp_path / 'model'}")
+               for line in result.stdout.splitlines())
+    the_next_commands_work_on_the_demos_model_directory(tmp_path)
+
+
+def the_next_commands_work_on_the_demos_model_directory(workdir: Path) -> None:
+    """Issue 53 item 1: the quick start's next commands, naming the demo's model directory
+    alone: its job file (the demo stores one, as `invoke train` does) names its data."""
+    model = workdir / "model"
+    tested = invoke("eval", f"--model-dir={model}", "--split", "test")
+    assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-3000:]
+    assert "evaluated step 20 on test" in tested.stdout
+    assert (model / "eval-test" / "ckpt-20.json").is_file()
+    further = invoke("train", f"--model-dir={model}", "--steps", "800", "--dry-run")
+    assert further.returncode == 0, further.stderr
+    assert f"--data_dir={workdir / 'records'}" in further.stdout
+    assert "--train_steps=800" in further.stdout
 
 
 # a line of TensorFlow's C++ (absl's and tsl's formats), of its Python logger, or a warning

@@ -13,7 +13,8 @@ from launch.errors import InputError, StepFailed
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import upload_directory
 from launch.targets.local.processes import run_job
-from launch.values import jobs
+from launch.text import console as shown_console
+from launch.values import jobfile, jobs
 from trainer import jsonnum
 from trainer.args import ConvertArgs, ExportArgs, PredictArgs, SampleArgs, TrainArgs
 from trainer.best.choice import DEFAULT_CHOICE, Choice
@@ -48,12 +49,6 @@ def across_classes(names: list[str], count: int) -> list[str]:
     groups = list(by_breed.values())
     longest = max(map(len, groups), default=0)
     return [group[i] for i in range(longest) for group in groups if i < len(group)][:count]
-
-
-def _console():
-    from rich.console import Console
-
-    return Console()
 
 
 def checkpoint_choice(text: str | None, paths: bool = True) -> Choice:
@@ -222,6 +217,16 @@ def demo_model_jobs(model: Path, records: Path, exported: Path, steps: int | Non
              export_job, None)]
 
 
+def demo_job_file(model: Path, records: Path, steps: int | None, masks: bool) -> str:
+    """The job file `invoke train` would store for the demo's training: with it in the model
+    directory, `invoke eval`, `export` and `train --model-dir` find the run's data as they
+    find any local run's (launch/stores/runs/jobfiles.py)."""
+    job = jobfile.resolve(jobfile.TRAIN, {
+        "model_dir": str(model), "data_dir": str(records), "steps": steps,
+        **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {})})
+    return jobfile.Written(jobfile.TRAIN, job).text()
+
+
 def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
          say: Callable[[str], None] | None = None, format: str = "pets",
          masks: bool = False) -> DemoResult:
@@ -230,7 +235,7 @@ def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
     converts with masks and trains the CPU Mask R-CNN experiment (200 steps by default)."""
     if format not in ("pets", "coco"):
         raise InputError(f"--format must be pets or coco, got {format!r}")
-    console = _console()
+    console = shown_console()
     say = say or (lambda text: console.rule(f"[bold]{text}"))
     root = Path(workdir).resolve()
     data, records, model = root / "pets", root / "records", root / "model"
@@ -240,6 +245,9 @@ def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
     start = time.monotonic()
 
     demo_data(data, records, num_images, say, format, masks)
+    from launch.stores.runs.jobfiles import store_local  # Google's clients: only here
+
+    store_local(str(model), demo_job_file(model, records, steps, masks))
     for text, job, total in demo_model_jobs(model, records, exported, steps, masks):
         say(text)
         run_job(job, total)

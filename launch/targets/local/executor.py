@@ -65,7 +65,8 @@ class Local(Preflight[Places, TrainerJob]):
 
     def place(self, request: Request, run_id: str | None, config: Configs,
               sweep: Sweep | None) -> Placed[Places]:
-        if request.reads_run_data and not request.data_dir:  # the run's own data
+        # the run's own data: an evaluation's, and a training's that continues a run here
+        if (request.reads_run_data or request.of_run) and not request.data_dir:
             request = with_recorded(self.cloud, request,
                                      jobfiles.local_run_data(self.places.model_dir))
         data_dir = request.data_dir or self.places.data_dir
