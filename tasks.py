@@ -748,7 +748,8 @@ PIPELINE_RUN = {
                      "pets-retinanet-mobilenet)"),
     "state": Flag(f"local: where pipelines leave what their next runs read, a folder each "
                   f"(default {PIPELINE_STATE})"),
-    "root": Flag(f"local: KFP's pipeline root, its outputs (default {PIPELINE_ROOT})"),
+    "root": Flag(f"local: KFP's pipeline root: its outputs, and each run's log in logs/ "
+                 f"(default {PIPELINE_ROOT})"),
     "canary_traffic": Flag("percent of the endpoint's traffic a new version takes first",
                            10, kind=int),
     "max_drop": Flag("the gate: stop a run whose test figure is this much below the serving "

@@ -5,6 +5,8 @@ checked and the steps in the order and under the conditions the design names."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from google.cloud import aiplatform_v1
@@ -187,14 +189,45 @@ def versioned_sample(root, version: str, num_images: int | None = None) -> None:
                  "--split=0.7,0.2", "--num_shards=1"]) == 0
 
 
+STEPS = ("resolve dataset", "train", "evaluate on the test split",
+         "compare with the serving version", "upload", "deploy a canary", "promote")
+
+
+def step_lines(out: str, ran: int) -> list[str]:
+    """What `run_here` printed as it ran: one line a step, in order, the first `ran` ok
+    with their seconds, the rest skipped by their condition; no colour code, none of KFP's
+    log."""
+    import re
+
+    lines = out.splitlines()
+    assert len(lines) == len(STEPS) and "\x1b" not in out, out
+    for line, step, index in zip(lines, STEPS, range(len(STEPS)), strict=True):
+        shape = (rf"{step}: ok, \d+\.\d s" if index < ran else
+                 rf"{step}: skipped \(only if (newer data|no worse)\)")
+        assert re.fullmatch(shape, line), (line, out)
+    return lines
+
+
+def kfp_log(said: str, root) -> str:
+    """The log file the summary names, last: under the root, KFP's output without colour."""
+    where = said.splitlines()[-1].removeprefix("KFP's log: ")
+    assert where.startswith(f"{root}/logs/pets-retinanet-mobilenet-") and \
+        where.endswith(".log"), said
+    text = Path(where).read_text()
+    assert "\x1b" not in text
+    return text
+
+
 @pytest.mark.slow  # three pipeline runs, two short trainings and three test evaluations
 @pytest.mark.pipeline_local  # `pytest -m pipeline_local`: this test alone
 def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse_model(
-        trained, tmp_path):
+        trained, tmp_path, capsys):
     """Issue 42, locally for real (KFP's subprocess runner, the local target): a first run
     trains (ten steps from the shared model's checkpoint), passes the gate and deploys; a
     second with no new data stops after its first step; a run on a new version whose model
-    trained one step from scratch is stopped by the gate, both figures recorded."""
+    trained one step from scratch is stopped by the gate, both figures recorded. Issue 53:
+    each run prints one line a step as it runs, then its summary, which names the log
+    file that holds KFP's output (never on the screen, nor a colour code in a pipe)."""
     import json
     import shutil
 
@@ -202,15 +235,24 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
 
     model_dir = trained[0]
     data, state = tmp_path / "data", tmp_path / "state" / "pets-retinanet-mobilenet"
+    root = tmp_path / "root"
     first, second = V1, V2
     versioned_sample(data, first)
+    capsys.readouterr()
     good = (f"target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\n"
             f"steps: 10\ninit-from: {model_dir}\n")
-    said = commands.run_here(good, str(state.parent), str(tmp_path / "root"), 10, 0.01)
+    said = commands.run_here(good, str(state.parent), str(root), 10, 0.01)
+    shown = capsys.readouterr()
+    step_lines(shown.out, ran=7)
+    assert shown.err == "" and "\x1b" not in said
     assert said.startswith(f"pipeline pets-retinanet-mobilenet (state {state})")
-    assert said.endswith(f"serving: version 1 (run {run_id_for(state, first)}, dataset "
-                         f"{first}, "
-                         f"{steps.lineage(str(state))[0].figure:.3f} on its test split)")
+    assert said.splitlines()[-2] == (
+        f"serving: version 1 (run {run_id_for(state, first)}, dataset {first}, "
+        f"{steps.lineage(str(state))[0].figure:.3f} on its test split)")
+    log = kfp_log(said, root)
+    for kfps in ("Executing task 'train'", "Task 'promote' finished with status SUCCESS",
+                 "Got executor_input"):  # (Python's warnings: pytest takes them)
+        assert kfps in log
     made = json.loads((state / "decisions.json").read_text())
     assert [(d["step"], d["go"]) for d in made] == [("resolve dataset", True),
                                                    ("evaluate", True), ("compare", True)]
@@ -228,7 +270,9 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
         f"pets-retinanet-mobilenet: version 1 (100% of the endpoint) <- run "
         f"{run_id_for(state, first)} ckpt-")
 
-    definition.continuous_training(job=good, state=str(state))  # nothing new: one step
+    said = commands.run_here(good, str(state.parent), str(root), 10, 0.01)  # nothing new
+    step_lines(capsys.readouterr().out, ran=1)
+    assert kfp_log(said, root).count("Executing task") == 1
     made = json.loads((state / "decisions.json").read_text())
     assert (made[-1]["step"], made[-1]["go"]) == ("resolve dataset", False)
     assert f"no version newer than {first}" in made[-1]["reason"]
@@ -238,7 +282,9 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     measured = champion_test.stat().st_mtime_ns
     shutil.copytree(data / first, data / second)  # new data: the same images, re-released
     weak = f"target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\nsteps: 1\n"
-    definition.continuous_training(job=weak, state=str(state))
+    said = commands.run_here(weak, str(state.parent), str(root), 10, 0.01)
+    step_lines(capsys.readouterr().out, ran=4)  # the gate refused: nothing uploaded
+    assert f"this pipeline does not train {second} again" in said
     made = json.loads((state / "decisions.json").read_text())
     resolved, tested, verdict = made[-3:]
     assert tested["step"] == "evaluate" and len(tested["records"]) == 1  # the run's alone
@@ -737,3 +783,107 @@ def test_the_local_gate_refuses_test_records_rewritten_after_they_were_written_o
     champion_record.write_text(judged)  # restored: the run is judged, and is worse
     assert steps.compare(job, str(state), run_id, 0.01) is False
     assert steps.decisions(str(state))[-1]["worse"] is True
+
+
+def flags_named_are_taken(advice: str) -> None:
+    """Every flag the advice names is one its task takes: a flag in a `invoke TASK ...`
+    command TASK's, any other pipeline.run's (each parsed from the tasks' own flags); and it
+    names at least one command."""
+    import re
+
+    from invoke import Collection
+
+    import tasks
+
+    known = Collection.from_module(tasks)
+
+    def taken(name: str) -> set[str]:
+        return {f"--{flag}" for argument in known[name].get_arguments()
+                for flag in argument.names}
+
+    commands = re.findall(r"`invoke ([\w.]+)([^`]*)`", advice)
+    assert commands, advice
+    for name, flags in commands:
+        assert set(re.findall(r"--[\w-]+", flags)) <= taken(name), (name, advice)
+    elsewhere = re.sub(r"`invoke [^`]*`", "", advice)
+    assert set(re.findall(r"--[\w-]+", elsewhere)) <= taken("pipeline.run"), advice
+
+
+def test_the_gates_refusal_in_a_pipeline_advises_only_flags_the_tasks_take(tmp_path):
+    """Issue 53 item 6: the gate's own advice (`--force REASON`) is for model.upload, and a
+    pipeline takes no --force. A run refused as worse is told the version is not trained
+    again, the next one is, and --max-drop (which pipeline.run takes) allows a larger drop;
+    a run refused for a record it cannot trust is told the next run tries it again; on
+    Vertex AI, `model.upload --force` serves the run by hand."""
+    import dataclasses
+    import json
+
+    from launch.features.pipeline import steps
+    from launch.features.serving import champion
+
+    data, state = tmp_path / "data", tmp_path / "state" / "p"
+    (data / V1).mkdir(parents=True)
+    job = LOCAL_JOB.format(data=data)
+    measure_run(state, "ct-p-champion", 0.95, "d/test.record-*")
+    champ = steps._figure(str(state), "ct-p-champion", "pets_retinanet_mobilenet")
+    held = steps.Version("1", "ct-p-champion", 7, V1, 0.95, champ.data, champ.sha256)
+    (state / steps.LINEAGE).write_text(json.dumps([dataclasses.asdict(held)]))
+    (state / steps.ENDPOINT).write_text('{"1": 100}')
+    run_id = run_id_for(state, V1)
+    steps.decide(str(state), step="resolve dataset", go=True, version=V1, reason="newer")
+    measure_run(state, run_id, 0.30, "d/test.record-*")
+    steps.evaluated(run_id, [steps._figure(str(state), run_id, "pets_retinanet_mobilenet")],
+                    lambda **made: steps.decide(str(state), **made))
+
+    assert steps.compare(job, str(state), run_id, 0.01) is False
+    worse = steps.decisions(str(state))[-1]
+    assert worse["worse"] is True and "worse by 0.650, more than 0.01 (--max-drop)" in \
+        worse["reason"]
+    assert f"this pipeline does not train {V1} again" in worse["reason"]
+    assert "`invoke pipeline.run --job FILE --max-drop DROP` allows a larger drop" in \
+        worse["reason"]
+    flags_named_are_taken(worse["reason"])
+
+    record = steps.run_dir(str(state), run_id) / "eval-test" / "ckpt-7.json"
+    record.write_text(record.read_text().replace("0.3", "0.99"))  # not what was evaluated
+    assert steps.compare(job, str(state), run_id, 0.01) is False
+    untrusted = steps.decisions(str(state))[-1]["reason"]
+    assert untrusted.endswith(f"(rewritten since); the next run tries {V1} again: `invoke "
+                              "pipeline.run --job FILE`")
+    flags_named_are_taken(untrusted)
+
+    gate = champion.Refused("run r's AP50 is worse", "pass --force REASON to go ahead")
+    for worse_run in (True, False):
+        on_vertex = steps.refusal(gate, "ct-p-x", V1, worse_run, vertex=True)
+        assert on_vertex.endswith("upload it by hand: `invoke model.upload --run-id ct-p-x "
+                                  "--force REASON`")
+        flags_named_are_taken(on_vertex)
+
+
+def test_a_step_that_fails_says_so_in_one_line_naming_its_error_and_the_log(tmp_path, capsys):
+    """Issue 53 item 6: a version with no records fails the train step (KFP's local runner,
+    for real: no training starts). Its one line says it failed, with the last line of its
+    error and the log file, which holds the step's whole output; the run ends with one line
+    naming the log (exit 1: the task's StepFailed)."""
+    from launch.errors import StepFailed
+
+    data, root = tmp_path / "data", tmp_path / "root"
+    (data / V1).mkdir(parents=True)
+    with pytest.raises(StepFailed) as failed:
+        commands.run_here(LOCAL_JOB.format(data=data), str(tmp_path / "state"), str(root),
+                          10, 0.01)
+    (log,) = (root / "logs").glob("pets-retinanet-mobilenet-*.log")
+    shown = capsys.readouterr()
+    ok, train = shown.out.splitlines()  # nothing after the failed step: it was not reached
+    assert ok.startswith("resolve dataset: ok, ") and "\x1b" not in shown.out
+    assert train.startswith("train: failed after ")
+    assert train.endswith(f"s: launch.errors.InputError: no files match --train-input "
+                          f"{data / V1}/train.record-*; convert data first with `invoke "
+                          "data.convert` (or `python -m trainer data convert`) (its output: "
+                          f"{log})")
+    assert str(failed.value) == (f"pipeline pets-retinanet-mobilenet stopped: step train "
+                                 f"failed (its output and KFP's: {log}; the pipeline's files: "
+                                 f"{root})")
+    text = log.read_text()
+    assert "Traceback (most recent call last)" in text and "\x1b" not in text
+    assert "Task 'train' finished with status FAILURE" in text
