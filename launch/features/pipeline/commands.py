@@ -37,6 +37,15 @@ NEEDED = ("project", "region", "bucket", "pipelines_service_account")
 NAME_OR_ID = re.compile(r"(projects/(?P<project>[a-z0-9-]+)/locations/(?P<region>[a-z0-9-]+)/"
                         r"(?P<kind>pipelineJobs|schedules)/)?(?P<id>[a-z0-9][a-z0-9-]{0,127})")
 LISTED = 20  # runs and schedules a listing shows, newest first
+LOGS = "logs"  # under the local pipeline root: each run's log file, NAME-STAMP.log
+SAID = 1000  # characters of a decision's reason the summary shows (it is read from a file)
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")  # KFP colours its log, even into a pipe
+# KFP's own log lines that start and end a step (kfp.local.task_dispatcher); a step's own
+# output comes between them, indented by four spaces
+KFP_STEP = re.compile(r"\d\d:\d\d:\d\d\.\d{3} - (?:INFO|ERROR) - (?:Executing task "
+                      r"'(?P<started>[\w-]+)'|Task '[\w-]+' finished with "
+                      r"status (?P<status>[A-Z]+))$")
+STREAMED = "    "
 
 
 def read_job(path: str | None) -> str:
@@ -107,17 +116,6 @@ def run_here(job: str, state: str, root: str, canary_traffic: int, max_drop: flo
                       f"KFP's log: {log}"])
 
 
-LOGS = "logs"  # under the local pipeline root: each run's log file, NAME-STAMP.log
-SAID = 1000  # characters of a decision's reason the summary shows (it is read from a file)
-ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")  # KFP colours its log, even into a pipe
-# KFP's own log lines that start and end a step (kfp.local.task_dispatcher); a step's own
-# output comes between them, indented by four spaces
-KFP_STEP = re.compile(r"\d\d:\d\d:\d\d\.\d{3} - (?:INFO|ERROR) - (?:Executing task "
-                      r"'(?P<started>[\w-]+)'|Task '(?P<ended>[\w-]+)' finished with "
-                      r"status (?P<status>[A-Z]+))$")
-STREAMED = "    "
-
-
 class Progress(io.TextIOBase):
     """Where KFP's local runner writes while a run runs (stdout and stderr: its log, each
     step's own output, Python's warnings): all of it, without colour codes, into the run's
@@ -160,7 +158,7 @@ class Progress(io.TextIOBase):
                 self.running, self.tail = (match["started"], self.clock()), ""
                 self.seen.add(match["started"])
                 self._say(f"{self._label(match['started'])}: ", end="")
-            elif self.running:
+            elif self.running:  # a step's end
                 self._end(match["status"] == "SUCCESS")
         elif self.running and line.startswith(STREAMED) and line.strip():
             self.tail = line.strip()
