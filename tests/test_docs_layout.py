@@ -1,7 +1,8 @@
 """The documentation site as a reader sees it, in a real browser (tests/browser.py): at a
 laptop's 1280 px the sidebar opens only the section being read and every code block of the
-pages a newcomer starts from fits without a scrollbar; at a phone's 390 px those pages do not
-scroll sideways (a code block may, in its own box); the home page shows the demo's picture."""
+pages a newcomer starts from fits without a scrollbar (commands whole, a program's output
+wrapped); at a phone's 390 px those pages do not scroll sideways (a code block may, in its own
+box); the home page shows the demo's picture."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ SECTION_PAGE = re.compile(r"^(guides|platform|reference|design|development)/[^/]
 VISIBLE_NAV = """[...document.querySelectorAll('.md-nav--primary a')].filter(a =>
   a.getClientRects().length && a.getBoundingClientRect().height > 0 &&
   getComputedStyle(a).visibility === 'visible').map(a => a.getAttribute('href'))"""
+# a block of commands keeps each line whole: fitting by wrapping would not do
+COMMANDS_WRAP = """[...document.querySelectorAll('.language-bash pre > code')].filter(c =>
+  getComputedStyle(c).whiteSpace !== 'pre').map(c => c.textContent.split('\\n')[0])"""
 OVERFLOWING_CODE = """[...document.querySelectorAll('pre > code')].filter(c =>
   c.scrollWidth > c.clientWidth).map(c => [c.scrollWidth, c.clientWidth,
   c.textContent.split('\\n')[0]])"""
@@ -56,8 +60,9 @@ def test_the_sidebar_opens_only_the_section_being_read(built, browser):
 @pytest.mark.parametrize("page", FIRST_PAGES)
 def test_every_code_block_fits_at_a_laptops_width(built, browser, page):
     browser.open(built / page, LAPTOP)
-    assert browser.evaluate("document.querySelectorAll('pre > code').length") > 0
+    assert browser.evaluate("document.querySelectorAll('.language-bash pre > code').length") > 0
     assert browser.evaluate(OVERFLOWING_CODE) == []  # [scrollWidth, clientWidth, first line]
+    assert browser.evaluate(COMMANDS_WRAP) == []
 
 
 @pytest.mark.parametrize("page", FIRST_PAGES)
