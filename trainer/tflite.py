@@ -3,8 +3,12 @@
 The `.tflite` takes one uint8 RGB image of the experiment's input size ([1, S, S, 3]) and
 normalises it in the graph; non-maximum suppression is TFLite's builtin
 `TFLite_Detection_PostProcess` (Model Garden's `nms_version: tflite`), so the file runs in
-the stock interpreter with no Select TF ops. It answers with the SavedModel's meaning: boxes
-[ymin, xmin, ymax, xmax] normalised to the input square, label-map class ids, scores.
+any stock TFLite interpreter with no Select TF ops. It answers with the SavedModel's meaning:
+boxes [ymin, xmin, ymax, xmax] normalised to the input square, label-map class ids, scores.
+
+TensorFlow's converter writes the file (LiteRT's Python package ships no converter for
+TensorFlow models); LiteRT's interpreter (`ai-edge-litert`) runs it here, for `predict`, the
+int8 check and the benchmarks: TensorFlow 2.20 deprecates its own `Interpreter` for it.
 
 Model Garden trains on images resized to fit S x S with their aspect ratio kept and padded at
 the bottom and right; `letterbox` does the same on the host (padding with the mean colour,
@@ -294,17 +298,13 @@ def record_tflite(output: Path, checkpoint: str, quantize: str | None,
 
 
 class TfliteDetector:
-    """A `.tflite` detector in TensorFlow's interpreter: an RGB image in, the SavedModel's
-    detections (boxes normalised to the image) out."""
+    """A `.tflite` detector in LiteRT's interpreter, as a phone or board runs it: an RGB
+    image in, the SavedModel's detections (boxes normalised to the image) out."""
 
     def __init__(self, path: str, threads: int | None = None) -> None:
-        import warnings
+        from ai_edge_litert.interpreter import Interpreter
 
-        import tensorflow as tf
-
-        with warnings.catch_warnings():  # "use ai_edge_litert": the same runtime, not needed
-            warnings.simplefilter("ignore", UserWarning)
-            self.interpreter = tf.lite.Interpreter(model_path=path, num_threads=threads)
+        self.interpreter = Interpreter(model_path=path, num_threads=threads)
         self.run = self.interpreter.get_signature_runner()
         (spec,) = self.run.get_input_details().values()
         self.size = int(spec["shape"][1])
