@@ -22,6 +22,9 @@ TARGET = CloudTarget(
     service_account="pets-trainer@pets-detector-dev.iam.gserviceaccount.com")
 
 
+GOOGLE = ("https://cloud.google.com/", "https://docs.cloud.google.com/")  # Google's pages, moved
+
+
 def job(resources: Resources, region: str = "us-central1") -> aiplatform_v1.CustomJob:
     target = CloudTarget(**{**TARGET.__dict__, "region": region})
     return vertex_job(target, Request.training(None, 100, resources), "run1")
@@ -35,7 +38,7 @@ def test_the_catalogue_says_when_and_where_its_facts_come_from():
     facts = hardware.catalogue()
     taken = datetime.date.fromisoformat(facts["taken"])
     assert datetime.date(2026, 1, 1) <= taken <= datetime.date.today()
-    assert all(url.startswith("https://cloud.google.com/") for url in facts["sources"].values())
+    assert all(url.startswith(GOOGLE) for url in facts["sources"].values())
     for machine_type, (accelerator, count) in facts["gpu_machines"].items():
         assert accelerator in aiplatform_v1.AcceleratorType.__members__, machine_type
         assert accelerator in facts["regions"] and count >= 1
@@ -56,7 +59,7 @@ def test_every_prebuilt_container_the_catalogue_offers_has_its_dated_end():
         assert isinstance(ending.end_of_availability, datetime.date)
         assert ending.end_of_patch is None or ending.end_of_patch < ending.end_of_availability
     google = [ending for ending in endings if ending.names != ("mkdocs-material",)]
-    assert all(e.source.startswith("https://cloud.google.com/") for e in google)
+    assert all(e.source.startswith(GOOGLE) for e in google)
     dated = {name for ending in google for name in ending.names}
     containers = hardware.catalogue()["prediction_containers"]
     offered = {containers["image"].format(geo="us", device=device, version=v.replace(".", "-"))
@@ -108,7 +111,7 @@ def test_a_four_chip_host_alone_is_its_single_host_slice():
     ("g2-standard-48", "NVIDIA_L4", 4), ("a2-megagpu-16g", "NVIDIA_TESLA_A100", 16),
     ("a2-ultragpu-8g", "NVIDIA_A100_80GB", 8), ("a3-highgpu-2g", "NVIDIA_H100_80GB", 2),
     ("a3-megagpu-8g", "NVIDIA_H100_MEGA_80GB", 8), ("a3-ultragpu-8g", "NVIDIA_H200_141GB", 8),
-    ("a4-highgpu-8g", "NVIDIA_B200", 8), ("a4x-highgpu-4g", "NVIDIA_GB200", 4),
+    ("a4-highgpu-8g", "NVIDIA_B200", 8),
     ("g4-standard-192", "NVIDIA_RTX_PRO_6000", 4),
 ])
 def test_gpu_machine_types_come_with_their_gpus(machine_type, accelerator, count):
@@ -169,7 +172,6 @@ def test_regions_follow_the_catalogue(region, resources, message):
     # issue 41 item 9: the families that take only Hyperdisk, each with its source
     (Resources("a3-ultragpu-8g"), "hyperdisk-balanced"),
     (Resources("a4-highgpu-8g"), "hyperdisk-balanced"),
-    (Resources("a4x-highgpu-4g"), "hyperdisk-balanced"),
     (Resources("g4-standard-48"), "hyperdisk-balanced"),
     (Resources(tpu="v6e-8"), "hyperdisk-balanced"),
     (Resources(tpu="v5litepod-8"), ""),  # Vertex AI's default, as Google's own v5e jobs
@@ -297,3 +299,57 @@ def test_reservations_and_persistent_resources_in_the_job():
 def test_capacity_flags_are_checked_when_parsed(flags, message):
     with pytest.raises(InputError, match=message):
         Scheduling.from_flags(**flags)
+
+
+ARM = "hosts are Arm, which run only container images built for Arm, and the project builds " \
+      "x86-64 images; choose an x86-64 machine, e.g. "
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: Resources("a4x-highgpu-4g"), f"a4x-highgpu-4g: A4X (NVIDIA GB200 on NVIDIA Grace "
+                                          f"CPUs) {ARM}a4-highgpu-8g (B200)"),
+    (lambda: Resources("n1-standard-8", Accelerator("NVIDIA_GB200", 4)), "NVIDIA_GB200: A4X"),
+    (lambda: Resources("c4a-standard-8"), f"C4A (Google Axion CPUs) {ARM}n2-standard-8"),
+    (lambda: Resources("n4a-standard-16"), "N4A (Google Axion CPUs) hosts are Arm"),
+])
+def test_arm_hosts_are_refused_naming_why(make, message):
+    """Issue 54 item 3: an A4X host runs only Arm images, the project builds x86-64 ones."""
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        job(make())
+    with pytest.raises(InputError, match="--fallback a4x-highgpu-4g: a4x-highgpu-4g: A4X"):
+        hardware.fallback_resources(Resources("g2-standard-8"), "a4x-highgpu-4g")
+
+
+def test_every_family_offered_has_a_known_cpu_and_arm_ones_are_not_offered():
+    """Each Arm series says where that was read; no machine the catalogue offers is in one."""
+    facts = hardware.catalogue()
+    for series, host in facts["arm_hosts"].items():
+        assert host["source"].startswith(GOOGLE) and host["read"] >= "2026-12-02", series
+        assert host["what"] and host["instead"]
+    offered = [*facts["gpu_machines"], *facts["machine_shapes"], *facts["memory_per_vcpu"],
+               *facts["tpu_machines"], *facts["boot_disks"]["families"]]
+    assert not [m for m in offered if m.partition("-")[0] in facts["arm_hosts"]]
+    arm_gpus = {gpu for host in facts["arm_hosts"].values() for gpu in host["accelerators"]}
+    assert not arm_gpus & {*facts["regions"], *facts["scheduling"]["flex_start"]["accelerators"]}
+
+
+def test_an_a4x_training_job_is_refused_in_one_line_before_anything_is_built(tmp_path):
+    """Exit 2, one line naming why, before an image is built or a job submitted."""
+    from launch.stores.gcs.records import upload_records
+    from launch.targets.vertex.executor import Vertex
+    from tests.cli import invoke, refused
+    from tests.fakes.cloud import fake_cloud, write_records
+
+    with fake_cloud(tmp_path) as fakes:
+        cloud = fakes.cloud()
+        upload_records(cloud, str(write_records(tmp_path / "records")))
+        with pytest.raises(InputError, match=r"A4X .* hosts are Arm"):
+            Vertex(cloud).launch(Request.training(None, 100, Resources("a4x-highgpu-4g"), "a4x"))
+        assert fakes.builds.requests == [] and fakes.vertex.received == []
+    line = refused(invoke("train", "--target=vertex", "--machine-type=a4x-highgpu-4g",
+                          "--run-id=a4x", "--dry-run", cwd=tmp_path, env={
+                              "PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
+                              "PETS_BUCKET": TARGET.bucket, "PETS_IMAGE": TARGET.image,
+                              "PETS_SERVICE_ACCOUNT": TARGET.service_account}))
+    assert line.startswith("error: a4x-highgpu-4g: A4X (NVIDIA GB200 on NVIDIA Grace CPUs) "
+                           "hosts are Arm"), line

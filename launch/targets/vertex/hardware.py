@@ -123,6 +123,20 @@ def check_region(region: str, flag: str = "--region") -> str:
     return region
 
 
+def check_x86_host(machine_type: str | None = None,
+                   accelerator: Accelerator | None = None) -> None:
+    """Refuses machines whose hosts are Arm (catalogue `arm_hosts`): they run only images
+    built for Arm, and the project builds x86-64 images."""
+    series = (machine_type or "").partition("-")[0]
+    for name, host in catalogue()["arm_hosts"].items():
+        if series == name or (accelerator and accelerator.type in host["accelerators"]):
+            asked = machine_type if series == name else accelerator.type
+            raise HardwareError(
+                f"{asked[:80]}: {host['what']} hosts are Arm, which run only container images "
+                "built for Arm, and the project builds x86-64 images; choose an x86-64 "
+                f"machine, e.g. {host['instead']}")
+
+
 def _check_known(accelerator: Accelerator | None) -> None:
     known = catalogue()["regions"]
     if accelerator and accelerator.type not in known:
@@ -209,6 +223,7 @@ def resolve_machine(*, region: str | None, machine_type: str | None = None,
         if tpu_topology and named_topology and tpu_topology != named_topology:
             raise HardwareError(f"--tpu {tpu} is topology {named_topology}, not {tpu_topology}")
         tpu_topology = named_topology
+    check_x86_host(machine_type, accelerator)
     _check_known(accelerator)
     machine_type = machine_type or catalogue()["default_machine"]
     if machine_type == "cloud-tpu" or machine_type in catalogue()["tpu_machines"]:
