@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 
 MODEL_NAME = "detector"  # TF Serving's name for the one model; it is part of both routes
-HTTP_PORT = 8080  # TF Serving's REST API: Vertex AI's health checks and predictions
+HTTP_PORT = 8080  # the request front (serving/front.py): Vertex AI's health checks and predictions
 GRPC_PORT = 8500  # TF Serving always opens a gRPC port too; nothing sends to it
+REST_PORT = 8501  # TF Serving's REST API, behind the front: only the front sends to it
 MODEL_VERSION = "1"  # TF Serving loads numbered version directories below its base path
 
 PORT = "AIP_HTTP_PORT"

@@ -158,7 +158,8 @@ def test_serving_entrypoint_copies_the_model_below_a_version_and_starts_tf_servi
             {**vertex_variables("gs://pets-data/runs/r1/model", AIP_HTTP_PORT="9000"),
              "STORAGE_EMULATOR_HOST": gcs.url}, tmp_path)
     parameters = tmp_path / "batching_parameters.txt"
-    assert command == ["tensorflow_model_server", "--port=8500", "--rest_api_port=9000",
+    # TF Serving's REST API behind the request front, which takes AIP_HTTP_PORT (9000)
+    assert command == ["tensorflow_model_server", "--port=8500", "--rest_api_port=8501",
                        "--model_name=detector", f"--model_base_path={tmp_path}",
                        "--file_system_poll_wait_seconds=0", "--enable_batching=true",
                        f"--batching_parameters_file={parameters}", "--enable_model_warmup=true"]
@@ -207,14 +208,15 @@ def test_a_docker_smoke_test_serves_a_mounted_directory(tmp_path):
     (model / "saved_model.pb").write_bytes(b"graph")
     (model / "variables" / "variables.index").write_bytes(b"index")
     command = entrypoint.prepare({contract.STORAGE_URI: str(model)}, tmp_path / "work")
-    assert "--rest_api_port=8080" in command and "--model_name=detector" in command
+    assert "--rest_api_port=8501" in command and "--model_name=detector" in command
     assert (tmp_path / "work" / "1" / "variables" / "variables.index").read_bytes() == b"index"
 
 
 @pytest.mark.parametrize("changes, message", [
     ({contract.PREDICT_ROUTE: "/predict"}, "are not TF Serving's routes of one model"),
     ({contract.HEALTH_ROUTE: "/v1/models/other"}, "are not TF Serving's routes of one model"),
-    ({contract.PORT: "8500"}, "other than 8500 (TF Serving's gRPC)"),
+    ({contract.PORT: "8500"}, "other than 8500 (TF Serving's gRPC) and 8501"),
+    ({contract.PORT: "8501"}, "and 8501 (its REST API, behind the front)"),
     ({contract.PORT: "http"}, "need a port from 1 to 65535"),
     ({contract.PORT: "\u00b2"}, "need a port from 1 to 65535"),  # a digit int() refuses
     ({contract.PORT: "70000"}, "need a port from 1 to 65535"),

@@ -657,7 +657,7 @@ def test_upload_dry_run_without_credentials_prints_our_container_as_it_serves():
     """The request names these sources' serving image by its content-hash tag, with the port
     and routes the image serves: Vertex AI's variables from this ContainerSpec configure the
     entrypoint the Dockerfile runs, and TF Serving answers exactly these routes."""
-    from serving import entrypoint
+    from serving import contract, entrypoint
     from tests.fakes.tf_serving import parse_flags
     from tests.test_container import stage_instructions
 
@@ -680,9 +680,11 @@ def test_upload_dry_run_without_credentials_prints_our_container_as_it_serves():
     assert stage["ENTRYPOINT"] == ['["python3", "-m", "serving"]']  # serving/entrypoint.py
     vertex = {"AIP_HTTP_PORT": str(port), "AIP_PREDICT_ROUTE": spec.predict_route,
               "AIP_HEALTH_ROUTE": spec.health_route, "AIP_STORAGE_URI": "gs://b/runs/r1/model"}
-    flags = parse_flags(entrypoint.server_command(
-        entrypoint.Settings.from_environ(vertex), REPO / "unused", REPO / "batching.txt"))
-    assert flags["rest_api_port"] == str(port)
+    settings = entrypoint.Settings.from_environ(vertex)
+    flags = parse_flags(entrypoint.server_command(settings, REPO / "unused",
+                                                  REPO / "batching.txt"))
+    assert settings.port == port  # the request front's, with TF Serving's REST API behind it
+    assert flags["rest_api_port"] == str(contract.REST_PORT) != str(port)
     # TF Serving's REST API for the model it serves
     assert spec.predict_route == f"/v1/models/{flags['model_name']}:predict"
     assert spec.health_route == f"/v1/models/{flags['model_name']}"

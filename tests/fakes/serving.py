@@ -27,8 +27,9 @@ from google.cloud import aiplatform_v1
 from google.longrunning import operations_pb2
 from google.protobuf import json_format, struct_pb2
 
-from serving import contract, entrypoint
+from serving import contract, entrypoint, pixels
 from serving.fetch import FetchError, fetch
+from serving.front import Front
 from tests.fakes.grpc_server import GrpcFake, unary
 from tests.fakes.tf_serving import FakeModelServer
 
@@ -254,10 +255,14 @@ class Containers:
         self.storage_url = storage_url
         self.running: dict[str, tuple[FakeModelServer, str]] = {}
         self.commands: list[list[str]] = []  # TF Serving's command lines, in order
+        self.fronts: list[Front] = []  # our image's request fronts
         self.folder = tempfile.TemporaryDirectory()
         self.lock = threading.Lock()
 
     def close(self) -> None:
+        for front in self.fronts:
+            front.shutdown()
+            front.server_close()
         for server, _ in self.running.values():
             server.close()
         self.folder.cleanup()
@@ -305,6 +310,11 @@ class Containers:
                 raise ContainerFailed(f"the container exited: serving: {error}") from None
         self.commands.append(command)
         server = FakeModelServer(command)
+        if PREBUILT not in spec.image_uri:  # our image: its request front on the container's port
+            front = Front(("127.0.0.1", 0), server.port, pixels.budget_of(workdir / "1"))
+            threading.Thread(target=front.serve_forever, daemon=True).start()
+            self.fronts.append(front)
+            server.host_port[port] = front.port
         if port not in server.host_port:
             server.close()
             raise ContainerFailed(f"nothing listens on the container's port {port}")

@@ -15,12 +15,13 @@ shape) that arrive within `batch_timeout_micros`, up to `max_batch_size` instanc
 them as one call; at most `max_enqueued_batches` batches wait. A request of more instances
 than a batch holds is refused, as TF Serving refuses it.
 
-What TF Serving does not do, the stand-in adds in front of the graph (docs/guides/serving.md,
-"A request's pixel budget"): a pixel budget, the export's `max_pixels` (40 MP by default: what
-one image at the graph's cap decodes). A request whose images' headers add up to more is
-refused alone, before anything is decoded or queued, and a batch takes a request only while
-the pixels of all it holds stay within the budget. A body is read only up to MAX_BODY, and
-only with a Content-Length that says how long it is.
+What TF Serving does not do, the serving image's request front (serving/front.py) adds in
+front of it, and the stand-in in front of the graph (docs/guides/serving.md, "A request's
+pixel budget"): a pixel budget, the export's `max_pixels` (40 MP by default: what one image
+at the graph's cap decodes). A request whose images' headers (read by serving/pixels.py, the
+front's reader) add up to more is refused alone, before anything is decoded or queued, and a
+batch takes a request only while the pixels of all it holds stay within the budget. A body
+is read only up to MAX_BODY, and only with a Content-Length that says how long it is.
 """
 
 from __future__ import annotations
@@ -30,16 +31,13 @@ import collections
 import dataclasses
 import json
 import queue
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from serving import pixels as headers
 from serving.batching import Batching
-from trainer.data.defaults import MAX_PIXELS
-from trainer.data.images import ImageError, open_checked
-from trainer.files import EXPORT_INFO_FILE
 
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"  # trainer/warmup.py's FILE
 MAX_BODY = 64 << 20
@@ -74,7 +72,7 @@ class ModelServer:
 
         self.name, self.batching = name, batching
         self.model = tf.saved_model.load(str(model_dir))
-        self.pixel_budget = pixel_budget(Path(model_dir))
+        self.pixel_budget = headers.budget_of(Path(model_dir))
         # each call's instances and pixels, newest last: what batching merged
         self.batches: collections.deque[tuple[int, int]] = collections.deque(maxlen=1000)
         self.warmed = self._warm_up(Path(model_dir) / WARMUP_FILE)
@@ -151,10 +149,8 @@ class ModelServer:
         if spec.dtype != tf.string:
             values = list(np.asarray(values, dtype=spec.dtype.as_numpy_dtype))
         pixels = sum(map(_pixels, values))
-        if pixels > self.pixel_budget:
-            raise Refused(f"the request's images are {pixels:,} pixels (width x height in "
-                          f"their headers, added up), over the budget of "
-                          f"{self.pixel_budget:,} a request: send fewer or smaller images")
+        if reason := headers.refusal(pixels, self.pixel_budget):
+            raise Refused(reason)
         if self.batching is None:  # each request its own call, at once, as TF Serving runs them
             self.batches.append((len(values), pixels))
             return {"predictions": _rows(signature(**{argument: _tensor(values, spec)}))}
@@ -294,26 +290,12 @@ def _rows(outputs: dict) -> list[dict]:
              for k, v in arrays.items()} for i in range(count)]
 
 
-def pixel_budget(model_dir: Path) -> int:
-    """The export's `max_pixels` (export.json), MAX_PIXELS for an export without it."""
-    try:
-        value = json.loads((model_dir / EXPORT_INFO_FILE).read_text()).get("max_pixels")
-    except (OSError, ValueError, AttributeError):
-        value = None
-    return value if isinstance(value, int) and value > 0 else MAX_PIXELS
-
-
 def _pixels(value) -> int:
     """What decoding one instance costs, in pixels, from its header alone: an encoded
     image's width x height (0 for bytes that are no image: the graph refuses those without
-    decoding them; more than any budget for one too large for Pillow to open), an array's
-    first two sides."""
+    decoding them), an array's first two sides."""
     if isinstance(value, bytes):
-        try:
-            width, height = open_checked(value, sys.maxsize).size
-        except ImageError as error:
-            return sys.maxsize if error.reason == "image_too_large" else 0
-        return width * height
+        return headers.image_pixels(value)
     shape = getattr(value, "shape", ())
     return int(shape[0]) * int(shape[1]) if len(shape) >= 2 else 0
 

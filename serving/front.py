@@ -1,0 +1,125 @@
+"""The request front: a small HTTP server on the container's port (AIP_HTTP_PORT) in front of
+TF Serving's REST API, which listens on an internal port (contract.REST_PORT).
+
+TF Serving merges concurrent requests into one batch before the graph sees them, so a
+per-request pixel budget cannot live in the graph. The front holds it (docs/guides/serving.md,
+"A request's pixel budget"): every POST (TF Serving's predict, classify and regress, by any
+of its paths) is read whole, with a Content-Length of at most MAX_BODY, its JSON parsed, and
+the `{"b64": ...}` images' headers added up (serving/pixels.py); a request over the export's
+`max_pixels` is refused with HTTP 400 and the reason, and never reaches TF Serving. Anything
+else (the health check, other routes) and every request within the budget is forwarded as
+it came, and TF Serving's answer is relayed as it left: status, headers, body.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from serving import pixels
+
+# Vertex AI takes an online prediction request of up to 1.5 MB ("the service itself will
+# accept instances up to the payload limit size (currently, 1.5MB)",
+# https://cloud.google.com/sdk/gcloud/reference/ai/endpoints/predict, read 2026-12-02) and
+# forwards it as JSON; 2 MiB leaves room for JSON's punctuation around the same values.
+MAX_BODY = 2 << 20
+UPSTREAM_TIMEOUT = 600  # seconds TF Serving may take to answer before the front gives up
+IDLE_TIMEOUT = 60  # seconds a client may stall mid-request (or idle on a kept-alive connection)
+# Headers about one connection, not the request or answer (RFC 9110 section 7.6.1)
+_HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "trailer",
+                         "transfer-encoding", "upgrade", "host", "content-length"})
+
+
+class Front(ThreadingHTTPServer):
+    """Listens on `address`, forwards to TF Serving on 127.0.0.1:`upstream`, refuses a POST
+    whose images add up to more than `budget` pixels."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], upstream: int, budget: int) -> None:
+        self.upstream, self.budget = upstream, budget
+        super().__init__(address, _Handler)
+
+    @property
+    def port(self) -> int:
+        return self.server_address[1]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: Front
+    protocol_version = "HTTP/1.1"  # keep-alive, as TF Serving's own server
+    disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed ACK
+    timeout = IDLE_TIMEOUT
+
+    def _handle(self) -> None:
+        body = self._body()
+        if body is None:
+            return
+        if self.command == "POST":
+            try:
+                reason = pixels.refusal(pixels.body_pixels(body), self.server.budget)
+            except ValueError as error:
+                reason = f"the body is not JSON: {str(error)[:200]}"
+            if reason is not None:
+                self._refuse(400, reason)
+                return
+        self._forward(body)
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
+
+    def _body(self) -> bytes | None:
+        """The request's body, or None once a refusal is sent: a chunked body, a POST without
+        a Content-Length, one that is not a whole number of bytes, or more than MAX_BODY.
+        A refused body is not read, so the connection closes after the answer."""
+        text = self.headers.get("Content-Length")
+        if self.headers.get("Transfer-Encoding") or (text is None and self.command == "POST"):
+            status, error = 411, "send the body with a Content-Length, not without one"
+        elif text is None:
+            return b""
+        elif not (text.isascii() and text.isdigit()):  # "-1", "1e9", "²"
+            status, error = 400, f"Content-Length {text[:20]!r} is not a number of bytes"
+        elif int(text) > MAX_BODY:
+            status, error = 413, f"a body of {int(text):,} bytes is over the limit of {MAX_BODY:,}"
+        else:
+            return self.rfile.read(int(text))
+        self.close_connection = True
+        self._refuse(status, error)
+        return None
+
+    def _forward(self, body: bytes) -> None:
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+        if body or self.command == "POST":
+            headers["Content-Length"] = str(len(body))
+        upstream = http.client.HTTPConnection("127.0.0.1", self.server.upstream,
+                                              timeout=UPSTREAM_TIMEOUT)
+        try:
+            upstream.request(self.command, self.path, body or None, headers)
+            answer = upstream.getresponse()
+            data = answer.read()
+        except (OSError, http.client.HTTPException) as error:
+            self._refuse(503, f"TF Serving did not answer: {error}")
+            return
+        finally:
+            upstream.close()
+        self.send_response(answer.status, answer.reason)
+        for key, value in answer.getheaders():
+            if key.lower() not in _HOP_BY_HOP:
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _refuse(self, status: int, error: str) -> None:
+        """An error as TF Serving's REST API words one: `{"error": ...}`."""
+        data = json.dumps({"error": error}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        """Quiet: Vertex AI's health checks would fill the container's log."""
