@@ -304,12 +304,14 @@ def services(tmp_path):
 def serving_prices(tmp_path, monkeypatch):
     """A price table with known prediction prices in us-central1 (a refreshed table's
     shape), in place of the pinned one: n1-standard-4 (4 vCPUs, 15 GB) costs 0.26/h."""
+    import datetime
+
     from launch.stores.pricing import table
 
     path = tmp_path / "prices.yaml"
     table.PriceTable("USD", {
         table.Key("prediction", "us-central1", kind, name, "standard"):
-            table.Row(usd, "SKU 0000-TEST-0001", "2026-11-24", True)
+            table.Row(usd, "SKU 0000-TEST-0001", datetime.date.today().isoformat(), True)
         for kind, name, usd in (("cores", "n1", 0.05), ("ram", "n1", 0.004),
                                 ("accelerators", "NVIDIA_TESLA_T4", 0.4))}).write(path)
     monkeypatch.setattr(table, "PRICES_FILE", path)

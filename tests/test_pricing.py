@@ -23,9 +23,11 @@ from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources, Scheduling
 from tests.fakes.cloud import fake_cloud, write_records
 
+TODAY = datetime.date.today().isoformat()  # a refresh's rows: read today, so current
+
 
 def rows(nested: dict, use: str = "training", region: str = "us-central1",
-         source: str = "SKU 0000-TEST-0001", read: str = "2026-11-01",
+         source: str = "SKU 0000-TEST-0001", read: str = TODAY,
          confirmed: bool = True) -> dict[prices.Key, prices.Row]:
     """Rows of a table from {kind: {name: {column: usd}}}, all from one source."""
     return {prices.Key(use, region, kind, name, column): prices.Row(usd, source, read, confirmed)
@@ -61,7 +63,7 @@ def test_the_pinned_table_loads_and_round_trips_and_every_row_names_its_source(t
         # a SKU id when the Billing Catalog API gave it, else the page it was read from
         assert re.fullmatch(r"SKU [0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}", row.source) if \
             row.confirmed else row.source.startswith("https://cloud.google.com/")
-        assert datetime.date.fromisoformat(row.read) >= datetime.date(2026, 11, 23)
+        assert datetime.date.fromisoformat(row.read) <= datetime.date.today()
     pinned.write(tmp_path / "prices.yaml")
     assert prices.PriceTable.load(tmp_path / "prices.yaml") == pinned
     # the H100 at the Vertex AI pricing page's 9.79655057 USD/h (issue 23), not confirmed
@@ -80,7 +82,7 @@ def test_the_pinned_table_loads_and_round_trips_and_every_row_names_its_source(t
                                            accelerator, "standard")).usd > 0
         except prices.PriceMissing:
             unpriced.add(accelerator)
-    assert unpriced == {"NVIDIA_B200", "NVIDIA_GB200", "NVIDIA_H100_MEGA_80GB",
+    assert unpriced == {"NVIDIA_B200", "NVIDIA_H100_MEGA_80GB",
                         "NVIDIA_H200_141GB", "NVIDIA_RTX_PRO_6000"}
 
 
@@ -150,15 +152,16 @@ def test_estimates_built_on_unconfirmed_rows_say_so_and_where_the_price_came_fro
     page = "https://cloud.google.com/vertex-ai/pricing (by hand)"
     mixed = prices.PriceTable("USD", {**TABLE.rows, **rows(
         {"accelerators": {"NVIDIA_TESLA_T4": {"standard": 0.4}}}, source=page,
-        read="2026-11-23", confirmed=False)})
+        read=TODAY, confirmed=False)})
     job = vertex_job(TARGET, Request.training(None, 100, Resources(
         "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))), "run1")
     assert costs.job_hourly(TABLE, "us-central1", job).unconfirmed_lines() == []
     hourly = costs.job_hourly(mixed, "us-central1", job)
     assert hourly.total == pytest.approx(8 * 0.04 + 30 * 0.005 + 0.4)  # the same price...
     assert Estimate(hourly, timeout_hours=10).lines()[-1] == (  # ...said to be unconfirmed
-        f"      unconfirmed: NVIDIA_TESLA_T4 from {page}, read 2026-11-23 (not from the "
-        "Billing Catalog API; `invoke pricing.refresh` confirms prices)")
+        f"      unconfirmed: NVIDIA_TESLA_T4 from {page}, read {TODAY}: not from the Billing "
+        "Catalog API; `invoke pricing.refresh` confirms prices from the Cloud Billing Catalog "
+        "API")
     import datetime as dt
 
     job.name = "projects/p/locations/us-central1/customJobs/7"
@@ -481,3 +484,30 @@ def test_no_host_price_is_another_familys_copied_over():
                                      accelerator_type="NVIDIA_H100_80GB", accelerator_count=8)
     with pytest.raises(prices.PriceMissing):
         costs.machine_hourly(pinned, "training", "us-central1", spec)
+
+
+def test_prices_read_over_six_months_ago_are_unconfirmed_and_say_how_to_confirm_them():
+    """Issue 54 item 5: the pinned prediction prices every deploy dry run shows were read from
+    Google's page in 2022 (through a quote); a Billing Catalog price goes stale too."""
+    from launch.features.serving.commands import prediction_hourly
+
+    spec = aiplatform_v1.MachineSpec(machine_type="n1-standard-4")
+    total, notes = prediction_hourly("us-central1", spec)
+    assert total == pytest.approx(4 * 0.03635495 + 15 * 0.0048783)
+    (line,) = notes
+    assert line.startswith("      unconfirmed: n1 vCPUs, n1 memory from https://cloud.google.com/"
+                           "vertex-ai/pricing (prediction, Iowa")
+    assert line.endswith(", read 2022-08-20: not from the Billing Catalog API and over "
+                         f"{prices.STALE_MONTHS} months ago; `invoke pricing.refresh` confirms "
+                         "prices from the Cloud Billing Catalog API")
+    key = prices.Key("training", "us-central1", "cores", "n1", "standard")
+    table = prices.PriceTable("USD", {key: prices.Row(0.04, "SKU 0000-TEST-0001", "2026-05-01",
+                                                      True)})
+    for today, said in ((datetime.date(2026, 10, 30), []),
+                        (datetime.date(2026, 11, 2), [
+                            "      unconfirmed: n1 vCPUs from SKU 0000-TEST-0001, read "
+                            "2026-05-01: over 6 months ago; `invoke pricing.refresh` confirms "
+                            "prices from the Cloud Billing Catalog API"])):
+        bill = prices.Bill(table, today)
+        assert bill(key) == 0.04
+        assert bill.hourly(0.04, ("n1",)).unconfirmed_lines() == said

@@ -8,6 +8,7 @@ launch/targets/vertex/costs.py), so this table knows no target's catalogue.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,15 +25,19 @@ HEADER = """\
 # region: per vCPU-hour and per GB-hour of each machine family (cores, ram), per
 # accelerator-hour (TPU_V2/TPU_V3: per core), per TPU chip-hour; standard (on demand), spot
 # and flex_start where they differ. Every row says where it was read (a Billing Catalog SKU
-# id, or a page), when, and whether the Cloud Billing Catalog API confirmed it: estimates
-# built on an unconfirmed row say so. Read by launch/stores/pricing; `invoke pricing.refresh`
-# rewrites it from the Billing Catalog (confirmed rows) and keeps unconfirmed rows only
-# where no SKU priced them.
+# id, or a page), when (`read`: the day the price was read from Google; a quote's own date
+# when it was read through a quote), and whether the Cloud Billing Catalog API confirmed it:
+# estimates built on an unconfirmed row, or on a row read more than 6 months ago, say so.
+# Read by launch/stores/pricing; `invoke pricing.refresh` rewrites it from the Billing Catalog
+# (confirmed rows) and keeps unconfirmed rows only where no SKU priced them.
 """
 USES = ("training", "prediction")
 PRICE_KINDS = ("cores", "ram", "accelerators", "tpu_chips")
 COLUMNS = ("standard", "spot", "flex_start")
 ROW_FIELDS = ("usd", "source", "read", "confirmed")
+# A price read longer ago than this is shown as unconfirmed, even if the Billing Catalog gave
+# it: Google reprices hardware without notice in the table, and a refresh is one command.
+STALE_MONTHS = 6
 
 
 class PriceMissing(MissingError):
@@ -61,6 +66,18 @@ class Row:
     @property
     def origin(self) -> str:
         return f"{self.source}, read {self.read}"
+
+    def stale(self, today: datetime.date) -> bool:
+        """Read more than STALE_MONTHS before `today` (an unreadable date counts as old)."""
+        try:
+            read = datetime.date.fromisoformat(self.read)
+        except ValueError:
+            return True
+        return (today - read).days > STALE_MONTHS * 365 // 12
+
+    def checked(self, today: datetime.date) -> bool:
+        """Given by the Billing Catalog API within the last STALE_MONTHS."""
+        return self.confirmed and not self.stale(today)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,24 +196,28 @@ class Hourly:
         by_origin: dict[str, list[str]] = {}
         for what, origin in self.unconfirmed:
             by_origin.setdefault(origin, []).append(what)
-        return [f"      unconfirmed: {', '.join(whats)} from {origin} (not from the Billing "
-                "Catalog API; `invoke pricing.refresh` confirms prices)"
+        return [f"      unconfirmed: {', '.join(whats)} from {origin}; `invoke pricing.refresh` "
+                "confirms prices from the Cloud Billing Catalog API"
                 for origin, whats in by_origin.items()]
 
 
 class Bill:
     """Collects the prices one estimate reads, and which of them are unconfirmed."""
 
-    def __init__(self, table: PriceTable) -> None:
+    def __init__(self, table: PriceTable, today: datetime.date | None = None) -> None:
         self.table = table
+        self.today = today or datetime.date.today()
         self.unconfirmed: list[tuple[str, str]] = []
 
     def __call__(self, key: Key) -> float:
         row = self.table.price(key)
-        if not row.confirmed:
+        if not row.checked(self.today):
             what = {"cores": f"{key.name} vCPUs", "ram": f"{key.name} memory",
                     "tpu_chips": f"TPU {key.name} chips"}.get(key.kind, key.name)
-            note = (what if key.column == "standard" else f"{what} ({key.column})", row.origin)
+            why = [*(() if row.confirmed else ("not from the Billing Catalog API",)),
+                   *((f"over {STALE_MONTHS} months ago",) if row.stale(self.today) else ())]
+            origin = f"{row.origin}: {' and '.join(why)}"
+            note = (what if key.column == "standard" else f"{what} ({key.column})", origin)
             if note not in self.unconfirmed:
                 self.unconfirmed.append(note)
         return float(row.usd)
