@@ -181,6 +181,9 @@ def hardware_page() -> str:
                    "Vertex AI's default", " ".join(chosen["source"].split()))
                   for family, chosen in disks["families"].items()))
     not_offered = "\n".join(f"- {text}" for text in facts["tpus_not_offered"].values())
+    arm = table(("machine series", "hosts", "source"),
+                ((code(series), host["what"], f"<{host['source']}> (read {host['read']})")
+                 for series, host in facts["arm_hosts"].items()))
     no_tf = ", ".join(facts["tpu_generations_without_tensorflow"])
     sources = "\n".join(f"- {name}: <{url}>" for name, url in facts["sources"].items())
     return page(
@@ -200,6 +203,9 @@ def hardware_page() -> str:
         f"## CPU machine families\n\nAny size Compute Engine offers (`FAMILY-N` has N vCPUs);"
         f" the memory sets the price. Training takes at least: {smallest} (smaller ones "
         f"serve endpoints).\n\n{cpus}",
+        f"## Arm hosts: refused\n\nThe project builds x86-64 images, and an Arm host runs only "
+        f"images built for Arm: a machine of these series (or its accelerator) is refused in "
+        f"one line naming why. Every other family here has Intel or AMD hosts.\n\n{arm}",
         f"## Boot disks\n\nEvery replica boots from `{disks['default']}` but the families "
         f"below, which take no Persistent Disk:\n\n{boot}",
         f"## Sources\n\n{sources}")
