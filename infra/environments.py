@@ -3,7 +3,7 @@
 The values shipped are the example's, not yours: its project ids and state buckets, groups
 at example.com (a domain reserved for examples) and the numeric ids of another GitHub
 repository. Replace each (docs/platform/deploy.md, "Make the environments yours" says where
-each comes from). `EXAMPLE` records them, so `infra/main.py`, which `cdktf synth`, `diff` and
+each comes from). `EXAMPLE` records them, so `infra/main.py`, which `cdktn synth`, `diff` and
 `deploy` run, refuses an environment that still holds one, naming its fields, unless
 PETS_INFRA_EXAMPLE=1 says the example is meant (.ci/run's synthesis; never a deploy)."""
 

@@ -1,5 +1,5 @@
 """An image's build context and its content hash: the image tag, shared by the infra stack
-(which builds the images on `cdktf deploy`) and the launcher (which looks the tag up).
+(which builds the images on `cdktn deploy`) and the launcher (which looks the tag up).
 
 Same sources give the same tag; a change to a file the image is built from (or to its
 Dockerfile or ignore file) gives a new one; files the ignore file excludes do not count. The

@@ -1,4 +1,5 @@
-"""The CDK for Terraform app: `npx cdktf synth|diff|deploy pets-dev` (or `pets-prod`).
+"""The CDK Terrain app (CDKTF's continuation): `npx cdktn synth|diff|deploy pets-dev` (or
+`pets-prod`).
 
 Deploy with `--outputs-file infra/outputs.json`: the launcher reads project, bucket, image
 and service-account names from there, so none is typed twice.
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))  # cdktf runs this file as a script
+sys.path.insert(0, str(REPO_ROOT))  # cdktn runs this file as a script (cdktf.json's app)
 # jsii's banner about Node 20's end of life, on every synth: the runtime it names is the
 # one this project supports (docs/platform/index.md), so it says nothing to act on
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -25,7 +26,7 @@ from infra.image_context import LAUNCHER_DOCKERFILE, context_hash  # noqa: E402
 from infra.outputs import stack_name  # noqa: E402
 
 if TYPE_CHECKING:
-    from cdktf import App
+    from cdktn import App
 
 # Terraform runs in cdktf.out/stacks/<stack>/: the repository root, relative to it, keeps
 # machine-specific paths out of the synthesised configuration.
@@ -53,7 +54,7 @@ def not_yours(environments: Mapping[str, Environment], environ: Mapping[str, str
 
 
 def build_app(outdir: str | None = None) -> App:
-    from cdktf import App  # jsii starts Node: only once the environments are accepted
+    from cdktn import App  # jsii starts Node: only once the environments are accepted
 
     from infra.stack import TrainingPlatformStack
 
@@ -66,7 +67,7 @@ def build_app(outdir: str | None = None) -> App:
 
 
 def synthesised(outdir: Path) -> dict[str, dict]:
-    """Each environment's stack as `cdktf synth` writes it into `outdir` (the tests' IAM
+    """Each environment's stack as `cdktn synth` writes it into `outdir` (the tests' IAM
     checks and the docs' IAM page read it)."""
     build_app(str(outdir)).synth()
     return {env: json.loads((outdir / "stacks" / stack_name(env) / "cdk.tf.json").read_text())

@@ -101,7 +101,9 @@ def repository_id(env: Environment) -> str:
 
 
 def repository_url(env: Environment) -> str:
-    """Provider 6.x has no registry_uri attribute: the Docker URL is built from its parts."""
+    """The Docker URL, built from its parts: the images' names are needed at synthesis (the
+    builds' substitutions, the outputs), where the repository's `registry_uri` attribute
+    (Google provider 7.1.0 and later) is only a reference resolved at apply."""
     return f"{registry_location(env)}-docker.pkg.dev/{env.project_id}/{repository_id(env)}"
 
 

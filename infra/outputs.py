@@ -1,6 +1,6 @@
-"""The stack's outputs: the contract between `cdktf deploy` and the launcher, declared once.
+"""The stack's outputs: the contract between `cdktn deploy` and the launcher, declared once.
 
-The stack emits a `StackOutputs` (infra/stack.py); `cdktf deploy --outputs-file
+The stack emits a `StackOutputs` (infra/stack.py); `cdktn deploy --outputs-file
 infra/outputs.json` writes them under the stack's name; the launcher reads them back with
 `read` (launch/context/settings.py); tests/fakes/cloud.py writes the same file with `write`.
 Terraform outputs are strings, so the flag is "true" or "false".
@@ -75,6 +75,6 @@ def read(environment: str, path: Path = OUTPUTS_FILE) -> dict[str, str]:
 
 
 def write(stacks: Mapping[str, StackOutputs], path: Path) -> None:
-    """The file `cdktf deploy --outputs-file` writes, for the given environments."""
+    """The file `cdktn deploy --outputs-file` writes, for the given environments."""
     path.write_text(json.dumps({stack_name(env): outputs.as_dict()
                                 for env, outputs in stacks.items()}, indent=2))

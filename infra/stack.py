@@ -5,16 +5,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from cdktf import (
+from cdktn import (
     GcsBackend,
     ITerraformDependable,
     TerraformOutput,
     TerraformResource,
     TerraformStack,
 )
-from cdktf_cdktf_provider_google.project_iam_custom_role import ProjectIamCustomRole
-from cdktf_cdktf_provider_google.project_iam_member import ProjectIamMember
-from cdktf_cdktf_provider_google.provider import GoogleProvider
+from cdktn_provider_google.project_iam_custom_role import ProjectIamCustomRole
+from cdktn_provider_google.project_iam_member import ProjectIamMember
+from cdktn_provider_google.provider import GoogleProvider
 from constructs import Construct
 
 from infra import names
@@ -93,6 +93,13 @@ SERVING_PROJECT_ROLES = ("roles/logging.logWriter", "roles/monitoring.metricWrit
 # repositories and service accounts accept allow policies of their own
 # (https://cloud.google.com/iam/docs/resource-types-with-policies). All read 2026-11-24.
 # The Workload Identity pool decides who may act as the deployer, so it only reads it.
+# What production keeps whatever a plan says: its data bucket, image repository and service
+# accounts carry `deletion_policy = "PREVENT"`, so an apply that would delete or replace one
+# fails instead (Google provider 7.33.0 gave almost every resource this Terraform-side field,
+# default DELETE; PREVENT is checked in the state, no API call: the resources' pages on
+# registry.terraform.io/providers/hashicorp/google/latest/docs, and the provider's CHANGELOG,
+# read 2026-12-02). Dev's data is disposable (its bucket is force_destroy), so dev keeps DELETE.
+PREVENT_DELETION = "PREVENT"
 PROJECT_IAM_ADMIN, STORAGE_ADMIN = "roles/resourcemanager.projectIamAdmin", "roles/storage.admin"
 DEPLOYER_PROJECT_ROLES = (
     "roles/iam.serviceAccountCreator", PROJECT_IAM_ADMIN, STORAGE_ADMIN,
@@ -238,6 +245,7 @@ class TrainingPlatformStack(TerraformStack):
                  launcher_tag: str, source_dir: str) -> None:
         super().__init__(scope, stack_name(env.name))
         self.env = env
+        self._kept = PREVENT_DELETION if env.is_production else None
         GcsBackend(self, bucket=env.state_bucket, prefix=f"pets-detector/{env.name}")
         GoogleProvider(self, "google", project=env.project_id, region=env.region)
         self.services = ProjectServices(self, "services", env.project_id)
@@ -277,7 +285,7 @@ class TrainingPlatformStack(TerraformStack):
 
     def _after_apis(self) -> None:
         """Every resource waits for the project's APIs (a first apply on a fresh project),
-        written out as each resource's `depends_on`: cdktf does not derive that from
+        written out as each resource's `depends_on`: CDK Terrain does not derive that from
         construct dependencies."""
         apis = self.services.services
         for child in self.node.find_all():
@@ -345,7 +353,8 @@ class TrainingPlatformStack(TerraformStack):
         return ServiceAccountWithRoles(
             self, role, project=self.env.project_id,
             account_id=names.service_account_id(self.env, role), description=description,
-            project_roles=roles, conditions=conditions, depends_on=depends_on)
+            project_roles=roles, conditions=conditions, depends_on=depends_on,
+            deletion_policy=self._kept)
 
     def _custom_role(self, identity: str, description: str,
                      permissions: Sequence[str]) -> ProjectIamCustomRole:
@@ -378,7 +387,7 @@ class TrainingPlatformStack(TerraformStack):
         data = PrivateBucket(
             self, "data", project=env.project_id, name=names.data_bucket(env),
             location=names.bucket_location(env), labels=dict(env.labels),
-            force_destroy=not env.is_production,
+            force_destroy=not env.is_production, deletion_policy=self._kept,
             soft_delete_days=retention.soft_delete_days,
             lifecycle_rules=[delete_rule(noncurrent_days=retention.noncurrent_version_days)]
             + ([delete_rule(age_days=retention.scratch_expiry_days,
@@ -432,7 +441,7 @@ class TrainingPlatformStack(TerraformStack):
             self, "images", project=env.project_id, location=names.registry_location(env),
             repository_id=names.repository_id(env), labels=dict(env.labels),
             keep_versions=env.retention.keep_image_versions,
-            untagged_days=env.retention.untagged_image_days,
+            untagged_days=env.retention.untagged_image_days, deletion_policy=self._kept,
             iam=[Grant("roles/artifactregistry.reader", "trainer", who.trainer.member),
                  Grant("roles/artifactregistry.reader", "converter", who.converter.member),
                  # the pipeline's steps pin the trainer image by digest

@@ -1,4 +1,4 @@
-"""The cdktf app, synthesised once per session: every resource, every IAM grant, and
+"""The CDK Terrain app, synthesised once per session: every resource, every IAM grant, and
 project-wide properties over the whole Terraform JSON."""
 
 from __future__ import annotations
@@ -374,7 +374,7 @@ def test_the_deployer_cannot_regain_a_project_wide_admin_role(stacks):
 
 def synth_dev(tmp_path: Path, **changes) -> tuple[dict, Environment]:
     """The dev stack of an environment changed by `changes`, synthesised."""
-    from cdktf import App
+    from cdktn import App
 
     from infra.stack import TrainingPlatformStack
 
@@ -579,7 +579,7 @@ def test_a_multi_region_bucket_and_repository_reach_the_stack_and_its_outputs(tm
     """bucket_location and registry_location place the data bucket and the repository (the
     build bucket and the TensorBoard stay in the region), name the images' host, and are
     outputs the launcher reads back as the locations its jobs may run near."""
-    from cdktf import App
+    from cdktn import App
 
     from infra.stack import TrainingPlatformStack
     from launch.context import settings
@@ -640,8 +640,8 @@ def test_image_tag_is_a_stable_content_hash(tmp_path):
 def test_adding_a_grant_renames_no_other_resource():
     """IAM members are named by role and member key, not by position: a new grant is one
     create in the plan, not a destroy/create of every grant after it."""
-    from cdktf import App, TerraformStack, Testing
-    from cdktf_cdktf_provider_google.provider import GoogleProvider
+    from cdktn import App, TerraformStack, Testing
+    from cdktn_provider_google.provider import GoogleProvider
 
     from infra.modules.bucket import PrivateBucket
     from infra.modules.conditions import object_prefix
@@ -678,7 +678,7 @@ def test_adding_a_grant_renames_no_other_resource():
 
 def test_the_stack_outputs_read_back_through_the_launcher(stacks, tmp_path):
     """The contract: the synthesised stack emits exactly the StackOutputs fields, and the
-    file `cdktf deploy --outputs-file` would write from them gives the launcher its target."""
+    file `cdktn deploy --outputs-file` would write from them gives the launcher its target."""
     from launch.context import settings
 
     for env_name, stack in stacks.items():

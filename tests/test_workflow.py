@@ -27,10 +27,10 @@ def test_plan_on_pull_requests_and_deploy_from_main_without_keys():
     plan, deploy = workflow["jobs"]["plan"], workflow["jobs"]["deploy"]
     assert "pull_request" in plan["if"] and "refs/heads/main" in deploy["if"]
     plan_steps = " ".join(s.get("run", "") for s in plan["steps"])
-    assert "cdktf synth" in plan_steps and "scripts/checkov" in plan_steps
-    assert "cdktf diff" in plan_steps and "cdktf deploy" not in plan_steps
+    assert "cdktn synth" in plan_steps and "scripts/checkov" in plan_steps
+    assert "cdktn diff" in plan_steps and "cdktn deploy" not in plan_steps
     deploy_steps = " ".join(s.get("run", "") for s in deploy["steps"])
-    assert "cdktf deploy" in deploy_steps and "--outputs-file infra/outputs.json" in deploy_steps
+    assert "cdktn deploy" in deploy_steps and "--outputs-file infra/outputs.json" in deploy_steps
     assert deploy["concurrency"]["cancel-in-progress"] is False
     assert "${{ matrix.environment }}" in deploy["concurrency"]["group"]
     assert deploy["strategy"]["max-parallel"] == 1
@@ -57,5 +57,5 @@ def test_the_plan_reads_state_without_taking_the_lock():
     """The planner may only read the state bucket, so its plan must not try to lock."""
     workflow = yaml.safe_load(WORKFLOW.read_text())
     plan = next(s for s in workflow["jobs"]["plan"]["steps"] if s.get("name") == "Plan")
-    assert "cdktf diff" in plan["run"]
+    assert "cdktn diff" in plan["run"]
     assert plan["env"]["TF_CLI_ARGS_plan"] == "-lock=false"

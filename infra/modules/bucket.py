@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cdktf_cdktf_provider_google.storage_bucket import (
+from cdktn_provider_google.storage_bucket import (
     StorageBucket,
     StorageBucketLifecycleRule,
     StorageBucketLifecycleRuleAction,
@@ -13,7 +13,7 @@ from cdktf_cdktf_provider_google.storage_bucket import (
     StorageBucketSoftDeletePolicy,
     StorageBucketVersioning,
 )
-from cdktf_cdktf_provider_google.storage_bucket_iam_member import (
+from cdktn_provider_google.storage_bucket_iam_member import (
     StorageBucketIamMember,
     StorageBucketIamMemberCondition,
 )
@@ -40,8 +40,9 @@ class PrivateBucket(Construct):
     def __init__(self, scope: Construct, id_: str, *, project: str, name: str, location: str,
                  labels: Mapping[str, str], force_destroy: bool, soft_delete_days: int,
                  lifecycle_rules: Sequence[StorageBucketLifecycleRule],
-                 iam: Sequence[Grant]) -> None:
-        """`iam`: the grants on this bucket, whole or (with a condition) on a prefix."""
+                 iam: Sequence[Grant], deletion_policy: str | None = None) -> None:
+        """`iam`: the grants on this bucket, whole or (with a condition) on a prefix;
+        `deletion_policy`: PREVENT makes a plan that would delete or replace it fail."""
         super().__init__(scope, id_)
         self.bucket = StorageBucket(
             self, "bucket", project=project, name=name, location=location.upper(),
@@ -50,7 +51,7 @@ class PrivateBucket(Construct):
             versioning=StorageBucketVersioning(enabled=True),
             soft_delete_policy=StorageBucketSoftDeletePolicy(
                 retention_duration_seconds=soft_delete_days * DAY_SECONDS),
-            lifecycle_rule=list(lifecycle_rules),
+            lifecycle_rule=list(lifecycle_rules), deletion_policy=deletion_policy,
         )
         self.iam_members = [
             StorageBucketIamMember(

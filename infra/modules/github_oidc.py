@@ -4,8 +4,8 @@ service-account keys exist anywhere."""
 
 from __future__ import annotations
 
-from cdktf_cdktf_provider_google.iam_workload_identity_pool import IamWorkloadIdentityPool
-from cdktf_cdktf_provider_google.iam_workload_identity_pool_provider import (
+from cdktn_provider_google.iam_workload_identity_pool import IamWorkloadIdentityPool
+from cdktn_provider_google.iam_workload_identity_pool_provider import (
     IamWorkloadIdentityPoolProvider,
     IamWorkloadIdentityPoolProviderOidc,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cdktf_cdktf_provider_google.monitoring_alert_policy import (
+from cdktn_provider_google.monitoring_alert_policy import (
     MonitoringAlertPolicy,
     MonitoringAlertPolicyAlertStrategy,
     MonitoringAlertPolicyAlertStrategyNotificationRateLimit,
@@ -14,11 +14,11 @@ from cdktf_cdktf_provider_google.monitoring_alert_policy import (
     MonitoringAlertPolicyConditionsConditionMatchedLog,
     MonitoringAlertPolicyDocumentation,
 )
-from cdktf_cdktf_provider_google.monitoring_notification_channel import (
+from cdktn_provider_google.monitoring_notification_channel import (
     MonitoringNotificationChannel,
 )
-from cdktf_cdktf_provider_google.pubsub_topic import PubsubTopic
-from cdktf_cdktf_provider_google.pubsub_topic_iam_member import PubsubTopicIamMember
+from cdktn_provider_google.pubsub_topic import PubsubTopic
+from cdktn_provider_google.pubsub_topic_iam_member import PubsubTopicIamMember
 from constructs import Construct
 
 from infra import names

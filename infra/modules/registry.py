@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cdktf_cdktf_provider_google.artifact_registry_repository import (
+from cdktn_provider_google.artifact_registry_repository import (
     ArtifactRegistryRepository,
     ArtifactRegistryRepositoryCleanupPolicies,
     ArtifactRegistryRepositoryCleanupPoliciesCondition,
     ArtifactRegistryRepositoryCleanupPoliciesMostRecentVersions,
     ArtifactRegistryRepositoryDockerConfig,
 )
-from cdktf_cdktf_provider_google.artifact_registry_repository_iam_member import (
+from cdktn_provider_google.artifact_registry_repository_iam_member import (
     ArtifactRegistryRepositoryIamMember,
 )
 from constructs import Construct
@@ -23,7 +23,8 @@ from infra.modules.iam import Grant, checked
 class DockerRepository(Construct):
     def __init__(self, scope: Construct, id_: str, *, project: str, location: str,
                  repository_id: str, labels: Mapping[str, str], keep_versions: int,
-                 untagged_days: int, iam: Sequence[Grant]) -> None:
+                 untagged_days: int, iam: Sequence[Grant],
+                 deletion_policy: str | None = None) -> None:
         super().__init__(scope, id_)
         self.repository = ArtifactRegistryRepository(
             self, "repository", project=project, location=location, format="DOCKER",
@@ -32,7 +33,7 @@ class DockerRepository(Construct):
                         "sources",
             # A tag, once pushed, always names the same image: jobs run exactly what was built.
             docker_config=ArtifactRegistryRepositoryDockerConfig(immutable_tags=True),
-            cleanup_policy_dry_run=False,
+            cleanup_policy_dry_run=False, deletion_policy=deletion_policy,
             cleanup_policies=[
                 ArtifactRegistryRepositoryCleanupPolicies(
                     id="keep-recent", action="KEEP",

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cdktf import ITerraformDependable
-from cdktf_cdktf_provider_google.project_iam_member import (
+from cdktn import ITerraformDependable
+from cdktn_provider_google.project_iam_member import (
     ProjectIamMember,
     ProjectIamMemberCondition,
 )
-from cdktf_cdktf_provider_google.service_account import ServiceAccount
-from cdktf_cdktf_provider_google.service_account_iam_member import ServiceAccountIamMember
+from cdktn_provider_google.service_account import ServiceAccount
+from cdktn_provider_google.service_account_iam_member import ServiceAccountIamMember
 from constructs import Construct
 
 from infra.modules.conditions import Condition
@@ -20,13 +20,16 @@ class ServiceAccountWithRoles(Construct):
     def __init__(self, scope: Construct, id_: str, *, project: str, account_id: str,
                  description: str, project_roles: Sequence[str] = (),
                  conditions: Mapping[str, Condition] | None = None,
-                 depends_on: Sequence[ITerraformDependable] = ()) -> None:
+                 depends_on: Sequence[ITerraformDependable] = (),
+                 deletion_policy: str | None = None) -> None:
         """`conditions`: role -> the condition its project-level grant carries; `depends_on`:
-        what the grants wait for (a custom role they name by its id)."""
+        what the grants wait for (a custom role they name by its id); `deletion_policy`:
+        the account's (PREVENT: a plan that would delete or replace it fails)."""
         super().__init__(scope, id_)
         conditions = conditions or {}
         self.account = ServiceAccount(self, "account", project=project, account_id=account_id,
-                                      display_name=account_id, description=description)
+                                      display_name=account_id, description=description,
+                                      deletion_policy=deletion_policy)
         self.member = f"serviceAccount:{self.account.email}"
         self.project_roles = [
             ProjectIamMember(self, role.split("/")[-1], project=project, role=role,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cdktf_cdktf_provider_google.project_service import ProjectService
+from cdktn_provider_google.project_service import ProjectService
 from constructs import Construct
 
 SERVICES = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cdktf_cdktf_provider_google.vertex_ai_tensorboard import VertexAiTensorboard
+from cdktn_provider_google.vertex_ai_tensorboard import VertexAiTensorboard
 from constructs import Construct
 
 

@@ -1,4 +1,4 @@
-"""Builds and pushes an image build's images in Cloud Build during `cdktf deploy`: the
+"""Builds and pushes an image build's images in Cloud Build during `cdktn deploy`: the
 trainer and serving images (cloudbuild.yaml), and the pipeline's launcher image
 (launcher.cloudbuild.yaml).
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cdktf import LocalExecProvisioner, TerraformResource
+from cdktn import LocalExecProvisioner, TerraformResource
 from constructs import Construct
 
 from infra.image_context import CLOUDBUILD_CONFIG
