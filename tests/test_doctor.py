@@ -154,12 +154,14 @@ def test_end_dates_warn_90_days_ahead_with_the_date_and_the_fix():
     assert [(c.ok, c.warning) for c in due] == [(False, True)] * 2
     assert due[0].detail.startswith("tf2-cpu.2-15, tf2-gpu.2-15 (TensorFlow 2.15 prebuilt "
                                     "prediction containers): end of availability 2027-01-14, "
-                                    "in 90 days (https://cloud.google.com/vertex-ai/docs/")
+                                    "in 90 days (https://docs.cloud.google.com/gemini-enterprise-"
+                                    "agent-platform/")
     assert "the project's own serving image" in due[0].fix
     text, ok = doctor.report(due)
     assert ok  # a warning, not a failure: nothing a launch needs
     assert text.splitlines()[0].startswith("WARN end dates ")
-    assert "2027-01-14" in text.splitlines()[0] and "fix: serve on a container" in text
+    assert "2027-01-14" in text.splitlines()[0]
+    assert "fix: serve on the project's own serving image" in text
 
     ended = doctor.check_end_dates(datetime.date(2027, 1, 17))
     assert "end of availability 2027-01-14, 3 days ago" in ended[0].detail

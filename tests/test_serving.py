@@ -276,8 +276,9 @@ def test_upload_refuses_a_prebuilt_container_on_and_after_its_end_of_availabilit
         (line,) = str(refused.value).splitlines()
         assert line.startswith("tf2-gpu.2-15 (TensorFlow 2.15 prebuilt prediction containers) "
                                "is no longer offered: its end of availability was 2027-01-14 "
-                               "(https://cloud.google.com/vertex-ai/docs/predictions/")
-        assert "serve on a container Google still offers" in line
+                               "(https://docs.cloud.google.com/gemini-enterprise-agent-"
+                               "platform/machine-learning/predictions/")
+        assert "serve on the project's own serving image, the default" in line
     assert not services.models.received
     ours = "us-central1-docker.pkg.dev/p/pets-images/serving@sha256:" + "0" * 64
     assert lifecycle.check_offered(ours, datetime.date(2030, 6, 1)) == ours  # no end known
@@ -703,7 +704,7 @@ def test_deploy_dry_run_shows_autoscaling_and_the_price_range_with_its_source():
     assert "cost: 0.22 USD/h, 159.57 USD/month (1 x n1-standard-4 at 0.2186/h); at most " \
            "0.66 USD/h, 478.72 USD/month autoscaling to 3 replicas" in err
     assert "unconfirmed: n1 vCPUs, n1 memory from https://cloud.google.com/vertex-ai/pricing " \
-           "(prediction, Iowa" in err and "read 2026-11-28" in err
+           "(prediction, Iowa" in err and "read 2022-08-20" in err
     resources = aiplatform_v1.DeployModelRequest.from_json(
         result.stdout).deployed_model.dedicated_resources
     (spec,) = resources.autoscaling_metric_specs
