@@ -148,6 +148,7 @@ class Upstream(ThreadingHTTPServer):
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # as the stand-in: no delayed-ACK wait to measure
 
             def do_GET(self) -> None:
                 upstream.received.append(("GET", self.path, b""))
