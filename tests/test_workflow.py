@@ -59,3 +59,20 @@ def test_the_plan_reads_state_without_taking_the_lock():
     plan = next(s for s in workflow["jobs"]["plan"]["steps"] if s.get("name") == "Plan")
     assert "cdktn diff" in plan["run"]
     assert plan["env"]["TF_CLI_ARGS_plan"] == "-lock=false"
+
+
+def test_the_cli_runs_on_the_node_its_package_requires():
+    """cdktn-cli 0.24.0 crashes at start on Node 20: every job that runs `npx cdktn` sets up
+    the Node line of package.json's `engines` floor (22.19; setup-node's "22" is the
+    newest 22.x)."""
+    import json
+
+    floor = json.loads((REPO / "package.json").read_text())["engines"]["node"]
+    assert floor == ">=22.19"
+    workflow = yaml.safe_load(WORKFLOW.read_text())
+    for name, job in workflow["jobs"].items():
+        runs = " ".join(s.get("run", "") for s in job["steps"])
+        nodes = [s["with"]["node-version"] for s in job["steps"]
+                 if s.get("uses", "").startswith("actions/setup-node@")]
+        assert "npx cdktn" in runs and "npx cdktf" not in runs, name
+        assert nodes == ["22"], name
