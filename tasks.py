@@ -481,8 +481,9 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
                            "container": "custom (default: our TF Serving image, at the "
                                         "trainer's TensorFlow) or prebuilt (Vertex AI's "
                                         "TensorFlow 2.15 container)",
-                           "gpu": "serve on the prebuilt GPU container (with --container "
-                                  "prebuilt; deploy with --accelerator)",
+                           "gpu": "serve on a GPU: our TF Serving GPU image (the prebuilt "
+                                  "GPU container with --container prebuilt); deploy with "
+                                  "--accelerator",
                            "dry_run": "print the UploadModelRequest JSON, send nothing (no "
                                       "credentials needed)"},
       flags={**CHALLENGE, **cloud("env", "project", "region", "bucket")})
