@@ -36,7 +36,7 @@ def settings_page() -> str:
         "Settings", "launch/context/settings.py `SETTINGS`",
         f"""Where cloud tasks run and as whom. Each setting comes from the first of: its flag
         (four have one), its `{ENV_PREFIX}` environment variable, invoke.yaml's
-        `{CONFIG_SECTION}:` section, and the stack output that `npx cdktf deploy
+        `{CONFIG_SECTION}:` section, and the stack output that `npx cdktn deploy
         --outputs-file infra/outputs.json` writes, of the environment `--env` (or
         invoke.yaml's `environment`, else `dev`) names. A task asks only for the settings it
         uses, and a missing one is named with these ways to give it.""",
@@ -318,7 +318,7 @@ def iam_page(stacks: Stacks) -> str:
         sections.append("\n\n".join(lines))
     return page(
         "IAM grants", "the synthesised stacks (infra/main.py)",
-        """Every IAM grant each stack makes, read from what `cdktf synth` writes: who
+        """Every IAM grant each stack makes, read from what `cdktn synth` writes: who
         (a service account's id, the researchers' group, GitHub's principal set), on what
         (the project, a bucket, the image repository, the job-events topic, another service
         account), with the condition's title where a grant has one, and the permissions of

@@ -191,7 +191,7 @@ def test_invoke_doctor_without_credentials_says_how_to_log_in(tmp_path):
     assert "WARN stack outputs" in result.stdout and "has no outputs of pets-nostack (not " \
         "deployed, or not fetched here): settings come only from flags, PETS_* variables " \
         "and invoke.yaml" in result.stdout
-    assert "fix: npx cdktf output pets-nostack --outputs-file infra/outputs.json" in \
+    assert "fix: npx cdktn output pets-nostack --outputs-file infra/outputs.json" in \
         result.stdout
     assert "Traceback" not in result.stderr
 

@@ -19,7 +19,7 @@ def test_piped_output_keeps_each_line_whole(capsys):
 
 def test_a_notes_reason_in_the_projects_words_is_whole():
     ours = ("no bucket for environment 'dev': give bucket by --bucket, PETS_BUCKET, invoke.yaml's "
-            "vertex.bucket or infra/outputs.json's bucket. A platform engineer's `npx cdktf "
+            "vertex.bucket or infra/outputs.json's bucket. A platform engineer's `npx cdktn "
             "deploy pets-dev --outputs-file infra/outputs.json` writes them all")
     assert len(ours) > 200 and reason(InputError(ours)) == ours
     assert reason(ValueError("y" * 300 + "\nsecond line")) == "y" * 200 + "..."

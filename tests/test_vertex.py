@@ -231,7 +231,7 @@ def test_settings_come_from_outputs_then_config_then_environment_then_flags(tmp_
                    ).bucket == "b-env"
     assert resolve("dev", {"bucket": "b-flag"}, {"PETS_BUCKET": "b-env"}, {}, outputs
                    ).bucket == "b-flag"
-    with pytest.raises(settings.SettingsMissingError, match="npx cdktf deploy pets-prod"):
+    with pytest.raises(settings.SettingsMissingError, match="npx cdktn deploy pets-prod"):
         resolve("prod", {}, {}, {}, outputs)
 
 
@@ -498,7 +498,7 @@ def test_a_job_asks_only_for_the_settings_it_uses_and_names_how_to_give_them(tmp
     assert str(missing.value).startswith(
         "no service_account for environment 'dev': give service_account by "
         f"PETS_SERVICE_ACCOUNT, invoke.yaml's vertex.service_account or {none}'s "
-        "trainer_service_account. A platform engineer's `npx cdktf deploy pets-dev")
+        "trainer_service_account. A platform engineer's `npx cdktn deploy pets-dev")
     assert "tpu_image" not in str(missing.value)
     account = {"PETS_SERVICE_ACCOUNT": "sa@p.iam.gserviceaccount.com"}
     where = job_images(Cloud(overrides=flags, environ=account, outputs_path=none), tpu=True)

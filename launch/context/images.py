@@ -2,7 +2,7 @@
 Docker needed) or with a local Docker engine (`--local-docker`), tagged with the build
 context's content hash, and skipped when Artifact Registry has that tag.
 
-The same hash tags the images `cdktf deploy` builds, so a deploy and a researcher never build
+The same hash tags the images `cdktn deploy` builds, so a deploy and a researcher never build
 the same sources twice.
 """
 
@@ -219,7 +219,7 @@ def context_tarball(root: Path = REPO_ROOT) -> bytes:
 def build_request(*, config_text: str, images: Images, source_bucket: str,
                   source_object: str, service_account: str, logs_bucket: str
                   ) -> cloudbuild_v1.Build:
-    """cloudbuild.yaml with the image names substituted: the same build `cdktf deploy` runs."""
+    """cloudbuild.yaml with the image names substituted: the same build `cdktn deploy` runs."""
     from google.cloud.devtools import cloudbuild_v1
     from google.protobuf import duration_pb2
 

@@ -1,5 +1,5 @@
 """Resolves where jobs run, in one place: flags > environment variables > invoke.yaml >
-the infra outputs file that `cdktf deploy --outputs-file infra/outputs.json` writes."""
+the infra outputs file that `cdktn deploy --outputs-file infra/outputs.json` writes."""
 
 from __future__ import annotations
 
@@ -140,8 +140,8 @@ def resolve_fields(environment: str, overrides: Mapping[str, str | None],
         raise SettingsMissingError(
             f"no {', '.join(missing)} for environment {environment!r}: give "
             + "; ".join(f"{field} by {ways(field, outputs_path)}" for field in missing)
-            + f". A platform engineer's `npx cdktf deploy {stack} --outputs-file "
-            f"infra/outputs.json` writes them all (`npx cdktf output {stack} --outputs-file "
+            + f". A platform engineer's `npx cdktn deploy {stack} --outputs-file "
+            f"infra/outputs.json` writes them all (`npx cdktn output {stack} --outputs-file "
             "infra/outputs.json` fetches them); docs/reference/settings.md lists every setting")
     return values
 

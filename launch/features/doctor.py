@@ -76,8 +76,8 @@ def check_outputs(cloud: Cloud) -> Check:
     return Check("stack outputs", False, f"{cloud.outputs_path} has no outputs of {stack} (not "
                  "deployed, or not fetched here): settings come only from flags, PETS_* "
                  "variables and invoke.yaml (docs/reference/settings.md lists them)",
-                 f"npx cdktf output {stack} --outputs-file infra/outputs.json (once a platform "
-                 f"engineer has run `npx cdktf deploy {stack}`)", warning=True)
+                 f"npx cdktn output {stack} --outputs-file infra/outputs.json (once a platform "
+                 f"engineer has run `npx cdktn deploy {stack}`)", warning=True)
 
 
 def check_end_dates(today: datetime.date, days: int = lifecycle.WARN_DAYS) -> list[Check]:
@@ -119,7 +119,7 @@ def check_bucket(storage_client, bucket: str) -> Check:
         storage_client.get_bucket(bucket)
     except exceptions.NotFound:
         return Check("bucket", False, f"gs://{bucket} does not exist",
-                     "npx cdktf deploy (platform engineers), or fix --bucket")
+                     "npx cdktn deploy (platform engineers), or fix --bucket")
     except exceptions.Forbidden as error:
         return Check("bucket", False, f"gs://{bucket}: {error.message}",
                      "ask to be added to the researchers' group (object admin on the bucket)")

@@ -1,6 +1,6 @@
 """Every Google service the cloud tasks call, faked on 127.0.0.1 at once, and a
 `launch.context.cloud.Cloud` whose real clients reach them; settings come from an outputs file as
-`cdktf deploy --outputs-file` writes it (the stack's `StackOutputs`)."""
+`cdktn deploy --outputs-file` writes it (the stack's `StackOutputs`)."""
 
 from __future__ import annotations
 

@@ -242,7 +242,7 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     if not image:
         raise MissingError("--launcher-image: the image the pipeline's steps run in; the "
                            "stack builds it (launcher_image_uri): a platform engineer's `npx "
-                           "cdktf deploy` with --outputs-file infra/outputs.json writes it")
+                           "cdktn deploy` with --outputs-file infra/outputs.json writes it")
     check_repository(image, cloud.image_repositories(), "--launcher-image")
     where = cloud.fields(NEEDED)
     prefix = f"gs://{where['bucket']}/{PIPELINES_PREFIX}"
@@ -303,7 +303,7 @@ def settings_of(cloud: Cloud, job: jobfile.JobFile) -> str:
         image = values.get("tpu_image" if job.tpu else "image")
         if not image:
             raise MissingError(f"no {'tpu_image' if job.tpu else 'image'} for the pipeline's "
-                               "jobs: a platform engineer's `npx cdktf deploy` builds it")
+                               "jobs: a platform engineer's `npx cdktn deploy` builds it")
         values["image"] = image
     return json.dumps(values, sort_keys=True)
 

@@ -70,7 +70,7 @@ def list_blobs(client, bucket_name: str, prefix: str, delimiter: str | None = No
         return list(client.list_blobs(bucket_name, prefix=f"{prefix}/", delimiter=delimiter))
     except exceptions.NotFound:
         raise MissingError(f"bucket gs://{bucket_name} does not exist; check --bucket "
-                                "or the infra outputs (`npx cdktf deploy`)") from None
+                                "or the infra outputs (`npx cdktn deploy`)") from None
 
 
 def read_bytes(client, bucket_name: str, name: str, last_byte: int) -> bytes | None:

@@ -98,7 +98,7 @@ def notifier(cloud: Cloud, region: str, required: bool = False) -> Notifier:
     if required and not topic:
         raise InputError(
             f"--notify: environment {cloud.environment!r} has no notifications_topic: a "
-            "platform engineer deploys the stack again (`npx cdktf deploy` with "
+            "platform engineer deploys the stack again (`npx cdktn deploy` with "
             "--outputs-file infra/outputs.json), or set PETS_NOTIFICATIONS_TOPIC to "
             "projects/PROJECT/topics/NAME")
     return Notifier(cloud.clients.pubsub, topic, region)
