@@ -3,7 +3,8 @@ TFLite exports, with each export's COCO AP50 and same-top agreement with the Sav
 held-out sample. Needs a trained model directory (`invoke demo` writes work/demo/model).
 
 Latency is one image a call, after warm-up, as an endpoint replica or a phone answers one
-request: the median of the calls, so a stray slow call does not move it.
+request: the median of the calls, so a stray slow call does not move it. The TFLite files run
+on LiteRT's interpreter, as `predict` runs them (`trainer.tflite.TfliteDetector`).
 """
 
 from __future__ import annotations
