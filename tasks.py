@@ -756,7 +756,7 @@ PIPELINE_RUN = {
     "max_drop": Flag("the gate: stop a run whose test figure is this much below the serving "
                      "version's", 0.01, kind=float),
     "launcher_image": Flag("vertex: the image the steps run in (default: the stack's "
-                           "launcher image, built by `cdktf deploy`)"),
+                           "launcher image, built by `cdktn deploy`)"),
     "dry_run": Flag("vertex: print the request; send nothing", False),
     **cloud("env", "project", "region", "bucket"),
 }
