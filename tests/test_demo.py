@@ -31,7 +31,7 @@ def test_invoke_demo_leaves_metrics_a_savedmodel_and_an_annotated_image(tmp_path
     assert_demo_records(tmp_path / "records")
     detections = json.loads((tmp_path / "predictions" / "detections.json").read_text())
     assert len(detections["images"]) == 3
-    # issue 52 item 15: the export carries the evaluated threshold, and predict detects at it
+    # the export carries the evaluated threshold, and predict detects at it
     chosen = metrics["operating_point"]["threshold"]
     exported = json.loads((tmp_path / "exported" / "export.json").read_text())
     assert exported["score_threshold"]["value"] == chosen
@@ -43,7 +43,7 @@ def test_invoke_demo_leaves_metrics_a_savedmodel_and_an_annotated_image(tmp_path
     foreign = [line for line in (result.stdout + result.stderr).splitlines()
                if FOREIGN.match(line)]
     assert foreign == []
-    # issue 53 items 2 and 3: the step lines show the loss; pycocotools says nothing; a
+    # the step lines show the loss; pycocotools says nothing; a
     # piped line is whole (rich cut it at 80 columns)
     steps = [line for line in result.stdout.splitlines() if "steps/sec:" in line]
     assert steps and all("output: total_loss: " in line and " | learning_rate: " in line
@@ -156,7 +156,7 @@ def test_each_demo_has_its_own_directory():
 def test_the_demo_evaluates_before_it_exports(tmp_path):
     """The export reads the threshold of its checkpoint's evaluation (trainer/operating.py):
     exported before the evaluation, it carried none, and the demo's predict detected at 0.3
-    instead of the evaluated threshold (issue 52 item 15)."""
+    instead of the evaluated threshold."""
     from launch.features.workflow import DEMO_STEPS, demo_model_jobs
 
     model, exported = tmp_path / "model", tmp_path / "exported"

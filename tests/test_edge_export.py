@@ -1,7 +1,7 @@
 """TFLite exports of the trained demo model, run in LiteRT's interpreter as a phone would,
 against the SavedModel on held-out images, and against TensorFlow 2.20's deprecated
-interpreter, which ran them until issue 54 (this file alone still runs it, as that reference).
-Minutes: marked slow."""
+interpreter, which ran them until LiteRT replaced it (this file alone still runs it, as
+that reference). Minutes: marked slow."""
 
 from __future__ import annotations
 

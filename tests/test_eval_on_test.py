@@ -138,7 +138,7 @@ def test_a_named_datasets_test_shards_are_what_a_test_evaluation_reads():
 
 
 def test_a_test_split_that_is_the_training_data_is_refused_in_one_line(records_dir, tmp_path):
-    """Test shards that are byte copies of the training shards (issue 52 item 6): refused
+    """Test shards that are byte copies of the training shards: refused
     by content, exit 2, before any checkpoint is evaluated or anything recorded."""
     data = tmp_path / "data"
     shutil.copytree(records_dir, data)

@@ -1,4 +1,4 @@
-"""The environments shipped are the example's (issue 53, item 5): `infra/main.py`, which
+"""The environments shipped are the example's: `infra/main.py`, which
 `cdktf synth`, `diff` and `deploy` run (cdktf.json's app), refuses them in one line naming
 the file and each environment's fields still to change, in a shell and in the GitOps
 workflow a copy of this repository runs; PETS_INFRA_EXAMPLE=1 (.ci/run's synthesis) means the

@@ -629,7 +629,7 @@ def lineage_with(**fields) -> str:
     ("lineage.json", '{"a": 1}', "not a state file this pipeline wrote (a JSON dict, not a "
                                  "list)"),
     ("lineage.json", '[{"model": "1"}]', "its entry 1 is not a version: give it model, "),
-    # issue 52 item 11: files that parse, with wrong inner types, each refused in one line
+    # files that parse, with wrong inner types, each refused in one line
     ("lineage.json", lineage_with(figure="high"), "its entry 1 is not a version: figure is "
                                                   "'high'"),
     ("lineage.json", lineage_with(figure="NaN"), "figure is 'nan'"),

@@ -1,4 +1,4 @@
-"""The serving story after 2027-01-14 (issue 54 item 4): Google's newest prebuilt TensorFlow
+"""The serving story after 2027-01-14: Google's newest prebuilt TensorFlow
 prediction container is 2.15 and ends that day, so nothing the project says may suggest a newer
 prebuilt one; the project's own serving image is the default and the only advice."""
 

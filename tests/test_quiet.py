@@ -29,7 +29,7 @@ NOISE_LINES = [  # as TensorFlow 2.20 printed them in this project's runs (2026-
     "future version.",
     "Instructions for updating:",
     "Use fn_output_signature instead",
-    # issue 53 item 3: a TFLite export's MLIR logging (2026-12-02)
+    # a TFLite export's MLIR logging (2026-12-02)
     "W0000 00:00:1796174772.034424   19144 tf_tfl_flatbuffer_helpers.cc:364] Ignored "
     "output_format.",
     "W0000 00:00:1796174772.039866   19144 tf_tfl_flatbuffer_helpers.cc:367] Ignored "

@@ -1,4 +1,4 @@
-"""The serving image's copy of the model (serving/fetch.py, issue 52 items 8 and 9a): a local
+"""The serving image's copy of the model (serving/fetch.py): a local
 directory is copied without following a link, regular files only, up to a size bound; Cloud
 Storage's transient answers (408, 429, 5xx, a reset or cut-off connection) are tried again
 with a bounded exponential backoff, and every other answer fails at once."""

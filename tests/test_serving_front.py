@@ -1,6 +1,6 @@
 """The serving image's request front (serving/front.py) and its header reader
 (serving/pixels.py): a request whose images add up past the export's pixel budget is refused
-before TF Serving sees it, on the image itself (issue 52 item 7), and everything else reaches
+before TF Serving sees it, on the image itself, and everything else reaches
 TF Serving and comes back unchanged. Servers listen on 127.0.0.1 and are stopped by the test."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One request's answer depends on its own images alone (issue 52 items 1 and 7): with
+"""One request's answer depends on its own images alone: with
 server-side batching merging concurrent requests into one call of `serving_bytes`, an image
 that cannot be decoded fails only itself, with a reason a client can read, and a request
 over the pixel budget is refused alone; every other request gets the detections it gets

@@ -1,5 +1,5 @@
 """Which runtime runs a `.tflite`: LiteRT's interpreter (`ai-edge-litert`), not the one
-TensorFlow 2.20 deprecates and will drop from its Python packages (issue 54). TensorFlow's
+TensorFlow 2.20 deprecates and will drop from its Python packages. TensorFlow's
 converter still writes the files."""
 
 from __future__ import annotations

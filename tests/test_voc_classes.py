@@ -1,4 +1,4 @@
-"""A PASCAL VOC folder of your own classes (issue 53, item 4): the classes are the data's
+"""A PASCAL VOC folder of your own classes: the classes are the data's
 `<name>`s, sorted, unless they are all PASCAL VOC's own (then VOC's ids, as ever); the label
 map is written with the records and the report says where the classes came from; a
 --label-map lacking a class the data names is one line naming the flag, exit 2."""
