@@ -40,6 +40,10 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--hide-scrollbars", "--remote-debugging-pipe")
 TIMEOUT = 30.0  # seconds for one step (a start, a page load, a screenshot)
 HEIGHT = 900  # the viewport's height when a test gives none: a laptop's
+# .ci/run installs chromium beside the tests, not before them (a minute and a half on a new
+# machine): this variable names a file that exists until that install has ended
+INSTALLING = "PETS_BROWSER_INSTALLING"
+INSTALL_WAIT = 600.0  # seconds a test waits for that install
 
 
 class BrowserError(RuntimeError):
@@ -69,8 +73,14 @@ def executable() -> str | None:
 
 def required() -> str:
     """The browser's path; a test without it is skipped with the install command, except in CI
-    (CI=true), where a missing browser is a failure: CI installs it (.ci/run)."""
+    (CI=true), where a missing browser is a failure: CI installs it (.ci/run), while the tests
+    run, so a test waits for the install (INSTALLING names a file that exists until it ends)."""
     found = executable()
+    pending = os.environ.get(INSTALLING)
+    deadline = time.monotonic() + INSTALL_WAIT
+    while not found and pending and os.path.exists(pending) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        found = executable()
     if found:
         return found
     message = f"no chromium on the PATH: install it with `{INSTALL}` (or set CHROMIUM)"

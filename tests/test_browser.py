@@ -53,6 +53,7 @@ def test_a_script_error_is_named(browser, tmp_path):
 
 def test_without_chromium_a_developer_is_told_the_install_and_ci_fails(monkeypatch):
     monkeypatch.delenv("CHROMIUM", raising=False)
+    monkeypatch.delenv(browser_lib.INSTALLING, raising=False)
     monkeypatch.setenv("PATH", "")
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception, match="apt-get install -y chromium"):
@@ -60,3 +61,30 @@ def test_without_chromium_a_developer_is_told_the_install_and_ci_fails(monkeypat
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="apt-get install -y chromium"):
         browser_lib.required()
+
+
+def test_a_test_waits_for_the_install_ci_runs_beside_it(monkeypatch, tmp_path):
+    """CI installs chromium while the tests run: a test that finds none waits until the
+    install's marker file is gone, then takes the browser it installed."""
+    import threading
+
+    marker, bin_dir = tmp_path / "installing", tmp_path / "bin"
+    marker.touch()
+    bin_dir.mkdir()
+    monkeypatch.delenv("CHROMIUM", raising=False)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setenv(browser_lib.INSTALLING, str(marker))
+
+    def install() -> None:
+        installed = bin_dir / "chromium"
+        installed.write_text("#!/bin/sh\n")
+        installed.chmod(0o755)
+        marker.unlink()
+
+    timer = threading.Timer(0.5, install)
+    timer.start()
+    try:
+        assert browser_lib.required() == str(bin_dir / "chromium")
+    finally:
+        timer.join()
+    assert not marker.exists()
