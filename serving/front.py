@@ -36,6 +36,9 @@ class Front(ThreadingHTTPServer):
     whose images add up to more than `budget` pixels."""
 
     daemon_threads = True
+    # connections the kernel queues before the server accepts them (socketserver's default is
+    # 5: a burst of clients past it is reset or waits out a SYN retry)
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], upstream: int, budget: int) -> None:
         self.upstream, self.budget = upstream, budget

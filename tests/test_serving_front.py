@@ -141,6 +141,7 @@ class Upstream(ThreadingHTTPServer):
     and a header of its own."""
 
     daemon_threads = True
+    request_queue_size = 1024  # as TF Serving's: a burst of the front's connections queues
 
     def __init__(self) -> None:
         self.received: list[tuple[str, str, bytes]] = []
