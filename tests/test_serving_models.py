@@ -122,7 +122,7 @@ def test_upload_deploy_and_predict_online_and_in_batch_like_the_local_model(
         # our image, started by its entrypoint from the variables of the ContainerSpec
         ((_, predict_url),) = services.containers.running.values()
         assert services.containers.commands[0][:4] == [
-            "tensorflow_model_server", "--port=8500", "--rest_api_port=8080",
+            "tensorflow_model_server", "--port=8500", "--rest_api_port=8501",
             "--model_name=detector"]
         same_signatures(predict_url, images[0])
 
