@@ -14,10 +14,10 @@ it came, and TF Serving's answer is relayed as it left: status, headers, body.
 from __future__ import annotations
 
 import http.client
-import json
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from serving import pixels
+from serving.replies import send_json
 
 # Vertex AI takes an online prediction request of up to 1.5 MB ("the service itself will
 # accept instances up to the payload limit size (currently, 1.5MB)",
@@ -115,14 +115,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _refuse(self, status: int, error: str) -> None:
         """An error as TF Serving's REST API words one: `{"error": ...}`."""
-        data = json.dumps({"error": error}).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, {"error": error})
 
     def log_message(self, *args) -> None:
         """Quiet: Vertex AI's health checks would fill the container's log."""

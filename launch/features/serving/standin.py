@@ -38,6 +38,7 @@ from pathlib import Path
 
 from serving import pixels as headers
 from serving.batching import Batching
+from serving.replies import send_json
 
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"  # trainer/warmup.py's FILE
 MAX_BODY = 64 << 20
@@ -258,14 +259,7 @@ class ModelServer:
                 return None
 
             def _answer(self, status: int, body: dict) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                if self.close_connection:
-                    self.send_header("Connection", "close")
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, body)
 
             def log_message(self, *args) -> None:
                 pass
