@@ -193,7 +193,7 @@ def champion_record(ap50: float = 0.95, **fields) -> str:
 ])
 def test_a_damaged_champion_record_refuses_instead_of_opening_the_gate(services, damaged,
                                                                        problem):
-    """Issue 52 item 4: a serving version (0.95) whose test record is truncated, holds NaN,
+    """A serving version (0.95) whose test record is truncated, holds NaN,
     lacks `data` or metrics, or is over the 16 MiB read bound is not "not evaluated": a run
     at 0.30 is refused in one line naming the record, unless --force REASON."""
     from tests.test_serving import put
@@ -217,7 +217,7 @@ def test_a_damaged_champion_record_refuses_instead_of_opening_the_gate(services,
 
 
 def test_a_champion_record_rewritten_since_its_judgement_refuses(services):
-    """Issue 52 item 5: the version records the sha256 of the test record it was judged on;
+    """The version records the sha256 of the test record it was judged on;
     a champion's record rewritten down afterwards (0.95 to 0.10, to let a 0.30 run through)
     is found changed and refused, in one line."""
     from tests.test_serving import put

@@ -290,7 +290,7 @@ def test_plot_axes_show_numbers_while_names_stay_literal(tmp_path):
 
 
 def test_square_boxes_show_a_bar_and_boxes_show_on_objects_of_their_colour(tmp_path):
-    """Issue 53: every box square made the aspect-ratio plot a hair-wide bar nobody could
+    """Every box square made the aspect-ratio plot a hair-wide bar nobody could
     see; the samples' red boxes vanished on red objects."""
     import numpy as np
 

@@ -57,7 +57,7 @@ def test_invoke_demo_leaves_metrics_a_savedmodel_and_an_annotated_image(tmp_path
 
 
 def the_next_commands_work_on_the_demos_model_directory(workdir: Path) -> None:
-    """Issue 53 item 1: the quick start's next commands, naming the demo's model directory
+    """The quick start's next commands, naming the demo's model directory
     alone: its job file (the demo stores one, as `invoke train` does) names its data."""
     model = workdir / "model"
     tested = invoke("eval", f"--model-dir={model}", "--split", "test")

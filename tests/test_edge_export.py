@@ -126,7 +126,7 @@ def test_tflite_answers_like_the_saved_model(trained, held_out, lite_exports, qu
 
 @pytest.mark.parametrize("quantize", [None, "int8"])
 def test_litert_answers_as_tensorflows_interpreter_did(held_out, lite_exports, quantize):
-    """Issue 54: the same file on LiteRT and on TensorFlow 2.20's deprecated interpreter, fed
+    """The same file on LiteRT and on TensorFlow 2.20's deprecated interpreter, fed
     the same letterboxed held-out images, gives the same four outputs (SAME_OUTPUT)."""
     import warnings
 

@@ -243,7 +243,7 @@ print(jobfile.TASKS, type(request).__name__, request.batches)
 
 
 def test_a_fourth_kind_in_kinds_before_the_job_file_is_imported(tmp_path):
-    """Issue 53, item 10: the job file reads KINDS when it is imported, so a kind is one
+    """The job file reads KINDS when it is imported, so a kind is one
     entry there only if nothing unpacks KINDS by position (`TRAIN, TUNE, EVAL = TASKS`
     failed with four). In a fresh interpreter the toy kind is in KINDS first; the job file
     then imports, lists it among the tasks, and its fields for every task (--steps) reach

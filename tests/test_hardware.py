@@ -313,7 +313,7 @@ ARM = "hosts are Arm, which run only container images built for Arm, and the pro
     (lambda: Resources("n4a-standard-16"), "N4A (Google Axion CPUs) hosts are Arm"),
 ])
 def test_arm_hosts_are_refused_naming_why(make, message):
-    """Issue 54 item 3: an A4X host runs only Arm images, the project builds x86-64 ones."""
+    """An A4X host runs only Arm images, the project builds x86-64 ones."""
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         job(make())
     with pytest.raises(InputError, match="--fallback a4x-highgpu-4g: a4x-highgpu-4g: A4X"):

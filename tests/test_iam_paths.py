@@ -1,4 +1,4 @@
-"""Issue 52 item 3: the paths from a grant to a Google-managed account (a Vertex AI job, a
+"""The paths from a grant to a Google-managed account (a Vertex AI job, a
 pipeline run or a build that names no service account), derived from the synthesised
 stacks by infra.synthesized.google_managed_reach. The security model's rows are checked
 against the same derivation in tests/test_infra.py (CANNOT)."""

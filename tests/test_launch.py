@@ -104,7 +104,7 @@ def test_progress_printer_turns_step_and_tqdm_lines_into_bars(capsys):
 
 
 def test_in_a_terminal_the_step_lines_loss_shows_above_the_bar():
-    """Issue 53 item 2: a terminal's training bar hid every step line, its loss with it."""
+    """A terminal's training bar hid every step line, its loss with it."""
     import io
 
     from rich.console import Console

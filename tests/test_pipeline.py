@@ -225,8 +225,8 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     """Issue 42, locally for real (KFP's subprocess runner, the local target): a first run
     trains (ten steps from the shared model's checkpoint), passes the gate and deploys; a
     second with no new data stops after its first step; a run on a new version whose model
-    trained one step from scratch is stopped by the gate, both figures recorded. Issue 53:
-    each run prints one line a step as it runs, then its summary, which names the log
+    trained one step from scratch is stopped by the gate, both figures recorded.
+    Each run prints one line a step as it runs, then its summary, which names the log
     file that holds KFP's output (never on the screen, nor a colour code in a pipe)."""
     import json
     import shutil
@@ -313,6 +313,24 @@ def measure_run(state, run_id: str, ap: float, data: str) -> None:
     folder.mkdir(parents=True)
     (folder / files.metrics_file(7)).write_text(json.dumps({
         "step": 7, "metrics": {"AP": ap / 2, "AP50": ap}, "data": data}))
+
+
+def serving_champion(tmp_path):
+    """Pipeline `p`'s state with version 1 serving all traffic, judged at 0.95 on its test
+    record, and new data (V1): the state, a job file and the run id it gets."""
+    import dataclasses
+    import json
+
+    from launch.features.pipeline import steps
+
+    data, state = tmp_path / "data", tmp_path / "state" / "p"
+    (data / V1).mkdir(parents=True)
+    measure_run(state, "ct-p-champion", 0.95, "d/test.record-*")
+    champ = steps._figure(str(state), "ct-p-champion", "pets_retinanet_mobilenet")
+    held = steps.Version("1", "ct-p-champion", 7, V1, 0.95, champ.data, champ.sha256)
+    (state / steps.LINEAGE).write_text(json.dumps([dataclasses.asdict(held)]))
+    (state / steps.ENDPOINT).write_text('{"1": 100}')
+    return state, LOCAL_JOB.format(data=data), run_id_for(state, V1)
 
 
 def test_only_version_directories_are_read_and_a_refused_version_is_not_trained_again(
@@ -691,7 +709,7 @@ def test_a_pipeline_name_that_is_no_name_is_refused_before_anything_runs(
 
 
 def test_two_pipelines_on_one_dataset_share_no_run_state_or_refusal(tmp_path):
-    """Issue 52 item 2: a RetinaNet and a Faster R-CNN job file following one dataset are
+    """A RetinaNet and a Faster R-CNN job file following one dataset are
     two pipelines (by default, named after their experiments): their runs (and so their
     job.yaml), states and refusals are their own, and each run id is a label value."""
     from launch.context.places import check_run_id
@@ -736,25 +754,15 @@ def test_a_state_from_before_pipelines_were_named_is_refused_saying_where_to_mov
 
 def test_the_local_gate_refuses_test_records_rewritten_after_they_were_written_or_judged(
         tmp_path):
-    """Issue 52 items 4 and 5 on the local target: a version's lineage keeps the sha256 of
+    """On the local target: a version's lineage keeps the sha256 of
     the test record it was judged on, the evaluate step the records its jobs wrote. A run
     at 0.30 whose record is rewritten to 0.99, a serving version (0.95) whose record is
     rewritten down to 0.10 or truncated: each stops the run at the gate, in one line."""
-    import dataclasses
-    import json
 
     from launch.features.pipeline import steps
     from trainer import files
 
-    data, state = tmp_path / "data", tmp_path / "state" / "p"
-    (data / V1).mkdir(parents=True)
-    job = LOCAL_JOB.format(data=data)
-    measure_run(state, "ct-p-champion", 0.95, "d/test.record-*")
-    champ = steps._figure(str(state), "ct-p-champion", "pets_retinanet_mobilenet")
-    held = steps.Version("1", "ct-p-champion", 7, V1, 0.95, champ.data, champ.sha256)
-    (state / steps.LINEAGE).write_text(json.dumps([dataclasses.asdict(held)]))
-    (state / steps.ENDPOINT).write_text('{"1": 100}')
-    run_id = run_id_for(state, V1)
+    state, job, run_id = serving_champion(tmp_path)
     measure_run(state, run_id, 0.30, "d/test.record-*")
     steps.evaluated(run_id, [steps._figure(str(state), run_id, "pets_retinanet_mobilenet")],
                     lambda **made: steps.decide(str(state), **made))
@@ -810,26 +818,16 @@ def flags_named_are_taken(advice: str) -> None:
 
 
 def test_the_gates_refusal_in_a_pipeline_advises_only_flags_the_tasks_take(tmp_path):
-    """Issue 53 item 6: the gate's own advice (`--force REASON`) is for model.upload, and a
+    """The gate's own advice (`--force REASON`) is for model.upload, and a
     pipeline takes no --force. A run refused as worse is told the version is not trained
     again, the next one is, and --max-drop (which pipeline.run takes) allows a larger drop;
     a run refused for a record it cannot trust is told the next run tries it again; on
     Vertex AI, `model.upload --force` serves the run by hand."""
-    import dataclasses
-    import json
 
     from launch.features.pipeline import steps
     from launch.features.serving import champion
 
-    data, state = tmp_path / "data", tmp_path / "state" / "p"
-    (data / V1).mkdir(parents=True)
-    job = LOCAL_JOB.format(data=data)
-    measure_run(state, "ct-p-champion", 0.95, "d/test.record-*")
-    champ = steps._figure(str(state), "ct-p-champion", "pets_retinanet_mobilenet")
-    held = steps.Version("1", "ct-p-champion", 7, V1, 0.95, champ.data, champ.sha256)
-    (state / steps.LINEAGE).write_text(json.dumps([dataclasses.asdict(held)]))
-    (state / steps.ENDPOINT).write_text('{"1": 100}')
-    run_id = run_id_for(state, V1)
+    state, job, run_id = serving_champion(tmp_path)
     steps.decide(str(state), step="resolve dataset", go=True, version=V1, reason="newer")
     measure_run(state, run_id, 0.30, "d/test.record-*")
     steps.evaluated(run_id, [steps._figure(str(state), run_id, "pets_retinanet_mobilenet")],
@@ -861,7 +859,7 @@ def test_the_gates_refusal_in_a_pipeline_advises_only_flags_the_tasks_take(tmp_p
 
 
 def test_a_step_that_fails_says_so_in_one_line_naming_its_error_and_the_log(tmp_path, capsys):
-    """Issue 53 item 6: a version with no records fails the train step (KFP's local runner,
+    """A version with no records fails the train step (KFP's local runner,
     for real: no training starts). Its one line says it failed, with the last line of its
     error and the log file, which holds the step's whole output; the run ends with one line
     naming the log (exit 1: the task's StepFailed)."""

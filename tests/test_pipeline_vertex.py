@@ -273,7 +273,7 @@ def test_what_the_state_and_the_registry_say_is_read_not_trusted(services, servi
 
 def test_a_decision_over_a_writer_that_never_stops_waits_longer_each_time_up_to_its_bound(
         services):
-    """Issue 52 item 9b: a second writer changes the decisions between each read and write
+    """A second writer changes the decisions between each read and write
     (a Cloud Storage client whose every conditional write is preceded by another's): the
     step reads again after a growing, jittered pause, lands once the other stops, and gives
     up in one line after its bound, not after 20 writes in a burst."""
@@ -359,7 +359,7 @@ def test_decisions_from_before_pipelines_were_named_are_refused_saying_where_to_
 
 def test_a_run_whose_test_record_is_rewritten_after_its_evaluation_is_refused(
         services, serving_prices):
-    """Issue 52 item 5 in the pipeline: the evaluate step records the sha256 of the test
+    """In the pipeline, the evaluate step records the sha256 of the test
     records its jobs wrote. A run measured at 0.30 whose record is then rewritten to 0.99
     is refused at the gate and at the upload; the serving version's record that the step
     wrote again (new test files) is the pipeline's own, and a fair run is judged on it."""

@@ -487,7 +487,7 @@ def test_no_host_price_is_another_familys_copied_over():
 
 
 def test_prices_read_over_six_months_ago_are_unconfirmed_and_say_how_to_confirm_them():
-    """Issue 54 item 5: the pinned prediction prices every deploy dry run shows were read from
+    """The pinned prediction prices every deploy dry run shows were read from
     Google's page in 2022 (through a quote); a Billing Catalog price goes stale too."""
     from launch.features.serving.commands import prediction_hourly
 

@@ -1,4 +1,4 @@
-"""Issue 53 item 3: what the project prints is its own, whole: piped output is never wrapped
+"""What the project prints is its own, whole: piped output is never wrapped
 (launch/text.py `console`), and a note's reason is cut only where the words are not ours
 (launch/errors.py `reason`)."""
 

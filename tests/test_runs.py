@@ -410,7 +410,7 @@ def test_the_report_shows_each_runs_confusion_matrix_and_operating_point(tmp_pat
 
 
 def test_the_gallery_says_the_score_it_was_drawn_at_and_the_matrix_its_colours(tmp_path):
-    """Issue 53: the worst images are drawn at the operating point shown above them (the
+    """The worst images are drawn at the operating point shown above them (the
     evaluator records that score with each picture); an evaluation from before says 0.3; the
     confusion matrix says its colours are shares of a row, on the page and on the picture."""
     from launch.plots import ROW_SHARE, figure, heatmap

@@ -1,4 +1,4 @@
-"""Issue 53 item 2: what a training run says about its loss (trainer/progress.py): each logged
+"""What a training run says about its loss (trainer/progress.py): each logged
 step's output on the step's line, the total loss and the learning rate first, and one line
 when the loss is not a number or keeps growing."""
 
