@@ -572,7 +572,7 @@ def _port(value) -> int:
             "masks": "instance masks: records with masks, the CPU Mask R-CNN experiment"})
 def demo(c, workdir: str | None = None, steps: int | None = None,
          num_images: int | None = None, format="pets", masks=False):
-    """Sample -> convert -> train and export -> evaluate -> predict, all locally."""
+    """Sample -> convert -> train -> evaluate -> export -> predict, all locally."""
     result = _guarded(lambda: workflow.demo(
         workdir or workflow.demo_dir(WORK, masks), optional_number("--steps", steps, int),
         optional_number("--num-images", num_images, int), format=format, masks=masks))
