@@ -20,6 +20,7 @@ import pytest
 from serving import contract, entrypoint
 from serving.fetch import Backoff, FetchError, access_token, fetch, plan, safe_relative
 from tests.conftest import HANG, REPO
+from tests.fakes.json_http import Request, json_server
 
 
 def stage_instructions() -> dict[str, dict[str, list[str]]]:
@@ -246,25 +247,13 @@ def test_the_serving_image_reads_the_bucket_as_its_service_account(tmp_path):
     """The metadata server's token (GCE_METADATA_HOST moves it, as for google-auth)."""
     asked = []
 
-    class Metadata(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            asked.append((self.path, self.headers["Metadata-Flavor"]))
-            body = json.dumps({"access_token": "ya29.token", "token_type": "Bearer"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def token(request: Request) -> dict:
+        asked.append((request.path, request.headers["Metadata-Flavor"]))
+        return {"access_token": "ya29.token", "token_type": "Bearer"}
 
-        def log_message(self, *args) -> None:
-            pass
-
-    server = HTTPServer(("127.0.0.1", 0), Metadata)
-    threading.Thread(target=server.handle_request, daemon=True).start()
-    try:
-        host = f"127.0.0.1:{server.server_address[1]}"
+    with json_server(token) as url:
+        host = url.removeprefix("http://")
         assert access_token({"GCE_METADATA_HOST": host}) == "ya29.token"
-    finally:
-        server.server_close()
     assert asked == [("/computeMetadata/v1/instance/service-accounts/default/token", "Google")]
     with pytest.raises(FetchError, match="no access token from the metadata server"):
         fetch("gs://b/m", tmp_path, {"GCE_METADATA_HOST": "127.0.0.1:9"})

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import datetime
-import http.server
 import json
-import threading
 
 import google.auth.exceptions
 import pytest
@@ -14,6 +12,7 @@ import requests
 from launch.features import doctor
 from tests.fakes.build import FakeArtifactRegistry, FakeCloudBuild
 from tests.fakes.gcs import FakeGcs
+from tests.fakes.json_http import Request, json_server
 from tests.fakes.vertex import FakeJobService
 
 IMAGE = "us-central1-docker.pkg.dev/p/pets-images/trainer:abc"
@@ -103,26 +102,12 @@ def iam():
     """IAM's testIamPermissions over REST: grants actAs on one account only."""
     allowed = "pets-trainer@p.iam.gserviceaccount.com"
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            granted = body["permissions"] if allowed in self.path else []
-            data = json.dumps({"permissions": granted} if granted else {}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    def permissions(request: Request) -> dict:
+        granted = json.loads(request.body)["permissions"] if allowed in request.path else []
+        return {"permissions": granted} if granted else {}
 
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", allowed
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    with json_server(permissions) as url:
+        yield url, allowed
 
 
 def test_act_as(iam):

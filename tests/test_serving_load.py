@@ -174,37 +174,16 @@ def test_a_sweep_stops_at_its_time_bound():
 
 def test_the_sender_counts_an_image_the_server_could_not_read_as_an_error():
     """A 200 whose prediction carries `image_error` is a failed image, not a fast one."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from tests.fakes.json_http import json_server
 
     answers = iter([{"predictions": [{"num_detections": 0, "image_error": ""}]},
                     {"predictions": [{"num_detections": 0, "image_error": "cannot decode it"}]},
                     {"no": "predictions"}])
-
-    class Server(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["Content-Length"]))
-            body = json.dumps(next(answers)).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Server)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        send = loadtest.rest_sender(f"http://127.0.0.1:{server.server_port}/v1/models/d:predict",
-                                    timeout=10)
+    with json_server(lambda request: next(answers)) as url:
+        send = loadtest.rest_sender(f"{url}/v1/models/d:predict", timeout=10)
         send(b"image")
         with pytest.raises(loadtest.Unanswered, match=r"^200, but the image was not read: "
                                                       r"cannot decode it$"):
             send(b"image")
         with pytest.raises(loadtest.Unanswered, match=r"^200 without predictions"):
             send(b"image")
-    finally:
-        server.shutdown()
-        server.server_close()
