@@ -708,6 +708,11 @@ def test_a_pipeline_name_that_is_no_name_is_refused_before_anything_runs(
     assert not (tmp_path / "state").exists() and not (tmp_path / "root").exists()
 
 
+def test_a_state_folder_that_names_no_pipeline_is_one_line_given_as_a_path(tmp_path):
+    with pytest.raises(InputError, match=r"^state '/.*/Not_A_Name': its last folder is the "):
+        run_id_for(tmp_path / "Not_A_Name", V1)
+
+
 def test_two_pipelines_on_one_dataset_share_no_run_state_or_refusal(tmp_path):
     """A RetinaNet and a Faster R-CNN job file following one dataset are
     two pipelines (by default, named after their experiments): their runs (and so their
@@ -741,15 +746,15 @@ def test_a_state_from_before_pipelines_were_named_is_refused_saying_where_to_mov
     (data / V1).mkdir(parents=True)
     root.mkdir()
     (root / steps.DECISIONS).write_text("[]")
-    for act in (lambda: commands.run_here(LOCAL_JOB.format(data=data), str(root),
-                                          str(tmp_path / "root"), 10, 0.01),
-                lambda: steps.origins(str(root))):
+    for act, name in ((lambda: commands.run_here(LOCAL_JOB.format(data=data), str(root),
+                                                 str(tmp_path / "root"), 10, 0.01),
+                       "pets-retinanet-mobilenet"),
+                      (lambda: steps.origins(str(root)), "NAME")):
         with pytest.raises(InputError) as refused:
             act()
         assert "decisions.json there are a pipeline's state from before pipelines were " \
                "named; move them (and runs/, registry/) into" in str(refused.value)
-    assert f"into {root}/pets-retinanet-mobilenet/ to go on as pipeline " \
-           "pets-retinanet-mobilenet" in str(refused.value) or "NAME" in str(refused.value)
+        assert f"into {root}/{name}/ to go on as pipeline {name}" in str(refused.value)
 
 
 def test_the_local_gate_refuses_test_records_rewritten_after_they_were_written_or_judged(
@@ -776,7 +781,13 @@ def test_the_local_gate_refuses_test_records_rewritten_after_they_were_written_o
     assert "is not the one its evaluation wrote (rewritten since)" in \
         steps.decisions(str(state))[-1]["reason"]
 
-    record.write_text(record.read_text().replace("0.99", "0.3"))  # as written: judged
+    record.write_text(record.read_text().replace("0.99", "0.05"))  # rewritten down
+    assert steps.compare(job, str(state), run_id, 0.01) is False
+    refused = steps.decisions(str(state))[-1]
+    assert "rewritten since" in refused["reason"]
+    assert refused["worse"] is False  # a figure not trusted is no verdict: tried again
+
+    record.write_text(record.read_text().replace("0.05", "0.3"))  # as written: judged
     champion_record.write_text(judged.replace("0.95", "0.1"))
     assert steps.compare(job, str(state), run_id, 0.01) is False
     said = steps.decisions(str(state))[-1]["reason"]

@@ -302,7 +302,8 @@ class VertexSteps:
         challenger = self._test_figure(run_id)
         _, defending = self._champion(vouched)
         margin = champion.check_max_drop(max_drop)
-        worse = defending is not None and challenger.value < defending.value - margin
+        worse = champion.owned(challenger, vouched) and defending is not None and \
+            challenger.value < defending.value - margin  # (steps.compare's reason)
         version = steps.version_in(self.state, made, run_id)
         try:
             verdict = commands.challenge(

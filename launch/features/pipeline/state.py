@@ -68,7 +68,7 @@ def name_of(state: str | Path) -> str:
     """The pipeline a state belongs to: its last folder."""
     last = str(state).rstrip("/").rsplit("/", 1)[-1]
     if not NAME.fullmatch(last):
-        raise InputError(f"state {state[:120]!r}: its last folder is the pipeline's name; "
+        raise InputError(f"state {str(state)[:120]!r}: its last folder is the pipeline's name; "
                          "`invoke pipeline.run --pipeline NAME` names it")
     return last
 

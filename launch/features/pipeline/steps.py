@@ -394,7 +394,9 @@ def compare(job: str, state: str, run_id: str, max_drop: float,
     defending = _defending(state, held, measure, vouched) if held else None
     margin = champion.check_max_drop(max_drop)
     held_figure = defending if isinstance(defending, champion.Figure) else None
-    worse = held_figure is not None and challenger.value < held_figure.value - margin
+    # a figure the gate refuses to trust (rewritten since) says nothing of the model
+    worse = champion.owned(challenger, vouched) and held_figure is not None and \
+        challenger.value < held_figure.value - margin
     version = version_in(state, made, run_id)
     try:
         champion.own(challenger, vouched)

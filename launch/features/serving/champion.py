@@ -223,10 +223,15 @@ def read_figure(record: TestRecord | None, run_id: str, measure: Measure
     return dataclasses.replace(found, sha256=record.sha256, where=record.where)
 
 
+def owned(found: Figure, vouched: frozenset[str]) -> bool:
+    """Whether the run's record is one the caller's own evaluation wrote (`vouched`; none
+    given: not known, and taken as read)."""
+    return not vouched or found.sha256 in vouched
+
+
 def own(found: Figure, vouched: frozenset[str]) -> Figure:
-    """The run's figure, when its record is one the caller's own evaluation wrote
-    (`vouched`; none given: not known, and taken as read)."""
-    if vouched and found.sha256 not in vouched:
+    """The run's figure, when its record is `owned`."""
+    if not owned(found, vouched):
         raise Refused(f"run {found.run_id}'s test record {found.where} is not the one its "
                       "evaluation wrote (rewritten since)", "evaluate it again")
     return found
