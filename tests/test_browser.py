@@ -74,6 +74,7 @@ def test_a_test_waits_for_the_install_ci_runs_beside_it(monkeypatch, tmp_path):
     monkeypatch.delenv("CHROMIUM", raising=False)
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.setenv(browser_lib.INSTALLING, str(marker))
+    monkeypatch.setenv("CI", "true")  # no wait would fail, not skip
 
     def install() -> None:
         installed = bin_dir / "chromium"
