@@ -159,6 +159,19 @@ def shared(tmp_path_factory, worker_id) -> Path:
 
 
 @pytest.fixture(scope="session")
+def built_site(shared) -> Path:
+    """The documentation site as `invoke docs --build` writes it (strict), once for the
+    session: the docs' tests and the page tests in the browser read the same build."""
+    from docsite import site
+
+    def build(out: Path) -> dict:
+        site.run(build=True, port=8000, site_dir=out)
+        return {"site": str(out)}
+
+    return Path(once(shared, "site", build)["site"])
+
+
+@pytest.fixture(scope="session")
 def stacks(shared) -> dict[str, dict]:
     """The synthesised stacks, once for the session (the provider's import and a synth are
     15 CPU-seconds): whichever xdist worker asks first."""

@@ -22,7 +22,7 @@ import markdown
 import pytest
 import yaml
 
-from docsite import pages, site
+from docsite import pages
 from tests.cli import invoke, refused
 from tests.conftest import REPO
 
@@ -157,10 +157,9 @@ def test_a_stale_page_is_named(tmp_path, monkeypatch):
     assert pages.stale() == ["hardware.md"]
 
 
-def test_the_site_builds_strict_and_a_bad_port_is_refused(tmp_path):
-    site.run(build=True, port=8000, site_dir=tmp_path / "site")
-    home = (tmp_path / "site" / "index.html").read_text()
-    assert "Pets detector" in home and (tmp_path / "site" / "reference" / "iam" /
+def test_the_site_builds_strict_and_a_bad_port_is_refused(built_site):
+    home = (built_site / "index.html").read_text()
+    assert "Pets detector" in home and (built_site / "reference" / "iam" /
                                         "index.html").is_file()
     assert "--port 0 is not a TCP port" in refused(invoke("docs", "--port", "0"))
 

@@ -7,11 +7,9 @@ box); the home page shows the demo's picture."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-from docsite import site
 from tests import browser as browser_lib
 
 LAPTOP, PHONE = 1280, 390
@@ -30,27 +28,19 @@ OVERFLOWING_CODE = """[...document.querySelectorAll('pre > code')].filter(c =>
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Path:
-    """The site as `invoke docs --build` writes it."""
-    out = tmp_path_factory.mktemp("site")
-    site.run(build=True, port=8000, site_dir=out)
-    return out
-
-
-@pytest.fixture(scope="module")
 def browser():
     with browser_lib.chromium() as opened:
         yield opened
 
 
-def test_the_sidebar_opens_only_the_section_being_read(built, browser):
-    browser.open(built / "guides" / "quick-start" / "index.html", LAPTOP)
+def test_the_sidebar_opens_only_the_section_being_read(built_site, browser):
+    browser.open(built_site / "guides" / "quick-start" / "index.html", LAPTOP)
     shown = browser.evaluate(VISIBLE_NAV)
     # every guide is listed beside the one being read; no page of a closed section is
     assert "../fine-tuning/" in shown and "../notifications/" in shown
     assert [href for href in shown if href.startswith("../../design/") and
             href != "../../design/"] == []
-    browser.open(built / "index.html", LAPTOP)
+    browser.open(built_site / "index.html", LAPTOP)
     shown = browser.evaluate(VISIBLE_NAV)
     assert "design/" in shown and "guides/" in shown  # each section's own entry
     assert [href for href in shown if SECTION_PAGE.match(href)] == []  # none opened
@@ -58,23 +48,23 @@ def test_the_sidebar_opens_only_the_section_being_read(built, browser):
 
 
 @pytest.mark.parametrize("page", FIRST_PAGES)
-def test_every_code_block_fits_at_a_laptops_width(built, browser, page):
-    browser.open(built / page, LAPTOP)
+def test_every_code_block_fits_at_a_laptops_width(built_site, browser, page):
+    browser.open(built_site / page, LAPTOP)
     assert browser.evaluate("document.querySelectorAll('.language-bash pre > code').length") > 0
     assert browser.evaluate(OVERFLOWING_CODE) == []  # [scrollWidth, clientWidth, first line]
     assert browser.evaluate(COMMANDS_WRAP) == []
 
 
 @pytest.mark.parametrize("page", FIRST_PAGES)
-def test_a_page_does_not_scroll_sideways_at_a_phones_width(built, browser, page):
-    browser.open(built / page, PHONE)
+def test_a_page_does_not_scroll_sideways_at_a_phones_width(built_site, browser, page):
+    browser.open(built_site / page, PHONE)
     assert browser.evaluate("document.scrollingElement.scrollWidth") <= PHONE
     assert all(box.inside(PHONE) for box in browser.boxes(".md-content img"))
 
 
 @pytest.mark.parametrize("width", [LAPTOP, PHONE])
-def test_the_home_page_shows_the_demos_picture_and_the_two_commands(built, browser, width):
-    browser.open(built / "index.html", width)
+def test_the_home_page_shows_the_demos_picture_and_the_two_commands(built_site, browser, width):
+    browser.open(built_site / "index.html", width)
     (picture,) = [image for image in browser.evaluate(
         "[...document.images].map(i => [i.getAttribute('src'), i.naturalWidth, i.width])")
         if image[0].endswith("demo_predictions.jpg")]
