@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from pathlib import Path
 
 # This image imports nothing of ours: trainer/files.py's EXPORT_INFO_FILE and
@@ -68,11 +69,16 @@ def _jpeg_pixels(data: bytes) -> int:
     return 0
 
 
+_NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/]")  # padding, white space, `.`
+
+
 def encoded_pixels(text: str) -> int:
-    """The pixels of one `{"b64": ...}` value, read as leniently as a decoder might (missing
-    padding added, characters outside the alphabet dropped); 0 when it is no base64."""
+    """The pixels of one `{"b64": ...}` value, read as leniently as TF Serving's decoder
+    (absl's Base64Unescape skips white space, takes `.` or no padding): the alphabet's
+    characters alone, padded; 0 when it is no base64."""
+    data = _NOT_BASE64.sub("", text)
     try:
-        return image_pixels(base64.b64decode(text + "=" * (-len(text) % 4)))
+        return image_pixels(base64.b64decode(data + "=" * (-len(data) % 4)))
     except (binascii.Error, ValueError):
         return 0
 

@@ -113,7 +113,13 @@ def test_body_pixels_counts_every_b64_value_wherever_it_is():
         json.dumps(b64(big)).encode(), json.dumps(b64(small)).encode())
     assert pixels.body_pixels(twice) == 10_004
     unpadded = base64.b64encode(big).decode().rstrip("=")
-    assert pixels.body_pixels(json.dumps({"instances": [{"b64": unpadded}]}).encode()) == 10_000
+    padded = base64.b64encode(encoded((100, 101), "PNG")).decode()  # ends in "="
+    assert padded.endswith("=")
+    for sent in (unpadded, unpadded[:40] + "\n" + unpadded[40:], unpadded + " ",
+                 padded.replace("=", "."), padded[:8] + "\r\n " + padded[8:]):
+        # what TF Serving's decoder (absl) also reads: no padding, white space, `.` as pad
+        assert pixels.body_pixels(json.dumps({"instances": [{"b64": sent}]}).encode()) in \
+            (10_000, 10_100), repr(sent[-6:])
     assert pixels.body_pixels(b'{"instances": [{"b64": "!!!"}, {"b64": 3}]}') == 0
     for bad in (b"not json", b"[" * 100_000, b"\xff\xfe"):
         with pytest.raises(ValueError):
