@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
 import io
 import os
 import signal
@@ -156,6 +157,27 @@ def data_flags(records: Path, model_dir: Path) -> list[str]:
 @pytest.fixture(scope="session")
 def shared(tmp_path_factory, worker_id) -> Path:
     return session_root(tmp_path_factory, worker_id)
+
+
+class CapturedDay(datetime.date):
+    """2026-12-02, the day the tests' price expectations were written, as the price
+    table's `today`: a price's age (table.STALE_MONTHS) would otherwise change what an
+    estimate says as the calendar moves on."""
+
+    @classmethod
+    def today(cls) -> datetime.date:
+        return datetime.date(2026, 12, 2)
+
+
+@pytest.fixture
+def prices_today(monkeypatch) -> None:
+    """Estimates priced on CapturedDay."""
+    import types
+
+    from launch.stores.pricing import table
+
+    monkeypatch.setattr(table, "datetime", types.SimpleNamespace(
+        **{**vars(datetime), "date": CapturedDay}))
 
 
 @pytest.fixture(scope="session")

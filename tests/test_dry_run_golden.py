@@ -17,12 +17,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime
 import json
 import os
 import shlex
 import sys
-import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -141,21 +139,8 @@ def golden_files(name: str) -> dict[str, Path]:
     return {stream: GOLDEN / f"{name}.{stream}" for stream in ("stdout", "stderr")}
 
 
-class CapturedDay(datetime.date):
-    """The day the golden files were captured, as the price table's `today`: a price's age
-    (table.STALE_MONTHS) would otherwise change what they print as the calendar moves on."""
-
-    @classmethod
-    def today(cls) -> datetime.date:
-        return datetime.date(2026, 12, 2)
-
-
 @pytest.mark.parametrize("name", EXAMPLES)
-def test_a_documented_dry_run_prints_what_it_printed(name, tmp_path, monkeypatch):
-    from launch.stores.pricing import table
-
-    monkeypatch.setattr(table, "datetime", types.SimpleNamespace(
-        **{**vars(datetime), "date": CapturedDay}))
+def test_a_documented_dry_run_prints_what_it_printed(name, tmp_path, prices_today):
     example = EXAMPLES[name]
     with workspace(tmp_path, example) as env:
         result = invoke(*example.args(), env=env, cwd=tmp_path)

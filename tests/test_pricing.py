@@ -337,7 +337,7 @@ def catalogue_skus() -> list:
     ]
 
 
-def test_refresh_writes_confirmed_rows_for_every_catalogue_region(tmp_path):
+def test_refresh_writes_confirmed_rows_for_every_catalogue_region(tmp_path, prices_today):
     import datetime
 
     from launch.features.pricing import refresh

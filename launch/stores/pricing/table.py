@@ -75,10 +75,6 @@ class Row:
             return True
         return (today - read).days > STALE_MONTHS * 365 // 12
 
-    def checked(self, today: datetime.date) -> bool:
-        """Given by the Billing Catalog API within the last STALE_MONTHS."""
-        return self.confirmed and not self.stale(today)
-
 
 @dataclasses.dataclass(frozen=True)
 class PriceTable:
@@ -211,11 +207,11 @@ class Bill:
 
     def __call__(self, key: Key) -> float:
         row = self.table.price(key)
-        if not row.checked(self.today):
+        why = [*(() if row.confirmed else ("not from the Billing Catalog API",)),
+               *((f"over {STALE_MONTHS} months ago",) if row.stale(self.today) else ())]
+        if why:  # not given by the Billing Catalog API within the last STALE_MONTHS
             what = {"cores": f"{key.name} vCPUs", "ram": f"{key.name} memory",
                     "tpu_chips": f"TPU {key.name} chips"}.get(key.kind, key.name)
-            why = [*(() if row.confirmed else ("not from the Billing Catalog API",)),
-                   *((f"over {STALE_MONTHS} months ago",) if row.stale(self.today) else ())]
             origin = f"{row.origin}: {' and '.join(why)}"
             note = (what if key.column == "standard" else f"{what} ({key.column})", origin)
             if note not in self.unconfirmed:
