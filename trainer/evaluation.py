@@ -8,7 +8,6 @@ a clear message when no new checkpoint appears within the idle timeout.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import io
@@ -52,13 +51,6 @@ def line(result: EvaluationRecord, split: str = files.VAL, why: str = "") -> str
     return f"evaluated step {result.step}{on}: {shown} -> {result.path}"
 
 
-def pycocotools_quiet() -> contextlib.AbstractContextManager:
-    """Model Garden's COCO evaluator runs pycocotools, which prints its progress (`creating
-    index...`, `DONE (t=0.45s)`) and a 12-line table of the metrics `line` already gives:
-    its stdout, dropped (errors still raise)."""
-    return contextlib.redirect_stdout(io.StringIO())
-
-
 def metrics_dir(split: str) -> str:
     """Where evaluations on `split` go: eval/ (validation: best/ and early stopping read
     it), or eval-test/, which nothing that picks a checkpoint reads."""
@@ -99,7 +91,7 @@ class CheckpointEvaluator:
         self.model = self.task.build_model()
         self.checkpoint = tf.train.Checkpoint(model=self.model)
         self.dataset = self.task.build_inputs(params.task.validation_data)
-        with pycocotools_quiet():  # a Mask R-CNN's evaluator loads its annotations here
+        with analysis.pycocotools_quiet():  # a Mask R-CNN's evaluator loads its annotations here
             metrics = self.task.build_metrics(training=False)
         self._step = tf.function(
             lambda inputs: self.task.validation_step(inputs, self.model, metrics))
@@ -126,7 +118,7 @@ class CheckpointEvaluator:
         if state is None:
             raise RuntimeError(f"{self.split} data {self.params.task.validation_data.input_path}"
                                " is empty")
-        with pycocotools_quiet():
+        with analysis.pycocotools_quiet():
             raw = self.task.reduce_aggregated_logs(state, step)
         metrics = {k: float(np.asarray(v)) for k, v in raw.items() if np.asarray(v).size == 1}
         breakdown = self._breakdown(seen, worst, step) if seen else {}
@@ -264,7 +256,7 @@ class WorstImages:
         errors = analysis.image_errors(image)
         if not errors.objects:
             return  # an image without objects has nothing to miss
-        self.kept.append((analysis.badness(errors), errors, image, pixels))
+        self.kept.append((analysis.badness(errors), image, pixels))
         self.kept.sort(key=lambda entry: entry[0])
         del self.kept[self.size:]
 
@@ -272,7 +264,7 @@ class WorstImages:
         """The images kept, worst first, their errors counted from `min_score` (the score
         they are drawn at; they were chosen at SHOWN_SCORE, before any threshold was known)."""
         counted = [(analysis.image_errors(image, min_score), image, pixels)
-                   for _, _, image, pixels in self.kept]
+                   for _, image, pixels in self.kept]
         return sorted(counted, key=lambda entry: analysis.badness(entry[0]))
 
 

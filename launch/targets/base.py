@@ -87,8 +87,9 @@ def say_job(text: str, where: str) -> None:
 
 
 def with_recorded(cloud: Cloud, request: Request, recorded: jobfiles.RecordedData) -> Request:
-    """An evaluation of a run that names no data: the data the run's job file records (a
-    named dataset: the version the run read, and only its listed files)."""
+    """A job on a run that names no data (an evaluation; here, a training that continues
+    the run too): the data the run's job file records (a named dataset: the version the run
+    read, and only its listed files)."""
     if recorded.dataset:
         return datasets.pinned(cloud, request, recorded.dataset,
                                f"dataset (in {recorded.where})")

@@ -152,8 +152,8 @@ class Sweep:
         return cls(tuple(_param(str(name), spec) for name, spec in params.items()), **fields)
 
     @classmethod
-    def from_yaml(cls, text: str, where: str = "the sweep file") -> Sweep:
-        return cls.from_mapping(yamlfile.loads(text, where, SweepError) or {})
+    def from_yaml(cls, text: str) -> Sweep:
+        return cls.from_mapping(yamlfile.loads(text, "the sweep file", SweepError) or {})
 
     def as_mapping(self) -> dict:
         """The sweep file of this sweep: `Sweep.from_mapping(s.as_mapping()) == s`."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from trainer.data import label_map
 from trainer.data.label_map import alike
 from trainer.files import TEST, TRAIN, VAL
 
@@ -28,10 +29,9 @@ class Finding:
 
 
 def listed(names, limit: int = 5) -> str:
-    """Sorted names, the first `limit` of them and how many more."""
-    names = sorted(names)
-    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit
-                                        else "")
+    """Sorted names, the first `limit` of them and how many more: a check's line lists
+    fewer than label_map's messages do."""
+    return label_map.listed(names, limit)
 
 
 def lacks_masks(report: Mapping) -> bool:
