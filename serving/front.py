@@ -17,7 +17,7 @@ import http.client
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from serving import pixels
-from serving.replies import send_json
+from serving.replies import read_body, send_json
 
 # Vertex AI takes an online prediction request of up to 1.5 MB ("the service itself will
 # accept instances up to the payload limit size (currently, 1.5MB)",
@@ -56,7 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = IDLE_TIMEOUT
 
     def _handle(self) -> None:
-        body = self._body()
+        body = read_body(self, MAX_BODY)
         if body is None:
             return
         if self.command == "POST":
@@ -71,24 +71,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
 
-    def _body(self) -> bytes | None:
-        """The request's body, or None once a refusal is sent: a chunked body, a POST without
-        a Content-Length, one that is not a whole number of bytes, or more than MAX_BODY.
-        A refused body is not read, so the connection closes after the answer."""
-        text = self.headers.get("Content-Length")
-        if self.headers.get("Transfer-Encoding") or (text is None and self.command == "POST"):
-            status, error = 411, "send the body with a Content-Length, not without one"
-        elif text is None:
-            return b""
-        elif not (text.isascii() and text.isdigit()):  # "-1", "1e9", "²"
-            status, error = 400, f"Content-Length {text[:20]!r} is not a number of bytes"
-        elif int(text) > MAX_BODY:
-            status, error = 413, f"a body of {int(text):,} bytes is over the limit of {MAX_BODY:,}"
-        else:
-            return self.rfile.read(int(text))
-        self.close_connection = True
-        self._refuse(status, error)
-        return None
 
     def _forward(self, body: bytes) -> None:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}

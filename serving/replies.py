@@ -18,3 +18,23 @@ def send_json(handler: BaseHTTPRequestHandler, status: int, body: object) -> Non
         handler.send_header("Connection", "close")
     handler.end_headers()
     handler.wfile.write(data)
+
+
+def read_body(handler: BaseHTTPRequestHandler, limit: int) -> bytes | None:
+    """The request's body, or None once a refusal is sent: a chunked body, a POST without a
+    Content-Length, one that is not a whole number of bytes ("-1", "1e9"), or more than
+    `limit` bytes. A refused body is not read, so the connection closes after the answer."""
+    text = handler.headers.get("Content-Length")
+    if handler.headers.get("Transfer-Encoding") or (text is None and handler.command == "POST"):
+        status, error = 411, "send the body with a Content-Length, not without one"
+    elif text is None:
+        return b""
+    elif not (text.isascii() and text.isdigit()):  # "-1", "1e9", "²"
+        status, error = 400, f"Content-Length {text[:20]!r} is not a number of bytes"
+    elif int(text) > limit:
+        status, error = 413, f"a body of {int(text):,} bytes is over the limit of {limit:,}"
+    else:
+        return handler.rfile.read(int(text))
+    handler.close_connection = True
+    send_json(handler, status, {"error": error})
+    return None

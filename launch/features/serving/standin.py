@@ -38,7 +38,7 @@ from pathlib import Path
 
 from serving import pixels as headers
 from serving.batching import Batching
-from serving.replies import send_json
+from serving.replies import read_body, send_json
 
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"  # trainer/warmup.py's FILE
 MAX_BODY = 64 << 20
@@ -226,10 +226,9 @@ class ModelServer:
                     self._answer(404, {"error": f"Malformed request: GET {self.path}"})
 
             def do_POST(self) -> None:
-                length = self._length()
-                if length is None:
+                data = read_body(self, MAX_BODY)
+                if data is None:
                     return
-                data = self.rfile.read(length)
                 if self.path != f"/v1/models/{server.name}:predict":
                     self._answer(404, {"error": f"Malformed request: POST {self.path}"})
                     return
@@ -239,24 +238,6 @@ class ModelServer:
                     self._answer(error.status, {"error": str(error)})
                 except Exception as error:  # TF's errors too: the server answers them
                     self._answer(400, {"error": str(error).splitlines()[0][:500]})
-
-            def _length(self) -> int | None:
-                """The body's length, or None once a refusal is sent: no Content-Length
-                (or a chunked body), one that is not a whole number of bytes, or more than
-                MAX_BODY. The body is not read, so the connection closes after the answer."""
-                text = self.headers.get("Content-Length")
-                if self.headers.get("Transfer-Encoding") or text is None:
-                    status, error = 411, "send the body with a Content-Length, not without one"
-                elif not (text.isascii() and text.isdigit()):  # "-1", "1e9", "²"
-                    status, error = 400, f"Content-Length {text[:20]!r} is not a number of bytes"
-                elif int(text) > MAX_BODY:
-                    status, error = 413, (f"a body of {int(text):,} bytes is over the limit of "
-                                          f"{MAX_BODY:,}")
-                else:
-                    return int(text)
-                self.close_connection = True
-                self._answer(status, {"error": error})
-                return None
 
             def _answer(self, status: int, body: dict) -> None:
                 send_json(self, status, body)
