@@ -412,7 +412,11 @@ def test_a_job_file_without_its_targets_data_is_a_one_line_refusal(tmp_path):
 
 def test_the_serving_version_is_measured_again_only_on_other_test_files(tmp_path):
     """A dataset version whose test split is the same files (names and sizes) as the one the
-    serving version was measured on needs no second evaluation; other files do."""
+    serving version's judged record (of its checkpoint: what the gate reads) was measured on
+    needs no second evaluation; other files, or a newer record of another checkpoint on
+    these files (which the gate does not read), do."""
+    import json
+
     from launch.features.pipeline import steps
     from trainer.eval_record import data_identity
 
@@ -420,14 +424,18 @@ def test_the_serving_version_is_measured_again_only_on_other_test_files(tmp_path
     for version in (old, new):
         version.mkdir()
         (version / "test.record-00000-of-00001").write_bytes(b"x" * 100)
-    measure_run(tmp_path / "state", "ct-a", 0.7, data_identity(str(old / "test.record-*")))
-    tested = tmp_path / "state" / "runs" / "ct-a" / "eval-test"
-    (tested / "ckpt-x.json").write_text("{}")  # not a record's name: not read
-    (tested / "ckpt-99.json").write_text("not JSON")  # damaged: left out, not the newest
-    assert steps._measured_on(str(tmp_path / "state"), "ct-a", new)
+    state = tmp_path / "state"
+    measure_run(state, "ct-a", 0.7, data_identity(str(old / "test.record-*")))
+    judged = steps._figure(str(state), "ct-a", "pets_retinanet_mobilenet", 7)
+    assert steps._measured_on(judged, new)
     (new / "test.record-00000-of-00001").write_bytes(b"x" * 101)  # re-converted: other data
-    assert not steps._measured_on(str(tmp_path / "state"), "ct-a", new)
-    assert not steps._measured_on(str(tmp_path / "state"), "ct-none", new)
+    assert not steps._measured_on(judged, new)
+    assert not steps._measured_on(None, new)
+    (state / "runs" / "ct-a" / "eval-test" / "ckpt-99.json").write_text(json.dumps({
+        "step": 99, "metrics": {"AP": 0.3, "AP50": 0.6},
+        "data": data_identity(str(new / "test.record-*"))}))  # another checkpoint's, newer
+    assert not steps._measured_on(steps._figure(str(state), "ct-a",
+                                                "pets_retinanet_mobilenet", 7), new)
 
 
 def test_two_writers_of_one_state_lose_no_decision(tmp_path):

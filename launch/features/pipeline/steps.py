@@ -35,14 +35,13 @@ from launch.features.pipeline.state import (
     parse,
     run_id_for,
 )
-from launch.features.runs.record import read_evaluations
 from launch.features.serving import champion, endpoints
 from launch.features.serving.registry import GateError
 from launch.values import jobfile
 from trainer import datasets, jsonnum
 from trainer.args import ExportArgs
 from trainer.errors import JsonError
-from trainer.eval_record import EvaluationRecord, data_identity
+from trainer.eval_record import data_identity
 from trainer.experiments import EXPERIMENTS
 from trainer.files import (
     EXPORT_INFO_FILE,
@@ -287,10 +286,9 @@ def evaluate(job: str, state: str, run_id: str, version: str, settings: str = NO
     data = Path(spec.data_dir, version)
     held = serving(state)
     measure = champion.Measure(EXPERIMENTS[spec.experiment].gate_metric)
-    trusted = held is not None and isinstance(_defending(state, held, measure, vouched_in(
-        decisions(state))), champion.Figure)  # else measured again: its figure is not known
-    again = [held.run_id] if held and not (trusted and _measured_on(state, held.run_id, data)) \
-        else []
+    defending = _defending(state, held, measure, vouched_in(decisions(state))) if held \
+        else None  # the figure the gate will read; not trusted: measured again
+    again = [held.run_id] if held and not _measured_on(defending, data) else []
     for each in [run_id, *again]:  # as `invoke eval --split test` evaluates a run
         print(launch(job, jobfile.EVAL, split="test", data_dir=str(data),
                      model_dir=str(run_dir(state, each))), flush=True)
@@ -322,19 +320,13 @@ def vouched_in(made: list[dict]) -> frozenset[str]:
                      if isinstance(sha, str) and pipeline_state.SHA256.fullmatch(sha))
 
 
-def _measured_on(state: str, run_id: str, data: Path) -> bool:
-    """Whether the run's newest test evaluation read the same files as `data`'s test split
-    (their names and sizes: trainer.eval_record.data_identity)."""
-    record = _test_record(state, run_id)
+def _measured_on(figure: champion.Figure | champion.Unreadable | None, data: Path) -> bool:
+    """Whether `figure` (the serving version's, as the gate reads it: _defending) is one to
+    trust and was measured on the same files as `data`'s test split (their names and sizes:
+    trainer.eval_record.data_identity)."""
     here = data_identity(str(data / shard_glob(TEST)))
-    return record is not None and champion.digest(record.data) == champion.digest(here)
-
-
-def _test_record(state: str, run_id: str) -> EvaluationRecord | None:
-    """The run's newest test evaluation (runs.record.read_evaluations: by step, damaged
-    ones left out)."""
-    found = read_evaluations(run_dir(state, run_id) / TEST_METRICS_DIR)
-    return found[-1] if found else None
+    return isinstance(figure, champion.Figure) and \
+        champion.digest(figure.data) == champion.digest(here)
 
 
 def _record(state: str, run_id: str, step: int | None = None) -> champion.TestRecord | None:
