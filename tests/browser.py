@@ -25,6 +25,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -187,29 +188,54 @@ def _as_3_and_4(reads: int, writes: int) -> None:
 @contextlib.contextmanager
 def chromium() -> Iterator[Browser]:
     """A headless chromium for the block's length (`required()` says what happens without
-    one); stopped, and its profile removed, on leaving."""
+    one); stopped, with every process it started, and its profile removed, on leaving."""
     path = required()
     to_browser_read, to_browser = os.pipe()
     from_browser, from_browser_write = os.pipe()
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        # the protocol pipe is the child's fds 3 (what it reads) and 4 (what it writes)
-        process = subprocess.Popen(
-            [path, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            # close_fds=False: closing runs after preexec_fn and would close 3 and 4 (fds
-            # Python opened are not inherited anyway, PEP 446)
-            close_fds=False, preexec_fn=lambda: _as_3_and_4(to_browser_read,
-                                                            from_browser_write))
-        os.close(to_browser_read)
-        os.close(from_browser_write)
+    profile = tempfile.mkdtemp(prefix="chromium-")
+    # the protocol pipe is the child's fds 3 (what it reads) and 4 (what it writes); its own
+    # session, so that its helpers (zygote, renderer, crash handler) can be stopped with it
+    process = subprocess.Popen(
+        [path, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        # close_fds=False: closing runs after preexec_fn and would close 3 and 4 (fds
+        # Python opened are not inherited anyway, PEP 446)
+        close_fds=False, start_new_session=True,
+        preexec_fn=lambda: _as_3_and_4(to_browser_read, from_browser_write))
+    os.close(to_browser_read)
+    os.close(from_browser_write)
+    try:
+        yield Browser(process, to_browser, from_browser)
+    finally:
+        _stop(process)
+        os.close(to_browser)
+        os.close(from_browser)
+        _remove(profile)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    """The browser, then whatever of its session outlives it: a helper still writing to the
+    profile failed its removal ("Directory not empty", 2026-12-02)."""
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+def _remove(profile: str) -> None:
+    """The profile, removed; a helper killed a moment ago may still be closing its files."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
         try:
-            yield Browser(process, to_browser, from_browser)
-        finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            os.close(to_browser)
-            os.close(from_browser)
+            shutil.rmtree(profile)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)

@@ -22,7 +22,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as trainer/__main__.py: the trainer's runs here
 # One intra-op thread a TensorFlow process, here and in the processes the tests start: the
 # workers already keep every core busy, and a second thread a process only spins (a whole
-# run: 8% less CPU time and 17 s less, 2026-11-27). Inter-op threads stay TensorFlow's.
+# run: 8% less CPU time and 17 s less, 2026-11-27). Inter-op threads stay TensorFlow's: with
+# one, a 60-step training alone took 12% less CPU time, but a whole run 8% more (2026-12-02).
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 
@@ -33,22 +34,31 @@ READS_BUILDS = {*BUILDS, "exported"}
 HANG = 3000
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: one worker more than there are cores. A fifth of a worker's time is spent
+    waiting (on the processes and servers its tests start), which a third worker on two cores
+    fills: a whole run 822 s with two, 709 to 753 s with three (2026-12-02)."""
+    return (os.cpu_count() or 1) + 1
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The order the xdist workers take tests in: each build's first test (one that needs
     that build alone, so it never waits on another), the other slow tests, the quick ones,
     and last the tests that read the builds, by then ready. xdist hands each worker the next
     two tests at the start (then one at a time as it finishes one), so each build comes with
-    a slow test after it: the builds start on different workers at once. Among the readers,
-    the slow ones go first, so the suite does not end on one worker running one long test."""
+    a slow test after it: the builds start on different workers at once. Among the slow
+    tests, the longest go first (`slow(SECONDS)`), so the suite does not end on one worker
+    running one long test."""
     def builds(item: pytest.Item) -> set[str]:
         return READS_BUILDS & set(item.fixturenames)
 
     starters = [starter for build in BUILDS
                 if (starter := next((item for item in items if builds(item) == {build}), None))]
 
-    def rank(item: pytest.Item) -> tuple[int, int]:
-        slow = 0 if item.get_closest_marker("slow") else 1  # a long test last is a lone tail
-        return (3 if builds(item) else 1 + slow, slow)
+    def rank(item: pytest.Item) -> tuple[int, float]:
+        mark = item.get_closest_marker("slow")
+        seconds = (mark.args[0] if mark.args else 1) if mark else 0
+        return (3 if builds(item) else 1 if mark else 2, -seconds)
 
     rest = sorted((item for item in items if item not in starters), key=rank)
     head = []

@@ -15,7 +15,7 @@ from tests.conftest import HANG, REPO
 from tests.test_coco import examples, values
 
 
-@pytest.mark.slow
+@pytest.mark.slow(100)
 def test_invoke_demo_leaves_metrics_a_savedmodel_and_an_annotated_image(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "invoke", "demo", f"--workdir={tmp_path}", "--steps=20",

@@ -27,8 +27,10 @@ HELD_OUT_IMAGES = 300
 # boxes and scores (in [0, 1]) within this, up to each count. Both run XNNPACK's kernels, built
 # at different versions: the float file differed by at most 5.4e-7 (a few float32 steps at 1.0,
 # which is 1.2e-7) on 300 sample images and the int8 file not at all (2026-12-02); 1e-5 of a
-# 128-pixel box is a thousandth of a pixel, and `predict` rounds to 5 decimals.
-SAME_OUTPUT = 1e-5
+# 128-pixel box is a thousandth of a pixel, and `predict` rounds to 5 decimals. The first
+# SAME_IMAGES of the held-out images: a difference shows on every image (it is the kernels'),
+# where the agreement above needs many images to measure a rate.
+SAME_OUTPUT, SAME_IMAGES = 1e-5, 100
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +129,8 @@ def test_tflite_answers_like_the_saved_model(trained, held_out, lite_exports, qu
 @pytest.mark.parametrize("quantize", [None, "int8"])
 def test_litert_answers_as_tensorflows_interpreter_did(held_out, lite_exports, quantize):
     """The same file on LiteRT and on TensorFlow 2.20's deprecated interpreter, fed
-    the same letterboxed held-out images, gives the same four outputs (SAME_OUTPUT)."""
+    the same letterboxed held-out images (SAME_IMAGES), gives the same four outputs
+    (SAME_OUTPUT)."""
     import warnings
 
     import tensorflow as tf
@@ -139,7 +142,7 @@ def test_litert_answers_as_tensorflows_interpreter_did(held_out, lite_exports, q
     with warnings.catch_warnings():  # its deprecation notice: why this test exists
         warnings.simplefilter("ignore", UserWarning)
         reference = tf.lite.Interpreter(model_path=str(path)).get_signature_runner()
-    truth, _ = held_out
+    truth = held_out[0][:SAME_IMAGES]
     detected = 0
     for labelled in truth:
         square, _ = letterbox(labelled.picture.pixels, ours.size)
@@ -157,6 +160,7 @@ def test_litert_answers_as_tensorflows_interpreter_did(held_out, lite_exports, q
     assert detected >= 0.9 * len(truth)  # the outputs compared are detections, not blanks
 
 
+@pytest.mark.slow(40)
 def test_int8_that_loses_its_ap50_is_refused_with_both_figures(trained, tmp_path):
     """Issue 41 item 7: calibrated on blank images, post-training int8 loses what Model
     Garden's own RetinaNet loses (23.3 mAP to 0.04): refused, exit 2, one line with both

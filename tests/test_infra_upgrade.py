@@ -13,7 +13,6 @@ import pytest
 from infra import names
 from infra.environments import ENVIRONMENTS
 from infra.image_context import LAUNCHER_DOCKERFILE, context_hash
-from infra.stack import PREVENT_DELETION
 from tests.conftest import REPO
 
 # tests/golden/infra-<env>.json: each stack as CDKTF 0.21.0 with cdktf-cdktf-provider-google
@@ -42,6 +41,8 @@ def without_metadata(value):
 
 def expected_after(before: dict, env_name: str) -> dict:
     """The snapshot with every listed difference applied."""
+    from infra.stack import PREVENT_DELETION  # the provider's classes: seconds, not at collection
+
     after = copy.deepcopy(before)
     after["terraform"]["required_providers"]["google"] = dict(PROVIDER_AFTER)
     env = ENVIRONMENTS[env_name]

@@ -218,7 +218,7 @@ def kfp_log(said: str, root) -> str:
     return text
 
 
-@pytest.mark.slow  # three pipeline runs, two short trainings and three test evaluations
+@pytest.mark.slow(154)  # three pipeline runs, two short trainings, three test evaluations
 @pytest.mark.pipeline_local  # `pytest -m pipeline_local`: this test alone
 def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse_model(
         trained, tmp_path, capsys):

@@ -68,7 +68,7 @@ def put_checkpoint(storage, model_dir: Path, prefix: str) -> str:
     return f"gs://{OUTPUTS.bucket}/{prefix}"
 
 
-@pytest.mark.slow  # a training and two evaluations, each a trainer process here
+@pytest.mark.slow(56)  # a training and two evaluations, each a trainer process here
 def test_on_vertex_ai_a_run_trains_uploads_and_deploys_then_stops_on_no_new_data(
         trained, services, tmp_path):
     """A first run trains on the dataset's newest version, evaluates it (the validation

@@ -21,6 +21,7 @@ from trainer.files import EXPORT_INFO_FILE
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.slow(38)
 def test_unrestorable_newest_checkpoints_are_passed_over_and_serving_bytes_refuses_a_bomb(
         trained, tmp_path, capsys):
     """Export and eval use the newest checkpoint that restores and name each newer one they

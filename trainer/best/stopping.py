@@ -122,8 +122,9 @@ def judge(evaluations: Sequence[Score], patience: int | None, min_delta: float =
 def reason(verdict: Verdict, metric: str, stopping: EarlyStopping, goal: str) -> str:
     """`no AP gain > 0.001 in 3 evaluations; best step 300`: why a run stops."""
     change = "gain" if goal == MAXIMIZE else "fall"
+    evaluations = "evaluation" if stopping.patience == 1 else "evaluations"
     return (f"no {metric} {change} > {stopping.min_delta:g} in {stopping.patience} "
-            f"evaluations; best step {verdict.best_step}")
+            f"{evaluations}; best step {verdict.best_step}")
 
 
 # --- the run's files: what ranks it, its evaluations, its verdict ---------------------------
