@@ -323,7 +323,7 @@ def test_an_eval_job_that_stops_the_run_ends_with_it(tmp_path):
     # the newest first (it skips ahead of a trainer), then the one it skipped: both judged
     assert [r.step for r in results] == [200, 100] and stopping.last_step(str(run), 1000) == 200
     assert stopping.read_stop(str(run), stopping.EarlyStopping(1, 0, "eval-job")).reason == \
-        "no AP gain > 0 in 1 evaluations; best step 100"
+        "no AP gain > 0 in 1 evaluation; best step 100"
     assert kept(run)[0]["step"] == 100  # equal values: the earlier, whatever the order
 
 
