@@ -619,7 +619,7 @@ def test_bad_pipeline_values_are_refused_before_anything_is_sent(services, call,
 def test_the_tasks_refuse_a_missing_job_file_and_a_target_the_file_does_not_name(tmp_path):
     from invoke import Exit
 
-    from tests.test_trust3_costs import run_task
+    from tests.test_run_experiment import run_task
 
     path, local, odd = tmp_path / "ct.yaml", tmp_path / "local.yaml", tmp_path / "odd.yaml"
     path.write_text(VERTEX_JOB)

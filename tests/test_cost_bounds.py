@@ -1,18 +1,14 @@
-"""Issue 36, items 3, 11 and 20: a timeout too short to mean anything is refused and every
-bound is priced from the Duration sent; --max-cost bounds a ladder's whole launch, not each
-job; a model directory keeps the experiment of the run it holds."""
+"""What a launch may cost: a timeout too short to mean anything is refused and every bound is
+priced from the Duration sent; --max-cost bounds a capacity ladder's whole launch, not each
+job; --max-preemptions has a maximum."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
-import inspect
-import json
-from pathlib import Path
 
 import pytest
 from google.cloud import aiplatform_v1
-from invoke import Context, Exit
 
 from launch.errors import InputError, StepFailed
 from launch.stores.gcs.records import upload_records
@@ -26,8 +22,6 @@ from launch.values import jobfile
 from launch.values.jobs import Request
 from launch.values.resources import MAX_PREEMPTIONS, Resources, Scheduling
 from tests.fakes.cloud import fake_cloud, write_records
-from trainer import model_dir as model_dir_lib
-from trainer.errors import JsonError
 
 PREEMPTED = (14, "The replica workerpool0-0 was preempted")
 A100 = Resources("a2-highgpu-1g")
@@ -44,7 +38,7 @@ def hours(value: float) -> Resources:
     return dataclasses.replace(A100, scheduling=Scheduling(timeout_hours=value))
 
 
-# --- item 3: a timeout under a minute; the duration sent is the duration priced ---------
+# --- a timeout under a minute; the duration sent is the duration priced ----------------
 
 @pytest.mark.parametrize("flags, file, message", [
     ({"timeout_hours": "1e-300"}, None,
@@ -82,7 +76,7 @@ def test_the_bound_is_priced_from_the_duration_sent_not_the_number_typed(fakes, 
     assert fakes.vertex.received == []
 
 
-# --- item 11: --max-cost bounds the ladder's climb -----------------------------------
+# --- --max-cost bounds the ladder's climb -------------------------------------------
 
 def ran(hours_run: float, message: tuple[int, str] | None = PREEMPTED
         ) -> aiplatform_v1.CustomJob:
@@ -165,125 +159,3 @@ def test_max_cost_bounds_the_whole_launch_against_the_job_service(fakes, capsys)
     assert spent <= cap
     next_rung = "STANDARD" if sent.count("SPOT") == 1 + MAX_PREEMPTIONS else "SPOT"
     assert spent + 2 * hourly[next_rung] > cap  # the next could have passed the cap
-
-
-# --- item 20: a model directory keeps its run's experiment ----------------------------
-
-MASK = "pets_maskrcnn_mobilenet"
-
-
-def mask_run(root: Path, records: Path) -> Path:
-    """A model directory as a Mask R-CNN run leaves it (what the launcher and trainer read)."""
-    model_dir = root / "model"
-    model_dir.mkdir()
-    (model_dir / "run.json").write_text(json.dumps({"experiment": MASK}) + "\n")
-    (model_dir / "params.yaml").write_text("trainer: {train_steps: 10}\n")
-    (model_dir / "job.yaml").write_text(f"target: local\nexperiment: {MASK}\n"
-                                        f"data-dir: {records}\n")
-    (model_dir / "checkpoint").write_text('model_checkpoint_path: "ckpt-10"\n')
-    (model_dir / "ckpt-10.index").write_bytes(b"index")
-    return model_dir
-
-
-def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
-    return {str(path): (path.read_bytes(), path.stat().st_mtime_ns)
-            for path in sorted(directory.rglob("*")) if path.is_file()}
-
-
-def run_task(name: str, **flags) -> None:
-    """`invoke NAME --flags`, in this process."""
-    import tasks
-
-    body = getattr(tasks, name)
-    defaults = {p.name: None if p.default is inspect.Parameter.empty else p.default
-                for p in list(inspect.signature(body).parameters.values())[1:]}
-    body(Context(), **{**defaults, **flags})
-
-
-@pytest.mark.parametrize("task", ["train", "evaluate"])
-def test_a_run_of_another_experiment_is_refused_and_left_as_it_is(task, tmp_path):
-    records = write_records(tmp_path / "records")
-    model_dir = mask_run(tmp_path, records)
-    before = snapshot(model_dir)
-    for experiment in ("pets_retinanet_mobilenet", "pets_retinanet_resnetfpn"):
-        with pytest.raises(Exit) as refused:
-            run_task(task, model_dir=str(model_dir), data_dir=str(records),
-                     experiment=experiment, force=True)
-        assert refused.value.code == 2
-        assert refused.value.message == (
-            f"error: --experiment {experiment}: {model_dir} holds a run of {MASK} (its "
-            "run.json); leave out --experiment to use the run's, or choose another "
-            "--model-dir for a new run")
-    job = tmp_path / "retinanet.yaml"
-    job.write_text(f"experiment: pets_retinanet_mobilenet\nmodel-dir: {model_dir}\n")
-    with pytest.raises(Exit, match=rf"--experiment pets_retinanet_mobilenet \(in --job "
-                                   rf"{job}\): {model_dir} holds a run of {MASK}"):
-        run_task(task, job=str(job), data_dir=str(records), force=True)
-    assert snapshot(model_dir) == before
-
-
-@pytest.mark.parametrize("task", ["train", "evaluate"])
-def test_without_experiment_the_run_s_own_is_used(task, tmp_path, capsys):
-    records = write_records(tmp_path / "records")
-    model_dir = mask_run(tmp_path, records)
-    before = snapshot(model_dir)
-    run_task(task, model_dir=str(model_dir), data_dir=str(records), force=True, dry_run=True)
-    out, err = capsys.readouterr()
-    assert f"--experiment={MASK}" in out  # the trainer's command
-    assert f"experiment: {MASK}" in err  # the resolved job file
-    run_task(task, model_dir=str(model_dir), data_dir=str(records), force=True, dry_run=True,
-             experiment=MASK)  # the same one, given: taken
-    assert snapshot(model_dir) == before
-    import tasks
-
-    # export has no --experiment to differ: it rebuilds the model from run.json alone
-    assert "experiment" not in inspect.signature(tasks.export).parameters
-
-
-def test_a_vertex_run_id_of_another_experiment_is_refused_before_anything_is_sent(fakes):
-    fakes.storage.bucket("pets-data").blob("runs/mask1/checkpoints/run.json") \
-        .upload_from_string(json.dumps({"experiment": MASK}))
-    cloud = fakes.cloud()
-
-    def found(job):
-        from launch.stores.runs.jobfiles import recorded_run
-
-        return recorded_run(job, "unused", lambda: cloud, in_bucket=True)
-
-    with pytest.raises(jobfile.JobFileError, match=(
-            r"^--experiment pets_retinanet_resnetfpn: gs://pets-data/runs/mask1 holds a run "
-            rf"of {MASK} \(its run.json\); leave out --experiment to use the run's, or choose "
-            r"another --run-id for a new run$")):
-        jobfile.resolve("train", {"target": "vertex", "run_id": "mask1",
-                                  "experiment": "pets_retinanet_resnetfpn"}, run=found)
-    assert jobfile.resolve("eval", {"target": "vertex", "run_id": "mask1"},
-                           run=found).experiment == MASK
-    assert jobfile.resolve("train", {"target": "vertex", "run_id": "new2"},
-                           run=found).experiment == jobfile.DEFAULT_EXPERIMENT
-    assert fakes.vertex.received == [] and fakes.builds.requests == []
-
-
-def test_the_trainer_refuses_another_experiment_before_writing(tmp_path, capsys):
-    """`python -m trainer` itself (a Vertex AI job whose run the launcher could not read):
-    one line, exit 2, before anything is written."""
-    from trainer import cli
-    from trainer.cli import ERROR_PREFIX
-
-    records = write_records(tmp_path / "records")
-    model_dir = mask_run(tmp_path, records)
-    before = snapshot(model_dir)
-    for mode in ("train", "eval"):
-        assert cli.main(["--experiment=pets_retinanet_mobilenet", f"--mode={mode}",
-                         f"--model_dir={model_dir}", f"--data_dir={records}"]) == 2
-        assert capsys.readouterr().err == (
-            f"{ERROR_PREFIX}--experiment pets_retinanet_mobilenet: {model_dir} holds a run of "
-            f"{MASK} "
-            f"(its run.json); pass --experiment {MASK}, or choose another --model-dir for a "
-            "new run\n")
-    assert snapshot(model_dir) == before
-    model_dir_lib.check_experiment(str(model_dir), MASK)  # its own: taken
-    model_dir_lib.check_experiment(str(tmp_path / "new"), "pets_retinanet_mobilenet")
-    with pytest.raises(JsonError):  # a run file that names no experiment is no run's
-        (tmp_path / "odd").mkdir()
-        (tmp_path / "odd" / "run.json").write_text("[]")
-        model_dir_lib.check_experiment(str(tmp_path / "odd"), MASK)
