@@ -15,55 +15,36 @@ from launch.context.images import ImageBuildError
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.locality import TooFar
 from launch.targets.vertex.submit import Submission
-from launch.values import jobfile
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
-from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
-
-EXPERIMENT = "pets_retinanet_resnetfpn"
-T4 = {"machine_type": "n1-standard-8", "accelerator": "NVIDIA_TESLA_T4:1"}
+from tests.fakes.cloud import OUTPUTS, REPOSITORY, write_records
+from tests.test_rerun import EXPERIMENT, launch
 
 
-@pytest.fixture
-def fakes(tmp_path):
-    with fake_cloud(tmp_path) as services:
-        yield services
-
-
-def launch(cloud: Cloud, run_id: str, flags: dict, file: dict | None = None, source: str = "",
-           submission: Submission | None = None) -> str:
-    """What `invoke train` does with a job file and flags (tasks._run_job), in-process."""
-    job = jobfile.resolve("train", {"target": "vertex", "experiment": EXPERIMENT,
-                                    "steps": "100", "run_id": run_id, **T4, **flags},
-                          file, source)
-    with_image = dataclasses.replace(cloud, overrides={**cloud.overrides, "image": job.image})
-    return Vertex(with_image, submission or Submission()).launch(jobfile.request(job, "train"))
-
-
-def test_an_image_of_another_repository_is_refused_from_a_flag_and_a_job_file(fakes, tmp_path):
+def test_an_image_of_another_repository_is_refused_from_a_flag_and_a_job_file(services, tmp_path):
     other = "us-central1-docker.pkg.dev/someone-else/images/trainer:v1"
     dry = Submission(dry_run=True)
     for flags, file in (({"image": other}, None), ({}, {"image": other})):
         with pytest.raises(ImageBuildError, match=r"is not in the environment's repositories "
                                                   r".*a platform engineer may allow"):
-            launch(fakes.cloud(), "img1", flags, file, "--job f", dry)
-    assert fakes.vertex.received == [] and fakes.registry.lookups == []
+            launch(services.cloud(), "img1", flags, file, "--job f", dry)
+    assert services.vertex.received == [] and services.registry.lookups == []
     own = f"{REPOSITORY}/trainer:mine"  # the environment's own repository: as before
-    assert launch(fakes.cloud(), "img1", {"image": own}, submission=dry)
+    assert launch(services.cloud(), "img1", {"image": own}, submission=dry)
 
 
-def test_a_platform_engineer_allows_another_repository_in_the_stack(fakes, tmp_path):
+def test_a_platform_engineer_allows_another_repository_in_the_stack(services, tmp_path):
     shared = "us-central1-docker.pkg.dev/shared-images/base"
     stack_outputs.write({"dev": dataclasses.replace(
-        OUTPUTS, allowed_image_repositories=shared)}, fakes.cloud().outputs_path)
-    cloud = fakes.cloud()
+        OUTPUTS, allowed_image_repositories=shared)}, services.cloud().outputs_path)
+    cloud = services.cloud()
     assert shared in cloud.image_repositories()
     assert REPOSITORY in cloud.image_repositories()
-    digest = fakes.registry.push(f"{shared}/trainer:v1")
+    digest = services.registry.push(f"{shared}/trainer:v1")
     from launch.stores.gcs.records import upload_records
     upload_records(cloud, str(write_records(tmp_path / "records")))
     launch(cloud, "shared1", {"image": f"{shared}/trainer:v1"})
-    (pool,) = fakes.vertex.received[0].custom_job.job_spec.worker_pool_specs
+    (pool,) = services.vertex.received[0].custom_job.job_spec.worker_pool_specs
     assert pool.container_spec.image_uri == f"{shared}/trainer@{digest}"
     # a variable is the researcher's, not the platform's: it allows nothing
     assert "us-central1-docker.pkg.dev/x/y" not in dataclasses.replace(
@@ -79,9 +60,9 @@ ENVIRON = {"PETS_PROJECT": OUTPUTS.project, "PETS_BUCKET": OUTPUTS.bucket,
            "PETS_TPU_IMAGE": f"{REPOSITORY}/trainer-tpu:abc"}
 
 
-def from_variables(fakes, tmp_path, region: str, **environ) -> Cloud:
+def from_variables(services, tmp_path, region: str, **environ) -> Cloud:
     """Settings from variables and flags alone: no outputs file (the fakes' clients)."""
-    return dataclasses.replace(fakes.cloud(region=region), environ={**ENVIRON, **environ},
+    return dataclasses.replace(services.cloud(region=region), environ={**ENVIRON, **environ},
                                outputs_path=tmp_path / "no-outputs.json")
 
 
@@ -91,14 +72,14 @@ def dry_run(cloud: Cloud) -> str:
     return Vertex(cloud, Submission(dry_run=True)).launch(request)
 
 
-def test_a_region_far_from_the_image_is_refused_without_an_outputs_file(fakes, tmp_path,
+def test_a_region_far_from_the_image_is_refused_without_an_outputs_file(services, tmp_path,
                                                                         capsys):
     with pytest.raises(TooFar, match=r"^--region europe-west4 is in europe, but the image "
                                      r"repository is in us-central1 \(north-america\): choose "
                                      r"a region in north-america, where the repository is read "
                                      r"without crossing a continent$"):
-        dry_run(from_variables(fakes, tmp_path, "europe-west4"))
-    far = from_variables(fakes, tmp_path, "europe-west4", PETS_REGION="us-central1",
+        dry_run(from_variables(services, tmp_path, "europe-west4"))
+    far = from_variables(services, tmp_path, "europe-west4", PETS_REGION="us-central1",
                          PETS_IMAGE="europe-docker.pkg.dev/pets-detector-dev/i/trainer:a")
     with pytest.raises(TooFar, match=r"^--region europe-west4 is in europe, but the data bucket "
                                      r"is in us-central1 \(north-america\), taken to be the "
@@ -108,17 +89,17 @@ def test_a_region_far_from_the_image_is_refused_without_an_outputs_file(fakes, t
                                      r"PETS_BUCKET_LOCATION$"):
         dry_run(far)
     capsys.readouterr()
-    dry_run(from_variables(fakes, tmp_path, "us-east4", PETS_REGION="us-central1"))
+    dry_run(from_variables(services, tmp_path, "us-east4", PETS_REGION="us-central1"))
     assert ("note: the bucket location is not known, so it is taken to be the environment's "
             "region (us-central1); set PETS_BUCKET_LOCATION (or deploy the stack again) if it "
             "is elsewhere") in capsys.readouterr().err
-    dry_run(from_variables(fakes, tmp_path, "europe-west4", PETS_BUCKET_LOCATION="EU",
+    dry_run(from_variables(services, tmp_path, "europe-west4", PETS_BUCKET_LOCATION="EU",
                            PETS_IMAGE="europe-docker.pkg.dev/pets-detector-dev/i/trainer:a"))
     assert "not known" not in capsys.readouterr().err
 
 
-def test_a_pinned_image_is_located_by_its_own_host(fakes):
-    cloud = fakes.cloud(image="us-docker.pkg.dev/pets-detector-dev/pets-images/trainer:x")
+def test_a_pinned_image_is_located_by_its_own_host(services):
+    cloud = services.cloud(image="us-docker.pkg.dev/pets-detector-dev/pets-images/trainer:x")
     assert cloud.locations().repository == "us"
-    assert fakes.cloud().locations() == type(cloud.locations())("US-CENTRAL1", "us-central1")
-    assert Path(fakes.cloud().outputs_path).exists()
+    assert services.cloud().locations() == type(cloud.locations())("US-CENTRAL1", "us-central1")
+    assert Path(services.cloud().outputs_path).exists()
