@@ -71,7 +71,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
 
-
     def _forward(self, body: bytes) -> None:
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
         if body or self.command == "POST":

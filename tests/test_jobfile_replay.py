@@ -83,8 +83,7 @@ def write(name: str, root: Path) -> None:
 
 
 @pytest.mark.parametrize("name", COMMANDS)
-def test_a_stored_job_file_replays_to_the_request_it_was_saved_from(name, tmp_path,
-                                                                    prices_today):
+def test_a_stored_job_file_replays_to_the_request_it_was_saved_from(name, tmp_path):
     if not (CORPUS / f"{name}.yaml").exists():
         if os.environ.get("PETS_WRITE_GOLDEN") != "1":
             pytest.fail(f"tests/golden/jobfiles/{name}.yaml is missing (PETS_WRITE_GOLDEN=1 "

@@ -11,19 +11,10 @@ from pathlib import Path
 import pytest
 from invoke import Context, Exit
 
-from launch.stores.gcs.records import upload_records
 from launch.values import jobfile
-from tests.fakes.cloud import fake_cloud, write_records
+from tests.fakes.cloud import write_records
 from trainer import model_dir as model_dir_lib
 from trainer.errors import JsonError
-
-
-@pytest.fixture
-def fakes(tmp_path):
-    with fake_cloud(tmp_path) as services:
-        upload_records(services.cloud(), str(write_records(tmp_path / "records")))
-        yield services
-
 
 MASK = "pets_maskrcnn_mobilenet"
 
@@ -96,10 +87,11 @@ def test_without_experiment_the_run_s_own_is_used(task, tmp_path, capsys):
     assert "experiment" not in inspect.signature(tasks.export).parameters
 
 
-def test_a_vertex_run_id_of_another_experiment_is_refused_before_anything_is_sent(fakes):
-    fakes.storage.bucket("pets-data").blob("runs/mask1/checkpoints/run.json") \
+def test_a_vertex_run_id_of_another_experiment_is_refused_before_anything_is_sent(
+        services):
+    services.storage.bucket("pets-data").blob("runs/mask1/checkpoints/run.json") \
         .upload_from_string(json.dumps({"experiment": MASK}))
-    cloud = fakes.cloud()
+    cloud = services.cloud()
 
     def found(job):
         from launch.stores.runs.jobfiles import recorded_run
@@ -116,7 +108,7 @@ def test_a_vertex_run_id_of_another_experiment_is_refused_before_anything_is_sen
                            run=found).experiment == MASK
     assert jobfile.resolve("train", {"target": "vertex", "run_id": "new2"},
                            run=found).experiment == jobfile.DEFAULT_EXPERIMENT
-    assert fakes.vertex.received == [] and fakes.builds.requests == []
+    assert services.vertex.received == [] and services.builds.requests == []
 
 
 def test_the_trainer_refuses_another_experiment_before_writing(tmp_path, capsys):
