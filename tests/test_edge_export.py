@@ -6,6 +6,7 @@ that reference). Minutes: marked slow."""
 from __future__ import annotations
 
 import json
+import pickle
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import AP50_BOUND, SERVED_OPTIONS, trainer_here
+from tests.once import once
 
 pytestmark = pytest.mark.slow
 
@@ -34,40 +36,49 @@ SAME_OUTPUT, SAME_IMAGES = 1e-5, 100
 
 
 @pytest.fixture(scope="module")
-def held_out(tmp_path_factory, exported):
+def held_out(shared, exported):
     """A fresh sample the model never saw, labelled as the training records are (from its COCO
-    form: the whole pet's box), with the SavedModel's answers."""
-    from trainer.agreement import detect_all, labelled_images
-    from trainer.data.convert import convert_coco
-    from trainer.data.sample import write_coco_sample, write_sample
-    from trainer.predict import load_detector
+    form: the whole pet's box), with the SavedModel's answers: the records and the answers
+    made once for the session (whichever worker asks first), the images read here."""
+    from trainer.agreement import labelled_images
 
-    root = tmp_path_factory.mktemp("held-out")
-    data = write_sample(root / "pets", num_images=HELD_OUT_IMAGES, seed=99)
-    convert_coco(write_coco_sample(data), data / "images", root / "records", num_shards=1,
-                 progress=False)
-    truth = list(labelled_images(f"{root / 'records'}/*.record-*"))
-    saved_model, _ = load_detector(str(exported))
-    return truth, detect_all(saved_model, truth)
+    def build(root: Path) -> dict:
+        from trainer.agreement import detect_all
+        from trainer.data.convert import convert_coco
+        from trainer.data.sample import write_coco_sample, write_sample
+        from trainer.predict import load_detector
+
+        data = write_sample(root / "pets", num_images=HELD_OUT_IMAGES, seed=99)
+        convert_coco(write_coco_sample(data), data / "images", root / "records", num_shards=1,
+                     progress=False)
+        truth = labelled_images(f"{root / 'records'}/*.record-*")
+        saved_model, _ = load_detector(str(exported))
+        (root / "answers.pickle").write_bytes(pickle.dumps(detect_all(saved_model, truth)))
+        return {"records": f"{root / 'records'}/*.record-*",
+                "answers": str(root / "answers.pickle")}
+
+    built = once(shared, "held-out", build)
+    return list(labelled_images(built["records"])), \
+        pickle.loads(Path(built["answers"]).read_bytes())
 
 
 @pytest.fixture(scope="module")
-def lite_exports(trained, tmp_path_factory) -> Callable[[str | None], tuple[Path, str]]:
+def lite_exports(trained, shared) -> Callable[[str | None], tuple[Path, str]]:
     """`export --format tflite` of the shared model, float or int8: each written once for
-    this module, its file and what the export printed."""
+    the session (whichever worker asks first), its file and what the export printed."""
     model_dir, train_records, _ = trained
-    made: dict[str | None, tuple[Path, str]] = {}
 
     def export(quantize: str | None) -> tuple[Path, str]:
-        if quantize not in made:
-            out = tmp_path_factory.mktemp(f"tflite-{quantize or 'float'}")
+        def build(out: Path) -> dict:
             flags = [f"--quantize={quantize}", f"--calibration_data={train_records}/train*"] \
                 if quantize else []
             # the SavedModel's detection options, so that both answer the same question
             done = trainer_here("export", f"--model_dir={model_dir}", f"--export_dir={out}",
                                 "--format=tflite", *SERVED_OPTIONS, *flags)
-            made[quantize] = (out / "model.tflite", done.stdout)
-        return made[quantize]
+            return {"file": str(out / "model.tflite"), "printed": done.stdout}
+
+        made = once(shared, f"tflite-{quantize or 'float'}", build)
+        return Path(made["file"]), made["printed"]
 
     return export
 

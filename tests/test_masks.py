@@ -1,7 +1,7 @@
 """Instance masks without training: the Mask R-CNN experiments register and build, records
 converted with `--masks` hold the drawn pets' shapes, a mask experiment refuses records without
-masks in one line (launcher and trainer), and evaluation reports COCO `segm` metrics beside the
-box metrics in eval/ckpt-N.json and TensorBoard."""
+masks in one line (launcher and trainer); masks pasted, encoded as RLE, drawn and analysed.
+Evaluation's `segm` metrics are read from the trained model (tests/test_masks_trained.py)."""
 
 from __future__ import annotations
 
@@ -144,43 +144,6 @@ def test_a_mask_experiment_refuses_records_without_masks_before_training(
                            "instance masks")
     assert f"{box_records}/train.record-*" in line and "data.convert --masks" in line
     assert "Traceback" not in result.stderr and not list(model_dir.glob("ckpt-*"))
-
-
-def test_evaluation_reports_segm_metrics_beside_the_box_metrics(mask_records, tmp_path):
-    """An untrained model's checkpoint, evaluated: the metrics' names and places, not their
-    values (its ten best detections kept, however poor, so pycocotools has some to match)."""
-    import tensorflow as tf
-
-    from trainer import evaluation, settings
-    from trainer.params import build_params
-
-    run = settings.parse(["--experiment=pets_maskrcnn_mobilenet", f"--model_dir={tmp_path}",
-                          f"--data_dir={mask_records}",
-                          "--params_override=task.model.detection_generator."
-                          "pre_nms_score_threshold=0.0",
-                          "--params_override=task.model.detection_generator."
-                          "max_num_detections=10"], {})
-    evaluator = evaluation.evaluator_for(run, build_params(run, "float32"))
-    saved = tf.train.CheckpointManager(tf.train.Checkpoint(model=evaluator.model),
-                                       str(tmp_path), max_to_keep=1).save(checkpoint_number=1)
-    result = evaluator.evaluate(saved)
-
-    record = json.loads(Path(result.path).read_text())
-    written = record["metrics"]
-    box = {"AP", "AP50", "AP75", "APs", "APm", "APl", "ARmax1", "ARmax10", "ARmax100"}
-    # the runs report's breakdown covers the masks: AP per class, worst images by mask IoU
-    assert record["per_class"] and all({"AP", "AP50", "mask_AP", "mask_AP50"} <= set(v)
-                                       for v in record["per_class"].values())
-    assert record["worst_images"] and {w["overlap"] for w in record["worst_images"]} == \
-        {"mask"}
-    assert box | {f"mask_{name}" for name in box} <= set(written)
-    assert all(0 <= written[f"mask_{name}"] <= 1 or written[f"mask_{name}"] == -1
-               for name in box)
-    tags = {value.tag for path in (tmp_path / "validation").glob("events.out.tfevents.*")
-            for event in tf.compat.v1.train.summary_iterator(str(path))
-            for value in event.summary.value}
-    assert {"AP50", "mask_AP50", "mask_AP"} <= tags
-    assert not (tmp_path / "annotation.json").exists()  # the masks' ground truth: not kept
 
 
 def test_a_per_box_mask_is_pasted_into_its_box_in_image_pixels_and_round_trips_as_rle():

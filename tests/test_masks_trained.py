@@ -55,6 +55,30 @@ def test_the_mask_model_reaches_its_mask_ap50_on_the_validation_split(mask_train
     assert point["overlap"] == "mask" and 0 < point["threshold"] < 1 and point["f1"] > 0
 
 
+def test_evaluation_reports_segm_metrics_beside_the_box_metrics(mask_trained: MaskRun):
+    """The build's `--mode=eval` of its last checkpoint: the metrics' names and places (the
+    record, its breakdown, TensorBoard), each mask metric a COCO value or -1."""
+    import tensorflow as tf
+
+    record = json.loads((mask_trained.model_dir / "eval" / "ckpt-200.json").read_text())
+    written = record["metrics"]
+    box = {"AP", "AP50", "AP75", "APs", "APm", "APl", "ARmax1", "ARmax10", "ARmax100"}
+    # the runs report's breakdown covers the masks: AP per class, worst images by mask IoU
+    assert record["per_class"] and all({"AP", "AP50", "mask_AP", "mask_AP50"} <= set(v)
+                                       for v in record["per_class"].values())
+    assert record["worst_images"] and {w["overlap"] for w in record["worst_images"]} == \
+        {"mask"}
+    assert box | {f"mask_{name}" for name in box} <= set(written)
+    assert all(0 <= written[f"mask_{name}"] <= 1 or written[f"mask_{name}"] == -1
+               for name in box)
+    events = list((mask_trained.model_dir / "validation").glob("events.out.tfevents.*"))
+    tags = {value.tag for path in events
+            for event in tf.compat.v1.train.summary_iterator(str(path))
+            for value in event.summary.value}
+    assert {"AP50", "mask_AP50", "mask_AP"} <= tags
+    assert not (mask_trained.model_dir / "annotation.json").exists()  # ground truth: not kept
+
+
 def test_the_runs_report_shows_the_mask_model_by_its_masks(mask_trained: MaskRun, tmp_path):
     """Mask AP columns, mask AP per class whose mean is the headline's (up to resampling: ours
     in the model's frame, Model Garden's in the image), worst images judged by mask IoU."""

@@ -196,8 +196,8 @@ def test_the_bytes_signature_answers_like_the_uint8_one_and_options_bound_it(
     assert refused.returncode == 2 and "--max-detections must be 1 to 1000" in refused.stderr
 
 
-RESUMED_STEPS = 60  # killed at its first checkpoint from step 20 on (checkpoints at 10, 30,
-# 50: the first loop's, then every 20 steps), 30 steps before the end
+RESUMED_STEPS = 40  # killed at its first checkpoint from step 20 on (one every 10 steps), at
+# least one loop of 10 steps before the end
 
 
 def checkpoint_step(model_dir: Path) -> int:
@@ -209,7 +209,7 @@ def checkpoint_step(model_dir: Path) -> int:
 @pytest.mark.slow(55)
 def test_training_resumes_after_kill_9_from_the_last_checkpoint(small_records, tmp_path):
     flags = [*data_flags(small_records, tmp_path), f"--train_steps={RESUMED_STEPS}",
-             "--params_override=trainer.checkpoint_interval=20,trainer.steps_per_loop=10,"
+             "--params_override=trainer.checkpoint_interval=10,trainer.steps_per_loop=10,"
              "trainer.summary_interval=10"]
     process, seen = trainer_process(*flags), []
     for line in process.stdout:  # a line or more each loop of ten steps
