@@ -130,8 +130,7 @@ def formats_page() -> str:
     from trainer.data import formats, reasons
 
     rows = []
-    for name in formats.NAMES:
-        module = importlib.import_module(formats.FORMATS[name])
+    for name, module in formats.FORMATS.items():
         rows.append((code(name), " ".join((module.__doc__ or "").split("\n\n")[0].split())))
     sections = [table(("format", "what it reads"), rows)]
     own = reasons.every()

@@ -52,6 +52,16 @@ def test_every_command_round_trips_through_its_argv(command):
     assert args.parse(command.to_argv()) == command
 
 
+def test_every_command_has_its_runner_registered_beside_it():
+    """The CLI runs a command by its name (trainer/cli.py's `@runs`): a command added
+    without a runner, or a runner of no command, fails here rather than in a container."""
+    from trainer import cli
+
+    assert list(cli.RUNNERS) == list(args.COMMANDS) == [
+        "train", "data sample", "data download", "data convert", "data convert-in-bucket",
+        "export", "predict"]
+
+
 def test_the_argv_is_the_command_then_the_options_that_differ_from_their_defaults():
     assert TrainArgs(model_dir="/m", train_steps=40, eval_idle_timeout=30.0).to_argv() == [
         "--experiment=pets_retinanet_mobilenet", "--mode=train", "--model_dir=/m",
@@ -59,7 +69,7 @@ def test_the_argv_is_the_command_then_the_options_that_differ_from_their_default
     assert ConvertArgs("/in", "/out", format="voc").to_argv() == [
         "data", "convert", "--data_dir=/in", "--output_dir=/out", "--format=voc"]
     assert ExportArgs("/m", "/e").to_argv() == ["export", "--model_dir=/m", "--export_dir=/e"]
-    every_field = {f.name for c in args.COMMANDS for f in dataclasses.fields(c)}
+    every_field = {f.name for c in args.COMMANDS.values() for f in dataclasses.fields(c)}
     assert "config_files" in every_field  # repeated as --config_file, as Model Garden spells it
 
 

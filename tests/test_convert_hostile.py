@@ -175,7 +175,7 @@ def plan_hostile(root: Path, kind: str):
     from trainer.data.planning import Limits
 
     options = formats.Options(limits=Limits(max_label_bytes=LABEL_CAP))
-    return formats.get(kind).plan(formats.Input(kind, root), options)
+    return formats.FORMATS[kind].plan(formats.Input(kind, root), options)
 
 
 def _peak(action) -> tuple[object, int]:

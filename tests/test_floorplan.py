@@ -1,9 +1,10 @@
 """launch/'s floor plan as the code holds it (docs/design/layers.md): tasks.py imports no
 target's package, a target without flags, settings or job options of its own is one package
 plus one line in the registry (layers.md lists what a real one touches besides), and a job
-kind one class plus one entry in KINDS: a toy target and a toy kind, each in a temporary
-package, go through the preflight every target shares (launch/targets/preflight.py) in its
-order, with the job file, --save-job and the refusals it gives them."""
+kind one class registered by its decorator (`@kind`), in KINDS once its module is imported:
+a toy target and a toy kind, each in a temporary package, go through the preflight every
+target shares (launch/targets/preflight.py) in its order, with the job file, --save-job and
+the refusals it gives them."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from launch import targets
 from launch.errors import InputError
 from launch.targets.base import Handover, Target
 from launch.targets.local.executor import Local
-from launch.values import jobfile
+from launch.values import jobfile, jobs
 from launch.values.jobs import Places
 from launch.values.sweep import Sweep
 from tests.conftest import REPO
@@ -118,8 +119,20 @@ def imported(path: Path) -> set[str]:
     return names
 
 
+@pytest.fixture
+def scratch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a test registers (the toy target's line, the toy kind by its import) gone after
+    it, as are the toy packages it imports: a registry refuses a name twice, and the other
+    tests see the real registries."""
+    for registry in (targets.TARGETS, jobs.KINDS):
+        for store in ("_places", "_loaded"):
+            monkeypatch.setattr(registry, store, dict(getattr(registry, store)))
+    for name in ("toy_target", "toy_target.executor", "toy_kind", "toy_kind.kind"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+
+
 def test_tasks_asks_the_registry_and_imports_no_target():
-    packages = {spec.partition(":")[0].rsplit(".", 1)[0] for spec in targets.TARGETS.values()}
+    packages = {executor.__module__.rsplit(".", 1)[0] for executor in targets.TARGETS.values()}
     assert packages == {"launch.targets.local", "launch.targets.vertex"}
     names = imported(TASKS)
     assert "launch.targets.executor_for" in names
@@ -128,13 +141,14 @@ def test_tasks_asks_the_registry_and_imports_no_target():
 
 
 def toy_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Places:
-    """The toy target in a temporary package and its registry line; its places."""
+    """The toy target in a temporary package and its registry line (as in
+    launch/values/target_names.py); its places. The test takes `scratch`."""
     package = tmp_path / "toy_target"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "executor.py").write_text(TOY_EXECUTOR)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(targets.TARGETS, "toy", "toy_target.executor:Toy")
+    targets.TARGETS.register_lazy("toy", "toy_target.executor:Toy")
     return Places(str(tmp_path / "model"), str(tmp_path / "records"))
 
 
@@ -144,7 +158,7 @@ def hooks(stderr: str) -> list[str]:
             if line.startswith("toy: ")]
 
 
-def test_a_target_is_one_module_and_one_registry_line(tmp_path, monkeypatch, capsys):
+def test_a_target_is_one_module_and_one_registry_line(tmp_path, monkeypatch, capsys, scratch):
     """The toy implements the hooks; the shared preflight gives it the order, the job file
     (its dry run's account) and --save-job, and runs nothing in a dry run."""
     places = toy_target(tmp_path, monkeypatch)
@@ -167,7 +181,7 @@ def test_a_target_is_one_module_and_one_registry_line(tmp_path, monkeypatch, cap
 
 
 def test_a_toy_targets_run_and_its_refusal_go_through_the_shared_preflight(
-        tmp_path, monkeypatch, capsys):
+        tmp_path, monkeypatch, capsys, scratch):
     """A real run: the hooks in the preflight's order, --save-job and the run's own job file
     written, the toy's run done; its refusal stops before anything is saved or run."""
     places = toy_target(tmp_path, monkeypatch)
@@ -203,9 +217,10 @@ TOY_KIND = '''
 import dataclasses
 from typing import ClassVar
 
-from launch.values.jobs import Request, TrainerJob
+from launch.values.jobs import Request, TrainerJob, kind
 
 
+@kind
 @dataclasses.dataclass(frozen=True)
 class Profile(Request):
     """Times the input pipeline over a run's data: one replica, no checkpoints written."""
@@ -233,21 +248,19 @@ class Profile(Request):
 REGISTERED_BEFORE_IMPORT = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from launch.values import jobs
-import toy_kind.kind
-jobs.KINDS["profile"] = toy_kind.kind.Profile  # as its entry in KINDS' literal would be
+import toy_kind.kind  # its `@kind` registers it in KINDS
 from launch.values import jobfile
 request = jobfile.request(jobfile.resolve("profile", {"steps": 80}), "profile")
 print(jobfile.TASKS, type(request).__name__, request.batches)
 """
 
 
-def test_a_fourth_kind_in_kinds_before_the_job_file_is_imported(tmp_path):
-    """The job file reads KINDS when it is imported, so a kind is one
-    entry there only if nothing unpacks KINDS by position (`TRAIN, TUNE, EVAL = TASKS`
-    failed with four). In a fresh interpreter the toy kind is in KINDS first; the job file
-    then imports, lists it among the tasks, and its fields for every task (--steps) reach
-    it."""
+def test_a_fourth_kind_imported_before_the_job_file_is_among_its_tasks(tmp_path):
+    """The job file reads KINDS when it is imported, so a kind is one registered class
+    only if nothing unpacks KINDS by position (`TRAIN, TUNE, EVAL = TASKS` failed with
+    four). In a fresh interpreter the toy kind's module is imported first, which registers
+    it; the job file then imports, lists it among the tasks, and its fields for every task
+    (--steps) reach it."""
     package = tmp_path / "toy_kind"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -258,23 +271,24 @@ def test_a_fourth_kind_in_kinds_before_the_job_file_is_imported(tmp_path):
     assert result.stdout == "('train', 'tune', 'eval', 'profile') Profile 80\n"
 
 
-def test_a_job_kind_is_one_class_and_one_entry(tmp_path, monkeypatch, capsys):
-    """A toy kind in a temporary package goes through the steps every kind takes: the job
-    file, the targets' refusals, the request, the local target's dry run, Vertex AI's job
-    (which take its answers: role, output, data, run id, from the class) and the toy
-    target's real run, through the shared preflight."""
+def test_a_job_kind_is_one_class_registered_by_its_decorator(tmp_path, monkeypatch, capsys,
+                                                              scratch):
+    """A toy kind in a temporary package, registered by importing its module, goes through
+    the steps every kind takes: the job file, the targets' refusals, the request, the local
+    target's dry run, Vertex AI's job (which take its answers: role, output, data, run id,
+    from the class) and the toy target's real run, through the shared preflight."""
     from launch.context.places import CloudTarget
     from launch.targets.vertex.jobs import vertex_job
-    from launch.values import jobs
 
     package = tmp_path / "toy_kind"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "kind.py").write_text(TOY_KIND)
     monkeypatch.syspath_prepend(str(tmp_path))
-    import toy_kind.kind
+    assert "profile" not in jobs.KINDS
+    import toy_kind.kind  # its `@kind` registers it
 
-    monkeypatch.setitem(jobs.KINDS, "profile", toy_kind.kind.Profile)
+    assert jobs.KINDS["profile"] is toy_kind.kind.Profile
     job = jobfile.resolve("profile", {})
     targets.refuse_unsupported(job, "profile", set(), "")
     request = jobfile.request(job, "profile")

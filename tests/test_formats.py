@@ -365,9 +365,9 @@ def test_labelme_polygons_are_masks_and_their_bounds_the_box(tmp_path):
 
 
 def test_format_choices_come_from_the_registry(tmp_path):
-    assert formats.NAMES == ("pets", "voc", "coco", "yolo", "labelme")
-    assert all(callable(formats.get(name).plan) and isinstance(formats.get(name).REASONS, dict)
-               for name in formats.NAMES)
+    assert tuple(formats.FORMATS) == ("pets", "voc", "coco", "yolo", "labelme")
+    assert all(callable(module.plan) and isinstance(module.REASONS, dict)
+               for module in formats.FORMATS.values())
     wrong = run_trainer("data", "convert", "--format=yolov8", f"--output_dir={tmp_path}",
                         check=False)
     assert wrong.returncode == 2 and wrong.stderr.strip().splitlines() == [

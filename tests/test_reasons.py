@@ -190,8 +190,8 @@ def _format_of(module: Path) -> str | None:
 def _tables() -> dict[str | None, dict[str, str]]:
     """None: CORE; each format's name: its REASONS; keys as the scan writes them."""
     return {None: {_template(k): v for k, v in reasons.CORE.items()},
-            **{name: {_template(k): v for k, v in formats.get(name).REASONS.items()}
-               for name in formats.NAMES}}
+            **{name: {_template(k): v for k, v in module.REASONS.items()}
+               for name, module in formats.FORMATS.items()}}
 
 
 @pytest.fixture(scope="module")
@@ -237,9 +237,9 @@ def test_the_whole_conversion_checks_reasons_are_the_cores():
 
 def test_every_lists_the_core_then_each_format_in_the_registrys_order():
     every = reasons.every()
-    assert list(every) == ["every format", *formats.NAMES]
+    assert list(every) == ["every format", *formats.FORMATS]
     assert every["every format"] is reasons.CORE
-    assert all(every[name] is formats.get(name).REASONS for name in formats.NAMES)
+    assert all(every[name] is formats.FORMATS[name].REASONS for name in formats.FORMATS)
 
 
 def test_a_template_explains_each_key_it_stands_for():
@@ -248,8 +248,8 @@ def test_a_template_explains_each_key_it_stands_for():
     assert reasons.meaning("converted_i;16_to_rgb") == reasons.CORE["converted_{mode}_to_rgb"]
     assert reasons.meaning("box_clipped") == reasons.CORE["box_clipped"]
     assert reasons.meaning("no_such_reason") is None
-    assert reasons.meaning("val_is_train", formats.get("yolo").REASONS) == \
-        formats.get("yolo").REASONS["val_is_train"]
+    assert reasons.meaning("val_is_train", formats.FORMATS["yolo"].REASONS) == \
+        formats.FORMATS["yolo"].REASONS["val_is_train"]
 
 
 def _assert_explained(report: dict, *tables) -> None:
@@ -285,4 +285,4 @@ def test_a_formats_report_explains_its_own_reasons_and_the_cores(tmp_path):
     assert {"val_is_train", "class_id_out_of_range"} <= set(report["repaired"])  # YOLO's
     assert {"box_clipped", "missing_mask", "nonfinite_box"} <= set(report["repaired"])
     assert "too_many_objects" in report["skipped"]
-    _assert_explained(report, formats.get("yolo").REASONS)
+    _assert_explained(report, formats.FORMATS["yolo"].REASONS)

@@ -469,9 +469,9 @@ def test_merged_sources_keep_the_test_image_whichever_comes_first(sample, tmp_pa
 
 def test_only_files_of_a_size_both_sides_have_are_hashed(sample, monkeypatch):
     """The bytes check reads a large dataset once more only where two files may be one."""
-    from trainer.data.formats import get
+    from trainer.data.formats import FORMATS
 
-    plan = get("pets").plan(Input("pets", sample), Options()).plan
+    plan = FORMATS["pets"].plan(Input("pets", sample), Options()).plan
     hashed: list[str] = []
     digest = changes.image_digest
     monkeypatch.setattr(changes, "image_digest",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar, NoReturn, TypeVar
 
 from trainer import files, objects
 from trainer.best.stopping import EVALUATORS, TRAINER
@@ -27,6 +27,7 @@ from trainer.distribution import STRATEGIES
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 from trainer.options import Bound, check_fields, field_of, kind, number, option
+from trainer.registry import Registry
 
 MODES = ("train", "eval", "train_and_eval", "continuous_eval")
 # --init_checkpoint_type -> Model Garden's task.init_checkpoint_modules: what is restored
@@ -60,6 +61,11 @@ class Args:
         in the same words, wherever it is given."""
         self.check_values()
 
+    @classmethod
+    def command_name(cls) -> str:
+        """Its name in COMMANDS: its words (`data convert`); the training run has none."""
+        return " ".join(cls.COMMAND) or "train"
+
     def to_argv(self) -> list[str]:
         """The command words, then `--flag=value` for every option that differs from its
         default, in declaration order."""
@@ -87,6 +93,19 @@ def _text(value: object) -> str:
     return str(value)
 
 
+# The commands, each registered by `@command` on its class, in the order `--help` lists them;
+# each one's runner is registered beside it in trainer/cli.py's RUNNERS, under the same name
+COMMANDS: Registry[type[Args]] = Registry("command", SettingsError)
+A = TypeVar("A", bound=Args)
+
+
+def command(cls: type[A]) -> type[A]:
+    """Registers the Args class it decorates in COMMANDS, under its `command_name()`."""
+    COMMANDS.register(cls.command_name())(cls)
+    return cls
+
+
+@command
 @dataclasses.dataclass(frozen=True)
 class TrainArgs(Args):
     HELP: ClassVar[str] = "train or evaluate a detector (the default command)"
@@ -168,6 +187,7 @@ class TrainArgs(Args):
                                 f"{patience_flag} N")
 
 
+@command
 @dataclasses.dataclass(frozen=True)
 class SampleArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("data", "sample")
@@ -186,6 +206,7 @@ class SampleArgs(Args):
                          choices=SAMPLE_FORMATS)
 
 
+@command
 @dataclasses.dataclass(frozen=True)
 class DownloadArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("data", "download")
@@ -195,6 +216,7 @@ class DownloadArgs(Args):
     base_url: str | None = option()
 
 
+@command
 @dataclasses.dataclass(frozen=True)
 class ConvertArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("data", "convert")
@@ -207,8 +229,8 @@ class ConvertArgs(Args):
     masks: bool = option("add instance masks (Pets: the whole pet each trimap outlines, "
                          "boxed; COCO: segmentations; YOLO, LabelMe: polygons)",
                          default=False)
-    format: str = option(f"{', '.join(formats.NAMES)} (coco: with --annotations and "
-                         "--images)", default="pets", choices=formats.NAMES)
+    format: str = option(f"{', '.join(formats.FORMATS)} (coco: with --annotations and "
+                         "--images)", default="pets", choices=formats.FORMATS.keys())
     annotations: str | None = option("COCO: the annotations JSON (split 70/30 unless "
                                      "--val-annotations)")
     val_annotations: str | None = option("COCO: the validation split's JSON")
@@ -262,6 +284,7 @@ class ConvertArgs(Args):
         return parse_split(self.split, shown(ConvertArgs, "split"))
 
 
+@command
 @dataclasses.dataclass(frozen=True)
 class BucketConvertArgs(Args):
     """A conversion job next to the data (`invoke data.convert --target vertex`): the raw
@@ -288,6 +311,7 @@ class BucketConvertArgs(Args):
                                      "a temporary directory)")
 
 
+@command
 @dataclasses.dataclass(frozen=True)
 class ExportArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("export",)
@@ -333,6 +357,7 @@ class ExportArgs(Args):
                                 "uint8 pixels")
 
 
+@command
 @dataclasses.dataclass(frozen=True)
 class PredictArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("predict",)
@@ -346,10 +371,6 @@ class PredictArgs(Args):
         "drop detections scoring less (default: the threshold the export's evaluation chose, "
         "recorded in its export.json; else 0.3)", bound=SCORE)
     max_pixels: int = option(MAX_PIXELS_HELP, default=defaults.MAX_PIXELS)
-
-
-COMMANDS: tuple[type[Args], ...] = (TrainArgs, SampleArgs, DownloadArgs, ConvertArgs,
-                                    BucketConvertArgs, ExportArgs, PredictArgs)
 
 
 def shown(command: type[Args], name: str) -> str:
@@ -409,7 +430,9 @@ def parser() -> argparse.ArgumentParser:
     _add_options(top, TrainArgs)
     commands = top.add_subparsers(dest="command", metavar="{data,export,predict}")
     groups: dict[str, argparse._SubParsersAction] = {}
-    for command in COMMANDS[1:]:
+    for command in COMMANDS.values():
+        if command is TrainArgs:  # its flags are the top level's
+            continue
         *group, name = command.COMMAND
         where = commands
         if group:
@@ -428,7 +451,7 @@ def parse(argv: Sequence[str]) -> Args:
     SettingsError naming the flag (`--help` still prints the help and exits)."""
     from trainer import hparams
 
-    known = {f.metadata["flag"] or f.name for command in COMMANDS
+    known = {f.metadata["flag"] or f.name for command in COMMANDS.values()
              for f in dataclasses.fields(command)}
     namespace = parser().parse_args(hparams.trial_flags(list(argv), known))
     command = getattr(namespace, "_command", TrainArgs)

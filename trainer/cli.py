@@ -17,6 +17,7 @@ from trainer import args as trainer_args
 from trainer import errors, files, pretrained
 from trainer import settings as settings_lib
 from trainer.eval_record import EvaluationRecord
+from trainer.registry import Registry
 
 EXIT_FAILED, EXIT_USAGE, EXIT_EVAL_TIMEOUT = 1, 2, 3
 # Starts the one line that says why the trainer stopped, which launchers show as its word
@@ -28,8 +29,18 @@ ERROR_PREFIX = "pets-trainer: error: "
 # in the start-up line: what a launcher's failure triage reads when a replica runs out of
 # memory (launch/targets/triage.py)
 BATCH_SIZE_WORDS = "global batch size"
+Runner = Callable[..., int]  # runs its command's Args; the exit status
+# Each command's runner (trainer.args' COMMANDS) under the command's name, registered by
+# `@runs(ITS_ARGS)` beside it: a command added without one fails tests/test_args.py
+RUNNERS: Registry[Runner] = Registry("command", errors.SettingsError)
 
 
+def runs(command: type[trainer_args.Args]) -> Callable[[Runner], Runner]:
+    """Registers the function it decorates as the runner of `command`."""
+    return RUNNERS.register(command.command_name())
+
+
+@runs(trainer_args.TrainArgs)
 def run_trainer(args: trainer_args.TrainArgs) -> int:
     from trainer import distribution, evaluation, tracing, train
     from trainer import params as params_lib
@@ -103,6 +114,7 @@ def _run_evaluation(settings: settings_lib.TrainerSettings, params, evaluation) 
     return 0
 
 
+@runs(trainer_args.SampleArgs)
 def run_sample(args: trainer_args.SampleArgs) -> int:
     from trainer.data.sample import write_sample
 
@@ -127,6 +139,7 @@ def run_sample(args: trainer_args.SampleArgs) -> int:
     return 0
 
 
+@runs(trainer_args.DownloadArgs)
 def run_download(args: trainer_args.DownloadArgs) -> int:
     from trainer.data.download import PETS_BASE_URL, download_pets
 
@@ -135,6 +148,7 @@ def run_download(args: trainer_args.DownloadArgs) -> int:
     return 0
 
 
+@runs(trainer_args.ConvertArgs)
 def run_convert(args: trainer_args.ConvertArgs) -> int:
     from trainer.data import formats
     from trainer.data.changes import ClassChanges
@@ -158,12 +172,14 @@ def run_convert(args: trainer_args.ConvertArgs) -> int:
     return 0
 
 
+@runs(trainer_args.BucketConvertArgs)
 def run_bucket_convert(args: trainer_args.BucketConvertArgs) -> int:
     from trainer.bucket_convert import convert_in_bucket
 
     return convert_in_bucket(args)
 
 
+@runs(trainer_args.ExportArgs)
 def run_export(args: trainer_args.ExportArgs) -> int:
     from trainer.best.choice import Choice
     from trainer.export import ExportOptions, export
@@ -187,6 +203,7 @@ def run_export(args: trainer_args.ExportArgs) -> int:
     return 0
 
 
+@runs(trainer_args.PredictArgs)
 def run_predict(args: trainer_args.PredictArgs) -> int:
     from trainer.predict import predict
 
@@ -198,19 +215,11 @@ def run_predict(args: trainer_args.PredictArgs) -> int:
     return 0
 
 
-RUNNERS: dict[type[trainer_args.Args], Callable[..., int]] = {
-    trainer_args.TrainArgs: run_trainer, trainer_args.SampleArgs: run_sample,
-    trainer_args.DownloadArgs: run_download, trainer_args.ConvertArgs: run_convert,
-    trainer_args.BucketConvertArgs: run_bucket_convert,
-    trainer_args.ExportArgs: run_export, trainer_args.PredictArgs: run_predict,
-}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = trainer_args.parse(argv)
-        return RUNNERS[type(args)](args)
+        return RUNNERS[args.command_name()](args)
     except errors.USAGE_ERRORS as error:
         refuse(error)
         return EXIT_USAGE

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from launch.errors import InputError
 from launch.values.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
@@ -16,11 +16,22 @@ from launch.values.sweep import Sweep
 from trainer.args import Args, ConvertArgs, TrainArgs
 from trainer.experiments import DEFAULT_EXPERIMENT, default_train_steps
 from trainer.files import TEST, TRAIN, VAL, shard_glob
+from trainer.registry import Registry
 
 if TYPE_CHECKING:
     from launch.values.jobfile import JobFile, Written
 
 TRAINER_COMMAND = ("python", "-m", "trainer")
+# The job kinds by task (`invoke train|tune|eval`, a job file's `tasks`), each registered by
+# `@kind` on its class
+KINDS: Registry[type[Request]] = Registry("job kind", InputError)
+R = TypeVar("R", bound="Request")
+
+
+def kind(cls: type[R]) -> type[R]:
+    """Registers a job kind, the Request subclass it decorates, in KINDS under its task."""
+    KINDS.register(cls.task)(cls)
+    return cls
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +102,7 @@ class Request:
     plus its requirements (`resources`) and the run's metadata. `args` holds no target's
     places: an executor fills --model_dir and --data_dir (`args_at`). Its kind is its type,
     which answers what the executors and the job file ask of a kind (the class attributes
-    below), so none of them tests the type. A new kind is a subclass and its entry in KINDS."""
+    below), so none of them tests the type. A new kind is a subclass registered by `@kind`."""
 
     task: ClassVar[str]  # the invoke task, and the `tasks` its JobFile fields name
     mode: ClassVar[str] = "train"  # the trainer's --mode
@@ -183,6 +194,7 @@ def _args(experiment: str | None, steps: int | str | None, mode: str, **more) ->
                      train_steps=optional_number("--steps", steps, int), **more)
 
 
+@kind
 @dataclasses.dataclass(frozen=True)
 class Training(Request):
     """Trains a run: a chief, and workers if the resources have them; its early-stopping
@@ -194,6 +206,26 @@ class Training(Request):
     role: ClassVar[str] = "train"
 
 
+@kind
+@dataclasses.dataclass(frozen=True)
+class Tuning(Training):
+    """A sweep: trials of the training job, each a run beside the others."""
+
+    task: ClassVar[str] = "tune"
+    of_run: ClassVar[bool] = False  # a new sweep; its trials are new runs (role: train)
+    local_dir: ClassVar[str] = "sweep"
+
+    sweep: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the sweep file's
+
+    @classmethod
+    def own_values(cls, job: JobFile) -> dict[str, Any]:
+        return {"sweep": dict(job.sweep)}
+
+    def hand_to(self, executor: Runner) -> str:
+        return executor.tune(self, Sweep.from_mapping(self.sweep))
+
+
+@kind
 @dataclasses.dataclass(frozen=True)
 class Evaluation(Request):
     """Evaluates a run's checkpoints on one replica: continuously beside training (its idle
@@ -217,28 +249,6 @@ class Evaluation(Request):
         if self.resources.replicas != (1,):
             raise InputError("evaluation runs on one replica: drop --workers and "
                              "--reduction-servers")
-
-
-@dataclasses.dataclass(frozen=True)
-class Tuning(Training):
-    """A sweep: trials of the training job, each a run beside the others."""
-
-    task: ClassVar[str] = "tune"
-    of_run: ClassVar[bool] = False  # a new sweep; its trials are new runs (role: train)
-    local_dir: ClassVar[str] = "sweep"
-
-    sweep: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the sweep file's
-
-    @classmethod
-    def own_values(cls, job: JobFile) -> dict[str, Any]:
-        return {"sweep": dict(job.sweep)}
-
-    def hand_to(self, executor: Runner) -> str:
-        return executor.tune(self, Sweep.from_mapping(self.sweep))
-
-
-# The job kinds by task: `invoke train|eval|tune`, and a job file's `tasks`.
-KINDS: dict[str, type[Request]] = {kind.task: kind for kind in (Training, Tuning, Evaluation)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,8 +6,10 @@ lists besides, for its own flags, settings and job options)."""
 
 from __future__ import annotations
 
-# the first is the default
-TARGETS: dict[str, str] = {
-    "local": "launch.targets.local.executor:Local",
-    "vertex": "launch.targets.vertex.executor:Vertex",
-}
+from launch.errors import InputError
+from trainer.registry import Registry
+
+# an Executor class each (launch/targets/base.py, a layer above); the first is the default
+TARGETS: Registry[type] = Registry("--target", InputError)
+TARGETS.register_lazy("local", "launch.targets.local.executor:Local")
+TARGETS.register_lazy("vertex", "launch.targets.vertex.executor:Vertex")

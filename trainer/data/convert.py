@@ -204,7 +204,7 @@ def _report(written: Mapping[str, int], problems: ProblemLog, output_dir: Path,
 def plan_sources(inputs: Sequence[formats.Input], options: formats.Options
                  ) -> formats.Planned:
     """Each source planned by its format; several merged into one (`changes.merge`)."""
-    planned = [(given, formats.get(given.format).plan(given, options)) for given in inputs]
+    planned = [(given, formats.FORMATS[given.format].plan(given, options)) for given in inputs]
     if len(planned) == 1:
         return planned[0][1]
     plan, label_map = changes.merge(planned)
@@ -249,7 +249,7 @@ def convert_sources(inputs: Sequence[formats.Input], output_dir: str | Path,
         classes = Classes.of(*class_changes.apply(found))
         classes_from = f"{planned.classes_from}, changed by {class_changes.where}"
     reasons = {key: text for given in inputs
-               for key, text in formats.get(given.format).REASONS.items()}
+               for key, text in formats.FORMATS[given.format].REASONS.items()}
     return convert(plan, classes, output_dir, reasons=reasons, limits=options.limits,
                    classes_from=classes_from, **convert_options)
 

@@ -120,4 +120,5 @@ def explain(keys: Iterable[str], *tables: Mapping[str, str]) -> dict[str, str]:
 def every() -> dict[str, Mapping[str, str]]:
     """Every reason a conversion can report: CORE's ("every format"), then each format's own
     in the registry's order."""
-    return {"every format": CORE, **{name: formats.get(name).REASONS for name in formats.NAMES}}
+    return {"every format": CORE,
+            **{name: module.REASONS for name, module in formats.FORMATS.items()}}

@@ -9,6 +9,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from trainer.errors import SettingsError
+from trainer.registry import Registry
+
 CONFIG_DIR = Path(__file__).parent / "configs"
 MAXIMIZE, MINIMIZE = "maximize", "minimize"
 GOALS = (MAXIMIZE, MINIMIZE)
@@ -42,24 +45,25 @@ class Experiment:
         return CONFIG_DIR / f"{self.name}.yaml"
 
 
-EXPERIMENTS = {
-    e.name: e
-    for e in (
-        Experiment("pets_retinanet_mobilenet", "retinanet_resnetfpn_coco",
-                   "RetinaNet MobileNetV2 at 128 px: CPU and the local demo", min_ap50=0.5),
-        Experiment("pets_retinanet_resnetfpn", "retinanet_resnetfpn_coco",
-                   "RetinaNet ResNet-50-FPN at 640 px: GPUs and TPUs"),
-        Experiment("pets_fasterrcnn_resnetfpn", "fasterrcnn_resnetfpn_coco",
-                   "Faster R-CNN ResNet-50-FPN at 640 px: the original quick start's family"),
-        # what a mask experiment is for are its masks: ranked and gated by them
-        Experiment("pets_maskrcnn_mobilenet", "maskrcnn_resnetfpn_coco",
-                   "Mask R-CNN MobileNetV2 at 128 px, instance masks: CPU and the local demo",
-                   gate_metric=f"{MASK_PREFIX}AP50", metric=f"{MASK_PREFIX}AP"),
-        Experiment("pets_maskrcnn_resnetfpn", "maskrcnn_resnetfpn_coco",
-                   "Mask R-CNN ResNet-50-FPN at 640 px, instance masks: GPUs and TPUs",
-                   gate_metric=f"{MASK_PREFIX}AP50", metric=f"{MASK_PREFIX}AP"),
-    )
-}
+# the shipped experiments, each registered under its name (Model Garden's are not here)
+EXPERIMENTS: Registry[Experiment] = Registry("--experiment", SettingsError)
+for _shipped in (
+    Experiment("pets_retinanet_mobilenet", "retinanet_resnetfpn_coco",
+               "RetinaNet MobileNetV2 at 128 px: CPU and the local demo", min_ap50=0.5),
+    Experiment("pets_retinanet_resnetfpn", "retinanet_resnetfpn_coco",
+               "RetinaNet ResNet-50-FPN at 640 px: GPUs and TPUs"),
+    Experiment("pets_fasterrcnn_resnetfpn", "fasterrcnn_resnetfpn_coco",
+               "Faster R-CNN ResNet-50-FPN at 640 px: the original quick start's family"),
+    # what a mask experiment is for are its masks: ranked and gated by them
+    Experiment("pets_maskrcnn_mobilenet", "maskrcnn_resnetfpn_coco",
+               "Mask R-CNN MobileNetV2 at 128 px, instance masks: CPU and the local demo",
+               gate_metric=f"{MASK_PREFIX}AP50", metric=f"{MASK_PREFIX}AP"),
+    Experiment("pets_maskrcnn_resnetfpn", "maskrcnn_resnetfpn_coco",
+               "Mask R-CNN ResNet-50-FPN at 640 px, instance masks: GPUs and TPUs",
+               gate_metric=f"{MASK_PREFIX}AP50", metric=f"{MASK_PREFIX}AP"),
+):
+    EXPERIMENTS.register(_shipped.name)(_shipped)
+
 DEFAULT_EXPERIMENT = "pets_retinanet_mobilenet"
 MASK_DEMO_EXPERIMENT = "pets_maskrcnn_mobilenet"  # `invoke demo --masks`: masks on a CPU
 
@@ -111,7 +115,6 @@ class Geometry:
 def geometry(name: str) -> Geometry:
     """From the experiment's Model Garden config (any registered detection experiment), as
     fields.json records it: the dataset report needs no TensorFlow."""
-    from trainer.errors import SettingsError
     from trainer.experiments import fields
 
     if name not in fields.schema()["geometry"]:

@@ -18,7 +18,6 @@ This module imports nothing heavy: the command line takes `--format`'s choices f
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,19 +25,18 @@ from typing import TYPE_CHECKING, Protocol
 
 from trainer.data.planning import Limits, Split
 from trainer.errors import SettingsError
+from trainer.registry import Registry
 
 if TYPE_CHECKING:
     from trainer.data.planning import Plan
 
-# name -> module; the first is the default
-FORMATS: dict[str, str] = {
-    "pets": "trainer.data.formats.pets",
-    "voc": "trainer.data.formats.voc",
-    "coco": "trainer.data.formats.coco",
-    "yolo": "trainer.data.formats.yolo",
-    "labelme": "trainer.data.formats.labelme",
-}
-NAMES = tuple(FORMATS)
+# name -> its module, imported when first looked up; the first is the default
+FORMATS: Registry[Format] = Registry("--format", SettingsError)
+FORMATS.register_lazy("pets", "trainer.data.formats.pets")
+FORMATS.register_lazy("voc", "trainer.data.formats.voc")
+FORMATS.register_lazy("coco", "trainer.data.formats.coco")
+FORMATS.register_lazy("yolo", "trainer.data.formats.yolo")
+FORMATS.register_lazy("labelme", "trainer.data.formats.labelme")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +68,7 @@ def source_parts(text: str) -> tuple[str, tuple[str, ...]]:
     name, _, rest = text.partition(":")
     if name not in FORMATS or not rest:
         raise SettingsError(f"--source {text!r} must be FORMAT:PATH with FORMAT one of "
-                            f"{', '.join(NAMES)} (COCO: coco:FILE.json:IMAGES_DIR)")
+                            f"{', '.join(FORMATS)} (COCO: coco:FILE.json:IMAGES_DIR)")
     if name != "coco":
         return name, (rest,)
     paths = tuple(re.split(r":(?!//)", rest, maxsplit=1))
@@ -106,11 +104,3 @@ class Format(Protocol):
     REASONS: Mapping[str, str]  # the report keys only it adds -> what they mean
 
     def plan(self, source: Input, options: Options) -> Planned: ...
-
-
-def get(name: str, flag: str = "--format") -> Format:
-    """The format module of that name; a name the registry lacks is one line naming the
-    flag and the choices."""
-    if name not in FORMATS:
-        raise SettingsError(f"{flag} must be one of {', '.join(NAMES)}, got {name!r}")
-    return importlib.import_module(FORMATS[name])
