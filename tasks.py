@@ -223,7 +223,6 @@ def inspect(c, raw: ConvertArgs, records, experiment, output_dir, dataset, **whe
 CHECKPOINT_HELP = ("best (the default: the best evaluated, else the newest), latest, or a "
                    "step: 1200 or ckpt-1200")
 LISTING = cloud("env", "project", "region")  # the tasks that look at Vertex AI's jobs
-JOB_HELP = {"job": "job id (from jobs.list) or full resource name"}
 FORCE = {"force": Flag("train even when the data checks refuse the records", False)}
 RERUN = {"rerun": Flag("repeat an earlier run's job as a new run: a run id (its job.yaml in "
                        "the bucket) or a local model directory")}
@@ -602,45 +601,57 @@ def image_build(c, *, local_docker, **where):
     _say(lambda: build_images(cloud, local_docker).message)
 
 
+# jobs.*: which target's jobs (the registry's names); without --target, a job's id finds it
+JOB_FLAGS = {**LISTING, "target": Flag("local or vertex (default: the one whose id --job is: "
+                                       "a local job's is in work/jobs, a number is Vertex "
+                                       "AI's)")}
+JOB_HELP = {"job": "job id (from jobs.list), or a Vertex AI job's full resource name"}
+
+
 def _job_command(c, command: str, job: str | None, where: dict, **options) -> None:
     from launch.features.jobs import job_command
 
+    target = where.pop("target")
     cloud = _cloud(c, **where)
-    _say(lambda: job_command(cloud, command, job, **options))
+    _say(lambda: job_command(cloud, command, job, target=target, **options))
 
 
-@task(name="list", flags=LISTING)
+@task(name="list", flags={**LISTING, "target": Flag("local (this machine's, in work/jobs) "
+                                                     "or vertex (the default)")})
 def jobs_list(c, **where):
-    """List the newest Vertex AI custom jobs."""
+    """List the newest jobs: Vertex AI's custom jobs, or this machine's (--target local)."""
     _job_command(c, "list", None, where)
 
 
-@task(name="status", help=JOB_HELP, flags=LISTING)
+@task(name="status", help=JOB_HELP, flags=JOB_FLAGS)
 def jobs_status(c, job, **where):
     """Show one job's state."""
     _job_command(c, "status", job, where)
 
 
 @task(name="logs", help={**JOB_HELP, "lines": "how many of the newest lines",
-                         "follow": "keep printing new lines until the job ends"}, flags=LISTING)
+                         "follow": "keep printing new lines until the job ends"},
+      flags=JOB_FLAGS)
 def jobs_logs(c, job, lines=100, follow=False, **where):
-    """Print a job's log lines from Cloud Logging (all replicas)."""
+    """Print a job's log lines: Cloud Logging's (all replicas), or a local job's log."""
     _job_command(c, "logs", job, where, lines=int(lines), follow=follow)
 
 
-@task(name="cancel", help=JOB_HELP, flags=LISTING)
+@task(name="cancel", help=JOB_HELP, flags=JOB_FLAGS)
 def jobs_cancel(c, job, **where):
     """Cancel a job."""
     _job_command(c, "cancel", job, where)
 
 
-@task(name="wait", help={**JOB_HELP, "poll": "seconds between checks",
-                         "notify": "publish how the job ended to the stack's job-events "
-                                   "topic (docs/guides/notifications.md)"},
-      flags=LISTING)
-def jobs_wait(c, job, poll=30, notify=False, **where):
+@task(name="wait", help={**JOB_HELP, "notify": "publish how the job ended to the stack's "
+                                               "job-events topic (Vertex AI; "
+                                               "docs/guides/notifications.md)"},
+      flags={**JOB_FLAGS, "poll": Flag("seconds between checks (default: 30 on Vertex AI, "
+                                       "1 here)", kind=float)})
+def jobs_wait(c, job, notify=False, **where):
     """Wait for a job to end, printing each state change."""
-    _job_command(c, "wait", job, where, poll_seconds=float(poll), notify=bool(notify))
+    poll = where.pop("poll")
+    _job_command(c, "wait", job, where, poll_seconds=poll, notify=bool(notify))
 
 
 @task(name="refresh")

@@ -1,58 +1,42 @@
-"""`invoke jobs.list|status|logs|cancel|wait`: Vertex AI's custom jobs of the project, their
-state and cost so far, their logs, and why a failed one failed."""
+"""`invoke jobs.list|status|logs|cancel|wait`: a target's jobs after launch, the same
+commands and the same rows (`ID  STATE  CREATED  NAME  DETAIL`) for every target. The target
+is reached through the registry (`launch.targets.jobs_of`), never by importing its package:
+--target names it, or the job's id does (the first target that holds it: a local job's id is
+in the local jobs table, work/jobs)."""
 
 from __future__ import annotations
 
-import datetime
-
+from launch import targets
 from launch.context.cloud import Cloud
 from launch.errors import InputError
-from launch.stores.pricing.table import PriceTable
-from launch.targets.vertex import client as vertex_client
-from launch.targets.vertex import logs
-from launch.targets.vertex.costs import cost_so_far
-from launch.targets.vertex.notify import notifier
-from launch.targets.vertex.spec import job_id
-from launch.targets.vertex.submit import ended, follow_logs, why_failed
 from launch.text import say
+
+LISTED = "vertex"  # jobs.list without --target: Vertex AI's, as before local jobs were kept
 
 
 def job_command(cloud: Cloud, command: str, job: str | None = None,
-                poll_seconds: float = 30.0, lines: int = 100, follow: bool = False,
-                notify: bool = False) -> str:
-    """`invoke jobs.list|status|logs|cancel|wait`: needs only the project and the region;
-    `notify` (wait): publish how the job ended to the stack's job-events topic."""
-    fields = cloud.fields(("project", "region"))
-    project, region = fields["project"], fields["region"]
-    client = cloud.clients.jobs(region)
-    table, now = PriceTable.load(), datetime.datetime.now(datetime.UTC)
+                poll_seconds: float | None = None, lines: int = 100, follow: bool = False,
+                notify: bool = False, target: str | None = None) -> str:
+    """`invoke jobs.list|status|logs|cancel|wait` on the jobs of `target` (None: the one
+    `job` names; jobs.list: LISTED). Vertex AI's need only the project and the region;
+    `poll_seconds`: wait's and logs --follow's pace (None: the target's own); `notify`
+    (wait): publish how the job ended to the stack's job-events topic (Vertex AI)."""
     if command == "list":
-        return "\n".join(f"{vertex_client.describe(j)}  {cost_so_far(table, j, now)}"
-                         for j in vertex_client.list_jobs(client, project, region)) or \
-            "no custom jobs"
+        name = target or LISTED
+        return "\n".join(found.line() for found in targets.jobs_of(name, cloud).list()) or \
+            f"no jobs on {targets.executor_class(name).title}"
     if not job:
         raise InputError(f"jobs.{command} needs --job (the id `invoke jobs.list` shows)")
-    name = vertex_client.job_name(project, region, job)
+    for flag, value in (("--lines", lines), ("--poll", poll_seconds or 0)):
+        if value < 0:
+            raise InputError(f"{flag} {value:g}: give 0 or more")
+    life = targets.jobs_of(target, cloud) if target else targets.jobs_holding(job, cloud)
+    poll = life.poll_seconds if poll_seconds is None else poll_seconds
     if command == "cancel":
-        vertex_client.cancel(client, name)
-        return f"cancellation requested for {name}"
-    if command == "logs" and follow:
-        return follow_logs(cloud, client, project, name, lines, poll_seconds)
+        return life.cancel(job)
     if command == "logs":
-        return "\n".join(map(logs.format_entry,
-                             logs.tail(cloud.clients.logs(), project, job_id(name), lines))
-                         ) or f"no log entries yet for {name}"
+        return life.logs(job, lines, follow, poll)
     if command == "wait":
-        events = notifier(cloud, region, required=True) if notify else None  # before waiting
-        done = vertex_client.wait(client, name, poll_seconds=poll_seconds,
-                                  on_state=lambda state: say(f"{name}: {state}"))
-        if events:
-            events.job_ended(done)
-        return ended(cloud, project, done)
-    found = vertex_client.get(client, name)
-    status = [f"{vertex_client.describe(found)}  {cost_so_far(table, found, now)}",
-              *(f"shell {replica}: {uri}" for replica, uri in
-                sorted(found.web_access_uris.items()))]
-    if found.state.name == "JOB_STATE_FAILED":
-        status.append(why_failed(cloud, project, found))
-    return "\n".join(status)
+        return life.wait(job, poll, say, notify)
+    found = life.status(job)
+    return "\n".join([found.line(), *found.notes])

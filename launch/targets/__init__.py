@@ -16,7 +16,8 @@ from launch.values import jobfile
 from launch.values.target_names import TARGETS
 
 if TYPE_CHECKING:
-    from launch.targets.base import Executor, Target
+    from launch.context.cloud import Cloud
+    from launch.targets.base import Executor, Jobs, Target
 
 
 def executor_class(name: str) -> type[Executor]:
@@ -65,3 +66,19 @@ def _refuse(name: str, target: str, takes: Callable[[type[Executor]], Collection
     where = " or ".join(executor_class(other).title for other in others)
     raise InputError(f"{shown} runs on {where} only: add --target {others[0]}, or drop "
                      f"{dropped}")
+
+
+def jobs_of(name: str, cloud: Cloud) -> Jobs:
+    """The jobs of the target named `name` (--target): what `invoke jobs.*` asks of it."""
+    return executor_class(name).jobs(cloud)
+
+
+def jobs_holding(job: str, cloud: Cloud) -> Jobs:
+    """The jobs of the target `job` is an id of (jobs.* without --target): the first target,
+    in the registry's order, that holds it (a local job's id is in the local table); none
+    does: one line naming --job and the fix."""
+    for name in TARGETS:
+        if (found := jobs_of(name, cloud)).holds(job):
+            return found
+    raise InputError(f"--job {job[:80]!r} is no job's id here: use one `invoke jobs.list "
+                     f"--target NAME` shows ({', '.join(TARGETS)}), or give its --target")

@@ -1,11 +1,14 @@
 """What every target shares: the `Executor` interface, the command line's `Target` (plain
-values: this module knows no target's types), and the steps of a launch that every target
-takes the same way (the job file it records, --save-job, a dry run's account)."""
+values: this module knows no target's types), a target's `Jobs` after launch (`JobLine`: one
+job as `invoke jobs.*` shows it), and the steps of a launch that every target takes the same
+way (the job file it records, --save-job, a dry run's account)."""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -34,6 +37,59 @@ class Executor(Runner, Protocol):
 
     def convert(self, conversion: Conversion) -> str:
         """Converts raw data (and publishes it as a named dataset if it names one)."""
+
+    @classmethod
+    def jobs(cls, cloud: Cloud) -> Jobs:
+        """Its jobs after launch (`invoke jobs.*`); no call to any service yet."""
+
+
+@dataclasses.dataclass(frozen=True)
+class JobLine:
+    """One job as `invoke jobs.*` shows it, whatever the target: `ID  STATE  CREATED  NAME
+    DETAIL`, the detail being what the target adds (Vertex AI: the cost so far; here: the
+    exit status); `jobs.status` prints `notes` below it (shells, why it failed, the log)."""
+
+    id: str
+    state: str  # RUNNING, SUCCEEDED, FAILED, CANCELLED; Vertex AI's others (QUEUED, ...)
+    created: datetime.datetime | None  # UTC
+    name: str
+    detail: str = ""
+    notes: tuple[str, ...] = ()
+
+    def line(self) -> str:
+        created = self.created.strftime("%Y-%m-%d %H:%M") if self.created else "-"
+        row = f"{self.id:>20}  {self.state:<10}  {created}  {self.name}"
+        return f"{row}  {self.detail}" if self.detail else row
+
+
+class Jobs(Protocol):
+    """A target's jobs, their whole life after launch: what `invoke jobs.list|status|logs|
+    cancel|wait` asks (launch/features/jobs.py, through `launch.targets.jobs_of`). A job is
+    named by the id its `list` shows; one that did not succeed ends `logs --follow` and
+    `wait` as a StepFailed (exit 1) saying why."""
+
+    poll_seconds: ClassVar[float]  # wait's and logs --follow's pace when none is given
+
+    def holds(self, job: str) -> bool:
+        """Whether `job` is one of its ids, asked of no service: how jobs.* without --target
+        finds the target."""
+
+    def list(self) -> list[JobLine]:
+        """The newest jobs first."""
+
+    def status(self, job: str) -> JobLine:
+        """The job, with notes: what the target knows besides (why it failed)."""
+
+    def logs(self, job: str, lines: int, follow: bool, poll: float) -> str:
+        """The newest `lines` of its log; `follow`: printed, then new ones until it ends."""
+
+    def cancel(self, job: str) -> str:
+        """Stops it; what to tell the user."""
+
+    def wait(self, job: str, poll: float, on_state: Callable[[str], None],
+             notify: bool = False) -> str:
+        """Polls until it ends, telling `on_state` each change (`WHO: STATE`); `notify`:
+        publish how it ended (Vertex AI's job-events topic)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -122,6 +122,9 @@ class JobFile:
     max_cost: float | None = option("USD: refuse a job whose bound (price x timeout) or "
                                     "expected cost is higher",
                                     bound=schema.Bound(minimum=0, above=True))
+    detach: bool = option("run in the background and return at once (local): `invoke "
+                          "jobs.list --target local` lists it, jobs.logs, jobs.wait and "
+                          "jobs.cancel reach it", default=False, tasks=frozenset({TRAIN, EVAL}))
     machine_type: str | None = option("e.g. n1-standard-8, g2-standard-8, a3-highgpu-8g "
                                       "(vertex)", section=EVAL)
     accelerator: str | None = option("TYPE:COUNT, e.g. NVIDIA_TESLA_T4:1 (vertex)",

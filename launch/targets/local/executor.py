@@ -16,7 +16,9 @@ from launch.stores import datachecks
 from launch.stores.gcs import datasets, mirror
 from launch.stores.runs import configs, jobfiles
 from launch.targets.base import Handover, Target, say_job, with_recorded
+from launch.targets.local import background
 from launch.targets.local import tuning as local_tuning
+from launch.targets.local.jobs import JobTable, LocalJobs
 from launch.targets.local.processes import LocalExecutor, run_job
 from launch.targets.preflight import Configs, Placed, Preflight
 from launch.values import jobfile
@@ -58,10 +60,16 @@ class Local(Preflight[Places, TrainerJob]):
     cloud: Cloud  # only for `--run-id`, which names a run in the bucket
     force: bool = False
     submission: Handover = dataclasses.field(default_factory=Handover)
+    detach: bool = False  # --detach: run in the background (background.py), recorded
 
     @classmethod
     def from_target(cls, target: Target) -> Local:
-        return cls(target.places, target.cloud, target.force, target.handover)
+        return cls(target.places, target.cloud, target.force, target.handover,
+                   bool(target.job and target.job.detach))
+
+    @classmethod
+    def jobs(cls, cloud: Cloud) -> LocalJobs:
+        return LocalJobs()
 
     def place(self, request: Request, run_id: str | None, config: Configs,
               sweep: Sweep | None) -> Placed[Places]:
@@ -88,7 +96,7 @@ class Local(Preflight[Places, TrainerJob]):
     def say_dry_run(self, placed: Placed[Places], plan: TrainerJob, text: str) -> None:
         where = (f"sweep directory {self.places.model_dir}" if placed.sweep else
                  f"model directory {self.places.model_dir}, data {placed.data_dir}")
-        say_job(text, f"runs here: {where}")
+        say_job(text, f"runs here{' in the background' if self.detach else ''}: {where}")
 
     def refuse(self, placed: Placed[Places], plan: TrainerJob) -> None:
         if placed.sweep:
@@ -111,6 +119,11 @@ class Local(Preflight[Places, TrainerJob]):
         request, sweep = placed.request, placed.sweep
         pin = datasets.pin(self.cloud, request, Path(self.places.model_dir).name or "local",
                            "tune" if sweep else plan.name, datasets.LOCAL_PIN_HOURS)
+        if self.detach:  # it outlives this command: its pin lasts until it expires
+            job = background.start(JobTable(), plan)
+            return (f"{plan.name} runs in the background: local job {job.id}, its log "
+                    f"{job.log}\n(`invoke jobs.logs --job {job.id} --follow`, `invoke "
+                    f"jobs.cancel --job {job.id}`)")
         try:
             if sweep:
                 return local_tuning.run_sweep(sweep, request, self.places)

@@ -15,10 +15,11 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from launch.errors import InputError, StepFailed
 from launch.targets import triage
+from launch.targets.local.jobs import JobTable
 from launch.text import console as text_console
 from launch.text import printable, say
 from launch.values import jobs
@@ -55,13 +56,30 @@ def cluster_specs(job: TrainerJob) -> list[dict]:
             for i, pool in enumerate(job.pools) for index in range(pool.replica_count)]
 
 
-def replica_environments(job: TrainerJob, base: Mapping[str, str]) -> list[dict[str, str]]:
-    env = {**base, **job.env, "PYTHONUNBUFFERED": "1"}
-    env.pop("TF_CONFIG", None)
-    env.pop("CLUSTER_SPEC", None)
+def replica_variables(job: TrainerJob) -> list[dict[str, str]]:
+    """Each replica's own variables (the job's, and its CLUSTER_SPEC when there are several),
+    over this machine's: what a local job's record keeps."""
+    own = {**job.env, "PYTHONUNBUFFERED": "1"}
     if job.num_replicas == 1:
-        return [env]
-    return [{**env, "CLUSTER_SPEC": json.dumps(spec)} for spec in cluster_specs(job)]
+        return [own]
+    return [{**own, "CLUSTER_SPEC": json.dumps(spec)} for spec in cluster_specs(job)]
+
+
+def environments(base: Mapping[str, str], replicas: Sequence[Mapping[str, str]]
+                 ) -> list[dict[str, str]]:
+    """Each replica's environment: `base` without a cluster of its own, then its variables."""
+    clean = {name: value for name, value in base.items()
+             if name not in ("TF_CONFIG", "CLUSTER_SPEC")}
+    return [{**clean, **own} for own in replicas]
+
+
+def replica_environments(job: TrainerJob, base: Mapping[str, str]) -> list[dict[str, str]]:
+    return environments(base, replica_variables(job))
+
+
+def labelled(replica: int, line: str) -> str:
+    """A replica's output line as the console and the job's log show it."""
+    return line if replica == 0 else f"[replica {replica}] {line}"
 
 
 @dataclasses.dataclass
@@ -72,6 +90,9 @@ class LocalExecutor:
     on_line: Callable[[int, str], None] = lambda replica, line: say(line)
     cwd: str | None = None
     cancel: threading.Event | None = None  # set from another thread: stop the replicas
+    # given: the replicas run in a process group of their own, led by the first, whose id
+    # it is told once they run (a local job's record: `jobs.cancel` signals that group)
+    started: Callable[[int], None] | None = None
 
     def command(self, job: TrainerJob) -> list[str]:
         return [self.python, "-m", "trainer", *job.args]
@@ -79,12 +100,21 @@ class LocalExecutor:
     def run(self, job: TrainerJob) -> int:
         """Runs all replicas to completion; a failing replica (or `cancel`) stops the
         others."""
-        environments = replica_environments(job, os.environ)
-        processes = [
-            subprocess.Popen(self.command(job), env=env, cwd=self.cwd, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, bufsize=1)
-            for env in environments
-        ]
+        return self.run_replicas(self.command(job), replica_environments(job, os.environ))
+
+    def run_replicas(self, argv: Sequence[str], environments: Sequence[Mapping[str, str]]
+                     ) -> int:
+        """`run`, of the command `argv` in each of `environments` (one a replica)."""
+        processes: list[subprocess.Popen] = []
+        for env in environments:
+            group = {} if self.started is None else {  # not the terminal's: no stdin
+                "process_group": processes[0].pid if processes else 0,
+                "stdin": subprocess.DEVNULL}
+            processes.append(subprocess.Popen(
+                list(argv), env=dict(env), cwd=self.cwd, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, text=True, bufsize=1, **group))
+        if self.started:
+            self.started(processes[0].pid)
         failed = threading.Event()
 
         def pump(replica: int, process: subprocess.Popen) -> None:
@@ -157,8 +187,7 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
         elif bar:
             advance(bar.group("desc"), int(bar.group("n")), int(bar.group("total")))
         elif line.strip() and not ORBIT_OUTPUT.match(line) and not NOISE.search(line):
-            progress.console.print(printable(line if replica == 0 else
-                                             f"[replica {replica}] {line}"),
+            progress.console.print(printable(labelled(replica, line)),
                                    markup=False, highlight=False)
 
     def close() -> None:
@@ -169,27 +198,41 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
 
 
 def run_job(job: jobs.TrainerJob, total_steps: int | None = None,
-            executor: LocalExecutor | None = None) -> None:
-    """Runs a job locally with a progress bar. The trainer's `error: ...` line is held back
-    and becomes the error raised: InputError for a usage mistake (the trainer's exit 2, as
-    invoke's own), so the user sees that one line once; StepFailed for any other failure,
-    with that line, or else the cause and fix its output shows (launch/targets/triage.py)."""
+            executor: LocalExecutor | None = None, table: JobTable | None = None) -> None:
+    """Runs a job locally with a progress bar, recorded in the local jobs table (`table`,
+    work/jobs: `invoke jobs.* --target local`) with its output in its log. The trainer's
+    `error: ...` line is held back and becomes the error raised: InputError for a usage
+    mistake (the trainer's exit 2, as invoke's own), so the user sees that one line once;
+    StepFailed for any other failure, with that line, or else the cause and fix its output
+    shows (launch/targets/triage.py)."""
+    table = table or JobTable()
     printer, close = progress_printer(total_steps)
     reasons: list[str] = []
     output: collections.deque[str] = collections.deque(maxlen=triage.LINES)
+    executor = executor or LocalExecutor()
+    argv, variables = executor.command(job), replica_variables(job)
+    record = table.create(job.name, argv, variables)
 
-    def on_line(replica: int, line: str) -> None:
-        output.append(line)
-        if line.startswith(ERROR_PREFIX):
-            reasons.append(line.removeprefix(ERROR_PREFIX))
-        else:
-            printer(replica, line)
+    with open(record.log, "a", encoding="utf-8", errors="replace", buffering=1) as log:
+        def on_line(replica: int, line: str) -> None:
+            log.write(labelled(replica, line) + "\n")
+            output.append(line)
+            if line.startswith(ERROR_PREFIX):
+                reasons.append(line.removeprefix(ERROR_PREFIX))
+            else:
+                printer(replica, line)
 
-    executor = dataclasses.replace(executor or LocalExecutor(), on_line=on_line)
-    try:
-        code = executor.run(job)
-    finally:
-        close()
+        executor = dataclasses.replace(executor, on_line=on_line,
+                                       started=lambda group: table.started(record.id, group))
+        try:
+            code = executor.run_replicas(argv, environments(os.environ, variables))
+        except KeyboardInterrupt:  # the replicas are stopped: the user cancelled the job
+            table.update(record.id, cancelled=True)
+            raise
+        finally:
+            close()
+    if table.update(record.id, exit_code=code).cancelled:
+        raise StepFailed(f"{job.name} was cancelled ({record.id}: invoke jobs.cancel)")
     if code == EXIT_USAGE and reasons:
         raise InputError(reasons[-1])
     output.extend(triage.exit_lines(code))

@@ -10,6 +10,7 @@ from google.api_core import exceptions
 from google.cloud import aiplatform_v1
 
 from launch.errors import UserError
+from launch.targets.base import JobLine
 from launch.targets.vertex.spec import job_id
 
 TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
@@ -60,10 +61,15 @@ def list_jobs(client: aiplatform_v1.JobServiceClient, project: str, region: str,
     return jobs[:limit]
 
 
+def line_of(job: aiplatform_v1.CustomJob, detail: str = "", notes: tuple[str, ...] = ()
+            ) -> JobLine:
+    """The job as `invoke jobs.*` shows every target's (`base.JobLine`)."""
+    return JobLine(job_id(job.name), job.state.name.removeprefix("JOB_STATE_"),
+                   job.create_time or None, job.display_name, detail, notes)
+
+
 def describe(job: aiplatform_v1.CustomJob) -> str:
-    created = job.create_time.strftime("%Y-%m-%d %H:%M") if job.create_time else "-"
-    return (f"{job_id(job.name):>20}  {job.state.name.removeprefix('JOB_STATE_'):<10}"
-            f"  {created}  {job.display_name}")
+    return line_of(job).line()
 
 
 def submit(client: aiplatform_v1.JobServiceClient, project: str, region: str,

@@ -47,6 +47,7 @@ from launch.targets.vertex.hardware import (
     machine_for,
     tensorflow_note,
 )
+from launch.targets.vertex.job_life import VertexJobs
 from launch.targets.vertex.ladder import Budget, Ladder, Rung, climb, labels, most_jobs, rungs
 from launch.targets.vertex.notify import notifier
 from launch.targets.vertex.spec import job_id, pin_images, tensorboard_url, trainer_images
@@ -99,7 +100,8 @@ class Vertex(Preflight[CloudTarget, Plan]):
     (gs://BUCKET/runs/RUN_ID), the sources' image built if missing and pinned by digest."""
 
     title: ClassVar[str] = "Vertex AI"
-    supports: ClassVar[frozenset[str]] = frozenset(jobfile.FIELDS)
+    # all but --detach: a job here always runs apart from the command (--follow waits)
+    supports: ClassVar[frozenset[str]] = frozenset(jobfile.FIELDS) - {"detach"}
     # data.convert's flags besides the converter's and the cloud's (launch.targets checks)
     convert_flags: ClassVar[frozenset[str]] = frozenset({
         "dataset", "dry_run", "follow", "local_docker", "max_cost", "region"})
@@ -108,6 +110,10 @@ class Vertex(Preflight[CloudTarget, Plan]):
     cloud: Cloud
     submission: Submission = dataclasses.field(default_factory=Submission)
     force: bool = False
+
+    @classmethod
+    def jobs(cls, cloud: Cloud) -> VertexJobs:
+        return VertexJobs(cloud)
 
     @classmethod
     def from_target(cls, target: Target) -> Vertex:
