@@ -112,17 +112,21 @@ def records_dir(sample_dir, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def train_records(tmp_path_factory) -> Path:
-    """A clean sample big enough to learn from, converted once for all training tests: the
-    demo's sample, from its COCO JSON (the same records as from its Pets files but for VOC's
-    pose field, tests/test_coco.py shows), so the trained model is a run on COCO-format data."""
-    from trainer.data.convert import convert_coco
-    from trainer.data.sample import write_coco_sample, write_sample
+def train_records(shared) -> Path:
+    """A clean sample big enough to learn from, converted once for the session (whichever
+    worker asks first): the demo's sample, from its COCO JSON (the same records as from its
+    Pets files but for VOC's pose field, tests/test_coco.py shows), so the trained model is a
+    run on COCO-format data. Read-only: a test that changes records copies them."""
+    def build(root: Path) -> dict:
+        from trainer.data.convert import convert_coco
+        from trainer.data.sample import write_coco_sample, write_sample
 
-    data = write_sample(tmp_path_factory.mktemp("train-pets"))
-    out = tmp_path_factory.mktemp("train-records")
-    convert_coco(write_coco_sample(data), data / "images", out, num_shards=2, progress=False)
-    return out
+        data = write_sample(root / "pets")
+        convert_coco(write_coco_sample(data), data / "images", root / "records", num_shards=2,
+                     progress=False)
+        return {"records": str(root / "records")}
+
+    return Path(once(shared, "train-records", build)["records"])
 
 
 @pytest.fixture(scope="session")
@@ -162,6 +166,17 @@ def trainer_process(*args: str, env: dict | None = None) -> subprocess.Popen:
 
 def data_flags(records: Path, model_dir: Path) -> list[str]:
     return [f"--data_dir={records}", f"--model_dir={model_dir}"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def jobs_table(tmp_path_factory) -> Path:
+    """The local jobs table (launch/targets/local/jobs.py) of every run the tests start, here
+    and in their processes: in the session's directory, not the checkout's work/jobs."""
+    from launch.targets.local.jobs import JOBS_DIR_VARIABLE
+
+    root = tmp_path_factory.mktemp("jobs")
+    os.environ[JOBS_DIR_VARIABLE] = str(root)
+    return root
 
 
 @pytest.fixture(scope="session")

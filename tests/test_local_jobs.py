@@ -26,7 +26,15 @@ from launch.context.cloud import Cloud
 from launch.errors import InputError, StepFailed
 from launch.features.jobs import job_command
 from launch.targets.local import background
-from launch.targets.local.jobs import JobTable, LocalJob, LocalJobs, processes, running, state
+from launch.targets.local.jobs import (
+    JOBS_DIR_VARIABLE,
+    JobTable,
+    LocalJob,
+    LocalJobs,
+    processes,
+    running,
+    state,
+)
 from launch.targets.local.processes import LocalExecutor, run_job
 from launch.targets.vertex import client as vertex_client
 from launch.values.jobs import TrainerJob
@@ -56,6 +64,7 @@ def here(tmp_path, monkeypatch) -> Path:
     """A researcher's directory (the table is its work/jobs); any job still running at the
     end is killed."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(JOBS_DIR_VARIABLE)  # the table's default place (the tests': conftest)
     yield tmp_path
     for found in JobTable().newest(1000):
         if isinstance(found, LocalJob) and running(found):

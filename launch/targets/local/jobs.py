@@ -36,6 +36,7 @@ from launch.text import say
 from trainer.locks import taking_turns
 
 JOBS_DIR = "work/jobs"  # the table, below the current directory as the local runs (work/)
+JOBS_DIR_VARIABLE = "PETS_JOBS_DIR"  # moves it (as PETS_CACHE_DIR moves the mirrors)
 JOB_ID = re.compile(r"local-\d{8}-\d{6}-[0-9a-f]{6}")  # local-20261202-143005-3fa2c1
 SHAPE = "local-YYYYMMDD-HHMMSS-XXXXXX"
 LOCK = ".table.lock"  # writers of a record take turns on it
@@ -199,7 +200,8 @@ def new_lines(path: Path, offset: int, whole: bool = False) -> tuple[list[str], 
 class JobTable:
     """The records in `root` (work/jobs): `ID.json` and `ID.log` for each job."""
 
-    root: Path = Path(JOBS_DIR)
+    root: Path = dataclasses.field(
+        default_factory=lambda: Path(os.environ.get(JOBS_DIR_VARIABLE) or JOBS_DIR))
 
     def record(self, job: str) -> Path:
         return self.root / f"{checked_id(job)}.json"
