@@ -14,10 +14,9 @@ import pytest
 
 from launch.errors import StepFailed
 from launch.features.jobs import job_command
-from launch.features.workflow import run_job
 from launch.stores.gcs.records import upload_records
 from launch.targets import triage
-from launch.targets.local.processes import LocalExecutor
+from launch.targets.local.processes import LocalExecutor, run_job
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import sweeps as commands
 from launch.targets.vertex.executor import Vertex

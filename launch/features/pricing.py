@@ -22,9 +22,11 @@ from pathlib import Path
 
 from google.cloud import billing_v1
 
+from launch import targets
+from launch.context.cloud import Cloud
 from launch.errors import MissingError
 from launch.stores.pricing.table import PRICES_FILE, Key, PriceMissing, PriceTable, Row
-from launch.targets.vertex import hardware
+from launch.targets.base import HARDWARE
 
 # Vertex AI's service in the Billing Catalog, by id rather than display name: the product
 # was renamed Gemini Enterprise Agent Platform in April 2026, and a display name may follow a
@@ -130,9 +132,11 @@ def confirmed_rows(skus: Iterable[billing_v1.Sku], regions: Collection[str], rea
 def refresh(client: billing_v1.CloudCatalogClient, regions: Collection[str] | None = None,
             path: Path = PRICES_FILE, today: datetime.date | None = None) -> str:
     """Rewrites `path` (atomically) with the catalogue's prices for `regions` (by default the
-    regions the hardware catalogue lists) and the old table's unconfirmed rows that no SKU
-    replaced; says what it found, and which regions no SKU priced."""
-    regions = hardware.regions() if regions is None else regions
+    regions the hardware catalogue lists: `base.HARDWARE`'s, through the registry) and the old
+    table's unconfirmed rows that no SKU replaced; says what it found, and which regions no
+    SKU priced."""
+    if regions is None:
+        regions = targets.offered(targets.offering(HARDWARE), HARDWARE, Cloud()).regions()
     read = (today or datetime.date.today()).isoformat()
     skus = client.list_skus(request=billing_v1.ListSkusRequest(
         parent=f"services/{SERVICE_ID}", currency_code="USD"), timeout=120)

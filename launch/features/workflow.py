@@ -1,4 +1,6 @@
-"""Local workflows behind the invoke tasks: train, evaluate, export, predict and the demo."""
+"""Local workflows behind the invoke tasks: export, predict and the demo, each a trainer tool
+run on this machine by the target that offers the trainer's tools (`base.TOOLS`, through the
+registry: the local target's processes)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from launch import targets
+from launch.context.cloud import Cloud
 from launch.errors import InputError, StepFailed
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import upload_directory
-from launch.targets.local.processes import run_job
+from launch.targets.base import TOOLS
 from launch.text import console as shown_console
 from launch.values import jobfile, jobs
 from trainer import jsonnum
@@ -32,6 +36,11 @@ from trainer.files import (
 
 DEMO_PREDICT_IMAGES = 6
 DEMO_STEPS = 6
+
+
+def run_job(job: jobs.TrainerJob, steps: int | None = None) -> None:
+    """Runs a trainer tool here and waits; `steps`: a training's, for its progress bar."""
+    targets.offered(targets.offering(TOOLS), TOOLS, Cloud()).run(job, steps)
 
 
 def demo_dir(work: str, masks: bool) -> str:

@@ -4,12 +4,13 @@ and imported only when chosen (as trainer/data/formats registers formats): a new
 a module (or a package, as local/ and vertex/ are) and one line there, plus what its own
 flags, settings and job options touch (docs/design/layers.md lists it). Each declares the
 job-file fields it takes (`supports`), and `refuse_unsupported` refuses a value the user set
-that it would ignore."""
+that it would ignore; what else it offers features (`base.Offer`: tools, tuning jobs, serving,
+...) they ask of it here (`offered`), never by importing its package."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from launch.errors import InputError
 from launch.values import jobfile
@@ -17,7 +18,9 @@ from launch.values.target_names import TARGETS
 
 if TYPE_CHECKING:
     from launch.context.cloud import Cloud
-    from launch.targets.base import Executor, Jobs, Target
+    from launch.targets.base import Executor, Jobs, Offer, Target
+
+T = TypeVar("T")
 
 
 def executor_class(name: str) -> type[Executor]:
@@ -82,3 +85,32 @@ def jobs_holding(job: str, cloud: Cloud) -> Jobs:
             return found
     raise InputError(f"--job {job[:80]!r} is no job's id here: use one `invoke jobs.list "
                      f"--target NAME` shows ({', '.join(TARGETS)}), or give its --target")
+
+
+def offers(name: str, offer: Offer) -> bool:
+    """Whether the target named `name` offers `offer` (its executor class has it)."""
+    return hasattr(executor_class(name), offer.name)
+
+
+def offering(offer: Offer) -> str:
+    """The first target, in the registry's order, that offers `offer`: the one a task
+    without --target asks (tune.status, model.upload, doctor)."""
+    return _offering(offer)[0]
+
+
+def offered(name: str, offer: Offer[T], cloud: Cloud) -> T:
+    """The `offer` of the target named `name` (--target); a target without it: one line
+    naming --target and the targets that offer it."""
+    if not offers(name, offer):
+        others = _offering(offer)
+        where = " or ".join(executor_class(other).title for other in others)
+        raise InputError(f"--target {name}: {offer.words} on {where} only: add "
+                         f"--target {others[0]}")
+    return getattr(executor_class(name), offer.name)(cloud)
+
+
+def _offering(offer: Offer) -> list[str]:
+    found = [name for name in TARGETS if offers(name, offer)]
+    if not found:
+        raise InputError(f"{offer.words} on no target")
+    return found

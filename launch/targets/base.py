@@ -1,7 +1,9 @@
 """What every target shares: the `Executor` interface, the command line's `Target` (plain
 values: this module knows no target's types), a target's `Jobs` after launch (`JobLine`: one
-job as `invoke jobs.*` shows it), and the steps of a launch that every target takes the same
-way (the job file it records, --save-job, a dry run's account)."""
+job as `invoke jobs.*` shows it), what else a target may offer features (an `Offer`: its
+tools, tuning jobs, hardware catalogue, ...; the protocol each answers), and the steps of a launch
+that every target takes the same way (the job file it records, --save-job, a dry run's
+account)."""
 
 from __future__ import annotations
 
@@ -10,14 +12,16 @@ import datetime
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import ClassVar, Generic, Protocol, TypeVar
 
 from launch.context.cloud import Cloud
 from launch.errors import InputError
 from launch.stores.gcs import datasets
 from launch.stores.runs import jobfiles
 from launch.values.jobfile import JobFile
-from launch.values.jobs import Conversion, Places, Request, Runner
+from launch.values.jobs import Conversion, Places, Request, Runner, TrainerJob
+
+T = TypeVar("T")
 
 
 class Executor(Runner, Protocol):
@@ -41,6 +45,46 @@ class Executor(Runner, Protocol):
     @classmethod
     def jobs(cls, cloud: Cloud) -> Jobs:
         """Its jobs after launch (`invoke jobs.*`); no call to any service yet."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Offer(Generic[T]):
+    """What a target may offer features besides launching: the classmethod `name` of its executor
+    class (`cloud` -> a T; no call to any service yet), absent from a target without it.
+    Features ask for it through the registry (`launch.targets.offered`), never by importing
+    a target's package; `words` say what it is in the line that refuses a target without
+    it (`--target local: endpoints run on Vertex AI only: add --target vertex`)."""
+
+    name: str
+    words: str
+
+
+class Tools(Protocol):
+    """Runs the trainer's tools (data.convert, export, predict, the demo's steps) on this
+    machine and waits: the local target's processes, each recorded as its jobs are."""
+
+    def run(self, job: TrainerJob, steps: int | None = None) -> None:
+        """Runs `job`; `steps`: a training's, for its progress bar. A failure raises."""
+
+
+class Sweeps(Protocol):
+    """A target's tuning jobs after `invoke tune` submitted them (`invoke tune.status`)."""
+
+    def status(self, job: str | None, follow_it: bool, poll_seconds: float) -> str:
+        """The newest tuning jobs (`job` None), or one job's trials best first; `follow_it`:
+        each trial's start and end printed until the job ends."""
+
+
+class Hardware(Protocol):
+    """A target's hardware catalogue, as `invoke pricing.refresh` prices it."""
+
+    def regions(self) -> list[str]:
+        """Every region it offers hardware in."""
+
+
+TOOLS = Offer[Tools]("tools", "the trainer's tools run")
+TUNING = Offer[Sweeps]("tuning", "tuning jobs run")
+HARDWARE = Offer[Hardware]("hardware", "hardware catalogues are kept")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,7 @@ from launch.targets.base import Handover, Target, say_job, with_recorded
 from launch.targets.local import background
 from launch.targets.local import tuning as local_tuning
 from launch.targets.local.jobs import JobTable, LocalJobs
-from launch.targets.local.processes import LocalExecutor, run_job
+from launch.targets.local.processes import LocalExecutor, LocalTools, run_job
 from launch.targets.preflight import Configs, Placed, Preflight
 from launch.values import jobfile
 from launch.values.jobs import Conversion, Places, Request, TrainerJob, tool_job
@@ -70,6 +70,11 @@ class Local(Preflight[Places, TrainerJob]):
     @classmethod
     def jobs(cls, cloud: Cloud) -> LocalJobs:
         return LocalJobs()
+
+    @classmethod
+    def tools(cls, cloud: Cloud) -> LocalTools:
+        """The trainer's tools (export, predict, the demo's steps) run here."""
+        return LocalTools()
 
     def place(self, request: Request, run_id: str | None, config: Configs,
               sweep: Sweep | None) -> Placed[Places]:

@@ -197,6 +197,13 @@ def progress_printer(total_steps: int | None, console=None) -> tuple[Callable[[i
     return on_line, close
 
 
+class LocalTools:
+    """The local target's `base.Tools`: each tool a `run_job`, recorded as every job here is."""
+
+    def run(self, job: jobs.TrainerJob, steps: int | None = None) -> None:
+        run_job(job, steps)
+
+
 def run_job(job: jobs.TrainerJob, total_steps: int | None = None,
             executor: LocalExecutor | None = None, table: JobTable | None = None) -> None:
     """Runs a job locally with a progress bar, recorded in the local jobs table (`table`,

@@ -38,6 +38,7 @@ from launch.targets.vertex import conversion as conversion_jobs
 from launch.targets.vertex import costs, locality, persistent, quota, study
 from launch.targets.vertex import jobs as vertex_jobs
 from launch.targets.vertex.hardware import (
+    Catalogue,
     HardwareError,
     Machine,
     NotOffered,
@@ -60,7 +61,7 @@ from launch.targets.vertex.submit import (
     say_once_without_credentials,
     why_failed,
 )
-from launch.targets.vertex.sweeps import submit_sweep
+from launch.targets.vertex.sweeps import VertexSweeps, submit_sweep
 from launch.text import say
 from launch.values import jobfile
 from launch.values.jobs import Conversion, Request, tool_job
@@ -114,6 +115,16 @@ class Vertex(Preflight[CloudTarget, Plan]):
     @classmethod
     def jobs(cls, cloud: Cloud) -> VertexJobs:
         return VertexJobs(cloud)
+
+    @classmethod
+    def tuning(cls, cloud: Cloud) -> VertexSweeps:
+        """Its tuning jobs (`invoke tune.status`)."""
+        return VertexSweeps(cloud)
+
+    @classmethod
+    def hardware(cls, cloud: Cloud) -> Catalogue:
+        """Its hardware catalogue (`invoke pricing.refresh` prices its regions)."""
+        return Catalogue()
 
     @classmethod
     def from_target(cls, target: Target) -> Vertex:

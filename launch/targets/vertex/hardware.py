@@ -116,6 +116,13 @@ def regions() -> list[str]:
                    for region in offered})
 
 
+class Catalogue:
+    """The Vertex AI target's `base.Hardware`: its catalogue (catalogue.yaml)."""
+
+    def regions(self) -> list[str]:
+        return regions()
+
+
 def check_region(region: str, flag: str = "--region") -> str:
     if region not in regions():
         raise HardwareError(f"{flag} {region[:80]!r} is not a Vertex AI training region the "

@@ -1,8 +1,10 @@
 """Vertex AI tuning jobs: submit one (`invoke tune --target vertex`) and follow it as trials
-start and end, with why each failed trial failed."""
+start and end, with why each failed trial failed; list them, or show one's trials
+(`invoke tune.status`: `VertexSweeps`, the target's `base.Sweeps`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable
@@ -73,3 +75,26 @@ def follow(client, name: str, poll_seconds: float, say: Callable[[str], None] = 
     if done.state.name != "JOB_STATE_SUCCEEDED":
         raise StepFailed(f"{table}\n{done.error.message or 'no error message'}")
     return table
+
+
+@dataclasses.dataclass(frozen=True)
+class VertexSweeps:
+    """The tuning jobs of the project and region the settings (and flags) name."""
+
+    cloud: Cloud
+
+    def status(self, job: str | None, follow_it: bool = False, poll_seconds: float = 30.0
+               ) -> str:
+        fields = self.cloud.fields(("project", "region"))
+        project, region = fields["project"], fields["region"]
+        client = self.cloud.clients.jobs(region)
+        if not job:
+            return "\n".join(
+                f"{job_id(j.name):>20}  {j.state.name.removeprefix('JOB_STATE_'):<10}  "
+                f"{len(j.trials):>3}/{j.max_trial_count} trials  {j.display_name}"
+                for j in vertex_client.list_tuning(client, project, region)
+            ) or "no tuning jobs"
+        name = vertex_client.job_name(project, region, job, "hyperparameterTuningJobs")
+        if follow_it:
+            return follow(client, name, poll_seconds, why=trial_failure(self.cloud, project))
+        return study.trials_table(vertex_client.get_tuning(client, name))
