@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from launch.features import doctor
+from launch.targets.vertex import doctor as vertex_doctor
 from tests.fakes.build import FakeArtifactRegistry, FakeCloudBuild
 from tests.fakes.gcs import FakeGcs
 from tests.fakes.json_http import Request, json_server
@@ -32,10 +33,10 @@ def test_credentials():
 
 def test_vertex_api():
     with FakeJobService() as fake:
-        assert doctor.check_vertex(fake.client(), "p", "us-central1").ok
+        assert vertex_doctor.check_vertex(fake.client(), "p", "us-central1").ok
     with FakeJobService() as fake:
         client = fake.client()
-    failed = doctor.check_vertex(client, "p", "us-central1")  # server gone: unreachable
+    failed = vertex_doctor.check_vertex(client, "p", "us-central1")  # server gone: unreachable
     assert not failed.ok and "aiplatform" in failed.fix
 
 
@@ -130,12 +131,12 @@ def test_report_lists_fixes_and_fails_if_any_check_fails():
 
 def test_end_dates_warn_90_days_ahead_with_the_date_and_the_fix():
     """TensorFlow 2.15's and 2.14's prebuilt containers end on 2027-01-14 (catalogue.yaml)."""
-    quiet = doctor.check_end_dates(datetime.date(2026, 10, 15))  # 91 days before
+    quiet = vertex_doctor.check_end_dates(datetime.date(2026, 10, 15))  # 91 days before
     assert [(c.ok, c.name) for c in quiet] == [(True, "end dates")]
     assert "nothing ends within 90 days" in quiet[0].detail
     assert "2027-01-14, in 91 days" in quiet[0].detail
 
-    due = doctor.check_end_dates(datetime.date(2026, 10, 16))  # 90 days before: warned
+    due = vertex_doctor.check_end_dates(datetime.date(2026, 10, 16))  # 90 days before: warned
     assert [(c.ok, c.warning) for c in due] == [(False, True)] * 2
     assert due[0].detail.startswith("tf2-cpu.2-15, tf2-gpu.2-15 (TensorFlow 2.15 prebuilt "
                                     "prediction containers): end of availability 2027-01-14, "
@@ -148,7 +149,7 @@ def test_end_dates_warn_90_days_ahead_with_the_date_and_the_fix():
     assert "2027-01-14" in text.splitlines()[0]
     assert "fix: serve on the project's own serving image" in text
 
-    ended = doctor.check_end_dates(datetime.date(2027, 1, 17))
+    ended = vertex_doctor.check_end_dates(datetime.date(2027, 1, 17))
     assert "end of availability 2027-01-14, 3 days ago" in ended[0].detail
 
 
@@ -156,8 +157,8 @@ def test_the_docs_theme_end_of_life_is_warned_of_with_its_successor():
     """Material for MkDocs ends on 2027-05-05 (its own build notice): from 90 days before,
     the doctor says so and names Zensical, which .ci/run already builds the site with."""
     assert not any("mkdocs-material" in c.detail
-                   for c in doctor.check_end_dates(datetime.date(2027, 2, 3)))  # 91 days
-    (check,) = [c for c in doctor.check_end_dates(datetime.date(2027, 2, 4))
+                   for c in vertex_doctor.check_end_dates(datetime.date(2027, 2, 3)))  # 91 days
+    (check,) = [c for c in vertex_doctor.check_end_dates(datetime.date(2027, 2, 4))
                 if "mkdocs-material" in c.detail]
     assert check.warning and "end of availability 2027-05-05, in 90 days" in check.detail
     assert "Zensical" in check.fix and "docsite/site.py" in check.fix

@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from launch.errors import InputError
-from launch.features import doctor
 from launch.stores.gcs.records import upload_records
-from launch.targets.vertex import quota
+from launch.targets.vertex import doctor, quota
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.submit import Submission
 from launch.values.jobs import Request

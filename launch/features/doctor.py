@@ -1,9 +1,10 @@
-"""`invoke doctor`: preflight for Vertex AI launches. Each check says what is wrong and the
-command that fixes it; nothing is changed."""
+"""`invoke doctor`: preflight for cloud launches. Each check says what is wrong and the
+command that fixes it; nothing is changed. The platform's checks (credentials, bucket, data,
+image, access) are here; the cloud target's own (its service, quotas and end dates:
+`base.DOCTOR`'s `Checks`) come through the registry."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 from collections.abc import Callable, Sequence
 
@@ -13,14 +14,14 @@ from google.api_core import exceptions
 from google.auth.transport.requests import AuthorizedSession
 
 from infra import outputs as stack_outputs
+from launch import targets
 from launch.context.cloud import Cloud, job_images
 from launch.context.images import ImageBuildError, resolve_digest
 from launch.context.settings import SettingsMissingError
 from launch.errors import MissingError
 from launch.stores import datachecks
 from launch.stores.gcs.upload import training_data_problems
-from launch.targets.vertex import client as vertex_client
-from launch.targets.vertex import lifecycle, quota
+from launch.targets.base import DOCTOR, Check
 from trainer.files import RECORDS_PREFIX
 
 ACT_AS = "iam.serviceAccounts.actAs"
@@ -30,19 +31,11 @@ BROAD_BUILD_ACCOUNTS = {"@cloudbuild.gserviceaccount.com": "the legacy Cloud Bui
                         "-compute@developer.gserviceaccount.com": "the Compute Engine default"}
 
 
-@dataclasses.dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-    warning: bool = False  # not ok, but nothing a launch needs: reported, not failed
-
-
 def run(cloud: Cloud) -> tuple[str, bool]:
     """Every check runs, whatever fails before it; the report and whether all passed. The
     end dates need no cloud: they are reported without credentials too."""
-    dated = [check_outputs(cloud), *check_end_dates(datetime.date.today())]
+    own = targets.offered(targets.offering(DOCTOR), DOCTOR, cloud)
+    dated = [check_outputs(cloud), *own.dated(datetime.date.today())]
     credentials, creds = check_credentials(google.auth.default)
     if not credentials.ok:
         return report([credentials, *dated])
@@ -53,7 +46,7 @@ def run(cloud: Cloud) -> tuple[str, bool]:
     session, storage_client = AuthorizedSession(creds), cloud.storage()
     found = [
         credentials,
-        check_vertex(cloud.clients.jobs(where.region), where.project, where.region),
+        own.reachable(where),
         check_bucket(storage_client, where.bucket),
         check_training_data(storage_client, where.bucket, RECORDS_PREFIX),
         check_data_findings(storage_client, where.bucket),
@@ -61,7 +54,7 @@ def run(cloud: Cloud) -> tuple[str, bool]:
         check_act_as(session, where.service_account),
         check_default_build_account(cloud.clients.builds(), where.project, where.region),
     ]
-    found += check_quotas(cloud.clients.quotas(), where.project, where.region)
+    found += own.limits(where)
     if builder := cloud.fields(())["builder_service_account"]:
         found.append(check_act_as(session, builder, role="builder", purpose="build images"))
     return report([*found, *dated])
@@ -80,18 +73,6 @@ def check_outputs(cloud: Cloud) -> Check:
                  f"engineer has run `npx cdktn deploy {stack}`)", warning=True)
 
 
-def check_end_dates(today: datetime.date, days: int = lifecycle.WARN_DAYS) -> list[Check]:
-    """A warning for each thing the project uses or offers that Google stops offering within
-    `days` of `today` (or already has): its date, its source and what to move to."""
-    due = lifecycle.due(today, days)
-    if not due:
-        soonest = lifecycle.endings()[0]
-        return [Check("end dates", True, f"nothing ends within {days} days (next: "
-                      f"{', '.join(soonest.names)} on {soonest.when(today)})")]
-    return [Check("end dates", False, f"{', '.join(e.names)} ({e.about}): end of availability "
-                  f"{e.when(today)} ({e.source})", e.fix, warning=True) for e in due]
-
-
 def check_credentials(load: Callable) -> tuple[Check, object | None]:
     """`load` is google.auth.default (injected for tests); returns the credentials it found,
     so later checks reuse them instead of looking them up again."""
@@ -102,16 +83,6 @@ def check_credentials(load: Callable) -> tuple[Check, object | None]:
                      "gcloud auth application-default login"), None
     return Check("credentials", True,
                  f"application default credentials (project {project})"), credentials
-
-
-def check_vertex(client, project: str, region: str) -> Check:
-    try:
-        vertex_client.list_jobs(client, project, region, limit=1)
-    except vertex_client.VertexError as error:
-        return Check("Vertex AI API", False, str(error),
-                     f"gcloud services enable aiplatform.googleapis.com --project {project}, "
-                     "or ask for roles/aiplatform.user")
-    return Check("Vertex AI API", True, f"custom jobs readable in {project}/{region}")
 
 
 def check_bucket(storage_client, bucket: str) -> Check:
@@ -164,26 +135,6 @@ def check_image(registry, image_uri: str) -> Check:
     except exceptions.GoogleAPICallError as error:
         return Check("trainer image", False, error.message, "ask for artifactregistry.reader")
     return Check("trainer image", True, pinned)
-
-
-def check_quotas(client, project: str, region: str) -> list[Check]:
-    """One line a kind of hardware the catalogue offers in `region`: the project's training
-    quota for it there, on-demand and preemptible (Spot, Flex-start)."""
-    try:
-        limits = quota.limits(client, project, region)
-    except (exceptions.GoogleAPICallError, google.auth.exceptions.GoogleAuthError) as error:
-        facts = quota.facts()
-        return [Check("quotas", False, f"not read: {quota.unreadable(error)}",
-                      f"ask for {facts['role']} ({facts['permission']})", warning=True)]
-
-    def said(name: str) -> str:
-        limit = limits.get(name)
-        return "not listed" if limit is None else "unlimited" if limit == quota.UNLIMITED \
-            else str(limit)
-
-    return [Check("quota", True, f"{label}: {standard} "
-                  f"{said(standard)}, preemptible {said(preemptible)}")
-            for label, (standard, preemptible) in quota.offered_metrics(region).items()]
 
 
 def check_default_build_account(builds, project: str, region: str) -> Check:

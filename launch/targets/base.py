@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import ClassVar, Generic, Protocol, TypeVar
 
 from launch.context.cloud import Cloud
+from launch.context.places import CloudTarget
 from launch.errors import InputError
 from launch.stores.gcs import datasets
 from launch.stores.runs import jobfiles
@@ -75,6 +76,31 @@ class Sweeps(Protocol):
         each trial's start and end printed until the job ends."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One line of `invoke doctor`'s report: what was checked, and what fixes it."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    warning: bool = False  # not ok, but nothing a launch needs: reported, not failed
+
+
+class Checks(Protocol):
+    """A target's own checks in `invoke doctor`, around the platform's (credentials, bucket,
+    data, image, access: launch/features/doctor.py), each a `Check`."""
+
+    def reachable(self, where: CloudTarget) -> Check:
+        """Its service answers the caller (the first check after the credentials)."""
+
+    def limits(self, where: CloudTarget) -> list[Check]:
+        """What the project may use there (quotas), one line a kind of hardware."""
+
+    def dated(self, today: datetime.date) -> list[Check]:
+        """What it stops offering soon (a warning each); asked without credentials too."""
+
+
 class Hardware(Protocol):
     """A target's hardware catalogue, as `invoke pricing.refresh` prices it."""
 
@@ -85,6 +111,7 @@ class Hardware(Protocol):
 TOOLS = Offer[Tools]("tools", "the trainer's tools run")
 TUNING = Offer[Sweeps]("tuning", "tuning jobs run")
 HARDWARE = Offer[Hardware]("hardware", "hardware catalogues are kept")
+DOCTOR = Offer[Checks]("doctor", "the doctor's checks run")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,6 +37,7 @@ from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import conversion as conversion_jobs
 from launch.targets.vertex import costs, locality, persistent, quota, study
 from launch.targets.vertex import jobs as vertex_jobs
+from launch.targets.vertex.doctor import VertexChecks
 from launch.targets.vertex.hardware import (
     Catalogue,
     HardwareError,
@@ -120,6 +121,11 @@ class Vertex(Preflight[CloudTarget, Plan]):
     def tuning(cls, cloud: Cloud) -> VertexSweeps:
         """Its tuning jobs (`invoke tune.status`)."""
         return VertexSweeps(cloud)
+
+    @classmethod
+    def doctor(cls, cloud: Cloud) -> VertexChecks:
+        """Its checks in `invoke doctor`: the API, quotas, end dates."""
+        return VertexChecks(cloud)
 
     @classmethod
     def hardware(cls, cloud: Cloud) -> Catalogue:
