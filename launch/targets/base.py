@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar, Generic, Protocol, TypeVar
 
@@ -29,7 +29,6 @@ class Executor(Runner, Protocol):
     """A target: it runs requests (`Runner`: launch, tune), conversions and TensorBoard."""
 
     title: ClassVar[str]  # where it runs, in words: "Vertex AI"
-    supports: ClassVar[frozenset[str]]  # the JobFile fields it takes (launch.targets checks)
     convert_flags: ClassVar[frozenset[str]]  # data.convert's flags beyond ConvertArgs' it takes
     runs_in_bucket: ClassVar[bool]  # runs are gs://BUCKET/runs/RUN_ID, not directories here
 
@@ -101,6 +100,14 @@ class Checks(Protocol):
         """What it stops offering soon (a warning each); asked without credentials too."""
 
 
+class KeptRuns(Protocol):
+    """What a target's runs in the bucket cost (`invoke runs.list`, `runs.compare`)."""
+
+    def cost(self, run: Sequence[str]) -> str | None:
+        """What run RUN (or a sweep's trial: SWEEP, TRIAL) cost there, with its currency;
+        None when unknown (no jobs, no access, no price)."""
+
+
 class Hardware(Protocol):
     """A target's hardware catalogue, as `invoke pricing.refresh` prices it."""
 
@@ -112,6 +119,7 @@ TOOLS = Offer[Tools]("tools", "the trainer's tools run")
 TUNING = Offer[Sweeps]("tuning", "tuning jobs run")
 HARDWARE = Offer[Hardware]("hardware", "hardware catalogues are kept")
 DOCTOR = Offer[Checks]("doctor", "the doctor's checks run")
+RUNS = Offer[KeptRuns]("runs", "runs in the bucket are priced")
 
 
 @dataclasses.dataclass(frozen=True)

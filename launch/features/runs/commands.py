@@ -4,28 +4,27 @@ A run is named by its model directory here (`work/model`, `work/sweep/trial-003`
 model directory, or its id in the bucket: `RUN` (gs://BUCKET/runs/RUN/checkpoints) or
 `SWEEP/TRIAL` (a Vertex AI tuning trial: gs://BUCKET/runs/SWEEP/TRIAL/checkpoints). Runs in
 the bucket are read from a mirror of their small files (never their checkpoints); their cost
-comes from their Vertex AI jobs when those can be read.
+comes from their jobs, as the target that keeps runs there prices them (`base.RUNS`,
+through the registry: Vertex AI's), when those can be read.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime
 import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from google.api_core.exceptions import GoogleAPIError
-from google.auth.exceptions import GoogleAuthError
-
+from launch import targets
 from launch.context.cloud import Cloud
 from launch.context.places import RUN_ID
-from launch.errors import InputError, MissingError, UserError
+from launch.errors import InputError, MissingError
 from launch.features.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
 from launch.features.runs.report import Report, table, write_report
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs
+from launch.targets.base import RUNS
 from trainer.best.choice import BEST, DEFAULT_CHOICE, Choice
 from trainer.files import (
     BEST_DIR,
@@ -75,37 +74,6 @@ def run_id_parts(ref: str) -> list[str]:
     return parts
 
 
-def run_cost(cloud: Cloud, parts: Sequence[str]) -> str | None:
-    """What a run's Vertex AI jobs cost (training and evaluation), or a tuning trial (its
-    time x its tuning job's trial spec); None when unknown (no jobs, no access, no price)."""
-    from google.cloud import aiplatform_v1
-
-    from launch.stores.pricing.table import PriceMissing, PriceTable
-    from launch.targets.vertex import client as vertex_client
-    from launch.targets.vertex.costs import job_cost
-
-    try:
-        fields = cloud.fields(("project", "region"))
-        client = cloud.clients.jobs(fields["region"])
-        if len(parts) == 1:
-            found = vertex_client.list_jobs(client, fields["project"], fields["region"],
-                                            limit=100, labels={"run": parts[0]})
-        else:  # a trial runs as its tuning job's trial spec, from its start to its end
-            found = [aiplatform_v1.CustomJob(name=job.name, job_spec=job.trial_job_spec,
-                                             start_time=trial.start_time,
-                                             end_time=trial.end_time)
-                     for job in vertex_client.list_tuning(client, fields["project"],
-                                                          fields["region"], limit=100)
-                     if job.labels.get("run") == parts[0]
-                     for trial in job.trials if trial.id == parts[1] and trial.end_time]
-        table_ = PriceTable.load()
-        now = datetime.datetime.now(datetime.UTC)
-        amount = sum(job_cost(table_, job, now) for job in found)
-    except (UserError, GoogleAPIError, GoogleAuthError, PriceMissing):
-        return None
-    return f"{amount:.2f} {table_.currency}" if found else None
-
-
 def load(cloud: Callable[[], Cloud], ref: str, cache_dir: Path = mirror.CACHE_DIR,
          choice: Choice = DEFAULT_CHOICE) -> RunRecord:
     """One run, however it is named, showing the evaluation `choice` names."""
@@ -125,7 +93,8 @@ def load(cloud: Callable[[], Cloud], ref: str, cache_dir: Path = mirror.CACHE_DI
     except MissingError:
         raise MissingError(f"no run {ref!r}: not a directory here, and nothing at {url}; "
                            "`invoke runs.list` shows the runs") from None
-    return load_run(local, ref, run_cost(settings, parts), choice)
+    cost = targets.offered(targets.offering(RUNS), RUNS, settings).cost(parts)
+    return load_run(local, ref, cost, choice)
 
 
 def compare(cloud: Callable[[], Cloud], refs: Sequence[str], out: Path,

@@ -1,7 +1,8 @@
 """`invoke jobs.*` on Vertex AI (the target's `base.Jobs`): the project's custom jobs in one
 region, listed with what each has cost so far; a job's status with its web-access shells
 and why it failed; its log lines from Cloud Logging, followed until it ends; cancelled;
-waited for, and how it ended published to the stack's job-events topic (--notify).
+waited for, and how it ended published to the stack's job-events topic (--notify); and what
+a run's jobs cost (`VertexRuns`, the target's `base.KeptRuns`: runs.list, runs.compare).
 (`jobs.py` beside it builds the CustomJob a launch submits.)"""
 
 from __future__ import annotations
@@ -10,15 +11,20 @@ import dataclasses
 import datetime
 import functools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar
 
+from google.api_core.exceptions import GoogleAPIError
+from google.auth.exceptions import GoogleAuthError
+from google.cloud import aiplatform_v1
+
 from launch.context.cloud import Cloud
-from launch.stores.pricing.table import PriceTable
+from launch.errors import UserError
+from launch.stores.pricing.table import PriceMissing, PriceTable
 from launch.targets.base import JobLine
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import logs
-from launch.targets.vertex.costs import cost_so_far
+from launch.targets.vertex.costs import cost_so_far, job_cost
 from launch.targets.vertex.notify import notifier
 from launch.targets.vertex.spec import job_id
 from launch.targets.vertex.submit import ended, follow_logs, why_failed
@@ -88,3 +94,35 @@ class VertexJobs:
         if events:
             events.job_ended(done)
         return ended(self.cloud, self._where[0], done)
+
+
+@dataclasses.dataclass(frozen=True)
+class VertexRuns:
+    """What the runs in the bucket cost, from their jobs in the region the settings name."""
+
+    cloud: Cloud
+
+    def cost(self, run: Sequence[str]) -> str | None:
+        """What a run's Vertex AI jobs cost (training and evaluation), or a tuning trial (its
+        time x its tuning job's trial spec); None when unknown (no jobs, no access, no
+        price)."""
+        try:
+            fields = self.cloud.fields(("project", "region"))
+            client = self.cloud.clients.jobs(fields["region"])
+            if len(run) == 1:
+                found = vertex_client.list_jobs(client, fields["project"], fields["region"],
+                                                limit=100, labels={"run": run[0]})
+            else:  # a trial runs as its tuning job's trial spec, from its start to its end
+                found = [aiplatform_v1.CustomJob(name=job.name, job_spec=job.trial_job_spec,
+                                                 start_time=trial.start_time,
+                                                 end_time=trial.end_time)
+                         for job in vertex_client.list_tuning(client, fields["project"],
+                                                              fields["region"], limit=100)
+                         if job.labels.get("run") == run[0]
+                         for trial in job.trials if trial.id == run[1] and trial.end_time]
+            table = PriceTable.load()
+            now = datetime.datetime.now(datetime.UTC)
+            amount = sum(job_cost(table, job, now) for job in found)
+        except (UserError, GoogleAPIError, GoogleAuthError, PriceMissing):
+            return None
+        return f"{amount:.2f} {table.currency}" if found else None
