@@ -16,8 +16,9 @@ from PIL import Image
 
 from launch.features.serving import answers
 from trainer.data.defaults import MAX_PIXELS
+from trainer.detector import Detections, Picture
 from trainer.export import header_pixels, refusal
-from trainer.predict import Detections, Picture, detect_files
+from trainer.predict import detect_files
 
 SHOWN = (0.3, "the test's")  # the score kept, and where it came from
 

@@ -14,8 +14,9 @@ import pytest
 from tests.test_confusion import IMAGES, NAMES
 from trainer import confusion, operating
 from trainer.analysis import SHOWN_SCORE
+from trainer.detector import Detections, Picture
 from trainer.eval_record import EvaluationRecord
-from trainer.predict import Detections, Picture, detect_files
+from trainer.predict import detect_files
 
 
 def evaluated_run(tmp_path):

@@ -494,7 +494,8 @@ def test_checks_inspect_and_named_datasets_carry_the_test_split(sample, tmp_path
     from tests.fakes.cloud import fake_cloud
     from tests.test_datasets import BUCKET, launch, sent_args
     from trainer import datasets as store
-    from trainer.experiments import DEFAULT_EXPERIMENT, geometry
+    from trainer.experiments import DEFAULT_EXPERIMENT
+    from trainer.experiments.fields import geometry
 
     out = tmp_path / "records"
     report = convert_directory(sample, out, num_shards=2, progress=False)

@@ -11,7 +11,8 @@ import numpy as np
 
 from trainer import io
 from trainer.analysis import ImageBoxes, coco_evaluation, iou_matrix
-from trainer.predict import Detections, Detector, Picture
+from trainer.data.images import open_checked
+from trainer.detector import Detections, Detector, Picture
 
 SAME_BOX_IOU = 0.8  # two top boxes this close are the same box
 
@@ -26,8 +27,6 @@ class Labelled:
 def labelled_images(records: str, limit: int | None = None) -> Iterator[Labelled]:
     """The images of converted TFRecords with their boxes, as a detector sees them."""
     import tensorflow as tf
-
-    from trainer.data.images import open_checked
 
     features = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
                 "image/filename": tf.io.FixedLenFeature([], tf.string, default_value=""),

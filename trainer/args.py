@@ -19,10 +19,10 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar, NoReturn, TypeVar
 
-from trainer import files, objects
+from trainer import files, hparams, objects
 from trainer.best.stopping import EVALUATORS, TRAINER
 from trainer.data import defaults, formats
-from trainer.data.planning import Limits, parse_split
+from trainer.data.planning import MAX_OBJECTS_FLAG, SPLIT_FLAG, Limits, parse_split
 from trainer.distribution import STRATEGIES
 from trainer.errors import SettingsError
 from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
@@ -250,12 +250,12 @@ class ConvertArgs(Args):
     split: str | None = option("re-split: the train fraction (0.8, the rest val; a dataset's "
                                "own test split stays as it is), or the train and val fractions "
                                "(0.7,0.2: every image re-split, the rest test) (default: the "
-                               "dataset's own split, else 0.7)")
+                               "dataset's own split, else 0.7)", shown=SPLIT_FLAG)
     seed: int | None = option("the re-split's seed (default 42)")
     processes: int | None = option("default: all cores")
     max_pixels: int = option(MAX_PIXELS_HELP, default=defaults.MAX_PIXELS)
     max_objects: int = option("skip annotations with more objects",
-                              default=defaults.MAX_OBJECTS)
+                              default=defaults.MAX_OBJECTS, shown=MAX_OBJECTS_FLAG)
 
     def check(self) -> None:
         """The flags checked together, before anything is read: by `data convert` itself,
@@ -449,8 +449,6 @@ def parser() -> argparse.ArgumentParser:
 def parse(argv: Sequence[str]) -> Args:
     """The command `argv` names, with its options, as the matching dataclass; a mistake is a
     SettingsError naming the flag (`--help` still prints the help and exits)."""
-    from trainer import hparams
-
     known = {f.metadata["flag"] or f.name for command in COMMANDS.values()
              for f in dataclasses.fields(command)}
     namespace = parser().parse_args(hparams.trial_flags(list(argv), known))

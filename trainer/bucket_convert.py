@@ -108,9 +108,11 @@ def _container_args(flags: Sequence[str]) -> trainer_args.ConvertArgs:
     return convert
 
 
-def convert_in_bucket(job: trainer_args.BucketConvertArgs, client=None) -> int:
-    from trainer.cli import run_convert
-
+def convert_in_bucket(job: trainer_args.BucketConvertArgs,
+                      convert_staged: Callable[[trainer_args.ConvertArgs], object],
+                      client=None) -> int:
+    """Stages the raw prefix, runs `convert_staged` (the `data convert` runner) on the
+    staged copy and publishes its output as the named dataset."""
     datasets.check_name(job.dataset)
     raw_url = "gs://{}/{}".format(*objects.split_url(job.raw, "--data-dir"))
     convert = _container_args(job.convert_flag)
@@ -128,7 +130,7 @@ def convert_in_bucket(job: trainer_args.BucketConvertArgs, client=None) -> int:
             print(f"warning: {line}", file=sys.stderr)
         print(f"staged {staged.fetched} objects ({staged.bytes:,} bytes) of {raw_url}/",
               flush=True)
-        run_convert(local)
+        convert_staged(local)
         manifest, deleted = datasets.publish(client, job.bucket, job.dataset, output_dir,
                                              convert.format)
     print(f"published dataset {job.dataset}: {manifest.url(job.bucket)} "

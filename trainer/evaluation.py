@@ -23,10 +23,14 @@ from trainer import analysis, confusion, eval_record, files, operating
 from trainer import model_dir as model_dir_lib
 from trainer.args import TrainArgs, shown
 from trainer.best import keeping
+from trainer.best.choice import DEFAULT_CHOICE, choose
+from trainer.data.label_map import id_to_name, read_label_map
 from trainer.errors import EvalTimeoutError, SettingsError
 from trainer.eval_record import EvaluationRecord
 from trainer.experiments import MASK_PREFIX
 from trainer.io import match, write_text
+from trainer.masks import paste, to_rle
+from trainer.visualize import draw_detections
 
 SUMMARY_SUBDIR = "validation"
 TEST_SUMMARY_SUBDIR = "test"  # an evaluation on the test split: beside validation/
@@ -217,8 +221,6 @@ class CheckpointEvaluator:
         (white) drawn."""
         from PIL import Image
 
-        from trainer.visualize import draw_detections
-
         picture = Image.fromarray(pixels).resize((scale * pixels.shape[1],
                                                   scale * pixels.shape[0]))
         if image is None:
@@ -232,8 +234,6 @@ def _frame_masks(masks: np.ndarray, boxes: np.ndarray, frame: tuple[int, int]
                  ) -> tuple[dict, ...]:
     """Per-box masks (each S x S over its normalised box) as COCO RLE of the frame, as
     predict writes them."""
-    from trainer.masks import paste, to_rle
-
     return tuple(to_rle(paste(mask, box, *frame)) for mask, box in zip(masks, boxes,
                                                                       strict=True))
 
@@ -310,8 +310,6 @@ def evaluator_for(settings, params) -> CheckpointEvaluator:
     """The evaluator of a run: its evaluation data (validation, or the test split's with
     --eval_split test, refused when it is not held out), class names and summary directory
     (validation/ or test/)."""
-    from trainer.data.label_map import id_to_name, read_label_map
-
     if settings.eval_split == files.TEST:
         check_held_out(settings.train_input, settings.eval_input)
     names = id_to_name(read_label_map(settings.label_map)) if settings.label_map else {}
@@ -331,8 +329,6 @@ def evaluate_latest(evaluator: CheckpointEvaluator) -> EvaluationRecord:
 def evaluate_chosen(evaluator: CheckpointEvaluator, choice=None):
     """The checkpoint export would choose (`choice`: the best the run keeps, by default;
     the newest when it keeps none, saying so) evaluated once; (its record, why that one)."""
-    from trainer.best.choice import DEFAULT_CHOICE, choose
-
     chosen = choose(evaluator.model_dir, choice or DEFAULT_CHOICE, model=evaluator.model)
     return evaluator.evaluate(chosen.path), chosen.reason
 

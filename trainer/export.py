@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from trainer import io, operating, warmup
+from trainer import io, operating, tracing, warmup
 from trainer import model_dir as model_dir_lib
 from trainer.best.choice import DEFAULT_CHOICE, Choice, Chosen, choose
 from trainer.data.defaults import MAX_PIXELS
@@ -265,8 +265,6 @@ def write_signatures(module, params, checkpoint: str, export_dir: str, input_typ
     run's `experiment` says whether its model is traced as written (trainer/tracing.py)."""
     from official.vision.serving import export_saved_model_lib
     from tf_keras.src.saving.legacy.saved_model.utils import keras_option_scope
-
-    from trainer import tracing
 
     with keras_option_scope(save_traces=False), tracing.as_written(experiment=experiment):
         export_saved_model_lib.export_inference_graph(

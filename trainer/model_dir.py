@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from trainer import io, jsonnum
 from trainer.errors import JsonError, SettingsError
+from trainer.experiments import register
 from trainer.files import (
     LABEL_MAP_FILE,
     MAX_RUN_JSON_BYTES,
@@ -88,8 +89,6 @@ def load_params(model_dir: str):
     import tensorflow as tf
     from official.core import exp_factory
     from official.modeling import hyperparams
-
-    from trainer.experiments import register
 
     run_path, params_path = f"{model_dir}/{RUN_FILE}", f"{model_dir}/{PARAMS_FILE}"
     if not (tf.io.gfile.exists(run_path) and tf.io.gfile.exists(params_path)):

@@ -9,70 +9,28 @@ the class colour and detections.json holds it as COCO RLE in the image's pixels.
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import io
 import json
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-from PIL import ExifTags, Image, ImageOps
+from PIL import ExifTags, ImageOps
 
 from trainer import model_dir as model_dir_lib
 from trainer import operating
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
 from trainer.data.images import open_checked
 from trainer.data.label_map import id_to_name, read_label_map
+from trainer.detector import Detections, Detector, ImageRefused, Picture
 from trainer.errors import PredictError, SettingsError
 from trainer.export import MASKS, SIGNATURE, UINT8_SIGNATURE, serving_takes
 from trainer.files import DETECTIONS_FILE, LABEL_MAP_FILE, TFLITE_SUFFIX
 from trainer.io import open_regular
 from trainer.masks import paste, to_rle
+from trainer.tflite import TfliteDetector
 from trainer.visualize import draw_detections
 
 MASK_FORMAT = "COCO RLE in image pixels (pycocotools.mask.decode), for a mask model's detections"
-
-
-class ImageRefused(Exception):
-    """A detector could not answer for one image (too large to send, say): reported with the
-    image, and the others go on."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Picture:
-    path: str
-    image: Image.Image  # RGB, as a person sees it (EXIF orientation applied; a first frame)
-    encoded: bytes  # what serving_bytes is sent: the file's bytes, or a PNG of `image` when
-    # EXIF turned it or serving_bytes does not take its format (GIF, WebP, TIFF, ...)
-
-    @property
-    def pixels(self) -> np.ndarray:
-        """RGB pixels as training and `serving_bytes` decode `encoded` (TensorFlow's decoder):
-        PIL's JPEG decoder differs enough to move a score by 0.04 and a top box to IoU 0.74
-        (120 sample images, 2026-11-27), so `predict` here would not answer as the endpoint
-        does. `image` where TensorFlow cannot decode the bytes (PIL could: they were checked)."""
-        import tensorflow as tf
-
-        try:
-            decoded = tf.io.decode_image(self.encoded, channels=3,
-                                         expand_animations=False).numpy()
-        except (tf.errors.OpError, ValueError):
-            return np.asarray(self.image)
-        if decoded.shape[:2] != (self.image.height, self.image.width):
-            return np.asarray(self.image)
-        return decoded
-
-
-@dataclasses.dataclass(frozen=True)
-class Detections:
-    boxes: np.ndarray  # [n, 4] ymin, xmin, ymax, xmax normalised to the image
-    classes: np.ndarray  # [n] label-map ids
-    scores: np.ndarray  # [n]
-    masks: np.ndarray | None = None  # [n, S, S] in [0, 1], each over its box; None: no masks
-
-
-Detector = Callable[[Picture], Detections]
 
 
 def read_picture(path: str, max_pixels: int = MAX_PIXELS) -> Picture:
@@ -116,8 +74,6 @@ def saved_model_detector(model: str) -> Detector:
 
 
 def tflite_detector(model: str) -> Detector:
-    from trainer.tflite import TfliteDetector
-
     try:
         run = TfliteDetector(model)
     except Exception as error:  # the interpreter raises ValueError/RuntimeError variants

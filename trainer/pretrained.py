@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from trainer.data.download import fetch_once, safe_extract
 from trainer.errors import DownloadError, SettingsError
 
 ARCHIVE_SUFFIX = ".tar.gz"
@@ -68,8 +69,6 @@ def extracted(source: str, cache: Path | None = None,
     """The checkpoint prefix inside the archive at `source` (an http(s):// URL or a local
     file), extracted once into the user's cache; replicas extracting at once each stage their
     own copy and the first to finish is kept."""
-    from trainer.data.download import fetch_once, safe_extract
-
     cache = own_cache(cache or cache_dir())
     root = cache / hashlib.sha256(source.encode()).hexdigest()[:20]
     if not complete(root):

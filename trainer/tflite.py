@@ -29,7 +29,9 @@ import numpy as np
 
 from trainer import io, operating
 from trainer import model_dir as model_dir_lib
+from trainer.agreement import ap50, detect_all, labelled_images
 from trainer.best.choice import DEFAULT_CHOICE, Choice, Chosen, choose
+from trainer.detector import Detections
 from trainer.errors import SettingsError
 from trainer.evaluation import MEAN_RGB  # Model Garden's, as uint8 pixel values
 from trainer.export import ExportOptions, write_signatures
@@ -246,9 +248,6 @@ def export_tflite(model_dir: str, output_dir: str, choice: Choice = DEFAULT_CHOI
 def check_int8(int8: bytes, float32: bytes, validation: str, gate: Int8Gate) -> Int8Check:
     """Both files' AP50 on the run's validation images, judged by `gate`."""
     import tensorflow as tf
-
-    from trainer.agreement import ap50, detect_all, labelled_images
-    from trainer.predict import Detections
 
     try:
         truth = list(labelled_images(validation, INT8_IMAGES))

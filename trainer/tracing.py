@@ -20,6 +20,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from trainer.experiments import DEFAULT_EXPERIMENT, MASK_DEMO_EXPERIMENT
+
 # the modules of the functions the input pipeline's maps call first: what they call runs as
 # written too
 PARSER_MODULES = (
@@ -49,8 +51,6 @@ def needs_autograph(params) -> str | None:
 
 def models_traced_by_tests() -> tuple[str, ...]:
     """The CPU experiments (the local demo's): the tests train, evaluate and export each."""
-    from trainer.experiments import DEFAULT_EXPERIMENT, MASK_DEMO_EXPERIMENT
-
     return DEFAULT_EXPERIMENT, MASK_DEMO_EXPERIMENT
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 import time
 
-from trainer import distribution, hparams, init_checkpoint, locks, progress
+from trainer import distribution, evaluation, hparams, init_checkpoint, locks, progress
 from trainer import model_dir as model_dir_lib
 from trainer.best.stopping import TRAINER, EarlyStopping, read_stop
 from trainer.evaluation import SUMMARY_SUBDIR
+from trainer.export import ExportOptions, export
 from trainer.io import read_text
 from trainer.settings import TrainerSettings
 
@@ -101,8 +102,6 @@ def _train(settings: TrainerSettings, params, strategy, chief: bool, several: bo
             "stopped_early": f"{STOPPED_EARLY} {stopped.step}: {stopped.reason}"
             if stopped else None})
     if chief and settings.export_dir:
-        from trainer.export import ExportOptions, export
-
         # the run's model is what `invoke model.upload` serves: encoded files by default
         result = export(settings.model_dir, settings.export_dir,
                         options=ExportOptions(default_signature="bytes"))
@@ -170,8 +169,6 @@ def agree(strategy, flag: bool, several: bool) -> bool:
 
 def _own_evaluator(settings: TrainerSettings, params):
     """The chief's evaluator for early stopping: the eval job's, run in this process."""
-    from trainer import evaluation
-
     return evaluation.evaluator_for(settings, params)
 
 
@@ -179,8 +176,6 @@ def _evaluate_new(evaluator) -> None:
     """Evaluates the newest checkpoint not evaluated yet, if any (an evaluation keeps best/
     and writes the verdict: trainer/best/)."""
     import tensorflow as tf
-
-    from trainer import evaluation
 
     done = evaluation.evaluated_steps(evaluator.model_dir)
     pending = [c for c in model_dir_lib.list_checkpoints(evaluator.model_dir)
@@ -199,8 +194,6 @@ def _evaluate_new(evaluator) -> None:
 def report_trial(settings: TrainerSettings, params, final: str) -> None:
     """A tuning trial ends with its final checkpoint evaluated and the metrics reported
     where Vertex AI's tuning service reads them."""
-    from trainer import evaluation
-
     result = evaluation.evaluator_for(settings, params).evaluate(final)
     path = hparams.report(result.metrics, result.step)
     print(f"trial metrics at step {result.step} -> {path}", flush=True)

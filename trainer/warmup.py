@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 
+from trainer.agreement import labelled_images
 from trainer.data.tfrecord import framed
 from trainer.io import write_text
 
@@ -27,8 +28,6 @@ def held_out_images(params, limit: int = IMAGES) -> tuple[list[bytes], str]:
     """Up to `limit` encoded images of the run's validation records, and where they came from;
     one generated image when none can be read."""
     import tensorflow as tf
-
-    from trainer.agreement import labelled_images
 
     pattern = params.task.validation_data.input_path
     if pattern:

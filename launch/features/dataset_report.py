@@ -32,7 +32,7 @@ from launch.text import printable, spreadsheet_cell
 from trainer.data import layout
 from trainer.data.checks import FEW_EXAMPLES, listed
 from trainer.data.label_map import alike
-from trainer.experiments import Geometry
+from trainer.experiments.fields import Geometry
 from trainer.files import EVERY_SPLIT, SPLITS, TEST, data_label_map, shard_glob
 
 SAMPLES_PER_CLASS = 4
@@ -331,7 +331,7 @@ def inspect(records_dir: str, experiment: str, out: Path) -> str:
     """`invoke data.inspect --records DIR`: the report on converted records."""
     from launch.errors import MissingError
     from trainer.data.label_map import read_label_map
-    from trainer.experiments import geometry as geometry_of
+    from trainer.experiments.fields import geometry as geometry_of
 
     records = Path(records_dir)
     if missing := layout.missing([p.name for p in records.glob("*")] if records.is_dir()

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 
 from trainer import files, io
+from trainer import model_dir as model_dir_lib
 from trainer.best.keeping import Best, best_dir, read_best
 from trainer.errors import JsonError, SettingsError
 
@@ -65,8 +66,6 @@ def choose(model_dir: str, choice: Choice, model=None, say: Callable[[str], None
            ) -> Chosen:
     """The checkpoint `choice` names in `model_dir`, checked to restore (into `model`, when
     given). The best falls back to the newest, saying why, in a run that keeps none."""
-    from trainer import model_dir as model_dir_lib
-
     if choice.kind == "path":
         return Chosen(model_dir_lib.export_checkpoint(model_dir, choice.path, model),
                       "asked", f"{choice.path}, as asked (--checkpoint)")

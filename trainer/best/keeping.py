@@ -9,7 +9,7 @@ import datetime
 import sys
 from collections.abc import Callable, Sequence
 
-from trainer import files, io, jsonnum
+from trainer import files, io, jsonnum, locks
 from trainer.best.stopping import Score, Verdict, gains, judge, run_rule, scores, write_verdict
 from trainer.errors import JsonError
 from trainer.experiments import GOALS
@@ -93,8 +93,6 @@ def keep(model_dir: str, candidate: Best, found: Sequence[Score] = (),
     """best/ holding `candidate`'s checkpoint, unless it holds one that ranks above it (as
     the judge ranks: value, then the earlier step); returns what best/ holds after. `found`,
     the evaluations, say which strays can go."""
-    from trainer import locks
-
     with locks.taking_turns(best_dir(model_dir), LOCK_FILE):
         current = _intact_best(model_dir)
         if current and not _better(candidate, current):

@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 
 from trainer import files, io, jsonnum
+from trainer import model_dir as model_dir_lib
 from trainer.errors import JsonError
 from trainer.eval_record import EvaluationRecord
 from trainer.experiments import GOALS, MAXIMIZE, ranking
@@ -141,8 +142,6 @@ class RunRule:
 def run_rule(model_dir: str) -> RunRule:
     """JsonError for a run.json that is not one; a directory without one (checkpoints from
     elsewhere) is ranked by AP and never stops."""
-    from trainer import model_dir as model_dir_lib
-
     if not io.exists(f"{model_dir}/{files.RUN_FILE}"):
         return RunRule(*ranking(None), None)
     run = model_dir_lib.read_run_info(model_dir)

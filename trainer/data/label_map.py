@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from trainer.errors import LabelMapError
+from trainer.io import NotRegularFile, read_text
 
 # The 37 Oxford-IIIT Pets breeds with their ids in the Object Detection API's pet_label_map.pbtxt.
 # Cat breeds are capitalised, dog breeds lower-case, exactly as in the dataset's file names.
@@ -126,8 +127,6 @@ def parse_label_map(text: str) -> dict[str, int]:
 
 
 def read_label_map(path: str | Path) -> dict[str, int]:
-    from trainer.io import NotRegularFile, read_text
-
     try:
         return parse_label_map(read_text(str(path)))
     except NotRegularFile as error:  # a FIFO would wait for a writer, /dev/zero never end

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 SPLIT_SEED = 42  # the Object Detection API's create_pet_tf_record seed
 TRAIN_FRACTION = 0.7
+# The converter's flags these checks name, as `trainer.args.ConvertArgs` shows them
+SPLIT_FLAG, MAX_OBJECTS_FLAG = "--split", "--max-objects"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,12 +51,10 @@ class Limits:
     PARSE_FACTOR: ClassVar[int] = 30
 
     def __post_init__(self) -> None:
-        from trainer.args import ConvertArgs, shown  # the command line imports this module
-
         if problem := defaults.max_pixels_problem(self.max_pixels):
             raise SettingsError(problem)
         if self.max_objects < 1:
-            raise SettingsError(f"{shown(ConvertArgs, 'max_objects')} must be at least 1, got "
+            raise SettingsError(f"{MAX_OBJECTS_FLAG} must be at least 1, got "
                                 f"{self.max_objects}")
         if self.max_label_bytes < 1:
             raise SettingsError(f"max_label_bytes must be at least 1, got "
@@ -95,7 +95,7 @@ class Split:
                                        else f",{self.val_fraction:g}")
 
 
-def parse_split(value: str | float, flag: str = "--split") -> tuple[float, float | None]:
+def parse_split(value: str | float, flag: str = SPLIT_FLAG) -> tuple[float, float | None]:
     """`--split` as typed: the train fraction (`0.8`: train and val), or the train and val
     fractions (`0.7,0.2`: the rest, 10%, a held-out test split); each strictly between 0 and
     1, two summing to less than 1. Anything else (nan, inf, 1e400, `0.7,`, three values) is
@@ -201,8 +201,6 @@ def check_split(plan: Plan, split: Split) -> None:
     split) without an image, given the images planned, is refused before anything is
     written (an empty train split trains on nothing); a dataset's own split, or one that is
     not `--split`, is taken as it is."""
-    from trainer.args import ConvertArgs, shown  # the command line imports this module
-
     counts = {name: len(sources) for name, sources in plan.splits.items()}
     total = sum(counts.values())
     if not split.given or not total or all(counts.get(name) for name in split.names):
@@ -213,7 +211,7 @@ def check_split(plan: Plan, split: Split) -> None:
         f"give a fraction of at least {least:g}, below 1" if split.val_fraction is None else \
         f"give fractions of at least {least:g} each, summing to at most {1 - least:g}"
     found = ", ".join(f"{counts.get(name, 0)} {name}" for name in split.names)
-    raise SettingsError(f"{shown(ConvertArgs, 'split')} {split.shown()} leaves the {empty} "
+    raise SettingsError(f"{SPLIT_FLAG} {split.shown()} leaves the {empty} "
                         f"split empty ({total} image{'s' if total > 1 else ''}: {found}): "
                         f"{fix}")
 

@@ -19,7 +19,9 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from trainer.data import coco, defaults, pets
-from trainer.data.voc import VocAnnotation, VocObject, format_voc
+from trainer.data.label_map import pets_label_map
+from trainer.data.planning import split_names
+from trainer.data.voc import AnnotationError, VocAnnotation, VocObject, format_voc, parse_voc
 from trainer.files import SAMPLE_COCO_FILE, TEST
 
 RGB = tuple[int, int, int]
@@ -253,9 +255,6 @@ def pets_as_coco(root: Path, listed: str = pets.TRAINVAL_LIST) -> dict:
     outlined by its trimap, with that box; the annotated heads where there is no trimap),
     image ids numbered as the Pets conversion numbers them (trainval's 1..N, then test's).
     Examples whose XML or image the Pets path would refuse are left out."""
-    from trainer.data.label_map import pets_label_map
-    from trainer.data.voc import AnnotationError, parse_voc
-
     names = list(dict.fromkeys(pets.read_example_list(root / listed)))
     before = 0 if listed == pets.TRAINVAL_LIST else \
         len(set(pets.read_example_list(root / pets.TRAINVAL_LIST)))
@@ -318,8 +317,6 @@ def coco_as_yolo(data: dict, images_dir: Path, out: Path, test: dict | None = No
     converters write them); `test`, a COCO file of other images of the same categories, as
     its test split (images/test, data.yaml's `test`)."""
     import shutil
-
-    from trainer.data.planning import split_names
 
     (out / "images").mkdir(parents=True, exist_ok=True)
     categories = sorted({c["id"]: c for c in [*(test or {}).get("categories", []),

@@ -101,23 +101,3 @@ def default_train_steps(name: str) -> int | None:
         return None
     config = yaml.safe_load(EXPERIMENTS[name].config_file.read_text())
     return config.get("trainer", {}).get("train_steps")
-
-
-@dataclasses.dataclass(frozen=True)
-class Geometry:
-    """What an experiment does to a dataset's images: resized so the longer side is
-    `input_size`, then matched against anchors no smaller than `smallest_anchor` pixels."""
-
-    input_size: int
-    smallest_anchor: float
-
-
-def geometry(name: str) -> Geometry:
-    """From the experiment's Model Garden config (any registered detection experiment), as
-    fields.json records it: the dataset report needs no TensorFlow."""
-    from trainer.experiments import fields
-
-    if name not in fields.schema()["geometry"]:
-        raise SettingsError(f"--experiment {name} fixes no input size to check the data "
-                            f"against: pick one of {', '.join(sorted(EXPERIMENTS))}")
-    return Geometry(**fields.schema()["geometry"][name])

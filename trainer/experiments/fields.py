@@ -1,7 +1,8 @@
-"""Which Model Garden config fields an experiment has, and of what type, as a file the
-launcher reads without TensorFlow: `--override task.model.num_classes=3` and a job file's
-`overrides:` are checked against it before anything is built or submitted. The trainer
-applies them again with Model Garden's strict override, the second line of defence.
+"""Which Model Garden config fields an experiment has, and of what type, and what it does to
+an image (`geometry`), as a file the launcher reads without TensorFlow: `--override
+task.model.num_classes=3` and a job file's `overrides:` are checked against it before anything
+is built or submitted. The trainer applies them again with Model Garden's strict override, the
+second line of defence.
 
 Regenerate after changing an experiment or the Model Garden pin:
     python -m trainer.experiments.fields
@@ -16,6 +17,9 @@ import types
 import typing
 from functools import cache
 from pathlib import Path
+
+from trainer.errors import SettingsError
+from trainer.experiments import EXPERIMENTS, register
 
 FIELDS_FILE = Path(__file__).with_name("fields.json")
 # A field's type in the file: what a value must be to fit it.
@@ -63,8 +67,6 @@ def generate() -> dict:
     """The fields of each shipped experiment, and every registered detection experiment."""
     from official.core import exp_factory
 
-    from trainer.experiments import EXPERIMENTS, register
-
     register()
     detectors = [name for name in sorted(exp_factory._REGISTERED_CONFIGS)
                  if type(exp_factory.get_exp_config(name).task).__name__ in DETECTION_TASKS]
@@ -94,7 +96,7 @@ def architecture(model) -> dict[str, str]:
 
 
 def image_geometry(model) -> dict[str, float] | None:
-    """What the model does to an image (`trainer.experiments.Geometry`): the longer side it
+    """What the model does to an image (`Geometry`): the longer side it
     is resized to, and its smallest anchor in pixels; None for a config that fixes no input
     size."""
     if not model.input_size:
@@ -132,6 +134,24 @@ def model(experiment: str) -> dict[str, str]:
 def fields(experiment: str) -> dict[str, str] | None:
     """`path -> kind` of a shipped experiment; None for Model Garden's own (not recorded)."""
     return schema()["fields"].get(experiment)
+
+
+@dataclasses.dataclass(frozen=True)
+class Geometry:
+    """What an experiment does to a dataset's images: resized so the longer side is
+    `input_size`, then matched against anchors no smaller than `smallest_anchor` pixels."""
+
+    input_size: int
+    smallest_anchor: float
+
+
+def geometry(name: str) -> Geometry:
+    """From the experiment's Model Garden config (any registered detection experiment), as
+    this file records it: the dataset report needs no TensorFlow."""
+    if name not in schema()["geometry"]:
+        raise SettingsError(f"--experiment {name} fixes no input size to check the data "
+                            f"against: pick one of {', '.join(sorted(EXPERIMENTS))}")
+    return Geometry(**schema()["geometry"][name])
 
 
 def fits(kind: str, value: object) -> bool:

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from trainer import jsonnum
+from trainer.detector import Detections, Detector, ImageRefused, Picture
 from trainer.export import IMAGE_ERROR, MASKS
-from trainer.predict import Detections, Detector, ImageRefused, Picture
 
 # Vertex AI accepts an online request of up to 1.5 MB: "the service itself will accept
 # instances up to the payload limit size (currently, 1.5MB)",

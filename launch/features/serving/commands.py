@@ -35,10 +35,11 @@ from launch.values.jobfile import flag_value
 from trainer import jsonnum, operating
 from trainer.data.defaults import MAX_PIXELS
 from trainer.data.label_map import id_to_name, parse_label_map
+from trainer.detector import Detections, ImageRefused, Picture
 from trainer.errors import JsonError
 from trainer.experiments import EXPERIMENTS
 from trainer.files import EXPORT_INFO_FILE, LABEL_MAP_FILE, MAX_RUN_JSON_BYTES
-from trainer.predict import Detections, ImageRefused, Picture, detect_files
+from trainer.predict import detect_files
 
 T = TypeVar("T")
 OPERATION_TIMEOUT = 3600.0  # deployments take minutes; uploads seconds

@@ -1,0 +1,80 @@
+"""No import cycle in the tree: `trainer`, `launch`, `serving` and `infra` as grimp reads them,
+function-local and type-checking imports counted, hold no two modules that import each other
+however indirectly. A cycle is a layer that cannot be read, tested or moved alone; the
+floor plans (`lint-imports`, docs/design/layers.md) say which way imports go, and this test
+that none comes back.
+
+The two cycles still in `launch/` are their owners' (issue 55): each is named here so that a
+new one fails, and one removed must leave this list too."""
+
+from __future__ import annotations
+
+import grimp
+
+PACKAGES = ("trainer", "launch", "serving", "infra")
+KNOWN = {
+    # jobs.py names JobFile and Written in annotations (a type-checking import)
+    frozenset({"launch.values.jobfile", "launch.values.jobs"}),
+    # steps.on_vertex imports on_vertex, which uses the steps' decisions
+    frozenset({"launch.features.pipeline.on_vertex", "launch.features.pipeline.steps"}),
+}
+
+
+def cycles(graph: grimp.ImportGraph) -> set[frozenset[str]]:
+    """The graph's strongly connected components of more than one module (Tarjan's,
+    iterative): each is a set of modules every one of which imports every other."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: set[frozenset[str]] = set()
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            module, imported = work[-1]
+            for other in imported:
+                if other not in index:
+                    index[other] = low[other] = len(index)
+                    stack.append(other)
+                    on_stack.add(other)
+                    work.append((other, iter(sorted(graph.find_modules_directly_imported_by(
+                        other)))))
+                    break
+                if other in on_stack:
+                    low[module] = min(low[module], index[other])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[module])
+                if low[module] == index[module]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == module:
+                            break
+                    if len(component) > 1:
+                        found.add(frozenset(component))
+    return found
+
+
+def test_the_import_graph_has_no_cycle_but_the_known_ones():
+    graph = grimp.build_graph(*PACKAGES, include_external_packages=False)
+    found = cycles(graph)
+    assert not found - KNOWN, "import cycles: " + "; ".join(
+        " <-> ".join(sorted(cycle)) for cycle in found - KNOWN)
+    assert not KNOWN - found, "gone, remove from KNOWN: " + "; ".join(
+        " <-> ".join(sorted(cycle)) for cycle in KNOWN - found)
+
+
+def test_cycles_finds_a_cycle_through_three_modules():
+    graph = grimp.ImportGraph()
+    for importer, imported in (("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.c", "p.d")):
+        graph.add_import(importer=importer, imported=imported)
+    assert cycles(graph) == {frozenset({"p.a", "p.b", "p.c"})}
