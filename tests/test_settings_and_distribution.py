@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from tests.conftest import run_trainer
-from trainer import distribution, settings
-from trainer.errors import ClusterSpecError, SettingsError
+from tests.conftest import trainer_here
+from trainer.common.errors import ClusterSpecError, SettingsError
+from trainer.training import distribution, settings
 
 VERTEX_CLUSTER_SPEC = {
     "cluster": {"workerpool0": ["cmle-training-workerpool0-ab-0:2222"],
@@ -114,7 +114,7 @@ def test_missing_model_dir_is_a_usage_error():
 
 
 def test_params_follow_flags_in_documented_order(train_records, tmp_path):
-    from trainer.params import build_params
+    from trainer.training.params import build_params
 
     override = tmp_path / "override.yaml"
     override.write_text("task:\n  train_data:\n    global_batch_size: 4\n")
@@ -159,8 +159,11 @@ def test_params_follow_flags_in_documented_order(train_records, tmp_path):
     (["--data_dir=/tmp"], "--model-dir is required"),
     (["--model_dir=/tmp/m", "--seed=-1"], "--seed"),
 ])
-def test_bad_flags_exit_with_a_message_not_a_traceback(args, message):
-    result = run_trainer(*args, check=False, env={"AIP_CHECKPOINT_DIR": ""})
+def test_bad_flags_exit_with_a_message_not_a_traceback(args, message, monkeypatch):
+    """The container's `main`, in this process (the process's exit status is `main`'s
+    return: tests/test_exit_codes.py runs the trainer's process)."""
+    monkeypatch.setenv("AIP_CHECKPOINT_DIR", "")
+    result = trainer_here(*args, check=False)
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
 
@@ -171,8 +174,8 @@ def test_bad_flags_exit_with_a_message_not_a_traceback(args, message):
 @pytest.mark.parametrize("precision", ["float32", "float16", "bfloat16"])
 def test_every_shipped_experiment_builds_a_valid_config(experiment, precision, train_records,
                                                         tmp_path):
-    from trainer.experiments import EXPERIMENTS
-    from trainer.params import build_params
+    from trainer.model.experiments import EXPERIMENTS
+    from trainer.training.params import build_params
 
     assert experiment in EXPERIMENTS
     params = build_params(settings.parse([f"--experiment={experiment}",
