@@ -1,9 +1,9 @@
 """What researchers type: `invoke --list` is the menu; the logic lives in launch/ and trainer/.
 
-Modules that load Google's client libraries (launch.targets.vertex, launch.features.serving,
-launch.features.doctor: about two seconds) and the targets' registry are imported inside the
-tasks that need them, so the menu and the local data tasks start at once; every other import
-is here. Flags are declared by the values they fill (launch/cli/taskflags.py).
+Modules that load Google's client libraries (a target's package, reached through the
+registry; launch.features.doctor: about two seconds) and the targets' registry are imported
+inside the tasks that need them, so the menu and the local data tasks start at once; every
+other import is here. Flags are declared by the values they fill (launch/cli/taskflags.py).
 """
 
 from __future__ import annotations
@@ -326,16 +326,9 @@ def runs_list(c, root=WORK, target="local", **where):
       flags=LISTING)
 def runs_show(c, target="local", state=PIPELINE_STATE, **where):
     """Show where each serving model came from: its dataset version, run and checkpoint."""
-    if target not in ("local", "vertex"):
-        raise Exit(f"error: --target {target[:40]!r}: local or vertex", code=2)
-    if target == "local":
-        from launch.features.pipeline import steps
+    from launch.features.runs.commands import show
 
-        _say(lambda: steps.origins(state))
-        return
-    from launch.features.serving import commands
-
-    _say(lambda: commands.origins(_cloud(c, **where)))
+    _say(lambda: show(target, lambda: _cloud(c, **where), state))
 
 
 @task(name="compare", iterable=["run"], help={
@@ -346,9 +339,10 @@ def runs_show(c, target="local", state=PIPELINE_STATE, **where):
 def runs_compare(c, run=None, output_dir=f"{WORK}/report", checkpoint=None, **where):
     """Compare runs: a table, PNG plots and an HTML report with the worst images."""
     from launch.features.runs.commands import compare
+    from launch.stores.gcs.mirror import checkpoint_choice
 
     _say(lambda: compare(lambda: _cloud(c, **where), run or [], Path(output_dir),
-                         checkpoint=workflow.checkpoint_choice(checkpoint, paths=False)))
+                         checkpoint=checkpoint_choice(checkpoint, paths=False)))
 
 
 RUN_ID = {"run_id": Flag("a Vertex AI run: use its paths in the bucket")}
@@ -385,7 +379,7 @@ CHALLENGE = {"max_drop": Flag("refuse a run whose gate metric on the test split 
 
 
 def _challenge(max_drop, gate_class, force):
-    from launch.features.serving.commands import Challenge
+    from launch.targets.champion import Challenge
 
     return Challenge(max_drop, gate_class, force)
 
@@ -397,14 +391,23 @@ AUTOSCALING = {"target_utilization": Flag(
 
 def _serving(machine_type, accelerator, min_replicas, max_replicas, traffic=100,
              target_utilization=None):
-    """The serving machine, validated (against the region) when the task knows it."""
-    from launch.features.serving.endpoints import Serving
+    """The serving machine the flags ask for; the target checks it against its region."""
+    from launch.targets.base import ServingSetup
 
-    return lambda region: Serving.from_flags(
-        region, machine_type, accelerator, optional_number("--min-replicas", min_replicas, int),
-        optional_number("--max-replicas", max_replicas, int),
-        optional_number("--traffic", traffic, int),
-        optional_number("--target-utilization", target_utilization, int))
+    return ServingSetup(machine_type, accelerator,
+                        optional_number("--min-replicas", min_replicas, int),
+                        optional_number("--max-replicas", max_replicas, int),
+                        optional_number("--traffic", traffic, int),
+                        optional_number("--target-utilization", target_utilization, int))
+
+
+def _served(cloud):
+    """The models the target that serves them serves (model.upload, endpoint.* and predict
+    --endpoint take no --target: the registry's first that offers serving)."""
+    from launch import targets
+    from launch.targets.base import SERVING
+
+    return targets.first(SERVING, cloud)
 
 
 PREDICT_FLAGS = {
@@ -432,27 +435,24 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
     """Detect pets in images: annotated pictures plus a JSON of detections.
 
     With a model here, a Vertex AI endpoint, or a batch prediction job."""
+    from launch import targets
     from launch.context.cloud import place
-    from launch.targets import executor_class
+    from launch.targets.base import SERVING
 
     cloud = _cloud(c, **where)
     cap = _guarded(lambda: workflow.pixel_cap(args.max_pixels))
     if endpoint:
-        from launch.features.serving import commands
-
-        _say(lambda: "predictions in " + commands.predict_online(
-            cloud, endpoint, args.images, args.output_dir or f"{WORK}/predictions",
+        _say(lambda: "predictions in " + _served(cloud).predict(
+            endpoint, args.images, args.output_dir or f"{WORK}/predictions",
             args.score_threshold, cap))
         return
-    if _guarded(lambda: executor_class(target).runs_in_bucket):  # a batch job with its model
-        from launch.features.serving import commands
-
+    if _guarded(lambda: targets.offers(target, SERVING)):  # a batch job with its model
         if not run_id:
             raise Exit(f"error: --target {target} predicts with a run's uploaded model: pass "
                        "--run-id", code=2)
         def batch() -> str:
-            said = commands.predict_batch(
-                cloud, run_id, args.images, args.output_dir, args.score_threshold,
+            said = targets.offered(target, SERVING, cloud).predict_batch(
+                run_id, args.images, args.output_dir, args.score_threshold,
                 _serving(machine_type, accelerator, min_replicas, max_replicas),
                 timeout_hours=timeout_hours, max_cost=max_cost, max_pixels=cap,
                 dry_run=bool(dry_run))
@@ -461,7 +461,8 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
         _say(batch)
         return
     if dry_run:
-        raise Exit("error: --dry-run shows a batch job's request: add --target vertex "
+        batches = _guarded(lambda: targets.offering(SERVING))
+        raise Exit(f"error: --dry-run shows a batch job's request: add --target {batches} "
                    "--run-id RUN", code=2)
     _say(lambda: "predictions in " + workflow.predict(
         place(cloud, run_id, args.model, lambda run: run.model, EXPORT_DIR), args.images,
@@ -492,11 +493,9 @@ def model_upload(c, run_id, min_ap50: float | None = None, aliases="candidate",
     """Upload a run's SavedModel to the Vertex AI Model Registry, if its evaluation passes.
 
     And only if it is no worse than the version serving now, on the test split."""
-    from launch.features.serving import commands
-
     cloud = _cloud(c, **where)
-    _say(lambda: commands.upload_model(
-        cloud, run_id, optional_number("--min-ap50", min_ap50, float), aliases, bool(gpu),
+    _say(lambda: _served(cloud).upload(
+        run_id, optional_number("--min-ap50", min_ap50, float), aliases, bool(gpu),
         bool(dry_run), container, checkpoint=checkpoint,
         rules=_challenge(max_drop, gate_class, force)))
 
@@ -519,30 +518,24 @@ def endpoint_deploy(c, run_id, endpoint=None, traffic=100, dry_run=False,
     """Deploy a run's registered model to an endpoint, sharing traffic with what is there.
 
     Only if it is no worse than the version serving there, on the test split."""
-    from launch.features.serving import commands
-
     cloud = _cloud(c, **where)
-    _say(lambda: commands.deploy(
-        cloud, run_id, _serving(machine_type, accelerator, min_replicas, max_replicas,
-                                traffic, target_utilization), endpoint, bool(dry_run), max_cost,
+    _say(lambda: _served(cloud).deploy(
+        run_id, _serving(machine_type, accelerator, min_replicas, max_replicas, traffic,
+                         target_utilization), endpoint, bool(dry_run), max_cost,
         _challenge(max_drop, gate_class, force)))
 
 
 @task(name="list", flags=LISTING)
 def endpoint_list(c, **where):
     """List the endpoints, their deployed models and traffic."""
-    from launch.features.serving import commands
-
-    _say(lambda: commands.list_endpoints(_cloud(c, **where)))
+    _say(lambda: _served(_cloud(c, **where)).endpoints())
 
 
 @task(name="undeploy", help={"endpoint": "endpoint id", "deployed_model": "deployed model id "
                              "(from endpoint.list)"}, flags=LISTING)
 def endpoint_undeploy(c, endpoint, deployed_model, **where):
     """Undeploy a model from an endpoint; its traffic goes to the others."""
-    from launch.features.serving import commands
-
-    _say(lambda: commands.undeploy(_cloud(c, **where), endpoint, deployed_model))
+    _say(lambda: _served(_cloud(c, **where)).undeploy(endpoint, deployed_model))
 
 
 @task(help={"logdir": "a model directory, local or gs:// (default: work/model)",

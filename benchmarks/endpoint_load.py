@@ -57,9 +57,9 @@ def _progress(levels, bounds: loadtest.Bounds):
 
 def local_target(model: str, machine_type: str | None, region: str, batching: bool):
     """The stand-in serving `model`, and the price of the machine it stands in for."""
-    from launch.features.serving.commands import prediction_hourly
     from launch.features.serving.standin import ModelServer
     from launch.targets.vertex.hardware import catalogue, resolve_machine
+    from launch.targets.vertex.serving import prediction_hourly
     from launch.targets.vertex.spec import machine_spec
     from serving import batching as batching_lib
     from trainer import quiet
@@ -82,9 +82,9 @@ def main(endpoint: str | None, cloud_of, model: str, concurrency: str, requests:
     with tempfile.TemporaryDirectory() as tmp:
         pictures = _images(images, Path(tmp))
         if endpoint:
-            from launch.features.serving import commands
+            from launch.targets.vertex.serving import load_target
 
-            target = commands.load_target(cloud_of(), endpoint)
+            target = load_target(cloud_of(), endpoint)
             where, send, replicas, hourly, notes = (
                 f"{target.name} ({target.machine}, {target.replicas} replica(s) at least)",
                 target.send, target.replicas, target.hourly, target.price_notes)

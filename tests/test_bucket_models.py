@@ -8,10 +8,10 @@ import json
 import pytest
 
 from launch.errors import InputError, MissingError
-from launch.features.workflow import checkpoint_choice
 from launch.stores.gcs.mirror import (
     GcsPath,
     UnsafePathError,
+    checkpoint_choice,
     mirrored_to_urls,
     stage_checkpoint,
     stage_directory,

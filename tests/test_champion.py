@@ -1,4 +1,4 @@
-"""Champion and challenger (launch/features/serving/champion.py) against the fake Model and
+"""Champion and challenger (launch/targets/champion.py) against the fake Model and
 Endpoint services and the fake bucket: a run is uploaded or deployed only when its gate
 metric on the test split is no worse than the serving version's, on the same test data;
 refusals name both figures; --force goes ahead and the version says why; the dry run shows
@@ -11,9 +11,10 @@ import json
 import pytest
 
 from launch.errors import InputError
-from launch.features.serving import champion, commands
-from launch.features.serving.commands import Challenge
-from launch.features.serving.registry import GateError
+from launch.targets import champion
+from launch.targets.champion import Challenge, GateError
+from launch.targets.vertex import registry
+from launch.targets.vertex import serving as commands
 from tests.test_confusion import IMAGES, NAMES
 from tests.test_serving import cpu, put, write_run
 from trainer import confusion
@@ -249,8 +250,8 @@ def test_a_version_records_the_test_records_it_was_judged_on(services):
     serving_run(services, 0.90)
     first = versions(services)[0].labels
     champ = services.storage.bucket("pets-data").blob(CHAMP_RECORD).download_as_bytes()
-    assert first[champion.TEST_SHA] == hashlib.sha256(champ).hexdigest()[:60]
-    assert champion.CHAMPION_SHA not in first  # nothing served: judged against nothing
+    assert first[registry.TEST_SHA] == hashlib.sha256(champ).hexdigest()[:60]
+    assert registry.CHAMPION_SHA not in first  # nothing served: judged against nothing
     write_run(services.storage, "better")
     data = "gs://pets-data/datasets/pets/v3/test.record-* (1 files, sha256 0123456789abcdef)"
     evaluated_on_test(services.storage, "better", 0.93, data=TEST_DATA)
@@ -259,11 +260,11 @@ def test_a_version_records_the_test_records_it_was_judged_on(services):
         "runs/better/checkpoints/eval-test/ckpt-1000.json").download_as_bytes()
     labels = versions(services)[-1].labels
     assert {k: labels[k] for k in (
-        champion.TEST_SHA, champion.TEST_FIGURE, champion.CHAMPION_RUN, champion.CHAMPION_STEP,
-        champion.CHAMPION_SHA, champion.CHAMPION_FIGURE, "run", "step")} == {
-        champion.TEST_SHA: hashlib.sha256(mine).hexdigest()[:60], champion.TEST_FIGURE: "0_9300",
-        champion.CHAMPION_RUN: "champ", champion.CHAMPION_STEP: "1000",
-        champion.CHAMPION_SHA: hashlib.sha256(champ).hexdigest()[:60],
-        champion.CHAMPION_FIGURE: "0_9000", "run": "better", "step": "1000"}
+        registry.TEST_SHA, registry.TEST_FIGURE, registry.CHAMPION_RUN, registry.CHAMPION_STEP,
+        registry.CHAMPION_SHA, registry.CHAMPION_FIGURE, "run", "step")} == {
+        registry.TEST_SHA: hashlib.sha256(mine).hexdigest()[:60], registry.TEST_FIGURE: "0_9300",
+        registry.CHAMPION_RUN: "champ", registry.CHAMPION_STEP: "1000",
+        registry.CHAMPION_SHA: hashlib.sha256(champ).hexdigest()[:60],
+        registry.CHAMPION_FIGURE: "0_9000", "run": "better", "step": "1000"}
     assert champion.data_label(data) == "0123456789abcdef"  # the files' digest, as a label
     assert all(len(v) <= 63 and v == v.lower() for v in labels.values())

@@ -49,8 +49,8 @@ def test_the_catalogue_says_when_and_where_its_facts_come_from():
 def test_every_prebuilt_container_the_catalogue_offers_has_its_dated_end():
     """Each end date comes with its page and the day it was read, and applies to images the
     project offers; every prebuilt prediction container offered has one."""
-    from launch.features.serving.registry import prediction_image
     from launch.targets.vertex import lifecycle
+    from launch.targets.vertex.registry import prediction_image
 
     endings = lifecycle.endings()
     for ending in endings:
@@ -223,7 +223,7 @@ def test_tpu_v5e_trains_where_its_zones_are(region, tpu, offered):
 def test_the_smallest_machines_are_refused_for_training_but_serve(machine_type, trains):
     """Issue 41 item 11: "not supported for training: standard: 2 vCPUs; highcpu: 2, 4 and 8
     vCPUs" (configure-compute); an endpoint may still run on them."""
-    from launch.features.serving.endpoints import Serving
+    from launch.targets.vertex.endpoints import Serving
 
     if trains:
         assert job(Resources(machine_type))

@@ -148,7 +148,7 @@ def test_pricing_ignores_summaries_that_are_deep_or_hold_numbers_no_float_can(tm
 def test_batch_results_that_are_deep_or_out_of_range_are_not_trusted():
     """Lines of a batch job's output: a deep line is no row; a prediction with a number no
     float can hold is that image's error, never an OverflowError."""
-    from launch.features.serving import answers
+    from launch.targets.vertex import answers
 
     good = {"num_detections": 1, "detection_boxes": [[0.1, 0.1, 0.5, 0.5]],
             "detection_classes": [1], "detection_scores": [0.9]}

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from launch.features.serving import answers
+from launch.targets.vertex import answers
 from trainer.data.defaults import MAX_PIXELS
 from trainer.detector import Detections, Picture
 from trainer.export import header_pixels, refusal

@@ -122,7 +122,7 @@ def test_the_image_holds_every_module_the_steps_import_and_no_tensorflow():
              "from launch.features.pipeline import definition, on_vertex, steps\n"
              "from launch.features import launching\n"
              "from launch.targets.vertex import executor\n"
-             "from launch.features.serving import commands\n"
+             "from launch.targets.vertex import serving\n"
              "mods = [m.__file__ for n, m in list(sys.modules.items()) if "
              "n.split('.')[0] in ('launch', 'trainer', 'infra') and getattr(m, '__file__', "
              "None)]\n"

@@ -844,7 +844,7 @@ def test_the_gates_refusal_in_a_pipeline_advises_only_flags_the_tasks_take(tmp_p
     Vertex AI, `model.upload --force` serves the run by hand."""
 
     from launch.features.pipeline import steps
-    from launch.features.serving import champion
+    from launch.targets import champion
 
     state, job, run_id = serving_champion(tmp_path)
     steps.decide(str(state), step="resolve dataset", go=True, version=V1, reason="newer")

@@ -120,7 +120,7 @@ def test_on_vertex_ai_a_worse_run_is_refused_with_both_figures_and_not_trained_a
     """The gate on Vertex AI (the trained runs above pass it; the local end-to-end test has
     a real loser): the run's test figure against the version serving on the endpoint, both
     in the decision, nothing uploaded or deployed, and the version not trained again."""
-    from launch.features.serving import commands as serving
+    from launch.targets.vertex import serving
     from tests.test_champion import evaluated_on_test
     from tests.test_pipeline import published_dataset
     from tests.test_serving import cpu, write_run
@@ -233,8 +233,8 @@ def test_what_the_state_and_the_registry_say_is_read_not_trusted(services, servi
     name another dataset, or a `dataset-version` that is no version, is set against the run
     instead of stopping every run for ever; promote leaves another experiment's deployment
     on the endpoint."""
-    from launch.features.serving import commands as serving
-    from launch.features.serving.registry import parent_model_id
+    from launch.targets.vertex import serving
+    from launch.targets.vertex.registry import parent_model_id
     from tests.test_pipeline import published_dataset
     from tests.test_serving import cpu, write_run
 
@@ -364,9 +364,9 @@ def test_a_run_whose_test_record_is_rewritten_after_its_evaluation_is_refused(
     is refused at the gate and at the upload; the serving version's record that the step
     wrote again (new test files) is the pipeline's own, and a fair run is judged on it."""
     from launch.context.cloud import run_paths
-    from launch.features.serving import champion
-    from launch.features.serving import commands as serving
-    from launch.features.serving.registry import GateError
+    from launch.targets import champion
+    from launch.targets.champion import GateError
+    from launch.targets.vertex import serving
     from tests.test_champion import evaluated_on_test
     from tests.test_pipeline import published_dataset
     from tests.test_serving import cpu, write_run

@@ -489,7 +489,7 @@ def test_no_host_price_is_another_familys_copied_over():
 def test_prices_read_over_six_months_ago_are_unconfirmed_and_say_how_to_confirm_them():
     """The pinned prediction prices every deploy dry run shows were read from
     Google's page in 2022 (through a quote); a Billing Catalog price goes stale too."""
-    from launch.features.serving.commands import prediction_hourly
+    from launch.targets.vertex.serving import prediction_hourly
 
     spec = aiplatform_v1.MachineSpec(machine_type="n1-standard-4")
     total, notes = prediction_hourly("us-central1", spec)

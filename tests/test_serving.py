@@ -14,10 +14,11 @@ from google.cloud import aiplatform_v1
 from infra.image_context import context_hash
 from launch.context.images import tag_resource, with_digest
 from launch.errors import InputError, MissingError, StepFailed
-from launch.features.serving import answers, commands, endpoints, registry
-from launch.features.serving.endpoints import Serving
 from launch.stores.pricing.estimate import OverBudget
-from launch.targets.vertex import lifecycle
+from launch.targets.traffic import split_with_new, split_without
+from launch.targets.vertex import answers, endpoints, lifecycle, registry
+from launch.targets.vertex import serving as commands
+from launch.targets.vertex.endpoints import Serving
 from tests import cli
 from tests.cli import REPO
 from tests.fakes.cloud import OUTPUTS, REPOSITORY
@@ -365,14 +366,14 @@ def test_serving_flags_that_cannot_work_are_named(flags, message):
     ({"a": 1, "b": 2}, 0, {"0": 0, "a": 33, "b": 67}),
 ])
 def test_traffic_splits_always_add_up(current, traffic, expected):
-    split = endpoints.split_with_new(current, traffic)
+    split = split_with_new(current, traffic)
     assert split == expected and sum(split.values()) == 100
 
 
 def test_undeploying_gives_the_share_to_the_rest():
-    assert endpoints.split_without({"a": 20, "b": 40, "c": 40}, "a") == {"b": 50, "c": 50}
-    assert endpoints.split_without({"a": 100, "b": 0}, "a") == {"b": 100}
-    assert endpoints.split_without({"a": 100}, "a") == {}
+    assert split_without({"a": 20, "b": 40, "c": 40}, "a") == {"b": 50, "c": 50}
+    assert split_without({"a": 100, "b": 0}, "a") == {"b": 100}
+    assert split_without({"a": 100}, "a") == {}
 
 
 PREDICTION = {"num_detections": 2, "detection_boxes": [[0.1, 0.2, 0.5, 0.6], [0, 0, 1.2, 1],
@@ -532,7 +533,7 @@ def test_deploy_says_the_price_is_unknown_and_max_cost_cannot_be_checked(service
 
 
 class Clock:
-    """time for launch.features.serving.commands: each reading an hour after the last, so the
+    """time for launch.targets.vertex.serving: each reading an hour after the last, so the
     shortest timeout (one minute) has passed at the first poll."""
 
     def __init__(self) -> None:

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from launch.features.serving import answers
 from launch.features.serving.standin import ModelServer
+from launch.targets.vertex import answers
 from serving.batching import Batching, for_machine
 from tests.test_serving_load import held_out
 from trainer.export import IMAGE_ERROR, UNDECODABLE

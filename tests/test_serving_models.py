@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from launch.features.serving import commands
-from launch.features.serving.endpoints import Serving
+from launch.targets.vertex import serving as commands
+from launch.targets.vertex.endpoints import Serving
 from tests.conftest import HANG, trainer_here
 from tests.fakes.cloud import OUTPUTS, fake_cloud
 

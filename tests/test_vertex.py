@@ -108,7 +108,7 @@ def test_multi_worker_job_with_reduction_server(fake):
                                         ("us-east4", "us")])
 def test_the_reduction_server_image_is_the_regions_multi_region(region, geo):
     """As Vertex AI's distributed-training page lists it, like the prediction containers."""
-    from launch.features.serving.registry import prediction_image
+    from launch.targets.vertex.registry import prediction_image
     from launch.targets.vertex.spec import trainer_images
 
     target = dataclasses.replace(TARGET, region=region)

@@ -12,6 +12,13 @@ import functools
 import os
 from collections.abc import Callable
 
+from google.api_core import exceptions as api_exceptions
+from google.auth.exceptions import GoogleAuthError
+
+# What a caller without credentials, or without access, gets: a dry run goes on without what
+# it may not read (saying what its request lacks).
+UNREADABLE = (GoogleAuthError, api_exceptions.Forbidden, api_exceptions.Unauthorized)
+
 
 def vertex_jobs(region: str):
     from google.cloud import aiplatform_v1

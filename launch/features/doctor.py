@@ -34,7 +34,7 @@ BROAD_BUILD_ACCOUNTS = {"@cloudbuild.gserviceaccount.com": "the legacy Cloud Bui
 def run(cloud: Cloud) -> tuple[str, bool]:
     """Every check runs, whatever fails before it; the report and whether all passed. The
     end dates need no cloud: they are reported without credentials too."""
-    own = targets.offered(targets.offering(DOCTOR), DOCTOR, cloud)
+    own = targets.first(DOCTOR, cloud)
     dated = [check_outputs(cloud), *own.dated(datetime.date.today())]
     credentials, creds = check_credentials(google.auth.default)
     if not credentials.ok:

@@ -136,7 +136,7 @@ def refresh(client: billing_v1.CloudCatalogClient, regions: Collection[str] | No
     table's unconfirmed rows that no SKU replaced; says what it found, and which regions no
     SKU priced."""
     if regions is None:
-        regions = targets.offered(targets.offering(HARDWARE), HARDWARE, Cloud()).regions()
+        regions = targets.first(HARDWARE, Cloud()).regions()
     read = (today or datetime.date.today()).isoformat()
     skus = client.list_skus(request=billing_v1.ListSkusRequest(
         parent=f"services/{SERVICE_ID}", currency_code="USD"), timeout=120)

@@ -12,5 +12,4 @@ def status(cloud: Cloud, job: str | None, follow_it: bool = False,
            poll_seconds: float = 30.0) -> str:
     """`invoke tune.status [--job ID] [--follow]`: the newest tuning jobs, or one job's
     trials best first."""
-    return targets.offered(targets.offering(TUNING), TUNING, cloud).status(
-        job, follow_it, poll_seconds)
+    return targets.first(TUNING, cloud).status(job, follow_it, poll_seconds)

@@ -5,7 +5,6 @@ registry: the local target's processes)."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import shutil
 import time
 from collections.abc import Callable
@@ -15,24 +14,17 @@ from launch import targets
 from launch.context.cloud import Cloud
 from launch.errors import InputError, StepFailed
 from launch.stores.gcs import mirror
-from launch.stores.gcs.upload import upload_directory
 from launch.targets.base import TOOLS
 from launch.text import console as shown_console
 from launch.values import jobfile, jobs
 from trainer import jsonnum
 from trainer.args import ConvertArgs, ExportArgs, PredictArgs, SampleArgs, TrainArgs
-from trainer.best.choice import DEFAULT_CHOICE, Choice
+from trainer.best.choice import DEFAULT_CHOICE
 from trainer.data import pets
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
 from trainer.errors import SettingsError
 from trainer.experiments import MASK_DEMO_EXPERIMENT
-from trainer.files import (
-    DETECTIONS_FILE,
-    MAX_RUN_JSON_BYTES,
-    METRICS_DIR,
-    METRICS_FILE,
-    SAMPLE_COCO_FILE,
-)
+from trainer.files import MAX_RUN_JSON_BYTES, METRICS_DIR, METRICS_FILE, SAMPLE_COCO_FILE
 
 DEMO_PREDICT_IMAGES = 6
 DEMO_STEPS = 6
@@ -40,7 +32,7 @@ DEMO_STEPS = 6
 
 def run_job(job: jobs.TrainerJob, steps: int | None = None) -> None:
     """Runs a trainer tool here and waits; `steps`: a training's, for its progress bar."""
-    targets.offered(targets.offering(TOOLS), TOOLS, Cloud()).run(job, steps)
+    targets.first(TOOLS, Cloud()).run(job, steps)
 
 
 def demo_dir(work: str, masks: bool) -> str:
@@ -60,22 +52,14 @@ def across_classes(names: list[str], count: int) -> list[str]:
     return [group[i] for i in range(longest) for group in groups if i < len(group)][:count]
 
 
-def checkpoint_choice(text: str | None, paths: bool = True) -> Choice:
-    """`--checkpoint` (best, latest, a step, ckpt-N; a prefix where `paths`), checked."""
-    try:
-        return Choice.parse(text, paths=paths)
-    except SettingsError as error:
-        raise InputError(str(error)) from None
-
-
 def export(wanted: ExportArgs, storage_client: Callable[[], object] | None = None) -> str:
     """Exports a SavedModel or a .tflite of the checkpoint `wanted.checkpoint` names (default:
     the run's best, else its newest); a gs:// model directory is staged first (the run files
     and that checkpoint) and a gs:// export directory is uploaded after exporting locally."""
     model_dir, output_dir = wanted.model_dir, wanted.export_dir
-    choice = checkpoint_choice(wanted.checkpoint, paths=not mirror.is_gcs(model_dir))
-    args = dataclasses.replace(wanted, export_dir=str(_local(output_dir)), checkpoint=(
-        None if choice == DEFAULT_CHOICE else str(choice)))
+    choice = mirror.checkpoint_choice(wanted.checkpoint, paths=not mirror.is_gcs(model_dir))
+    args = dataclasses.replace(wanted, export_dir=str(mirror.written_first(output_dir)),
+                               checkpoint=None if choice == DEFAULT_CHOICE else str(choice))
     try:
         args.check()  # the export's own check, before a checkpoint is staged
     except SettingsError as error:
@@ -85,7 +69,7 @@ def export(wanted: ExportArgs, storage_client: Callable[[], object] | None = Non
         args = dataclasses.replace(args, model_dir=str(mirror.stage_checkpoint(
             client, model_dir, choice)))
     run_job(jobs.tool_job(args))
-    return _publish(client, output_dir)
+    return mirror.publish(client, output_dir)
 
 
 def pixel_cap(max_pixels: int | None) -> int:
@@ -105,36 +89,11 @@ def predict(model: str, images: str, output_dir: str, score_threshold: float | N
     client = _client_if_remote(storage_client, model, images, output_dir)
     if mirror.is_gcs(model):
         model = str(mirror.stage_directory(client, model))
-    local_out = _local(output_dir)
-    run_job(jobs.tool_job(PredictArgs(model, stage_images(client, images), str(local_out),
-                                      max_pixels=max_pixels,
+    local_out = mirror.written_first(output_dir)
+    run_job(jobs.tool_job(PredictArgs(model, mirror.stage_images(client, images),
+                                      str(local_out), max_pixels=max_pixels,
                                       score_threshold=score_threshold)))
-    return publish_predictions(client, output_dir)
-
-
-def stage_images(client, images: str) -> str:
-    """A gs://BUCKET/DIR/PATTERN glob -> the same pattern in DIR's local mirror."""
-    if not mirror.is_gcs(images):
-        return images
-    folder, _, pattern = images.rpartition("/")
-    if pattern in ("", ".", ".."):
-        raise mirror.UnsafePathError(f"{images!r}: end the URL with a file pattern, e.g. "
-                                     "gs://BUCKET/DIR/*.jpg")
-    return f"{mirror.stage_directory(client, folder)}/{pattern}"
-
-
-def predictions_dir(output_dir: str) -> Path:
-    """Where predictions are written first: `output_dir`, or a gs:// one's mirror."""
-    return _local(output_dir)
-
-
-def publish_predictions(client, output_dir: str) -> str:
-    """Uploads a gs:// `output_dir` from its mirror, its report naming the bucket's files."""
-    if client is not None:
-        report = _local(output_dir) / DETECTIONS_FILE
-        report.write_text(json.dumps(mirror.mirrored_to_urls(
-            json.loads(report.read_text())), indent=2) + "\n")
-    return _publish(client, output_dir)
+    return mirror.publish_predictions(client, output_dir)
 
 
 def _client_if_remote(factory: Callable[[], object] | None, *paths: str):
@@ -143,19 +102,6 @@ def _client_if_remote(factory: Callable[[], object] | None, *paths: str):
     if factory is None:
         raise InputError(f"{' '.join(paths)}: gs:// paths need cloud settings")
     return factory()
-
-
-def _local(path: str) -> Path:
-    """A gs:// output is written to its local mirror first."""
-    return mirror.GcsPath.parse(path).mirror() if mirror.is_gcs(path) \
-        else Path(path)
-
-
-def _publish(client, output_dir: str) -> str:
-    if mirror.is_gcs(output_dir):
-        where = mirror.GcsPath.parse(output_dir)
-        upload_directory(client, where.bucket, where.mirror(), where.prefix)
-    return output_dir
 
 
 def latest_metrics(model_dir: str) -> dict:

@@ -98,6 +98,12 @@ def offering(offer: Offer) -> str:
     return _offering(offer)[0]
 
 
+def first(offer: Offer[T], cloud: Cloud) -> T:
+    """The `offer` of the first target that has it (`offering`): what a task without
+    --target asks (`first(SERVING, cloud).upload(...)`)."""
+    return offered(offering(offer), offer, cloud)
+
+
 def offered(name: str, offer: Offer[T], cloud: Cloud) -> T:
     """The `offer` of the target named `name` (--target); a target without it: one line
     naming --target and the targets that offer it."""

@@ -19,6 +19,7 @@ from launch.context.places import CloudTarget
 from launch.errors import InputError
 from launch.stores.gcs import datasets
 from launch.stores.runs import jobfiles
+from launch.targets.champion import Challenge, Figure, Measure, Verdict
 from launch.values.jobfile import JobFile
 from launch.values.jobs import Conversion, Places, Request, Runner, TrainerJob
 
@@ -109,6 +110,88 @@ class KeptRuns(Protocol):
         None when unknown (no jobs, no access, no price)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class ServingSetup:
+    """What the flags ask a deployment or a batch job to serve on: a machine (None: the
+    target's default), an accelerator (TYPE:COUNT), replicas, the new version's share of
+    the endpoint's traffic and the utilization autoscaling keeps (None: the target's);
+    the target checks them against its region."""
+
+    machine_type: str | None = None
+    accelerator: str | None = None
+    min_replicas: int = 1
+    max_replicas: int = 1
+    traffic: int = 100
+    target_utilization: int | None = None
+
+
+class Serving(Protocol):
+    """Where a target serves models: its model registry, endpoints and batch prediction, each
+    upload and deployment judged by the champion gate (champion.py) against the version
+    serving now; and what the continuous-training pipeline's steps ask of them
+    (launch/features/pipeline/on_vertex.py). Each says what it did in one paragraph."""
+
+    def upload(self, run_id: str, min_ap50: float | None = None, aliases: str = ...,
+               gpu: bool = False, dry_run: bool = False, container: str | None = None,
+               checkpoint: str | None = None, rules: Challenge = Challenge()) -> str:
+        """`invoke model.upload`: the run's model a new version, if the gates pass."""
+
+    def deploy(self, run_id: str, setup: ServingSetup, endpoint: str | None = None,
+               dry_run: bool = False, max_cost: float | None = None,
+               rules: Challenge = Challenge()) -> str:
+        """`invoke endpoint.deploy`: the run's version on an endpoint, sharing its traffic."""
+
+    def endpoints(self) -> str:
+        """`invoke endpoint.list`: the endpoints, their versions and traffic."""
+
+    def undeploy(self, endpoint: str, deployed_model: str) -> str:
+        """`invoke endpoint.undeploy`: its traffic goes to the others."""
+
+    def origins(self) -> str:
+        """`invoke runs.show`: where each deployed version came from."""
+
+    def predict(self, endpoint: str, images: str, output_dir: str,
+                score_threshold: float | None, max_pixels: int = ...) -> str:
+        """`invoke predict --endpoint`: the endpoint's answers as a report; where it is."""
+
+    def predict_batch(self, run_id: str, images: str, output_dir: str | None,
+                      score_threshold: float | None, setup: ServingSetup,
+                      timeout_hours: float | None = None, max_cost: float | None = None,
+                      max_pixels: int = ..., dry_run: bool = False) -> str:
+        """`invoke predict --target NAME --run-id RUN`: a batch job with the run's uploaded
+        model over images in the bucket, read back into a report; where it is (a dry run:
+        the request)."""
+
+    def trained_on(self, experiment: str, dataset: str) -> tuple[str | None, str | None]:
+        """The experiment's version serving now (None: none) and the version of `dataset`
+        it was trained on (None: not one of it, or not recorded)."""
+
+    def champion(self, experiment: str, measure: Measure, vouched: frozenset[str] = ...
+                 ) -> tuple[tuple[str, int] | None, Figure | None]:
+        """The serving version's run and checkpoint, and its test figure when it can be read
+        and trusted (`vouched`: records the caller's own evaluations wrote)."""
+
+    def chosen_step(self, run_id: str) -> int:
+        """The checkpoint `upload` would choose of the run (a GateError if unevaluated)."""
+
+    def challenge(self, run_id: str, experiment: str, step: int, rules: Challenge
+                  ) -> Verdict | None:
+        """The run's checkpoint `step` against the version serving now (None: that version
+        is this checkpoint); a GateError when it is worse."""
+
+    def version_of(self, run_id: str) -> str:
+        """The version the run was uploaded as (NAME@N)."""
+
+    def deploy_canary(self, run_id: str, share: int, rules: Challenge,
+                      say: Callable[[str], None]) -> str:
+        """The run's version deployed with `share` percent of the traffic (all of it where
+        nothing serves yet), the deployment said; the deployed model's id."""
+
+    def promote(self, experiment: str, deployed: str, say: Callable[[str], None]) -> str:
+        """The canary `deployed` takes its experiment's traffic: the experiment's other
+        versions leave the endpoint (each undeployment said)."""
+
+
 class Hardware(Protocol):
     """A target's hardware catalogue, as `invoke pricing.refresh` prices it."""
 
@@ -121,6 +204,7 @@ TUNING = Offer[Sweeps]("tuning", "tuning jobs run")
 HARDWARE = Offer[Hardware]("hardware", "hardware catalogues are kept")
 DOCTOR = Offer[Checks]("doctor", "the doctor's checks run")
 RUNS = Offer[KeptRuns]("runs", "runs in the bucket are priced")
+SERVING = Offer[Serving]("serving", "endpoints run")
 
 
 @dataclasses.dataclass(frozen=True)

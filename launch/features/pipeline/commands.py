@@ -268,8 +268,8 @@ def preflight(cloud: Cloud, job: str, settings: str, state: str, dry_run: bool) 
     the bucket lacks, hardware the region does not offer, a state from before pipelines
     were named are refused now, not at a step hours later. What those dry runs print is
     not shown; a dry run that may not read the bucket says so."""
+    from launch.context.clients import UNREADABLE
     from launch.features.pipeline.on_vertex import VertexSteps, cloud_of
-    from launch.features.serving.commands import UNREADABLE
 
     # the steps' environment (their settings), on this task's clients
     vertex = VertexSteps(cloud_of(settings, cloud.clients), job, state)

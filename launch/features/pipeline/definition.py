@@ -26,7 +26,7 @@ NAME = "pets-continuous-training"
 IMAGE = "LAUNCHER_IMAGE"  # bound per run (requests.with_image)
 SPEC_FILE = Path(__file__).with_name("pipeline.yaml")  # the compiled spec, checked in
 DEFAULT_CANARY = 10  # percent of the endpoint's traffic the new version takes first
-DEFAULT_MAX_DROP = 0.01  # the champion gate's margin (launch/features/serving/champion.py)
+DEFAULT_MAX_DROP = 0.01  # the champion gate's margin (launch/targets/champion.py)
 
 
 def _component(function):

@@ -10,6 +10,8 @@ the environment's own services, through the commands a person types today.
                              until they end (the pipeline's account reads no logs)
     compare, upload, canary  the champion gate, `model.upload` and `endpoint.deploy`
     promote                  the experiment's other versions undeployed from the endpoint
+                             (what serves and these: the job's target's `base.Serving`,
+                             through the registry)
     decisions                gs://BUCKET/pipelines/state/NAME/decisions.json (NAME: the
                              pipeline's, state.py), each change written over the generation
                              it read (a second writer's change is read again, not lost)
@@ -25,16 +27,16 @@ import datetime
 import json
 from pathlib import Path
 
+from launch import targets
 from launch.context.clients import GoogleClients
 from launch.context.cloud import Cloud, run_paths
-from launch.context.places import label_value
 from launch.context.settings import SETTINGS
 from launch.errors import InputError, MissingError, StepFailed, reason
 from launch.features.pipeline import state as pipeline_state
 from launch.features.pipeline import steps
-from launch.features.serving import champion, commands, endpoints, registry
-from launch.features.serving.commands import Challenge, Place
-from launch.features.serving.registry import GateError
+from launch.targets import champion
+from launch.targets.base import SERVING, Serving
+from launch.targets.champion import Challenge, GateError
 from launch.values import jobfile
 from trainer import datasets
 from trainer.experiments import EXPERIMENTS
@@ -82,8 +84,9 @@ class VertexSteps:
         return steps.job_of(self.job)
 
     @property
-    def place(self) -> Place:
-        return Place.of(self.cloud)
+    def serving(self) -> Serving:
+        """The models the job's target serves (its registry, endpoints)."""
+        return targets.offered(self.spec.target, SERVING, self.cloud)
 
     def dataset(self) -> str:
         """The named dataset the runs follow: its newest version is the one to train on."""
@@ -167,18 +170,6 @@ class VertexSteps:
                              f"for up to {self.write_seconds:g} s); run the pipeline again"
                              ) from None
 
-    # --- what serves ------------------------------------------------------------------------
-
-    def _region_endpoints(self) -> list:
-        place = self.place
-        return list(place.endpoints().list_endpoints(parent=place.location))
-
-    def serving(self):
-        """The experiment's version serving now (champion.serving_version), if any."""
-        place = self.place
-        return champion.serving_version(place, place.model_name(self.spec.experiment),
-                                        self._region_endpoints())
-
     # --- the steps --------------------------------------------------------------------------
 
     def resolve_dataset(self) -> str:
@@ -188,26 +179,16 @@ class VertexSteps:
         name = self.dataset()
         self.check_named()
         newest = bucket_datasets.resolve(self.cloud, name, "dataset").version
-        held = self.serving()
-        trained_on = self._trained_on(held, name) if held else None
+        held, trained_on = self.serving.trained_on(self.spec.experiment, name)
         go, version, why = steps.fresh([newest], trained_on,
                                        steps.refusals_in(self.decisions()))
         if go and held and not trained_on:  # not the pipeline's, nor from this dataset
-            why = (f"{newest}: the serving version {champion.version_name(held)} names no "
-                   f"version of dataset {name} (its dataset and dataset-version labels); it "
-                   "is set against the run")
+            why = (f"{newest}: the serving version {held} names no version of dataset "
+                   f"{name} (its dataset and dataset-version labels); it is set against the "
+                   "run")
         self.decide(step="resolve dataset", go=go, version=version, reason=why)
         print(why, flush=True)
         return version
-
-    @staticmethod
-    def _trained_on(held, name: str) -> str | None:
-        """The version of dataset `name` the serving version was trained on, as its labels
-        say (model.upload writes them); None when they name another dataset or no version
-        (a label is read, not trusted)."""
-        found = registry.labelled_version(held.labels.get("dataset-version", ""))
-        same = held.labels.get("dataset") == label_value(name)
-        return found if same and datasets.VERSION.fullmatch(found) else None
 
     def launch(self, task: str, **flags) -> str:
         """One of the job file's jobs, with `flags` over it, on this environment."""
@@ -237,10 +218,10 @@ class VertexSteps:
         return champion.Measure(EXPERIMENTS[self.spec.experiment].gate_metric)
 
     def _test_figure(self, run_id: str) -> champion.Figure:
-        """The run's figure on the test split, of the checkpoint upload would choose
-        (registry.read_candidate: the best), with its record's sha256."""
+        """The run's figure on the test split, of the checkpoint upload would choose (the
+        serving's `chosen_step`: the best), with its record's sha256."""
         storage, paths = self.cloud.storage(), run_paths(self.cloud, run_id)
-        step = registry.read_candidate(storage, paths).evaluation.step
+        step = self.serving.chosen_step(run_id)
         found = champion.read_figure(champion.test_record(storage, paths, step), run_id,
                                      self.measure)
         if isinstance(found, champion.Unreadable):
@@ -248,18 +229,6 @@ class VertexSteps:
         if found is None:
             raise MissingError(f"run {run_id} has no test evaluation of its ckpt-{step}")
         return found
-
-    def _champion(self, vouched: frozenset[str] = frozenset()
-                  ) -> tuple[tuple[str, int] | None, champion.Figure | None]:
-        """The serving version's run and step (its labels) and its test figure, when it can
-        be read and trusted (champion.champion_figure: a label that names no run of ours, a
-        damaged record or one it was not judged on give none)."""
-        held = self.serving()
-        origin = champion.run_and_step(held) if held else None
-        figure = champion.champion_figure(self.cloud.storage(), held,
-                                          lambda run: run_paths(self.cloud, run),
-                                          self.measure, vouched) if origin else None
-        return origin, figure if isinstance(figure, champion.Figure) else None
 
     def _vouched(self) -> frozenset[str]:
         """The test records this pipeline's evaluate steps wrote (steps.vouched_in)."""
@@ -271,7 +240,7 @@ class VertexSteps:
         run whose training evaluated no checkpoint (no early stopping) has its final one
         evaluated on the validation split first: the registry takes an evaluated one."""
         try:
-            registry.read_candidate(self.cloud.storage(), run_paths(self.cloud, run_id))
+            self.serving.chosen_step(run_id)
         except GateError:  # not evaluated; anything else wrong is said again below
             print(self.launch(jobfile.EVAL, run_id=run_id, once=True,
                               dataset=self._on(version)), flush=True)
@@ -279,7 +248,8 @@ class VertexSteps:
                           dataset=self._on(version)), flush=True)
         tested = self._test_figure(run_id)
         written = [tested]
-        origin, before = self._champion(self._vouched())
+        origin, before = self.serving.champion(self.spec.experiment, self.measure,
+                                               self._vouched())
         if origin and origin[0] != run_id:
             if before is None or champion.digest(before.data) != champion.digest(tested.data):
                 print(self.launch(jobfile.EVAL, run_id=origin[0], split="test",
@@ -296,19 +266,17 @@ class VertexSteps:
 
     def compare(self, run_id: str, max_drop: float) -> bool:
         """The champion gate, as `model.upload` applies it; the decision with both figures."""
-        place, paths = self.place, run_paths(self.cloud, run_id)
         made = self.decisions()
         vouched = steps.vouched_in(made)
         challenger = self._test_figure(run_id)
-        _, defending = self._champion(vouched)
+        _, defending = self.serving.champion(self.spec.experiment, self.measure, vouched)
         margin = champion.check_max_drop(max_drop)
         worse = champion.owned(challenger, vouched) and defending is not None and \
             challenger.value < defending.value - margin  # (steps.compare's reason)
         version = steps.version_in(self.state, made, run_id)
         try:
-            verdict = commands.challenge(
-                self.cloud, place, paths, self.spec.experiment, challenger.step,
-                self._region_endpoints, Challenge(margin, vouched=vouched), dry_run=False)
+            verdict = self.serving.challenge(run_id, self.spec.experiment, challenger.step,
+                                             Challenge(margin, vouched=vouched))
         except GateError as refused:
             go, why = False, steps.refusal(refused, run_id, version, worse, vertex=True)
         else:
@@ -322,45 +290,26 @@ class VertexSteps:
     def upload(self, run_id: str, version: str, max_drop: float) -> dict:
         """`model.upload` of the run (its gate again, with the run's margin): the version
         and its lineage."""
-        said = commands.upload_model(self.cloud, run_id, rules=Challenge(
-            max_drop, vouched=self._vouched()))
+        said = self.serving.upload(run_id, rules=Challenge(max_drop, vouched=self._vouched()))
         print(said, flush=True)
-        uploaded = commands.run_version(self.cloud, run_id)
+        model = self.serving.version_of(run_id)
         figure = self._test_figure(run_id)
-        return {"model": champion.version_name(uploaded), "run_id": run_id,
+        return {"model": model, "run_id": run_id,
                 "step": figure.step, "dataset_version": version, "figure": figure.value,
                 "data": figure.data}
 
     def deploy_canary(self, version: dict, share: int, max_drop: float) -> str:
         """`endpoint.deploy` of the version's run with `share` percent of the traffic (all
         of it on an endpoint serving nothing yet); the deployed model's id."""
-        run_id = version["run_id"]
-        before = self._endpoint()
-        traffic = share if before is not None and before.deployed_models else 100
-        print(commands.deploy(self.cloud, run_id, lambda region: endpoints.Serving.from_flags(
-            region, None, None, 1, 1, traffic), rules=Challenge(
-                max_drop, vouched=self._vouched())), flush=True)
-        target = self._endpoint()
-        ours = [d.id for d in target.deployed_models if d.display_name == label_value(run_id)]
-        if not ours:
-            raise MissingError(f"{target.name} does not show run {run_id} deployed")
-        return ours[-1]
-
-    def _endpoint(self):
-        """The endpoint `endpoint.deploy` deploys to by default (None before the first)."""
-        place = self.place
-        return commands.find_endpoint(place.endpoints(), place, None, create=False)
+        return self.serving.deploy_canary(version["run_id"], share, Challenge(
+            max_drop, vouched=self._vouched()), say=_said)
 
     def promote(self, deployed: str) -> str:
         """The canary takes its experiment's traffic: the experiment's other versions leave
         the endpoint (their share goes to the ones left); another experiment's deployments
         stay."""
-        target = self._endpoint()
-        if target is None or deployed not in {d.id for d in target.deployed_models}:
-            raise MissingError(f"endpoint {endpoints.DEFAULT_ENDPOINT} no longer has the "
-                               f"canary {deployed}; not promoted")
-        ours = champion.model_id(self.place.model_name(self.spec.experiment))
-        for other in [d.id for d in target.deployed_models
-                      if d.id != deployed and champion.model_id(d.model) == ours]:
-            print(commands.undeploy(self.cloud, target.name, other), flush=True)
-        return f"{deployed} serves all of {self.spec.experiment}'s traffic on {target.name}"
+        return self.serving.promote(self.spec.experiment, deployed, say=_said)
+
+
+def _said(line: str) -> None:
+    print(line, flush=True)

@@ -35,8 +35,9 @@ from launch.features.pipeline.state import (
     parse,
     run_id_for,
 )
-from launch.features.serving import champion, endpoints
-from launch.features.serving.registry import GateError
+from launch.targets import champion
+from launch.targets.champion import GateError
+from launch.targets.traffic import NEW, split_with_new
 from launch.values import jobfile
 from trainer import datasets, jsonnum
 from trainer.args import ExportArgs
@@ -373,7 +374,7 @@ def _defending(state: str, held: Version, measure: champion.Measure,
 
 def compare(job: str, state: str, run_id: str, max_drop: float,
             settings: str = NO_SETTINGS) -> bool:
-    """The champion gate (launch/features/serving/champion.py): whether the run goes on; the
+    """The champion gate (launch/targets/champion.py): whether the run goes on; the
     decision, with both figures, in the state."""
     if vertex := on_vertex(job, state, settings):
         return vertex.compare(run_id, max_drop)
@@ -488,8 +489,8 @@ def deploy_canary(job: str, state: str, version: dict, share: int, max_drop: flo
     model = str(version["model"])
     with turn(state):
         split = traffic(state)
-        new = endpoints.split_with_new(split, share if split else 100)
-        _write(state, ENDPOINT, {(model if k == endpoints.NEW else k): v
+        new = split_with_new(split, share if split else 100)
+        _write(state, ENDPOINT, {(model if k == NEW else k): v
                                  for k, v in new.items()})
     return model
 

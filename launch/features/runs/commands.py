@@ -1,4 +1,5 @@
-"""`invoke runs.list` and `invoke runs.compare`: runs here or in the bucket, side by side.
+"""`invoke runs.list`, `runs.compare` and `runs.show`: runs here or in the bucket, side by
+side, and where each serving model came from.
 
 A run is named by its model directory here (`work/model`, `work/sweep/trial-003`), a gs://
 model directory, or its id in the bucket: `RUN` (gs://BUCKET/runs/RUN/checkpoints) or
@@ -24,7 +25,7 @@ from launch.features.runs.record import LOGS_DIR, RunRecord, find_runs, load_run
 from launch.features.runs.report import Report, table, write_report
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs
-from launch.targets.base import RUNS
+from launch.targets.base import RUNS, SERVING
 from trainer.best.choice import BEST, DEFAULT_CHOICE, Choice
 from trainer.files import (
     BEST_DIR,
@@ -93,7 +94,7 @@ def load(cloud: Callable[[], Cloud], ref: str, cache_dir: Path = mirror.CACHE_DI
     except MissingError:
         raise MissingError(f"no run {ref!r}: not a directory here, and nothing at {url}; "
                            "`invoke runs.list` shows the runs") from None
-    cost = targets.offered(targets.offering(RUNS), RUNS, settings).cost(parts)
+    cost = targets.first(RUNS, settings).cost(parts)
     return load_run(local, ref, cost, choice)
 
 
@@ -155,3 +156,14 @@ def list_runs(root: Path, cloud: Callable[[], Cloud] | None = None,
         raise MissingError(f"{root} is not a directory")
     records = [load_run(path, str(path)) for path in find_runs(root, skip=(cache_dir,))]
     return table(records) if records else f"no runs below {root} (a run has {RUN_FILE})"
+
+
+def show(target: str, cloud: Callable[[], Cloud], state: str) -> str:
+    """`invoke runs.show`: where each serving model came from (its dataset version, run and
+    checkpoint): what the target serves (`base.SERVING`, through the registry), or, for a
+    target that serves none, the local pipeline's versions in its states below `state`."""
+    if targets.offers(target, SERVING):
+        return targets.offered(target, SERVING, cloud()).origins()
+    from launch.features.pipeline.steps import origins
+
+    return origins(state)

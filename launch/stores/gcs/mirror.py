@@ -14,17 +14,18 @@ symlink in the way) is refused before anything is fetched.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 
 from launch.errors import InputError, MissingError
-from launch.stores.gcs.upload import crc32c_of, list_blobs, read_json
+from launch.stores.gcs.upload import crc32c_of, list_blobs, read_json, upload_directory
 from trainer import files
 from trainer.best.choice import BEST, DEFAULT_CHOICE, Choice
 from trainer.best.keeping import Best
-from trainer.errors import JsonError
+from trainer.errors import JsonError, SettingsError
 from trainer.objects import BUCKET, unsafe_reason
 
 # Mirrors of gs:// paths; PETS_CACHE_DIR moves them (e.g. to a larger disk).
@@ -196,3 +197,44 @@ def mirrored_to_urls(value, cache_dir: Path = CACHE_DIR):
     if isinstance(value, str) and value.startswith(root):
         return f"gs://{value.removeprefix(root)}"
     return value
+
+
+def checkpoint_choice(text: str | None, paths: bool = True) -> Choice:
+    """`--checkpoint` (best, latest, a step, ckpt-N; a prefix where `paths`), checked."""
+    try:
+        return Choice.parse(text, paths=paths)
+    except SettingsError as error:
+        raise InputError(str(error)) from None
+
+
+def stage_images(client, images: str) -> str:
+    """A gs://BUCKET/DIR/PATTERN glob -> the same pattern in DIR's local mirror."""
+    if not is_gcs(images):
+        return images
+    folder, _, pattern = images.rpartition("/")
+    if pattern in ("", ".", ".."):
+        raise UnsafePathError(f"{images!r}: end the URL with a file pattern, e.g. "
+                              "gs://BUCKET/DIR/*.jpg")
+    return f"{stage_directory(client, folder)}/{pattern}"
+
+
+def written_first(path: str) -> Path:
+    """Where an output is written first: `path`, or a gs:// one's mirror (then published)."""
+    return GcsPath.parse(path).mirror() if is_gcs(path) else Path(path)
+
+
+def publish(client, output_dir: str) -> str:
+    """Uploads a gs:// `output_dir` from its mirror; where the output is."""
+    if is_gcs(output_dir):
+        where = GcsPath.parse(output_dir)
+        upload_directory(client, where.bucket, where.mirror(), where.prefix)
+    return output_dir
+
+
+def publish_predictions(client, output_dir: str) -> str:
+    """Uploads a gs:// `output_dir` from its mirror, its report naming the bucket's files."""
+    if client is not None:
+        report = written_first(output_dir) / files.DETECTIONS_FILE
+        report.write_text(json.dumps(mirrored_to_urls(
+            json.loads(report.read_text())), indent=2) + "\n")
+    return publish(client, output_dir)

@@ -52,6 +52,7 @@ from launch.targets.vertex.hardware import (
 from launch.targets.vertex.job_life import VertexJobs, VertexRuns
 from launch.targets.vertex.ladder import Budget, Ladder, Rung, climb, labels, most_jobs, rungs
 from launch.targets.vertex.notify import notifier
+from launch.targets.vertex.serving import VertexServing
 from launch.targets.vertex.spec import job_id, pin_images, tensorboard_url, trainer_images
 from launch.targets.vertex.submit import (
     Submission,
@@ -121,6 +122,11 @@ class Vertex(Preflight[CloudTarget, Plan]):
     def runs(cls, cloud: Cloud) -> VertexRuns:
         """What its runs in the bucket cost (runs.list, runs.compare)."""
         return VertexRuns(cloud)
+
+    @classmethod
+    def serving(cls, cloud: Cloud) -> VertexServing:
+        """Its Model Registry, endpoints and batch prediction (model.upload, endpoint.*)."""
+        return VertexServing(cloud)
 
     @classmethod
     def tuning(cls, cloud: Cloud) -> VertexSweeps:

@@ -1,7 +1,9 @@
-"""The serving tasks (`model.upload`, `endpoint.*`, `predict --endpoint`, `predict --target
-vertex`): thin adapters between the flags, the specs (registry, endpoints, answers) and
-Vertex AI's clients. Each checks what it can before its first request and says what it did
-in one paragraph."""
+"""Vertex AI serving, the target's `base.Serving` (`VertexServing`, last): `model.upload`,
+`endpoint.*`, `predict --endpoint`, `predict --target vertex` (a batch prediction job) and
+`runs.show --target vertex`, and what the continuous-training pipeline's steps ask of them:
+thin adapters between the flags, the specs (registry, endpoints, answers), the champion gate
+(launch/targets/champion.py) and Vertex AI's clients. Each checks what it can before its
+first request and says what it did in one paragraph."""
 
 from __future__ import annotations
 
@@ -14,25 +16,25 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from google.api_core import exceptions as api_exceptions
-from google.auth.exceptions import GoogleAuthError
 from google.cloud import aiplatform_v1
 
+from launch.context.clients import UNREADABLE
 from launch.context.cloud import Cloud, run_paths, stamp, standard_labels
 from launch.context.places import label_value
 from launch.errors import InputError, MissingError, StepFailed, reason
-from launch.features import workflow
-from launch.features.serving import answers, champion, endpoints, registry
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs
 from launch.stores.pricing.estimate import ServingCost, known_price
 from launch.stores.pricing.table import PriceTable
 from launch.stores.runs.jobfiles import bucket_run_data
-from launch.targets.vertex import lifecycle, submit
+from launch.targets import champion, traffic
+from launch.targets.base import ServingSetup
+from launch.targets.champion import Challenge
+from launch.targets.vertex import answers, endpoints, lifecycle, registry, submit
 from launch.targets.vertex.costs import machine_hourly
 from launch.targets.vertex.spec import machine_spec, rest_json
 from launch.values.jobfile import flag_value
-from trainer import jsonnum, operating
+from trainer import datasets, jsonnum, operating
 from trainer.data.defaults import MAX_PIXELS
 from trainer.data.label_map import id_to_name, parse_label_map
 from trainer.detector import Detections, ImageRefused, Picture
@@ -85,23 +87,6 @@ class Place:
 
 # --- Model Registry -------------------------------------------------------------------------
 
-@dataclasses.dataclass(frozen=True)
-class Challenge:
-    """How a run is set against the version serving now (launch/features/serving/champion.py):
-    --max-drop, --gate-class, --force."""
-
-    max_drop: float | None = None
-    gate_class: str | None = None
-    force: str | None = None
-    # the sha256 of test records the caller's own evaluations wrote (the pipeline's
-    # evaluate step): the run's must be one, and a serving version's one stands for itself
-    vouched: frozenset[str] = frozenset()
-
-    def checked(self) -> Challenge:
-        return Challenge(champion.check_max_drop(self.max_drop), self.gate_class,
-                         champion.check_force(self.force), self.vouched)
-
-
 def challenge(cloud: Cloud, place: Place, paths, experiment: str, step: int,
               serving_on: Callable[[], list], rules: Challenge, dry_run: bool
               ) -> champion.Verdict | None:
@@ -121,14 +106,14 @@ def challenge(cloud: Cloud, place: Place, paths, experiment: str, step: int,
                          f"{paths.run_id}` lists them)")
     serving = _unless_unreadable(
         dry_run, "the version serving now", "not compared",
-        lambda: champion.serving_version(place, place.model_name(experiment), serving_on()))
-    origin = champion.run_and_step(serving) if serving else None
+        lambda: registry.serving_version(place, place.model_name(experiment), serving_on()))
+    origin = registry.run_and_step(serving) if serving else None
     if origin == (paths.run_id, step):
         return None
-    held = champion.champion_figure(storage, serving, lambda run: run_paths(cloud, run),
+    held = registry.champion_figure(storage, serving, lambda run: run_paths(cloud, run),
                                     measure, rules.vouched) if serving else None
     return champion.judge(measure, challenger, held,
-                          champion.version_name(serving) if serving else None,
+                          registry.version_name(serving) if serving else None,
                           rules.max_drop, rules.force, paths.run_id, step,
                           origin[0] if origin else "RUN")
 
@@ -139,7 +124,7 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
                  today: datetime.date | None = None, checkpoint: str | None = None,
                  rules: Challenge = Challenge()) -> str:
     place = Place.of(cloud)
-    choice = workflow.checkpoint_choice(checkpoint, paths=False)
+    choice = mirror.checkpoint_choice(checkpoint, paths=False)
     rules = rules.checked()
     wanted = registry.check_aliases(aliases)
     container = registry.check_container(container or registry.CUSTOM)
@@ -167,9 +152,9 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
                                   "labels lack its dataset", lambda: bucket_run_data(
                                       cloud, run_id)) if candidate else None
     model.labels.update(registry.lineage_labels(recorded.dataset if recorded else None))
-    model.labels.update(champion.judged_labels(verdict))  # what it was judged on
+    model.labels.update(registry.judged_labels(verdict))  # what it was judged on
     if verdict and verdict.forced:  # the version says it went ahead, and why
-        model.labels[champion.FORCED_LABEL] = "true"
+        model.labels[registry.FORCED_LABEL] = "true"
         model.version_description += f"; forced: {verdict.forced}"
     parent = _unless_unreadable(
         dry_run, "the Model Registry", "the request uploads a first version",
@@ -190,10 +175,6 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
         client.merge_version_aliases(name=version, version_aliases=list(wanted))
     return (f"{passed}; uploaded as {version} (aliases: {', '.join(wanted) or 'none'}) on "
             f"{spec.image_uri}\ndeploy it: invoke endpoint.deploy --run-id {run_id}")
-
-
-# A dry run goes on without what it may not read: no credentials, or access refused.
-UNREADABLE = (GoogleAuthError, api_exceptions.Forbidden, api_exceptions.Unauthorized)
 
 
 def _unless_unreadable(dry_run: bool, what: str, meaning: str, read: Callable[[], T]
@@ -264,7 +245,7 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
     version = _unless_unreadable(dry_run, f"run {run_id}'s registered version",
                                  "the deployed model is left empty and its container unchecked",
                                  lambda: run_version(cloud, run_id))
-    origin = champion.run_and_step(version) if version else None
+    origin = registry.run_and_step(version) if version else None
 
     def serving_there() -> list:  # the endpoint this deployment goes to, if it exists
         target = find_endpoint(place.endpoints(), place, endpoint, create=False)
@@ -287,12 +268,12 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
         target = find_endpoint(place.endpoints(), place, endpoint, create=not dry_run)
         current = dict(target.traffic_split) if target is not None else {}
         return (target.name if target is not None else f"{place.location}/endpoints/NEW",
-                endpoints.split_with_new(current, setup.traffic))
+                traffic.split_with_new(current, setup.traffic))
 
     name, split = _unless_unreadable(
         dry_run, "the endpoint", "the traffic split holds only the new version's share",
         where) or (place.endpoint_name(endpoint) if endpoint else
-                   f"{place.location}/endpoints/NEW", {endpoints.NEW: setup.traffic})
+                   f"{place.location}/endpoints/NEW", {traffic.NEW: setup.traffic})
     request = aiplatform_v1.DeployModelRequest(
         endpoint=name, deployed_model=endpoints.deployed_model(
             f"{version.name}@{version.version_id}" if version else "", setup, account,
@@ -302,7 +283,7 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
         return rest_json(request)
     deployed = place.endpoints().deploy_model(request=request).result(
         timeout=OPERATION_TIMEOUT).deployed_model
-    shares = ", ".join(f"{deployed.id if k == endpoints.NEW else k}: {v}%"
+    shares = ", ".join(f"{deployed.id if k == traffic.NEW else k}: {v}%"
                        for k, v in split.items())
     return (f"deployed run {run_id} ({version.name}@{version.version_id}) to {name} "
             f"as {deployed.id} on {setup.machine.describe()}, {setup.autoscaling()}; traffic "
@@ -381,7 +362,7 @@ def undeploy(cloud: Cloud, endpoint: str, deployed_model_id: str) -> str:
     if deployed_model_id not in ids:
         raise InputError(f"{target.name} has no deployed model {deployed_model_id!r}; it has "
                          f"{', '.join(sorted(ids)) or 'none'}")
-    split = endpoints.split_without(dict(target.traffic_split), deployed_model_id)
+    split = traffic.split_without(dict(target.traffic_split), deployed_model_id)
     client.undeploy_model(request=aiplatform_v1.UndeployModelRequest(
         endpoint=target.name, deployed_model_id=deployed_model_id, traffic_split=split)
     ).result(timeout=OPERATION_TIMEOUT)
@@ -422,12 +403,12 @@ def _export_info(cloud: Cloud, artifact_uri: str) -> dict:
 def _report(cloud: Cloud, detector, names, model: str, images: str, output_dir: str,
             score_threshold: float | None, info: dict, max_pixels: int) -> str:
     client = cloud.storage() if mirror.is_gcs(images) or mirror.is_gcs(output_dir) else None
-    paths = sorted(glob.glob(workflow.stage_images(client, images)))
+    paths = sorted(glob.glob(mirror.stage_images(client, images)))
     if not paths:
         raise InputError(f"no image matches {images}")
-    detect_files(detector, names, model, paths, str(workflow.predictions_dir(output_dir)),
+    detect_files(detector, names, model, paths, str(mirror.written_first(output_dir)),
                  operating.threshold(score_threshold, info), max_pixels)
-    return workflow.publish_predictions(client, output_dir)
+    return mirror.publish_predictions(client, output_dir)
 
 
 def _busiest(place: Place, endpoint: str):
@@ -614,3 +595,126 @@ def _read_results(storage, directory: str) -> tuple[dict[str, Detections], dict[
                                                      "prediction.errors_stats-")):
             lines += blob.download_as_text().splitlines()
     return answers.batch_results(lines)
+
+
+def _on(setup: ServingSetup) -> Callable[[str], endpoints.Serving]:
+    """The flags' serving machine, checked against the region when it is known."""
+    return lambda region: endpoints.Serving.from_flags(
+        region, setup.machine_type, setup.accelerator, setup.min_replicas, setup.max_replicas,
+        setup.traffic, setup.target_utilization)
+
+
+@dataclasses.dataclass(frozen=True)
+class VertexServing:
+    """The Model Registry, endpoints and batch prediction of the project and region the
+    settings name (nothing is asked of Google Cloud until a method is called)."""
+
+    cloud: Cloud
+
+    def upload(self, run_id: str, min_ap50: float | None = None,
+               aliases: str = ",".join(registry.DEFAULT_ALIASES), gpu: bool = False,
+               dry_run: bool = False, container: str | None = None,
+               checkpoint: str | None = None, rules: Challenge = Challenge()) -> str:
+        return upload_model(self.cloud, run_id, min_ap50, aliases, gpu, dry_run, container,
+                            checkpoint=checkpoint, rules=rules)
+
+    def deploy(self, run_id: str, setup: ServingSetup, endpoint: str | None = None,
+               dry_run: bool = False, max_cost: float | None = None,
+               rules: Challenge = Challenge()) -> str:
+        return deploy(self.cloud, run_id, _on(setup), endpoint, dry_run, max_cost, rules)
+
+    def endpoints(self) -> str:
+        return list_endpoints(self.cloud)
+
+    def undeploy(self, endpoint: str, deployed_model: str) -> str:
+        return undeploy(self.cloud, endpoint, deployed_model)
+
+    def origins(self) -> str:
+        return origins(self.cloud)
+
+    def predict(self, endpoint: str, images: str, output_dir: str,
+                score_threshold: float | None, max_pixels: int = MAX_PIXELS) -> str:
+        return predict_online(self.cloud, endpoint, images, output_dir, score_threshold,
+                              max_pixels)
+
+    def predict_batch(self, run_id: str, images: str, output_dir: str | None,
+                      score_threshold: float | None, setup: ServingSetup,
+                      timeout_hours: float | None = None, max_cost: float | None = None,
+                      max_pixels: int = MAX_PIXELS, dry_run: bool = False) -> str:
+        return predict_batch(self.cloud, run_id, images, output_dir, score_threshold,
+                             _on(setup), timeout_hours=timeout_hours, max_cost=max_cost,
+                             max_pixels=max_pixels, dry_run=dry_run)
+
+    # --- the continuous-training pipeline's steps (launch/features/pipeline/on_vertex.py) --
+
+    @property
+    def _place(self) -> Place:
+        return Place.of(self.cloud)
+
+    def _region_endpoints(self) -> list:
+        place = self._place
+        return list(place.endpoints().list_endpoints(parent=place.location))
+
+    def _serving(self, experiment: str) -> aiplatform_v1.Model | None:
+        """The experiment's version serving now anywhere in the region, if any."""
+        place = self._place
+        return registry.serving_version(place, place.model_name(experiment),
+                                        self._region_endpoints())
+
+    def trained_on(self, experiment: str, dataset: str) -> tuple[str | None, str | None]:
+        held = self._serving(experiment)
+        if held is None:
+            return None, None
+        found = registry.labelled_version(held.labels.get("dataset-version", ""))
+        same = held.labels.get("dataset") == label_value(dataset)
+        return registry.version_name(held), \
+            found if same and datasets.VERSION.fullmatch(found) else None
+
+    def champion(self, experiment: str, measure: champion.Measure,
+                 vouched: frozenset[str] = frozenset()
+                 ) -> tuple[tuple[str, int] | None, champion.Figure | None]:
+        held = self._serving(experiment)
+        origin = registry.run_and_step(held) if held else None
+        figure = registry.champion_figure(self.cloud.storage(), held,
+                                          lambda run: run_paths(self.cloud, run), measure,
+                                          vouched) if origin else None
+        return origin, figure if isinstance(figure, champion.Figure) else None
+
+    def chosen_step(self, run_id: str) -> int:
+        return registry.read_candidate(self.cloud.storage(),
+                                       run_paths(self.cloud, run_id)).evaluation.step
+
+    def challenge(self, run_id: str, experiment: str, step: int, rules: Challenge
+                  ) -> champion.Verdict | None:
+        return challenge(self.cloud, self._place, run_paths(self.cloud, run_id), experiment,
+                         step, self._region_endpoints, rules, dry_run=False)
+
+    def version_of(self, run_id: str) -> str:
+        return registry.version_name(run_version(self.cloud, run_id))
+
+    def _endpoint(self):
+        """The endpoint `endpoint.deploy` deploys to by default (None before the first)."""
+        place = self._place
+        return find_endpoint(place.endpoints(), place, None, create=False)
+
+    def deploy_canary(self, run_id: str, share: int, rules: Challenge,
+                      say: Callable[[str], None]) -> str:
+        before = self._endpoint()
+        share = share if before is not None and before.deployed_models else 100
+        say(self.deploy(run_id, ServingSetup(traffic=share), rules=rules))
+        target = self._endpoint()
+        ours = [d.id for d in target.deployed_models if d.display_name == label_value(run_id)]
+        if not ours:
+            raise MissingError(f"{target.name} does not show run {run_id} deployed")
+        return ours[-1]
+
+    def promote(self, experiment: str, deployed: str, say: Callable[[str], None]) -> str:
+        target = self._endpoint()
+        if target is None or deployed not in {d.id for d in target.deployed_models}:
+            raise MissingError(f"endpoint {endpoints.DEFAULT_ENDPOINT} no longer has the "
+                               f"canary {deployed}; not promoted")
+        ours = registry.model_id(self._place.model_name(experiment))
+        for other in [d.id for d in target.deployed_models
+                      if d.id != deployed and registry.model_id(d.model) == ours]:
+            say(undeploy(self.cloud, target.name, other))
+        return f"{deployed} serves all of {experiment}'s traffic on {target.name}"

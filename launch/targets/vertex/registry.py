@@ -1,5 +1,7 @@
 """Model Registry: a trained run becomes a version of its experiment's Vertex AI Model, and
-only when its final evaluation clears the gate.
+only when its final evaluation clears the gate (and the champion gate: launch/targets/
+champion.py; what a version was judged on is kept in its labels, `judged_labels`). (The
+targets' own registry, `--target`'s names, is launch/targets/__init__.py.)
 
 A run's versions share one parent Model per experiment (`pets-retinanet-mobilenet`), so the
 registry shows a model's history; each version carries its run, experiment and final COCO
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 
 from google.cloud import aiplatform_v1
 
@@ -21,6 +24,18 @@ from launch.context.places import RunPaths, label_value
 from launch.errors import InputError, MissingError
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs, read_json
+from launch.targets.champion import (
+    SHA_IN_LABEL,
+    Figure,
+    GateError,
+    Measure,
+    Unreadable,
+    Verdict,
+    data_label,
+    read_figure,
+    test_record,
+    vouch,
+)
 from launch.targets.vertex.hardware import catalogue, multi_region
 from serving import contract
 from trainer import jsonnum
@@ -42,10 +57,13 @@ EVALUATION = re.compile(f"{METRICS_DIR}/{METRICS_FILE.pattern}")
 ALIAS = re.compile(r"[a-z][a-z0-9-]{0,127}")
 DEFAULT_ALIASES = ("candidate",)
 UPLOAD_TIMEOUT = 1800.0
-
-
-class GateError(InputError):
-    """A run whose evaluation does not allow it into the registry."""
+DEFAULT_ALIAS = "default"
+FORCED_LABEL = "forced"
+# what a version was judged on, as labels (values: 63 characters at most, so a sha256 keeps
+# its first SHA_IN_LABEL hexadecimal digits): its own test record, and the serving version's
+TEST_SHA, TEST_DATA, TEST_FIGURE = "test-sha256", "test-data-sha256", "test-figure"
+CHAMPION_RUN, CHAMPION_STEP = "champion-run", "champion-step"
+CHAMPION_SHA, CHAMPION_FIGURE = "champion-sha256", "champion-figure"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -294,3 +312,74 @@ def upload_request(project: str, region: str, model: aiplatform_v1.Model,
                                                 model=model)
     return aiplatform_v1.UploadModelRequest(parent=location, model=model,
                                             model_id=model.display_name)
+
+
+def judged_labels(verdict: Verdict | None) -> dict[str, str]:
+    """What a version was judged on, as its labels: its own test record (sha256, data
+    digest, figure; its run and step are its `run` and `step`) and the serving version's
+    (run, checkpoint, sha256, figure)."""
+    labels = {}
+    if verdict and (mine := verdict.challenger):
+        labels.update({TEST_SHA: mine.sha256[:SHA_IN_LABEL], TEST_DATA: data_label(mine.data),
+                       TEST_FIGURE: metric_label(mine.value)})
+    if verdict and (held := verdict.champion):
+        labels.update({CHAMPION_RUN: label_value(held.run_id), CHAMPION_STEP: str(held.step),
+                       CHAMPION_SHA: held.sha256[:SHA_IN_LABEL],
+                       CHAMPION_FIGURE: metric_label(held.value)})
+    return {key: value for key, value in labels.items() if value}
+
+
+def model_id(resource: str) -> str:
+    """`projects/P/locations/L/models/ID@3` -> ID: a deployed model names its Model with the
+    project's number or id, and a version or alias after '@'."""
+    return resource.split("@", 1)[0].rsplit("/models/", 1)[-1]
+
+
+def serving_version(place, parent: str, endpoints: Sequence[aiplatform_v1.Endpoint]
+                    ) -> aiplatform_v1.Model | None:
+    """The version of `parent` serving now: the one taking the most traffic on `endpoints`
+    (a tie: the newest version), else the model's `default` alias, else None."""
+    from google.api_core import exceptions
+
+    found: list[tuple[int, int]] = []
+    for target in endpoints:
+        for deployed in target.deployed_models:
+            if model_id(deployed.model) != model_id(parent):
+                continue
+            version = deployed.model_version_id or deployed.model.partition("@")[2]
+            if version.isascii() and version.isdigit():
+                found.append((target.traffic_split.get(deployed.id, 0), int(version)))
+    names = [f"{parent}@{version}" for _, version in sorted(found, reverse=True)]
+    for name in [*names, f"{parent}@{DEFAULT_ALIAS}"]:
+        try:
+            return place.models().get_model(name=name)
+        except exceptions.NotFound:
+            continue
+    return None
+
+
+def run_and_step(version: aiplatform_v1.Model) -> tuple[str, int] | None:
+    """The run and checkpoint step a version was uploaded from (its labels), if it says."""
+    run_id, step = version.labels.get("run"), version.labels.get("step", "")
+    return (run_id, int(step)) if run_id and step.isascii() and step.isdigit() else None
+
+
+def champion_figure(storage, version: aiplatform_v1.Model, run_of, measure: Measure,
+                    vouched: frozenset[str] = frozenset()) -> Figure | Unreadable | None:
+    """The serving version's figure: None when its labels do not say its run and step (or
+    name no run we could read), or its run has no test evaluation of that step; Unreadable
+    when that evaluation cannot be read or is not the one the version was judged on
+    (`vouch`)."""
+    found = run_and_step(version)
+    try:
+        paths = run_of(found[0]) if found else None
+    except InputError:  # a `run` label that is no run id of ours
+        return None
+    if paths is None:
+        return None
+    return vouch(read_figure(test_record(storage, paths, found[1]), found[0], measure),
+                 version.labels.get(TEST_SHA, ""), version.labels.get(TEST_DATA, ""), vouched)
+
+
+def version_name(version: aiplatform_v1.Model) -> str:
+    return f"{version.name}@{version.version_id}"

@@ -6,14 +6,17 @@ data. The measure is the experiment's gate metric (AP50 of boxes, or of masks) o
 refused with both figures; `--force REASON` uploads anyway and the version records why.
 
 As TFX's Evaluator blesses a model only against the serving baseline; unlike the fixed AP50
-floor of `registry.gate`, which catches a broken run, this judges a good one.
+floor of a target's registry (Vertex AI's `models.gate`), which catches a broken run, this
+judges a good one. Every target that serves models judges by it, and so does the local
+pipeline (launch/features/pipeline/steps.py); how a version records what it was judged on is
+the target's (Vertex AI: its labels, vertex/models.py).
 
 The test records are files in `runs/`, which people and jobs can write, so nothing in them is
 taken on trust: a serving version's record that exists but cannot be read (truncated, over
 the read bound, a NaN figure, no `data`) refuses, as does one that is not the record the
-version was judged on at its upload (each version's labels keep the sha256 of the records it
-was judged on, with their run, checkpoint and data: `judged_labels`); `--force REASON` goes
-ahead anyway. A record a caller's own evaluation wrote (`vouched`) stands for itself.
+version was judged on at its upload (each version keeps the sha256 of the records it was
+judged on, with their run, checkpoint and data: `vouch`); `--force REASON` goes ahead anyway.
+A record a caller's own evaluation wrote (`vouched`) stands for itself.
 """
 
 from __future__ import annotations
@@ -21,27 +24,22 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import re
-from collections.abc import Sequence
-
-from google.cloud import aiplatform_v1
 
 from launch.context.places import RunPaths, label_value
 from launch.errors import InputError
-from launch.features.serving.registry import GateError, metric_label
 from launch.stores.gcs.upload import read_bytes
 from trainer import jsonnum
 from trainer.eval_record import EvaluationRecord
 from trainer.files import MAX_RUN_JSON_BYTES, RUNS_PREFIX, TEST_METRICS_DIR, metrics_file
 
 DEFAULT_MAX_DROP = 0.01  # a test split of a few hundred objects moves AP50 by about this
-DEFAULT_ALIAS = "default"
-FORCED_LABEL = "forced"
-# what a version was judged on, as labels (values: 63 characters at most, so a sha256 keeps
-# its first 60 hexadecimal digits, 240 bits): its own test record, and the serving version's
-TEST_SHA, TEST_DATA, TEST_FIGURE = "test-sha256", "test-data-sha256", "test-figure"
-CHAMPION_RUN, CHAMPION_STEP = "champion-run", "champion-step"
-CHAMPION_SHA, CHAMPION_FIGURE = "champion-sha256", "champion-figure"
+# how much of a record's sha256 a version keeps (a label value is 63 characters at most, so
+# its first 60 hexadecimal digits, 240 bits)
 SHA_IN_LABEL = 60
+
+
+class GateError(InputError):
+    """A run whose evaluation does not allow it into the registry."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +93,8 @@ class Refused(GateError):
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
+    """The gate's pass, and what it judged."""
+
     line: str  # what the dry run and the upload print
     forced: str | None = None  # the reason given with --force, when it decided
     challenger: Figure | None = None  # what was judged, for the version's labels
@@ -108,6 +108,22 @@ def check_max_drop(max_drop: float | None) -> float:
         raise InputError(f"--max-drop {max_drop}: give the most the measure may fall below the "
                          f"serving version's, 0 to 1 (default {DEFAULT_MAX_DROP})")
     return max_drop
+
+
+@dataclasses.dataclass(frozen=True)
+class Challenge:
+    """How a run is set against the version serving now: --max-drop, --gate-class, --force."""
+
+    max_drop: float | None = None
+    gate_class: str | None = None
+    force: str | None = None
+    # the sha256 of test records the caller's own evaluations wrote (the pipeline's
+    # evaluate step): the run's must be one, and a serving version's one stands for itself
+    vouched: frozenset[str] = frozenset()
+
+    def checked(self) -> Challenge:
+        return Challenge(check_max_drop(self.max_drop), self.gate_class,
+                         check_force(self.force), self.vouched)
 
 
 def check_force(reason: str | None) -> str | None:
@@ -237,21 +253,6 @@ def own(found: Figure, vouched: frozenset[str]) -> Figure:
     return found
 
 
-def judged_labels(verdict: Verdict | None) -> dict[str, str]:
-    """What a version was judged on, as its labels: its own test record (sha256, data
-    digest, figure; its run and step are its `run` and `step`) and the serving version's
-    (run, checkpoint, sha256, figure)."""
-    labels = {}
-    if verdict and (mine := verdict.challenger):
-        labels.update({TEST_SHA: mine.sha256[:SHA_IN_LABEL], TEST_DATA: data_label(mine.data),
-                       TEST_FIGURE: metric_label(mine.value)})
-    if verdict and (held := verdict.champion):
-        labels.update({CHAMPION_RUN: label_value(held.run_id), CHAMPION_STEP: str(held.step),
-                       CHAMPION_SHA: held.sha256[:SHA_IN_LABEL],
-                       CHAMPION_FIGURE: metric_label(held.value)})
-    return {key: value for key, value in labels.items() if value}
-
-
 def data_label(data: str) -> str:
     """A record's `data` as a label: the digest of the files it read (`sha256 D`), else the
     pattern as a label value."""
@@ -276,66 +277,9 @@ def vouch(found: Figure | Unreadable | None, judged: str, judged_data: str,
                       f", {found.value:.3f}): it was rewritten or evaluated again since")
 
 
-
 def digest(data: str) -> str:
     """The part of a record's `data` that says which files it read (`PATTERN (N files,
     sha256 D)`): the same shards named two ways compare equal; an older record's bare
     pattern compares as itself."""
     head, _, tail = data.rpartition(" (")
     return tail.rstrip(")") if head and " files, sha256 " in tail else data
-
-
-def model_id(resource: str) -> str:
-    """`projects/P/locations/L/models/ID@3` -> ID: a deployed model names its Model with the
-    project's number or id, and a version or alias after '@'."""
-    return resource.split("@", 1)[0].rsplit("/models/", 1)[-1]
-
-
-def serving_version(place, parent: str, endpoints: Sequence[aiplatform_v1.Endpoint]
-                    ) -> aiplatform_v1.Model | None:
-    """The version of `parent` serving now: the one taking the most traffic on `endpoints`
-    (a tie: the newest version), else the model's `default` alias, else None."""
-    from google.api_core import exceptions
-
-    found: list[tuple[int, int]] = []
-    for target in endpoints:
-        for deployed in target.deployed_models:
-            if model_id(deployed.model) != model_id(parent):
-                continue
-            version = deployed.model_version_id or deployed.model.partition("@")[2]
-            if version.isascii() and version.isdigit():
-                found.append((target.traffic_split.get(deployed.id, 0), int(version)))
-    names = [f"{parent}@{version}" for _, version in sorted(found, reverse=True)]
-    for name in [*names, f"{parent}@{DEFAULT_ALIAS}"]:
-        try:
-            return place.models().get_model(name=name)
-        except exceptions.NotFound:
-            continue
-    return None
-
-
-def run_and_step(version: aiplatform_v1.Model) -> tuple[str, int] | None:
-    """The run and checkpoint step a version was uploaded from (its labels), if it says."""
-    run_id, step = version.labels.get("run"), version.labels.get("step", "")
-    return (run_id, int(step)) if run_id and step.isascii() and step.isdigit() else None
-
-
-def champion_figure(storage, version: aiplatform_v1.Model, run_of, measure: Measure,
-                    vouched: frozenset[str] = frozenset()) -> Figure | Unreadable | None:
-    """The serving version's figure: None when its labels do not say its run and step (or
-    name no run we could read), or its run has no test evaluation of that step; Unreadable
-    when that evaluation cannot be read or is not the one the version was judged on
-    (`vouch`)."""
-    found = run_and_step(version)
-    try:
-        paths = run_of(found[0]) if found else None
-    except InputError:  # a `run` label that is no run id of ours
-        return None
-    if paths is None:
-        return None
-    return vouch(read_figure(test_record(storage, paths, found[1]), found[0], measure),
-                 version.labels.get(TEST_SHA, ""), version.labels.get(TEST_DATA, ""), vouched)
-
-
-def version_name(version: aiplatform_v1.Model) -> str:
-    return f"{version.name}@{version.version_id}"

@@ -1,5 +1,6 @@
-"""Endpoints as data: the DeployedModel a deployment asks for, and the traffic splits that
-move traffic onto a new version and off an undeployed one (no API calls here)."""
+"""Endpoints as data: the machine a deployment asks for (`Serving`), checked before any
+request, and its DeployedModel (no API calls here); the traffic splits that move traffic
+onto a new version and off an undeployed one are launch/targets/traffic.py's."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ from launch.values.resources import Accelerator
 
 DEFAULT_ENDPOINT = "pets-detector"  # display name of the endpoint `deploy` creates
 MAX_REPLICAS = 100
-NEW = "0"  # a DeployModelRequest's traffic split names the model being deployed "0"
 # What Vertex AI scales a deployment's replicas on (AutoscalingMetricSpec.metric_name, the
 # aiplatform v1 proto's documented values): each replica's CPU use, or its GPU's duty cycle.
 CPU_UTILIZATION = "aiplatform.googleapis.com/prediction/online/cpu/utilization"
@@ -89,34 +89,3 @@ def deployed_model(model_version: str, serving: Serving, service_account: str | 
             autoscaling_metric_specs=[aiplatform_v1.AutoscalingMetricSpec(
                 metric_name=serving.autoscaling_metric,
                 target=serving.target_utilization)] if serving.target_utilization else []))
-
-
-def _shares(weights: dict[str, int], total: int) -> dict[str, int]:
-    """`total` percent shared in proportion to `weights`, in whole percents (largest
-    remainders), so the split always adds up."""
-    if not weights:
-        return {}
-    whole = sum(weights.values())
-    if whole == 0:  # nothing had traffic: share evenly
-        weights, whole = dict.fromkeys(weights, 1), len(weights)
-    exact = {k: total * w / whole for k, w in weights.items()}
-    shares = {k: int(v) for k, v in exact.items()}
-    for key in sorted(exact, key=lambda k: exact[k] - shares[k], reverse=True)[
-            :total - sum(shares.values())]:
-        shares[key] += 1
-    return shares
-
-
-def split_with_new(current: dict[str, int], traffic: int) -> dict[str, int]:
-    """The new version gets `traffic` percent; the versions deployed now share the rest as
-    they shared it before."""
-    if not current and traffic != 100:
-        raise InputError(f"--traffic {traffic}: nothing is deployed on this endpoint to share "
-                         "the rest with; deploy with --traffic 100")
-    return {NEW: traffic, **_shares(current, 100 - traffic)} if current else {NEW: 100}
-
-
-def split_without(current: dict[str, int], removed: str) -> dict[str, int]:
-    """The undeployed version's traffic goes to the others, as they share it now."""
-    rest = {k: v for k, v in current.items() if k != removed}
-    return _shares(rest, 100)
