@@ -201,7 +201,7 @@ def inspect(c, raw: ConvertArgs, records, experiment, output_dir, dataset, **whe
     import tempfile
 
     from launch.features.dataset_report import inspect as inspect_records
-    from trainer.experiments import DEFAULT_EXPERIMENT
+    from trainer.model.experiments import DEFAULT_EXPERIMENT
 
     def report(records_dir: str) -> None:
         _say(lambda: inspect_records(records_dir, experiment or DEFAULT_EXPERIMENT,

@@ -62,7 +62,7 @@ def local_target(model: str, machine_type: str | None, region: str, batching: bo
     from launch.targets.vertex.serving import prediction_hourly
     from launch.targets.vertex.spec import machine_spec
     from serving import batching as batching_lib
-    from trainer import quiet
+    from trainer.cli import quiet
 
     if not Path(model, "saved_model.pb").is_file():
         raise MissingError(f"--model {model}: no SavedModel there; `invoke demo` exports one to "

@@ -8,7 +8,7 @@ from absl import app
 from official.common import flags as tfm_flags
 from official.vision import train
 
-from trainer.experiments import register
+from trainer.model.experiments import register
 
 if __name__ == "__main__":  # as official/vision/train.py's own
     tfm_flags.define_flags()

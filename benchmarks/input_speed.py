@@ -18,8 +18,8 @@ WARMUP_BATCHES = 5
 
 
 def _params(records: Path, model_dir: str):
-    from trainer import settings
-    from trainer.params import build_params
+    from trainer.training import settings
+    from trainer.training.params import build_params
 
     return build_params(settings.parse([f"--data_dir={records}", f"--model_dir={model_dir}"],
                                        {}), "float32")

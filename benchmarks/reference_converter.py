@@ -14,7 +14,7 @@ from pathlib import Path
 from lxml import etree
 from PIL import Image
 
-from trainer import files
+from trainer.common import files
 from trainer.data import pets
 from trainer.data.label_map import pets_label_map
 from trainer.data.planning import split_names

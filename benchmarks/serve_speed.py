@@ -4,7 +4,7 @@ held-out sample. Needs a trained model directory (`invoke demo` writes work/demo
 
 Latency is one image a call, after warm-up, as an endpoint replica or a phone answers one
 request: the median of the calls, so a stray slow call does not move it. The TFLite files run
-on LiteRT's interpreter, as `predict` runs them (`trainer.tflite.TfliteDetector`).
+on LiteRT's interpreter, as `predict` runs them (`trainer.export.tflite.TfliteDetector`).
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ def median_ms(call, pictures) -> float:
 def main(model_dir: str = "work/demo/model") -> list[dict]:
     import tensorflow as tf
 
-    from trainer import files
-    from trainer.agreement import ap50, detect_all, labelled_images, top_agreement
+    from trainer.common import files
     from trainer.data.convert import convert_directory
     from trainer.data.sample import write_sample
-    from trainer.predict import load_detector
+    from trainer.export.agreement import ap50, detect_all, labelled_images, top_agreement
+    from trainer.prediction.predict import load_detector
 
     if not Path(model_dir, files.RUN_FILE).exists():
         raise SystemExit(f"no trained model in {model_dir}: run `invoke demo` first")

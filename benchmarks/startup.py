@@ -59,7 +59,7 @@ def main(repeats: int = 3) -> dict:
         convert_directory(write_sample(work / "pets", num_images=48), records, num_shards=2,
                           progress=False)
         # load the libraries once, so that neither driver pays for a cold page cache
-        subprocess.run([sys.executable, "-c", "import official.vision.train, trainer.cli"],
+        subprocess.run([sys.executable, "-c", "import official.vision.train, trainer.cli.main"],
                        cwd=REPO, check=True)
         ours, theirs = [], []
         for attempt in range(repeats):

@@ -53,7 +53,7 @@ def main(steps: int = 300, interval: int = 50) -> dict:
         convert_directory(write_sample(work / "pets", num_images=48), records, num_shards=2)
         ours, theirs = work / "ours", work / "garden"
         # load the libraries once, so that neither driver pays for a cold page cache
-        run([sys.executable, "-c", "import official.vision.train, trainer.cli"],
+        run([sys.executable, "-c", "import official.vision.train, trainer.cli.main"],
             work / "warm.log")
         override = (f"trainer.steps_per_loop={interval},trainer.summary_interval={interval},"
                     f"trainer.checkpoint_interval={steps},"

@@ -46,7 +46,7 @@ def settings_page() -> str:
 
 def job_file_page() -> str:
     from launch.values import jobfile
-    from trainer.options import kind
+    from trainer.common.options import kind
 
     def tasks(field) -> str:
         return ", ".join(task for task in jobfile.TASKS if task in field.metadata["tasks"])
@@ -83,7 +83,7 @@ def job_file_page() -> str:
         and from `tune:` for the sweep. Types: `str`; `int` and `float` take the bounds
         shown; `bool` is a flag without a value and `true`/`false` in a file; `tuple` is a
         repeatable flag (or a comma-separated one) and a list in a file; `dict` is `KEY=VALUE`
-        repeated, a mapping in a file. A file is read as YAML 1.2 (trainer/yamlfile.py, the
+        repeated, a mapping in a file. A file is read as YAML 1.2 (trainer/common/yamlfile.py, the
         reader of every YAML a user hands in): a repeated key, a number YAML 1.1 reads
         otherwise (`010`, `1:30`, `0x10`, `1_000`), `yes`/`no`/`on`/`off`, a number of more
         than 100 characters, `.nan`/`.inf`, an alias (`*name`) and a tag (`!!...`) are each
@@ -277,7 +277,7 @@ def capacity_page() -> str:
 
 def pretrained_page() -> str:
     from launch.values.pretrained import catalogue, taken
-    from trainer.experiments import fields
+    from trainer.model.experiments import fields
 
     rows = []
     for entry in catalogue().values():

@@ -40,7 +40,7 @@ from infra.modules.services import ProjectServices
 from infra.modules.tensorboard import TrainingTensorboard
 from infra.modules.trainer_image import TrainerImage, build_command
 from infra.outputs import StackOutputs, stack_name
-from trainer.files import (
+from trainer.common.files import (
     DATASETS_PREFIX,
     PIPELINE_RUN_PREFIX,
     PIPELINES_PREFIX,

@@ -3,7 +3,7 @@
 (launch/features/serving/standin.py) both refuse a request over the export's pixel budget with
 it, so the two cannot disagree.
 
-The formats are those the export's `serving_bytes` graph decodes (trainer/export.py's
+The formats are those the export's `serving_bytes` graph decodes (trainer/export/saved_model.py's
 SERVING_FORMATS), read where its decoders read them: PNG's IHDR (width and height, big-endian,
 at bytes 16 and 20), BMP's info header (signed little-endian at 18 and 22, as TensorFlow's
 DecodeBmp reads them; a negative height is a top-down image), and JPEG's frame header
@@ -21,7 +21,7 @@ import json
 import re
 from pathlib import Path
 
-# This image imports nothing of ours: trainer/files.py's EXPORT_INFO_FILE and
+# This image imports nothing of ours: trainer/common/files.py's EXPORT_INFO_FILE and
 # trainer/data/defaults.py's MAX_PIXELS (the budget of an export.json without max_pixels)
 EXPORT_INFO = "export.json"
 MAX_PIXELS = 40_000_000

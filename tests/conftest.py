@@ -84,7 +84,7 @@ def trainer_here(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     """`python -m trainer ...` in this process: the container's `main`, for tests whose subject
     is not the process. A TensorFlow start costs 20-30 CPU-s (its import, then Autograph
     converting Model Garden's functions), and this process has done both once already."""
-    from trainer.cli import main
+    from trainer.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -336,7 +336,7 @@ def mask_trained(shared) -> MaskRun:
     def build(root: Path) -> dict:
         from trainer.data.convert import convert_directory
         from trainer.data.sample import write_sample
-        from trainer.experiments import MASK_DEMO_EXPERIMENT
+        from trainer.model.experiments import MASK_DEMO_EXPERIMENT
 
         data = write_sample(root / "pets")
         records = root / "records"

@@ -1,5 +1,5 @@
-"""Annotated pictures (trainer/visualize.py: predict's, the evaluator's worst images): every
-detection's label readable, none painted over another."""
+"""Annotated pictures (trainer/detections/visualize.py: predict's, the evaluator's worst
+images): every detection's label readable, none painted over another."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from trainer.visualize import PALETTE, _font, draw_detections, place_labels
+from trainer.detections.visualize import PALETTE, _font, draw_detections, place_labels
 
 
 def test_no_label_covers_another_however_the_boxes_crowd():

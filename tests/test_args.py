@@ -16,8 +16,8 @@ from trainer.args import (
     SampleArgs,
     TrainArgs,
 )
-from trainer.errors import SettingsError
-from trainer.settings import parse
+from trainer.common.errors import SettingsError
+from trainer.training.settings import parse
 
 EVERY_COMMAND = [
     TrainArgs(),
@@ -53,9 +53,9 @@ def test_every_command_round_trips_through_its_argv(command):
 
 
 def test_every_command_has_its_runner_registered_beside_it():
-    """The CLI runs a command by its name (trainer/cli.py's `@runs`): a command added
+    """The CLI runs a command by its name (trainer/cli/main.py's `@runs`): a command added
     without a runner, or a runner of no command, fails here rather than in a container."""
-    from trainer import cli
+    from trainer.cli import main as cli
 
     assert list(cli.RUNNERS) == list(args.COMMANDS) == [
         "train", "data sample", "data download", "data convert", "data convert-in-bucket",
@@ -116,8 +116,8 @@ def test_hyphenated_spellings_are_accepted(capsys):
     ({"min_score": -0.1}, "--min-score must be at least 0 and below 1"),
 ])
 def test_export_options_out_of_range_are_refused(options, message):
-    from trainer.errors import SettingsError
-    from trainer.export import ExportOptions
+    from trainer.common.errors import SettingsError
+    from trainer.export.saved_model import ExportOptions
 
     with pytest.raises(SettingsError, match=message):
         ExportOptions(**options)

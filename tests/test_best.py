@@ -18,10 +18,10 @@ from launch.values import jobfile
 from launch.values.jobs import Places
 from tests.cli import REPO, invoke
 from tests.conftest import HANG
-from trainer import settings
-from trainer.best import choice, keeping, stopping
-from trainer.best.stopping import Score, judge
-from trainer.errors import SettingsError
+from trainer.common.errors import SettingsError
+from trainer.model.best import choice, keeping, stopping
+from trainer.model.best.stopping import Score, judge
+from trainer.training import settings
 
 NAN = float("nan")
 
@@ -219,7 +219,7 @@ def test_a_damaged_or_missing_best_falls_back_to_the_newest_with_a_note(tmp_path
 WRITER = """
 import json, random, sys, time
 from pathlib import Path
-from trainer.best import keeping, stopping
+from trainer.model.best import keeping, stopping
 run, first = Path(sys.argv[1]), int(sys.argv[2])
 rng = random.Random(first)
 (run / f"ready-{first}").touch()
@@ -298,7 +298,7 @@ class ScoringEvaluator:
         self.model_dir, self.values = str(run), values
 
     def evaluate(self, checkpoint: str):
-        from trainer.eval_record import EvaluationRecord
+        from trainer.model.eval_record import EvaluationRecord
 
         step = int(checkpoint.rsplit("-", 1)[1])
         evaluate(Path(self.model_dir), step, self.values[step])
@@ -310,7 +310,7 @@ def test_an_eval_job_that_stops_the_run_ends_with_it(tmp_path):
     """`--early-stop-evaluator eval-job`: the eval job judges from the rule in run.json and,
     once its verdict says stop, ends at that evaluation instead of waiting (here, 5 s of
     idle time) for the step the run will now never reach."""
-    from trainer.evaluation import evaluate_continuously
+    from trainer.evaluation.evaluate import evaluate_continuously
 
     run = make_run(tmp_path / "run", {"patience": 1, "min_delta": 0, "evaluator": "eval-job"})
     for step in (100, 200):
@@ -425,7 +425,7 @@ def test_a_bad_value_exits_2_in_one_line_before_anything_runs(tmp_path):
 def test_the_last_line_of_training_says_which_steps_no_checkpoint_holds():
     """Issue 38 item 6: a stop at step 450 whose last checkpoint is ckpt-400 says that steps
     401-450 were trained and not saved; a stop on a checkpoint says nothing more."""
-    from trainer.train import finished_line
+    from trainer.training.train import finished_line
 
     assert finished_line("/m/ckpt-400", 450) == (
         "training finished at /m/ckpt-400; steps 401-450, trained before the stop, are in no "

@@ -17,7 +17,7 @@ from launch.stores.gcs.mirror import (
     stage_directory,
 )
 from tests.fakes.gcs import FakeGcs
-from trainer.best.choice import Choice
+from trainer.model.best.choice import Choice
 
 RUN = "gs://pets-data/runs/r1/checkpoints"
 STATE = 'model_checkpoint_path: "ckpt-1000"\nall_model_checkpoint_paths: "ckpt-500"\n' \

@@ -17,8 +17,8 @@ from launch.targets.vertex import registry
 from launch.targets.vertex import serving as commands
 from tests.test_confusion import IMAGES, NAMES
 from tests.test_serving import cpu, put, write_run
-from trainer import confusion
-from trainer.eval_record import EvaluationRecord
+from trainer.evaluation import confusion
+from trainer.model.eval_record import EvaluationRecord
 
 TEST_DATA = "gs://pets-data/datasets/pets/v3/test.record-*"
 MODEL = "projects/pets-detector-dev/locations/us-central1/models/pets-retinanet-mobilenet"

@@ -14,13 +14,13 @@ import pytest
 
 from tests.conftest import run_trainer
 from tests.test_coco import examples, values
-from trainer.cli import ERROR_PREFIX
+from trainer.cli.main import ERROR_PREFIX
+from trainer.common.errors import SettingsError
 from trainer.data import formats
 from trainer.data.changes import ClassChanges
 from trainer.data.convert import convert_coco, convert_sources
 from trainer.data.planning import Split
 from trainer.data.sample import coco_as_labelme, coco_as_yolo, pets_as_coco, write_sample
-from trainer.errors import SettingsError
 
 
 @pytest.fixture(scope="module")
@@ -197,7 +197,7 @@ def test_a_split_that_leaves_a_side_empty_is_refused_before_anything_is_written(
     """Issue 36 item 17: `--split 0.0001` wrote an empty train split and exited 0. Given the
     images planned, one line naming --split and the fraction that works, exit 2, nothing
     written; one source or several merged; a fraction outside (0, 1) before anything."""
-    from trainer.cli import main
+    from trainer.cli.main import main
 
     root, data = sample
     coco_as_yolo(data, root / "images", tmp_path / "yolo")

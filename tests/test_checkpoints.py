@@ -13,8 +13,9 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import data_flags
-from trainer import evaluation, model_dir
-from trainer.eval_record import EvaluationRecord
+from trainer.evaluation import evaluate
+from trainer.model import model_dir
+from trainer.model.eval_record import EvaluationRecord
 
 
 def save_checkpoints(directory: Path, steps=(100, 200, 300, 400)) -> dict[int, np.ndarray]:
@@ -87,7 +88,7 @@ class RestoringEvaluator:
     def evaluate(self, checkpoint: str) -> EvaluationRecord:
         model_dir.restore(tf.train.Checkpoint(weights=self.weights), checkpoint)
         step = model_dir.checkpoint_step(checkpoint)
-        path = evaluation.metrics_path(self.model_dir, step)
+        path = evaluate.metrics_path(self.model_dir, step)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         Path(path).write_text("{}")
         return EvaluationRecord(step, {"mean": float(self.weights.numpy().mean())}, checkpoint,
@@ -97,7 +98,7 @@ class RestoringEvaluator:
 def test_continuous_eval_skips_a_broken_checkpoint_and_says_so(tmp_path, capsys):
     save_checkpoints(tmp_path, steps=(100, 200))
     damage(tmp_path, 200, "truncated data")
-    results = evaluation.evaluate_continuously(
+    results = evaluate.evaluate_continuously(
         RestoringEvaluator(tmp_path), final_step=lambda: 100, idle_timeout=5, poll_interval=0)
     assert [(r.step, r.metrics["mean"]) for r in results] == [(100, 100.0)]
     assert f"checkpoint {tmp_path}/ckpt-200 cannot be restored" in capsys.readouterr().err
@@ -139,7 +140,7 @@ def test_continuous_eval_skips_a_foreign_checkpoint_and_says_so(tmp_path, capsys
     stranger = tf.train.Checkpoint(other=tf.Variable(tf.ones([2])))
     tf.train.CheckpointManager(stranger, str(tmp_path), max_to_keep=10).save(
         checkpoint_number=200)
-    results = evaluation.evaluate_continuously(
+    results = evaluate.evaluate_continuously(
         RestoringEvaluator(tmp_path), final_step=lambda: 100, idle_timeout=5, poll_interval=0)
     assert [(r.step, r.metrics["mean"]) for r in results] == [(100, 100.0)]
     assert capsys.readouterr().err == (
@@ -151,7 +152,7 @@ def test_a_checkpoint_of_another_model_as_init_from_is_one_line_naming_what_did_
         train_records, tmp_path, capsys):
     """Issue 36, item 16: TensorFlow's AssertionError traceback (exit 1) before. The trainer
     restores --init-from on a fresh start; here a checkpoint of an unrelated module."""
-    from trainer.cli import ERROR_PREFIX, main
+    from trainer.cli.main import ERROR_PREFIX, main
 
     stranger = tf.Module()
     stranger.weights = tf.Variable(tf.ones([2]))
@@ -178,7 +179,7 @@ def test_init_from_variables_of_other_shapes_are_named_with_both_shapes(tmp_path
     line says, from the checkpoint's index and the model's variables."""
     from types import SimpleNamespace
 
-    from trainer.init_checkpoint import not_this_model
+    from trainer.training.init_checkpoint import not_this_model
 
     prefix = tf.train.Checkpoint(backbone=dense_model(5)).write(str(tmp_path / "ckpt-1"))
     line = not_this_model(prefix, "backbone", "pets_x",
@@ -193,7 +194,7 @@ def test_init_from_variables_of_other_shapes_are_named_with_both_shapes(tmp_path
 
 
 def test_a_fresh_start_says_what_it_restored():
-    from trainer.init_checkpoint import restored_line
+    from trainer.training.init_checkpoint import restored_line
 
     assert restored_line("gs://b/ckpt-5", "detector") == (
         "--init-from: restored the backbone and decoder from gs://b/ckpt-5 (--init-type "

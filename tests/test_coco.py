@@ -17,11 +17,11 @@ from PIL import Image
 
 from tests.cli import REPO, invoke
 from tests.conftest import HANG
+from trainer.common.errors import ConversionError
+from trainer.common.files import SAMPLE_COCO_FILE
 from trainer.data import pets as pets_files
 from trainer.data.convert import convert_coco, convert_directory
 from trainer.data.sample import coco_defects, pets_as_coco, write_coco_sample, write_sample
-from trainer.errors import ConversionError
-from trainer.files import SAMPLE_COCO_FILE
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
-"""The confusion matrix and the operating point (trainer/confusion.py) on images with known
-answers, counted by hand: a right detection, a duplicate of it, a detection on the wrong
-class, one on background, a missed object and a low-scored find; and the same matrices as
-supervision's `ConfusionMatrix` on the same detections (boxes and masks)."""
+"""The confusion matrix and the operating point (trainer/evaluation/confusion.py) on images
+with known answers, counted by hand: a right detection, a duplicate of it, a detection on the
+wrong class, one on background, a missed object and a low-scored find; and the same matrices
+as supervision's `ConfusionMatrix` on the same detections (boxes and masks)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import supervision as sv
 from pycocotools import mask as coco_mask
 from supervision.metrics import MetricTarget
 
-from trainer import confusion
-from trainer.analysis import ImageBoxes
+from trainer.evaluation import confusion
+from trainer.evaluation.analysis import ImageBoxes
 
 NAMES = {1: "cat", 2: "dog"}
 CAT_A1, DOG_A, CAT_A2, DOG_B = [0, 0, .5, .5], [.5, .5, 1, 1], [0, .6, .3, .9], [0, 0, .4, .4]
@@ -85,7 +85,7 @@ def test_a_class_named_background_or_like_an_unnamed_id_keeps_its_own_row():
     assert point.names == ("background (id 1)", "class 7 (id 2)", "class 7 (id 7)",
                            "background")
     assert set(point.per_class) == set(point.names[:-1])
-    from trainer.eval_record import operating_point as parse
+    from trainer.model.eval_record import operating_point as parse
 
     assert parse(point.as_json()) is not None  # unique names: the record keeps it
 

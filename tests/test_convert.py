@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from trainer.common.files import CONVERSION_REPORT_FILE, DATA_LABEL_MAP_FILE
 from trainer.data import pets
 from trainer.data.convert import ConversionError, ConversionFailed, convert_directory
 from trainer.data.label_map import pets_label_map, read_label_map
 from trainer.data.planning import split_names
 from trainer.data.sample import write_sample
 from trainer.data.voc import parse_voc
-from trainer.files import CONVERSION_REPORT_FILE, DATA_LABEL_MAP_FILE
 
 
 def read_records(pattern: str) -> list[bytes]:
@@ -197,8 +197,8 @@ def test_the_label_map_is_label_map_pbtxt_and_an_older_conversions_name_still_re
     """Issue 38 item 3: no dataset's label map is called pet_label_map.pbtxt any more; a
     directory converted before (that name) is still a dataset, and converting into it again
     replaces it whole."""
+    from trainer.common.files import LEGACY_DATA_LABEL_MAP_FILE, data_label_map
     from trainer.data import layout
-    from trainer.files import LEGACY_DATA_LABEL_MAP_FILE, data_label_map
 
     assert DATA_LABEL_MAP_FILE == "label_map.pbtxt"
     out = tmp_path / "out"

@@ -23,12 +23,12 @@ from PIL import Image
 
 from tests.conftest import HANG, REPO, interruptible
 from tests.test_convert import read_records
-from trainer.cli import ERROR_PREFIX
+from trainer.cli.main import ERROR_PREFIX
+from trainer.common.errors import SettingsError
+from trainer.common.files import CONVERSION_REPORT_FILE
 from trainer.data import pets
 from trainer.data.convert import ConversionFailed, Limits, convert_directory
 from trainer.data.sample import write_sample
-from trainer.errors import SettingsError
-from trainer.files import CONVERSION_REPORT_FILE
 
 
 @pytest.fixture

@@ -23,11 +23,11 @@ from tests.cli import REPO, invoke
 from tests.conftest import HANG
 from tests.fakes.cloud import OUTPUTS, fake_cloud
 from tests.fakes.vertex import JobCommands
-from trainer import datasets as store
 from trainer.args import ConvertArgs
+from trainer.common.files import DATA_LABEL_MAP_FILE
+from trainer.data import datasets as store
 from trainer.data.label_map import id_to_name, parse_label_map
 from trainer.data.sample import write_sample
-from trainer.files import DATA_LABEL_MAP_FILE
 
 BUCKET = OUTPUTS.bucket
 RAW = f"gs://{BUCKET}/raw/pets"
@@ -267,8 +267,8 @@ def test_a_dry_run_prints_the_job_and_submits_nothing(fakes, capsys):
 
 
 def test_the_job_refuses_more_than_its_disk_and_skips_oversized_objects(fakes, tmp_path):
-    from trainer.errors import SettingsError
-    from trainer.objects import Limits, stage_prefix
+    from trainer.common.errors import SettingsError
+    from trainer.data.objects import Limits, stage_prefix
 
     with pytest.raises(SettingsError, match=r"--data-dir gs://pets-data/raw/pets: more than "
                                             r"10 objects, more than this job was sized for"):

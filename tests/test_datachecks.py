@@ -295,7 +295,7 @@ def test_square_boxes_show_a_bar_and_boxes_show_on_objects_of_their_colour(tmp_p
     import numpy as np
 
     from launch.features.dataset_report import inspect
-    from trainer.visualize import PALETTE
+    from trainer.detections.visualize import PALETTE
 
     (tmp_path / "img").mkdir()
     red = PALETTE[0]  # the first class's colour: the box's own colour all around it

@@ -30,9 +30,9 @@ from tests.cli import REPO, invoke
 from tests.conftest import HANG
 from tests.fakes.cloud import fake_cloud, write_records
 from tests.fakes.gcs import FakeGcs
-from trainer import datasets as store
-from trainer.errors import SettingsError
-from trainer.files import CONVERSION_REPORT_FILE
+from trainer.common.errors import SettingsError
+from trainer.common.files import CONVERSION_REPORT_FILE
+from trainer.data import datasets as store
 
 BUCKET = "pets-data"
 T4 = {"target": "vertex", "steps": "100", "experiment": "pets_retinanet_resnetfpn",
@@ -177,7 +177,7 @@ def test_an_upload_killed_before_its_manifest_leaves_no_dataset(tmp_path):
         client = server.client()
         client.create_bucket(BUCKET)
         script = ("import sys; from tests.fakes.gcs import client_for; "
-                  "from trainer.datasets import publish; "
+                  "from trainer.data.datasets import publish; "
                   "publish(client_for(sys.argv[1]), 'pets-data', 'big', sys.argv[2])")
         env = {**os.environ, "STORAGE_EMULATOR_HOST": server.url}
         child = subprocess.Popen([sys.executable, "-c", script, server.url, str(records)],
@@ -323,8 +323,8 @@ def test_a_file_put_into_a_version_is_never_read(fakes, tmp_path):
         launch(cloud, "pets", "p2")
 
     # the trainer's own reading of the inputs it is given, on a copy of the version here
-    from trainer import io
-    from trainer.settings import settings_from_args
+    from trainer.common import io
+    from trainer.training.settings import settings_from_args
 
     (local_copy / planted).write_bytes(b"not your data")
     request = Request.training(None, None).reading(

@@ -89,7 +89,7 @@ def test_the_demo_with_format_coco_converts_from_the_samples_coco_json(tmp_path)
     the steps after them are the ones the session's trained model takes on COCO-converted
     records (tests/conftest.py: `train_records`, `trained`)."""
     from launch.features.workflow import demo_data
-    from trainer.files import SAMPLE_COCO_FILE
+    from trainer.common.files import SAMPLE_COCO_FILE
 
     said = []
     demo_data(tmp_path / "pets", tmp_path / "records", 30, said.append, format="coco")
@@ -108,7 +108,7 @@ def test_the_demo_with_masks_converts_the_sample_with_its_pets_shapes(tmp_path):
     `mask_trained`, tests/test_masks_trained.py), so this does not train again."""
     from launch.features.workflow import DemoResult, demo_data
     from launch.stores.datachecks import check_local
-    from trainer.experiments import MASK_DEMO_EXPERIMENT
+    from trainer.model.experiments import MASK_DEMO_EXPERIMENT
 
     said = []
     demo_data(tmp_path / "pets", tmp_path / "records", 30, said.append, masks=True)
@@ -154,9 +154,9 @@ def test_each_demo_has_its_own_directory():
 
 
 def test_the_demo_evaluates_before_it_exports(tmp_path):
-    """The export reads the threshold of its checkpoint's evaluation (trainer/operating.py):
-    exported before the evaluation, it carried none, and the demo's predict detected at 0.3
-    instead of the evaluated threshold."""
+    """The export reads the threshold of its checkpoint's evaluation
+    (trainer/evaluation/operating.py): exported before the evaluation, it carried none, and
+    the demo's predict detected at 0.3 instead of the evaluated threshold."""
     from launch.features.workflow import DEMO_STEPS, demo_model_jobs
 
     model, exported = tmp_path / "model", tmp_path / "exported"

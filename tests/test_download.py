@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from trainer.common.errors import DownloadError
 from trainer.data.download import Archive, download_pets, fetch, safe_extract
-from trainer.errors import DownloadError
 
 
 def tarball(members: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:

@@ -40,13 +40,13 @@ def held_out(shared, exported):
     """A fresh sample the model never saw, labelled as the training records are (from its COCO
     form: the whole pet's box), with the SavedModel's answers: the records and the answers
     made once for the session (whichever worker asks first), the images read here."""
-    from trainer.agreement import labelled_images
+    from trainer.export.agreement import labelled_images
 
     def build(root: Path) -> dict:
-        from trainer.agreement import detect_all
         from trainer.data.convert import convert_coco
         from trainer.data.sample import write_coco_sample, write_sample
-        from trainer.predict import load_detector
+        from trainer.export.agreement import detect_all
+        from trainer.prediction.predict import load_detector
 
         data = write_sample(root / "pets", num_images=HELD_OUT_IMAGES, seed=99)
         convert_coco(write_coco_sample(data), data / "images", root / "records", num_shards=1,
@@ -87,8 +87,8 @@ def lite_exports(trained, shared) -> Callable[[str | None], tuple[Path, str]]:
 def test_tflite_answers_like_the_saved_model(trained, held_out, lite_exports, quantize):
     from ai_edge_litert.interpreter import Interpreter
 
-    from trainer.agreement import ap50, detect_all, top_agreement
-    from trainer.predict import load_detector
+    from trainer.export.agreement import ap50, detect_all, top_agreement
+    from trainer.prediction.predict import load_detector
 
     model_dir, _, _ = trained
     path, printed = lite_exports(quantize)
@@ -146,7 +146,7 @@ def test_litert_answers_as_tensorflows_interpreter_did(held_out, lite_exports, q
 
     import tensorflow as tf
 
-    from trainer.tflite import TfliteDetector, letterbox
+    from trainer.export.tflite import TfliteDetector, letterbox
 
     path, _ = lite_exports(quantize)
     ours = TfliteDetector(str(path))
@@ -204,7 +204,7 @@ LOW_THRESHOLD = 0.2
 
 
 def test_predict_with_a_tflite_file_writes_the_same_report(trained, tmp_path):
-    from trainer.cli import main
+    from trainer.cli.main import main
     from trainer.data.sample import write_sample
 
     model_dir, _, _ = trained
@@ -239,8 +239,8 @@ def test_the_demo_models_confusion_matrix_is_supervisions(held_out):
     point and around it."""
     import supervision as sv
 
-    from trainer import confusion
-    from trainer.analysis import ImageBoxes
+    from trainer.evaluation import confusion
+    from trainer.evaluation.analysis import ImageBoxes
 
     truth, found = held_out
     images = [ImageBoxes(t.picture.path, t.picture.image.height, t.picture.image.width,

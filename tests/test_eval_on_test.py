@@ -19,10 +19,10 @@ from launch.features.runs.record import load_run
 from launch.values.jobs import inputs
 from tests.conftest import data_flags, trainer_here
 from tests.test_runs import cells, write_run
-from trainer import files
-from trainer.cli import ERROR_PREFIX
+from trainer.cli.main import ERROR_PREFIX
+from trainer.common import files
 from trainer.data.tfrecord import parse_example, records
-from trainer.eval_record import EvaluationRecord
+from trainer.model.eval_record import EvaluationRecord
 
 TEST_IMAGES = 8  # the test split here: the first validation images, renamed (cheap to evaluate)
 
@@ -163,7 +163,7 @@ def test_a_test_split_that_is_the_training_data_is_refused_in_one_line(records_d
 
 
 def test_a_held_out_test_split_passes_the_check(records_dir):
-    from trainer.evaluation import check_held_out, image_digests
+    from trainer.evaluation.evaluate import check_held_out, image_digests
 
     train = str(records_dir / files.shard_glob(files.TRAIN))
     test = str(records_dir / files.shard_glob(files.TEST))

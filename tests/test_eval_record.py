@@ -1,4 +1,4 @@
-"""One evaluation record (trainer/eval_record.py): what the evaluator writes is what early
+"""One evaluation record (trainer/model/eval_record.py): what the evaluator writes is what early
 stopping, `invoke runs.*` and the registry's gate read, and a hostile file reads the same
 way to each of them."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from launch.features.runs.record import load_run
-from trainer.best import stopping
-from trainer.eval_record import EvaluationRecord
+from trainer.model.best import stopping
+from trainer.model.eval_record import EvaluationRecord
 
 FULL = EvaluationRecord(
     300, {"AP": 0.5, "AP50": 0.9}, "/m/ckpt-300",
@@ -45,7 +45,7 @@ def test_a_hostile_file_reads_the_same_to_every_reader(tmp_path):
 
 def test_an_operating_point_round_trips_and_a_malformed_one_is_absent(tmp_path):
     from tests.test_confusion import IMAGES, NAMES
-    from trainer import confusion
+    from trainer.evaluation import confusion
 
     point = confusion.operating_point(IMAGES, NAMES).as_json()
     record = EvaluationRecord(300, {"AP": 0.5}, "/m/ckpt-300", operating_point=point,

@@ -1,4 +1,4 @@
-"""Issue 38 item 7: one exit-code rule for every task (trainer/errors.py,
+"""Issue 38 item 7: one exit-code rule for every task (trainer/common/errors.py,
 docs/design/exit-codes.md): a user's mistake (a flag, a setting, an input that is missing or of
 the wrong kind) exits 2 with one `error:` line; work that ran and failed exits 1, naming its
 output."""

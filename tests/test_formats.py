@@ -19,7 +19,8 @@ from PIL import Image
 
 from tests.conftest import run_trainer
 from tests.test_coco import examples, values
-from trainer.cli import ERROR_PREFIX
+from trainer.cli.main import ERROR_PREFIX
+from trainer.common.errors import ConversionError
 from trainer.data import formats
 from trainer.data.convert import convert_coco, convert_directory
 from trainer.data.formats import labelme, yolo
@@ -27,7 +28,6 @@ from trainer.data.planning import Limits, Split
 from trainer.data.problems import ACTIONS
 from trainer.data.reasons import meaning
 from trainer.data.sample import coco_as_labelme, coco_as_yolo, pets_as_coco, write_sample
-from trainer.errors import ConversionError
 
 SIDES = ("xmin", "ymin", "xmax", "ymax")
 

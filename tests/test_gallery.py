@@ -10,9 +10,9 @@ import numpy as np
 from PIL import Image
 
 from tests.test_confusion import IMAGES, NAMES
-from trainer import files
-from trainer.evaluation import WORST_SCALE, CheckpointEvaluator, WorstImages
-from trainer.visualize import PALETTE
+from trainer.common import files
+from trainer.detections.visualize import PALETTE
+from trainer.evaluation.evaluate import WORST_SCALE, CheckpointEvaluator, WorstImages
 
 
 def test_the_worst_images_are_drawn_and_counted_at_the_operating_point(tmp_path):

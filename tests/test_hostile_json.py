@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer import jsonnum
+from trainer.common import jsonnum
 from trainer.data.coco import CocoError, parse_coco, read_json
 
 HUGE = 10 ** 400  # a valid JSON integer no float can hold
@@ -110,8 +110,8 @@ def test_a_local_json_file_is_read_no_further_than_its_cap(tmp_path):
 def test_a_run_json_in_a_model_directory_is_read_bounded(tmp_path):
     """The trainer's own reader (export, eval, predict rebuild the model from run.json): a
     JsonError naming the file, which `python -m trainer` prints in one line (exit 2)."""
-    from trainer.errors import USAGE_ERRORS
-    from trainer.model_dir import read_run_info
+    from trainer.common.errors import USAGE_ERRORS
+    from trainer.model.model_dir import read_run_info
 
     for text, message in ((DEEP, "nested too deeply"), ('{"experiment": 7}', "names no "
                                                         "experiment"), ("[]", "names no")):

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from trainer import hparams
 from trainer.args import TrainArgs, parse
-from trainer.errors import SettingsError
-from trainer.experiments import EXPERIMENTS
+from trainer.common.errors import SettingsError
+from trainer.model import hparams
+from trainer.model.experiments import EXPERIMENTS
 
 
 def test_vertex_trial_flags_become_hparams_and_round_trip():
@@ -43,8 +43,8 @@ def test_trial_values_make_one_override_with_typed_values():
 
 
 def test_trial_values_apply_last_and_unknown_paths_are_named(train_records, tmp_path):
-    from trainer.params import build_params
-    from trainer.settings import settings_from_args
+    from trainer.training.params import build_params
+    from trainer.training.settings import settings_from_args
 
     def params(*flags):
         return build_params(settings_from_args(parse([
@@ -82,8 +82,8 @@ def test_metrics_are_reported_as_cloudml_hypertune_writes_them(tmp_path):
 @pytest.mark.parametrize("experiment", sorted(EXPERIMENTS))
 def test_every_friendly_parameter_reaches_every_shipped_experiment(experiment, train_records,
                                                                      tmp_path):
-    from trainer.params import build_params
-    from trainer.settings import settings_from_args
+    from trainer.training.params import build_params
+    from trainer.training.settings import settings_from_args
 
     built = build_params(settings_from_args(parse([
         f"--experiment={experiment}", f"--data_dir={train_records}", f"--model_dir={tmp_path}",

@@ -16,9 +16,9 @@ from PIL import Image
 
 from launch.targets.vertex import answers
 from trainer.data.defaults import MAX_PIXELS
-from trainer.detector import Detections, Picture
-from trainer.export import header_pixels, refusal
-from trainer.predict import detect_files
+from trainer.detections.detector import Detections, Picture
+from trainer.export.saved_model import header_pixels, refusal
+from trainer.prediction.predict import detect_files
 
 SHOWN = (0.3, "the test's")  # the score kept, and where it came from
 
@@ -191,7 +191,7 @@ def test_a_many_frame_gif_is_its_first_frame_in_predict_and_conversion(tmp_path)
     # /proc's VmHWM is this process's peak (ru_maxrss would include pytest's, across exec)
     code = ("import json, re, sys\n"
             "from trainer.data.images import check_image\n"
-            "from trainer.predict import read_picture\n"
+            "from trainer.prediction.predict import read_picture\n"
             "def kb(field): return int(re.search(field + r':\\s+(\\d+)', "
             "open('/proc/self/status').read())[1])\n"
             "def mb(): return kb('VmHWM') >> 10\n"
@@ -215,7 +215,7 @@ def test_a_many_frame_gif_is_its_first_frame_in_predict_and_conversion(tmp_path)
 def test_the_cap_counts_a_gif_frame_larger_than_its_header_says(tmp_path):
     """Pillow sizes the image by its first frame too: the cap applies to what is decoded."""
     from trainer.data.images import ImageError, check_image
-    from trainer.predict import read_picture
+    from trainer.prediction.predict import read_picture
 
     path = tmp_path / "lie.gif"
     path.write_bytes(screen_lie())
@@ -232,7 +232,7 @@ def test_predict_endpoint_sends_what_serving_bytes_takes_as_is_and_the_rest_as_p
     the local predict path reads: `predict --endpoint` takes what `predict` takes."""
     import base64
 
-    from trainer.export import serving_takes
+    from trainer.export.saved_model import serving_takes
 
     folder = tmp_path / "images"
     folder.mkdir()
@@ -269,7 +269,7 @@ def test_predict_endpoint_sends_what_serving_bytes_takes_as_is_and_the_rest_as_p
 ])
 def test_predict_takes_max_pixels_by_the_converters_rule(tmp_path, capsys, value, message):
     """`python -m trainer predict` (what `invoke predict` runs here): exit 2, one line."""
-    from trainer.cli import ERROR_PREFIX, main
+    from trainer.cli.main import ERROR_PREFIX, main
 
     assert main(["predict", "--model", str(tmp_path), "--images", str(tmp_path / "*.png"),
                  "--output-dir", str(tmp_path / "out"), "--max-pixels", value]) == 2

@@ -87,7 +87,7 @@ def test_builds_every_target_once_then_skips(services):
     uploaded = storage.bucket("pets-build").blob(f"source/{tag}.tgz").download_as_bytes()
     with tarfile.open(fileobj=io.BytesIO(gzip.decompress(uploaded))) as tar:
         names = tar.getnames()
-    assert {"Dockerfile", "cloudbuild.yaml", "trainer/cli.py", "serving/entrypoint.py",
+    assert {"Dockerfile", "cloudbuild.yaml", "trainer/cli/main.py", "serving/entrypoint.py",
             "infra/image_context.py"} <= set(names)
     assert not any(n.startswith(("tests/", ".venv/", "work/", "launch/")) for n in names)
     assert [n for n in names if n.startswith("infra/")] == ["infra/image_context.py"]

@@ -745,7 +745,7 @@ def test_the_build_refuses_a_tag_that_is_not_the_hash_of_its_sources(tmp_path):
         f"({tag}); build them with `invoke image.build`, which tags them by their hash")
     mixed = run_tag_check(tmp_path, [*tagged(tag)[:2], future[2], tagged(tag)[3]])  # one off
     assert mixed.returncode == 1 and future[2] in mixed.stderr
-    with (tmp_path / "trainer" / "cli.py").open("a") as f:
+    with (tmp_path / "trainer" / "cli" / "main.py").open("a") as f:
         f.write("# changed after the tag was computed\n")
     assert run_tag_check(tmp_path, tagged(tag)).returncode == 1
     assert len(refused.stderr.strip().splitlines()) == 1

@@ -22,7 +22,7 @@ from tests import cli
 from tests.cli import REPO, refused
 from tests.conftest import HANG
 from tests.test_vertex import TARGET
-from trainer.cli import ERROR_PREFIX
+from trainer.cli.main import ERROR_PREFIX
 
 VERTEX_ENV = {"PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
               "PETS_BUCKET": TARGET.bucket, "PETS_IMAGE": TARGET.image,
@@ -325,10 +325,10 @@ def test_overrides_reach_the_trainer_as_one_typed_document():
 
 
 def test_the_recorded_model_garden_fields_are_those_of_the_pinned_model_garden():
-    from trainer.experiments import fields
+    from trainer.model.experiments import fields
 
     assert fields.text(fields.generate()) == fields.FIELDS_FILE.read_text(), \
-        "stale: run `python -m trainer.experiments.fields`"
+        "stale: run `python -m trainer.model.experiments.fields`"
 
 
 def test_the_trainer_refuses_to_evaluate_on_data_labelled_unlike_the_run(tmp_path):

@@ -74,7 +74,8 @@ def test_a_failing_replica_fails_the_job():
     lines = []
     executor = LocalExecutor(on_line=lambda replica, line: lines.append(line))
     code = executor.run(jobs.tool_job(ConvertArgs("/nonexistent", "/tmp/never")))
-    assert code == 2  # a --data-dir without the layout: the user's to fix (trainer/errors.py)
+    # a --data-dir without the layout: the user's to fix (trainer/common/errors.py)
+    assert code == 2
     assert any("error: /nonexistent/annotations/trainval.txt not found" in line
                for line in lines)
 

@@ -15,11 +15,11 @@ from PIL import Image
 from launch.stores.datachecks import DataRefused, check_local
 from tests.cli import invoke
 from tests.conftest import data_flags, trainer_here
-from trainer.cli import ERROR_PREFIX
+from trainer.cli.main import ERROR_PREFIX
 from trainer.data import pets
 from trainer.data.convert import convert_directory
 from trainer.data.sample import write_sample
-from trainer.experiments import EXPERIMENTS, fields
+from trainer.model.experiments import EXPERIMENTS, fields
 
 MASK_EXPERIMENTS = ("pets_maskrcnn_mobilenet", "pets_maskrcnn_resnetfpn")
 
@@ -63,8 +63,8 @@ def test_the_mask_experiments_register_and_build_a_model_with_a_mask_head(experi
                                                                           tmp_path):
     from official.core import task_factory
 
-    from trainer import settings
-    from trainer.params import build_params
+    from trainer.training import settings
+    from trainer.training.params import build_params
 
     assert experiment in EXPERIMENTS and fields.trains_masks(experiment)
     assert not fields.trains_masks("pets_retinanet_mobilenet")
@@ -149,7 +149,7 @@ def test_a_mask_experiment_refuses_records_without_masks_before_training(
 def test_a_per_box_mask_is_pasted_into_its_box_in_image_pixels_and_round_trips_as_rle():
     from pycocotools import mask as coco_mask
 
-    from trainer.masks import paste, to_rle
+    from trainer.detections.masks import paste, to_rle
 
     box = np.array([0.25, 0.1, 0.75, 0.6])  # ymin, xmin, ymax, xmax of a 40 x 100 image
     full = paste(np.ones((28, 28), np.float32), box, 40, 100)
@@ -170,7 +170,7 @@ def test_a_per_box_mask_is_pasted_into_its_box_in_image_pixels_and_round_trips_a
 
 
 def test_masks_are_filled_translucent_in_the_class_colour_only_above_the_score():
-    from trainer.visualize import MASK_OPACITY, PALETTE, draw_detections
+    from trainer.detections.visualize import MASK_OPACITY, PALETTE, draw_detections
 
     image = Image.new("RGB", (60, 40), (0, 0, 0))
     mask = np.zeros((40, 60), bool)
@@ -200,7 +200,7 @@ def test_analysis_measures_a_mask_experiments_images_and_classes_by_their_masks(
     """A detection on the right box with the wrong half of the pet: right by boxes, a miss
     by masks; COCO segm per class says the same, beside box AP (what the runs report reads
     for mask experiments)."""
-    from trainer import analysis
+    from trainer.evaluation import analysis
 
     frame, pixel_box = 64, (16, 16, 48, 48)
     box = np.array([pixel_box]) / frame

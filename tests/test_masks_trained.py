@@ -15,9 +15,9 @@ import pytest
 from PIL import Image
 
 from tests.conftest import MaskRun, trainer_here
-from trainer.cli import ERROR_PREFIX, main
+from trainer.cli.main import ERROR_PREFIX, main
 from trainer.data import pets
-from trainer.experiments import MASK_DEMO_EXPERIMENT
+from trainer.model.experiments import MASK_DEMO_EXPERIMENT
 
 pytestmark = pytest.mark.slow
 

@@ -1,8 +1,8 @@
-"""The score threshold travels with the model (trainer/operating.py): an export records its
-checkpoint's evaluated operating point, `predict` detects at it unless `--score-threshold`
-says otherwise, and a missing, damaged or hostile export.json falls back to the default
-instead of failing. The trained model's export and the endpoints are in test_training.py and
-test_serving_models.py."""
+"""The score threshold travels with the model (trainer/evaluation/operating.py): an export
+records its checkpoint's evaluated operating point, `predict` detects at it unless
+`--score-threshold` says otherwise, and a missing, damaged or hostile export.json falls back
+to the default instead of failing. The trained model's export and the endpoints are in
+test_training.py and test_serving_models.py."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from tests.test_confusion import IMAGES, NAMES
-from trainer import confusion, operating
-from trainer.analysis import SHOWN_SCORE
-from trainer.detector import Detections, Picture
-from trainer.eval_record import EvaluationRecord
-from trainer.predict import detect_files
+from trainer.detections.detector import Detections, Picture
+from trainer.evaluation import confusion, operating
+from trainer.evaluation.analysis import SHOWN_SCORE
+from trainer.model.eval_record import EvaluationRecord
+from trainer.prediction.predict import detect_files
 
 
 def evaluated_run(tmp_path):

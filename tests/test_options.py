@@ -1,4 +1,4 @@
-"""One option schema and one number reader (trainer/options.py): a value typed on the
+"""One option schema and one number reader (trainer/common/options.py): a value typed on the
 trainer's command line, as a flag of `invoke train`, as a key of a job file or as a flag of a
 task without a job file means the same number, and each check is written once, on the value
 that owns it, so both the launcher's request building and the trainer's parsing refuse in the
@@ -15,8 +15,9 @@ from launch.values import jobfile
 from launch.values.jobs import Places
 from launch.values.resources import Resources, Scheduling, optional_number
 from trainer import args as trainer_args
-from trainer import bucket_convert, cli
-from trainer.errors import SettingsError
+from trainer.cli import bucket_convert
+from trainer.cli import main as cli
+from trainer.common.errors import SettingsError
 
 # text as typed -> the whole number every reader takes it for (None: refused, quoted)
 WHOLE_NUMBERS = {"12": 12, " 5": 5, "1_000": 1000, "1e1": 10, "2.0": 2, "1e15": 10**15,
@@ -218,7 +219,7 @@ def test_the_int8_gate_refuses_past_its_margin_unless_a_reason_forces_it(
         float_ap50, int8_ap50, force, refused):
     """Issue 41 item 7, the decision alone (the measurement: tests/test_edge_export.py):
     both figures in the refusal and the fixes; a forced file records why."""
-    from trainer.tflite import Int8Gate, judge
+    from trainer.export.tflite import Int8Gate, judge
 
     gate = Int8Gate(0.05, force)
     if refused:

@@ -180,7 +180,7 @@ def versioned_sample(root, version: str, num_images: int | None = None) -> None:
     """A dataset version as the pipeline reads it: the shared model's sample (or
     `num_images` of its kind), converted as its training records were (from the COCO JSON,
     so the same classes), with a test split."""
-    from trainer.cli import main
+    from trainer.cli.main import main
     from trainer.data.sample import write_coco_sample, write_sample
 
     data = write_sample(root / "pets", **({"num_images": num_images} if num_images else {}))
@@ -307,7 +307,7 @@ def measure_run(state, run_id: str, ap: float, data: str) -> None:
     import json
 
     from launch.features.pipeline import steps
-    from trainer import files
+    from trainer.common import files
 
     folder = steps.run_dir(str(state), run_id) / files.TEST_METRICS_DIR
     folder.mkdir(parents=True)
@@ -418,7 +418,7 @@ def test_the_serving_version_is_measured_again_only_on_other_test_files(tmp_path
     import json
 
     from launch.features.pipeline import steps
-    from trainer.eval_record import data_identity
+    from trainer.model.eval_record import data_identity
 
     old, new = tmp_path / V1, tmp_path / V2
     for version in (old, new):
@@ -773,7 +773,7 @@ def test_the_local_gate_refuses_test_records_rewritten_after_they_were_written_o
     rewritten down to 0.10 or truncated: each stops the run at the gate, in one line."""
 
     from launch.features.pipeline import steps
-    from trainer import files
+    from trainer.common import files
 
     state, job, run_id = serving_champion(tmp_path)
     measure_run(state, run_id, 0.30, "d/test.record-*")

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from trainer import pretrained
-from trainer.cli import ERROR_PREFIX
+from trainer.cli.main import ERROR_PREFIX
+from trainer.common.errors import DownloadError, SettingsError
 from trainer.data.download import safe_extract
-from trainer.errors import DownloadError, SettingsError
+from trainer.training import pretrained
 
 
 def archive(path: Path, members: dict[str, bytes]) -> Path:

@@ -1,5 +1,5 @@
 """Issue 38 item 8: the trainer's stderr, less the lines TensorFlow prints on every run that no
-one can act on (trainer/quiet.py); everything else, a progress bar's partial line included,
+one can act on (trainer/cli/quiet.py); everything else, a progress bar's partial line included,
 passes as it came, and a crash's last lines are never lost."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import threading
 
 from tests.conftest import HANG, REPO
-from trainer import quiet
+from trainer.cli import quiet
 
 NOISE_LINES = [  # as TensorFlow 2.20 printed them in this project's runs (2026-11-27)
     "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from trainer.common.files import CONVERSION_REPORT_FILE
 from trainer.data import changes, convert, formats, reasons
 from trainer.data.planning import Limits
 from trainer.data.problems import ACTIONS
-from trainer.files import CONVERSION_REPORT_FILE
 
 DATA = Path(__file__).resolve().parents[1] / "trainer" / "data"
 # Modules of trainer/data outside formats/ whose reasons may be their format's own:

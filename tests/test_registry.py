@@ -1,4 +1,4 @@
-"""The one registry helper (trainer/registry.py) every name-picked thing goes through:
+"""The one registry helper (trainer/common/registry.py) every name-picked thing goes through:
 targets, job kinds, data formats, experiments, the trainer's commands and their runners."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import pytest
 from launch.errors import InputError
 from launch.values.jobs import KINDS
 from launch.values.target_names import TARGETS
-from trainer import cli
 from trainer.args import COMMANDS
+from trainer.cli import main as cli
+from trainer.common.errors import SettingsError
+from trainer.common.registry import Registry
 from trainer.data.formats import FORMATS
-from trainer.errors import SettingsError
-from trainer.experiments import EXPERIMENTS
-from trainer.registry import Registry
+from trainer.model.experiments import EXPERIMENTS
 
 LAZY = '''
 VALUE = object()

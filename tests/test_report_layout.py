@@ -13,7 +13,7 @@ from launch.features.runs.report import KEY_COLUMNS
 from tests import browser as browser_lib
 from tests.test_confusion import IMAGES, NAMES
 from tests.test_runs import write_run
-from trainer import confusion
+from trainer.evaluation import confusion
 
 LAPTOP, PHONE = 1280, 390
 

@@ -13,8 +13,8 @@ from invoke import Context, Exit
 
 from launch.values import jobfile
 from tests.fakes.cloud import write_records
-from trainer import model_dir as model_dir_lib
-from trainer.errors import JsonError
+from trainer.common.errors import JsonError
+from trainer.model import model_dir as model_dir_lib
 
 MASK = "pets_maskrcnn_mobilenet"
 
@@ -114,8 +114,8 @@ def test_a_vertex_run_id_of_another_experiment_is_refused_before_anything_is_sen
 def test_the_trainer_refuses_another_experiment_before_writing(tmp_path, capsys):
     """`python -m trainer` itself (a Vertex AI job whose run the launcher could not read):
     one line, exit 2, before anything is written."""
-    from trainer import cli
-    from trainer.cli import ERROR_PREFIX
+    from trainer.cli import main as cli
+    from trainer.cli.main import ERROR_PREFIX
 
     records = write_records(tmp_path / "records")
     model_dir = mask_run(tmp_path, records)

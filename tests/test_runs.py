@@ -23,7 +23,7 @@ from launch.features.runs.record import load_run
 from launch.features.runs.report import table
 from launch.stores.gcs.upload import upload_directory
 from tests.fakes.cloud import fake_cloud
-from trainer.experiments import AP_METRICS
+from trainer.model.experiments import AP_METRICS
 
 CLASSES = {"Abyssinian": 0.9, "<b>beagle</b>": 0.6, "Russian_Blue": 0.75}
 
@@ -165,7 +165,7 @@ def test_the_best_checkpoint_is_shown_unless_another_is_asked_and_a_stop_is_said
     """A run keeping ckpt-200 as its best (best/best.json) shows that evaluation, and why it
     stopped early; `--checkpoint latest` or a step shows another; a run keeping none shows its
     newest, with a note."""
-    from trainer.best.choice import Choice
+    from trainer.model.best.choice import Choice
 
     run = write_run(tmp_path / "a", steps=(100, 200, 300))
     (run / "best").mkdir()
@@ -379,7 +379,7 @@ def test_the_report_shows_each_runs_confusion_matrix_and_operating_point(tmp_pat
     """Issue 40: the matrix as a picture, P/R/F1 per class at the threshold and at each
     class's own best, and the threshold with its F1 in the table runs.compare prints."""
     from tests.test_confusion import BY_HAND, IMAGES, NAMES
-    from trainer import confusion
+    from trainer.evaluation import confusion
 
     point = confusion.operating_point(IMAGES, NAMES).as_json()
     with_point = write_run(tmp_path / "a", point=point)
@@ -415,7 +415,7 @@ def test_the_gallery_says_the_score_it_was_drawn_at_and_the_matrix_its_colours(t
     confusion matrix says its colours are shares of a row, on the page and on the picture."""
     from launch.plots import ROW_SHARE, figure, heatmap
     from tests.test_confusion import IMAGES, NAMES
-    from trainer import confusion
+    from trainer.evaluation import confusion
 
     point = confusion.operating_point(IMAGES, NAMES).as_json()
     drawn_there = write_run(tmp_path / "a", point=point)

@@ -82,8 +82,8 @@ def test_too_few_sample_images_is_one_line_from_the_task_and_the_trainer(count, 
     anything is written and by `python -m trainer data sample`): never a traceback."""
     from tests.cli import invoke, refused
     from trainer.args import parse
+    from trainer.common.errors import SettingsError
     from trainer.data.defaults import MIN_SAMPLE_IMAGES
-    from trainer.errors import SettingsError
 
     assert len(SAMPLE_BREEDS) == MIN_SAMPLE_IMAGES
     message = f"--num-images must be at least 3 (one per breed), got '{count}'"

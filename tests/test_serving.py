@@ -22,7 +22,7 @@ from launch.targets.vertex.endpoints import Serving
 from tests import cli
 from tests.cli import REPO
 from tests.fakes.cloud import OUTPUTS, REPOSITORY
-from trainer.detector import ImageRefused, Picture
+from trainer.detections.detector import ImageRefused, Picture
 
 METRICS = {"AP": 0.8352, "AP50": 0.97, "AP75": 0.9, "APs": -1.0, "APm": 0.7, "APl": 0.86}
 SERVING_IMAGE = f"{REPOSITORY}/serving:{context_hash()}"  # these sources' serving image

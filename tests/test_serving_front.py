@@ -128,8 +128,8 @@ def test_body_pixels_counts_every_b64_value_wherever_it_is():
 
 def test_the_budget_and_its_file_are_the_exports(tmp_path):
     """serving/ imports nothing of ours: its copies of the export's names must agree."""
+    from trainer.common.files import EXPORT_INFO_FILE
     from trainer.data.defaults import MAX_PIXELS
-    from trainer.files import EXPORT_INFO_FILE
 
     assert (pixels.EXPORT_INFO, pixels.MAX_PIXELS) == (EXPORT_INFO_FILE, MAX_PIXELS)
     assert pixels.budget_of(tmp_path) == MAX_PIXELS

@@ -21,7 +21,7 @@ from launch.features.serving.standin import ModelServer
 from launch.targets.vertex import answers
 from serving.batching import Batching, for_machine
 from tests.test_serving_load import held_out
-from trainer.export import IMAGE_ERROR, UNDECODABLE
+from trainer.export.saved_model import IMAGE_ERROR, UNDECODABLE
 
 NOT_A_JPEG = b"\xff\xd8not-a-jpeg"  # the issue's: passes the magic-byte check, fails to decode
 

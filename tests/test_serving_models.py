@@ -69,14 +69,15 @@ def same_signatures(url: str, image: Path) -> None:
     same answer; `serving_uint8` (pixels) the same detections, given the pixels TensorFlow
     decodes from those bytes (`Picture.pixels`, what local predict sends: Pillow's JPEG
     decoder moves a score near the 0.1 floor across it, one detection more or less)."""
-    from trainer.predict import read_picture
+    from trainer.prediction.predict import read_picture
 
     encoded = {"b64": base64.b64encode(image.read_bytes()).decode()}
     default = ask(url, {"instances": [encoded]})
     assert ask(url, {"signature_name": "serving_bytes", "instances": [encoded]}) == default
     assert set(default) == {"detection_boxes", "detection_classes", "detection_scores",
                             "num_detections", "image_error"}
-    assert default["image_error"] == ""  # the image was read (trainer/export.py's IMAGE_ERROR)
+    # the image was read (trainer/export/saved_model.py's IMAGE_ERROR)
+    assert default["image_error"] == ""
     pixels = read_picture(str(image)).pixels.tolist()
     uint8 = ask(url, {"signature_name": "serving_uint8", "instances": [pixels]})
     assert uint8["num_detections"] == default["num_detections"] > 0

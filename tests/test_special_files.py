@@ -20,12 +20,12 @@ from launch.values.jobs import Places, Request
 from launch.values.resources import Resources
 from launch.values.sweep import load
 from tests.fakes.cloud import write_records
-from trainer import jsonnum
+from trainer.common import jsonnum
+from trainer.common.errors import JsonError, LabelMapError, SettingsError
+from trainer.common.io import NotRegularFile, read_regular
 from trainer.data.changes import ClassChanges
 from trainer.data.label_map import read_label_map
-from trainer.errors import JsonError, LabelMapError, SettingsError
-from trainer.io import NotRegularFile, read_regular
-from trainer.predict import read_picture
+from trainer.prediction.predict import read_picture
 
 EXPERIMENT = "pets_retinanet_resnetfpn"
 

@@ -111,7 +111,7 @@ def test_a_tool_flags_bound_is_the_args_one_from_invoke_and_the_trainer(args, me
     """The bound lives on the Args field: invoke refuses before any file is read, and the
     trainer's parser refuses the same value in the same words."""
     from trainer.args import parse
-    from trainer.errors import SettingsError
+    from trainer.common.errors import SettingsError
 
     assert refused(invoke(*args)) == f"error: {message}"
     command = {"predict": ["predict", "--model=m", "--images=i", "--output_dir=o"],

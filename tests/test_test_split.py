@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from tests.cli import invoke
-from trainer import cli
 from trainer.args import ConvertArgs
-from trainer.bucket_convert import passed_flags, staged_args
+from trainer.cli import main as cli
+from trainer.cli.bucket_convert import passed_flags, staged_args
+from trainer.common.errors import SettingsError
+from trainer.common.files import CONVERSION_REPORT_FILE, EVERY_SPLIT, TEST, TRAIN, VAL, shard_glob
 from trainer.data import changes, layout, pets
 from trainer.data.checks import findings
 from trainer.data.convert import convert_coco, convert_directory, convert_sources
@@ -26,8 +28,6 @@ from trainer.data.formats import Input, Options
 from trainer.data.planning import Split, parse_split, split_names
 from trainer.data.sample import coco_as_labelme, coco_as_yolo, pets_as_coco, write_sample
 from trainer.data.tfrecord import parse_example, records
-from trainer.errors import SettingsError
-from trainer.files import CONVERSION_REPORT_FILE, EVERY_SPLIT, TEST, TRAIN, VAL, shard_glob
 
 NUM_IMAGES = 30  # the sample holds out 10%: 3 test images, 27 trainval
 
@@ -493,9 +493,9 @@ def test_checks_inspect_and_named_datasets_carry_the_test_split(sample, tmp_path
     from launch.stores.gcs import datasets
     from tests.fakes.cloud import fake_cloud
     from tests.test_datasets import BUCKET, launch, sent_args
-    from trainer import datasets as store
-    from trainer.experiments import DEFAULT_EXPERIMENT
-    from trainer.experiments.fields import geometry
+    from trainer.data import datasets as store
+    from trainer.model.experiments import DEFAULT_EXPERIMENT
+    from trainer.model.experiments.fields import geometry
 
     out = tmp_path / "records"
     report = convert_directory(sample, out, num_shards=2, progress=False)
@@ -522,9 +522,9 @@ def test_checks_inspect_and_named_datasets_carry_the_test_split(sample, tmp_path
     header = inspect(str(without), DEFAULT_EXPERIMENT, tmp_path / "inspect2").splitlines()[0]
     assert "val images" in header and "test" not in header
     # training reads train and val, with a test split or without one
-    from trainer import io
     from trainer.args import TrainArgs
-    from trainer.settings import settings_from_args
+    from trainer.common import io
+    from trainer.training.settings import settings_from_args
 
     for data_dir in (out, without):
         settings = settings_from_args(TrainArgs(data_dir=str(data_dir),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainer.tflite import letterbox, to_image_boxes
+from trainer.export.tflite import letterbox, to_image_boxes
 
 
 @pytest.mark.parametrize("height, width, filled", [

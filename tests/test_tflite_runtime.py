@@ -23,7 +23,7 @@ def test_no_python_file_runs_tensorflows_deprecated_interpreter():
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard",
                              "*.py"], cwd=REPO, check=True, capture_output=True, text=True,
                             timeout=HANG).stdout.split()
-    assert "trainer/tflite.py" in listed and REFERENCE in listed
+    assert "trainer/export/tflite.py" in listed and REFERENCE in listed
     this = Path(__file__).resolve().relative_to(REPO).as_posix()  # it names them to find them
     using = sorted(name for name in listed if name != this and (REPO / name).exists()
                    and DEPRECATED.search((REPO / name).read_text(encoding="utf-8")))
@@ -36,7 +36,7 @@ def test_a_converted_detector_runs_on_litert(tmp_path):
     classes as label-map ids, the score the pixels' mean."""
     import tensorflow as tf
 
-    from trainer.tflite import TfliteDetector
+    from trainer.export.tflite import TfliteDetector
 
     class Detector(tf.Module):
         @tf.function(input_signature=[tf.TensorSpec([1, 8, 8, 3], tf.uint8, name="images")])

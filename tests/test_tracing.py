@@ -1,6 +1,6 @@
-"""Model Garden's code traced as written (trainer/tracing.py): the parsers give the same tensors
-as through Autograph, and Autograph stays wherever a configuration branches on tensors or a
-model's paths are not all traced by the tests."""
+"""Model Garden's code traced as written (trainer/model/tracing.py): the parsers give the same
+tensors as through Autograph, and Autograph stays wherever a configuration branches on tensors
+or a model's paths are not all traced by the tests."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trainer import tracing
+from trainer.model import tracing
 
 SAME_EVERY_TIME = ("--params_override=task.train_data.shuffle_buffer_size=1,"
                    "task.train_data.seed=7,task.train_data.parser.aug_rand_hflip=false,"
@@ -30,8 +30,8 @@ def records(tmp_path_factory) -> Path:
 
 
 def params_for(experiment: str, records: Path, tmp_path: Path, *flags: str):
-    from trainer import settings
-    from trainer.params import build_params
+    from trainer.training import settings
+    from trainer.training.params import build_params
 
     return build_params(settings.parse([f"--experiment={experiment}", f"--model_dir={tmp_path}",
                                         f"--data_dir={records}", *flags], {}), "float32")

@@ -32,7 +32,7 @@ def test_a_second_writer_of_a_model_directory_exits_at_once(train_records, tmp_p
     would; a second training run on it exits 2 naming the directory and the holder."""
     import os
 
-    from trainer import locks
+    from trainer.common import locks
 
     held = locks.hold_model_dir(str(tmp_path))
     try:

@@ -27,7 +27,7 @@ from tests.conftest import (
     trainer_here,
     trainer_process,
 )
-from trainer.cli import main
+from trainer.cli.main import main
 
 pytestmark = pytest.mark.slow
 # Fresh sample images: the top detection finds the pet (IoU > 0.5) and its breed on 80%
@@ -324,8 +324,8 @@ def test_fine_tunes_from_a_backbone_checkpoint(train_records, tmp_path):
     """A classification-style checkpoint (a backbone alone, like Model Garden's ImageNet ones)."""
     from official.core import task_factory
 
-    from trainer import settings
-    from trainer.params import build_params
+    from trainer.training import settings
+    from trainer.training.params import build_params
 
     params = build_params(settings.parse(data_flags(train_records, tmp_path / "x"), {}),
                           "float32")

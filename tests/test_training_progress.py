@@ -1,4 +1,4 @@
-"""What a training run says about its loss (trainer/progress.py): each logged
+"""What a training run says about its loss (trainer/training/progress.py): each logged
 step's output on the step's line, the total loss and the learning rate first, and one line
 when the loss is not a number or keeps growing."""
 
@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from trainer.progress import LossWatch, output_line
+from trainer.training.progress import LossWatch, output_line
 
 
 def test_a_steps_output_is_one_line_with_the_loss_and_learning_rate_first():

@@ -29,7 +29,7 @@ from tests.fakes.cloud import OUTPUTS, fake_cloud, write_records
 from tests.fakes.logs import job_entry
 from tests.test_vertex import TARGET, train_custom_job
 from trainer.args import SampleArgs
-from trainer.cli import ERROR_PREFIX
+from trainer.cli.main import ERROR_PREFIX
 
 T4 = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))
 EXITED = ("The replica workerpool0-0 exited with a non-zero status of {code}. To find out more "
@@ -41,7 +41,7 @@ STEPS = [f"train | step: {step} | training until step 5000..." for step in (100,
 FRAMES = ["Traceback (most recent call last):",
           '  File "/usr/local/lib/python3.11/runpy.py", line 198, in _run_module_as_main',
           '  File "/app/trainer/__main__.py", line 5, in <module>',
-          '  File "/app/trainer/train.py", line 65, in _train',
+          '  File "/app/trainer/training/train.py", line 65, in _train',
           '  File "/usr/local/lib/python3.11/site-packages/official/core/train_lib.py", line '
           '117, in run_experiment']
 GPU_OOM = [
@@ -393,7 +393,7 @@ def test_only_the_trainers_own_line_is_shown_as_its_word(fakes, capsys):
     status = job_command(fakes.cloud(), "status", number).splitlines()
     assert status[1] == "no known cause in the log: read the first traceback below"
 
-    from trainer.cli import main
+    from trainer.cli.main import main
 
     assert main(["data", "convert", "--format=pets", f"--bogus=x\n{ERROR_PREFIX}forged"]) == 2
     (line,) = capsys.readouterr().err.splitlines()

@@ -22,7 +22,7 @@ from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from launch.values.sweep import Sweep
 from tests.fakes.cloud import fake_cloud, write_records
-from trainer import hparams
+from trainer.model import hparams
 
 SWEEP = Sweep.from_yaml("""
 metric: AP50
@@ -116,7 +116,7 @@ def test_a_sweep_over_budget_or_on_a_ladder_is_refused_before_any_request(fakes,
 
 
 def reported_metric(values: dict, env: dict) -> None:
-    """What a trial's trainer does at its end (trainer/train.py report_trial): AP50 peaks
+    """What a trial's trainer does at its end (trainer/training/train.py report_trial): AP50 peaks
     at a learning rate of 0.01."""
     ap50 = 1 - abs(math.log10(values["learning_rate"]) + 2) / 3
     hparams.report({"AP": ap50 / 2, "AP50": ap50}, step=500, env=env)

@@ -15,8 +15,8 @@ from PIL import Image
 
 from tests.conftest import TRAIN_STEPS, data_flags, trainer_here
 from tests.test_image_bombs import encoded, png_bomb
-from trainer.cli import EXIT_USAGE, main
-from trainer.files import EXPORT_INFO_FILE
+from trainer.cli.main import EXIT_USAGE, main
+from trainer.common.files import EXPORT_INFO_FILE
 
 pytestmark = pytest.mark.slow
 

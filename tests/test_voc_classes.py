@@ -12,12 +12,12 @@ import pytest
 from PIL import Image
 
 from tests.conftest import trainer_here
-from trainer.cli import ERROR_PREFIX, EXIT_USAGE
+from trainer.cli.main import ERROR_PREFIX, EXIT_USAGE
+from trainer.common.files import CONVERSION_REPORT_FILE, DATA_LABEL_MAP_FILE
 from trainer.data.formats.voc import FROM_NAMES, FROM_VOC, VOC_IDS
 from trainer.data.label_map import parse_label_map, pets_label_map
 from trainer.data.sample import write_sample
 from trainer.data.tfrecord import parse_example, records
-from trainer.files import CONVERSION_REPORT_FILE, DATA_LABEL_MAP_FILE
 
 BOXES = {"circle": (4, 4, 28, 28), "square": (34, 30, 60, 58)}
 

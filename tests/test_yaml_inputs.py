@@ -1,4 +1,4 @@
-"""Every YAML a user hands in is read one way (trainer/yamlfile.py): a job file, a rerun's
+"""Every YAML a user hands in is read one way (trainer/common/yamlfile.py): a job file, a rerun's
 stored job.yaml, a sweep, `--classes`, a YOLO data.yaml and a Model Garden `--config-file`.
 What YAML 1.1 reads otherwise than YAML 1.2 (`010` is 8, `1:30` is 90, `0x10` is 16, `yes` is
 true), a repeated key, an overlong number and a non-finite one are refused in one line naming
@@ -14,9 +14,9 @@ from launch.stores.runs import configs
 from launch.values import jobfile, sweep
 from tests.cli import REPO, refused
 from tests.test_jobfile import invoke
+from trainer.common.errors import USAGE_ERRORS
 from trainer.data.changes import ClassChanges
 from trainer.data.formats import yolo
-from trainer.errors import USAGE_ERRORS
 
 # (a file's text, where the mistake is, what the line says): each a number or a key YAML 1.1
 # and YAML 1.2 read differently, or that no reader should guess at.

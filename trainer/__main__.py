@@ -9,9 +9,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 warnings.filterwarnings("ignore", message="Input dict contained keys")  # Model Garden's anchors
 
-from trainer import quiet  # noqa: E402
+from trainer.cli import quiet  # noqa: E402
 
 quiet.filter_stderr()  # the lines TensorFlow prints on every run, gone from the log
-from trainer.cli import main  # noqa: E402
+from trainer.cli.main import main  # noqa: E402
 
 sys.exit(main())

@@ -19,17 +19,18 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar, NoReturn, TypeVar
 
-from trainer import files, hparams, objects
-from trainer.best.stopping import EVALUATORS, TRAINER
-from trainer.data import defaults, formats
+from trainer.common import files
+from trainer.common.errors import SettingsError
+from trainer.common.options import Bound, check_fields, field_of, kind, number, option
+from trainer.common.registry import Registry
+from trainer.data import defaults, formats, objects
 from trainer.data.planning import MAX_OBJECTS_FLAG, SPLIT_FLAG, Limits, parse_split
-from trainer.distribution import STRATEGIES
-from trainer.errors import SettingsError
-from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
-from trainer.options import Bound, check_fields, field_of, kind, number, option
-from trainer.registry import Registry
+from trainer.model import hparams
+from trainer.model.best.stopping import EVALUATORS, TRAINER
+from trainer.model.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 
 MODES = ("train", "eval", "train_and_eval", "continuous_eval")
+STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 # --init_checkpoint_type -> Model Garden's task.init_checkpoint_modules: what is restored
 INIT_CHECKPOINT_TYPES = {"backbone": "backbone",  # an ImageNet classifier's backbone
                          "detector": ["backbone", "decoder"],  # a detector of other classes
@@ -94,7 +95,7 @@ def _text(value: object) -> str:
 
 
 # The commands, each registered by `@command` on its class, in the order `--help` lists them;
-# each one's runner is registered beside it in trainer/cli.py's RUNNERS, under the same name
+# each one's runner is registered beside it in trainer/cli/main.py's RUNNERS, under the same name
 COMMANDS: Registry[type[Args]] = Registry("command", SettingsError)
 A = TypeVar("A", bound=Args)
 
@@ -289,7 +290,7 @@ class ConvertArgs(Args):
 class BucketConvertArgs(Args):
     """A conversion job next to the data (`invoke data.convert --target vertex`): the raw
     prefix staged to local disk, `data convert` run on it, the records published as a named
-    dataset (trainer/bucket_convert.py)."""
+    dataset (trainer/cli/bucket_convert.py)."""
 
     COMMAND: ClassVar[tuple[str, ...]] = ("data", "convert-in-bucket")
     HELP: ClassVar[str] = "stage gs:// raw data, convert it, publish a named dataset"

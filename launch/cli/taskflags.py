@@ -18,9 +18,9 @@ from invoke import Exit
 from invoke import task as invoke_task
 
 from launch.values import jobfile
-from trainer import options
 from trainer.args import Args, shown
-from trainer.errors import SettingsError
+from trainer.common import options
+from trainer.common.errors import SettingsError
 
 KIND_WORDS = {bool: "", int: "whole number", float: "number", str: "text",
               tuple: "repeatable", dict: "KEY=VALUE, repeatable"}
@@ -51,7 +51,7 @@ def _number(flag: str, value: Any, kind: type, bound: options.Bound | None = Non
 
 def parse_errors_exit_2(program) -> None:
     """invoke's parser exits 1 for an unknown task or flag; here a user's mistake exits 2
-    (trainer/errors.py has the rule): the running program's task parsing, wrapped once when
+    (trainer/common/errors.py has the rule): the running program's task parsing, wrapped once when
     tasks.py loads, says it as one `error:` line with status 2."""
     from invoke.exceptions import ParseError
 

@@ -8,7 +8,7 @@ import dataclasses
 import re
 
 from launch.errors import InputError
-from trainer.files import RUNS_PREFIX
+from trainer.common.files import RUNS_PREFIX
 
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 # A Google Cloud region: lowercase words joined by '-', the last ending in a digit

@@ -29,11 +29,11 @@ from launch.plots import (
     text_table,
 )
 from launch.text import printable, spreadsheet_cell
+from trainer.common.files import EVERY_SPLIT, SPLITS, TEST, data_label_map, shard_glob
 from trainer.data import layout
 from trainer.data.checks import FEW_EXAMPLES, listed
 from trainer.data.label_map import alike
-from trainer.experiments.fields import Geometry
-from trainer.files import EVERY_SPLIT, SPLITS, TEST, data_label_map, shard_glob
+from trainer.model.experiments.fields import Geometry
 
 SAMPLES_PER_CLASS = 4
 OVERSIZED = 4  # an image whose longer side is this many times the input size is flagged
@@ -264,7 +264,7 @@ def _samples(stats: DatasetStats, out: Path) -> dict[str, list[Path]]:
     from PIL import ImageDraw
 
     from trainer.data.images import ImageError, open_checked
-    from trainer.visualize import PALETTE
+    from trainer.detections.visualize import PALETTE
 
     written: dict[str, list[Path]] = {}
     for index, (name, samples) in enumerate(sorted(stats.samples.items())):
@@ -331,7 +331,7 @@ def inspect(records_dir: str, experiment: str, out: Path) -> str:
     """`invoke data.inspect --records DIR`: the report on converted records."""
     from launch.errors import MissingError
     from trainer.data.label_map import read_label_map
-    from trainer.experiments.fields import geometry as geometry_of
+    from trainer.model.experiments.fields import geometry as geometry_of
 
     records = Path(records_dir)
     if missing := layout.missing([p.name for p in records.glob("*")] if records.is_dir()

@@ -22,7 +22,7 @@ from launch.errors import MissingError
 from launch.stores import datachecks
 from launch.stores.gcs.upload import training_data_problems
 from launch.targets.base import DOCTOR, Check
-from trainer.files import RECORDS_PREFIX
+from trainer.common.files import RECORDS_PREFIX
 
 ACT_AS = "iam.serviceAccounts.actAs"
 IAM_ENDPOINT = "https://iam.googleapis.com"

@@ -17,14 +17,14 @@ from launch.stores.gcs import mirror
 from launch.targets.base import TOOLS
 from launch.text import console as shown_console
 from launch.values import jobfile, jobs
-from trainer import jsonnum
 from trainer.args import ConvertArgs, ExportArgs, PredictArgs, SampleArgs, TrainArgs
-from trainer.best.choice import DEFAULT_CHOICE
+from trainer.common import jsonnum
+from trainer.common.errors import SettingsError
+from trainer.common.files import MAX_RUN_JSON_BYTES, METRICS_DIR, METRICS_FILE, SAMPLE_COCO_FILE
 from trainer.data import pets
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
-from trainer.errors import SettingsError
-from trainer.experiments import MASK_DEMO_EXPERIMENT
-from trainer.files import MAX_RUN_JSON_BYTES, METRICS_DIR, METRICS_FILE, SAMPLE_COCO_FILE
+from trainer.model.best.choice import DEFAULT_CHOICE
+from trainer.model.experiments import MASK_DEMO_EXPERIMENT
 
 DEMO_PREDICT_IMAGES = 6
 DEMO_STEPS = 6
@@ -158,7 +158,7 @@ def demo_model_jobs(model: Path, records: Path, exported: Path, steps: int | Non
                     masks: bool) -> list[tuple[str, jobs.TrainerJob, int | None]]:
     """The demo's middle steps, in their order, each (what it says, the job, its steps):
     train, evaluate, then export, so that the export carries the threshold the evaluation
-    chose (trainer/operating.py) and the demo's predict detects at it."""
+    chose (trainer/evaluation/operating.py) and the demo's predict detects at it."""
     training = jobs.Training(TrainArgs(
         train_steps=steps, **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {})))
     places = jobs.Places(str(model), str(records))

@@ -10,18 +10,18 @@ from pathlib import Path
 
 from launch.errors import InputError
 from launch.text import printable
-from trainer import jsonnum
-from trainer.data import checks
-from trainer.data.label_map import parse_label_map
-from trainer.errors import LabelMapError
-from trainer.experiments import fields
-from trainer.files import (
+from trainer.common import jsonnum
+from trainer.common.errors import LabelMapError
+from trainer.common.files import (
     CONVERSION_REPORT_FILE,
     DATA_LABEL_MAP_FILE,
     DATA_LABEL_MAP_FILES,
     RECORDS_PREFIX,
     data_label_map,
 )
+from trainer.data import checks
+from trainer.data.label_map import parse_label_map
+from trainer.model.experiments import fields
 
 MAX_REPORT_BYTES = 64 << 20  # reports list 100 examples a reason; older ones list them all
 

@@ -28,9 +28,9 @@ import re
 from launch.context.places import RunPaths, label_value
 from launch.errors import InputError
 from launch.stores.gcs.upload import read_bytes
-from trainer import jsonnum
-from trainer.eval_record import EvaluationRecord
-from trainer.files import MAX_RUN_JSON_BYTES, RUNS_PREFIX, TEST_METRICS_DIR, metrics_file
+from trainer.common import jsonnum
+from trainer.common.files import MAX_RUN_JSON_BYTES, RUNS_PREFIX, TEST_METRICS_DIR, metrics_file
+from trainer.model.eval_record import EvaluationRecord
 
 DEFAULT_MAX_DROP = 0.01  # a test split of a few hundred objects moves AP50 by about this
 # how much of a record's sha256 a version keeps (a label value is 63 characters at most, so

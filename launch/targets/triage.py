@@ -20,10 +20,11 @@ import re
 from collections.abc import Iterable, Sequence
 
 from launch.text import printable
-from trainer.cli import BATCH_SIZE_WORDS, ERROR_PREFIX
-from trainer.hparams import PARAMETERS
+from trainer.cli.main import BATCH_SIZE_WORDS, ERROR_PREFIX
+from trainer.model.hparams import PARAMETERS
 
-OVERRIDE = "--override"  # launch.values.jobfile's Model Garden parameters (trainer/hparams.py)
+# launch.values.jobfile's Model Garden parameters (trainer/model/hparams.py)
+OVERRIDE = "--override"
 BATCH_FLAG = f"{OVERRIDE} batch_size"  # the global batch size
 BATCH_PATH = PARAMETERS["batch_size"]  # task.train_data.global_batch_size
 DATA_REPORT = "invoke data.inspect"
@@ -136,7 +137,7 @@ FAILURES: tuple[Failure, ...] = (
         "the job looked for a file or object that is not there",
         "check the gs:// path named above exists (`gcloud storage ls PATH`): --data-dir, "
         "--init-from and --config-file are read where the trainer runs"),
-    # The trainer's own one-line refusal (trainer/cli.py: ERROR_PREFIX, exit 2 for a usage
+    # The trainer's own one-line refusal (trainer/cli/main.py: ERROR_PREFIX, exit 2 for a usage
     # error, 1 for failed work): last, so a line that says more above wins. Only a line
     # that starts with the trainer's own prefix is its word; `error: ...` from anything else
     # (a library, a tool, data echoed into the log) is quoted log text like any other line

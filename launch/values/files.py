@@ -4,7 +4,7 @@ regular file, refused in one line naming the flag when it is larger, unreadable 
 from __future__ import annotations
 
 from launch.errors import InputError
-from trainer.io import read_regular
+from trainer.common.io import read_regular
 
 
 def read_page(path: str, flag: str, limit: int, error: type[InputError]) -> str:

@@ -35,14 +35,16 @@ from launch.values.resources import (
     Scheduling,
 )
 from launch.values.target_names import TARGETS
-from trainer import datasets, hparams, yamlfile
-from trainer import options as schema
 from trainer.args import TrainArgs
-from trainer.errors import SettingsError
-from trainer.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
-from trainer.experiments import fields as experiment_fields
-from trainer.files import VAL
-from trainer.model_dir import other_experiment
+from trainer.common import options as schema
+from trainer.common import yamlfile
+from trainer.common.errors import SettingsError
+from trainer.common.files import VAL
+from trainer.data import datasets
+from trainer.model import hparams
+from trainer.model.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
+from trainer.model.experiments import fields as experiment_fields
+from trainer.model.model_dir import other_experiment
 
 TASKS = tuple(KINDS)  # the job kinds' tasks (launch/values/jobs.py), however many
 # the tasks this file's fields single out, by their kinds' names: a kind added to KINDS

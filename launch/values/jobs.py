@@ -14,9 +14,9 @@ from launch.errors import InputError
 from launch.values.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
 from launch.values.sweep import Sweep
 from trainer.args import Args, ConvertArgs, TrainArgs
-from trainer.experiments import DEFAULT_EXPERIMENT, default_train_steps
-from trainer.files import TEST, TRAIN, VAL, shard_glob
-from trainer.registry import Registry
+from trainer.common.files import TEST, TRAIN, VAL, shard_glob
+from trainer.common.registry import Registry
+from trainer.model.experiments import DEFAULT_EXPERIMENT, default_train_steps
 
 if TYPE_CHECKING:
     from launch.values.jobfile import JobFile, Written

@@ -11,8 +11,8 @@ from pathlib import Path
 import yaml
 
 from launch.errors import InputError
-from trainer.experiments import EXPERIMENTS
-from trainer.experiments import fields as experiment_fields
+from trainer.model.experiments import EXPERIMENTS
+from trainer.model.experiments import fields as experiment_fields
 
 CATALOGUE_FILE = Path(__file__).with_name("pretrained.yaml")
 HOLDS = ("backbone", "detector")
@@ -24,7 +24,7 @@ class Pretrained:
     name: str
     holds: str  # backbone: an ImageNet classifier; detector: a COCO detector
     path: str  # a gs:// checkpoint prefix, or an https:// .tar.gz the trainer extracts
-    backbone: str  # e.g. resnet-50, as trainer/experiments/fields.json words it
+    backbone: str  # e.g. resnet-50, as trainer/model/experiments/fields.json words it
     about: str
     source: str  # the page the path was found on
     decoder: str | None = None  # a detector's: e.g. fpn-256-l3-7

@@ -10,8 +10,8 @@ import re
 from typing import Protocol
 
 from launch.errors import InputError
-from trainer import options
-from trainer.options import Bound
+from trainer.common import options
+from trainer.common.options import Bound
 
 SCHEDULING_STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 # A job's timeout (and a Flex-start job's queueing limit) is sent as a protobuf Duration of
@@ -40,7 +40,7 @@ PREEMPTIONS = Bound(minimum=0, maximum=MAX_PREEMPTIONS)  # --max-preemptions
 def number(flag: str, value: int | float | str, kind: type, bound: Bound | None = None
            ) -> int | float:
     """A flag's value as `kind` within `bound` (invoke passes numbers as text), read by the
-    one reader (`trainer.options.number`), or an InputError naming the flag."""
+    one reader (`trainer.common.options.number`), or an InputError naming the flag."""
     return options.number(value, kind, flag, bound, InputError)
 
 

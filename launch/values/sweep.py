@@ -26,10 +26,11 @@ from typing import Any
 
 from launch.errors import InputError
 from launch.values.files import read_page
-from trainer import hparams, yamlfile
-from trainer.experiments import AP_METRICS, AR_METRICS, GOALS, MASK_AP_METRICS
-from trainer.hparams import PARAMETERS
-from trainer.options import number
+from trainer.common import yamlfile
+from trainer.common.options import number
+from trainer.model import hparams
+from trainer.model.experiments import AP_METRICS, AR_METRICS, GOALS, MASK_AP_METRICS
+from trainer.model.hparams import PARAMETERS
 
 METRICS = (*AP_METRICS, *AR_METRICS, *MASK_AP_METRICS)  # what the evaluator writes
 ALGORITHMS = ("bayesian", "random", "grid")
@@ -180,7 +181,7 @@ def _param(name: str, spec) -> Param:
 
 def _number(name: str, key: str, value: Any) -> int | float | None:
     """A range's bound as typed (YAML reads `1e-4` as text) through the one number reader
-    (trainer.options), naming the parameter and the key; whole as written (`4`: an integer
+    (trainer.common.options), naming the parameter and the key; whole as written (`4`: an integer
     range), None when not given."""
     if value is None:
         return None

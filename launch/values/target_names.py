@@ -7,7 +7,7 @@ lists besides, for its own flags, settings and job options)."""
 from __future__ import annotations
 
 from launch.errors import InputError
-from trainer.registry import Registry
+from trainer.common.registry import Registry
 
 # an Executor class each (launch/targets/base.py, a layer above); the first is the default
 TARGETS: Registry[type] = Registry("--target", InputError)

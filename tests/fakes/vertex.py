@@ -23,7 +23,7 @@ from google.cloud import aiplatform_v1
 from google.protobuf import empty_pb2
 
 from tests.fakes.grpc_server import GrpcFake, unary
-from trainer.cli import ERROR_PREFIX
+from trainer.cli.main import ERROR_PREFIX
 
 ERRORS = {"deny": grpc.StatusCode.PERMISSION_DENIED, "quota": grpc.StatusCode.RESOURCE_EXHAUSTED,
           "invalid": grpc.StatusCode.INVALID_ARGUMENT}

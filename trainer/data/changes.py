@@ -24,14 +24,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trainer import yamlfile
+from trainer.common import yamlfile
+from trainer.common.errors import SettingsError
+from trainer.common.files import TEST
+from trainer.common.io import read_regular
 from trainer.data.label_map import listed
 from trainer.data.planning import Plan, Source, inside
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.reasons import CORE
-from trainer.errors import SettingsError
-from trainer.files import TEST
-from trainer.io import read_regular
 
 if TYPE_CHECKING:
     from trainer.data.formats import Input, Planned

@@ -14,9 +14,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from trainer.common.files import TEST, TRAIN, VAL
 from trainer.data import label_map
 from trainer.data.label_map import alike
-from trainer.files import TEST, TRAIN, VAL
 
 FEW_EXAMPLES = 10  # training images of a class below which it is flagged
 MASKS_ENTRY = "masks"  # the conversion report's: whether its records have instance masks

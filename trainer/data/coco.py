@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer import jsonnum
+from trainer.common import jsonnum
 from trainer.data import defaults, tf_example
 from trainer.data.label_map import safe_names
 from trainer.data.problems import Problem, ProblemLog

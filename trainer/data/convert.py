@@ -28,7 +28,8 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from trainer import files
+from trainer.common import files
+from trainer.common.errors import ConversionError, ConversionFailed, SettingsError
 from trainer.data import changes, checks, defaults, formats
 from trainer.data.example import Classes
 from trainer.data.label_map import alike, listed, write_label_map
@@ -37,7 +38,6 @@ from trainer.data.planning import Limits, Plan, Split, check_split, resplit
 from trainer.data.problems import ACTIONS, Problem, ProblemLog
 from trainer.data.reasons import CORE, explain
 from trainer.data.shards import ClassCounts, plan_shards, write_all
-from trainer.errors import ConversionError, ConversionFailed, SettingsError
 
 # the report keys of the checks on the whole conversion: their meanings are the core's
 REASONS = {key: CORE[key] for key in ("class_names_alike",)}

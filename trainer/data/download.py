@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from trainer.errors import DownloadError
+from trainer.common.errors import DownloadError
 
 PETS_BASE_URL = "https://thor.robots.ox.ac.uk/~vgg/data/pets"
 CHUNK = 1 << 20

@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from trainer.errors import LabelMapError
-from trainer.io import NotRegularFile, read_text
+from trainer.common.errors import LabelMapError
+from trainer.common.io import NotRegularFile, read_text
 
 # The 37 Oxford-IIIT Pets breeds with their ids in the Object Detection API's pet_label_map.pbtxt.
 # Cat breeds are capitalised, dog breeds lower-case, exactly as in the dataset's file names.

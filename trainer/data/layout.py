@@ -1,10 +1,10 @@
 """Whether a directory's files are one complete converted dataset (their names are in
-`trainer.files`): the trainer's --data-dir, or the bucket's records/ before a job starts.
+`trainer.common.files`): the trainer's --data-dir, or the bucket's records/ before a job starts.
 Train and val are always there; a test split may be, and then is one complete set too."""
 
 from __future__ import annotations
 
-from trainer.files import (
+from trainer.common.files import (
     DATA_LABEL_MAP_FILE,
     DATA_LABEL_MAP_FILES,
     EVERY_SPLIT,

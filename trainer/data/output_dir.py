@@ -11,8 +11,8 @@ import re
 import shutil
 from pathlib import Path
 
-from trainer import files
-from trainer.errors import SettingsError
+from trainer.common import files
+from trainer.common.errors import SettingsError
 
 OUTPUT_FILE = re.compile(r"^(?:\w+\.record-.*|" + "|".join(map(re.escape, (
     *files.DATA_LABEL_MAP_FILES, files.CONVERSION_REPORT_FILE))) + ")$")

@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from trainer.common.errors import SettingsError
+from trainer.common.files import TEST, TRAIN, VAL
+from trainer.common.options import number
 from trainer.data import defaults
 from trainer.data.problems import Problem, ProblemLog
-from trainer.errors import SettingsError
-from trainer.files import TEST, TRAIN, VAL
-from trainer.options import number
 
 if TYPE_CHECKING:
     from trainer.data.voc import VocAnnotation

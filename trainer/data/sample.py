@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
+from trainer.common.files import SAMPLE_COCO_FILE, TEST
 from trainer.data import coco, defaults, pets
 from trainer.data.label_map import pets_label_map
 from trainer.data.planning import split_names
 from trainer.data.voc import AnnotationError, VocAnnotation, VocObject, format_voc, parse_voc
-from trainer.files import SAMPLE_COCO_FILE, TEST
 
 RGB = tuple[int, int, int]
 

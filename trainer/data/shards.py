@@ -15,12 +15,12 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from trainer import files
+from trainer.common import files
+from trainer.common.errors import ConversionFailed
 from trainer.data.example import Classes, convert_one
 from trainer.data.planning import Limits, Plan, Source
 from trainer.data.problems import ProblemLog
 from trainer.data.tfrecord import TFRecordWriter
-from trainer.errors import ConversionFailed
 
 
 def shard_path(output_dir: Path, split: str, index: int, num_shards: int) -> Path:

@@ -28,7 +28,7 @@ from launch.features.pipeline import state as pipeline_state
 from launch.text import printable
 from launch.values import jobfile
 from launch.values.files import read_page
-from trainer.files import PIPELINE_RUN_PREFIX, PIPELINES_PREFIX
+from trainer.common.files import PIPELINE_RUN_PREFIX, PIPELINES_PREFIX
 
 # a run's evaluations: its final checkpoint on the validation split (when its training
 # evaluated none), its test split, and the serving version's test split again

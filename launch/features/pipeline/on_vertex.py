@@ -38,9 +38,9 @@ from launch.targets import champion
 from launch.targets.base import SERVING, Serving
 from launch.targets.champion import Challenge, GateError
 from launch.values import jobfile
-from trainer import datasets
-from trainer.experiments import EXPERIMENTS
-from trainer.files import PIPELINES_PREFIX
+from trainer.common.files import PIPELINES_PREFIX
+from trainer.data import datasets
+from trainer.model.experiments import EXPERIMENTS
 
 # A decision written over a second writer's change is read again and written again, after a
 # pause of a random 0 to 0.1 s, then 0 to 0.2, 0.4, ... (full jitter) up to 0 to 5 s, for at

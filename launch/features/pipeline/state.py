@@ -18,9 +18,10 @@ import re
 from pathlib import Path
 
 from launch.errors import InputError
-from trainer import datasets, jsonnum
-from trainer.errors import JsonError
-from trainer.files import PIPELINE_RUN_PREFIX
+from trainer.common import jsonnum
+from trainer.common.errors import JsonError
+from trainer.common.files import PIPELINE_RUN_PREFIX
+from trainer.data import datasets
 
 LINEAGE, ENDPOINT, DECISIONS = "lineage.json", "endpoint.json", "decisions.json"
 FILES = (LINEAGE, ENDPOINT, DECISIONS)

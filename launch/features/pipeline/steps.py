@@ -10,7 +10,7 @@ what the next run reads:
     endpoint.json          the traffic split over the versions deployed
     decisions.json         each run's two decisions: train or not, and the gate with figures
 The job file's `data_dir` holds the dataset's versions, one directory each, named as named
-datasets' versions are (`v-YYYYMMDDTHHMMSSZ-xxxxxxxx`, trainer/datasets.py), so the newest
+datasets' versions are (`v-YYYYMMDDTHHMMSSZ-xxxxxxxx`, trainer/data/datasets.py), so the newest
 sorts last. A job file for Vertex AI runs the same steps on its services (on_vertex.py): each
 step function here takes the run's `settings` for them and hands such a job over.
 """
@@ -39,12 +39,10 @@ from launch.targets import champion
 from launch.targets.champion import GateError
 from launch.targets.traffic import NEW, split_with_new
 from launch.values import jobfile
-from trainer import datasets, jsonnum
 from trainer.args import ExportArgs
-from trainer.errors import JsonError
-from trainer.eval_record import data_identity
-from trainer.experiments import EXPERIMENTS
-from trainer.files import (
+from trainer.common import jsonnum
+from trainer.common.errors import JsonError
+from trainer.common.files import (
     EXPORT_INFO_FILE,
     MAX_RUN_JSON_BYTES,
     METRICS_FILE,
@@ -53,8 +51,11 @@ from trainer.files import (
     metrics_file,
     shard_glob,
 )
-from trainer.io import replace_text
-from trainer.locks import taking_turns
+from trainer.common.io import replace_text
+from trainer.common.locks import taking_turns
+from trainer.data import datasets
+from trainer.model.eval_record import data_identity
+from trainer.model.experiments import EXPERIMENTS
 
 STATE_LOCK = ".state.lock"
 SOURCE = "the pipeline's job file"
@@ -175,7 +176,7 @@ def unnamed_files(root: str) -> list[str]:
 
 
 def _write(state: str, name: str, value) -> None:
-    """A state file, whole or not at all (trainer.io.replace_text)."""
+    """A state file, whole or not at all (trainer.common.io.replace_text)."""
     replace_text(str(Path(state, name)), json.dumps(value, indent=2) + "\n")
 
 
@@ -324,7 +325,7 @@ def vouched_in(made: list[dict]) -> frozenset[str]:
 def _measured_on(figure: champion.Figure | champion.Unreadable | None, data: Path) -> bool:
     """Whether `figure` (the serving version's, as the gate reads it: _defending) is one to
     trust and was measured on the same files as `data`'s test split (their names and sizes:
-    trainer.eval_record.data_identity)."""
+    trainer.model.eval_record.data_identity)."""
     here = data_identity(str(data / shard_glob(TEST)))
     return isinstance(figure, champion.Figure) and \
         champion.digest(figure.data) == champion.digest(here)

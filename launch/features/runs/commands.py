@@ -26,8 +26,7 @@ from launch.features.runs.report import Report, table, write_report
 from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs
 from launch.targets.base import RUNS, SERVING
-from trainer.best.choice import BEST, DEFAULT_CHOICE, Choice
-from trainer.files import (
+from trainer.common.files import (
     BEST_DIR,
     BEST_FILE,
     METRICS_DIR,
@@ -38,6 +37,7 @@ from trainer.files import (
     TRAINING_SUMMARY_FILE,
     WORST_IMAGE_FILE,
 )
+from trainer.model.best.choice import BEST, DEFAULT_CHOICE, Choice
 
 CHECKPOINTS = "checkpoints"
 EVENTS = re.compile(r"train/events\.out\.tfevents\.[^/]+")

@@ -17,12 +17,9 @@ import struct
 from collections.abc import Iterator
 from pathlib import Path
 
-from trainer import jsonnum
-from trainer.best.choice import BEST, DEFAULT_CHOICE, Choice
-from trainer.best.keeping import read_best
-from trainer.errors import JsonError
-from trainer.eval_record import EvaluationRecord
-from trainer.files import (
+from trainer.common import jsonnum
+from trainer.common.errors import JsonError
+from trainer.common.files import (
     MAX_RUN_JSON_BYTES,
     METRICS_DIR,
     METRICS_FILE,
@@ -30,6 +27,9 @@ from trainer.files import (
     TEST_METRICS_DIR,
     TRAINING_SUMMARY_FILE,
 )
+from trainer.model.best.choice import BEST, DEFAULT_CHOICE, Choice
+from trainer.model.best.keeping import read_best
+from trainer.model.eval_record import EvaluationRecord
 
 LOSS_TAG = "total_loss"
 LOGS_DIR = "logs"  # Vertex AI's AIP_TENSORBOARD_LOG_DIR, beside a run's checkpoints

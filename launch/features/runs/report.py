@@ -27,15 +27,15 @@ from launch.plots import (
     text_table,
 )
 from launch.text import spreadsheet_cell
-from trainer import jsonnum
-from trainer.analysis import SHOWN_SCORE
-from trainer.experiments import AP_METRICS, MASK_AP_METRICS, MASK_PREFIX
-from trainer.files import METRICS_DIR
+from trainer.common import jsonnum
+from trainer.common.files import METRICS_DIR
+from trainer.evaluation.analysis import SHOWN_SCORE
+from trainer.model.experiments import AP_METRICS, MASK_AP_METRICS, MASK_PREFIX
 
 MASK_COLUMNS = MASK_AP_METRICS[:3]  # mask AP, AP50, AP75: when a run shown has masks
 RUN_COLUMNS = ("run", "experiment", "hardware", "steps", "wall time", "cost", "checkpoint")
-# the operating point of the evaluation shown (trainer/confusion.py): its score threshold and
-# what it gives, when a run shown has one
+# the operating point of the evaluation shown (trainer/evaluation/confusion.py): its score
+# threshold and what it gives, when a run shown has one
 OPERATING_COLUMNS = {"threshold": "threshold", "precision": "P", "recall": "R", "f1": "F1"}
 MAX_PICTURED = 200  # classes of a confusion matrix still drawn (LVIS has 1,203)
 # the test split's evaluation of the checkpoint shown (`invoke eval --split test`), when a

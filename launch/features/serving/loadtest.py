@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from launch.errors import InputError
-from trainer.export import IMAGE_ERROR
+from trainer.export.saved_model import IMAGE_ERROR
 
 LEVELS = (1, 2, 4, 8)
 MAX_LEVELS = 16
@@ -91,7 +91,7 @@ def rest_sender(predict_url: str, signature: str | None = None, timeout: float =
                 ) -> Callable[[bytes], None]:
     """Sends one image a request to TF Serving's REST predict route (`{"b64": ...}`), one
     kept-alive connection a client thread. An answer whose image the server could not read
-    (its `image_error`, trainer/export.py) is an error too, not a detection."""
+    (its `image_error`, trainer/export/saved_model.py) is an error too, not a detection."""
     where = urllib.parse.urlsplit(predict_url)
     local = threading.local()
 

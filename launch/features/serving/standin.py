@@ -40,7 +40,7 @@ from serving import pixels as headers
 from serving.batching import Batching
 from serving.replies import read_body, send_json
 
-WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"  # trainer/warmup.py's FILE
+WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"  # trainer/export/warmup.py's FILE
 MAX_BODY = 64 << 20
 
 

@@ -2,7 +2,7 @@
 data.list`, `invoke data.inspect --dataset NAME`, and the `--dataset NAME[@VERSION]` of
 train, eval and tune (resolved here to one version and the files its manifest lists, before
 anything is built, and pinned while the launch's jobs may run). The layout, the manifest and
-publishing live in trainer/datasets.py, which the conversion job runs too.
+publishing live in trainer/data/datasets.py, which the conversion job runs too.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from launch.stores.gcs import mirror
 from launch.stores.gcs.upload import list_blobs
 from launch.text import printable
 from launch.values.jobs import Request
-from trainer import datasets
-from trainer.errors import SettingsError
-from trainer.files import DATASETS_PREFIX, EVERY_SPLIT
-from trainer.objects import unsafe_reason
+from trainer.common.errors import SettingsError
+from trainer.common.files import DATASETS_PREFIX, EVERY_SPLIT
+from trainer.data import datasets
+from trainer.data.objects import unsafe_reason
 
 COLUMNS = ("name", "format", "examples", "classes", "size", "when")
 

@@ -22,11 +22,11 @@ from pathlib import Path
 
 from launch.errors import InputError, MissingError
 from launch.stores.gcs.upload import crc32c_of, list_blobs, read_json, upload_directory
-from trainer import files
-from trainer.best.choice import BEST, DEFAULT_CHOICE, Choice
-from trainer.best.keeping import Best
-from trainer.errors import JsonError, SettingsError
-from trainer.objects import BUCKET, unsafe_reason
+from trainer.common import files
+from trainer.common.errors import JsonError, SettingsError
+from trainer.data.objects import BUCKET, unsafe_reason
+from trainer.model.best.choice import BEST, DEFAULT_CHOICE, Choice
+from trainer.model.best.keeping import Best
 
 # Mirrors of gs:// paths; PETS_CACHE_DIR moves them (e.g. to a larger disk).
 CACHE_DIR = Path(os.environ.get("PETS_CACHE_DIR", "work/cache"))

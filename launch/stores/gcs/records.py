@@ -6,7 +6,7 @@ from __future__ import annotations
 from launch.context.cloud import Cloud
 from launch.errors import MissingError
 from launch.stores.gcs import upload
-from trainer.files import RECORDS_PREFIX
+from trainer.common.files import RECORDS_PREFIX
 
 
 def upload_records(cloud: Cloud, records_dir: str, prune: bool = False) -> str:

@@ -21,7 +21,7 @@ import google_crc32c
 from google.api_core import exceptions
 
 from launch.errors import InputError, MissingError
-from trainer import jsonnum
+from trainer.common import jsonnum
 from trainer.data import layout
 
 CHUNK = 1 << 20

@@ -19,8 +19,8 @@ from google.auth.exceptions import GoogleAuthError
 from launch.errors import InputError, UserError, reason
 from launch.stores.gcs.upload import read_json
 from launch.stores.pricing.table import Hourly, PriceMissing
-from trainer import jsonnum
-from trainer.files import RUNS_PREFIX, TRAINING_SUMMARY_FILE
+from trainer.common import jsonnum
+from trainer.common.files import RUNS_PREFIX, TRAINING_SUMMARY_FILE
 
 RECENT_RUNS = 50  # earlier runs read for their speed, newest names first
 READERS = 8  # summaries read at once

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import yaml
 
 from launch.errors import MissingError
-from trainer import jsonnum
+from trainer.common import jsonnum
 
 PRICES_FILE = Path(__file__).with_name("prices.yaml")
 HEADER = """\

@@ -14,8 +14,8 @@ from launch.context.cloud import Cloud, run_paths
 from launch.errors import InputError, reason
 from launch.stores.gcs.mirror import GcsPath, is_gcs
 from launch.stores.gcs.upload import read_bytes
-from trainer import yamlfile
-from trainer.io import read_regular
+from trainer.common import yamlfile
+from trainer.common.io import read_regular
 
 MAX_BYTES = 1 << 20
 COPY = re.compile(r"config-[1-9][0-9]{0,2}\.yaml")  # copy_name's names

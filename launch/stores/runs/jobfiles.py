@@ -20,11 +20,11 @@ from launch.stores.gcs.mirror import GcsPath, is_gcs
 from launch.stores.gcs.upload import read_bytes, read_json
 from launch.stores.runs import configs
 from launch.values import jobfile, pretrained
-from trainer import datasets
-from trainer.errors import JsonError, SettingsError
-from trainer.files import JOB_FILE, MAX_RUN_JSON_BYTES, RUN_FILE
-from trainer.io import read_regular
-from trainer.model_dir import recorded_experiment
+from trainer.common.errors import JsonError, SettingsError
+from trainer.common.files import JOB_FILE, MAX_RUN_JSON_BYTES, RUN_FILE
+from trainer.common.io import read_regular
+from trainer.data import datasets
+from trainer.model.model_dir import recorded_experiment
 
 MAX_BYTES = 1 << 20
 

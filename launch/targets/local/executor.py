@@ -24,8 +24,8 @@ from launch.targets.preflight import Configs, Placed, Preflight
 from launch.values import jobfile
 from launch.values.jobs import Conversion, Places, Request, TrainerJob, tool_job
 from launch.values.sweep import Sweep
-from trainer import locks
-from trainer.errors import DirectoryBusy
+from trainer.common import locks
+from trainer.common.errors import DirectoryBusy
 
 
 def refuse_busy(model_dir: str) -> None:

@@ -33,7 +33,7 @@ from launch.errors import InputError, MissingError, StepFailed
 from launch.targets import triage
 from launch.targets.base import JobLine
 from launch.text import say
-from trainer.locks import taking_turns
+from trainer.common.locks import taking_turns
 
 JOBS_DIR = "work/jobs"  # the table, below the current directory as the local runs (work/)
 JOBS_DIR_VARIABLE = "PETS_JOBS_DIR"  # moves it (as PETS_CACHE_DIR moves the mirrors)

@@ -24,7 +24,7 @@ from launch.text import console as text_console
 from launch.text import printable, say
 from launch.values import jobs
 from launch.values.jobs import TrainerJob
-from trainer.cli import ERROR_PREFIX, EXIT_USAGE
+from trainer.cli.main import ERROR_PREFIX, EXIT_USAGE
 
 # numbers of at most 18 digits: int() of a longer one can raise (Python's digit limit)
 STEP_LINE = re.compile(r"^\s*train \| step:\s*(\d{1,18})\b")

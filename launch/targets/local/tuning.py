@@ -28,9 +28,10 @@ from launch.targets import triage
 from launch.targets.local.processes import STEP_LINE, LocalExecutor
 from launch.values.jobs import Places, Request, TrainerJob
 from launch.values.sweep import Sweep
-from trainer import hparams, jsonnum, locks
-from trainer.errors import DirectoryBusy
-from trainer.files import HYPERTUNE_METRIC_FILE
+from trainer.common import jsonnum, locks
+from trainer.common.errors import DirectoryBusy
+from trainer.common.files import HYPERTUNE_METRIC_FILE
+from trainer.model import hparams
 
 SWEEP_FILE, STUDY_FILE, LOCK_FILE = "sweep.json", "study.journal", ".sweep.lock"
 MAX_SWEEP_BYTES = 1 << 20  # a sweep's identity is a few hundred bytes

@@ -10,9 +10,9 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from trainer import jsonnum
-from trainer.detector import Detections, Detector, ImageRefused, Picture
-from trainer.export import IMAGE_ERROR, MASKS
+from trainer.common import jsonnum
+from trainer.detections.detector import Detections, Detector, ImageRefused, Picture
+from trainer.export.saved_model import IMAGE_ERROR, MASKS
 
 # Vertex AI accepts an online request of up to 1.5 MB: "the service itself will accept
 # instances up to the payload limit size (currently, 1.5MB)",

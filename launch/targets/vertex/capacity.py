@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from trainer.objects import STAGING_STREAMS
+from trainer.data.objects import STAGING_STREAMS
 
 CAPACITY_FILE = Path(__file__).with_name("capacity.yaml")
 MB, GB, MIB, GIB = 10**6, 10**9, 2**20, 2**30

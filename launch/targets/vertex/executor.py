@@ -68,9 +68,9 @@ from launch.text import say
 from launch.values import jobfile
 from launch.values.jobs import Conversion, Request, tool_job
 from launch.values.sweep import Sweep
-from trainer import bucket_convert
 from trainer.args import BucketConvertArgs
-from trainer.files import DATASETS_PREFIX, RAW_PREFIX, RECORDS_PREFIX
+from trainer.cli import bucket_convert
+from trainer.common.files import DATASETS_PREFIX, RAW_PREFIX, RECORDS_PREFIX
 
 
 @dataclasses.dataclass(frozen=True)

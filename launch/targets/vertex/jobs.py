@@ -15,8 +15,8 @@ from launch.context.places import CloudTarget, RunPaths
 from launch.targets.vertex.hardware import machine_for
 from launch.targets.vertex.spec import custom_job
 from launch.values import jobs
-from trainer.files import RECORDS_PREFIX
-from trainer.model_dir import HARDWARE_ENV
+from trainer.common.files import RECORDS_PREFIX
+from trainer.model.model_dir import HARDWARE_ENV
 
 
 def places(target: CloudTarget, run_id: str, trial: bool = False) -> jobs.Places:

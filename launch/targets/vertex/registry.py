@@ -38,11 +38,8 @@ from launch.targets.champion import (
 )
 from launch.targets.vertex.hardware import catalogue, multi_region
 from serving import contract
-from trainer import jsonnum
-from trainer.best.choice import DEFAULT_CHOICE, LATEST, Choice
-from trainer.eval_record import EvaluationRecord
-from trainer.experiments import AP_METRICS, EXPERIMENTS, MASK_AP_METRICS
-from trainer.files import (
+from trainer.common import jsonnum
+from trainer.common.files import (
     EXPORT_INFO_FILE,
     MAX_RUN_JSON_BYTES,
     METRICS_DIR,
@@ -51,6 +48,9 @@ from trainer.files import (
     RUNS_PREFIX,
     metrics_file,
 )
+from trainer.model.best.choice import DEFAULT_CHOICE, LATEST, Choice
+from trainer.model.eval_record import EvaluationRecord
+from trainer.model.experiments import AP_METRICS, EXPERIMENTS, MASK_AP_METRICS
 
 CHECKPOINT = re.compile(r"ckpt-(\d+)\.index")
 EVALUATION = re.compile(f"{METRICS_DIR}/{METRICS_FILE.pattern}")
@@ -293,7 +293,7 @@ def lineage_labels(dataset: str | None) -> dict[str, str]:
 
 def labelled_version(label: str) -> str:
     """A `dataset-version` label back to the version's name: labels are lowercase, and a
-    version's `T` and `Z` (trainer/datasets.py VERSION) are the only letters it changes."""
+    version's `T` and `Z` (trainer/data/datasets.py VERSION) are the only letters it changes."""
     found = re.fullmatch(r"v-(\d{8})t(\d{6})z-([0-9a-f]{8})", label)
     return f"v-{found[1]}T{found[2]}Z-{found[3]}" if found else label
 

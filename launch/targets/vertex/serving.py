@@ -34,14 +34,16 @@ from launch.targets.vertex import answers, endpoints, lifecycle, registry, submi
 from launch.targets.vertex.costs import machine_hourly
 from launch.targets.vertex.spec import machine_spec, rest_json
 from launch.values.jobfile import flag_value
-from trainer import datasets, jsonnum, operating
+from trainer.common import jsonnum
+from trainer.common.errors import JsonError
+from trainer.common.files import EXPORT_INFO_FILE, LABEL_MAP_FILE, MAX_RUN_JSON_BYTES
+from trainer.data import datasets
 from trainer.data.defaults import MAX_PIXELS
 from trainer.data.label_map import id_to_name, parse_label_map
-from trainer.detector import Detections, ImageRefused, Picture
-from trainer.errors import JsonError
-from trainer.experiments import EXPERIMENTS
-from trainer.files import EXPORT_INFO_FILE, LABEL_MAP_FILE, MAX_RUN_JSON_BYTES
-from trainer.predict import detect_files
+from trainer.detections.detector import Detections, ImageRefused, Picture
+from trainer.evaluation import operating
+from trainer.model.experiments import EXPERIMENTS
+from trainer.prediction.predict import detect_files
 
 T = TypeVar("T")
 OPERATION_TIMEOUT = 3600.0  # deployments take minutes; uploads seconds
@@ -387,7 +389,7 @@ def _label_names(cloud: Cloud, artifact_uri: str) -> dict[int, str]:
 
 def _export_info(cloud: Cloud, artifact_uri: str) -> dict:
     """The export.json beside a model in the bucket ({} if missing or not JSON): the score
-    threshold its evaluation chose travels with it (trainer/operating.py)."""
+    threshold its evaluation chose travels with it (trainer/evaluation/operating.py)."""
     from google.api_core import exceptions
 
     where = mirror.GcsPath.parse(artifact_uri)

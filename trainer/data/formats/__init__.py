@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from trainer.common.errors import SettingsError
+from trainer.common.registry import Registry
 from trainer.data.planning import Limits, Split
-from trainer.errors import SettingsError
-from trainer.registry import Registry
 
 if TYPE_CHECKING:
     from trainer.data.planning import Plan

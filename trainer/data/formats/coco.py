@@ -10,6 +10,8 @@ import dataclasses
 import re
 from pathlib import Path
 
+from trainer.common.errors import ConversionError, SettingsError
+from trainer.common.files import TEST, TRAIN, VAL
 from trainer.data import coco
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
@@ -21,8 +23,6 @@ from trainer.data.planning import (
     resplit_names,
 )
 from trainer.data.problems import Problem, ProblemLog
-from trainer.errors import ConversionError, SettingsError
-from trainer.files import TEST, TRAIN, VAL
 
 REASONS = {
     "invalid_category": "a category without a whole-number id or a name; skipped",

@@ -20,7 +20,8 @@ import os
 import re
 from pathlib import Path, PurePosixPath
 
-from trainer import jsonnum
+from trainer.common import jsonnum
+from trainer.common.errors import ConversionError, JsonError, SettingsError
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.images import ImageError
 from trainer.data.planning import (
@@ -35,7 +36,6 @@ from trainer.data.planning import (
 )
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.voc import AnnotationError, VocAnnotation, VocObject, valid_side
-from trainer.errors import ConversionError, JsonError, SettingsError
 
 REASONS = {
     "unsupported_shape": "a circle, line, point, linestrip or mask: not a box; dropped",

@@ -8,6 +8,8 @@ flagged problem says so; `--split TRAIN,VAL` holds one out of trainval instead).
 
 from __future__ import annotations
 
+from trainer.common.errors import ConversionError, SettingsError
+from trainer.common.files import TEST
 from trainer.data import pets
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.label_map import pets_label_map
@@ -19,8 +21,6 @@ from trainer.data.planning import (
     resplit_names,
     unlabelled_test,
 )
-from trainer.errors import ConversionError, SettingsError
-from trainer.files import TEST
 
 REASONS = {
     "test_list_without_boxes": "annotations/test.txt names images most of which have no "

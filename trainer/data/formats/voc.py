@@ -16,6 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from trainer.common.errors import ConversionError, SettingsError
+from trainer.common.files import TEST, TRAIN, VAL
+from trainer.common.io import read_regular
 from trainer.data import pets
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
@@ -30,9 +33,6 @@ from trainer.data.planning import (
     unlabelled_test,
 )
 from trainer.data.voc import parse_voc
-from trainer.errors import ConversionError, SettingsError
-from trainer.files import TEST, TRAIN, VAL
-from trainer.io import read_regular
 
 REASONS = {
     "test_list_without_xml": "ImageSets/Main/test.txt names images most of which have no "

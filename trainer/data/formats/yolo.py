@@ -30,7 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer import yamlfile
+from trainer.common import yamlfile
+from trainer.common.errors import ConversionError, SettingsError
+from trainer.common.files import TEST, TRAIN, VAL
+from trainer.common.io import read_regular
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
     Limits,
@@ -45,9 +48,6 @@ from trainer.data.planning import (
 )
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.voc import AnnotationError, VocAnnotation, VocObject
-from trainer.errors import ConversionError, SettingsError
-from trainer.files import TEST, TRAIN, VAL
-from trainer.io import read_regular
 
 REASONS = {
     "class_id_out_of_range": "a label line's class is not an id of data.yaml's names; "

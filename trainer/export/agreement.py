@@ -1,0 +1,72 @@
+"""How closely an export answers like the SavedModel: the same top detection per image, and
+COCO AP50 on labelled images. The tests hold TFLite exports to these; `invoke bench.serve`
+prints them."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from trainer.common import io
+from trainer.data.images import open_checked
+from trainer.detections.detector import Detections, Detector, Picture
+from trainer.evaluation.analysis import ImageBoxes, coco_evaluation, iou_matrix
+
+SAME_BOX_IOU = 0.8  # two top boxes this close are the same box
+
+
+@dataclasses.dataclass(frozen=True)
+class Labelled:
+    picture: Picture
+    boxes: np.ndarray  # [n, 4] normalised ymin, xmin, ymax, xmax
+    classes: np.ndarray  # [n]
+
+
+def labelled_images(records: str, limit: int | None = None) -> Iterator[Labelled]:
+    """The images of converted TFRecords with their boxes, as a detector sees them."""
+    import tensorflow as tf
+
+    features = {"image/encoded": tf.io.FixedLenFeature([], tf.string),
+                "image/filename": tf.io.FixedLenFeature([], tf.string, default_value=""),
+                "image/object/class/label": tf.io.VarLenFeature(tf.int64),
+                **{f"image/object/bbox/{k}": tf.io.VarLenFeature(tf.float32)
+                   for k in ("ymin", "xmin", "ymax", "xmax")}}
+    files = sorted(io.match(records))
+    dataset = tf.data.TFRecordDataset(files).map(
+        lambda record: tf.io.parse_single_example(record, features))
+    for example in dataset.take(-1 if limit is None else limit):
+        encoded = example["image/encoded"].numpy()
+        image = open_checked(encoded).convert("RGB")  # the pixel cap before any decode
+        boxes = np.stack([tf.sparse.to_dense(example[f"image/object/bbox/{k}"]).numpy()
+                          for k in ("ymin", "xmin", "ymax", "xmax")], axis=-1)
+        yield Labelled(Picture(example["image/filename"].numpy().decode(), image, encoded),
+                       boxes.reshape(-1, 4),
+                       tf.sparse.to_dense(example["image/object/class/label"]).numpy())
+
+
+def same_top(a: Detections, b: Detections) -> bool:
+    """The highest-scoring detection of each is the same class and the same box."""
+    if not len(a.scores) or not len(b.scores):
+        return len(a.scores) == len(b.scores)
+    i, j = int(np.argmax(a.scores)), int(np.argmax(b.scores))
+    return int(a.classes[i]) == int(b.classes[j]) and iou_matrix(a.boxes[i], b.boxes[j])[0, 0] >= \
+        SAME_BOX_IOU
+
+
+def top_agreement(a: Sequence[Detections], b: Sequence[Detections]) -> float:
+    return sum(map(same_top, a, b)) / len(a)
+
+
+def ap50(truth: Sequence[Labelled], found: Sequence[Detections]) -> float:
+    """COCO AP at IoU 0.5 (pycocotools), boxes in pixels as COCO counts them."""
+    images = [ImageBoxes(labelled.picture.path, labelled.picture.image.height,
+                         labelled.picture.image.width, labelled.boxes, labelled.classes,
+                         detections.boxes, detections.classes, detections.scores)
+              for labelled, detections in zip(truth, found, strict=True)]
+    return float(max(coco_evaluation(images).stats[1], 0.0))
+
+
+def detect_all(detector: Detector, truth: Sequence[Labelled]) -> list[Detections]:
+    return [detector(labelled.picture) for labelled in truth]
