@@ -770,16 +770,19 @@ PIPELINE_RUN = {
 def pipeline_run(c, job, target, pipeline, state, root, canary_traffic, max_drop,
                  launcher_image, dry_run, **where):
     """Run the continuous-training pipeline once: here (KFP's local runner) or on Vertex AI."""
+    from launch import targets
     from launch.features.pipeline import commands
+    from launch.targets.base import PIPELINES
 
     def act():
         text, named = commands.job_and_target(job, target)
-        other = {"local": {"--launcher-image": launcher_image, "--dry-run": dry_run},
-                 "vertex": {"--state": state, "--root": root}}[named]
+        sent = targets.offers(named, PIPELINES)  # to its pipeline service, or run here
+        other = {"--state": state, "--root": root} if sent else \
+            {"--launcher-image": launcher_image, "--dry-run": dry_run}
         if given := [flag for flag, value in other.items() if value]:
             raise InputError(f"{', '.join(given)}: not for a run whose job file says target: "
                              f"{named}")
-        if named == "local":
+        if not sent:
             return commands.run_here(text, state or PIPELINE_STATE, root or PIPELINE_ROOT,
                                      canary_traffic, max_drop, pipeline)
         return commands.run(_cloud(c, **where), text, launcher_image, canary_traffic,

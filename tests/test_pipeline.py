@@ -14,6 +14,7 @@ from google.cloud import aiplatform_v1
 from launch.errors import InputError
 from launch.features.pipeline import commands, definition, requests
 from launch.features.pipeline.state import run_id_for
+from launch.targets.vertex import pipelines
 
 LOCATION = "projects/pets-detector-dev/locations/us-central1"
 IMAGE = "us-central1-docker.pkg.dev/pets-detector-dev/pets-images/launcher@sha256:" + "a" * 64
@@ -75,11 +76,12 @@ def test_the_steps_run_in_order_and_stop_on_no_new_data_or_a_worse_model(compile
 
 def test_a_run_parses_as_vertex_ais_pipeline_job_with_its_image_root_and_parameters(compiled):
     values = requests.parameters(JOB, "gs://pets-data/pipeline/state", 20, 0.02)
-    job = requests.pipeline_job(
-        compiled, IMAGE, display_name="pets-ct", root="gs://pets-data/pipeline/root",
+    job = pipelines.pipeline_job(
+        requests.with_image(yaml.safe_load(compiled), IMAGE), display_name="pets-ct",
+        root="gs://pets-data/pipeline/root",
         service_account="pets-pipelines@pets-detector-dev.iam.gserviceaccount.com",
         values=values, labels={"app": "pets-detector"})
-    request = requests.create_request(LOCATION, job, "pets-ct-1")
+    request = pipelines.create_request(LOCATION, job, "pets-ct-1")
     parsed = aiplatform_v1.CreatePipelineJobRequest.from_json(
         aiplatform_v1.CreatePipelineJobRequest.to_json(request))
     assert parsed == request
@@ -91,7 +93,7 @@ def test_a_run_parses_as_vertex_ais_pipeline_job_with_its_image_root_and_paramet
     images = {e["container"]["image"] for e in spec["deploymentSpec"]["executors"].values()}
     assert images == {IMAGE}
     assert yaml.safe_load(compiled)["deploymentSpec"]["executors"]  # the text is untouched
-    scheduled = requests.schedule(LOCATION, job, "TZ=Europe/Berlin 0 3 * * 1", "pets-ct")
+    scheduled = pipelines.schedule(LOCATION, job, "TZ=Europe/Berlin 0 3 * * 1", "pets-ct")
     assert aiplatform_v1.Schedule.from_json(aiplatform_v1.Schedule.to_json(scheduled)) == \
         scheduled
     assert scheduled.max_concurrent_run_count == 1
@@ -106,9 +108,10 @@ def test_a_run_parses_as_vertex_ais_pipeline_job_with_its_image_root_and_paramet
     (lambda: requests.parameters(JOB, "s", max_drop=float("nan")), "--max-drop must be"),
     (lambda: requests.check_cron("every day"), "give five cron fields"),
     (lambda: requests.check_cron("0 3 * * 1; rm -rf /"), "give five cron fields"),
-    (lambda: requests.pipeline_job(definition.SPEC_FILE.read_text(), IMAGE, display_name="d",
-                                   root="gs://b/r", service_account="s",
-                                   values={"jobs": JOB}, labels={}),
+    (lambda: pipelines.pipeline_job(
+        requests.with_image(yaml.safe_load(definition.SPEC_FILE.read_text()), IMAGE),
+        display_name="d", root="gs://b/r", service_account="s", values={"jobs": JOB},
+        labels={}),
      "parameters ['jobs'] are not the pipeline's"),
 ])
 def test_bad_values_are_refused_before_anything_is_sent(call, message):

@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from launch.context.cloud import Cloud
 from launch.context.places import CloudTarget
@@ -192,6 +192,39 @@ class Serving(Protocol):
         versions leave the endpoint (each undeployment said)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class PipelineRun:
+    """One run of the continuous-training pipeline as a pipeline service takes it: the
+    compiled spec with its steps' image bound in, its name, where its outputs go (gs://),
+    the account it runs as, its parameters, its pipeline's name and its cost bound (USD)."""
+
+    spec: Mapping[str, Any]
+    display_name: str
+    root: str
+    service_account: str
+    values: Mapping[str, Any]
+    pipeline: str
+    bound: float
+
+
+class Pipelines(Protocol):
+    """A target's pipeline service (`invoke pipeline.run` of its job files, `pipeline.schedule`,
+    `pipeline.list`, `pipeline.cancel`); a target without one runs the pipeline here, with
+    KFP's local runner (launch/features/pipeline/commands.py)."""
+
+    def run(self, run: PipelineRun, run_id: str, dry_run: bool) -> str:
+        """Sends the run; what to tell the user (a dry run: the request)."""
+
+    def schedule(self, run: PipelineRun, cron: str, dry_run: bool) -> str:
+        """Runs it on `cron`, one at a time; what to tell the user (a dry run: the request)."""
+
+    def listing(self, display_name: str) -> str:
+        """The pipeline's newest runs and its schedules."""
+
+    def cancel(self, name: str, is_schedule: bool) -> str:
+        """Cancels a run, or pauses a schedule."""
+
+
 class Hardware(Protocol):
     """A target's hardware catalogue, as `invoke pricing.refresh` prices it."""
 
@@ -205,6 +238,7 @@ HARDWARE = Offer[Hardware]("hardware", "hardware catalogues are kept")
 DOCTOR = Offer[Checks]("doctor", "the doctor's checks run")
 RUNS = Offer[KeptRuns]("runs", "runs in the bucket are priced")
 SERVING = Offer[Serving]("serving", "endpoints run")
+PIPELINES = Offer[Pipelines]("pipelines", "scheduled pipelines run")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """`invoke pipeline.*`: the continuous-training pipeline run here with KFP's local runner, or
-sent to Vertex AI Pipelines as one run or a schedule of runs; its runs and schedules listed,
-a run cancelled, a schedule paused. Every value is checked before anything starts or is sent.
+sent to the job file's target's pipeline service (`base.PIPELINES`, through the registry:
+Vertex AI Pipelines) as one run or a schedule of runs; its runs and schedules listed, a run
+cancelled, a schedule paused. Every value is checked before anything starts or is sent.
 
-A Vertex AI run is bounded: each of its jobs is sent with the job file's `max-cost` (the
+A run on such a service is bounded: each of its jobs is sent with the job file's `max-cost` (the
 launcher refuses a job whose bound is higher), so a run costs at most its training job's
 bound and its three evaluations' (the run's final checkpoint on the validation split when its
 training evaluated none, the run on the test split, and the serving version on it again).
@@ -13,18 +14,21 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import itertools
 import json
 import re
 import sys
 import time
 from pathlib import Path
 
-from launch.context.cloud import Cloud, stamp, standard_labels
+import yaml
+
+from launch import targets
+from launch.context.cloud import Cloud, stamp
 from launch.context.images import check_repository
 from launch.errors import InputError, MissingError, StepFailed, reason
 from launch.features.pipeline import definition, graph, requests, steps
 from launch.features.pipeline import state as pipeline_state
+from launch.targets.base import PIPELINES, PipelineRun
 from launch.text import printable
 from launch.values import jobfile
 from launch.values.files import read_page
@@ -34,9 +38,6 @@ from trainer.common.files import PIPELINE_RUN_PREFIX, PIPELINES_PREFIX
 # evaluated none), its test split, and the serving version's test split again
 EVALUATIONS = 3
 NEEDED = ("project", "region", "bucket", "pipelines_service_account")
-NAME_OR_ID = re.compile(r"(projects/(?P<project>[a-z0-9-]+)/locations/(?P<region>[a-z0-9-]+)/"
-                        r"(?P<kind>pipelineJobs|schedules)/)?(?P<id>[a-z0-9][a-z0-9-]{0,127})")
-LISTED = 20  # runs and schedules a listing shows, newest first
 LOGS = "logs"  # under the local pipeline root: each run's log file, NAME-STAMP.log
 SAID = 1000  # characters of a decision's reason the summary shows (it is read from a file)
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")  # KFP colours its log, even into a pipe
@@ -62,9 +63,10 @@ def job_and_target(path: str | None, target: str | None) -> tuple[str, str]:
     """`--job FILE`'s text and where the pipeline runs: the file's target, which --target,
     when given, must agree with."""
     text = read_job(path)
-    named = jobfile.parse(text, f"--job {path}").get("target", "local")
-    if named not in ("local", "vertex"):
-        raise InputError(f"target: {str(named)[:40]!r} (--job {path}): local or vertex")
+    named = jobfile.parse(text, f"--job {path}").get("target", next(iter(targets.TARGETS)))
+    if named not in targets.TARGETS:
+        raise InputError(f"target: {str(named)[:40]!r} (--job {path}): "
+                         f"{' or '.join(targets.TARGETS)}")
     if target and target != named:
         raise InputError(f"--target {target}, but the job file says target: {named}: the "
                          "steps run the file's target; change one of them")
@@ -210,12 +212,14 @@ class Bound:
 
 
 def bound_of(job: str) -> Bound:
-    """The job file's bound on each job a run sends; a file for Vertex AI must give it."""
+    """The job file's bound on each job a run sends; a file for a target with a pipeline
+    service (Vertex AI) must give it."""
     train = jobfile.resolve(jobfile.TRAIN, {}, jobfile.parse(job, steps.SOURCE), steps.SOURCE)
-    if train.target != "vertex":
-        raise InputError(f"target: {train.target} (--job): Vertex AI Pipelines runs jobs on "
-                         "Vertex AI; `invoke pipeline.run --job FILE` runs a local job file "
-                         "here")
+    if not targets.offers(train.target, PIPELINES):
+        title = targets.executor_class(targets.offering(PIPELINES)).title
+        raise InputError(f"target: {train.target} (--job): {title} Pipelines runs jobs on "
+                         f"{title}; `invoke pipeline.run --job FILE` runs a {train.target} "
+                         "job file here")
     steps.job_of(job)  # the steps' own checks: a run they would refuse is not sent
     if train.max_cost is None:
         raise InputError("--job: give max-cost (USD): a pipeline runs with nobody watching, "
@@ -225,17 +229,18 @@ def bound_of(job: str) -> Bound:
 
 @dataclasses.dataclass(frozen=True)
 class Submission:
-    location: str
-    job: object  # aiplatform_v1.PipelineJob
+    """A run for the job file's target's pipeline service, and its bound."""
+
+    target: str
+    run: PipelineRun
     bound: Bound
 
 
 def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
                max_drop: float, dry_run: bool, pipeline: str | None = None) -> Submission:
-    """The run's PipelineJob: the launcher `image` (of the environment's repositories) for
-    its steps, the root and the state of pipeline `pipeline` (default: the job file's
-    experiment's) under the bucket's pipelines/, the pipelines account; its jobs checked
-    first (preflight)."""
+    """The run: the launcher `image` (of the environment's repositories) for its steps, the
+    root and the state of pipeline `pipeline` (default: the job file's experiment's) under
+    the bucket's pipelines/, the pipelines account; its jobs checked first (preflight)."""
     bound = bound_of(job)
     name = pipeline_state.name_for(pipeline, steps.job_of(job).experiment)
     image = image or cloud.fields(())["launcher_image"]
@@ -250,13 +255,10 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     values = requests.parameters(job, f"{prefix}/state/{name}", canary_traffic, max_drop,
                                  settings)
     preflight(cloud, job, settings, values["state"], dry_run)
-    labels = {**standard_labels(), "max-cost-usd": f"{bound.total:.2f}".replace(".", "_"),
-              "pipeline": name}
-    run = requests.pipeline_job(
-        definition.SPEC_FILE.read_text(), image, display_name=definition.NAME,
-        root=f"{prefix}/root", service_account=where["pipelines_service_account"],
-        values=values, labels=labels)
-    return Submission(_parent(cloud), run, bound)
+    spec = requests.with_image(yaml.safe_load(definition.SPEC_FILE.read_text()), image)
+    return Submission(steps.job_of(job).target, PipelineRun(
+        spec, definition.NAME, f"{prefix}/root", where["pipelines_service_account"], values,
+        name, bound.total), bound)
 
 
 PREFLIGHT_RUN = f"{PIPELINE_RUN_PREFIX}preflight"  # the checked jobs' run: nothing is made
@@ -310,104 +312,29 @@ def settings_of(cloud: Cloud, job: jobfile.JobFile) -> str:
 
 def run(cloud: Cloud, job: str, image: str | None, canary_traffic: int, max_drop: float,
         dry_run: bool, pipeline: str | None = None) -> str:
-    """One run of pipeline `pipeline` on Vertex AI Pipelines (or, with `dry_run`, its
-    request on stdout)."""
-    from google.cloud import aiplatform_v1
-
+    """One run of pipeline `pipeline` on the job file's target's pipeline service (or, with
+    `dry_run`, its request on stdout)."""
     sent = submission(cloud, job, image, canary_traffic, max_drop, dry_run, pipeline)
-    request = requests.create_request(sent.location, sent.job,
-                                      f"{definition.NAME}-{stamp()}")
+    run_id = f"{definition.NAME}-{stamp()}"
     print(sent.bound.line(), file=sys.stderr, flush=True)
-    if dry_run:
-        return aiplatform_v1.CreatePipelineJobRequest.to_json(request)
-    return start(cloud, request)
-
-
-def start(cloud: Cloud, request) -> str:
-    """Sends a run's CreatePipelineJobRequest."""
-    made = _pipelines(cloud).create_pipeline_job(request=request)
-    return f"started {made.name} ({_console(made.name)})"
+    return targets.offered(sent.target, PIPELINES, cloud).run(sent.run, run_id, dry_run)
 
 
 def schedule(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
              max_drop: float, cron: str, dry_run: bool, pipeline: str | None = None) -> str:
-    """A Vertex AI schedule of pipeline `pipeline`'s runs on `cron`, one at a time."""
-    from google.cloud import aiplatform_v1
-
-    requests.check_cron(cron)
+    """A schedule of pipeline `pipeline`'s runs on `cron`, one at a time, on the job file's
+    target's pipeline service."""
+    cron = requests.check_cron(cron)
     sent = submission(cloud, job, image, canary_traffic, max_drop, dry_run, pipeline)
-    made = requests.schedule(sent.location, sent.job, cron, definition.NAME)
     print(sent.bound.line(), file=sys.stderr, flush=True)
-    if dry_run:
-        return aiplatform_v1.Schedule.to_json(made)
-    return create_schedule(cloud, sent.location, made)
-
-
-def create_schedule(cloud: Cloud, location: str, schedule) -> str:
-    """Sends a Schedule."""
-    made = _schedules(cloud).create_schedule(parent=location, schedule=schedule)
-    return f"scheduled {made.name} on {made.cron!r}: one run at a time"
+    return targets.offered(sent.target, PIPELINES, cloud).schedule(sent.run, cron, dry_run)
 
 
 def listing(cloud: Cloud) -> str:
-    """The newest runs (state, when, bound) and the schedules."""
-    parent, named = _parent(cloud), f'display_name="{definition.NAME}"'
-    runs = _pipelines(cloud).list_pipeline_jobs(request={
-        "parent": parent, "filter": named, "order_by": "create_time desc",
-        "page_size": LISTED})
-    lines = [f"{r.name.rsplit('/', 1)[1]}  {r.state.name.removeprefix('PIPELINE_STATE_')}  "
-             f"{r.create_time:%F %H:%M} UTC  pipeline {r.labels.get('pipeline', '-')}  "
-             f"bound {_bound_label(r.labels)}"
-             for r in itertools.islice(runs, LISTED)]
-    schedules = _schedules(cloud).list_schedules(request={
-        "parent": parent, "filter": named, "page_size": LISTED})
-    lines += [f"schedule {s.name.rsplit('/', 1)[1]}  {s.state.name}  {s.cron!r}"
-              for s in itertools.islice(schedules, LISTED)]
-    return "\n".join(lines) or f"no runs or schedules of {definition.NAME} in {parent}"
+    """The newest runs (state, when, bound) and the schedules, on the pipeline service."""
+    return targets.first(PIPELINES, cloud).listing(definition.NAME)
 
 
 def cancel(cloud: Cloud, name: str, is_schedule: bool) -> str:
-    """Cancels a run, or pauses a schedule (no new runs). A full name may give the project
-    by its number, as Vertex AI's answers do; its region must be the environment's."""
-    match = NAME_OR_ID.fullmatch(name)
-    kind = "schedules" if is_schedule else "pipelineJobs"
-    if not match or (match["kind"] and match["kind"] != kind):
-        raise InputError(f"{name[:80]!r} is not a {'schedule' if is_schedule else 'run'} id: "
-                         "`invoke pipeline.list` shows them")
-    parent = _parent(cloud)
-    project, region = parent.split("/")[1], parent.split("/")[3]
-    other_project = match["project"] != project and not (match["project"] or "").isdigit()
-    if match["kind"] and (match["region"] != region or other_project):
-        raise InputError(f"{name[:120]} is not in this environment's project and region "
-                         f"({parent})")
-    full = f"{parent}/{kind}/{match['id']}"
-    if is_schedule:
-        _schedules(cloud).pause_schedule(name=full)
-        return f"paused {full}: it starts no new run (a running one goes on)"
-    _pipelines(cloud).cancel_pipeline_job(name=full)
-    return (f"cancelling {full}: its running steps stop (a job a step started goes on: "
-            "`invoke jobs.list`, `invoke jobs.cancel`)")
-
-
-def _parent(cloud: Cloud) -> str:
-    where = cloud.fields(("project", "region"))
-    return f"projects/{where['project']}/locations/{where['region']}"
-
-
-def _bound_label(labels) -> str:
-    value = labels.get("max-cost-usd", "")
-    return f"{value.replace('_', '.')} USD" if value else "unknown"
-
-
-def _console(name: str) -> str:
-    parts = name.split("/")
-    return (f"https://console.cloud.google.com/vertex-ai/locations/{parts[3]}/pipelines/runs/"
-            f"{parts[5]}?project={parts[1]}")
-
-
-def _pipelines(cloud: Cloud):
-    return cloud.clients.pipelines(cloud.fields(("region",))["region"])
-
-
-def _schedules(cloud: Cloud):
-    return cloud.clients.schedules(cloud.fields(("region",))["region"])
+    """Cancels a run, or pauses a schedule (no new runs)."""
+    return targets.first(PIPELINES, cloud).cancel(name, is_schedule)

@@ -1,16 +1,13 @@
-"""The continuous-training pipeline's requests to Vertex AI, as data: a PipelineJob made of the
-compiled spec (definition.py), the environment's launcher image bound in, the pipeline root
-under the bucket and the run's parameters; and a Schedule that creates one on a cron. Pure
-functions: the commands send them, the tests read them back with the API's own protos.
+"""The continuous-training pipeline's requests, as data: the run's parameters, the compiled
+spec (definition.py) with the environment's launcher image bound in, a cron checked. Pure
+functions: the commands hand them to the target's pipeline service (`base.Pipelines`: Vertex
+AI Pipelines' PipelineJob and Schedule are launch/targets/vertex/pipelines.py's).
 """
 
 from __future__ import annotations
 
 import copy
 import re
-
-import yaml
-from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
 from launch.features.pipeline.definition import DEFAULT_CANARY, DEFAULT_MAX_DROP, IMAGE
@@ -56,38 +53,3 @@ def with_image(spec: dict, image: str) -> dict:
                              "(`invoke pipeline.compile`)")
         executor["container"]["image"] = image
     return bound
-
-
-def pipeline_job(spec_text: str, image: str, *, display_name: str, root: str,
-                 service_account: str, values: dict, labels: dict[str, str]
-                 ) -> aiplatform_v1.PipelineJob:
-    """One run of the pipeline: its steps on `image`, writing below `root` (gs://), as
-    `service_account`."""
-    spec = with_image(yaml.safe_load(spec_text), image)
-    declared = set(spec["root"]["inputDefinitions"]["parameters"])
-    if unknown := set(values) - declared:  # the API does not check them: a typo would vanish
-        raise InputError(f"parameters {sorted(unknown)} are not the pipeline's "
-                         f"({', '.join(sorted(declared))})")
-    return aiplatform_v1.PipelineJob(
-        display_name=display_name, pipeline_spec=spec, labels=labels,
-        service_account=service_account,
-        runtime_config=aiplatform_v1.PipelineJob.RuntimeConfig(
-            gcs_output_directory=root, parameter_values=values,
-            failure_policy=aiplatform_v1.PipelineFailurePolicy.PIPELINE_FAILURE_POLICY_FAIL_FAST))
-
-
-def create_request(location: str, job: aiplatform_v1.PipelineJob, job_id: str | None = None
-                   ) -> aiplatform_v1.CreatePipelineJobRequest:
-    return aiplatform_v1.CreatePipelineJobRequest(parent=location, pipeline_job=job,
-                                                  pipeline_job_id=job_id or "")
-
-
-def schedule(location: str, job: aiplatform_v1.PipelineJob, cron: str, display_name: str
-             ) -> aiplatform_v1.Schedule:
-    """A run of `job` on `cron`, one at a time: a tick while a run is still going starts
-    none (max_concurrent_active_run_count: "the maximum number of active runs", where
-    max_concurrent_run_count limits only how many start at once)."""
-    return aiplatform_v1.Schedule(
-        display_name=display_name, cron=check_cron(cron), max_concurrent_run_count=1,
-        max_concurrent_active_run_count=1, allow_queueing=False,
-        create_pipeline_job_request=create_request(location, job))

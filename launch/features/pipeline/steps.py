@@ -11,8 +11,9 @@ what the next run reads:
     decisions.json         each run's two decisions: train or not, and the gate with figures
 The job file's `data_dir` holds the dataset's versions, one directory each, named as named
 datasets' versions are (`v-YYYYMMDDTHHMMSSZ-xxxxxxxx`, trainer/data/datasets.py), so the newest
-sorts last. A job file for Vertex AI runs the same steps on its services (on_vertex.py): each
-step function here takes the run's `settings` for them and hands such a job over.
+sorts last. A job file for a target whose runs live in the bucket and that serves models
+(Vertex AI: the registry says which) runs the same steps on its services (on_vertex.py):
+each step function here takes the run's `settings` for them and hands such a job over.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import shutil
 from pathlib import Path
 
+from launch import targets
 from launch.errors import InputError, MissingError
 from launch.features.pipeline import state as pipeline_state
 from launch.features.pipeline.state import (
@@ -36,6 +38,7 @@ from launch.features.pipeline.state import (
     run_id_for,
 )
 from launch.targets import champion
+from launch.targets.base import SERVING
 from launch.targets.champion import GateError
 from launch.targets.traffic import NEW, split_with_new
 from launch.values import jobfile
@@ -65,23 +68,35 @@ NO_SETTINGS = "{}"  # the local target reads none; Vertex AI's steps the environ
 
 
 def job_of(text: str) -> jobfile.JobFile:
-    """The pipeline's job file, checked as `invoke train --job` checks it: local (data-dir,
-    the directory of the dataset's versions) or vertex (dataset, a named dataset)."""
+    """The pipeline's job file, checked as `invoke train --job` checks it: for a target whose
+    runs are directories here (local), data-dir, the directory of the dataset's versions;
+    for one whose runs live in the bucket (vertex), dataset, a named dataset, and the target
+    serves models (`base.SERVING`) for the steps to upload and deploy them."""
     job = jobfile.resolve(jobfile.TRAIN, {}, jobfile.parse(text, SOURCE), SOURCE)
-    if job.target not in ("local", "vertex"):
+    in_bucket = _in_bucket(job.target)
+    if in_bucket and not targets.offers(job.target, SERVING):
+        able = [name for name in targets.TARGETS
+                if not _in_bucket(name) or targets.offers(name, SERVING)]
         raise InputError(f"target: {job.target} ({SOURCE}): the pipeline's steps run on "
-                         "local or vertex")
-    if job.target == "local" and not job.data_dir:
+                         f"{' or '.join(able)}")
+    if not in_bucket and not job.data_dir:
         raise InputError(f"{SOURCE}: give data-dir, the directory of the dataset's versions")
-    if job.target == "vertex" and not job.dataset:
+    if in_bucket and not job.dataset:
         raise InputError(f"{SOURCE}: give dataset, the named dataset whose new versions the "
                          "pipeline trains on (`invoke data.upload`)")
     return job
 
 
+def _in_bucket(target: str) -> bool:
+    """Whether the target's runs live in the bucket (`runs_in_bucket`): its steps are
+    on_vertex.py's, on the bucket and the target's serving; else the ones here."""
+    return targets.executor_class(target).runs_in_bucket
+
+
 def on_vertex(job: str, state: str, settings: str):
-    """The Vertex AI steps of a job file for it, else None (the local target's are here)."""
-    if job_of(job).target != "vertex":
+    """The steps of a job file whose runs live in the bucket (on_vertex.py's), else None
+    (the ones here)."""
+    if not _in_bucket(job_of(job).target):
         return None
     from launch.features.pipeline import on_vertex as vertex
 

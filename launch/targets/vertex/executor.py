@@ -52,6 +52,7 @@ from launch.targets.vertex.hardware import (
 from launch.targets.vertex.job_life import VertexJobs, VertexRuns
 from launch.targets.vertex.ladder import Budget, Ladder, Rung, climb, labels, most_jobs, rungs
 from launch.targets.vertex.notify import notifier
+from launch.targets.vertex.pipelines import VertexPipelines
 from launch.targets.vertex.serving import VertexServing
 from launch.targets.vertex.spec import job_id, pin_images, tensorboard_url, trainer_images
 from launch.targets.vertex.submit import (
@@ -117,6 +118,11 @@ class Vertex(Preflight[CloudTarget, Plan]):
     @classmethod
     def jobs(cls, cloud: Cloud) -> VertexJobs:
         return VertexJobs(cloud)
+
+    @classmethod
+    def pipelines(cls, cloud: Cloud) -> VertexPipelines:
+        """Vertex AI Pipelines: the continuous-training pipeline's runs and schedules."""
+        return VertexPipelines(cloud)
 
     @classmethod
     def runs(cls, cloud: Cloud) -> VertexRuns:
