@@ -46,15 +46,18 @@ def settings_page() -> str:
 
 def job_file_page() -> str:
     from launch.values import jobfile
+    from launch.values.target_names import TARGETS
     from trainer.common.options import kind
 
     def tasks(field) -> str:
         return ", ".join(task for task in jobfile.TASKS if task in field.metadata["tasks"])
 
-    def where(field) -> str:
+    def where(field, target: str | None = None) -> str:
         section = field.metadata["section"]
         top = field.metadata["tasks"] - {section}
-        parts = ["top" if top else "", f"`{jobfile.SECTIONS[section]}:`" if section else ""]
+        inner = f" {target}:" if target else ""
+        parts = [(f"`{target}:`" if target else "top") if top else "",
+                 f"`{jobfile.SECTIONS[section]}:{inner}`" if section else ""]
         return " and ".join(part for part in parts if part)
 
     def limits(field) -> str:
@@ -71,27 +74,60 @@ def job_file_page() -> str:
         value = jobfile.default(field)
         return "-" if value in (None, (), {}) else code(value)
 
-    rows = [(code(jobfile.key(field)), code(jobfile.flag(field.name)), tasks(field),
-             where(field), kind(field.type).__name__, default(field), limits(field),
-             field.metadata["help"]) for field in dataclasses.fields(jobfile.JobFile)]
+    def needs(field) -> str:
+        return code(field.metadata["needs"]) if field.metadata["needs"] else "-"
+
+    def row(field, target: str | None = None) -> tuple:
+        return (code(jobfile.key(field)), code(jobfile.flag(field.name)), tasks(field),
+                where(field, target), kind(field.type).__name__, default(field),
+                limits(field), needs(field), field.metadata["help"])
+
+    headers = ("key", "flag", "tasks", "in the file", "type", "default", "bounds", "needs",
+               "what it is")
+    owned = [f"## `{target}:` the {target} target's own options\n\n" +
+             table(headers, [row(field, target) for field in jobfile.own_options(target)])
+             for target in TARGETS if jobfile.own_options(target)]
+    specs = {target: TARGETS[target] for target in TARGETS}
+    known = {capability for spec in specs.values() for capability in spec.capabilities} | {
+        field.metadata["needs"] for field in jobfile.FIELDS.values() if field.metadata["needs"]}
+    abilities = table(("capability", "a target without it cannot", "targets that have it"), (
+        (code(capability), capability.words,
+         ", ".join(name for name, spec in specs.items() if spec.can(capability)) or "-")
+        for capability in sorted(known, key=lambda capability: capability.name)))
+    renamed = table(("version", "a key of the version before", "is now"), (
+        (version, code(": ".join(old)), code(": ".join(new)))
+        for version, moves in jobfile.RENAMED.items() for old, new in moves.items()))
     return page(
-        "Job files and flags", "launch/values/jobfile.py `JobFile`",
-        """The options `invoke train`, `tune` and `eval` share. Each is a flag of those tasks
+        "Job files and flags", "launch/values/jobfile.py `JobFile`, each target's own options "
+        "(launch/targets/NAME/options.py) and `RENAMED`",
+        f"""The options `invoke train`, `tune` and `eval` share. Each is a flag of those tasks
         and a key of a job file (`--save-job FILE` writes one, `--job FILE` reads it, flags
-        given with it win), checked the same way wherever it comes from. A key is read from
-        the top of the file, or from the file's `eval:` section for evaluation's own hardware
-        and from `tune:` for the sweep. Types: `str`; `int` and `float` take the bounds
-        shown; `bool` is a flag without a value and `true`/`false` in a file; `tuple` is a
-        repeatable flag (or a comma-separated one) and a list in a file; `dict` is `KEY=VALUE`
-        repeated, a mapping in a file. A file is read as YAML 1.2 (trainer/common/yamlfile.py, the
-        reader of every YAML a user hands in): a repeated key, a number YAML 1.1 reads
-        otherwise (`010`, `1:30`, `0x10`, `1_000`), `yes`/`no`/`on`/`off`, a number of more
-        than 100 characters, `.nan`/`.inf`, an alias (`*name`) and a tag (`!!...`) are each
-        refused in one line, `FILE: line N: what — fix`, exit 2; quote a value meant as text
+        given with it win), checked the same way wherever it comes from. A file begins with
+        `version: {jobfile.VERSION}`. The job's own keys are neutral, the same for every
+        target, and read from the top of the file, or from its `eval:` section for
+        evaluation's own hardware and from `tune:` for the sweep; a key that `needs` a
+        capability is refused, at other than its default, on a target without it. Each
+        target's own options sit in its section (`vertex:`; evaluation's in `eval:
+        vertex:`). Types: `str`; `int` and `float` take the bounds shown; `bool` is a flag
+        without a value and `true`/`false` in a file; `tuple` is a repeatable flag (or a
+        comma-separated one) and a list in a file; `dict` is `KEY=VALUE` repeated, a mapping
+        in a file. A file is read as YAML 1.2 (trainer/common/yamlfile.py, the reader of
+        every YAML a user hands in): a repeated key, a number YAML 1.1 reads otherwise
+        (`010`, `1:30`, `0x10`, `1_000`), `yes`/`no`/`on`/`off`, a number of more than 100
+        characters, `.nan`/`.inf`, an alias (`*name`) and a tag (`!!...`) are each refused
+        in one line, `FILE: line N: what — fix`, exit 2; quote a value meant as text
         (`'010'`). `--rerun` reads a run's stored job file the same way; `--save-job` quotes
         text either version would read as another type.""",
-        table(("key", "flag", "tasks", "in the file", "type", "default", "bounds", "what it is"),
-              rows),
+        table(headers, [row(field) for field in jobfile.FIELDS.values()]),
+        *owned,
+        "## What targets can do\n\nA target declares its capabilities in its package "
+        "(launch/targets/NAME/__init__.py); a value that needs one it lacks is refused in "
+        "these words: `--spot: the local target cannot run spot capacity: add --target "
+        "vertex, or drop --spot`.\n\n" + abilities,
+        "## Versions and renamed keys\n\nA file without `version:` is version 1 (every "
+        "file written before version 2). Its keys are moved as this table says before the "
+        "file is read, so a stored job file replays (`--rerun`, `--job`); a file of a "
+        "version newer than the launcher's is refused.\n\n" + renamed,
         "The guide: [Fine-tuning and job files](../guides/fine-tuning.md).")
 
 

@@ -359,10 +359,11 @@ def test_a_run_stores_its_job_file_which_rerun_and_eval_read(fakes, tmp_path):
     assert where == "gs://pets-data/runs/ft1/job.yaml"
     stored = jobfile.parse(text, where)
     assert stored["run-id"] == "ft1" and stored["data-dir"] == "gs://pets-data/pets-v2"
-    assert stored["region"] == "us-central1"
-    assert stored["image"].startswith(f"{REPOSITORY}/trainer:")  # what the job ran
+    assert stored["vertex"]["region"] == "us-central1"  # Vertex AI's own options
+    assert stored["vertex"]["image"].startswith(f"{REPOSITORY}/trainer:")  # what the job ran
     again = jobfile.resolve("train", {"run_id": "ft2"}, stored, where)
-    assert dataclasses.replace(again, run_id="ft1", image=None, region=None) == job
+    assert dataclasses.replace(again, run_id="ft1", target_options=dataclasses.replace(
+        again.target_options, image=None, region=None)) == job
 
     evaluate(cloud, "ft1")
     (pool,) = fakes.vertex.received[-1].custom_job.job_spec.worker_pool_specs

@@ -1,10 +1,11 @@
 """launch/'s floor plan as the code holds it (docs/design/layers.md): tasks.py imports no
-target's package, a target without flags, settings or job options of its own is one package
-plus one line in the registry (layers.md lists what a real one touches besides), and a job
-kind one class registered by its decorator (`@kind`), in KINDS once its module is imported:
-a toy target and a toy kind, each in a temporary package, go through the preflight every
-target shares (launch/targets/preflight.py) in its order, with the job file, --save-job and
-the refusals it gives them."""
+target's package, a target with job options and capabilities of its own is one package plus
+one line in the registry (layers.md lists what a real one touches besides), and a job kind
+one class registered by its decorator (`@kind`), in KINDS once its module is imported: a toy
+target and a toy kind, each in a temporary package, go through the preflight every target
+shares (launch/targets/preflight.py) in its order, with the job file, --save-job and the
+refusals it gives them; the toy target's own option is a flag and a key of its section, its
+own capability the words another target's refusal says, its jobs reached by jobs.*."""
 
 from __future__ import annotations
 
@@ -27,18 +28,56 @@ from tests.conftest import REPO
 
 TASKS = Path(__file__).resolve().parents[1] / "tasks.py"
 
+TOY_SPEC = '''
+import dataclasses
+
+from launch.values import capabilities
+from launch.values.capabilities import Capability, TargetSpec
+from launch.values.jobfile import option
+
+PAINT = Capability("paint", "paint its boxes")  # a capability no other target has
+
+
+@dataclasses.dataclass(frozen=True)
+class ToyOptions:
+    colour: str | None = option("the colour of its boxes", needs=PAINT)
+
+
+TOY = TargetSpec("toy_target.executor:Toy", frozenset({PAINT, capabilities.SPOT}), ToyOptions)
+'''
 TOY_EXECUTOR = '''
 import dataclasses
 import sys
 from pathlib import Path
 
 from launch.errors import InputError
-from launch.targets.base import Target, say_job
+from launch.targets.base import JobLine, Target, say_job
 from launch.targets.preflight import Placed, Preflight
+
+RAN = {}  # job id -> what it ran: its jobs, for jobs.*
 
 
 def said(hook):
     print(f"toy: {hook}", file=sys.stderr)
+
+
+class ToyJobs:
+    poll_seconds = 0.0
+
+    def holds(self, job):
+        return job in RAN
+
+    def list(self):
+        return [self.status(job) for job in RAN]
+
+    def status(self, job):
+        return JobLine(job, "SUCCEEDED", None, "toy", notes=(f"ran: {RAN[job]}",))
+
+    def logs(self, job, lines, follow, poll):
+        return RAN[job]
+
+    def cancel(self, job):
+        return f"{job} has ended: nothing to cancel"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,10 +85,19 @@ class Toy(Preflight):
     """A target whose run writes the trainer's command line into the model directory."""
 
     target: Target
+    title = "the toy"
 
     @classmethod
     def from_target(cls, target):
         return cls(target)
+
+    @classmethod
+    def jobs(cls, cloud):
+        return ToyJobs()
+
+    def colour(self):
+        """Its own option, from the job (None without one)."""
+        return self.target.job and self.target.job.target_options.colour
 
     @property
     def submission(self):
@@ -92,7 +140,7 @@ class Toy(Preflight):
 
     def show(self, placed, plan):
         said("show")
-        return " ".join(plan.args)
+        return " ".join(plan.args) + (f" in {self.colour()}" if self.colour() else "")
 
     def keep(self, placed, plan):
         said("keep")
@@ -101,6 +149,8 @@ class Toy(Preflight):
     def run(self, placed, plan):
         said("run")
         Path(placed.where.model_dir, "ran").write_text(" ".join(plan.args))
+        RAN[f"toy-{len(RAN) + 1}"] = " ".join(plan.args) + (
+            f" in {self.colour()}" if self.colour() else "")
         return f"{plan.name} ran"
 '''
 # The shared preflight's order (launch/targets/preflight.py), as the toy's hooks say it.
@@ -132,7 +182,7 @@ def scratch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_tasks_asks_the_registry_and_imports_no_target():
-    packages = {executor.__module__.rsplit(".", 1)[0] for executor in targets.TARGETS.values()}
+    packages = {spec.executor.rsplit(".", 1)[0] for spec in targets.TARGETS.values()}
     assert packages == {"launch.targets.local", "launch.targets.vertex"}
     names = imported(TASKS)
     assert "launch.targets.executor_for" in names
@@ -141,14 +191,15 @@ def test_tasks_asks_the_registry_and_imports_no_target():
 
 
 def toy_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Places:
-    """The toy target in a temporary package and its registry line (as in
-    launch/values/target_names.py); its places. The test takes `scratch`."""
+    """The toy target in a temporary package (its spec in `__init__.py`, its executor in
+    executor.py) and its registry line (as in launch/values/target_names.py); its places.
+    The test takes `scratch`."""
     package = tmp_path / "toy_target"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").write_text(TOY_SPEC)
     (package / "executor.py").write_text(TOY_EXECUTOR)
     monkeypatch.syspath_prepend(str(tmp_path))
-    targets.TARGETS.register_lazy("toy", "toy_target.executor:Toy")
+    targets.TARGETS.register_lazy("toy", "toy_target:TOY")
     return Places(str(tmp_path / "model"), str(tmp_path / "records"))
 
 
@@ -211,6 +262,56 @@ def test_a_toy_targets_run_and_its_refusal_go_through_the_shared_preflight(
         toy.launch(request)
     assert hooks(capsys.readouterr().err) == REAL_RUN[:REAL_RUN.index("refuse") + 1]
     assert not saved.exists() and not (model / "ran").exists()
+
+
+def test_a_targets_own_option_and_capability_come_from_its_package(tmp_path, monkeypatch,
+                                                                  capsys, scratch):
+    """The toy's option (`colour`) is a flag of the job tasks and a key of the file's `toy:`
+    section, read by its executor; its capability (PAINT) is the words another target's
+    refusal says, and the neutral capabilities it declares (spot) let the job ask for them.
+    Its jobs are jobs.*'s, through the registry. Nothing outside its package was edited."""
+    from launch.cli import taskflags
+    from launch.context.cloud import Cloud
+    from launch.features.jobs import job_command
+
+    places = toy_target(tmp_path, monkeypatch)
+    colour = {field.name: field for field in jobfile.flag_fields("train")}["colour"]
+    assert jobfile.help_of(colour) == "the colour of its boxes (toy)"
+    train = taskflags.job_task("train", {})(lambda c, **flags: flags)
+    assert "colour" in {argument.name for argument in train.get_arguments()}
+
+    job = jobfile.resolve("train", {"target": "toy", "colour": "red", "spot": True})
+    assert (job.target_options.colour, job.spot) == ("red", True)
+    written = yaml.safe_load(job.to_yaml("train"))
+    assert written["toy"] == {"colour": "red"} and written["spot"] is True
+    assert jobfile.resolve("train", {}, written, "f") == job  # the file reads back
+
+    with pytest.raises(InputError, match=r"^--colour: the local target cannot paint its "
+                                         r"boxes: add --target toy, or drop --colour$"):
+        jobfile.resolve("train", {"colour": "red"})
+    with pytest.raises(InputError, match=r"^toy: colour \(in f\): the vertex target cannot "
+                                         r"paint its boxes: add --target toy, or drop toy: "
+                                         r"colour from f$"):
+        jobfile.resolve("train", {"target": "vertex"}, written, "f")
+    with pytest.raises(InputError, match=r"^--accelerator: the toy target cannot attach GPUs: "
+                                         r"add --target vertex, or drop --accelerator$"):
+        jobfile.resolve("train", {"target": "toy", "accelerator": "NVIDIA_L4:1"})
+    with pytest.raises(InputError, match=r"^f: `toy: spot` is not an option of the toy "
+                                         r"target here; it belongs at the top"):
+        jobfile.resolve("train", {}, {"version": 2, "toy": {"spot": True}}, "f")
+
+    Path(places.model_dir).mkdir()
+    toy = targets.executor_for("toy", Target(places, job=job))
+    request = jobfile.request(job, "train")
+    assert request.resources.scheduling.strategy == "SPOT"
+    assert toy.launch(request) == "train-pets_retinanet_mobilenet ran"
+    capsys.readouterr()
+    cloud = Cloud()
+    assert job_command(cloud, "list", target="toy").startswith("               toy-1  "
+                                                               "SUCCEEDED")
+    assert job_command(cloud, "status", "toy-1").endswith(" in red")  # found by its id
+    assert job_command(cloud, "logs", "toy-1", target="toy").endswith(" in red")
+    assert job_command(cloud, "cancel", "toy-1") == "toy-1 has ended: nothing to cancel"
 
 
 TOY_KIND = '''
@@ -289,8 +390,7 @@ def test_a_job_kind_is_one_class_registered_by_its_decorator(tmp_path, monkeypat
     import toy_kind.kind  # its `@kind` registers it
 
     assert jobs.KINDS["profile"] is toy_kind.kind.Profile
-    job = jobfile.resolve("profile", {})
-    targets.refuse_unsupported(job, "profile", set(), "")
+    job = jobfile.resolve("profile", {})  # the targets' refusals come with it
     request = jobfile.request(job, "profile")
     assert type(request) is toy_kind.kind.Profile and request.batches == 50
 

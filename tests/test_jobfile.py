@@ -133,7 +133,23 @@ JOB_FILE_MISTAKES = {
     "- a list\n": "a job file is a mapping",
     "steps: true\n": "--steps (in --job {job}) must be a whole number",
     "once: true\n": "'once' belongs in the `eval:` section",
-    "eval:\n  steps: 5\n": "`eval:` is a mapping of machine-type, accelerator",
+    "eval:\n  steps: 5\n": "`eval: steps` belongs at the top",
+    "eval:\n  nonsense: 5\n": "`eval: nonsense` is not a key: `eval:` is a mapping of "
+                              "accelerator, tpu, spot, flex-start, once, idle-timeout, split, "
+                              "vertex",
+    "version: 2\nmachine-type: n1-standard-8\n": "'machine-type' belongs in the `vertex:` "
+                                                 "section or in the `eval: vertex:` section",
+    "version: 2\nvertex:\n  detach: true\n": "`vertex: detach` is not an option of the "
+                                              "vertex target here; it belongs in the `local:` "
+                                              "section",
+    "version: 2\nvertex:\n  spot: true\n": "`vertex: spot` is not an option of the vertex "
+                                            "target here; it belongs at the top or in the "
+                                            "`eval:` section",
+    "version: 3\nsteps: 5\n": "--job {job}: version 3 is newer than this launcher reads (2): "
+                              "update the launcher (`git pull`), or write the file in version 2",
+    "version: two\n": "version 'two' is not a job file version: 1 to 2",
+    "machine-type: a\nvertex:\n  machine-type: b\n": "both `machine-type` and `vertex: "
+                                                      "machine-type`",
     "tune: 5\n": "`tune:` is a mapping of sweep",
     "tune:\n  sweep: x\n": "--sweep (in --job {job}): the sweep is a mapping",
     "override: {input_size: &a [1, 2]}\nlabel: *a\n": "aliases (*name) are not allowed",
@@ -174,7 +190,7 @@ def test_help_has_no_automatic_short_flags_and_shows_types_and_defaults():
     assert "--max-preemptions" in train and "default 2]" in train
     flat = " ".join(train.split())  # invoke wraps the help
     assert "job timeout (vertex) [number >= 0.0167; default 24]" in flat  # one minute
-    assert "default 24) [number 0 or >= 0.0167]" in flat  # --max-wait-hours: 0 is no limit
+    assert "0 for no limit, default 24 (vertex) [number 0 or >= 0.0167]" in flat  # waiting
     # a task whose first option is required takes `--help` for its value: one line, exit 2,
     # naming the task as invoke lists it (every such task, called in this process)
     import inspect
@@ -302,15 +318,57 @@ def test_every_catalogue_entry_fits_an_experiment_and_names_its_source():
 
 
 def test_a_resolved_job_reads_back_as_the_same_job():
-    job = jobfile.resolve("train", {"steps": "200", "override": ["batch_size=4"],
-                                    "label": ["team=pets"], "capacity": "spot,standard"})
-    again = jobfile.resolve("train", {}, yaml.safe_load(job.to_yaml("train")), "the file")
+    job = jobfile.resolve("train", {"target": "vertex", "steps": "200",
+                                    "override": ["batch_size=4"], "label": ["team=pets"],
+                                    "capacity": "spot,standard", "spot": True})
+    written = yaml.safe_load(job.to_yaml("train"))
+    assert list(written)[:2] == ["version", "target"] and written["version"] == 2
+    assert (written["spot"], written["vertex"]) == (True, {"capacity": ["spot", "standard"]})
+    again = jobfile.resolve("train", {}, written, "the file")
     assert again == job
     assert isinstance(jobfile.request(job, "train"), Training)
-    evaluation = jobfile.resolve("eval", {"once": True, "machine_type": "n1-standard-4"})
+    evaluation = jobfile.resolve("eval", {"target": "vertex", "once": True,
+                                          "machine_type": "n1-standard-4"})
     assert yaml.safe_load(evaluation.to_yaml("eval"))["eval"] == {
-        "machine-type": "n1-standard-4", "once": True}
+        "once": True, "vertex": {"machine-type": "n1-standard-4"}}
     assert isinstance(jobfile.request(evaluation, "eval"), Evaluation)
+
+
+# Version 1 (no `version:`): what the launcher wrote before each target's options moved into
+# its section; each is read as the version 2 file beside it.
+V1_AND_V2 = {
+    "train": ("target: vertex\nregion: us-east4\nmachine-type: g2-standard-8\n"
+              "accelerator: NVIDIA_L4:1\nspot: true\ntimeout-hours: 6.0\nweb-access: true\n"
+              "regions: []\nmax-preemptions: 3\neval:\n  machine-type: n1-standard-4\n",
+              "version: 2\ntarget: vertex\naccelerator: NVIDIA_L4:1\nspot: true\n"
+              "vertex:\n  region: us-east4\n  machine-type: g2-standard-8\n"
+              "  timeout-hours: 6.0\n  web-access: true\n  regions: []\n"
+              "  max-preemptions: 3\neval:\n  vertex:\n    machine-type: n1-standard-4\n"),
+    "eval": ("target: vertex\nrun-id: r1\neval:\n  machine-type: n1-standard-4\n"
+             "  spot: true\n  timeout-hours: 2\n  once: true\n",
+             "version: 2\ntarget: vertex\nrun-id: r1\neval:\n  spot: true\n  once: true\n"
+             "  vertex:\n    machine-type: n1-standard-4\n    timeout-hours: 2\n"),
+    "local": ("detach: true\nsteps: 10\n", "version: 2\nlocal:\n  detach: true\nsteps: 10\n"),
+}
+
+
+@pytest.mark.parametrize("name", V1_AND_V2)
+def test_a_version_1_file_and_its_version_2_rewrite_resolve_to_the_same_job(name):
+    old, new = (jobfile.parse(text, "f") for text in V1_AND_V2[name])
+    assert old == new  # the table of renamed keys moves each key to its version 2 place
+    for task in ("train", "eval") if name != "local" else ("train",):
+        assert jobfile.resolve(task, {}, yaml.safe_load(V1_AND_V2[name][0]), "f") == \
+            jobfile.resolve(task, {}, yaml.safe_load(V1_AND_V2[name][1]), "f")
+    resolved = jobfile.resolve("eval" if name == "eval" else "train", {}, old, "f")
+    assert jobfile.parse(resolved.to_yaml("eval" if name == "eval" else "train"), "f")[
+        "version"] == 2
+
+
+def test_upgrading_leaves_the_callers_file_as_it_was():
+    file = {"machine-type": "a", "eval": {"web-access": True}}
+    assert jobfile.upgrade(file, "f") == {"version": 2, "vertex": {"machine-type": "a"},
+                                          "eval": {"vertex": {"web-access": True}}}
+    assert file == {"machine-type": "a", "eval": {"web-access": True}}
 
 
 def test_overrides_reach_the_trainer_as_one_typed_document():

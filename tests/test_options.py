@@ -104,7 +104,8 @@ def test_a_trainer_value_is_refused_alike_by_the_trainer_and_the_launcher(argv, 
     ({"flex_start": True, "max_wait_hours": "-1"},
      lambda: Scheduling.from_flags(flex_start=True, max_wait_hours="-1"),
      "--max-wait-hours must be 0 (no limit) or at least 1 minute (0.0167 h), got '-1'"),
-    ({"tpu": "v5litepod-4", "workers": "2"}, lambda: Resources(tpu="v5litepod-4", workers=2),
+    ({"target": "vertex", "tpu": "v5litepod-4", "workers": "2"},
+     lambda: Resources(tpu="v5litepod-4", workers=2),
      "a TPU job is one slice (every host of a multi-host slice runs the trainer): drop "
      "--workers and --reduction-servers"),
 ], ids=["workers", "reduction servers", "timeout", "timeout at most", "max wait", "tpu slice"])

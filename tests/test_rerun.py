@@ -38,7 +38,8 @@ def launch(cloud: Cloud, run_id: str, flags: dict, file: dict | None = None, sou
     job = jobfile.resolve("train", {"target": "vertex", "experiment": EXPERIMENT,
                                     "steps": "100", "run_id": run_id, **T4, **flags},
                           file, source)
-    with_image = dataclasses.replace(cloud, overrides={**cloud.overrides, "image": job.image})
+    image = jobfile.into(job, "cloud").get("image")  # Vertex AI's option, as launching reads it
+    with_image = dataclasses.replace(cloud, overrides={**cloud.overrides, "image": image})
     return Vertex(with_image, submission or Submission()).launch(jobfile.request(job, "train"))
 
 
@@ -91,10 +92,12 @@ HOSTILE = {
                      r"target vertex",
     "eval:\n  machine-type: a3-highgpu-8g": r"'eval' is not a key a training launch writes",
     "once: true": r"'once' is not a key a training launch writes",
-    "timeout-hours: 8000": r"timeout-hours 8000 is more than 168 \(7 days, Vertex AI's "
-                           r"default\); give --timeout-hours on the command line",
+    # a version 1 file's key, named where version 2 keeps it
+    "timeout-hours: 8000": r"vertex: timeout-hours 8000 is more than 168 \(7 days, Vertex "
+                           r"AI's default\); give --timeout-hours on the command line",
     # a number written as text is the same number (it was sent as 3,650 days)
-    'timeout-hours: "87600"': r"timeout-hours 87600 is more than 168",
+    'timeout-hours: "87600"': r"vertex: timeout-hours 87600 is more than 168",
+    "version: 3": r"version 3 is newer than this launcher reads \(2\)",
     # a number is no dataset reference: it was evaluated as the newest version of "2026"
     "dataset: 2026": r"dataset '2026' is not a dataset reference \(NAME@VERSION, text\)",
 }
@@ -142,7 +145,12 @@ def test_a_long_timeout_is_replayed_when_the_command_line_gives_it(fakes):
                                          "timeout-hours": 400}))
     _, file = jobfiles.rerun(fakes.cloud(), "long", jobfile.given(
         {"timeout_hours": "400"}))
-    assert file["timeout-hours"] == 400
+    assert file["vertex"]["timeout-hours"] == 400  # a version 1 file, read as version 2
+    store(fakes, "long2", yaml.safe_dump({"version": 2, "target": "vertex",
+                                          "experiment": EXPERIMENT,
+                                          "vertex": {"timeout-hours": 400}}))
+    with pytest.raises(InputError, match=r": vertex: timeout-hours 400 is more than 168"):
+        jobfiles.rerun(fakes.cloud(), "long2")
 
 
 def test_a_stored_image_of_another_project_is_refused_before_anything_is_sent(fakes):
@@ -193,9 +201,10 @@ def test_a_local_launch_keeps_its_config_files_in_the_model_directory(fakes, tmp
 
 
 def test_every_key_a_training_launch_writes_may_be_replayed():
-    """The allow-list is what Written.text writes: every training option, at the top."""
+    """The allow-list is what Written.text writes: every training option, at the top or in
+    its target's section."""
     keys = jobfile.written_keys("train")
-    assert {"config-file", "image", "target", "timeout-hours", "init-from"} <= keys
+    assert {"version", "config-file", "target", "init-from", "vertex", "local"} <= keys
     assert not keys & {"eval", "tune", "once", "idle-timeout", "sweep"}
     job = jobfile.resolve("train", {"target": "vertex", "spot": True, "label": ["a=b"],
                                     "timeout_hours": "5", **T4})

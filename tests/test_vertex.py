@@ -426,7 +426,6 @@ def test_a_dry_run_without_credentials_answers_at_once_where_no_metadata_server_
 def test_web_access_reaches_train_eval_and_tune_jobs_and_status_shows_the_shells(tmp_path):
     from launch.features.jobs import job_command
     from launch.stores.gcs.records import upload_records
-    from launch.targets import refuse_unsupported
     from launch.targets.vertex.executor import Vertex
     from launch.values import jobfile
     from launch.values.sweep import Sweep
@@ -445,8 +444,9 @@ def test_web_access_reaches_train_eval_and_tune_jobs_and_status_shows_the_shells
             "shell workerpool0-0: https://100-dot-us-central1.aiplatform-training."
             "googleusercontent.com"]
         # eval reads it from its own section of a job file, as its machine
-        evaluation = jobfile.resolve("eval", {}, {"eval": {"web-access": True},
-                                                  "target": "vertex", "run-id": "shell1"})
+        evaluation = jobfile.resolve("eval", {}, {"eval": {"vertex": {"web-access": True}},
+                                                  "target": "vertex", "run-id": "shell1",
+                                                  "version": 2})
         Vertex(cloud).launch(jobfile.request(evaluation, "eval"))
         assert fakes.vertex.received[-1].custom_job.job_spec.enable_web_access
         Vertex(cloud).tune(jobfile.request(jobfile.resolve("tune", flags), "tune"),
@@ -457,10 +457,10 @@ def test_web_access_reaches_train_eval_and_tune_jobs_and_status_shows_the_shells
         Vertex(cloud).launch(jobfile.request(without, "train"))
         assert not fakes.vertex.received[-1].custom_job.job_spec.enable_web_access
     # here, a shell is the one you have: the local target refuses it, as --spot
-    local = jobfile.resolve("train", {"web_access": True})
-    with pytest.raises(InputError, match=r"^--web-access runs on Vertex AI only: add "
-                                         r"--target vertex, or drop --web-access$"):
-        refuse_unsupported(local, "train", {"web_access"}, "")
+    with pytest.raises(InputError, match=r"^--web-access: the local target cannot open a "
+                                         r"shell into a running replica: add --target "
+                                         r"vertex, or drop --web-access$"):
+        jobfile.resolve("train", {"web_access": True})
 
 
 def test_a_dry_runs_maps_print_in_key_order_and_its_fields_in_the_protos():

@@ -88,7 +88,7 @@ def test_plain_yaml_12_reads_as_written():
     job = jobfile.parse("steps: 2000\noverride: {learning_rate: 1e-3, input_size: [640, 640, 3],"
                         " norm: .5, flag: true, none: null}\nlabel: {day: 2026-12-02, sep: _}\n",
                         "j")
-    assert job == {"steps": 2000, "override": {"learning_rate": 0.001,
+    assert job == {"version": 2, "steps": 2000, "override": {"learning_rate": 0.001,
                                                "input_size": [640, 640, 3], "norm": 0.5,
                                                "flag": True, "none": None},
                    "label": {"day": "2026-12-02", "sep": "_"}}

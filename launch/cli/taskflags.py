@@ -3,8 +3,9 @@ once. No automatic short flags (`-h` stays help, and one letter never means two 
 every option's help shows its type and default; numbers are parsed here, so `--steps abc`
 is one line naming the flag (exit 2), not invoke's traceback. Flags come from the values they
 fill, declared once: `job_task` builds train, tune and eval from the fields of
-`launch.values.jobfile.JobFile`, `args_task` a tool's task from its trainer command's `Args`
-fields, and `CLOUD` holds the flags that say which cloud (a task names the ones it takes)."""
+`launch.values.jobfile.JobFile` and of each target's own options (through the registry),
+`args_task` a tool's task from its trainer command's `Args` fields, and `CLOUD` holds the
+flags that say which cloud (a task names the ones it takes)."""
 
 from __future__ import annotations
 
@@ -85,13 +86,13 @@ class Flag:
 
 
 # Which cloud a task talks to, declared once; each task names the ones it takes. The region
-# and the image are job fields too: their help is the job field's.
+# and the image are a target's job options too (Vertex AI's): their help is the option's.
 CLOUD: Mapping[str, Flag] = {
     "env": Flag("infra environment whose outputs to use (default: invoke.yaml's)"),
     "project": Flag("GCP project (default: the infra outputs')"),
-    "region": Flag(jobfile.FIELDS["region"].metadata["help"]),
+    "region": Flag(jobfile.help_of(jobfile.field_named("region"))),
     "bucket": Flag("data bucket (default: the infra outputs')"),
-    "image": Flag(jobfile.FIELDS["image"].metadata["help"]),
+    "image": Flag(jobfile.help_of(jobfile.field_named("image"))),
 }
 
 
@@ -170,22 +171,23 @@ def _kind(parameter: inspect.Parameter) -> type:
 
 def job_task(kind: str, flags: Mapping[str, Flag], name: str | None = None) -> Callable:
     """`@job_task("train", {...})` over `def train(c, **flags)`: the task takes every
-    JobFile field `kind` takes, with the field's help, plus `flags` (which win over a field
-    of the same name); the body gets them all as keyword arguments (None: not given)."""
+    JobFile field and target option `kind` takes (`jobfile.flag_fields`), with its help,
+    plus `flags` (which win over a field of the same name); the body gets them all as
+    keyword arguments (None: not given)."""
     def decorate(body: Callable) -> Any:
         parameters = [inspect.Parameter("c", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
         texts, iterable = {}, []
-        for field in jobfile.options(kind):
+        for field in jobfile.flag_fields(kind):
             if field.name in flags:
                 continue
             field_kind = options.kind(field.type)
             parameters.append(inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY,
                                                 default=False if field_kind is bool else None))
-            repeatable = field_kind in (tuple, dict) and field.name not in jobfile.COMMA_LISTS
+            commas = field.metadata["commas"]
+            repeatable = field_kind in (tuple, dict) and not commas
             bound = field.metadata["bound"]
-            texts[field.name] = describe(field.metadata["help"],
-                                         str if field.name in jobfile.COMMA_LISTS
-                                         else field_kind,
+            texts[field.name] = describe(jobfile.help_of(field),
+                                         str if commas else field_kind,
                                          jobfile.default(field),
                                          bound.symbols() if bound else "")
             if repeatable:

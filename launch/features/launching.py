@@ -45,7 +45,7 @@ def prepare(task: str, flags: dict, cloud_for: CloudFor, local_root: str, record
     `records_dir`: the data a local job reads by default; `source`: the job file's
     (name, contents) when the caller has it, else --job's or --rerun's."""
     from launch.stores.runs.jobfiles import recorded_run
-    from launch.targets import executor_class, executor_for, refuse_unsupported
+    from launch.targets import executor_class, executor_for
     from launch.targets.base import Handover, Target
 
     shown, file = source if source is not None else job_source(flags, cloud_for)
@@ -55,9 +55,9 @@ def prepare(task: str, flags: dict, cloud_for: CloudFor, local_root: str, record
     job = jobfile.resolve(task, flags, file, shown, lambda found: recorded_run(
         found, found.model_dir or local_dir, cloud_for,
         executor_class(found.target).runs_in_bucket))
-    refuse_unsupported(job, task, jobfile.given(flags), shown)
     request = jobfile.request(job, task)
-    cloud = cloud_for(job.region, job.image)
+    placed = jobfile.into(job, "cloud")  # the target's options over the Cloud's settings
+    cloud = cloud_for(placed.get("region"), placed.get("image"))
     if job.dataset:
         from launch.stores.gcs import datasets
 

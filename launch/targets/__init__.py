@@ -2,15 +2,15 @@
 `TARGETS` (launch/values/target_names.py, where the job file's --target reads the names too)
 and imported only when chosen (as trainer/data/formats registers formats): a new target is
 a module (or a package, as local/ and vertex/ are) and one line there, plus what its own
-flags, settings and job options touch (docs/design/layers.md lists it). Each declares the
-job-file fields it takes (`supports`), and `refuse_unsupported` refuses a value the user set
-that it would ignore; what else it offers features (`base.Offer`: tools, tuning jobs, serving,
-...) they ask of it here (`offered`), never by importing its package."""
+flags and settings touch (docs/design/layers.md lists it). Its package declares what it can
+do and its own job options (a `TargetSpec`, which the job file reads: a value it cannot take
+is refused there, in `jobfile.resolve`); what else it offers features (`base.Offer`: tools,
+tuning jobs, serving, ...) they ask of it here (`offered`), never by importing its package."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from launch.errors import InputError
 from launch.values import jobfile
@@ -25,7 +25,7 @@ T = TypeVar("T")
 
 def executor_class(name: str) -> type[Executor]:
     """The executor class of the target named `name` (--target), its module imported now."""
-    return TARGETS[name]
+    return TARGETS[name].executor_class()
 
 
 def executor_for(name: str, target: Target) -> Executor:
@@ -33,42 +33,19 @@ def executor_for(name: str, target: Target) -> Executor:
     return executor_class(name).from_target(target)
 
 
-def refuse_unsupported(job: jobfile.JobFile, task: str, typed: Collection[str],
-                       source: str) -> None:
-    """Refuses, before anything is built, a value `task` would read that `job.target` does
-    not take (`--spot` here): named as it was given, a flag (`typed`) or the key of the
-    file `source` names, with the targets that take it. A value at its default is none."""
-    supports = executor_class(job.target).supports
-    for field in jobfile.options(task):
-        if field.name in supports or getattr(job, field.name) == jobfile.default(field):
-            continue
-        if field.name in typed:
-            shown = dropped = jobfile.flag(field.name)
-        else:
-            dropped = f"{jobfile.SECTIONS[task]}: {jobfile.key(field)}" \
-                if field.metadata["section"] == task else jobfile.key(field)
-            shown, dropped = f"{dropped} (in {source})", f"{dropped} from {source}"
-        _refuse(field.name, job.target, lambda executor: executor.supports, shown, dropped)
-
-
 def refuse_flags(target: str, typed: Iterable[str],
                  takes: Callable[[type[Executor]], Collection[str]]) -> None:
     """Refuses a flag the user typed (`typed`, by name) that the target named `target` does
-    not take (`takes(its executor class)`: `convert_flags` for data.convert), as
-    `refuse_unsupported` refuses a job's value: one line, the targets that take it."""
+    not take (`takes(its executor class)`: `convert_flags` for data.convert): one line, the
+    targets that take it."""
     for name in typed:
         if name not in takes(executor_class(target)):
-            _refuse(name, target, takes, jobfile.flag(name), jobfile.flag(name))
-
-
-def _refuse(name: str, target: str, takes: Callable[[type[Executor]], Collection[str]],
-            shown: str, dropped: str) -> NoReturn:
-    """The one refusal of both: `shown` runs on the targets that take `name`; drop it."""
-    others = [other for other in TARGETS
-              if other != target and name in takes(executor_class(other))]
-    where = " or ".join(executor_class(other).title for other in others)
-    raise InputError(f"{shown} runs on {where} only: add --target {others[0]}, or drop "
-                     f"{dropped}")
+            others = [other for other in TARGETS
+                      if other != target and name in takes(executor_class(other))]
+            where = " or ".join(executor_class(other).title for other in others)
+            shown = jobfile.flag(name)
+            raise InputError(f"{shown} runs on {where} only: add --target {others[0]}, or "
+                             f"drop {shown}")
 
 
 def jobs_of(name: str, cloud: Cloud) -> Jobs:

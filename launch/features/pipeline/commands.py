@@ -301,7 +301,7 @@ def settings_of(cloud: Cloud, job: jobfile.JobFile) -> str:
               if value and field != "notifications_topic"}
     values.update({ENVIRONMENT: cloud.environment,
                    REPOSITORIES: ",".join(cloud.image_repositories())})
-    if not job.image:
+    if not job.target_options.image:  # a vertex job's (bound_of refuses another target)
         image = values.get("tpu_image" if job.tpu else "image")
         if not image:
             raise MissingError(f"no {'tpu_image' if job.tpu else 'image'} for the pipeline's "

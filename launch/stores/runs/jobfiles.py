@@ -125,7 +125,8 @@ def replayable(file: Mapping, source: str, run_root: str, local: bool,
                     (field.name == "init_from" and not pretrained.is_path(value)))):
                 raise InputError(f"{shown} is a path on this machine, which a launch on Vertex "
                                  f"AI never records; {fix}")
-    hours = file.get("timeout-hours")
+    vertex = file.get("vertex")  # `file` is in this version's layout (jobfile.parse)
+    hours = vertex.get("timeout-hours") if isinstance(vertex, Mapping) else None
     if "timeout_hours" in given or hours is None:
         return
     try:
@@ -133,7 +134,7 @@ def replayable(file: Mapping, source: str, run_root: str, local: bool,
     except InputError as error:
         raise InputError(f"{source}: {error}") from None
     if hours > REPLAY_MAX_HOURS:
-        raise InputError(f"{source}: timeout-hours {hours:g} is more than "
+        raise InputError(f"{source}: vertex: timeout-hours {hours:g} is more than "
                          f"{REPLAY_MAX_HOURS:g} (7 days, Vertex AI's default); give "
                          "--timeout-hours on the command line to run that long")
 

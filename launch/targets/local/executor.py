@@ -21,7 +21,6 @@ from launch.targets.local import tuning as local_tuning
 from launch.targets.local.jobs import JobTable, LocalJobs
 from launch.targets.local.processes import LocalExecutor, LocalTools, run_job
 from launch.targets.preflight import Configs, Placed, Preflight
-from launch.values import jobfile
 from launch.values.jobs import Conversion, Places, Request, TrainerJob, tool_job
 from launch.values.sweep import Sweep
 from trainer.common import locks
@@ -46,12 +45,6 @@ class Local(Preflight[Places, TrainerJob]):
     an Optuna study in the sweep directory (--model-dir): its trials are runs beside it."""
 
     title: ClassVar[str] = "this machine"
-    # Not the cloud's: its region, image, machines, accelerators, capacity and schedule.
-    supports: ClassVar[frozenset[str]] = frozenset(jobfile.FIELDS) - {
-        "region", "image", "machine_type", "accelerator", "tpu", "tpu_topology",
-        "reduction_servers", "spot", "flex_start", "max_wait_hours", "reservation",
-        "persistent_resource", "web_access", "timeout_hours", "regions", "fallback",
-        "capacity", "max_preemptions"}
     # data.convert's flags besides the converter's and the cloud's: no Vertex AI job's
     convert_flags: ClassVar[frozenset[str]] = frozenset({"dataset", "dry_run"})
     # its runs are model directories (runs.list --root); predict runs the model here
@@ -65,7 +58,7 @@ class Local(Preflight[Places, TrainerJob]):
     @classmethod
     def from_target(cls, target: Target) -> Local:
         return cls(target.places, target.cloud, target.force, target.handover,
-                   bool(target.job and target.job.detach))
+                   bool(target.job and target.job.target_options.detach))
 
     @classmethod
     def jobs(cls, cloud: Cloud) -> LocalJobs:

@@ -66,7 +66,6 @@ from launch.targets.vertex.submit import (
 )
 from launch.targets.vertex.sweeps import VertexSweeps, submit_sweep
 from launch.text import say
-from launch.values import jobfile
 from launch.values.jobs import Conversion, Request, tool_job
 from launch.values.sweep import Sweep
 from trainer.args import BucketConvertArgs
@@ -104,8 +103,6 @@ class Vertex(Preflight[CloudTarget, Plan]):
     (gs://BUCKET/runs/RUN_ID), the sources' image built if missing and pinned by digest."""
 
     title: ClassVar[str] = "Vertex AI"
-    # all but --detach: a job here always runs apart from the command (--follow waits)
-    supports: ClassVar[frozenset[str]] = frozenset(jobfile.FIELDS) - {"detach"}
     # data.convert's flags besides the converter's and the cloud's (launch.targets checks)
     convert_flags: ClassVar[frozenset[str]] = frozenset({
         "dataset", "dry_run", "follow", "local_docker", "max_cost", "region"})
@@ -152,9 +149,9 @@ class Vertex(Preflight[CloudTarget, Plan]):
     @classmethod
     def from_target(cls, target: Target) -> Vertex:
         """The ladder from the job's --capacity, --regions and --fallback (None without)."""
-        job = target.job
-        ladder = job and Ladder.from_flag(",".join(job.capacity), job.max_preemptions,
-                                          target.strategy, job.regions, job.fallback)
+        own = target.job and target.job.target_options  # VertexOptions
+        ladder = own and Ladder.from_flag(",".join(own.capacity), own.max_preemptions,
+                                          target.strategy, own.regions, own.fallback)
         handover = target.handover
         return cls(target.cloud, Submission(
             dry_run=handover.dry_run, local_docker=target.local_docker, follow=target.follow,
