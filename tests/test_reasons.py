@@ -25,6 +25,8 @@ DATA = Path(__file__).resolve().parents[1] / "trainer" / "data"
 # Modules of trainer/data outside formats/ whose reasons may be their format's own:
 # trainer.data.coco parses COCO JSON for formats/coco.py (its masks are the core's: CORE)
 OWNED = {DATA / "coco.py": "coco"}
+# The bucket's named datasets convert nothing: a Broken one's `reason` is no report's
+NOT_CONVERSION = {DATA / "datasets.py"}
 # a reason: snake_case with an underscore ({} where an f-string puts a value)
 NAME = re.compile(r"[a-z][a-z0-9]*(?:_(?:[a-z0-9]+|\{\}))+")
 # how a reason that is not a literal reaches a Problem: a variable named so (a parameter, a
@@ -124,7 +126,8 @@ def scan() -> tuple[list[Emitted], list[str]]:
     a function's returned one; a (reason, detail) pair, as annotations' `repairs`, the mask
     and category changes carry them; an image's repairs (`repairs.append(...)`, a
     `CheckedImage`'s `repairs`)."""
-    trees = {path: ast.parse(path.read_text(), str(path)) for path in sorted(DATA.rglob("*.py"))}
+    trees = {path: ast.parse(path.read_text(), str(path)) for path in sorted(DATA.rglob("*.py"))
+             if path not in NOT_CONVERSION}
     takes_reason = _parameters(trees, "reason")
     takes_repairs = _parameters(trees, "repairs")
     found: list[Emitted] = []
