@@ -1,6 +1,6 @@
 """Vertex AI's custom-container contract for our serving image, as data: the port and the
 routes the image serves, and the variables Vertex AI sets in it. `model.upload` builds the
-Model's ContainerSpec from these values (launch/features/serving/registry.py); the entrypoint
+Model's ContainerSpec from these values (launch/targets/vertex/registry.py); the entrypoint
 (serving/entrypoint.py) configures TensorFlow Serving from the variables they become.
 
 Source: https://cloud.google.com/vertex-ai/docs/predictions/custom-container-requirements
