@@ -232,7 +232,8 @@ def test_invoke_train_detach_runs_the_trainer_in_the_background(here):
     dry = invoke("train", "--detach", "--dry-run", cwd=here)
     assert dry.returncode == 0 and "runs here in the background: " in dry.stderr
     assert refused(invoke("train", "--target=vertex", "--detach", "--dry-run", cwd=here)) == \
-        "error: --detach runs on this machine only: add --target local, or drop --detach"
+        "error: --detach: the vertex target cannot run a job in this machine's background: " \
+        "add --target local, or drop --detach"
     assert not (here / "work" / "jobs").exists()  # a dry run starts nothing
 
     ran = invoke("train", "--detach", "--steps=1", cwd=here)
