@@ -174,7 +174,7 @@ class JobFile:
     # The target's own options (its TargetSpec's `options`: VertexOptions, LocalOptions), for
     # the task it was resolved for; None: their defaults. Not a flag itself: each of its
     # fields is one, and a key of the file's section named after the target.
-    target_options: Any = dataclasses.field(default=None, metadata={"tasks": frozenset()})
+    target_options: Any = None
 
     def __post_init__(self) -> None:
         own = TARGETS[self.target].options
@@ -219,7 +219,8 @@ class JobFile:
 # Written even at their defaults: a reviewer sees what runs, and a rerun does not depend on
 # a default that may change.
 ALWAYS_WRITTEN = ("target", "experiment")
-FIELDS = {field.name: field for field in dataclasses.fields(JobFile) if "help" in field.metadata}
+# the neutral fields: each a flag and a key (target_options is not one)
+FIELDS = {field.name: field for field in dataclasses.fields(JobFile) if field.metadata}
 
 
 def default(field: dataclasses.Field) -> Any:
