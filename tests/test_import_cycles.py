@@ -2,22 +2,13 @@
 function-local and type-checking imports counted, hold no two modules that import each other
 however indirectly. A cycle is a layer that cannot be read, tested or moved alone; the
 floor plans (`lint-imports`, docs/design/layers.md) say which way imports go, and this test
-that none comes back.
-
-The two cycles still in `launch/` are their owners' (issue 55): each is named here so that a
-new one fails, and one removed must leave this list too."""
+that none comes back."""
 
 from __future__ import annotations
 
 import grimp
 
 PACKAGES = ("trainer", "launch", "serving", "infra")
-KNOWN = {
-    # jobs.py names JobFile and Written in annotations (a type-checking import)
-    frozenset({"launch.values.jobfile", "launch.values.jobs"}),
-    # steps.on_vertex imports on_vertex, which uses the steps' decisions
-    frozenset({"launch.features.pipeline.on_vertex", "launch.features.pipeline.steps"}),
-}
 
 
 def cycles(graph: grimp.ImportGraph) -> set[frozenset[str]]:
@@ -64,13 +55,10 @@ def cycles(graph: grimp.ImportGraph) -> set[frozenset[str]]:
     return found
 
 
-def test_the_import_graph_has_no_cycle_but_the_known_ones():
-    graph = grimp.build_graph(*PACKAGES, include_external_packages=False)
-    found = cycles(graph)
-    assert not found - KNOWN, "import cycles: " + "; ".join(
-        " <-> ".join(sorted(cycle)) for cycle in found - KNOWN)
-    assert not KNOWN - found, "gone, remove from KNOWN: " + "; ".join(
-        " <-> ".join(sorted(cycle)) for cycle in KNOWN - found)
+def test_the_import_graph_has_no_cycle():
+    found = cycles(grimp.build_graph(*PACKAGES, include_external_packages=False))
+    assert not found, "import cycles: " + "; ".join(" <-> ".join(sorted(cycle))
+                                                      for cycle in found)
 
 
 def test_cycles_finds_a_cycle_through_three_modules():

@@ -12,7 +12,7 @@ import yaml
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
-from launch.features.pipeline import commands, definition, requests
+from launch.features.pipeline import commands, decisions, definition, requests
 from launch.features.pipeline.state import run_id_for
 from launch.targets.vertex import pipelines
 
@@ -351,7 +351,7 @@ def test_only_version_directories_are_read_and_a_refused_version_is_not_trained_
     (data / "v-20270101T000000Z-0000000z").mkdir()  # not a version's name
     (data / "v-20270201T000000Z-00000003").write_text("a file")
     assert steps.versions(str(data)) == [V1]
-    job = steps.job_of(LOCAL_JOB.format(data=data))
+    job = decisions.job_of(LOCAL_JOB.format(data=data))
     for hostile in ("../etc", f"{V1}/../../x", "v-20261101T000000Z-0000000"):
         with pytest.raises(InputError, match="is not a dataset version"):
             steps.on_version(job, hostile)
@@ -403,7 +403,7 @@ def test_a_job_file_without_its_targets_data_is_a_one_line_refusal(tmp_path):
     from launch.features.pipeline import steps
 
     with pytest.raises(InputError, match="give dataset, the named dataset whose new versions"):
-        steps.job_of(JOB.replace("dataset: pets", "data-dir: gs://pets-data/records"))
+        decisions.job_of(JOB.replace("dataset: pets", "data-dir: gs://pets-data/records"))
     with pytest.raises(InputError, match="the pipeline follows a dataset's newest version"):
         steps.resolve_dataset(JOB.replace("pets\n", f"pets@{V1}\n"), "gs://pets-data/s",
                               '{"bucket": "pets-data"}')
@@ -780,7 +780,7 @@ def test_the_local_gate_refuses_test_records_rewritten_after_they_were_written_o
 
     state, job, run_id = serving_champion(tmp_path)
     measure_run(state, run_id, 0.30, "d/test.record-*")
-    steps.evaluated(run_id, [steps._figure(str(state), run_id, "pets_retinanet_mobilenet")],
+    decisions.evaluated(run_id, [steps._figure(str(state), run_id, "pets_retinanet_mobilenet")],
                     lambda **made: steps.decide(str(state), **made))
     record = steps.run_dir(str(state), run_id) / files.TEST_METRICS_DIR / "ckpt-7.json"
     champion_record = record.parents[2] / "ct-p-champion" / files.TEST_METRICS_DIR / \
@@ -852,7 +852,7 @@ def test_the_gates_refusal_in_a_pipeline_advises_only_flags_the_tasks_take(tmp_p
     state, job, run_id = serving_champion(tmp_path)
     steps.decide(str(state), step="resolve dataset", go=True, version=V1, reason="newer")
     measure_run(state, run_id, 0.30, "d/test.record-*")
-    steps.evaluated(run_id, [steps._figure(str(state), run_id, "pets_retinanet_mobilenet")],
+    decisions.evaluated(run_id, [steps._figure(str(state), run_id, "pets_retinanet_mobilenet")],
                     lambda **made: steps.decide(str(state), **made))
 
     assert steps.compare(job, str(state), run_id, 0.01) is False
@@ -874,7 +874,7 @@ def test_the_gates_refusal_in_a_pipeline_advises_only_flags_the_tasks_take(tmp_p
 
     gate = champion.Refused("run r's AP50 is worse", "pass --force REASON to go ahead")
     for worse_run in (True, False):
-        on_vertex = steps.refusal(gate, "ct-p-x", V1, worse_run, vertex=True)
+        on_vertex = decisions.refusal(gate, "ct-p-x", V1, worse_run, vertex=True)
         assert on_vertex.endswith("upload it by hand: `invoke model.upload --run-id ct-p-x "
                                   "--force REASON`")
         flags_named_are_taken(on_vertex)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from launch.features.pipeline import steps
+from launch.features.pipeline import decisions
 from launch.features.pipeline.on_vertex import VertexSteps
 from launch.features.pipeline.state import run_id_for
 from launch.stores.gcs import datasets as bucket_datasets
@@ -35,7 +35,7 @@ def step_cloud(fakes, job: str):
     from launch.features.pipeline import commands
     from launch.features.pipeline.on_vertex import cloud_of
 
-    settings = commands.settings_of(fakes.cloud(), steps.job_of(job))
+    settings = commands.settings_of(fakes.cloud(), decisions.job_of(job))
     return cloud_of(settings, fakes.cloud().clients)
 
 
@@ -207,7 +207,7 @@ def test_a_steps_environment_is_the_settings_its_run_carries(services):
     from tests.test_pipeline import published_dataset
 
     job = JOB.format(steps=1, init="")
-    settings = commands.settings_of(services.cloud(), steps.job_of(job))
+    settings = commands.settings_of(services.cloud(), decisions.job_of(job))
     cloud = cloud_of(settings)
     assert cloud.outputs_path == NOWHERE and cloud.environ == {}
     fields = cloud.fields(("project", "region", "bucket", "image", "service_account",
@@ -247,8 +247,8 @@ def test_what_the_state_and_the_registry_say_is_read_not_trusted(services, servi
             {"step": "compare", "worse": True, "version": newest.upper()},
             {"step": "resolve dataset", "version": 5}, {"step": 3}, {}]))
     vertex = VertexSteps(cloud, JOB.format(steps=1, init=""), STATE)
-    assert steps.refusals_in(vertex.decisions()) == {}
-    assert steps.version_in(STATE, vertex.decisions(), run_id_for(STATE, newest)) == ""
+    assert decisions.refusals_in(vertex.decisions()) == {}
+    assert decisions.version_in(STATE, vertex.decisions(), run_id_for(STATE, newest)) == ""
 
     write_run(services.storage, "other-data")  # uploaded from another dataset's version
     services.storage.bucket(OUTPUTS.bucket).blob("runs/other-data/job.yaml") \
@@ -383,7 +383,7 @@ def test_a_run_whose_test_record_is_rewritten_after_its_evaluation_is_refused(
     evaluated_on_test(storage, run_id, 0.30)  # as its evaluation job writes it
     vertex = VertexSteps(cloud, JOB.format(steps=1, init=""), STATE)
     vertex.decide(step="resolve dataset", go=True, version=version, reason="newer")
-    steps.evaluated(run_id, [vertex._test_figure(run_id)], vertex.decide)  # the step's
+    decisions.evaluated(run_id, [vertex._test_figure(run_id)], vertex.decide)  # the step's
     evaluated_on_test(storage, run_id, 0.99)  # rewritten by someone who may write runs/
 
     assert vertex.compare(run_id, 0.01) is False
@@ -401,6 +401,6 @@ def test_a_run_whose_test_record_is_rewritten_after_its_evaluation_is_refused(
     evaluated_on_test(storage, "ct-champion", 0.55, data=other)  # and the serving version
     held = champion.read_figure(champion.test_record(
         storage, run_paths(cloud, "ct-champion"), 1000), "ct-champion", vertex.measure)
-    steps.evaluated(run_id, [vertex._test_figure(run_id), held], vertex.decide)
+    decisions.evaluated(run_id, [vertex._test_figure(run_id), held], vertex.decide)
     assert vertex.compare(run_id, 0.01) is True  # 0.60 against the step's own 0.55
     assert "0.600 against the serving version's 0.550" in vertex.decisions()[-1]["reason"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from launch.errors import InputError
 from launch.values.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
@@ -18,8 +18,22 @@ from trainer.common.files import TEST, TRAIN, VAL, shard_glob
 from trainer.common.registry import Registry
 from trainer.model.experiments import DEFAULT_EXPERIMENT, default_train_steps
 
-if TYPE_CHECKING:
-    from launch.values.jobfile import JobFile, Written
+
+class JobValues(Protocol):
+    """What a kind reads of a resolved job file (launch/values/jobfile.py's `JobFile`, which
+    builds on the kinds: so they name what they read, not the file's type)."""
+
+    sweep: Mapping[str, Any]
+    once: bool
+    split: str
+
+
+class Record(Protocol):
+    """The job file a request came from (jobfile.py's `Written`): printed, and stored."""
+
+    def text(self, **decided: Any) -> str:
+        """The file, with what the executor decided."""
+
 
 TRAINER_COMMAND = ("python", "-m", "trainer")
 # The job kinds by task (`invoke train|tune|eval`, a job file's `tasks`), each registered by
@@ -121,7 +135,7 @@ class Request:
     data_files: tuple[str, ...] = ()  # that version's files, as its manifest lists them
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     web_access: bool = False  # Vertex AI: an interactive shell into each running replica
-    record: Written | None = None  # the job file it came from: printed, and stored
+    record: Record | None = None  # the job file it came from: printed, and stored
 
     @classmethod
     def training(cls, experiment: str | None, steps: int | str | None,
@@ -174,12 +188,12 @@ class Request:
                           pools=tuple(WorkerPool(n) for n in self.resources.replicas))
 
     @classmethod
-    def own_args(cls, job: JobFile) -> dict[str, Any]:
+    def own_args(cls, job: JobValues) -> dict[str, Any]:
         """Its trainer values the job file's fields do not land on by name: its mode."""
         return {"mode": cls.mode}
 
     @classmethod
-    def own_values(cls, job: JobFile) -> dict[str, Any]:
+    def own_values(cls, job: JobValues) -> dict[str, Any]:
         """Its own fields' values from the job file (the shared ones are Request's)."""
         return {}
 
@@ -218,7 +232,7 @@ class Tuning(Training):
     sweep: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # the sweep file's
 
     @classmethod
-    def own_values(cls, job: JobFile) -> dict[str, Any]:
+    def own_values(cls, job: JobValues) -> dict[str, Any]:
         return {"sweep": dict(job.sweep)}
 
     def hand_to(self, executor: Runner) -> str:
@@ -241,7 +255,7 @@ class Evaluation(Request):
     output: ClassVar[str] = "eval"
 
     @classmethod
-    def own_args(cls, job: JobFile) -> dict[str, Any]:
+    def own_args(cls, job: JobValues) -> dict[str, Any]:
         """Continuous, or once (--once; always on the test split: one checkpoint, the best)."""
         return {"mode": "eval" if job.once or job.split == TEST else cls.mode}
 

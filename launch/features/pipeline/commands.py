@@ -26,7 +26,7 @@ from launch import targets
 from launch.context.cloud import Cloud, stamp
 from launch.context.images import check_repository
 from launch.errors import InputError, MissingError, StepFailed, reason
-from launch.features.pipeline import definition, graph, requests, steps
+from launch.features.pipeline import decisions, definition, graph, requests, steps
 from launch.features.pipeline import state as pipeline_state
 from launch.targets.base import PIPELINES, PipelineRun
 from launch.text import printable
@@ -81,7 +81,7 @@ def run_here(job: str, state: str, root: str, canary_traffic: int, max_drop: flo
     serves after it, and the log file that holds KFP's output."""
     from kfp import local
 
-    spec = steps.job_of(job)
+    spec = decisions.job_of(job)
     name = pipeline_state.name_for(pipeline, spec.experiment)
     values = requests.parameters(job, str(Path(state, name).resolve()), canary_traffic,
                                  max_drop)
@@ -214,13 +214,14 @@ class Bound:
 def bound_of(job: str) -> Bound:
     """The job file's bound on each job a run sends; a file for a target with a pipeline
     service (Vertex AI) must give it."""
-    train = jobfile.resolve(jobfile.TRAIN, {}, jobfile.parse(job, steps.SOURCE), steps.SOURCE)
+    source = decisions.SOURCE
+    train = jobfile.resolve(jobfile.TRAIN, {}, jobfile.parse(job, source), source)
     if not targets.offers(train.target, PIPELINES):
         title = targets.executor_class(targets.offering(PIPELINES)).title
         raise InputError(f"target: {train.target} (--job): {title} Pipelines runs jobs on "
                          f"{title}; `invoke pipeline.run --job FILE` runs a {train.target} "
                          "job file here")
-    steps.job_of(job)  # the steps' own checks: a run they would refuse is not sent
+    decisions.job_of(job)  # the steps' own checks: a run they would refuse is not sent
     if train.max_cost is None:
         raise InputError("--job: give max-cost (USD): a pipeline runs with nobody watching, "
                          "so each of its jobs is bounded and a run costs at most their sum")
@@ -242,7 +243,7 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     root and the state of pipeline `pipeline` (default: the job file's experiment's) under
     the bucket's pipelines/, the pipelines account; its jobs checked first (preflight)."""
     bound = bound_of(job)
-    name = pipeline_state.name_for(pipeline, steps.job_of(job).experiment)
+    name = pipeline_state.name_for(pipeline, decisions.job_of(job).experiment)
     image = image or cloud.fields(())["launcher_image"]
     if not image:
         raise MissingError("--launcher-image: the image the pipeline's steps run in; the "
@@ -251,12 +252,12 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     check_repository(image, cloud.image_repositories(), "--launcher-image")
     where = cloud.fields(NEEDED)
     prefix = f"gs://{where['bucket']}/{PIPELINES_PREFIX}"
-    settings = settings_of(cloud, steps.job_of(job))
+    settings = settings_of(cloud, decisions.job_of(job))
     values = requests.parameters(job, f"{prefix}/state/{name}", canary_traffic, max_drop,
                                  settings)
     preflight(cloud, job, settings, values["state"], dry_run)
     spec = requests.with_image(yaml.safe_load(definition.SPEC_FILE.read_text()), image)
-    return Submission(steps.job_of(job).target, PipelineRun(
+    return Submission(decisions.job_of(job).target, PipelineRun(
         spec, definition.NAME, f"{prefix}/root", where["pipelines_service_account"], values,
         name, bound.total), bound)
 

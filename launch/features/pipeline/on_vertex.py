@@ -32,8 +32,8 @@ from launch.context.clients import GoogleClients
 from launch.context.cloud import Cloud, run_paths
 from launch.context.settings import SETTINGS
 from launch.errors import InputError, MissingError, StepFailed, reason
+from launch.features.pipeline import decisions
 from launch.features.pipeline import state as pipeline_state
-from launch.features.pipeline import steps
 from launch.targets import champion
 from launch.targets.base import SERVING, Serving
 from launch.targets.champion import Challenge, GateError
@@ -81,7 +81,7 @@ class VertexSteps:
 
     @property
     def spec(self) -> jobfile.JobFile:
-        return steps.job_of(self.job)
+        return decisions.job_of(self.job)
 
     @property
     def serving(self) -> Serving:
@@ -90,10 +90,10 @@ class VertexSteps:
 
     def dataset(self) -> str:
         """The named dataset the runs follow: its newest version is the one to train on."""
-        reference = self.spec.dataset  # never empty: steps.job_of refuses a file without one
+        reference = self.spec.dataset  # never empty: decisions.job_of refuses a file without one
         name, version = datasets.split_reference(reference, "dataset")
         if version:
-            raise InputError(f"dataset: {reference[:80]} ({steps.SOURCE}): the pipeline "
+            raise InputError(f"dataset: {reference[:80]} ({decisions.SOURCE}): the pipeline "
                              "follows a dataset's newest version; give its name alone")
         return name
 
@@ -180,8 +180,8 @@ class VertexSteps:
         self.check_named()
         newest = bucket_datasets.resolve(self.cloud, name, "dataset").version
         held, trained_on = self.serving.trained_on(self.spec.experiment, name)
-        go, version, why = steps.fresh([newest], trained_on,
-                                       steps.refusals_in(self.decisions()))
+        go, version, why = decisions.fresh([newest], trained_on,
+                                       decisions.refusals_in(self.decisions()))
         if go and held and not trained_on:  # not the pipeline's, nor from this dataset
             why = (f"{newest}: the serving version {held} names no version of dataset "
                    f"{name} (its dataset and dataset-version labels); it is set against the "
@@ -198,7 +198,7 @@ class VertexSteps:
                          **({"image": job_image} if job_image else {})}
             return dataclasses.replace(self.cloud, overrides=overrides)
 
-        return steps.launch(self.job, task, cloud_for, follow=True,
+        return decisions.launch(self.job, task, cloud_for, follow=True,
                             poll_seconds=self.poll_seconds, **flags)
 
     def train(self, version: str) -> str:
@@ -231,8 +231,8 @@ class VertexSteps:
         return found
 
     def _vouched(self) -> frozenset[str]:
-        """The test records this pipeline's evaluate steps wrote (steps.vouched_in)."""
-        return steps.vouched_in(self.decisions())
+        """The test records this pipeline's evaluate steps wrote (decisions.vouched_in)."""
+        return decisions.vouched_in(self.decisions())
 
     def evaluate(self, run_id: str, version: str) -> float:
         """The run's chosen checkpoint on the test split of `version`, then the serving
@@ -261,24 +261,24 @@ class VertexSteps:
             else:
                 print(f"the serving version (run {origin[0]}) was tested on the same files: "
                       "not evaluated again", flush=True)
-        steps.evaluated(run_id, written, self.decide)
+        decisions.evaluated(run_id, written, self.decide)
         return tested.value
 
     def compare(self, run_id: str, max_drop: float) -> bool:
         """The champion gate, as `model.upload` applies it; the decision with both figures."""
         made = self.decisions()
-        vouched = steps.vouched_in(made)
+        vouched = decisions.vouched_in(made)
         challenger = self._test_figure(run_id)
         _, defending = self.serving.champion(self.spec.experiment, self.measure, vouched)
         margin = champion.check_max_drop(max_drop)
         worse = champion.owned(challenger, vouched) and defending is not None and \
             challenger.value < defending.value - margin  # (steps.compare's reason)
-        version = steps.version_in(self.state, made, run_id)
+        version = decisions.version_in(self.state, made, run_id)
         try:
             verdict = self.serving.challenge(run_id, self.spec.experiment, challenger.step,
                                              Challenge(margin, vouched=vouched))
         except GateError as refused:
-            go, why = False, steps.refusal(refused, run_id, version, worse, vertex=True)
+            go, why = False, decisions.refusal(refused, run_id, version, worse, vertex=True)
         else:
             go, why = True, verdict.line if verdict else "this checkpoint serves already"
         self.decide(step="compare", go=go, worse=worse, run=run_id, version=version,

@@ -24,9 +24,20 @@ import json
 import shutil
 from pathlib import Path
 
-from launch import targets
 from launch.errors import InputError, MissingError
+from launch.features.pipeline import on_vertex as on_vertex_steps
 from launch.features.pipeline import state as pipeline_state
+from launch.features.pipeline.decisions import (
+    evaluated,
+    fresh,
+    in_bucket,
+    job_of,
+    launch,
+    refusal,
+    refusals_in,
+    version_in,
+    vouched_in,
+)
 from launch.features.pipeline.state import (
     DECISIONS,
     ENDPOINT,
@@ -38,7 +49,6 @@ from launch.features.pipeline.state import (
     run_id_for,
 )
 from launch.targets import champion
-from launch.targets.base import SERVING
 from launch.targets.champion import GateError
 from launch.targets.traffic import NEW, split_with_new
 from launch.values import jobfile
@@ -61,46 +71,17 @@ from trainer.model.eval_record import data_identity
 from trainer.model.experiments import EXPERIMENTS
 
 STATE_LOCK = ".state.lock"
-SOURCE = "the pipeline's job file"
 
 
 NO_SETTINGS = "{}"  # the local target reads none; Vertex AI's steps the environment's
 
 
-def job_of(text: str) -> jobfile.JobFile:
-    """The pipeline's job file, checked as `invoke train --job` checks it: for a target whose
-    runs are directories here (local), data-dir, the directory of the dataset's versions;
-    for one whose runs live in the bucket (vertex), dataset, a named dataset, and the target
-    serves models (`base.SERVING`) for the steps to upload and deploy them."""
-    job = jobfile.resolve(jobfile.TRAIN, {}, jobfile.parse(text, SOURCE), SOURCE)
-    in_bucket = _in_bucket(job.target)
-    if in_bucket and not targets.offers(job.target, SERVING):
-        able = [name for name in targets.TARGETS
-                if not _in_bucket(name) or targets.offers(name, SERVING)]
-        raise InputError(f"target: {job.target} ({SOURCE}): the pipeline's steps run on "
-                         f"{' or '.join(able)}")
-    if not in_bucket and not job.data_dir:
-        raise InputError(f"{SOURCE}: give data-dir, the directory of the dataset's versions")
-    if in_bucket and not job.dataset:
-        raise InputError(f"{SOURCE}: give dataset, the named dataset whose new versions the "
-                         "pipeline trains on (`invoke data.upload`)")
-    return job
-
-
-def _in_bucket(target: str) -> bool:
-    """Whether the target's runs live in the bucket (`runs_in_bucket`): its steps are
-    on_vertex.py's, on the bucket and the target's serving; else the ones here."""
-    return targets.executor_class(target).runs_in_bucket
-
-
 def on_vertex(job: str, state: str, settings: str):
     """The steps of a job file whose runs live in the bucket (on_vertex.py's), else None
     (the ones here)."""
-    if not _in_bucket(job_of(job).target):
+    if not in_bucket(job_of(job).target):
         return None
-    from launch.features.pipeline import on_vertex as vertex
-
-    return vertex.VertexSteps(vertex.cloud_of(settings), job, state)
+    return on_vertex_steps.VertexSteps(on_vertex_steps.cloud_of(settings), job, state)
 
 
 def versions(data_dir: str) -> list[str]:
@@ -111,22 +92,6 @@ def versions(data_dir: str) -> list[str]:
         raise MissingError(f"data_dir {data_dir}: no such directory of dataset versions")
     return sorted(p.name for p in root.iterdir()
                   if datasets.VERSION.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
-
-
-def fresh(found: list[str], trained_on: str | None, refused: dict[str, str]
-          ) -> tuple[bool, str, str]:
-    """Whether to train: the newest version, when it is newer than the serving one's and
-    the gate has not already refused a run on it (`refused`: version -> why)."""
-    if not found:
-        return False, "", "the dataset has no version yet"
-    newest = found[-1]
-    if trained_on is not None and newest <= trained_on:
-        return False, "", f"no version newer than {trained_on}, the serving model's"
-    if newest in refused:
-        return False, "", (f"{newest} was tried and refused ({refused[newest]}); the next "
-                           "version will be tried")
-    return True, newest, (f"{newest} is newer than {trained_on}, the serving model's"
-                          if trained_on else f"{newest}: nothing serves yet")
 
 
 def _state_file(state: str, name: str, empty):
@@ -226,22 +191,6 @@ def turn(state: str):
     return taking_turns(state, STATE_LOCK)
 
 
-def _decided_version(decision, step: str) -> str | None:
-    """A decision's dataset version, when it is a decision of `step` naming one (a state
-    file is read, not trusted: anything else in it is passed over)."""
-    if not isinstance(decision, dict) or decision.get("step") != step:
-        return None
-    version = decision.get("version")
-    return version if isinstance(version, str) and datasets.VERSION.fullmatch(version) \
-        else None
-
-
-def refusals_in(made: list[dict]) -> dict[str, str]:
-    """The versions whose run the gate found worse than the serving version -> why."""
-    return {version: str(d.get("reason"))[:500] for d in made
-            if (version := _decided_version(d, "compare")) and d.get("worse") is True}
-
-
 def resolve_dataset(job: str, state: str, settings: str = NO_SETTINGS) -> str:
     """The version to train on, or "" when none is newer than the serving model's."""
     if vertex := on_vertex(job, state, settings):
@@ -253,28 +202,6 @@ def resolve_dataset(job: str, state: str, settings: str = NO_SETTINGS) -> str:
     decide(state, step="resolve dataset", go=go, version=version, reason=reason)
     print(reason, flush=True)
     return version
-
-
-def launch(job: str, task: str, cloud_for=None, poll_seconds: float | None = None,
-           **flags) -> str:
-    """One job of the job file, as `invoke train --job` or `invoke eval --job` launches it
-    (launch/features/launching.py), with `flags` over the file; what the executor says.
-    `cloud_for`: the environment (default: none, the local target's); `poll_seconds`: how
-    often a followed Vertex AI job's state is read (its log is not: the pipeline's account
-    reads no logs)."""
-    from launch.context.cloud import Cloud
-    from launch.features import launching
-
-    def local_cloud(job_region=None, job_image=None):  # the local target reads no settings
-        return Cloud(overrides={"region": job_region, "image": job_image})
-
-    request, executor = launching.prepare(task, flags, cloud_for or local_cloud, "work",
-                                          "work/records",
-                                          source=(SOURCE, jobfile.parse(job, SOURCE)))
-    if poll_seconds is not None:
-        executor = dataclasses.replace(executor, submission=dataclasses.replace(
-            executor.submission, poll_seconds=poll_seconds, read_logs=False))
-    return request.hand_to(executor)
 
 
 def train(job: str, state: str, version: str, settings: str = NO_SETTINGS) -> str:
@@ -317,24 +244,6 @@ def evaluate(job: str, state: str, run_id: str, version: str, settings: str = NO
                          for _ in again)]
     evaluated(run_id, written, lambda **made: decide(state, **made))
     return tested.value
-
-
-def evaluated(run_id: str, written: list[champion.Figure], decide_with) -> None:
-    """The evaluate step's decision: the sha256 of the test records its jobs wrote, which
-    the gate then takes as the pipeline's own (vouched_in), and a rewrite of which it
-    refuses."""
-    said = "; ".join(f"run {f.run_id} ckpt-{f.step}: {f.value:.3f} on the test split"
-                     for f in written)
-    decide_with(step="evaluate", go=True, run=run_id, records=[f.sha256 for f in written],
-                reason=said)
-
-
-def vouched_in(made: list[dict]) -> frozenset[str]:
-    """The sha256 of every test record the pipeline's evaluate steps wrote (a state file
-    is read, not trusted: anything else in it is passed over)."""
-    return frozenset(sha for d in made if isinstance(d, dict) and d.get("step") == "evaluate"
-                     and isinstance(d.get("records"), list) for sha in d["records"]
-                     if isinstance(sha, str) and pipeline_state.SHA256.fullmatch(sha))
 
 
 def _measured_on(figure: champion.Figure | champion.Unreadable | None, data: Path) -> bool:
@@ -421,34 +330,6 @@ def compare(job: str, state: str, run_id: str, max_drop: float,
            reason=reason)
     print(reason, flush=True)
     return go
-
-
-def refusal(refused: GateError, run_id: str, version: str, worse: bool, vertex: bool
-            ) -> str:
-    """The gate's refusal as the compare step records and prints it: what is wrong, then
-    what a person can do with the flags the tasks take (not the gate's own advice to pass
-    --force: the pipeline takes none, so a schedule forces no run nobody reads). A worse
-    run's version is not trained again by this pipeline (refusals_in); any other refusal's
-    is tried again by its next run."""
-    problem = refused.problem if isinstance(refused, champion.Refused) else str(refused)
-    then = (f"this pipeline does not train {version or 'that version'} again; its next run "
-            "trains the dataset's next version" if worse
-            else f"the next run tries {version or 'that version'} again")
-    if vertex:
-        return (f"{problem}; {then}; to serve run {run_id} anyway, upload it by hand: "
-                f"`invoke model.upload --run-id {run_id} --force REASON`")
-    if worse:
-        return (f"{problem}; {then} (a new directory in the job file's data-dir), judged "
-                "again by --max-drop: `invoke pipeline.run --job FILE --max-drop DROP` "
-                "allows a larger drop")
-    return f"{problem}; {then}: `invoke pipeline.run --job FILE`"
-
-
-def version_in(state: str, made: list[dict], run_id: str) -> str:
-    """The dataset version `run_id` was trained on, as its run's decision named it."""
-    return next((version for d in reversed(made)
-                 if (version := _decided_version(d, "resolve dataset"))
-                 and run_id_for(state, version) == run_id), "")
 
 
 def upload(job: str, state: str, run_id: str, version: str, max_drop: float = 0.0,
