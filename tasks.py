@@ -170,7 +170,7 @@ def convert(c, args: ConvertArgs, target, dataset, dry_run, follow, max_cost, lo
     With --target vertex the converter runs next to the data; with --dataset the records
     become a named dataset in the bucket. Either way a report says what was kept."""
     from launch.targets import executor_for, refuse_flags
-    from launch.targets.base import Handover, Target
+    from launch.targets.base import Handover, LaunchFlags
 
     if args.data_dir is None and args.format == "pets" and not args.sources:
         args = dataclasses.replace(args, data_dir=DATA_DIR)
@@ -181,9 +181,9 @@ def convert(c, args: ConvertArgs, target, dataset, dry_run, follow, max_cost, lo
         refuse_flags(target, [name for name, value in typed.items() if value not in (None, False)],
                      lambda executor: executor.convert_flags)
         handover = Handover(bool(dry_run), max_cost=jobfile.flag_value("max_cost", max_cost))
-        place = Target(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, **where), handover,
-                       local_docker=bool(local_docker), follow=bool(follow))
-        return executor_for(target, place).convert(jobs.Conversion(args, dataset))
+        launch_flags = LaunchFlags(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, **where), handover,
+                                   local_docker=bool(local_docker), follow=bool(follow))
+        return executor_for(target, launch_flags).convert(jobs.Conversion(args, dataset))
 
     _say(converted)
 
@@ -545,10 +545,10 @@ def endpoint_undeploy(c, endpoint, deployed_model, **where):
 def tensorboard(c, logdir=None, port=6006, target="local", *, run_id, **where):
     """TensorBoard for a run: served on 127.0.0.1, or the run's Vertex AI TensorBoard link."""
     from launch.targets import executor_for
-    from launch.targets.base import Target
+    from launch.targets.base import LaunchFlags
 
-    place = Target(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, **where))
-    _say(lambda: executor_for(target, place).tensorboard(run_id, logdir, _port(port)))
+    launch_flags = LaunchFlags(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, **where))
+    _say(lambda: executor_for(target, launch_flags).tensorboard(run_id, logdir, _port(port)))
 
 
 def _port(value) -> int:

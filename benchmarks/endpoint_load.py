@@ -55,7 +55,7 @@ def _progress(levels, bounds: loadtest.Bounds):
     return progress, on_level
 
 
-def local_target(model: str, machine_type: str | None, region: str, batching: bool):
+def local_standin(model: str, machine_type: str | None, region: str, batching: bool):
     """The stand-in serving `model`, and the price of the machine it stands in for."""
     from launch.features.serving.standin import ModelServer
     from launch.targets.vertex.hardware import catalogue, resolve_machine
@@ -82,15 +82,15 @@ def main(endpoint: str | None, cloud_of, model: str, concurrency: str, requests:
     with tempfile.TemporaryDirectory() as tmp:
         pictures = _images(images, Path(tmp))
         if endpoint:
-            from launch.targets.vertex.serving import load_target
+            from launch.targets.vertex.serving import endpoint_under_load
 
-            target = load_target(cloud_of(), endpoint)
+            measured = endpoint_under_load(cloud_of(), endpoint)
             where, send, replicas, hourly, notes = (
-                f"{target.name} ({target.machine}, {target.replicas} replica(s) at least)",
-                target.send, target.replicas, target.hourly, target.price_notes)
+                f"{measured.name} ({measured.machine}, {measured.replicas} replica(s) at least)",
+                measured.send, measured.replicas, measured.hourly, measured.price_notes)
             server = None
         else:
-            server, priced_as, hourly, notes, parameters = local_target(
+            server, priced_as, hourly, notes, parameters = local_standin(
                 model, machine_type, "us-central1", batching)
             send = loadtest.rest_sender(f"{server.url}:predict", "serving_bytes")
             where = (f"the local stand-in serving {model} on {os.cpu_count()} CPU(s), "

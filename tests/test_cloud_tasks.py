@@ -267,7 +267,7 @@ def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
 
     from launch.errors import InputError
     from launch.targets import executor_for
-    from launch.targets.base import Target
+    from launch.targets.base import LaunchFlags
     from launch.targets.local.executor import Local
     from launch.targets.vertex import jobs as vertex_jobs
     from launch.values.jobs import Places
@@ -276,7 +276,7 @@ def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
     request = Request.training("pets_retinanet_resnetfpn", 100, Resources(workers=2), "gpu1")
     submitted = aiplatform_v1.CustomJob.from_json(
         Vertex(cloud, Submission(dry_run=True)).launch(request))
-    expected = request.trainer_job(vertex_jobs.places(cloud.target(), "gpu1"))
+    expected = request.trainer_job(vertex_jobs.places(cloud.setup(), "gpu1"))
     chief, workers = submitted.job_spec.worker_pool_specs
     assert tuple(chief.container_spec.args) == expected.args == \
         tuple(workers.container_spec.args)
@@ -288,11 +288,11 @@ def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
     assert [a for a in local.args if not a.startswith(("--model_dir", "--data_dir"))] == \
         [a for a in expected.args if not a.startswith(("--model_dir", "--data_dir"))]
 
-    target = Target(Places("work/model", "work/records"), cloud)
-    assert isinstance(executor_for("local", target), Local)
+    flags = LaunchFlags(Places("work/model", "work/records"), cloud)
+    assert isinstance(executor_for("local", flags), Local)
     with pytest.raises(InputError, match="--target 'gke' is not available; use one of "
                                          "local, vertex"):
-        executor_for("gke", target)
+        executor_for("gke", flags)
     with pytest.raises(InputError, match="--run-id names the training run to evaluate"):
         Vertex(cloud).launch(Request.evaluation(None, None))
     assert fakes.vertex.received == []

@@ -132,7 +132,7 @@ def test_max_cost_bounds_the_whole_launch_against_the_job_service(fakes, capsys)
     request = Request.training("pets_retinanet_resnetfpn", 500, hours(2), "capped1")
     table = PriceTable.load()
     hourly = {strategy: costs.job_hourly(table, "us-central1", vertex_job(
-        cloud.target(), dataclasses.replace(request, resources=request.resources.with_strategy(
+        cloud.setup(), dataclasses.replace(request, resources=request.resources.with_strategy(
             strategy)), "capped1")).total for strategy in ("SPOT", "STANDARD")}
     cap = round(2 * hourly["STANDARD"] + 0.5, 1)  # one standard job's bound fits
     fakes.vertex.script = [PREEMPTED] * 30

@@ -19,7 +19,7 @@ import yaml
 
 from launch import targets
 from launch.errors import InputError
-from launch.targets.base import Handover, Target
+from launch.targets.base import Handover, LaunchFlags
 from launch.targets.local.executor import Local
 from launch.values import jobfile, jobs
 from launch.values.jobs import Places
@@ -51,7 +51,7 @@ import sys
 from pathlib import Path
 
 from launch.errors import InputError
-from launch.targets.base import JobLine, Target, say_job
+from launch.targets.base import JobLine, LaunchFlags, say_job
 from launch.targets.preflight import Placed, Preflight
 
 RAN = {}  # job id -> what it ran: its jobs, for jobs.*
@@ -84,12 +84,12 @@ class ToyJobs:
 class Toy(Preflight):
     """A target whose run writes the trainer's command line into the model directory."""
 
-    target: Target
+    flags: LaunchFlags
     title = "the toy"
 
     @classmethod
-    def from_target(cls, target):
-        return cls(target)
+    def from_flags(cls, flags):
+        return cls(flags)
 
     @classmethod
     def jobs(cls, cloud):
@@ -97,11 +97,11 @@ class Toy(Preflight):
 
     def colour(self):
         """Its own option, from the job (None without one)."""
-        return self.target.job and self.target.job.target_options.colour
+        return self.flags.job and self.flags.job.target_options.colour
 
     @property
     def submission(self):
-        return self.target.handover
+        return self.flags.handover
 
     def accept(self, request, sweep):
         said("accept")
@@ -112,7 +112,7 @@ class Toy(Preflight):
 
     def place(self, request, run_id, config, sweep):
         said("place")
-        places = self.target.places
+        places = self.flags.places
         data_dir = request.data_dir or places.data_dir
         return Placed(request, places, data_dir, {"run_id": run_id, "data_dir": data_dir,
                                                   "model_dir": places.model_dir},
@@ -214,9 +214,9 @@ def test_a_target_is_one_module_and_one_registry_line(tmp_path, monkeypatch, cap
     (its dry run's account) and --save-job, and runs nothing in a dry run."""
     places = toy_target(tmp_path, monkeypatch)
     saved = tmp_path / "job.yaml"
-    where = Target(places, handover=Handover(dry_run=True, save_job=str(saved)))
+    flags = LaunchFlags(places, handover=Handover(dry_run=True, save_job=str(saved)))
     request = jobfile.request(jobfile.resolve("train", {"steps": "100"}), "train")
-    said = targets.executor_for("toy", where).launch(request)
+    said = targets.executor_for("toy", flags).launch(request)
     assert said == " ".join(request.trainer_job(places).args)
     printed = capsys.readouterr().err
     assert hooks(printed) == DRY_RUN
@@ -225,10 +225,10 @@ def test_a_target_is_one_module_and_one_registry_line(tmp_path, monkeypatch, cap
         ("toy-run", places.data_dir, 100)
     assert f"runs nowhere\njob file:\n{saved.read_text().rstrip()}\n" in printed
     assert not Path(places.model_dir).exists()
-    assert isinstance(targets.executor_for("local", where), Local)
+    assert isinstance(targets.executor_for("local", flags), Local)
     with pytest.raises(InputError, match=r"^--target 'gke' is not available; use one of "
                                          r"local, vertex, toy$"):
-        targets.executor_for("gke", where)
+        targets.executor_for("gke", flags)
 
 
 def test_a_toy_targets_run_and_its_refusal_go_through_the_shared_preflight(
@@ -239,7 +239,7 @@ def test_a_toy_targets_run_and_its_refusal_go_through_the_shared_preflight(
     model = Path(places.model_dir)
     model.mkdir()
     saved = tmp_path / "job.yaml"
-    toy = targets.executor_for("toy", Target(places, handover=Handover(save_job=str(saved))))
+    toy = targets.executor_for("toy", LaunchFlags(places, handover=Handover(save_job=str(saved))))
     request = jobfile.request(jobfile.resolve("train", {"run_id": "toy1"}), "train")
     assert toy.launch(request) == "train-pets_retinanet_mobilenet ran"
     assert hooks(capsys.readouterr().err) == REAL_RUN
@@ -301,7 +301,7 @@ def test_a_targets_own_option_and_capability_come_from_its_package(tmp_path, mon
         jobfile.resolve("train", {}, {"version": 2, "toy": {"spot": True}}, "f")
 
     Path(places.model_dir).mkdir()
-    toy = targets.executor_for("toy", Target(places, job=job))
+    toy = targets.executor_for("toy", LaunchFlags(places, job=job))
     request = jobfile.request(job, "train")
     assert request.resources.scheduling.strategy == "SPOT"
     assert toy.launch(request) == "train-pets_retinanet_mobilenet ran"
@@ -378,7 +378,7 @@ def test_a_job_kind_is_one_class_registered_by_its_decorator(tmp_path, monkeypat
     the steps every kind takes: the job file, the targets' refusals, the request, the local
     target's dry run, Vertex AI's job (which take its answers: role, output, data, run id,
     from the class) and the toy target's real run, through the shared preflight."""
-    from launch.context.places import CloudTarget
+    from launch.context.places import CloudSetup
     from launch.targets.vertex.jobs import vertex_job
 
     package = tmp_path / "toy_kind"
@@ -396,20 +396,20 @@ def test_a_job_kind_is_one_class_registered_by_its_decorator(tmp_path, monkeypat
 
     (tmp_path / "records").mkdir()
     places = Places(str(tmp_path / "model"), str(tmp_path / "records"))
-    local = targets.executor_for("local", Target(places, handover=Handover(dry_run=True)))
+    local = targets.executor_for("local", LaunchFlags(places, handover=Handover(dry_run=True)))
     command = request.hand_to(local)  # the local target's launch, as `invoke` hands it
     assert command.endswith(f"--data_dir={places.data_dir} --batches=50")
 
-    cloud = CloudTarget(project="p", region="us-central1", bucket="b",
-                        image="us-central1-docker.pkg.dev/p/r/trainer:1",
-                        tpu_image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1",
-                        service_account="t@p.iam.gserviceaccount.com")
+    cloud = CloudSetup(project="p", region="us-central1", bucket="b",
+                       image="us-central1-docker.pkg.dev/p/r/trainer:1",
+                       tpu_image="us-central1-docker.pkg.dev/p/r/trainer-tpu:1",
+                       service_account="t@p.iam.gserviceaccount.com")
     custom = vertex_job(cloud, request, "run1")
     assert custom.labels["role"] == "profile" and custom.labels["run"] == "run1"
     assert custom.job_spec.base_output_directory.output_uri_prefix == "gs://b/runs/run1/profile"
     assert custom.job_spec.worker_pool_specs[0].container_spec.args[-1] == "--batches=50"
 
-    toy = targets.executor_for("toy", Target(toy_target(tmp_path, monkeypatch)))
+    toy = targets.executor_for("toy", LaunchFlags(toy_target(tmp_path, monkeypatch)))
     Path(places.model_dir).mkdir()
     capsys.readouterr()
     assert request.hand_to(toy) == "profile-pets_retinanet_mobilenet ran"

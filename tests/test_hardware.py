@@ -8,14 +8,14 @@ import datetime
 import pytest
 from google.cloud import aiplatform_v1
 
-from launch.context.places import CloudTarget
+from launch.context.places import CloudSetup
 from launch.errors import InputError
 from launch.targets.vertex import hardware
 from launch.targets.vertex.jobs import vertex_job
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources, Scheduling
 
-TARGET = CloudTarget(
+SETUP = CloudSetup(
     project="pets-detector-dev", region="us-central1", bucket="pets-data",
     image="us-central1-docker.pkg.dev/p/pets-images/trainer:abc",
     tpu_image="us-central1-docker.pkg.dev/p/pets-images/trainer-tpu:abc",
@@ -26,8 +26,8 @@ GOOGLE = ("https://cloud.google.com/", "https://docs.cloud.google.com/")  # Goog
 
 
 def job(resources: Resources, region: str = "us-central1") -> aiplatform_v1.CustomJob:
-    target = CloudTarget(**{**TARGET.__dict__, "region": region})
-    return vertex_job(target, Request.training(None, 100, resources), "run1")
+    setup = CloudSetup(**{**SETUP.__dict__, "region": region})
+    return vertex_job(setup, Request.training(None, 100, resources), "run1")
 
 
 def resolved(resources: Resources) -> hardware.Machine:
@@ -97,7 +97,7 @@ def test_tpu_slices_single_and_multi_host(tpu, machine_type, topology, hosts):
     assert pool.machine_spec == aiplatform_v1.MachineSpec(machine_type=machine_type,
                                                           tpu_topology=topology)
     assert pool.replica_count == 1  # every host of the slice runs this one replica
-    assert pool.container_spec.image_uri == TARGET.tpu_image
+    assert pool.container_spec.image_uri == SETUP.tpu_image
     # the same slice named by machine type and topology
     assert resolved(Resources(machine_type=machine_type, tpu_topology=topology)) == machine
 
@@ -348,8 +348,8 @@ def test_an_a4x_training_job_is_refused_in_one_line_before_anything_is_built(tmp
         assert fakes.builds.requests == [] and fakes.vertex.received == []
     line = refused(invoke("train", "--target=vertex", "--machine-type=a4x-highgpu-4g",
                           "--run-id=a4x", "--dry-run", cwd=tmp_path, env={
-                              "PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
-                              "PETS_BUCKET": TARGET.bucket, "PETS_IMAGE": TARGET.image,
-                              "PETS_SERVICE_ACCOUNT": TARGET.service_account}))
+                              "PETS_PROJECT": SETUP.project, "PETS_REGION": SETUP.region,
+                              "PETS_BUCKET": SETUP.bucket, "PETS_IMAGE": SETUP.image,
+                              "PETS_SERVICE_ACCOUNT": SETUP.service_account}))
     assert line.startswith("error: a4x-highgpu-4g: A4X (NVIDIA GB200 on NVIDIA Grace CPUs) "
                            "hosts are Arm"), line

@@ -687,9 +687,9 @@ def test_the_stack_outputs_read_back_through_the_launcher(stacks, tmp_path):
         path = tmp_path / f"{env_name}.json"
         stack_outputs.write({env_name: StackOutputs(**emitted)}, path)
         assert stack_outputs.read(env_name, path) == emitted
-        target = settings.resolve_target(env_name, {}, {}, {}, path)
-        assert (target.project, target.region, target.bucket, target.image, target.tpu_image,
-                target.service_account, target.tensorboard) == (
+        setup = settings.resolve_setup(env_name, {}, {}, {}, path)
+        assert (setup.project, setup.region, setup.bucket, setup.image, setup.tpu_image,
+                setup.service_account, setup.tensorboard) == (
             emitted["project"], emitted["region"], emitted["bucket"], emitted["image_uri"],
             emitted["tpu_image_uri"], emitted["trainer_service_account"],
             emitted["tensorboard"])

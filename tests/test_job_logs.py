@@ -17,9 +17,9 @@ from tests.fakes.cloud import fake_cloud
 from tests.fakes.logs import FakeLoggingService, job_entry
 from tests.fakes.vertex import FakeJobService
 from tests.test_triage import failed_job
-from tests.test_vertex import TARGET, eval_custom_job
+from tests.test_vertex import SETUP, eval_custom_job
 
-PROJECT = TARGET.project
+PROJECT = SETUP.project
 
 
 @pytest.fixture
@@ -42,8 +42,8 @@ def test_tail_shows_the_newest_lines_of_that_job_oldest_first(logging_fake):
 def test_follow_prints_every_line_once_until_the_job_ends(logging_fake):
     with FakeJobService() as vertex:
         jobs = vertex.client()
-        job = vertex_client.submit(jobs, PROJECT, TARGET.region,
-                                   eval_custom_job(TARGET, "run1"))
+        job = vertex_client.submit(jobs, PROJECT, SETUP.region,
+                                   eval_custom_job(SETUP, "run1"))
         job_id = job.name.rsplit("/", 1)[-1]
         logging_fake.entries += [job_entry(job_id, s, f"old {s}") for s in range(3)]
         arriving = iter([[job_entry(job_id, 3, "starting"), job_entry(job_id, 3, "same second",

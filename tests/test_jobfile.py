@@ -21,13 +21,13 @@ from launch.values.jobs import Evaluation, Places, Training
 from tests import cli
 from tests.cli import REPO, refused
 from tests.conftest import HANG
-from tests.test_vertex import TARGET
+from tests.test_vertex import SETUP
 from trainer.cli.main import ERROR_PREFIX
 
-VERTEX_ENV = {"PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
-              "PETS_BUCKET": TARGET.bucket, "PETS_IMAGE": TARGET.image,
-              "PETS_TPU_IMAGE": TARGET.tpu_image,
-              "PETS_SERVICE_ACCOUNT": TARGET.service_account,
+VERTEX_ENV = {"PETS_PROJECT": SETUP.project, "PETS_REGION": SETUP.region,
+              "PETS_BUCKET": SETUP.bucket, "PETS_IMAGE": SETUP.image,
+              "PETS_TPU_IMAGE": SETUP.tpu_image,
+              "PETS_SERVICE_ACCOUNT": SETUP.service_account,
               # no credentials: nothing can be built or submitted from these tests
               "GOOGLE_APPLICATION_CREDENTIALS": str(REPO / "work" / "no-credentials.json")}
 
@@ -264,7 +264,7 @@ def test_the_dry_runs_job_file_fed_back_gives_the_identical_request(args, tmp_pa
     first, notes = dry_run(*args, *VERTEX, f"--save-job={saved}")
     text = saved.read_text()
     assert text.rstrip() in notes  # printed too, for people
-    assert f"project {TARGET.project}, region {TARGET.region}, run gs://{TARGET.bucket}/runs/" \
+    assert f"project {SETUP.project}, region {SETUP.region}, run gs://{SETUP.bucket}/runs/" \
         in notes
     again, _ = dry_run(args[0], f"--job={saved}")
     assert json.loads(again) == json.loads(first)  # (a proto map's order may differ)

@@ -21,7 +21,7 @@ from launch.targets.vertex.submit import Submission
 from launch.values.jobs import Request
 from launch.values.resources import Resources
 from tests.fakes.cloud import OUTPUTS, fake_cloud, write_records
-from tests.test_vertex import TARGET, train_custom_job
+from tests.test_vertex import SETUP, train_custom_job
 
 SUBSCRIPTION = f"projects/{OUTPUTS.project}/subscriptions/platform-pager"
 CRASH = (13, "The replica workerpool0-0 exited with a non-zero status of 1")
@@ -50,7 +50,7 @@ def received(fakes) -> list[tuple[dict, dict[str, str]]]:
 def submitted(fakes, failure: tuple[int, str] | None = None) -> str:
     """A training job (ending FAILED with `failure` if given); its id."""
     job = vertex_client.submit(fakes.vertex.client(), OUTPUTS.project, OUTPUTS.region,
-                               train_custom_job(TARGET, "notified", Resources("n1-standard-8")))
+                               train_custom_job(SETUP, "notified", Resources("n1-standard-8")))
     if failure:
         fakes.vertex.failing[job.name] = failure
     return job.name.rsplit("/", 1)[-1]

@@ -11,7 +11,7 @@ import re
 import pytest
 from google.cloud import aiplatform_v1
 
-from launch.context.places import CloudTarget
+from launch.context.places import CloudSetup
 from launch.stores.gcs.records import upload_records
 from launch.stores.pricing import table as prices
 from launch.stores.pricing.estimate import Estimate, OverBudget, Speed, speed_of
@@ -45,12 +45,12 @@ TABLE = prices.PriceTable("USD", rows({
                      "TPU_V3": {"standard": 1.0}},
     "tpu_chips": {"v5e": {"standard": 1.5, "spot": 0.75}},
 }))
-TARGET = CloudTarget(project="p", region="us-central1", bucket="b", image="i:1",
-                     tpu_image="t:1", service_account="sa@p.iam.gserviceaccount.com")
+SETUP = CloudSetup(project="p", region="us-central1", bucket="b", image="i:1",
+                   tpu_image="t:1", service_account="sa@p.iam.gserviceaccount.com")
 
 
 def hourly(resources: Resources, region: str = "us-central1") -> prices.Hourly:
-    job = vertex_job(TARGET, Request.training(None, 100, resources), "run1")
+    job = vertex_job(SETUP, Request.training(None, 100, resources), "run1")
     return costs.job_hourly(TABLE, region, job)
 
 
@@ -117,8 +117,8 @@ def test_a_known_table_gives_known_figures():
      "no spot training price for TPU_V3 in us-central1 in prices.yaml \\(it has standard\\)"),
 ])
 def test_a_missing_price_names_what_and_the_fix(resources, region, message):
-    target = CloudTarget(**{**TARGET.__dict__, "region": region})
-    job = vertex_job(target, Request.training(None, 100, resources), "run1")
+    setup = CloudSetup(**{**SETUP.__dict__, "region": region})
+    job = vertex_job(setup, Request.training(None, 100, resources), "run1")
     with pytest.raises(prices.PriceMissing, match=message):
         costs.job_hourly(TABLE, region, job)
 
@@ -153,7 +153,7 @@ def test_estimates_built_on_unconfirmed_rows_say_so_and_where_the_price_came_fro
     mixed = prices.PriceTable("USD", {**TABLE.rows, **rows(
         {"accelerators": {"NVIDIA_TESLA_T4": {"standard": 0.4}}}, source=page,
         read=TODAY, confirmed=False)})
-    job = vertex_job(TARGET, Request.training(None, 100, Resources(
+    job = vertex_job(SETUP, Request.training(None, 100, Resources(
         "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))), "run1")
     assert costs.job_hourly(TABLE, "us-central1", job).unconfirmed_lines() == []
     hourly = costs.job_hourly(mixed, "us-central1", job)
@@ -273,7 +273,7 @@ def test_max_cost_refuses_before_any_request(fakes, tmp_path):
     cloud = fakes.cloud()
     upload_records(cloud, str(write_records(tmp_path / "records")))
     hourly_price = costs.job_hourly(prices.PriceTable.load(), "us-central1", vertex_job(
-        cloud.target(), Request.training("pets_retinanet_resnetfpn", 1000, T4), "x")).total
+        cloud.setup(), Request.training("pets_retinanet_resnetfpn", 1000, T4), "x")).total
     with pytest.raises(OverBudget, match="lower --timeout-hours"):  # the bound: 2 h
         launch(cloud, budget=hourly_price * 1.5)
     summary("old1", 36.0, fakes, T4_KEY)  # 1000 steps: 10 hours, over a 2 h timeout's bound
@@ -386,7 +386,7 @@ def test_refresh_writes_confirmed_rows_for_every_catalogue_region(tmp_path, pric
                     f"of {len(regions())} catalogue regions; 1 unconfirmed rows kept where no "
                     "SKU priced them; 4 other SKUs left out")
     # the refreshed table prices a training job and a serving machine
-    job = vertex_job(TARGET, Request.training(None, 100, Resources(
+    job = vertex_job(SETUP, Request.training(None, 100, Resources(
         "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))), "run1")
     hourly = costs.job_hourly(table, "us-central1", job)
     assert hourly.total == pytest.approx(8 * 0.036354 + 30 * 0.004873 + 0.4025)
@@ -458,7 +458,7 @@ def test_cost_so_far_of_queued_running_and_finished_jobs():
     import datetime
 
     start = datetime.datetime(2026, 11, 22, 10, 0, tzinfo=datetime.UTC)
-    job = vertex_job(TARGET, Request.training(None, 100, Resources(
+    job = vertex_job(SETUP, Request.training(None, 100, Resources(
         "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))), "run1")
     job.name = "projects/p/locations/us-central1/customJobs/7"
     now = start + datetime.timedelta(minutes=30)

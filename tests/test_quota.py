@@ -16,7 +16,7 @@ from launch.values.resources import Accelerator, Resources, Scheduling
 from launch.values.sweep import Sweep
 from tests.fakes.cloud import fake_cloud, write_records
 from tests.fakes.quotas import DEFAULT_LIMIT, FakeCloudQuotas
-from tests.test_vertex import TARGET, train_custom_job
+from tests.test_vertex import SETUP, train_custom_job
 
 T4 = "custom_model_training_nvidia_t4_gpus"
 SPOT_T4 = "custom_model_training_preemptible_nvidia_t4_gpus"
@@ -27,18 +27,18 @@ T4_X4 = Resources("n1-standard-16", Accelerator("NVIDIA_TESLA_T4", 4))
 def test_needs_count_every_pool_its_replicas_and_the_capacity_kind():
     distributed = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 2), workers=3,
                             reduction_servers=2)
-    needed = quota.needs(train_custom_job(TARGET, "r", distributed))
+    needed = quota.needs(train_custom_job(SETUP, "r", distributed))
     # chief + 3 workers, 2 T4 and 8 vCPUs each; 2 reducers of n1-highcpu-16
     assert needed.amounts == {T4: 8, CPUS: 4 * 8 + 2 * 16} and not needed.preemptible
-    spot = quota.needs(train_custom_job(TARGET, "r", Resources(
+    spot = quota.needs(train_custom_job(SETUP, "r", Resources(
         "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1), scheduling=Scheduling(
             strategy="SPOT"))), copies=3)
     assert spot.amounts == {SPOT_T4: 3, "custom_model_training_preemptible_cpus": 24}
-    tpu = quota.needs(train_custom_job(TARGET, "r", Resources(tpu="v5litepod-16")))
+    tpu = quota.needs(train_custom_job(SETUP, "r", Resources(tpu="v5litepod-16")))
     assert tpu.amounts == {"custom_model_training_tpu_v5e": 16}
-    assert quota.needs(train_custom_job(TARGET, "r", Resources(tpu="v3-8"))).amounts == {
+    assert quota.needs(train_custom_job(SETUP, "r", Resources(tpu="v3-8"))).amounts == {
         "custom_model_training_tpu_v3": 8}
-    unknown = quota.needs(train_custom_job(TARGET, "r", Resources("g2-standard-8")))
+    unknown = quota.needs(train_custom_job(SETUP, "r", Resources("g2-standard-8")))
     assert unknown.amounts == {"custom_model_training_nvidia_l4_gpus": 1}
     assert unknown.unchecked == ("g2-standard-8 vCPUs",)
 

@@ -27,7 +27,7 @@ from launch.values.resources import Accelerator, Resources
 from launch.values.sweep import Sweep
 from tests.fakes.cloud import OUTPUTS, fake_cloud, write_records
 from tests.fakes.logs import job_entry
-from tests.test_vertex import TARGET, train_custom_job
+from tests.test_vertex import SETUP, train_custom_job
 from trainer.args import SampleArgs
 from trainer.cli.main import ERROR_PREFIX
 
@@ -154,7 +154,7 @@ def failed_job(fakes, log: list[str], error: str, code: int = 13) -> str:
     written `log` (and another replica a line of its own); the job's id."""
     client = fakes.vertex.client()
     job = vertex_client.submit(client, OUTPUTS.project, OUTPUTS.region,
-                               train_custom_job(TARGET, "gpu1", T4))
+                               train_custom_job(SETUP, "gpu1", T4))
     fakes.vertex.failing[job.name] = (code, error)
     vertex_client.wait(client, job.name, on_state=lambda state: None, poll_seconds=0)
     number = job.name.rsplit("/", 1)[-1]

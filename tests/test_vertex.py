@@ -13,7 +13,7 @@ from google.cloud import aiplatform_v1
 
 from docsite.commands import every_block
 from launch.context import settings
-from launch.context.places import CloudTarget
+from launch.context.places import CloudSetup
 from launch.errors import InputError
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import hardware
@@ -24,7 +24,7 @@ from launch.values.resources import Accelerator, Resources, Scheduling
 from tests.cli import invoke
 from tests.fakes.vertex import FakeJobService
 
-TARGET = CloudTarget(
+SETUP = CloudSetup(
     project="pets-detector-dev", region="us-central1", bucket="pets-detector-dev-pets-data",
     image="us-central1-docker.pkg.dev/p/pets-images/trainer:abc",
     tpu_image="us-central1-docker.pkg.dev/p/pets-images/trainer-tpu:abc",
@@ -33,14 +33,14 @@ TARGET = CloudTarget(
 EXPERIMENT, STEPS = "pets_retinanet_resnetfpn", 5000
 
 
-def train_custom_job(target: CloudTarget, run_id: str, resources: Resources,
+def train_custom_job(setup: CloudSetup, run_id: str, resources: Resources,
                      labels: dict[str, str] | None = None) -> aiplatform_v1.CustomJob:
-    return vertex_job(target, Request.training(EXPERIMENT, STEPS, resources), run_id, labels)
+    return vertex_job(setup, Request.training(EXPERIMENT, STEPS, resources), run_id, labels)
 
 
-def eval_custom_job(target: CloudTarget, run_id: str,
+def eval_custom_job(setup: CloudSetup, run_id: str,
                     idle_timeout: float | None = None) -> aiplatform_v1.CustomJob:
-    return vertex_job(target, Request.evaluation(EXPERIMENT, STEPS, idle_timeout=idle_timeout),
+    return vertex_job(setup, Request.evaluation(EXPERIMENT, STEPS, idle_timeout=idle_timeout),
                       run_id)
 
 
@@ -51,7 +51,7 @@ def fake():
 
 
 def submitted(fake, job) -> aiplatform_v1.CustomJob:
-    created = vertex_client.submit(fake.client(), TARGET.project, TARGET.region, job)
+    created = vertex_client.submit(fake.client(), SETUP.project, SETUP.region, job)
     (request,) = fake.received[-1:]
     assert request.parent == "projects/pets-detector-dev/locations/us-central1"
     assert created.name.endswith("/customJobs/1")
@@ -59,7 +59,7 @@ def submitted(fake, job) -> aiplatform_v1.CustomJob:
 
 
 def test_gpu_job_as_received(fake):
-    job = train_custom_job(TARGET, "run1",
+    job = train_custom_job(SETUP, "run1",
                            Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1),
                                      scheduling=Scheduling(timeout_hours=2, strategy="SPOT")),
                            labels={"user": "Ada.Lovelace", "git": "1a2b3c"})
@@ -68,16 +68,16 @@ def test_gpu_job_as_received(fake):
     assert pool.machine_spec.machine_type == "n1-standard-8"
     assert pool.machine_spec.accelerator_type == aiplatform_v1.AcceleratorType.NVIDIA_TESLA_T4
     assert pool.machine_spec.accelerator_count == 1 and pool.replica_count == 1
-    assert pool.container_spec.image_uri == TARGET.image
+    assert pool.container_spec.image_uri == SETUP.image
     assert list(pool.container_spec.args) == [
         "--experiment=pets_retinanet_resnetfpn", "--mode=train",
         "--model_dir=gs://pets-detector-dev-pets-data/runs/run1/checkpoints",
         "--data_dir=gs://pets-detector-dev-pets-data/records", "--train_steps=5000"]
     spec = received.job_spec
-    assert spec.service_account == TARGET.service_account
+    assert spec.service_account == SETUP.service_account
     assert spec.base_output_directory.output_uri_prefix == \
         "gs://pets-detector-dev-pets-data/runs/run1"
-    assert spec.tensorboard == TARGET.tensorboard
+    assert spec.tensorboard == SETUP.tensorboard
     assert spec.scheduling.timeout.seconds == 7200
     assert spec.scheduling.restart_job_on_worker_restart is True
     assert spec.scheduling.strategy == aiplatform_v1.Scheduling.Strategy.SPOT
@@ -87,8 +87,8 @@ def test_gpu_job_as_received(fake):
 
 
 def test_multi_worker_job_with_reduction_server(fake):
-    job = train_custom_job(TARGET, "run1", Resources("a2-highgpu-2g", workers=9,
-                                                           reduction_servers=2))
+    job = train_custom_job(SETUP, "run1", Resources("a2-highgpu-2g", workers=9,
+                                                    reduction_servers=2))
     chief, workers, reducers = submitted(fake, job).job_spec.worker_pool_specs
     assert chief.replica_count == 1 and workers.replica_count == 9
     for pool in (chief, workers):
@@ -111,16 +111,16 @@ def test_the_reduction_server_image_is_the_regions_multi_region(region, geo):
     from launch.targets.vertex.registry import prediction_image
     from launch.targets.vertex.spec import trainer_images
 
-    target = dataclasses.replace(TARGET, region=region)
-    job = train_custom_job(target, "run1", Resources("a2-ultragpu-1g", workers=1,
-                                                     reduction_servers=1))
+    setup = dataclasses.replace(SETUP, region=region)
+    job = train_custom_job(setup, "run1", Resources("a2-ultragpu-1g", workers=1,
+                                                    reduction_servers=1))
     reducers = job.job_spec.worker_pool_specs[-1]
     assert reducers.container_spec.image_uri == \
         f"{geo}-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
     assert prediction_image(region).startswith(f"{geo}-docker.pkg.dev/")
-    assert trainer_images(job) == [TARGET.image]  # Google's reducers are not ours to pin
+    assert trainer_images(job) == [SETUP.image]  # Google's reducers are not ours to pin
     assert all("NCCL_DEBUG" not in {e.name for e in pool.container_spec.env}
-               for pool in train_custom_job(target, "run2", Resources(
+               for pool in train_custom_job(setup, "run2", Resources(
                    "a2-ultragpu-1g", workers=1)).job_spec.worker_pool_specs)
 
 
@@ -129,19 +129,19 @@ def test_the_reduction_server_image_is_the_regions_multi_region(region, geo):
     ("v3-8", "cloud-tpu", "", aiplatform_v1.AcceleratorType.TPU_V3),
 ])
 def test_tpu_jobs_use_the_tpu_image(fake, tpu, machine_type, topology, accelerator):
-    (pool,) = submitted(fake, train_custom_job(TARGET, "run1", Resources(tpu=tpu))
+    (pool,) = submitted(fake, train_custom_job(SETUP, "run1", Resources(tpu=tpu))
                         ).job_spec.worker_pool_specs
     assert pool.machine_spec.machine_type == machine_type
     assert pool.machine_spec.tpu_topology == topology
     if accelerator:
         assert pool.machine_spec.accelerator_type == accelerator
         assert pool.machine_spec.accelerator_count == 8
-    assert pool.container_spec.image_uri == TARGET.tpu_image
+    assert pool.container_spec.image_uri == SETUP.tpu_image
     assert "--tpu=local" in pool.container_spec.args
 
 
 def test_eval_job_is_one_continuous_evaluator(fake):
-    received = submitted(fake, eval_custom_job(TARGET, "run1", idle_timeout=1800))
+    received = submitted(fake, eval_custom_job(SETUP, "run1", idle_timeout=1800))
     (pool,) = received.job_spec.worker_pool_specs
     assert pool.replica_count == 1 and not pool.machine_spec.accelerator_count
     assert "--mode=continuous_eval" in pool.container_spec.args
@@ -152,15 +152,15 @@ def test_eval_job_is_one_continuous_evaluator(fake):
 
 def test_submit_wait_and_cancel(fake):
     client = fake.client()
-    job = vertex_client.submit(client, TARGET.project, TARGET.region,
-                               eval_custom_job(TARGET, "run1"))
+    job = vertex_client.submit(client, SETUP.project, SETUP.region,
+                               eval_custom_job(SETUP, "run1"))
     states = []
     done = vertex_client.wait(client, job.name, on_state=states.append, poll_seconds=0,
                               sleep=lambda s: None)
     assert states == ["JOB_STATE_PENDING", "JOB_STATE_RUNNING", "JOB_STATE_SUCCEEDED"]
     assert done.state == aiplatform_v1.JobState.JOB_STATE_SUCCEEDED
-    second = vertex_client.submit(client, TARGET.project, TARGET.region,
-                                  eval_custom_job(TARGET, "run2"))
+    second = vertex_client.submit(client, SETUP.project, SETUP.region,
+                                  eval_custom_job(SETUP, "run2"))
     vertex_client.cancel(client, second.name)
     assert client.get_custom_job(name=second.name).state.name == "JOB_STATE_CANCELLED"
 
@@ -169,10 +169,10 @@ def test_submit_wait_and_cancel(fake):
                                           ("quota", "quota exceeded"),
                                           ("invalid", "rejected the request")])
 def test_api_errors_are_reported_clearly(fake, word, message):
-    job = eval_custom_job(TARGET, "run1")
+    job = eval_custom_job(SETUP, "run1")
     job.display_name = f"{word}-job"
     with pytest.raises(vertex_client.VertexError, match=message):
-        vertex_client.submit(fake.client(), TARGET.project, TARGET.region, job)
+        vertex_client.submit(fake.client(), SETUP.project, SETUP.region, job)
     with pytest.raises(vertex_client.VertexError, match="not found"):
         vertex_client.cancel(fake.client(), "projects/p/locations/l/customJobs/404")
 
@@ -193,25 +193,25 @@ def test_api_errors_are_reported_clearly(fake, word, message):
 ])
 def test_invalid_combinations_are_rejected_before_any_request(fake, kwargs, workers, message):
     with pytest.raises(InputError, match=message):  # HardwareError is an InputError
-        train_custom_job(TARGET, "run1", Resources.from_flags(**kwargs, workers=workers))
+        train_custom_job(SETUP, "run1", Resources.from_flags(**kwargs, workers=workers))
     assert fake.received == []
 
 
 def test_regions_without_the_accelerator_are_rejected():
-    target = CloudTarget(**{**TARGET.__dict__, "region": "me-central2"})
+    setup = CloudSetup(**{**SETUP.__dict__, "region": "me-central2"})
     with pytest.raises(hardware.HardwareError, match="not offered for training in me-central2"):
-        train_custom_job(target, "run1",
+        train_custom_job(setup, "run1",
                          Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)))
     with pytest.raises(InputError, match="--workers must be at least 0, got -1"):
-        train_custom_job(TARGET, "run1", Resources(workers=-1))
+        train_custom_job(SETUP, "run1", Resources(workers=-1))
 
 
 @pytest.mark.parametrize("job", [
-    train_custom_job(TARGET, "r", Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))),
-    train_custom_job(TARGET, "r", Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_V100", 1),
-                                                 workers=9)),
-    train_custom_job(TARGET, "r", Resources(tpu="v5litepod-4")),
-    eval_custom_job(TARGET, "r"),
+    train_custom_job(SETUP, "r", Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))),
+    train_custom_job(SETUP, "r", Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_V100", 1),
+                                           workers=9)),
+    train_custom_job(SETUP, "r", Resources(tpu="v5litepod-4")),
+    eval_custom_job(SETUP, "r"),
 ])
 def test_dry_run_json_parses_back_into_the_api_type(job):
     text = to_json(job)
@@ -224,7 +224,7 @@ def test_settings_come_from_outputs_then_config_then_environment_then_flags(tmp_
     outputs.write_text(json.dumps({"pets-dev": {
         "project": "p-out", "region": "us-central1", "bucket": "b-out", "image_uri": "i:1",
         "tpu_image_uri": "t:1", "trainer_service_account": "sa@p", "tensorboard": "tb"}}))
-    resolve = settings.resolve_target
+    resolve = settings.resolve_setup
     assert resolve("dev", {}, {}, {}, outputs).bucket == "b-out"
     assert resolve("dev", {}, {}, {"bucket": "b-cfg"}, outputs).bucket == "b-cfg"
     assert resolve("dev", {}, {"PETS_BUCKET": "b-env"}, {"bucket": "b-cfg"}, outputs
@@ -259,9 +259,9 @@ def flag_value(args: list[str], flag: str) -> str | None:
 
 
 def dry_run(*args: str, cwd: Path) -> aiplatform_v1.CustomJob:
-    env = {"PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
-           "PETS_BUCKET": TARGET.bucket, "PETS_IMAGE": TARGET.image,
-           "PETS_TPU_IMAGE": TARGET.tpu_image, "PETS_SERVICE_ACCOUNT": TARGET.service_account,
+    env = {"PETS_PROJECT": SETUP.project, "PETS_REGION": SETUP.region,
+           "PETS_BUCKET": SETUP.bucket, "PETS_IMAGE": SETUP.image,
+           "PETS_TPU_IMAGE": SETUP.tpu_image, "PETS_SERVICE_ACCOUNT": SETUP.service_account,
            # no credentials here (and no probing for them): the images stay tags, with a note
            "GOOGLE_APPLICATION_CREDENTIALS": str(cwd / "no-credentials.json")}
     (cwd / "work" / "records").mkdir(parents=True, exist_ok=True)
@@ -288,11 +288,11 @@ def test_a_documented_job_dry_runs_to_a_valid_custom_job(args, tmp_path):
     from infra.image_context import context_hash
 
     job = dry_run(*args, cwd=tmp_path)
-    assert job.job_spec.service_account == TARGET.service_account
+    assert job.job_spec.service_account == SETUP.service_account
     if flag_value(args, "--run-id"):
         assert job.labels["run"] == flag_value(args, "--run-id")
     tpu = flag_value(args, "--tpu")
-    repository = (TARGET.tpu_image if tpu else TARGET.image)[:-4]
+    repository = (SETUP.tpu_image if tpu else SETUP.image)[:-4]
     for pool in job.job_spec.worker_pool_specs:  # these sources' image, not the deployed one
         assert pool.container_spec.image_uri == f"{repository}:{context_hash()}"
     if tpu == "v5litepod-16":
@@ -329,7 +329,7 @@ def test_an_evaluation_on_the_test_split_is_one_job_evaluating_once(tmp_path):
     (pool,) = job.job_spec.worker_pool_specs
     args = list(pool.container_spec.args)
     assert "--eval_split=test" in args and "--mode=eval" in args, args
-    assert f"--model_dir=gs://{TARGET.bucket}/runs/r1/checkpoints" in args
+    assert f"--model_dir=gs://{SETUP.bucket}/runs/r1/checkpoints" in args
     assert job.labels["role"] == "eval" and pool.replica_count == 1
     plain = dry_run("eval", "--target=vertex", "--run-id=r1", cwd=tmp_path)
     assert not any(arg.startswith("--eval_split") for arg in
@@ -347,15 +347,15 @@ def test_a_pinned_image_is_used_as_it_is(tmp_path):
 
 def test_list_status_and_ids(fake):
     client = fake.client()
-    first = vertex_client.submit(client, TARGET.project, TARGET.region,
-                                 eval_custom_job(TARGET, "run1"))
-    second = vertex_client.submit(client, TARGET.project, TARGET.region,
-                                  train_custom_job(TARGET, "run2", Resources()))
-    listed = vertex_client.list_jobs(client, TARGET.project, TARGET.region)
+    first = vertex_client.submit(client, SETUP.project, SETUP.region,
+                                 eval_custom_job(SETUP, "run1"))
+    second = vertex_client.submit(client, SETUP.project, SETUP.region,
+                                  train_custom_job(SETUP, "run2", Resources()))
+    listed = vertex_client.list_jobs(client, SETUP.project, SETUP.region)
     assert [j.name for j in listed] == [second.name, first.name]  # newest first
     line = vertex_client.describe(listed[0])
     assert "QUEUED" in line and "train-pets_retinanet_resnetfpn" in line
-    assert vertex_client.job_name(TARGET.project, TARGET.region, "2") == second.name
+    assert vertex_client.job_name(SETUP.project, SETUP.region, "2") == second.name
     assert vertex_client.job_name("x", "y", second.name) == second.name
 
 
@@ -363,11 +363,11 @@ def test_a_runs_jobs_and_their_tensorboard_and_console_links(fake):
     from launch.targets.vertex.spec import console_url, tensorboard_url
 
     client = fake.client()
-    for job in (train_custom_job(TARGET, "run1", Resources()),
-                eval_custom_job(TARGET, "run1"),
-                train_custom_job(TARGET, "run2", Resources())):
-        vertex_client.submit(client, TARGET.project, TARGET.region, job)
-    found = vertex_client.list_jobs(client, TARGET.project, TARGET.region,
+    for job in (train_custom_job(SETUP, "run1", Resources()),
+                eval_custom_job(SETUP, "run1"),
+                train_custom_job(SETUP, "run2", Resources())):
+        vertex_client.submit(client, SETUP.project, SETUP.region, job)
+    found = vertex_client.list_jobs(client, SETUP.project, SETUP.region,
                                     labels={"run": "run1"})
     assert [j.display_name for j in found] == ["eval-pets_retinanet_resnetfpn",
                                                "train-pets_retinanet_resnetfpn"]
@@ -414,9 +414,9 @@ def test_a_dry_run_without_credentials_answers_at_once_where_no_metadata_server_
                             "HOME": str(tmp_path), "CLOUDSDK_CONFIG": str(tmp_path / "gcloud"),
                             "GOOGLE_APPLICATION_CREDENTIALS": None, "NO_GCE_CHECK": None,
                             "GCE_METADATA_IP": f"127.0.0.1:{silent.getsockname()[1]}",
-                            "PETS_PROJECT": TARGET.project, "PETS_REGION": TARGET.region,
-                            "PETS_BUCKET": TARGET.bucket, "PETS_IMAGE": TARGET.image,
-                            "PETS_SERVICE_ACCOUNT": TARGET.service_account})
+                            "PETS_PROJECT": SETUP.project, "PETS_REGION": SETUP.region,
+                            "PETS_BUCKET": SETUP.bucket, "PETS_IMAGE": SETUP.image,
+                            "PETS_SERVICE_ACCOUNT": SETUP.service_account})
         took = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert "note: images shown by tag, not digest (no Google credentials)" in result.stderr

@@ -16,7 +16,7 @@ from infra.image_context import REPO_ROOT, context_hash
 from launch.context import settings
 from launch.context.clients import GoogleClients
 from launch.context.images import with_tag
-from launch.context.places import CloudTarget, RunPaths, label_value
+from launch.context.places import CloudSetup, RunPaths, label_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +37,9 @@ class Cloud:
         return settings.resolve_fields(self.environment, self.overrides, self.environ,
                                        self.config, self.outputs_path, required)
 
-    def target(self, required: tuple[str, ...] = settings.TARGET) -> CloudTarget:
-        return settings.resolve_target(self.environment, self.overrides, self.environ,
-                                       self.config, self.outputs_path, required)
+    def setup(self, required: tuple[str, ...] = settings.SETUP) -> CloudSetup:
+        return settings.resolve_setup(self.environment, self.overrides, self.environ,
+                                      self.config, self.outputs_path, required)
 
     def locations(self) -> settings.Locations:
         """Where the bucket and the repository live: the regions a job may read them from."""
@@ -61,14 +61,14 @@ class Cloud:
 IMAGES = ("image", "tpu_image")  # the trainer's, as a job's settings name them
 
 
-def job_images(cloud: Cloud, tpu: bool = False) -> CloudTarget:
+def job_images(cloud: Cloud, tpu: bool = False) -> CloudSetup:
     """Where a job runs, with its images: a pinned `--image` as it is; otherwise the
     repository's images tagged with the content hash of these sources (the submission builds
     them first unless Artifact Registry already has them). Only the image the job runs is
     required: the TPU one for a TPU job, neither when `--image` names it."""
     pinned = cloud.overrides.get("image")
-    where = cloud.target((*settings.JOB, *(() if pinned else ("tpu_image",) if tpu else
-                                           ("image",))))
+    where = cloud.setup((*settings.JOB, *(() if pinned else ("tpu_image",) if tpu else
+                                          ("image",))))
     if pinned:
         return dataclasses.replace(where, tpu_image=pinned)
     tag = context_hash()

@@ -25,7 +25,7 @@ def region_name(value: str, source: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class CloudTarget:
+class CloudSetup:
     """Where jobs run: from infra outputs, invoke.yaml or flags (launch.context.settings)."""
 
     project: str

@@ -12,7 +12,7 @@ from infra import locations
 from infra import outputs as stack_outputs
 from infra.image_context import REPO_ROOT
 from launch.context import images
-from launch.context.places import CloudTarget, region_name
+from launch.context.places import CloudSetup, region_name
 from launch.errors import InputError, MissingError
 
 OUTPUTS_FILE = stack_outputs.OUTPUTS_FILE
@@ -78,7 +78,7 @@ LOCATIONS = {"bucket_location": locations.bucket_continent,
 # what every Vertex AI training, tuning or evaluation job needs; its image comes from
 # `job_images` (the TPU one for TPU jobs, none when --image names it)
 JOB = ("project", "region", "bucket", "service_account")
-TARGET = (*JOB, "image")  # a CPU or GPU job's, its image from the settings
+SETUP = (*JOB, "image")  # a CPU or GPU job's, its image from the settings
 
 
 def flag(field: str) -> str:
@@ -146,12 +146,12 @@ def resolve_fields(environment: str, overrides: Mapping[str, str | None],
     return values
 
 
-def resolve_target(environment: str, overrides: Mapping[str, str | None],
-                   env: Mapping[str, str], config: Mapping[str, str],
-                   outputs_path: Path = OUTPUTS_FILE,
-                   required: tuple[str, ...] = TARGET) -> CloudTarget:
+def resolve_setup(environment: str, overrides: Mapping[str, str | None],
+                  env: Mapping[str, str], config: Mapping[str, str],
+                  outputs_path: Path = OUTPUTS_FILE,
+                  required: tuple[str, ...] = SETUP) -> CloudSetup:
     fields = resolve_fields(environment, overrides, env, config, outputs_path, required)
-    return CloudTarget(**{k: v for k, v in fields.items() if k in CloudTarget.__annotations__})
+    return CloudSetup(**{k: v for k, v in fields.items() if k in CloudSetup.__annotations__})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,7 +46,7 @@ def prepare(task: str, flags: dict, cloud_for: CloudFor, local_root: str, record
     (name, contents) when the caller has it, else --job's or --rerun's."""
     from launch.stores.runs.jobfiles import recorded_run
     from launch.targets import executor_class, executor_for
-    from launch.targets.base import Handover, Target
+    from launch.targets.base import Handover, LaunchFlags
 
     shown, file = source if source is not None else job_source(flags, cloud_for)
     if more:
@@ -56,8 +56,8 @@ def prepare(task: str, flags: dict, cloud_for: CloudFor, local_root: str, record
         found, found.model_dir or local_dir, cloud_for,
         executor_class(found.target).runs_in_bucket))
     request = jobfile.request(job, task)
-    placed = jobfile.into(job, "cloud")  # the target's options over the Cloud's settings
-    cloud = cloud_for(placed.get("region"), placed.get("image"))
+    into_cloud = jobfile.into(job, "cloud")  # the target's options over the Cloud's settings
+    cloud = cloud_for(into_cloud.get("region"), into_cloud.get("image"))
     if job.dataset:
         from launch.stores.gcs import datasets
 
@@ -65,7 +65,7 @@ def prepare(task: str, flags: dict, cloud_for: CloudFor, local_root: str, record
     places = Places(job.model_dir or local_dir, job.data_dir or records_dir)
     handover = Handover(bool(flags.get("dry_run")),
                         jobfile.check_save_path(flags.get("save_job")) or None, job.max_cost)
-    target = Target(places, cloud, handover, bool(flags.get("force")),
-                    bool(flags.get("local_docker")), bool(flags.get("follow")), job,
-                    request.resources.scheduling.strategy)
-    return request, executor_for(job.target, target)
+    launch_flags = LaunchFlags(places, cloud, handover, bool(flags.get("force")),
+                               bool(flags.get("local_docker")), bool(flags.get("follow")), job,
+                               request.resources.scheduling.strategy)
+    return request, executor_for(job.target, launch_flags)

@@ -18,7 +18,7 @@ from launch.values.target_names import TARGETS
 
 if TYPE_CHECKING:
     from launch.context.cloud import Cloud
-    from launch.targets.base import Executor, Jobs, Offer, Target
+    from launch.targets.base import Executor, Jobs, LaunchFlags, Offer
 
 T = TypeVar("T")
 
@@ -28,9 +28,9 @@ def executor_class(name: str) -> type[Executor]:
     return TARGETS[name].executor_class()
 
 
-def executor_for(name: str, target: Target) -> Executor:
+def executor_for(name: str, flags: LaunchFlags) -> Executor:
     """The executor of the target named `name` (--target), for what the flags say."""
-    return executor_class(name).from_target(target)
+    return executor_class(name).from_flags(flags)
 
 
 def refuse_flags(target: str, typed: Iterable[str],

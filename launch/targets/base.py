@@ -1,4 +1,4 @@
-"""What every target shares: the `Executor` interface, the command line's `Target` (plain
+"""What every target shares: the `Executor` interface, the command line's `LaunchFlags` (plain
 values: this module knows no target's types), a target's `Jobs` after launch (`JobLine`: one
 job as `invoke jobs.*` shows it), what else a target may offer features (an `Offer`: its
 tools, tuning jobs, hardware catalogue, ...; the protocol each answers), and the steps of a launch
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from launch.context.cloud import Cloud
-from launch.context.places import CloudTarget
+from launch.context.places import CloudSetup
 from launch.errors import InputError
 from launch.stores.gcs import datasets
 from launch.stores.runs import jobfiles
@@ -34,8 +34,8 @@ class Executor(Runner, Protocol):
     runs_in_bucket: ClassVar[bool]  # runs are gs://BUCKET/runs/RUN_ID, not directories here
 
     @classmethod
-    def from_target(cls, target: Target) -> Executor:
-        """The executor for what the command line says (`Target`)."""
+    def from_flags(cls, flags: LaunchFlags) -> Executor:
+        """The executor for what the command line says (`LaunchFlags`)."""
 
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
         """Shows the run's TensorBoard; what to tell the user."""
@@ -91,10 +91,10 @@ class Checks(Protocol):
     """A target's own checks in `invoke doctor`, around the platform's (credentials, bucket,
     data, image, access: launch/features/doctor.py), each a `Check`."""
 
-    def reachable(self, where: CloudTarget) -> Check:
+    def reachable(self, where: CloudSetup) -> Check:
         """Its service answers the caller (the first check after the credentials)."""
 
-    def limits(self, where: CloudTarget) -> list[Check]:
+    def limits(self, where: CloudSetup) -> list[Check]:
         """What the project may use there (quotas), one line a kind of hardware."""
 
     def dated(self, today: datetime.date) -> list[Check]:
@@ -300,9 +300,9 @@ class Handover:
 
 
 @dataclasses.dataclass(frozen=True)
-class Target:
+class LaunchFlags:
     """What the command line says about where a job runs; each executor reads its part
-    (`from_target`). Plain values, so a target's own types stay in its package."""
+    (`from_flags`). Plain values, so a target's own types stay in its package."""
 
     places: Places  # local runs: --model-dir and --data-dir
     cloud: Cloud = dataclasses.field(default_factory=Cloud)  # settings; no API call yet

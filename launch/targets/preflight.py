@@ -18,7 +18,7 @@ from launch.targets.base import job_text, save_job
 from launch.values.jobs import Request
 from launch.values.sweep import Sweep
 
-Where = TypeVar("Where")  # a target's own place: Local's Places, Vertex AI's CloudTarget
+Where = TypeVar("Where")  # a target's own place: Local's Places, Vertex AI's CloudSetup
 Plan = TypeVar("Plan")  # what a target runs: a TrainerJob here, each rung's CustomJob there
 
 

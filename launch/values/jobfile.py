@@ -576,18 +576,18 @@ def _known(name: str) -> dataclasses.Field | None:
 def _belongs(name: str) -> str:
     """Where the key `name` goes in a file, in words ("in the `vertex:` section"); empty
     for no key at all."""
-    places = []
+    sections = []
     if field := _known(name):
         owners: Mapping[str | None, dataclasses.Field] = {None: field}
     else:
         owners = options_by_name().get(name.replace("-", "_"), {})
     for target, field in owners.items():
         if _top_level(field):
-            places.append(f"in the `{target}:` section" if target else "at the top")
+            sections.append(f"in the `{target}:` section" if target else "at the top")
         if field.metadata["section"]:
             inner = f"{SECTIONS[field.metadata['section']]}:" + (f" {target}:" if target else "")
-            places.append(f"in the `{inner}` section")
-    return " or ".join(places)
+            sections.append(f"in the `{inner}` section")
+    return " or ".join(sections)
 
 
 def file_sweep(file: Mapping[str, Any], source: str) -> Mapping[str, Any]:

@@ -356,9 +356,9 @@ def upload(job: str, state: str, run_id: str, version: str, max_drop: float = 0.
                                f"{EXPORT_INFO_FILE}")
         with turn(state):  # one number a version, however many runs upload at once
             known = lineage(state)
-            target = _next_version(state, known)
-            model = target.name
-            staged.rename(target)
+            directory = _next_version(state, known)
+            model = directory.name
+            staged.rename(directory)
             entry = Version(model, run_id, figure.step, version, figure.value, figure.data,
                             figure.sha256)
             _write(state, LINEAGE, [dataclasses.asdict(v) for v in (*known, entry)])
@@ -370,11 +370,11 @@ def upload(job: str, state: str, run_id: str, version: str, max_drop: float = 0.
 def _next_version(state: str, known: list[Version]) -> Path:
     """The registry's directory for the version after `known`, which must not exist yet."""
     number = max((int(v.model) for v in known if v.model.isdigit()), default=0) + 1
-    target = Path(state, "registry", str(number))
-    if target.exists():  # no lineage names it: a person's, or a damaged state
-        raise InputError(f"{target} exists but lineage.json does not name it: move it away "
+    directory = Path(state, "registry", str(number))
+    if directory.exists():  # no lineage names it: a person's, or a damaged state
+        raise InputError(f"{directory} exists but lineage.json does not name it: move it away "
                          "and run the pipeline again")
-    return target
+    return directory
 
 
 def deploy_canary(job: str, state: str, version: dict, share: int, max_drop: float = 0.0,

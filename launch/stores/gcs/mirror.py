@@ -64,33 +64,33 @@ class GcsPath:
         """Where this prefix lives on the workstation."""
         return cache_dir / self.bucket / self.prefix
 
-    def mirror_target(self, relative: str, cache_dir: Path = CACHE_DIR) -> Path:
+    def mirror_path(self, relative: str, cache_dir: Path = CACHE_DIR) -> Path:
         """Where the object `relative` below this prefix is written; refused unless the path
         stays inside the mirror once symlinks are resolved."""
         reason = unsafe_reason(relative)
-        target = self.mirror(cache_dir) / relative
-        if reason is None and not target.resolve().is_relative_to(cache_dir.resolve()):
+        path = self.mirror(cache_dir) / relative
+        if reason is None and not path.resolve().is_relative_to(cache_dir.resolve()):
             reason = "a path that resolves outside the mirror (a symlink in the way)"
         if reason:
             raise UnsafePathError(
                 f"refusing gs://{self.bucket}/{self.prefix}/{relative}: its name has {reason},"
                 f" so it would be written outside the local mirror {cache_dir}; nothing was "
                 "fetched. Rename or delete that object in the bucket.")
-        return target
+        return path
 
 
 def is_gcs(path: str | None) -> bool:
     return bool(path) and path.startswith("gs://")
 
 
-def _download(blob, target: Path) -> bool:
-    """Fetches `blob` unless `target` already has its checksum; True if it was fetched."""
-    if target.exists() and crc32c_of(target) == blob.crc32c:
+def _download(blob, path: Path) -> bool:
+    """Fetches `blob` unless `path` already has its checksum; True if it was fetched."""
+    if path.exists() and crc32c_of(path) == blob.crc32c:
         return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".partial")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
     blob.download_to_filename(str(partial), checksum="crc32c")
-    partial.replace(target)
+    partial.replace(path)
     return True
 
 
@@ -118,9 +118,9 @@ def stage_directory(client, url: str, cache_dir: Path = CACHE_DIR,
 
 def _fetch_all(where: GcsPath, blobs: dict[str, object], cache_dir: Path) -> None:
     """Every name is checked before the first download: a hostile object refuses them all."""
-    targets = {name: where.mirror_target(name, cache_dir) for name in blobs}
+    paths = {name: where.mirror_path(name, cache_dir) for name in blobs}
     for name, blob in blobs.items():
-        _download(blob, targets[name])
+        _download(blob, paths[name])
 
 
 def read_best(client, model_dir_url: str) -> Best | None:

@@ -15,7 +15,7 @@ from launch.errors import InputError, MissingError, StepFailed
 from launch.stores import datachecks
 from launch.stores.gcs import datasets, mirror
 from launch.stores.runs import configs, jobfiles
-from launch.targets.base import Handover, Target, say_job, with_recorded
+from launch.targets.base import Handover, LaunchFlags, say_job, with_recorded
 from launch.targets.local import background
 from launch.targets.local import tuning as local_tuning
 from launch.targets.local.jobs import JobTable, LocalJobs
@@ -56,9 +56,9 @@ class Local(Preflight[Places, TrainerJob]):
     detach: bool = False  # --detach: run in the background (background.py), recorded
 
     @classmethod
-    def from_target(cls, target: Target) -> Local:
-        return cls(target.places, target.cloud, target.force, target.handover,
-                   bool(target.job and target.job.target_options.detach))
+    def from_flags(cls, flags: LaunchFlags) -> Local:
+        return cls(flags.places, flags.cloud, flags.force, flags.handover,
+                   bool(flags.job and flags.job.target_options.detach))
 
     @classmethod
     def jobs(cls, cloud: Cloud) -> LocalJobs:

@@ -11,7 +11,7 @@ from launch.values.jobfile import EVAL, TRAIN, option
 
 @dataclasses.dataclass(frozen=True)
 class LocalOptions:
-    """This machine's part of a job; `Local.from_target` reads it."""
+    """This machine's part of a job; `Local.from_flags` reads it."""
 
     detach: bool = option("run in the background and return at once: `invoke jobs.list "
                           "--target local` lists it, jobs.logs, jobs.wait and jobs.cancel "

@@ -22,7 +22,7 @@ import math
 
 from google.cloud import aiplatform_v1
 
-from launch.context.places import CloudTarget
+from launch.context.places import CloudSetup
 from launch.targets.vertex import capacity
 from launch.targets.vertex.hardware import HardwareError, machine_for
 from launch.targets.vertex.spec import custom_job
@@ -70,12 +70,12 @@ def conversion_resources(sizing: Sizing) -> Resources:
                      scheduling=Scheduling(timeout_hours=sizing.timeout_hours))
 
 
-def conversion_job(job: TrainerJob, sizing: Sizing, target: CloudTarget, dataset_url: str,
+def conversion_job(job: TrainerJob, sizing: Sizing, setup: CloudSetup, dataset_url: str,
                    labels: dict[str, str]) -> aiplatform_v1.CustomJob:
     """The CustomJob: one replica on the sized CPU machine and disk, no TensorBoard, the
     conversion's service account."""
     resources = conversion_resources(sizing)
-    machine = machine_for(resources, target.region)
-    return custom_job(job, machine, dataclasses.replace(target, tensorboard=None),
+    machine = machine_for(resources, setup.region)
+    return custom_job(job, machine, dataclasses.replace(setup, tensorboard=None),
                       dataset_url, resources, {**labels, **CONVERSION_LABELS},
                       disk_gb=sizing.disk_gb)

@@ -11,7 +11,7 @@ import google.auth.exceptions
 from google.api_core import exceptions
 
 from launch.context.cloud import Cloud
-from launch.context.places import CloudTarget
+from launch.context.places import CloudSetup
 from launch.targets.base import Check
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import lifecycle, quota
@@ -23,10 +23,10 @@ class VertexChecks:
 
     cloud: Cloud
 
-    def reachable(self, where: CloudTarget) -> Check:
+    def reachable(self, where: CloudSetup) -> Check:
         return check_vertex(self.cloud.clients.jobs(where.region), where.project, where.region)
 
-    def limits(self, where: CloudTarget) -> list[Check]:
+    def limits(self, where: CloudSetup) -> list[Check]:
         return check_quotas(self.cloud.clients.quotas(), where.project, where.region)
 
     def dated(self, today: datetime.date) -> list[Check]:

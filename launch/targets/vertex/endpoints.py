@@ -19,7 +19,7 @@ MAX_REPLICAS = 100
 # aiplatform v1 proto's documented values): each replica's CPU use, or its GPU's duty cycle.
 CPU_UTILIZATION = "aiplatform.googleapis.com/prediction/online/cpu/utilization"
 GPU_DUTY_CYCLE = "aiplatform.googleapis.com/prediction/online/accelerator/duty_cycle"
-DEFAULT_TARGET = 60  # "The default value is 60 (representing 60%) if not provided."
+DEFAULT_UTILIZATION = 60  # "The default value is 60 (representing 60%) if not provided."
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,10 +57,10 @@ class Serving:
         if self.max_replicas == self.min_replicas:
             return f"{self.min_replicas} replica(s), no autoscaling"
         measure = "GPU duty cycle" if self.machine.accelerator else "CPU utilization"
-        target = self.target_utilization or DEFAULT_TARGET
+        utilization = self.target_utilization or DEFAULT_UTILIZATION
         default = "" if self.target_utilization else " (Vertex AI's default)"
         return (f"autoscaling {self.min_replicas} to {self.max_replicas} replicas at "
-                f"{target}% {measure}{default}")
+                f"{utilization}% {measure}{default}")
 
     @classmethod
     def from_flags(cls, region: str, machine_type: str | None, accelerator: str | None,

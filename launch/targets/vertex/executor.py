@@ -16,7 +16,7 @@ from google.cloud import aiplatform_v1
 
 from launch.context.cloud import Cloud, default_run_id, job_images, run_paths, standard_labels
 from launch.context.images import check_repository
-from launch.context.places import CloudTarget, check_run_id, label_value
+from launch.context.places import CloudSetup, check_run_id, label_value
 from launch.errors import InputError, MissingError, reason
 from launch.stores import datachecks
 from launch.stores.gcs import datasets, mirror
@@ -31,7 +31,7 @@ from launch.stores.pricing.estimate import (
 )
 from launch.stores.pricing.table import PriceTable
 from launch.stores.runs import configs, jobfiles
-from launch.targets.base import Target, say_job, with_recorded
+from launch.targets.base import LaunchFlags, say_job, with_recorded
 from launch.targets.preflight import Configs, Placed, Preflight
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import conversion as conversion_jobs
@@ -81,7 +81,7 @@ class Plan:
     jobs: dict[Rung, aiplatform_v1.CustomJob]
     machines: dict[Rung, Machine]
     hardware: dict[Rung, str]  # the hardware in words (Resources.hardware_key)
-    targets: dict[str, CloudTarget]  # region -> the target its jobs run on
+    setups: dict[str, CloudSetup]  # region -> where its jobs run
     estimates: dict[Rung, Estimate] = dataclasses.field(default_factory=dict)  # priced rungs
 
     @property
@@ -94,11 +94,11 @@ class Plan:
         kept = [rung for rung in self.jobs if rung not in gone]
         return Plan({rung: self.jobs[rung] for rung in kept},
                     {rung: self.machines[rung] for rung in kept},
-                    {rung: self.hardware[rung] for rung in kept}, self.targets)
+                    {rung: self.hardware[rung] for rung in kept}, self.setups)
 
 
 @dataclasses.dataclass(frozen=True)
-class Vertex(Preflight[CloudTarget, Plan]):
+class Vertex(Preflight[CloudSetup, Plan]):
     """Vertex AI custom jobs on the stack's infrastructure: the run's files in the bucket
     (gs://BUCKET/runs/RUN_ID), the sources' image built if missing and pinned by digest."""
 
@@ -147,15 +147,15 @@ class Vertex(Preflight[CloudTarget, Plan]):
         return Catalogue()
 
     @classmethod
-    def from_target(cls, target: Target) -> Vertex:
+    def from_flags(cls, flags: LaunchFlags) -> Vertex:
         """The ladder from the job's --capacity, --regions and --fallback (None without)."""
-        own = target.job and target.job.target_options  # VertexOptions
+        own = flags.job and flags.job.target_options  # VertexOptions
         ladder = own and Ladder.from_flag(",".join(own.capacity), own.max_preemptions,
-                                          target.strategy, own.regions, own.fallback)
-        handover = target.handover
-        return cls(target.cloud, Submission(
-            dry_run=handover.dry_run, local_docker=target.local_docker, follow=target.follow,
-            max_cost=handover.max_cost, ladder=ladder, save_job=handover.save_job), target.force)
+                                          flags.strategy, own.regions, own.fallback)
+        handover = flags.handover
+        return cls(flags.cloud, Submission(
+            dry_run=handover.dry_run, local_docker=flags.local_docker, follow=flags.follow,
+            max_cost=handover.max_cost, ladder=ladder, save_job=handover.save_job), flags.force)
 
     def accept(self, request: Request, sweep: Sweep | None) -> None:
         if sweep and self.submission.ladder:
@@ -171,10 +171,10 @@ class Vertex(Preflight[CloudTarget, Plan]):
             f"{request.experiment}-tune" if sweep else request.experiment))
 
     def place(self, request: Request, run_id: str | None, config: Configs,
-              sweep: Sweep | None) -> Placed[CloudTarget]:
+              sweep: Sweep | None) -> Placed[CloudSetup]:
         """The run in the bucket; local config files travel as text; an evaluation reads
         the run's own data (its job file says which) unless told."""
-        where = self._where(request)
+        where = self._setup_for(request)
         if (accelerator := request.resources.accelerator) and not accelerator.counted:
             print(f"note: --accelerator {accelerator.type} is one a machine ({accelerator}); "
                   f"{accelerator.type}:N asks for N", file=sys.stderr)
@@ -186,7 +186,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
                    "region": None if ladder and ladder.regions else where.region}
         return Placed(request, where, data, decided, config, run_id, sweep)
 
-    def plan(self, placed: Placed[CloudTarget]) -> Plan:
+    def plan(self, placed: Placed[CloudSetup]) -> Plan:
         """Every rung checked before anything is sent (a sweep: its trials' job)."""
         plan = self._plan(placed.request, placed.where, placed.run_id,
                           trial=placed.sweep is not None)
@@ -194,8 +194,8 @@ class Vertex(Preflight[CloudTarget, Plan]):
             print(note, file=sys.stderr)
         return plan
 
-    def say_dry_run(self, placed: Placed[CloudTarget], plan: Plan, text: str) -> None:
-        where, request = plan.targets[plan.first.region], placed.request
+    def say_dry_run(self, placed: Placed[CloudSetup], plan: Plan, text: str) -> None:
+        where, request = plan.setups[plan.first.region], placed.request
         say_job(text, f"project {where.project}, region {where.region}, run "
                        f"{run_paths(self.cloud, placed.run_id).root}")
         first = request.resources  # the first rung's capacity: a ladder's may not be the flag's
@@ -210,7 +210,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
                   f"{' -> '.join(labels(list(plan.jobs)).values())} (the job shown is the "
                   "first rung's)", file=sys.stderr)
 
-    def price(self, placed: Placed[CloudTarget], plan: Plan) -> Plan:
+    def price(self, placed: Placed[CloudSetup], plan: Plan) -> Plan:
         """Each rung within the project's quota (a sweep's trials at once), then priced."""
         if self.submission.dry_run:  # before the first note it explains
             say_once_without_credentials(self.cloud)
@@ -220,7 +220,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
         return dataclasses.replace(plan, estimates=self._price(placed.request, placed.where,
                                                                plan, sweep))
 
-    def refuse(self, placed: Placed[CloudTarget], plan: Plan) -> None:
+    def refuse(self, placed: Placed[CloudSetup], plan: Plan) -> None:
         """Complete, checked data (now, not after a build); a run's one writer; the fit on
         a persistent resource."""
         request = placed.request
@@ -229,7 +229,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
         if placed.sweep:
             return
         if request.trains:
-            self._refuse_second_writer(placed.where.project, plan.targets, placed.run_id)
+            self._refuse_second_writer(placed.where.project, plan.setups, placed.run_id)
         if resource_id := request.resources.scheduling.persistent_resource:
             region = plan.first.region
             resource = persistent.fetch(self.cloud.clients.persistent_resources(region),
@@ -237,39 +237,39 @@ class Vertex(Preflight[CloudTarget, Plan]):
             for each in plan.jobs.values():
                 persistent.check_fits(each, resource)
 
-    def show(self, placed: Placed[CloudTarget], plan: Plan) -> str:
+    def show(self, placed: Placed[CloudSetup], plan: Plan) -> str:
         """The request as it would be sent (images by digest where Artifact Registry says)."""
         if placed.sweep:
             return study.to_json(self._tuning_job(placed, plan))
         if resource_id := placed.request.resources.scheduling.persistent_resource:
             print(f"note: the fit on persistent resource {resource_id} is checked when the "
                   "job is submitted", file=sys.stderr)
-        return dispatch(self.cloud, plan.targets[plan.first.region], plan.jobs[plan.first],
+        return dispatch(self.cloud, plan.setups[plan.first.region], plan.jobs[plan.first],
                         placed.run_id, self.submission)
 
-    def keep(self, placed: Placed[CloudTarget], plan: Plan) -> None:
+    def keep(self, placed: Placed[CloudSetup], plan: Plan) -> None:
         kept = configs.keep_in_bucket(self.cloud, placed.run_id, placed.configs.files,
                                       placed.configs.texts)
         jobfiles.store_in_bucket(self.cloud, placed.run_id, placed.text(
             image=trainer_images(plan.jobs[plan.first])[0], config_file=kept))
 
-    def run(self, placed: Placed[CloudTarget], plan: Plan) -> str:
+    def run(self, placed: Placed[CloudSetup], plan: Plan) -> str:
         """Pins the named dataset's version for as long as the jobs can last, then submits
         the sweep, the job, or the ladder's climb."""
         request, sweep, run_id, ladder = (placed.request, placed.sweep, placed.run_id,
                                           self.submission.ladder)
         if sweep:
             datasets.pin(self.cloud, request, run_id, "tune", _hours_bound(request, sweep.trials))
-            return submit_sweep(self.cloud, plan.targets[plan.first.region],
+            return submit_sweep(self.cloud, plan.setups[plan.first.region],
                                 self._tuning_job(placed, plan), run_id, self.submission)
         attempts = len(plan.jobs) * (ladder.max_preemptions + 1 if ladder else 1)
         datasets.pin(self.cloud, request, run_id, request.role, _hours_bound(request, attempts))
         if ladder:
             return self._climb(ladder, plan, run_id, plan.estimates)
-        return dispatch(self.cloud, plan.targets[plan.first.region], plan.jobs[plan.first],
+        return dispatch(self.cloud, plan.setups[plan.first.region], plan.jobs[plan.first],
                         run_id, self.submission)
 
-    def _tuning_job(self, placed: Placed[CloudTarget], plan: Plan
+    def _tuning_job(self, placed: Placed[CloudSetup], plan: Plan
                     ) -> aiplatform_v1.HyperparameterTuningJob:
         """A HyperparameterTuningJob whose trials run the job `launch` would submit, each in
         its own directory under the sweep's run."""
@@ -290,7 +290,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
             raise InputError(f"--data-dir {str(raw)[:100]}: a conversion on Vertex AI reads "
                              "the raw data from Cloud Storage; copy it there (`gcloud storage "
                              "cp -r DIR gs://BUCKET/raw/`) and pass its gs:// path")
-        where = self._place()
+        where = self._setup()
         readable = f"gs://{where.bucket}/{RAW_PREFIX}/"
         if not raw.rstrip("/").startswith(readable):
             raise InputError(f"--data-dir {raw[:100]}: conversion jobs read {readable} only "
@@ -298,7 +298,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
                              f"data below it (`gcloud storage cp -r DIR {readable}`)")
         with datasets.as_user_errors():
             flags = bucket_convert.passed_flags(conversion.args)
-        target = dataclasses.replace(where, service_account=self.cloud.fields(
+        converter = dataclasses.replace(where, service_account=self.cloud.fields(
             ("converter_service_account",))["converter_service_account"])
         survey = raw_survey(self.cloud.storage(), raw)
         sizing = conversion_jobs.size_for(survey.bytes, survey.objects)
@@ -311,13 +311,13 @@ class Vertex(Preflight[CloudTarget, Plan]):
                                  convert_flag=flags, max_raw_bytes=sizing.max_raw_bytes,
                                  max_raw_objects=max(2 * survey.objects, 1000))
         job = conversion_jobs.conversion_job(
-            tool_job(args), sizing, target, f"gs://{where.bucket}/{DATASETS_PREFIX}/{name}",
+            tool_job(args), sizing, converter, f"gs://{where.bucket}/{DATASETS_PREFIX}/{name}",
             {**standard_labels(), "dataset": name})
         resources = conversion_jobs.conversion_resources(sizing)
         rung = Rung(where.region, sizing.machine_type, resources.scheduling.strategy)
         self._check_quota(where.project, Plan(  # as a training job's, before any build
             {rung: job}, {rung: machine_for(resources, where.region)},
-            {rung: sizing.machine_type}, {where.region: target}))
+            {rung: sizing.machine_type}, {where.region: converter}))
         hourly = known_price(functools.partial(costs.job_hourly, PriceTable.load(),
                                                where.region, job), self.submission.max_cost)
         if hourly is not None:
@@ -326,7 +326,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
             estimate.refuse_over(self.submission.max_cost)
         return dispatch(self.cloud, where, job, f"dataset {name}", self.submission)
 
-    def _place(self, tpu: bool = False) -> CloudTarget:
+    def _setup(self, tpu: bool = False) -> CloudSetup:
         """The project, region, bucket and images (the TPU one if `tpu`): checked before any
         request or build."""
         where = job_images(self.cloud, tpu)
@@ -335,11 +335,11 @@ class Vertex(Preflight[CloudTarget, Plan]):
             check_repository(pinned_image, self.cloud.image_repositories())
         return where
 
-    def _where(self, request: Request) -> CloudTarget:
+    def _setup_for(self, request: Request) -> CloudSetup:
         """The project, region, bucket and images, and what a Vertex AI job can read:
         checked before any request or build."""
         ladder = self.submission.ladder
-        where = self._place(any(Machine(machine_type).is_tpu for machine_type in (
+        where = self._setup(any(Machine(machine_type).is_tpu for machine_type in (
             request.resources.machine_type, *(ladder.fallback if ladder else ())))
             or bool(request.resources.tpu))
         for flag_name, path in (("--init-from", request.args.init_checkpoint),
@@ -351,7 +351,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
                                  "gs:// path")
         return where
 
-    def _plan(self, request: Request, where: CloudTarget, run_id: str,
+    def _plan(self, request: Request, where: CloudSetup, run_id: str,
               trial: bool = False) -> Plan:
         """The ladder's rungs (regions outer, hardware inner, capacity innermost; one rung
         without a ladder), each a CustomJob: regions the data and image reach only
@@ -361,14 +361,14 @@ class Vertex(Preflight[CloudTarget, Plan]):
         regions = ladder.regions if ladder and ladder.regions else (where.region,)
         locality.refuse_far(regions, found,
                             "--regions" if ladder and ladder.regions else "--region")
-        targets = {}
+        setups = {}
         for region in regions:
             tensorboard, why = locality.tensorboard_in(region, where.tensorboard, found.bucket)
             if why:
                 print(f"note: jobs in {region} run without the Vertex AI TensorBoard ({why}); "
                       "their summaries are in the run's directory all the same (`invoke "
                       f"tensorboard --run-id {run_id}`)", file=sys.stderr)
-            targets[region] = dataclasses.replace(where, region=region, tensorboard=tensorboard)
+            setups[region] = dataclasses.replace(where, region=region, tensorboard=tensorboard)
         primary = hardware_name(request.resources)
         hardware = {primary: request.resources}
         for machine_type in ladder.fallback if ladder else ():
@@ -386,7 +386,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
                 request, resources=hardware[rung.hardware].with_strategy(rung.strategy))
             try:
                 machines[rung] = machine_for(rung_request.resources, rung.region)
-                jobs[rung] = vertex_jobs.vertex_job(targets[rung.region], rung_request, run_id,
+                jobs[rung] = vertex_jobs.vertex_job(setups[rung.region], rung_request, run_id,
                                                     labelled, trial=trial)
             except NotOffered as error:
                 if not ladder:
@@ -404,7 +404,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
             print(note, file=sys.stderr)  # good as what it assumes
         return Plan(jobs, {rung: machines[rung] for rung in jobs},
                     {rung: request.resources.hardware_key(machines[rung]) for rung in jobs},
-                    targets)
+                    setups)
 
     def _with_run_data(self, request: Request, run_id: str) -> Request:
         """Evaluation reads the run's own data (its job file says which) unless told."""
@@ -422,7 +422,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
             return request
 
     @staticmethod
-    def _data_url(request: Request, where: CloudTarget) -> str:
+    def _data_url(request: Request, where: CloudSetup) -> str:
         return request.data_dir or f"gs://{where.bucket}/{RECORDS_PREFIX}"
 
     def _refuse_second_writer(self, project: str, regions: Iterable[str], run_id: str) -> None:
@@ -485,7 +485,7 @@ class Vertex(Preflight[CloudTarget, Plan]):
         datachecks.check_bucket(self.cloud.storage(), location.bucket, self.force,
                                 location.prefix, experiment)
 
-    def _price(self, request: Request, where: CloudTarget, plan: Plan,
+    def _price(self, request: Request, where: CloudSetup, plan: Plan,
                sweep: Sweep | None = None) -> dict[Rung, Estimate]:
         """Prints the estimate of each rung (a sweep: `parallel` trials at a time, all its
         trials in the bound) on stderr, and a ladder's whole launch; refuses, before any
@@ -565,14 +565,14 @@ class Vertex(Preflight[CloudTarget, Plan]):
         rung's price)."""
         # every rung runs the same images: built (if missing) and resolved once
         pins = image_pins(self.cloud, plan.jobs.values(), self.submission)
-        project = plan.targets[plan.first.region].project
+        project = plan.setups[plan.first.region].project
         events = notifier(self.cloud, plan.first.region)  # job events, if the stack has a topic
 
         def run(rung: Rung, attempt: int) -> aiplatform_v1.CustomJob:
             job = pin_images(plan.jobs[rung], pins)  # a copy, labelled with its rung
             job.labels.update(region=rung.region, machine=label_value(rung.hardware),
                               capacity=rung.strategy.lower(), attempt=str(attempt))
-            created = create(self.cloud, plan.targets[rung.region], job, run_id)
+            created = create(self.cloud, plan.setups[rung.region], job, run_id)
             print(created.summary, flush=True)
             name = created.job.name
             done = vertex_client.wait(self.cloud.clients.jobs(rung.region), name,

@@ -11,7 +11,7 @@ import dataclasses
 
 from google.cloud import aiplatform_v1
 
-from launch.context.places import CloudTarget, RunPaths
+from launch.context.places import CloudSetup, RunPaths
 from launch.targets.vertex.hardware import machine_for
 from launch.targets.vertex.spec import custom_job
 from launch.values import jobs
@@ -19,26 +19,26 @@ from trainer.common.files import RECORDS_PREFIX
 from trainer.model.model_dir import HARDWARE_ENV
 
 
-def places(target: CloudTarget, run_id: str, trial: bool = False) -> jobs.Places:
+def places(setup: CloudSetup, run_id: str, trial: bool = False) -> jobs.Places:
     """A run's checkpoints and the uploaded records, in the bucket. A tuning trial's
     checkpoints go where Vertex AI points AIP_CHECKPOINT_DIR: <run>/<trial id>/checkpoints."""
-    return jobs.Places(None if trial else RunPaths(target.bucket, run_id).checkpoints,
-                       f"gs://{target.bucket}/{RECORDS_PREFIX}")
+    return jobs.Places(None if trial else RunPaths(setup.bucket, run_id).checkpoints,
+                       f"gs://{setup.bucket}/{RECORDS_PREFIX}")
 
 
-def vertex_job(target: CloudTarget, request: jobs.Request, run_id: str,
+def vertex_job(setup: CloudSetup, request: jobs.Request, run_id: str,
                labels: dict[str, str] | None = None, trial: bool = False
                ) -> aiplatform_v1.CustomJob:
     """The request's TrainerJob (the one every executor runs) as a CustomJob, on resources
     validated first: training writes under the run, evaluation under its eval/; `trial`:
     the spec every trial of a tuning job runs."""
-    paths = RunPaths(target.bucket, run_id)
-    job = request.trainer_job(places(target, run_id, trial))
-    machine = machine_for(request.resources, target.region)
+    paths = RunPaths(setup.bucket, run_id)
+    job = request.trainer_job(places(setup, run_id, trial))
+    machine = machine_for(request.resources, setup.region)
     if request.trains:  # recorded with the run's speed, for later cost estimates
         job = dataclasses.replace(job, env={
             **job.env, HARDWARE_ENV: request.resources.hardware_key(machine)})
-    return custom_job(job, machine, target, paths.output(request.output),
+    return custom_job(job, machine, setup, paths.output(request.output),
                       request.resources,
                       _run_labels(labels, request.experiment, run_id, request.role),
                       web_access=request.web_access)

@@ -17,7 +17,7 @@ LADDER_TASKS = frozenset({TRAIN})  # a sweep's trials and an evaluation climb no
 
 @dataclasses.dataclass(frozen=True)
 class VertexOptions:
-    """Vertex AI's part of a job; `Vertex.from_target` reads the ladder's, `jobfile.request`
+    """Vertex AI's part of a job; `Vertex.from_flags` reads the ladder's, `jobfile.request`
     the rest (`into`)."""
 
     region: str | None = option("the cloud region, by default the infra outputs'",

@@ -342,13 +342,13 @@ def serving_version(place, parent: str, endpoints: Sequence[aiplatform_v1.Endpoi
     from google.api_core import exceptions
 
     found: list[tuple[int, int]] = []
-    for target in endpoints:
-        for deployed in target.deployed_models:
+    for endpoint in endpoints:
+        for deployed in endpoint.deployed_models:
             if model_id(deployed.model) != model_id(parent):
                 continue
             version = deployed.model_version_id or deployed.model.partition("@")[2]
             if version.isascii() and version.isdigit():
-                found.append((target.traffic_split.get(deployed.id, 0), int(version)))
+                found.append((endpoint.traffic_split.get(deployed.id, 0), int(version)))
     names = [f"{parent}@{version}" for _, version in sorted(found, reverse=True)]
     for name in [*names, f"{parent}@{DEFAULT_ALIAS}"]:
         try:

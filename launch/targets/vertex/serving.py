@@ -250,8 +250,8 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
     origin = registry.run_and_step(version) if version else None
 
     def serving_there() -> list:  # the endpoint this deployment goes to, if it exists
-        target = find_endpoint(place.endpoints(), place, endpoint, create=False)
-        return [target] if target is not None else []
+        existing = find_endpoint(place.endpoints(), place, endpoint, create=False)
+        return [existing] if existing is not None else []
 
     paths = run_paths(cloud, run_id)
     verdict = challenge(cloud, place, paths, registry.experiment_of(cloud.storage(), paths),
@@ -267,9 +267,9 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
 
     def where() -> tuple[str, dict[str, int]]:
         """The endpoint (created unless a dry run) and the split with the new version."""
-        target = find_endpoint(place.endpoints(), place, endpoint, create=not dry_run)
-        current = dict(target.traffic_split) if target is not None else {}
-        return (target.name if target is not None else f"{place.location}/endpoints/NEW",
+        chosen = find_endpoint(place.endpoints(), place, endpoint, create=not dry_run)
+        current = dict(chosen.traffic_split) if chosen is not None else {}
+        return (chosen.name if chosen is not None else f"{place.location}/endpoints/NEW",
                 traffic.split_with_new(current, setup.traffic))
 
     name, split = _unless_unreadable(
@@ -359,17 +359,17 @@ def origin_line(endpoint: str, share: int, version: str, labels: dict[str, str])
 def undeploy(cloud: Cloud, endpoint: str, deployed_model_id: str) -> str:
     place = Place.of(cloud)
     client = place.endpoints()
-    target = find_endpoint(client, place, endpoint, create=False)
-    ids = {d.id for d in target.deployed_models}
+    found = find_endpoint(client, place, endpoint, create=False)
+    ids = {d.id for d in found.deployed_models}
     if deployed_model_id not in ids:
-        raise InputError(f"{target.name} has no deployed model {deployed_model_id!r}; it has "
+        raise InputError(f"{found.name} has no deployed model {deployed_model_id!r}; it has "
                          f"{', '.join(sorted(ids)) or 'none'}")
-    split = traffic.split_without(dict(target.traffic_split), deployed_model_id)
+    split = traffic.split_without(dict(found.traffic_split), deployed_model_id)
     client.undeploy_model(request=aiplatform_v1.UndeployModelRequest(
-        endpoint=target.name, deployed_model_id=deployed_model_id, traffic_split=split)
+        endpoint=found.name, deployed_model_id=deployed_model_id, traffic_split=split)
     ).result(timeout=OPERATION_TIMEOUT)
     shares = ", ".join(f"{k}: {v}%" for k, v in split.items()) or "nothing deployed"
-    return f"undeployed {deployed_model_id} from {target.name}; traffic {shares}"
+    return f"undeployed {deployed_model_id} from {found.name}; traffic {shares}"
 
 
 # --- Predictions ----------------------------------------------------------------------------
@@ -415,27 +415,27 @@ def _report(cloud: Cloud, detector, names, model: str, images: str, output_dir: 
 
 def _busiest(place: Place, endpoint: str):
     """The endpoint and the deployed model with the most of its traffic."""
-    target = find_endpoint(place.endpoints(), place, endpoint, create=False)
-    if not target.deployed_models:
-        raise MissingError(f"{target.name} has no deployed model; `invoke endpoint.deploy`")
-    busiest = max(target.traffic_split.items(), key=lambda item: item[1], default=(None, 0))[0]
-    return target, next((d for d in target.deployed_models if d.id == busiest),
-                        target.deployed_models[0])
+    found = find_endpoint(place.endpoints(), place, endpoint, create=False)
+    if not found.deployed_models:
+        raise MissingError(f"{found.name} has no deployed model; `invoke endpoint.deploy`")
+    busiest = max(found.traffic_split.items(), key=lambda item: item[1], default=(None, 0))[0]
+    return found, next((d for d in found.deployed_models if d.id == busiest),
+                       found.deployed_models[0])
 
 
 def predict_online(cloud: Cloud, endpoint: str, images: str, output_dir: str,
                    score_threshold: float | None, max_pixels: int = MAX_PIXELS) -> str:
     place = Place.of(cloud)
-    target, deployed = _busiest(place, endpoint)
+    found, deployed = _busiest(place, endpoint)
     model = place.models().get_model(name=deployed.model)
-    detector = answers.endpoint_detector(cloud.clients.prediction(place.region), target.name)
-    return _report(cloud, detector, _label_names(cloud, model.artifact_uri), target.name,
+    detector = answers.endpoint_detector(cloud.clients.prediction(place.region), found.name)
+    return _report(cloud, detector, _label_names(cloud, model.artifact_uri), found.name,
                    images, output_dir, score_threshold,
                    _export_info(cloud, model.artifact_uri), max_pixels)
 
 
 @dataclasses.dataclass(frozen=True)
-class LoadTarget:
+class EndpointUnderLoad:
     """What `invoke bench.endpoint --endpoint` measures: where requests go, the machine that
     answers them, its replicas and a replica's price (None: not in the price table)."""
 
@@ -447,24 +447,24 @@ class LoadTarget:
     send: Callable[[bytes], None]
 
 
-def load_target(cloud: Cloud, endpoint: str) -> LoadTarget:
+def endpoint_under_load(cloud: Cloud, endpoint: str) -> EndpointUnderLoad:
     """The endpoint's busiest deployed model, priced, and a sender of one image a request
     (Vertex AI's predict, as `predict --endpoint` sends it)."""
     place = Place.of(cloud)
-    target, deployed = _busiest(place, endpoint)
+    found, deployed = _busiest(place, endpoint)
     resources = deployed.dedicated_resources
     hourly, notes = prediction_hourly(place.region, resources.machine_spec)
     client = cloud.clients.prediction(place.region)
 
     def send(image: bytes) -> None:
-        client.predict(endpoint=target.name,
+        client.predict(endpoint=found.name,
                        instances=[answers.instance(Picture("", None, image))])
 
     spec = resources.machine_spec
     machine = spec.machine_type + (f" + {spec.accelerator_type.name}:{spec.accelerator_count}"
                                    if spec.accelerator_count else "")
-    return LoadTarget(target.name, machine, max(1, resources.min_replica_count), hourly,
-                      notes, send)
+    return EndpointUnderLoad(found.name, machine, max(1, resources.min_replica_count), hourly,
+                             notes, send)
 
 
 def prediction_hourly(region: str, spec: aiplatform_v1.MachineSpec
@@ -704,19 +704,19 @@ class VertexServing:
         before = self._endpoint()
         share = share if before is not None and before.deployed_models else 100
         say(self.deploy(run_id, ServingSetup(traffic=share), rules=rules))
-        target = self._endpoint()
-        ours = [d.id for d in target.deployed_models if d.display_name == label_value(run_id)]
+        endpoint = self._endpoint()
+        ours = [d.id for d in endpoint.deployed_models if d.display_name == label_value(run_id)]
         if not ours:
-            raise MissingError(f"{target.name} does not show run {run_id} deployed")
+            raise MissingError(f"{endpoint.name} does not show run {run_id} deployed")
         return ours[-1]
 
     def promote(self, experiment: str, deployed: str, say: Callable[[str], None]) -> str:
-        target = self._endpoint()
-        if target is None or deployed not in {d.id for d in target.deployed_models}:
+        endpoint = self._endpoint()
+        if endpoint is None or deployed not in {d.id for d in endpoint.deployed_models}:
             raise MissingError(f"endpoint {endpoints.DEFAULT_ENDPOINT} no longer has the "
                                f"canary {deployed}; not promoted")
         ours = registry.model_id(self._place.model_name(experiment))
-        for other in [d.id for d in target.deployed_models
+        for other in [d.id for d in endpoint.deployed_models
                       if d.id != deployed and registry.model_id(d.model) == ours]:
-            say(undeploy(self.cloud, target.name, other))
-        return f"{deployed} serves all of {experiment}'s traffic on {target.name}"
+            say(undeploy(self.cloud, endpoint.name, other))
+        return f"{deployed} serves all of {experiment}'s traffic on {endpoint.name}"

@@ -13,7 +13,7 @@ import proto
 from google.cloud import aiplatform_v1
 from google.protobuf import descriptor, duration_pb2
 
-from launch.context.places import CloudTarget, label_value
+from launch.context.places import CloudSetup, label_value
 from launch.targets.vertex.hardware import (
     HardwareError,
     Machine,
@@ -35,7 +35,7 @@ RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 
 
 def machine_spec(machine: Machine, reservation: str | None = None,
-                  target: CloudTarget | None = None) -> aiplatform_v1.MachineSpec:
+                  setup: CloudSetup | None = None) -> aiplatform_v1.MachineSpec:
     spec = aiplatform_v1.MachineSpec(machine_type=machine.machine_type)
     if machine.accelerator:
         spec.accelerator_type = aiplatform_v1.AcceleratorType[machine.accelerator.type]
@@ -43,8 +43,8 @@ def machine_spec(machine: Machine, reservation: str | None = None,
     if machine.tpu_topology:
         spec.tpu_topology = machine.tpu_topology
     if reservation:
-        spec.reservation_affinity = _reservation_affinity(reservation, target.project,
-                                                          target.region)
+        spec.reservation_affinity = _reservation_affinity(reservation, setup.project,
+                                                          setup.region)
     return spec
 
 
@@ -80,7 +80,7 @@ def _hours(hours: float) -> duration_pb2.Duration:
     return duration_pb2.Duration(seconds=whole_seconds(hours))
 
 
-def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_dir: str,
+def custom_job(job: TrainerJob, machine: Machine, setup: CloudSetup, output_dir: str,
                resources: Resources, labels: Mapping[str, str] | None = None,
                web_access: bool = False, disk_gb: int = BOOT_DISK_GB
                ) -> aiplatform_v1.CustomJob:
@@ -93,13 +93,13 @@ def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_di
     env = {**job.env, **(REDUCTION_SERVER_ENV if resources.reduction_servers else {})}
     pools = [
         aiplatform_v1.WorkerPoolSpec(
-            machine_spec=machine_spec(machine, resources.scheduling.reservation, target),
+            machine_spec=machine_spec(machine, resources.scheduling.reservation, setup),
             replica_count=pool.replica_count,
             disk_spec=aiplatform_v1.DiskSpec(
                 boot_disk_type=boot_disk_type(machine.machine_type),
                 boot_disk_size_gb=disk_gb),
             container_spec=aiplatform_v1.ContainerSpec(
-                image_uri=target.tpu_image if machine.is_tpu else target.image,
+                image_uri=setup.tpu_image if machine.is_tpu else setup.image,
                 args=args,
                 env=[aiplatform_v1.EnvVar(name=k, value=v) for k, v in sorted(env.items())],
             ),
@@ -112,17 +112,17 @@ def custom_job(job: TrainerJob, machine: Machine, target: CloudTarget, output_di
             machine_spec=aiplatform_v1.MachineSpec(machine_type=reducers["machine"]),
             replica_count=resources.reduction_servers,
             container_spec=aiplatform_v1.ContainerSpec(
-                image_uri=reduction_server_image(target.region))))
+                image_uri=reduction_server_image(setup.region))))
     spec = aiplatform_v1.CustomJobSpec(
         worker_pool_specs=pools,
-        service_account=target.service_account,
+        service_account=setup.service_account,
         base_output_directory=aiplatform_v1.GcsDestination(output_uri_prefix=output_dir),
         scheduling=_scheduling(resources.scheduling),
         persistent_resource_id=resources.scheduling.persistent_resource or "",
         enable_web_access=web_access,
     )
-    if target.tensorboard:
-        spec.tensorboard = target.tensorboard
+    if setup.tensorboard:
+        spec.tensorboard = setup.tensorboard
     return aiplatform_v1.CustomJob(
         display_name=job.name,
         labels={k: label_value(v) for k, v in (labels or {}).items()},

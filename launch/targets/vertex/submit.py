@@ -15,7 +15,7 @@ from infra.image_context import context_hash
 from launch.context import images
 from launch.context.builds import build_images
 from launch.context.cloud import Cloud
-from launch.context.places import CloudTarget
+from launch.context.places import CloudSetup
 from launch.errors import NO_CREDENTIALS, StepFailed, reason
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import logs
@@ -48,7 +48,7 @@ class Submission:
     # step's account reads no logs)
 
 
-def dispatch(cloud: Cloud, where: CloudTarget, job, run_id: str,
+def dispatch(cloud: Cloud, where: CloudSetup, job, run_id: str,
              submission: Submission) -> str:
     """Prints the job (--dry-run), or builds its images if missing, pins them by digest,
     submits it and optionally follows its logs."""
@@ -95,7 +95,7 @@ class Created:
     summary: str  # its name, console page and TensorBoard, for people
 
 
-def create(cloud: Cloud, where: CloudTarget, job, run_id: str) -> Created:
+def create(cloud: Cloud, where: CloudSetup, job, run_id: str) -> Created:
     created = vertex_client.submit(cloud.clients.jobs(where.region), where.project,
                                    where.region, job)
     lines = [f"submitted {created.name} (run {run_id})",

@@ -13,7 +13,7 @@ from google.cloud import aiplatform_v1
 
 from launch import text
 from launch.context.cloud import Cloud
-from launch.context.places import CloudTarget
+from launch.context.places import CloudSetup
 from launch.errors import StepFailed
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import logs, study
@@ -21,7 +21,7 @@ from launch.targets.vertex.spec import job_id
 from launch.targets.vertex.submit import Submission
 
 
-def submit_sweep(cloud: Cloud, where: CloudTarget, job: aiplatform_v1.HyperparameterTuningJob,
+def submit_sweep(cloud: Cloud, where: CloudSetup, job: aiplatform_v1.HyperparameterTuningJob,
                  run_id: str, submission: Submission) -> str:
     client = cloud.clients.jobs(where.region)
     created = vertex_client.submit_tuning(client, where.project, where.region, job)
