@@ -19,7 +19,7 @@ from launch.errors import InputError, StepFailed, UserError
 from launch.features import workflow
 from launch.values import jobfile, jobs
 from launch.values.jobfile import EVAL, TRAIN, TUNE
-from launch.values.jobs import Places
+from launch.values.jobs import TrainerDirs
 from launch.values.resources import optional_number
 from trainer.args import (
     Args,
@@ -181,8 +181,9 @@ def convert(c, args: ConvertArgs, target, dataset, dry_run, follow, max_cost, lo
         refuse_flags(target, [name for name, value in typed.items() if value not in (None, False)],
                      lambda executor: executor.convert_flags)
         handover = Handover(bool(dry_run), max_cost=jobfile.flag_value("max_cost", max_cost))
-        launch_flags = LaunchFlags(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, **where), handover,
-                                   local_docker=bool(local_docker), follow=bool(follow))
+        launch_flags = LaunchFlags(TrainerDirs(MODEL_DIR, RECORDS_DIR), _cloud(c, **where),
+                                   handover, local_docker=bool(local_docker),
+                                   follow=bool(follow))
         return executor_for(target, launch_flags).convert(jobs.Conversion(args, dataset))
 
     _say(converted)
@@ -353,14 +354,14 @@ RUN_ID = {"run_id": Flag("a Vertex AI run: use its paths in the bucket")}
     "output_dir": "SavedModel destination, local or gs://"})
 def export(c, args: ExportArgs, run_id, **where):
     """Export a SavedModel (uint8 images or encoded files in) or a TFLite model."""
-    from launch.context.cloud import place
+    from launch.context.cloud import resolve_path
 
     cloud = _cloud(c, **where)
     _say(lambda: "exported to " + workflow.export(dataclasses.replace(
-        args, model_dir=place(cloud, run_id, args.model_dir, lambda run: run.checkpoints,
-                              MODEL_DIR),
-        export_dir=place(cloud, run_id, args.export_dir, lambda run: run.exported,
-                         EXPORT_DIR)), storage_client=cloud.storage))
+        args, model_dir=resolve_path(cloud, run_id, args.model_dir,
+                                     lambda run: run.checkpoints, MODEL_DIR),
+        export_dir=resolve_path(cloud, run_id, args.export_dir, lambda run: run.exported,
+                                EXPORT_DIR)), storage_client=cloud.storage))
 
 
 SERVING = {"machine_type": Flag("serving machine (default n1-standard-4)"),
@@ -436,7 +437,7 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
 
     With a model here, a Vertex AI endpoint, or a batch prediction job."""
     from launch import targets
-    from launch.context.cloud import place
+    from launch.context.cloud import resolve_path
     from launch.targets.base import SERVING
 
     cloud = _cloud(c, **where)
@@ -465,8 +466,8 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
         raise Exit(f"error: --dry-run shows a batch job's request: add --target {batches} "
                    "--run-id RUN", code=2)
     _say(lambda: "predictions in " + workflow.predict(
-        place(cloud, run_id, args.model, lambda run: run.model, EXPORT_DIR), args.images,
-        args.output_dir or f"{WORK}/predictions", args.score_threshold,
+        resolve_path(cloud, run_id, args.model, lambda run: run.model, EXPORT_DIR),
+        args.images, args.output_dir or f"{WORK}/predictions", args.score_threshold,
         storage_client=cloud.storage, max_pixels=cap))
 
 
@@ -547,7 +548,7 @@ def tensorboard(c, logdir=None, port=6006, target="local", *, run_id, **where):
     from launch.targets import executor_for
     from launch.targets.base import LaunchFlags
 
-    launch_flags = LaunchFlags(Places(MODEL_DIR, RECORDS_DIR), _cloud(c, **where))
+    launch_flags = LaunchFlags(TrainerDirs(MODEL_DIR, RECORDS_DIR), _cloud(c, **where))
     _say(lambda: executor_for(target, launch_flags).tensorboard(run_id, logdir, _port(port)))
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from launch.values import jobfile
-from launch.values.jobs import Places
+from launch.values.jobs import TrainerDirs
 from tests.cli import REPO, invoke
 from tests.conftest import HANG
 from trainer.common.errors import SettingsError
@@ -390,14 +390,14 @@ def test_the_trainer_takes_the_rule_and_refuses_its_parts_alone():
 def test_the_rule_reaches_the_trainers_command_and_the_job_file_and_eval_takes_none():
     job = jobfile.resolve("train", {"early_stop_patience": "3", "early_stop_min_delta": "0.01",
                                     "early_stop_evaluator": "eval-job"})
-    args = jobfile.request(job, "train").trainer_job(Places("m", "d")).args
+    args = jobfile.request(job, "train").trainer_job(TrainerDirs("m", "d")).args
     assert {"--early_stop_patience=3", "--early_stop_min_delta=0.01",
             "--early_stop_evaluator=eval-job"} <= set(args)
     assert "early-stop-patience: 3" in job.to_yaml("train")
     # the same file serves `invoke eval`, which reads the rule from the run, not the file
     evaluation = jobfile.resolve("eval", {}, {"early-stop-patience": 3}, "job.yaml")
     assert not any("early_stop" in a for a in jobfile.request(evaluation, "eval").trainer_job(
-        Places("m", "d")).args)
+        TrainerDirs("m", "d")).args)
 
 
 def test_the_guides_example_on_vertex_ai_carries_the_rule_to_the_chief(tmp_path):

@@ -262,7 +262,7 @@ def test_where_researchers_do_not_build_a_missing_image_is_refused_before_any_up
 
 def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
     """One request, one TrainerJob: the Vertex executor submits the very command line the
-    local one runs, with the bucket's places instead of local directories."""
+    local one runs, with directories in the bucket instead of local ones."""
     from google.cloud import aiplatform_v1
 
     from launch.errors import InputError
@@ -270,13 +270,13 @@ def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
     from launch.targets.base import LaunchFlags
     from launch.targets.local.executor import Local
     from launch.targets.vertex import jobs as vertex_jobs
-    from launch.values.jobs import Places
+    from launch.values.jobs import TrainerDirs
 
     cloud = fakes.cloud()
     request = Request.training("pets_retinanet_resnetfpn", 100, Resources(workers=2), "gpu1")
     submitted = aiplatform_v1.CustomJob.from_json(
         Vertex(cloud, Submission(dry_run=True)).launch(request))
-    expected = request.trainer_job(vertex_jobs.places(cloud.setup(), "gpu1"))
+    expected = request.trainer_job(vertex_jobs.trainer_dirs(cloud.setup(), "gpu1"))
     chief, workers = submitted.job_spec.worker_pool_specs
     assert tuple(chief.container_spec.args) == expected.args == \
         tuple(workers.container_spec.args)
@@ -284,11 +284,11 @@ def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
         [pool.replica_count for pool in expected.pools]
     assert expected.args[2:4] == ("--model_dir=gs://pets-data/runs/gpu1/checkpoints",
                                   "--data_dir=gs://pets-data/records")
-    local = request.trainer_job(Places("work/model", "work/records"))
+    local = request.trainer_job(TrainerDirs("work/model", "work/records"))
     assert [a for a in local.args if not a.startswith(("--model_dir", "--data_dir"))] == \
         [a for a in expected.args if not a.startswith(("--model_dir", "--data_dir"))]
 
-    flags = LaunchFlags(Places("work/model", "work/records"), cloud)
+    flags = LaunchFlags(TrainerDirs("work/model", "work/records"), cloud)
     assert isinstance(executor_for("local", flags), Local)
     with pytest.raises(InputError, match="--target 'gke' is not available; use one of "
                                          "local, vertex"):

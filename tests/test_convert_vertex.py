@@ -247,12 +247,12 @@ def test_the_machine_is_sized_from_the_raw_bytes_by_the_capacity_model(raw_gb, o
 def test_a_local_conversion_publishes_a_dataset_too_and_inspect_fetches_it(fakes, sample,
                                                                           tmp_path):
     from launch.targets.local.executor import Local
-    from launch.values.jobs import Places
+    from launch.values.jobs import TrainerDirs
 
     cloud = fakes.cloud()
     records = tmp_path / "records"
     args = ConvertArgs(str(sample), str(records), num_shards=2)
-    said = Local(Places(None, str(records)), cloud).convert(Conversion(args, "local-pets"))
+    said = Local(TrainerDirs(None, str(records)), cloud).convert(Conversion(args, "local-pets"))
     assert said.startswith("dataset local-pets: gs://pets-data/datasets/local-pets/v-")
     staged = datasets.stage(cloud, "local-pets", tmp_path / "cache")  # data.inspect's copy
     assert record_files({p.name: p.read_bytes() for p in staged.iterdir()}) == \

@@ -13,7 +13,7 @@ from launch.stores.datachecks import DataRefused, check, check_local, evaluate, 
 from launch.stores.gcs.upload import upload_directory
 from launch.targets.local.executor import Local
 from launch.targets.vertex.executor import Vertex
-from launch.values.jobs import Places, Request
+from launch.values.jobs import Request, TrainerDirs
 from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud
 from trainer.data.checks import findings
@@ -69,7 +69,7 @@ def test_a_class_without_training_examples_is_refused_before_training(tmp_path, 
     report = json.loads((records / "conversion_report.json").read_text())
     assert report["classes"]["val"]["dog"] == {"images": 6, "objects": 6}
     assert "dog" not in report["classes"]["train"]
-    local = Local(Places(str(tmp_path / "model"), str(records)), cloud=None)
+    local = Local(TrainerDirs(str(tmp_path / "model"), str(records)), cloud=None)
     with pytest.raises(DataRefused, match=r"dog: validation objects but no training example"):
         local.launch(Request.training(None, 2))
     assert not (tmp_path / "model").exists()  # nothing started

@@ -24,7 +24,7 @@ from launch.targets.base import Handover
 from launch.targets.local.executor import Local
 from launch.targets.vertex.executor import Vertex
 from launch.values import jobfile
-from launch.values.jobs import Places, Request
+from launch.values.jobs import Request, TrainerDirs
 from tests import cli
 from tests.cli import REPO, invoke
 from tests.conftest import HANG
@@ -267,7 +267,7 @@ def test_an_evaluation_reads_the_version_its_run_trained_on(fakes, tmp_path):
     local_run.mkdir()
     (local_run / "job.yaml").write_text(
         fakes.storage.bucket(BUCKET).blob("runs/r1/job.yaml").download_as_text())
-    local = Local(Places(str(local_run), str(tmp_path / "records")), cloud,
+    local = Local(TrainerDirs(str(local_run), str(tmp_path / "records")), cloud,
                   submission=Handover(dry_run=True))
     command = local.launch(Request.evaluation("pets_retinanet_resnetfpn", None))
     assert f"--data_dir={trained_on.url(BUCKET)}" in command
@@ -329,7 +329,7 @@ def test_a_file_put_into_a_version_is_never_read(fakes, tmp_path):
     (local_copy / planted).write_bytes(b"not your data")
     request = Request.training(None, None).reading(
         str(local_copy), data_files=tuple(e.name for e in manifest.objects))
-    settings = settings_from_args(request.args_at(Places(str(tmp_path / "model"), "unused")))
+    settings = settings_from_args(request.args_at(TrainerDirs(str(tmp_path / "model"), "unused")))
     assert [Path(p).name for p in io.match(settings.train_input)] == \
         ["train.record-00000-of-00001"]
     assert planted in [Path(p).name for p in io.match(f"{local_copy}/train.record-*")]  # a glob

@@ -22,7 +22,7 @@ from launch.errors import InputError
 from launch.targets.base import Handover, LaunchFlags
 from launch.targets.local.executor import Local
 from launch.values import jobfile, jobs
-from launch.values.jobs import Places
+from launch.values.jobs import TrainerDirs
 from launch.values.sweep import Sweep
 from tests.conftest import REPO
 
@@ -112,10 +112,10 @@ class Toy(Preflight):
 
     def place(self, request, run_id, config, sweep):
         said("place")
-        places = self.flags.places
-        data_dir = request.data_dir or places.data_dir
-        return Placed(request, places, data_dir, {"run_id": run_id, "data_dir": data_dir,
-                                                  "model_dir": places.model_dir},
+        dirs = self.flags.dirs
+        data_dir = request.data_dir or dirs.data_dir
+        return Placed(request, dirs, data_dir, {"run_id": run_id, "data_dir": data_dir,
+                                                  "model_dir": dirs.model_dir},
                       config, run_id, sweep)
 
     def plan(self, placed):
@@ -175,7 +175,7 @@ def scratch(monkeypatch: pytest.MonkeyPatch) -> None:
     it, as are the toy packages it imports: a registry refuses a name twice, and the other
     tests see the real registries."""
     for registry in (targets.TARGETS, jobs.KINDS):
-        for store in ("_places", "_loaded"):
+        for store in ("_references", "_loaded"):
             monkeypatch.setattr(registry, store, dict(getattr(registry, store)))
     for name in ("toy_target", "toy_target.executor", "toy_kind", "toy_kind.kind"):
         monkeypatch.delitem(sys.modules, name, raising=False)
@@ -190,9 +190,9 @@ def test_tasks_asks_the_registry_and_imports_no_target():
                   if name == package or name.startswith(f"{package}.")) == []
 
 
-def toy_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Places:
+def toy_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> TrainerDirs:
     """The toy target in a temporary package (its spec in `__init__.py`, its executor in
-    executor.py) and its registry line (as in launch/values/target_names.py); its places.
+    executor.py) and its registry line (as in launch/values/target_names.py); its directories.
     The test takes `scratch`."""
     package = tmp_path / "toy_target"
     package.mkdir(exist_ok=True)
@@ -200,7 +200,7 @@ def toy_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Places:
     (package / "executor.py").write_text(TOY_EXECUTOR)
     monkeypatch.syspath_prepend(str(tmp_path))
     targets.TARGETS.register_lazy("toy", "toy_target:TOY")
-    return Places(str(tmp_path / "model"), str(tmp_path / "records"))
+    return TrainerDirs(str(tmp_path / "model"), str(tmp_path / "records"))
 
 
 def hooks(stderr: str) -> list[str]:
@@ -212,19 +212,19 @@ def hooks(stderr: str) -> list[str]:
 def test_a_target_is_one_module_and_one_registry_line(tmp_path, monkeypatch, capsys, scratch):
     """The toy implements the hooks; the shared preflight gives it the order, the job file
     (its dry run's account) and --save-job, and runs nothing in a dry run."""
-    places = toy_target(tmp_path, monkeypatch)
+    dirs = toy_target(tmp_path, monkeypatch)
     saved = tmp_path / "job.yaml"
-    flags = LaunchFlags(places, handover=Handover(dry_run=True, save_job=str(saved)))
+    flags = LaunchFlags(dirs, handover=Handover(dry_run=True, save_job=str(saved)))
     request = jobfile.request(jobfile.resolve("train", {"steps": "100"}), "train")
     said = targets.executor_for("toy", flags).launch(request)
-    assert said == " ".join(request.trainer_job(places).args)
+    assert said == " ".join(request.trainer_job(dirs).args)
     printed = capsys.readouterr().err
     assert hooks(printed) == DRY_RUN
     written = yaml.safe_load(saved.read_text())  # --save-job: the decided values in it
     assert (written["run-id"], written["data-dir"], written["steps"]) == \
-        ("toy-run", places.data_dir, 100)
+        ("toy-run", dirs.data_dir, 100)
     assert f"runs nowhere\njob file:\n{saved.read_text().rstrip()}\n" in printed
-    assert not Path(places.model_dir).exists()
+    assert not Path(dirs.model_dir).exists()
     assert isinstance(targets.executor_for("local", flags), Local)
     with pytest.raises(InputError, match=r"^--target 'gke' is not available; use one of "
                                          r"local, vertex, toy$"):
@@ -235,15 +235,15 @@ def test_a_toy_targets_run_and_its_refusal_go_through_the_shared_preflight(
         tmp_path, monkeypatch, capsys, scratch):
     """A real run: the hooks in the preflight's order, --save-job and the run's own job file
     written, the toy's run done; its refusal stops before anything is saved or run."""
-    places = toy_target(tmp_path, monkeypatch)
-    model = Path(places.model_dir)
+    dirs = toy_target(tmp_path, monkeypatch)
+    model = Path(dirs.model_dir)
     model.mkdir()
     saved = tmp_path / "job.yaml"
-    toy = targets.executor_for("toy", LaunchFlags(places, handover=Handover(save_job=str(saved))))
+    toy = targets.executor_for("toy", LaunchFlags(dirs, handover=Handover(save_job=str(saved))))
     request = jobfile.request(jobfile.resolve("train", {"run_id": "toy1"}), "train")
     assert toy.launch(request) == "train-pets_retinanet_mobilenet ran"
     assert hooks(capsys.readouterr().err) == REAL_RUN
-    assert (model / "ran").read_text() == " ".join(request.trainer_job(places).args)
+    assert (model / "ran").read_text() == " ".join(request.trainer_job(dirs).args)
     assert (model / "job.yaml").read_text() == saved.read_text()  # kept as saved
     assert yaml.safe_load(saved.read_text())["run-id"] == "toy1"
 
@@ -274,7 +274,7 @@ def test_a_targets_own_option_and_capability_come_from_its_package(tmp_path, mon
     from launch.context.cloud import Cloud
     from launch.features.jobs import job_command
 
-    places = toy_target(tmp_path, monkeypatch)
+    dirs = toy_target(tmp_path, monkeypatch)
     colour = {field.name: field for field in jobfile.flag_fields("train")}["colour"]
     assert jobfile.help_of(colour) == "the colour of its boxes (toy)"
     train = taskflags.job_task("train", {})(lambda c, **flags: flags)
@@ -300,8 +300,8 @@ def test_a_targets_own_option_and_capability_come_from_its_package(tmp_path, mon
                                          r"target here; it belongs at the top"):
         jobfile.resolve("train", {}, {"version": 2, "toy": {"spot": True}}, "f")
 
-    Path(places.model_dir).mkdir()
-    toy = targets.executor_for("toy", LaunchFlags(places, job=job))
+    Path(dirs.model_dir).mkdir()
+    toy = targets.executor_for("toy", LaunchFlags(dirs, job=job))
     request = jobfile.request(job, "train")
     assert request.resources.scheduling.strategy == "SPOT"
     assert toy.launch(request) == "train-pets_retinanet_mobilenet ran"
@@ -340,8 +340,8 @@ class Profile(Request):
     def own_values(cls, job):
         return {"batches": job.steps or 50}
 
-    def trainer_job(self, places):
-        args = self.args_at(places).to_argv()
+    def trainer_job(self, dirs):
+        args = self.args_at(dirs).to_argv()
         return TrainerJob(f"profile-{self.experiment}", (*args, f"--batches={self.batches}"))
 '''
 
@@ -395,10 +395,10 @@ def test_a_job_kind_is_one_class_registered_by_its_decorator(tmp_path, monkeypat
     assert type(request) is toy_kind.kind.Profile and request.batches == 50
 
     (tmp_path / "records").mkdir()
-    places = Places(str(tmp_path / "model"), str(tmp_path / "records"))
-    local = targets.executor_for("local", LaunchFlags(places, handover=Handover(dry_run=True)))
+    dirs = TrainerDirs(str(tmp_path / "model"), str(tmp_path / "records"))
+    local = targets.executor_for("local", LaunchFlags(dirs, handover=Handover(dry_run=True)))
     command = request.hand_to(local)  # the local target's launch, as `invoke` hands it
-    assert command.endswith(f"--data_dir={places.data_dir} --batches=50")
+    assert command.endswith(f"--data_dir={dirs.data_dir} --batches=50")
 
     cloud = CloudSetup(project="p", region="us-central1", bucket="b",
                        image="us-central1-docker.pkg.dev/p/r/trainer:1",
@@ -410,10 +410,10 @@ def test_a_job_kind_is_one_class_registered_by_its_decorator(tmp_path, monkeypat
     assert custom.job_spec.worker_pool_specs[0].container_spec.args[-1] == "--batches=50"
 
     toy = targets.executor_for("toy", LaunchFlags(toy_target(tmp_path, monkeypatch)))
-    Path(places.model_dir).mkdir()
+    Path(dirs.model_dir).mkdir()
     capsys.readouterr()
     assert request.hand_to(toy) == "profile-pets_retinanet_mobilenet ran"
     assert hooks(capsys.readouterr().err) == [hook for hook in REAL_RUN if hook != "keep"]
-    ran = (Path(places.model_dir) / "ran").read_text()  # it trains nothing: no job file kept
+    ran = (Path(dirs.model_dir) / "ran").read_text()  # it trains nothing: no job file kept
     assert ran.startswith("--experiment=pets_retinanet_mobilenet --mode=eval ")
-    assert ran.endswith(" --batches=50") and not (Path(places.model_dir) / "job.yaml").exists()
+    assert ran.endswith(" --batches=50") and not (Path(dirs.model_dir) / "job.yaml").exists()

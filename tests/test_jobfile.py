@@ -17,7 +17,7 @@ from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
 from launch.values import jobfile, pretrained
-from launch.values.jobs import Evaluation, Places, Training
+from launch.values.jobs import Evaluation, TrainerDirs, Training
 from tests import cli
 from tests.cli import REPO, refused
 from tests.conftest import HANG
@@ -494,6 +494,6 @@ def test_a_seed_reaches_the_trainer_and_a_negative_one_is_refused():
     job = jobfile.resolve(jobfile.TRAIN, {"seed": 3}, jobfile.parse("seed: 3\n", "f"), "f")
     request = jobfile.request(job, jobfile.TRAIN)
     assert request.args.seed == 3
-    assert "--seed=3" in request.trainer_job(Places("m", "d")).args
+    assert "--seed=3" in request.trainer_job(TrainerDirs("m", "d")).args
     with pytest.raises(InputError, match="--seed must be at least 0"):
         jobfile.resolve(jobfile.TRAIN, {"seed": -1}, {}, "")

@@ -25,20 +25,20 @@ from trainer.args import ConvertArgs, TrainArgs
 ARGS = TrainArgs(train_steps=40, params_override=("a.b=1", '{"a": {"c": 2}}'),
                  init_checkpoint="/ckpt", init_checkpoint_type="backbone",
                  config_files=("x.yaml",))
-PLACES = jobs.Places(model_dir="/m", data_dir="/d")  # the target's, filled in by the request
+DIRS = jobs.TrainerDirs(model_dir="/m", data_dir="/d")  # the target's, filled in by the request
 EVAL = jobs.Evaluation(dataclasses.replace(ARGS, mode="continuous_eval", eval_idle_timeout=30))
 
 
 def test_train_job_is_the_trainer_command_line():
     training = jobs.Training(dataclasses.replace(ARGS, export_dir="/e"), Resources(workers=2))
-    job = training.trainer_job(PLACES)
+    job = training.trainer_job(DIRS)
     assert job.args == ("--experiment=pets_retinanet_mobilenet", "--mode=train",
                         "--model_dir=/m", "--data_dir=/d", "--config_file=x.yaml",
                         "--train_steps=40", "--init_checkpoint=/ckpt",
                         "--init_checkpoint_type=backbone", "--params_override=a.b=1",
                         '--params_override={"a": {"c": 2}}', "--export_dir=/e")
     assert [p.replica_count for p in job.pools] == [1, 2] and job.num_replicas == 3
-    evaluation = EVAL.trainer_job(PLACES)
+    evaluation = EVAL.trainer_job(DIRS)
     assert "--mode=continuous_eval" in evaluation.args and evaluation.name == \
         "eval-pets_retinanet_mobilenet" and job.name == "train-pets_retinanet_mobilenet"
     assert "--eval_idle_timeout=30" in evaluation.args and evaluation.num_replicas == 1
@@ -53,7 +53,7 @@ def test_invalid_worker_counts_are_rejected(workers):
 
 
 def test_replicas_get_vertex_cluster_specs_on_localhost():
-    job = jobs.Training(ARGS, Resources(workers=2)).trainer_job(PLACES)
+    job = jobs.Training(ARGS, Resources(workers=2)).trainer_job(DIRS)
     specs = cluster_specs(job)
     assert [s["task"] for s in specs] == [{"type": "workerpool0", "index": 0},
                                           {"type": "workerpool1", "index": 0},
@@ -66,7 +66,7 @@ def test_replicas_get_vertex_cluster_specs_on_localhost():
     envs = replica_environments(job, {"TF_CONFIG": "stale", "HOME": "/root"})
     assert all("TF_CONFIG" not in e and e["HOME"] == "/root" for e in envs)
     assert [json.loads(e["CLUSTER_SPEC"])["task"]["index"] for e in envs] == [0, 0, 1]
-    (single,) = replica_environments(EVAL.trainer_job(PLACES), {"CLUSTER_SPEC": "{}"})
+    (single,) = replica_environments(EVAL.trainer_job(DIRS), {"CLUSTER_SPEC": "{}"})
     assert "CLUSTER_SPEC" not in single
 
 

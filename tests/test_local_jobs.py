@@ -251,8 +251,8 @@ def test_invoke_train_detach_runs_the_trainer_in_the_background(here):
 def test_both_targets_list_their_jobs_in_the_same_rows(here, trainer, services):
     """Vertex AI's row is what it was (`client.describe`, then the cost so far)."""
     cloud = services.cloud()
-    place = cloud.fields(("project", "region"))
-    vertex_client.submit(services.vertex.client(), place["project"], place["region"],
+    where = cloud.fields(("project", "region"))
+    vertex_client.submit(services.vertex.client(), where["project"], where["region"],
                          aiplatform_v1.CustomJob(display_name="train-toy"))
     run_job(TrainerJob("train-toy", ("exit", "0")), executor=trainer)
     (vertex,) = job_command(cloud, "list").splitlines()

@@ -12,7 +12,7 @@ from launch.errors import InputError
 from launch.features.workflow import export
 from launch.targets.vertex.hardware import machine_for
 from launch.values import jobfile
-from launch.values.jobs import Places
+from launch.values.jobs import TrainerDirs
 from launch.values.resources import Resources, Scheduling, optional_number
 from trainer import args as trainer_args
 from trainer.cli import bucket_convert
@@ -170,7 +170,7 @@ def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():
         ours = jobfile.FIELDS[name].metadata
         assert (ours["bound"], ours["choices"]) == (theirs["bound"], theirs["choices"]), name
     job = jobfile.resolve("train", {"steps": "1e3", "early_stop_patience": "2"})
-    args = jobfile.request(job, "train").trainer_job(Places("m", "d")).args
+    args = jobfile.request(job, "train").trainer_job(TrainerDirs("m", "d")).args
     assert "--train_steps=1000" in args and "--early_stop_patience=2" in args
     assert {name: field.metadata["lands"] for name, field in jobfile.FIELDS.items()
             if field.metadata["lands"]} == {

@@ -16,7 +16,7 @@ from launch.stores.runs import configs, jobfiles
 from launch.targets.base import Handover
 from launch.targets.local.executor import Local
 from launch.values import jobfile
-from launch.values.jobs import Places, Request
+from launch.values.jobs import Request, TrainerDirs
 from launch.values.resources import Resources
 from launch.values.sweep import load
 from tests.fakes.cloud import write_records
@@ -90,6 +90,6 @@ def test_a_fifo_config_file_is_refused_before_a_local_run_starts(tmp_path):
         request.args, config_files=(str(fifo),)))
     records = write_records(tmp_path / "records")
     with within(10), pytest.raises(InputError, match=r"^--config-file .*a FIFO"):
-        Local(Places(str(tmp_path / "model"), str(records)), Cloud(),
+        Local(TrainerDirs(str(tmp_path / "model"), str(records)), Cloud(),
               submission=Handover(dry_run=True)).launch(request)
     assert not (tmp_path / "model").exists()

@@ -203,22 +203,22 @@ def test_a_local_sweep_resumes_after_ctrl_c_and_ends_with_its_best_trial(swept):
 
 def test_a_local_sweep_directory_holds_one_sweep_and_one_process(tmp_path):
     from launch.targets.local import tuning as local
-    from launch.values.jobs import Places
+    from launch.values.jobs import TrainerDirs
 
-    request, places = Request.training(None, 2), Places(str(tmp_path / "sweep"), "records")
-    wanted = local.identity(SWEEP, request, places)
+    request, dirs = Request.training(None, 2), TrainerDirs(str(tmp_path / "sweep"), "records")
+    wanted = local.identity(SWEEP, request, dirs)
     held = local._claim(tmp_path / "sweep", wanted)
     with pytest.raises(local.SweepBusy, match=r"sweep directory .* in use by process \d+;"):
         local._claim(tmp_path / "sweep", wanted)
     held.close()
     local._claim(tmp_path / "sweep", wanted).close()  # the same sweep resumes
     more = Sweep.from_mapping({**SWEEP.as_mapping(), "trials": 40, "parallel": 4})
-    local._claim(tmp_path / "sweep", local.identity(more, request, places)).close()
+    local._claim(tmp_path / "sweep", local.identity(more, request, dirs)).close()
     other = Sweep.from_mapping({**SWEEP.as_mapping(), "metric": "AP"})
     with pytest.raises(InputError, match="holds a different sweep"):
-        local._claim(tmp_path / "sweep", local.identity(other, request, places))
+        local._claim(tmp_path / "sweep", local.identity(other, request, dirs))
     with pytest.raises(InputError, match="a local sweep keeps its study"):
-        local.run_sweep(SWEEP, request, Places("gs://pets-data/sweep", "records"))
+        local.run_sweep(SWEEP, request, TrainerDirs("gs://pets-data/sweep", "records"))
 
 
 def test_an_interrupted_trial_runs_again_with_its_values_and_directory(tmp_path):
@@ -243,7 +243,7 @@ def test_an_interrupted_trial_runs_again_with_its_values_and_directory(tmp_path)
     again = study.ask()
     assert local.suggest(again, SWEEP) == values
     assert again.user_attrs["run_dir"] == "trial-002"
-    job = local.trial_job(Request.training(None, 2), local.Places(str(tmp_path), "records"),
+    job = local.trial_job(Request.training(None, 2), local.TrainerDirs(str(tmp_path), "records"),
                           SWEEP, tmp_path / "trial-002", again.number, values)
     assert job.env["CLOUD_ML_HP_METRIC_TAG"] == "AP50"
     assert job.env["CLOUD_ML_HP_METRIC_FILE"] == \
@@ -256,14 +256,14 @@ def test_an_interrupted_trial_runs_again_with_its_values_and_directory(tmp_path)
 
 def test_a_sweep_whose_trials_all_fail_fails_and_a_grid_is_tried_once(tmp_path):
     from launch.targets.local import tuning as local
-    from launch.values.jobs import Places
+    from launch.values.jobs import TrainerDirs
 
     grid = Sweep.from_mapping({"metric": "AP", "algorithm": "grid", "trials": 5, "parallel": 2,
                                "params": {"batch_size": [2, 4]}})
     assert local.wanted_trials(grid) == 2
-    places = Places(str(tmp_path / "sweep"), str(tmp_path / "no-records"))
+    dirs = TrainerDirs(str(tmp_path / "sweep"), str(tmp_path / "no-records"))
     with pytest.raises(StepFailed, match="no trial finished") as failed:
-        local.run_sweep(grid, Request.training(None, 2), places, say=lambda line: None)
+        local.run_sweep(grid, Request.training(None, 2), dirs, say=lambda line: None)
     assert "0 trials finished, 2 failed" in str(failed.value)
     # each failure says why, from the trial's log (launch/targets/triage.py)
     reasons = [t.user_attrs["failed"] for t in local.open_study(

@@ -1,2 +1,2 @@
-"""Context: where jobs go and with what (settings, the stack's places, images), and Google's
-clients, made only when a task asks for one."""
+"""Context: where jobs go and with what (settings, the stack's project, region and bucket,
+images), and Google's clients, made only when a task asks for one."""

@@ -81,8 +81,8 @@ def run_paths(cloud: Cloud, run_id: str) -> RunPaths:
     return RunPaths(cloud.fields(("bucket",))["bucket"], run_id)
 
 
-def place(cloud: Cloud, run_id: str | None, explicit: str | None,
-          in_run: Callable[[RunPaths], str], local: str) -> str:
+def resolve_path(cloud: Cloud, run_id: str | None, explicit: str | None,
+                 in_run: Callable[[RunPaths], str], local: str) -> str:
     """A path given on the command line wins; else `--run-id R` means `in_run(R's paths)`
     in the bucket; else the local default."""
     if explicit:

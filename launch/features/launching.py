@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from launch.context.cloud import Cloud
 from launch.errors import InputError
 from launch.values import jobfile, jobs
-from launch.values.jobs import Places
+from launch.values.jobs import TrainerDirs
 
 More = Callable[[dict, Mapping, str], Mapping[str, Any]]  # a task's own flags -> job fields
 
@@ -62,10 +62,10 @@ def prepare(task: str, flags: dict, cloud_for: CloudFor, local_root: str, record
         from launch.stores.gcs import datasets
 
         request = datasets.pinned(cloud, request, job.dataset)
-    places = Places(job.model_dir or local_dir, job.data_dir or records_dir)
+    dirs = TrainerDirs(job.model_dir or local_dir, job.data_dir or records_dir)
     handover = Handover(bool(flags.get("dry_run")),
                         jobfile.check_save_path(flags.get("save_job")) or None, job.max_cost)
-    launch_flags = LaunchFlags(places, cloud, handover, bool(flags.get("force")),
+    launch_flags = LaunchFlags(dirs, cloud, handover, bool(flags.get("force")),
                                bool(flags.get("local_docker")), bool(flags.get("follow")), job,
                                request.resources.scheduling.strategy)
     return request, executor_for(job.target, launch_flags)

@@ -161,13 +161,13 @@ def demo_model_jobs(model: Path, records: Path, exported: Path, steps: int | Non
     chose (trainer/evaluation/operating.py) and the demo's predict detects at it."""
     training = jobs.Training(TrainArgs(
         train_steps=steps, **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {})))
-    places = jobs.Places(str(model), str(records))
+    dirs = jobs.TrainerDirs(str(model), str(records))
     evaluation = jobs.Evaluation(dataclasses.replace(training.args, mode="eval"))
     # the format `invoke model.upload` serves, as a training run's own export
     export_job = jobs.tool_job(ExportArgs(str(model), str(exported),
                                           default_signature="bytes"))
-    return [(f"3/{DEMO_STEPS} Training", training.trainer_job(places), training.steps),
-            (f"4/{DEMO_STEPS} Evaluating (COCO metrics)", evaluation.trainer_job(places), None),
+    return [(f"3/{DEMO_STEPS} Training", training.trainer_job(dirs), training.steps),
+            (f"4/{DEMO_STEPS} Evaluating (COCO metrics)", evaluation.trainer_job(dirs), None),
             (f"5/{DEMO_STEPS} Exporting a SavedModel with the evaluated score threshold",
              export_job, None)]
 

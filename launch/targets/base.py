@@ -21,7 +21,7 @@ from launch.stores.gcs import datasets
 from launch.stores.runs import jobfiles
 from launch.targets.champion import Challenge, Figure, Measure, Verdict
 from launch.values.jobfile import JobFile
-from launch.values.jobs import Conversion, Places, Request, Runner, TrainerJob
+from launch.values.jobs import Conversion, Request, Runner, TrainerDirs, TrainerJob
 
 T = TypeVar("T")
 
@@ -304,7 +304,7 @@ class LaunchFlags:
     """What the command line says about where a job runs; each executor reads its part
     (`from_flags`). Plain values, so a target's own types stay in its package."""
 
-    places: Places  # local runs: --model-dir and --data-dir
+    dirs: TrainerDirs  # local runs: --model-dir and --data-dir
     cloud: Cloud = dataclasses.field(default_factory=Cloud)  # settings; no API call yet
     handover: Handover = dataclasses.field(default_factory=Handover)
     force: bool = False  # train even when the data checks refuse the records

@@ -1,10 +1,11 @@
 """The preflight every target's launch and sweep go through, in one order (a Template
-Method): what the target accepts of the request, the run id, the config files read, the
-target's places, its plan, the checks a dry run makes too, a dry run's account, the price,
-the refusals of a real run, --save-job, then the dry run's answer, or the run's own copy of
-its job file and the run. A target implements the hooks (`Preflight`'s methods that raise
-NotImplementedError, and those whose default does not fit it) and gets the order, the job
-file and --save-job; each check is written once, in the hook of the target that needs it."""
+Method): what the target accepts of the request, the run id, the config files read, where
+the target places the request, its plan, the checks a dry run makes too, a dry run's
+account, the price, the refusals of a real run, --save-job, then the dry run's answer, or
+the run's own copy of its job file and the run. A target implements the hooks
+(`Preflight`'s methods that raise NotImplementedError, and those whose default does not fit
+it) and gets the order, the job file and --save-job; each check is written once, in the
+hook of the target that needs it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from launch.targets.base import job_text, save_job
 from launch.values.jobs import Request
 from launch.values.sweep import Sweep
 
-Where = TypeVar("Where")  # a target's own place: Local's Places, Vertex AI's CloudSetup
+Where = TypeVar("Where")  # where a target places a request: TrainerDirs here, a CloudSetup there
 Plan = TypeVar("Plan")  # what a target runs: a TrainerJob here, each rung's CustomJob there
 
 

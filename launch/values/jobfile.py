@@ -390,11 +390,11 @@ def _move(file: dict, old: tuple[str, ...], new: tuple[str, ...], source: str) -
 @dataclasses.dataclass(frozen=True)
 class Run:
     """The run a job would continue or evaluate, as it is found: the experiment its
-    run.json names, where it is, and the flag that names another place."""
+    run.json names, where it is, and the flag that names another run."""
 
     experiment: str
     where: str  # a model directory, or gs://BUCKET/runs/RUN_ID
-    place: str = "--model-dir"  # or --run-id
+    flag: str = "--model-dir"  # or --run-id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -446,7 +446,7 @@ def resolve(task: str, flags: Mapping[str, Any], file: Mapping[str, Any] | None 
             said = f"--experiment {job.experiment}" + (
                 "" if neutral["experiment"].shown == "--experiment" else f" (in {source})")
             raise JobFileError(other_experiment(said[:200], found.where, found.experiment,
-                                                found.place))
+                                                found.flag))
     return dataclasses.replace(job, override=_check(job, task))
 
 

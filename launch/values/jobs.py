@@ -92,7 +92,7 @@ def inputs(data_dir: str, data_files: Sequence[str], eval_split: str = VAL
 
 
 @dataclasses.dataclass(frozen=True)
-class Places:
+class TrainerDirs:
     """Where one target keeps a run's files: the trainer's --model_dir and --data_dir."""
 
     model_dir: str | None
@@ -114,9 +114,10 @@ class Request:
     """A job as a researcher asks for it, the same for every target: XManager's executable
     (`args`, the trainer's own `TrainArgs`: one shape from the job file to the container)
     plus its requirements (`resources`) and the run's metadata. `args` holds no target's
-    places: an executor fills --model_dir and --data_dir (`args_at`). Its kind is its type,
-    which answers what the executors and the job file ask of a kind (the class attributes
-    below), so none of them tests the type. A new kind is a subclass registered by `@kind`."""
+    directories: an executor fills --model_dir and --data_dir (`args_at`). Its kind is its
+    type, which answers what the executors and the job file ask of a kind (the class
+    attributes below), so none of them tests the type. A new kind is a subclass registered by
+    `@kind`."""
 
     task: ClassVar[str]  # the invoke task, and the `tasks` its JobFile fields name
     mode: ClassVar[str] = "train"  # the trainer's --mode
@@ -174,17 +175,17 @@ class Request:
         return dataclasses.replace(self, args=dataclasses.replace(self.args, data_dir=data_dir),
                                    **dataset)
 
-    def args_at(self, places: Places) -> TrainArgs:
-        """The trainer's arguments at a target's places (the user's data directory wins over
-        the target's; a named dataset's listed files are the inputs)."""
-        data_dir = self.args.data_dir or places.data_dir
-        return dataclasses.replace(self.args, model_dir=places.model_dir, data_dir=data_dir,
+    def args_at(self, dirs: TrainerDirs) -> TrainArgs:
+        """The trainer's arguments in a target's directories (the user's data directory wins
+        over the target's; a named dataset's listed files are the inputs)."""
+        data_dir = self.args.data_dir or dirs.data_dir
+        return dataclasses.replace(self.args, model_dir=dirs.model_dir, data_dir=data_dir,
                                    **inputs(data_dir, self.data_files, self.args.eval_split))
 
-    def trainer_job(self, places: Places) -> TrainerJob:
-        """The trainer at `places` on a chief, and workers if the resources have them."""
+    def trainer_job(self, dirs: TrainerDirs) -> TrainerJob:
+        """The trainer at `dirs` on a chief, and workers if the resources have them."""
         return TrainerJob(name=f"{self.role}-{self.experiment}",
-                          args=tuple(self.args_at(places).to_argv()),
+                          args=tuple(self.args_at(dirs).to_argv()),
                           pools=tuple(WorkerPool(n) for n in self.resources.replicas))
 
     @classmethod

@@ -22,7 +22,7 @@ class Registry(Mapping[str, T]):
 
     def __init__(self, what: str, error: type[Exception] = LookupError) -> None:
         self.what, self.error = what, error
-        self._places: dict[str, str] = {}  # name -> "module:attr", lazy or loaded
+        self._references: dict[str, str] = {}  # name -> "module:attr", lazy or loaded
         self._loaded: dict[str, T] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -34,37 +34,37 @@ class Registry(Mapping[str, T]):
             return entry
         return add
 
-    def register_lazy(self, name: str, place: str) -> None:
-        """Registers `place` as `name`: "package.module:attr", or a module, imported when the
-        name is first looked up."""
-        self._add(name, place)
+    def register_lazy(self, name: str, reference: str) -> None:
+        """Registers `reference` as `name`: "package.module:attr", or a module, imported when
+        the name is first looked up."""
+        self._add(name, reference)
 
-    def _add(self, name: str, place: str) -> None:
-        if name in self._places:
+    def _add(self, name: str, reference: str) -> None:
+        if name in self._references:
             raise ValueError(f"{self.what} {name!r} is registered twice: "
-                             f"{self._places[name]}, then {place}")
-        self._places[name] = place
+                             f"{self._references[name]}, then {reference}")
+        self._references[name] = reference
 
     def __getitem__(self, name: str) -> T:
-        if name not in self._places:
-            close = difflib.get_close_matches(str(name), self._places)
+        if name not in self._references:
+            close = difflib.get_close_matches(str(name), self._references)
             raise self.error(f"{self.what} {str(name)[:80]!r} is not available; use one of "
-                             f"{', '.join(self._places)}" +
+                             f"{', '.join(self._references)}" +
                              (f" (did you mean {' or '.join(close)}?)" if close else ""))
         if name not in self._loaded:
-            module, _, attr = self._places[name].partition(":")
+            module, _, attr = self._references[name].partition(":")
             found = importlib.import_module(module)
             self._loaded[name] = getattr(found, attr) if attr else found
         return self._loaded[name]
 
     def __contains__(self, name: object) -> bool:  # neither imports nor raises `error`
-        return name in self._places
+        return name in self._references
 
     def get(self, name: str, default: T | None = None) -> T | None:
-        return self[name] if name in self._places else default
+        return self[name] if name in self._references else default
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._places)
+        return iter(self._references)
 
     def __len__(self) -> int:
-        return len(self._places)
+        return len(self._references)

@@ -115,10 +115,10 @@ class PriceTable:
         for key in sorted(self.rows, key=_order):
             row = self.rows[key]
             *where, column = key
-            place = nested
+            level = nested
             for part in where:
-                place = place.setdefault(part, {})
-            place[column] = {"usd": row.usd, "source": row.source, "read": row.read,
+                level = level.setdefault(part, {})
+            level[column] = {"usd": row.usd, "source": row.source, "read": row.read,
                              "confirmed": row.confirmed}
         text = yaml.safe_dump({"currency": self.currency, "prices": nested}, sort_keys=False,
                               width=1000, default_flow_style=None)

@@ -230,11 +230,11 @@ def recorded_run(job: jobfile.JobFile, model_dir: str, cloud: Callable[[], Cloud
     A bucket that cannot be read is a note (no credentials: none, the launch says so): the
     trainer refuses another experiment too."""
     if not in_bucket:
-        where, place = model_dir.rstrip("/") or model_dir, "--model-dir"
-        shown = f"{place} {where}"
+        where, flag = model_dir.rstrip("/") or model_dir, "--model-dir"
+        shown = f"{flag} {where}"
     elif job.run_id:
-        where, place = None, "--run-id"
-        shown = f"{place} {job.run_id}"
+        where, flag = None, "--run-id"
+        shown = f"{flag} {job.run_id}"
     else:
         return None
     try:
@@ -253,7 +253,7 @@ def recorded_run(job: jobfile.JobFile, model_dir: str, cloud: Callable[[], Cloud
         else:
             experiment = recorded_experiment(where)
     except (ValueError, OSError) as error:  # JsonError, a file that is not text
-        raise InputError(f"{shown[:200]}: {reason(error)}; choose another {place}") from None
+        raise InputError(f"{shown[:200]}: {reason(error)}; choose another {flag}") from None
     except InputError:
         raise
     except DefaultCredentialsError:  # the launch says so itself (a dry run: with a note)
@@ -262,4 +262,4 @@ def recorded_run(job: jobfile.JobFile, model_dir: str, cloud: Callable[[], Cloud
         print(f"note: the experiment of {shown[:200]} is not checked here "
               f"({reason(error)}); the trainer checks it", file=sys.stderr)
         return None
-    return jobfile.Run(experiment, where, place) if experiment else None
+    return jobfile.Run(experiment, where, flag) if experiment else None

@@ -21,7 +21,7 @@ from launch.targets.local import tuning as local_tuning
 from launch.targets.local.jobs import JobTable, LocalJobs
 from launch.targets.local.processes import LocalExecutor, LocalTools, run_job
 from launch.targets.preflight import Configs, Placed, Preflight
-from launch.values.jobs import Conversion, Places, Request, TrainerJob, tool_job
+from launch.values.jobs import Conversion, Request, TrainerDirs, TrainerJob, tool_job
 from launch.values.sweep import Sweep
 from trainer.common import locks
 from trainer.common.errors import DirectoryBusy
@@ -39,7 +39,7 @@ def refuse_busy(model_dir: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class Local(Preflight[Places, TrainerJob]):
+class Local(Preflight[TrainerDirs, TrainerJob]):
     """This machine: one `python -m trainer` process a replica, with a progress bar; a
     multi-replica job gets the cluster spec Vertex AI would give it, on 127.0.0.1. A sweep is
     an Optuna study in the sweep directory (--model-dir): its trials are runs beside it."""
@@ -49,7 +49,7 @@ class Local(Preflight[Places, TrainerJob]):
     convert_flags: ClassVar[frozenset[str]] = frozenset({"dataset", "dry_run"})
     # its runs are model directories (runs.list --root); predict runs the model here
     runs_in_bucket: ClassVar[bool] = False
-    places: Places
+    dirs: TrainerDirs
     cloud: Cloud  # only for `--run-id`, which names a run in the bucket
     force: bool = False
     submission: Handover = dataclasses.field(default_factory=Handover)
@@ -57,7 +57,7 @@ class Local(Preflight[Places, TrainerJob]):
 
     @classmethod
     def from_flags(cls, flags: LaunchFlags) -> Local:
-        return cls(flags.places, flags.cloud, flags.force, flags.handover,
+        return cls(flags.dirs, flags.cloud, flags.force, flags.handover,
                    bool(flags.job and flags.job.target_options.detach))
 
     @classmethod
@@ -70,20 +70,20 @@ class Local(Preflight[Places, TrainerJob]):
         return LocalTools()
 
     def place(self, request: Request, run_id: str | None, config: Configs,
-              sweep: Sweep | None) -> Placed[Places]:
+              sweep: Sweep | None) -> Placed[TrainerDirs]:
         # the run's own data: an evaluation's, and a training's that continues a run here
         if (request.reads_run_data or request.of_run) and not request.data_dir:
             request = with_recorded(self.cloud, request,
-                                     jobfiles.local_run_data(self.places.model_dir))
-        data_dir = request.data_dir or self.places.data_dir
-        return Placed(request, self.places, data_dir,
-                      {"data_dir": data_dir, "model_dir": self.places.model_dir}, config,
+                                     jobfiles.local_run_data(self.dirs.model_dir))
+        data_dir = request.data_dir or self.dirs.data_dir
+        return Placed(request, self.dirs, data_dir,
+                      {"data_dir": data_dir, "model_dir": self.dirs.model_dir}, config,
                       run_id, sweep)
 
-    def plan(self, placed: Placed[Places]) -> TrainerJob:
-        return placed.request.trainer_job(self.places)
+    def plan(self, placed: Placed[TrainerDirs]) -> TrainerJob:
+        return placed.request.trainer_job(self.dirs)
 
-    def check(self, placed: Placed[Places], plan: TrainerJob) -> None:
+    def check(self, placed: Placed[TrainerDirs], plan: TrainerJob) -> None:
         """The data is there; a training run's passes its checks (a sweep's: when it runs)."""
         if not mirror.is_gcs(placed.data_dir) and not Path(placed.data_dir).is_dir():
             raise MissingError(f"--data-dir {placed.data_dir}: no such directory; convert "
@@ -91,31 +91,31 @@ class Local(Preflight[Places, TrainerJob]):
         if placed.request.trains and not placed.sweep:
             datachecks.check_local(placed.data_dir, self.force, placed.request.experiment)
 
-    def say_dry_run(self, placed: Placed[Places], plan: TrainerJob, text: str) -> None:
-        where = (f"sweep directory {self.places.model_dir}" if placed.sweep else
-                 f"model directory {self.places.model_dir}, data {placed.data_dir}")
+    def say_dry_run(self, placed: Placed[TrainerDirs], plan: TrainerJob, text: str) -> None:
+        where = (f"sweep directory {self.dirs.model_dir}" if placed.sweep else
+                 f"model directory {self.dirs.model_dir}, data {placed.data_dir}")
         say_job(text, f"runs here{' in the background' if self.detach else ''}: {where}")
 
-    def refuse(self, placed: Placed[Places], plan: TrainerJob) -> None:
+    def refuse(self, placed: Placed[TrainerDirs], plan: TrainerJob) -> None:
         if placed.sweep:
             datachecks.check_local(placed.data_dir, self.force, placed.request.experiment)
         elif placed.request.trains:
-            refuse_busy(self.places.model_dir)
+            refuse_busy(self.dirs.model_dir)
 
-    def show(self, placed: Placed[Places], plan: TrainerJob) -> str:
+    def show(self, placed: Placed[TrainerDirs], plan: TrainerJob) -> str:
         if placed.sweep:
             return json.dumps(placed.sweep.as_mapping(), indent=2)
         return shlex.join(LocalExecutor().command(plan))
 
-    def keep(self, placed: Placed[Places], plan: TrainerJob) -> None:
-        kept = configs.keep_local(self.cloud, self.places.model_dir, placed.configs.files,
+    def keep(self, placed: Placed[TrainerDirs], plan: TrainerJob) -> None:
+        kept = configs.keep_local(self.cloud, self.dirs.model_dir, placed.configs.files,
                                   placed.configs.texts)
-        jobfiles.store_local(self.places.model_dir, placed.text(config_file=kept))
+        jobfiles.store_local(self.dirs.model_dir, placed.text(config_file=kept))
 
-    def run(self, placed: Placed[Places], plan: TrainerJob) -> str:
+    def run(self, placed: Placed[TrainerDirs], plan: TrainerJob) -> str:
         """The job (or the sweep) here, its named dataset's version pinned while it runs."""
         request, sweep = placed.request, placed.sweep
-        pin = datasets.pin(self.cloud, request, Path(self.places.model_dir).name or "local",
+        pin = datasets.pin(self.cloud, request, Path(self.dirs.model_dir).name or "local",
                            "tune" if sweep else plan.name, datasets.LOCAL_PIN_HOURS)
         if self.detach:  # it outlives this command: its pin lasts until it expires
             job = background.start(JobTable(), plan)
@@ -124,11 +124,11 @@ class Local(Preflight[Places, TrainerJob]):
                     f"jobs.cancel --job {job.id}`)")
         try:
             if sweep:
-                return local_tuning.run_sweep(sweep, request, self.places)
+                return local_tuning.run_sweep(sweep, request, self.dirs)
             run_job(plan, request.steps if request.trains else None)  # for the progress bar
         finally:
             datasets.unpin(self.cloud, pin)
-        return f"{plan.name} done: {self.places.model_dir}"
+        return f"{plan.name} done: {self.dirs.model_dir}"
 
     def convert(self, conversion: Conversion) -> str:
         """The converter here; a named dataset is then uploaded as `data.upload --dataset`
@@ -147,7 +147,7 @@ class Local(Preflight[Places, TrainerJob]):
     def tensorboard(self, run_id: str | None, logdir: str | None, port: int) -> str:
         # --run-id: the whole run in the bucket (training, validation and evaluation jobs)
         logdir = logdir or (run_paths(self.cloud, run_id).root if run_id
-                            else self.places.model_dir)
+                            else self.dirs.model_dir)
         print(f"TensorBoard on http://127.0.0.1:{port} for {logdir}", flush=True)
         # An argument list, never a shell string: --logdir and --run-id are user input.
         status = subprocess.call([sys.executable, "-m", "tensorboard.main", "--logdir", logdir,

@@ -113,8 +113,8 @@ class Process:
 def processes(pid: int | None = None) -> list[Process]:
     """This machine's processes (`pid`'s alone, if given): Linux's /proc, else `ps`."""
     if PROC.is_dir():
-        places = [PROC / str(pid)] if pid else [p for p in PROC.iterdir() if p.name.isdigit()]
-        return [found for place in places if (found := _proc(place))]
+        folders = [PROC / str(pid)] if pid else [p for p in PROC.iterdir() if p.name.isdigit()]
+        return [found for folder in folders if (found := _proc(folder))]
     asked = ["-p", str(pid)] if pid else ["-A"]
     shown = subprocess.run(["ps", *asked, "-o", "pid=,pgid=,stat=,lstart="],
                            capture_output=True, text=True, check=False).stdout
@@ -123,12 +123,12 @@ def processes(pid: int | None = None) -> list[Process]:
             for row in rows if len(row) == 4]
 
 
-def _proc(place: Path) -> Process | None:
+def _proc(folder: Path) -> Process | None:
     try:
-        fields = (place / "stat").read_text().rpartition(")")[2].split()
+        fields = (folder / "stat").read_text().rpartition(")")[2].split()
     except OSError:  # it ended meanwhile
         return None
-    return Process(int(place.name), int(fields[2]), fields[19], fields[0] == "Z")
+    return Process(int(folder.name), int(fields[2]), fields[19], fields[0] == "Z")
 
 
 def running(job: LocalJob) -> bool:

@@ -26,7 +26,7 @@ from pathlib import Path
 from launch.errors import InputError, StepFailed
 from launch.targets import triage
 from launch.targets.local.processes import STEP_LINE, LocalExecutor
-from launch.values.jobs import Places, Request, TrainerJob
+from launch.values.jobs import Request, TrainerDirs, TrainerJob
 from launch.values.sweep import Sweep
 from trainer.common import jsonnum, locks
 from trainer.common.errors import DirectoryBusy
@@ -79,25 +79,25 @@ def suggest(trial, sweep: Sweep) -> dict:
     return values
 
 
-def trial_job(request: Request, places: Places, sweep: Sweep, run_dir: Path, number: int,
+def trial_job(request: Request, dirs: TrainerDirs, sweep: Sweep, run_dir: Path, number: int,
               values: dict) -> TrainerJob:
     """`invoke train`'s job in the trial's directory, with the trial's values and the
     environment Vertex AI gives a tuning trial (its id, the metric's tag, the metric file)."""
     flags = [f"{hparams.parameter_id(name)}={value}" for name, value in values.items()]
     trial = dataclasses.replace(request, args=dataclasses.replace(request.args,
                                                                   hparams=tuple(flags)))
-    job = trial.trainer_job(Places(str(run_dir), places.data_dir))
+    job = trial.trainer_job(TrainerDirs(str(run_dir), dirs.data_dir))
     return dataclasses.replace(job, name=f"trial-{number}", env={
         **job.env, hparams.TRIAL_ENV: str(number), hparams.METRIC_TAG_ENV: sweep.metric,
         hparams.METRIC_FILE_ENV: str(run_dir / HYPERTUNE_METRIC_FILE)})
 
 
-def identity(sweep: Sweep, request: Request, places: Places) -> dict:
+def identity(sweep: Sweep, request: Request, dirs: TrainerDirs) -> dict:
     """What must not change when a sweep resumes (trials and parallel may)."""
     fixed = {k: v for k, v in sweep.as_mapping().items() if k not in ("trials", "parallel")}
     return {"sweep": fixed, "experiment": request.experiment,
             "steps": request.args.train_steps,
-            "data_dir": request.data_dir or places.data_dir}
+            "data_dir": request.data_dir or dirs.data_dir}
 
 
 def _claim(root: Path, wanted: dict):
@@ -195,17 +195,17 @@ class TrialRunner:
         return reported[0]
 
 
-def run_sweep(sweep: Sweep, request: Request, places: Places,
+def run_sweep(sweep: Sweep, request: Request, dirs: TrainerDirs,
               say: Callable[[str], None] = print) -> str:
-    """Runs the sweep in `places.model_dir` until it has `sweep.trials` results, at most
+    """Runs the sweep in `dirs.model_dir` until it has `sweep.trials` results, at most
     `sweep.parallel` trials at a time; returns the trials, best first."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    if "://" in places.model_dir:
-        raise InputError(f"--model-dir {places.model_dir}: a local sweep keeps its study and "
+    if "://" in dirs.model_dir:
+        raise InputError(f"--model-dir {dirs.model_dir}: a local sweep keeps its study and "
                          "trials in a local directory; sweep in the cloud with --target vertex")
-    root = Path(places.model_dir)
-    lock = _claim(root, identity(sweep, request, places))
+    root = Path(dirs.model_dir)
+    lock = _claim(root, identity(sweep, request, dirs))
     try:
         study = open_study(root, sweep)
         if requeued := requeue_interrupted(study):
@@ -217,7 +217,7 @@ def run_sweep(sweep: Sweep, request: Request, places: Places,
                              progress, threading.Event())
         with progress, concurrent.futures.ThreadPoolExecutor(sweep.parallel) as pool:
             try:
-                _run_trials(study, sweep, request, places, runner, pool, progress.console.print)
+                _run_trials(study, sweep, request, dirs, runner, pool, progress.console.print)
             except BaseException as error:
                 runner.cancel.set()  # the running trials stop; the next run resumes them
                 if isinstance(error, KeyboardInterrupt):
@@ -229,7 +229,7 @@ def run_sweep(sweep: Sweep, request: Request, places: Places,
         lock.close()
 
 
-def _run_trials(study, sweep: Sweep, request: Request, places: Places, runner: TrialRunner,
+def _run_trials(study, sweep: Sweep, request: Request, dirs: TrainerDirs, runner: TrialRunner,
                 pool, say: Callable[[str], None]) -> None:
     from optuna.trial import TrialState
 
@@ -241,10 +241,10 @@ def _run_trials(study, sweep: Sweep, request: Request, places: Places, runner: T
             values = suggest(trial, sweep)
             run_dir = trial.user_attrs.get("run_dir") or f"trial-{trial.number:03d}"
             trial.set_user_attr("run_dir", run_dir)
-            job = trial_job(request, places, sweep, Path(places.model_dir) / run_dir,
+            job = trial_job(request, dirs, sweep, Path(dirs.model_dir) / run_dir,
                             trial.number, values)
-            say(f"trial {trial.number}: {_values(values)} -> {Path(places.model_dir) / run_dir}")
-            running[pool.submit(runner, job, Path(places.model_dir) / run_dir,
+            say(f"trial {trial.number}: {_values(values)} -> {Path(dirs.model_dir) / run_dir}")
+            running[pool.submit(runner, job, Path(dirs.model_dir) / run_dir,
                                 sweep.metric)] = trial
         if not running:
             return

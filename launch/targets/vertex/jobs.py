@@ -19,11 +19,11 @@ from trainer.common.files import RECORDS_PREFIX
 from trainer.model.model_dir import HARDWARE_ENV
 
 
-def places(setup: CloudSetup, run_id: str, trial: bool = False) -> jobs.Places:
+def trainer_dirs(setup: CloudSetup, run_id: str, trial: bool = False) -> jobs.TrainerDirs:
     """A run's checkpoints and the uploaded records, in the bucket. A tuning trial's
     checkpoints go where Vertex AI points AIP_CHECKPOINT_DIR: <run>/<trial id>/checkpoints."""
-    return jobs.Places(None if trial else RunPaths(setup.bucket, run_id).checkpoints,
-                       f"gs://{setup.bucket}/{RECORDS_PREFIX}")
+    return jobs.TrainerDirs(None if trial else RunPaths(setup.bucket, run_id).checkpoints,
+                            f"gs://{setup.bucket}/{RECORDS_PREFIX}")
 
 
 def vertex_job(setup: CloudSetup, request: jobs.Request, run_id: str,
@@ -33,7 +33,7 @@ def vertex_job(setup: CloudSetup, request: jobs.Request, run_id: str,
     validated first: training writes under the run, evaluation under its eval/; `trial`:
     the spec every trial of a tuning job runs."""
     paths = RunPaths(setup.bucket, run_id)
-    job = request.trainer_job(places(setup, run_id, trial))
+    job = request.trainer_job(trainer_dirs(setup, run_id, trial))
     machine = machine_for(request.resources, setup.region)
     if request.trains:  # recorded with the run's speed, for later cost estimates
         job = dataclasses.replace(job, env={

@@ -335,7 +335,7 @@ def model_id(resource: str) -> str:
     return resource.split("@", 1)[0].rsplit("/models/", 1)[-1]
 
 
-def serving_version(place, parent: str, endpoints: Sequence[aiplatform_v1.Endpoint]
+def serving_version(region, parent: str, endpoints: Sequence[aiplatform_v1.Endpoint]
                     ) -> aiplatform_v1.Model | None:
     """The version of `parent` serving now: the one taking the most traffic on `endpoints`
     (a tie: the newest version), else the model's `default` alias, else None."""
@@ -352,7 +352,7 @@ def serving_version(place, parent: str, endpoints: Sequence[aiplatform_v1.Endpoi
     names = [f"{parent}@{version}" for _, version in sorted(found, reverse=True)]
     for name in [*names, f"{parent}@{DEFAULT_ALIAS}"]:
         try:
-            return place.models().get_model(name=name)
+            return region.models().get_model(name=name)
         except exceptions.NotFound:
             continue
     return None

@@ -52,27 +52,28 @@ BATCH_ENDED = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED",
 
 
 @dataclasses.dataclass(frozen=True)
-class Place:
-    """The project and region every serving call names, and their clients."""
+class ServingRegion:
+    """The project and region every serving call names (`name`: us-central1), and their
+    clients."""
 
     cloud: Cloud
     project: str
-    region: str
+    name: str
 
     @classmethod
-    def of(cls, cloud: Cloud) -> Place:
+    def of(cls, cloud: Cloud) -> ServingRegion:
         fields = cloud.fields(("project", "region"))
         return cls(cloud, fields["project"], fields["region"])
 
     @property
     def location(self) -> str:
-        return f"projects/{self.project}/locations/{self.region}"
+        return f"projects/{self.project}/locations/{self.name}"
 
     def models(self):
-        return self.cloud.clients.models(self.region)
+        return self.cloud.clients.models(self.name)
 
     def endpoints(self):
-        return self.cloud.clients.endpoints(self.region)
+        return self.cloud.clients.endpoints(self.name)
 
     def model_name(self, experiment: str) -> str:
         """The experiment's Model in the registry: every run's version is one of it."""
@@ -89,7 +90,7 @@ class Place:
 
 # --- Model Registry -------------------------------------------------------------------------
 
-def challenge(cloud: Cloud, place: Place, paths, experiment: str, step: int,
+def challenge(cloud: Cloud, region: ServingRegion, paths, experiment: str, step: int,
               serving_on: Callable[[], list], rules: Challenge, dry_run: bool
               ) -> champion.Verdict | None:
     """The run's checkpoint `step` against the version of its experiment's Model serving now
@@ -108,7 +109,7 @@ def challenge(cloud: Cloud, place: Place, paths, experiment: str, step: int,
                          f"{paths.run_id}` lists them)")
     serving = _unless_unreadable(
         dry_run, "the version serving now", "not compared",
-        lambda: registry.serving_version(place, place.model_name(experiment), serving_on()))
+        lambda: registry.serving_version(region, region.model_name(experiment), serving_on()))
     origin = registry.run_and_step(serving) if serving else None
     if origin == (paths.run_id, step):
         return None
@@ -125,13 +126,13 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
                  dry_run: bool = False, container: str | None = None,
                  today: datetime.date | None = None, checkpoint: str | None = None,
                  rules: Challenge = Challenge()) -> str:
-    place = Place.of(cloud)
+    region = ServingRegion.of(cloud)
     choice = mirror.checkpoint_choice(checkpoint, paths=False)
     rules = rules.checked()
     wanted = registry.check_aliases(aliases)
     container = registry.check_container(container or registry.CUSTOM)
     if container == registry.PREBUILT:  # Google's, until its end of availability
-        lifecycle.check_offered(registry.prediction_image(place.region, "gpu" if gpu else "cpu"),
+        lifecycle.check_offered(registry.prediction_image(region.name, "gpu" if gpu else "cpu"),
                                 today or datetime.date.today())  # before any request
     paths = run_paths(cloud, run_id)  # a run id is checked before any request
     if dry_run:
@@ -143,12 +144,12 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
                                                                    choice))
     bar = registry.gate(candidate, min_ap50) if candidate else None
     verdict = challenge(  # against what serves anywhere in the region
-        cloud, place, paths, candidate.experiment, candidate.evaluation.step,
-        lambda: list(place.endpoints().list_endpoints(parent=place.location)), rules,
+        cloud, region, paths, candidate.experiment, candidate.evaluation.step,
+        lambda: list(region.endpoints().list_endpoints(parent=region.location)), rules,
         dry_run) if candidate else None
     spec = (registry.custom_container(submit.sources_image(
         cloud, "serving_gpu_image" if gpu else "serving_image", dry_run))
-            if container == registry.CUSTOM else registry.prebuilt_container(place.region, gpu))
+            if container == registry.CUSTOM else registry.prebuilt_container(region.name, gpu))
     model = registry.model_spec(paths, spec, candidate)
     recorded = _unless_unreadable(dry_run, f"run {run_id}'s job file", "the version's "
                                   "labels lack its dataset", lambda: bucket_run_data(
@@ -160,9 +161,9 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
         model.version_description += f"; forced: {verdict.forced}"
     parent = _unless_unreadable(
         dry_run, "the Model Registry", "the request uploads a first version",
-        lambda: _existing(place.models(), place.model_name(candidate.experiment))
+        lambda: _existing(region.models(), region.model_name(candidate.experiment))
     ) if candidate else None
-    request = registry.upload_request(place.project, place.region, model, parent)
+    request = registry.upload_request(region.project, region.name, model, parent)
     passed = (f"run {run_id}: {candidate.gate_metric} {candidate.gated:.3f} at "
               f"ckpt-{candidate.evaluation.step} clears {bar:.3f} ({candidate.why})\n"
               + (verdict.line if verdict else "champion: this checkpoint is the version "
@@ -170,7 +171,7 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
     if dry_run:  # the request alone on stdout, for `| python -m json.tool`; the rest beside
         print(f"{passed}\naliases: {', '.join(wanted) or 'none'}", file=sys.stderr)
         return rest_json(request)
-    client = place.models()
+    client = region.models()
     response = client.upload_model(request=request).result(timeout=OPERATION_TIMEOUT)
     version = f"{response.model}@{response.model_version_id}"
     if wanted:
@@ -205,11 +206,11 @@ def run_version(cloud: Cloud, run_id: str) -> aiplatform_v1.Model:
     """The registry version uploaded from run `run_id` (the newest, if uploaded twice)."""
     from google.api_core import exceptions
 
-    place, paths = Place.of(cloud), run_paths(cloud, run_id)
+    region, paths = ServingRegion.of(cloud), run_paths(cloud, run_id)
     experiment = registry.experiment_of(cloud.storage(), paths)
-    parent = place.model_name(experiment)
+    parent = region.model_name(experiment)
     try:
-        versions = list(place.models().list_model_versions(
+        versions = list(region.models().list_model_versions(
             request={"name": parent, "filter": f'labels.run="{run_id}"'}))
     except exceptions.NotFound:
         versions = []
@@ -237,11 +238,11 @@ def price_serving(setup: endpoints.Serving, region: str, max_cost: float | None,
 def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving],
            endpoint: str | None = None, dry_run: bool = False,
            max_cost: float | str | None = None, rules: Challenge = Challenge()) -> str:
-    place = Place.of(cloud)
-    setup = serving(place.region)  # validated before any request
+    region = ServingRegion.of(cloud)
+    setup = serving(region.name)  # validated before any request
     rules = rules.checked()
     print(f"replicas: {setup.autoscaling()}", file=sys.stderr)
-    price_serving(setup, place.region, flag_value("max_cost", max_cost))
+    price_serving(setup, region.name, flag_value("max_cost", max_cost))
     if dry_run:
         submit.say_once_without_credentials(cloud)
     version = _unless_unreadable(dry_run, f"run {run_id}'s registered version",
@@ -250,11 +251,11 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
     origin = registry.run_and_step(version) if version else None
 
     def serving_there() -> list:  # the endpoint this deployment goes to, if it exists
-        existing = find_endpoint(place.endpoints(), place, endpoint, create=False)
+        existing = find_endpoint(region.endpoints(), region, endpoint, create=False)
         return [existing] if existing is not None else []
 
     paths = run_paths(cloud, run_id)
-    verdict = challenge(cloud, place, paths, registry.experiment_of(cloud.storage(), paths),
+    verdict = challenge(cloud, region, paths, registry.experiment_of(cloud.storage(), paths),
                         origin[1], serving_there, rules, dry_run) if origin else None
     if verdict:
         print(verdict.line, file=sys.stderr)
@@ -267,15 +268,15 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
 
     def where() -> tuple[str, dict[str, int]]:
         """The endpoint (created unless a dry run) and the split with the new version."""
-        chosen = find_endpoint(place.endpoints(), place, endpoint, create=not dry_run)
+        chosen = find_endpoint(region.endpoints(), region, endpoint, create=not dry_run)
         current = dict(chosen.traffic_split) if chosen is not None else {}
-        return (chosen.name if chosen is not None else f"{place.location}/endpoints/NEW",
+        return (chosen.name if chosen is not None else f"{region.location}/endpoints/NEW",
                 traffic.split_with_new(current, setup.traffic))
 
     name, split = _unless_unreadable(
         dry_run, "the endpoint", "the traffic split holds only the new version's share",
-        where) or (place.endpoint_name(endpoint) if endpoint else
-                   f"{place.location}/endpoints/NEW", {traffic.NEW: setup.traffic})
+        where) or (region.endpoint_name(endpoint) if endpoint else
+                   f"{region.location}/endpoints/NEW", {traffic.NEW: setup.traffic})
     request = aiplatform_v1.DeployModelRequest(
         endpoint=name, deployed_model=endpoints.deployed_model(
             f"{version.name}@{version.version_id}" if version else "", setup, account,
@@ -283,7 +284,7 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
         traffic_split=split)
     if dry_run:
         return rest_json(request)
-    deployed = place.endpoints().deploy_model(request=request).result(
+    deployed = region.endpoints().deploy_model(request=request).result(
         timeout=OPERATION_TIMEOUT).deployed_model
     shares = ", ".join(f"{deployed.id if k == traffic.NEW else k}: {v}%"
                        for k, v in split.items())
@@ -294,32 +295,32 @@ def deploy(cloud: Cloud, run_id: str, serving: Callable[[str], endpoints.Serving
             "--images 'DIR/*.jpg'")
 
 
-def find_endpoint(client, place: Place, endpoint: str | None, create: bool):
+def find_endpoint(client, region: ServingRegion, endpoint: str | None, create: bool):
     """The named endpoint, or ours by display name (created when missing and `create`)."""
     from google.api_core import exceptions
 
     if endpoint:
-        name = place.endpoint_name(endpoint)
+        name = region.endpoint_name(endpoint)
         try:
             return client.get_endpoint(name=name)
         except exceptions.NotFound:
             raise MissingError(f"endpoint {name} does not exist; `invoke endpoint.list` "
                                "shows ours") from None
     found = list(client.list_endpoints(request={
-        "parent": place.location, "filter": f'display_name="{endpoints.DEFAULT_ENDPOINT}"'}))
+        "parent": region.location, "filter": f'display_name="{endpoints.DEFAULT_ENDPOINT}"'}))
     if found:
         return found[0]
     if not create:
         return None
-    return client.create_endpoint(parent=place.location, endpoint=aiplatform_v1.Endpoint(
+    return client.create_endpoint(parent=region.location, endpoint=aiplatform_v1.Endpoint(
         display_name=endpoints.DEFAULT_ENDPOINT, labels=standard_labels())).result(
         timeout=OPERATION_TIMEOUT)
 
 
 def list_endpoints(cloud: Cloud) -> str:
-    place = Place.of(cloud)
+    region = ServingRegion.of(cloud)
     rows = []
-    for endpoint in place.endpoints().list_endpoints(parent=place.location):
+    for endpoint in region.endpoints().list_endpoints(parent=region.location):
         rows.append(f"{endpoint.name.rsplit('/', 1)[-1]}  {endpoint.display_name}")
         for deployed in endpoint.deployed_models:
             resources = deployed.dedicated_resources
@@ -328,22 +329,22 @@ def list_endpoints(cloud: Cloud) -> str:
                         f"{resources.machine_spec.machine_type} x "
                         f"{resources.min_replica_count}-{resources.max_replica_count}  "
                         f"({deployed.display_name})")
-    return "\n".join(rows) or f"no endpoints in {place.location}"
+    return "\n".join(rows) or f"no endpoints in {region.location}"
 
 
 def origins(cloud: Cloud) -> str:
     """Where each deployed model came from, as its version's labels record it: its share of
     its endpoint, the version, the run and checkpoint, the gate metric, the dataset version."""
-    place = Place.of(cloud)
-    models, rows = place.models(), []
-    for endpoint in place.endpoints().list_endpoints(parent=place.location):
+    region = ServingRegion.of(cloud)
+    models, rows = region.models(), []
+    for endpoint in region.endpoints().list_endpoints(parent=region.location):
         for deployed in endpoint.deployed_models:
             version = (f"{deployed.model.split('@')[0]}@{deployed.model_version_id}"
                        if deployed.model_version_id else deployed.model)
             rows.append(origin_line(endpoint.display_name or endpoint.name.rsplit("/", 1)[-1],
                                     endpoint.traffic_split.get(deployed.id, 0), version,
                                     dict(models.get_model(name=version).labels)))
-    return "\n".join(rows) or f"nothing deployed in {place.location}"
+    return "\n".join(rows) or f"nothing deployed in {region.location}"
 
 
 def origin_line(endpoint: str, share: int, version: str, labels: dict[str, str]) -> str:
@@ -357,9 +358,9 @@ def origin_line(endpoint: str, share: int, version: str, labels: dict[str, str])
 
 
 def undeploy(cloud: Cloud, endpoint: str, deployed_model_id: str) -> str:
-    place = Place.of(cloud)
-    client = place.endpoints()
-    found = find_endpoint(client, place, endpoint, create=False)
+    region = ServingRegion.of(cloud)
+    client = region.endpoints()
+    found = find_endpoint(client, region, endpoint, create=False)
     ids = {d.id for d in found.deployed_models}
     if deployed_model_id not in ids:
         raise InputError(f"{found.name} has no deployed model {deployed_model_id!r}; it has "
@@ -413,9 +414,9 @@ def _report(cloud: Cloud, detector, names, model: str, images: str, output_dir: 
     return mirror.publish_predictions(client, output_dir)
 
 
-def _busiest(place: Place, endpoint: str):
+def _busiest(region: ServingRegion, endpoint: str):
     """The endpoint and the deployed model with the most of its traffic."""
-    found = find_endpoint(place.endpoints(), place, endpoint, create=False)
+    found = find_endpoint(region.endpoints(), region, endpoint, create=False)
     if not found.deployed_models:
         raise MissingError(f"{found.name} has no deployed model; `invoke endpoint.deploy`")
     busiest = max(found.traffic_split.items(), key=lambda item: item[1], default=(None, 0))[0]
@@ -425,10 +426,10 @@ def _busiest(place: Place, endpoint: str):
 
 def predict_online(cloud: Cloud, endpoint: str, images: str, output_dir: str,
                    score_threshold: float | None, max_pixels: int = MAX_PIXELS) -> str:
-    place = Place.of(cloud)
-    found, deployed = _busiest(place, endpoint)
-    model = place.models().get_model(name=deployed.model)
-    detector = answers.endpoint_detector(cloud.clients.prediction(place.region), found.name)
+    region = ServingRegion.of(cloud)
+    found, deployed = _busiest(region, endpoint)
+    model = region.models().get_model(name=deployed.model)
+    detector = answers.endpoint_detector(cloud.clients.prediction(region.name), found.name)
     return _report(cloud, detector, _label_names(cloud, model.artifact_uri), found.name,
                    images, output_dir, score_threshold,
                    _export_info(cloud, model.artifact_uri), max_pixels)
@@ -450,11 +451,11 @@ class EndpointUnderLoad:
 def endpoint_under_load(cloud: Cloud, endpoint: str) -> EndpointUnderLoad:
     """The endpoint's busiest deployed model, priced, and a sender of one image a request
     (Vertex AI's predict, as `predict --endpoint` sends it)."""
-    place = Place.of(cloud)
-    found, deployed = _busiest(place, endpoint)
+    region = ServingRegion.of(cloud)
+    found, deployed = _busiest(region, endpoint)
     resources = deployed.dedicated_resources
-    hourly, notes = prediction_hourly(place.region, resources.machine_spec)
-    client = cloud.clients.prediction(place.region)
+    hourly, notes = prediction_hourly(region.name, resources.machine_spec)
+    client = cloud.clients.prediction(region.name)
 
     def send(image: bytes) -> None:
         client.predict(endpoint=found.name,
@@ -526,13 +527,13 @@ def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None
     """A batch prediction job over `images` with run `run_id`'s uploaded model, read back into
     the local report; the path of the report. A dry run reads the model and lists the
     images, then returns the request's JSON: it writes and submits nothing."""
-    place = Place.of(cloud)
-    setup = serving(place.region)
+    region = ServingRegion.of(cloud)
+    setup = serving(region.name)
     if not mirror.is_gcs(images):
         raise InputError(f"--images {images!r}: batch prediction reads the bucket; upload "
                          "the images and pass gs://BUCKET/DIR/*.jpg (or predict locally)")
     timeout_hours = flag_value("timeout_hours", timeout_hours)  # a job's, checked the same way
-    price_serving(setup, place.region, flag_value("max_cost", max_cost), timeout_hours)
+    price_serving(setup, region.name, flag_value("max_cost", max_cost), timeout_hours)
     storage, paths = cloud.storage(), run_paths(cloud, run_id)
     version = run_version(cloud, run_id)
     uris = batch_inputs(storage, images)
@@ -546,8 +547,8 @@ def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None
     where = mirror.GcsPath.parse(work)
     storage.bucket(where.bucket).blob(f"{where.prefix}/inputs.txt").upload_from_string(
         "".join(f"{uri}\n" for uri in uris))
-    jobs = cloud.clients.jobs(place.region)
-    job = jobs.create_batch_prediction_job(parent=place.location, batch_prediction_job=request)
+    jobs = cloud.clients.jobs(region.name)
+    job = jobs.create_batch_prediction_job(parent=region.location, batch_prediction_job=request)
     say(f"batch prediction {job.name}: {len(uris)} image(s) with "
         f"{version.name}@{version.version_id}")
     job = _wait_batch(jobs, job.name, poll_seconds, say, timeout_hours)
@@ -650,17 +651,17 @@ class VertexServing:
     # --- the continuous-training pipeline's steps (launch/features/pipeline/on_vertex.py) --
 
     @property
-    def _place(self) -> Place:
-        return Place.of(self.cloud)
+    def _region(self) -> ServingRegion:
+        return ServingRegion.of(self.cloud)
 
     def _region_endpoints(self) -> list:
-        place = self._place
-        return list(place.endpoints().list_endpoints(parent=place.location))
+        region = self._region
+        return list(region.endpoints().list_endpoints(parent=region.location))
 
     def _serving(self, experiment: str) -> aiplatform_v1.Model | None:
         """The experiment's version serving now anywhere in the region, if any."""
-        place = self._place
-        return registry.serving_version(place, place.model_name(experiment),
+        region = self._region
+        return registry.serving_version(region, region.model_name(experiment),
                                         self._region_endpoints())
 
     def trained_on(self, experiment: str, dataset: str) -> tuple[str | None, str | None]:
@@ -688,7 +689,7 @@ class VertexServing:
 
     def challenge(self, run_id: str, experiment: str, step: int, rules: Challenge
                   ) -> champion.Verdict | None:
-        return challenge(self.cloud, self._place, run_paths(self.cloud, run_id), experiment,
+        return challenge(self.cloud, self._region, run_paths(self.cloud, run_id), experiment,
                          step, self._region_endpoints, rules, dry_run=False)
 
     def version_of(self, run_id: str) -> str:
@@ -696,8 +697,8 @@ class VertexServing:
 
     def _endpoint(self):
         """The endpoint `endpoint.deploy` deploys to by default (None before the first)."""
-        place = self._place
-        return find_endpoint(place.endpoints(), place, None, create=False)
+        region = self._region
+        return find_endpoint(region.endpoints(), region, None, create=False)
 
     def deploy_canary(self, run_id: str, share: int, rules: Challenge,
                       say: Callable[[str], None]) -> str:
@@ -715,7 +716,7 @@ class VertexServing:
         if endpoint is None or deployed not in {d.id for d in endpoint.deployed_models}:
             raise MissingError(f"endpoint {endpoints.DEFAULT_ENDPOINT} no longer has the "
                                f"canary {deployed}; not promoted")
-        ours = registry.model_id(self._place.model_name(experiment))
+        ours = registry.model_id(self._region.model_name(experiment))
         for other in [d.id for d in endpoint.deployed_models
                       if d.id != deployed and registry.model_id(d.model) == ours]:
             say(undeploy(self.cloud, endpoint.name, other))
