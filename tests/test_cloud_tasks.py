@@ -13,7 +13,7 @@ from launch.errors import InputError, MissingError, StepFailed
 from launch.features.jobs import job_command
 from launch.stores.gcs.records import upload_records
 from launch.targets.vertex.executor import Vertex
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
@@ -33,9 +33,9 @@ def records(tmp_path):
 T4 = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))
 
 
-def train(cloud, run_id="gpu1", resources=T4, submission=None):
+def train(cloud, run_id="gpu1", resources=T4, handover=None):
     request = Request.training("pets_retinanet_resnetfpn", 100, resources, run_id)
-    return Vertex(cloud, submission or Submission()).launch(request)
+    return Vertex(cloud, handover or VertexHandover()).launch(request)
 
 
 def evaluate(cloud, run_id, idle_timeout=None):
@@ -111,9 +111,9 @@ def test_a_pinned_image_is_never_built_and_runs_by_digest(fakes, tmp_path):
 def test_dry_run_shows_digests_once_the_images_exist(fakes, capsys):
     from google.cloud import aiplatform_v1
 
-    dry = Submission(dry_run=True)
+    dry = VertexHandover(dry_run=True)
     tpu = {"resources": Resources(tpu="v5litepod-4")}
-    job = aiplatform_v1.CustomJob.from_json(train(fakes.cloud(), submission=dry, **tpu))
+    job = aiplatform_v1.CustomJob.from_json(train(fakes.cloud(), handover=dry, **tpu))
     tagged = f"{REPOSITORY}/trainer-tpu:{context_hash()}"
     assert job.job_spec.worker_pool_specs[0].container_spec.image_uri == tagged
     err = capsys.readouterr().err
@@ -121,7 +121,7 @@ def test_dry_run_shows_digests_once_the_images_exist(fakes, capsys):
     assert "resources: v5litepod-4; 1 replica; STANDARD scheduling, timeout 24 h\n" in err
 
     digest = fakes.registry.push(tagged)
-    job = aiplatform_v1.CustomJob.from_json(train(fakes.cloud(), submission=dry, **tpu))
+    job = aiplatform_v1.CustomJob.from_json(train(fakes.cloud(), handover=dry, **tpu))
     assert job.job_spec.worker_pool_specs[0].container_spec.image_uri == \
         f"{REPOSITORY}/trainer-tpu@{digest}"
     err = capsys.readouterr().err
@@ -180,14 +180,14 @@ def test_train_follow_prints_the_logs_and_fails_when_the_job_does(fakes, tmp_pat
     cloud = fakes.cloud()
     upload_records(cloud, str(records(tmp_path)))
     fakes.logs.entries += [job_entry("1", s, f"step {s}") for s in range(3)]
-    follow = Submission(follow=True, poll_seconds=0)
-    assert "SUCCEEDED" in train(cloud, submission=follow)
+    follow = VertexHandover(follow=True, poll_seconds=0)
+    assert "SUCCEEDED" in train(cloud, handover=follow)
     out = capsys.readouterr().out
     assert out.index("submitted") < out.index("step 0") < out.index("step 2")
 
     fakes.vertex.fail_next = "the chief ran out of memory"
     with pytest.raises(StepFailed, match=r"FAILED.*the chief ran out of memory"):
-        train(cloud, run_id="gpu2", submission=follow)
+        train(cloud, run_id="gpu2", handover=follow)
 
 
 def test_the_relaunch_benchmark_builds_for_the_first_launch_only():
@@ -275,7 +275,7 @@ def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
     cloud = fakes.cloud()
     request = Request.training("pets_retinanet_resnetfpn", 100, Resources(workers=2), "gpu1")
     submitted = aiplatform_v1.CustomJob.from_json(
-        Vertex(cloud, Submission(dry_run=True)).launch(request))
+        Vertex(cloud, VertexHandover(dry_run=True)).launch(request))
     expected = request.trainer_job(vertex_jobs.trainer_dirs(cloud.setup(), "gpu1"))
     chief, workers = submitted.job_spec.worker_pool_specs
     assert tuple(chief.container_spec.args) == expected.args == \

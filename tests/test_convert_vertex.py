@@ -17,7 +17,7 @@ from launch.stores.gcs.upload import upload_directory
 from launch.stores.pricing.estimate import OverBudget
 from launch.targets.vertex import conversion
 from launch.targets.vertex.executor import Vertex
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Conversion
 from tests.cli import REPO, invoke
 from tests.conftest import HANG
@@ -33,7 +33,7 @@ BUCKET = OUTPUTS.bucket
 RAW = f"gs://{BUCKET}/raw/pets"
 HOSTILE = ("raw/pets/../escape.jpg", "raw/pets/images//double.jpg",
            "raw/pets/images/bell\x07.jpg")
-FOLLOW = Submission(follow=True, poll_seconds=0)
+FOLLOW = VertexHandover(follow=True, poll_seconds=0)
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +49,9 @@ def fakes(tmp_path, sample):
 
 
 def convert(cloud, dataset: str | None = "pets", data_dir: str = RAW,
-            submission: Submission = FOLLOW, **options) -> str:
+            handover: VertexHandover = FOLLOW, **options) -> str:
     args = ConvertArgs(data_dir, "work/records", num_shards=2, **options)
-    return Vertex(cloud, submission).convert(Conversion(args, dataset))
+    return Vertex(cloud, handover).convert(Conversion(args, dataset))
 
 
 def record_files(files: dict[str, bytes]) -> dict[str, bytes]:
@@ -148,7 +148,7 @@ def test_a_conversion_job_short_of_quota_is_refused_before_anything(fakes):
     assert not fakes.builds.requests and not fakes.vertex.received
     fakes.quotas.set_limit("custom_model_training_cpus", "us-central1", 4)
     assert "\"machineType\": \"n1-standard-4\"" in convert(fakes.cloud(),
-                                                      submission=Submission(dry_run=True))
+                                                           handover=VertexHandover(dry_run=True))
 
 
 def test_a_killed_conversion_job_leaves_no_dataset(fakes):
@@ -188,7 +188,7 @@ def test_what_a_conversion_job_cannot_do_is_refused_before_anything(fakes, tmp_p
          r"--annotations gs://pets-data/raw/other/a\.json: a conversion job reads only "
          r"below --data-dir gs://pets-data/raw/pets"),
         ({"data_dir": f"gs://{BUCKET}/raw/none"}, MissingError, "no objects below it"),
-        ({"submission": Submission(max_cost=0.01)}, OverBudget, "over --max-cost 0.01"),
+        ({"handover": VertexHandover(max_cost=0.01)}, OverBudget, "over --max-cost 0.01"),
     ]:
         with pytest.raises(error, match=message):
             convert(cloud, **options)
@@ -209,10 +209,10 @@ def test_the_converter_flags_are_the_trainers_checks_before_any_survey_or_build(
         ({"num_shards": 0}, "--num-shards must be at least 1, got 0"),
         ({"format": "voc", "dense_ids": True}, "--dense-ids are for --format coco"),
     ]:
-        for submission in (FOLLOW, Submission(dry_run=True)):
+        for handover in (FOLLOW, VertexHandover(dry_run=True)):
             args = ConvertArgs(RAW, "work/records", **{"num_shards": 2, **options})
             with pytest.raises(InputError) as refused:
-                Vertex(fakes.cloud(), submission).convert(Conversion(args, "pets"))
+                Vertex(fakes.cloud(), handover).convert(Conversion(args, "pets"))
             assert message in str(refused.value) and "\n" not in str(refused.value)
             assert "raw data:" not in capsys.readouterr().err  # not surveyed, nor priced
     assert fakes.builds.requests == [] and fakes.vertex.received == []
@@ -260,7 +260,7 @@ def test_a_local_conversion_publishes_a_dataset_too_and_inspect_fetches_it(fakes
 
 
 def test_a_dry_run_prints_the_job_and_submits_nothing(fakes, capsys):
-    printed = convert(fakes.cloud(), submission=Submission(dry_run=True))
+    printed = convert(fakes.cloud(), handover=VertexHandover(dry_run=True))
     assert '"convert-in-bucket"' in printed and "n1-standard-4" in printed
     assert "cost: " in capsys.readouterr().err
     assert fakes.builds.requests == [] and fakes.vertex.received == []

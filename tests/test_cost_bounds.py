@@ -17,7 +17,7 @@ from launch.targets.vertex import costs
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.jobs import vertex_job
 from launch.targets.vertex.ladder import Budget, Ladder, climb, most_jobs, rungs
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 from launch.values import jobfile
 from launch.values.jobs import Request
 from launch.values.resources import MAX_PREEMPTIONS, Resources, Scheduling
@@ -63,7 +63,7 @@ def test_a_time_under_a_minute_is_refused_naming_its_flag(flags, file, message):
 
 def test_the_bound_is_priced_from_the_duration_sent_not_the_number_typed(fakes, capsys):
     typed = 0.123456789  # 444.44 s: the job is sent 444 s
-    job = aiplatform_v1.CustomJob.from_json(Vertex(fakes.cloud(), Submission(
+    job = aiplatform_v1.CustomJob.from_json(Vertex(fakes.cloud(), VertexHandover(
         dry_run=True)).launch(Request.training(None, 100, hours(typed), "short1")))
     assert job.job_spec.scheduling.timeout == datetime.timedelta(seconds=444)
     assert costs.timeout_hours(job) == 444 / 3600
@@ -138,7 +138,7 @@ def test_max_cost_bounds_the_whole_launch_against_the_job_service(fakes, capsys)
     fakes.vertex.script = [PREEMPTED] * 30
     ladder = Ladder.from_flag("spot,standard", MAX_PREEMPTIONS)
 
-    Vertex(cloud, Submission(ladder=ladder, max_cost=cap, dry_run=True)).launch(request)
+    Vertex(cloud, VertexHandover(ladder=ladder, max_cost=cap, dry_run=True)).launch(request)
     err = capsys.readouterr().err
     worst = 2 * (hourly["SPOT"] + hourly["STANDARD"]) * (1 + MAX_PREEMPTIONS)
     assert (f"ladder: up to 22 jobs (2 rungs x 1 + 10 resubmissions after preemption), each "
@@ -149,7 +149,7 @@ def test_max_cost_bounds_the_whole_launch_against_the_job_service(fakes, capsys)
     assert fakes.vertex.received == []
 
     with pytest.raises(StepFailed, match=r"^the ladder stops before a job on "):
-        Vertex(cloud, Submission(ladder=ladder, max_cost=cap, poll_seconds=0)).launch(request)
+        Vertex(cloud, VertexHandover(ladder=ladder, max_cost=cap, poll_seconds=0)).launch(request)
     sent = [r.custom_job.job_spec.scheduling.strategy.name for r in fakes.vertex.received]
     assert 1 <= len(sent) < 22
     spent = 0.0

@@ -268,7 +268,7 @@ def test_an_evaluation_reads_the_version_its_run_trained_on(fakes, tmp_path):
     (local_run / "job.yaml").write_text(
         fakes.storage.bucket(BUCKET).blob("runs/r1/job.yaml").download_as_text())
     local = Local(TrainerDirs(str(local_run), str(tmp_path / "records")), cloud,
-                  submission=Handover(dry_run=True))
+                  handover=Handover(dry_run=True))
     command = local.launch(Request.evaluation("pets_retinanet_resnetfpn", None))
     assert f"--data_dir={trained_on.url(BUCKET)}" in command
     assert f"--eval_input={listed_inputs(trained_on)['--eval_input']}" in command

@@ -24,7 +24,7 @@ from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.hardware import HardwareError, fallback_resources, machine_for
 from launch.targets.vertex.ladder import Ladder, labels, rungs
 from launch.targets.vertex.locality import TooFar, refuse_far, tensorboard_in
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import OUTPUTS, PROJECT, fake_cloud, write_records
@@ -147,9 +147,9 @@ def multi_region(fakes, **fields) -> None:
 
 
 def ladder(regions=("us-central1", "us-east1"), fallback=("g2-standard-8",), capacity=None,
-           **submission) -> Submission:
-    return Submission(ladder=Ladder.from_flag(capacity, 2, "STANDARD", regions, fallback),
-                      poll_seconds=0, **submission)
+           **handover) -> VertexHandover:
+    return VertexHandover(ladder=Ladder.from_flag(capacity, 2, "STANDARD", regions, fallback),
+                          poll_seconds=0, **handover)
 
 
 def sent(fakes) -> list[tuple[str, aiplatform_v1.CustomJob]]:
@@ -238,10 +238,10 @@ def prices(tmp_path, monkeypatch):
 
 
 def dry_run(fakes, regions=("us-central1", "us-east1"), fallback=("g2-standard-8",),
-            **submission) -> aiplatform_v1.CustomJob:
+            **handover) -> aiplatform_v1.CustomJob:
     multi_region(fakes)
     return aiplatform_v1.CustomJob.from_json(Vertex(fakes.cloud(), ladder(
-        regions, fallback, "spot,standard", dry_run=True, **submission)).launch(
+        regions, fallback, "spot,standard", dry_run=True, **handover)).launch(
         Request.training(
             "pets_retinanet_resnetfpn", 500, dataclasses.replace(
                 A100, scheduling=dataclasses.replace(A100.scheduling, timeout_hours=10)),

@@ -100,7 +100,7 @@ class Toy(Preflight):
         return self.flags.job and self.flags.job.target_options.colour
 
     @property
-    def submission(self):
+    def handover(self):
         return self.flags.handover
 
     def accept(self, request, sweep):

@@ -14,7 +14,7 @@ from launch.context.cloud import Cloud
 from launch.context.images import ImageBuildError
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.locality import TooFar
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, write_records
@@ -23,14 +23,14 @@ from tests.test_rerun import EXPERIMENT, launch
 
 def test_an_image_of_another_repository_is_refused_from_a_flag_and_a_job_file(services, tmp_path):
     other = "us-central1-docker.pkg.dev/someone-else/images/trainer:v1"
-    dry = Submission(dry_run=True)
+    dry = VertexHandover(dry_run=True)
     for flags, file in (({"image": other}, None), ({}, {"image": other})):
         with pytest.raises(ImageBuildError, match=r"is not in the environment's repositories "
                                                   r".*a platform engineer may allow"):
             launch(services.cloud(), "img1", flags, file, "--job f", dry)
     assert services.vertex.received == [] and services.registry.lookups == []
     own = f"{REPOSITORY}/trainer:mine"  # the environment's own repository: as before
-    assert launch(services.cloud(), "img1", {"image": own}, submission=dry)
+    assert launch(services.cloud(), "img1", {"image": own}, handover=dry)
 
 
 def test_a_platform_engineer_allows_another_repository_in_the_stack(services, tmp_path):
@@ -69,7 +69,7 @@ def from_variables(services, tmp_path, region: str, **environ) -> Cloud:
 def dry_run(cloud: Cloud) -> str:
     request = Request.training(EXPERIMENT, 100, Resources(
         "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)), "loc1")
-    return Vertex(cloud, Submission(dry_run=True)).launch(request)
+    return Vertex(cloud, VertexHandover(dry_run=True)).launch(request)
 
 
 def test_a_region_far_from_the_image_is_refused_without_an_outputs_file(services, tmp_path,

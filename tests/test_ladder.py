@@ -12,7 +12,7 @@ from launch.errors import InputError, StepFailed
 from launch.stores.gcs.records import upload_records
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.ladder import Ladder, Rung, climb, outcome, rungs
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud, write_records
@@ -100,7 +100,7 @@ def test_the_run_climbs_the_ladder_against_the_job_service(fakes, tmp_path, caps
     fakes.vertex.script = [PREEMPTED, PREEMPTED, PREEMPTED, INSUFFICIENT, None]
     ladder = Ladder.from_flag("spot,flex-start,standard", max_preemptions=2)
     request = Request.training("pets_retinanet_resnetfpn", 500, A100, "a100run")
-    said = Vertex(cloud, Submission(ladder=ladder, poll_seconds=0)).launch(request)
+    said = Vertex(cloud, VertexHandover(ladder=ladder, poll_seconds=0)).launch(request)
     assert said.split()[1] == "SUCCEEDED" and said.endswith("(run a100run)")
 
     jobs = [r.custom_job for r in fakes.vertex.received]
@@ -128,13 +128,13 @@ def test_every_rung_is_checked_before_anything_is_sent(fakes, tmp_path):
     upload_records(cloud, str(write_records(tmp_path / "records")))
     t4 = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))
     with pytest.raises(HardwareError, match="--flex-start takes jobs on"):
-        Vertex(cloud, Submission(ladder=Ladder(("SPOT", "FLEX_START")))).launch(
+        Vertex(cloud, VertexHandover(ladder=Ladder(("SPOT", "FLEX_START")))).launch(
             Request.training(None, 100, t4, "t4run"))
     assert fakes.vertex.received == [] and fakes.builds.requests == []
 
 
 def test_the_dry_run_shows_the_first_rung_and_the_ladder(fakes, capsys):
-    job = aiplatform_v1.CustomJob.from_json(Vertex(fakes.cloud(), Submission(
+    job = aiplatform_v1.CustomJob.from_json(Vertex(fakes.cloud(), VertexHandover(
         dry_run=True, ladder=Ladder(("SPOT", "STANDARD")))).launch(
         Request.training(None, 100, A100, "a100run")))
     assert job.job_spec.scheduling.strategy.name == "SPOT"
@@ -153,7 +153,7 @@ def test_a_bare_accelerator_type_is_one_and_the_launch_says_so(fakes, capsys):
     assert not bare.accelerator.counted and Accelerator.parse("NVIDIA_TESLA_T4:1").counted
     for resources, said in ((bare, True), (Resources.from_flags(
             machine_type="n1-standard-8", accelerator="NVIDIA_TESLA_T4:1"), False)):
-        Vertex(fakes.cloud(), Submission(dry_run=True)).launch(
+        Vertex(fakes.cloud(), VertexHandover(dry_run=True)).launch(
             Request.training(None, 100, resources, "t4run"))
         note = "note: --accelerator NVIDIA_TESLA_T4 is one a machine (NVIDIA_TESLA_T4:1); " \
                "NVIDIA_TESLA_T4:N asks for N"

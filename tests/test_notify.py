@@ -17,7 +17,7 @@ from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.ladder import Ladder
 from launch.targets.vertex.notify import event_of
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
 from launch.values.resources import Resources
 from tests.fakes.cloud import OUTPUTS, fake_cloud, write_records
@@ -106,7 +106,7 @@ def test_every_step_of_the_ladder_is_published(fakes, tmp_path):
     ladder = Ladder.from_flag("spot,standard", max_preemptions=1)
     request = Request.training("pets_retinanet_resnetfpn", 500, Resources("a2-highgpu-1g"),
                                "laddered")
-    Vertex(cloud, Submission(ladder=ladder, poll_seconds=0)).launch(request)
+    Vertex(cloud, VertexHandover(ladder=ladder, poll_seconds=0)).launch(request)
     messages = received(fakes)
     assert [(body["event"], body["job"], body["state"]) for body, _ in messages] == [
         ("preempted", "1", "FAILED"), ("ladder_step", "1", "FAILED"),

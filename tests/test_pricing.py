@@ -18,7 +18,7 @@ from launch.stores.pricing.estimate import Estimate, OverBudget, Speed, speed_of
 from launch.targets.vertex import costs
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.jobs import vertex_job
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources, Scheduling
 from tests.fakes.cloud import fake_cloud, write_records
@@ -240,7 +240,7 @@ T4_KEY = "n1-standard-8 with NVIDIA_TESLA_T4:1 x 1"
 
 def launch(cloud, steps=1000, run_id="new1", budget=None, dry_run=False):
     request = Request.training("pets_retinanet_resnetfpn", steps, T4, run_id)
-    return Vertex(cloud, Submission(max_cost=budget, dry_run=dry_run)).launch(request)
+    return Vertex(cloud, VertexHandover(max_cost=budget, dry_run=dry_run)).launch(request)
 
 
 def test_train_prints_the_estimate_from_earlier_runs(fakes, tmp_path, capsys):
@@ -446,7 +446,7 @@ def test_the_readme_example_estimate_is_what_the_task_prints(fakes, tmp_path, ca
         summary(run_id, seconds, fakes, T4_KEY)
     resources = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1),
                           scheduling=Scheduling(timeout_hours=12))
-    Vertex(cloud, Submission(dry_run=True)).launch(
+    Vertex(cloud, VertexHandover(dry_run=True)).launch(
         Request.training("pets_retinanet_resnetfpn", 5000, resources, "gpu2"))
     printed = [line for line in capsys.readouterr().err.splitlines()
                if line.lstrip().startswith(("cost:", "expected", "unconfirmed:"))]

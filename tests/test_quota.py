@@ -10,7 +10,7 @@ from launch.errors import InputError
 from launch.stores.gcs.records import upload_records
 from launch.targets.vertex import doctor, quota
 from launch.targets.vertex.executor import Vertex
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources, Scheduling
 from launch.values.sweep import Sweep
@@ -103,7 +103,7 @@ def test_a_sweep_needs_its_parallel_trials_at_once(fakes):
 
 def test_unreadable_quota_is_a_note_not_a_failure(fakes, capsys):
     fakes.quotas.deny = True
-    Vertex(fakes.cloud(), Submission(dry_run=True)).launch(
+    Vertex(fakes.cloud(), VertexHandover(dry_run=True)).launch(
         Request.training(None, 100, T4_X4, "t4run"))
     assert ("note: quota not checked: reading them needs cloudquotas.quotas.get on the project "
             "(in roles/cloudquotas.viewer)") in capsys.readouterr().err
@@ -118,7 +118,7 @@ def test_a_dry_run_without_credentials_says_it_could_not_check(tmp_path, monkeyp
     with fake_cloud(tmp_path) as services:
         cloud = services.cloud()
         cloud = replace(cloud, clients=replace(cloud.clients, quotas=cloud_quotas))
-        Vertex(cloud, Submission(dry_run=True)).launch(
+        Vertex(cloud, VertexHandover(dry_run=True)).launch(
             Request.training(None, 100, T4_X4, "t4run"))
     assert "note: quota not checked: no Google credentials" in capsys.readouterr().err
 

@@ -16,7 +16,7 @@ from launch.context.images import ImageBuildError
 from launch.errors import InputError
 from launch.stores.runs import configs, jobfiles
 from launch.targets.vertex.executor import Vertex
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 from launch.values import jobfile
 from tests.fakes.cloud import REPOSITORY, fake_cloud, write_records
 from tests.test_jobfile import invoke, refused
@@ -33,14 +33,14 @@ def fakes(tmp_path):
 
 
 def launch(cloud: Cloud, run_id: str, flags: dict, file: dict | None = None, source: str = "",
-           submission: Submission | None = None) -> str:
+           handover: VertexHandover | None = None) -> str:
     """What `invoke train` does with a job file and flags (tasks._run_job), in-process."""
     job = jobfile.resolve("train", {"target": "vertex", "experiment": EXPERIMENT,
                                     "steps": "100", "run_id": run_id, **T4, **flags},
                           file, source)
     image = jobfile.into(job, "cloud").get("image")  # Vertex AI's option, as launching reads it
     with_image = dataclasses.replace(cloud, overrides={**cloud.overrides, "image": image})
-    return Vertex(with_image, submission or Submission()).launch(jobfile.request(job, "train"))
+    return Vertex(with_image, handover or VertexHandover()).launch(jobfile.request(job, "train"))
 
 
 def rerun(cloud: Cloud, run: str, flags: dict | None = None) -> str:

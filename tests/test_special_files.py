@@ -91,5 +91,5 @@ def test_a_fifo_config_file_is_refused_before_a_local_run_starts(tmp_path):
     records = write_records(tmp_path / "records")
     with within(10), pytest.raises(InputError, match=r"^--config-file .*a FIFO"):
         Local(TrainerDirs(str(tmp_path / "model"), str(records)), Cloud(),
-              submission=Handover(dry_run=True)).launch(request)
+              handover=Handover(dry_run=True)).launch(request)
     assert not (tmp_path / "model").exists()

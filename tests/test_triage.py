@@ -21,7 +21,7 @@ from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import sweeps as commands
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.ladder import Ladder
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request, tool_job
 from launch.values.resources import Accelerator, Resources
 from launch.values.sweep import Sweep
@@ -200,7 +200,7 @@ def test_jobs_wait_and_train_follow_fail_with_the_cause(fakes, tmp_path, capsys)
     following = str(len(fakes.vertex.jobs) + 1)
     fakes.logs.entries += [job_entry(following, s, line) for s, line in enumerate(GPU_OOM)]
     with pytest.raises(StepFailed) as followed:
-        Vertex(cloud, Submission(follow=True, poll_seconds=0)).launch(
+        Vertex(cloud, VertexHandover(follow=True, poll_seconds=0)).launch(
             Request.training("pets_retinanet_resnetfpn", 100, T4, "gpu2"))
     assert str(followed.value).splitlines()[1] == CASES["gpu-oom"][2]
     assert "OOM when allocating tensor" in capsys.readouterr().out  # the log, as it came
@@ -212,7 +212,7 @@ def test_a_failed_rung_of_the_ladder_says_why(fakes, tmp_path):
     fakes.vertex.script = [(8, CASES["stockout"][1]), (13, EXITED.format(code=1))]
     fakes.logs.entries += [job_entry("2", s, line) for s, line in enumerate(TPU)]
     with pytest.raises(StepFailed) as failed:
-        Vertex(cloud, Submission(ladder=Ladder(("SPOT", "STANDARD")), poll_seconds=0)).launch(
+        Vertex(cloud, VertexHandover(ladder=Ladder(("SPOT", "STANDARD")), poll_seconds=0)).launch(
             Request.training("pets_retinanet_resnetfpn", 100, T4, "ladder1"))
     lines = str(failed.value).splitlines()
     assert "customJobs/2 failed on STANDARD capacity" in lines[0]

@@ -17,7 +17,7 @@ from launch.stores.pricing.estimate import OverBudget
 from launch.targets.vertex import sweeps as commands
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.ladder import Ladder
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from launch.values.sweep import Sweep
@@ -61,7 +61,7 @@ def without_model_dir(spec: aiplatform_v1.CustomJobSpec) -> aiplatform_v1.Custom
 
 @pytest.mark.parametrize("hardware", sorted(HARDWARE))
 def test_each_trial_runs_the_train_spec_in_its_own_directory(fakes, hardware):
-    cloud, dry = fakes.cloud(), Submission(dry_run=True)
+    cloud, dry = fakes.cloud(), VertexHandover(dry_run=True)
     trained = aiplatform_v1.CustomJob.from_json(
         Vertex(cloud, dry).launch(request(HARDWARE[hardware])))
     tuning = aiplatform_v1.HyperparameterTuningJob.from_json(
@@ -81,7 +81,7 @@ def test_each_trial_runs_the_train_spec_in_its_own_directory(fakes, hardware):
 
 def test_the_study_spec_says_what_the_sweep_says(fakes):
     tuning = aiplatform_v1.HyperparameterTuningJob.from_json(
-        Vertex(fakes.cloud(), Submission(dry_run=True)).tune(request(HARDWARE["gpu"]), SWEEP))
+        Vertex(fakes.cloud(), VertexHandover(dry_run=True)).tune(request(HARDWARE["gpu"]), SWEEP))
     spec = tuning.study_spec
     assert [(m.metric_id, m.goal.name) for m in spec.metrics] == [("AP50", "MAXIMIZE")]
     lr, batch, convs, backbone = spec.parameters
@@ -95,13 +95,13 @@ def test_the_study_spec_says_what_the_sweep_says(fakes):
 
 
 def test_a_sweep_over_budget_or_on_a_ladder_is_refused_before_any_request(fakes, capsys):
-    cloud, budget = fakes.cloud(), Submission(dry_run=True, max_cost=50)
+    cloud, budget = fakes.cloud(), VertexHandover(dry_run=True, max_cost=50)
     Vertex(cloud, budget).launch(request(HARDWARE["gpu"]))  # one run fits the budget...
     one = capsys.readouterr().err
     with pytest.raises(OverBudget, match="over --max-cost 50"):  # ...four trials do not
         Vertex(cloud, budget).tune(request(HARDWARE["gpu"]), SWEEP)
     hourly = float(re.search(r" at (\d+\.\d+)/h\)", one)[1])  # one trial's price
-    Vertex(cloud, Submission(dry_run=True)).tune(request(HARDWARE["gpu"]), SWEEP)
+    Vertex(cloud, VertexHandover(dry_run=True)).tune(request(HARDWARE["gpu"]), SWEEP)
     # two trials run at a time (parallel: 2); all four are in the bound, 24 h each
     assert f"cost: {2 * hourly:.2f} USD/h (2 trials at a time, each 1 x n1-standard-8 + " \
         f"NVIDIA_TESLA_T4:1 at {hourly:.4f}/h); at most {4 * hourly * 24:.2f} USD (4 trials " \
@@ -110,7 +110,7 @@ def test_a_sweep_over_budget_or_on_a_ladder_is_refused_before_any_request(fakes,
         Vertex(cloud).tune(Request.evaluation(None, None, "sweep1"), SWEEP)
     with pytest.raises(InputError,
                        match=r"--capacity, --regions and --fallback \(a ladder\) do not apply"):
-        Vertex(cloud, Submission(ladder=Ladder(("SPOT", "STANDARD")))).tune(
+        Vertex(cloud, VertexHandover(ladder=Ladder(("SPOT", "STANDARD")))).tune(
             request(HARDWARE["gpu"]), SWEEP)
     assert fakes.vertex.tuning.received == [] and fakes.builds.requests == []
 

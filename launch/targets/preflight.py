@@ -24,7 +24,7 @@ Plan = TypeVar("Plan")  # what a target runs: a TrainerJob here, each rung's Cus
 
 
 class Handing(Protocol):
-    """How a target hands the job over (base.Handover, Vertex AI's Submission)."""
+    """How a target hands the job over (base.Handover, Vertex AI's VertexHandover)."""
 
     dry_run: bool
     save_job: str | None
@@ -61,9 +61,9 @@ class Placed(Generic[Where]):
 
 class Preflight(Generic[Where, Plan]):
     """The steps of `launch` and `tune`, the same order for every target (`_preflight`); the
-    executor provides the hooks below and its `submission` (dry run, --save-job)."""
+    executor provides the hooks below and its `handover` (dry run, --save-job)."""
 
-    submission: Handing
+    handover: Handing
 
     def launch(self, request: Request) -> str:
         """Runs (or submits, or shows with --dry-run) the job; what to tell the user."""
@@ -83,13 +83,13 @@ class Preflight(Generic[Where, Plan]):
         plan = self.plan(placed)
         self.check(placed, plan)
         text = placed.text()
-        dry_run = self.submission.dry_run
+        dry_run = self.handover.dry_run
         if dry_run:
             self.say_dry_run(placed, plan, text)
         plan = self.price(placed, plan)
         if not dry_run:
             self.refuse(placed, plan)
-        save_job(text, self.submission.save_job)
+        save_job(text, self.handover.save_job)
         if dry_run:
             return self.show(placed, plan)
         if sweep is None and placed.request.trains and text:

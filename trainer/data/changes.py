@@ -29,7 +29,7 @@ from trainer.common.errors import SettingsError
 from trainer.common.files import TEST
 from trainer.common.io import read_regular
 from trainer.data.label_map import listed
-from trainer.data.planning import Plan, Source, inside
+from trainer.data.planning import Source, SplitPlan, inside
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.reasons import CORE
 
@@ -148,7 +148,7 @@ def image_digest(source: Source) -> str | None:
         return None
 
 
-def merge(sources: Sequence[tuple[Input, Planned]]) -> tuple[Plan, dict[str, int]]:
+def merge(sources: Sequence[tuple[Input, Planned]]) -> tuple[SplitPlan, dict[str, int]]:
     """Several planned sources as one: source ids made unique (each source's numbered after
     the previous ones'), and an image whose bytes an earlier example has already (in any
     source or split) kept once (`duplicate_image`); the test splits' images come first, so
@@ -189,7 +189,7 @@ def merge(sources: Sequence[tuple[Input, Planned]]) -> tuple[Plan, dict[str, int
                     dataclasses.replace(source, source_id=source.source_id + offset))
         offset += largest
     masks = any(planned.plan.masks for _, planned in sources)
-    return (Plan(splits, problems, masks),
+    return (SplitPlan(splits, problems, masks),
             merged_label_map([planned.label_map for _, planned in sources]))
 
 
@@ -205,7 +205,7 @@ def _size(source: Source) -> int | None:
     return info.st_size if stat.S_ISREG(info.st_mode) else -1
 
 
-def hold_out_test(plan: Plan) -> Plan:
+def hold_out_test(plan: SplitPlan) -> SplitPlan:
     """No test image in train or val, by its bytes too (its name and its file are
     planning.deduplicate's): an example of train or val whose image has the bytes of a test
     example's is dropped there (`in_test_split`), the test one kept. Only images of a size

@@ -34,7 +34,7 @@ from trainer.data import changes, checks, defaults, formats
 from trainer.data.example import Classes
 from trainer.data.label_map import alike, listed, write_label_map
 from trainer.data.output_dir import check_replaceable, remove_abandoned, swap_in
-from trainer.data.planning import Limits, Plan, Split, check_split, resplit
+from trainer.data.planning import Limits, Split, SplitPlan, check_split, resplit
 from trainer.data.problems import ACTIONS, Problem, ProblemLog
 from trainer.data.reasons import CORE, explain
 from trainer.data.shards import ClassCounts, plan_shards, write_all
@@ -66,7 +66,7 @@ def _summarise(report: dict) -> str:
 # -------------------------------------------------------------------------- writing
 
 
-def _write_splits(plan: Plan, classes: Classes, staging: Path, num_shards: int,
+def _write_splits(plan: SplitPlan, classes: Classes, staging: Path, num_shards: int,
                   processes: int, limits: Limits, progress: bool
                   ) -> tuple[dict[str, int], ProblemLog, dict]:
     """Each split's shards into `staging`; returns the examples written per split, the
@@ -94,7 +94,7 @@ def _write_splits(plan: Plan, classes: Classes, staging: Path, num_shards: int,
 
 
 def convert(
-    plan: Plan,
+    plan: SplitPlan,
     label_map: Mapping[str, int] | Classes,
     output_dir: str | Path,
     num_shards: int = defaults.NUM_SHARDS,
@@ -166,7 +166,7 @@ def convert(
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _disk_full(plan: Plan, where: Path) -> str:
+def _disk_full(plan: SplitPlan, where: Path) -> str:
     """The full disk's line: where, about how much the records need (the images' size:
     records hold the encoded images as read, most of their bytes) and how much is free
     with the partial output removed."""

@@ -1,7 +1,7 @@
 """What every format's planning produces and shares: the examples to convert (`Source`), by
-split (`Plan`), the split rule, and the checks on the names a dataset lists.
+split (`SplitPlan`), the split rule, and the checks on the names a dataset lists.
 
-The converter's core (`trainer.data.convert`) takes a `Plan` and nothing format-specific;
+The converter's core (`trainer.data.convert`) takes a `SplitPlan` and nothing format-specific;
 the formats (`trainer.data.formats`) make one from their files.
 """
 
@@ -155,7 +155,7 @@ class Source:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class SplitPlan:
     """The examples of each split, and what planning had to fix in the split lists."""
 
     splits: dict[str, list[Source]]
@@ -190,13 +190,13 @@ def resplit_names(lists: Mapping[str, Sequence], split: Split) -> dict[str, list
     return {**found, TEST: test} if test else found
 
 
-def resplit(plan: Plan, split: Split) -> Plan:
+def resplit(plan: SplitPlan, split: Split) -> SplitPlan:
     """The plan's examples (train, then val, in order) split again by `split` (test kept,
     or re-split too with two fractions: `resplit_names`)."""
     return dataclasses.replace(plan, splits=resplit_names(plan.splits, split))
 
 
-def check_split(plan: Plan, split: Split) -> None:
+def check_split(plan: SplitPlan, split: Split) -> None:
     """A `--split` that leaves the train or the val split (or with two fractions the test
     split) without an image, given the images planned, is refused before anything is
     written (an empty train split trains on nothing); a dataset's own split, or one that is

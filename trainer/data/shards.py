@@ -18,7 +18,7 @@ from pathlib import Path
 from trainer.common import files
 from trainer.common.errors import ConversionFailed
 from trainer.data.example import Classes, convert_one
-from trainer.data.planning import Limits, Plan, Source
+from trainer.data.planning import Limits, Source, SplitPlan
 from trainer.data.problems import ProblemLog
 from trainer.data.tfrecord import TFRecordWriter
 
@@ -71,7 +71,7 @@ class Written:
     before: ClassCounts = dataclasses.field(default_factory=ClassCounts)  # with --classes
 
 
-def plan_shards(plan: Plan, staging: Path, num_shards: int) -> list[Shard]:
+def plan_shards(plan: SplitPlan, staging: Path, num_shards: int) -> list[Shard]:
     return [Shard(split, shard_path(staging, split, i, num_shards),
                   tuple(enumerate(sources))[i::num_shards])
             for split, sources in plan.splits.items() for i in range(num_shards)]

@@ -229,7 +229,7 @@ def bound_of(job: str) -> Bound:
 
 
 @dataclasses.dataclass(frozen=True)
-class Submission:
+class PipelineSubmission:
     """A run for the job file's target's pipeline service, and its bound."""
 
     target: str
@@ -237,8 +237,9 @@ class Submission:
     bound: Bound
 
 
-def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
-               max_drop: float, dry_run: bool, pipeline: str | None = None) -> Submission:
+def pipeline_submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
+                        max_drop: float, dry_run: bool, pipeline: str | None = None
+                        ) -> PipelineSubmission:
     """The run: the launcher `image` (of the environment's repositories) for its steps, the
     root and the state of pipeline `pipeline` (default: the job file's experiment's) under
     the bucket's pipelines/, the pipelines account; its jobs checked first (preflight)."""
@@ -257,7 +258,7 @@ def submission(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
                                  settings)
     preflight(cloud, job, settings, values["state"], dry_run)
     spec = requests.with_image(yaml.safe_load(definition.SPEC_FILE.read_text()), image)
-    return Submission(decisions.job_of(job).target, PipelineRun(
+    return PipelineSubmission(decisions.job_of(job).target, PipelineRun(
         spec, definition.NAME, f"{prefix}/root", where["pipelines_service_account"], values,
         name, bound.total), bound)
 
@@ -315,7 +316,7 @@ def run(cloud: Cloud, job: str, image: str | None, canary_traffic: int, max_drop
         dry_run: bool, pipeline: str | None = None) -> str:
     """One run of pipeline `pipeline` on the job file's target's pipeline service (or, with
     `dry_run`, its request on stdout)."""
-    sent = submission(cloud, job, image, canary_traffic, max_drop, dry_run, pipeline)
+    sent = pipeline_submission(cloud, job, image, canary_traffic, max_drop, dry_run, pipeline)
     run_id = f"{definition.NAME}-{stamp()}"
     print(sent.bound.line(), file=sys.stderr, flush=True)
     return targets.offered(sent.target, PIPELINES, cloud).run(sent.run, run_id, dry_run)
@@ -326,7 +327,7 @@ def schedule(cloud: Cloud, job: str, image: str | None, canary_traffic: int,
     """A schedule of pipeline `pipeline`'s runs on `cron`, one at a time, on the job file's
     target's pipeline service."""
     cron = requests.check_cron(cron)
-    sent = submission(cloud, job, image, canary_traffic, max_drop, dry_run, pipeline)
+    sent = pipeline_submission(cloud, job, image, canary_traffic, max_drop, dry_run, pipeline)
     print(sent.bound.line(), file=sys.stderr, flush=True)
     return targets.offered(sent.target, PIPELINES, cloud).schedule(sent.run, cron, dry_run)
 

@@ -96,8 +96,8 @@ def launch(job: str, task: str, cloud_for=None, poll_seconds: float | None = Non
                                           "work/records",
                                           source=(SOURCE, jobfile.parse(job, SOURCE)))
     if poll_seconds is not None:
-        executor = dataclasses.replace(executor, submission=dataclasses.replace(
-            executor.submission, poll_seconds=poll_seconds, read_logs=False))
+        executor = dataclasses.replace(executor, handover=dataclasses.replace(
+            executor.handover, poll_seconds=poll_seconds, read_logs=False))
     return request.hand_to(executor)
 
 

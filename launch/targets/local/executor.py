@@ -52,7 +52,7 @@ class Local(Preflight[TrainerDirs, TrainerJob]):
     dirs: TrainerDirs
     cloud: Cloud  # only for `--run-id`, which names a run in the bucket
     force: bool = False
-    submission: Handover = dataclasses.field(default_factory=Handover)
+    handover: Handover = dataclasses.field(default_factory=Handover)
     detach: bool = False  # --detach: run in the background (background.py), recorded
 
     @classmethod

@@ -83,7 +83,7 @@ class Limits:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class ConversionPlan:
     """One conversion of `input_bytes` on `machine`: each stage's hours and what bounds it."""
 
     machine: Machine
@@ -124,7 +124,7 @@ def _stage(name: str, size: float, rates: dict[str, float]) -> tuple[str, float,
 
 
 def plan(images: int, input_bytes: int, machine: Machine, speed: Speed, storage: Storage,
-         limits: Limits) -> Plan:
+         limits: Limits) -> ConversionPlan:
     """Converting `images` (one object each in the bucket) of `input_bytes` with their
     annotations on `machine`."""
     records = input_bytes * speed.records_per_input_byte
@@ -138,7 +138,7 @@ def plan(images: int, input_bytes: int, machine: Machine, speed: Speed, storage:
     seconds_per_image = max(1 / speed.images_per_core_second,
                             bytes_per_image / (speed.mb_per_core_second * MB))
     cores = machine.vcpus * speed.scaling_efficiency * bytes_per_image / seconds_per_image
-    return Plan(machine, input_bytes, disk_gb, (
+    return ConversionPlan(machine, input_bytes, disk_gb, (
         _stage("stage in", input_bytes, {"network": network, "disk": on_disk,
                                          "object requests": objects_per_second *
                                          bytes_per_image}),

@@ -56,7 +56,7 @@ from launch.targets.vertex.pipelines import VertexPipelines
 from launch.targets.vertex.serving import VertexServing
 from launch.targets.vertex.spec import job_id, pin_images, tensorboard_url, trainer_images
 from launch.targets.vertex.submit import (
-    Submission,
+    VertexHandover,
     create,
     dispatch,
     image_pins,
@@ -74,7 +74,7 @@ from trainer.common.files import DATASETS_PREFIX, RAW_PREFIX, RECORDS_PREFIX
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class JobPlan:
     """What a launch submits: each rung of the ladder (one rung without a ladder) with its
     CustomJob and machine, checked against the catalogue; where each region's jobs run."""
 
@@ -88,17 +88,17 @@ class Plan:
     def first(self) -> Rung:
         return next(iter(self.jobs))
 
-    def without(self, dropped: Iterable[Rung]) -> Plan:
+    def without(self, dropped: Iterable[Rung]) -> JobPlan:
         """The plan less the `dropped` rungs (short of quota)."""
         gone = set(dropped)
         kept = [rung for rung in self.jobs if rung not in gone]
-        return Plan({rung: self.jobs[rung] for rung in kept},
-                    {rung: self.machines[rung] for rung in kept},
-                    {rung: self.hardware[rung] for rung in kept}, self.setups)
+        return JobPlan({rung: self.jobs[rung] for rung in kept},
+                       {rung: self.machines[rung] for rung in kept},
+                       {rung: self.hardware[rung] for rung in kept}, self.setups)
 
 
 @dataclasses.dataclass(frozen=True)
-class Vertex(Preflight[CloudSetup, Plan]):
+class Vertex(Preflight[CloudSetup, JobPlan]):
     """Vertex AI custom jobs on the stack's infrastructure: the run's files in the bucket
     (gs://BUCKET/runs/RUN_ID), the sources' image built if missing and pinned by digest."""
 
@@ -109,7 +109,7 @@ class Vertex(Preflight[CloudSetup, Plan]):
     # its runs are gs://BUCKET/runs/RUN_ID (runs.list); predict is a batch prediction job
     runs_in_bucket: ClassVar[bool] = True
     cloud: Cloud
-    submission: Submission = dataclasses.field(default_factory=Submission)
+    handover: VertexHandover = dataclasses.field(default_factory=VertexHandover)
     force: bool = False
 
     @classmethod
@@ -153,12 +153,12 @@ class Vertex(Preflight[CloudSetup, Plan]):
         ladder = own and Ladder.from_flag(",".join(own.capacity), own.max_preemptions,
                                           flags.strategy, own.regions, own.fallback)
         handover = flags.handover
-        return cls(flags.cloud, Submission(
+        return cls(flags.cloud, VertexHandover(
             dry_run=handover.dry_run, local_docker=flags.local_docker, follow=flags.follow,
             max_cost=handover.max_cost, ladder=ladder, save_job=handover.save_job), flags.force)
 
     def accept(self, request: Request, sweep: Sweep | None) -> None:
-        if sweep and self.submission.ladder:
+        if sweep and self.handover.ladder:
             raise InputError("--capacity, --regions and --fallback (a ladder) do not apply to "
                              "a sweep: Vertex AI schedules its trials; choose --spot or "
                              "--flex-start and --region for them")
@@ -180,13 +180,13 @@ class Vertex(Preflight[CloudSetup, Plan]):
                   f"{accelerator.type}:N asks for N", file=sys.stderr)
         request = self._with_run_data(_portable(request, config.texts), run_id)
         data = self._data_url(request, where)
-        ladder = self.submission.ladder
+        ladder = self.handover.ladder
         decided = {"run_id": run_id, "data_dir": request.data_dir if  # eval: the run's, if known
                    request.reads_run_data else data,
                    "region": None if ladder and ladder.regions else where.region}
         return Placed(request, where, data, decided, config, run_id, sweep)
 
-    def plan(self, placed: Placed[CloudSetup]) -> Plan:
+    def plan(self, placed: Placed[CloudSetup]) -> JobPlan:
         """Every rung checked before anything is sent (a sweep: its trials' job)."""
         plan = self._plan(placed.request, placed.where, placed.run_id,
                           trial=placed.sweep is not None)
@@ -194,10 +194,10 @@ class Vertex(Preflight[CloudSetup, Plan]):
             print(note, file=sys.stderr)
         return plan
 
-    def say_dry_run(self, placed: Placed[CloudSetup], plan: Plan, text: str) -> None:
+    def say_dry_run(self, placed: Placed[CloudSetup], plan: JobPlan, text: str) -> None:
         where, request = plan.setups[plan.first.region], placed.request
         say_job(text, f"project {where.project}, region {where.region}, run "
-                       f"{run_paths(self.cloud, placed.run_id).root}")
+                      f"{run_paths(self.cloud, placed.run_id).root}")
         first = request.resources  # the first rung's capacity: a ladder's may not be the flag's
         shown = dataclasses.replace(first, scheduling=dataclasses.replace(
             first.scheduling, strategy=plan.first.strategy))
@@ -205,14 +205,14 @@ class Vertex(Preflight[CloudSetup, Plan]):
         if request.trains:
             print("note: dry run: the data checks of the bucket's records were skipped",
                   file=sys.stderr)
-        if self.submission.ladder:
+        if self.handover.ladder:
             print(f"ladder (regions, then hardware, then capacity): "
                   f"{' -> '.join(labels(list(plan.jobs)).values())} (the job shown is the "
                   "first rung's)", file=sys.stderr)
 
-    def price(self, placed: Placed[CloudSetup], plan: Plan) -> Plan:
+    def price(self, placed: Placed[CloudSetup], plan: JobPlan) -> JobPlan:
         """Each rung within the project's quota (a sweep's trials at once), then priced."""
-        if self.submission.dry_run:  # before the first note it explains
+        if self.handover.dry_run:  # before the first note it explains
             say_once_without_credentials(self.cloud)
         sweep = placed.sweep
         plan = self._check_quota(placed.where.project, plan, copies=sweep.parallel if sweep
@@ -220,7 +220,7 @@ class Vertex(Preflight[CloudSetup, Plan]):
         return dataclasses.replace(plan, estimates=self._price(placed.request, placed.where,
                                                                plan, sweep))
 
-    def refuse(self, placed: Placed[CloudSetup], plan: Plan) -> None:
+    def refuse(self, placed: Placed[CloudSetup], plan: JobPlan) -> None:
         """Complete, checked data (now, not after a build); a run's one writer; the fit on
         a persistent resource."""
         request = placed.request
@@ -237,7 +237,7 @@ class Vertex(Preflight[CloudSetup, Plan]):
             for each in plan.jobs.values():
                 persistent.check_fits(each, resource)
 
-    def show(self, placed: Placed[CloudSetup], plan: Plan) -> str:
+    def show(self, placed: Placed[CloudSetup], plan: JobPlan) -> str:
         """The request as it would be sent (images by digest where Artifact Registry says)."""
         if placed.sweep:
             return study.to_json(self._tuning_job(placed, plan))
@@ -245,36 +245,36 @@ class Vertex(Preflight[CloudSetup, Plan]):
             print(f"note: the fit on persistent resource {resource_id} is checked when the "
                   "job is submitted", file=sys.stderr)
         return dispatch(self.cloud, plan.setups[plan.first.region], plan.jobs[plan.first],
-                        placed.run_id, self.submission)
+                        placed.run_id, self.handover)
 
-    def keep(self, placed: Placed[CloudSetup], plan: Plan) -> None:
+    def keep(self, placed: Placed[CloudSetup], plan: JobPlan) -> None:
         kept = configs.keep_in_bucket(self.cloud, placed.run_id, placed.configs.files,
                                       placed.configs.texts)
         jobfiles.store_in_bucket(self.cloud, placed.run_id, placed.text(
             image=trainer_images(plan.jobs[plan.first])[0], config_file=kept))
 
-    def run(self, placed: Placed[CloudSetup], plan: Plan) -> str:
+    def run(self, placed: Placed[CloudSetup], plan: JobPlan) -> str:
         """Pins the named dataset's version for as long as the jobs can last, then submits
         the sweep, the job, or the ladder's climb."""
         request, sweep, run_id, ladder = (placed.request, placed.sweep, placed.run_id,
-                                          self.submission.ladder)
+                                          self.handover.ladder)
         if sweep:
             datasets.pin(self.cloud, request, run_id, "tune", _hours_bound(request, sweep.trials))
             return submit_sweep(self.cloud, plan.setups[plan.first.region],
-                                self._tuning_job(placed, plan), run_id, self.submission)
+                                self._tuning_job(placed, plan), run_id, self.handover)
         attempts = len(plan.jobs) * (ladder.max_preemptions + 1 if ladder else 1)
         datasets.pin(self.cloud, request, run_id, request.role, _hours_bound(request, attempts))
         if ladder:
             return self._climb(ladder, plan, run_id, plan.estimates)
         return dispatch(self.cloud, plan.setups[plan.first.region], plan.jobs[plan.first],
-                        run_id, self.submission)
+                        run_id, self.handover)
 
-    def _tuning_job(self, placed: Placed[CloudSetup], plan: Plan
+    def _tuning_job(self, placed: Placed[CloudSetup], plan: JobPlan
                     ) -> aiplatform_v1.HyperparameterTuningJob:
         """A HyperparameterTuningJob whose trials run the job `launch` would submit, each in
         its own directory under the sweep's run."""
         return study.tuning_job(placed.sweep, pinned(self.cloud, plan.jobs[plan.first],
-                                                     self.submission))
+                                                     self.handover))
 
     def convert(self, conversion: Conversion) -> str:
         """A conversion job next to the data: the raw prefix surveyed, the machine and disk
@@ -315,16 +315,16 @@ class Vertex(Preflight[CloudSetup, Plan]):
             {**standard_labels(), "dataset": name})
         resources = conversion_jobs.conversion_resources(sizing)
         rung = Rung(where.region, sizing.machine_type, resources.scheduling.strategy)
-        self._check_quota(where.project, Plan(  # as a training job's, before any build
+        self._check_quota(where.project, JobPlan(  # as a training job's, before any build
             {rung: job}, {rung: machine_for(resources, where.region)},
             {rung: sizing.machine_type}, {where.region: converter}))
         hourly = known_price(functools.partial(costs.job_hourly, PriceTable.load(),
-                                               where.region, job), self.submission.max_cost)
+                                               where.region, job), self.handover.max_cost)
         if hourly is not None:
             estimate = Estimate(hourly, costs.timeout_hours(job))  # as sent
             print("\n".join(estimate.lines()), file=sys.stderr, flush=True)
-            estimate.refuse_over(self.submission.max_cost)
-        return dispatch(self.cloud, where, job, f"dataset {name}", self.submission)
+            estimate.refuse_over(self.handover.max_cost)
+        return dispatch(self.cloud, where, job, f"dataset {name}", self.handover)
 
     def _setup(self, tpu: bool = False) -> CloudSetup:
         """The project, region, bucket and images (the TPU one if `tpu`): checked before any
@@ -338,7 +338,7 @@ class Vertex(Preflight[CloudSetup, Plan]):
     def _setup_for(self, request: Request) -> CloudSetup:
         """The project, region, bucket and images, and what a Vertex AI job can read:
         checked before any request or build."""
-        ladder = self.submission.ladder
+        ladder = self.handover.ladder
         where = self._setup(any(Machine(machine_type).is_tpu for machine_type in (
             request.resources.machine_type, *(ladder.fallback if ladder else ())))
             or bool(request.resources.tpu))
@@ -352,12 +352,12 @@ class Vertex(Preflight[CloudSetup, Plan]):
         return where
 
     def _plan(self, request: Request, where: CloudSetup, run_id: str,
-              trial: bool = False) -> Plan:
+              trial: bool = False) -> JobPlan:
         """The ladder's rungs (regions outer, hardware inner, capacity innermost; one rung
         without a ladder), each a CustomJob: regions the data and image reach only
         (vertex/locality.py), a (region, hardware) pair the catalogue does not offer skipped
         with a note (refused when no rung is left), any other impossible rung refused."""
-        ladder, found = self.submission.ladder, self.cloud.locations()
+        ladder, found = self.handover.ladder, self.cloud.locations()
         regions = ladder.regions if ladder and ladder.regions else (where.region,)
         locality.refuse_far(regions, found,
                             "--regions" if ladder and ladder.regions else "--region")
@@ -402,9 +402,9 @@ class Vertex(Preflight[CloudSetup, Plan]):
             print(f"note: the ladder skips {machine_type} in {region}: {why}", file=sys.stderr)
         if note := found.note():  # said on every launch that passes: the check is only as
             print(note, file=sys.stderr)  # good as what it assumes
-        return Plan(jobs, {rung: machines[rung] for rung in jobs},
-                    {rung: request.resources.hardware_key(machines[rung]) for rung in jobs},
-                    setups)
+        return JobPlan(jobs, {rung: machines[rung] for rung in jobs},
+                       {rung: request.resources.hardware_key(machines[rung]) for rung in jobs},
+                       setups)
 
     def _with_run_data(self, request: Request, run_id: str) -> Request:
         """Evaluation reads the run's own data (its job file says which) unless told."""
@@ -414,7 +414,7 @@ class Vertex(Preflight[CloudSetup, Plan]):
             return with_recorded(self.cloud, request,
                                   jobfiles.bucket_run_data(self.cloud, run_id))
         except (GoogleAPIError, GoogleAuthError) as error:
-            if not self.submission.dry_run:
+            if not self.handover.dry_run:
                 raise
             print(f"note: the run's data directory is read from its job file when the job "
                   f"is submitted ({reason(error)}); shown: the bucket's records",
@@ -441,7 +441,7 @@ class Vertex(Preflight[CloudSetup, Plan]):
                 f" is writing this run's checkpoints; wait for it, cancel it (invoke "
                 f"jobs.cancel {job_id(job.name)}), or choose another --run-id")
 
-    def _check_quota(self, project: str, plan: Plan, copies: int = 1) -> Plan:
+    def _check_quota(self, project: str, plan: JobPlan, copies: int = 1) -> JobPlan:
         """Each rung against the project's training quota in its region (`copies` trials at
         once), before any build. A rung short of quota is refused when it is the only one;
         on a ladder it is dropped with a note, and refused when none is left. A quota it
@@ -485,14 +485,14 @@ class Vertex(Preflight[CloudSetup, Plan]):
         datachecks.check_bucket(self.cloud.storage(), location.bucket, self.force,
                                 location.prefix, experiment)
 
-    def _price(self, request: Request, where: CloudSetup, plan: Plan,
+    def _price(self, request: Request, where: CloudSetup, plan: JobPlan,
                sweep: Sweep | None = None) -> dict[Rung, Estimate]:
         """Prints the estimate of each rung (a sweep: `parallel` trials at a time, all its
         trials in the bound) on stderr, and a ladder's whole launch; refuses, before any
         request, a job whose dearest rung is over --max-cost (its bound needs none; its
         expected cost reads earlier runs' speed), or whose price on any rung is unknown.
         The estimates of the rungs whose price is known."""
-        table, budget = PriceTable.load(), self.submission.max_cost
+        table, budget = PriceTable.load(), self.handover.max_cost
         ladder = len(plan.jobs) > 1
         named = {rung: f"{name.lower()} rung: " if ladder else ""
                  for rung, name in labels(list(plan.jobs)).items()}
@@ -521,7 +521,7 @@ class Vertex(Preflight[CloudSetup, Plan]):
               file=sys.stderr, flush=True)  # once each
         for rung in sorted(estimates, key=lambda r: estimates[r].bound, reverse=True):
             self._refuse_over(estimates[rung], named[rung], budget)
-        if self.submission.ladder and estimates:
+        if self.handover.ladder and estimates:
             print("\n".join(self._launch_bound(list(plan.jobs), estimates)), file=sys.stderr,
                   flush=True)
         return estimates
@@ -530,7 +530,7 @@ class Vertex(Preflight[CloudSetup, Plan]):
         """What a ladder's whole launch can cost: each job is paid for (a preempted one is
         resubmitted), so the most is every job it may submit run to its timeout; and what
         --max-cost bounds (the launch: the climb stops before a job it cannot pay for)."""
-        preemptions = self.submission.ladder.max_preemptions
+        preemptions = self.handover.ladder.max_preemptions
         jobs, usd = most_jobs(ladder, preemptions), next(iter(estimates.values())).hourly.currency
         worst = sum(estimates[rung].bound for rung in estimates) * (1 + preemptions)
         unpriced = " (rungs without a price not counted)" if len(estimates) < len(ladder) \
@@ -539,7 +539,7 @@ class Vertex(Preflight[CloudSetup, Plan]):
                  f"{'s' * (len(ladder) != 1)} x 1 + {preemptions} resubmission"
                  f"{'s' * (preemptions != 1)} after preemption), each paid for: at most "
                  f"{worst:.2f} {usd} if every one ran to its timeout{unpriced}"]
-        budget = self.submission.max_cost
+        budget = self.handover.max_cost
         if budget is not None:
             bounds = sorted(estimate.bound for estimate in estimates.values())
             each = f"{bounds[0]:.2f}" if bounds[0] == bounds[-1] else \
@@ -557,14 +557,14 @@ class Vertex(Preflight[CloudSetup, Plan]):
         except OverBudget as error:
             raise OverBudget(f"{rung}{error}") from None
 
-    def _climb(self, ladder: Ladder, plan: Plan, run_id: str,
+    def _climb(self, ladder: Ladder, plan: JobPlan, run_id: str,
                estimates: dict[Rung, Estimate]) -> str:
         """Submits the run on each rung in turn until a job succeeds (vertex/ladder.py):
         each rung's job in its region, labelled with its rung and attempt; with --max-cost,
         only while the jobs that ended leave its bound of the cap (their run time at their
         rung's price)."""
         # every rung runs the same images: built (if missing) and resolved once
-        pins = image_pins(self.cloud, plan.jobs.values(), self.submission)
+        pins = image_pins(self.cloud, plan.jobs.values(), self.handover)
         project = plan.setups[plan.first.region].project
         events = notifier(self.cloud, plan.first.region)  # job events, if the stack has a topic
 
@@ -576,7 +576,7 @@ class Vertex(Preflight[CloudSetup, Plan]):
             print(created.summary, flush=True)
             name = created.job.name
             done = vertex_client.wait(self.cloud.clients.jobs(rung.region), name,
-                                      poll_seconds=self.submission.poll_seconds,
+                                      poll_seconds=self.handover.poll_seconds,
                                       on_state=lambda state: say(f"{name}: {state}"))
             events.job_ended(done)
             return done
@@ -585,8 +585,8 @@ class Vertex(Preflight[CloudSetup, Plan]):
             estimate = estimates[rung]
             return estimate.hourly.total * costs.hours_counted(job, estimate.timeout_hours)
 
-        budget = None if self.submission.max_cost is None else Budget(
-            self.submission.max_cost, {rung: e.bound for rung, e in estimates.items()}, cost,
+        budget = None if self.handover.max_cost is None else Budget(
+            self.handover.max_cost, {rung: e.bound for rung, e in estimates.items()}, cost,
             next(iter(estimates.values())).hourly.currency)
         done = climb(list(plan.jobs), run, ladder.max_preemptions,
                      say=say,

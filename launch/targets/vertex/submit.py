@@ -33,9 +33,10 @@ from launch.text import say
 
 
 @dataclasses.dataclass(frozen=True)
-class Submission:
-    """How a job is handed over: printed (--dry-run), or submitted after its images are built
-    (in Cloud Build, or with the local Docker), then optionally followed until it ends."""
+class VertexHandover:
+    """How a job is handed over to Vertex AI (base.Handover's choices, and its own): printed
+    (--dry-run), or submitted after its images are built (in Cloud Build, or with the local
+    Docker), then optionally followed until it ends."""
 
     dry_run: bool = False
     local_docker: bool = False
@@ -49,41 +50,41 @@ class Submission:
 
 
 def dispatch(cloud: Cloud, where: CloudSetup, job, run_id: str,
-             submission: Submission) -> str:
+             handover: VertexHandover) -> str:
     """Prints the job (--dry-run), or builds its images if missing, pins them by digest,
     submits it and optionally follows its logs."""
-    if submission.dry_run:
-        return to_json(pinned(cloud, job, submission))
+    if handover.dry_run:
+        return to_json(pinned(cloud, job, handover))
     jobs = cloud.clients.jobs(where.region)
-    created = create(cloud, where, pinned(cloud, job, submission), run_id)
-    if not submission.follow:
+    created = create(cloud, where, pinned(cloud, job, handover), run_id)
+    if not handover.follow:
         return created.summary
     print(created.summary, flush=True)
     on_end = notifier(cloud, where.region).job_ended
-    if not submission.read_logs:
-        done = vertex_client.wait(jobs, created.job.name, poll_seconds=submission.poll_seconds)
+    if not handover.read_logs:
+        done = vertex_client.wait(jobs, created.job.name, poll_seconds=handover.poll_seconds)
         on_end(done)
         return ended(cloud, where.project, done)
     return follow_logs(cloud, jobs, where.project, created.job.name, 100,
-                       submission.poll_seconds, on_end=on_end)
+                       handover.poll_seconds, on_end=on_end)
 
 
-def pinned(cloud: Cloud, job: aiplatform_v1.CustomJob, submission: Submission
+def pinned(cloud: Cloud, job: aiplatform_v1.CustomJob, handover: VertexHandover
            ) -> aiplatform_v1.CustomJob:
     """The job by image digest: for --dry-run when Artifact Registry can say (else by tag,
     with a note why); for a submission after building any missing image."""
-    if submission.dry_run:
+    if handover.dry_run:
         return _pinned_if_possible(cloud, job)
-    return pin_images(job, image_pins(cloud, [job], submission))
+    return pin_images(job, image_pins(cloud, [job], handover))
 
 
 def image_pins(cloud: Cloud, jobs: Iterable[aiplatform_v1.CustomJob],
-               submission: Submission) -> dict[str, str]:
+               handover: VertexHandover) -> dict[str, str]:
     """The jobs' images (built first if missing) -> the same images by digest, for
     `pin_images`: every rung of a ladder, on GPUs or a TPU, from one build."""
     known = {}
     if not cloud.overrides.get("image"):
-        built = build_images(cloud, submission.local_docker)
+        built = build_images(cloud, handover.local_docker)
         print(built.message, flush=True)
         known = built.digests
     return _digests(cloud, {image for job in jobs for image in trainer_images(job)}, known)

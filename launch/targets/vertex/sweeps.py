@@ -18,20 +18,20 @@ from launch.errors import StepFailed
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import logs, study
 from launch.targets.vertex.spec import job_id
-from launch.targets.vertex.submit import Submission
+from launch.targets.vertex.submit import VertexHandover
 
 
 def submit_sweep(cloud: Cloud, where: CloudSetup, job: aiplatform_v1.HyperparameterTuningJob,
-                 run_id: str, submission: Submission) -> str:
+                 run_id: str, handover: VertexHandover) -> str:
     client = cloud.clients.jobs(where.region)
     created = vertex_client.submit_tuning(client, where.project, where.region, job)
     summary = (f"submitted {created.name} (run {run_id}: each trial in "
                f"gs://{where.bucket}/runs/{run_id}/TRIAL_ID)\n"
                f"status:      invoke tune.status --job {job_id(created.name)}")
-    if not submission.follow:
+    if not handover.follow:
         return summary
     print(summary, flush=True)
-    return follow(client, created.name, submission.poll_seconds,
+    return follow(client, created.name, handover.poll_seconds,
                   why=trial_failure(cloud, where.project))
 
 

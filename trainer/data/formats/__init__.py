@@ -28,7 +28,7 @@ from trainer.common.registry import Registry
 from trainer.data.planning import Limits, Split
 
 if TYPE_CHECKING:
-    from trainer.data.planning import Plan
+    from trainer.data.planning import SplitPlan
 
 # name -> its module, imported when first looked up; the first is the default
 FORMATS: Registry[Format] = Registry("--format", SettingsError)
@@ -89,7 +89,7 @@ class Options:
 
 @dataclasses.dataclass(frozen=True)
 class Planned:
-    plan: Plan
+    plan: SplitPlan
     label_map: dict[str, int]  # the data's classes (name -> id), before --classes
     classes_from: str = "the data's labels"  # where label_map's classes come from: the
     # conversion report and its summary say it, so a class list is never a surprise

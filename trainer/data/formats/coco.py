@@ -15,8 +15,8 @@ from trainer.common.files import TEST, TRAIN, VAL
 from trainer.data import coco
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
-    Plan,
     Source,
+    SplitPlan,
     deduplicate,
     invalid_name,
     invalid_path,
@@ -130,4 +130,4 @@ def plan(source: Input, options: Options) -> Planned:
             planned[split].append(Source(name, path, None, image_id, root,
                                          annotation=images[name].annotation,
                                          masks=options.masks))
-    return Planned(Plan(planned, problems, options.masks), label_map)
+    return Planned(SplitPlan(planned, problems, options.masks), label_map)

@@ -26,8 +26,8 @@ from trainer.data.formats import Input, Options, Planned
 from trainer.data.images import ImageError
 from trainer.data.planning import (
     Limits,
-    Plan,
     Source,
+    SplitPlan,
     deduplicate,
     inside,
     invalid_name,
@@ -243,7 +243,7 @@ def plan(source: Input, options: Options) -> Planned:
                                      invalid=lambda name: False)
     problems.extend([duplicates])
     ids = source_ids(found)
-    return Planned(Plan({split: [dataclasses.replace(found[name], source_id=ids[name])
-                                 for name in names] for split, names in splits.items()},
-                        problems, options.masks),
+    return Planned(SplitPlan({split: [dataclasses.replace(found[name], source_id=ids[name])
+                                      for name in names] for split, names in splits.items()},
+                             problems, options.masks),
                    {label: i for i, label in enumerate(sorted(labels), start=1)})

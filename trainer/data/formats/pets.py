@@ -14,8 +14,8 @@ from trainer.data import pets
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.label_map import pets_label_map
 from trainer.data.planning import (
-    Plan,
     Source,
+    SplitPlan,
     deduplicate,
     invalid_name,
     resplit_names,
@@ -62,7 +62,7 @@ def plan(source: Input, options: Options) -> Planned:
         [*sorted(set(unique[TRAINVAL])), *sorted(set(unique.get(TEST, ())))], start=1)}
     root = data_dir.resolve()
     splits = resplit_names(unique, options.split)
-    return Planned(Plan({
+    return Planned(SplitPlan({
         split: [
             Source(
                 name=name,

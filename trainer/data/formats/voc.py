@@ -23,8 +23,8 @@ from trainer.data import pets
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
     Limits,
-    Plan,
     Source,
+    SplitPlan,
     deduplicate,
     inside,
     invalid_name,
@@ -122,4 +122,4 @@ def plan(source: Input, options: Options) -> Planned:
     names = class_names((s.xml_path for sources in planned.values() for s in sources), root,
                         options.limits)
     classes, where = label_map(names)
-    return Planned(Plan(planned, problems), classes, where, names)
+    return Planned(SplitPlan(planned, problems), classes, where, names)

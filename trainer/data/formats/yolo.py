@@ -37,8 +37,8 @@ from trainer.common.io import read_regular
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
     Limits,
-    Plan,
     Source,
+    SplitPlan,
     deduplicate,
     inside,
     invalid_path,
@@ -398,4 +398,4 @@ def plan(source: Input, options: Options) -> Planned:
     label_map: dict[str, int] = {}
     for class_id, name in sorted(names.items()):
         label_map.setdefault(name, class_id + 1)  # 0 is the background
-    return Planned(Plan(planned, problems, options.masks), label_map)
+    return Planned(SplitPlan(planned, problems, options.masks), label_map)
