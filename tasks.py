@@ -311,7 +311,7 @@ def tune_status(c, job=None, follow=False, poll=30, **where):
       flags=cloud("env", "project", "region", "bucket"))
 def runs_list(c, root=WORK, target="local", **where):
     """List runs with their best checkpoint's metrics: model directories here, or in the bucket."""
-    from launch.features.runs.commands import list_runs
+    from launch.features.runs.lookup import list_runs
     from launch.targets import executor_class
 
     def listing() -> str:
@@ -327,7 +327,7 @@ def runs_list(c, root=WORK, target="local", **where):
       flags=LISTING)
 def runs_show(c, target="local", state=PIPELINE_STATE, **where):
     """Show where each serving model came from: its dataset version, run and checkpoint."""
-    from launch.features.runs.commands import show
+    from launch.features.runs.lookup import show
 
     _say(lambda: show(target, lambda: _cloud(c, **where), state))
 
@@ -339,7 +339,7 @@ def runs_show(c, target="local", state=PIPELINE_STATE, **where):
       flags=cloud("env", "project", "region", "bucket"))
 def runs_compare(c, run=None, output_dir=f"{WORK}/report", checkpoint=None, **where):
     """Compare runs: a table, PNG plots and an HTML report with the worst images."""
-    from launch.features.runs.commands import compare
+    from launch.features.runs.lookup import compare
     from launch.stores.gcs.mirror import checkpoint_choice
 
     _say(lambda: compare(lambda: _cloud(c, **where), run or [], Path(output_dir),
@@ -772,11 +772,11 @@ def pipeline_run(c, job, target, pipeline, state, root, canary_traffic, max_drop
                  launcher_image, dry_run, **where):
     """Run the continuous-training pipeline once: here (KFP's local runner) or on Vertex AI."""
     from launch import targets
-    from launch.features.pipeline import commands
+    from launch.features.pipeline import runs
     from launch.targets.base import PIPELINES
 
     def act():
-        text, named = commands.job_and_target(job, target)
+        text, named = runs.job_and_target(job, target)
         sent = targets.offers(named, PIPELINES)  # to its pipeline service, or run here
         other = {"--state": state, "--root": root} if sent else \
             {"--launcher-image": launcher_image, "--dry-run": dry_run}
@@ -784,10 +784,10 @@ def pipeline_run(c, job, target, pipeline, state, root, canary_traffic, max_drop
             raise InputError(f"{', '.join(given)}: not for a run whose job file says target: "
                              f"{named}")
         if not sent:
-            return commands.run_here(text, state or PIPELINE_STATE, root or PIPELINE_ROOT,
-                                     canary_traffic, max_drop, pipeline)
-        return commands.run(_cloud(c, **where), text, launcher_image, canary_traffic,
-                            max_drop, bool(dry_run), pipeline)
+            return runs.run_here(text, state or PIPELINE_STATE, root or PIPELINE_ROOT,
+                                 canary_traffic, max_drop, pipeline)
+        return runs.run(_cloud(c, **where), text, launcher_image, canary_traffic,
+                        max_drop, bool(dry_run), pipeline)
 
     _say(act)
 
@@ -799,28 +799,28 @@ def pipeline_run(c, job, target, pipeline, state, root, canary_traffic, max_drop
 def pipeline_schedule(c, job, pipeline, canary_traffic, max_drop, launcher_image, dry_run,
                       cron, **where):
     """Run the pipeline on a Vertex AI schedule, one run at a time."""
-    from launch.features.pipeline import commands
+    from launch.features.pipeline import runs
 
-    _say(lambda: commands.schedule(_cloud(c, **where), commands.read_job(job), launcher_image,
-                                   canary_traffic, max_drop, cron or "", bool(dry_run),
-                                   pipeline))
+    _say(lambda: runs.schedule(_cloud(c, **where), runs.read_job(job), launcher_image,
+                               canary_traffic, max_drop, cron or "", bool(dry_run),
+                               pipeline))
 
 
 @task(name="list", flags=LISTING)
 def pipeline_list(c, **where):
     """List the pipeline's newest runs on Vertex AI and its schedules."""
-    from launch.features.pipeline import commands
+    from launch.features.pipeline import runs
 
-    _say(lambda: commands.listing(_cloud(c, **where)))
+    _say(lambda: runs.listing(_cloud(c, **where)))
 
 
 @task(name="cancel", help={"run": "a run id (from pipeline.list) or its full name",
                            "schedule": "RUN is a schedule: pause it"}, flags=LISTING)
 def pipeline_cancel(c, run, schedule=False, **where):
     """Cancel a pipeline run, or pause a schedule."""
-    from launch.features.pipeline import commands
+    from launch.features.pipeline import runs
 
-    _say(lambda: commands.cancel(_cloud(c, **where), run, bool(schedule)))
+    _say(lambda: runs.cancel(_cloud(c, **where), run, bool(schedule)))
 
 
 @task(name="reference")

@@ -14,7 +14,7 @@ from launch.errors import InputError
 from launch.targets import champion
 from launch.targets.champion import Challenge, GateError
 from launch.targets.vertex import registry
-from launch.targets.vertex import serving as commands
+from launch.targets.vertex import serving as vertex_serving
 from tests.test_confusion import IMAGES, NAMES
 from tests.test_serving import cpu, put, write_run
 from trainer.evaluation import confusion
@@ -41,7 +41,7 @@ def serving_run(services, ap50: float = 0.90) -> None:
     """Run `champ` uploaded (the model's first version: its default) and tested."""
     write_run(services.storage, "champ")
     evaluated_on_test(services.storage, "champ", ap50)
-    said = commands.upload_model(services.cloud(), "champ")
+    said = vertex_serving.upload_model(services.cloud(), "champ")
     assert "champion: no version serving yet; nothing to compare against" in said
 
 
@@ -50,7 +50,7 @@ def test_a_worse_challenger_is_refused_with_both_figures_and_a_better_one_passes
     write_run(services.storage, "worse")
     evaluated_on_test(services.storage, "worse", 0.85)
     with pytest.raises(GateError) as refused:
-        commands.upload_model(services.cloud(), "worse")
+        vertex_serving.upload_model(services.cloud(), "worse")
     assert str(refused.value) == (
         "run worse's AP50 on the test split is 0.850 (run worse, ckpt-1000), the serving "
         "version's (projects/pets-detector-dev/locations/us-central1/models/"
@@ -60,24 +60,24 @@ def test_a_worse_challenger_is_refused_with_both_figures_and_a_better_one_passes
 
     write_run(services.storage, "better")
     evaluated_on_test(services.storage, "better", 0.895)  # within 0.01 below: no worse
-    said = commands.upload_model(services.cloud(), "better")
+    said = vertex_serving.upload_model(services.cloud(), "better")
     assert "champion: AP50 on the test split 0.895 against the serving version's 0.900 " \
            "(run champ, ckpt-1000)" in said and "uploaded as" in said
-    assert commands.upload_model(services.cloud(), "worse", rules=Challenge(max_drop=0.1))
+    assert vertex_serving.upload_model(services.cloud(), "worse", rules=Challenge(max_drop=0.1))
 
 
 def test_force_goes_ahead_and_the_version_says_why(services):
     serving_run(services)
     write_run(services.storage, "worse")
     evaluated_on_test(services.storage, "worse", 0.5)
-    said = commands.upload_model(services.cloud(), "worse",
-                                 rules=Challenge(force="new  classes\nadded"))
+    said = vertex_serving.upload_model(services.cloud(), "worse",
+                                       rules=Challenge(force="new  classes\nadded"))
     assert "going ahead: --force 'new classes added'" in said
     version = versions(services)[-1]
     assert version.labels["forced"] == "true"
     assert version.version_description.endswith("; forced: new classes added")
     with pytest.raises(InputError, match="--force: give the reason"):
-        commands.upload_model(services.cloud(), "worse", rules=Challenge(force="x"))
+        vertex_serving.upload_model(services.cloud(), "worse", rules=Challenge(force="x"))
 
 
 def test_other_test_data_or_no_test_evaluation_is_refused(services):
@@ -87,34 +87,35 @@ def test_other_test_data_or_no_test_evaluation_is_refused(services):
     with pytest.raises(GateError, match=r"run other was tested on gs://pets-data/datasets/"
                                         r"pets/v4/test.record-\*, the serving version .* on "
                                         r"gs://pets-data/datasets/pets/v3/test.record-\*"):
-        commands.upload_model(services.cloud(), "other")
+        vertex_serving.upload_model(services.cloud(), "other")
     write_run(services.storage, "untested")
     with pytest.raises(GateError, match=r"run untested's ckpt-1000 has no test evaluation "
                                         r"to set against the serving version's AP50 0\.900 .*"
                                         r"invoke eval --target vertex --run-id untested "
                                         r"--split test"):
-        commands.upload_model(services.cloud(), "untested")
+        vertex_serving.upload_model(services.cloud(), "untested")
 
 
 def test_a_class_recall_can_be_the_measure(services):
     serving_run(services)
     write_run(services.storage, "same")
     evaluated_on_test(services.storage, "same", 0.5)
-    said = commands.upload_model(services.cloud(), "same", rules=Challenge(gate_class="dog"))
+    said = vertex_serving.upload_model(services.cloud(), "same", rules=Challenge(gate_class="dog"))
     assert "champion: recall of 'dog' on the test split 0.500 against the serving " \
            "version's 0.500" in said
     with pytest.raises(InputError, match="--gate-class 'lion': run same's test evaluation "
                                          "has no such class"):
-        commands.upload_model(services.cloud(), "same", rules=Challenge(gate_class="lion"))
+        vertex_serving.upload_model(services.cloud(), "same", rules=Challenge(gate_class="lion"))
     with pytest.raises(InputError, match="--max-drop nan"):
-        commands.upload_model(services.cloud(), "same", rules=Challenge(max_drop=float("nan")))
+        vertex_serving.upload_model(services.cloud(), "same",
+                                    rules=Challenge(max_drop=float("nan")))
 
 
 def test_the_dry_run_prints_the_comparison(services, capsys):
     serving_run(services)
     write_run(services.storage, "better")
     evaluated_on_test(services.storage, "better", 0.93)
-    said = commands.upload_model(services.cloud(), "better", dry_run=True)
+    said = vertex_serving.upload_model(services.cloud(), "better", dry_run=True)
     assert json.loads(said)["model"]["labels"]["run"] == "better"  # the request alone
     lines = capsys.readouterr().err.splitlines()
     assert lines[1].startswith("champion: AP50 on the test split 0.930 against the serving "
@@ -125,17 +126,17 @@ def test_the_dry_run_prints_the_comparison(services, capsys):
 def test_deploy_sets_the_run_against_what_serves_on_the_endpoint(services, serving_prices,
                                                                   capsys):
     serving_run(services)
-    commands.deploy(services.cloud(), "champ", cpu, dry_run=False)
+    vertex_serving.deploy(services.cloud(), "champ", cpu, dry_run=False)
     write_run(services.storage, "worse")
     evaluated_on_test(services.storage, "worse", 0.8)
-    commands.upload_model(services.cloud(), "worse", rules=Challenge(force="to deploy it"))
+    vertex_serving.upload_model(services.cloud(), "worse", rules=Challenge(force="to deploy it"))
     endpoint = next(iter(services.endpoints.endpoints)).rsplit("/", 1)[-1]
     with pytest.raises(GateError, match=r"run worse's AP50 on the test split is 0.800 .* "
                                         r"0.900 \(run champ, ckpt-1000\)"):
-        commands.deploy(services.cloud(), "worse", cpu, endpoint=endpoint)
+        vertex_serving.deploy(services.cloud(), "worse", cpu, endpoint=endpoint)
     capsys.readouterr()
-    commands.deploy(services.cloud(), "worse", cpu, endpoint=endpoint, dry_run=True,
-                    rules=Challenge(force="a canary"))
+    vertex_serving.deploy(services.cloud(), "worse", cpu, endpoint=endpoint, dry_run=True,
+                          rules=Challenge(force="a canary"))
     assert "going ahead: --force 'a canary'" in capsys.readouterr().err
 
 
@@ -158,13 +159,13 @@ def test_the_champion_is_the_version_taking_the_traffic_not_the_first(services,
     serving_run(services)  # champ: version 1, AP50 0.90
     write_run(services.storage, "better")
     evaluated_on_test(services.storage, "better", 0.95)
-    commands.upload_model(services.cloud(), "better")  # version 2
-    commands.deploy(services.cloud(), "better", cpu)  # 100% of the new endpoint's traffic
+    vertex_serving.upload_model(services.cloud(), "better")  # version 2
+    vertex_serving.deploy(services.cloud(), "better", cpu)  # 100% of the new endpoint's traffic
     write_run(services.storage, "mid")
     evaluated_on_test(services.storage, "mid", 0.92)  # above version 1, below version 2
     with pytest.raises(GateError, match=r"0\.920 .*/models/pets-retinanet-mobilenet@2\) "
                                         r"0\.950 \(run better, ckpt-1000\)"):
-        commands.upload_model(services.cloud(), "mid")
+        vertex_serving.upload_model(services.cloud(), "mid")
 
 
 def test_test_data_is_compared_by_what_was_read_not_how_it_was_named():
@@ -204,15 +205,15 @@ def test_a_damaged_champion_record_refuses_instead_of_opening_the_gate(services,
     write_run(services.storage, "weak")
     evaluated_on_test(services.storage, "weak", 0.30)
     with pytest.raises(GateError) as refused:
-        commands.upload_model(services.cloud(), "weak")
+        vertex_serving.upload_model(services.cloud(), "weak")
     said = str(refused.value)
     assert said.startswith(f"the serving version ({MODEL}@1): its test record "
                            f"gs://pets-data/{CHAMP_RECORD} ")
     assert problem in said and "\n" not in said
     assert said.endswith("and pass --force REASON to go ahead")
     assert len(versions(services)) == 1  # nothing uploaded
-    forced = commands.upload_model(services.cloud(), "weak",
-                                   rules=Challenge(force="the champion's record is lost"))
+    forced = vertex_serving.upload_model(services.cloud(), "weak",
+                                         rules=Challenge(force="the champion's record is lost"))
     assert "going ahead: --force \"the champion's record is lost\"" in forced
     assert versions(services)[-1].labels["forced"] == "true"
 
@@ -229,7 +230,7 @@ def test_a_champion_record_rewritten_since_its_judgement_refuses(services):
     write_run(services.storage, "weak")
     evaluated_on_test(services.storage, "weak", 0.30)
     with pytest.raises(GateError) as refused:
-        commands.upload_model(services.cloud(), "weak")
+        vertex_serving.upload_model(services.cloud(), "weak")
     said = str(refused.value)
     assert f"the serving version ({MODEL}@1): its test record (run champ, ckpt-1000) is not " \
            "the one it was judged on (sha256 " in said
@@ -238,7 +239,7 @@ def test_a_champion_record_rewritten_since_its_judgement_refuses(services):
     assert len(versions(services)) == 1
     put(services.storage, CHAMP_RECORD, judged)  # restored, byte for byte: judged again
     with pytest.raises(GateError, match=r"worse by 0\.650"):
-        commands.upload_model(services.cloud(), "weak")
+        vertex_serving.upload_model(services.cloud(), "weak")
 
 
 def test_a_version_records_the_test_records_it_was_judged_on(services):
@@ -255,7 +256,7 @@ def test_a_version_records_the_test_records_it_was_judged_on(services):
     write_run(services.storage, "better")
     data = "gs://pets-data/datasets/pets/v3/test.record-* (1 files, sha256 0123456789abcdef)"
     evaluated_on_test(services.storage, "better", 0.93, data=TEST_DATA)
-    commands.upload_model(services.cloud(), "better")
+    vertex_serving.upload_model(services.cloud(), "better")
     mine = services.storage.bucket("pets-data").blob(
         "runs/better/checkpoints/eval-test/ckpt-1000.json").download_as_bytes()
     labels = versions(services)[-1].labels

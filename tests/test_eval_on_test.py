@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from launch.errors import InputError
-from launch.features.runs import commands
+from launch.features.runs import lookup
 from launch.features.runs.record import load_run
 from launch.values.jobs import inputs
 from tests.conftest import data_flags, trainer_here
@@ -82,7 +82,7 @@ def test_the_best_checkpoint_is_evaluated_once_on_the_test_split_apart_from_eval
 
     run = load_run(copy)  # `invoke runs.compare` shows it beside the validation numbers
     assert run.shown.step == best and run.shown_test == record
-    (row,) = cells(commands.table([run]))
+    (row,) = cells(lookup.table([run]))
     assert row["test AP"] == f"{record.metrics['AP']:.4f}"
     assert row["test F1"] == f"{record.operating_point['f1']:.4f}"
 
@@ -97,17 +97,17 @@ def test_runs_compare_shows_the_test_evaluation_of_the_checkpoint_shown(tmp_path
         (tested / files.TEST_METRICS_DIR / files.metrics_file(step)).write_text(json.dumps({
             "checkpoint": f"ckpt-{step}", "step": step,
             "metrics": {"AP": ap, "AP50": 0.8}}))
-    before = cells(commands.table([load_run(untested)]))
+    before = cells(lookup.table([load_run(untested)]))
     assert not any(name.startswith("test ") for name in before[0])
 
-    rows = cells(commands.compare(lambda: pytest.fail("local runs need no cloud"),
-                                  [str(tested), str(untested)], tmp_path / "report"
-                                  ).split("\n\n")[0])
+    rows = cells(lookup.compare(lambda: pytest.fail("local runs need no cloud"),
+                                [str(tested), str(untested)], tmp_path / "report"
+                                ).split("\n\n")[0])
     assert [(r["test AP"], r["test AP50"]) for r in rows] == [("0.4200", "0.8000"),
                                                               ("-", "-")]
     assert rows[0]["test F1"] == "-"  # recorded without an operating point
     assert rows[0]["AP"] != rows[0]["test AP"]  # validation's stays where it was
-    assert commands.is_record_file(f"{files.TEST_METRICS_DIR}/ckpt-200.json")
+    assert lookup.is_record_file(f"{files.TEST_METRICS_DIR}/ckpt-200.json")
 
 
 def test_invoke_eval_split_test_runs_the_trainer_on_the_test_split_once(tmp_path):

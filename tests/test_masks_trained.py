@@ -82,11 +82,11 @@ def test_evaluation_reports_segm_metrics_beside_the_box_metrics(mask_trained: Ma
 def test_the_runs_report_shows_the_mask_model_by_its_masks(mask_trained: MaskRun, tmp_path):
     """Mask AP columns, mask AP per class whose mean is the headline's (up to resampling: ours
     in the model's frame, Model Garden's in the image), worst images judged by mask IoU."""
-    from launch.features.runs import commands
+    from launch.features.runs import lookup
     from tests.test_runs import cells
 
-    out = commands.compare(lambda: pytest.fail("local runs need no cloud"),
-                           [str(mask_trained.model_dir)], tmp_path)
+    out = lookup.compare(lambda: pytest.fail("local runs need no cloud"),
+                         [str(mask_trained.model_dir)], tmp_path)
     (row,) = cells(out.split("\n\n")[0])
     evaluations = sorted((mask_trained.model_dir / "eval").glob("ckpt-*.json"))
     written = json.loads(evaluations[-1].read_text())

@@ -12,7 +12,7 @@ import yaml
 from google.cloud import aiplatform_v1
 
 from launch.errors import InputError
-from launch.features.pipeline import commands, decisions, definition, requests
+from launch.features.pipeline import decisions, definition, requests, runs
 from launch.features.pipeline.state import run_id_for
 from launch.targets.vertex import pipelines
 
@@ -244,7 +244,7 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     capsys.readouterr()
     good = (f"target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\n"
             f"steps: 10\ninit-from: {model_dir}\n")
-    said = commands.run_here(good, str(state.parent), str(root), 10, 0.01)
+    said = runs.run_here(good, str(state.parent), str(root), 10, 0.01)
     shown = capsys.readouterr()
     step_lines(shown.out, ran=7)
     assert shown.err == "" and "\x1b" not in said
@@ -273,7 +273,7 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
         f"pets-retinanet-mobilenet: version 1 (100% of the endpoint) <- run "
         f"{run_id_for(state, first)} ckpt-")
 
-    said = commands.run_here(good, str(state.parent), str(root), 10, 0.01)  # nothing new
+    said = runs.run_here(good, str(state.parent), str(root), 10, 0.01)  # nothing new
     step_lines(capsys.readouterr().out, ran=1)
     assert kfp_log(said, root).count("Executing task") == 1
     made = json.loads((state / "decisions.json").read_text())
@@ -285,7 +285,7 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
     measured = champion_test.stat().st_mtime_ns
     shutil.copytree(data / first, data / second)  # new data: the same images, re-released
     weak = f"target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\nsteps: 1\n"
-    said = commands.run_here(weak, str(state.parent), str(root), 10, 0.01)
+    said = runs.run_here(weak, str(state.parent), str(root), 10, 0.01)
     step_lines(capsys.readouterr().out, ran=4)  # the gate refused: nothing uploaded
     assert f"this pipeline does not train {second} again" in said
     made = json.loads((state / "decisions.json").read_text())
@@ -500,13 +500,13 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
 
     cloud, image = services.cloud(), f"{REPOSITORY}/launcher:abc123"
     published_dataset(services, cloud)
-    printed = commands.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=True)
+    printed = runs.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=True)
     dry = aiplatform_v1.CreatePipelineJobRequest.from_json(printed)
     assert services.pipelines.received == [] and json.loads(printed)["parent"] == LOCATION
     assert "cost bound: 80.00 USD a run (4 jobs x 20.00: the training and 3 " \
            "evaluations)" in capsys.readouterr().err
 
-    said = commands.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=False)
+    said = runs.run(cloud, VERTEX_JOB, image, 20, 0.02, dry_run=False)
     (sent,) = services.pipelines.received
     assert said.startswith(f"started {LOCATION}/pipelineJobs/{definition.NAME}-")
     # the dry run shows what is sent (but the run's id: the time it was made)
@@ -535,8 +535,8 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
 
     cron = "TZ=Europe/Berlin 0 3 * * 1"
     planned = aiplatform_v1.Schedule.from_json(
-        commands.schedule(cloud, VERTEX_JOB, None, 10, 0.01, cron, dry_run=True))
-    said = commands.schedule(cloud, VERTEX_JOB, None, 10, 0.01, cron, dry_run=False)
+        runs.schedule(cloud, VERTEX_JOB, None, 10, 0.01, cron, dry_run=True))
+    said = runs.schedule(cloud, VERTEX_JOB, None, 10, 0.01, cron, dry_run=False)
     (made,) = services.schedules.schedules.values()
     assert made.create_pipeline_job_request == planned.create_pipeline_job_request
     # by default the steps run in the stack's launcher image
@@ -551,18 +551,18 @@ def test_a_run_and_a_schedule_reach_vertex_ai_as_the_pipelines_account_with_root
     assert inner.runtime_config.parameter_values["canary_traffic"] == 10
 
     run_id = next(iter(services.pipelines.jobs)).rsplit("/", 1)[1]
-    listed = commands.listing(cloud).splitlines()
+    listed = runs.listing(cloud).splitlines()
     assert listed[0].startswith(f"{run_id}  PENDING  ") and listed[0].endswith(
         "pipeline pets-retinanet-mobilenet  bound 80.00 USD")
     assert listed[1] == "schedule 1  ACTIVE  'TZ=Europe/Berlin 0 3 * * 1'"
     # Vertex AI names a project by its number in its answers: taken as this project's
     numbered = f"projects/123456789/locations/us-central1/pipelineJobs/{run_id}"
-    assert commands.cancel(cloud, numbered, False).startswith(
+    assert runs.cancel(cloud, numbered, False).startswith(
         f"cancelling {LOCATION}/pipelineJobs/{run_id}")
-    assert commands.cancel(cloud, made.name, True).startswith("paused")
+    assert runs.cancel(cloud, made.name, True).startswith("paused")
     with pytest.raises(InputError, match="not in this environment's project and region"):
-        commands.cancel(cloud, f"{LOCATION}0/pipelineJobs/{run_id}", False)  # us-central10
-    listed = commands.listing(cloud).splitlines()
+        runs.cancel(cloud, f"{LOCATION}0/pipelineJobs/{run_id}", False)  # us-central10
+    listed = runs.listing(cloud).splitlines()
     assert listed[0].split()[1] == "CANCELLED" and listed[1].split()[2] == "PAUSED"
 
 
@@ -577,35 +577,35 @@ def published_dataset(services, cloud) -> None:
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda c, i: commands.run(c, VERTEX_JOB.replace("max-cost: 20\n", ""), i, 10, 0.01,
+    (lambda c, i: runs.run(c, VERTEX_JOB.replace("max-cost: 20\n", ""), i, 10, 0.01,
                                     False), "give max-cost (USD)"),
     # the run's jobs, checked as its steps launch them: over max-cost, or no such dataset
-    (lambda c, i: commands.run(c, VERTEX_JOB.replace("max-cost: 20", "max-cost: 5"), i, 10,
-                               0.01, False), "over --max-cost 5: lower --timeout-hours"),
-    (lambda c, i: commands.schedule(c, VERTEX_JOB.replace("max-cost: 20", "max-cost: 5"), i,
-                                    10, 0.01, "0 3 * * *", True), "over --max-cost 5"),
-    (lambda c, i: commands.run(c, VERTEX_JOB.replace("dataset: pets", "dataset: cats"), i, 10,
-                               0.01, False), "cats"),
-    (lambda c, i: commands.run(c, LOCAL_JOB.format(data="d"), i, 10, 0.01, False),
+    (lambda c, i: runs.run(c, VERTEX_JOB.replace("max-cost: 20", "max-cost: 5"), i, 10,
+                           0.01, False), "over --max-cost 5: lower --timeout-hours"),
+    (lambda c, i: runs.schedule(c, VERTEX_JOB.replace("max-cost: 20", "max-cost: 5"), i,
+                                10, 0.01, "0 3 * * *", True), "over --max-cost 5"),
+    (lambda c, i: runs.run(c, VERTEX_JOB.replace("dataset: pets", "dataset: cats"), i, 10,
+                           0.01, False), "cats"),
+    (lambda c, i: runs.run(c, LOCAL_JOB.format(data="d"), i, 10, 0.01, False),
      "target: local (--job): Vertex AI Pipelines runs jobs on Vertex AI"),
-    (lambda c, i: commands.run(c, VERTEX_JOB.replace("dataset: pets", "data-dir: gs://b/r"),
-                               i, 10, 0.01, False), "give dataset, the named dataset"),
-    (lambda c, i: commands.run(c, VERTEX_JOB, "docker.io/someone/launcher:1", 10, 0.01,
+    (lambda c, i: runs.run(c, VERTEX_JOB.replace("dataset: pets", "data-dir: gs://b/r"),
+                           i, 10, 0.01, False), "give dataset, the named dataset"),
+    (lambda c, i: runs.run(c, VERTEX_JOB, "docker.io/someone/launcher:1", 10, 0.01,
                                     False), "--launcher-image 'docker.io/someone/launcher:1' "
                                             "is not an Artifact Registry image"),
-    (lambda c, i: commands.run(c, VERTEX_JOB, "europe-docker.pkg.dev/p/r/launcher:1", 10,
+    (lambda c, i: runs.run(c, VERTEX_JOB, "europe-docker.pkg.dev/p/r/launcher:1", 10,
                                     0.01, False),
      "--launcher-image europe-docker.pkg.dev/p/r/launcher:1 is not in the environment's "
      "repositories"),
-    (lambda c, i: commands.run(c, VERTEX_JOB, i, 101, 0.01, False),
+    (lambda c, i: runs.run(c, VERTEX_JOB, i, 101, 0.01, False),
      "--canary-traffic is a percentage"),
-    (lambda c, i: commands.schedule(c, VERTEX_JOB, i, 10, 0.01, "@daily", False),
+    (lambda c, i: runs.schedule(c, VERTEX_JOB, i, 10, 0.01, "@daily", False),
      "--cron '@daily': give five cron fields"),
-    (lambda c, i: commands.cancel(c, "../../x", False), "is not a run id"),
-    (lambda c, i: commands.cancel(
+    (lambda c, i: runs.cancel(c, "../../x", False), "is not a run id"),
+    (lambda c, i: runs.cancel(
         c, "projects/other/locations/us-central1/pipelineJobs/x", False),
      "is not in this environment's project and region"),
-    (lambda c, i: commands.cancel(c, f"{LOCATION}/pipelineJobs/x", True),
+    (lambda c, i: runs.cancel(c, f"{LOCATION}/pipelineJobs/x", True),
      "is not a schedule id"),
 ])
 def test_bad_pipeline_values_are_refused_before_anything_is_sent(services, call, message):
@@ -713,8 +713,8 @@ def test_a_pipeline_name_that_is_no_name_is_refused_before_anything_runs(
     data = tmp_path / "data"
     (data / V1).mkdir(parents=True)
     with pytest.raises(InputError) as refused:
-        commands.run_here(LOCAL_JOB.format(data=data), str(tmp_path / "state"),
-                          str(tmp_path / "root"), 10, 0.01, given)
+        runs.run_here(LOCAL_JOB.format(data=data), str(tmp_path / "state"),
+                      str(tmp_path / "root"), 10, 0.01, given)
     assert message in str(refused.value) and "\n" not in str(refused.value)
     assert not (tmp_path / "state").exists() and not (tmp_path / "root").exists()
 
@@ -757,8 +757,8 @@ def test_a_state_from_before_pipelines_were_named_is_refused_saying_where_to_mov
     (data / V1).mkdir(parents=True)
     root.mkdir()
     (root / steps.DECISIONS).write_text("[]")
-    for act, name in ((lambda: commands.run_here(LOCAL_JOB.format(data=data), str(root),
-                                                 str(tmp_path / "root"), 10, 0.01),
+    for act, name in ((lambda: runs.run_here(LOCAL_JOB.format(data=data), str(root),
+                                             str(tmp_path / "root"), 10, 0.01),
                        "pets-retinanet-mobilenet"),
                       (lambda: steps.origins(str(root)), "NAME")):
         with pytest.raises(InputError) as refused:
@@ -890,8 +890,8 @@ def test_a_step_that_fails_says_so_in_one_line_naming_its_error_and_the_log(tmp_
     data, root = tmp_path / "data", tmp_path / "root"
     (data / V1).mkdir(parents=True)
     with pytest.raises(StepFailed) as failed:
-        commands.run_here(LOCAL_JOB.format(data=data), str(tmp_path / "state"), str(root),
-                          10, 0.01)
+        runs.run_here(LOCAL_JOB.format(data=data), str(tmp_path / "state"), str(root),
+                      10, 0.01)
     (log,) = (root / "logs").glob("pets-retinanet-mobilenet-*.log")
     shown = capsys.readouterr()
     ok, train = shown.out.splitlines()  # nothing after the failed step: it was not reached

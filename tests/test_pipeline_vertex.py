@@ -32,10 +32,10 @@ MODEL = "projects/pets-detector-dev/locations/us-central1/models/pets-retinanet-
 def step_cloud(fakes, job: str):
     """A step's Cloud as its container makes it (on_vertex.cloud_of, from the settings
     `pipeline.run` sends), on the fakes' clients."""
-    from launch.features.pipeline import commands
+    from launch.features.pipeline import runs
     from launch.features.pipeline.on_vertex import cloud_of
 
-    settings = commands.settings_of(fakes.cloud(), decisions.job_of(job))
+    settings = runs.settings_of(fakes.cloud(), decisions.job_of(job))
     return cloud_of(settings, fakes.cloud().clients)
 
 
@@ -90,7 +90,7 @@ def test_on_vertex_ai_a_run_trains_uploads_and_deploys_then_stops_on_no_new_data
     ended = run_once(good)
     run_id = run_id_for(STATE, first)
     assert ended.endswith("serves all of pets_retinanet_mobilenet's traffic on "
-                          + good._endpoint().name)
+                          + good.serving._endpoint().name)
     versions = fakes.models.versions[MODEL]
     assert [v.labels["run"] for v in versions] == [run_id]
     assert versions[0].labels["dataset-version"] == first.lower()  # labels are lowercase
@@ -200,14 +200,14 @@ def test_a_state_outside_the_bucket_or_damaged_is_refused_in_one_line(services, 
 def test_a_steps_environment_is_the_settings_its_run_carries(services):
     """A step's container has no outputs file: its Cloud is the `settings` parameter as
     `pipeline.run` resolved it, and nothing else (no variable of the container's)."""
-    from launch.features.pipeline import commands
+    from launch.features.pipeline import runs
     from launch.features.pipeline.on_vertex import NOWHERE, cloud_of
     from launch.values import jobfile
     from tests.fakes.cloud import REPOSITORY
     from tests.test_pipeline import published_dataset
 
     job = JOB.format(steps=1, init="")
-    settings = commands.settings_of(services.cloud(), decisions.job_of(job))
+    settings = runs.settings_of(services.cloud(), decisions.job_of(job))
     cloud = cloud_of(settings)
     assert cloud.outputs_path == NOWHERE and cloud.environ == {}
     fields = cloud.fields(("project", "region", "bucket", "image", "service_account",
@@ -333,7 +333,7 @@ def test_decisions_from_before_pipelines_were_named_are_refused_saying_where_to_
     decisions.json) are refused in one line, when a run is sent and at its first step,
     until a person moves them to a pipeline's folder; nothing is sent meanwhile."""
     from launch.errors import InputError
-    from launch.features.pipeline import commands
+    from launch.features.pipeline import runs
     from tests.fakes.cloud import REPOSITORY
     from tests.test_pipeline import VERTEX_JOB, published_dataset
 
@@ -349,7 +349,7 @@ def test_decisions_from_before_pipelines_were_named_are_refused_saying_where_to_
         VertexSteps(cloud, VERTEX_JOB, STATE).resolve_dataset()
     assert str(refused.value) == expected
     with pytest.raises(InputError) as refused:
-        commands.run(cloud, VERTEX_JOB, f"{REPOSITORY}/launcher:abc123", 10, 0.01, False)
+        runs.run(cloud, VERTEX_JOB, f"{REPOSITORY}/launcher:abc123", 10, 0.01, False)
     assert str(refused.value) == expected and services.pipelines.received == []
     old.delete()
     other = "gs://pets-data/pipelines/state/faster"  # and a named pipeline is its own

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from launch.features.runs import commands
+from launch.features.runs import lookup
 from launch.features.runs.report import KEY_COLUMNS
 from tests import browser as browser_lib
 from tests.test_confusion import IMAGES, NAMES
@@ -35,8 +35,8 @@ def report(tmp_path_factory):
     for run in runs:
         (run / "eval-test").mkdir()
         shutil.copy(run / "eval" / "ckpt-200.json", run / "eval-test" / "ckpt-200.json")
-    commands.compare(lambda: pytest.fail("local runs need no cloud"), list(map(str, runs)),
-                     root / "report")
+    lookup.compare(lambda: pytest.fail("local runs need no cloud"), list(map(str, runs)),
+                   root / "report")
     return root / "report" / "report.html"
 
 

@@ -18,7 +18,7 @@ from google.cloud import aiplatform_v1
 from PIL import Image
 
 from launch.errors import InputError, MissingError
-from launch.features.runs import commands
+from launch.features.runs import lookup
 from launch.features.runs.record import load_run
 from launch.features.runs.report import table
 from launch.stores.gcs.upload import upload_directory
@@ -87,8 +87,8 @@ def cells(text: str) -> list[dict[str, str]]:
 
 def test_the_report_has_the_evaluators_numbers_real_plots_and_one_html(tmp_path):
     first, second = write_run(tmp_path / "a"), write_run(tmp_path / "b", scale=0.5)
-    out = commands.compare(lambda: pytest.fail("local runs need no cloud"),
-                           [str(first), str(second)], tmp_path / "report")
+    out = lookup.compare(lambda: pytest.fail("local runs need no cloud"),
+                         [str(first), str(second)], tmp_path / "report")
     rows = cells(out.split("\n\n")[0])
     for row, run in zip(rows, (first, second), strict=True):
         newest = json.loads((run / "eval" / "ckpt-200.json").read_text())["metrics"]
@@ -124,8 +124,8 @@ def test_a_mask_run_is_compared_by_its_masks_too(tmp_path):
     """Mask AP columns beside the box ones (a box run beside it shows '-'), mask AP per
     class drawn, and its worst images named by mask IoU."""
     masks, boxes = write_run(tmp_path / "masks", masks=True), write_run(tmp_path / "boxes")
-    out = commands.compare(lambda: pytest.fail("local runs need no cloud"),
-                           [str(masks), str(boxes)], tmp_path / "report")
+    out = lookup.compare(lambda: pytest.fail("local runs need no cloud"),
+                         [str(masks), str(boxes)], tmp_path / "report")
     shown, plain = cells(out.split("\n\n")[0])
     newest = json.loads((masks / "eval" / "ckpt-200.json").read_text())["metrics"]
     for metric in ("mask_AP", "mask_AP50", "mask_AP75"):
@@ -156,7 +156,7 @@ def test_damaged_files_cost_a_cell_not_the_report(tmp_path):
     assert record.losses == () and record.seconds is None
     (row,) = cells(table([record]))
     assert (row["AP"], row["AP75"], row["steps"]) == ("-", "0.2500", "200")
-    out = commands.compare(lambda: None, [str(run)], tmp_path / "report")
+    out = lookup.compare(lambda: None, [str(run)], tmp_path / "report")
     assert "report: " in out and (tmp_path / "report" / "report.html").exists()
 
 
@@ -177,7 +177,7 @@ def test_the_best_checkpoint_is_shown_unless_another_is_asked_and_a_stop_is_said
     (run / "training_summary.json").write_text(json.dumps({**summary, "stopped_early": stop}))
     other = write_run(tmp_path / "b", steps=(100,))
 
-    text = commands.list_runs(tmp_path)
+    text = lookup.list_runs(tmp_path)
     first, second = cells(text.split(f"\n{run}: ")[0])
     assert (first["checkpoint"], first["AP"]) == ("best 200", f"{0.5 * 2 / 3:.4f}")
     assert second["checkpoint"] == "latest 100"
@@ -186,33 +186,33 @@ def test_the_best_checkpoint_is_shown_unless_another_is_asked_and_a_stop_is_said
              for kind in ("latest", "100", "ckpt-999")}
     assert shown == {"latest": "latest 300", "100": "ckpt-100", "ckpt-999": "-"}
 
-    commands.compare(lambda: None, [str(run), str(other)], tmp_path / "report")
+    lookup.compare(lambda: None, [str(run), str(other)], tmp_path / "report")
     assert f"note: {other} keeps no best checkpoint" in capsys.readouterr().err
     assert html.escape(stop) in (tmp_path / "report" / "report.html").read_text()
     with open(tmp_path / "report" / "table.csv") as table_file:
         assert [r["step evaluated"] for r in csv.DictReader(table_file)] == ["200", "100"]
-    commands.compare(lambda: None, [str(run)], tmp_path / "r2", checkpoint=Choice.parse("7"))
+    lookup.compare(lambda: None, [str(run)], tmp_path / "r2", checkpoint=Choice.parse("7"))
     assert f"note: {run} has no evaluation of ckpt-7" in capsys.readouterr().err
 
 
 def test_runs_are_named_plainly_or_refused(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(MissingError, match="is not a run's model directory"):
-        commands.load(lambda: None, str(tmp_path / "empty"))
+        lookup.load(lambda: None, str(tmp_path / "empty"))
     with pytest.raises(InputError, match="neither a directory here nor a run id"):
-        commands.load(lambda: None, "a/b/c")
+        lookup.load(lambda: None, "a/b/c")
     with pytest.raises(InputError, match="neither a directory here nor a run id"):
-        commands.load(lambda: None, "../etc")
+        lookup.load(lambda: None, "../etc")
     with pytest.raises(InputError, match="name the runs to compare"):
-        commands.compare(lambda: None, [], tmp_path / "report")
+        lookup.compare(lambda: None, [], tmp_path / "report")
     sweep = tmp_path / "sweep"
     write_run(sweep / "trial-000")
     write_run(sweep / "trial-001")
-    out = commands.compare(lambda: None, [str(sweep)], tmp_path / "report")  # its trials
+    out = lookup.compare(lambda: None, [str(sweep)], tmp_path / "report")  # its trials
     assert [row["run"] for row in cells(out.split("\n\n")[0])] == \
         [str(sweep / "trial-000"), str(sweep / "trial-001")]
     with pytest.raises(InputError, match="named twice"):
-        commands.compare(lambda: None, [str(sweep), str(sweep / "trial-000")], tmp_path / "r")
+        lookup.compare(lambda: None, [str(sweep), str(sweep / "trial-000")], tmp_path / "r")
 
 
 def test_list_finds_runs_below_a_root_but_not_in_the_mirror_nor_through_symlinks(tmp_path):
@@ -220,9 +220,9 @@ def test_list_finds_runs_below_a_root_but_not_in_the_mirror_nor_through_symlinks
     write_run(tmp_path / "work" / "cache" / "pets-data" / "runs" / "r1" / "checkpoints")
     write_run(tmp_path / "elsewhere" / "run")
     (tmp_path / "work" / "link").symlink_to(tmp_path / "elsewhere")
-    listed = commands.list_runs(tmp_path / "work", cache_dir=tmp_path / "work" / "cache")
+    listed = lookup.list_runs(tmp_path / "work", cache_dir=tmp_path / "work" / "cache")
     assert [row["run"] for row in cells(listed)] == [str(tmp_path / "work" / "model")]
-    assert commands.list_runs(tmp_path / "elsewhere" / "run" / "eval").startswith("no runs")
+    assert lookup.list_runs(tmp_path / "elsewhere" / "run" / "eval").startswith("no runs")
 
 
 @pytest.fixture
@@ -269,20 +269,20 @@ def test_runs_in_the_bucket_are_mirrored_without_checkpoints_and_costed(fakes, t
                 for i in (1, 2, 3)])
     cloud, cache = fakes.cloud, tmp_path / "cache"
 
-    listed = cells(commands.list_runs(tmp_path, cloud, cache_dir=cache))
+    listed = cells(lookup.list_runs(tmp_path, cloud, cache_dir=cache))
     assert [row["run"] for row in listed] == ["sweep1/3", "gpu1"]
     assert [row["checkpoint"] for row in listed] == ["latest 100", "best 100"]
     gpu1, trial3 = (float(listed[i]["cost"].removesuffix(" USD")) for i in (1, 0))
     assert gpu1 > 0 and trial3 == pytest.approx(gpu1 * 3 / 2, abs=0.01)  # 3 h against 2 h
 
-    out = commands.compare(cloud, ["gpu1", "sweep1/3"], tmp_path / "report", cache_dir=cache)
+    out = lookup.compare(cloud, ["gpu1", "sweep1/3"], tmp_path / "report", cache_dir=cache)
     mirrored = sorted(p.relative_to(cache).as_posix() for p in cache.rglob("*") if p.is_file())
     assert not [p for p in mirrored if "ckpt-200.data" in p or p.endswith(".index")]
     assert "pets-data/runs/gpu1/checkpoints/eval/ckpt-200.json" in mirrored
     assert not (tmp_path / "escape.json").exists() and not (cache / "escape.json").exists()
     assert [row["run"] for row in cells(out.split("\n\n")[0])] == ["gpu1", "sweep1/3"]
     with pytest.raises(MissingError, match="no run 'gpu2'"):
-        commands.load(cloud, "gpu2", cache)
+        lookup.load(cloud, "gpu2", cache)
     image = Image.open(io.BytesIO((tmp_path / "report" / "loss_by_step.png").read_bytes()))
     assert image.size == (700, 420)
 
@@ -337,9 +337,9 @@ def test_hostile_metrics_and_event_files_are_shown_missing(tmp_path):
     assert record.latest.metrics == {"AP50": 0.5}
     (row,) = cells(table([record]))
     assert (row["AP"], row["AP50"]) == ("-", "0.5000")
-    out = commands.compare(lambda: None, [str(run)], tmp_path / "report")
+    out = lookup.compare(lambda: None, [str(run)], tmp_path / "report")
     assert "report: " in out
-    (listed,) = cells(commands.list_runs(tmp_path / "runs", cache_dir=tmp_path / "cache"))
+    (listed,) = cells(lookup.list_runs(tmp_path / "runs", cache_dir=tmp_path / "cache"))
     assert listed["AP"] == "-"
 
 
@@ -364,7 +364,7 @@ def test_run_names_from_data_reach_no_terminal_plot_or_spreadsheet_as_code(tmp_p
     assert "?]0;owned?red" in listed.stdout
     with warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")
-        commands.compare(lambda: None, [str(run)], tmp_path / "report")
+        lookup.compare(lambda: None, [str(run)], tmp_path / "report")
     assert (tmp_path / "report" / "per_class_ap.png").exists()
     assert not [w for w in warned if "Glyph" in str(w.message)]  # every label made printable
     with open(tmp_path / "report" / "table.csv", newline="") as f:
@@ -384,8 +384,8 @@ def test_the_report_shows_each_runs_confusion_matrix_and_operating_point(tmp_pat
     point = confusion.operating_point(IMAGES, NAMES).as_json()
     with_point = write_run(tmp_path / "a", point=point)
     without = write_run(tmp_path / "b")
-    out = commands.compare(lambda: pytest.fail("local runs need no cloud"),
-                           [str(with_point), str(without)], tmp_path / "report")
+    out = lookup.compare(lambda: pytest.fail("local runs need no cloud"),
+                         [str(with_point), str(without)], tmp_path / "report")
     rows = cells(out.split("\n\n")[0])
     assert (rows[0]["threshold"], rows[0]["P"], rows[0]["R"], rows[0]["F1"]) == \
         ("0.2000", "0.5000", "0.7500", "0.6000")
@@ -425,8 +425,8 @@ def test_the_gallery_says_the_score_it_was_drawn_at_and_the_matrix_its_colours(t
             image["score"] = point["threshold"]
         path.write_text(json.dumps(record))
     before = write_run(tmp_path / "b", point=point)
-    commands.compare(lambda: pytest.fail("local runs need no cloud"),
-                     [str(drawn_there), str(before)], tmp_path / "report")
+    lookup.compare(lambda: pytest.fail("local runs need no cloud"),
+                   [str(drawn_there), str(before)], tmp_path / "report")
     page = (tmp_path / "report" / "report.html").read_text()
     gallery = page.split("<h2>Worst validation images</h2>", 1)[1]
     first, second = gallery.split("<h3>")[1:]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from launch.features.runs import commands
+from launch.features.runs import lookup
 from tests.conftest import TRAIN_STEPS
 from tests.test_runs import cells
 
@@ -21,8 +21,8 @@ pytestmark = pytest.mark.slow
 def test_compare_two_trained_runs(trained, swept, tmp_path):
     model_dir = trained[0]
     sweep_dir = swept[0]
-    out = commands.compare(lambda: pytest.fail("local runs need no cloud"),
-                           [str(model_dir), str(sweep_dir / "trial-000")], tmp_path)
+    out = lookup.compare(lambda: pytest.fail("local runs need no cloud"),
+                         [str(model_dir), str(sweep_dir / "trial-000")], tmp_path)
     rows = cells(out.split("\n\n")[0])
     for row, run in zip(rows, (model_dir, sweep_dir / "trial-000"), strict=True):
         newest = max(int(p.stem.split("-")[1]) for p in (run / "eval").glob("ckpt-*.json"))

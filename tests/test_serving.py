@@ -17,7 +17,7 @@ from launch.errors import InputError, MissingError, StepFailed
 from launch.stores.pricing.estimate import OverBudget
 from launch.targets.traffic import split_with_new, split_without
 from launch.targets.vertex import answers, endpoints, lifecycle, registry
-from launch.targets.vertex import serving as commands
+from launch.targets.vertex import serving as vertex_serving
 from launch.targets.vertex.endpoints import Serving
 from tests import cli
 from tests.cli import REPO
@@ -55,7 +55,7 @@ def cpu(region: str) -> Serving:
 def test_upload_sends_the_model_version_with_its_metrics_and_moves_the_candidate_alias(
         services):
     write_run(services.storage, "r1")
-    said = commands.upload_model(services.cloud(), "r1")
+    said = vertex_serving.upload_model(services.cloud(), "r1")
     assert "AP50 0.970 at ckpt-1000 clears 0.500 (the newest: the run keeps no best " \
            "checkpoint (best/best.json))" in said
     parent = "projects/pets-detector-dev/locations/us-central1/models/pets-retinanet-mobilenet"
@@ -82,7 +82,7 @@ def test_upload_sends_the_model_version_with_its_metrics_and_moves_the_candidate
     write_run(services.storage, "r2", step=2000)  # trained on a named dataset's version
     put(services.storage, "runs/r2/job.yaml", "target: vertex\nexperiment: "
         "pets_retinanet_mobilenet\ndataset: pets@v-20261201T000000Z-0a1b2c3d\n")
-    commands.upload_model(services.cloud(), "r2", aliases="candidate,staging")
+    vertex_serving.upload_model(services.cloud(), "r2", aliases="candidate,staging")
     second = services.models.received[1]
     assert (second.model.labels["dataset"], second.model.labels["dataset-version"]) == (
         "pets", "v-20261201t000000z-0a1b2c3d")  # issue 42: where its data came from
@@ -102,7 +102,7 @@ def test_upload_gpu_names_our_serving_images_gpu_build_by_digest_and_deploys_on_
     from serving import contract
 
     write_run(services.storage, "g1")
-    said = commands.upload_model(services.cloud(), "g1", gpu=True)
+    said = vertex_serving.upload_model(services.cloud(), "g1", gpu=True)
     gpu_image = f"{REPOSITORY}/serving-gpu:{context_hash()}"
     (build,) = services.builds.requests
     assert build.build.substitutions["_SERVING_GPU_IMAGE"] == gpu_image
@@ -114,7 +114,7 @@ def test_upload_gpu_names_our_serving_images_gpu_build_by_digest_and_deploys_on_
     assert (spec.predict_route, spec.health_route) == (contract.predict_route(),
                                                        contract.health_route())
     assert registry.serves_on_gpu(spec)
-    request = aiplatform_v1.DeployModelRequest.from_json(commands.deploy(
+    request = aiplatform_v1.DeployModelRequest.from_json(vertex_serving.deploy(
         services.cloud(), "g1", lambda region: Serving.from_flags(
             region, "g2-standard-4", "NVIDIA_L4:1", 1, 1, 100), dry_run=True))
     assert request.deployed_model.dedicated_resources.machine_spec.accelerator_type.name == \
@@ -127,14 +127,14 @@ def test_the_gate_refuses_a_run_without_a_final_evaluation_or_below_the_bar(serv
     with pytest.raises(registry.GateError, match=r"checkpoint ckpt-1000 \(the newest: .*\) "
                        r"has no evaluation \(newest: ckpt-500\).*invoke eval --target vertex "
                        r"--run-id late --once"):
-        commands.upload_model(cloud, "late")
+        vertex_serving.upload_model(cloud, "late")
     write_run(services.storage, "weak", metrics={**METRICS, "AP50": 0.31})
     with pytest.raises(registry.GateError, match=r"its AP50 is 0\.310 at ckpt-1000 \(the "
                        r"newest: .*\), below 0\.500 \(the default of pets_retinanet_mobilenet\)"):
-        commands.upload_model(cloud, "weak")
-    assert "clears 0.300" in commands.upload_model(cloud, "weak", min_ap50=0.3)
+        vertex_serving.upload_model(cloud, "weak")
+    assert "clears 0.300" in vertex_serving.upload_model(cloud, "weak", min_ap50=0.3)
     with pytest.raises(MissingError, match="run none has no checkpoint"):
-        commands.upload_model(cloud, "none")
+        vertex_serving.upload_model(cloud, "none")
     assert len(services.models.received) == 1  # only the run that passed
 
 
@@ -148,15 +148,16 @@ def test_a_mask_experiment_is_gated_on_its_mask_ap50_and_labelled_with_its_mask_
               metrics={**METRICS, **masks, "mask_AP50": 0.2})
     with pytest.raises(registry.GateError, match=r"its mask_AP50 is 0\.200 at ckpt-1000 .*"
                        r"below 0\.500 \(the default of pets_maskrcnn_resnetfpn\)"):
-        commands.upload_model(cloud, "blobs")
+        vertex_serving.upload_model(cloud, "blobs")
     write_run(services.storage, "no-masks", experiment="pets_maskrcnn_resnetfpn")
     with pytest.raises(registry.GateError, match=r"mask_AP is None, not a COCO metric"):
-        commands.upload_model(cloud, "no-masks")  # evaluated without its masks
+        vertex_serving.upload_model(cloud, "no-masks")  # evaluated without its masks
     assert not services.models.received
 
     write_run(services.storage, "shapes", experiment="pets_maskrcnn_resnetfpn",
               metrics={**METRICS, **masks, "mask_AP50": 0.8})
-    assert "mask_AP50 0.800 at ckpt-1000 clears 0.500" in commands.upload_model(cloud, "shapes")
+    said = vertex_serving.upload_model(cloud, "shapes")
+    assert "mask_AP50 0.800 at ckpt-1000 clears 0.500" in said
     (sent,) = services.models.received
     assert sent.model_id == "pets-maskrcnn-resnetfpn"
     assert {k: v for k, v in sent.model.labels.items() if k.startswith("mask")} == {
@@ -169,7 +170,7 @@ def test_a_mask_experiment_is_gated_on_its_mask_ap50_and_labelled_with_its_mask_
 def test_metrics_that_are_not_metrics_fail_the_gate(services, value):
     write_run(services.storage, "odd", metrics={**METRICS, "AP50": value})
     with pytest.raises(registry.GateError, match=r"AP50 is .* not a COCO metric"):
-        commands.upload_model(services.cloud(), "odd")
+        vertex_serving.upload_model(services.cloud(), "odd")
     assert not services.models.received
 
 
@@ -179,7 +180,7 @@ def test_an_evaluation_nested_too_deeply_fails_the_gate_in_one_line(services):
     put(services.storage, "runs/deep/checkpoints/eval/ckpt-1000.json",
         "[" * 100_000 + "]" * 100_000)
     with pytest.raises(registry.GateError, match=r"ckpt-1000\.json is nested too deeply"):
-        commands.upload_model(services.cloud(), "deep")
+        vertex_serving.upload_model(services.cloud(), "deep")
     assert not services.models.received
 
 
@@ -198,10 +199,10 @@ def test_a_hostile_run_json_is_one_line_for_upload_deploy_and_batch(services, ru
     write_run(services.storage, "odd")
     put(services.storage, "runs/odd/checkpoints/run.json", run_file)
     cloud = services.cloud()
-    for action in (lambda: commands.upload_model(cloud, "odd"),
-                   lambda: commands.deploy(cloud, "odd", cpu),
-                   lambda: commands.predict_batch(cloud, "odd", "gs://pets-data/images/*.jpg",
-                                                  None, 0.3, cpu, poll_seconds=0)):
+    for action in (lambda: vertex_serving.upload_model(cloud, "odd"),
+                   lambda: vertex_serving.deploy(cloud, "odd", cpu),
+                   lambda: vertex_serving.predict_batch(cloud, "odd", "gs://pets-data/images/*.jpg",
+                                                        None, 0.3, cpu, poll_seconds=0)):
         with pytest.raises(UserError, match=message):
             action()
     assert not services.models.received and not services.vertex.batch_received
@@ -211,7 +212,7 @@ def test_a_model_exported_for_notebooks_is_refused_with_the_command_that_fixes_i
     write_run(services.storage, "r1", signature="uint8")
     with pytest.raises(registry.GateError, match="invoke export --run-id r1 --checkpoint best "
                        "--output-dir gs://pets-data/runs/r1/model --default-signature bytes"):
-        commands.upload_model(services.cloud(), "r1")
+        vertex_serving.upload_model(services.cloud(), "r1")
 
 
 def test_upload_gates_the_best_checkpoint_and_its_export_must_be_of_it(services):
@@ -227,37 +228,37 @@ def test_upload_gates_the_best_checkpoint_and_its_export_must_be_of_it(services)
     with pytest.raises(registry.GateError, match=r"runs/r1/model was exported from ckpt-1000, "
                        r"not ckpt-500 \(the best, AP 0\.9000 at step 500\): export that "
                        r"checkpoint there with `invoke export --run-id r1 --checkpoint best "):
-        commands.upload_model(cloud, "r1")
-    said = commands.upload_model(cloud, "r1", checkpoint="latest")
+        vertex_serving.upload_model(cloud, "r1")
+    said = vertex_serving.upload_model(cloud, "r1", checkpoint="latest")
     assert "AP50 0.970 at ckpt-1000 clears 0.500 (the newest, as asked)" in said
     with pytest.raises(MissingError, match=r"run r1 has no checkpoint ckpt-600 \(the newest "
                                            r"is ckpt-1000\)"):
-        commands.upload_model(cloud, "r1", checkpoint="600")
+        vertex_serving.upload_model(cloud, "r1", checkpoint="600")
     with pytest.raises(InputError, match=r"--checkpoint 'gs://x/ckpt-5': give best"):
-        commands.upload_model(cloud, "r1", checkpoint="gs://x/ckpt-5")
+        vertex_serving.upload_model(cloud, "r1", checkpoint="gs://x/ckpt-5")
     put(services.storage, "runs/r1/model/export.json",
         json.dumps({"default_signature": "bytes", "checkpoint": "ckpt-500"}))
-    said = commands.upload_model(cloud, "r1")
+    said = vertex_serving.upload_model(cloud, "r1")
     assert "at ckpt-500 clears 0.500 (the best, AP 0.9000 at step 500)" in said
     assert services.models.received[-1].model.labels["step"] == "500"
 
 
 def test_a_dry_run_prints_the_request_and_sends_nothing(services, capsys):
     write_run(services.storage, "r1")
-    said = commands.upload_model(services.cloud(region="europe-west4"), "r1", gpu=True,
-                                 dry_run=True, container="prebuilt")
+    said = vertex_serving.upload_model(services.cloud(region="europe-west4"), "r1", gpu=True,
+                                       dry_run=True, container="prebuilt")
     request = json.loads(said[said.index("{"):])
     spec = request["model"]["containerSpec"]
     assert spec["imageUri"] == "europe-docker.pkg.dev/vertex-ai/prediction/tf2-gpu.2-15:latest"
     assert (spec["ports"], spec["predictRoute"]) == ([], "")  # Vertex AI knows its own
     assert request["modelId"] == "pets-retinanet-mobilenet"
 
-    said = commands.upload_model(services.cloud(), "r1", dry_run=True)  # our image: not built
+    said = vertex_serving.upload_model(services.cloud(), "r1", dry_run=True)  # our image: not built
     spec = json.loads(said[said.index("{"):])["model"]["containerSpec"]
     assert spec["imageUri"] == SERVING_IMAGE
     assert "note: images shown by tag, not digest (" in capsys.readouterr().err
     digest = services.registry.push(SERVING_IMAGE)
-    said = commands.upload_model(services.cloud(), "r1", dry_run=True)
+    said = vertex_serving.upload_model(services.cloud(), "r1", dry_run=True)
     spec = json.loads(said[said.index("{"):])["model"]["containerSpec"]
     assert spec["imageUri"] == with_digest(SERVING_IMAGE, digest)  # once it exists
     assert not services.models.received and not services.builds.requests
@@ -269,11 +270,11 @@ def test_upload_refuses_a_prebuilt_container_on_and_after_its_end_of_availabilit
     write_run(services.storage, "r1")
     cloud = services.cloud(region="europe-west4")
     the_day_before = datetime.date(2027, 1, 13)
-    assert "tf2-gpu.2-15" in commands.upload_model(cloud, "r1", gpu=True, dry_run=True,
-                                                   container="prebuilt", today=the_day_before)
+    assert "tf2-gpu.2-15" in vertex_serving.upload_model(cloud, "r1", gpu=True, dry_run=True,
+                                                         container="prebuilt", today=the_day_before)
     for day in (datetime.date(2027, 1, 14), datetime.date(2030, 6, 1)):
         with pytest.raises(lifecycle.EndedError) as refused:
-            commands.upload_model(cloud, "r1", gpu=True, container="prebuilt", today=day)
+            vertex_serving.upload_model(cloud, "r1", gpu=True, container="prebuilt", today=day)
         (line,) = str(refused.value).splitlines()
         assert line.startswith("tf2-gpu.2-15 (TensorFlow 2.15 prebuilt prediction containers) "
                                "is no longer offered: its end of availability was 2027-01-14 "
@@ -291,8 +292,8 @@ def test_deploy_shares_traffic_with_the_version_deployed_and_undeploy_gives_it_b
         "pets_retinanet_mobilenet\ndataset: pets@v-20261201T000000Z-0a1b2c3d\n")
     for run in ("r1", "r2"):
         write_run(services.storage, run)
-        commands.upload_model(cloud, run)
-    said = commands.deploy(cloud, "r1", cpu)
+        vertex_serving.upload_model(cloud, run)
+    said = vertex_serving.deploy(cloud, "r1", cpu)
     (endpoint,) = services.endpoints.endpoints.values()
     assert endpoint.display_name == "pets-detector" and f"to {endpoint.name}" in said
     first = services.endpoints.received[1]  # after the endpoint's creation
@@ -305,44 +306,44 @@ def test_deploy_shares_traffic_with_the_version_deployed_and_undeploy_gives_it_b
             deployed.dedicated_resources.max_replica_count) == (1, 2)
 
     old_id = endpoint.deployed_models[0].id
-    commands.deploy(cloud, "r2", lambda region: Serving.from_flags(
+    vertex_serving.deploy(cloud, "r2", lambda region: Serving.from_flags(
         region, "n1-standard-4", None, 1, 1, 20), endpoint=endpoint.name.rsplit("/", 1)[-1])
     assert services.endpoints.received[-1].traffic_split == {"0": 20, old_id: 80}
-    listed = commands.list_endpoints(cloud)
+    listed = vertex_serving.list_endpoints(cloud)
     assert "pets-retinanet-mobilenet@1  80%  n1-standard-4 x 1-2  (r1)" in listed
     assert "pets-retinanet-mobilenet@2  20%" in listed
     # issue 42, `runs.show --target vertex`: where each serving version came from
-    assert commands.origins(cloud).splitlines() == [
+    assert vertex_serving.origins(cloud).splitlines() == [
         "pets-detector 80%: pets-retinanet-mobilenet@1 <- run r1 ckpt-1000 (AP50 0.9700) <- "
         "its data not recorded (a data directory)",
         "pets-detector 20%: pets-retinanet-mobilenet@2 <- run r2 ckpt-1000 (AP50 0.9700) <- "
         "dataset pets version v-20261201T000000Z-0a1b2c3d"]
 
-    said = commands.undeploy(cloud, endpoint.name.rsplit("/", 1)[-1], old_id)
+    said = vertex_serving.undeploy(cloud, endpoint.name.rsplit("/", 1)[-1], old_id)
     new_id = next(d.id for d in endpoint.deployed_models)
     assert services.endpoints.received[-1].traffic_split == {new_id: 100}
     assert f"traffic {new_id}: 100%" in said
     with pytest.raises(InputError, match="has no deployed model 'nope'"):
-        commands.undeploy(cloud, endpoint.name, "nope")
+        vertex_serving.undeploy(cloud, endpoint.name, "nope")
 
 
 def test_deploy_checks_the_machine_and_the_container_before_any_request(services):
     cloud = services.cloud()
     write_run(services.storage, "r1")
-    commands.upload_model(cloud, "r1")
+    vertex_serving.upload_model(cloud, "r1")
 
     def gpu(region: str) -> Serving:
         return Serving.from_flags(region, "g2-standard-4", "NVIDIA_L4:1", 1, 1, 100)
 
     with pytest.raises(InputError, match=r"serves on a CPU container .* upload it with "
                        r"--gpu \(our serving image's GPU build\)"):
-        commands.deploy(cloud, "r1", gpu)
+        vertex_serving.deploy(cloud, "r1", gpu)
     with pytest.raises(InputError, match="nothing is deployed on this endpoint"):
-        commands.deploy(cloud, "r1", lambda region: Serving.from_flags(
+        vertex_serving.deploy(cloud, "r1", lambda region: Serving.from_flags(
             region, "n1-standard-4", None, 1, 1, 50))
     write_run(services.storage, "r9")
     with pytest.raises(MissingError, match=r"invoke model.upload --run-id r9"):
-        commands.deploy(cloud, "r9", cpu)
+        vertex_serving.deploy(cloud, "r9", cpu)
     assert not [r for r in services.endpoints.received
                 if isinstance(r, aiplatform_v1.DeployModelRequest)]
 
@@ -434,21 +435,21 @@ def test_batch_inputs_are_the_folders_matching_files_and_skip_names_that_break_a
     for name in ("images/a.jpg", "images/b.jpg", "images/c.png", "images/sub/d.jpg",
                  "images/evil\nname.jpg"):
         put(services.storage, name, b"x")
-    uris = commands.batch_inputs(services.storage, "gs://pets-data/images/*.jpg")
+    uris = vertex_serving.batch_inputs(services.storage, "gs://pets-data/images/*.jpg")
     assert uris == ["gs://pets-data/images/a.jpg", "gs://pets-data/images/b.jpg"]
     with pytest.raises(InputError, match="no object matches"):
-        commands.batch_inputs(services.storage, "gs://pets-data/images/*.gif")
+        vertex_serving.batch_inputs(services.storage, "gs://pets-data/images/*.gif")
 
 
 def test_the_batch_job_is_a_file_list_job_on_the_serving_identity(services, capsys):
     cloud = services.cloud()
     write_run(services.storage, "r1")
-    commands.upload_model(cloud, "r1")
+    vertex_serving.upload_model(cloud, "r1")
     put(services.storage, "images/a.jpg", b"not an image")
     capsys.readouterr()
     # issue 38 item 7: a dry run prints the request and writes and submits nothing
-    said = commands.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
-                                  dry_run=True)
+    said = vertex_serving.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
+                                        dry_run=True)
     # issue 41 item 5: priced from the pinned table's sourced prediction rows
     assert capsys.readouterr().err.startswith(
         "cost: 0.22 USD/h (1 x n1-standard-4 at 0.2186/h); at most 10.49 USD (0.44 USD/h at 2 "
@@ -463,8 +464,8 @@ def test_the_batch_job_is_a_file_list_job_on_the_serving_identity(services, caps
     assert not list(services.storage.list_blobs("pets-data", prefix="runs/r1/batch/"))
     services.vertex.batch_runner = None  # the job only: no model runs here
     with pytest.raises(StepFailed, match=r"batch prediction .* wrote no results"):
-        commands.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
-                               poll_seconds=0, say=lambda text: None)
+        vertex_serving.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
+                                     poll_seconds=0, say=lambda text: None)
     (request,) = services.vertex.batch_received
     job = request.batch_prediction_job
     assert job.model.endswith("/models/pets-retinanet-mobilenet@1")
@@ -488,7 +489,7 @@ def test_deploy_prints_its_price_per_hour_and_month_and_max_cost_refuses_first(
         services, serving_prices, capsys):
     cloud = services.cloud()
     write_run(services.storage, "r1")
-    commands.upload_model(cloud, "r1")
+    vertex_serving.upload_model(cloud, "r1")
 
     def autoscaled(region: str) -> Serving:
         return Serving.from_flags(region, "n1-standard-4", None, 1, 3, 100)
@@ -496,18 +497,18 @@ def test_deploy_prints_its_price_per_hour_and_month_and_max_cost_refuses_first(
     with pytest.raises(OverBudget, match=r"^the endpoint can cost up to 569\.40 USD a month "
                        r"\(3 replicas x 0\.26 USD/h x 730 h\), over --max-cost 400: lower "
                        r"--max-replicas to 2$"):
-        commands.deploy(cloud, "r1", autoscaled, max_cost="400")
+        vertex_serving.deploy(cloud, "r1", autoscaled, max_cost="400")
     with pytest.raises(OverBudget, match=r"choose a cheaper machine \(1 replica cost 189\.80 "
                        r"USD a month\)"):
-        commands.deploy(cloud, "r1", autoscaled, max_cost=100)
+        vertex_serving.deploy(cloud, "r1", autoscaled, max_cost=100)
     assert services.endpoints.received == []  # refused before any endpoint request
     capsys.readouterr()
-    commands.deploy(cloud, "r1", autoscaled, max_cost=600)
+    vertex_serving.deploy(cloud, "r1", autoscaled, max_cost=600)
     assert capsys.readouterr().err == (
         "replicas: autoscaling 1 to 3 replicas at 60% CPU utilization (Vertex AI's default)\n"
         "cost: 0.26 USD/h, 189.80 USD/month (1 x n1-standard-4 at 0.2600/h); at most 0.78 "
         "USD/h, 569.40 USD/month autoscaling to 3 replicas\n")
-    commands.deploy(cloud, "r1", cpu, dry_run=True)  # one replica always: no maximum
+    vertex_serving.deploy(cloud, "r1", cpu, dry_run=True)  # one replica always: no maximum
     assert capsys.readouterr().err.startswith(
         "replicas: autoscaling 1 to 2 replicas at 60% CPU utilization (Vertex AI's default)\n"
         "cost: 0.26 USD/h, 189.80 USD/month (1 x n1-standard-4 at 0.2600/h); at most 0.52")
@@ -523,11 +524,11 @@ def test_deploy_says_the_price_is_unknown_and_max_cost_cannot_be_checked(service
     cloud = services.cloud(region="europe-west4")
     with pytest.raises(PriceMissing, match=r"--max-cost cannot be checked: no prediction "
                                            r"prices for europe-west4"):
-        commands.deploy(cloud, "r1", cpu, max_cost=10)
+        vertex_serving.deploy(cloud, "r1", cpu, max_cost=10)
     assert services.endpoints.received == []
     write_run(services.storage, "r1")
-    commands.upload_model(cloud, "r1")
-    commands.deploy(cloud, "r1", cpu, dry_run=True)
+    vertex_serving.upload_model(cloud, "r1")
+    vertex_serving.deploy(cloud, "r1", cpu, dry_run=True)
     assert "\ncost: unknown (no prediction prices for europe-west4 in prices.yaml: run " \
            "`invoke pricing.refresh`" in capsys.readouterr().err
 
@@ -552,14 +553,14 @@ def test_a_batch_job_prints_its_bound_is_refused_over_budget_and_cancelled_at_it
         services, serving_prices, capsys, monkeypatch):
     cloud = services.cloud()
     write_run(services.storage, "r1")
-    commands.upload_model(cloud, "r1")
+    vertex_serving.upload_model(cloud, "r1")
     put(services.storage, "images/a.jpg", b"not an image")
     with pytest.raises(OverBudget, match=r"^the batch job can cost up to 5\.20 USD \(2 "
                        r"replicas x 0\.26 USD/h x 10 h timeout\), over --max-cost 5: lower "
                        r"--timeout-hours to 9\.62 or less, lower --max-replicas, or choose a "
                        r"cheaper machine$"):
-        commands.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
-                               timeout_hours="10", max_cost="5")
+        vertex_serving.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
+                                     timeout_hours="10", max_cost="5")
     assert services.vertex.batch_received == []
     assert not list(services.storage.list_blobs("pets-data", prefix="runs/r1/batch/"))
     assert capsys.readouterr().err == ("cost: 0.26 USD/h (1 x n1-standard-4 at 0.2600/h); at "
@@ -568,14 +569,14 @@ def test_a_batch_job_prints_its_bound_is_refused_over_budget_and_cancelled_at_it
     for short in ("-1", "1e-9"):  # under a minute: 1e-9 h is 3.6 microseconds
         with pytest.raises(InputError, match=rf"^--timeout-hours must be at least 1 minute "
                                              rf"\(0\.0167 h\), got '{short}'$"):
-            commands.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
-                                   timeout_hours=short)
+            vertex_serving.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
+                                         timeout_hours=short)
     assert services.vertex.batch_received == []
     said: list[str] = []
-    monkeypatch.setattr(commands, "time", Clock())
+    monkeypatch.setattr(vertex_serving, "time", Clock())
     with pytest.raises(StepFailed, match=r"ended JOB_STATE_CANCELLED"):
-        commands.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
-                               poll_seconds=0, say=said.append, timeout_hours="0.0167")
+        vertex_serving.predict_batch(cloud, "r1", "gs://pets-data/images/*.jpg", None, 0.3, cpu,
+                                     poll_seconds=0, say=said.append, timeout_hours="0.0167")
     assert said[1:] == ["  running", "  cancelling: 0.0167 h (--timeout-hours) have passed",
                         "  cancelled"]
     assert len(services.vertex.batch_received) == 1

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from launch.targets.vertex import serving as commands
+from launch.targets.vertex import serving as vertex_serving
 from launch.targets.vertex.endpoints import Serving
 from tests.conftest import HANG, trainer_here
 from tests.fakes.cloud import OUTPUTS, fake_cloud
@@ -100,13 +100,13 @@ def test_upload_deploy_and_predict_online_and_in_batch_like_the_local_model(
     with fake_cloud(tmp_path) as services:
         cloud = services.cloud()
         upload_run(services.storage, trained, exported)
-        assert "uploaded as" in commands.upload_model(cloud, "r1")
-        commands.deploy(cloud, "r1", lambda region: Serving.from_flags(
+        assert "uploaded as" in vertex_serving.upload_model(cloud, "r1")
+        vertex_serving.deploy(cloud, "r1", lambda region: Serving.from_flags(
             region, "n1-standard-4", None, 1, 1, 100))
         (endpoint,) = services.endpoints.endpoints
         online = tmp_path / "online"
-        commands.predict_online(cloud, endpoint.rsplit("/", 1)[-1], f"{data}/images/*.jpg",
-                                str(online), None)
+        vertex_serving.predict_online(cloud, endpoint.rsplit("/", 1)[-1], f"{data}/images/*.jpg",
+                                      str(online), None)
         report = json.loads((online / "detections.json").read_text())
         same_report(expected, report)
         # the threshold the export's evaluation chose travelled with the model (issue 40)
@@ -132,7 +132,7 @@ def test_upload_deploy_and_predict_online_and_in_batch_like_the_local_model(
             bucket.blob(f"incoming/{path.name}").upload_from_filename(path)
         bucket.blob("incoming/broken.jpg").upload_from_string(b"\xff\xd8 not a jpeg")
         said = []
-        where = commands.predict_batch(
+        where = vertex_serving.predict_batch(
             cloud, "r1", "gs://pets-data/incoming/*.jpg", None, None,
             lambda region: Serving.from_flags(region, "n1-standard-4", None, 1, 1, 100),
             poll_seconds=0, say=said.append)

@@ -249,7 +249,7 @@ def test_two_workers_train_together_and_stop_early_together_on_a_plateau(small_r
     checkpoint between its loops, and after an evaluation without a gain both stop at the
     same step, long before the 200 asked. best/ holds the best evaluation's checkpoint, the
     run says why it stopped, and the export picks the best."""
-    from launch.features.runs.commands import list_runs
+    from launch.features.runs.lookup import list_runs
 
     model_dir = tmp_path / "model"
     result = subprocess.run(

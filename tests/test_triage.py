@@ -18,7 +18,7 @@ from launch.stores.gcs.records import upload_records
 from launch.targets import triage
 from launch.targets.local.processes import LocalExecutor, run_job
 from launch.targets.vertex import client as vertex_client
-from launch.targets.vertex import sweeps as commands
+from launch.targets.vertex import sweeps
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.ladder import Ladder
 from launch.targets.vertex.submit import VertexHandover
@@ -228,9 +228,9 @@ def test_a_failed_trial_says_why(fakes, tmp_path):
     fakes.logs.entries += [job_entry("901", s, line) for s, line in enumerate(GPU_OOM)]
     said: list[str] = []
     with pytest.raises(StepFailed, match="all trials failed"):
-        commands.follow(cloud.clients.jobs("us-central1"), next(iter(fakes.vertex.tuning.jobs)),
-                        0, said.append, sleep=lambda seconds: None,
-                        why=commands.trial_failure(cloud, OUTPUTS.project))
+        sweeps.follow(cloud.clients.jobs("us-central1"), next(iter(fakes.vertex.tuning.jobs)),
+                      0, said.append, sleep=lambda seconds: None,
+                      why=sweeps.trial_failure(cloud, OUTPUTS.project))
     trial = said.index("trial 1: INFEASIBLE")
     assert said[trial + 1].splitlines()[0] == CASES["gpu-oom"][2]
 

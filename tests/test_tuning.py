@@ -14,7 +14,7 @@ from launch.errors import InputError, StepFailed
 from launch.features.tuning import status
 from launch.stores.gcs.records import upload_records
 from launch.stores.pricing.estimate import OverBudget
-from launch.targets.vertex import sweeps as commands
+from launch.targets.vertex import sweeps
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.ladder import Ladder
 from launch.targets.vertex.submit import VertexHandover
@@ -134,9 +134,9 @@ def test_trials_report_their_metric_and_status_lists_them_best_first(fakes, tmp_
     assert "tune.status --job 1" in out
 
     said: list[str] = []
-    table = commands.follow(cloud.clients.jobs("us-central1"),
-                            next(iter(fakes.vertex.tuning.jobs)), 0, said.append,
-                            sleep=lambda seconds: None)
+    table = sweeps.follow(cloud.clients.jobs("us-central1"),
+                          next(iter(fakes.vertex.tuning.jobs)), 0, said.append,
+                          sleep=lambda seconds: None)
     assert said[0].endswith("JOB_STATE_RUNNING") and said[-1].endswith("JOB_STATE_SUCCEEDED")
     assert [line for line in said if line.startswith("trial 1:")] == [
         "trial 1: ACTIVE", f"trial 1: SUCCEEDED AP50={expected(fakes, '1'):.4f}"]
@@ -166,8 +166,8 @@ def test_a_trial_without_its_metric_is_infeasible_and_the_job_still_ends(fakes, 
         {"AP": 0.5}, step=1, env={**env, "CLOUD_ML_HP_METRIC_TAG": "AP"})  # the wrong one
     Vertex(cloud).tune(request(HARDWARE["gpu"]), SWEEP)
     with pytest.raises(StepFailed) as failed:
-        commands.follow(cloud.clients.jobs("us-central1"), next(iter(fakes.vertex.tuning.jobs)),
-                        0, lambda line: None, sleep=lambda seconds: None)
+        sweeps.follow(cloud.clients.jobs("us-central1"), next(iter(fakes.vertex.tuning.jobs)),
+                      0, lambda line: None, sleep=lambda seconds: None)
     assert "INFEASIBLE" in str(failed.value) and "all trials failed" in str(failed.value)
 
 

@@ -209,7 +209,7 @@ class PipelineRun:
 class Pipelines(Protocol):
     """A target's pipeline service (`invoke pipeline.run` of its job files, `pipeline.schedule`,
     `pipeline.list`, `pipeline.cancel`); a target without one runs the pipeline here, with
-    KFP's local runner (launch/features/pipeline/commands.py)."""
+    KFP's local runner (launch/features/pipeline/runs.py)."""
 
     def run(self, run: PipelineRun, run_id: str, dry_run: bool) -> str:
         """Sends the run; what to tell the user (a dry run: the request)."""

@@ -17,7 +17,7 @@ the environment's own services, through the commands a person types today.
                              it read (a second writer's change is read again, not lost)
 
 A step's container has no infra/outputs.json: the environment's settings travel as the run's
-`settings` parameter, resolved when the run was sent (commands.settings_of).
+`settings` parameter, resolved when the run was sent (runs.settings_of).
 """
 
 from __future__ import annotations

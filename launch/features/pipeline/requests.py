@@ -1,6 +1,6 @@
 """The continuous-training pipeline's requests, as data: the run's parameters, the compiled
 spec (definition.py) with the environment's launcher image bound in, a cron checked. Pure
-functions: the commands hand them to the target's pipeline service (`base.Pipelines`: Vertex
+functions: runs.py hands them to the target's pipeline service (`base.Pipelines`: Vertex
 AI Pipelines' PipelineJob and Schedule are launch/targets/vertex/pipelines.py's).
 """
 
