@@ -326,26 +326,27 @@ def test_polygon_points_and_rle_frames_are_capped_before_pycocotools():
     is converted; a huge declared frame costs the image's pixels, not the frame's."""
     import tracemalloc
 
+    from trainer.data.annotation import AnnotatedObject
     from trainer.data.coco import mask_png
     from trainer.data.tf_example import Box
-    from trainer.data.voc import VocObject
 
     box = Box(xmin=0.1, ymin=0.1, xmax=0.5, ymax=0.5, class_text="pet", class_label=1)
     square = [0, 0, 50, 0, 50, 40, 0, 40]
-    points = VocObject("pet", 0, 0, 50, 40, segmentation=[square + [1.0] * 194])
+    points = AnnotatedObject("pet", 0, 0, 50, 40, segmentation=[square + [1.0] * 194])
     png, problems = mask_png(points, box, 100, 80, None, None, max_points=100)
     assert [reason for reason, _ in problems] == ["too_many_points"]
     assert np.asarray(Image.open(io.BytesIO(png))).sum() == 40 * 32  # the box, filled
-    many = VocObject("pet", 0, 0, 50, 40, segmentation=[square * 50_000])  # 200k points
+    many = AnnotatedObject("pet", 0, 0, 50, 40, segmentation=[square * 50_000])  # 200k points
     tracemalloc.start()
     _, problems = mask_png(many, box, 100, 80, None, None)
     assert tracemalloc.get_traced_memory()[1] < 2 << 20
     tracemalloc.stop()
     assert [reason for reason, _ in problems] == ["too_many_points"]
-    huge = VocObject("pet", 0, 0, 50, 40, segmentation={"size": [65536, 65536], "counts": "0"})
+    huge = AnnotatedObject("pet", 0, 0, 50, 40,
+                           segmentation={"size": [65536, 65536], "counts": "0"})
     tracemalloc.start()
     _, problems = mask_png(huge, box, 100, 80, 65536, 65536, max_pixels=10_000)
-    scaled, _ = mask_png(VocObject("pet", 0, 0, 1, 1, segmentation=[
+    scaled, _ = mask_png(AnnotatedObject("pet", 0, 0, 1, 1, segmentation=[
         [0, 0, 32768, 0, 32768, 65536, 0, 65536]]), box, 100, 80, 65536, 65536)
     assert tracemalloc.get_traced_memory()[1] < 2 << 20
     tracemalloc.stop()

@@ -24,9 +24,9 @@ import numpy as np
 
 from trainer.common import jsonnum
 from trainer.data import defaults, tf_example
+from trainer.data.annotation import AnnotatedObject, Annotation, valid_side
 from trainer.data.label_map import safe_names
 from trainer.data.problems import Problem, ProblemLog
-from trainer.data.voc import VocAnnotation, VocObject, valid_side
 
 MAX_JSON_BYTES = 2 << 30  # COCO 2017's train annotations are 448 MB
 MAX_POINTS = 10_000  # polygon points in one object; COCO's largest has a few hundred
@@ -43,7 +43,7 @@ class CocoError(ValueError):
 class CocoImage:
     image_id: int
     file_name: str
-    annotation: VocAnnotation  # its objects (class names from the categories), in pixels
+    annotation: Annotation  # its objects (class names from the categories), in pixels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,8 +189,8 @@ def parse_coco(data: Mapping) -> CocoFile:
             image["repairs"].append(("invalid_flag", f"{where}: iscrowd {str(crowd)[:20]} is "
                                                      "not 0 or 1; read as 0"))
             crowd = 0
-        image["objects"].append(VocObject(category, *box, is_crowd=int(crowd),
-                                          segmentation=entry.get("segmentation") or None))
+        image["objects"].append(AnnotatedObject(category, *box, is_crowd=int(crowd),
+                                                segmentation=entry.get("segmentation") or None))
     used = {o.name for image in images.values() for o in image["objects"]}
     if 0 in names and names[0] not in used:  # a tool's placeholder (Roboflow's dataset name)
         renamed.append(("background_category_dropped", f"category 0 {names[0][:100]!r} has "
@@ -199,7 +199,7 @@ def parse_coco(data: Mapping) -> CocoFile:
         names = {i: n for i, n in names.items() if i != 0}
     numbers = _source_ids(list(images))
     return CocoFile(tuple(
-        CocoImage(numbers[image_id], image["file_name"], VocAnnotation(
+        CocoImage(numbers[image_id], image["file_name"], Annotation(
             image["file_name"], image["width"], image["height"],
             tuple(image["objects"]), tuple(image["repairs"])))
         for image_id, image in images.items()), categories, names, problems, tuple(renamed))
@@ -247,7 +247,7 @@ def _polygons(segmentation: list, scale_x: float, scale_y: float, width: int, he
     return clipped, None
 
 
-def mask_png(obj: VocObject, box, width: int, height: int, frame_width: int | None,
+def mask_png(obj: AnnotatedObject, box, width: int, height: int, frame_width: int | None,
              frame_height: int | None, max_pixels: int = defaults.MAX_PIXELS,
              max_points: int = MAX_POINTS) -> tuple[bytes, list[tuple[str, str]]]:
     """The object's instance mask at the image's size, as PNG: its polygons (scaled from the

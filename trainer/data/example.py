@@ -16,6 +16,7 @@ import numpy as np
 from PIL import Image
 
 from trainer.data import coco, pets, tf_example
+from trainer.data.annotation import Annotation, AnnotationError
 from trainer.data.images import (
     SWAPS_SIDES,
     TURNS,
@@ -28,7 +29,7 @@ from trainer.data.label_map import safe_name, written_names
 from trainer.data.planning import Limits, Source
 from trainer.data.problems import Problem, ProblemLog
 from trainer.data.tf_example import Box, detection_example
-from trainer.data.voc import AnnotationError, VocAnnotation, parse_voc
+from trainer.data.voc import parse_voc
 
 MAX_DETAIL = 300  # characters of an exception's text kept in the report
 
@@ -76,7 +77,7 @@ class Outcome:
     before: tuple[str, ...] = ()  # with --classes: their classes as the data names them
 
 
-def _boxes(annotation: VocAnnotation, source: Source, classes: Classes, width: int,
+def _boxes(annotation: Annotation, source: Source, classes: Classes, width: int,
            height: int) -> tuple[list[tuple[int, Box]], list[Problem], list[str]]:
     """Normalised, clipped boxes in the annotation's pixel frame (each with its object's
     index), what had to be fixed, and the data's class of each usable box (those --classes
@@ -213,7 +214,7 @@ def convert_one(source: Source, classes: Classes, limits: Limits | None = None) 
         return Outcome(source.name, None, (Problem("unexpected_error", "skipped", text),))
 
 
-def labelled_upright(annotation: VocAnnotation, image: CheckedImage) -> bool:
+def labelled_upright(annotation: Annotation, image: CheckedImage) -> bool:
     """Whether an EXIF-turned photo's labels were drawn on it turned, as labelling tools
     show it (and `predict` reads it): yes, unless the size the annotation states is the
     stored pixels' and not the turned photo's (a quarter turn tells them apart)."""

@@ -21,7 +21,7 @@ from trainer.data import defaults
 from trainer.data.problems import Problem, ProblemLog
 
 if TYPE_CHECKING:
-    from trainer.data.voc import VocAnnotation
+    from trainer.data.annotation import Annotation
 
 SPLIT_SEED = 42  # the Object Detection API's create_pet_tf_record seed
 TRAIN_FRACTION = 0.7
@@ -141,10 +141,10 @@ class Source:
     root: Path  # the data directory, resolved: every file read must stay inside it
     class_name: str | None = None  # Pets: the breed from the file name; VOC: each <name>
     trimap_path: Path | None = None
-    annotation: VocAnnotation | None = None  # the image's objects, read while planning (COCO)
+    annotation: Annotation | None = None  # the image's objects, read while planning (COCO)
     # the format's reader of `xml_path` (YOLO's labels, LabelMe's JSON), called where the
     # example is written, so that planning keeps no objects; None: VOC XML
-    read: Callable[[Path, Limits], VocAnnotation] | None = None
+    read: Callable[[Path, Limits], Annotation] | None = None
     masks: bool = False  # instance masks from each object's segmentation
     # LabelMe: the image is inside `image_path` (its JSON); this takes it out of the bytes
     embedded: Callable[[bytes], bytes] | None = None

@@ -20,9 +20,10 @@ from PIL import Image, ImageDraw, ImageFilter
 
 from trainer.common.files import SAMPLE_COCO_FILE, TEST
 from trainer.data import coco, defaults, pets
+from trainer.data.annotation import AnnotatedObject, Annotation, AnnotationError
 from trainer.data.label_map import pets_label_map
 from trainer.data.planning import split_names
-from trainer.data.voc import AnnotationError, VocAnnotation, VocObject, format_voc, parse_voc
+from trainer.data.voc import format_voc, parse_voc
 
 RGB = tuple[int, int, int]
 
@@ -135,8 +136,8 @@ def _jpeg(image: Image.Image) -> bytes:
 def _annotation(name: str, breed: str, width: int, height: int,
                 box: tuple[float, float, float, float]) -> str:
     species = "cat" if breed[:1].isupper() else "dog"
-    obj = VocObject(species, *box, pose="Frontal")
-    return format_voc(VocAnnotation(f"{name}.jpg", width, height, (obj,)))
+    obj = AnnotatedObject(species, *box, pose="Frontal")
+    return format_voc(Annotation(f"{name}.jpg", width, height, (obj,)))
 
 
 @dataclasses.dataclass

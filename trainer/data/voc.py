@@ -1,66 +1,14 @@
-"""PASCAL VOC annotation XML: parsing (strict, with named errors) and writing."""
+"""PASCAL VOC annotation XML: parsed into an `Annotation` (trainer/data/annotation.py; strict,
+with named errors), and written."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from xml.sax.saxutils import escape
 
-import numpy as np
 from lxml import etree
 
-MAX_SIDE = 1 << 16  # a <size> above this is no real image's (JPEG's own limit is 65,535)
-
-
-class AnnotationError(ValueError):
-    """An annotation file that cannot be used; `reason` is the report key."""
-
-    def __init__(self, message: str, reason: str = "malformed_xml") -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-@dataclasses.dataclass(frozen=True)
-class VocObject:
-    """One labelled box in pixels (from VOC XML, or from COCO JSON with its extras)."""
-
-    name: str
-    xmin: float
-    ymin: float
-    xmax: float
-    ymax: float
-    pose: str = "Unspecified"
-    truncated: int = 0
-    difficult: int = 0
-    is_crowd: int = 0  # COCO's iscrowd
-    segmentation: object = None  # COCO's polygons or RLE, for --masks
-
-
-@dataclasses.dataclass(frozen=True)
-class VocAnnotation:
-    filename: str
-    width: int | None
-    height: int | None
-    objects: tuple[VocObject, ...]
-    repairs: tuple[tuple[str, str], ...] = ()  # (report key, detail) of what parsing fixed
-    normalised: bool = False  # YOLO: coordinates are fractions of the image's size
-    # LabelMe: a size the file states that is not the boxes' frame (the image's is): only
-    # compared with the image's, and a difference reported
-    declared_size: tuple[int, int] | None = None
-
-    def in_pixels(self, width: int, height: int) -> VocAnnotation:
-        """A normalised annotation's coordinates (boxes and polygons) in the image's pixels."""
-        def polygons(segmentation: object) -> object:
-            if not isinstance(segmentation, list):
-                return segmentation
-            # YOLO's polygons are arrays: scaled as arrays, 8 bytes a number
-            return [(np.asarray(p, np.float64).reshape(-1, 2) * (width, height)).ravel()
-                    for p in segmentation]
-
-        return dataclasses.replace(self, normalised=False, objects=tuple(dataclasses.replace(
-            o, xmin=o.xmin * width, xmax=o.xmax * width, ymin=o.ymin * height,
-            ymax=o.ymax * height, segmentation=polygons(o.segmentation))
-            for o in self.objects))
+from trainer.data.annotation import AnnotatedObject, Annotation, AnnotationError, valid_side
 
 
 def _text(node: etree._Element, tag: str, default: str | None = None) -> str | None:
@@ -103,15 +51,6 @@ def _flag(node: etree._Element, tag: str, where: str, repairs: list) -> int:
     return flag
 
 
-def valid_side(number: float | None) -> int | None:
-    """A declared image side (VOC's <size>, COCO's width and height) when it is a whole number
-    from 1 to MAX_SIDE; None otherwise, so no absurd size is ever allocated."""
-    if number is None or not math.isfinite(number) or number != int(number) or \
-            not 1 <= number <= MAX_SIDE:
-        return None
-    return int(number)
-
-
 def _size(size: etree._Element | None, tag: str, repairs: list) -> int | None:
     """A declared image side: a whole number from 1 to MAX_SIDE, else unknown (reported)."""
     value = None if size is None else _text(size, tag)
@@ -124,7 +63,7 @@ def _size(size: etree._Element | None, tag: str, repairs: list) -> int | None:
     return None
 
 
-def parse_voc(xml_bytes: bytes, max_objects: int | None = None) -> VocAnnotation:
+def parse_voc(xml_bytes: bytes, max_objects: int | None = None) -> Annotation:
     """Parses one VOC annotation; raises AnnotationError on anything unusable. Objects with a
     non-finite coordinate (nan, inf, 1e400) are dropped, odd flags and sizes repaired, and
     each fix is named in `repairs`."""
@@ -153,7 +92,7 @@ def parse_voc(xml_bytes: bytes, max_objects: int | None = None) -> VocAnnotation
                                              "number; object dropped"))
             continue
         objects.append(
-            VocObject(
+            AnnotatedObject(
                 name=_text(obj, "name", "") or "",
                 **corners,
                 pose=_text(obj, "pose", "Unspecified") or "Unspecified",
@@ -162,7 +101,7 @@ def parse_voc(xml_bytes: bytes, max_objects: int | None = None) -> VocAnnotation
             )
         )
     size = root.find("size")
-    return VocAnnotation(
+    return Annotation(
         filename=_text(root, "filename", "") or "",
         width=_size(size, "width", repairs),
         height=_size(size, "height", repairs),
@@ -171,7 +110,7 @@ def parse_voc(xml_bytes: bytes, max_objects: int | None = None) -> VocAnnotation
     )
 
 
-def format_voc(annotation: VocAnnotation, folder: str = "OXIIIT", depth: int = 3) -> str:
+def format_voc(annotation: Annotation, folder: str = "OXIIIT", depth: int = 3) -> str:
     """Writes the XML the Pets dataset ships (one <object> per head box)."""
     objects = "".join(
         f"\t<object>\n\t\t<name>{escape(o.name)}</name>\n\t\t<pose>{escape(o.pose)}</pose>\n"

@@ -22,6 +22,7 @@ from pathlib import Path, PurePosixPath
 
 from trainer.common import jsonnum
 from trainer.common.errors import ConversionError, JsonError, SettingsError
+from trainer.data.annotation import AnnotatedObject, Annotation, AnnotationError, valid_side
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.images import ImageError
 from trainer.data.planning import (
@@ -35,7 +36,6 @@ from trainer.data.planning import (
     split_names,
 )
 from trainer.data.problems import Problem, ProblemLog
-from trainer.data.voc import AnnotationError, VocAnnotation, VocObject, valid_side
 
 REASONS = {
     "unsupported_shape": "a circle, line, point, linestrip or mask: not a box; dropped",
@@ -87,7 +87,7 @@ def read_document(path: Path, limits: Limits) -> dict:
 
 
 def read_annotation(path: Path, limits: Limits, record_name: str,
-                    repairs: tuple[tuple[str, str], ...] = ()) -> VocAnnotation:
+                    repairs: tuple[tuple[str, str], ...] = ()) -> Annotation:
     """An image's objects, read where its example is written (`Source.read`); `repairs`
     are planning's (where its image was found)."""
     data = read_document(path, limits)
@@ -124,7 +124,7 @@ def _points(value: object) -> tuple[list[tuple[float, float]], str | None]:
 
 
 def parse_shapes(shapes: list, filename: str, declared: tuple[int, int] | None,
-                 repairs: list[tuple[str, str]]) -> VocAnnotation:
+                 repairs: list[tuple[str, str]]) -> Annotation:
     """The file's rectangles and polygons as objects in pixels; the rest named in repairs."""
     objects = []
     for index, shape in enumerate(shapes):
@@ -147,10 +147,10 @@ def parse_shapes(shapes: list, filename: str, declared: tuple[int, int] | None,
             continue
         xs, ys = [x for x, _ in points], [y for _, y in points]
         polygon = [v for point in points for v in point] if kind == "polygon" else None
-        objects.append(VocObject(label.strip(), min(xs), min(ys), max(xs), max(ys),
-                                 segmentation=[polygon] if polygon else None))
-    return VocAnnotation(filename, None, None, tuple(objects), tuple(repairs),
-                         declared_size=declared)
+        objects.append(AnnotatedObject(label.strip(), min(xs), min(ys), max(xs), max(ys),
+                                       segmentation=[polygon] if polygon else None))
+    return Annotation(filename, None, None, tuple(objects), tuple(repairs),
+                      declared_size=declared)
 
 
 def _image_file(json_path: Path, image_path: object, root: Path

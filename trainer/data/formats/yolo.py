@@ -34,6 +34,7 @@ from trainer.common import yamlfile
 from trainer.common.errors import ConversionError, SettingsError
 from trainer.common.files import TEST, TRAIN, VAL
 from trainer.common.io import read_regular
+from trainer.data.annotation import AnnotatedObject, Annotation, AnnotationError
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
     Limits,
@@ -47,7 +48,6 @@ from trainer.data.planning import (
     unlabelled_test,
 )
 from trainer.data.problems import Problem, ProblemLog
-from trainer.data.voc import AnnotationError, VocAnnotation, VocObject
 
 REASONS = {
     "class_id_out_of_range": "a label line's class is not an id of data.yaml's names; "
@@ -225,7 +225,7 @@ def _numbers(line: str) -> np.ndarray | None:
 
 
 def parse_labels(text: str, names: dict[int, str], filename: str,
-                 max_objects: int | None = None) -> VocAnnotation:
+                 max_objects: int | None = None) -> Annotation:
     """One label file's objects, normalised, polygons as arrays; each defective line a
     repair that drops it. More than `max_objects` lines (each line is an object, a polygon
     too, defective or not) is AnnotationError `too_many_objects`."""
@@ -276,9 +276,9 @@ def parse_labels(text: str, names: dict[int, str], filename: str,
         # a box of values in 0-1 may reach past the edge by their rounding (6 decimals)
         corners = [min(max(value, 0.0), 1.0) if -ROUNDING <= value <= 1 + ROUNDING else value
                    for value in corners]
-        objects.append(VocObject(names[class_id], *corners,
-                                 segmentation=None if polygon is None else [polygon]))
-    return VocAnnotation(filename, None, None, tuple(objects), tuple(repairs), normalised=True)
+        objects.append(AnnotatedObject(names[class_id], *corners,
+                                       segmentation=None if polygon is None else [polygon]))
+    return Annotation(filename, None, None, tuple(objects), tuple(repairs), normalised=True)
 
 
 def _label_text(path: Path, limits: Limits) -> str:
@@ -297,7 +297,7 @@ def _label_text(path: Path, limits: Limits) -> str:
 
 
 def read_labels(path: Path, limits: Limits, names: dict[int, str],
-                filename: str) -> VocAnnotation:
+                filename: str) -> Annotation:
     """An image's objects, read where its example is written (`Source.read`)."""
     return parse_labels(_label_text(path, limits), names, filename, limits.max_objects)
 
@@ -393,7 +393,7 @@ def plan(source: Input, options: Options) -> Planned:
             read = functools.partial(read_labels, names=names, filename=image.name)
             planned[split].append(Source(
                 name, image, labels if count else None, ids[name], root,
-                annotation=None if count else VocAnnotation(image.name, None, None, ()),
+                annotation=None if count else Annotation(image.name, None, None, ()),
                 read=read if count else None, masks=options.masks, background=not count))
     label_map: dict[str, int] = {}
     for class_id, name in sorted(names.items()):
