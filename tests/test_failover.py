@@ -46,8 +46,8 @@ def test_rungs_are_regions_outer_hardware_inner_capacity_innermost():
     named = labels(ladder)
     assert named[ladder[2]] == "us-central1 g2-standard-8 SPOT"
     # what does not vary is not named: a capacity ladder in one place says its capacity
-    one_place = rungs(["us-central1"], ["a2-highgpu-1g"], ["SPOT", "STANDARD"])
-    assert list(labels(one_place).values()) == ["SPOT", "STANDARD"]
+    one_region = rungs(["us-central1"], ["a2-highgpu-1g"], ["SPOT", "STANDARD"])
+    assert list(labels(one_region).values()) == ["SPOT", "STANDARD"]
     assert list(labels(rungs(["us-central1", "us-east1"], ["g2-standard-8"], ["SPOT"]))
                 .values()) == ["us-central1 SPOT", "us-east1 SPOT"]
 

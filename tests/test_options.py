@@ -184,7 +184,7 @@ def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():
         "steps": "7"}), "eval")
     assert evaluation.args == trainer_args.TrainArgs(
         mode="eval", data_dir="d", config_files=("c.yaml",), train_steps=7,
-        eval_idle_timeout=30.0)  # no places: the target fills them
+        eval_idle_timeout=30.0)  # no directories: the target fills them
     on_test = jobfile.request(jobfile.resolve("eval", {"split": "test"}), "eval")
     assert (on_test.args.mode, on_test.args.eval_split) == ("eval", "test")  # once, --once or not
 

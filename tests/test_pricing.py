@@ -292,7 +292,7 @@ def geography() -> dict[str, list[str]]:
                 "EMEA": ("europe-", "me-"), "APAC": ("asia-", "australia-")}
     grouped = {where: [r for r in regions() if r.startswith(p)] for where, p in
                prefixes.items()}
-    assert sorted(r for places in grouped.values() for r in places) == regions()
+    assert sorted(r for members in grouped.values() for r in members) == regions()
     return grouped
 
 
@@ -302,21 +302,21 @@ def catalogue_skus() -> list:
     from tests.fakes.billing import sku
 
     skus = []
-    for where, places in geography().items():
-        places = [*places, "mars-north1"]
+    for where, listed in geography().items():
+        listed = [*listed, "mars-north1"]
         skus += [
-            sku(f"Custom Training: N1 Predefined Instance Core running in {where}", places,
+            sku(f"Custom Training: N1 Predefined Instance Core running in {where}", listed,
                 0.036354),
-            sku(f"Custom Training: N1 Predefined Instance Ram running in {where}", places,
+            sku(f"Custom Training: N1 Predefined Instance Ram running in {where}", listed,
                 0.004873, unit="GiBy.h"),
             sku(f"Custom Training: Spot Preemptible N1 Predefined Instance Core running in "
-                f"{where}", places, 0.008, "Preemptible"),
-            sku(f"Custom Training: Nvidia Tesla T4 GPU running in {where}", places, 0.4025),
-            sku(f"Online Prediction: N1 Predefined Instance Core running in {where}", places,
+                f"{where}", listed, 0.008, "Preemptible"),
+            sku(f"Custom Training: Nvidia Tesla T4 GPU running in {where}", listed, 0.4025),
+            sku(f"Online Prediction: N1 Predefined Instance Core running in {where}", listed,
                 0.0365),
-            sku(f"Online Prediction: N1 Predefined Instance Ram running in {where}", places,
+            sku(f"Online Prediction: N1 Predefined Instance Ram running in {where}", listed,
                 0.0049, unit="GiBy.h"),
-            sku(f"Online Prediction: Nvidia Tesla T4 GPU running in {where}", places, 0.41),
+            sku(f"Online Prediction: Nvidia Tesla T4 GPU running in {where}", listed, 0.41),
         ]
     central = ["us-central1"]
     return [

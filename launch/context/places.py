@@ -58,7 +58,7 @@ def check_run_id(run_id: str) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class RunPaths:
-    """A run's place in the bucket; what `--run-id` means to eval, export, predict and
+    """A run's paths in the bucket; what `--run-id` means to eval, export, predict and
     tensorboard."""
 
     bucket: str

@@ -720,9 +720,9 @@ def _check(job: JobFile, task: str) -> dict[str, Any]:
 
 
 def trainer_args(job: JobFile, task: str) -> TrainArgs:
-    """The trainer's arguments the file's values become (places aside: the executor decides
-    them): each field `task` takes on the TrainArgs field it `lands` on, plus what the kind
-    sets itself (its mode). The launcher's checks of them are the trainer's (`check()`)."""
+    """The trainer's arguments the file's values become (directories aside: the executor
+    decides them): each field `task` takes on the TrainArgs field it `lands` on, plus what the
+    kind sets itself (its mode). The launcher's checks of them are the trainer's (`check()`)."""
     landed = {field.metadata["lands"]: getattr(job, field.name) for field in options(task)
               if field.metadata["lands"] and getattr(job, field.name) is not None}
     return TrainArgs(**landed, **KINDS[task].own_args(job))
@@ -803,7 +803,7 @@ class Written:
 
 def written_keys(task: str) -> frozenset[str]:
     """The keys `Written(task, ...).text` can write at the top of a file (as `as_mapping`
-    places them): all a rerun of a run launched for `task` may replay."""
+    writes them): all a rerun of a run launched for `task` may replay."""
     fields = [*options(task), *(field for target in TARGETS
                                 for field in own_options(target, task))]
     targets = {target for target in TARGETS

@@ -217,7 +217,7 @@ class Training(Request):
 
     task: ClassVar[str] = "train"
     trains: ClassVar[bool] = True
-    of_run: ClassVar[bool] = True  # continues the run its place holds (same experiment)
+    of_run: ClassVar[bool] = True  # continues the run its directory holds (same experiment)
     role: ClassVar[str] = "train"
 
 
