@@ -7,6 +7,8 @@ override always has the last word.
 
 from __future__ import annotations
 
+import difflib
+
 from trainer.args import INIT_CHECKPOINT_TYPES, TrainArgs, shown
 from trainer.common import files, io
 from trainer.common.errors import SettingsError
@@ -59,8 +61,11 @@ def _experiment_config(name: str):
     try:
         return exp_factory.get_exp_config(name)
     except LookupError:
-        raise SettingsError(f"unknown --experiment {name!r}; Pets experiments: "
-                            f"{', '.join(EXPERIMENTS)}") from None
+        names = sorted({*EXPERIMENTS, *exp_factory._REGISTERED_CONFIGS})  # Model Garden's too
+        close = difflib.get_close_matches(name, names)
+        raise SettingsError(f"unknown --experiment {name[:80]!r}; Pets experiments: "
+                            f"{', '.join(EXPERIMENTS)}" +
+                            (f" (did you mean {' or '.join(close)}?)" if close else "")) from None
 
 
 def check_inputs(settings: TrainerSettings) -> None:
