@@ -59,7 +59,7 @@ def runs(command: type[trainer_args.Args]) -> Callable[[Runner], Runner]:
 def run_trainer(args: trainer_args.TrainArgs) -> int:
     from trainer.evaluation import evaluate  # start-up time
     from trainer.training import params as params_lib  # start-up time
-    from trainer.training import train
+    from trainer.training import train  # start-up time
 
     settings = settings_lib.settings_from_args(args)
     if settings.trains and pretrained.is_archive(settings.init_checkpoint):

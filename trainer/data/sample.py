@@ -12,6 +12,7 @@ import dataclasses
 import io
 import json
 import random
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -317,8 +318,6 @@ def coco_as_yolo(data: dict, images_dir: Path, out: Path, test: dict | None = No
     images/ and labels/ by split, seeded 70/30; labels with 6 decimals, as Ultralytics'
     converters write them); `test`, a COCO file of other images of the same categories, as
     its test split (images/test, data.yaml's `test`)."""
-    import shutil
-
     (out / "images").mkdir(parents=True, exist_ok=True)
     categories = sorted({c["id"]: c for c in [*(test or {}).get("categories", []),
                                               *data["categories"]]}.values(),
@@ -355,8 +354,6 @@ def coco_as_yolo(data: dict, images_dir: Path, out: Path, test: dict | None = No
 def coco_as_labelme(data: dict, images_dir: Path, out: Path) -> Path:
     """A COCO file's images and boxes as LabelMe writes them: a JSON beside each image, a
     rectangle a box (its two corners), imagePath the image's name, imageData null."""
-    import shutil
-
     out.mkdir(parents=True, exist_ok=True)
     names = {c["id"]: c["name"] for c in data["categories"]}
     shapes: dict[int, list[dict]] = {image["id"]: [] for image in data["images"]}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import io
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -71,8 +72,6 @@ def detection_example(
 def mask_png(mask: np.ndarray) -> bytes:
     """An instance mask as MASK_KEY holds it: a PNG of 0 and 1 at the image's size
     (what Model Garden's decoder and the Object Detection API read)."""
-    import io
-
     import numpy as np
     from PIL import Image
 

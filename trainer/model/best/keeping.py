@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import sys
 from collections.abc import Callable, Sequence
 
@@ -183,6 +184,4 @@ def _evaluated_at(model_dir: str, step: int) -> str:
 
 
 def _json(value: dict) -> str:
-    import json
-
     return json.dumps(value, indent=2) + "\n"

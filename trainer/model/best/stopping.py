@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import math
 from collections.abc import Sequence
 
@@ -168,8 +169,6 @@ def verdict_path(model_dir: str) -> str:
 
 
 def write_verdict(model_dir: str, verdict: Verdict, rule: RunRule) -> None:
-    import json
-
     stopping = rule.stopping
     io.replace_text(verdict_path(model_dir), json.dumps({
         **dataclasses.asdict(verdict), "ignored": list(verdict.ignored),
