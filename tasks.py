@@ -169,7 +169,7 @@ def convert(c, args: ConvertArgs, target, dataset, dry_run, follow, max_cost, lo
 
     With --target vertex the converter runs next to the data; with --dataset the records
     become a named dataset in the bucket. Either way a report says what was kept."""
-    from launch.targets import executor_for, refuse_flags
+    from launch.targets import executor_for
     from launch.targets.base import Handover, LaunchFlags
 
     if args.data_dir is None and args.format == "pets" and not args.sources:
@@ -178,8 +178,10 @@ def convert(c, args: ConvertArgs, target, dataset, dry_run, follow, max_cost, lo
              "region": where["region"], "dataset": dataset, "dry_run": dry_run}
 
     def converted() -> str:
-        refuse_flags(target, [name for name, value in typed.items() if value not in (None, False)],
-                     lambda executor: executor.convert_flags)
+        jobfile.refuse_incapable(target, {name: jobs.Conversion.NEEDS[name]
+                                          for name, value in typed.items()
+                                          if value not in (None, False)
+                                          and name in jobs.Conversion.NEEDS})
         handover = Handover(bool(dry_run), max_cost=jobfile.flag_value("max_cost", max_cost))
         launch_flags = LaunchFlags(TrainerDirs(MODEL_DIR, RECORDS_DIR), _cloud(c, **where),
                                    handover, local_docker=bool(local_docker),

@@ -84,15 +84,18 @@ def test_the_cloud_flags_are_declared_once():
     assert seen > 50  # 24 tasks take some
 
 
-@pytest.mark.parametrize("flag", ["--follow", "--local-docker", "--max-cost=5",
-                                  "--region=us-east4"])
-def test_a_vertex_only_convert_flag_on_the_local_target_is_refused(flag, tmp_path):
-    """As train's `--spot`: the target registry answers (the executors' convert_flags)."""
+@pytest.mark.parametrize(("flag", "cannot"), [
+    ("--follow", "submit a job to a service (to follow until it ends)"),
+    ("--local-docker", "run a container image"), ("--max-cost=5", "price a job before it runs"),
+    ("--region=us-east4", "run in a chosen cloud region")])
+def test_a_convert_flag_the_local_target_cannot_take_is_refused(flag, cannot, tmp_path):
+    """As train's `--spot`: from the capability the flag needs (jobs.Conversion.NEEDS), which
+    the target's spec does not declare."""
     typed = flag.partition("=")[0]
     line = refused(invoke("data.convert", f"--data-dir={tmp_path}",
                           f"--output-dir={tmp_path / 'records'}", flag))
-    assert line == (f"error: {typed} runs on Vertex AI only: add --target vertex, or drop "
-                    f"{typed}")
+    assert line == (f"error: {typed}: the local target cannot {cannot}: add --target vertex, "
+                    f"or drop {typed}")
     assert not (tmp_path / "records").exists()
 
 

@@ -9,11 +9,9 @@ tuning jobs, serving, ...) they ask of it here (`offered`), never by importing i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from launch.errors import InputError
-from launch.values import jobfile
 from launch.values.target_names import TARGETS
 
 if TYPE_CHECKING:
@@ -31,21 +29,6 @@ def executor_class(name: str) -> type[Executor]:
 def executor_for(name: str, flags: LaunchFlags) -> Executor:
     """The executor of the target named `name` (--target), for what the flags say."""
     return executor_class(name).from_flags(flags)
-
-
-def refuse_flags(target: str, typed: Iterable[str],
-                 takes: Callable[[type[Executor]], Collection[str]]) -> None:
-    """Refuses a flag the user typed (`typed`, by name) that the target named `target` does
-    not take (`takes(its executor class)`: `convert_flags` for data.convert): one line, the
-    targets that take it."""
-    for name in typed:
-        if name not in takes(executor_class(target)):
-            others = [other for other in TARGETS
-                      if other != target and name in takes(executor_class(other))]
-            where = " or ".join(executor_class(other).title for other in others)
-            shown = jobfile.flag(name)
-            raise InputError(f"{shown} runs on {where} only: add --target {others[0]}, or "
-                             f"drop {shown}")
 
 
 def jobs_of(name: str, cloud: Cloud) -> Jobs:

@@ -30,7 +30,6 @@ class Executor(Runner, Protocol):
     """A target: it runs requests (`Runner`: launch, tune), conversions and TensorBoard."""
 
     title: ClassVar[str]  # where it runs, in words: "Vertex AI"
-    convert_flags: ClassVar[frozenset[str]]  # data.convert's flags beyond ConvertArgs' it takes
     runs_in_bucket: ClassVar[bool]  # runs are gs://BUCKET/runs/RUN_ID, not directories here
 
     @classmethod

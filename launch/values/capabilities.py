@@ -38,6 +38,8 @@ TIMEOUT = Capability("timeout", "stop a job at a timeout")
 LADDER = Capability("ladder", "climb a capacity ladder (regions, fallback machines, kinds "
                               "of capacity)")
 BACKGROUND = Capability("background", "run a job in this machine's background")
+SUBMIT = Capability("submit", "submit a job to a service (to follow until it ends)")
+PRICE = Capability("price", "price a job before it runs")
 
 
 @dataclasses.dataclass(frozen=True)

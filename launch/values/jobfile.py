@@ -479,9 +479,25 @@ def _refuse(target: str, given: _Given, owned: bool) -> NoReturn:
             (not owned or other in options_by_name()[given.field.name])]
     cannot = f"has no option {key(given.field)}" if TARGETS[target].can(needs) else \
         f"cannot {needs.words}"
-    fix = f"add --target {able[0]}, or drop {given.dropped}" if able else \
-        f"drop {given.dropped}"
-    raise JobFileError(f"{given.shown}: the {target} target {cannot}: {fix}")
+    raise JobFileError(refusal(target, cannot, able, given.shown, given.dropped))
+
+
+def refuse_incapable(target: str, needs: Mapping[str, Capability]) -> None:
+    """Refuses a flag a task took (`needs`: the flag's name -> what a target must be able to
+    do to take it, data.convert's `--region`) that `target` cannot take, as a job's value is
+    refused: from the capability, with the targets that have it."""
+    for name, capability in needs.items():
+        if not TARGETS[target].can(capability):
+            able = [other for other in TARGETS if TARGETS[other].can(capability)]
+            raise JobFileError(refusal(target, f"cannot {capability.words}", able,
+                                       flag(name), flag(name)))
+
+
+def refusal(target: str, cannot: str, able: list[str], shown: str, dropped: str) -> str:
+    """The one line of both: "`--spot`: the local target cannot run spot capacity: add
+    --target vertex, or drop --spot"."""
+    fix = f"add --target {able[0]}, or drop {dropped}" if able else f"drop {dropped}"
+    return f"{shown}: the {target} target {cannot}: {fix}"
 
 
 def flag_value(name: str, value: Any) -> Any:

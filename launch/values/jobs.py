@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from launch.errors import InputError
+from launch.values import capabilities
+from launch.values.capabilities import Capability
 from launch.values.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
 from launch.values.sweep import Sweep
 from trainer.args import Args, ConvertArgs, TrainArgs
@@ -273,6 +275,11 @@ class Conversion:
 
     args: ConvertArgs
     dataset: str | None = None
+    # data.convert's flags beyond the converter's that a target must be able to take:
+    # a region, an image it builds, a job it submits and follows, a price it bounds
+    NEEDS: ClassVar[Mapping[str, Capability]] = {
+        "region": capabilities.REGION, "local_docker": capabilities.IMAGE,
+        "follow": capabilities.SUBMIT, "max_cost": capabilities.PRICE}
 
 
 def tool_job(args: Args) -> TrainerJob:

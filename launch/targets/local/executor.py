@@ -45,8 +45,6 @@ class Local(Preflight[TrainerDirs, TrainerJob]):
     an Optuna study in the sweep directory (--model-dir): its trials are runs beside it."""
 
     title: ClassVar[str] = "this machine"
-    # data.convert's flags besides the converter's and the cloud's: no Vertex AI job's
-    convert_flags: ClassVar[frozenset[str]] = frozenset({"dataset", "dry_run"})
     # its runs are model directories (runs.list --root); predict runs the model here
     runs_in_bucket: ClassVar[bool] = False
     dirs: TrainerDirs

@@ -10,5 +10,5 @@ VERTEX = TargetSpec(
     "launch.targets.vertex.executor:Vertex",
     frozenset({can.GPU, can.TPU, can.SPOT, can.FLEX_START, can.REGION, can.IMAGE,
                can.MACHINE_TYPE, can.REDUCTION_SERVERS, can.RESERVATION, can.WEB_ACCESS,
-               can.TIMEOUT, can.LADDER}),
+               can.TIMEOUT, can.LADDER, can.SUBMIT, can.PRICE}),
     VertexOptions)

@@ -103,9 +103,6 @@ class Vertex(Preflight[CloudSetup, JobPlan]):
     (gs://BUCKET/runs/RUN_ID), the sources' image built if missing and pinned by digest."""
 
     title: ClassVar[str] = "Vertex AI"
-    # data.convert's flags besides the converter's and the cloud's (launch.targets checks)
-    convert_flags: ClassVar[frozenset[str]] = frozenset({
-        "dataset", "dry_run", "follow", "local_docker", "max_cost", "region"})
     # its runs are gs://BUCKET/runs/RUN_ID (runs.list); predict is a batch prediction job
     runs_in_bucket: ClassVar[bool] = True
     cloud: Cloud
