@@ -12,6 +12,7 @@ from pathlib import Path
 
 from launch.stores.gcs.records import upload_records
 from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.options import VertexOptions
 from launch.values.jobs import Request
 from launch.values.resources import Accelerator, Resources
 from tests.fakes.cloud import fake_cloud, write_records
@@ -24,8 +25,10 @@ def main(relaunches: int = 20) -> dict:
 
         def launch(run: int) -> None:
             with contextlib.redirect_stdout(io.StringIO()):
-                resources = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))
-                Vertex(cloud).launch(Request.training(None, None, resources, f"bench{run}"))
+                t4 = Resources(Accelerator("NVIDIA_TESLA_T4", 1))
+                Vertex(cloud).launch(Request.training(
+                    None, None, t4, f"bench{run}",
+                    target_options=VertexOptions(machine_type="n1-standard-8")))
 
         start = time.perf_counter()
         launch(0)  # first launch: uploads the build context, submits a build, then the job

@@ -13,11 +13,13 @@ from launch.errors import InputError, MissingError, StepFailed
 from launch.features.jobs import job_command
 from launch.stores.gcs.records import upload_records
 from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.resources import Resources
 from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
-from launch.values.resources import Accelerator, Resources
+from launch.values.resources import Accelerator
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, fake_cloud, write_records
 from tests.fakes.logs import job_entry
+from tests.on_vertex import with_vertex
 
 
 @pytest.fixture
@@ -34,7 +36,8 @@ T4 = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))
 
 
 def train(cloud, run_id="gpu1", resources=T4, handover=None):
-    request = Request.training("pets_retinanet_resnetfpn", 100, resources, run_id)
+    request = with_vertex(
+        Request.training("pets_retinanet_resnetfpn", 100, run_id=run_id), resources)
     return Vertex(cloud, handover or VertexHandover()).launch(request)
 
 
@@ -273,7 +276,8 @@ def test_every_target_runs_the_same_trainer_job(fakes, tmp_path):
     from launch.values.jobs import TrainerDirs
 
     cloud = fakes.cloud()
-    request = Request.training("pets_retinanet_resnetfpn", 100, Resources(workers=2), "gpu1")
+    request = with_vertex(
+        Request.training("pets_retinanet_resnetfpn", 100, run_id="gpu1"), Resources(workers=2))
     submitted = aiplatform_v1.CustomJob.from_json(
         Vertex(cloud, VertexHandover(dry_run=True)).launch(request))
     expected = request.trainer_job(vertex_jobs.trainer_dirs(cloud.setup(), "gpu1"))
@@ -302,14 +306,14 @@ def test_eval_runs_on_the_hardware_asked_for(fakes, tmp_path):
     """`invoke eval --target vertex` takes train's hardware flags: here an L4 GPU."""
     from google.cloud import aiplatform_v1
 
-    from launch.values.resources import Scheduling
+    from launch.targets.vertex.resources import Scheduling
 
     cloud = fakes.cloud()
     upload_records(cloud, str(records(tmp_path)))
     gpu = Resources.from_flags(machine_type="g2-standard-8", accelerator="NVIDIA_L4:1",
                                scheduling=Scheduling.from_flags(timeout_hours="2"))
-    Vertex(cloud).launch(Request.evaluation("pets_retinanet_resnetfpn", 100, "gpu1",
-                                            continuous=False, resources=gpu))
+    Vertex(cloud).launch(with_vertex(Request.evaluation("pets_retinanet_resnetfpn", 100, "gpu1",
+                                            continuous=False), gpu))
     (received,) = fakes.vertex.received
     (pool,) = received.custom_job.job_spec.worker_pool_specs
     built = f"{REPOSITORY}/trainer:{context_hash()}"
@@ -328,9 +332,9 @@ def test_eval_runs_on_the_hardware_asked_for(fakes, tmp_path):
     assert received.custom_job.job_spec.base_output_directory.output_uri_prefix == \
         "gs://pets-data/runs/gpu1/eval"
     with pytest.raises(InputError, match="evaluation runs on one replica"):
-        Request.evaluation(None, None, "gpu1", resources=Resources(workers=1))
+        with_vertex(Request.evaluation(None, None, "gpu1"), Resources(workers=1))
     with pytest.raises(InputError, match="NVIDIA_L4:1"):  # validated as train's are
-        Vertex(cloud).launch(Request.evaluation(None, None, "gpu1", resources=Resources(
+        Vertex(cloud).launch(with_vertex(Request.evaluation(None, None, "gpu1"), Resources(
             "g2-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))))
     assert len(fakes.vertex.received) == 1
 

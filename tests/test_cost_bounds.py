@@ -17,11 +17,12 @@ from launch.targets.vertex import costs
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.jobs import vertex_job
 from launch.targets.vertex.ladder import Budget, Ladder, climb, most_jobs, rungs
+from launch.targets.vertex.resources import MAX_PREEMPTIONS, Resources, Scheduling
 from launch.targets.vertex.submit import VertexHandover
 from launch.values import jobfile
 from launch.values.jobs import Request
-from launch.values.resources import MAX_PREEMPTIONS, Resources, Scheduling
 from tests.fakes.cloud import fake_cloud, write_records
+from tests.on_vertex import with_vertex
 
 PREEMPTED = (14, "The replica workerpool0-0 was preempted")
 A100 = Resources("a2-highgpu-1g")
@@ -64,7 +65,8 @@ def test_a_time_under_a_minute_is_refused_naming_its_flag(flags, file, message):
 def test_the_bound_is_priced_from_the_duration_sent_not_the_number_typed(fakes, capsys):
     typed = 0.123456789  # 444.44 s: the job is sent 444 s
     job = aiplatform_v1.CustomJob.from_json(Vertex(fakes.cloud(), VertexHandover(
-        dry_run=True)).launch(Request.training(None, 100, hours(typed), "short1")))
+        dry_run=True)).launch(with_vertex(
+            Request.training(None, 100, run_id="short1"), hours(typed))))
     assert job.job_spec.scheduling.timeout == datetime.timedelta(seconds=444)
     assert costs.timeout_hours(job) == 444 / 3600
     hourly = costs.job_hourly(PriceTable.load(), "us-central1", job).total
@@ -129,11 +131,12 @@ def test_max_cost_bounds_the_whole_launch_against_the_job_service(fakes, capsys)
     """Every job is preempted after an hour (the fake's clock); spot and standard rungs, up to
     10 resubmissions each: 22 jobs could be paid for. The cap holds what they cost."""
     cloud = fakes.cloud()
-    request = Request.training("pets_retinanet_resnetfpn", 500, hours(2), "capped1")
+    request = with_vertex(
+        Request.training("pets_retinanet_resnetfpn", 500, run_id="capped1"), hours(2))
     table = PriceTable.load()
     hourly = {strategy: costs.job_hourly(table, "us-central1", vertex_job(
-        cloud.setup(), dataclasses.replace(request, resources=request.resources.with_strategy(
-            strategy)), "capped1")).total for strategy in ("SPOT", "STANDARD")}
+        cloud.setup(), request, "capped1", resources=hours(2).with_strategy(strategy))).total
+        for strategy in ("SPOT", "STANDARD")}
     cap = round(2 * hourly["STANDARD"] + 0.5, 1)  # one standard job's bound fits
     fakes.vertex.script = [PREEMPTED] * 30
     ladder = Ladder.from_flag("spot,standard", MAX_PREEMPTIONS)

@@ -13,9 +13,11 @@ from launch.stores.datachecks import DataRefused, check, check_local, evaluate, 
 from launch.stores.gcs.upload import upload_directory
 from launch.targets.local.executor import Local
 from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.resources import Resources
 from launch.values.jobs import Request, TrainerDirs
-from launch.values.resources import Accelerator, Resources
+from launch.values.resources import Accelerator
 from tests.fakes.cloud import fake_cloud
+from tests.on_vertex import with_vertex
 from trainer.data.checks import findings
 from trainer.data.convert import convert_coco
 
@@ -96,8 +98,9 @@ def test_vertex_refuses_before_building_or_submitting(tmp_path):
     records = coco_records(tmp_path, train_classes=(1,), val_classes=(1, 2))
     with fake_cloud(tmp_path) as fakes:
         upload_directory(fakes.storage, "pets-data", records, "records")
-        request = Request.training(
-            None, 10, Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)), "gpu1")
+        request = with_vertex(
+            Request.training(None, 10, run_id="gpu1"),
+            Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)))
         with pytest.raises(DataRefused, match="gs://pets-data/records/ would train badly"):
             Vertex(fakes.cloud()).launch(request)
         assert fakes.builds.requests == [] and fakes.vertex.received == []

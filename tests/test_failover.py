@@ -24,10 +24,12 @@ from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.hardware import HardwareError, fallback_resources, machine_for
 from launch.targets.vertex.ladder import Ladder, labels, rungs
 from launch.targets.vertex.locality import TooFar, refuse_far, tensorboard_in
+from launch.targets.vertex.resources import Resources
 from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
-from launch.values.resources import Accelerator, Resources
+from launch.values.resources import Accelerator
 from tests.fakes.cloud import OUTPUTS, PROJECT, fake_cloud, write_records
+from tests.on_vertex import with_vertex
 
 INSUFFICIENT = (8, "Resources are insufficient in region: us-central1. Please try a different "
                    "region.")  # Vertex AI's words (launch/targets/triage.py's stockout sources)
@@ -160,7 +162,7 @@ def test_a_stockout_of_the_first_pair_moves_the_run_to_the_next_pair(fakes, caps
     multi_region(fakes)
     fakes.vertex.stockouts[("us-central1", "a2-highgpu-1g")] = INSUFFICIENT
     said = Vertex(fakes.cloud(), ladder()).launch(
-        Request.training("pets_retinanet_resnetfpn", 500, A100, "failover1"))
+        with_vertex(Request.training("pets_retinanet_resnetfpn", 500, run_id="failover1"), A100))
     assert said.split()[1] == "SUCCEEDED" and said.endswith("(run failover1)")
     (first_region, first), (second_region, second) = sent(fakes)
     assert (first_region, second_region) == ("us-central1", "us-central1")  # hardware inner
@@ -188,7 +190,7 @@ def test_a_stockout_of_every_hardware_in_a_region_moves_the_run_to_the_next_regi
     for machine_type in ("a2-highgpu-1g", "g2-standard-8"):
         fakes.vertex.stockouts[("us-central1", machine_type)] = INSUFFICIENT
     Vertex(fakes.cloud(), ladder()).launch(
-        Request.training("pets_retinanet_resnetfpn", 500, A100, "failover2"))
+        with_vertex(Request.training("pets_retinanet_resnetfpn", 500, run_id="failover2"), A100))
     jobs = sent(fakes)
     assert [(region, job.job_spec.worker_pool_specs[0].machine_spec.machine_type)
             for region, job in jobs] == [("us-central1", "a2-highgpu-1g"),
@@ -219,7 +221,8 @@ def test_a_writer_of_the_run_in_any_region_of_the_ladder_is_refused(fakes):
     with pytest.raises(InputError, match=r"--run-id failover3: training job 77 in us-east1 "
                                          r"\(running\) is writing this run's checkpoints"):
         Vertex(fakes.cloud(), ladder()).launch(
-            Request.training("pets_retinanet_resnetfpn", 500, A100, "failover3"))
+            with_vertex(
+                Request.training("pets_retinanet_resnetfpn", 500, run_id="failover3"), A100))
     assert fakes.vertex.received == [] and fakes.builds.requests == []
 
 
@@ -242,10 +245,10 @@ def dry_run(fakes, regions=("us-central1", "us-east1"), fallback=("g2-standard-8
     multi_region(fakes)
     return aiplatform_v1.CustomJob.from_json(Vertex(fakes.cloud(), ladder(
         regions, fallback, "spot,standard", dry_run=True, **handover)).launch(
-        Request.training(
-            "pets_retinanet_resnetfpn", 500, dataclasses.replace(
-                A100, scheduling=dataclasses.replace(A100.scheduling, timeout_hours=10)),
-            "failover4")))
+        with_vertex(
+            Request.training("pets_retinanet_resnetfpn", 500, run_id="failover4"),
+            dataclasses.replace(
+                A100, scheduling=dataclasses.replace(A100.scheduling, timeout_hours=10)))))
 
 
 def test_the_dry_run_prints_every_rung_with_its_price(fakes, prices, capsys):
@@ -328,7 +331,7 @@ def test_a_rung_short_of_quota_is_dropped_and_none_left_is_refused(fakes, capsys
 
 
 def test_a_region_far_from_the_bucket_is_refused_with_the_reason(fakes):
-    request = Request.training("pets_retinanet_resnetfpn", 500, A100, "far1")
+    request = with_vertex(Request.training("pets_retinanet_resnetfpn", 500, run_id="far1"), A100)
     far = ladder(("us-central1", "europe-west4"))
     with pytest.raises(TooFar, match=r"^--regions europe-west4 is in europe, but the data "
                                      r"bucket is in US-CENTRAL1 \(north-america\): choose "
@@ -363,7 +366,8 @@ def test_a_fallback_that_cannot_take_the_job_is_refused_naming_it(fakes):
     with pytest.raises(InputError, match=r"^--fallback ct5lp-hightpu-4t: a TPU job is one "
                                          r"slice"):  # the job's workers do not fit a slice
         Vertex(fakes.cloud(), ladder(fallback=("ct5lp-hightpu-4t",), dry_run=True)).launch(
-            Request.training(None, 100, dataclasses.replace(A100, workers=1), "tpu1"))
+            with_vertex(
+                Request.training(None, 100, run_id="tpu1"), dataclasses.replace(A100, workers=1)))
     assert fakes.vertex.received == [] and fakes.builds.requests == []
 
 

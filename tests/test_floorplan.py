@@ -303,7 +303,7 @@ def test_a_targets_own_option_and_capability_come_from_its_package(tmp_path, mon
     Path(dirs.model_dir).mkdir()
     toy = targets.executor_for("toy", LaunchFlags(dirs, job=job))
     request = jobfile.request(job, "train")
-    assert request.resources.scheduling.strategy == "SPOT"
+    assert request.resources.capacity == "SPOT"
     assert toy.launch(request) == "train-pets_retinanet_mobilenet ran"
     capsys.readouterr()
     cloud = Cloud()

@@ -12,8 +12,10 @@ from launch.context.places import CloudSetup
 from launch.errors import InputError
 from launch.targets.vertex import hardware
 from launch.targets.vertex.jobs import vertex_job
+from launch.targets.vertex.resources import Resources, Scheduling
 from launch.values.jobs import Request
-from launch.values.resources import Accelerator, Resources, Scheduling
+from launch.values.resources import Accelerator
+from tests.on_vertex import with_vertex
 
 SETUP = CloudSetup(
     project="pets-detector-dev", region="us-central1", bucket="pets-data",
@@ -27,7 +29,7 @@ GOOGLE = ("https://cloud.google.com/", "https://docs.cloud.google.com/")  # Goog
 
 def job(resources: Resources, region: str = "us-central1") -> aiplatform_v1.CustomJob:
     setup = CloudSetup(**{**SETUP.__dict__, "region": region})
-    return vertex_job(setup, Request.training(None, 100, resources), "run1")
+    return vertex_job(setup, with_vertex(Request.training(None, 100), resources), "run1")
 
 
 def resolved(resources: Resources) -> hardware.Machine:
@@ -344,7 +346,8 @@ def test_an_a4x_training_job_is_refused_in_one_line_before_anything_is_built(tmp
         cloud = fakes.cloud()
         upload_records(cloud, str(write_records(tmp_path / "records")))
         with pytest.raises(InputError, match=r"A4X .* hosts are Arm"):
-            Vertex(cloud).launch(Request.training(None, 100, Resources("a4x-highgpu-4g"), "a4x"))
+            Vertex(cloud).launch(with_vertex(
+                Request.training(None, 100, run_id="a4x"), Resources("a4x-highgpu-4g")))
         assert fakes.builds.requests == [] and fakes.vertex.received == []
     line = refused(invoke("train", "--target=vertex", "--machine-type=a4x-highgpu-4g",
                           "--run-id=a4x", "--dry-run", cwd=tmp_path, env={

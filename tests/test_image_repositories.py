@@ -14,10 +14,12 @@ from launch.context.cloud import Cloud
 from launch.context.images import ImageBuildError
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.locality import TooFar
+from launch.targets.vertex.resources import Resources
 from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
-from launch.values.resources import Accelerator, Resources
+from launch.values.resources import Accelerator
 from tests.fakes.cloud import OUTPUTS, REPOSITORY, write_records
+from tests.on_vertex import with_vertex
 from tests.test_rerun import EXPERIMENT, launch
 
 
@@ -67,8 +69,8 @@ def from_variables(services, tmp_path, region: str, **environ) -> Cloud:
 
 
 def dry_run(cloud: Cloud) -> str:
-    request = Request.training(EXPERIMENT, 100, Resources(
-        "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)), "loc1")
+    request = with_vertex(Request.training(EXPERIMENT, 100, run_id="loc1"), Resources(
+        "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1)))
     return Vertex(cloud, VertexHandover(dry_run=True)).launch(request)
 
 

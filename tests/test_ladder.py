@@ -12,10 +12,12 @@ from launch.errors import InputError, StepFailed
 from launch.stores.gcs.records import upload_records
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.ladder import Ladder, Rung, climb, outcome, rungs
+from launch.targets.vertex.resources import Resources
 from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
-from launch.values.resources import Accelerator, Resources
+from launch.values.resources import Accelerator
 from tests.fakes.cloud import fake_cloud, write_records
+from tests.on_vertex import with_vertex
 
 STOCKOUT = (8, "The zone 'us-central1-a' does not have enough resources available to fulfill "
                "the request. Try a different zone, or try again later (stockout)")
@@ -99,7 +101,7 @@ def test_the_run_climbs_the_ladder_against_the_job_service(fakes, tmp_path, caps
     upload_records(cloud, str(write_records(tmp_path / "records")))
     fakes.vertex.script = [PREEMPTED, PREEMPTED, PREEMPTED, INSUFFICIENT, None]
     ladder = Ladder.from_flag("spot,flex-start,standard", max_preemptions=2)
-    request = Request.training("pets_retinanet_resnetfpn", 500, A100, "a100run")
+    request = with_vertex(Request.training("pets_retinanet_resnetfpn", 500, run_id="a100run"), A100)
     said = Vertex(cloud, VertexHandover(ladder=ladder, poll_seconds=0)).launch(request)
     assert said.split()[1] == "SUCCEEDED" and said.endswith("(run a100run)")
 
@@ -129,14 +131,14 @@ def test_every_rung_is_checked_before_anything_is_sent(fakes, tmp_path):
     t4 = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))
     with pytest.raises(HardwareError, match="--flex-start takes jobs on"):
         Vertex(cloud, VertexHandover(ladder=Ladder(("SPOT", "FLEX_START")))).launch(
-            Request.training(None, 100, t4, "t4run"))
+            with_vertex(Request.training(None, 100, run_id="t4run"), t4))
     assert fakes.vertex.received == [] and fakes.builds.requests == []
 
 
 def test_the_dry_run_shows_the_first_rung_and_the_ladder(fakes, capsys):
     job = aiplatform_v1.CustomJob.from_json(Vertex(fakes.cloud(), VertexHandover(
         dry_run=True, ladder=Ladder(("SPOT", "STANDARD")))).launch(
-        Request.training(None, 100, A100, "a100run")))
+        with_vertex(Request.training(None, 100, run_id="a100run"), A100)))
     assert job.job_spec.scheduling.strategy.name == "SPOT"
     err = capsys.readouterr().err
     # issue 38 item 6: the summary is the printed job's, not the flag's STANDARD
@@ -154,7 +156,7 @@ def test_a_bare_accelerator_type_is_one_and_the_launch_says_so(fakes, capsys):
     for resources, said in ((bare, True), (Resources.from_flags(
             machine_type="n1-standard-8", accelerator="NVIDIA_TESLA_T4:1"), False)):
         Vertex(fakes.cloud(), VertexHandover(dry_run=True)).launch(
-            Request.training(None, 100, resources, "t4run"))
+            with_vertex(Request.training(None, 100, run_id="t4run"), resources))
         note = "note: --accelerator NVIDIA_TESLA_T4 is one a machine (NVIDIA_TESLA_T4:1); " \
                "NVIDIA_TESLA_T4:N asks for N"
         assert (note in capsys.readouterr().err.splitlines()) is said
@@ -174,7 +176,7 @@ def persistent_resource(state="RUNNING", replicas=2, autoscale_to=0):
 
 
 def on_resource(resources: Resources) -> Resources:
-    from launch.values.resources import Scheduling
+    from launch.targets.vertex.resources import Scheduling
 
     return dataclasses.replace(resources, scheduling=Scheduling(
         persistent_resource="team-a100s"))
@@ -189,7 +191,8 @@ def test_jobs_on_a_persistent_resource_must_fit_its_pools(fakes, tmp_path):
     name = "projects/pets-detector-dev/locations/us-central1/persistentResources/team-a100s"
 
     def launch(resources, run_id):
-        return Vertex(cloud).launch(Request.training(None, 100, on_resource(resources), run_id))
+        return Vertex(cloud).launch(with_vertex(
+            Request.training(None, 100, run_id=run_id), on_resource(resources)))
 
     with pytest.raises(MissingError, match="no persistent resource team-a100s in "
                                            "pets-detector-dev/us-central1"):

@@ -17,10 +17,11 @@ from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.ladder import Ladder
 from launch.targets.vertex.notify import event_of
+from launch.targets.vertex.resources import Resources
 from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
-from launch.values.resources import Resources
 from tests.fakes.cloud import OUTPUTS, fake_cloud, write_records
+from tests.on_vertex import with_vertex
 from tests.test_vertex import SETUP, train_custom_job
 
 SUBSCRIPTION = f"projects/{OUTPUTS.project}/subscriptions/platform-pager"
@@ -104,8 +105,9 @@ def test_every_step_of_the_ladder_is_published(fakes, tmp_path):
     upload_records(cloud, str(write_records(tmp_path / "records")))
     fakes.vertex.script = [PREEMPTED, INSUFFICIENT, None]
     ladder = Ladder.from_flag("spot,standard", max_preemptions=1)
-    request = Request.training("pets_retinanet_resnetfpn", 500, Resources("a2-highgpu-1g"),
-                               "laddered")
+    request = with_vertex(
+        Request.training("pets_retinanet_resnetfpn", 500, run_id="laddered"),
+        Resources("a2-highgpu-1g"))
     Vertex(cloud, VertexHandover(ladder=ladder, poll_seconds=0)).launch(request)
     messages = received(fakes)
     assert [(body["event"], body["job"], body["state"]) for body, _ in messages] == [

@@ -11,9 +11,10 @@ import pytest
 from launch.errors import InputError
 from launch.features.workflow import export
 from launch.targets.vertex.hardware import machine_for
+from launch.targets.vertex.resources import Resources, Scheduling
 from launch.values import jobfile
 from launch.values.jobs import TrainerDirs
-from launch.values.resources import Resources, Scheduling, optional_number
+from launch.values.resources import optional_number
 from trainer import args as trainer_args
 from trainer.cli import bucket_convert
 from trainer.cli import main as cli

@@ -18,10 +18,12 @@ from launch.stores.pricing.estimate import Estimate, OverBudget, Speed, speed_of
 from launch.targets.vertex import costs
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.jobs import vertex_job
+from launch.targets.vertex.resources import Resources, Scheduling
 from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
-from launch.values.resources import Accelerator, Resources, Scheduling
+from launch.values.resources import Accelerator
 from tests.fakes.cloud import fake_cloud, write_records
+from tests.on_vertex import with_vertex
 
 TODAY = datetime.date.today().isoformat()  # a refresh's rows: read today, so current
 
@@ -50,7 +52,7 @@ SETUP = CloudSetup(project="p", region="us-central1", bucket="b", image="i:1",
 
 
 def hourly(resources: Resources, region: str = "us-central1") -> prices.Hourly:
-    job = vertex_job(SETUP, Request.training(None, 100, resources), "run1")
+    job = vertex_job(SETUP, with_vertex(Request.training(None, 100), resources), "run1")
     return costs.job_hourly(TABLE, region, job)
 
 
@@ -118,7 +120,7 @@ def test_a_known_table_gives_known_figures():
 ])
 def test_a_missing_price_names_what_and_the_fix(resources, region, message):
     setup = CloudSetup(**{**SETUP.__dict__, "region": region})
-    job = vertex_job(setup, Request.training(None, 100, resources), "run1")
+    job = vertex_job(setup, with_vertex(Request.training(None, 100), resources), "run1")
     with pytest.raises(prices.PriceMissing, match=message):
         costs.job_hourly(TABLE, region, job)
 
@@ -153,7 +155,7 @@ def test_estimates_built_on_unconfirmed_rows_say_so_and_where_the_price_came_fro
     mixed = prices.PriceTable("USD", {**TABLE.rows, **rows(
         {"accelerators": {"NVIDIA_TESLA_T4": {"standard": 0.4}}}, source=page,
         read=TODAY, confirmed=False)})
-    job = vertex_job(SETUP, Request.training(None, 100, Resources(
+    job = vertex_job(SETUP, with_vertex(Request.training(None, 100), Resources(
         "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))), "run1")
     assert costs.job_hourly(TABLE, "us-central1", job).unconfirmed_lines() == []
     hourly = costs.job_hourly(mixed, "us-central1", job)
@@ -239,7 +241,7 @@ T4_KEY = "n1-standard-8 with NVIDIA_TESLA_T4:1 x 1"
 
 
 def launch(cloud, steps=1000, run_id="new1", budget=None, dry_run=False):
-    request = Request.training("pets_retinanet_resnetfpn", steps, T4, run_id)
+    request = with_vertex(Request.training("pets_retinanet_resnetfpn", steps, run_id=run_id), T4)
     return Vertex(cloud, VertexHandover(max_cost=budget, dry_run=dry_run)).launch(request)
 
 
@@ -273,7 +275,8 @@ def test_max_cost_refuses_before_any_request(fakes, tmp_path):
     cloud = fakes.cloud()
     upload_records(cloud, str(write_records(tmp_path / "records")))
     hourly_price = costs.job_hourly(prices.PriceTable.load(), "us-central1", vertex_job(
-        cloud.setup(), Request.training("pets_retinanet_resnetfpn", 1000, T4), "x")).total
+        cloud.setup(), with_vertex(
+            Request.training("pets_retinanet_resnetfpn", 1000), T4), "x")).total
     with pytest.raises(OverBudget, match="lower --timeout-hours"):  # the bound: 2 h
         launch(cloud, budget=hourly_price * 1.5)
     summary("old1", 36.0, fakes, T4_KEY)  # 1000 steps: 10 hours, over a 2 h timeout's bound
@@ -386,7 +389,7 @@ def test_refresh_writes_confirmed_rows_for_every_catalogue_region(tmp_path, pric
                     f"of {len(regions())} catalogue regions; 1 unconfirmed rows kept where no "
                     "SKU priced them; 4 other SKUs left out")
     # the refreshed table prices a training job and a serving machine
-    job = vertex_job(SETUP, Request.training(None, 100, Resources(
+    job = vertex_job(SETUP, with_vertex(Request.training(None, 100), Resources(
         "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))), "run1")
     hourly = costs.job_hourly(table, "us-central1", job)
     assert hourly.total == pytest.approx(8 * 0.036354 + 30 * 0.004873 + 0.4025)
@@ -447,7 +450,7 @@ def test_the_readme_example_estimate_is_what_the_task_prints(fakes, tmp_path, ca
     resources = Resources("n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1),
                           scheduling=Scheduling(timeout_hours=12))
     Vertex(cloud, VertexHandover(dry_run=True)).launch(
-        Request.training("pets_retinanet_resnetfpn", 5000, resources, "gpu2"))
+        with_vertex(Request.training("pets_retinanet_resnetfpn", 5000, run_id="gpu2"), resources))
     printed = [line for line in capsys.readouterr().err.splitlines()
                if line.lstrip().startswith(("cost:", "expected", "unconfirmed:"))]
     guide = (REPO / "docs" / "guides" / "cost.md").read_text()
@@ -458,7 +461,7 @@ def test_cost_so_far_of_queued_running_and_finished_jobs():
     import datetime
 
     start = datetime.datetime(2026, 11, 22, 10, 0, tzinfo=datetime.UTC)
-    job = vertex_job(SETUP, Request.training(None, 100, Resources(
+    job = vertex_job(SETUP, with_vertex(Request.training(None, 100), Resources(
         "n1-standard-8", Accelerator("NVIDIA_TESLA_T4", 1))), "run1")
     job.name = "projects/p/locations/us-central1/customJobs/7"
     now = start + datetime.timedelta(minutes=30)

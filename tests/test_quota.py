@@ -10,12 +10,14 @@ from launch.errors import InputError
 from launch.stores.gcs.records import upload_records
 from launch.targets.vertex import doctor, quota
 from launch.targets.vertex.executor import Vertex
+from launch.targets.vertex.resources import Resources, Scheduling
 from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
-from launch.values.resources import Accelerator, Resources, Scheduling
+from launch.values.resources import Accelerator
 from launch.values.sweep import Sweep
 from tests.fakes.cloud import fake_cloud, write_records
 from tests.fakes.quotas import DEFAULT_LIMIT, FakeCloudQuotas
+from tests.on_vertex import with_vertex
 from tests.test_vertex import SETUP, train_custom_job
 
 T4 = "custom_model_training_nvidia_t4_gpus"
@@ -66,7 +68,8 @@ def fakes(tmp_path):
 def test_too_little_quota_is_refused_before_any_build_or_job(fakes):
     fakes.quotas.set_limit(T4, "us-central1", 0)
     with pytest.raises(InputError) as refused:
-        Vertex(fakes.cloud()).launch(Request.training(None, 100, T4_X4, "t4run"))
+        Vertex(fakes.cloud()).launch(with_vertex(
+            Request.training(None, 100, run_id="t4run"), T4_X4))
     message = str(refused.value)
     assert message.startswith(f"n1-standard-16 with NVIDIA_TESLA_T4:4 x 1 needs 4 {T4} in "
                               "us-central1; the project's limit there is 0: ask for more at "
@@ -79,7 +82,7 @@ def test_too_little_quota_is_refused_before_any_build_or_job(fakes):
 def test_enough_quota_is_submitted(fakes):
     fakes.quotas.set_limit(T4, "us-central1", 4)
     fakes.quotas.set_limit(SPOT_T4, "us-central1", 0)  # not what a standard job uses
-    Vertex(fakes.cloud()).launch(Request.training(None, 100, T4_X4, "t4run"))
+    Vertex(fakes.cloud()).launch(with_vertex(Request.training(None, 100, run_id="t4run"), T4_X4))
     assert len(fakes.vertex.received) == 1
 
 
@@ -89,7 +92,8 @@ def test_spot_counts_against_the_preemptible_quota(fakes):
                      scheduling=Scheduling(strategy="SPOT"))
     with pytest.raises(InputError, match=f"needs 4 {SPOT_T4} in us-central1; the project's "
                                          r"Spot/Flex-start \(preemptible\) limit there is 2"):
-        Vertex(fakes.cloud()).launch(Request.training(None, 100, spot, "spotrun"))
+        Vertex(fakes.cloud()).launch(with_vertex(
+            Request.training(None, 100, run_id="spotrun"), spot))
     assert not fakes.builds.requests and not fakes.vertex.received
 
 
@@ -97,14 +101,15 @@ def test_a_sweep_needs_its_parallel_trials_at_once(fakes):
     fakes.quotas.set_limit(T4, "us-central1", 6)
     sweep = Sweep.from_yaml("params: {batch_size: [8, 16]}\nparallel: 2\n")
     with pytest.raises(InputError, match=f"x 2 trials at once needs 8 {T4}"):
-        Vertex(fakes.cloud()).tune(Request.training(None, 100, T4_X4, "sweep1"), sweep)
+        Vertex(fakes.cloud()).tune(with_vertex(
+            Request.training(None, 100, run_id="sweep1"), T4_X4), sweep)
     assert not fakes.vertex.tuning.received
 
 
 def test_unreadable_quota_is_a_note_not_a_failure(fakes, capsys):
     fakes.quotas.deny = True
     Vertex(fakes.cloud(), VertexHandover(dry_run=True)).launch(
-        Request.training(None, 100, T4_X4, "t4run"))
+        with_vertex(Request.training(None, 100, run_id="t4run"), T4_X4))
     assert ("note: quota not checked: reading them needs cloudquotas.quotas.get on the project "
             "(in roles/cloudquotas.viewer)") in capsys.readouterr().err
 
@@ -119,7 +124,7 @@ def test_a_dry_run_without_credentials_says_it_could_not_check(tmp_path, monkeyp
         cloud = services.cloud()
         cloud = replace(cloud, clients=replace(cloud.clients, quotas=cloud_quotas))
         Vertex(cloud, VertexHandover(dry_run=True)).launch(
-            Request.training(None, 100, T4_X4, "t4run"))
+            with_vertex(Request.training(None, 100, run_id="t4run"), T4_X4))
     assert "note: quota not checked: no Google credentials" in capsys.readouterr().err
 
 

@@ -8,7 +8,8 @@ import pytest
 
 from launch.errors import InputError
 from launch.targets.vertex.hardware import machine_for
-from launch.values.resources import Accelerator, Resources, Scheduling
+from launch.targets.vertex.resources import Resources, Scheduling
+from launch.values.resources import Accelerator
 
 SCHEDULING_FLAGS = ("spot", "flex_start", "timeout_hours")
 

@@ -21,12 +21,14 @@ from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import sweeps
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.ladder import Ladder
+from launch.targets.vertex.resources import Resources
 from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request, tool_job
-from launch.values.resources import Accelerator, Resources
+from launch.values.resources import Accelerator
 from launch.values.sweep import Sweep
 from tests.fakes.cloud import OUTPUTS, fake_cloud, write_records
 from tests.fakes.logs import job_entry
+from tests.on_vertex import with_vertex
 from tests.test_vertex import SETUP, train_custom_job
 from trainer.args import SampleArgs
 from trainer.cli.main import ERROR_PREFIX
@@ -201,7 +203,7 @@ def test_jobs_wait_and_train_follow_fail_with_the_cause(fakes, tmp_path, capsys)
     fakes.logs.entries += [job_entry(following, s, line) for s, line in enumerate(GPU_OOM)]
     with pytest.raises(StepFailed) as followed:
         Vertex(cloud, VertexHandover(follow=True, poll_seconds=0)).launch(
-            Request.training("pets_retinanet_resnetfpn", 100, T4, "gpu2"))
+            with_vertex(Request.training("pets_retinanet_resnetfpn", 100, run_id="gpu2"), T4))
     assert str(followed.value).splitlines()[1] == CASES["gpu-oom"][2]
     assert "OOM when allocating tensor" in capsys.readouterr().out  # the log, as it came
 
@@ -213,7 +215,7 @@ def test_a_failed_rung_of_the_ladder_says_why(fakes, tmp_path):
     fakes.logs.entries += [job_entry("2", s, line) for s, line in enumerate(TPU)]
     with pytest.raises(StepFailed) as failed:
         Vertex(cloud, VertexHandover(ladder=Ladder(("SPOT", "STANDARD")), poll_seconds=0)).launch(
-            Request.training("pets_retinanet_resnetfpn", 100, T4, "ladder1"))
+            with_vertex(Request.training("pets_retinanet_resnetfpn", 100, run_id="ladder1"), T4))
     lines = str(failed.value).splitlines()
     assert "customJobs/2 failed on STANDARD capacity" in lines[0]
     assert lines[1] == CASES["tpu-init"][2]
@@ -224,7 +226,8 @@ def test_a_failed_trial_says_why(fakes, tmp_path):
     upload_records(cloud, str(write_records(tmp_path / "records")))
     fakes.vertex.tuning.metric_dir = tmp_path / "hypertune"
     sweep = Sweep.from_yaml("metric: AP50\ntrials: 1\nparams:\n  batch_size: [64]\n")
-    Vertex(cloud).tune(Request.training("pets_retinanet_resnetfpn", 100, T4, "sweep1"), sweep)
+    Vertex(cloud).tune(with_vertex(
+        Request.training("pets_retinanet_resnetfpn", 100, run_id="sweep1"), T4), sweep)
     fakes.logs.entries += [job_entry("901", s, line) for s, line in enumerate(GPU_OOM)]
     said: list[str] = []
     with pytest.raises(StepFailed, match="all trials failed"):

@@ -17,11 +17,13 @@ from launch.stores.pricing.estimate import OverBudget
 from launch.targets.vertex import sweeps
 from launch.targets.vertex.executor import Vertex
 from launch.targets.vertex.ladder import Ladder
+from launch.targets.vertex.resources import Resources
 from launch.targets.vertex.submit import VertexHandover
 from launch.values.jobs import Request
-from launch.values.resources import Accelerator, Resources
+from launch.values.resources import Accelerator
 from launch.values.sweep import Sweep
 from tests.fakes.cloud import fake_cloud, write_records
+from tests.on_vertex import with_vertex
 from trainer.model import hparams
 
 SWEEP = Sweep.from_yaml("""
@@ -48,7 +50,7 @@ def fakes(tmp_path):
 
 
 def request(resources: Resources, run_id: str = "sweep1") -> Request:
-    return Request.training("pets_retinanet_resnetfpn", 500, resources, run_id)
+    return with_vertex(Request.training("pets_retinanet_resnetfpn", 500, run_id=run_id), resources)
 
 
 def without_model_dir(spec: aiplatform_v1.CustomJobSpec) -> aiplatform_v1.CustomJobSpec:

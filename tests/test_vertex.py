@@ -18,11 +18,13 @@ from launch.errors import InputError
 from launch.targets.vertex import client as vertex_client
 from launch.targets.vertex import hardware
 from launch.targets.vertex.jobs import vertex_job
+from launch.targets.vertex.resources import Resources, Scheduling
 from launch.targets.vertex.spec import to_json
 from launch.values.jobs import Request
-from launch.values.resources import Accelerator, Resources, Scheduling
+from launch.values.resources import Accelerator
 from tests.cli import invoke
 from tests.fakes.vertex import FakeJobService
+from tests.on_vertex import with_vertex
 
 SETUP = CloudSetup(
     project="pets-detector-dev", region="us-central1", bucket="pets-detector-dev-pets-data",
@@ -35,7 +37,8 @@ EXPERIMENT, STEPS = "pets_retinanet_resnetfpn", 5000
 
 def train_custom_job(setup: CloudSetup, run_id: str, resources: Resources,
                      labels: dict[str, str] | None = None) -> aiplatform_v1.CustomJob:
-    return vertex_job(setup, Request.training(EXPERIMENT, STEPS, resources), run_id, labels)
+    return vertex_job(setup, with_vertex(
+        Request.training(EXPERIMENT, STEPS), resources), run_id, labels)
 
 
 def eval_custom_job(setup: CloudSetup, run_id: str,

@@ -67,5 +67,5 @@ def prepare(task: str, flags: dict, cloud_for: CloudFor, local_root: str, record
                         jobfile.check_save_path(flags.get("save_job")) or None, job.max_cost)
     launch_flags = LaunchFlags(dirs, cloud, handover, bool(flags.get("force")),
                                bool(flags.get("local_docker")), bool(flags.get("follow")), job,
-                               request.resources.scheduling.strategy)
+                               request.resources.capacity)
     return request, executor_for(job.target, launch_flags)

@@ -36,7 +36,7 @@ from launch.values import capabilities, pretrained
 from launch.values.capabilities import Capability
 from launch.values.files import read_page
 from launch.values.jobs import KINDS, Evaluation, Request, Training, Tuning
-from launch.values.resources import REPLICAS, Resources, Scheduling
+from launch.values.resources import REPLICAS, Resources
 from launch.values.target_names import TARGETS
 from trainer.args import TrainArgs
 from trainer.common import options as schema
@@ -58,10 +58,10 @@ EVERY = frozenset(TASKS)
 SECTIONS = {EVAL: "eval", TUNE: "tune"}  # a task's own section of the file
 MAX_FILE_BYTES = 1 << 20
 KEY_VALUE = re.compile(r"(?P<key>[^=]+)=(?P<value>.*)", re.DOTALL)
-# Where a target's option goes in a request (`into=`): the Resources or Scheduling argument,
-# or the Request field, of its name; "cloud": a setting of the Cloud the job runs with
-# (launching.py). None: only its executor reads it (`job.target_options`).
-INTO = ("resources", "scheduling", "request", "cloud")
+# Where a target's option goes in a request (`into=`): the Request field of its name;
+# "cloud": a setting of the Cloud the job runs with (launching.py). None: only its executor
+# reads it (the request's `target_options`).
+INTO = ("request", "cloud")
 
 
 class JobFileError(InputError):
@@ -845,20 +845,22 @@ def into(job: JobFile, where: str) -> dict[str, Any]:
 
 def request(job: JobFile, task: str) -> Request:
     """The job as the request executors run: the pretrained checkpoint resolved against
-    the experiment, the hardware as Resources (the neutral fields, and its target's options
-    that go there), the overrides as the trainer's."""
+    the experiment, the hardware as the neutral Resources (its target's options ride
+    along, checked by the target's `check` if it has one), the overrides as the trainer's."""
     customised = bool(job.config_file or job.params_override or any(
         (hparams.config_path(name) or "").startswith("task.model.") and
         name not in ("input_size", "task.model.input_size", "task.model.num_classes")
         for name in job.override))  # the model may differ from the recorded one
     init = pretrained.resolve(job.init_from, job.init_type, job.experiment, customised)
-    resources = Resources.from_flags(
-        accelerator=job.accelerator, tpu=job.tpu, workers=job.workers,
-        **into(job, "resources"), scheduling=Scheduling.from_flags(
-            spot=job.spot, flex_start=job.flex_start, **into(job, "scheduling")))
+    resources = Resources.from_flags(accelerator=job.accelerator, tpu=job.tpu,
+                                     workers=job.workers, spot=job.spot,
+                                     flex_start=job.flex_start)
+    if check := getattr(job.target_options, "check", None):
+        check(resources)  # the target's own checks of its options with these needs
     args = dataclasses.replace(trainer_args(job, task), params_override=trainer_overrides(
         job), **({"init_checkpoint": init.checkpoint, "init_checkpoint_type": init.type}
                  if init else {}))
     kind = KINDS[task]
     return kind(args, resources, job.run_id, labels=dict(job.label),
-                record=Written(task, job), **into(job, "request"), **kind.own_values(job))
+                target_options=job.target_options, record=Written(task, job),
+                **into(job, "request"), **kind.own_values(job))

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 from launch.errors import InputError
 from launch.values import capabilities
 from launch.values.capabilities import Capability
-from launch.values.resources import DEFAULT_RESOURCES, EVAL_RESOURCES, Resources, optional_number
+from launch.values.resources import DEFAULT_RESOURCES, Resources, optional_number
 from launch.values.sweep import Sweep
 from trainer.args import Args, ConvertArgs, TrainArgs
 from trainer.common.files import TEST, TRAIN, VAL, shard_glob
@@ -115,7 +115,9 @@ class Runner(Protocol):
 class Request:
     """A job as a researcher asks for it, the same for every target: XManager's executable
     (`args`, the trainer's own `TrainArgs`: one shape from the job file to the container)
-    plus its requirements (`resources`) and the run's metadata. `args` holds no target's
+    plus its neutral requirements (`resources`: accelerator or TPU, workers, kind of capacity),
+    its target's own options (`target_options`: Vertex AI's machine type, scheduling...,
+    which its executor reads) and the run's metadata. `args` holds no target's
     directories: an executor fills --model_dir and --data_dir (`args_at`). Its kind is its
     type, which answers what the executors and the job file ask of a kind (the class
     attributes below), so none of them tests the type. A new kind is a subclass registered by
@@ -138,6 +140,7 @@ class Request:
     data_files: tuple[str, ...] = ()  # that version's files, as its manifest lists them
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
     web_access: bool = False  # Vertex AI: an interactive shell into each running replica
+    target_options: Any = None  # the target's own options (its options class; None: defaults)
     record: Record | None = None  # the job file it came from: printed, and stored
 
     @classmethod
@@ -152,7 +155,7 @@ class Request:
     def evaluation(cls, experiment: str | None, steps: int | str | None,
                    run_id: str | None = None, continuous: bool = True,
                    idle_timeout: float | str | None = None,
-                   resources: Resources = EVAL_RESOURCES, **more) -> Evaluation:
+                   resources: Resources = DEFAULT_RESOURCES, **more) -> Evaluation:
         timeout = optional_number("--idle-timeout", idle_timeout, float)
         args = _args(experiment, steps, Evaluation.mode if continuous else "eval",
                      **({} if timeout is None else {"eval_idle_timeout": timeout}))

@@ -25,9 +25,9 @@ from google.cloud import aiplatform_v1
 from launch.context.places import CloudSetup
 from launch.targets.vertex import capacity
 from launch.targets.vertex.hardware import HardwareError, machine_for
+from launch.targets.vertex.resources import Resources, Scheduling
 from launch.targets.vertex.spec import custom_job
 from launch.values.jobs import TrainerJob
-from launch.values.resources import Resources, Scheduling
 
 # raw bytes below which each machine is enough, smallest first; beyond the last, the last
 SHAPES = ((2 * 10**9, "n1-standard-4"), (20 * 10**9, "n1-standard-8"),

@@ -17,7 +17,8 @@ from google.cloud import aiplatform_v1
 
 from launch.stores.pricing.table import Bill, Hourly, Key, PriceMissing, PriceTable
 from launch.targets.vertex import hardware
-from launch.values.resources import DEFAULT_TIMEOUT_HOURS, Accelerator
+from launch.targets.vertex.resources import DEFAULT_TIMEOUT_HOURS
+from launch.values.resources import Accelerator
 
 # A job's scheduling strategy -> the price column it pays.
 COLUMNS = {"STANDARD": "standard", "SPOT": "spot", "FLEX_START": "flex_start",
@@ -72,7 +73,7 @@ def job_hourly(table: PriceTable, region: str, job: aiplatform_v1.CustomJob) -> 
 def timeout_hours(job: aiplatform_v1.CustomJob) -> float:
     """The running time the job is sent with (its Duration, whole seconds), in hours: what a
     bound is priced by, not the number typed; none, or 0 s, is Vertex AI's default, 7 days
-    (launch/values/resources.py)."""
+    (launch/targets/vertex/resources.py)."""
     seconds = job.job_spec.scheduling.timeout.total_seconds()
     return seconds / 3600 if seconds > 0 else DEFAULT_TIMEOUT_HOURS
 

@@ -52,6 +52,7 @@ from launch.targets.vertex.hardware import (
 from launch.targets.vertex.job_life import VertexJobs, VertexRuns
 from launch.targets.vertex.ladder import Budget, Ladder, Rung, climb, labels, most_jobs, rungs
 from launch.targets.vertex.notify import notifier
+from launch.targets.vertex.options import resources_of
 from launch.targets.vertex.pipelines import VertexPipelines
 from launch.targets.vertex.serving import VertexServing
 from launch.targets.vertex.spec import job_id, pin_images, tensorboard_url, trainer_images
@@ -195,7 +196,7 @@ class Vertex(Preflight[CloudSetup, JobPlan]):
         where, request = plan.setups[plan.first.region], placed.request
         say_job(text, f"project {where.project}, region {where.region}, run "
                       f"{run_paths(self.cloud, placed.run_id).root}")
-        first = request.resources  # the first rung's capacity: a ladder's may not be the flag's
+        first = resources_of(request)  # the first rung's capacity: a ladder's may not be the flag's
         shown = dataclasses.replace(first, scheduling=dataclasses.replace(
             first.scheduling, strategy=plan.first.strategy))
         print(f"resources: {shown.describe()}", file=sys.stderr)
@@ -227,7 +228,7 @@ class Vertex(Preflight[CloudSetup, JobPlan]):
             return
         if request.trains:
             self._refuse_second_writer(placed.where.project, plan.setups, placed.run_id)
-        if resource_id := request.resources.scheduling.persistent_resource:
+        if resource_id := resources_of(request).scheduling.persistent_resource:
             region = plan.first.region
             resource = persistent.fetch(self.cloud.clients.persistent_resources(region),
                                         placed.where.project, region, resource_id)
@@ -238,7 +239,7 @@ class Vertex(Preflight[CloudSetup, JobPlan]):
         """The request as it would be sent (images by digest where Artifact Registry says)."""
         if placed.sweep:
             return study.to_json(self._tuning_job(placed, plan))
-        if resource_id := placed.request.resources.scheduling.persistent_resource:
+        if resource_id := resources_of(placed.request).scheduling.persistent_resource:
             print(f"note: the fit on persistent resource {resource_id} is checked when the "
                   "job is submitted", file=sys.stderr)
         return dispatch(self.cloud, plan.setups[plan.first.region], plan.jobs[plan.first],
@@ -337,7 +338,7 @@ class Vertex(Preflight[CloudSetup, JobPlan]):
         checked before any request or build."""
         ladder = self.handover.ladder
         where = self._setup(any(Machine(machine_type).is_tpu for machine_type in (
-            request.resources.machine_type, *(ladder.fallback if ladder else ())))
+            resources_of(request).machine_type, *(ladder.fallback if ladder else ())))
             or bool(request.resources.tpu))
         for flag_name, path in (("--init-from", request.args.init_checkpoint),
                                 ("--data-dir", request.data_dir)):
@@ -366,25 +367,25 @@ class Vertex(Preflight[CloudSetup, JobPlan]):
                       "their summaries are in the run's directory all the same (`invoke "
                       f"tensorboard --run-id {run_id}`)", file=sys.stderr)
             setups[region] = dataclasses.replace(where, region=region, tensorboard=tensorboard)
-        primary = hardware_name(request.resources)
-        hardware = {primary: request.resources}
+        own = resources_of(request)
+        primary = hardware_name(own)
+        hardware = {primary: own}
         for machine_type in ladder.fallback if ladder else ():
             if machine_type == primary:
                 raise InputError(f"--fallback {machine_type} is the job's own hardware: list "
                                  "only the alternatives")
-            hardware[machine_type] = fallback_resources(request.resources, machine_type)
-        strategies = ladder.strategies if ladder else (request.resources.scheduling.strategy,)
+            hardware[machine_type] = fallback_resources(own, machine_type)
+        strategies = ladder.strategies if ladder else (own.scheduling.strategy,)
         labelled = {**standard_labels(), **request.labels}
         jobs, machines, skipped = {}, {}, {}
         for rung in rungs(regions, list(hardware), strategies):
             if (rung.region, rung.hardware) in skipped:
                 continue
-            rung_request = dataclasses.replace(
-                request, resources=hardware[rung.hardware].with_strategy(rung.strategy))
+            resources = hardware[rung.hardware].with_strategy(rung.strategy)
             try:
-                machines[rung] = machine_for(rung_request.resources, rung.region)
-                jobs[rung] = vertex_jobs.vertex_job(setups[rung.region], rung_request, run_id,
-                                                    labelled, trial=trial)
+                machines[rung] = machine_for(resources, rung.region)
+                jobs[rung] = vertex_jobs.vertex_job(setups[rung.region], request, run_id,
+                                                    labelled, trial=trial, resources=resources)
             except NotOffered as error:
                 if not ladder:
                     raise
@@ -400,7 +401,7 @@ class Vertex(Preflight[CloudSetup, JobPlan]):
         if note := found.note():  # said on every launch that passes: the check is only as
             print(note, file=sys.stderr)  # good as what it assumes
         return JobPlan(jobs, {rung: machines[rung] for rung in jobs},
-                       {rung: request.resources.hardware_key(machines[rung]) for rung in jobs},
+                       {rung: own.hardware_key(machines[rung]) for rung in jobs},
                        setups)
 
     def _with_run_data(self, request: Request, run_id: str) -> Request:
@@ -611,7 +612,7 @@ def _hours_bound(request: Request, attempts: int) -> float:
     """How long a launch's jobs can last at most (`attempts` jobs one after another, each
     queued, waiting for flex-start capacity, then running up to its timeout): its dataset
     version is pinned that long."""
-    scheduling = request.resources.scheduling  # a ladder's rungs may queue on flex-start
+    scheduling = resources_of(request).scheduling  # a ladder's rungs may queue on flex-start
     wait = scheduling.max_wait_hours
     wait = datasets.LOCAL_PIN_HOURS if wait == 0 else wait or 24.0  # 0: no limit
     return attempts * (scheduling.timeout_hours + wait + datasets.QUEUE_HOURS)

@@ -12,7 +12,8 @@ from pathlib import Path
 import yaml
 
 from launch.errors import InputError
-from launch.values.resources import Accelerator, Resources
+from launch.targets.vertex.resources import Resources
+from launch.values.resources import Accelerator
 
 CATALOGUE_FILE = Path(__file__).with_name("catalogue.yaml")
 

@@ -13,6 +13,8 @@ from google.cloud import aiplatform_v1
 
 from launch.context.places import CloudSetup, RunPaths
 from launch.targets.vertex.hardware import machine_for
+from launch.targets.vertex.options import resources_of
+from launch.targets.vertex.resources import Resources
 from launch.targets.vertex.spec import custom_job
 from launch.values import jobs
 from trainer.common.files import RECORDS_PREFIX
@@ -27,19 +29,21 @@ def trainer_dirs(setup: CloudSetup, run_id: str, trial: bool = False) -> jobs.Tr
 
 
 def vertex_job(setup: CloudSetup, request: jobs.Request, run_id: str,
-               labels: dict[str, str] | None = None, trial: bool = False
-               ) -> aiplatform_v1.CustomJob:
+               labels: dict[str, str] | None = None, trial: bool = False,
+               resources: Resources | None = None) -> aiplatform_v1.CustomJob:
     """The request's TrainerJob (the one every executor runs) as a CustomJob, on resources
     validated first: training writes under the run, evaluation under its eval/; `trial`:
-    the spec every trial of a tuning job runs."""
+    the spec every trial of a tuning job runs; `resources`: a ladder rung's (by default the
+    request's own, `resources_of`)."""
     paths = RunPaths(setup.bucket, run_id)
     job = request.trainer_job(trainer_dirs(setup, run_id, trial))
-    machine = machine_for(request.resources, setup.region)
+    resources = resources or resources_of(request)
+    machine = machine_for(resources, setup.region)
     if request.trains:  # recorded with the run's speed, for later cost estimates
         job = dataclasses.replace(job, env={
-            **job.env, HARDWARE_ENV: request.resources.hardware_key(machine)})
+            **job.env, HARDWARE_ENV: resources.hardware_key(machine)})
     return custom_job(job, machine, setup, paths.output(request.output),
-                      request.resources,
+                      resources,
                       _run_labels(labels, request.experiment, run_id, request.role),
                       web_access=request.web_access)
 

@@ -20,7 +20,8 @@ from launch.context.places import region_name
 from launch.errors import InputError, StepFailed
 from launch.targets import triage
 from launch.targets.vertex.hardware import check_region
-from launch.values.resources import PREEMPTIONS, number
+from launch.targets.vertex.resources import PREEMPTIONS
+from launch.values.resources import number
 
 RUNGS = {"spot": "SPOT", "flex-start": "FLEX_START", "standard": "STANDARD"}
 # The failures for want of capacity, as launch/targets/triage.py names them (its table holds how

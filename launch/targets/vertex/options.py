@@ -7,10 +7,13 @@ capability it needs, so another target refuses it in those words. Pure values: n
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
+from launch.targets.vertex.resources import HOURS, PREEMPTIONS, WAIT_HOURS, Resources, Scheduling
 from launch.values import capabilities
+from launch.values import resources as neutral
 from launch.values.jobfile import EVAL, TRAIN, TRAINING, JobFileError, option
-from launch.values.resources import HOURS, PREEMPTIONS, REPLICAS, WAIT_HOURS
+from launch.values.resources import REPLICAS, number
 
 LADDER_TASKS = frozenset({TRAIN})  # a sweep's trials and an evaluation climb none
 
@@ -18,7 +21,7 @@ LADDER_TASKS = frozenset({TRAIN})  # a sweep's trials and an evaluation climb no
 @dataclasses.dataclass(frozen=True)
 class VertexOptions:
     """Vertex AI's part of a job; `Vertex.from_flags` reads the ladder's, `jobfile.request`
-    the rest (`into`)."""
+    the region, image and web access (`into`), `resources` the machine and scheduling."""
 
     region: str | None = option("the cloud region, by default the infra outputs'",
                                 needs=capabilities.REGION, into="cloud")
@@ -27,26 +30,26 @@ class VertexOptions:
                                needs=capabilities.IMAGE, into="cloud")
     machine_type: str | None = option("e.g. n1-standard-8, g2-standard-8, a3-highgpu-8g",
                                       section=EVAL, needs=capabilities.MACHINE_TYPE,
-                                      into="resources")
+                                      into=None)
     tpu_topology: str | None = option("e.g. 2x2, 4x4, with a TPU --machine-type",
-                                      section=EVAL, needs=capabilities.TPU, into="resources")
+                                      section=EVAL, needs=capabilities.TPU, into=None)
     reduction_servers: int = option("Reduction Server replicas beside GPU workers", default=0,
                                     tasks=TRAINING, bound=REPLICAS,
-                                    needs=capabilities.REDUCTION_SERVERS, into="resources")
+                                    needs=capabilities.REDUCTION_SERVERS, into=None)
     max_wait_hours: float | None = option("--flex-start: hours to queue, 0 for no limit, "
                                           "default 24", section=EVAL, bound=WAIT_HOURS,
-                                          needs=capabilities.FLEX_START, into="scheduling")
+                                          needs=capabilities.FLEX_START, into=None)
     reservation: str | None = option("consume a Compute Engine reservation: any, ZONE/NAME "
                                      "or its path", section=EVAL,
-                                     needs=capabilities.RESERVATION, into="scheduling")
+                                     needs=capabilities.RESERVATION, into=None)
     persistent_resource: str | None = option("run on this Vertex AI persistent resource, by "
                                              "its ID", section=EVAL,
-                                             needs=capabilities.RESERVATION, into="scheduling")
+                                             needs=capabilities.RESERVATION, into=None)
     web_access: bool = option("an interactive shell into each replica while it runs: "
                               "`invoke jobs.status` prints the links", default=False,
                               section=EVAL, needs=capabilities.WEB_ACCESS, into="request")
     timeout_hours: float = option("job timeout", default=24.0, section=EVAL, bound=HOURS,
-                                  needs=capabilities.TIMEOUT, into="scheduling")
+                                  needs=capabilities.TIMEOUT, into=None)
     regions: tuple = option("regions to try in order, e.g. us-central1,us-east4, instead of "
                             "--region: a job that finds no capacity is resubmitted in the "
                             "next (it waits); every hardware is tried in a region before the "
@@ -72,3 +75,30 @@ class VertexOptions:
             raise JobFileError("--reservation and --persistent-resource use capacity set "
                                "aside in one place, and --regions and --fallback look "
                                "elsewhere: drop one")
+
+    def resources(self, needs: neutral.Resources) -> Resources:
+        """The job's Vertex AI worker pools: the neutral `needs` (accelerator or TPU,
+        workers, kind of capacity) on this machine type and topology, with these Reduction
+        Server replicas and scheduling; checked (a TPU job is one slice, a reservation's
+        form, the timeout's bounds...)."""
+        scheduling = Scheduling.from_flags(
+            spot=needs.capacity == "SPOT", flex_start=needs.capacity == "FLEX_START",
+            timeout_hours=self.timeout_hours, max_wait_hours=self.max_wait_hours,
+            reservation=self.reservation, persistent_resource=self.persistent_resource)
+        return Resources(self.machine_type or None, needs.accelerator, needs.tpu,
+                         self.tpu_topology or None, workers=needs.workers,
+                         reduction_servers=number("--reduction-servers",
+                                                  self.reduction_servers, int, REPLICAS),
+                         scheduling=scheduling)
+
+    def check(self, needs: neutral.Resources) -> None:
+        """Vertex AI's checks of a request, when it is made (before anything is sent)."""
+        self.resources(needs)
+
+
+def resources_of(request: Any) -> Resources:
+    """A request's Vertex AI worker pools: its own options, or the defaults (a request made
+    for another target carries none of Vertex AI's)."""
+    own = request.target_options
+    return (own if isinstance(own, VertexOptions) else VertexOptions()).resources(
+        request.resources)

@@ -22,8 +22,8 @@ from launch.targets.vertex.hardware import (
     reduction_server_image,
     reduction_server_images,
 )
+from launch.targets.vertex.resources import Resources, reservation_parts, whole_seconds
 from launch.values.jobs import TrainerJob
-from launch.values.resources import Resources, reservation_parts, whole_seconds
 
 # With Reduction Server, NCCL says in the job's logs whether it loaded Google's plugin
 # ("NET/Plugin" lines): the one place to see that the reducers are used.
