@@ -61,7 +61,7 @@ KEY_VALUE = re.compile(r"(?P<key>[^=]+)=(?P<value>.*)", re.DOTALL)
 # Where a target's option goes in a request (`into=`): the Request field of its name;
 # "cloud": a setting of the Cloud the job runs with (launching.py). None: only its executor
 # reads it (the request's `target_options`).
-INTO = ("request", "cloud")
+INTO = ("cloud",)
 
 
 class JobFileError(InputError):
@@ -863,4 +863,4 @@ def request(job: JobFile, task: str) -> Request:
     kind = KINDS[task]
     return kind(args, resources, job.run_id, labels=dict(job.label),
                 target_options=job.target_options, record=Written(task, job),
-                **into(job, "request"), **kind.own_values(job))
+                **kind.own_values(job))

@@ -139,7 +139,6 @@ class Request:
     dataset: str | None = None  # NAME@VERSION: the named dataset's version args.data_dir is
     data_files: tuple[str, ...] = ()  # that version's files, as its manifest lists them
     labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    web_access: bool = False  # Vertex AI: an interactive shell into each running replica
     target_options: Any = None  # the target's own options (its options class; None: defaults)
     record: Record | None = None  # the job file it came from: printed, and stored
 

@@ -13,7 +13,7 @@ from google.cloud import aiplatform_v1
 
 from launch.context.places import CloudSetup, RunPaths
 from launch.targets.vertex.hardware import machine_for
-from launch.targets.vertex.options import resources_of
+from launch.targets.vertex.options import options_of, resources_of
 from launch.targets.vertex.resources import Resources
 from launch.targets.vertex.spec import custom_job
 from launch.values import jobs
@@ -45,7 +45,7 @@ def vertex_job(setup: CloudSetup, request: jobs.Request, run_id: str,
     return custom_job(job, machine, setup, paths.output(request.output),
                       resources,
                       _run_labels(labels, request.experiment, run_id, request.role),
-                      web_access=request.web_access)
+                      web_access=options_of(request).web_access)
 
 
 # The label that marks a run's training jobs, the writers of its checkpoints.

@@ -47,7 +47,7 @@ class VertexOptions:
                                              needs=capabilities.RESERVATION, into=None)
     web_access: bool = option("an interactive shell into each replica while it runs: "
                               "`invoke jobs.status` prints the links", default=False,
-                              section=EVAL, needs=capabilities.WEB_ACCESS, into="request")
+                              section=EVAL, needs=capabilities.WEB_ACCESS, into=None)
     timeout_hours: float = option("job timeout", default=24.0, section=EVAL, bound=HOURS,
                                   needs=capabilities.TIMEOUT, into=None)
     regions: tuple = option("regions to try in order, e.g. us-central1,us-east4, instead of "
@@ -96,9 +96,13 @@ class VertexOptions:
         self.resources(needs)
 
 
-def resources_of(request: Any) -> Resources:
-    """A request's Vertex AI worker pools: its own options, or the defaults (a request made
-    for another target carries none of Vertex AI's)."""
+def options_of(request: Any) -> VertexOptions:
+    """A request's Vertex AI options, or the defaults (a request made for another target
+    carries none of Vertex AI's)."""
     own = request.target_options
-    return (own if isinstance(own, VertexOptions) else VertexOptions()).resources(
-        request.resources)
+    return own if isinstance(own, VertexOptions) else VertexOptions()
+
+
+def resources_of(request: Any) -> Resources:
+    """A request's Vertex AI worker pools: the neutral needs with its own options."""
+    return options_of(request).resources(request.resources)
