@@ -151,6 +151,14 @@ def test_params_follow_flags_in_documented_order(train_records, tmp_path):
         with pytest.raises(SettingsError, match=r"^--params-override .* does not fit the "
                                                 r"experiment's config"):
             build_params(s, "float32")
+    # what Orbit would refuse with a traceback once the model is built: refused first
+    for loops, said in (("trainer.steps_per_loop=30", r"summary_interval \(50\) must be a "
+                         r"multiple of trainer\.steps_per_loop \(30\)"),
+                        ("trainer.steps_per_loop=0", r"steps_per_loop must be .* got 0")):
+        s = settings.parse([f"--model_dir={tmp_path}", f"--data_dir={train_records}",
+                            f"--params_override={loops}"], {})
+        with pytest.raises(SettingsError, match=rf"^--params-override: trainer\.{said}"):
+            build_params(s, "float32")
 
 
 @pytest.mark.parametrize("args,message", [

@@ -179,9 +179,24 @@ def build_params(settings: TrainerSettings, precision: str):
         if _owned_values(params)[path] != before:
             raise SettingsError(f"--params-override sets {path}, which the trainer takes "
                                 f"from {hparams.OWNED_BY_FLAGS[path]}: give that instead")
+    _check_loops(params.trainer)
     params.validate()
     params.lock()
     return params
+
+
+def _check_loops(trainer) -> None:
+    """Orbit runs `steps_per_loop` steps a call and writes summaries between calls: a loop
+    that is not positive, or a summary interval that is not a whole number of loops, would
+    end in its ValueError once the model is built."""
+    loop, summaries = trainer.steps_per_loop, trainer.summary_interval
+    if not isinstance(loop, int) or loop < 1:
+        raise SettingsError(f"--params-override: trainer.steps_per_loop must be a whole number "
+                            f"of steps of at least 1, got {loop!r}")
+    if summaries is not None and (summaries < 1 or summaries % loop):
+        raise SettingsError(f"--params-override: trainer.summary_interval ({summaries}) must be "
+                            f"a multiple of trainer.steps_per_loop ({loop}): set both, e.g. "
+                            f"trainer.summary_interval={loop}")
 
 
 def _owned_values(params) -> dict[str, object]:
