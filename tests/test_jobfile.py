@@ -63,7 +63,8 @@ BAD_VALUES = [
     (("train", "--steps=nan"), "--steps must be a whole number"),
     (("train", *VERTEX, "--steps=0", "--dry-run"), "--steps must be at least 1"),
     (("train", "--experiment=retinanet_resnetfpn_cocoo"),
-     "--experiment 'retinanet_resnetfpn_cocoo' is not a detection experiment"),
+     "--experiment 'retinanet_resnetfpn_cocoo' is not a detection experiment (did you "
+     "mean retinanet_resnetfpn_coco"),
     (("eval", "--experiment=resnet_imagenet"), "--experiment 'resnet_imagenet' is not a"),
     (("eval", "--split=train"), "--split must be one of val, test, got 'train'"),
     (("train", *VERTEX, "--bucket=gs://b/records", "--dry-run"),

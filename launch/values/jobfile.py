@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import json
 import math
 import os
@@ -712,10 +713,14 @@ def _labels(pairs: Mapping, shown: str) -> dict[str, str]:
 
 def _check(job: JobFile, task: str) -> dict[str, Any]:
     """What depends on several values, or on the experiment; the overrides, normalised."""
-    if job.experiment not in experiment_fields.registered():
+    known = experiment_fields.registered()
+    if job.experiment not in known:
+        close = difflib.get_close_matches(job.experiment, known, n=2)
         raise JobFileError(f"--experiment {job.experiment[:80]!r} is not a detection "
-                           f"experiment: use {', '.join(EXPERIMENTS)} or one of Model "
-                           "Garden's (`invoke models.pretrained` lists what fits each)")
+                           + (f"experiment (did you mean {' or '.join(close)}?): " if close
+                              else "experiment: ")
+                           + f"use {', '.join(EXPERIMENTS)} or one of Model Garden's "
+                           "(`invoke models.pretrained` lists what fits each)")
     if job.dataset:
         try:
             datasets.split_reference(job.dataset)
