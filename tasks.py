@@ -441,13 +441,13 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
     from launch import targets
     from launch.context.cloud import resolve_path
     from launch.targets.base import SERVING
-
     cloud = _cloud(c, **where)
     cap = _guarded(lambda: workflow.pixel_cap(args.max_pixels))
+    forms = _guarded(lambda: workflow.result_forms(args))  # before a model or endpoint is read
     if endpoint:
         _say(lambda: "predictions in " + _served(cloud).predict(
             endpoint, args.images, args.output_dir or f"{WORK}/predictions",
-            args.score_threshold, cap))
+            args.score_threshold, cap, forms))
         return
     if _guarded(lambda: targets.offers(target, SERVING)):  # a batch job with its model
         if not run_id:
@@ -458,7 +458,7 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
                 run_id, args.images, args.output_dir, args.score_threshold,
                 _serving(machine_type, accelerator, min_replicas, max_replicas),
                 timeout_hours=timeout_hours, max_cost=max_cost, max_pixels=cap,
-                dry_run=bool(dry_run))
+                dry_run=bool(dry_run), forms=forms)
             return said if dry_run else f"predictions in {said}"
 
         _say(batch)
@@ -470,7 +470,7 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
     _say(lambda: "predictions in " + workflow.predict(
         resolve_path(cloud, run_id, args.model, lambda run: run.model, EXPORT_DIR),
         args.images, args.output_dir or f"{WORK}/predictions", args.score_threshold,
-        storage_client=cloud.storage, max_pixels=cap))
+        storage_client=cloud.storage, max_pixels=cap, forms=forms))
 
 
 @task(name="upload", help={"run_id": "the trained run (gs://BUCKET/runs/RUN_ID)",

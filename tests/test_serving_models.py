@@ -18,6 +18,7 @@ from launch.targets.vertex import serving as vertex_serving
 from launch.targets.vertex.endpoints import Serving
 from tests.conftest import HANG, trainer_here
 from tests.fakes.cloud import OUTPUTS, fake_cloud
+from trainer.prediction.results import ResultForms
 
 pytestmark = pytest.mark.slow
 
@@ -106,9 +107,11 @@ def test_upload_deploy_and_predict_online_and_in_batch_like_the_local_model(
         (endpoint,) = services.endpoints.endpoints
         online = tmp_path / "online"
         vertex_serving.predict_online(cloud, endpoint.rsplit("/", 1)[-1], f"{data}/images/*.jpg",
-                                      str(online), None)
+                                      str(online), None, forms=ResultForms(("supervision",)))
         report = json.loads((online / "detections.json").read_text())
         same_report(expected, report)
+        rows = json.loads((online / "supervision.json").read_text())  # predict --results
+        assert len(rows) == sum(len(entry["detections"]) for entry in report["images"])
         # the threshold the export's evaluation chose travelled with the model (issue 40)
         chosen = json.loads((exported / "export.json").read_text())["score_threshold"]
         assert report["score_threshold"] == expected["score_threshold"] == chosen["value"]
@@ -135,7 +138,7 @@ def test_upload_deploy_and_predict_online_and_in_batch_like_the_local_model(
         where = vertex_serving.predict_batch(
             cloud, "r1", "gs://pets-data/incoming/*.jpg", None, None,
             lambda region: Serving.from_flags(region, "n1-standard-4", None, 1, 1, 100),
-            poll_seconds=0, say=said.append)
+            poll_seconds=0, say=said.append, forms=ResultForms(("yolo", "labelstudio")))
         assert where.startswith("gs://pets-data/runs/r1/predictions/")
         assert said[-1].strip() == "succeeded"
         prefix = where.removeprefix("gs://pets-data/")
@@ -147,3 +150,7 @@ def test_upload_deploy_and_predict_online_and_in_batch_like_the_local_model(
                    and entry["annotated"].startswith(where) for entry in batch["images"])
         names = {b.name for b in services.storage.list_blobs("pets-data", prefix=prefix)}
         assert {f"{prefix}/{p.stem}_detections.jpg" for p in images} <= names
+        assert {f"{prefix}/yolo/{p.stem}.txt" for p in images} <= names
+        tasks = json.loads(bucket.blob(f"{prefix}/label_studio.json").download_as_text())
+        assert sorted(task["data"]["image"] for task in tasks) == sorted(
+            entry["image"] for entry in batch["images"])  # the bucket's, not this machine's

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, NoReturn, TypeVar
 
 from trainer.common import files
 from trainer.common.errors import SettingsError
-from trainer.common.options import Bound, check_fields, field_of, kind, number, option
+from trainer.common.options import Bound, check_fields, choice, field_of, kind, number, option
 from trainer.common.registry import Registry
 from trainer.data import defaults, formats, objects
 from trainer.data.planning import MAX_OBJECTS_FLAG, SPLIT_FLAG, Limits, parse_split
@@ -372,6 +372,38 @@ class PredictArgs(Args):
         "drop detections scoring less (default: the threshold the export's evaluation chose, "
         "recorded in its export.json; else 0.3)", bound=SCORE)
     max_pixels: int = option(MAX_PIXELS_HELP, default=defaults.MAX_PIXELS)
+    results: tuple = option("also write the detections as " + ", ".join(files.RESULT_FILES) +
+                            " (repeat, or separate with commas; docs/guides/train-eval-export.md)",
+                            default=())
+    coco_annotations: str | None = option("the dataset's COCO JSON, whose image and category "
+                                          "ids --results coco writes")
+
+    def check_values(self) -> None:
+        super().check_values()
+        self.result_forms()
+
+    def check(self) -> None:
+        super().check()
+        forms = self.result_forms()
+        if "coco" in forms and not self.coco_annotations:
+            raise SettingsError(f"{shown(PredictArgs, 'results')} coco needs "
+                                f"{shown(PredictArgs, 'coco_annotations')} FILE.json: the "
+                                "dataset's COCO file, whose image and category ids the "
+                                "results carry")
+        if self.coco_annotations and "coco" not in forms:
+            raise SettingsError(f"{shown(PredictArgs, 'coco_annotations')} is read only with "
+                                f"{shown(PredictArgs, 'results')} coco: add it, or drop "
+                                f"{shown(PredictArgs, 'coco_annotations')}")
+
+    def result_forms(self) -> tuple[str, ...]:
+        """--results' names, repeated or comma-separated, in order, once each."""
+        forms: list[str] = []
+        for item in self.results:
+            for name in filter(None, (part.strip() for part in str(item).split(","))):
+                choice(name, tuple(files.RESULT_FILES), shown(PredictArgs, "results"))
+                if name not in forms:
+                    forms.append(name)
+        return tuple(forms)
 
 
 def shown(command: type[Args], name: str) -> str:

@@ -25,6 +25,7 @@ from trainer.data import pets
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
 from trainer.model.best.choice import DEFAULT_CHOICE
 from trainer.model.experiments import MASK_DEMO_EXPERIMENT
+from trainer.prediction.results import DETECTIONS_ONLY, ResultForms
 
 DEMO_PREDICT_IMAGES = 6
 DEMO_STEPS = 6
@@ -83,17 +84,28 @@ def pixel_cap(max_pixels: int | None) -> int:
 
 def predict(model: str, images: str, output_dir: str, score_threshold: float | None = None,
             storage_client: Callable[[], object] | None = None,
-            max_pixels: int = MAX_PIXELS) -> str:
+            max_pixels: int = MAX_PIXELS, forms: ResultForms = DETECTIONS_ONLY) -> str:
     """Detects with a SavedModel; gs:// models and image directories are staged first, and a
-    gs:// output directory is uploaded."""
+    gs:// output directory is uploaded (with the report's other `forms`)."""
     client = _client_if_remote(storage_client, model, images, output_dir)
     if mirror.is_gcs(model):
         model = str(mirror.stage_directory(client, model))
     local_out = mirror.written_first(output_dir)
     run_job(jobs.tool_job(PredictArgs(model, mirror.stage_images(client, images),
                                       str(local_out), max_pixels=max_pixels,
-                                      score_threshold=score_threshold)))
+                                      score_threshold=score_threshold, results=forms.forms,
+                                      coco_annotations=forms.coco_annotations)))
     return mirror.publish_predictions(client, output_dir)
+
+
+def result_forms(args: PredictArgs) -> ResultForms:
+    """What `predict --results` writes, its flags checked as the trainer checks them (the
+    endpoint's and the batch job's reports are written here, not by a trainer)."""
+    try:
+        args.check()
+    except SettingsError as error:
+        raise InputError(str(error)) from None
+    return ResultForms.of(args)
 
 
 def _client_if_remote(factory: Callable[[], object] | None, *paths: str):

@@ -22,6 +22,7 @@ from launch.stores.runs import jobfiles
 from launch.targets.champion import Challenge, Figure, Measure, Verdict
 from launch.values.jobfile import JobFile
 from launch.values.jobs import Conversion, Request, Runner, TrainerDirs, TrainerJob
+from trainer.prediction.results import ResultForms
 
 T = TypeVar("T")
 
@@ -149,13 +150,15 @@ class Serving(Protocol):
         """`invoke runs.show`: where each deployed version came from."""
 
     def predict(self, endpoint: str, images: str, output_dir: str,
-                score_threshold: float | None, max_pixels: int = ...) -> str:
+                score_threshold: float | None, max_pixels: int = ...,
+                forms: ResultForms = ...) -> str:
         """`invoke predict --endpoint`: the endpoint's answers as a report; where it is."""
 
     def predict_batch(self, run_id: str, images: str, output_dir: str | None,
                       score_threshold: float | None, setup: ServingSetup,
                       timeout_hours: float | None = None, max_cost: float | None = None,
-                      max_pixels: int = ..., dry_run: bool = False) -> str:
+                      max_pixels: int = ..., dry_run: bool = False,
+                      forms: ResultForms = ...) -> str:
         """`invoke predict --target NAME --run-id RUN`: a batch job with the run's uploaded
         model over images in the bucket, read back into a report; where it is (a dry run:
         the request)."""

@@ -31,6 +31,7 @@ from trainer.model import tracing
 from trainer.model.best import stopping
 from trainer.model.best.choice import Choice
 from trainer.model.eval_record import EvaluationRecord
+from trainer.prediction.results import ResultForms
 from trainer.training import distribution, pretrained
 from trainer.training import settings as settings_lib
 
@@ -212,13 +213,15 @@ def run_export(args: trainer_args.ExportArgs) -> int:
 
 @runs(trainer_args.PredictArgs)
 def run_predict(args: trainer_args.PredictArgs) -> int:
+    args.check()
     from trainer.prediction.predict import predict  # start-up time
 
     report = predict(args.model, args.images, args.output_dir, args.score_threshold,
-                     args.max_pixels)
+                     args.max_pixels, ResultForms.of(args))
+    also = "".join(f", {form}: {path}" for form, path in report["results"].items())
     print(f"annotated {len(report['images'])} image(s) in {args.output_dir}, detections "
           f"scoring at least {report['score_threshold']:.3g} ({report['score_threshold_from']}"
-          f"); detections: {report['path']}")
+          f"); detections: {report['path']}{also}")
     return 0
 
 

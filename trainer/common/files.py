@@ -99,6 +99,9 @@ EXPORT_INFO_FILE = "export.json"  # how it was exported: read without loading Te
 TFLITE_FILE = "model.tflite"
 TFLITE_SUFFIX = ".tflite"  # a model path ending so is a TFLite file, not a SavedModel
 DETECTIONS_FILE = "detections.json"
+# predict --results: each form other tools read, and its file (yolo: a directory) beside it
+RESULT_FILES = {"coco": "coco_results.json", "yolo": "yolo", "supervision": "supervision.json",
+                "labelstudio": "label_studio.json"}
 
 # Where a tuning trial reports its metric, below a directory (cloudml-hypertune's is /tmp).
 HYPERTUNE_METRIC_FILE = "hypertune/output.metrics"

@@ -29,6 +29,7 @@ from trainer.evaluation import operating
 from trainer.export.saved_model import MASKS, SIGNATURE, UINT8_SIGNATURE, serving_takes
 from trainer.export.tflite import TfliteDetector
 from trainer.model import model_dir as model_dir_lib
+from trainer.prediction.results import DETECTIONS_ONLY, ResultForms
 
 MASK_FORMAT = "COCO RLE in image pixels (pycocotools.mask.decode), for a mask model's detections"
 
@@ -94,9 +95,9 @@ def load_detector(model: str) -> tuple[Detector, dict[int, str]]:
 
 
 def predict(model: str, images: str, output_dir: str, score_threshold: float | None = None,
-            max_pixels: int = MAX_PIXELS) -> dict:
+            max_pixels: int = MAX_PIXELS, forms: ResultForms = DETECTIONS_ONLY) -> dict:
     """Detects with a local export at `score_threshold`, else at the one its export.json
-    records (trainer/evaluation/operating.py)."""
+    records (trainer/evaluation/operating.py); `forms`: what else the report is written as."""
     if problem := max_pixels_problem(max_pixels):
         raise SettingsError(problem)
     paths = sorted(glob.glob(images))
@@ -105,16 +106,18 @@ def predict(model: str, images: str, output_dir: str, score_threshold: float | N
     detector, names = load_detector(model)
     return detect_files(detector, names, model, paths, output_dir,
                         operating.threshold(score_threshold, operating.read_info(model)),
-                        max_pixels)
+                        max_pixels, forms)
 
 
 def detect_files(detector: Detector, names: dict[int, str], model: str, paths: list[str],
                  output_dir: str, threshold: tuple[float, str],
-                 max_pixels: int = MAX_PIXELS) -> dict:
+                 max_pixels: int = MAX_PIXELS, forms: ResultForms = DETECTIONS_ONLY) -> dict:
     """Detects in every file, keeping detections at `threshold` (the score, and where it
     came from, which the report says); an image that cannot be read, or that the detector
-    fails on (a 100000x1 strip, say), is reported with its error and the others go on."""
+    fails on (a 100000x1 strip, say), is reported with its error and the others go on.
+    The report is also written in each of `forms` (refused first if it cannot be)."""
     min_score, threshold_from = threshold
+    index = forms.prepare(paths, names)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     results, failures = [], []
@@ -155,5 +158,6 @@ def detect_files(detector: Detector, names: dict[int, str], model: str, paths: l
               "box_format": "ymin,xmin,ymax,xmax (0-1)",
               "mask_format": MASK_FORMAT,
               "images": results, "failures": failures, "path": str(out / DETECTIONS_FILE)}
+    report["results"] = forms.write(report, names, out, index)
     Path(report["path"]).write_text(json.dumps(report, indent=2) + "\n")
     return report

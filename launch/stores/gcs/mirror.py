@@ -232,9 +232,13 @@ def publish(client, output_dir: str) -> str:
 
 
 def publish_predictions(client, output_dir: str) -> str:
-    """Uploads a gs:// `output_dir` from its mirror, its report naming the bucket's files."""
+    """Uploads a gs:// `output_dir` from its mirror, its report and the report's JSON forms
+    (`predict --results`) naming the bucket's files."""
     if client is not None:
         report = written_first(output_dir) / files.DETECTIONS_FILE
-        report.write_text(json.dumps(mirrored_to_urls(
-            json.loads(report.read_text())), indent=2) + "\n")
+        written = json.loads(report.read_text())
+        for form in [report, *map(Path, written.get("results", {}).values())]:
+            if form.suffix == ".json":
+                form.write_text(json.dumps(mirrored_to_urls(
+                    json.loads(form.read_text())), indent=2) + "\n")
     return publish(client, output_dir)

@@ -44,6 +44,7 @@ from trainer.detections.detector import Detections, ImageRefused, Picture
 from trainer.evaluation import operating
 from trainer.model.experiments import EXPERIMENTS
 from trainer.prediction.predict import detect_files
+from trainer.prediction.results import DETECTIONS_ONLY, ResultForms
 
 T = TypeVar("T")
 OPERATION_TIMEOUT = 3600.0  # deployments take minutes; uploads seconds
@@ -404,13 +405,14 @@ def _export_info(cloud: Cloud, artifact_uri: str) -> dict:
 
 
 def _report(cloud: Cloud, detector, names, model: str, images: str, output_dir: str,
-            score_threshold: float | None, info: dict, max_pixels: int) -> str:
+            score_threshold: float | None, info: dict, max_pixels: int,
+            forms: ResultForms) -> str:
     client = cloud.storage() if mirror.is_gcs(images) or mirror.is_gcs(output_dir) else None
     paths = sorted(glob.glob(mirror.stage_images(client, images)))
     if not paths:
         raise InputError(f"no image matches {images}")
     detect_files(detector, names, model, paths, str(mirror.written_first(output_dir)),
-                 operating.threshold(score_threshold, info), max_pixels)
+                 operating.threshold(score_threshold, info), max_pixels, forms)
     return mirror.publish_predictions(client, output_dir)
 
 
@@ -425,14 +427,15 @@ def _busiest(region: ServingRegion, endpoint: str):
 
 
 def predict_online(cloud: Cloud, endpoint: str, images: str, output_dir: str,
-                   score_threshold: float | None, max_pixels: int = MAX_PIXELS) -> str:
+                   score_threshold: float | None, max_pixels: int = MAX_PIXELS,
+                   forms: ResultForms = DETECTIONS_ONLY) -> str:
     region = ServingRegion.of(cloud)
     found, deployed = _busiest(region, endpoint)
     model = region.models().get_model(name=deployed.model)
     detector = answers.endpoint_detector(cloud.clients.prediction(region.name), found.name)
     return _report(cloud, detector, _label_names(cloud, model.artifact_uri), found.name,
                    images, output_dir, score_threshold,
-                   _export_info(cloud, model.artifact_uri), max_pixels)
+                   _export_info(cloud, model.artifact_uri), max_pixels, forms)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -523,7 +526,7 @@ def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None
                   poll_seconds: float = 30.0, say: Callable[[str], None] = print,
                   timeout_hours: float | str | None = None,
                   max_cost: float | str | None = None, max_pixels: int = MAX_PIXELS,
-                  dry_run: bool = False) -> str:
+                  dry_run: bool = False, forms: ResultForms = DETECTIONS_ONLY) -> str:
     """A batch prediction job over `images` with run `run_id`'s uploaded model, read back into
     the local report; the path of the report. A dry run reads the model and lists the
     images, then returns the request's JSON: it writes and submits nothing."""
@@ -568,7 +571,7 @@ def predict_batch(cloud: Cloud, run_id: str, images: str, output_dir: str | None
 
     return _report(cloud, detect, _label_names(cloud, version.artifact_uri), job.name, images,
                    output_dir or f"{paths.root}/predictions/{started}", score_threshold,
-                   _export_info(cloud, version.artifact_uri), max_pixels)
+                   _export_info(cloud, version.artifact_uri), max_pixels, forms)
 
 
 def _wait_batch(client, name: str, poll_seconds: float, say, timeout_hours: float
@@ -636,17 +639,19 @@ class VertexServing:
         return origins(self.cloud)
 
     def predict(self, endpoint: str, images: str, output_dir: str,
-                score_threshold: float | None, max_pixels: int = MAX_PIXELS) -> str:
+                score_threshold: float | None, max_pixels: int = MAX_PIXELS,
+                forms: ResultForms = DETECTIONS_ONLY) -> str:
         return predict_online(self.cloud, endpoint, images, output_dir, score_threshold,
-                              max_pixels)
+                              max_pixels, forms)
 
     def predict_batch(self, run_id: str, images: str, output_dir: str | None,
                       score_threshold: float | None, setup: ServingSetup,
                       timeout_hours: float | None = None, max_cost: float | None = None,
-                      max_pixels: int = MAX_PIXELS, dry_run: bool = False) -> str:
+                      max_pixels: int = MAX_PIXELS, dry_run: bool = False,
+                      forms: ResultForms = DETECTIONS_ONLY) -> str:
         return predict_batch(self.cloud, run_id, images, output_dir, score_threshold,
                              _on(setup), timeout_hours=timeout_hours, max_cost=max_cost,
-                             max_pixels=max_pixels, dry_run=dry_run)
+                             max_pixels=max_pixels, dry_run=dry_run, forms=forms)
 
     # --- the continuous-training pipeline's steps (launch/features/pipeline/on_vertex.py) --
 
