@@ -441,6 +441,7 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
     from launch import targets
     from launch.context.cloud import resolve_path
     from launch.targets.base import SERVING
+
     cloud = _cloud(c, **where)
     cap = _guarded(lambda: workflow.pixel_cap(args.max_pixels))
     forms = _guarded(lambda: workflow.result_forms(args))  # before a model or endpoint is read
