@@ -397,8 +397,9 @@ def test_a_dry_run_without_credentials_answers_at_once_where_no_metadata_server_
         tmp_path, monkeypatch):
     """Issue 41 item 8: with no key file and no gcloud ADC file, google.auth asks the
     metadata server three times, 3 s each; where the address swallows packets (here: a socket
-    that accepts and never answers) that cost a dry run 10 s or more. It answers in under 3 s
-    and still says it found no credentials."""
+    that accepts and never answers) that cost a dry run 10 s or more. It answers in under 6 s
+    (about 2 s here, the interpreter's start-up included, but a loaded CI machine has taken 3.1;
+    the three unanswered asks alone are 9) and still says it found no credentials."""
     import socket
     import time
 
@@ -423,7 +424,7 @@ def test_a_dry_run_without_credentials_answers_at_once_where_no_metadata_server_
         took = time.monotonic() - started
     assert result.returncode == 0, result.stderr
     assert "note: images shown by tag, not digest (no Google credentials)" in result.stderr
-    assert took < 3, f"{took:.1f} s"
+    assert took < 6, f"{took:.1f} s"
 
 
 def test_web_access_reaches_train_eval_and_tune_jobs_and_status_shows_the_shells(tmp_path):
