@@ -355,7 +355,7 @@ RUN_ID = {"run_id": Flag("a Vertex AI run: use its paths in the bucket")}
     "model_dir": "checkpoints: a local directory or gs:// (default: work/model)",
     "output_dir": "SavedModel destination, local or gs://"})
 def export(c, args: ExportArgs, run_id, **where):
-    """Export a SavedModel (uint8 images or encoded files in) or a TFLite model."""
+    """Export a SavedModel (uint8 images or encoded files in), TFLite, ONNX or OpenVINO."""
     from launch.context.cloud import resolve_path
 
     cloud = _cloud(c, **where)
@@ -716,6 +716,15 @@ def bench_serve(c, model_dir=f"{WORK}/demo/model"):
     serve_speed.main(model_dir)
 
 
+@task(help={"model_dir": "a trained model directory (default: the demo's)",
+            "images": "held-out synthetic images to measure on (default 134)"})
+def bench_formats(c, model_dir=f"{WORK}/demo/model", images=134):
+    """Benchmark every export format: AP, AP50, p50/p90 ms, images/s, size, export time."""
+    from benchmarks import formats
+
+    formats.main(model_dir, images)
+
+
 @task(name="endpoint", help={
     "endpoint": "a Vertex AI endpoint's id: measure it (default: the local stand-in)",
     "model": "the export the local stand-in serves (default: the demo's)",
@@ -850,6 +859,7 @@ docs.add_task(docs_site, default=True)
 bench = Collection("bench")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_endpoint, name="endpoint")
+bench.add_task(bench_formats, name="formats")
 bench.add_task(bench_input, name="input")
 bench.add_task(bench_relaunch, name="relaunch")
 bench.add_task(bench_scaling, name="scaling")

@@ -7,6 +7,7 @@ import dataclasses
 import datetime
 import io
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -269,6 +270,38 @@ def exported(trained, shared) -> Path:
         return {"export_dir": str(export_dir)}
 
     return Path(once(shared, "exported", build)["export_dir"])
+
+
+# Enough held-out images that an agreement bar measures the export, not the draw (an export's
+# misses are a few percent of images: tests/test_edge_export.py)
+HELD_OUT_IMAGES = 300
+
+
+@pytest.fixture(scope="session")
+def held_out(shared, exported):
+    """A fresh sample the model never saw, labelled as the training records are (from its COCO
+    form: the whole pet's box), with the SavedModel's answers: the records and the answers
+    made once for the session (whichever worker asks first), the images read here."""
+    from trainer.export.agreement import labelled_images
+
+    def build(root: Path) -> dict:
+        from trainer.data.convert import convert_coco
+        from trainer.data.sample import write_coco_sample, write_sample
+        from trainer.export.agreement import detect_all
+        from trainer.prediction.predict import load_detector
+
+        data = write_sample(root / "pets", num_images=HELD_OUT_IMAGES, seed=99)
+        convert_coco(write_coco_sample(data), data / "images", root / "records", num_shards=1,
+                     progress=False)
+        truth = labelled_images(f"{root / 'records'}/*.record-*")
+        saved_model, _ = load_detector(str(exported))
+        (root / "answers.pickle").write_bytes(pickle.dumps(detect_all(saved_model, truth)))
+        return {"records": f"{root / 'records'}/*.record-*",
+                "answers": str(root / "answers.pickle")}
+
+    built = once(shared, "held-out", build)
+    return list(labelled_images(built["records"])), \
+        pickle.loads(Path(built["answers"]).read_bytes())
 
 
 def interruptible() -> None:

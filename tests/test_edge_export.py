@@ -6,7 +6,6 @@ that reference). Minutes: marked slow."""
 from __future__ import annotations
 
 import json
-import pickle
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -21,10 +20,9 @@ pytestmark = pytest.mark.slow
 
 SAME_TOP = 0.95  # the issue's bar: same top box and class on 95% of held-out images
 AP50_GAP = {None: 0.05, "int8": 0.10}
-# Enough held-out images that the bar measures the export, not the draw: a float or int8 export
-# differs from the SavedModel on about 2.6% of images (7 of 270 on 2026-11-27, both kinds, top
-# boxes at IoU 0.7-0.8), so on 27 images two misses (92.6%) came about one run in six.
-HELD_OUT_IMAGES = 300
+# On conftest.HELD_OUT_IMAGES: a float or int8 export differs from the SavedModel on about
+# 2.6% of images (7 of 270 on 2026-11-27, both kinds, top boxes at IoU 0.7-0.8), so on 27 images
+# two misses (92.6%) came about one run in six.
 # LiteRT against TensorFlow's interpreter, same file and pixels: counts and classes equal,
 # boxes and scores (in [0, 1]) within this, up to each count. Both run XNNPACK's kernels, built
 # at different versions: the float file differed by at most 5.4e-7 (a few float32 steps at 1.0,
@@ -33,33 +31,6 @@ HELD_OUT_IMAGES = 300
 # SAME_IMAGES of the held-out images: a difference shows on every image (it is the kernels'),
 # where the agreement above needs many images to measure a rate.
 SAME_OUTPUT, SAME_IMAGES = 1e-5, 100
-
-
-@pytest.fixture(scope="module")
-def held_out(shared, exported):
-    """A fresh sample the model never saw, labelled as the training records are (from its COCO
-    form: the whole pet's box), with the SavedModel's answers: the records and the answers
-    made once for the session (whichever worker asks first), the images read here."""
-    from trainer.export.agreement import labelled_images
-
-    def build(root: Path) -> dict:
-        from trainer.data.convert import convert_coco
-        from trainer.data.sample import write_coco_sample, write_sample
-        from trainer.export.agreement import detect_all
-        from trainer.prediction.predict import load_detector
-
-        data = write_sample(root / "pets", num_images=HELD_OUT_IMAGES, seed=99)
-        convert_coco(write_coco_sample(data), data / "images", root / "records", num_shards=1,
-                     progress=False)
-        truth = labelled_images(f"{root / 'records'}/*.record-*")
-        saved_model, _ = load_detector(str(exported))
-        (root / "answers.pickle").write_bytes(pickle.dumps(detect_all(saved_model, truth)))
-        return {"records": f"{root / 'records'}/*.record-*",
-                "answers": str(root / "answers.pickle")}
-
-    built = once(shared, "held-out", build)
-    return list(labelled_images(built["records"])), \
-        pickle.loads(Path(built["answers"]).read_bytes())
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +117,8 @@ def test_litert_answers_as_tensorflows_interpreter_did(held_out, lite_exports, q
 
     import tensorflow as tf
 
-    from trainer.export.tflite import TfliteDetector, letterbox
+    from trainer.export.pixels import letterbox
+    from trainer.export.tflite import TfliteDetector
 
     path, _ = lite_exports(quantize)
     ours = TfliteDetector(str(path))

@@ -18,7 +18,8 @@ PACKAGES = ("trainer", "launch", "serving", "infra")
 # without it (docs/design/trainer-start.md: `--help` and data commands load no TensorFlow):
 # the heavy libraries, and its own rooms in the command line's runners, each marked so.
 HEAVY = frozenset({"tensorflow", "tensorflow_serving", "official", "orbit", "tf_keras",
-                   "ai_edge_litert", "PIL", "numpy", "pycocotools", "yaml", "google", "tqdm"})
+                   "ai_edge_litert", "PIL", "numpy", "pycocotools", "yaml", "google", "tqdm",
+                   "tf2onnx", "onnxruntime", "openvino"})
 MARK = "# start-up time"
 
 

@@ -136,8 +136,16 @@ def _refused(action) -> Exception:
 @pytest.mark.parametrize(("flags", "message"), [
     ({"quantize": "int8"}, "--quantize applies to --format tflite"),
     ({"format": "tflite", "default_signature": "bytes"},
-     "--default-signature applies to SavedModels; a .tflite takes uint8 pixels"),
-    ({"format": "onnx"}, "--format must be one of saved_model, tflite, got 'onnx'"),
+     "--default-signature applies to SavedModels; a .tflite, .onnx or OpenVINO model takes "
+     "uint8 pixels"),
+    ({"format": "onnx,tensorrt"},
+     "--format must be one of saved_model, tflite, onnx, openvino, got 'tensorrt'"),
+    ({"format": " , "}, "--format takes one or more of saved_model, tflite, onnx, openvino"),
+    ({"format": "onnx", "quantize": "int8"}, "--quantize applies to --format tflite"),
+    ({"format": "saved_model,tflite", "force": "a demo"},
+     "--force applies to --quantize int8 (a file that lost more than --max-int8-drop) and to "
+     "--format onnx or openvino (a file that answers unlike the SavedModel)"),
+    ({"format": "openvino", "force": " "}, "--force takes the reason, recorded in export.json"),
     ({"quantize": "int4", "format": "tflite"}, "--quantize must be one of float16, int8, got "
                                                "'int4'"),
 ])
@@ -153,6 +161,14 @@ def test_export_options_are_refused_alike_by_the_trainer_and_invoke_export(flags
         str(tmp_path / "m"), str(tmp_path / "e"), **flags)))
     assert str(refused) == message
     assert not (tmp_path / "e").exists()
+
+
+def test_export_formats_are_written_savedmodel_first_once_each():
+    """The others are checked against the SavedModel, so it is written first, whatever the
+    order typed."""
+    args = trainer_args.ExportArgs("m", "e", format="openvino, onnx,saved_model,onnx")
+    assert args.formats() == ("saved_model", "onnx", "openvino")
+    trainer_args.ExportArgs("m", "e", format="onnx", force="a reason").check()  # accepted
 
 
 def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():

@@ -1,12 +1,12 @@
-"""The host side of the TFLite model: letterboxing as training resized, and boxes mapped
-back to the whole image."""
+"""The host side of the fixed-size models (TFLite, ONNX, OpenVINO): letterboxing as training
+resized, and boxes mapped back to the whole image."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from trainer.export.tflite import letterbox, to_image_boxes
+from trainer.export.pixels import letterbox, to_image_boxes
 
 
 @pytest.mark.parametrize("height, width, filled", [

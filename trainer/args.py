@@ -36,7 +36,8 @@ INIT_CHECKPOINT_TYPES = {"backbone": "backbone",  # an ImageNet classifier's bac
                          "detector": ["backbone", "decoder"],  # a detector of other classes
                          "all": "all"}  # a detector with the same classes (your own run)
 DEFAULT_EVAL_IDLE_TIMEOUT = 3600.0
-EXPORT_FORMATS = ("saved_model", "tflite")
+EXPORT_FORMATS = ("saved_model", "tflite", "onnx", "openvino")
+CHECKED_FORMATS = ("onnx", "openvino")  # checked against the SavedModel (trainer/export/formats.py)
 QUANTIZATIONS = ("float16", "int8")
 DEFAULT_SIGNATURES = ("uint8", "bytes")
 SAMPLE_FORMATS = ("pets", "coco", "yolo", "labelme")
@@ -327,8 +328,10 @@ class ExportArgs(Args):
                                         "100)")
     min_score: float | None = option("drop detections scoring less (default 0.05)",
                                      bound=SCORE)
-    format: str = option("saved_model, or tflite (model.tflite in the output directory)",
-                         default="saved_model", choices=EXPORT_FORMATS)
+    format: str = option("saved_model, tflite, onnx or openvino, or several: onnx,openvino "
+                         "(model.tflite, model.onnx, model.xml in the output directory; onnx "
+                         "and openvino are checked against the SavedModel first)",
+                         default="saved_model")
     quantize: str | None = option("tflite: float16, or int8 calibrated on training images",
                                   choices=QUANTIZATIONS)
     default_signature: str = option("what serving_default takes: uint8 pixels, or bytes "
@@ -339,23 +342,41 @@ class ExportArgs(Args):
     max_int8_drop: float = option("int8: refuse the file when its AP50 on the validation split "
                                   "is more than this below the float file's", default=0.05,
                                   bound=Bound(minimum=0, maximum=1))
-    force: str | None = option("int8: write the file even past --max-int8-drop; the reason "
+    force: str | None = option("write an int8 file past --max-int8-drop, or an onnx or "
+                               "openvino file that answers unlike the SavedModel; the reason "
                                "is recorded in export.json")
+
+    def check_values(self) -> None:
+        super().check_values()
+        self.formats()
 
     def check(self) -> None:
         """The format and what goes with it: by `export` itself, and by `invoke export`
         before a checkpoint is staged (launch/features/workflow.py)."""
         super().check()
-        if self.quantize and self.format != "tflite":
+        formats = self.formats()
+        if self.quantize and "tflite" not in formats:
             raise SettingsError("--quantize applies to --format tflite")
-        if self.force is not None and self.quantize != "int8":
-            raise SettingsError("--force applies to --quantize int8: it writes a file that "
-                                "lost more than --max-int8-drop")
+        if self.force is not None and self.quantize != "int8" and \
+                not set(formats) & set(CHECKED_FORMATS):
+            raise SettingsError("--force applies to --quantize int8 (a file that lost more "
+                                "than --max-int8-drop) and to --format onnx or openvino (a "
+                                "file that answers unlike the SavedModel)")
         if self.force is not None and not self.force.strip():
             raise SettingsError("--force takes the reason, recorded in export.json")
-        if self.format == "tflite" and self.default_signature != "uint8":
-            raise SettingsError("--default-signature applies to SavedModels; a .tflite takes "
-                                "uint8 pixels")
+        if "saved_model" not in formats and self.default_signature != "uint8":
+            raise SettingsError("--default-signature applies to SavedModels; a .tflite, .onnx "
+                                "or OpenVINO model takes uint8 pixels")
+
+    def formats(self) -> tuple[str, ...]:
+        """--format's names, comma-separated, in the order they are written (a SavedModel
+        first: the others are checked against it), once each."""
+        named = {part.strip() for part in self.format.split(",")} - {""}
+        if not named:
+            raise SettingsError(f"--format takes one or more of {', '.join(EXPORT_FORMATS)}")
+        for name in sorted(named):
+            choice(name, EXPORT_FORMATS, "--format")
+        return tuple(name for name in EXPORT_FORMATS if name in named)
 
 
 @command

@@ -190,12 +190,22 @@ def run_bucket_convert(args: trainer_args.BucketConvertArgs) -> int:
 
 @runs(trainer_args.ExportArgs)
 def run_export(args: trainer_args.ExportArgs) -> int:
+    """Each format asked for, the SavedModel first: the others are checked against it."""
     from trainer.export.saved_model import ExportOptions, export  # start-up time
 
     args.check()
+    formats = args.formats()
     choice = Choice.parse(args.checkpoint)
     options = ExportOptions(args.max_detections, args.min_score, args.default_signature)
-    if args.format == "tflite":
+    if formats != ("saved_model",):
+        from trainer.export.formats import check_formats  # start-up time
+
+        check_formats(args.model_dir, formats)
+    if "saved_model" in formats:
+        result = export(args.model_dir, args.export_dir, choice, options)
+        print(f"exported {result.checkpoint.path} ({result.checkpoint.reason}) to "
+              f"{result.export_dir}")
+    if "tflite" in formats:
         from trainer.export.tflite import Int8Gate, export_tflite  # start-up time
 
         done = export_tflite(args.model_dir, args.export_dir, choice, options,
@@ -204,10 +214,15 @@ def run_export(args: trainer_args.ExportArgs) -> int:
         print(f"exported {done.checkpoint.path} ({done.checkpoint.reason}) to {done.path} "
               f"({done.size_bytes / 1e6:.1f} MB)" + (f"; {done.int8.line()}" if done.int8
                                                       else ""))
-        return 0
-    result = export(args.model_dir, args.export_dir, choice, options)
-    print(f"exported {result.checkpoint.path} ({result.checkpoint.reason}) to "
-          f"{result.export_dir}")
+    if runtimes := [name for name in formats if name in trainer_args.CHECKED_FORMATS]:
+        from trainer.export.formats import export_runtimes  # start-up time
+
+        for written in export_runtimes(
+                args.model_dir, args.export_dir, runtimes, choice, options, args.force,
+                reference=args.export_dir if "saved_model" in formats else None):
+            print(f"exported {written.format} to {written.path} "
+                  f"({written.size_bytes / 1e6:.1f} MB, converted in "
+                  f"{written.conversion_seconds:.0f} s); {written.check.line()}")
     return 0
 
 

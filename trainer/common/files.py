@@ -98,6 +98,16 @@ def worst_image_file(step: int, rank: int) -> str:
 EXPORT_INFO_FILE = "export.json"  # how it was exported: read without loading TensorFlow
 TFLITE_FILE = "model.tflite"
 TFLITE_SUFFIX = ".tflite"  # a model path ending so is a TFLite file, not a SavedModel
+# Each single-file format an export directory may hold beside the SavedModel: its file, which
+# is also its export.json section's name (export --format; OpenVINO's .bin sits beside its .xml)
+MODEL_FILES = {"tflite": TFLITE_FILE, "onnx": "model.onnx", "openvino": "model.xml"}
+
+
+def model_format(model: str) -> str | None:
+    """The format a model path's ending names (tflite, onnx, openvino), None for a
+    SavedModel directory."""
+    return next((name for name, file in MODEL_FILES.items()
+                 if model.endswith(file[file.index("."):])), None)
 DETECTIONS_FILE = "detections.json"
 # predict --results: each form other tools read, and its file (yolo: a directory) beside it
 RESULT_FILES = {"coco": "coco_results.json", "yolo": "yolo", "supervision": "supervision.json",

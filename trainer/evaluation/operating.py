@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from trainer.common import files, jsonnum
+from trainer.common import files, io, jsonnum
 from trainer.common.errors import JsonError
 from trainer.evaluation.analysis import SHOWN_SCORE
 from trainer.model import model_dir
@@ -55,12 +55,21 @@ def export_info(folder: Path) -> dict[str, Any]:
 
 
 def read_info(model: str) -> dict[str, Any]:
-    """What export.json says of `model`: a SavedModel directory's whole file, a .tflite
-    file's own section of its folder's."""
-    if not model.endswith(files.TFLITE_SUFFIX):
+    """What export.json says of `model`: a SavedModel directory's whole file, a model file's
+    (.tflite, .onnx, OpenVINO's .xml) own section of its folder's."""
+    kind = files.model_format(model)
+    if kind is None:
         return export_info(Path(model))
-    section = export_info(Path(model).parent).get("tflite")
+    section = export_info(Path(model).parent).get(kind)
     return section if isinstance(section, dict) else {}
+
+
+def model_sections(folder: str) -> dict[str, Any]:
+    """export.json's sections of the model files (files.MODEL_FILES) still in `folder`: what
+    a new SavedModel export there keeps of the file it rewrites."""
+    info = export_info(Path(folder))
+    return {kind: info[kind] for kind, file in files.MODEL_FILES.items()
+            if isinstance(info.get(kind), dict) and io.exists(f"{folder}/{file}")}
 
 
 def threshold(given: float | None, info: Mapping[str, Any]) -> tuple[float, str]:

@@ -10,9 +10,11 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from trainer.common import io
+from trainer.common.errors import SettingsError
 from trainer.data.images import open_checked
 from trainer.detections.detector import Detections, Detector, Picture
 from trainer.evaluation.analysis import ImageBoxes, coco_evaluation, iou_matrix
+from trainer.model.model_dir import first_line
 
 SAME_BOX_IOU = 0.8  # two top boxes this close are the same box
 
@@ -46,6 +48,23 @@ def labelled_images(records: str, limit: int | None = None) -> Iterator[Labelled
                        tf.sparse.to_dense(example["image/object/class/label"]).numpy())
 
 
+def held_out(validation: str, purpose: str, limit: int) -> list[Labelled]:
+    """The first `limit` images of the run's validation split, which `purpose` (a flag as
+    typed) is measured on; SettingsError when there are none to read."""
+    import tensorflow as tf
+
+    try:
+        truth = list(labelled_images(validation, limit))
+    except (tf.errors.OpError, OSError, ValueError) as error:
+        raise SettingsError(f"{purpose} is measured on the validation split, and {validation} "
+                            f"could not be read ({first_line(error)}): export where the run's "
+                            "records are") from None
+    if not truth:
+        raise SettingsError(f"{purpose} is measured on the validation split, and {validation} "
+                            "holds no image")
+    return truth
+
+
 def same_top(a: Detections, b: Detections) -> bool:
     """The highest-scoring detection of each is the same class and the same box."""
     if not len(a.scores) or not len(b.scores):
@@ -70,3 +89,50 @@ def ap50(truth: Sequence[Labelled], found: Sequence[Detections]) -> float:
 
 def detect_all(detector: Detector, truth: Sequence[Labelled]) -> list[Detections]:
     return [detector(labelled.picture) for labelled in truth]
+
+
+@dataclasses.dataclass(frozen=True)
+class Allowance:
+    """How closely an exported format must answer like the SavedModel on held-out images."""
+
+    same_top: float = 0.99  # the share of images whose top detection is the same
+    ap50_gap: float = 0.01  # |AP50 - the SavedModel's AP50|
+
+
+@dataclasses.dataclass(frozen=True)
+class FormatCheck:
+    """One format against the SavedModel, on the same held-out images."""
+
+    format: str
+    images: int
+    same_top: float
+    ap50: float
+    saved_model_ap50: float
+    allowance: Allowance = Allowance()
+    forced: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.same_top >= self.allowance.same_top and \
+            abs(self.ap50 - self.saved_model_ap50) <= self.allowance.ap50_gap
+
+    def line(self) -> str:
+        return (f"{self.format}: the same top detection on {self.same_top:.1%} of "
+                f"{self.images} held-out images (at least {self.allowance.same_top:.0%}), "
+                f"AP50 {self.ap50:.3f} against the SavedModel's {self.saved_model_ap50:.3f} "
+                f"(within {self.allowance.ap50_gap:g})"
+                + (f"; forced: {self.forced}" if self.forced else ""))
+
+    def record(self) -> dict:
+        return {"images": self.images, "same_top": self.same_top, "ap50": self.ap50,
+                "saved_model_ap50": self.saved_model_ap50,
+                "allowed": dataclasses.asdict(self.allowance), "passed": self.passed,
+                "forced": self.forced}
+
+
+def check_format(name: str, found: Sequence[Detections], reference: Sequence[Detections],
+                 truth: Sequence[Labelled], allowance: Allowance = Allowance(),
+                 force: str | None = None) -> FormatCheck:
+    """`found` (a format's answers) against `reference` (the SavedModel's) on `truth`."""
+    return FormatCheck(name, len(truth), top_agreement(found, reference), ap50(truth, found),
+                       ap50(truth, reference), allowance, force)

@@ -29,11 +29,11 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from trainer.common import io
-from trainer.common.errors import SettingsError
-from trainer.common.files import EXPORT_INFO_FILE, TFLITE_FILE
+from trainer.common.errors import PredictError, SettingsError
+from trainer.common.files import EXPORT_INFO_FILE
 from trainer.common.io import write_text
 from trainer.data.defaults import MAX_PIXELS
+from trainer.detections.detector import Detections, Detector, Picture
 from trainer.evaluation import operating
 from trainer.export import warmup
 from trainer.model import model_dir as model_dir_lib
@@ -175,6 +175,25 @@ def mask_size(params) -> int | None:
     return model.mask_roi_aligner.crop_size * model.mask_head.upsample_factor
 
 
+def normalised(module, outputs: dict) -> dict:
+    """A detection module's `serve` outputs as every export answers: boxes normalised to the
+    image `image_info` describes (unless the experiment's export_config normalised them
+    already), classes and count as int32, and the masks of a mask model."""
+    import tensorflow as tf
+
+    image_info = outputs.pop("image_info")
+    export_config = module.params.task.get("export_config")
+    if not (export_config and export_config.output_normalized_coordinates):
+        outputs = module._normalize_coordinates(outputs, ["detection_boxes"], image_info)
+    return {
+        "detection_boxes": outputs["detection_boxes"],
+        "detection_classes": tf.cast(outputs["detection_classes"], tf.int32),
+        "detection_scores": outputs["detection_scores"],
+        "num_detections": tf.cast(outputs["num_detections"], tf.int32),
+        **({MASKS: outputs[MASKS]} if MASKS in outputs else {}),
+    }
+
+
 def _module_class(default_signature: str, max_pixels: int):
     import tensorflow as tf
     from official.vision.serving import detection
@@ -194,18 +213,7 @@ def _module_class(default_signature: str, max_pixels: int):
             return signatures
 
         def serve(self, images: tf.Tensor):
-            outputs = super().serve(images)
-            image_info = outputs.pop("image_info")
-            export_config = self.params.task.get("export_config")
-            if not (export_config and export_config.output_normalized_coordinates):
-                outputs = self._normalize_coordinates(outputs, ["detection_boxes"], image_info)
-            return {
-                "detection_boxes": outputs["detection_boxes"],
-                "detection_classes": tf.cast(outputs["detection_classes"], tf.int32),
-                "detection_scores": outputs["detection_scores"],
-                "num_detections": tf.cast(outputs["num_detections"], tf.int32),
-                **({MASKS: outputs[MASKS]} if MASKS in outputs else {}),
-            }
+            return normalised(self, super().serve(images))
 
         def preprocess(self, images):
             """Model Garden's preprocessing, unless `images` was built by it already: the
@@ -277,6 +285,21 @@ def write_signatures(module, params, checkpoint: str, export_dir: str, input_typ
             function_keys=function_keys)
 
 
+def write_model(model_dir: str, params, options: ExportOptions, choice: Choice,
+                export_dir: str) -> Chosen:
+    """The two signatures of the checkpoint `choice` names, alone (no label map, warm-up or
+    export.json): what `export` writes first, and what the other formats are checked against
+    (trainer/export/formats.py)."""
+    module = _module_class(options.default_signature, options.max_pixels)(
+        params=params, batch_size=None, input_image_size=list(params.task.model.input_size[:2]),
+        input_type="image_tensor", num_channels=3)
+    chosen = choose(model_dir, choice, module.model)
+    write_signatures(module, params, chosen.path, export_dir, "image_tensor", None,
+                     {"image_tensor": UINT8_SIGNATURE, "image_bytes": BYTES_SIGNATURE},
+                     model_dir_lib.read_run_info(model_dir).get("experiment"))
+    return chosen
+
+
 def export(model_dir: str, export_dir: str, choice: Choice = DEFAULT_CHOICE,
            options: ExportOptions = ExportOptions()) -> ExportResult:
     """Exports the checkpoint `choice` names (default: the run's best, else its newest) with
@@ -286,20 +309,13 @@ def export(model_dir: str, export_dir: str, choice: Choice = DEFAULT_CHOICE,
     params = model_dir_lib.load_params(model_dir)
     params.override(options.overrides(), is_strict=True)
     tf.get_logger().setLevel("ERROR")  # Keras warns once per layer while saving
-    input_size = list(params.task.model.input_size[:2])
-    module = _module_class(options.default_signature, options.max_pixels)(
-        params=params, batch_size=None, input_image_size=input_size, input_type="image_tensor",
-        num_channels=3)
-    chosen = choose(model_dir, choice, module.model)
+    chosen = write_model(model_dir, params, options, choice, export_dir)
     experiment = model_dir_lib.read_run_info(model_dir).get("experiment")
-    write_signatures(module, params, chosen.path, export_dir, "image_tensor", None,
-                     {"image_tensor": UINT8_SIGNATURE, "image_bytes": BYTES_SIGNATURE},
-                     experiment)
     model_dir_lib.copy_label_map(model_dir, export_dir)
     signatures = {SIGNATURE: options.default_signature,
                   **{name: kind for kind, name in SIGNATURE_OF.items()}}
     warmed = warmup.write(export_dir, params, signatures)
-    tflite = operating.read_info(f"{export_dir}/{TFLITE_FILE}")  # a .tflite beside it keeps its
+    beside = operating.model_sections(export_dir)  # a .tflite, .onnx, ... beside it keeps its
     write_text(f"{export_dir}/{EXPORT_INFO_FILE}", json.dumps({
         "checkpoint": chosen.path.rsplit("/", 1)[-1],
         "checkpoint_choice": chosen.choice, "checkpoint_reason": chosen.reason,
@@ -314,7 +330,30 @@ def export(model_dir: str, export_dir: str, choice: Choice = DEFAULT_CHOICE,
         # what `predict` and the endpoints detect at (trainer/evaluation/operating.py), null
         # when the checkpoint was not evaluated with an operating point
         operating.KEY: operating.from_evaluation(model_dir, chosen.path),
-        "tensorflow": tf.__version__,
-        **({"tflite": tflite} if tflite and io.exists(f"{export_dir}/{TFLITE_FILE}")
-           else {})}, indent=2) + "\n")
+        "tensorflow": tf.__version__, **beside}, indent=2) + "\n")
     return ExportResult(export_dir, chosen)
+
+
+def detector(model: str) -> Detector:
+    """A SavedModel's uint8 signature as a Detector (prediction, and what the other formats
+    are checked against)."""
+    import tensorflow as tf
+
+    try:
+        signatures = tf.saved_model.load(model).signatures
+        # exports before `serving_uint8` existed had it as their only default
+        serve = signatures.get(UINT8_SIGNATURE) or signatures[SIGNATURE]
+    except Exception as error:  # missing, truncated or foreign files raise many types
+        raise PredictError(f"{model} is not a readable SavedModel with a uint8 image "
+                           f"signature ({model_dir_lib.first_line(error)}); export one with "
+                           "`invoke export`") from None
+
+    def detect(picture: Picture) -> Detections:
+        outputs = serve(tf.constant(picture.pixels[None]))
+        n = int(outputs["num_detections"][0])
+        return Detections(outputs["detection_boxes"][0][:n].numpy(),
+                          outputs["detection_classes"][0][:n].numpy(),
+                          outputs["detection_scores"][0][:n].numpy(),
+                          outputs[MASKS][0][:n].numpy() if MASKS in outputs else None)
+
+    return detect

@@ -1,20 +1,13 @@
-"""TFLite export for phones and edge boards, and the host side that feeds it.
+"""TFLite export for phones and edge boards.
 
-The `.tflite` takes one uint8 RGB image of the experiment's input size ([1, S, S, 3]) and
-normalises it in the graph; non-maximum suppression is TFLite's builtin
-`TFLite_Detection_PostProcess` (Model Garden's `nms_version: tflite`), so the file runs in
-any stock TFLite interpreter with no Select TF ops. It answers with the SavedModel's meaning:
-boxes [ymin, xmin, ymax, xmax] normalised to the input square, label-map class ids, scores.
+The `.tflite` is the fixed-size graph (trainer/export/pixels.py: one uint8 RGB image of the
+experiment's input size, normalised in the graph, letterboxed on the host) with TensorFlow
+Lite's builtin `TFLite_Detection_PostProcess` as its non-maximum suppression (Model Garden's
+`nms_version: tflite`), so the file runs in any stock TFLite interpreter with no Select TF ops.
 
 TensorFlow's converter writes the file (LiteRT's Python package ships no converter for
 TensorFlow models); LiteRT's interpreter (`ai-edge-litert`) runs it here, for `predict`, the
 int8 check and the benchmarks: TensorFlow 2.20 deprecates its own `Interpreter` for it.
-
-Model Garden trains on images resized to fit S x S with their aspect ratio kept and padded at
-the bottom and right; `letterbox` does the same on the host (padding with the mean colour,
-which the graph's normalisation turns into the zeros training padded with) and
-`to_image_boxes` maps the boxes back onto the whole image. A caller that stretches the image
-to S x S instead gets boxes normalised to the image directly, a little less accurate.
 """
 
 from __future__ import annotations
@@ -33,11 +26,11 @@ from trainer.common.files import EXPORT_INFO_FILE, TFLITE_FILE
 from trainer.common.io import write_text
 from trainer.detections.detector import Detections
 from trainer.evaluation import operating
-from trainer.evaluation.evaluate import MEAN_RGB  # Model Garden's, as uint8 pixel values
-from trainer.export.agreement import ap50, detect_all, labelled_images
-from trainer.export.saved_model import ExportOptions, write_signatures
+from trainer.export import pixels
+from trainer.export.agreement import ap50, detect_all, held_out
+from trainer.export.saved_model import ExportOptions
 from trainer.model import model_dir as model_dir_lib
-from trainer.model.best.choice import DEFAULT_CHOICE, Choice, Chosen, choose
+from trainer.model.best.choice import DEFAULT_CHOICE, Choice, Chosen
 
 CALIBRATION_IMAGES = 100  # int8: training images the converter measures ranges on
 INT8_IMAGES = 200  # int8: validation images both files are measured on
@@ -87,61 +80,6 @@ class TfliteResult:
     int8: Int8Check | None = None
 
 
-def letterbox(image: np.ndarray, size: int) -> tuple[np.ndarray, tuple[float, float]]:
-    """An H x W x 3 uint8 image -> the model's [1, size, size, 3] input, and the fraction of
-    the square (height, width) the image fills. The resize is the one Model Garden trains and
-    serves with (`resize_and_crop_image`: TensorFlow's bilinear, no antialiasing): PIL's
-    bilinear smooths a downscale, which moved the top box of a 128-pixel model by a median 6%
-    and changed its class on 4% of held-out images against the SavedModel (2026-11-27)."""
-    import tensorflow as tf
-
-    height, width = image.shape[:2]
-    scale = min(size / height, size / width)
-    scaled = (max(1, min(size, round(height * scale))), max(1, min(size, round(width * scale))))
-    resized = tf.image.resize(image, scaled, method="bilinear").numpy()
-    resized = np.clip(np.round(resized), 0, 255).astype(np.uint8)
-    square = np.empty((size, size, 3), np.uint8)
-    square[...] = np.round(MEAN_RGB).astype(np.uint8)
-    square[:scaled[0], :scaled[1]] = resized
-    return square[np.newaxis], (scaled[0] / size, scaled[1] / size)
-
-
-def to_image_boxes(boxes: np.ndarray, filled: tuple[float, float]) -> np.ndarray:
-    """Boxes normalised to the letterboxed square -> normalised to the image."""
-    fill_y, fill_x = filled
-    return np.clip(boxes / np.array([fill_y, fill_x, fill_y, fill_x], np.float32), 0.0, 1.0)
-
-
-def _module_class():
-    import tensorflow as tf
-    from official.vision.ops import preprocess_ops
-    from official.vision.serving import detection
-
-    class TfliteDetectionModule(detection.DetectionModule):
-        """Model Garden's TFLite detection module, fed uint8 pixels: the normalisation runs in
-        the graph, so callers send plain RGB and int8 calibration sees real images."""
-
-        def get_inference_signatures(self, function_keys: dict[str, str]):
-            spec = tf.TensorSpec([1, *self._input_image_size, 3], tf.uint8, name="images")
-            return {name: self.inference_for_tflite.get_concrete_function(spec)
-                    for name in function_keys.values()}
-
-        @tf.function
-        def inference_for_tflite(self, images: tf.Tensor):
-            pixels = preprocess_ops.normalize_image(
-                tf.cast(images, tf.float32), offset=preprocess_ops.MEAN_RGB,
-                scale=preprocess_ops.STDDEV_RGB)
-            outputs = self.serve(pixels)
-            return {
-                "detection_boxes": outputs["detection_boxes"],
-                "detection_classes": outputs["detection_classes"],
-                "detection_scores": outputs["detection_scores"],
-                "num_detections": outputs["num_detections"],
-            }
-
-    return TfliteDetectionModule
-
-
 def tflite_overrides(params, options: ExportOptions) -> dict:
     """The detection generator as TFLite's post-processing op runs it, bounded like the
     SavedModel's."""
@@ -186,7 +124,7 @@ def calibration_images(records: str, size: int,
         record, {"image/encoded": tf.io.FixedLenFeature([], tf.string)})["image/encoded"])
     for encoded in parsed.take(count):
         image = tf.io.decode_image(encoded, channels=3, expand_animations=False).numpy()
-        yield [letterbox(image, size)[0]]
+        yield [pixels.letterbox(image, size)[0]]
 
 
 def convert(saved_model: str, quantize: str | None,
@@ -217,19 +155,13 @@ def export_tflite(model_dir: str, output_dir: str, choice: Choice = DEFAULT_CHOI
     check_exportable(params)
     params.override(options.overrides(), is_strict=True)
     params.override(tflite_overrides(params, options), is_strict=True)
-    size = list(params.task.model.input_size[:2])
     tf.get_logger().setLevel("ERROR")
-    module = _module_class()(params=params, batch_size=1, input_image_size=size,
-                             input_type="tflite", num_channels=3)
-    chosen = choose(model_dir, choice, module.model)
     representative = None
     if quantize == "int8":
         pattern = records or params.task.train_data.input_path
-        representative = calibration_images(pattern, size[0])
+        representative = calibration_images(pattern, params.task.model.input_size[0])
     with tempfile.TemporaryDirectory() as staging:
-        write_signatures(module, params, chosen.path, staging, "tflite", 1,
-                         {"tflite": "serving_default"},
-                         model_dir_lib.read_run_info(model_dir).get("experiment"))
+        chosen = pixels.write_model(model_dir, params, choice, staging)
         flatbuffer = convert(staging, quantize, representative)
         checked = check_int8(flatbuffer, convert(staging, None, None),
                              str(params.task.validation_data.input_path), gate) \
@@ -248,18 +180,7 @@ def export_tflite(model_dir: str, output_dir: str, choice: Choice = DEFAULT_CHOI
 
 def check_int8(int8: bytes, float32: bytes, validation: str, gate: Int8Gate) -> Int8Check:
     """Both files' AP50 on the run's validation images, judged by `gate`."""
-    import tensorflow as tf
-
-    try:
-        truth = list(labelled_images(validation, INT8_IMAGES))
-    except (tf.errors.OpError, OSError, ValueError) as error:
-        raise SettingsError(f"--quantize int8 is measured on the validation split, and "
-                            f"{validation} could not be read "
-                            f"({model_dir_lib.first_line(error)}): export where the run's "
-                            "records are") from None
-    if not truth:
-        raise SettingsError(f"--quantize int8 is measured on the validation split, and "
-                            f"{validation} holds no image")
+    truth = held_out(validation, "--quantize int8", INT8_IMAGES)
     figures = []
     with tempfile.TemporaryDirectory() as folder:
         for name, flatbuffer in (("int8", int8), ("float", float32)):
@@ -310,9 +231,5 @@ class TfliteDetector:
         self.size = int(spec["shape"][1])
 
     def __call__(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        square, filled = letterbox(image, self.size)
-        out = self.run(images=square)
-        count = int(out["num_detections"][0])
-        return (to_image_boxes(out["detection_boxes"][0][:count], filled),
-                out["detection_classes"][0][:count].astype(np.int32),
-                out["detection_scores"][0][:count])
+        square, filled = pixels.letterbox(image, self.size)
+        return pixels.answer(self.run(images=square), filled)

@@ -17,17 +17,18 @@ from pathlib import Path
 from PIL import ExifTags, ImageOps
 
 from trainer.common.errors import PredictError, SettingsError
-from trainer.common.files import DETECTIONS_FILE, LABEL_MAP_FILE, TFLITE_SUFFIX
+from trainer.common.files import DETECTIONS_FILE, LABEL_MAP_FILE, model_format
 from trainer.common.io import open_regular
 from trainer.data.defaults import MAX_PIXELS, max_pixels_problem
 from trainer.data.images import open_checked
 from trainer.data.label_map import id_to_name, read_label_map
-from trainer.detections.detector import Detections, Detector, ImageRefused, Picture
+from trainer.detections.detector import Detector, ImageRefused, Picture
 from trainer.detections.masks import paste, to_rle
 from trainer.detections.visualize import draw_detections
 from trainer.evaluation import operating
-from trainer.export.saved_model import MASKS, SIGNATURE, UINT8_SIGNATURE, serving_takes
-from trainer.export.tflite import TfliteDetector
+from trainer.export import saved_model
+from trainer.export.formats import file_detector
+from trainer.export.saved_model import serving_takes
 from trainer.model import model_dir as model_dir_lib
 from trainer.prediction.results import DETECTIONS_ONLY, ResultForms
 
@@ -51,47 +52,14 @@ def read_picture(path: str, max_pixels: int = MAX_PIXELS) -> Picture:
     return Picture(path, image, data)
 
 
-def saved_model_detector(model: str) -> Detector:
-    import tensorflow as tf
-
-    try:
-        signatures = tf.saved_model.load(model).signatures
-        # exports before `serving_uint8` existed had it as their only default
-        serve = signatures.get(UINT8_SIGNATURE) or signatures[SIGNATURE]
-    except Exception as error:  # missing, truncated or foreign files raise many types
-        raise PredictError(f"{model} is not a readable SavedModel with a uint8 image "
-                           f"signature ({model_dir_lib.first_line(error)}); export one with "
-                           "`invoke export`") from None
-
-    def detect(picture: Picture) -> Detections:
-        outputs = serve(tf.constant(picture.pixels[None]))
-        n = int(outputs["num_detections"][0])
-        return Detections(outputs["detection_boxes"][0][:n].numpy(),
-                          outputs["detection_classes"][0][:n].numpy(),
-                          outputs["detection_scores"][0][:n].numpy(),
-                          outputs[MASKS][0][:n].numpy() if MASKS in outputs else None)
-
-    return detect
-
-
-def tflite_detector(model: str) -> Detector:
-    try:
-        run = TfliteDetector(model)
-    except Exception as error:  # the interpreter raises ValueError/RuntimeError variants
-        raise PredictError(f"{model} is not a readable TFLite detector "
-                           f"({model_dir_lib.first_line(error)}); export one with "
-                           "`invoke export --format tflite`") from None
-    return lambda picture: Detections(*run(picture.pixels))
-
-
 def load_detector(model: str) -> tuple[Detector, dict[int, str]]:
-    """A SavedModel directory or a `.tflite` file, with the class names of the label map
-    exported beside it."""
-    is_tflite = model.endswith(TFLITE_SUFFIX)
-    folder = Path(model).parent if is_tflite else Path(model)
+    """A SavedModel directory or a model file (.tflite, .onnx, OpenVINO's .xml), with the
+    class names of the label map exported beside it."""
+    kind = model_format(model)
+    folder = Path(model).parent if kind else Path(model)
     label_map = folder / LABEL_MAP_FILE
     names = id_to_name(read_label_map(str(label_map))) if label_map.exists() else {}
-    return (tflite_detector if is_tflite else saved_model_detector)(model), names
+    return (file_detector(model, kind) if kind else saved_model.detector(model)), names
 
 
 def predict(model: str, images: str, output_dir: str, score_threshold: float | None = None,
