@@ -717,7 +717,7 @@ def bench_serve(c, model_dir=f"{WORK}/demo/model"):
 
 
 @task(help={"model_dir": "a trained model directory (default: the demo's)",
-            "images": "held-out synthetic images to measure on (default 134)"})
+            "images": "validation images to measure on, at most (default 134)"})
 def bench_formats(c, model_dir=f"{WORK}/demo/model", images=134):
     """Benchmark every export format: AP, AP50, p50/p90 ms, images/s, size, export time."""
     from benchmarks import formats

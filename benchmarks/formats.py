@@ -1,12 +1,12 @@
-"""Every export format of one run on this CPU, in one table: COCO AP and AP50 on held-out
-images, p50/p90 milliseconds per image, images per second, size and conversion time, each
-against the SavedModel. Needs a trained model directory (`invoke demo` writes
-work/demo/model).
+"""Every export format of one run on this CPU, in one table: COCO AP and AP50 on the run's
+validation images (held out from its training, labelled as it was trained), p50/p90
+milliseconds per image, images per second, size, load and export time, each against the
+SavedModel. Needs a trained model directory (`invoke demo` writes work/demo/model).
 
 The formats are measured interleaved: image by image, each format in turn (the order rotating),
 so that a change in the machine's load falls on all of them alike. One image a call, after
 warm-up, as an endpoint replica or a device answers one request. A SavedModel call includes its
-in-graph decode-free resize; the other formats' calls include the host-side letterbox
+in-graph resize; the other formats' calls include the host-side letterbox
 (`trainer.export.pixels.letterbox`), whose own cost is the table's last row. "export s": the
 SavedModel's and TFLite's whole export command; ONNX's and OpenVINO's conversion alone, as
 export.json records it (OpenVINO's from the ONNX file, so it includes ONNX's).
@@ -32,21 +32,19 @@ SERVED = ("--max_detections=100", "--min_score=0.05")  # the experiment's own bo
 def main(model_dir: str, images: int) -> list[dict]:
     from trainer.cli.main import main as trainer
     from trainer.common import files
-    from trainer.data.convert import convert_directory
-    from trainer.data.sample import write_sample
     from trainer.detections.detector import Detections
     from trainer.evaluation.analysis import ImageBoxes, coco_evaluation
     from trainer.export import pixels
-    from trainer.export.agreement import labelled_images, top_agreement
+    from trainer.export.agreement import held_out, top_agreement
+    from trainer.model.model_dir import load_params
     from trainer.prediction.predict import load_detector
 
     if not Path(model_dir, files.RUN_FILE).exists():
         raise SystemExit(f"no trained model in {model_dir}: run `invoke demo` first")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        data = write_sample(root / "held-out", num_images=images, seed=99)
-        convert_directory(data, root / "records", num_shards=1, progress=False)
-        truth = list(labelled_images(f"{root / 'records'}/{files.shard_glob('*')}"))
+        truth = held_out(str(load_params(model_dir).task.validation_data.input_path),
+                         "bench.formats", images)
         print(f"exporting {model_dir} as a SavedModel, TFLite, ONNX and OpenVINO...", flush=True)
         converted = {}
         for name, flags in {"saved_model": (), "tflite": ("--format=tflite",),
@@ -60,13 +58,18 @@ def main(model_dir: str, images: int) -> list[dict]:
                  "TFLite (LiteRT)": root / "tflite" / files.TFLITE_FILE,
                  "ONNX (ONNX Runtime)": root / "onnx" / files.MODEL_FILES["onnx"],
                  "OpenVINO": root / "onnx" / files.MODEL_FILES["openvino"]}
+        paths["OpenVINO, bf16"] = paths["OpenVINO"]  # OpenVINO's CPU default where it can
+        loaders = {name: (lambda path=path: load_detector(str(path))[0])
+                   for name, path in paths.items()}
+        loaders["OpenVINO, bf16"] = lambda: _bf16(paths["OpenVINO"])
         detectors = {}
-        for name, path in paths.items():
+        for name, load in loaders.items():
             started = time.perf_counter()
-            detectors[name], _ = load_detector(str(path))
-            detectors[name](truth[0].picture)
-            detectors[name] = (detectors[name], time.perf_counter() - started)
+            detector = load()
+            detector(truth[0].picture)
+            detectors[name] = (detector, time.perf_counter() - started)
         timings, answers = interleaved({k: v[0] for k, v in detectors.items()}, truth)
+        sizes = {name: _size(path) for name, path in paths.items()}
         info = json.loads((root / "onnx" / files.EXPORT_INFO_FILE).read_text())
         size = info["onnx"]["input"]["shape"][1]
         letterbox_ms = [_timed(lambda p: pixels.letterbox(p.pixels, size),
@@ -80,18 +83,27 @@ def main(model_dir: str, images: int) -> list[dict]:
 
     seconds = {"SavedModel": converted["saved_model"], "TFLite (LiteRT)": converted["tflite"],
                "ONNX (ONNX Runtime)": info["onnx"]["conversion_seconds"],
-               "OpenVINO": info["openvino"]["conversion_seconds"]}
+               "OpenVINO": info["openvino"]["conversion_seconds"],
+               "OpenVINO, bf16": info["openvino"]["conversion_seconds"]}
     reference = answers["SavedModel"]
     rows = []
     for name, times in timings.items():
         stats = coco(answers[name])
         rows.append({"format": name, "ap": float(stats[0]), "ap50": float(stats[1]),
                      "p50": _percentile(times, 50), "p90": _percentile(times, 90),
-                     "per_second": 1000 / statistics.mean(times), "mb": _size(paths[name]),
+                     "per_second": 1000 / statistics.mean(times), "mb": sizes[name],
                      "load_s": detectors[name][1], "convert_s": seconds[name],
                      "same_top": top_agreement(answers[name], reference)})
     report(rows, len(truth), statistics.median(letterbox_ms))
     return rows
+
+
+def _bf16(path: Path) -> Callable:
+    from trainer.detections.detector import Detections
+    from trainer.export.openvino import OpenvinoDetector
+
+    run = OpenvinoDetector(str(path), precision="bf16")
+    return lambda picture: Detections(*run(picture.pixels))
 
 
 def interleaved(detectors: dict[str, Callable], truth) -> tuple[dict, dict]:
