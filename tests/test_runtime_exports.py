@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import SERVED_MAX_DETECTIONS, SERVED_OPTIONS, trainer_here
+from tests.conftest import SERVED_MAX_DETECTIONS, SERVED_MIN_SCORE, SERVED_OPTIONS, trainer_here
 from tests.once import once
 
 SAME_TOP, AP50_GAP = 0.99, 0.01  # the issue's bar, on the held-out images
@@ -158,10 +158,11 @@ def test_predict_reads_an_onnx_or_openvino_file_at_its_exports_threshold(runtime
 
 
 @pytest.mark.slow
-def test_a_format_that_answers_unlike_the_saved_model_is_not_written(trained, tmp_path):
+def test_a_format_that_answers_unlike_the_saved_model_is_not_written(trained, runtimes,
+                                                                   tmp_path):
     """Held to a bar no export passes (the same top detection on more than every image), the
-    ONNX file is refused with its figures and nothing of it lands; the SavedModel export it
-    was checked against is not the one in the folder (none is asked for)."""
+    ONNX file is refused with its figures and nothing of it lands. Checked against the shared
+    export's SavedModel: the same checkpoint and options."""
     from trainer.common.errors import SettingsError
     from trainer.export.agreement import Allowance
     from trainer.export.formats import export_runtimes
@@ -170,8 +171,8 @@ def test_a_format_that_answers_unlike_the_saved_model_is_not_written(trained, tm
     out = tmp_path / "out"
     with pytest.raises(SettingsError) as refused:
         export_runtimes(str(trained[0]), str(out), ["onnx"],
-                        options=ExportOptions(SERVED_MAX_DETECTIONS, 0.1),
-                        allowance=Allowance(same_top=1.01))
+                        options=ExportOptions(SERVED_MAX_DETECTIONS, SERVED_MIN_SCORE),
+                        reference=str(runtimes[0]), allowance=Allowance(same_top=1.01))
     message = str(refused.value)
     assert message.startswith("answers unlike the SavedModel, not written: onnx: the same "
                               "top detection on ")
@@ -206,3 +207,22 @@ def test_a_format_that_cannot_hold_the_experiment_is_refused_before_any_export(
     assert code == cli.EXIT_USAGE and printed.startswith(f"{cli.ERROR_PREFIX}{message}")
     assert printed.count("\n") == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_a_converter_that_fails_is_one_line_naming_the_format(tmp_path):
+    """tf2onnx and OpenVINO raise their own types with pages of log; the export says which
+    format could not convert, in one line, and writes nothing."""
+    from trainer.common.errors import SettingsError
+    from trainer.export.formats import convert, refused_as
+    from trainer.export.openvino import convert as to_openvino
+
+    (tmp_path / "graph").mkdir()  # no SavedModel in it
+    with pytest.raises(SettingsError) as refused:
+        convert(tmp_path, ["onnx", "openvino"], 128)
+    assert str(refused.value).startswith("--format onnx could not convert this model (")
+    assert "\n" not in str(refused.value)
+    (tmp_path / "model.onnx").write_bytes(b"\x08\x07not a model")  # as if tf2onnx had written it
+    with pytest.raises(SettingsError) as refused, refused_as("openvino"):
+        to_openvino(tmp_path / "model.onnx", tmp_path / "model.xml")
+    assert str(refused.value).startswith("--format openvino could not convert this model (")
+    assert not (tmp_path / "model.xml").exists()
