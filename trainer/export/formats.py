@@ -52,6 +52,7 @@ COMBINED_NMS = {"task": {"model": {"detection_generator": {"nms_version": "batch
 # A model file's runner: its path -> a function of an RGB image to boxes, classes, scores
 RUNNERS: dict[str, Callable[[str], Callable[[np.ndarray], tuple]]] = {
     "tflite": TfliteDetector, "onnx": onnx.OnnxDetector, "openvino": openvino.OpenvinoDetector}
+SHOWN = {"tflite": "TFLite", "onnx": "ONNX", "openvino": "OpenVINO"}  # in messages
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +69,7 @@ def file_detector(model: str, kind: str) -> Detector:
     try:
         run = RUNNERS[kind](model)
     except Exception as error:  # each runtime raises its own types for a foreign file
-        raise PredictError(f"{model} is not a readable {kind} detector "
+        raise PredictError(f"{model} is not a readable {SHOWN[kind]} detector "
                            f"({model_dir_lib.first_line(error)}); export one with "
                            f"`invoke export --format {kind}`") from None
     return lambda picture: Detections(*run(picture.pixels))
