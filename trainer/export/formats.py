@@ -30,7 +30,7 @@ from trainer.common.io import write_text
 from trainer.detections.detector import Detections, Detector
 from trainer.evaluation import operating
 from trainer.export import onnx, openvino, pixels, saved_model
-from trainer.export.agreement import Allowance, FormatCheck, check_format, detect_all, held_out
+from trainer.export.agreement import FormatCheck, check_format, detect_all, held_out
 from trainer.export.saved_model import ExportOptions
 from trainer.export.tflite import TfliteDetector
 from trainer.export.tflite import check_exportable as check_tflite
@@ -102,13 +102,12 @@ def check_formats(model_dir: str, kinds: Sequence[str]) -> None:
 
 def export_runtimes(model_dir: str, output_dir: str, kinds: Sequence[str],
                     choice: Choice = DEFAULT_CHOICE, options: ExportOptions | None = None,
-                    force: str | None = None, reference: str | None = None,
-                    allowance: Allowance = Allowance()) -> list[Written]:
+                    force: str | None = None, reference: str | None = None) -> list[Written]:
     """Writes each of `kinds` (RUNTIMES) of the checkpoint `choice` names into `output_dir`,
     each checked against the SavedModel at `reference` (a SavedModel export of the same
     checkpoint; default: one written aside for the check). A format that answers unlike it
-    (past `allowance`) is not written, unless `force` gives the reason: SettingsError names
-    it, after the others are written."""
+    (agreement.Allowance) is not written, unless `force` gives the reason: SettingsError
+    names it, after the others are written."""
     import tensorflow as tf
 
     options = options or ExportOptions()
@@ -130,15 +129,10 @@ def export_runtimes(model_dir: str, output_dir: str, kinds: Sequence[str],
                                     reference)
         expected = detect_all(saved_model.detector(reference), truth)
         made = convert(staging, kinds, params.task.model.input_size[0])
-        written, failed = [], []
-        for kind in kinds:
-            file = staging / MODEL_FILES[kind]
-            check = check_format(kind, detect_all(file_detector(str(file), kind), truth),
-                                 expected, truth, allowance, force)
-            if not check.passed and force is None:
-                failed.append(check)
-                continue
-            written.append(place(file, Path(output_dir), kind, made[kind], check))
+        checks = [check_format(kind, detect_all(file_detector(str(staging / MODEL_FILES[kind]),
+                                                              kind), truth),
+                               expected, truth, force=force) for kind in kinds]
+        written, failed = land(staging, Path(output_dir), checks, made)
     if written:
         model_dir_lib.copy_label_map(model_dir, output_dir)
         record(Path(output_dir), written, chosen,
@@ -146,6 +140,20 @@ def export_runtimes(model_dir: str, output_dir: str, kinds: Sequence[str],
     if failed:
         raise SettingsError(refusal(failed, written))
     return written
+
+
+def land(staging: Path, output: Path, checks: Sequence[FormatCheck],
+         seconds: dict[str, float]) -> tuple[list[Written], list[FormatCheck]]:
+    """Each file in `staging` whose check passed (or was forced) moved into `output`, and the
+    checks that failed: their files stay behind, with the staging directory."""
+    written, failed = [], []
+    for check in checks:
+        if not check.passed and check.forced is None:
+            failed.append(check)
+            continue
+        written.append(place(staging / MODEL_FILES[check.format], output, check.format,
+                             seconds[check.format], check))
+    return written, failed
 
 
 def refusal(failed: Sequence[FormatCheck], written: Sequence[Written]) -> str:
