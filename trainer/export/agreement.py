@@ -117,8 +117,9 @@ class FormatCheck:
             abs(self.ap50 - self.saved_model_ap50) <= self.allowance.ap50_gap
 
     def line(self) -> str:
-        return (f"{self.format}: the same top detection on {self.same_top:.1%} of "
-                f"{self.images} held-out images (at least {self.allowance.same_top:.0%}), "
+        return (f"{self.format}: the same top detection on {round(self.same_top * self.images)} "
+                f"of {self.images} held-out images ({self.same_top:.2%}, at least "
+                f"{self.allowance.same_top:.0%}), "
                 f"AP50 {self.ap50:.3f} against the SavedModel's {self.saved_model_ap50:.3f} "
                 f"(within {self.allowance.ap50_gap:g})"
                 + (f"; forced: {self.forced}" if self.forced else ""))

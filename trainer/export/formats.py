@@ -122,7 +122,8 @@ def export_runtimes(model_dir: str, output_dir: str, kinds: Sequence[str],
         staging = Path(folder)
         graph = copy.deepcopy(params)
         graph.override(COMBINED_NMS, is_strict=True)
-        chosen = pixels.write_model(model_dir, graph, choice, str(staging / "graph"))
+        chosen = pixels.write_model(model_dir, graph, choice, str(staging / "graph"),
+                                    pixels.FLOAT)
         if reference is None:
             reference = str(staging / "reference")
             saved_model.write_model(model_dir, params, options, Choice("path", path=chosen.path),
@@ -213,10 +214,12 @@ def record(output: Path, written: Sequence[Written], chosen: Chosen,
 
     sections = {w.format: {
         "file": Path(w.path).name, "checkpoint": chosen.path.rsplit("/", 1)[-1],
-        "input": {"name": pixels.INPUT, "dtype": "uint8", "shape": [1, size, size, 3],
-                  "pixels": "RGB, letterboxed: resized to fit the square keeping the aspect "
-                            "ratio, padded at the bottom and right with the mean colour "
-                            f"{pixels.PAD_RGB} (docs/guides/export-formats.md)"},
+        "input": {"name": pixels.INPUT, "dtype": pixels.FLOAT, "shape": [1, size, size, 3],
+                  "pixels": "RGB values 0-255, letterboxed: resized to fit the square keeping "
+                            "the aspect ratio (bilinear, unrounded), padded at the bottom and "
+                            "right with the mean colour "
+                            f"{[round(float(v), 3) for v in pixels.MEAN_RGB]} "
+                            "(docs/guides/export-formats.md)"},
         operating.KEY: threshold, "check": w.check.record(), "size_bytes": w.size_bytes,
         "conversion_seconds": round(w.conversion_seconds, 1), "tensorflow": tf.__version__,
         **versions(w.format)} for w in written}

@@ -24,7 +24,7 @@ def convert(saved_model: str, output: Path, size: int) -> None:
     import tf2onnx  # start-up time
 
     loaded = tf.saved_model.load(saved_model)  # held: the signature's variables are its
-    spec = tf.TensorSpec([1, size, size, 3], tf.uint8, name=pixels.INPUT)
+    spec = tf.TensorSpec([1, size, size, 3], pixels.FLOAT, name=pixels.INPUT)
     function = tf.function(lambda images: loaded.signatures["serving_default"](images=images))
     proto, _ = tf2onnx.convert.from_function(function, input_signature=[spec], opset=OPSET)
     foreign = sorted({node.op_type for node in proto.graph.node
@@ -49,9 +49,10 @@ class OnnxDetector:
                                                     providers=["CPUExecutionProvider"])
         (given,) = self.session.get_inputs()
         self.input, self.size = given.name, int(given.shape[1])
+        self.dtype = "float32" if given.type == "tensor(float)" else "uint8"
         self.names = [output.name for output in self.session.get_outputs()]
 
     def __call__(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        square, filled = pixels.letterbox(image, self.size)
+        square, filled = pixels.letterbox(image, self.size, self.dtype)
         found = self.session.run(None, {self.input: square})
         return pixels.answer(dict(zip(self.names, found, strict=True)), filled)

@@ -49,10 +49,11 @@ class OpenvinoDetector:
         self.compiled = core.compile_model(core.read_model(path), "CPU", config)
         (given,) = self.compiled.inputs
         self.size = int(given.get_partial_shape()[1].get_length())
+        self.dtype = given.get_element_type().to_dtype().name
         self.request = self.compiled.create_infer_request()
 
     def __call__(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        square, filled = pixels.letterbox(image, self.size)
+        square, filled = pixels.letterbox(image, self.size, self.dtype)
         found = self.request.infer([square])
         return pixels.answer({name: found[port] for port in self.compiled.outputs
                               for name in port.get_names() if name in pixels.OUTPUTS}, filled)

@@ -1,8 +1,10 @@
 """The fixed-size graph every runtime but TensorFlow's gets (TFLite, ONNX, OpenVINO), and the
 host side that feeds it.
 
-The graph takes one uint8 RGB image of the experiment's input size ([1, S, S, 3], input
-`images`) and normalises it itself; what it answers means what the SavedModel's answers mean:
+The graph takes one RGB image of the experiment's input size ([1, S, S, 3], input `images`):
+uint8 for TFLite (int8 calibration reads real pixels), float32 for ONNX and OpenVINO (the
+letterbox's values unrounded, so the graph sees what the SavedModel's own resize gives) and
+normalises it itself; what it answers means what the SavedModel's answers mean:
 boxes [ymin, xmin, ymax, xmax] normalised to the input square, label-map class ids, scores
 and a count. A fixed size keeps out of the graph what other runtimes do not convert: the
 SavedModel's per-image resize loop (ONNX `Loop`, which OpenVINO refuses) and its decoding.
@@ -26,12 +28,15 @@ from trainer.model import model_dir as model_dir_lib
 from trainer.model.best.choice import Choice, Chosen, choose
 
 INPUT = "images"
+FLOAT = "float32"  # the ONNX and OpenVINO files' input (TFLite's is uint8)
 PAD_RGB = [round(float(value)) for value in MEAN_RGB]  # the letterbox's padding
 OUTPUTS = ("detection_boxes", "detection_classes", "detection_scores", "num_detections")
 
 
-def letterbox(image: np.ndarray, size: int) -> tuple[np.ndarray, tuple[float, float]]:
-    """An H x W x 3 uint8 image -> the model's [1, size, size, 3] input, and the fraction of
+def letterbox(image: np.ndarray, size: int, dtype: str = "uint8"
+              ) -> tuple[np.ndarray, tuple[float, float]]:
+    """An H x W x 3 uint8 image -> the model's [1, size, size, 3] input of `dtype` (uint8, or
+    float32: the resized values unrounded, as the SavedModel resizes them), and the fraction of
     the square (height, width) the image fills. The resize is the one Model Garden trains and
     serves with (`resize_and_crop_image`: TensorFlow's bilinear, no antialiasing): PIL's
     bilinear smooths a downscale, which moved the top box of a 128-pixel model by a median 6%
@@ -42,9 +47,12 @@ def letterbox(image: np.ndarray, size: int) -> tuple[np.ndarray, tuple[float, fl
     scale = min(size / height, size / width)
     scaled = (max(1, min(size, round(height * scale))), max(1, min(size, round(width * scale))))
     resized = tf.image.resize(image, scaled, method="bilinear").numpy()
-    resized = np.clip(np.round(resized), 0, 255).astype(np.uint8)
-    square = np.empty((size, size, 3), np.uint8)
-    square[...] = PAD_RGB
+    square = np.empty((size, size, 3), dtype)
+    if dtype == "uint8":
+        resized = np.clip(np.round(resized), 0, 255)
+        square[...] = PAD_RGB
+    else:  # exactly the colour the graph's normalisation turns to zero
+        square[...] = MEAN_RGB
     square[:scaled[0], :scaled[1]] = resized
     return square[np.newaxis], (scaled[0] / size, scaled[1] / size)
 
@@ -55,7 +63,7 @@ def to_image_boxes(boxes: np.ndarray, filled: tuple[float, float]) -> np.ndarray
     return np.clip(boxes / np.array([fill_y, fill_x, fill_y, fill_x], np.float32), 0.0, 1.0)
 
 
-def module_class():
+def module_class(dtype: str = "uint8"):
     import tensorflow as tf
     from official.vision.ops import preprocess_ops
     from official.vision.serving import detection
@@ -67,7 +75,7 @@ def module_class():
         pixels and are normalised here, classes and counts as int32 like the SavedModel's."""
 
         def get_inference_signatures(self, function_keys: dict[str, str]):
-            spec = tf.TensorSpec([1, *self._input_image_size, 3], tf.uint8, name=INPUT)
+            spec = tf.TensorSpec([1, *self._input_image_size, 3], dtype, name=INPUT)
             return {name: self.inference_for_tflite.get_concrete_function(spec)
                     for name in function_keys.values()}
 
@@ -84,11 +92,12 @@ def module_class():
     return PixelsDetectionModule
 
 
-def write_model(model_dir: str, params, choice: Choice, staging: str) -> Chosen:
+def write_model(model_dir: str, params, choice: Choice, staging: str,
+                dtype: str = "uint8") -> Chosen:
     """A SavedModel of the fixed-size graph in `staging`, of the checkpoint `choice` names,
-    with `params`' detection generator: what a converter reads."""
+    with `params`' detection generator and input of `dtype`: what a converter reads."""
     size = list(params.task.model.input_size[:2])
-    module = module_class()(params=params, batch_size=1, input_image_size=size,
+    module = module_class(dtype)(params=params, batch_size=1, input_image_size=size,
                             input_type="tflite", num_channels=3)
     chosen = choose(model_dir, choice, module.model)
     write_signatures(module, params, chosen.path, staging, "tflite", 1,
