@@ -72,8 +72,9 @@ def main(model_dir: str, images: int) -> list[dict]:
         sizes = {name: _size(path) for name, path in paths.items()}
         info = json.loads((root / "onnx" / files.EXPORT_INFO_FILE).read_text())
         size = info["onnx"]["input"]["shape"][1]
-        letterbox_ms = [_timed(lambda p: pixels.letterbox(p.pixels, size),
-                               labelled.picture) for labelled in truth]
+        decoded = [labelled.picture.pixels for labelled in truth]  # every format decodes
+        letterbox_ms = [_timed(lambda image: pixels.letterbox(image, size, pixels.FLOAT), image)
+                        for image in decoded]
 
     def coco(found: list[Detections]):
         return coco_evaluation([ImageBoxes(t.picture.path, t.picture.image.height,
