@@ -32,10 +32,8 @@ SERVED = ("--max_detections=100", "--min_score=0.05")  # the experiment's own bo
 def main(model_dir: str, images: int) -> list[dict]:
     from trainer.cli.main import main as trainer
     from trainer.common import files
-    from trainer.detections.detector import Detections
-    from trainer.evaluation.analysis import ImageBoxes, coco_evaluation
     from trainer.export import pixels
-    from trainer.export.agreement import held_out, top_agreement
+    from trainer.export.agreement import coco_stats, held_out, top_agreement
     from trainer.model.model_dir import load_params
     from trainer.prediction.predict import load_detector
 
@@ -76,12 +74,6 @@ def main(model_dir: str, images: int) -> list[dict]:
         letterbox_ms = [_timed(lambda image: pixels.letterbox(image, size, pixels.FLOAT), image)
                         for image in decoded]
 
-    def coco(found: list[Detections]):
-        return coco_evaluation([ImageBoxes(t.picture.path, t.picture.image.height,
-                                           t.picture.image.width, t.boxes, t.classes, d.boxes,
-                                           d.classes, d.scores)
-                                for t, d in zip(truth, found, strict=True)]).stats
-
     seconds = {"SavedModel": converted["saved_model"], "TFLite (LiteRT)": converted["tflite"],
                "ONNX (ONNX Runtime)": info["onnx"]["conversion_seconds"],
                "OpenVINO": info["openvino"]["conversion_seconds"],
@@ -89,7 +81,7 @@ def main(model_dir: str, images: int) -> list[dict]:
     reference = answers["SavedModel"]
     rows = []
     for name, times in timings.items():
-        stats = coco(answers[name])
+        stats = coco_stats(truth, answers[name])
         rows.append({"format": name, "ap": float(stats[0]), "ap50": float(stats[1]),
                      "p50": _percentile(times, 50), "p90": _percentile(times, 90),
                      "per_second": 1000 / statistics.mean(times), "mb": sizes[name],

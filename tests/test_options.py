@@ -137,7 +137,7 @@ def _refused(action) -> Exception:
     ({"quantize": "int8"}, "--quantize applies to --format tflite"),
     ({"format": "tflite", "default_signature": "bytes"},
      "--default-signature applies to SavedModels; a .tflite, .onnx or OpenVINO model takes "
-     "uint8 pixels"),
+     "decoded pixels"),
     ({"format": "onnx,tensorrt"},
      "--format must be one of saved_model, tflite, onnx, openvino, got 'tensorrt'"),
     ({"format": " , "}, "--format takes one or more of saved_model, tflite, onnx, openvino"),

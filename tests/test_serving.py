@@ -635,7 +635,7 @@ def test_the_online_request_limit_is_the_documented_one_and_a_half_million_bytes
     (["export", "--format=tensorrt"],
      "--format must be one of saved_model, tflite, onnx, openvino"),
     (["export", "--format=tflite", "--default-signature=bytes"],
-     "a .tflite, .onnx or OpenVINO model takes uint8"),
+     "a .tflite, .onnx or OpenVINO model takes decoded pixels"),
 ])
 def test_serving_tasks_refuse_flags_that_cannot_work_before_any_request(args, message):
     """Through invoke's own parser, with no credentials at all: the refusal comes first."""

@@ -366,7 +366,7 @@ class ExportArgs(Args):
             raise SettingsError("--force takes the reason, recorded in export.json")
         if "saved_model" not in formats and self.default_signature != "uint8":
             raise SettingsError("--default-signature applies to SavedModels; a .tflite, .onnx "
-                                "or OpenVINO model takes uint8 pixels")
+                                "or OpenVINO model takes decoded pixels")
 
     def formats(self) -> tuple[str, ...]:
         """--format's names, comma-separated, in the order they are written (a SavedModel

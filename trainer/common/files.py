@@ -97,7 +97,6 @@ def worst_image_file(step: int, rank: int) -> str:
 # An export directory, and prediction's output directory.
 EXPORT_INFO_FILE = "export.json"  # how it was exported: read without loading TensorFlow
 TFLITE_FILE = "model.tflite"
-TFLITE_SUFFIX = ".tflite"  # a model path ending so is a TFLite file, not a SavedModel
 # Each single-file format an export directory may hold beside the SavedModel: its file, which
 # is also its export.json section's name (export --format; OpenVINO's .bin sits beside its .xml)
 MODEL_FILES = {"tflite": TFLITE_FILE, "onnx": "model.onnx", "openvino": "model.xml"}

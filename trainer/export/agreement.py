@@ -78,13 +78,19 @@ def top_agreement(a: Sequence[Detections], b: Sequence[Detections]) -> float:
     return sum(map(same_top, a, b)) / len(a)
 
 
-def ap50(truth: Sequence[Labelled], found: Sequence[Detections]) -> float:
-    """COCO AP at IoU 0.5 (pycocotools), boxes in pixels as COCO counts them."""
+def coco_stats(truth: Sequence[Labelled], found: Sequence[Detections]) -> np.ndarray:
+    """pycocotools' twelve figures (AP, AP50, ...) of `found` on `truth`, boxes in pixels as
+    COCO counts them."""
     images = [ImageBoxes(labelled.picture.path, labelled.picture.image.height,
                          labelled.picture.image.width, labelled.boxes, labelled.classes,
                          detections.boxes, detections.classes, detections.scores)
               for labelled, detections in zip(truth, found, strict=True)]
-    return float(max(coco_evaluation(images).stats[1], 0.0))
+    return coco_evaluation(images).stats
+
+
+def ap50(truth: Sequence[Labelled], found: Sequence[Detections]) -> float:
+    """COCO AP at IoU 0.5 (pycocotools)."""
+    return float(max(coco_stats(truth, found)[1], 0.0))
 
 
 def detect_all(detector: Detector, truth: Sequence[Labelled]) -> list[Detections]:
