@@ -235,3 +235,19 @@ def test_a_converter_that_fails_is_one_line_naming_the_format(tmp_path):
         to_openvino(tmp_path / "model.onnx", tmp_path / "model.xml")
     assert str(refused.value).startswith("--format openvino could not convert this model (")
     assert not (tmp_path / "model.xml").exists()
+
+
+@pytest.mark.parametrize(("name", "shown"), [("model.onnx", "ONNX"), ("model.xml", "OpenVINO")])
+def test_a_file_that_is_not_a_model_is_named_by_predict(name, shown, tmp_path):
+    """A truncated or foreign file where a model should be: one line naming it and the fix."""
+    from trainer.common.errors import PredictError
+    from trainer.prediction.predict import load_detector
+
+    (tmp_path / name).write_bytes(b"<?xml version='1.0'?><net>cut short")
+    with pytest.raises(PredictError) as refused:
+        load_detector(str(tmp_path / name))
+    message = str(refused.value)
+    assert message.startswith(f"{tmp_path / name} is not a readable {shown} detector (")
+    assert message.endswith(f"; export one with `invoke export --format "
+                            f"{'onnx' if shown == 'ONNX' else 'openvino'}`")
+    assert "\n" not in message
