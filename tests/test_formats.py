@@ -1,7 +1,7 @@
-"""YOLO and LabelMe in: the same generated images and objects written as COCO, as YOLO (in
-Ultralytics' and Roboflow's layouts) and as LabelMe (as the tool writes it, quirks and all)
-convert to the same boxes and classes; every defect those files have is a named problem;
-the format registry is the one list of formats."""
+"""YOLO, LabelMe and CVAT in: the same generated images and objects written as COCO, as YOLO
+(in Ultralytics' and Roboflow's layouts), as LabelMe (as the tool writes it, quirks and all)
+and as CVAT for images 1.1 convert to the same boxes and classes; every defect those files
+have is a named problem; the format registry is the one list of formats."""
 
 from __future__ import annotations
 
@@ -23,23 +23,30 @@ from trainer.cli.main import ERROR_PREFIX
 from trainer.common.errors import ConversionError
 from trainer.data import formats
 from trainer.data.convert import convert_coco, convert_directory
-from trainer.data.formats import labelme, yolo
+from trainer.data.formats import cvat, labelme, yolo
 from trainer.data.planning import Limits, Split
 from trainer.data.problems import ACTIONS
 from trainer.data.reasons import meaning
-from trainer.data.sample import coco_as_labelme, coco_as_yolo, pets_as_coco, write_sample
+from trainer.data.sample import (
+    coco_as_cvat,
+    coco_as_labelme,
+    coco_as_yolo,
+    pets_as_coco,
+    write_sample,
+)
 
 SIDES = ("xmin", "ymin", "xmax", "ymax")
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory) -> tuple[Path, dict]:
-    """One set of generated images and objects, as COCO, YOLO and LabelMe."""
+    """One set of generated images and objects, as COCO, YOLO, LabelMe and CVAT."""
     root = write_sample(tmp_path_factory.mktemp("formats"), num_images=30)
     data = pets_as_coco(root)
     (root / "coco.json").write_text(json.dumps(data))
     coco_as_yolo(data, root / "images", root / "yolo")
     coco_as_labelme(data, root / "images", root / "labelme")
+    coco_as_cvat(data, root / "images", root / "cvat")
     return root, data
 
 
@@ -364,14 +371,147 @@ def test_labelme_polygons_are_masks_and_their_bounds_the_box(tmp_path):
     assert report["repaired"] == {"nonfinite_box": 1}
 
 
+def test_cvat_as_the_tool_exports_it_gives_the_coco_boxes(sample, from_coco, tmp_path):
+    """A task's export: boxes with CVAT's attributes inside, a wrong width (the image wins),
+    and shapes that are not boxes (reported)."""
+    root, _ = sample
+    dataset = tmp_path / "cvat"
+    shutil.copytree(root / "cvat", dataset)
+    xml = (dataset / cvat.ANNOTATIONS).read_text()
+    first = xml.index("<image ")
+    head, image = xml[:first], xml[first:]
+    width = image.split('width="')[1].split('"')[0]
+    image = image.replace(f'width="{width}"', f'width="{int(width) + 1}"', 1).replace(
+        "    </box>", '      <attribute name="pose">sitting</attribute>\n    </box>', 1).replace(
+        "  </image>", '    <points label="pin" points="5,5" occluded="0"/>\n'
+                      '    <tag label="cat" source="manual"/>\n  </image>', 1)
+    (dataset / cvat.ANNOTATIONS).write_text(head + image)
+    report = convert("cvat", dataset, tmp_path / "out")
+    assert_same_boxes(boxes_by_image(tmp_path / "out"), from_coco)
+    assert report["repaired"] == {"size_mismatch": 1, "not_a_box": 2}
+    assert report["reasons"] == {key: meaning(key, cvat.REASONS) for key in report["repaired"]}
+    assert report["skipped"] == {}
+    names = sorted({text for objects in from_coco.values() for text, _ in objects})
+    assert report["label_map_ids"] == {name: i for i, name in enumerate(names, 1)}
+
+
+def test_data_sample_writes_a_cvat_export_that_converts(tmp_path, capsys):
+    from trainer.cli.main import main
+
+    assert main(["data", "sample", f"--output_dir={tmp_path}", "--num_images=40",
+                 "--format=cvat"]) == 0
+    written = Path(capsys.readouterr().out.split("as cvat: ")[1].strip())
+    assert written == tmp_path / "cvat" / cvat.ANNOTATIONS
+    report = convert("cvat", written.parent, tmp_path / "out")
+    assert report["written"] == len(pets_as_coco(tmp_path)["images"]) and not report["skipped"]
+
+
+def cvat_export(tmp_path: Path, images: str, files: dict[str, tuple[int, int]]) -> Path:
+    """An export of `images` (the XML's <image> elements) with a plain JPEG of each size in
+    `files` (paths below images/), each its own colour (the same bytes are one image)."""
+    dataset = tmp_path / "export"
+    for index, (name, size) in enumerate(files.items()):
+        (dataset / "images" / name).parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", size, (90, 120, 10 * index)).save(dataset / "images" / name)
+    (dataset / cvat.ANNOTATIONS).write_text(
+        '<?xml version="1.0" encoding="utf-8"?>\n<annotations>\n<version>1.1</version>\n'
+        f"<meta><project><name>p</name></project></meta>\n{images}</annotations>\n")
+    return dataset
+
+
+def test_a_cvat_projects_subsets_are_its_splits_rotated_boxes_bounds_and_polygons_masks(
+        tmp_path):
+    """A project's export: images/SUBSET/NAME, its subsets the splits; a box turned 90
+    degrees about its centre is its bounds turned; a polygon is a mask with --masks."""
+    dataset = cvat_export(tmp_path, """
+<image id="0" name="a.jpg" subset="Train" width="100" height="80">
+  <box label="cat" occluded="0" xtl="10" ytl="20" xbr="50" ybr="40" rotation="90"/></image>
+<image id="1" name="b.jpg" subset="Train" width="100" height="80">
+  <polygon label="dog" occluded="0" points="10,20;60,20;60,50;10,50" z_order="0"/></image>
+<image id="2" name="c.jpg" subset="Validation" width="100" height="80">
+  <box label="cat" xtl="0" ytl="0" xbr="100" ybr="80"/></image>
+<image id="3" name="d.jpg" subset="Test" width="100" height="80">
+  <box label="dog" xtl="1" ytl="2" xbr="3" ybr="4"/></image>
+""", {f"{subset}/{name}.jpg": (100, 80) for subset, name in (
+        ("Train", "a"), ("Train", "b"), ("Validation", "c"), ("Test", "d"))})
+    report = convert("cvat", dataset, tmp_path / "out", masks=True)
+    assert {split: info["examples"] for split, info in report["splits"].items()} == {
+        "train": 1 + 1, "val": 1, "test": 1}
+    assert report["repaired"] == {"rotated_box": 1, "missing_mask": 3}  # boxes: filled
+    assert report["skipped"] == {}
+    found = examples(tmp_path / "out")
+    assert [values(found["a.jpg"][1], f"image/object/bbox/{k}")[0] for k in SIDES] == \
+        pytest.approx([0.2, 0.125, 0.4, 0.625])  # 40 x 20 about (30, 30): 20 x 40
+    mask = np.asarray(Image.open(io.BytesIO(values(found["b.jpg"][1],
+                                                   "image/object/mask")[0])))
+    assert mask[20:50, 10:60].all() and mask.sum() <= 51 * 31
+    assert report["label_map_ids"] == {"cat": 1, "dog": 2}
+
+
+def test_every_cvat_defect_is_a_named_problem_and_nothing_leaves_the_export(tmp_path):
+    outside = tmp_path / "secret.jpg"
+    Image.new("RGB", (10, 10)).save(outside)
+    box = '<box label="cat" xtl="1" ytl="1" xbr="9" ybr="9"/>'
+    dataset = cvat_export(tmp_path, f"""
+<image id="0" name="ok.jpg" width="-5" height="10">{box}
+  <box label="cat" xtl="nan" ytl="1" xbr="9" ybr="9"/><box label="cat" xtl="1" ytl="1"
+  xbr="inf" ybr="9"/><box xtl="1" ytl="1" xbr="9" ybr="9"/><box label="cat" xtl="one" ytl="1"
+  xbr="9" ybr="9"/><box label="cat" xtl="1" ytl="1" xbr="9" ybr="9" rotation="nan"/>
+  <polygon label="cat" points="1,1;5,5"/><ellipse label="cat" cx="5" cy="5" rx="2" ry="2"/>
+  </image>
+<image id="1" name="ok.jpg" width="10" height="10">{box}</image>
+<image id="2" name="../secret.jpg" width="10" height="10">{box}</image>
+<image id="3" width="10" height="10">{box}</image>
+<image id="4" name="link.jpg" width="10" height="10">{box}</image>
+<image id="5" name="tagged.jpg" width="10" height="10"><tag label="cat"/></image>
+<image id="6" name="crowded.jpg" width="10" height="10">{box * 9}</image>
+<image id="7" name="gone.jpg" width="10" height="10">{box}</image>
+""", {"ok.jpg": (10, 10), "tagged.jpg": (10, 10), "crowded.jpg": (10, 10)})
+    (dataset / "images" / "link.jpg").symlink_to(outside)
+    report = convert("cvat", dataset, tmp_path / "out", split=Split(fraction=1.0),
+                     limits=Limits(max_objects=8))
+    assert report["written"] == 1
+    assert report["repaired"] == {"invalid_size": 1, "nonfinite_box": 2,
+                                  "invalid_cvat_shape": 4, "not_a_box": 1}
+    assert report["skipped"] == {"invalid_name": 2, "path_outside_data_dir": 1, "no_boxes": 1,
+                                 "too_many_objects": 1, "missing_image": 1}
+    assert report["dropped"] == {"duplicate_name": 1}
+    assert report["reasons"]["no_boxes"] == meaning("no_boxes", cvat.REASONS)
+    assert not list((tmp_path / "out").glob("*secret*"))
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("<annotations><image name='a.jpg'>", "is not well-formed XML"),
+    ("<annotation><object/></annotation>", "the root element is <annotation>, not CVAT"),
+    ('<?xml version="1.0"?><!DOCTYPE a [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;'
+     '&a;&a;&a;&a;&a;"><!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;"><!ENTITY d "&c;&c;&c;&c;'
+     '&c;&c;&c;&c;&c;&c;"><!ENTITY e "&d;&d;&d;&d;&d;&d;&d;&d;&d;&d;"><!ENTITY f "&e;&e;&e;'
+     '&e;&e;&e;&e;&e;&e;&e;"><!ENTITY g "&f;&f;&f;&f;&f;&f;&f;&f;&f;&f;">]><annotations>'
+     '<image name="a.jpg"><box label="&g;" xtl="1" ytl="1" xbr="9" ybr="9"/></image>'
+     "</annotations>", "is not well-formed XML"),
+    ('<?xml version="1.0"?><!DOCTYPE a [<!ENTITY x SYSTEM "file:///etc/passwd">]><annotations>'
+     '<image name="a.jpg"><box label="&x;" xtl="1" ytl="1" xbr="9" ybr="9"/></image>'
+     "</annotations>", "is not well-formed XML"),
+])
+def test_a_cvat_file_that_is_not_cvat_xml_is_one_line(tmp_path, text, problem):
+    (tmp_path / cvat.ANNOTATIONS).write_text(text)
+    with pytest.raises(ConversionError, match=problem) as raised:
+        convert("cvat", tmp_path, tmp_path / "out")
+    assert "\n" not in str(raised.value) and not (tmp_path / "out").exists()
+    (tmp_path / cvat.ANNOTATIONS).unlink()
+    with pytest.raises(ConversionError, match=r"annotations\.xml not found"):
+        convert("cvat", tmp_path, tmp_path / "out")
+
+
 def test_format_choices_come_from_the_registry(tmp_path):
-    assert tuple(formats.FORMATS) == ("pets", "voc", "coco", "yolo", "labelme")
+    assert tuple(formats.FORMATS) == ("pets", "voc", "coco", "yolo", "labelme", "cvat")
     assert all(callable(module.plan) and isinstance(module.REASONS, dict)
                for module in formats.FORMATS.values())
     wrong = run_trainer("data", "convert", "--format=yolov8", f"--output_dir={tmp_path}",
                         check=False)
     assert wrong.returncode == 2 and wrong.stderr.strip().splitlines() == [
-        f"{ERROR_PREFIX}--format must be one of pets, voc, coco, yolo, labelme, got 'yolov8'"]
+        f"{ERROR_PREFIX}--format must be one of pets, voc, coco, yolo, labelme, cvat, got "
+        "'yolov8'"]
     done = run_trainer("data", "convert", "--format=yolo", f"--data_dir={tmp_path / 'none'}",
                        f"--output_dir={tmp_path / 'out'}", check=False)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1  # no input

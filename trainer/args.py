@@ -40,7 +40,7 @@ EXPORT_FORMATS = ("saved_model", "tflite", "onnx", "openvino")
 CHECKED_FORMATS = ("onnx", "openvino")  # checked against the SavedModel (trainer/export/formats.py)
 QUANTIZATIONS = ("float16", "int8")
 DEFAULT_SIGNATURES = ("uint8", "bytes")
-SAMPLE_FORMATS = ("pets", "coco", "yolo", "labelme")
+SAMPLE_FORMATS = ("pets", "coco", "yolo", "labelme", "cvat")
 SCORE = Bound(minimum=0, maximum=1)  # a detection's score: 1 keeps only certain ones
 MAX_PIXELS_HELP = (f"skip images with more pixels, read from the header before decoding "
                    f"(default {defaults.MAX_PIXELS:,})")
@@ -204,7 +204,8 @@ class SampleArgs(Args):
     bad_inputs: bool = option("add corrupt and malformed files, as real collections have",
                               default=False)
     format: str = option("pets; coco: also annotations/instances.json; yolo: also "
-                         "yolo/data.yaml; labelme: also labelme/*.json", default="pets",
+                         "yolo/data.yaml; labelme: also labelme/*.json; cvat: also "
+                         "cvat/annotations.xml", default="pets",
                          choices=SAMPLE_FORMATS)
 
 
@@ -222,7 +223,7 @@ class DownloadArgs(Args):
 @dataclasses.dataclass(frozen=True)
 class ConvertArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("data", "convert")
-    HELP: ClassVar[str] = "Pets, VOC, COCO, YOLO or LabelMe -> sharded TFRecords"
+    HELP: ClassVar[str] = "Pets, VOC, COCO, YOLO, LabelMe or CVAT -> sharded TFRecords"
 
     data_dir: str | None = option("the dataset's directory (YOLO: data.yaml or its "
                                   "directory)")

@@ -137,6 +137,7 @@ def run_sample(args: trainer_args.SampleArgs) -> int:
     if args.format == "pets":
         return 0
     from trainer.data.sample import (  # start-up time
+        coco_as_cvat,
         coco_as_labelme,
         coco_as_yolo,
         pets_as_coco,
@@ -151,8 +152,9 @@ def run_sample(args: trainer_args.SampleArgs) -> int:
                                test=pets_as_coco(root, pets.TEST_LIST))
         print(f"and its trainval and test examples as yolo: {written}")
     else:
+        write = coco_as_cvat if args.format == "cvat" else coco_as_labelme
         print(f"and its trainval examples as {args.format}: "
-              f"{coco_as_labelme(pets_as_coco(root), root / 'images', root / args.format)}")
+              f"{write(pets_as_coco(root), root / 'images', root / args.format)}")
     return 0
 
 

@@ -369,3 +369,33 @@ def coco_as_labelme(data: dict, images_dir: Path, out: Path) -> Path:
             "imagePath": Path(image["file_name"]).name, "imageData": None,
             "imageHeight": image["height"], "imageWidth": image["width"]}, indent=2))
     return out
+
+
+def coco_as_cvat(data: dict, images_dir: Path, out: Path) -> Path:
+    """A COCO file's images and boxes as CVAT's "CVAT for images 1.1" export of a task:
+    annotations.xml (a <box> per object, in pixels, two decimals as CVAT writes them) and
+    the images below images/."""
+    from xml.sax.saxutils import quoteattr
+
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    names = {c["id"]: c["name"] for c in data["categories"]}
+    boxes: dict[int, list[str]] = {image["id"]: [] for image in data["images"]}
+    for entry in data["annotations"]:
+        x, y, w, h = entry["bbox"]
+        boxes[entry["image_id"]].append(
+            f'    <box label={quoteattr(names[entry["category_id"]])} source="manual" '
+            f'occluded="0" xtl="{x:.2f}" ytl="{y:.2f}" xbr="{x + w:.2f}" ybr="{y + h:.2f}" '
+            'z_order="0">\n    </box>\n')
+    labels = "".join(f"        <label>\n          <name>{names[i]}</name>\n          "
+                     "<type>rectangle</type>\n        </label>\n" for i in sorted(names))
+    lines = ['<?xml version="1.0" encoding="utf-8"?>\n<annotations>\n  <version>1.1</version>\n'
+             f"  <meta>\n    <task>\n      <name>pets</name>\n      <size>{len(data['images'])}"
+             f"</size>\n      <mode>annotation</mode>\n      <labels>\n{labels}      </labels>\n"
+             "    </task>\n  </meta>\n"]
+    for index, image in enumerate(data["images"]):
+        name = Path(image["file_name"]).name
+        shutil.copy(images_dir / image["file_name"], out / "images" / name)
+        lines.append(f'  <image id="{index}" name={quoteattr(name)} width="{image["width"]}" '
+                     f'height="{image["height"]}">\n{"".join(boxes[image["id"]])}  </image>\n')
+    (out / "annotations.xml").write_text("".join(lines) + "</annotations>\n")
+    return out / "annotations.xml"

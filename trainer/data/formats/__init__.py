@@ -37,6 +37,7 @@ FORMATS.register_lazy("voc", "trainer.data.formats.voc")
 FORMATS.register_lazy("coco", "trainer.data.formats.coco")
 FORMATS.register_lazy("yolo", "trainer.data.formats.yolo")
 FORMATS.register_lazy("labelme", "trainer.data.formats.labelme")
+FORMATS.register_lazy("cvat", "trainer.data.formats.cvat")
 
 
 @dataclasses.dataclass(frozen=True)
