@@ -165,7 +165,7 @@ CONVERT_FLAGS = {
            skip=("processes",))
 def convert(c, args: ConvertArgs, target, dataset, dry_run, follow, max_cost, local_docker,
             **where):
-    """Convert Pets, VOC, COCO, YOLO, LabelMe or CVAT to sharded TFRecords, here or on Vertex AI.
+    """Convert Pets, VOC, COCO, YOLO, LabelMe, CVAT or Label Studio labels to TFRecords.
 
     With --target vertex the converter runs next to the data; with --dataset the records
     become a named dataset in the bucket. Either way a report says what was kept."""

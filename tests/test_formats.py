@@ -23,12 +23,13 @@ from trainer.cli.main import ERROR_PREFIX
 from trainer.common.errors import ConversionError
 from trainer.data import formats
 from trainer.data.convert import convert_coco, convert_directory
-from trainer.data.formats import cvat, labelme, yolo
+from trainer.data.formats import cvat, labelme, labelstudio, yolo
 from trainer.data.planning import Limits, Split
 from trainer.data.problems import ACTIONS
 from trainer.data.reasons import meaning
 from trainer.data.sample import (
     coco_as_cvat,
+    coco_as_label_studio,
     coco_as_labelme,
     coco_as_yolo,
     pets_as_coco,
@@ -40,13 +41,15 @@ SIDES = ("xmin", "ymin", "xmax", "ymax")
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory) -> tuple[Path, dict]:
-    """One set of generated images and objects, as COCO, YOLO, LabelMe and CVAT."""
+    """One set of generated images and objects, as COCO, YOLO, LabelMe, CVAT and Label
+    Studio."""
     root = write_sample(tmp_path_factory.mktemp("formats"), num_images=30)
     data = pets_as_coco(root)
     (root / "coco.json").write_text(json.dumps(data))
     coco_as_yolo(data, root / "images", root / "yolo")
     coco_as_labelme(data, root / "images", root / "labelme")
     coco_as_cvat(data, root / "images", root / "cvat")
+    coco_as_label_studio(data, root / "images", root / "labelstudio")
     return root, data
 
 
@@ -503,15 +506,101 @@ def test_a_cvat_file_that_is_not_cvat_xml_is_one_line(tmp_path, text, problem):
         convert("cvat", tmp_path, tmp_path / "out")
 
 
+def test_a_label_studio_export_gives_the_coco_boxes_from_what_people_submitted(
+        sample, from_coco, tmp_path):
+    """Only a submitted annotation counts (the newest): a prediction, a draft, a skipped
+    task and an older annotation do not; results that are not boxes are reported."""
+    root, _ = sample
+    dataset = tmp_path / "labelstudio"
+    shutil.copytree(root / "labelstudio", dataset)
+    path = dataset / "label_studio.json"
+    tasks = json.loads(path.read_text())
+    first = tasks[0]
+    wrong = json.loads(json.dumps(first["annotations"][0]))
+    wrong["result"][0]["value"]["rectanglelabels"] = ["wrong"]
+    wrong["updated_at"] = "2026-12-01T10:00:00.000000Z"  # older: replaced by the newer one
+    first["annotations"].insert(0, wrong)
+    first["annotations"][1]["result"].append({"type": "choices", "value": {"choices": ["x"]}})
+    first["predictions"] = [{"result": wrong["result"], "score": 0.9}]
+    unlabelled = {"id": 999, "data": {"image": "/data/upload/1/ab-none.jpg"},
+                  "annotations": [{**wrong, "was_cancelled": True}], "predictions":
+                  [{"result": wrong["result"]}], "drafts": [{"result": wrong["result"]}]}
+    path.write_text(json.dumps([*tasks, unlabelled]))
+    report = convert("labelstudio", dataset, tmp_path / "out")
+    assert_same_boxes(boxes_by_image(tmp_path / "out"), from_coco)
+    assert report["repaired"] == {"not_a_box": 1} and report["skipped"] == {"not_labelled": 1}
+    assert report["reasons"]["not_labelled"] == meaning("not_labelled", labelstudio.REASONS)
+    names = sorted({text for objects in from_coco.values() for text, _ in objects})
+    assert report["label_map_ids"] == {name: i for i, name in enumerate(names, 1)}
+
+
+def label_studio_export(tmp_path: Path, tasks: list, images: dict[str, tuple[int, int]]
+                        ) -> Path:
+    dataset = tmp_path / "ls"
+    (dataset / "images").mkdir(parents=True)
+    for index, (name, size) in enumerate(images.items()):
+        Image.new("RGB", size, (20 * index, 120, 40)).save(dataset / "images" / name)
+    (dataset / "export.json").write_text(json.dumps(tasks))
+    return dataset
+
+
+def ls_task(image: str, *results: dict) -> dict:
+    return {"data": {"image": image}, "annotations": [{"result": list(results)}]}
+
+
+def ls_box(x, y, w, h, label="cat", rotation=0) -> dict:
+    return {"type": "rectanglelabels", "original_width": 100, "original_height": 80,
+            "value": {"x": x, "y": y, "width": w, "height": h, "rotation": rotation,
+                      "rectanglelabels": [label] if label else []}}
+
+
+def test_every_label_studio_defect_is_a_named_problem_and_nothing_leaves_the_export(
+        tmp_path):
+    """Boxes outside the image, NaN, no label, unknown kinds, a path out of the export, a
+    task without an image: each skipped, dropped or repaired and named."""
+    outside = tmp_path / "secret.jpg"
+    Image.new("RGB", (100, 80)).save(outside)
+    polygon = {"type": "polygonlabels", "value": {
+        "points": [[10, 25], [60, 25], [60, 62.5], [10, 62.5]], "polygonlabels": ["dog"]}}
+    dataset = label_studio_export(tmp_path, [
+        ls_task("/data/upload/1/ab12-a.jpg", ls_box(10, 10, 20, 20), ls_box(90, 90, 50, 50),
+                ls_box(float("nan"), 1, 2, 3), ls_box(1, 1, 2, 3, label=""),
+                ls_box(10, 10, 20, 40, rotation=90), {"type": "keypointlabels"}, polygon,
+                ls_box(1, 1, "wide", 3)),
+        ls_task("/data/local-files/?d=photos%2Fb.jpg", ls_box(200, 200, 10, 10)),
+        ls_task("https://example.com/../../secret.jpg", ls_box(1, 1, 5, 5)),
+        ls_task("/data/upload/1/link.jpg", ls_box(1, 1, 5, 5)),
+        {"data": {"text": "no image"}, "annotations": []}, "not a task",
+        ls_task("/data/upload/1/gone.jpg", ls_box(1, 1, 5, 5)),
+    ], {"ab12-a.jpg": (100, 80), "b.jpg": (100, 80)})
+    (dataset / "images" / "link.jpg").symlink_to(outside)
+    report = convert("labelstudio", dataset, tmp_path / "out", split=Split(fraction=1.0),
+                     masks=True)
+    assert report["written"] == 1
+    assert report["repaired"] == {"box_clipped": 3, "degenerate_box": 1, "nonfinite_box": 1,
+                                  "invalid_result": 2, "rotated_box": 1, "not_a_box": 1,
+                                  "missing_mask": 3}
+    assert report["skipped"] == {"invalid_task": 2, "path_outside_data_dir": 1,
+                                 "missing_image": 2, "no_valid_objects": 1}
+    ((_, example),) = examples(tmp_path / "out").values()
+    boxes = [[values(example, f"image/object/bbox/{k}")[i] for k in SIDES] for i in range(4)]
+    assert boxes[0] == pytest.approx([0.1, 0.1, 0.3, 0.3])  # percent of the image
+    assert boxes[2] == pytest.approx([0.0, 0.1, 0.1, 0.35])  # turned about (10, 8): clipped
+    assert boxes[3] == pytest.approx([0.1, 0.25, 0.6, 0.625])
+    mask = np.asarray(Image.open(io.BytesIO(values(example, "image/object/mask")[3])))
+    assert mask[20:50, 10:60].all()
+
+
 def test_format_choices_come_from_the_registry(tmp_path):
-    assert tuple(formats.FORMATS) == ("pets", "voc", "coco", "yolo", "labelme", "cvat")
+    assert tuple(formats.FORMATS) == ("pets", "voc", "coco", "yolo", "labelme", "cvat",
+                                      "labelstudio")
     assert all(callable(module.plan) and isinstance(module.REASONS, dict)
                for module in formats.FORMATS.values())
     wrong = run_trainer("data", "convert", "--format=yolov8", f"--output_dir={tmp_path}",
                         check=False)
     assert wrong.returncode == 2 and wrong.stderr.strip().splitlines() == [
-        f"{ERROR_PREFIX}--format must be one of pets, voc, coco, yolo, labelme, cvat, got "
-        "'yolov8'"]
+        f"{ERROR_PREFIX}--format must be one of pets, voc, coco, yolo, labelme, cvat, "
+        "labelstudio, got 'yolov8'"]
     done = run_trainer("data", "convert", "--format=yolo", f"--data_dir={tmp_path / 'none'}",
                        f"--output_dir={tmp_path / 'out'}", check=False)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1  # no input

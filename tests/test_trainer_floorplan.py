@@ -113,7 +113,7 @@ def test_a_data_format_is_one_module_and_one_registry_line(scratch, capsys):
 
     with pytest.raises(SystemExit):
         trainer_args.parse(["data", "convert", "--help"])
-    assert "--format {pets,voc,coco,yolo,labelme,cvat,toy}" in capsys.readouterr().out
+    assert "--format {pets,voc,coco,yolo,labelme,cvat,labelstudio,toy}" in capsys.readouterr().out
     out = scratch / "records"
     done = trainer_here("data", "convert", "--format=toy", f"--data_dir={scratch / 'toy'}",
                         f"--output_dir={out}", "--num_shards=1", "--processes=1")
@@ -135,8 +135,8 @@ def test_a_data_format_is_one_module_and_one_registry_line(scratch, capsys):
         "image,label,xmin,ymin,xmax,ymax"]
     wrong = trainer_here("data", "convert", "--format=tyo", f"--output_dir={out}", check=False)
     assert wrong.returncode == 2 and wrong.stderr.strip().splitlines() == [
-        f"{ERROR_PREFIX}--format must be one of pets, voc, coco, yolo, labelme, cvat, toy, got "
-        "'tyo'"]
+        f"{ERROR_PREFIX}--format must be one of pets, voc, coco, yolo, labelme, cvat, "
+        "labelstudio, toy, got 'tyo'"]
 
 
 # ------------------------------------------------------------ a tool flag (and a command)

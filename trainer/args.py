@@ -223,7 +223,7 @@ class DownloadArgs(Args):
 @dataclasses.dataclass(frozen=True)
 class ConvertArgs(Args):
     COMMAND: ClassVar[tuple[str, ...]] = ("data", "convert")
-    HELP: ClassVar[str] = "Pets, VOC, COCO, YOLO, LabelMe or CVAT -> sharded TFRecords"
+    HELP: ClassVar[str] = "Pets, VOC, COCO, YOLO, LabelMe, CVAT or Label Studio -> TFRecords"
 
     data_dir: str | None = option("the dataset's directory (YOLO: data.yaml or its "
                                   "directory)")

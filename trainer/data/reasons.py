@@ -59,6 +59,11 @@ CORE: Mapping[str, str] = {
     "unknown_class": "a class not in the label map: the object dropped (Pets: the breed in "
                      "the name, the image skipped)",
     "box_clipped": "a box reaching outside the image; clipped to it",
+    "rotated_box": "a rotated box (CVAT's rotation, Label Studio's): the bounds of its "
+                   "turned corners",
+    "not_a_box": "a shape that is no box (CVAT's points, polylines, ellipses, masks, "
+                 "cuboids, skeletons, tags; Label Studio's keypoints, brushes, choices, "
+                 "text); dropped",
     "box_corners_swapped": "a box's min and max corners swapped; swapped back",
     "degenerate_box": "a box with no area inside the image; object dropped",
     "nonfinite_box": "a box coordinate (a YOLO value, a LabelMe point) that is nan, inf or "

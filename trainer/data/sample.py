@@ -399,3 +399,33 @@ def coco_as_cvat(data: dict, images_dir: Path, out: Path) -> Path:
                      f'height="{image["height"]}">\n{"".join(boxes[image["id"]])}  </image>\n')
     (out / "annotations.xml").write_text("".join(lines) + "</annotations>\n")
     return out / "annotations.xml"
+
+
+def coco_as_label_studio(data: dict, images_dir: Path, out: Path) -> Path:
+    """A COCO file's images and boxes as Label Studio's JSON export of a labelled project:
+    one task an image (`data.image` as its local-files path), one submitted annotation each (a
+    `rectanglelabels` result a box, in percent of the image), and the images in images/."""
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    names = {c["id"]: c["name"] for c in data["categories"]}
+    results: dict[int, list[dict]] = {image["id"]: [] for image in data["images"]}
+    sizes = {image["id"]: (image["width"], image["height"]) for image in data["images"]}
+    for entry in data["annotations"]:
+        (x, y, w, h), (width, height) = entry["bbox"], sizes[entry["image_id"]]
+        results[entry["image_id"]].append({
+            "id": f"r{entry['id']}", "type": "rectanglelabels", "from_name": "label",
+            "to_name": "image", "original_width": width, "original_height": height,
+            "image_rotation": 0, "origin": "manual",
+            "value": {"x": 100 * x / width, "y": 100 * y / height, "width": 100 * w / width,
+                      "height": 100 * h / height, "rotation": 0,
+                      "rectanglelabels": [names[entry["category_id"]]]}})
+    tasks = []
+    for task_id, image in enumerate(data["images"], start=1):
+        name = Path(image["file_name"]).name
+        shutil.copy(images_dir / image["file_name"], out / "images" / name)
+        tasks.append({"id": task_id, "data": {"image": f"/data/local-files/?d=pets/{name}"},
+                      "annotations": [{"id": task_id, "was_cancelled": False,
+                                       "result": results[image["id"]], "ground_truth": False,
+                                       "updated_at": "2026-12-02T10:00:00.000000Z"}],
+                      "predictions": [], "drafts": []})
+    (out / "label_studio.json").write_text(json.dumps(tasks, indent=1))
+    return out / "label_studio.json"

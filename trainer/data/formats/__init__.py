@@ -38,6 +38,7 @@ FORMATS.register_lazy("coco", "trainer.data.formats.coco")
 FORMATS.register_lazy("yolo", "trainer.data.formats.yolo")
 FORMATS.register_lazy("labelme", "trainer.data.formats.labelme")
 FORMATS.register_lazy("cvat", "trainer.data.formats.cvat")
+FORMATS.register_lazy("labelstudio", "trainer.data.formats.labelstudio")
 
 
 @dataclasses.dataclass(frozen=True)

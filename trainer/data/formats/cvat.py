@@ -36,14 +36,12 @@ from trainer.data.planning import (
 from trainer.data.problems import Problem, ProblemLog
 
 REASONS = {
-    "not_a_box": "CVAT points, a polyline, an ellipse, a mask, a cuboid, a skeleton or a "
-                 "tag: not a box; dropped",
     "invalid_cvat_shape": "a CVAT box or polygon without a label, or with coordinates that "
                           "are not numbers (a polygon: fewer than three points); dropped",
-    "rotated_box": "a CVAT box rotated by its rotation attribute: the bounds of its corners",
     "no_boxes": "a CVAT image without a box or polygon (CVAT lists unlabelled frames too); "
                 "skipped",
-}  # nonfinite_box, too_many_objects, size_mismatch, invalid_size: reasons.CORE
+}  # not_a_box, rotated_box, nonfinite_box, too_many_objects, size_mismatch, invalid_size:
+# reasons.CORE
 ANNOTATIONS = "annotations.xml"
 IMAGES = "images"
 MAX_XML_BYTES = MAX_JSON_BYTES  # one file for the dataset, as COCO's JSON
