@@ -15,6 +15,7 @@ import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from xml.sax.saxutils import quoteattr
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
@@ -375,8 +376,6 @@ def coco_as_cvat(data: dict, images_dir: Path, out: Path) -> Path:
     """A COCO file's images and boxes as CVAT's "CVAT for images 1.1" export of a task:
     annotations.xml (a <box> per object, in pixels, two decimals as CVAT writes them) and
     the images below images/."""
-    from xml.sax.saxutils import quoteattr
-
     (out / "images").mkdir(parents=True, exist_ok=True)
     names = {c["id"]: c["name"] for c in data["categories"]}
     boxes: dict[int, list[str]] = {image["id"]: [] for image in data["images"]}
