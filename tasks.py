@@ -33,6 +33,7 @@ from trainer.args import (
 WORK = "work"
 parse_errors_exit_2(program)  # an unknown task or flag is a user's mistake: exit 2
 DATA_DIR, RECORDS_DIR, MODEL_DIR = f"{WORK}/pets", f"{WORK}/records", f"{WORK}/model"
+LABELLED_DIR = f"{WORK}/datasets/pets"  # label.pull's versions: a pipeline's local data-dir
 EXPORT_DIR = f"{WORK}/exported"
 PIPELINE_STATE = f"{WORK}/pipeline/state"  # a local pipeline's state (runs.show reads it)
 PIPELINE_ROOT = f"{WORK}/pipeline/root"  # KFP's local outputs
@@ -853,6 +854,50 @@ def docs_site(c, build=False, port=8000):
     _guarded(lambda: site.run(build, port))
 
 
+LABEL_HELP = {
+    "data_dir": "the dataset the labels join: a directory of versions, as pipeline.run "
+                "follows (default work/datasets/pets)",
+    "project": "the Label Studio project's title (default: the dataset directory's name)",
+    "url": "Label Studio's address (default: $LABEL_STUDIO_URL, else http://localhost:8080)",
+    "token_file": "a file holding the API token (else $LABEL_STUDIO_API_KEY; never a flag)",
+}
+
+
+@task(name="push", help={
+    "images": "the images to label: a local glob (required)",
+    "model": "an export whose detections, at its operating point, become pre-labels",
+    **LABEL_HELP})
+def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, project=None, url=None,
+               token_file=None):
+    """Send images to a Label Studio project, with a model's detections as pre-labels."""
+    from launch.features import labelling
+
+    def pushed() -> str:
+        if not images:
+            raise InputError("--images is required: a glob of the images to label")
+        studio = labelling.connect(url, token_file)
+        return labelling.push_images(studio, project or Path(data_dir).name, images,
+                                     Path(data_dir), model, Path(WORK) / "label").summary()
+
+    _say(pushed)
+
+
+@task(name="pull", help={
+    "with_predictions": "take a task nobody labelled as its pre-labels stand (default: only "
+                        "what people submitted)", **LABEL_HELP})
+def label_pull(c, data_dir=LABELLED_DIR, project=None, url=None, token_file=None,
+               with_predictions=False):
+    """Publish what people labelled in Label Studio as a new version of the dataset."""
+    from launch.features import labelling
+
+    def pulled() -> str:
+        studio = labelling.connect(url, token_file)
+        return labelling.pull_version(studio, project or Path(data_dir).name, Path(data_dir),
+                                      Path(WORK) / "label", with_predictions).summary()
+
+    _say(pulled)
+
+
 data = Collection("data", sample, download, convert, upload, inspect, data_list)
 docs = Collection("docs", docs_reference)
 docs.add_task(docs_site, default=True)
@@ -877,11 +922,12 @@ endpoint_collection = Collection("endpoint", endpoint_deploy, endpoint_list, end
 runs_collection = Collection("runs", runs_list, runs_compare, runs_show)
 models = Collection("models")
 models.add_task(models_pretrained, name="pretrained")
+label = Collection("label", label_push, label_pull)
 tune_collection = Collection("tune")
 tune_collection.add_task(tune, default=True)
 tune_collection.add_task(tune_status, name="status")
 namespace = Collection(data, docs, bench, image, pricing, jobs_collection, model,
                        endpoint_collection, tune_collection, runs_collection, models, doctor,
-                       pipeline,
+                       pipeline, label,
                        train,
                        evaluate, export, predict, tensorboard, demo)

@@ -9,29 +9,33 @@ top-left corner as Label Studio turns it, the bounds of its corners), each
 `polygonlabels` result its bounds (with `--masks`, its shape too); keypoints, brushes,
 choices and text are not boxes and are reported. A task nobody submitted is skipped.
 Classes are the results' labels, numbered 1..N in sorted order (`--label-map` to keep a
-dataset's ids); the images are split seeded 70/30, or `--split`.
+dataset's ids). Each image's split is a function of its name and the seed (70/30, or
+`--split`'s fractions): a project grows, and no image already labelled moves to another
+split when more are, so no test image of one version is trained on in the next.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from trainer.common import jsonnum
 from trainer.common.errors import ConversionError, JsonError, SettingsError
-from trainer.common.files import TRAIN
+from trainer.common.files import TEST, TRAIN, VAL
 from trainer.data.annotation import AnnotatedObject, Annotation, valid_side
 from trainer.data.coco import MAX_JSON_BYTES
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
     Source,
+    Split,
     SplitPlan,
     deduplicate,
     invalid_name,
     source_ids,
-    split_names,
 )
 from trainer.data.problems import Problem, ProblemLog
 
@@ -185,7 +189,7 @@ def plan(source: Input, options: Options) -> Planned:
                                              "kept once"))
         else:
             found[name] = parsed
-    lists = split_names(list(found), options.split)
+    lists = stable_split(found, options.split)
     splits, duplicates = deduplicate(lists, lambda name: source.data_dir / IMAGES / name,
                                      found_json[0].name, invalid=_invalid)
     problems.extend([duplicates])
@@ -197,6 +201,18 @@ def plan(source: Input, options: Options) -> Planned:
                        for name in names] for split, names in splits.items()}
     return Planned(SplitPlan(planned, problems, options.masks),
                    {label: i for i, label in enumerate(sorted(labels), start=1)})
+
+
+def stable_split(names: Iterable[str], split: Split) -> dict[str, list[str]]:
+    """Each name's split drawn from the sha256 of the seed and the name: the fractions hold
+    on average, and a name's split never depends on the other names."""
+    lists: dict[str, list[str]] = {name: [] for name in split.names}
+    for name in names:
+        draw = int(hashlib.sha256(f"{split.seed}:{name}".encode()).hexdigest()[:13], 16) / 16**13
+        chosen = TRAIN if draw < split.fraction else VAL if split.val_fraction is None or \
+            draw < split.fraction + split.val_fraction else TEST
+        lists[chosen].append(name)
+    return lists
 
 
 def _invalid(name: str) -> bool:

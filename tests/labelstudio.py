@@ -1,0 +1,87 @@
+"""A real Label Studio server for the tests: the version pyproject.toml pins, in its own
+environment (scripts/label-studio installs it; .ci/run does so beside the tests), started on
+127.0.0.1 with a fresh data directory, one user and a known legacy API token, offline (no
+version check, analytics or Sentry), and stopped on leaving the block. Every wait is
+bounded."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+VENV = REPO / ".venv-labelstudio"
+INSTALLING = "PETS_LABEL_STUDIO_INSTALLING"  # a file that exists while .ci/run installs it
+INSTALL_WAIT = 600.0
+START_WAIT = 300.0  # the first start migrates its SQLite database: 47 s on a quiet machine
+STOP_WAIT = 30.0
+OFFLINE = {"SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": "", "LATEST_VERSION_CHECK": "false",
+           "COLLECT_ANALYTICS": "false", "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
+           "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true"}
+
+
+def installed() -> Path:
+    """The server's executable, installed first if it is not (waiting for .ci/run's
+    install when one is under way)."""
+    flag = os.environ.get(INSTALLING)
+    deadline = time.monotonic() + INSTALL_WAIT
+    while flag and Path(flag).exists() and time.monotonic() < deadline:
+        time.sleep(1)
+    subprocess.run(["bash", str(REPO / "scripts" / "label-studio")], check=True,
+                   timeout=INSTALL_WAIT, capture_output=True)
+    return VENV / "bin" / "label-studio"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health/", timeout=5) as answer:
+            return answer.status == 200
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def label_studio(data_dir: Path) -> Iterator[tuple[str, str]]:
+    """A running server: its URL and its user's API token."""
+    executable = installed()
+    port, token = _free_port(), secrets.token_hex(20)  # 40 characters: the key's length
+    url = f"http://127.0.0.1:{port}"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log = (data_dir / "server.log").open("wb")
+    server = subprocess.Popen(
+        [str(executable), "start", "--internal-host", "127.0.0.1", "--port", str(port),
+         "--data-dir", str(data_dir), "--no-browser", "--username", "labeller@example.com",
+         "--password", secrets.token_hex(12), "--user-token", token],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, **OFFLINE, "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir)})
+    try:
+        deadline = time.monotonic() + START_WAIT
+        while not _healthy(url):
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"Label Studio did not start on {url}:\n"
+                                   f"{(data_dir / 'server.log').read_text()[-3000:]}")
+            time.sleep(1)
+        yield url, token
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=STOP_WAIT)
+        log.close()

@@ -1,0 +1,207 @@
+"""Labels in the loop against a real Label Studio server (tests/labelstudio.py): images and
+the shared model's detections pushed as pre-labels, corrected through the server's API as a
+labeller would, pulled and published as a new dataset version whose boxes are the
+corrections; and what a hostile server answers, refused or left out and named."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import shutil
+import threading
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from launch.errors import InputError
+from launch.features import labelling
+from launch.stores.labelstudio import LabelStudioError, Studio, read_token
+from tests.labelstudio import label_studio
+from tests.test_coco import examples, values
+from trainer.data.label_map import parse_label_map
+from trainer.data.sample import pets_as_coco, write_sample
+from trainer.prediction.results import LS_FROM, LS_TO
+
+PUSHED = 8
+
+
+def truth_result(box: list[float], label: str, width: int, height: int) -> dict:
+    x, y, w, h = box
+    return {"type": "rectanglelabels", "from_name": LS_FROM, "to_name": LS_TO,
+            "original_width": width, "original_height": height, "image_rotation": 0,
+            "value": {"x": 100 * x / width, "y": 100 * y / height, "width": 100 * w / width,
+                      "height": 100 * h / height, "rotation": 0, "rectanglelabels": [label]}}
+
+
+@pytest.mark.slow(60)
+def test_push_correct_pull_publishes_the_corrections_as_a_new_version(exported, tmp_path):
+    from trainer.cli.main import main
+
+    sample = write_sample(tmp_path / "pets", num_images=30, seed=5)
+    coco = pets_as_coco(sample)
+    names = {c["id"]: c["name"] for c in coco["categories"]}
+    chosen = coco["images"][:PUSHED]
+    images = [sample / "images" / image["file_name"] for image in chosen]
+    (tmp_path / "new").mkdir()
+    for path in images:
+        shutil.copy(path, tmp_path / "new")
+    images = sorted((tmp_path / "new").glob("*.jpg"))
+    # the model's detections as Label Studio predictions: predict --results labelstudio
+    assert main(["predict", f"--model={exported}", f"--images={tmp_path / 'new'}/*.jpg",
+                 f"--output_dir={tmp_path / 'predicted'}", "--results=labelstudio"]) == 0
+    predicted = {Path(task["data"][LS_TO]).name: task["predictions"][0] for task in json.loads(
+        (tmp_path / "predicted" / "label_studio.json").read_text())}
+    label_map = parse_label_map((Path(exported) / "label_map.pbtxt").read_text())
+    with label_studio(tmp_path / "server") as (url, token):
+        studio = Studio(url, token)
+        said: list[str] = []
+        pushed = labelling.push(studio, "pets", images, list(label_map), predicted, said.append)
+        assert (pushed.added, pushed.present) == (PUSHED, 0) and pushed.prelabelled >= 1
+        again = labelling.push(studio, "pets", images, list(label_map), predicted)
+        assert (again.project, again.added, again.present) == (pushed.project, 0, PUSHED)
+        tasks = list(studio.tasks(pushed.project))
+        assert len(tasks) == PUSHED and all(t["data"][labelling.SHA] for t in tasks)
+        assert sum(len(t["predictions"]) for t in tasks) == pushed.prelabelled
+
+        by_name = {image["file_name"]: image for image in chosen}
+        truth: dict[str, list] = {}
+        for entry in coco["annotations"]:
+            truth.setdefault(entry["image_id"], []).append(entry)
+        corrected = {}
+        for index, task in enumerate(tasks):
+            image = by_name[task["data"][labelling.NAME]]
+            result = [truth_result(e["bbox"], names[e["category_id"]], image["width"],
+                                   image["height"]) for e in truth[image["id"]]]
+            if index == 0:
+                continue  # nobody looked at it: its pre-labels alone
+            parent = task["predictions"][0]["id"] if task["predictions"] else None
+            studio.call("POST", f"/api/tasks/{task['id']}/annotations/", {
+                "result": result, "was_cancelled": index == 1, "lead_time": 2.5,
+                **({"parent_prediction": parent} if parent else {})})
+            if index > 1:
+                corrected[image["file_name"]] = truth[image["id"]]
+
+        pulled = labelling.pull(studio, "pets", tmp_path / "pulled")
+    assert (pulled.tasks, pulled.skipped) == (PUSHED - 2, {"not labelled": 2})
+    data_dir = tmp_path / "dataset"
+    data_dir.mkdir()
+    version, report = labelling.publish(tmp_path / "pulled", data_dir, label_map)
+    assert report["written"] == PUSHED - 2 and not report["skipped"]
+    assert [p.name for p in data_dir.iterdir()] == [version]  # whole, nothing partial left
+    written = examples(data_dir / version)
+    for file_name, objects in corrected.items():
+        ((stored, (_, example)),) = [(name, found) for name, found in written.items()
+                                     if name.endswith(f"-{file_name}")]
+        width = values(example, "image/width")[0]
+        height = values(example, "image/height")[0]
+        got = [[values(example, f"image/object/bbox/{k}")[i] for k in
+                ("xmin", "ymin", "xmax", "ymax")] for i in range(len(objects))]
+        want = [[x / width, y / height, (x + w) / width, (y + h) / height]
+                for x, y, w, h in (o["bbox"] for o in objects)]
+        assert got == pytest.approx(want, abs=1e-6), stored  # IoU 1.0
+        assert [t.decode() for t in values(example, "image/object/class/text")] == \
+            [names[o["category_id"]] for o in objects]
+        assert values(example, "image/object/class/label") == \
+            [label_map[names[o["category_id"]]] for o in objects]
+
+
+class Hostile(http.server.BaseHTTPRequestHandler):
+    """A server that says it is Label Studio: what it answers at each path is `answers`
+    (set by the test: tasks it never got from a push, an image path that leaves it, an
+    answer over the cap)."""
+
+    answers: ClassVar[dict] = {}
+
+    def do_GET(self) -> None:
+        path = self.path.split("?")[0]
+        body = self.answers.get(path)
+        if callable(body):
+            body = body()
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def hostile():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_hostile_servers_tasks_are_left_out_and_its_oversized_answer_refused(
+        hostile, tmp_path, monkeypatch):
+    sha = "0" * 64
+    annotation = [{"result": [{"type": "rectanglelabels", "value": {
+        "x": 1, "y": 1, "width": 5, "height": 5, "rectanglelabels": ["cat"]}}]}]
+    Hostile.answers = {
+        "/api/projects/": {"results": [{"id": 1, "title": "pets"}]},
+        "/api/tasks/": {"total": 3, "tasks": [
+            {"id": 1, "data": {"image": "/data/upload/1/a.jpg"}, "annotations": annotation},
+            {"id": 2, "data": {"image": "/data/upload/1/b.jpg", labelling.SHA: sha},
+             "annotations": annotation},
+            {"id": 3, "data": {"image": "http://169.254.169.254/x", labelling.SHA: sha},
+             "annotations": annotation}]},
+        "/data/upload/1/b.jpg": b"not the pushed bytes",
+    }
+    studio = Studio(hostile, "t" * 40)
+    with pytest.raises(LabelStudioError, match="is no file of"):
+        labelling.pull(studio, "pets", tmp_path / "pulled")
+    Hostile.answers["/api/tasks/"]["tasks"].pop()
+    pulled = labelling.pull(studio, "pets", tmp_path / "pulled")
+    assert (pulled.tasks, pulled.skipped) == (0, {"not pushed by label.push": 1,
+                                                  "image changed on the server": 1})
+    assert not list((tmp_path / "pulled" / "images").iterdir())
+    monkeypatch.setattr("launch.stores.labelstudio.MAX_ANSWER_BYTES", 1000)
+    Hostile.answers["/api/tasks/"] = b"[" + b" " * 2000 + b"]"
+    with pytest.raises(LabelStudioError, match="answered more than 1,000 bytes: refused"):
+        list(studio.tasks(1))
+    with pytest.raises(LabelStudioError, match="no project titled 'other'"):
+        labelling.pull(studio, "other", tmp_path / "other")
+
+
+def test_the_token_comes_from_the_environment_or_a_file_and_is_never_shown(tmp_path):
+    assert read_token(None, {"LABEL_STUDIO_API_KEY": " abc \n"}) == "abc"
+    (tmp_path / "token").write_text("def\nignored\n")
+    assert read_token(str(tmp_path / "token"), {}) == "def"
+    with pytest.raises(InputError, match="set LABEL_STUDIO_API_KEY, or --token-file"):
+        read_token(None, {})
+    with pytest.raises(InputError, match="is not a file"):
+        read_token(str(tmp_path / "none"), {})
+    for url in ("ftp://x", "http://user:pw@host", "http://host/?q=1", "localhost:8080"):
+        with pytest.raises(InputError, match="must be Label Studio's address"):
+            Studio(url, "t")
+    secret = "s3cr3t" * 7
+    unreachable = Studio("http://127.0.0.1:9", secret)
+    with pytest.raises(LabelStudioError) as raised:
+        list(unreachable.tasks(1))
+    assert secret not in str(raised.value) and "cannot reach Label Studio" in str(raised.value)
+
+
+def test_the_label_tasks_refuse_in_one_line_before_reaching_a_server(tmp_path):
+    from tests.cli import invoke
+
+    for args, env, said in [
+        (("label.push", "--images", f"{tmp_path}/*.jpg"), {"LABEL_STUDIO_API_KEY": None},
+         "no Label Studio token: set LABEL_STUDIO_API_KEY, or --token-file FILE"),
+        (("label.push",), {}, "--images is required"),
+        (("label.push", "--images", f"{tmp_path}/*.jpg", "--data-dir", str(tmp_path)),
+         {"LABEL_STUDIO_API_KEY": "t"}, f"--images {tmp_path}/*.jpg matches no file"),
+        (("label.pull", "--url", "http://127.0.0.1:9", "--data-dir", str(tmp_path)),
+         {"LABEL_STUDIO_API_KEY": "s3cr3t-token"}, "cannot reach Label Studio at "
+                                                   "http://127.0.0.1:9"),
+    ]:
+        ran = invoke(*args, env=env)
+        assert ran.returncode == 2 and said in ran.stderr, (args, ran.stderr)
+        assert len(ran.stderr.strip().splitlines()) == 1 and "s3cr3t" not in ran.stderr
