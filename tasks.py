@@ -857,7 +857,7 @@ def docs_site(c, build=False, port=8000):
 LABEL_HELP = {
     "data_dir": "the dataset the labels join: a directory of versions, as pipeline.run "
                 "follows (default work/datasets/pets)",
-    "project": "the Label Studio project's title (default: the dataset directory's name)",
+    "title": "the Label Studio project's title (default: the dataset directory's name)",
     "url": "Label Studio's address (default: $LABEL_STUDIO_URL, else http://localhost:8080)",
     "token_file": "a file holding the API token (else $LABEL_STUDIO_API_KEY; never a flag)",
 }
@@ -867,7 +867,7 @@ LABEL_HELP = {
     "images": "the images to label: a local glob (required)",
     "model": "an export whose detections, at its operating point, become pre-labels",
     **LABEL_HELP})
-def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, project=None, url=None,
+def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, url=None,
                token_file=None):
     """Send images to a Label Studio project, with a model's detections as pre-labels."""
     from launch.features import labelling
@@ -876,7 +876,7 @@ def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, project=None, 
         if not images:
             raise InputError("--images is required: a glob of the images to label")
         studio = labelling.connect(url, token_file)
-        return labelling.push_images(studio, project or Path(data_dir).name, images,
+        return labelling.push_images(studio, title or Path(data_dir).name, images,
                                      Path(data_dir), model, Path(WORK) / "label").summary()
 
     _say(pushed)
@@ -885,14 +885,14 @@ def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, project=None, 
 @task(name="pull", help={
     "with_predictions": "take a task nobody labelled as its pre-labels stand (default: only "
                         "what people submitted)", **LABEL_HELP})
-def label_pull(c, data_dir=LABELLED_DIR, project=None, url=None, token_file=None,
+def label_pull(c, data_dir=LABELLED_DIR, title=None, url=None, token_file=None,
                with_predictions=False):
     """Publish what people labelled in Label Studio as a new version of the dataset."""
     from launch.features import labelling
 
     def pulled() -> str:
         studio = labelling.connect(url, token_file)
-        return labelling.pull_version(studio, project or Path(data_dir).name, Path(data_dir),
+        return labelling.pull_version(studio, title or Path(data_dir).name, Path(data_dir),
                                       Path(WORK) / "label", with_predictions).summary()
 
     _say(pulled)

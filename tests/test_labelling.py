@@ -5,18 +5,17 @@ corrections; and what a hostile server answers, refused or left out and named.""
 
 from __future__ import annotations
 
-import http.server
 import json
 import shutil
-import threading
 from pathlib import Path
-from typing import ClassVar
 
+import numpy as np
 import pytest
 
 from launch.errors import InputError
 from launch.features import labelling
 from launch.stores.labelstudio import LabelStudioError, Studio, read_token
+from tests.fakes.json_http import json_server
 from tests.labelstudio import label_studio
 from tests.test_coco import examples, values
 from trainer.data.label_map import parse_label_map
@@ -99,53 +98,23 @@ def test_push_correct_pull_publishes_the_corrections_as_a_new_version(exported, 
                 ("xmin", "ymin", "xmax", "ymax")] for i in range(len(objects))]
         want = [[x / width, y / height, (x + w) / width, (y + h) / height]
                 for x, y, w, h in (o["bbox"] for o in objects)]
-        assert got == pytest.approx(want, abs=1e-6), stored  # IoU 1.0
+        assert np.asarray(got) == pytest.approx(np.asarray(want), abs=1e-6), stored  # IoU 1
+
         assert [t.decode() for t in values(example, "image/object/class/text")] == \
             [names[o["category_id"]] for o in objects]
         assert values(example, "image/object/class/label") == \
             [label_map[names[o["category_id"]]] for o in objects]
 
 
-class Hostile(http.server.BaseHTTPRequestHandler):
-    """A server that says it is Label Studio: what it answers at each path is `answers`
-    (set by the test: tasks it never got from a push, an image path that leaves it, an
-    answer over the cap)."""
-
-    answers: ClassVar[dict] = {}
-
-    def do_GET(self) -> None:
-        path = self.path.split("?")[0]
-        body = self.answers.get(path)
-        if callable(body):
-            body = body()
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.send_response(200 if body is not None else 404)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def hostile():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hostile)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_a_hostile_servers_tasks_are_left_out_and_its_oversized_answer_refused(
-        hostile, tmp_path, monkeypatch):
+        tmp_path, monkeypatch):
+    """A server that says it is Label Studio (tests/fakes/json_http.py, answering `answers`
+    by path): tasks it never got from a push, an image of other bytes, an image path that
+    leaves it, an answer over the cap."""
     sha = "0" * 64
     annotation = [{"result": [{"type": "rectanglelabels", "value": {
         "x": 1, "y": 1, "width": 5, "height": 5, "rectanglelabels": ["cat"]}}]}]
-    Hostile.answers = {
+    answers = {
         "/api/projects/": {"results": [{"id": 1, "title": "pets"}]},
         "/api/tasks/": {"total": 3, "tasks": [
             {"id": 1, "data": {"image": "/data/upload/1/a.jpg"}, "annotations": annotation},
@@ -155,20 +124,21 @@ def test_a_hostile_servers_tasks_are_left_out_and_its_oversized_answer_refused(
              "annotations": annotation}]},
         "/data/upload/1/b.jpg": b"not the pushed bytes",
     }
-    studio = Studio(hostile, "t" * 40)
-    with pytest.raises(LabelStudioError, match="is no file of"):
-        labelling.pull(studio, "pets", tmp_path / "pulled")
-    Hostile.answers["/api/tasks/"]["tasks"].pop()
-    pulled = labelling.pull(studio, "pets", tmp_path / "pulled")
-    assert (pulled.tasks, pulled.skipped) == (0, {"not pushed by label.push": 1,
-                                                  "image changed on the server": 1})
-    assert not list((tmp_path / "pulled" / "images").iterdir())
-    monkeypatch.setattr("launch.stores.labelstudio.MAX_ANSWER_BYTES", 1000)
-    Hostile.answers["/api/tasks/"] = b"[" + b" " * 2000 + b"]"
-    with pytest.raises(LabelStudioError, match="answered more than 1,000 bytes: refused"):
-        list(studio.tasks(1))
-    with pytest.raises(LabelStudioError, match="no project titled 'other'"):
-        labelling.pull(studio, "other", tmp_path / "other")
+    with json_server(lambda request: answers[request.path.split("?")[0]]) as url:
+        studio = Studio(url, "t" * 40)
+        with pytest.raises(LabelStudioError, match="is no file of"):
+            labelling.pull(studio, "pets", tmp_path / "pulled")
+        answers["/api/tasks/"]["tasks"].pop()
+        pulled = labelling.pull(studio, "pets", tmp_path / "pulled")
+        assert (pulled.tasks, pulled.skipped) == (0, {"not pushed by label.push": 1,
+                                                      "image changed on the server": 1})
+        assert not list((tmp_path / "pulled" / "images").iterdir())
+        monkeypatch.setattr("launch.stores.labelstudio.MAX_ANSWER_BYTES", 1000)
+        answers["/api/tasks/"] = b"[" + b" " * 2000 + b"]"
+        with pytest.raises(LabelStudioError, match="answered more than 1,000 bytes: refused"):
+            list(studio.tasks(1))
+        with pytest.raises(LabelStudioError, match="no project titled 'other'"):
+            labelling.pull(studio, "other", tmp_path / "other")
 
 
 def test_the_token_comes_from_the_environment_or_a_file_and_is_never_shown(tmp_path):

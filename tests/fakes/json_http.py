@@ -1,5 +1,6 @@
 """A JSON-answering HTTP server on 127.0.0.1 for tests of a client: every GET and POST gets
-200 and `answer(request)` as JSON, so a test says only what the server answers."""
+200 and `answer(request)` as JSON (bytes as they are), so a test says only what the server
+answers."""
 
 from __future__ import annotations
 
@@ -30,8 +31,9 @@ def json_server(answer: Callable[[Request], object]) -> Iterator[str]:
 
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            data = json.dumps(answer(Request(self.command, self.path, dict(self.headers),
-                                             self.rfile.read(length)))).encode()
+            found = answer(Request(self.command, self.path, dict(self.headers),
+                                   self.rfile.read(length)))
+            data = found if isinstance(found, bytes) else json.dumps(found).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

@@ -74,3 +74,19 @@ def valid_side(number: float | None) -> int | None:
             not 1 <= number <= MAX_SIDE:
         return None
     return int(number)
+
+
+def outlined(label: str, points: list[tuple[float, float]], polygon: bool, rotated: str | None,
+             where: str, repairs: list) -> AnnotatedObject | None:
+    """The object a shape's corners outline (CVAT's and Label Studio's boxes and polygons):
+    its bounds the box, a polygon also its mask; None, with `nonfinite_box` in `repairs`,
+    when a corner is not finite. `rotated`: the repair a turned box's bounds are."""
+    if not all(math.isfinite(v) for point in points for v in point):
+        repairs.append(("nonfinite_box", f"{where}: a coordinate is not finite; dropped"))
+        return None
+    if rotated:
+        repairs.append(("rotated_box", f"{where}: {rotated}"))
+    xs, ys = [x for x, _ in points], [y for _, y in points]
+    outline = [v for point in points for v in point] if polygon else None
+    return AnnotatedObject(label, min(xs), min(ys), max(xs), max(ys),
+                           segmentation=[outline] if outline else None)

@@ -22,7 +22,7 @@ from lxml import etree
 
 from trainer.common.errors import ConversionError, SettingsError
 from trainer.common.files import TEST, TRAIN, VAL
-from trainer.data.annotation import AnnotatedObject, Annotation, AnnotationError, valid_side
+from trainer.data.annotation import Annotation, AnnotationError, outlined, valid_side
 from trainer.data.coco import MAX_JSON_BYTES
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
@@ -105,15 +105,9 @@ def parse_image(image: etree._Element, max_objects: int) -> Annotation:
             repairs.append(("invalid_cvat_shape", f"{where}: label {label[:60]!r}: no "
                                                   f"usable {shape.tag}; dropped"))
             continue
-        if not all(math.isfinite(v) for point in points for v in point):
-            repairs.append(("nonfinite_box", f"{where}: a coordinate is not finite; dropped"))
-            continue
-        if rotated:
-            repairs.append(("rotated_box", f"{where}: {rotated}"))
-        xs, ys = [x for x, _ in points], [y for _, y in points]
-        polygon = [v for point in points for v in point] if shape.tag == "polygon" else None
-        objects.append(AnnotatedObject(label, min(xs), min(ys), max(xs), max(ys),
-                                       segmentation=[polygon] if polygon else None))
+        found = outlined(label, points, shape.tag == "polygon", rotated, where, repairs)
+        if found:
+            objects.append(found)
     sides = [image.get(key) for key in ("width", "height")]
     declared = None
     if None not in sides:

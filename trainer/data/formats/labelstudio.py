@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from trainer.common import jsonnum
 from trainer.common.errors import ConversionError, JsonError, SettingsError
 from trainer.common.files import TEST, TRAIN, VAL
-from trainer.data.annotation import AnnotatedObject, Annotation, valid_side
+from trainer.data.annotation import Annotation, outlined, valid_side
 from trainer.data.coco import MAX_JSON_BYTES
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
@@ -136,15 +136,9 @@ def parse_task(task: dict, name: str, max_objects: int) -> Annotation | Problem:
             repairs.append(("invalid_result", f"{where}: label {label[:60]!r}: no usable "
                                               f"{kind}; dropped"))
             continue
-        if not all(math.isfinite(v) for point in points for v in point):
-            repairs.append(("nonfinite_box", f"{where}: a value is not finite; dropped"))
-            continue
-        if rotated:
-            repairs.append(("rotated_box", f"{where}: {rotated}"))
-        xs, ys = [x for x, _ in points], [y for _, y in points]
-        polygon = [v for point in points for v in point] if kind == POLYGONS else None
-        objects.append(AnnotatedObject(label, min(xs), min(ys), max(xs), max(ys),
-                                       segmentation=[polygon] if polygon else None))
+        found = outlined(label, points, kind == POLYGONS, rotated, where, repairs)
+        if found:
+            objects.append(found)
         declared = declared or stated
     return Annotation(name, None, None, tuple(objects), tuple(repairs), normalised=True,
                       declared_size=declared)
