@@ -90,7 +90,8 @@ def test_params_override_repeats_and_a_single_one_reads_as_model_gardens():
     (["export", "--model_dir=/m"], "--output-dir is required"),  # invoke export's name
     (["data", "convert", "--data_dir=/a"], "--output-dir is required"),
     (["data", "convert", "--output-dir=/o", "--format=yolov8"],
-     "--format must be one of pets, voc, coco, yolo, labelme, got 'yolov8'"),
+     "--format must be one of pets, voc, coco, yolo, labelme, cvat, labelstudio, got "
+     "'yolov8'"),
     (["data", "convert", "--output-dir=/o", "--colour"], "unrecognized arguments: --colour"),
 ])
 def test_bad_flags_are_one_line_naming_the_flag_as_invoke_spells_it(bad, message, capsys):

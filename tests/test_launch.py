@@ -143,8 +143,8 @@ def test_invoke_data_tasks_run_the_trainer(tmp_path):
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--format=tfds"], "error: --format must be one of pets, voc, coco, yolo, labelme, got "
-                        "'tfds'"),
+    (["--format=tfds"], "error: --format must be one of pets, voc, coco, yolo, labelme, cvat, "
+                        "labelstudio, got 'tfds'"),
     (["--max-pixels=0"], "error: --max-pixels must be at least 1, got 0"),  # the trainer's
 ])
 def test_a_trainer_usage_error_reaches_invoke_as_its_one_line_and_exit_2(flags, message,
