@@ -12,10 +12,12 @@ report.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import json
 import re
+import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
@@ -106,32 +108,32 @@ def pull(studio: Studio, title: str, out: Path, with_predictions: bool = False) 
         raise LabelStudioError(f"{studio.url} has no project titled {title!r}: push first "
                                "(invoke label.push)")
     (out / IMAGES).mkdir(parents=True, exist_ok=True)
-    kept, skipped = [], {}
+    kept: list[dict] = []
+    skipped: collections.Counter[str] = collections.Counter()
     for task in studio.tasks(project):
         data = task.get("data") if isinstance(task.get("data"), dict) else {}
         sha, image = data.get(SHA), data.get(LS_TO)
         if not isinstance(sha, str) or not re.fullmatch(r"[0-9a-f]{64}", sha) or \
                 not isinstance(image, str):
-            skipped["not pushed by label.push"] = skipped.get("not pushed by label.push", 0) + 1
+            skipped["not pushed by label.push"] += 1
             continue
         if submitted(task) is None and with_predictions and task.get("predictions"):
             newest = max(task["predictions"], key=lambda p: str(p.get("updated_at") or ""))
             task = {**task, "annotations": [{"result": newest.get("result") or [],
                                              "was_cancelled": False}]}
         if submitted(task) is None:
-            skipped["not labelled"] = skipped.get("not labelled", 0) + 1
+            skipped["not labelled"] += 1
             continue
         content = studio.download(image)
         if digest(content) != sha:
-            skipped["image changed on the server"] = \
-                skipped.get("image changed on the server", 0) + 1
+            skipped["image changed on the server"] += 1
             continue
         name = f"{sha[:16]}-{SAFE.sub('_', str(data.get(NAME) or 'image'))[-100:]}"
         (out / IMAGES / name).write_bytes(content)
         kept.append({"id": task.get("id"), "data": {LS_TO: f"{IMAGES}/{name}", SHA: sha},
                      "annotations": task["annotations"]})
     (out / TASKS_FILE).write_text(json.dumps(kept, indent=1) + "\n")
-    return Pulled(len(kept), skipped)
+    return Pulled(len(kept), dict(skipped))
 
 
 def current_label_map(data_dir: Path) -> dict[str, int] | None:
@@ -151,8 +153,6 @@ def publish(pulled: Path, data_dir: Path, label_map: Mapping[str, int] | None,
     """Converts a pull (`pull`'s export) into a new version of the dataset in `data_dir`,
     written beside it and renamed into place whole, so a pipeline following the directory
     never reads half a version. The version and the conversion's report."""
-    import shutil
-
     from trainer.data.convert import convert_directory
     from trainer.data.datasets import new_version
 
@@ -185,10 +185,11 @@ def classes(data_dir: Path, model: str | None) -> dict[str, int]:
     """The classes the project labels: the dataset's (its newest version), else the
     model's export's label map."""
     from launch.errors import InputError
+    from trainer.common.files import LABEL_MAP_FILE
     from trainer.data.label_map import parse_label_map
 
     found = current_label_map(data_dir)
-    exported = Path(model, "label_map.pbtxt") if model else None
+    exported = Path(model, LABEL_MAP_FILE) if model else None
     if found is None and exported and exported.is_file():
         found = parse_label_map(exported.read_text())
     if not found:
@@ -205,6 +206,7 @@ def push_images(studio: Studio, title: str, pattern: str, data_dir: Path,
 
     from launch.errors import InputError
     from launch.features.workflow import predict
+    from trainer.common.files import RESULT_FILES
     from trainer.prediction.results import ResultForms
 
     images = sorted(Path(p) for p in glob.glob(pattern) if Path(p).is_file())
@@ -216,7 +218,7 @@ def push_images(studio: Studio, title: str, pattern: str, data_dir: Path,
         say(f"detecting with {model} for pre-labels")
         out = work / "prelabels"
         predict(model, pattern, str(out), forms=ResultForms(("labelstudio",)))
-        for task in json.loads((out / "label_studio.json").read_text()):
+        for task in json.loads((out / RESULT_FILES["labelstudio"]).read_text()):
             predictions[Path(task["data"][LS_TO]).name] = task["predictions"][0]
     return push(studio, title, images, sorted(names, key=names.__getitem__), predictions, say)
 
@@ -230,8 +232,6 @@ def pull_version(studio: Studio, title: str, data_dir: Path, work: Path,
 
     staged = work / "pulled"
     if staged.exists():
-        import shutil
-
         shutil.rmtree(staged)
     pulled = pull(studio, title, staged, with_predictions)
     if not pulled.tasks:

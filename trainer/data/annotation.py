@@ -76,6 +76,17 @@ def valid_side(number: float | None) -> int | None:
     return int(number)
 
 
+def turned(corners: list[tuple[float, float]], pivot: tuple[float, float], degrees: float,
+           aspect: float = 1.0) -> list[tuple[float, float]]:
+    """`corners` turned `degrees` clockwise on screen about `pivot` (CVAT turns a box about its
+    centre, Label Studio about its top-left corner). `aspect` is the image's width over its
+    height when the corners are fractions of it, so that they turn as pixels do."""
+    (px, py), radians = pivot, math.radians(degrees)
+    cos, sin = math.cos(radians), math.sin(radians)
+    return [(px + ((x - px) * aspect * cos - (y - py) * sin) / aspect,
+             py + (x - px) * aspect * sin + (y - py) * cos) for x, y in corners]
+
+
 def outlined(label: str, points: list[tuple[float, float]], polygon: bool, rotated: str | None,
              where: str, repairs: list) -> AnnotatedObject | None:
     """The object a shape's corners outline (CVAT's and Label Studio's boxes and polygons):

@@ -22,7 +22,7 @@ from lxml import etree
 
 from trainer.common.errors import ConversionError, SettingsError
 from trainer.common.files import TEST, TRAIN, VAL
-from trainer.data.annotation import Annotation, AnnotationError, outlined, valid_side
+from trainer.data.annotation import Annotation, AnnotationError, outlined, turned, valid_side
 from trainer.data.coco import MAX_JSON_BYTES
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
@@ -77,11 +77,8 @@ def _corners(shape: etree._Element) -> tuple[list[tuple[float, float]] | None, s
         return None, None
     if angle % 360 == 0 or not all(math.isfinite(v) for v in sides):
         return corners, None
-    cx, cy, radians = (xtl + xbr) / 2, (ytl + ybr) / 2, math.radians(angle)
-    cos, sin = math.cos(radians), math.sin(radians)
-    turned = [(cx + (x - cx) * cos - (y - cy) * sin, cy + (x - cx) * sin + (y - cy) * cos)
-              for x, y in corners]
-    return turned, f"rotated {angle:g} degrees: the bounds of its corners"
+    return (turned(corners, ((xtl + xbr) / 2, (ytl + ybr) / 2), angle),
+            f"rotated {angle:g} degrees: the bounds of its corners")
 
 
 def parse_image(image: etree._Element, max_objects: int) -> Annotation:

@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from trainer.common import jsonnum
 from trainer.common.errors import ConversionError, JsonError, SettingsError
 from trainer.common.files import TEST, TRAIN, VAL
-from trainer.data.annotation import Annotation, outlined, valid_side
+from trainer.data.annotation import Annotation, outlined, turned, valid_side
 from trainer.data.coco import MAX_JSON_BYTES
 from trainer.data.formats import Input, Options, Planned
 from trainer.data.planning import (
@@ -99,11 +99,8 @@ def _corners(kind: str, value: dict, aspect: float
     corners = [(x, y), (x + width, y), (x + width, y + height), (x, y + height)]
     if not math.isfinite(angle) or angle % 360 == 0:
         return corners, None  # a non-finite angle: refused with the coordinates below
-    radians = math.radians(angle)
-    cos, sin = math.cos(radians), math.sin(radians)
-    turned = [(x + ((cx - x) * aspect * cos - (cy - y) * sin) / aspect,
-               y + (cx - x) * aspect * sin + (cy - y) * cos) for cx, cy in corners]
-    return turned, f"rotated {angle:g} degrees: the bounds of its corners"
+    return (turned(corners, (x, y), angle, aspect),
+            f"rotated {angle:g} degrees: the bounds of its corners")
 
 
 def parse_task(task: dict, name: str, max_objects: int) -> Annotation | Problem:
