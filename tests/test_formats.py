@@ -566,7 +566,7 @@ def test_every_label_studio_defect_is_a_named_problem_and_nothing_leaves_the_exp
         ls_task("/data/upload/1/ab12-a.jpg", ls_box(10, 10, 20, 20), ls_box(90, 90, 50, 50),
                 ls_box(float("nan"), 1, 2, 3), ls_box(1, 1, 2, 3, label=""),
                 ls_box(10, 10, 20, 40, rotation=90), {"type": "keypointlabels"}, polygon,
-                ls_box(1, 1, "wide", 3)),
+                ls_box(1, 1, "wide", 3), ls_box(5, 5, 2, 3, rotation=float("nan"))),
         ls_task("/data/local-files/?d=photos%2Fb.jpg", ls_box(200, 200, 10, 10)),
         ls_task("https://example.com/../../secret.jpg", ls_box(1, 1, 5, 5)),
         ls_task("/data/upload/1/link.jpg", ls_box(1, 1, 5, 5)),
@@ -578,7 +578,7 @@ def test_every_label_studio_defect_is_a_named_problem_and_nothing_leaves_the_exp
                      masks=True)
     assert report["written"] == 1
     assert report["repaired"] == {"box_clipped": 3, "degenerate_box": 1, "nonfinite_box": 1,
-                                  "invalid_result": 2, "rotated_box": 1, "not_a_box": 1,
+                                  "invalid_result": 3, "rotated_box": 1, "not_a_box": 1,
                                   "missing_mask": 3}
     assert report["skipped"] == {"invalid_task": 2, "path_outside_data_dir": 1,
                                  "missing_image": 2, "no_valid_objects": 1}

@@ -43,8 +43,9 @@ REASONS = {
     "not_labelled": "a Label Studio task without an annotation a person submitted (none, "
                     "only predictions or drafts, or skipped); skipped",
     "invalid_task": "a Label Studio task that is not an object with data.image; skipped",
-    "invalid_result": "a Label Studio result without a label, or with a value that is not "
-                      "numbers (a polygon: fewer than three points); dropped",
+    "invalid_result": "a Label Studio result without a label, with a value that is not "
+                      "numbers, or a rotation that is not finite (a polygon: fewer than three "
+                      "points); dropped",
 }  # not_a_box, rotated_box: reasons.CORE (CVAT's too); nonfinite_box, too_many_objects too
 IMAGES = "images"
 BOXES, POLYGONS = "rectanglelabels", "polygonlabels"
@@ -97,8 +98,10 @@ def _corners(kind: str, value: dict, aspect: float
         return None, None
     x, y, width, height = (side / 100 for side in sides)
     corners = [(x, y), (x + width, y), (x + width, y + height), (x, y + height)]
-    if not math.isfinite(angle) or angle % 360 == 0:
-        return corners, None  # a non-finite angle: refused with the coordinates below
+    if not math.isfinite(angle):
+        return None, None  # no way to tell where the box lies: as CVAT's, not a usable box
+    if angle % 360 == 0:
+        return corners, None
     return (turned(corners, (x, y), angle, aspect),
             f"rotated {angle:g} degrees: the bounds of its corners")
 
