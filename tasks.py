@@ -693,6 +693,15 @@ def bench_startup(c, repeats=3):
     startup.main(int(repeats))
 
 
+@task(help={"rounds": "rounds of labelling", "budget": "images labelled a round",
+            "steps": "training steps a round (from scratch)"})
+def bench_active(c, rounds=4, budget=6, steps=200):
+    """Benchmark choosing what to label: AP by images labelled, each strategy against random."""
+    from benchmarks import active
+
+    active.main(int(rounds), int(budget), int(steps))
+
+
 @task(help={"relaunches": "relaunches to average"})
 def bench_relaunch(c, relaunches=20):
     """Benchmark the image step of a relaunch with unchanged sources (no build)."""
@@ -866,18 +875,27 @@ LABEL_HELP = {
 @task(name="push", help={
     "images": "the images to label: a local glob (required)",
     "model": "an export whose detections, at its operating point, become pre-labels",
-    **LABEL_HELP})
+    "strategy": "push only the --budget images worth labelling first: random, uncertainty, "
+                "disagreement or diversity (docs/guides/labelling.md; default: every image)",
+    "budget": "how many images --strategy chooses",
+    "against": "disagreement's second model: the int8 .tflite beside the export, or "
+               "another checkpoint's export",
+    "seed": "random's draw", **LABEL_HELP})
 def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, url=None,
-               token_file=None):
+               token_file=None, strategy=None, budget: int | None = None, against=None,
+               seed=0):
     """Send images to a Label Studio project, with a model's detections as pre-labels."""
     from launch.features import labelling
 
     def pushed() -> str:
         if not images:
             raise InputError("--images is required: a glob of the images to label")
+        choice = labelling.Choice(strategy, budget, against, seed)
+        choice.check(model)  # before the server is asked anything
         studio = labelling.connect(url, token_file)
         return labelling.push_images(studio, title or Path(data_dir).name, images,
-                                     Path(data_dir), model, Path(WORK) / "label").summary()
+                                     Path(data_dir), model, Path(WORK) / "label",
+                                     choice).summary()
 
     _say(pushed)
 
@@ -902,6 +920,7 @@ data = Collection("data", sample, download, convert, upload, inspect, data_list)
 docs = Collection("docs", docs_reference)
 docs.add_task(docs_site, default=True)
 bench = Collection("bench")
+bench.add_task(bench_active, name="active")
 bench.add_task(bench_convert, name="convert")
 bench.add_task(bench_endpoint, name="endpoint")
 bench.add_task(bench_formats, name="formats")

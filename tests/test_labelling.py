@@ -19,8 +19,8 @@ from tests.fakes.json_http import json_server
 from tests.labelstudio import label_studio
 from tests.test_coco import examples, values
 from trainer.data.label_map import parse_label_map
-from trainer.data.sample import pets_as_coco, write_sample
-from trainer.prediction.results import LS_FROM, LS_TO
+from trainer.data.sample import coco_as_label_studio, pets_as_coco, write_sample
+from trainer.prediction.results import LS_FROM, LS_TO, label_studio_tasks
 
 PUSHED = 8
 
@@ -46,11 +46,16 @@ def test_push_correct_pull_publishes_the_corrections_as_a_new_version(exported, 
     for path in images:
         shutil.copy(path, tmp_path / "new")
     images = sorted((tmp_path / "new").glob("*.jpg"))
-    # the model's detections as Label Studio predictions: predict --results labelstudio
+    # every detection, then those at the operating point as Label Studio predictions
     assert main(["predict", f"--model={exported}", f"--images={tmp_path / 'new'}/*.jpg",
-                 f"--output_dir={tmp_path / 'predicted'}", "--results=labelstudio"]) == 0
-    predicted = {Path(task["data"][LS_TO]).name: task["predictions"][0] for task in json.loads(
-        (tmp_path / "predicted" / "label_studio.json").read_text())}
+                 f"--output_dir={tmp_path / 'predicted'}", "--score_threshold=0"]) == 0
+    report = json.loads((tmp_path / "predicted" / "detections.json").read_text())
+    threshold = labelling.operating_point(str(exported))
+    predicted = {Path(task["data"][LS_TO]).name: task["predictions"][0] for task in
+                 label_studio_tasks(labelling.at_threshold(report, threshold))}
+    assert all(r["score"] >= threshold for p in predicted.values() for r in p["result"])
+    assert sum(map(len, (e["detections"] for e in report["images"]))) > \
+        sum(len(p["result"]) for p in predicted.values())  # the strategies see below it
     label_map = parse_label_map((Path(exported) / "label_map.pbtxt").read_text())
     with label_studio(tmp_path / "server") as (url, token):
         studio = Studio(url, token)
@@ -62,6 +67,16 @@ def test_push_correct_pull_publishes_the_corrections_as_a_new_version(exported, 
         tasks = list(studio.tasks(pushed.project))
         assert len(tasks) == PUSHED and all(t["data"][labelling.SHA] for t in tasks)
         assert sum(len(t["predictions"]) for t in tasks) == pushed.prelabelled
+        # the 3 the model is least sure of, each with its reason in the task a labeller opens
+        picked = labelling.chosen_images(images, labelling.Choice("uncertainty", 3), tmp_path,
+                                         report, None, threshold)
+        assert len(picked) == 3 and picked[0].value >= picked[2].value
+        shortlist = labelling.push(studio, "pets-chosen", [p for p in images if p.name in {
+            c.image for c in picked}], list(label_map), predicted, said.append,
+            {c.image: c.reason for c in picked})
+        assert shortlist.added == 3 and shortlist.project != pushed.project
+        assert sorted(t["data"][labelling.REASON] for t in studio.tasks(shortlist.project)) == \
+            sorted(c.reason for c in picked)
 
         by_name = {image["file_name"]: image for image in chosen}
         truth: dict[str, list] = {}
@@ -88,6 +103,13 @@ def test_push_correct_pull_publishes_the_corrections_as_a_new_version(exported, 
     version, report = labelling.publish(tmp_path / "pulled", data_dir, label_map)
     assert report["written"] == PUSHED - 2 and not report["skipped"]
     assert [p.name for p in data_dir.iterdir()] == [version]  # whole, nothing partial left
+    assert report["splits"]["train"]["pattern"] == f"{data_dir / version}/train.record-*"
+    # the same labels pulled again: a version of those images alone, each in its split
+    again, merged = labelling.publish(tmp_path / "pulled", data_dir, label_map)
+    assert merged["merged"] == {"from": version, "kept": 0, "replaced": PUSHED - 2,
+                                "moved_to_their_split": 0}
+    assert {name: split for name, (split, _) in examples(data_dir / again).items()} == \
+        {name: split for name, (split, _) in examples(data_dir / version).items()}
     written = examples(data_dir / version)
     for file_name, objects in corrected.items():
         ((stored, (_, example)),) = [(name, found) for name, found in written.items()
@@ -175,3 +197,66 @@ def test_the_label_tasks_refuse_in_one_line_before_reaching_a_server(tmp_path):
         ran = invoke(*args, env=env)
         assert ran.returncode == 2 and said in ran.stderr, (args, ran.stderr)
         assert len(ran.stderr.strip().splitlines()) == 1 and "s3cr3t" not in ran.stderr
+
+
+def test_a_pull_joins_the_newest_version_and_an_image_labelled_again_keeps_its_split(tmp_path):
+    """A dataset converted from Pets, then a pull holding 3 of its images with other labels
+    and 2 new ones: the new version is the old one with those 3 replaced (each in the split
+    it had) and the 2 added, its report counting the whole."""
+    from trainer.data.convert import convert_directory
+
+    sample = write_sample(tmp_path / "pets", num_images=12, seed=5)
+    data_dir = tmp_path / "dataset"
+    first = "v-20261201T000000Z-00000001"
+    convert_directory(sample, data_dir / first, num_shards=2, progress=False)
+    before = examples(data_dir / first)
+    coco = pets_as_coco(sample)
+    again = coco["images"][:3]
+    other = {c["id"]: next(d["id"] for d in coco["categories"] if d["id"] != c["id"])
+             for c in coco["categories"]}
+    relabelled = {**coco, "images": again, "annotations": [
+        {**a, "category_id": other[a["category_id"]]} for a in coco["annotations"]
+        if a["image_id"] in {i["id"] for i in again}]}
+    pulled = tmp_path / "pulled"
+    coco_as_label_studio(relabelled, sample / "images", pulled)
+    fresh = write_sample(tmp_path / "fresh", num_images=2, seed=6)
+    fresh_coco = pets_as_coco(fresh)
+    coco_as_label_studio(fresh_coco, fresh / "images", tmp_path / "fresh-export")
+    tasks = json.loads((pulled / "label_studio.json").read_text())
+    for task in json.loads((tmp_path / "fresh-export" / "label_studio.json").read_text()):
+        name = Path(task["data"]["image"].split("/")[-1])
+        shutil.copy(tmp_path / "fresh-export" / "images" / name, pulled / "images" / f"new_{name}")
+        tasks.append({**task, "id": 100 + task["id"],
+                      "data": {"image": f"/data/local-files/?d=pets/new_{name}"}})
+    (pulled / "label_studio.json").write_text(json.dumps(tasks))
+
+    version, report = labelling.publish(pulled, data_dir, labelling.current_label_map(data_dir))
+    new_images = len(fresh_coco["images"])
+    assert report["merged"] == {"from": first, "kept": len(before) - 3, "replaced": 3,
+                                "moved_to_their_split": report["merged"]["moved_to_their_split"]}
+    after = examples(data_dir / version)
+    assert len(after) == report["written"] == len(before) + new_images
+    assert sum(s["examples"] for s in report["splits"].values()) == len(after)
+    by_sha = {values(e, "image/key/sha256")[0]: (name, split) for name, (split, e) in
+              before.items()}
+    seen = 0
+    names = {c["id"]: c["name"] for c in coco["categories"]}
+    changed = {i["file_name"]: names[other[a["category_id"]]] for i in again
+               for a in coco["annotations"] if a["image_id"] == i["id"]}
+    for split, example in after.values():
+        texts = [t.decode() for t in values(example, "image/object/class/text")]
+        found = by_sha.get(values(example, "image/key/sha256")[0])
+        if found is None:  # a new image
+            continue
+        old_name, old_split = found
+        assert split == old_split  # kept, or labelled again: where it was
+        if old_name in changed:
+            assert texts == [changed[old_name]]
+            seen += 1
+        else:
+            assert texts == [t.decode() for t in values(before[old_name][1],
+                                                         "image/object/class/text")]
+    assert seen == 3 and report["merged"]["moved_to_their_split"] >= 1
+    assert (data_dir / version / "label_map.pbtxt").read_text() == \
+        (data_dir / first / "label_map.pbtxt").read_text()
+    assert sorted(report["classes"]) == sorted(report["splits"])

@@ -29,6 +29,8 @@ from trainer.prediction.results import LS_FROM, LS_TO
 SHA = "pets_sha256"  # a pushed task's image's sha256, in its data
 NAME = "pets_name"  # the image's file name as pushed
 TASKS_FILE = "label_studio.json"
+CHOICE_FILE = "choice.json"  # label.push --strategy: what it chose and why
+REASON = "pets_reason"  # why the strategy chose the image, in its task's data
 SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -58,10 +60,11 @@ class Pushed:
 
 def push(studio: Studio, title: str, images: Sequence[Path], names: Sequence[str],
          predictions: Mapping[str, dict] | None = None,
-         say: Callable[[str], None] = print) -> Pushed:
+         say: Callable[[str], None] = print, reasons: Mapping[str, str] | None = None
+         ) -> Pushed:
     """Adds each image the project does not hold (by its bytes) as a task, with its
     prediction (a Label Studio prediction, keyed by the image's file name) as its
-    pre-labels."""
+    pre-labels and the reason it was chosen (keyed alike) in its data."""
     project = studio.project(title, label_config(names))
     present = {task["data"].get(SHA) for task in studio.tasks(project)
                if isinstance(task.get("data"), dict)}
@@ -73,8 +76,9 @@ def push(studio: Studio, title: str, images: Sequence[Path], names: Sequence[str
             continue
         task = studio.upload(project, path.name, data)
         found = studio.call("GET", f"/api/tasks/{task}")
-        studio.call("PATCH", f"/api/tasks/{task}", {"data": {**found["data"], SHA: sha,
-                                                             NAME: path.name}})
+        studio.call("PATCH", f"/api/tasks/{task}", {"data": {
+            **found["data"], SHA: sha, NAME: path.name,
+            **({REASON: reasons[path.name]} if path.name in (reasons or {}) else {})}})
         prediction = (predictions or {}).get(path.name)
         if prediction and prediction.get("result"):
             studio.call("POST", "/api/predictions/", {"task": task, **prediction})
@@ -136,31 +140,43 @@ def pull(studio: Studio, title: str, out: Path, with_predictions: bool = False) 
     return Pulled(len(kept), dict(skipped))
 
 
+def newest_version(data_dir: Path) -> Path | None:
+    from launch.features.pipeline.steps import versions
+
+    found = versions(str(data_dir)) if data_dir.is_dir() else []
+    return data_dir / found[-1] if found else None
+
+
 def current_label_map(data_dir: Path) -> dict[str, int] | None:
     """The label map of the dataset's newest version (None before its first): a pull keeps
     its classes' ids, so models trained on earlier versions read the new one alike."""
-    from launch.features.pipeline.steps import versions
     from trainer.common.files import DATA_LABEL_MAP_FILE
     from trainer.data.label_map import parse_label_map
 
-    found = versions(str(data_dir)) if data_dir.is_dir() else []
-    path = data_dir / found[-1] / DATA_LABEL_MAP_FILE if found else None
+    newest = newest_version(data_dir)
+    path = newest / DATA_LABEL_MAP_FILE if newest else None
     return parse_label_map(path.read_text()) if path and path.is_file() else None
 
 
 def publish(pulled: Path, data_dir: Path, label_map: Mapping[str, int] | None,
             split=None) -> tuple[str, dict]:
-    """Converts a pull (`pull`'s export) into a new version of the dataset in `data_dir`,
-    written beside it and renamed into place whole, so a pipeline following the directory
-    never reads half a version. The version and the conversion's report."""
+    """Converts a pull (`pull`'s export) into a new version of the dataset in `data_dir`:
+    the newest version's examples and the pulled ones (trainer/data/merge.py: an image
+    labelled again is the pull's, in the split it had), written beside it and renamed into
+    place whole, so a pipeline following the directory never reads half a version. The
+    version and the conversion's report (with `merged`: what it kept of the one before)."""
     from trainer.data.convert import convert_directory
     from trainer.data.datasets import new_version
+    from trainer.data.merge import merge, rewrite_report
 
     version = new_version()
+    previous = newest_version(data_dir)
     partial = data_dir / f".{version}.partial"
     try:
-        report = convert_directory(pulled, partial, format="labelstudio", label_map=label_map,
-                                   split=split, num_shards=1, progress=False)
+        convert_directory(pulled, partial, format="labelstudio", label_map=label_map,
+                          split=split, num_shards=1, progress=False)
+        merged = merge(previous, partial) if previous else None
+        report = rewrite_report(partial, data_dir / version, merged)
         partial.rename(data_dir / version)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
@@ -198,29 +214,145 @@ def classes(data_dir: Path, model: str | None) -> dict[str, int]:
     return found
 
 
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """`label.push`'s choice of images: a strategy and its budget (no strategy: all)."""
+
+    strategy: str | None = None
+    budget: int | None = None
+    against: str | None = None  # disagreement's second model
+    seed: int = 0
+
+    def check(self, model: str | None) -> None:
+        from launch.errors import InputError
+        from launch.features.label_choice import NEEDS_MODEL, STRATEGIES
+
+        if self.strategy is not None and self.strategy not in STRATEGIES:
+            raise InputError(f"--strategy {self.strategy}: one of {', '.join(STRATEGIES)}")
+        if self.strategy and self.budget is None:
+            raise InputError(f"--strategy {self.strategy} needs --budget N: how many images "
+                             "to push")
+        if self.budget is not None and self.budget < 1:
+            raise InputError(f"--budget {self.budget}: at least 1 image")
+        if self.strategy in NEEDS_MODEL and not model:
+            raise InputError(f"--strategy {self.strategy} needs --model: the export whose "
+                             "detections it weighs")
+        if (self.strategy == "disagreement") != bool(self.against):
+            raise InputError("--strategy disagreement needs --against MODEL (the int8 .tflite "
+                             "beside the export, or another checkpoint's export), and "
+                             "--against is for it alone")
+
+
+def detected(model: str, pattern: str, out: Path) -> dict:
+    """predict's report of `model` on `pattern`: every detection the export returns
+    (threshold 0), so that a strategy sees the scores under the operating point too."""
+    from launch.features.workflow import predict
+    from trainer.common.files import DETECTIONS_FILE
+
+    predict(model, pattern, str(out), score_threshold=0.0)
+    return json.loads((out / DETECTIONS_FILE).read_text())
+
+
+def operating_point(model: str) -> float:
+    from trainer.evaluation import operating
+
+    return operating.threshold(None, operating.read_info(model))[0]
+
+
+def at_threshold(report: Mapping, threshold: float) -> dict:
+    """The report with only the detections at the operating point: the pre-labels."""
+    return {**report, "images": [
+        {**entry, "detections": [d for d in entry["detections"] if d["score"] >= threshold]}
+        for entry in report["images"]]}
+
+
+def labelled_embeddings(data_dir: Path, limit: int = 2000):
+    """The pixel embeddings of the training images of the dataset's newest version (read
+    from its records without TensorFlow): what diversity measures distance from."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from launch.features.label_choice import EMBEDDING_SIDE, pixel_embedding
+    from trainer.common.files import TRAIN
+    from trainer.data.merge import examples
+
+    newest = newest_version(data_dir)
+    rows = []
+    for _, example in examples(newest, TRAIN) if newest else ():
+        if len(rows) >= limit:
+            break
+        with Image.open(io.BytesIO(example["image/encoded"][0])) as image:
+            rows.append(pixel_embedding(image))
+    return np.array(rows, dtype=np.float32).reshape(-1, 3 * EMBEDDING_SIDE ** 2)
+
+
+def chosen_images(images: Sequence[Path], choice: Choice, data_dir: Path,
+                  report: Mapping | None, against: Mapping | None, threshold: float,
+                  ) -> list:
+    """The strategy's choice among `images` (label_choice.Chosen, best first)."""
+    import numpy as np
+
+    from launch.features.label_choice import choose, pixel_embedding
+    from trainer.prediction.predict import read_picture
+
+    def by_name(found: Mapping | None) -> dict[str, list]:
+        return {Path(e["image"]).name: e["detections"] for e in (found or {}).get("images", ())}
+
+    names = [path.name for path in images]
+    embeddings = labelled = None
+    if choice.strategy == "diversity":
+        embeddings = np.array([pixel_embedding(read_picture(str(path)).image)
+                               for path in images], dtype=np.float32)
+        labelled = labelled_embeddings(data_dir)
+    return choose(choice.strategy, names, choice.budget, threshold=threshold,
+                  found=by_name(report), against=by_name(against), embeddings=embeddings,
+                  labelled=labelled, seed=choice.seed)
+
+
 def push_images(studio: Studio, title: str, pattern: str, data_dir: Path,
-                model: str | None, work: Path, say: Callable[[str], None] = print) -> Pushed:
-    """`label.push`: the images of `pattern`, with `model`'s detections (at its export's
-    operating point) as pre-labels."""
+                model: str | None, work: Path, choice: Choice = Choice(),
+                say: Callable[[str], None] = print) -> Pushed:
+    """`label.push`: the images of `pattern` (or the `choice` among them), with `model`'s
+    detections (at its export's operating point) as pre-labels; the choice and each image's
+    reason written to work/choice.json."""
     import glob
 
     from launch.errors import InputError
-    from launch.features.workflow import predict
-    from trainer.common.files import RESULT_FILES
-    from trainer.prediction.results import ResultForms
+    from trainer.prediction.results import label_studio_tasks
 
+    choice.check(model)
     images = sorted(Path(p) for p in glob.glob(pattern) if Path(p).is_file())
     if not images:
         raise InputError(f"--images {pattern} matches no file")
+    if len({path.name for path in images}) < len(images):
+        raise InputError(f"--images {pattern} matches two files of one name: a project's "
+                         "tasks are named by their file")
     names = classes(data_dir, model)
-    predictions: dict[str, dict] = {}
+    report = against = None
+    threshold = 0.5
     if model:
         say(f"detecting with {model} for pre-labels")
-        out = work / "prelabels"
-        predict(model, pattern, str(out), forms=ResultForms(("labelstudio",)))
-        for task in json.loads((out / RESULT_FILES["labelstudio"]).read_text()):
-            predictions[Path(task["data"][LS_TO]).name] = task["predictions"][0]
-    return push(studio, title, images, sorted(names, key=names.__getitem__), predictions, say)
+        report = detected(model, pattern, work / "detected")
+        threshold = operating_point(model)
+    if choice.against:
+        say(f"detecting with {choice.against} to compare")
+        against = detected(choice.against, pattern, work / "against")
+    reasons: dict[str, str] = {}
+    if choice.strategy:
+        picked = chosen_images(images, choice, data_dir, report, against, threshold)
+        work.mkdir(parents=True, exist_ok=True)
+        (work / CHOICE_FILE).write_text(json.dumps(
+            {"strategy": choice.strategy, "budget": choice.budget, "operating_point": threshold,
+             "chosen": [dataclasses.asdict(c) for c in picked]}, indent=1) + "\n")
+        reasons = {c.image: c.reason for c in picked}
+        images = [path for path in images if path.name in reasons]
+        say(f"{choice.strategy} chose {len(images)} image(s); why each: {work / CHOICE_FILE}")
+    predictions = {Path(task["data"][LS_TO]).name: task["predictions"][0] for task in
+                   label_studio_tasks(at_threshold(report, threshold))} if report else {}
+    return push(studio, title, images, sorted(names, key=names.__getitem__), predictions,
+                say, reasons)
 
 
 def pull_version(studio: Studio, title: str, data_dir: Path, work: Path,

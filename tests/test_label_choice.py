@@ -1,0 +1,105 @@
+"""Which images label.push sends first: each strategy's values and reasons on detections and
+embeddings whose answer is known, and its flags refused in one line before anything runs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from launch.errors import InputError
+from launch.features import labelling
+from launch.features.label_choice import (
+    choose,
+    disagreement,
+    farthest_first,
+    pixel_embedding,
+    random_value,
+    uncertainty,
+)
+
+
+def found(*detections: tuple[float, int, list[float]]) -> list[dict]:
+    return [{"score": score, "class_id": cls, "box": box} for score, cls, box in detections]
+
+
+BOX = [0.1, 0.1, 0.5, 0.5]
+
+
+def test_uncertainty_is_highest_at_the_operating_point_and_for_a_low_top_score():
+    assert uncertainty(found((0.5, 1, BOX)), 0.5) == (1.0, pytest.approx("a detection at "
+                                                       "0.50 beside the operating point 0.50"))
+    assert uncertainty([], 0.5)[0] == 1.0
+    sure = uncertainty(found((0.99, 1, BOX), (0.01, 2, BOX)), 0.5)[0]
+    near = uncertainty(found((0.99, 1, BOX), (0.45, 2, BOX)), 0.5)[0]
+    assert sure < near == pytest.approx(0.9)
+    value, reason = uncertainty(found((0.08, 1, BOX)), 0.5)
+    assert value == pytest.approx(0.92) and reason.startswith("top score 0.08: the model may")
+    assert uncertainty(found((float("nan"), 1, BOX)), 0.5) == (1.0, "nothing detected")
+
+
+def test_disagreement_counts_the_boxes_two_models_do_not_share():
+    a = found((0.9, 1, BOX), (0.8, 2, [0.6, 0.6, 0.9, 0.9]))
+    assert disagreement(a, a, 0.5)[0] == pytest.approx(0.0)
+    assert disagreement(a, found((0.9, 3, BOX)), 0.5)[0] == pytest.approx(1.0)  # other class
+    half = disagreement(a, found((0.9, 1, BOX)), 0.5)
+    assert half == (pytest.approx(0.5), "the models agree on 1 of 2 detection(s), mean IoU 1.00")
+    shifted = disagreement(found((0.9, 1, BOX)), found((0.9, 1, [0.1, 0.3, 0.5, 0.7])), 0.5)
+    assert shifted[0] == pytest.approx(1 - 1 / 3)  # IoU of two boxes half overlapping
+    assert disagreement(found((0.2, 1, BOX)), [], 0.5) == (0.0, "both models find nothing")
+    assert disagreement(found((0.9, 1, [float("nan")] * 4)), a, 0.5)[0] == pytest.approx(1.0)
+
+
+def test_diversity_picks_the_images_farthest_from_what_is_labelled():
+    candidates = np.array([[0.0], [0.1], [5.0], [5.1], [10.0]])
+    assert [i for i, _ in farthest_first(candidates, np.array([[0.0]]), 3)] == [4, 2, 1]
+    picked = farthest_first(candidates, np.zeros((0, 1)), 2)  # from the mean, 4.04
+    assert [i for i, _ in picked] == [4, 0] and picked[0][1] == pytest.approx(5.96)
+    assert farthest_first(candidates, np.zeros((0, 1)), 99)[-1][1] == pytest.approx(0.1)
+    red, blue = (Image.new("RGB", (40, 30), colour) for colour in ("red", "blue"))
+    rows = np.array([pixel_embedding(red), pixel_embedding(blue), pixel_embedding(red)])
+    assert rows.shape == (3, 192) and rows[0, :3].tolist() == [1.0, 0.0, 0.0]
+    chosen = choose("diversity", ["r1", "b", "r2"], 2, embeddings=rows, labelled=rows[:1])
+    assert [c.image for c in chosen] == ["b", "r1"] and chosen[1].value == 0.0
+    assert chosen[0].reason.endswith("from the nearest image labelled or chosen before it")
+
+
+def test_random_is_the_same_draw_everywhere_and_choose_keeps_the_budget():
+    names = [f"image_{n}.jpg" for n in range(50)]
+    first = choose("random", names, 10, seed=3)
+    assert first == choose("random", names, 10, seed=3) != choose("random", names, 10, seed=4)
+    assert [c.image for c in first] == sorted(names, key=lambda n: -random_value(n, 3))[:10]
+    assert len(choose("random", names[:4], 10)) == 4
+    detections = {"a": found((0.5, 1, BOX)), "b": found((0.99, 1, BOX)), "c": []}
+    assert [c.image for c in choose("uncertainty", ["a", "b", "c"], 2, found=detections)] \
+        == ["a", "c"]  # ties: the earlier name
+
+
+@pytest.mark.parametrize("choice, model, said", [
+    (labelling.Choice("smart", 5), "m", "--strategy smart: one of random, uncertainty"),
+    (labelling.Choice("random"), None, "--strategy random needs --budget N"),
+    (labelling.Choice("random", 0), None, "--budget 0: at least 1 image"),
+    (labelling.Choice("uncertainty", 5), None, "--strategy uncertainty needs --model"),
+    (labelling.Choice("disagreement", 5), "m", "--strategy disagreement needs --against"),
+    (labelling.Choice("random", 5, "other"), None, "--against is for it alone"),
+])
+def test_a_strategys_flags_are_refused_in_one_line(choice, model, said):
+    with pytest.raises(InputError, match=said) as raised:
+        choice.check(model)
+    assert "\n" not in str(raised.value)
+
+
+def test_diversity_measures_from_the_datasets_newest_versions_training_images(tmp_path):
+    from trainer.data.convert import convert_directory
+    from trainer.data.sample import write_sample
+
+    assert labelling.labelled_embeddings(tmp_path / "none").shape == (0, 192)
+    convert_directory(write_sample(tmp_path / "pets", num_images=10), tmp_path / "data" /
+                      "v-20261202T000000Z-0000abcd", num_shards=1, progress=False)
+    rows = labelling.labelled_embeddings(tmp_path / "data")
+    written = json.loads((tmp_path / "data" / "v-20261202T000000Z-0000abcd" /
+                          "conversion_report.json").read_text())
+    assert rows.shape == (written["splits"]["train"]["examples"], 192)
+    assert 0 <= rows.min() < rows.max() <= 1
