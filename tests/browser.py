@@ -103,15 +103,27 @@ class Browser:
                                    flatten=True)["sessionId"]
         self._call("Page.enable", session=True)
 
-    def open(self, path: Path, width: int, height: int = HEIGHT) -> None:
-        """Loads a local file in a viewport `width` x `height` CSS pixels and waits for its
-        load event (every image decoded, laid out)."""
+    def open(self, path: Path | str, width: int, height: int = HEIGHT) -> None:
+        """Loads a local file (or an http:// address on 127.0.0.1, a test's server) in a
+        viewport `width` x `height` CSS pixels and waits for its load event (every image
+        decoded, laid out)."""
         self.width, self.height = width, height
         self._call("Emulation.setDeviceMetricsOverride", session=True, width=width,
                    height=height, deviceScaleFactor=1, mobile=False)
         self._events.clear()
-        self._call("Page.navigate", session=True, url=Path(path).resolve().as_uri())
+        url = path if isinstance(path, str) and path.startswith("http://127.0.0.1:") else \
+            Path(path).resolve().as_uri()
+        self._call("Page.navigate", session=True, url=url)
         self._wait_for("Page.loadEventFired")
+
+    def wait_until(self, expression: str, timeout: float = TIMEOUT) -> None:
+        """Polls a JavaScript expression until it is true (a page that renders after its
+        load event: a single-page app), within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while not self.evaluate(expression):
+            if time.monotonic() > deadline:
+                raise BrowserError(f"{expression!r} still false after {timeout:g} s")
+            time.sleep(0.25)
 
     def evaluate(self, expression: str):
         """The JSON value of a JavaScript expression in the page (a promise is awaited)."""

@@ -16,6 +16,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv-labelstudio"
@@ -23,6 +24,7 @@ INSTALLING = "PETS_LABEL_STUDIO_INSTALLING"  # a file that exists while .ci/run 
 INSTALL_WAIT = 600.0
 START_WAIT = 300.0  # the first start migrates its SQLite database: 47 s on a quiet machine
 STOP_WAIT = 30.0
+EMAIL = "labeller@example.com"
 OFFLINE = {"SENTRY_DSN": "", "FRONTEND_SENTRY_DSN": "", "LATEST_VERSION_CHECK": "false",
            "COLLECT_ANALYTICS": "false", "LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN": "true",
            "LABEL_STUDIO_DISABLE_SIGNUP_WITHOUT_LINK": "true"}
@@ -54,18 +56,25 @@ def _healthy(url: str) -> bool:
         return False
 
 
+class Server(NamedTuple):
+    url: str
+    token: str  # the user's legacy API token
+    email: str  # and how the user logs in, as a labeller does in a browser
+    password: str
+
+
 @contextlib.contextmanager
-def label_studio(data_dir: Path) -> Iterator[tuple[str, str]]:
-    """A running server: its URL and its user's API token."""
+def label_studio(data_dir: Path) -> Iterator[Server]:
+    """A running server: its URL, its user's API token and login."""
     executable = installed()
     port, token = _free_port(), secrets.token_hex(20)  # 40 characters: the key's length
-    url = f"http://127.0.0.1:{port}"
+    url, password = f"http://127.0.0.1:{port}", secrets.token_hex(12)
     data_dir.mkdir(parents=True, exist_ok=True)
     log = (data_dir / "server.log").open("wb")
     server = subprocess.Popen(
         [str(executable), "start", "--internal-host", "127.0.0.1", "--port", str(port),
-         "--data-dir", str(data_dir), "--no-browser", "--username", "labeller@example.com",
-         "--password", secrets.token_hex(12), "--user-token", token],
+         "--data-dir", str(data_dir), "--no-browser", "--username", EMAIL,
+         "--password", password, "--user-token", token],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         env={**os.environ, **OFFLINE, "LABEL_STUDIO_BASE_DATA_DIR": str(data_dir)})
     try:
@@ -75,7 +84,7 @@ def label_studio(data_dir: Path) -> Iterator[tuple[str, str]]:
                 raise RuntimeError(f"Label Studio did not start on {url}:\n"
                                    f"{(data_dir / 'server.log').read_text()[-3000:]}")
             time.sleep(1)
-        yield url, token
+        yield Server(url, token, EMAIL, password)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(server.pid, signal.SIGTERM)
@@ -85,3 +94,36 @@ def label_studio(data_dir: Path) -> Iterator[tuple[str, str]]:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=STOP_WAIT)
         log.close()
+
+
+REGION = ".lsf-tree__node_type_rectangleregion"  # a box in the labelling page's region list
+SHOTS = "PETS_SCREENSHOTS"  # a folder the screenshots are also copied to (docs/images)
+
+
+def screenshot_task(server: Server, project: int, task: int, regions: int, out: Path) -> Path:
+    """A PNG of the task as its labeller sees it in a real browser (tests/browser.py):
+    logged in through the login form, the project's labelling page open at the task,
+    taken once its `regions` boxes (the pre-labels) are listed. Also saved into the folder
+    $PETS_SCREENSHOTS names, for the docs."""
+    import json
+
+    from PIL import Image
+
+    from tests.browser import chromium
+
+    with chromium() as browser:
+        browser.open(f"{server.url}/user/login/", 1280, 800)
+        browser.evaluate(
+            f"document.querySelector('input[name=email]').value = {json.dumps(server.email)};"
+            f"document.querySelector('input[name=password]').value = "
+            f"{json.dumps(server.password)}; document.querySelector('form').submit(); 1")
+        browser.wait_until("location.pathname !== '/user/login/'")
+        browser.open(f"{server.url}/projects/{project}/data?task={task}", 1280, 800)
+        browser.wait_until(f"document.querySelectorAll({json.dumps(REGION)}).length >= "
+                           f"{regions} && document.querySelector('canvas') !== null", 60)
+        time.sleep(1)  # the image's fade-in
+        browser.screenshot(out)
+    if folder := os.environ.get(SHOTS):  # 256 colours: a third of the bytes, the same look
+        with Image.open(out) as shot:
+            shot.quantize(256).save(Path(folder) / out.name, optimize=True)
+    return out

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from launch.errors import InputError
 from launch.features import labelling
 from launch.stores.labelstudio import LabelStudioError, Studio, read_token
 from tests.fakes.json_http import json_server
-from tests.labelstudio import label_studio
+from tests.labelstudio import label_studio, screenshot_task
 from tests.test_coco import examples, values
 from trainer.data.label_map import parse_label_map
 from trainer.data.sample import coco_as_label_studio, pets_as_coco, write_sample
@@ -57,8 +58,8 @@ def test_push_correct_pull_publishes_the_corrections_as_a_new_version(exported, 
     assert sum(map(len, (e["detections"] for e in report["images"]))) > \
         sum(len(p["result"]) for p in predicted.values())  # the strategies see below it
     label_map = parse_label_map((Path(exported) / "label_map.pbtxt").read_text())
-    with label_studio(tmp_path / "server") as (url, token):
-        studio = Studio(url, token)
+    with label_studio(tmp_path / "server") as server:
+        studio = Studio(server.url, server.token)
         said: list[str] = []
         pushed = labelling.push(studio, "pets", images, list(label_map), predicted, said.append)
         assert (pushed.added, pushed.present) == (PUSHED, 0) and pushed.prelabelled >= 1
@@ -67,6 +68,12 @@ def test_push_correct_pull_publishes_the_corrections_as_a_new_version(exported, 
         tasks = list(studio.tasks(pushed.project))
         assert len(tasks) == PUSHED and all(t["data"][labelling.SHA] for t in tasks)
         assert sum(len(t["predictions"]) for t in tasks) == pushed.prelabelled
+        # what a labeller sees: the first pre-labelled task, its boxes listed to correct
+        shown = next(t for t in tasks if t["predictions"])
+        shot = screenshot_task(server, pushed.project, shown["id"],
+                               len(shown["predictions"][0]["result"]),
+                               tmp_path / "label-studio-prelabels.png")
+        assert Image.open(shot).size == (1280, 800)
         # the 3 the model is least sure of, each with its reason in the task a labeller opens
         picked = labelling.chosen_images(images, labelling.Choice("uncertainty", 3), tmp_path,
                                          report, None, threshold)
