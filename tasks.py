@@ -695,7 +695,7 @@ def bench_startup(c, repeats=3):
 
 @task(help={"rounds": "rounds of labelling", "budget": "images labelled a round",
             "steps": "training steps a round (from scratch)"})
-def bench_active(c, rounds=4, budget=6, steps=200):
+def bench_active(c, rounds=4, budget=6, steps=150):
     """Benchmark choosing what to label: AP by images labelled, each strategy against random."""
     from benchmarks import active
 
@@ -902,16 +902,26 @@ def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, ur
 
 @task(name="pull", help={
     "with_predictions": "take a task nobody labelled as its pre-labels stand (default: only "
-                        "what people submitted)", **LABEL_HELP})
+                        "what people submitted)",
+    "dataset": "publish into this named dataset in the bucket (gs://BUCKET/datasets/NAME/), "
+               "merged with its newest version, not into --data-dir",
+    **LABEL_HELP}, flags=cloud("env", "bucket"))
 def label_pull(c, data_dir=LABELLED_DIR, title=None, url=None, token_file=None,
-               with_predictions=False):
+               with_predictions=False, dataset=None, **where):
     """Publish what people labelled in Label Studio as a new version of the dataset."""
     from launch.features import labelling
 
     def pulled() -> str:
         studio = labelling.connect(url, token_file)
+        work = Path(WORK) / "label"
+        if dataset:
+            from launch.stores.gcs import datasets
+
+            datasets.check(dataset)  # before the server is asked anything
+            return labelling.pull_to_bucket(studio, title or dataset, _cloud(c, **where),
+                                            dataset, work, with_predictions).summary()
         return labelling.pull_version(studio, title or Path(data_dir).name, Path(data_dir),
-                                      Path(WORK) / "label", with_predictions).summary()
+                                      work, with_predictions).summary()
 
     _say(pulled)
 

@@ -127,3 +127,35 @@ def screenshot_task(server: Server, project: int, task: int, regions: int, out: 
         with Image.open(out) as shot:
             shot.quantize(256).save(Path(folder) / out.name, optimize=True)
     return out
+
+
+@contextlib.contextmanager
+def exported_as_pushed(export: Path, meanwhile: list | None = None) -> Iterator[str]:
+    """A server speaking Label Studio's API (tests/fakes/json_http.py) whose project "pets"
+    holds a Label Studio export's tasks (`coco_as_label_studio`'s) as label.push leaves them:
+    each image uploaded, its sha256 in the task's data, its annotations submitted. Its URL.
+    `meanwhile`: actions, each run (and removed) as a client lists the tasks: what happens
+    elsewhere while a pull is under way."""
+    import json
+
+    from launch.features import labelling
+    from tests.fakes.json_http import json_server
+
+    answers: dict[str, object] = {"/api/projects/": {"results": [{"id": 1, "title": "pets"}]}}
+    tasks = []
+    for task in json.loads((export / "label_studio.json").read_text()):
+        name = task["data"]["image"].rsplit("/", 1)[-1]
+        answers[f"/data/upload/1/{name}"] = image = (export / "images" / name).read_bytes()
+        tasks.append({**task, "data": {"image": f"/data/upload/1/{name}",
+                                       labelling.SHA: labelling.digest(image),
+                                       labelling.NAME: name}})
+    answers["/api/tasks/"] = {"total": len(tasks), "tasks": tasks}
+
+    def answer(request) -> object:
+        path = request.path.split("?")[0]
+        while path == "/api/tasks/" and meanwhile:
+            meanwhile.pop(0)()
+        return answers[path]
+
+    with json_server(answer) as url:
+        yield url

@@ -197,6 +197,12 @@ def test_the_label_tasks_refuse_in_one_line_before_reaching_a_server(tmp_path):
         (("label.push",), {}, "--images is required"),
         (("label.push", "--images", f"{tmp_path}/*.jpg", "--data-dir", str(tmp_path)),
          {"LABEL_STUDIO_API_KEY": "t"}, f"--images {tmp_path}/*.jpg matches no file"),
+        (("label.push", "--images", f"{tmp_path}/*.jpg", "--strategy", "uncertainty",
+          "--budget", "5"), {"LABEL_STUDIO_API_KEY": "t"},
+         "--strategy uncertainty needs --model"),
+        (("label.push", "--images", f"{tmp_path}/*.jpg", "--budget", "many"),
+         {"LABEL_STUDIO_API_KEY": "t"}, "--budget"),
+        (("label.pull", "--dataset", "../pets"), {"LABEL_STUDIO_API_KEY": "t"}, "--dataset"),
         (("label.pull", "--url", "http://127.0.0.1:9", "--data-dir", str(tmp_path)),
          {"LABEL_STUDIO_API_KEY": "s3cr3t-token"}, "cannot reach Label Studio at "
                                                    "http://127.0.0.1:9"),
@@ -267,3 +273,53 @@ def test_a_pull_joins_the_newest_version_and_an_image_labelled_again_keeps_its_s
     assert (data_dir / version / "label_map.pbtxt").read_text() == \
         (data_dir / first / "label_map.pbtxt").read_text()
     assert sorted(report["classes"]) == sorted(report["splits"])
+
+
+def test_a_pull_into_the_bucket_joins_the_named_datasets_newest_version(tmp_path):
+    """`label.pull --dataset pets`: the bucket's newest version of pets (through the real
+    storage client against fake-gcs-server) and 3 of its images labelled again become its
+    next version; a second writer's upload meanwhile refuses the pull, uploading nothing."""
+    from launch.stores.gcs import datasets as named
+    from tests.fakes.cloud import fake_cloud
+    from tests.labelstudio import exported_as_pushed
+    from trainer.data.convert import convert_directory
+    from trainer.data.datasets import read_manifest
+
+    sample = write_sample(tmp_path / "pets", num_images=10, seed=5)
+    convert_directory(sample, tmp_path / "first", num_shards=1, progress=False)
+    coco = pets_as_coco(sample)
+    three = {image["id"] for image in coco["images"][:3]}
+    coco_as_label_studio({**coco, "images": coco["images"][:3], "annotations": [
+        a for a in coco["annotations"] if a["image_id"] in three]}, sample / "images",
+        tmp_path / "export")
+    meanwhile: list = []
+    with fake_cloud(tmp_path) as fakes, \
+            exported_as_pushed(tmp_path / "export", meanwhile) as url:
+        cloud = fakes.cloud()
+        bucket = cloud.fields(("bucket",))["bucket"]
+        named.upload(cloud, str(tmp_path / "first"), "pets")
+        first = read_manifest(fakes.storage, bucket, "pets")
+        pulled = labelling.pull_to_bucket(Studio(url, "t" * 40), "pets", cloud, "pets",
+                                          tmp_path / "work")
+        newest = read_manifest(fakes.storage, bucket, "pets")
+        assert newest.version != first.version and pulled.tasks == 3
+        assert pulled.version.startswith(f"gs://{bucket}/datasets/pets/{newest.version}/")
+        assert pulled.report["merged"] == {
+            "from": first.version, "kept": sum(first.summary["examples"].values()) - 3,
+            "replaced": 3, "moved_to_their_split": pulled.report["merged"][
+                "moved_to_their_split"]}
+        assert newest.summary["examples"] == first.summary["examples"]  # 3 relabelled, in place
+
+        # another writer uploads a version while the pull lists the tasks
+        convert_directory(write_sample(tmp_path / "other", num_images=5, seed=7),
+                          tmp_path / "theirs", num_shards=1, progress=False)
+        meanwhile.append(lambda: named.upload(cloud, str(tmp_path / "theirs"), "pets"))
+        with pytest.raises(InputError, match="got a new version .* while this pull was made "
+                                             f"from {newest.version}: pull again"):
+            labelling.pull_to_bucket(Studio(url, "t" * 40), "pets", cloud, "pets",
+                                     tmp_path / "work")
+        assert not meanwhile
+        theirs = json.loads((tmp_path / "theirs" / "conversion_report.json").read_text())
+        assert read_manifest(fakes.storage, bucket, "pets").summary["examples"] == {
+            split: entry["examples"] for split, entry in theirs["splits"].items()
+        } != first.summary["examples"]  # the other writer's, not overwritten by this pull

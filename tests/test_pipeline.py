@@ -195,31 +195,23 @@ def versioned_sample(root, version: str, num_images: int | None = None) -> None:
 def pulled_from_label_studio(data: Path, root: Path) -> str:
     """A version `label.pull` publishes into `data`: versioned_sample's images as Label
     Studio tasks, each image's boxes submitted by a person, pulled from a server speaking
-    Label Studio's API (tests/fakes/json_http.py; tests/test_labelling.py runs the real
-    one) and merged with the newest version there."""
+    Label Studio's API (tests/test_labelling.py runs the real one) and merged with the
+    newest version there."""
     import json
 
     from launch.features import labelling
     from launch.stores.labelstudio import Studio
-    from tests.fakes.json_http import json_server
+    from tests.labelstudio import exported_as_pushed
     from trainer.data.sample import coco_as_label_studio, write_coco_sample, write_sample
 
     sample = write_sample(root / "pets")
-    export = root / "export"
-    coco_as_label_studio(json.loads(write_coco_sample(sample).read_text()), sample / "images",
-                         export)
-    answers: dict[str, object] = {"/api/projects/": {"results": [{"id": 1, "title": "pets"}]}}
-    tasks = []
-    for task in json.loads((export / "label_studio.json").read_text()):
-        name = task["data"]["image"].rsplit("/", 1)[-1]
-        answers[f"/data/upload/1/{name}"] = image = (export / "images" / name).read_bytes()
-        tasks.append({**task, "data": {"image": f"/data/upload/1/{name}",
-                                       labelling.SHA: labelling.digest(image),
-                                       labelling.NAME: name}})
-    answers["/api/tasks/"] = {"total": len(tasks), "tasks": tasks}
-    with json_server(lambda request: answers[request.path.split("?")[0]]) as url:
+    coco = json.loads(write_coco_sample(sample).read_text())
+    coco_as_label_studio(coco, sample / "images", root / "export")
+    with exported_as_pushed(root / "export") as url:
         pulled = labelling.pull_version(Studio(url, "t" * 40), "pets", data, root / "work")
-    assert pulled.tasks == len(tasks) and pulled.version, pulled
+    assert pulled.tasks == len(coco["images"]) and pulled.version, pulled
+    assert f"published as version {pulled.version}: train " in pulled.summary()
+    assert f"example(s) of {V1} kept" in pulled.summary()
     return pulled.version
 
 

@@ -95,11 +95,25 @@ class Pulled:
     tasks: int  # the tasks the export holds: those this tool pushed, labelled
     skipped: dict[str, int]  # why others were left out
     version: str = ""  # the dataset version it became
+    report: Mapping = dataclasses.field(default_factory=dict)  # its conversion report
 
     def summary(self) -> str:
         left = ", ".join(f"{count} {why}" for why, count in sorted(self.skipped.items()))
-        return f"{self.tasks} labelled task(s) pulled" + (f"; left out: {left}" if left else "") \
-            + (f"; published as version {self.version}" if self.version else "")
+        lines = [f"{self.tasks} labelled task(s) pulled" +
+                 (f"; left out: {left}" if left else "")]
+        if self.version:
+            splits = ", ".join(f"{split} {entry['examples']}"
+                               for split, entry in self.report.get("splits", {}).items())
+            merged = self.report.get("merged")
+            lines.append(f"published as version {self.version}: {splits}" + (
+                f" ({merged['kept']} example(s) of {merged['from']} kept, {merged['replaced']} "
+                "labelled again)" if merged else ""))
+            for action, said in (("skipped", "images left out"), ("dropped", "boxes dropped"),
+                                 ("repaired", "repaired")):
+                if found := self.report.get(action):
+                    lines.append(f"{said}: " + ", ".join(
+                        f"{count} {why}" for why, count in sorted(found.items())))
+        return "\n".join(lines)
 
 
 def pull(studio: Studio, title: str, out: Path, with_predictions: bool = False) -> Pulled:
@@ -174,7 +188,7 @@ def publish(pulled: Path, data_dir: Path, label_map: Mapping[str, int] | None,
     partial = data_dir / f".{version}.partial"
     try:
         convert_directory(pulled, partial, format="labelstudio", label_map=label_map,
-                          split=split, num_shards=1, progress=False)
+                          split=split, num_shards=1, progress=False, say=lambda _: None)
         merged = merge(previous, partial) if previous else None
         report = rewrite_report(partial, data_dir / version, merged)
         partial.rename(data_dir / version)
@@ -369,6 +383,37 @@ def pull_version(studio: Studio, title: str, data_dir: Path, work: Path,
     if not pulled.tasks:
         return pulled
     data_dir.mkdir(parents=True, exist_ok=True)
-    version, _ = publish(staged, data_dir, current_label_map(data_dir),
-                         Split(fraction=0.7, val_fraction=0.2))
-    return dataclasses.replace(pulled, version=version)
+    version, report = publish(staged, data_dir, current_label_map(data_dir),
+                              Split(fraction=0.7, val_fraction=0.2))
+    return dataclasses.replace(pulled, version=version, report=report)
+
+
+def pull_to_bucket(studio: Studio, title: str, cloud, name: str, work: Path,
+                   with_predictions: bool = False) -> Pulled:
+    """`label.pull --dataset NAME`: the same new version, merged with the named dataset's
+    newest version in the bucket (staged here from the files its manifest lists) and
+    uploaded as `data.upload --dataset` uploads. Refused, nothing uploaded, when another
+    version of NAME was uploaded while this one was made (its examples would be lost)."""
+    from launch.errors import InputError
+    from launch.stores.gcs import datasets as named
+    from trainer.data.datasets import read_manifest
+
+    named.check(name)
+    bucket = cloud.fields(("project", "bucket"))["bucket"]
+    newest = read_manifest(cloud.storage(), bucket, name)
+    base = work / "bucket" / name  # a local dataset: the bucket's newest version, then ours
+    if base.exists():
+        shutil.rmtree(base)
+    base.mkdir(parents=True)
+    if newest:
+        shutil.copytree(named.stage(cloud, f"{name}@{newest.version}"), base / newest.version)
+    pulled = pull_version(studio, title, base, work, with_predictions)
+    if not pulled.version:
+        return pulled
+    now = read_manifest(cloud.storage(), bucket, name)
+    if (now and now.version) != (newest and newest.version):
+        raise InputError(f"dataset {name} got a new version ({now.version if now else 'none'}) "
+                         "while this pull was made from "
+                         f"{newest.version if newest else 'nothing'}: pull again")
+    said = named.upload(cloud, str(base / pulled.version), name)
+    return dataclasses.replace(pulled, version=said.removeprefix(f"dataset {name}: "))

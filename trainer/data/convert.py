@@ -25,7 +25,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from trainer.common import files
@@ -103,11 +103,13 @@ def convert(
     limits: Limits | None = None,
     reasons: Mapping[str, str] | None = None,
     classes_from: str = "the label map given",
+    say: Callable[[str], None] = print,
 ) -> dict:
     """Writes each split's shards, the label map and the report, swapping them in for the
     previous output only when all is written; returns the report. The report's `reasons`
     explains each key it counts: the core's (`reasons.CORE`), the formats' from `reasons`;
-    its `classes_from` says where the label map's classes came from."""
+    its `classes_from` says where the label map's classes came from. `say` takes the
+    summary (label.pull, which converts into a folder it renames, says its own)."""
     if problem := defaults.num_shards_problem(num_shards):
         raise SettingsError(problem)
     limits = limits or Limits()
@@ -152,7 +154,7 @@ def convert(
                 "dropped": sorted(classes.dropped)}})
         (staging / files.CONVERSION_REPORT_FILE if total else report_path).write_text(
             json.dumps(report, indent=2) + "\n")
-        print(_summarise(report))
+        say(_summarise(report))
         if total == 0:
             raise ConversionFailed(f"no valid example to write; see {report['report_path']}")
         swap_in(staging, output_dir)
