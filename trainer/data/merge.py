@@ -104,9 +104,8 @@ def rewrite_report(folder: Path, final: Path, merged: dict | None) -> dict:
     paths under `final`, and with a merge (`merge`'s answer) its counts of the whole."""
     path = folder / files.CONVERSION_REPORT_FILE
     report = json.loads(path.read_text())
-    for key in ("label_map", "report_path"):
-        if isinstance(report.get(key), str):
-            report[key] = str(final / Path(report[key]).name)
+    report.update(label_map=str(final / files.DATA_LABEL_MAP_FILE),
+                  report_path=str(final / files.CONVERSION_REPORT_FILE))
     if merged is not None:
         report["merged"] = {k: v for k, v in merged.items() if k != "splits"}
         report["classes"] = {s: c["classes"] for s, c in merged["splits"].items()}
