@@ -873,29 +873,38 @@ LABEL_HELP = {
 
 
 @task(name="push", help={
-    "images": "the images to label: a local glob (required)",
+    "images": "the images to label: a local glob (or --dataset)",
+    "dataset": "push a named dataset's images from the bucket (NAME or NAME@VERSION), with "
+               "--model's detections or else its own boxes as pre-labels, to review",
     "model": "an export whose detections, at its operating point, become pre-labels",
     "strategy": "push only the --budget images worth labelling first: random, uncertainty, "
                 "disagreement or diversity (docs/guides/labelling.md; default: every image)",
     "budget": "how many images --strategy chooses",
     "against": "disagreement's second model: the int8 .tflite beside the export, or "
                "another checkpoint's export",
-    "seed": "random's draw", **LABEL_HELP})
+    "seed": "random's draw", **LABEL_HELP}, flags=cloud("env", "bucket"))
 def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, url=None,
                token_file=None, strategy=None, budget: int | None = None, against=None,
-               seed=0):
+               seed=0, dataset=None, **where):
     """Send images to a Label Studio project, with a model's detections as pre-labels."""
     from launch.features import labelling
 
     def pushed() -> str:
-        if not images:
-            raise InputError("--images is required: a glob of the images to label")
+        if bool(images) == bool(dataset):
+            raise InputError("give --images (a glob of the images to label) or --dataset "
+                             "(a named dataset's images), one of them")
         choice = labelling.Choice(strategy, budget, against, seed)
         choice.check(model)  # before the server is asked anything
         studio = labelling.connect(url, token_file)
+        work = Path(WORK) / "label"
+        if dataset:
+            from launch.stores.gcs import datasets
+
+            name = datasets.check(dataset.split("@", 1)[0])
+            return labelling.push_dataset(studio, title or name, _cloud(c, **where), dataset,
+                                          model, work, choice).summary()
         return labelling.push_images(studio, title or Path(data_dir).name, images,
-                                     Path(data_dir), model, Path(WORK) / "label",
-                                     choice).summary()
+                                     Path(data_dir), model, work, choice).summary()
 
     _say(pushed)
 

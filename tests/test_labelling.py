@@ -74,6 +74,29 @@ def test_push_correct_pull_publishes_the_corrections_as_a_new_version(exported, 
                                len(shown["predictions"][0]["result"]),
                                tmp_path / "label-studio-prelabels.png")
         assert Image.open(shot).size == (1280, 800)
+        # a named dataset's images from the bucket, its own boxes as pre-labels, to review
+        from launch.stores.gcs import datasets as named
+        from tests.fakes.cloud import fake_cloud
+        from trainer.data.convert import convert_directory
+
+        (tmp_path / "cloud").mkdir()
+        convert_directory(write_sample(tmp_path / "review", num_images=5, seed=8),
+                          tmp_path / "reviewed", num_shards=1, progress=False)
+        with fake_cloud(tmp_path / "cloud") as fakes:
+            named.upload(fakes.cloud(), str(tmp_path / "reviewed"), "pets")
+            review = labelling.push_dataset(studio, "pets-review", fakes.cloud(), "pets", None,
+                                            tmp_path / "work", say=said.append)
+        stored = examples(tmp_path / "reviewed")
+        assert review.added == review.prelabelled == len(stored) and review.present == 0
+        for task in studio.tasks(review.project):
+            _, example = stored[task["data"][labelling.NAME].split("-", 1)[1]]
+            (prelabel,) = task["predictions"]
+            assert [r["value"]["rectanglelabels"] for r in prelabel["result"]] == \
+                [[t.decode()] for t in values(example, "image/object/class/text")]
+            corners = [[r["value"][k] / 100 for k in ("x", "y")] for r in prelabel["result"]]
+            assert np.asarray(corners) == pytest.approx(np.asarray(
+                [values(example, f"image/object/bbox/{k}") for k in ("xmin", "ymin")]).T)
+
         # the 3 the model is least sure of, each with its reason in the task a labeller opens
         picked = labelling.chosen_images(images, labelling.Choice("uncertainty", 3), tmp_path,
                                          report, None, threshold)
@@ -194,7 +217,7 @@ def test_the_label_tasks_refuse_in_one_line_before_reaching_a_server(tmp_path):
     for args, env, said in [
         (("label.push", "--images", f"{tmp_path}/*.jpg"), {"LABEL_STUDIO_API_KEY": None},
          "no Label Studio token: set LABEL_STUDIO_API_KEY, or --token-file FILE"),
-        (("label.push",), {}, "--images is required"),
+        (("label.push",), {}, "give --images (a glob of the images to label) or --dataset"),
         (("label.push", "--images", f"{tmp_path}/*.jpg", "--data-dir", str(tmp_path)),
          {"LABEL_STUDIO_API_KEY": "t"}, f"--images {tmp_path}/*.jpg matches no file"),
         (("label.push", "--images", f"{tmp_path}/*.jpg", "--strategy", "uncertainty",

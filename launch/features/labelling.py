@@ -325,12 +325,69 @@ def chosen_images(images: Sequence[Path], choice: Choice, data_dir: Path,
                   labelled=labelled, seed=choice.seed)
 
 
+def version_images(folder: Path, out: Path) -> dict:
+    """A converted version's images (every split's records), written into `out` under names
+    of this tool's making (their bytes' digest, then their file name made safe), and their
+    boxes as predict reports detections (score 1): a dataset's own labels, to review."""
+    import io
+
+    from PIL import Image
+
+    from trainer.common.files import EVERY_SPLIT
+    from trainer.data.merge import examples
+
+    out.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for split in EVERY_SPLIT:
+        for _, example in examples(folder, split):
+            data = example["image/encoded"][0]
+            original = (example.get("image/filename") or [b"image"])[0].decode("utf-8", "replace")
+            path = out / f"{digest(data)[:16]}-{SAFE.sub('_', Path(original).name)[-100:]}"
+            path.write_bytes(data)
+            with Image.open(io.BytesIO(data)) as image:
+                width, height = image.size
+            sides = [example.get(f"image/object/bbox/{k}", []) for k in
+                     ("ymin", "xmin", "ymax", "xmax")]
+            entries.append({"image": str(path), "width": width, "height": height,
+                            "detections": [
+                                {"box": list(box), "class": text.decode("utf-8", "replace"),
+                                 "score": 1.0}
+                                for *box, text in zip(*sides, example.get(
+                                    "image/object/class/text", []), strict=False)]})
+    return {"model": f"the labels of {folder.name}", "images": entries}
+
+
+def push_dataset(studio: Studio, title: str, cloud, reference: str, model: str | None,
+                 work: Path, choice: Choice = Choice(), say: Callable[[str], None] = print
+                 ) -> Pushed:
+    """`label.push --dataset NAME[@VERSION]`: the named dataset's images from the bucket
+    (the files its manifest lists), pre-labelled with `model`'s detections or, without one,
+    with the dataset's own boxes, for people to review; `label.pull --dataset NAME` then
+    merges their corrections back."""
+    from launch.stores.gcs import datasets as named
+
+    manifest = named.resolve(cloud, reference)
+    base = work / "bucket" / manifest.dataset
+    if base.exists():
+        shutil.rmtree(base)
+    shutil.copytree(named.stage(cloud, manifest.reference), base / manifest.version)
+    images = work / "dataset-images"
+    if images.exists():
+        shutil.rmtree(images)
+    labels = version_images(base / manifest.version, images)
+    say(f"{len(labels['images'])} image(s) of {manifest.reference}")
+    return push_images(studio, title, f"{images}/*", base, model, work, choice, say,
+                       labelled=None if model else labels)
+
+
 def push_images(studio: Studio, title: str, pattern: str, data_dir: Path,
                 model: str | None, work: Path, choice: Choice = Choice(),
-                say: Callable[[str], None] = print) -> Pushed:
+                say: Callable[[str], None] = print, labelled: Mapping | None = None
+                ) -> Pushed:
     """`label.push`: the images of `pattern` (or the `choice` among them), with `model`'s
-    detections (at its export's operating point) as pre-labels; the choice and each image's
-    reason written to work/choice.json."""
+    detections (at its export's operating point) as pre-labels, else `labelled`'s boxes (a
+    report as predict writes it); the choice and each image's reason written to
+    work/choice.json."""
     import glob
 
     from launch.errors import InputError
@@ -363,8 +420,9 @@ def push_images(studio: Studio, title: str, pattern: str, data_dir: Path,
         reasons = {c.image: c.reason for c in picked}
         images = [path for path in images if path.name in reasons]
         say(f"{choice.strategy} chose {len(images)} image(s); why each: {work / CHOICE_FILE}")
+    shown = at_threshold(report, threshold) if report else labelled
     predictions = {Path(task["data"][LS_TO]).name: task["predictions"][0] for task in
-                   label_studio_tasks(at_threshold(report, threshold))} if report else {}
+                   label_studio_tasks(shown)} if shown else {}
     return push(studio, title, images, sorted(names, key=names.__getitem__), predictions,
                 say, reasons)
 
