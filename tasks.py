@@ -866,9 +866,12 @@ def docs_site(c, build=False, port=8000):
 LABEL_HELP = {
     "data_dir": "the dataset the labels join: a directory of versions, as pipeline.run "
                 "follows (default work/datasets/pets)",
-    "title": "the Label Studio project's title (default: the dataset directory's name)",
-    "url": "Label Studio's address (default: $LABEL_STUDIO_URL, else http://localhost:8080)",
-    "token_file": "a file holding the API token (else $LABEL_STUDIO_API_KEY; never a flag)",
+    "title": "the Label Studio project's (or CVAT task's) title (default: the dataset's name)",
+    "url": "the server's address (Label Studio's default: $LABEL_STUDIO_URL, else "
+           "http://localhost:8080; CVAT's: $CVAT_URL)",
+    "token_file": "a file holding the API token (else $LABEL_STUDIO_API_KEY, or CVAT's "
+                  "$CVAT_ACCESS_TOKEN; never a flag)",
+    "tool": "labelstudio or cvat",
 }
 
 
@@ -885,8 +888,9 @@ LABEL_HELP = {
     "seed": "random's draw", **LABEL_HELP}, flags=cloud("env", "bucket"))
 def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, url=None,
                token_file=None, strategy=None, budget: int | None = None, against=None,
-               seed=0, dataset=None, **where):
-    """Send images to a Label Studio project, with a model's detections as pre-labels."""
+               seed=0, dataset=None, tool="labelstudio", **where):
+    """Send images to a Label Studio project (or a CVAT task), with a model's detections as
+    pre-labels."""
     from launch.features import labelling
 
     def pushed() -> str:
@@ -895,7 +899,7 @@ def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, ur
                              "(a named dataset's images), one of them")
         choice = labelling.Choice(strategy, budget, against, seed)
         choice.check(model)  # before the server is asked anything
-        studio = labelling.connect(url, token_file)
+        studio = labelling.connect(url, token_file, tool)
         work = Path(WORK) / "label"
         if dataset:
             from launch.stores.gcs import datasets
@@ -911,17 +915,18 @@ def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, ur
 
 @task(name="pull", help={
     "with_predictions": "take a task nobody labelled as its pre-labels stand (default: only "
-                        "what people submitted)",
+                        "what people submitted; in CVAT, jobs marked completed)",
     "dataset": "publish into this named dataset in the bucket (gs://BUCKET/datasets/NAME/), "
                "merged with its newest version, not into --data-dir",
     **LABEL_HELP}, flags=cloud("env", "bucket"))
 def label_pull(c, data_dir=LABELLED_DIR, title=None, url=None, token_file=None,
-               with_predictions=False, dataset=None, **where):
-    """Publish what people labelled in Label Studio as a new version of the dataset."""
+               with_predictions=False, dataset=None, tool="labelstudio", **where):
+    """Publish what people labelled in Label Studio (or CVAT) as a new version of the
+    dataset."""
     from launch.features import labelling
 
     def pulled() -> str:
-        studio = labelling.connect(url, token_file)
+        studio = labelling.connect(url, token_file, tool)
         work = Path(WORK) / "label"
         if dataset:
             from launch.stores.gcs import datasets

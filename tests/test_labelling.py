@@ -226,6 +226,11 @@ def test_the_label_tasks_refuse_in_one_line_before_reaching_a_server(tmp_path):
         (("label.push", "--images", f"{tmp_path}/*.jpg", "--budget", "many"),
          {"LABEL_STUDIO_API_KEY": "t"}, "--budget"),
         (("label.pull", "--dataset", "../pets"), {"LABEL_STUDIO_API_KEY": "t"}, "--dataset"),
+        (("label.pull", "--tool", "cvat"), {"CVAT_URL": None},
+         "--tool cvat needs --url (or CVAT_URL)"),
+        (("label.pull", "--tool", "cvat", "--url", "http://127.0.0.1:9"),
+         {"CVAT_ACCESS_TOKEN": None, "CVAT_USER": None}, "no CVAT credentials: set"),
+        (("label.push", "--images", "x", "--tool", "roboflow"), {}, "--tool roboflow: one of"),
         (("label.pull", "--url", "http://127.0.0.1:9", "--data-dir", str(tmp_path)),
          {"LABEL_STUDIO_API_KEY": "s3cr3t-token"}, "cannot reach Label Studio at "
                                                    "http://127.0.0.1:9"),
@@ -346,3 +351,53 @@ def test_a_pull_into_the_bucket_joins_the_named_datasets_newest_version(tmp_path
         assert read_manifest(fakes.storage, bucket, "pets").summary["examples"] == {
             split: entry["examples"] for split, entry in theirs["splits"].items()
         } != first.summary["examples"]  # the other writer's, not overwritten by this pull
+
+
+def test_the_loop_runs_through_cvat_too(tmp_path, monkeypatch):
+    """`--tool cvat`: images pushed with their boxes as pre-labels to a CVAT server
+    (tests/fakes/cvat.py, answering as cvat-sdk expects), the jobs completed as a labeller
+    does, pulled and published as a version whose boxes are those boxes."""
+    from launch.stores import cvat
+    from tests.fakes.cvat import Cvat, cvat_server
+
+    monkeypatch.setenv(cvat.TOKEN_VARIABLE, "cvat-token")
+    sample = write_sample(tmp_path / "pets", num_images=6, seed=5)
+    coco = pets_as_coco(sample)
+    names = {c["id"]: c["name"] for c in coco["categories"]}
+    label_map = {name: index for index, name in enumerate(sorted(names.values()), start=1)}
+    (tmp_path / "data" / "v-20261201T000000Z-00000001").mkdir(parents=True)
+    (tmp_path / "data" / "v-20261201T000000Z-00000001" / "label_map.pbtxt").write_text(
+        "".join(f"item {{ id: {i} name: '{n}' }}\n" for n, i in label_map.items()))
+    truth = {"images": [{
+        "image": str(sample / "images" / image["file_name"]), "width": image["width"],
+        "height": image["height"], "detections": [
+            {"box": [y / image["height"], x / image["width"], (y + h) / image["height"],
+                     (x + w) / image["width"]], "class": names[a["category_id"]], "score": 1.0}
+            for a in coco["annotations"] if a["image_id"] == image["id"]
+            for x, y, w, h in [a["bbox"]]]} for image in coco["images"]]}
+    with cvat_server(Cvat("cvat-token")) as url:
+        settings = labelling.connect(url, None, "cvat")
+        pushed = labelling.push_images(settings, "pets", f"{sample}/images/*.jpg",
+                                       tmp_path / "data", None, tmp_path / "work",
+                                       labelled=truth)
+        everything = len(list((sample / "images").glob("*.jpg")))  # and a test image
+        assert (pushed.added, pushed.prelabelled) == (everything, len(coco["images"]))
+        assert pushed.summary().startswith(f"CVAT task {pushed.project}: ")
+        again = labelling.push_images(settings, "pets", f"{sample}/images/*.jpg",
+                                      tmp_path / "data", None, tmp_path / "work")
+        assert (again.added, again.present) == (0, everything)
+        client = cvat.connect(settings)
+        for job in client.tasks.retrieve(pushed.project).get_jobs():
+            job.update({"state": "completed"})  # the labeller is done
+        pulled = labelling.pull_version(settings, "pets", tmp_path / "data", tmp_path / "work")
+    assert pulled.tasks == len(coco["images"]) and pulled.skipped == {"no shapes": 1}
+    written = examples(tmp_path / "data" / pulled.version)
+    assert len(written) == len(coco["images"])
+    for name, (_, example) in written.items():
+        (image,) = [e for e in truth["images"] if name.endswith(Path(e["image"]).name)]
+        got = [[values(example, f"image/object/bbox/{k}")[i] for k in
+                ("ymin", "xmin", "ymax", "xmax")] for i in range(len(image["detections"]))]
+        assert np.asarray(got) == pytest.approx(
+            np.asarray([d["box"] for d in image["detections"]]), abs=1e-5)
+        assert values(example, "image/object/class/label") == \
+            [label_map[d["class"]] for d in image["detections"]]

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
+from launch.stores import cvat
 from launch.stores.labelstudio import LabelStudioError, Studio
 from trainer.data.formats.labelstudio import IMAGES, submitted
 from trainer.prediction.results import LS_FROM, LS_TO
@@ -47,13 +48,14 @@ def digest(data: bytes) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Pushed:
-    project: int
+    project: int  # Label Studio's project, or CVAT's task the new images went to
     added: int
     present: int  # the same bytes pushed before
     prelabelled: int
+    place: str = "project"
 
     def summary(self) -> str:
-        return (f"project {self.project}: {self.added} image(s) added "
+        return (f"{self.place} {self.project}: {self.added} image(s) added "
                 f"({self.prelabelled} with the model's detections as pre-labels), "
                 f"{self.present} there already")
 
@@ -173,7 +175,7 @@ def current_label_map(data_dir: Path) -> dict[str, int] | None:
 
 
 def publish(pulled: Path, data_dir: Path, label_map: Mapping[str, int] | None,
-            split=None) -> tuple[str, dict]:
+            split=None, form: str = "labelstudio") -> tuple[str, dict]:
     """Converts a pull (`pull`'s export) into a new version of the dataset in `data_dir`:
     the newest version's examples and the pulled ones (trainer/data/merge.py: an image
     labelled again is the pull's, in the split it had), written beside it and renamed into
@@ -187,7 +189,7 @@ def publish(pulled: Path, data_dir: Path, label_map: Mapping[str, int] | None,
     previous = newest_version(data_dir)
     partial = data_dir / f".{version}.partial"
     try:
-        convert_directory(pulled, partial, format="labelstudio", label_map=label_map,
+        convert_directory(pulled, partial, format=form, label_map=label_map,
                           split=split, num_shards=1, progress=False, say=lambda _: None)
         merged = merge(previous, partial) if previous else None
         report = rewrite_report(partial, data_dir / version, merged)
@@ -199,15 +201,29 @@ def publish(pulled: Path, data_dir: Path, label_map: Mapping[str, int] | None,
 
 DEFAULT_URL = "http://localhost:8080"
 URL_VARIABLE = "LABEL_STUDIO_URL"
+CVAT_URL_VARIABLE = "CVAT_URL"
+TOOLS = ("labelstudio", "cvat")
 
 
-def connect(url: str | None, token_file: str | None) -> Studio:
-    """The server `--url` (else $LABEL_STUDIO_URL, else Label Studio's default address),
-    with the token from the environment or `--token-file`."""
+def connect(url: str | None, token_file: str | None, tool: str = "labelstudio"
+            ) -> Studio | cvat.Settings:
+    """Label Studio at `--url` (else $LABEL_STUDIO_URL, else its default address), with the
+    token from the environment or `--token-file`; or CVAT at `--url` (else $CVAT_URL),
+    whose credentials launch/stores/cvat.py reads when it connects."""
     import os
 
+    from launch.errors import InputError
     from launch.stores.labelstudio import read_token
 
+    if tool not in TOOLS:
+        raise InputError(f"--tool {tool}: one of {', '.join(TOOLS)}")
+    if tool == "cvat":
+        where = url or os.environ.get(CVAT_URL_VARIABLE)
+        if not where:
+            raise InputError(f"--tool cvat needs --url (or {CVAT_URL_VARIABLE}): the CVAT "
+                             "server's address")
+        cvat.credentials(token_file)  # refused now, not after the model has run
+        return cvat.Settings(cvat.check_url(where), token_file)
     return Studio(url or os.environ.get(URL_VARIABLE) or DEFAULT_URL, read_token(token_file))
 
 
@@ -421,10 +437,28 @@ def push_images(studio: Studio, title: str, pattern: str, data_dir: Path,
         images = [path for path in images if path.name in reasons]
         say(f"{choice.strategy} chose {len(images)} image(s); why each: {work / CHOICE_FILE}")
     shown = at_threshold(report, threshold) if report else labelled
+    ordered = sorted(names, key=names.__getitem__)
+    if isinstance(studio, cvat.Settings):
+        return push_to_cvat(studio, title, images, ordered, shown)
     predictions = {Path(task["data"][LS_TO]).name: task["predictions"][0] for task in
                    label_studio_tasks(shown)} if shown else {}
-    return push(studio, title, images, sorted(names, key=names.__getitem__), predictions,
-                say, reasons)
+    return push(studio, title, images, ordered, predictions, say, reasons)
+
+
+def push_to_cvat(settings: cvat.Settings, title: str, images: Sequence[Path],
+                 names: Sequence[str], shown: Mapping | None) -> Pushed:
+    """The images to a CVAT task named `title` (launch/stores/cvat.py), the report's
+    detections as its pre-labels (rectangles in pixels). A choice's reasons stay in
+    choice.json: a CVAT frame has no data of its own to hold them."""
+    boxes = {Path(entry["image"]).name: [
+        (found["class"], found["box"][1] * entry["width"], found["box"][0] * entry["height"],
+         found["box"][3] * entry["width"], found["box"][2] * entry["height"])
+        for found in entry["detections"]] for entry in (shown or {}).get("images", ())}
+    pushed = cvat.push(settings, title, images, names, boxes)
+    kept = {path.name for path in images}
+    return Pushed(pushed.task_id or 0, pushed.added, len(images) - pushed.added,
+                  sum(1 for name, found in boxes.items() if found and name in kept)
+                  if pushed.added else 0, place="CVAT task")
 
 
 def pull_version(studio: Studio, title: str, data_dir: Path, work: Path,
@@ -437,12 +471,16 @@ def pull_version(studio: Studio, title: str, data_dir: Path, work: Path,
     staged = work / "pulled"
     if staged.exists():
         shutil.rmtree(staged)
-    pulled = pull(studio, title, staged, with_predictions)
+    if isinstance(studio, cvat.Settings):  # completed jobs' frames; --with-predictions: all
+        found = cvat.pull(studio, title, staged, with_unfinished=with_predictions)
+        pulled, form = Pulled(found.images, dict(found.skipped)), "cvat"
+    else:
+        pulled, form = pull(studio, title, staged, with_predictions), "labelstudio"
     if not pulled.tasks:
         return pulled
     data_dir.mkdir(parents=True, exist_ok=True)
     version, report = publish(staged, data_dir, current_label_map(data_dir),
-                              Split(fraction=0.7, val_fraction=0.2))
+                              Split(fraction=0.7, val_fraction=0.2), form)
     return dataclasses.replace(pulled, version=version, report=report)
 
 

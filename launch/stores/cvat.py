@@ -27,7 +27,6 @@ import os
 import re
 import tempfile
 import time
-import urllib.parse
 import xml.etree.ElementTree as ElementTree
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -35,11 +34,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from launch.errors import InputError, UserError
+from launch.stores import servers
 
 TOKEN_VARIABLE = "CVAT_ACCESS_TOKEN"
 USER_VARIABLE = "CVAT_USER"
 PASSWORD_VARIABLE = "CVAT_PASSWORD"
-MAX_TOKEN_BYTES = 4096
 MAX_ANSWER_BYTES = 64 << 20  # one JSON answer (a task's annotations, its frames) or one image
 MAX_IMAGE_BYTES = 64 << 20  # below the SDK's 100 MB bulk request: no TUS upload
 TIMEOUT = 60.0  # seconds a request may take to connect, and between bytes
@@ -82,13 +81,7 @@ def digest(data: bytes) -> str:
 
 
 def check_url(url: str) -> str:
-    """The server's base URL: http(s), a host, no credentials, no query."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or \
-            parts.password or parts.query or parts.fragment:
-        raise InputError(f"--url {url[:200]!r} must be CVAT's address, e.g. "
-                         "http://localhost:8080 (no user, password or query in it)")
-    return url.rstrip("/")
+    return servers.check_url(url, "CVAT")
 
 
 def credentials(token_file: str | None, env: Mapping[str, str] = os.environ):
@@ -104,16 +97,7 @@ def credentials(token_file: str | None, env: Mapping[str, str] = os.environ):
         raise InputError(f"no CVAT credentials: set {TOKEN_VARIABLE} (CVAT: your profile, "
                          f"Security, personal access token), or {USER_VARIABLE} and "
                          f"{PASSWORD_VARIABLE}, or --token-file FILE")
-    path = Path(token_file)
-    if not path.is_file():
-        raise InputError(f"--token-file {token_file} is not a file")
-    with path.open("rb") as file:
-        data = file.read(MAX_TOKEN_BYTES + 1)
-    lines = data.decode("utf-8", "replace").strip().splitlines()
-    token = lines[0].strip() if lines else ""
-    if not token or len(data) > MAX_TOKEN_BYTES:
-        raise InputError(f"--token-file {token_file} holds no token on its first line")
-    return AccessTokenCredentials(token)
+    return AccessTokenCredentials(servers.token_from_file(token_file))
 
 
 def _secrets(client) -> list[str]:

@@ -17,13 +17,12 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 
 from launch.errors import InputError, UserError
+from launch.stores.servers import check_url, token_from_file
 
 TOKEN_VARIABLE = "LABEL_STUDIO_API_KEY"
 MAX_ANSWER_BYTES = 64 << 20  # one page of tasks, or one image (the pixel cap's file is less)
-MAX_TOKEN_BYTES = 4096
 PAGE_SIZE = 100
 TIMEOUT = 60.0
 
@@ -39,26 +38,7 @@ def read_token(token_file: str | None, env: Mapping[str, str] = os.environ) -> s
     if not token_file:
         raise InputError(f"no Label Studio token: set {TOKEN_VARIABLE}, or --token-file FILE "
                          "(Label Studio: Account & Settings, Access Token)")
-    path = Path(token_file)
-    if not path.is_file():
-        raise InputError(f"--token-file {token_file} is not a file")
-    with path.open("rb") as file:
-        data = file.read(MAX_TOKEN_BYTES + 1)
-    token = data.decode("utf-8", "replace").strip().splitlines()[0].strip() if data.strip() \
-        else ""
-    if not token or len(data) > MAX_TOKEN_BYTES:
-        raise InputError(f"--token-file {token_file} holds no token on its first line")
-    return token
-
-
-def check_url(url: str) -> str:
-    """The server's base URL: http(s), a host, no credentials, no query."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or \
-            parts.password or parts.query or parts.fragment:
-        raise InputError(f"--url {url[:200]!r} must be Label Studio's address, e.g. "
-                         "http://localhost:8080 (no user, password or query in it)")
-    return url.rstrip("/")
+    return token_from_file(token_file)
 
 
 def is_personal_token(token: str) -> bool:
@@ -70,7 +50,7 @@ class Studio:
     """One Label Studio server, as one user."""
 
     def __init__(self, url: str, token: str, timeout: float = TIMEOUT) -> None:
-        self.url, self._token, self.timeout = check_url(url), token, timeout
+        self.url, self._token, self.timeout = check_url(url, "Label Studio"), token, timeout
         self._access: str | None = None
 
     def _authorization(self) -> str:
