@@ -20,7 +20,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -28,6 +27,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from benchmarks.train_speed import run
 
 if TYPE_CHECKING:
     import numpy as np
@@ -111,15 +112,6 @@ def write_records(chosen: Sequence[bytes], label_map: Path, out: Path, split: st
         for record in chosen:
             writer.write(record)
     return out
-
-
-def run(command: list[str], log: Path) -> None:
-    with log.open("w") as out:
-        status = subprocess.run(command, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
-    if status != 0:
-        tail = "".join(log.read_text().splitlines(keepends=True)[-15:])
-        raise SystemExit(f"{' '.join(command[:4])} ... failed ({status}):\n{tail}")
 
 
 @dataclasses.dataclass

@@ -23,6 +23,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from trainer.evaluation.analysis import iou_matrix
+
 STRATEGIES = ("random", "uncertainty", "disagreement", "diversity")
 NEEDS_MODEL = ("uncertainty", "disagreement")  # the others choose without one
 EMBEDDING_SIDE = 8  # the thumbnail's side: 8 x 8 x RGB, 192 numbers
@@ -57,15 +59,6 @@ def uncertainty(found: Found, threshold: float) -> tuple[float, str]:
     return near, f"a detection at {nearest:.2f} beside the operating point {threshold:.2f}"
 
 
-def iou(a: Sequence[float], b: Sequence[float]) -> float:
-    """Boxes as ymin, xmin, ymax, xmax."""
-    height = min(a[2], b[2]) - max(a[0], b[0])
-    width = min(a[3], b[3]) - max(a[1], b[1])
-    inter = max(height, 0.0) * max(width, 0.0)
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
-
-
 def kept(found: Found, threshold: float) -> list[Mapping]:
     return sorted((d for d in found if float(d["score"]) >= threshold),
                   key=lambda d: -float(d["score"]))
@@ -78,16 +71,17 @@ def disagreement(ours: Found, theirs: Found, threshold: float) -> tuple[float, s
     a, b = kept(ours, threshold), kept(theirs, threshold)
     if not a and not b:
         return 0.0, "both models find nothing"
-    free = list(b)
+    overlaps = iou_matrix([d["box"] for d in a], [d["box"] for d in b])
+    free = set(range(len(b)))
     total, matched = 0.0, 0
-    for detection in a:
-        same = [(iou(detection["box"], other["box"]), i) for i, other in enumerate(free)
-                if other["class_id"] == detection["class_id"]]
+    for row, detection in enumerate(a):
+        same = [(overlaps[row, i], i) for i in sorted(free)
+                if b[i]["class_id"] == detection["class_id"]]
         best = max(same, default=(0.0, -1))
         if best[0] > 0:
-            total += best[0]
+            total += float(best[0])
             matched += 1
-            free.pop(best[1])
+            free.discard(best[1])
     value = 1 - total / max(len(a), len(b))
     return value, (f"the models agree on {matched} of {max(len(a), len(b))} detection(s)"
                    f"{f', mean IoU {total / matched:.2f}' if matched else ''}")
