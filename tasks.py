@@ -889,8 +889,7 @@ LABEL_HELP = {
 def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, url=None,
                token_file=None, strategy=None, budget: int | None = None, against=None,
                seed=0, dataset=None, tool="labelstudio", **where):
-    """Send images to a Label Studio project (or a CVAT task), with a model's detections as
-    pre-labels."""
+    """Send images to Label Studio (or CVAT) with a model's detections as pre-labels."""
     from launch.features import labelling
 
     def pushed() -> str:
@@ -921,8 +920,7 @@ def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, ur
     **LABEL_HELP}, flags=cloud("env", "bucket"))
 def label_pull(c, data_dir=LABELLED_DIR, title=None, url=None, token_file=None,
                with_predictions=False, dataset=None, tool="labelstudio", **where):
-    """Publish what people labelled in Label Studio (or CVAT) as a new version of the
-    dataset."""
+    """Publish what people labelled in Label Studio (or CVAT) as a new dataset version."""
     from launch.features import labelling
 
     def pulled() -> str:
