@@ -29,15 +29,31 @@ BOX = [0.1, 0.1, 0.5, 0.5]
 
 
 def test_uncertainty_is_highest_at_the_operating_point_and_for_a_low_top_score():
-    assert uncertainty(found((0.5, 1, BOX)), 0.5) == (1.0, pytest.approx("a detection at "
-                                                       "0.50 beside the operating point 0.50"))
+    assert uncertainty(found((0.5, 1, BOX)), 0.5) == (1.0, "1 detection(s) near the operating "
+                                                      "point 0.50, the nearest at 0.50")
     assert uncertainty([], 0.5)[0] == 1.0
     sure = uncertainty(found((0.99, 1, BOX), (0.01, 2, BOX)), 0.5)[0]
     near = uncertainty(found((0.99, 1, BOX), (0.45, 2, BOX)), 0.5)[0]
-    assert sure < near == pytest.approx(0.9)
+    assert sure == pytest.approx(0.02) and near == pytest.approx(0.92)
     value, reason = uncertainty(found((0.08, 1, BOX)), 0.5)
     assert value == pytest.approx(0.92) and reason.startswith("top score 0.08: the model may")
     assert uncertainty(found((float("nan"), 1, BOX)), 0.5) == (1.0, "nothing detected")
+
+
+def test_uncertainty_separates_two_borderline_objects_from_one_and_ignores_the_noise():
+    """A detector returns up to 100 boxes per image, most of them near 0: were they to
+    count, every image would have one near the operating point and all would tie."""
+    noise = [(0.01 * n, 1, BOX) for n in range(1, 20)]  # 0.01 to 0.19, under half of 0.4
+    one = uncertainty(found((0.95, 1, BOX), *noise), 0.4)
+    assert one == uncertainty(found((0.95, 1, BOX)), 0.4) and one[0] == pytest.approx(1 / 12)
+    two = uncertainty(found((0.95, 1, BOX), (0.45, 2, BOX), (0.35, 1, BOX), *noise), 0.4)
+    assert two[0] == pytest.approx(1 / 12 + 2 * (1 - 0.05 / 0.6)) and two[1].startswith("3 ")
+    names = ["sure", "two", "one"]
+    chosen = choose("uncertainty", names, 3, threshold=0.4, found={
+        "sure": found((0.99, 1, BOX), *noise), "one": found((0.45, 1, BOX), *noise),
+        "two": found((0.45, 1, BOX), (0.38, 2, BOX), *noise)})
+    assert [c.image for c in chosen] == ["two", "one", "sure"]
+    assert len({c.value for c in chosen}) == 3
 
 
 def test_disagreement_counts_the_boxes_two_models_do_not_share():
@@ -48,7 +64,12 @@ def test_disagreement_counts_the_boxes_two_models_do_not_share():
     assert half == (pytest.approx(0.5), "the models agree on 1 of 2 detection(s), mean IoU 1.00")
     shifted = disagreement(found((0.9, 1, BOX)), found((0.9, 1, [0.1, 0.3, 0.5, 0.7])), 0.5)
     assert shifted[0] == pytest.approx(1 - 1 / 3)  # IoU of two boxes half overlapping
-    assert disagreement(found((0.2, 1, BOX)), [], 0.5) == (0.0, "both models find nothing")
+    both_miss = disagreement(found((0.2, 1, BOX)), [], 0.5)
+    assert both_miss == (0.5, "both models find nothing: a miss by both, or an empty image")
+    ranked = choose("disagreement", ["agree", "miss", "differ"], 3, found={
+        "agree": a, "miss": [], "differ": a}, against={
+        "agree": a, "miss": found((0.1, 1, BOX)), "differ": found((0.9, 3, BOX))})
+    assert [c.image for c in ranked] == ["differ", "miss", "agree"]  # a shared miss: between
     assert disagreement(found((0.9, 1, [float("nan")] * 4)), a, 0.5)[0] == pytest.approx(1.0)
 
 
@@ -64,6 +85,36 @@ def test_diversity_picks_the_images_farthest_from_what_is_labelled():
     chosen = choose("diversity", ["r1", "b", "r2"], 2, embeddings=rows, labelled=rows[:1])
     assert [c.image for c in chosen] == ["b", "r1"] and chosen[1].value == 0.0
     assert chosen[0].reason.endswith("from the nearest image labelled or chosen before it")
+
+
+def test_distances_are_measured_in_blocks_and_match_the_whole_computation(monkeypatch):
+    import tracemalloc
+
+    from launch.features import label_choice
+
+    rng = np.random.default_rng(0)
+    rows, centres = rng.random((50, 192)), rng.random((23, 192))
+    whole = np.linalg.norm(rows[:, None] - centres[None], axis=2).min(axis=1)
+    monkeypatch.setattr(label_choice, "CHUNK", 7)  # blocks that do not divide the counts
+    assert np.allclose(label_choice.nearest_distance(rows, centres), whole)
+    monkeypatch.undo()
+    pool = rng.random((20_000, 192), dtype=np.float32)  # 15 MB; pairs x 192: 61 GB
+    tracemalloc.start()
+    picked = farthest_first(pool, pool[:2000], 5)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len({i for i, _ in picked}) == 5 and peak < 64 * 2 ** 20, peak
+
+
+def test_an_image_predict_could_not_read_comes_last_with_its_reason():
+    detections = {"a": found((0.99, 1, BOX)), "b": found((0.9, 1, BOX))}
+    for strategy in ("uncertainty", "disagreement"):
+        chosen = choose(strategy, ["broken", "a", "b"], 3, found=detections,
+                        against=detections)
+        assert [c.image for c in chosen][-1] == "broken" and len(chosen) == 3, strategy
+        assert chosen[-1].reason.startswith("predict could not read it")
+    assert choose("disagreement", ["a", "b"], 2, found=detections,
+                  against={"a": []})[-1].image == "b"
 
 
 def test_random_is_the_same_draw_everywhere_and_choose_keeps_the_budget():
