@@ -6,7 +6,9 @@ named; the token is never shown."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,29 @@ def complete_jobs(client, task_id: int) -> None:
         job.update({"state": "completed"})
 
 
+@dataclasses.dataclass
+class Served:
+    """A fake CVAT on 127.0.0.1, a client of it, and the images of `images`."""
+
+    fake: Cvat
+    url: str
+    client: object
+    paths: list[Path]
+
+    def labelled(self, prelabels=PRELABELS) -> int:
+        """The images pushed with `prelabels` and their jobs completed: the task's id."""
+        task_id, _ = cvat.push(self.client, "pets", self.paths, LABELS, prelabels)
+        complete_jobs(self.client, task_id)
+        return task_id
+
+
+@pytest.fixture
+def served(tmp_path) -> Iterator[Served]:
+    fake = Cvat(TOKEN)
+    with cvat_server(fake) as url:
+        yield Served(fake, url, connect(url), images(tmp_path / "in"))
+
+
 def iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
     inter = max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * \
         max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
@@ -53,19 +78,16 @@ def iou(a: tuple[float, ...], b: tuple[float, ...]) -> float:
     return inter / area
 
 
-def test_prelabels_pushed_come_back_as_the_same_boxes_under_names_of_ours(tmp_path):
-    paths = images(tmp_path / "in")
-    fake = Cvat(TOKEN)
-    with cvat_server(fake) as url:
-        client = connect(url)
-        task_id, added = cvat.push(client, "pets", paths, LABELS, PRELABELS)
-        assert added == 3  # again.jpg: the bytes of a cat.jpg
-        assert sorted(name.split("-", 1)[1] for name, _ in fake.tasks[task_id].frames) == [
-            "a_cat.jpg", "dog.png", "empty.jpg"]  # uploaded as SHA256-NAME
-        unfinished = cvat.pull(client, "pets", tmp_path / "early")
-        assert unfinished.images == 0 and unfinished.skipped == {"job not completed": 3}
-        complete_jobs(client, task_id)
-        pulled = cvat.pull(client, "pets", tmp_path / "out")
+def test_prelabels_pushed_come_back_as_the_same_boxes_under_names_of_ours(served, tmp_path):
+    client, paths = served.client, served.paths
+    task_id, added = cvat.push(client, "pets", paths, LABELS, PRELABELS)
+    assert added == 3  # again.jpg: the bytes of a cat.jpg
+    assert sorted(name.split("-", 1)[1] for name, _ in served.fake.tasks[task_id].frames) == [
+        "a_cat.jpg", "dog.png", "empty.jpg"]  # uploaded as SHA256-NAME
+    unfinished = cvat.pull(client, "pets", tmp_path / "early")
+    assert unfinished.images == 0 and unfinished.skipped == {"job not completed": 3}
+    complete_jobs(client, task_id)
+    pulled = cvat.pull(client, "pets", tmp_path / "out")
     assert pulled == cvat.Pulled(2, 3, {"no shapes": 1})
     shas = {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths[:2]}
     ours = {f"{shas['a cat.jpg'][:16]}-a_cat.jpg": "a cat.jpg",
@@ -89,34 +111,30 @@ def test_prelabels_pushed_come_back_as_the_same_boxes_under_names_of_ours(tmp_pa
     assert sum(split["examples"] for split in report["splits"].values()) == 2
 
 
-def test_a_second_push_adds_nothing_and_a_new_image_makes_a_task_the_pull_reads_too(tmp_path):
-    paths = images(tmp_path / "in")
-    fake = Cvat(TOKEN)
-    with cvat_server(fake) as url:
-        client = connect(url)
-        first = cvat.push(client, "pets", paths, LABELS, PRELABELS)
-        calls = len(fake.calls)
-        assert cvat.push(client, "pets", paths, LABELS, PRELABELS) == cvat.Pushed(None, 0)
-        assert not any(call.startswith("POST") for call in fake.calls[calls:])
-        extra = tmp_path / "in" / "new.jpg"
-        Image.new("RGB", (40, 30), (1, 2, 3)).save(extra)
-        second = cvat.push(client, "pets", [*paths, extra], LABELS,
-                           {"new.jpg": [("dog", 5.0, 5.0, 25.0, 25.0)]})
-        assert second.added == 1 and second.task_id != first.task_id
-        assert cvat.push(client, "pets-other", [extra], LABELS).added == 1  # another name
-        for task in (first.task_id, second.task_id):
-            complete_jobs(client, task)
-        pulled = cvat.pull(client, "pets", tmp_path / "out")
+def test_a_second_push_adds_nothing_and_a_new_image_makes_a_task_the_pull_reads_too(
+        served, tmp_path):
+    client, paths, fake = served.client, served.paths, served.fake
+    first = cvat.push(client, "pets", paths, LABELS, PRELABELS)
+    calls = len(fake.calls)
+    assert cvat.push(client, "pets", paths, LABELS, PRELABELS) == cvat.Pushed(None, 0)
+    assert not any(call.startswith("POST") for call in fake.calls[calls:])
+    extra = tmp_path / "in" / "new.jpg"
+    Image.new("RGB", (40, 30), (1, 2, 3)).save(extra)
+    second = cvat.push(client, "pets", [*paths, extra], LABELS,
+                       {"new.jpg": [("dog", 5.0, 5.0, 25.0, 25.0)]})
+    assert second.added == 1 and second.task_id != first.task_id
+    assert cvat.push(client, "pets-other", [extra], LABELS).added == 1  # another name
+    for task in (first.task_id, second.task_id):
+        complete_jobs(client, task)
+    pulled = cvat.pull(client, "pets", tmp_path / "out")
     assert (pulled.images, pulled.shapes) == (3, 4)
 
 
-def test_prelabels_off_the_labels_are_refused_before_any_task(tmp_path):
-    paths = images(tmp_path / "in")
-    fake = Cvat(TOKEN)
-    with cvat_server(fake) as url:
-        with pytest.raises(InputError, match="pre-label 'bird' is not one of the labels"):
-            cvat.push(connect(url), "pets", paths, LABELS, {"dog.png": [("bird", 1, 1, 5, 5)]})
-        assert not fake.tasks  # the half-made task removed
+def test_prelabels_off_the_labels_are_refused_before_any_task(served):
+    with pytest.raises(InputError, match="pre-label 'bird' is not one of the labels"):
+        cvat.push(served.client, "pets", served.paths, LABELS,
+                  {"dog.png": [("bird", 1, 1, 5, 5)]})
+    assert not served.fake.tasks  # the half-made task removed
 
 
 def hostile_names(fake: Cvat, stranger: str):
@@ -129,66 +147,56 @@ def hostile_names(fake: Cvat, stranger: str):
     return tamper
 
 
-def test_a_hostile_servers_names_and_images_are_skipped_and_named(tmp_path):
-    paths = images(tmp_path / "in")
-    fake = Cvat(TOKEN)
-    with cvat_server(fake) as url:
-        client = connect(url)
-        task_id, _ = cvat.push(client, "pets", paths, LABELS,
-                               {**PRELABELS, "empty.jpg": [("cat", 1, 1, 9, 9)]})
-        complete_jobs(client, task_id)
-        fake.tamper = hostile_names(fake, hashlib.sha256(b"never pushed").hexdigest())
-        pulled = cvat.pull(client, "pets", tmp_path / "out" / "export")
-        assert pulled.images == 1 and pulled.skipped == {"not pushed by label.push": 1,
-                                                          "image changed on the server": 1}
-        fake.tamper = lambda path, body: b"\xff" * 100 if path.endswith("/data/") else body
-        changed = cvat.pull(client, "pets", tmp_path / "changed")
-        assert changed.images == 0 and changed.skipped == {"image changed on the server": 3}
+def test_a_hostile_servers_names_and_images_are_skipped_and_named(served, tmp_path):
+    client, fake = served.client, served.fake
+    served.labelled({**PRELABELS, "empty.jpg": [("cat", 1, 1, 9, 9)]})
+    fake.tamper = hostile_names(fake, hashlib.sha256(b"never pushed").hexdigest())
+    pulled = cvat.pull(client, "pets", tmp_path / "out" / "export")
+    assert pulled.images == 1 and pulled.skipped == {"not pushed by label.push": 1,
+                                                      "image changed on the server": 1}
+    fake.tamper = lambda path, body: b"\xff" * 100 if path.endswith("/data/") else body
+    changed = cvat.pull(client, "pets", tmp_path / "changed")
+    assert changed.images == 0 and changed.skipped == {"image changed on the server": 3}
     assert not (tmp_path / "evil.jpg").exists() and not (tmp_path / "out" / "evil.jpg").exists()
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
                      if not p.is_relative_to(tmp_path / "in"))
     assert all(p.startswith(("out/export", "changed")) or p == "out" for p in written), written
 
 
-def test_a_hostile_servers_huge_or_off_schema_answers_are_refused_in_one_line(tmp_path):
-    paths = images(tmp_path / "in")
-    fake = Cvat(TOKEN)
-    with cvat_server(fake) as url:
-        client = connect(url)
-        task_id, _ = cvat.push(client, "pets", paths, LABELS, PRELABELS)
-        complete_jobs(client, task_id)
-        huge = b" " * (cvat.MAX_ANSWER_BYTES + 1)
-        fake.tamper = lambda path, body: huge if path.endswith("/annotations/") else body
-        with pytest.raises(cvat.CvatError, match=r"annotations at .*: the answer is more than "
-                                                 r"67,108,864 bytes: refused$"):
-            cvat.pull(client, "pets", tmp_path / "out")
-        assert not (tmp_path / "out" / "annotations.xml").exists()
-        fake.tamper = lambda path, body: {**body, "count": "many"} \
-            if path == "/api/tasks" else body
-        with pytest.raises(cvat.CvatError, match=r"listing tasks named 'pets' at .*: the answer "
-                                                 r"is not CVAT's API") as raised:
-            cvat.pull(client, "pets", tmp_path / "out")
-        assert "\n" not in str(raised.value)
-        first: dict[str, object] = {}
+def test_a_hostile_servers_huge_or_off_schema_answers_are_refused_in_one_line(served,
+                                                                        tmp_path):
+    client, fake, url = served.client, served.fake, served.url
+    served.labelled()
+    huge = b" " * (cvat.MAX_ANSWER_BYTES + 1)
+    fake.tamper = lambda path, body: huge if path.endswith("/annotations/") else body
+    with pytest.raises(cvat.CvatError, match=r"annotations at .*: the answer is more than "
+                                             r"67,108,864 bytes: refused$"):
+        cvat.pull(client, "pets", tmp_path / "out")
+    assert not (tmp_path / "out" / "annotations.xml").exists()
+    fake.tamper = lambda path, body: {**body, "count": "many"} \
+        if path == "/api/tasks" else body
+    with pytest.raises(cvat.CvatError, match=r"listing tasks named 'pets' at .*: the answer "
+                                             r"is not CVAT's API") as raised:
+        cvat.pull(client, "pets", tmp_path / "out")
+    assert "\n" not in str(raised.value)
+    first: dict[str, object] = {}
 
-        def forever(path: str, body: object) -> object:  # the same page, a next one named
-            if path != "/api/tasks":
-                return body
-            return first.setdefault("page", {**body, "next": f"{url}/api/tasks?page=2"})
-        fake.tamper, calls = forever, len(fake.calls)
-        assert cvat.pull(client, "pets", tmp_path / "again").images == 2
-        assert fake.calls[calls:].count("GET /api/tasks") == 2  # page 2 added nothing: done
+    def forever(path: str, body: object) -> object:  # the same page, a next one named
+        if path != "/api/tasks":
+            return body
+        return first.setdefault("page", {**body, "next": f"{url}/api/tasks?page=2"})
+    fake.tamper, calls = forever, len(fake.calls)
+    assert cvat.pull(client, "pets", tmp_path / "again").images == 2
+    assert fake.calls[calls:].count("GET /api/tasks") == 2  # page 2 added nothing: done
 
 
-def test_a_server_that_never_finishes_the_upload_is_given_up_on_and_its_task_removed(tmp_path):
-    fake = Cvat(TOKEN)
-    with cvat_server(fake) as url:
-        fake.tamper = lambda path, body: {**body, "status": "started"} \
-            if path.startswith("/api/requests/") else body
-        with pytest.raises(cvat.CvatError, match=r"making task \d+'s frames at .*: not finished "
-                                                 r"after 0.5 s"):
-            cvat.push(connect(url), "pets", images(tmp_path / "in"), LABELS, wait=0.5)
-        assert not fake.tasks
+def test_a_server_that_never_finishes_the_upload_is_given_up_on_and_its_task_removed(served):
+    served.fake.tamper = lambda path, body: {**body, "status": "started"} \
+        if path.startswith("/api/requests/") else body
+    with pytest.raises(cvat.CvatError, match=r"making task \d+'s frames at .*: not finished "
+                                             r"after 0.5 s"):
+        cvat.push(served.client, "pets", served.paths, LABELS, wait=0.5)
+    assert not served.fake.tasks
 
 
 def test_the_token_is_never_shown_nor_taken_from_a_flag(tmp_path, capsys):
