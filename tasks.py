@@ -694,12 +694,27 @@ def bench_startup(c, repeats=3):
 
 
 @task(help={"rounds": "rounds of labelling", "budget": "images labelled a round",
-            "steps": "training steps a round (from scratch)"})
-def bench_active(c, rounds=4, budget=6, steps=150):
+            "steps": "training steps a round (from scratch)",
+            "seeds": "comma-separated seeds (random's draw and the trainings'), each a run",
+            "strategies": "comma-separated strategies besides random (default: all)"})
+def bench_active(c, rounds=4, budget=6, steps=150, seeds="1,2,3", strategies=None):
     """Benchmark choosing what to label: AP by images labelled, each strategy against random."""
     from benchmarks import active
+    from launch.features.label_choice import STRATEGIES
 
-    active.main(int(rounds), int(budget), int(steps))
+    def measured() -> None:
+        chosen = [s.strip() for s in strategies.split(",") if s.strip()] if strategies \
+            else None
+        if unknown := [s for s in chosen or () if s not in STRATEGIES]:
+            raise InputError(f"--strategies {strategies}: {unknown[0]} is not one of "
+                             f"{', '.join(STRATEGIES)}")
+        numbers = [n.strip() for n in str(seeds).split(",") if n.strip()]
+        if not numbers or not all(n.isdigit() for n in numbers):
+            raise InputError(f"--seeds {seeds}: give whole numbers, e.g. 1,2,3")
+        active.main(int(rounds), int(budget), int(steps), [int(n) for n in numbers],
+                    strategies=chosen)
+
+    _guarded(measured)
 
 
 @task(help={"relaunches": "relaunches to average"})

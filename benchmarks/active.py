@@ -242,67 +242,118 @@ def table(curves: Mapping[str, Sequence[Point]]) -> str:
     return "\n".join(lines)
 
 
-def plot(curves: Mapping[str, Sequence[Point]], path: Path) -> None:
+def mean_curves(runs: Mapping[int, Mapping[str, Sequence[Point]]]
+                ) -> dict[str, list[Point]]:
+    """Each strategy's curve averaged over the seeds, point by point (the label counts are
+    the same in every run): one seed's curve moves by more than the gaps between strategies."""
+    strategies = next(iter(runs.values()))
+    mean = {}
+    for strategy in strategies:
+        each = [runs[seed][strategy] for seed in runs]
+        mean[strategy] = [Point(points[0].labels,
+                                round(sum(p.rare for p in points) / len(points), 2),
+                                round(sum(p.ap for p in points) / len(points), 4),
+                                round(sum(p.ap50 for p in points) / len(points), 4))
+                          for points in zip(*each, strict=True)]
+    return mean
+
+
+def verdict(runs: Mapping[int, Mapping[str, Sequence[Point]]]) -> list[str]:
+    """The strategies that meet the goal on the seeds' mean curves and on a majority of the
+    seeds alone (each against the same seed's random): a verdict one lucky draw cannot make."""
+    alone = [goal_met(fractions(curves)) for curves in runs.values()]
+    return [s for s in goal_met(fractions(mean_curves(runs)))
+            if sum(s in met for met in alone) * 2 > len(alone)]
+
+
+def plot(runs: Mapping[int, Mapping[str, Sequence[Point]]], path: Path) -> None:
+    """The seeds' mean curve of each strategy, each seed's own faint behind it."""
     from launch.plots import figure
 
+    mean = mean_curves(runs)
+
     def draw(axes) -> bool:
-        for strategy, points in curves.items():
+        for index, (strategy, points) in enumerate(mean.items()):
+            colour = f"C{index}"
+            for curves in runs.values() if len(runs) > 1 else ():
+                axes.plot([p.labels for p in curves[strategy]],
+                          [p.ap for p in curves[strategy]], color=colour, alpha=0.25,
+                          linewidth=1)
             axes.plot([p.labels for p in points], [p.ap for p in points], marker="o",
-                      label=strategy)
+                      color=colour, label=strategy)
         return True
 
-    figure(draw, path, "Choosing what to label: COCO AP on a balanced test split",
+    seeds = ", ".join(map(str, runs))
+    figure(draw, path, f"Choosing what to label: COCO AP on a balanced test split "
+                       f"(seed{'s' if len(runs) > 1 else ''} {seeds})",
            "images labelled", "COCO AP (held-out test)")
 
 
-def main(rounds: int = 4, budget: int = 6, steps: int = 150, seed: int = 1,
+def run_seed(work: Path, seed: int, strategies: Sequence[str], rounds: int, budget: int,
+             steps: int, workers: int) -> dict[str, list[Point]]:
+    """Every strategy's curve with `seed` (random's draw and the trainings'), from the same
+    start; the pool and the test split are the same for every seed."""
+    most = max(a + b for a, b in zip(INITIAL.values(), POOL.values(), strict=True))
+    everything, label_map = examples(work / "pool", most, seed=0)
+    initial = [f"{b}_{i}.jpg" for b, n in INITIAL.items() for i in range(1, n + 1)]
+    pool = [f"{b}_{i}.jpg" for b, n in POOL.items()
+            for i in range(INITIAL[b] + 1, INITIAL[b] + n + 1)]
+    test, _ = examples(work / "test", TEST_PER_BREED, seed=1)
+    bench = Bench(work, {n: everything[n] for n in initial + pool}, label_map,
+                  write_records(list(test.values()), label_map, work / "test-split", "test"),
+                  steps, seed)
+    print(f"seed {seed}: pool {len(pool)} images ({POOL}), {len(initial)} labelled to start, "
+          f"{len(test)} to test; {rounds} rounds of {budget}, {steps} steps from scratch")
+    start = bench.train("start", initial, earlier="disagreement" in strategies)
+    first = Point(len(initial), INITIAL[RARE], *bench.score(start.export))
+    print(f"  start: {first}", flush=True)
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool_of:
+        futures = {s: pool_of.submit(curve, bench, s, initial, start, first, rounds, budget)
+                   for s in strategies}
+        return {s: future.result() for s, future in futures.items()}
+
+
+def main(rounds: int = 4, budget: int = 6, steps: int = 150, seeds: Sequence[int] = (1, 2, 3),
          workers: int = 2, png: Path = PNG, out: Path = JSON,
          strategies: Sequence[str] | None = None) -> dict:
-    """`strategies` (default all; random among them, the yardstick): fewer, to see how
-    much another `seed` (random's draw and the trainings') moves a curve."""
+    """Every strategy (or `strategies`, random always among them: the yardstick) with each
+    of `seeds`; the verdict on their mean and on each seed alone."""
     from launch.features.label_choice import STRATEGIES
 
-    strategies = strategies or STRATEGIES
+    strategies = ["random", *(s for s in strategies or STRATEGIES if s != "random")]
     began = time.perf_counter()
-    with tempfile.TemporaryDirectory() as workdir:
-        work = Path(workdir)
-        most = max(a + b for a, b in zip(INITIAL.values(), POOL.values(), strict=True))
-        everything, label_map = examples(work / "pool", most, seed=0)
-        initial = [f"{b}_{i}.jpg" for b, n in INITIAL.items() for i in range(1, n + 1)]
-        pool = [f"{b}_{i}.jpg" for b, n in POOL.items()
-                for i in range(INITIAL[b] + 1, INITIAL[b] + n + 1)]
-        test, _ = examples(work / "test", TEST_PER_BREED, seed=1)
-        bench = Bench(work, {n: everything[n] for n in initial + pool}, label_map,
-                      write_records(list(test.values()), label_map, work / "test-split",
-                                    "test"), steps, seed)
-        print(f"pool {len(pool)} images ({POOL}), {len(initial)} labelled to start, "
-              f"{len(test)} to test; {rounds} rounds of {budget}, {steps} steps from scratch")
-        start = bench.train("start", initial, earlier=True)
-        first = Point(len(initial), INITIAL[RARE], *bench.score(start.export))
-        print(f"  start: {first}", flush=True)
-        with concurrent.futures.ThreadPoolExecutor(workers) as pool_of:
-            futures = {s: pool_of.submit(curve, bench, s, initial, start, first, rounds, budget)
-                       for s in strategies}
-            curves = {s: future.result() for s, future in futures.items()}
+    runs = {}
+    for seed in seeds:
+        with tempfile.TemporaryDirectory() as workdir:
+            runs[seed] = run_seed(Path(workdir), seed, strategies, rounds, budget, steps,
+                                  workers)
     minutes = (time.perf_counter() - began) / 60
-    reached = fractions(curves)
-    print(f"\nCOCO AP (AP50; {RARE} images labelled) on {len(test)} held-out images, "
-          f"{steps} steps a round from scratch:\n{table(curves)}")
-    final = curves["random"][-1]
-    print(f"\nlabels to reach random's final AP {final.ap:.3f} ({final.labels} labels):")
-    for strategy, share in reached.items():
-        print(f"  {strategy:13} " + ("never" if share is None else
-                                    f"{round(share * final.labels)} labels, {share:.0%}"))
-    met = goal_met(reached)
-    print(f"goal (a strategy at <= {GOAL:.0%} of random's labels, and sooner than random): "
+    mean = mean_curves(runs)
+    for name, curves in [*((f"seed {seed}", c) for seed, c in runs.items()),
+                         *([(f"the mean of seeds {', '.join(map(str, runs))}", mean)]
+                           if len(runs) > 1 else [])]:
+        final = curves["random"][-1]
+        print(f"\n{name}: COCO AP (AP50; {RARE} images labelled) on the held-out test split\n"
+              f"{table(curves)}\nlabels to reach random's final AP {final.ap:.3f} "
+              f"({final.labels} labels):")
+        for strategy, share in fractions(curves).items():
+            print(f"  {strategy:13} " + ("never" if share is None else
+                                        f"{round(share * final.labels)} labels, {share:.0%}"))
+    met = verdict(runs)
+    print(f"\ngoal (a strategy at <= {GOAL:.0%} of random's labels and sooner than random, on "
+          f"the mean curves and on most seeds alone): "
           + (f"met by {', '.join(met)}" if met else "not met: no strategy does"))
     print(f"wall time {minutes:.1f} min")
-    plot(curves, png)
+    plot(runs, png)
     figures = {"setup": {"initial": INITIAL, "pool": POOL, "test_per_breed": TEST_PER_BREED,
-                         "rounds": rounds, "budget": budget, "steps": steps, "seed": seed},
-               "curves": {s: [dataclasses.asdict(p) for p in points]
-                          for s, points in curves.items()},
-               "fraction_of_random_labels": reached, "goal_met_by": met, "minutes": minutes}
+                         "rounds": rounds, "budget": budget, "steps": steps,
+                         "seeds": list(runs)},
+               "curves": {str(seed): {s: [dataclasses.asdict(p) for p in points]
+                                      for s, points in curves.items()}
+                          for seed, curves in runs.items()},
+               "mean": {s: [dataclasses.asdict(p) for p in points] for s, points in mean.items()},
+               "fraction_of_random_labels": {str(seed): fractions(c) for seed, c in runs.items()},
+               "goal_met_by": met, "minutes": minutes}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(figures, indent=1) + "\n")
     print(f"wrote {png} and {out}")

@@ -154,3 +154,23 @@ def test_diversity_measures_from_the_datasets_newest_versions_training_images(tm
                           "conversion_report.json").read_text())
     assert rows.shape == (written["splits"]["train"]["examples"], 192)
     assert 0 <= rows.min() < rows.max() <= 1
+
+
+def test_bench_active_judges_on_the_mean_of_its_seeds_and_on_most_seeds_alone():
+    """One lucky seed cannot meet the goal: a strategy must reach random's final AP with at
+    most 60% of its labels on the seeds' mean curves and on a majority of the seeds."""
+    from benchmarks.active import Point, mean_curves, verdict
+
+    def curve(*aps: float) -> list:
+        return [Point(5 + 6 * n, 1, ap, ap) for n, ap in enumerate(aps)]
+
+    lucky = {"random": curve(0.1, 0.1, 0.1, 0.1, 0.2), "uncertainty": curve(0.1, 0.3, 0.3, 0.3,
+                                                                             0.3)}
+    unlucky = {"random": curve(0.1, 0.2, 0.3, 0.4, 0.5), "uncertainty": curve(0.1, 0.1, 0.1,
+                                                                               0.2, 0.3)}
+    assert verdict({1: lucky}) == ["uncertainty"]
+    assert verdict({1: lucky, 2: unlucky, 3: unlucky}) == []
+    assert verdict({1: lucky, 2: lucky, 3: unlucky}) == []  # the mean: 0.3 at 29 vs random's 0.3
+    mean = mean_curves({1: lucky, 2: unlucky})
+    assert [p.ap for p in mean["random"]] == [0.1, 0.15, 0.2, 0.25, 0.35]
+    assert [p.labels for p in mean["uncertainty"]] == [5, 11, 17, 23, 29]
