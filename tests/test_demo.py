@@ -50,7 +50,7 @@ def test_invoke_demo_leaves_metrics_a_savedmodel_and_an_annotated_image(tmp_path
                          for line in steps), steps
     assert "creating index" not in result.stdout and "DONE (t=" not in result.stdout
     assert "Average Precision" not in result.stdout
-    assert any(line.startswith("experiment pets_retinanet_mobilenet, mode train, ") and
+    assert any(line.startswith("experiment pets_retinanet_mobilenet, mode train_and_eval, ") and
                line.endswith(f"model_dir {tmp_path / 'model'}")
                for line in result.stdout.splitlines())
     the_next_commands_work_on_the_demos_model_directory(tmp_path)
@@ -94,7 +94,7 @@ def test_the_demo_with_format_coco_converts_from_the_samples_coco_json(tmp_path)
 
     said = []
     demo_data(tmp_path / "pets", tmp_path / "records", 30, said.append, format="coco")
-    assert said[-1] == "2/6 Converting the COCO JSON to TFRecords"
+    assert said[-1] == "2/4 Converting the COCO JSON to TFRecords"
     assert (tmp_path / "pets" / SAMPLE_COCO_FILE).is_file()
     assert_demo_records(tmp_path / "records", test=0)
     converted = examples(tmp_path / "records")
@@ -154,20 +154,17 @@ def test_each_demo_has_its_own_directory():
     assert inspect.signature(tasks.demo.body).parameters["workdir"].default is None
 
 
-def test_the_demo_evaluates_before_it_exports(tmp_path):
+def test_the_demo_evaluates_before_it_exports_in_one_trainer_process(tmp_path):
     """The export reads the threshold of its checkpoint's evaluation
     (trainer/evaluation/operating.py): exported before the evaluation, it carried none, and
-    the demo's predict detected at 0.3 instead of the evaluated threshold."""
-    from launch.features.workflow import DEMO_STEPS, demo_model_jobs
+    the demo's predict detected at 0.3 instead of the evaluated threshold. Training,
+    evaluation and export are one process (`--mode train_and_eval --export_dir`): one
+    TensorFlow start where three took about 15 CPU-seconds each."""
+    from launch.features.workflow import DEMO_STEPS, demo_model_job
 
     model, exported = tmp_path / "model", tmp_path / "exported"
-    steps = demo_model_jobs(model, tmp_path / "records", exported, 20, masks=False)
-    assert [text for text, _, _ in steps] == [
-        f"3/{DEMO_STEPS} Training", f"4/{DEMO_STEPS} Evaluating (COCO metrics)",
-        f"5/{DEMO_STEPS} Exporting a SavedModel with the evaluated score threshold"]
-    (_, train, total), (_, evaluate, _), (_, export, _) = steps
-    assert total == 20 and "--mode=train" in train.args and "--mode=eval" in evaluate.args
-    assert not [arg for arg in train.args + evaluate.args if arg.startswith("--export_dir")]
-    assert export.args[:1] == ("export",)
-    assert {f"--model_dir={model}", f"--export_dir={exported}",
-            "--default_signature=bytes"} <= set(export.args)
+    text, job, total = demo_model_job(model, tmp_path / "records", exported, 20, masks=False)
+    assert text == (f"3/{DEMO_STEPS} Training, evaluating (COCO metrics) and exporting a "
+                    "SavedModel with the evaluated score threshold")
+    assert total == 20 and {"--mode=train_and_eval", f"--model_dir={model}",
+                            f"--export_dir={exported}"} <= set(job.args)

@@ -235,6 +235,29 @@ def test_training_resumes_after_kill_9_from_the_last_checkpoint(small_records, t
     assert f"final checkpoint (step {RESUMED_STEPS}) evaluated" in result.stdout
 
 
+def test_train_and_eval_evaluates_in_the_training_process_then_exports_at_its_threshold(
+        small_records, tmp_path):
+    """`--mode train_and_eval` runs the eval job's evaluator in the chief (not Model
+    Garden's evaluation): at every `trainer.validation_interval` and the last checkpoint,
+    records and best/ like any evaluation's, and the export after it reads the evaluated
+    threshold (the demo's one process for train, evaluate and export)."""
+    import json
+
+    model_dir, exported = tmp_path / "model", tmp_path / "exported"
+    done = trainer_here(*data_flags(small_records, model_dir), "--mode=train_and_eval",
+                        "--train_steps=3", f"--export_dir={exported}",
+                        "--params_override=trainer.checkpoint_interval=1,"
+                        "trainer.steps_per_loop=1,trainer.summary_interval=1,"
+                        "trainer.validation_interval=2")
+    evaluated = sorted(p.name for p in (model_dir / "eval").glob("ckpt-*.json"))
+    assert evaluated == ["ckpt-2.json", "ckpt-3.json"], done.stdout[-3000:]
+    assert (model_dir / "best" / "best.json").is_file()
+    threshold = json.loads((exported / "export.json").read_text())["score_threshold"]
+    assert threshold["evaluation"].startswith("eval/ckpt-"), threshold
+    record = json.loads((model_dir / threshold["evaluation"]).read_text())
+    assert threshold["value"] == record["operating_point"]["threshold"]
+
+
 PLATEAU = ("--override=learning_rate=0",  # nothing learnt: every evaluation scores the same
            "--override=trainer.optimizer_config.warmup.linear.warmup_learning_rate=0",
            "--params-override=trainer.checkpoint_interval=5,trainer.steps_per_loop=5,"

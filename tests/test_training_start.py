@@ -21,7 +21,7 @@ def test_the_optimizers_slots_exist_before_the_first_step(small_records, tmp_pat
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     with strategy.scope():
         task = task_factory.get_task(params.task)
-    trainer = trainer_with_slots(strategy, task, params, parsed)
+    trainer = trainer_with_slots(strategy, task, params)
     optimizer, variables = trainer.optimizer, trainer.model.trainable_variables
     names = optimizer.get_slot_names()
     assert variables and names  # Adam: m and v

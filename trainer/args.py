@@ -29,7 +29,8 @@ from trainer.model import hparams
 from trainer.model.best.stopping import EVALUATORS, TRAINER
 from trainer.model.experiments import DEFAULT_EXPERIMENT, EXPERIMENTS
 
-MODES = ("train", "eval", "train_and_eval", "continuous_eval")
+TRAIN_AND_EVAL = "train_and_eval"  # ours: the eval job's evaluator in the training process
+MODES = ("train", "eval", TRAIN_AND_EVAL, "continuous_eval")
 STRATEGIES = ("auto", "one_device", "mirrored", "multi_worker_mirrored", "tpu")
 # --init_checkpoint_type -> Model Garden's task.init_checkpoint_modules: what is restored
 INIT_CHECKPOINT_TYPES = {"backbone": "backbone",  # an ImageNet classifier's backbone

@@ -17,7 +17,14 @@ from launch.stores.gcs import mirror
 from launch.targets.base import TOOLS
 from launch.text import console as shown_console
 from launch.values import jobfile, jobs
-from trainer.args import ConvertArgs, ExportArgs, PredictArgs, SampleArgs, TrainArgs
+from trainer.args import (
+    TRAIN_AND_EVAL,
+    ConvertArgs,
+    ExportArgs,
+    PredictArgs,
+    SampleArgs,
+    TrainArgs,
+)
 from trainer.common import jsonnum
 from trainer.common.errors import SettingsError
 from trainer.common.files import MAX_RUN_JSON_BYTES, METRICS_DIR, METRICS_FILE, SAMPLE_COCO_FILE
@@ -28,7 +35,7 @@ from trainer.model.experiments import MASK_DEMO_EXPERIMENT
 from trainer.prediction.results import DETECTIONS_ONLY, ResultForms
 
 DEMO_PREDICT_IMAGES = 6
-DEMO_STEPS = 6
+DEMO_STEPS = 4
 
 
 def run_job(job: jobs.TrainerJob, steps: int | None = None) -> None:
@@ -166,22 +173,19 @@ def demo_data(data: Path, records: Path, num_images: int | None,
                                           masks=masks)))
 
 
-def demo_model_jobs(model: Path, records: Path, exported: Path, steps: int | None,
-                    masks: bool) -> list[tuple[str, jobs.TrainerJob, int | None]]:
-    """The demo's middle steps, in their order, each (what it says, the job, its steps):
-    train, evaluate, then export, so that the export carries the threshold the evaluation
-    chose (trainer/evaluation/operating.py) and the demo's predict detects at it."""
+def demo_model_job(model: Path, records: Path, exported: Path, steps: int | None,
+                   masks: bool) -> tuple[str, jobs.TrainerJob, int | None]:
+    """The demo's middle step (what it says, the job, its steps): one trainer process that
+    trains, evaluates its last checkpoint (`--mode train_and_eval`: the eval job's evaluator)
+    and exports it, so that the export carries the threshold the evaluation chose
+    (trainer/evaluation/operating.py) and the demo's predict detects at it; three processes
+    did this before, each paying TensorFlow's start (about 15 CPU-seconds here)."""
     training = jobs.Training(TrainArgs(
-        train_steps=steps, **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {})))
-    dirs = jobs.TrainerDirs(str(model), str(records))
-    evaluation = jobs.Evaluation(dataclasses.replace(training.args, mode="eval"))
-    # the format `invoke model.upload` serves, as a training run's own export
-    export_job = jobs.tool_job(ExportArgs(str(model), str(exported),
-                                          default_signature="bytes"))
-    return [(f"3/{DEMO_STEPS} Training", training.trainer_job(dirs), training.steps),
-            (f"4/{DEMO_STEPS} Evaluating (COCO metrics)", evaluation.trainer_job(dirs), None),
-            (f"5/{DEMO_STEPS} Exporting a SavedModel with the evaluated score threshold",
-             export_job, None)]
+        train_steps=steps, mode=TRAIN_AND_EVAL, export_dir=str(exported),
+        **({"experiment": MASK_DEMO_EXPERIMENT} if masks else {})))
+    return (f"3/{DEMO_STEPS} Training, evaluating (COCO metrics) and exporting a SavedModel "
+            "with the evaluated score threshold",
+            training.trainer_job(jobs.TrainerDirs(str(model), str(records))), training.steps)
 
 
 def demo_job_file(model: Path, records: Path, steps: int | None, masks: bool) -> str:
@@ -197,7 +201,7 @@ def demo_job_file(model: Path, records: Path, steps: int | None, masks: bool) ->
 def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
          say: Callable[[str], None] | None = None, format: str = "pets",
          masks: bool = False) -> DemoResult:
-    """sample -> convert -> train -> evaluate and export -> predict, everything under `workdir`;
+    """sample -> convert -> train, evaluate and export -> predict, everything under `workdir`;
     `format` coco converts the sample from its COCO JSON instead of its Pets files; `masks`
     converts with masks and trains the CPU Mask R-CNN experiment (200 steps by default)."""
     if format not in ("pets", "coco"):
@@ -215,10 +219,10 @@ def demo(workdir: str, steps: int | None = None, num_images: int | None = None,
     from launch.stores.runs.jobfiles import store_local  # Google's clients: only here
 
     store_local(str(model), demo_job_file(model, records, steps, masks))
-    for text, job, total in demo_model_jobs(model, records, exported, steps, masks):
-        say(text)
-        run_job(job, total)
-    say(f"6/{DEMO_STEPS} Detecting pets in held-out test images")
+    text, job, total = demo_model_job(model, records, exported, steps, masks)
+    say(text)
+    run_job(job, total)
+    say(f"4/{DEMO_STEPS} Detecting pets in held-out test images")
     test_images = root / "test_images"
     test_images.mkdir(exist_ok=True)
     for name in across_classes(pets.read_example_list(data / pets.TEST_LIST),

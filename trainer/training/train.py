@@ -2,6 +2,12 @@
 
 Restarting the same command resumes from the newest checkpoint in the model directory (the
 checkpoint manager restores it), which is how a preempted or `kill -9`ed worker continues.
+
+`--mode train_and_eval` evaluates with the eval job's evaluator in this process (the chief,
+every `trainer.validation_interval` steps and the last checkpoint), not with Model Garden's
+own evaluation: its records, best/ and operating point are those of every other evaluation,
+and an `--export_dir` export after it carries the evaluated threshold, with one TensorFlow
+start where train, eval and export took three.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 
+from trainer.args import TRAIN_AND_EVAL
 from trainer.common import locks
 from trainer.common.io import read_text
 from trainer.evaluation import evaluate
@@ -75,20 +82,23 @@ def _train(settings: TrainerSettings, params, strategy, chief: bool, several: bo
                           settings.experiment)
     train_summaries, eval_summaries = summary_managers(
         settings.tensorboard_dir or settings.model_dir, params)
+    judges = bool(stopping and stopping.evaluator == TRAINER)
     # built here, outside the strategy's scope: its variables are the chief's alone
-    evaluator = _own_evaluator(settings, params) if chief and stopping and \
-        stopping.evaluator == TRAINER else None
+    evaluator = _own_evaluator(settings, params) if chief and (
+        judges or settings.mode == TRAIN_AND_EVAL) else None
     # the loss, watched by the chief alone (every worker's is the same), before a stop
     watch: list = [progress.LossWatch()] if chief else []
     if stopping:
         watch.append(StopWhenJudged(settings.model_dir, stopping, strategy, chief, several,
                                     evaluator))
+    elif evaluator is not None:  # train_and_eval's evaluations, at Model Garden's interval
+        watch.append(EvaluateEvery(evaluator, params.trainer.validation_interval))
     progress.print_outputs_on_one_line()
     started, stopped = time.monotonic(), None
     try:
-        train_lib.run_experiment(
-            distribution_strategy=strategy, task=task, mode=settings.mode, params=params,
-            trainer=trainer_with_slots(strategy, task, params, settings),
+        train_lib.run_experiment(  # evaluations are ours (EvaluateEvery), not Model Garden's
+            distribution_strategy=strategy, task=task, mode="train", params=params,
+            trainer=trainer_with_slots(strategy, task, params),
             model_dir=settings.model_dir, summary_manager=train_summaries if chief else None,
             eval_summary_manager=eval_summaries if chief else None, train_actions=watch)
     except EarlyStop as stop:
@@ -115,21 +125,19 @@ def _train(settings: TrainerSettings, params, strategy, chief: bool, several: bo
         report_trial(settings, params, final)
 
 
-def trainer_with_slots(strategy, task, params, settings: TrainerSettings):
+def trainer_with_slots(strategy, task, params):
     """Model Garden's trainer, as `run_experiment` builds it, with its optimizer's slot
     variables made before the first step: made inside the first call (Keras's legacy
     optimizers make them lazily), they make `tf.function` trace the whole training loop twice,
     once to create them and once without, which costs every training's start 2 to 3
     CPU-seconds here (the loop's trace: 8.5 s to 5.0 s under cProfile, 2026-12-02) and more
     where tracing is slower (TPUs). Optimizers without that method (not Keras's legacy
-    ones) keep making them in the first call."""
-    from official.core import train_lib, train_utils
+    ones) keep making them in the first call. Model Garden's evaluation is off in every
+    mode: ours evaluates (EvaluateEvery, StopWhenJudged)."""
+    from official.core import train_utils
 
     with strategy.scope():
-        trainer = train_utils.create_trainer(
-            params, task, train="train" in settings.mode, evaluate="eval" in settings.mode,
-            checkpoint_exporter=train_lib.maybe_create_best_ckpt_exporter(
-                params, settings.model_dir))
+        trainer = train_utils.create_trainer(params, task, train=True, evaluate=False)
         optimizer = trainer.optimizer
         while hasattr(optimizer, "inner_optimizer"):  # a LossScaleOptimizer (float16)
             optimizer = optimizer.inner_optimizer
@@ -182,6 +190,25 @@ class StopWhenJudged:
             raise EarlyStop(step, order.reason if order else "the chief's verdict")
 
 
+class EvaluateEvery:
+    """An Orbit train action for train_and_eval: after each loop the chief evaluates each
+    checkpoint at least `interval` steps past the last one evaluated (a loop's checkpoint is
+    saved after its actions run, so it is evaluated after the next loop); the last
+    checkpoint is evaluated when training ends, whatever its step."""
+
+    def __init__(self, evaluator, interval: int) -> None:
+        self.evaluator, self.interval = evaluator, max(int(interval), 1)
+
+    def __call__(self, output=None) -> None:
+        done = evaluate.evaluated_steps(self.evaluator.model_dir)
+        last = max(done, default=0)
+        for checkpoint in model_dir_lib.list_checkpoints(self.evaluator.model_dir):
+            step = model_dir_lib.checkpoint_step(checkpoint)
+            if step not in done and step - last >= self.interval:
+                _evaluate(self.evaluator, checkpoint)
+                last = step
+
+
 def agree(strategy, flag: bool, several: bool) -> bool:
     """True on every worker if any worker's `flag` is (a SUM all-reduce across them; a
     ReduceOp has no MAX); alone, the flag itself."""
@@ -195,24 +222,31 @@ def agree(strategy, flag: bool, several: bool) -> bool:
 
 
 def _own_evaluator(settings: TrainerSettings, params):
-    """The chief's evaluator for early stopping: the eval job's, run in this process."""
+    """The chief's evaluator, for early stopping or train_and_eval: the eval job's, run in
+    this process."""
     return evaluate.evaluator_for(settings, params)
 
 
 def _evaluate_new(evaluator) -> None:
     """Evaluates the newest checkpoint not evaluated yet, if any (an evaluation keeps best/
     and writes the verdict: trainer/model/best/)."""
-    import tensorflow as tf
 
     done = evaluate.evaluated_steps(evaluator.model_dir)
     pending = [c for c in model_dir_lib.list_checkpoints(evaluator.model_dir)
                if model_dir_lib.checkpoint_step(c) not in done]
-    if not pending:
-        return
+    if pending:
+        _evaluate(evaluator, pending[-1])
+
+
+def _evaluate(evaluator, checkpoint: str) -> None:
+    """One checkpoint evaluated, its line printed; one that cannot be read is named and
+    passed over (training goes on)."""
+    import tensorflow as tf
+
     try:
-        result = evaluator.evaluate(pending[-1])
+        result = evaluator.evaluate(checkpoint)
     except (model_dir_lib.ForeignCheckpoint, tf.errors.OpError) as error:
-        model_dir_lib.warn(f"checkpoint {pending[-1]} not evaluated: "
+        model_dir_lib.warn(f"checkpoint {checkpoint} not evaluated: "
                            f"{model_dir_lib.first_line(error)}")
         return
     print(evaluate.line(result), flush=True)
