@@ -18,6 +18,7 @@ import pytest
 
 from tests.once import once, session_root
 
+pytest_plugins = ["tests.cpu"]  # CPU-seconds by test phase, printed at the end of a run
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as trainer/__main__.py: the trainer's runs here
