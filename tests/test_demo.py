@@ -28,6 +28,8 @@ def test_invoke_demo_leaves_metrics_a_savedmodel_and_an_annotated_image(tmp_path
     assert (tmp_path / "exported" / "label_map.pbtxt").is_file()
     metrics = json.loads((tmp_path / "model" / "eval" / "ckpt-20.json").read_text())
     assert {"AP", "AP50", "AP75"} <= set(metrics["metrics"])
+    # evaluated by our evaluator in the training process (train_and_eval): it keeps best/
+    assert json.loads((tmp_path / "model" / "best" / "best.json").read_text())["step"] == 20
     assert_demo_records(tmp_path / "records")
     detections = json.loads((tmp_path / "predictions" / "detections.json").read_text())
     assert len(detections["images"]) == 3

@@ -235,27 +235,16 @@ def test_training_resumes_after_kill_9_from_the_last_checkpoint(small_records, t
     assert f"final checkpoint (step {RESUMED_STEPS}) evaluated" in result.stdout
 
 
-def test_train_and_eval_evaluates_in_the_training_process_then_exports_at_its_threshold(
-        small_records, tmp_path):
-    """`--mode train_and_eval` runs the eval job's evaluator in the chief (not Model
-    Garden's evaluation): at every `trainer.validation_interval` and the last checkpoint,
-    records and best/ like any evaluation's, and the export after it reads the evaluated
-    threshold (the demo's one process for train, evaluate and export)."""
-    import json
+def test_train_and_eval_evaluates_each_checkpoint_an_interval_past_the_last():
+    """Which checkpoints `--mode train_and_eval` evaluates after a loop (the last one is
+    evaluated when training ends: the demo's test runs the whole mode, export included)."""
+    from trainer.training.train import due
 
-    model_dir, exported = tmp_path / "model", tmp_path / "exported"
-    done = trainer_here(*data_flags(small_records, model_dir), "--mode=train_and_eval",
-                        "--train_steps=3", f"--export_dir={exported}",
-                        "--params_override=trainer.checkpoint_interval=1,"
-                        "trainer.steps_per_loop=1,trainer.summary_interval=1,"
-                        "trainer.validation_interval=2")
-    evaluated = sorted(p.name for p in (model_dir / "eval").glob("ckpt-*.json"))
-    assert evaluated == ["ckpt-2.json", "ckpt-3.json"], done.stdout[-3000:]
-    assert (model_dir / "best" / "best.json").is_file()
-    threshold = json.loads((exported / "export.json").read_text())["score_threshold"]
-    assert threshold["evaluation"].startswith("eval/ckpt-"), threshold
-    record = json.loads((model_dir / threshold["evaluation"]).read_text())
-    assert threshold["value"] == record["operating_point"]["threshold"]
+    assert due([1, 2, 3], set(), 2) == [2]
+    assert due([1, 2, 3, 4, 5, 6], {2}, 2) == [4, 6]
+    assert due([100, 200, 300, 400], {100}, 250) == [400]
+    assert due([5, 10], {5, 10}, 1) == [] and due([], set(), 1) == []
+    assert due([3, 7, 8, 12], set(), 4) == [7, 12]  # checkpoints off the interval's grid
 
 
 PLATEAU = ("--override=learning_rate=0",  # nothing learnt: every evaluation scores the same

@@ -190,23 +190,32 @@ class StopWhenJudged:
             raise EarlyStop(step, order.reason if order else "the chief's verdict")
 
 
+def due(steps: list[int], evaluated: set[int], interval: int) -> list[int]:
+    """The checkpoints (by step, in order) train_and_eval evaluates now: each at least
+    `interval` steps past the last one evaluated, or picked before it here."""
+    last, picked = max(evaluated, default=0), []
+    for step in steps:
+        if step not in evaluated and step - last >= interval:
+            picked.append(step)
+            last = step
+    return picked
+
+
 class EvaluateEvery:
-    """An Orbit train action for train_and_eval: after each loop the chief evaluates each
-    checkpoint at least `interval` steps past the last one evaluated (a loop's checkpoint is
-    saved after its actions run, so it is evaluated after the next loop); the last
-    checkpoint is evaluated when training ends, whatever its step."""
+    """An Orbit train action for train_and_eval: after each loop the chief evaluates the
+    checkpoints `due` (a loop's checkpoint is saved after its actions run, so it is evaluated
+    after the next loop); the last checkpoint is evaluated when training ends, whatever its
+    step."""
 
     def __init__(self, evaluator, interval: int) -> None:
         self.evaluator, self.interval = evaluator, max(int(interval), 1)
 
     def __call__(self, output=None) -> None:
-        done = evaluate.evaluated_steps(self.evaluator.model_dir)
-        last = max(done, default=0)
-        for checkpoint in model_dir_lib.list_checkpoints(self.evaluator.model_dir):
-            step = model_dir_lib.checkpoint_step(checkpoint)
-            if step not in done and step - last >= self.interval:
-                _evaluate(self.evaluator, checkpoint)
-                last = step
+        by_step = {model_dir_lib.checkpoint_step(c): c
+                   for c in model_dir_lib.list_checkpoints(self.evaluator.model_dir)}
+        for step in due(sorted(by_step), evaluate.evaluated_steps(self.evaluator.model_dir),
+                        self.interval):
+            _evaluate(self.evaluator, by_step[step])
 
 
 def agree(strategy, flag: bool, several: bool) -> bool:
