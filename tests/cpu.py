@@ -10,6 +10,7 @@ import resource
 import pytest
 
 SHOWN = 25
+SHOWN_FILES = 15  # and the files: where the many quick tests add up
 PROPERTY = "cpu_seconds"
 
 
@@ -61,3 +62,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
                                     f"{total:,.0f} in {len(SPENT)} tests)")
     for seconds, phase, nodeid in rows:
         terminalreporter.write_line(f"{seconds:8.1f}s {phase:8} {nodeid}")
+    files: dict[str, list[float]] = {}
+    for nodeid, phases in SPENT.items():
+        files.setdefault(nodeid.split("::", 1)[0], []).append(sum(phases.values()))
+    terminalreporter.write_sep("-", "by file")
+    for seconds, count, name in sorted(((sum(v), len(v), k) for k, v in files.items()),
+                                       reverse=True)[:SHOWN_FILES]:
+        terminalreporter.write_line(f"{seconds:8.1f}s {count:5} tests  {name}")

@@ -193,6 +193,36 @@ def test_init_from_variables_of_other_shapes_are_named_with_both_shapes(tmp_path
         "this experiment's backbone (`invoke models.pretrained` lists those that fit)")
 
 
+def test_a_runs_checkpoint_gives_its_backbone_and_decoder_to_another_experiment(tmp_path):
+    """`--init-type detector` (or backbone) from a training run's own checkpoint (its modules
+    under `model`, beside the optimizer's slots): a Mask R-CNN starts from a RetinaNet run.
+    Modules of other shapes there are named with their keys in the run's checkpoint."""
+    from types import SimpleNamespace
+
+    from trainer.training.init_checkpoint import from_run, not_this_model, of_a_run
+
+    trained = SimpleNamespace(backbone=dense_model(4), decoder=dense_model(4))
+    run = tf.train.Checkpoint(model=tf.train.Checkpoint(**vars(trained), head=dense_model(2)),
+                              step=tf.Variable(7)).save(str(tmp_path / "run" / "ckpt"))
+    own = tf.train.Checkpoint(backbone=dense_model(4)).write(str(tmp_path / "own" / "ckpt-1"))
+    assert of_a_run(run) and of_a_run(str(tmp_path / "run")) and not of_a_run(own)
+
+    fresh = SimpleNamespace(backbone=dense_model(4), decoder=dense_model(4))
+    from_run(fresh, run, "detector")
+    for name in ("backbone", "decoder"):
+        for mine, theirs in zip(getattr(fresh, name).weights, getattr(trained, name).weights,
+                                strict=True):
+            np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+
+    wider = SimpleNamespace(backbone=dense_model(5), decoder=dense_model(4))
+    with pytest.raises(ValueError):
+        from_run(wider, run, "detector")
+    line = not_this_model(run, "backbone", "pets_x", wider, AssertionError("TF's"))
+    assert "2 of the 2 variables it restores have other shapes (model/backbone/" in line
+    assert "is [3, 4] there and [3, 5] here" in line
+    assert "the checkpoint holds model, save_counter, step" in line
+
+
 def test_a_fresh_start_says_what_it_restored():
     from trainer.training.init_checkpoint import restored_line
 

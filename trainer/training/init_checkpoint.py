@@ -60,7 +60,10 @@ def guard(task, path: str | None, init_type: str, experiment: str) -> None:
 
     def initialize(model) -> None:
         try:
-            restore(model)
+            if init_type != "all" and of_a_run(path):
+                from_run(model, path, init_type)
+            else:
+                restore(model)
         except tf.errors.OpError as error:
             raise unreadable(path, error) from None
         except (AssertionError, ValueError) as error:  # unmatched objects, other shapes
@@ -69,6 +72,33 @@ def guard(task, path: str | None, init_type: str, experiment: str) -> None:
         print(restored_line(path, init_type), flush=True)
 
     task.initialize = initialize
+
+
+def _prefix(path: str) -> str:
+    import tensorflow as tf
+
+    return (tf.train.latest_checkpoint(path) or path) if io.isdir(path) else path
+
+
+def of_a_run(path: str) -> bool:
+    """Whether the checkpoint is a training run's (its modules under `model`, beside the
+    optimizer's slots), not a backbone's or a detector's own (modules at its root, as Model
+    Garden's --init-type backbone and decoder read them)."""
+    import tensorflow as tf
+
+    tops = {key.split("/", 1)[0] for key, _ in tf.train.list_variables(_prefix(path))}
+    return "model" in tops and not tops & {"backbone", "decoder"}
+
+
+def from_run(model, path: str, init_type: str) -> None:
+    """The modules of an --init-type read from a run's checkpoint, another experiment's
+    (a RetinaNet run's backbone and FPN for a Mask R-CNN): the same read as Model Garden's,
+    one level down."""
+    import tensorflow as tf
+
+    modules = tf.train.Checkpoint(**restored_items(model, init_type))
+    tf.train.Checkpoint(model=modules).read(_prefix(path)).expect_partial() \
+        .assert_existing_objects_matched()
 
 
 def restored_line(path: str, init_type: str) -> str:
@@ -134,9 +164,9 @@ def not_this_model(path: str, init_type: str, experiment: str, model,
            "give a checkpoint with this experiment's backbone (`invoke models.pretrained` "
            "lists those that fit)")
     try:
-        prefix = tf.train.latest_checkpoint(path) if io.isdir(path) else path
-        have = dict(tf.train.list_variables(prefix))
-        want = variable_shapes(items)
+        have = dict(tf.train.list_variables(_prefix(path)))
+        want = variable_shapes({"model": tf.train.Checkpoint(**items)}
+                               if init_type != "all" and of_a_run(path) else items)
     except Exception:  # the restore's own words, then: the checkpoint was read once already
         return f"{head}: {str(error).strip()[:200]}; {fix}"
     missing = [key for key in want if key not in have]
