@@ -369,8 +369,8 @@ class MaskRun:
 # The mask model starts from the shared RetinaNet run's backbone and FPN (`--init-type
 # detector`: the same MobileNetV2 and 64-filter FPN on levels 3-6, trained on the same pets),
 # so it needs fewer steps than the experiment's 200 from scratch, at about 1 CPU-second a step
-# here: at 80, mask AP50 0.918 and 0.905 and a held-out mean mask IoU of 0.750 (2026-12-03),
-# against 0.99 and about 0.8 at 200 from scratch, for 115 CPU-seconds less.
+# here: at 80, mask AP50 0.89 to 0.92 (three runs, 2026-12-03) and a held-out mean mask IoU of
+# 0.750 (one run), against 0.99 and about 0.8 at 200 from scratch, for 115 CPU-seconds less.
 MASK_STEPS = 80
 MASK_SCHEDULE = ("--params_override=trainer.optimizer_config.warmup.linear.warmup_steps=20,"
                  f"trainer.checkpoint_interval={MASK_STEPS}")  # the cosine fits --train_steps
