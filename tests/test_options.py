@@ -189,6 +189,11 @@ def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():
     job = jobfile.resolve("train", {"steps": "1e3", "early_stop_patience": "2"})
     args = jobfile.request(job, "train").trainer_job(TrainerDirs("m", "d")).args
     assert "--train_steps=1000" in args and "--early_stop_patience=2" in args
+    assert "--mode=train" in args  # --evaluate: the training evaluates its checkpoints itself
+    evaluating = jobfile.request(jobfile.resolve("train", {"evaluate": True}), "train")
+    assert evaluating.args.mode == "train_and_eval"
+    tuning = jobfile.request(jobfile.resolve("tune", {}), "tune")
+    assert tuning.args.mode == "train"
     assert {name: field.metadata["lands"] for name, field in jobfile.FIELDS.items()
             if field.metadata["lands"]} == {
         "experiment": "experiment", "data_dir": "data_dir", "steps": "train_steps",

@@ -160,6 +160,10 @@ class JobFile:
         "--early-stop-patience: who evaluates meanwhile: trainer (the chief, between its "
         "loops; the default) or eval-job (`invoke eval --run-id RUN` beside training)",
         tasks=frozenset({TRAIN}), lands="early_stop_evaluator")
+    evaluate: bool = option("the training job evaluates its checkpoints itself (each "
+                            "validation interval and its last, with best/ and the operating "
+                            "point): no evaluation job beside it", default=False,
+                            tasks=frozenset({TRAIN}))
     once: bool = option("evaluate the newest checkpoint and stop", default=False,
                         tasks=frozenset({EVAL}), section=EVAL)
     idle_timeout: float | None = option("seconds to wait for a new checkpoint",

@@ -15,7 +15,7 @@ from launch.values import capabilities
 from launch.values.capabilities import Capability
 from launch.values.resources import DEFAULT_RESOURCES, Resources, optional_number
 from launch.values.sweep import Sweep
-from trainer.args import Args, ConvertArgs, TrainArgs
+from trainer.args import TRAIN_AND_EVAL, Args, ConvertArgs, TrainArgs
 from trainer.common.files import TEST, TRAIN, VAL, shard_glob
 from trainer.common.registry import Registry
 from trainer.model.experiments import DEFAULT_EXPERIMENT, default_train_steps
@@ -26,6 +26,7 @@ class JobValues(Protocol):
     builds on the kinds: so they name what they read, not the file's type)."""
 
     sweep: Mapping[str, Any]
+    evaluate: bool
     once: bool
     split: str
 
@@ -223,6 +224,11 @@ class Training(Request):
     trains: ClassVar[bool] = True
     of_run: ClassVar[bool] = True  # continues the run its directory holds (same experiment)
     role: ClassVar[str] = "train"
+
+    @classmethod
+    def own_args(cls, job: JobValues) -> dict[str, Any]:
+        """--evaluate: the trainer's train_and_eval, the eval job's evaluator in the chief."""
+        return {"mode": TRAIN_AND_EVAL if job.evaluate else cls.mode}
 
 
 @kind

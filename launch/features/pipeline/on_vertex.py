@@ -202,10 +202,12 @@ class VertexSteps:
                             poll_seconds=self.poll_seconds, **flags)
 
     def train(self, version: str) -> str:
-        """The run training on `version` (gs://BUCKET/runs/RUN_ID), followed to its end."""
+        """The run training on `version` (gs://BUCKET/runs/RUN_ID), followed to its end; it
+        evaluates its checkpoints on the validation split itself (--evaluate), so the
+        checkpoint upload takes is chosen without a job of its own."""
         run_id = pipeline_state.run_id_for(self.state, version)
-        print(self.launch(jobfile.TRAIN, dataset=self._on(version), run_id=run_id),
-              flush=True)
+        print(self.launch(jobfile.TRAIN, dataset=self._on(version), run_id=run_id,
+                          evaluate=True), flush=True)
         return run_id
 
     def _on(self, version: str) -> str:
@@ -237,8 +239,9 @@ class VertexSteps:
     def evaluate(self, run_id: str, version: str) -> float:
         """The run's chosen checkpoint on the test split of `version`, then the serving
         version's on the same split unless it was measured on the same files already. A
-        run whose training evaluated no checkpoint (no early stopping) has its final one
-        evaluated on the validation split first: the registry takes an evaluated one."""
+        run whose training evaluated no checkpoint (one trained before --evaluate, or whose
+        evaluation failed) has its final one evaluated on the validation split first: the
+        registry takes an evaluated one."""
         try:
             self.serving.chosen_step(run_id)
         except GateError:  # not evaluated; anything else wrong is said again below
