@@ -51,9 +51,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     two tests at the start (then one at a time as it finishes one), so each build comes with
     a slow test after it: the builds start on different workers at once (the mask model's
     waits there for the shared model it starts from, BUILT_FROM, while the other two use
-    both cores). Among the slow
-    tests, the longest go first (`slow(SECONDS)`), so the suite does not end on one worker
-    running one long test."""
+    both cores). Among the slow tests, the longest go first (`slow(SECONDS)`), so the suite
+    does not end on one worker running one long test."""
     def builds(item: pytest.Item) -> set[str]:
         return READS_BUILDS & set(item.fixturenames)
 

@@ -371,6 +371,23 @@ def test_the_trainer_and_the_launcher_refuse_each_bad_rule_in_the_same_words(fla
     assert str(key.value) == message.replace(" must", " (in job.yaml) must", 1)
 
 
+def test_two_evaluators_for_one_run_are_refused_by_the_trainer_and_the_launcher():
+    """--evaluate has the chief evaluate; an eval job as early stopping's evaluator would be a
+    second writer of the run's records and best/: one line, before anything starts."""
+    message = ("--mode train_and_eval (`invoke train --evaluate`) has the chief evaluate each "
+               "checkpoint, and --early-stop-evaluator eval-job says an eval job does: drop "
+               "one of them, so one evaluator writes the run's records and best/")
+    with pytest.raises(SettingsError) as trainer:
+        settings.parse(["--model_dir=m", "--mode=train_and_eval", "--early_stop_patience=2",
+                        "--early_stop_evaluator=eval-job"], {})
+    with pytest.raises(jobfile.JobFileError) as launcher:
+        jobfile.resolve("train", {"evaluate": True, "early_stop_patience": "2",
+                                  "early_stop_evaluator": "eval-job"})
+    assert str(trainer.value) == str(launcher.value) == message
+    both = jobfile.resolve("train", {"evaluate": True, "early_stop_patience": "2"})
+    assert jobfile.request(both, "train").args.mode == "train_and_eval"  # the chief judges
+
+
 def test_the_trainer_takes_the_rule_and_refuses_its_parts_alone():
     found = settings.parse(["--model_dir=m", "--early-stop-patience=3",
                             "--early-stop-min-delta=0.001"], {}).early_stopping

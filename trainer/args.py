@@ -183,6 +183,13 @@ class TrainArgs(Args):
                                 "checkpoint once: use --mode eval (training and continuous "
                                 f"evaluation read {files.VAL}, so that the test split never "
                                 "picks a checkpoint)")
+        evaluator_flag = shown(TrainArgs, "early_stop_evaluator")
+        if self.mode == TRAIN_AND_EVAL and patience is not None and \
+                self.early_stop_evaluator != TRAINER:
+            raise SettingsError(f"--mode {TRAIN_AND_EVAL} (`invoke train --evaluate`) has the "
+                                f"chief evaluate each checkpoint, and {evaluator_flag} "
+                                f"{self.early_stop_evaluator} says an eval job does: drop one "
+                                "of them, so one evaluator writes the run's records and best/")
         delta = self.early_stop_min_delta
         if patience is None and (delta or self.early_stop_evaluator != TRAINER):
             name = "early_stop_min_delta" if delta else "early_stop_evaluator"

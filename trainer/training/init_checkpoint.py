@@ -60,7 +60,7 @@ def guard(task, path: str | None, init_type: str, experiment: str) -> None:
 
     def initialize(model) -> None:
         try:
-            if init_type != "all" and of_a_run(path):
+            if reads_a_run(path, init_type):
                 from_run(model, path, init_type)
             else:
                 restore(model)
@@ -88,6 +88,12 @@ def of_a_run(path: str) -> bool:
 
     tops = {key.split("/", 1)[0] for key, _ in tf.train.list_variables(_prefix(path))}
     return "model" in tops and not tops & {"backbone", "decoder"}
+
+
+def reads_a_run(path: str, init_type: str) -> bool:
+    """Whether the modules of `init_type` are read from under a run's `model` (every layer
+    is read from there by Model Garden itself)."""
+    return INIT_CHECKPOINT_TYPES[init_type] != "all" and of_a_run(path)
 
 
 def from_run(model, path: str, init_type: str) -> None:
@@ -166,7 +172,7 @@ def not_this_model(path: str, init_type: str, experiment: str, model,
     try:
         have = dict(tf.train.list_variables(_prefix(path)))
         want = variable_shapes({"model": tf.train.Checkpoint(**items)}
-                               if init_type != "all" and of_a_run(path) else items)
+                               if reads_a_run(path, init_type) else items)
     except Exception:  # the restore's own words, then: the checkpoint was read once already
         return f"{head}: {str(error).strip()[:200]}; {fix}"
     missing = [key for key in want if key not in have]
