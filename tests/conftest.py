@@ -29,9 +29,8 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as trainer/__main__.py: the
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 
-BUILDS = ("trained", "swept", "mask_trained")  # session fixtures that take minutes
+BUILDS = ("trained", "mask_trained", "swept")  # session fixtures that take minutes
 READS_BUILDS = {*BUILDS, "exported"}
-BUILT_FROM = {"mask_trained": {"trained"}}  # a build that starts from another's model
 # A process still running after this many seconds hangs: the longest, the mask model's training,
 # takes 4 to 10 minutes here (quiet to loaded), so this guards against a hang and claims no speed.
 HANG = 3000
@@ -49,16 +48,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     that build alone, so it never waits on another), the other slow tests, the quick ones,
     and last the tests that read the builds, by then ready. xdist hands each worker the next
     two tests at the start (then one at a time as it finishes one), so each build comes with
-    a slow test after it: the builds start on different workers at once (the mask model's
-    waits there for the shared model it starts from, BUILT_FROM, while the other two use
-    both cores). Among the slow tests, the longest go first (`slow(SECONDS)`), so the suite
-    does not end on one worker running one long test."""
+    a slow test after it: the builds start on different workers at once. Among the slow
+    tests, the longest go first (`slow(SECONDS)`), so the suite does not end on one worker
+    running one long test."""
     def builds(item: pytest.Item) -> set[str]:
         return READS_BUILDS & set(item.fixturenames)
 
-    starters = [starter for build in BUILDS if (starter := next(
-        (item for item in items if builds(item) == {build, *BUILT_FROM.get(build, ())}),
-        None))]
+    starters = [starter for build in BUILDS
+                if (starter := next((item for item in items if builds(item) == {build}), None))]
 
     def rank(item: pytest.Item) -> tuple[int, float]:
         mark = item.get_closest_marker("slow")
@@ -365,22 +362,11 @@ class MaskRun:
     export_dir: Path  # the last checkpoint, as `train --export_dir` writes it (Vertex AI's)
 
 
-# The mask model starts from the shared RetinaNet run's backbone and FPN (`--init-type
-# detector`: the same MobileNetV2 and 64-filter FPN on levels 3-6, trained on the same pets),
-# so it needs fewer steps than the experiment's 200 from scratch, at about 1 CPU-second a step
-# here: at 80, mask AP50 0.89 to 0.92 (three runs, 2026-12-03) and a held-out mean mask IoU of
-# 0.750 (one run), against 0.99 and about 0.8 at 200 from scratch, for 115 CPU-seconds less.
-MASK_STEPS = 80
-MASK_SCHEDULE = ("--params_override=trainer.optimizer_config.warmup.linear.warmup_steps=20,"
-                 f"trainer.checkpoint_interval={MASK_STEPS}")  # the cosine fits --train_steps
-
-
 @pytest.fixture(scope="session")
-def mask_trained(trained, shared) -> MaskRun:
-    """The CPU Mask R-CNN experiment trained on the demo's sample converted with masks
-    (MASK_STEPS from the shared model's detector) and exported by the training run (`train
-    --export_dir`, Vertex AI's), then its last checkpoint evaluated, all in this process: once
-    for the session."""
+def mask_trained(shared) -> MaskRun:
+    """The CPU Mask R-CNN experiment trained on the demo's sample converted with masks (its
+    own 200 steps) and exported by the training run (`train --export_dir`, Vertex AI's), then
+    its last checkpoint evaluated, both in this process: once for the session."""
     def build(root: Path) -> dict:
         from trainer.data.convert import convert_directory
         from trainer.data.sample import write_sample
@@ -390,14 +376,9 @@ def mask_trained(trained, shared) -> MaskRun:
         records = root / "records"
         convert_directory(data, records, masks=True, num_shards=2, progress=False)
         model_dir, export_dir = root / "model", root / "exported"
-        flags = (f"--experiment={MASK_DEMO_EXPERIMENT}", *data_flags(records, model_dir),
-                 f"--train_steps={MASK_STEPS}")
-        done = trainer_here(*flags, "--mode=train", f"--export_dir={export_dir}",
-                            f"--init_checkpoint={trained[0]}", "--init_checkpoint_type=detector",
-                            f"--seed={SEED}", MASK_SCHEDULE)
-        assert f"--init-from: restored the backbone and decoder from {trained[0]} " \
-            "(--init-type detector)" in done.stdout.splitlines(), done.stdout[-2000:]
-        trainer_here(*flags, "--mode=eval")  # eval/ckpt-MASK_STEPS.json
+        flags = (f"--experiment={MASK_DEMO_EXPERIMENT}", *data_flags(records, model_dir))
+        trainer_here(*flags, "--mode=train", f"--export_dir={export_dir}")
+        trainer_here(*flags, "--mode=eval")  # eval/ckpt-200.json
         return {"data": str(data), "records": str(records), "model_dir": str(model_dir),
                 "export_dir": str(export_dir)}
 
