@@ -25,7 +25,7 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 
-from serving import batching, contract, pixels
+from serving import asked, batching, contract, pixels
 from serving.fetch import FetchError, fetch
 from serving.front import Front
 
@@ -103,11 +103,16 @@ def start(environ: Mapping[str, str], workdir: Path, host: str = "",
     """The model prepared and the front listening on `host` (every interface: Vertex AI
     sends from outside the container) at AIP_HTTP_PORT, with the export's pixel budget; TF
     Serving's command, not yet run."""
-    command = prepare(environ, workdir, rest_port)
     settings = Settings.from_environ(environ)
-    budget = pixels.budget_of(workdir / contract.MODEL_VERSION)
     try:
-        return command, Front((host, settings.port), rest_port, budget)
+        keeping = asked.Keeping.from_environ(environ)
+    except asked.KeepingError as error:
+        raise ContractError(str(error)) from None
+    command = prepare(environ, workdir, rest_port)
+    budget = pixels.budget_of(workdir / contract.MODEL_VERSION)
+    keeper = asked.Keeper(keeping, environ) if keeping else None
+    try:
+        return command, Front((host, settings.port), rest_port, budget, keeper)
     except OSError as error:
         raise ContractError(f"{contract.PORT}={settings.port}: cannot listen there: "
                             f"{error.strerror or error}") from None
@@ -118,8 +123,11 @@ def run(command: list[str], front: Front) -> int:
     a shell reports it). SIGTERM and SIGINT are passed on to it: Vertex AI stops a container
     with SIGTERM, and TF Serving stops itself."""
     threading.Thread(target=front.serve_forever, daemon=True).start()
-    print(f"serving: front on port {front.port}, a request's pixel budget {front.budget:,}; "
-          f"{' '.join(command)}", flush=True)
+    keeping = front.keeper and front.keeper.keeping
+    kept = (f"; keeping the images of {keeping.rate:g} of requests in "
+            f"gs://{keeping.bucket}/{keeping.folder}/" if keeping else "")
+    print(f"serving: front on port {front.port}, a request's pixel budget {front.budget:,}"
+          f"{kept}; {' '.join(command)}", flush=True)
     try:
         server = subprocess.Popen(command)
         for number in (signal.SIGTERM, signal.SIGINT):

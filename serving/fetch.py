@@ -24,6 +24,7 @@ import dataclasses
 import json
 import os
 import random
+import secrets
 import stat
 import tempfile
 import time
@@ -54,6 +55,10 @@ class FetchError(Exception):
 
 class Transient(FetchError):
     """A failure Cloud Storage's retry strategy says to try again."""
+
+
+class Exists(FetchError):
+    """HTTP 412 to a create that must not replace an object: one of its name is there."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,17 +302,40 @@ class Storage:
             if partial is not None:
                 Path(partial).unlink(missing_ok=True)
 
-    def _get(self, path: str):
-        request = urllib.request.Request(f"{self.api}{path}", headers=self.headers)
+    def create(self, bucket: str, name: str, data: bytes, content_type: str) -> bool:
+        """A new object `name` holding `data`, never replacing one (`ifGenerationMatch=0`:
+        all a creator's role allows); False when one of that name exists already. A
+        multipart upload, as Google's client sends a small object: its metadata, then its
+        bytes (https://cloud.google.com/storage/docs/uploading-objects, read 2026-12-03)."""
+        query = urllib.parse.urlencode({"uploadType": "multipart", "ifGenerationMatch": "0"})
+        path = f"/upload/storage/v1/b/{_quote(bucket)}/o?{query}"
+        boundary = secrets.token_hex(16)  # 128 random bits: no image holds its line
+        metadata = json.dumps({"name": name, "contentType": content_type}).encode()
+        body = b"".join((
+            f"--{boundary}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".encode(),
+            metadata, f"\r\n--{boundary}\r\nContent-Type: {content_type}\r\n\r\n".encode(),
+            data, f"\r\n--{boundary}--\r\n".encode()))
+        kind = f"multipart/related; boundary={boundary}"
+        try:
+            self.backoff.run(lambda: self._get(path, body, kind).close())
+        except Exists:
+            return False
+        return True
+
+    def _get(self, path: str, data: bytes | None = None, content_type: str = ""):
+        method = "GET" if data is None else "POST"
+        headers = self.headers if data is None else {**self.headers,
+                                                     "Content-Type": content_type}
+        request = urllib.request.Request(f"{self.api}{path}", data, headers, method=method)
         try:
             return urllib.request.urlopen(request, timeout=TIMEOUT)
         except urllib.error.HTTPError as error:
             retried = error.code in RETRIED_STATUSES or 500 <= error.code < 600
-            raise (Transient if retried else FetchError)(
-                f"Cloud Storage answered {error.code} to GET {path[:200]}: "
+            raise (Transient if retried else Exists if error.code == 412 else FetchError)(
+                f"Cloud Storage answered {error.code} to {method} {path[:200]}: "
                 f"{_message(error)}") from None
         except (OSError, HTTPException) as error:  # refused, reset, timed out
-            raise Transient(f"Cloud Storage did not answer GET {path[:200]}: "
+            raise Transient(f"Cloud Storage did not answer {method} {path[:200]}: "
                             f"{_shown(str(error))}") from None
 
 

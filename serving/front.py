@@ -8,7 +8,9 @@ of its paths) is read whole, with a Content-Length of at most MAX_BODY, its JSON
 the `{"b64": ...}` images' headers added up (serving/pixels.py); a request over the export's
 `max_pixels` is refused with HTTP 400 and the reason, and never reaches TF Serving. Anything
 else (the health check, other routes) and every request within the budget is forwarded as
-it came, and TF Serving's answer is relayed as it left: status, headers, body.
+it came, and TF Serving's answer is relayed as it left: status, headers, body. With a
+Keeper (serving/asked.py, opt-in), each forwarded POST is offered to it: a sample of the images
+endpoints are asked about, kept for labelling.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import http.client
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from serving import pixels
+from serving.asked import Keeper
 from serving.replies import read_body, send_json
 
 # Vertex AI takes an online prediction request of up to 1.5 MB ("the service itself will
@@ -33,15 +36,16 @@ _HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection", "te", "
 
 class Front(ThreadingHTTPServer):
     """Listens on `address`, forwards to TF Serving on 127.0.0.1:`upstream`, refuses a POST
-    whose images add up to more than `budget` pixels."""
+    whose images add up to more than `budget` pixels, offers the others to `keeper`."""
 
     daemon_threads = True
     # connections the kernel queues before the server accepts them (socketserver's default is
     # 5: a burst of clients past it is reset or waits out a SYN retry)
     request_queue_size = 1024
 
-    def __init__(self, address: tuple[str, int], upstream: int, budget: int) -> None:
-        self.upstream, self.budget = upstream, budget
+    def __init__(self, address: tuple[str, int], upstream: int, budget: int,
+                 keeper: Keeper | None = None) -> None:
+        self.upstream, self.budget, self.keeper = upstream, budget, keeper
         super().__init__(address, _Handler)
 
     @property
@@ -67,6 +71,8 @@ class _Handler(BaseHTTPRequestHandler):
             if reason is not None:
                 self._refuse(400, reason)
                 return
+            if self.server.keeper:
+                self.server.keeper.offer(body)
         self._forward(body)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle

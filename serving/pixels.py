@@ -72,34 +72,51 @@ def _jpeg_pixels(data: bytes) -> int:
 _NOT_BASE64 = re.compile(r"[^A-Za-z0-9+/]")  # padding, white space, `.`
 
 
-def encoded_pixels(text: str) -> int:
-    """The pixels of one `{"b64": ...}` value, read as leniently as TF Serving's decoder
-    (absl's Base64Unescape skips white space, takes `.` or no padding): the alphabet's
-    characters alone, padded; 0 when it is no base64."""
+def decoded(text: str) -> bytes | None:
+    """One `{"b64": ...}` value's bytes, read as leniently as TF Serving's decoder (absl's
+    Base64Unescape skips white space, takes `.` or no padding): the alphabet's characters
+    alone, padded; None when it is no base64."""
     data = _NOT_BASE64.sub("", text)
     try:
-        return image_pixels(base64.b64decode(data + "=" * (-len(data) % 4)))
+        return base64.b64decode(data + "=" * (-len(data) % 4))
     except (binascii.Error, ValueError):
-        return 0
+        return None
+
+
+def encoded_pixels(text: str) -> int:
+    """The pixels of one `{"b64": ...}` value; 0 when it is no base64."""
+    data = decoded(text)
+    return 0 if data is None else image_pixels(data)
+
+
+def image_kind(data: bytes) -> str | None:
+    """The file extension of an image in one of the graph's formats, by its magic bytes."""
+    for magic, kind in ((JPEG_MAGIC, "jpg"), (PNG_MAGIC, "png"), (BMP_MAGIC, "bmp")):
+        if data.startswith(magic):
+            return kind
+    return None
+
+
+def b64_values(body: bytes) -> list[str]:
+    """Every `{"b64": ...}` string anywhere in a JSON body, under any key, duplicate keys
+    included (a JSON reader keeps one of them, not necessarily the one Python keeps). Raises
+    ValueError for a body that is not JSON, or nested too deep to read (RecursionError)."""
+    found: list[str] = []
+
+    def collect(pairs: list[tuple[str, object]]) -> None:
+        found.extend(value for key, value in pairs if key == "b64" and isinstance(value, str))
+
+    try:
+        json.loads(body, object_pairs_hook=collect)
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
+    return found
 
 
 def body_pixels(body: bytes) -> int:
-    """The pixels of every `{"b64": ...}` value anywhere in a JSON body, under any key, in
-    `instances` or `inputs`, duplicate keys included (a JSON reader keeps one of them, not
-    necessarily the one Python keeps). Raises ValueError for a body that is not JSON, or
-    nested too deep to read (RecursionError)."""
-    total = 0
-
-    def count(pairs: list[tuple[str, object]]) -> None:
-        nonlocal total
-        total += sum(encoded_pixels(value) for key, value in pairs
-                     if key == "b64" and isinstance(value, str))
-
-    try:
-        json.loads(body, object_pairs_hook=count)
-    except RecursionError:
-        raise ValueError("JSON nested too deep") from None
-    return total
+    """The pixels of every `{"b64": ...}` value anywhere in a JSON body, in `instances` or
+    `inputs` (`b64_values`). Raises ValueError for a body that is not JSON."""
+    return sum(map(encoded_pixels, b64_values(body)))
 
 
 def budget_of(model_dir: Path) -> int:

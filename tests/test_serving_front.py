@@ -6,11 +6,13 @@ TF Serving and comes back unchanged. Servers listen on 127.0.0.1 and are stopped
 from __future__ import annotations
 
 import base64
+import datetime
 import hashlib
 import io
 import json
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -385,3 +387,109 @@ def test_the_entrypoint_puts_the_front_before_tf_serving(tmp_path):
     assert "a request's pixel budget 5,000" in out and "--rest_api_port=" in out
     assert (bin_dir / "tensorflow_model_server.log").read_text() == \
         f"{PREDICT} {len(within)}\n"  # the refused request never reached it
+
+
+# --- a sample of the asked images, kept for labelling -----------------------------------------
+
+ASKED = "asked/pets-retinanet-mobilenet"
+DAY = datetime.date(2026, 12, 3)
+
+
+@pytest.fixture(scope="module")
+def asked_bucket():
+    from tests.fakes.gcs import FakeGcs
+
+    with FakeGcs() as server:
+        server.client().create_bucket("pets-data")
+        yield server
+
+
+def keeping_front(environ: dict, rate: float = 1.0, chance: float = 0.0, bucket="pets-data"):
+    from serving.asked import Keeper, Keeping
+
+    keeper = Keeper(Keeping(rate, bucket, ASKED), environ, chance=lambda: chance,
+                    today=lambda: DAY)
+    upstream = Upstream()
+    front = Front(("127.0.0.1", 0), upstream.server_address[1], 10_000, keeper)
+    for server in (upstream, front):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    return front, upstream
+
+
+def stop(*servers) -> None:
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_sample_of_asked_images_is_kept_in_the_bucket_named_by_their_bytes(asked_bucket):
+    """Every image of a sampled request that the graph could decode is created once under
+    asked/NAME/DAY/, named by its sha256 and its format, bytes unchanged; what is no image, a
+    request over the budget and a request the sample passes over keep nothing; every request
+    is answered as before."""
+    jpeg, png = encoded((40, 30), "JPEG"), encoded((20, 10), "PNG")
+    environ = {"STORAGE_EMULATOR_HOST": asked_bucket.url}
+    front, upstream = keeping_front(environ)
+    try:
+        body = json.dumps({"instances": [b64(jpeg), b64(png), {"b64": "bm90IGFuIGltYWdl"},
+                                         b64(b"\xff\xd8not-a-jpeg")]}).encode()
+        assert call(front, PREDICT, body)[0] == 200
+        assert call(front, PREDICT, json.dumps({"instances": [b64(jpeg)]}).encode())[0] == 200
+        over = json.dumps({"instances": [b64(encoded((100, 101), "PNG"))]}).encode()
+        assert call(front, PREDICT, over)[0] == 400
+        assert front.keeper.drain() == {"kept": 2, "known": 1, "dropped": 0, "failed": 0}
+    finally:
+        stop(front, upstream)
+    blobs = {blob.name: blob for blob in asked_bucket.client().list_blobs("pets-data")}
+    assert sorted(blobs) == sorted(
+        f"{ASKED}/2026-12-03/{hashlib.sha256(data).hexdigest()}.{kind}"
+        for data, kind in ((jpeg, "jpg"), (png, "png")))
+    for name, blob in blobs.items():
+        assert blob.download_as_bytes() == (jpeg if name.endswith(".jpg") else png)
+        assert blob.content_type == ("image/jpeg" if name.endswith(".jpg") else "image/png")
+    front, upstream = keeping_front(environ, rate=0.5, chance=0.5)  # not this one
+    try:
+        assert call(front, PREDICT, json.dumps({"instances": [b64(png * 2)]}).encode())[0] == 200
+        assert front.keeper.drain() == {"kept": 0, "known": 0, "dropped": 0, "failed": 0}
+    finally:
+        stop(front, upstream)
+
+
+def test_keeping_that_cannot_write_never_fails_a_request_and_says_why(asked_bucket, capsys):
+    front, upstream = keeping_front({"STORAGE_EMULATOR_HOST": asked_bucket.url},
+                                    bucket="no-such-bucket")
+    try:
+        body = json.dumps({"instances": [b64(encoded((8, 8), "PNG"))]}).encode()
+        status, _, answer = call(front, PREDICT, body)
+        assert status == 200 and json.loads(answer)["predictions"]
+        assert front.keeper.drain()["failed"] == 1
+    finally:
+        stop(front, upstream)
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("serving: an asked image was not kept: Cloud Storage answered 404 "
+                           "to POST /upload/storage/v1/b/no-such-bucket/o?")
+
+
+@pytest.mark.parametrize("rate, uri, wrong", [
+    ("0", f"gs://pets-data/{ASKED}", "PETS_KEEP_ASKED='0'"),
+    ("nan", f"gs://pets-data/{ASKED}", "PETS_KEEP_ASKED='nan'"),
+    ("inf", f"gs://pets-data/{ASKED}", "PETS_KEEP_ASKED='inf'"),
+    ("1.5", f"gs://pets-data/{ASKED}", "PETS_KEEP_ASKED='1.5'"),
+    ("", f"gs://pets-data/{ASKED}", "PETS_KEEP_ASKED=''"),
+    ("0.1", "gs://pets-data/runs/x", "PETS_ASKED_URI='gs://pets-data/runs/x'"),
+    ("0.1", "gs://pets-data/asked/../runs", "PETS_ASKED_URI='gs://pets-data/asked/../runs'"),
+    ("0.1", "gs://pets-data/asked/a/b", "PETS_ASKED_URI='gs://pets-data/asked/a/b'"),
+    ("0.1", "", "PETS_ASKED_URI=''"),
+])
+def test_a_keeping_variable_the_image_cannot_use_stops_it_at_start_naming_it(
+        tmp_path, rate, uri, wrong):
+    from serving.asked import KEEP_RATE, KEEP_URI, Keeping
+    from serving.entrypoint import ContractError, start
+
+    environ = {KEEP_RATE: rate, KEEP_URI: uri, contract.STORAGE_URI: str(tmp_path / "none")}
+    with pytest.raises(ContractError, match=re.escape(wrong)):
+        start(environ, tmp_path / "work", "127.0.0.1")  # before the model is fetched
+    assert not (tmp_path / "work").exists()
+    assert Keeping.from_environ({}) is None
+    assert Keeping.from_environ({KEEP_RATE: "0.05", KEEP_URI: f"gs://pets-data/{ASKED}/"}) == \
+        Keeping(0.05, "pets-data", ASKED)
