@@ -490,11 +490,14 @@ def predict(c, args: PredictArgs, endpoint, target, machine_type, accelerator, m
                                   "GPU container with --container prebuilt); deploy with "
                                   "--accelerator",
                            "dry_run": "print the UploadModelRequest JSON, send nothing (no "
-                                      "credentials needed)"},
+                                      "credentials needed)",
+                           "keep_asked": "keep the images of this fraction of its requests "
+                                         "(0 < RATE <= 1) in gs://BUCKET/asked/MODEL/ for "
+                                         "`label.push --asked MODEL` (default: none kept)"},
       flags={**CHALLENGE, **cloud("env", "project", "region", "bucket")})
 def model_upload(c, run_id, min_ap50: float | None = None, aliases="candidate",
-                 container=None, gpu=False, dry_run=False, checkpoint=None, *, max_drop,
-                 gate_class, force, **where):
+                 container=None, gpu=False, dry_run=False, checkpoint=None,
+                 keep_asked: float | None = None, *, max_drop, gate_class, force, **where):
     """Upload a run's SavedModel to the Vertex AI Model Registry, if its evaluation passes.
 
     And only if it is no worse than the version serving now, on the test split."""
@@ -502,7 +505,7 @@ def model_upload(c, run_id, min_ap50: float | None = None, aliases="candidate",
     _say(lambda: _served(cloud).upload(
         run_id, optional_number("--min-ap50", min_ap50, float), aliases, bool(gpu),
         bool(dry_run), container, checkpoint=checkpoint,
-        rules=_challenge(max_drop, gate_class, force)))
+        rules=_challenge(max_drop, gate_class, force), keep_asked=keep_asked))
 
 
 @task(name="deploy", help={"run_id": "the uploaded run to deploy",

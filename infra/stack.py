@@ -41,6 +41,7 @@ from infra.modules.tensorboard import TrainingTensorboard
 from infra.modules.trainer_image import TrainerImage, build_command
 from infra.outputs import StackOutputs, stack_name
 from trainer.common.files import (
+    ASKED_PREFIX,
     DATASETS_PREFIX,
     PIPELINE_RUN_PREFIX,
     PIPELINES_PREFIX,
@@ -407,6 +408,10 @@ class TrainingPlatformStack(TerraformStack):
                  # serving reads exported models, not data or checkpoints
                  Grant("roles/storage.objectViewer", "serving", who.serving.member,
                        run_models(names.data_bucket(env), RUNS_PREFIX)),
+                 # and creates the images it keeps for labelling (`model.upload
+                 # --keep-asked`): new objects under asked/, never read, replaced or deleted
+                 Grant("roles/storage.objectCreator", "serving", who.serving.member,
+                       object_prefix(names.data_bucket(env), ASKED_PREFIX)),
                  # pipeline runs read datasets and runs, record their own runs (runs/ct-*:
                  # job.yaml, config copies),
                  # pin the dataset version a job reads (a new object each: no overwrite, no

@@ -26,7 +26,9 @@ from serving.fetch import Backoff, FetchError, Storage
 
 KEEP_RATE = "PETS_KEEP_ASKED"  # the fraction of requests whose images are kept
 KEEP_URI = "PETS_ASKED_URI"  # gs://BUCKET/asked/NAME
-ASKED_PREFIX = "asked"  # the data bucket's folder of kept images (infra, label.push)
+# the data bucket's folder of kept images: trainer/common/files.py's ASKED_PREFIX (this image
+# imports nothing of ours), which infra's grant and label.push name
+ASKED_PREFIX = "asked"
 QUEUE = 64  # images waiting to be kept; more are dropped
 CONTENT_TYPES = {"jpg": "image/jpeg", "png": "image/png", "bmp": "image/bmp"}
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"  # a Model's display name as model.upload makes it

@@ -114,6 +114,7 @@ def test_iam_grants_are_exactly_the_documented_ones(stacks, env_name):
         (sa["builder"], "repository", "roles/artifactregistry.writer"),
         *((sa["serving"], "project", r) for r in SERVING_PROJECT_ROLES),
         (sa["serving"], "bucket:data if only-run-models", "roles/storage.objectViewer"),
+        (sa["serving"], "bucket:data if only-asked", "roles/storage.objectCreator"),
         *((sa["pipelines"], "project", r) for r in PIPELINES_PROJECT_ROLES),
         (sa["pipelines"], "project", names.pipelines_role(env)),
         (sa["pipelines"], "bucket:data if only-datasets-runs", "roles/storage.objectViewer"),
@@ -182,6 +183,8 @@ def test_conditions_confine_the_trainer_to_runs_and_the_deployer_to_the_stacks_r
         # endpoints read exported models only: runs/RUN/model/..., never checkpoints or data
         ("serving", "objectViewer"):
             f'resource.name.extract("{objects}/runs/{{run}}/model/") != ""',
+        # and create the images they keep for labelling (--keep-asked), under asked/ only
+        ("serving", "objectCreator"): f'resource.name.startsWith("{objects}/asked/")',
         # pipeline runs: list the bucket, read datasets/ and runs/, create pins in datasets/,
         # write runs/ (their jobs' records) and pipelines/
         ("pipelines", "objectViewer"):
@@ -327,7 +330,7 @@ def test_every_condition_is_well_formed_and_names_only_the_stacks_own_resources(
     env, stack = ENVIRONMENTS[env_name], stacks[env_name]
     own_buckets = {names.data_bucket(env), names.build_bucket(env)}
     conditions = iam_conditions(stack)
-    assert len(conditions) == 10
+    assert len(conditions) == 11
     for role, condition in conditions:
         check_cel(condition["expression"])
         assert condition["title"] and len(condition["title"]) <= 100
@@ -918,12 +921,17 @@ CANNOT = {
     ("builder", "change IAM"): lambda iam: not iam.changes_iam("builder"),
     ("builder", "act as any other account"):
         lambda iam: not iam.acts_as("builder"),
-    ("serving", "read records, checkpoints or other files"):
+    ("serving", "read records, checkpoints or other files (it creates kept images, which "
+                "objectCreator cannot read back)"):
         lambda iam: {(where, role) for where, role in iam.held("serving")
                      if "storage" in role} == {("bucket:data if only-run-models",
-                                                "roles/storage.objectViewer")},
-    ("serving", "write anything in the bucket"):
-        lambda iam: not iam.roles("serving") & OBJECT_WRITE_ROLES,
+                                                "roles/storage.objectViewer"),
+                                               ("bucket:data if only-asked",
+                                                "roles/storage.objectCreator")},
+    ("serving", "write anything but new objects under `asked/` (no replace, no delete)"):
+        lambda iam: {(where, role) for where, role in iam.held("serving")
+                     if role in OBJECT_WRITE_ROLES} == {("bucket:data if only-asked",
+                                                         "roles/storage.objectCreator")},
     ("pipelines", "write anywhere but `pipelines/` and its own runs, or change a dataset"):
         lambda iam: {(where, role) for where, role in iam.held("pipelines")
                      if role in OBJECT_WRITE_ROLES} == {

@@ -94,6 +94,29 @@ def test_upload_sends_the_model_version_with_its_metrics_and_moves_the_candidate
     assert versions == {"1": ["default"], "2": ["candidate", "staging"]}
 
 
+def test_keep_asked_makes_the_version_keep_its_requests_images_where_label_push_reads(
+        services):
+    """`model.upload --keep-asked RATE`: the version's container gets the variables the
+    serving image reads (serving/asked.py), naming the bucket's asked/MODEL/ that `label.push
+    --asked MODEL` reads; a rate outside (0, 1], or Google's container, is refused before
+    any request."""
+    from serving.asked import Keeping
+
+    write_run(services.storage, "r1")
+    vertex_serving.upload_model(services.cloud(), "r1", keep_asked="0.05")
+    environ = {v.name: v.value for v in services.models.received[-1].model.container_spec.env}
+    assert Keeping.from_environ(environ) == Keeping(0.05, "pets-data",
+                                                    "asked/pets-retinanet-mobilenet")
+    for rate in ("0", "nan", "inf", "1.5", "-0.1", "half"):
+        with pytest.raises(InputError, match=r"^--keep-asked"):
+            vertex_serving.upload_model(services.cloud(), "r1", keep_asked=rate)
+    with pytest.raises(InputError, match=r"only our serving image keeps asked images; drop "
+                                         r"--container prebuilt or --keep-asked"):
+        vertex_serving.upload_model(services.cloud(), "r1", keep_asked=0.5,
+                                    container="prebuilt")
+    assert len(services.models.received) == 1
+
+
 def test_upload_gpu_names_our_serving_images_gpu_build_by_digest_and_deploys_on_a_gpu(
         services):
     """Issue 41 item 1: `--gpu` serves on the serving image's GPU build from the same build of

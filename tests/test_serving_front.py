@@ -483,13 +483,16 @@ def test_keeping_that_cannot_write_never_fails_a_request_and_says_why(asked_buck
 ])
 def test_a_keeping_variable_the_image_cannot_use_stops_it_at_start_naming_it(
         tmp_path, rate, uri, wrong):
+    from serving import asked
     from serving.asked import KEEP_RATE, KEEP_URI, Keeping
     from serving.entrypoint import ContractError, start
+    from trainer.common import files
 
     environ = {KEEP_RATE: rate, KEEP_URI: uri, contract.STORAGE_URI: str(tmp_path / "none")}
     with pytest.raises(ContractError, match=re.escape(wrong)):
         start(environ, tmp_path / "work", "127.0.0.1")  # before the model is fetched
     assert not (tmp_path / "work").exists()
     assert Keeping.from_environ({}) is None
+    assert asked.ASKED_PREFIX == files.ASKED_PREFIX  # the image imports nothing of ours
     assert Keeping.from_environ({KEEP_RATE: "0.05", KEEP_URI: f"gs://pets-data/{ASKED}/"}) == \
         Keeping(0.05, "pets-data", ASKED)

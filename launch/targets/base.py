@@ -132,8 +132,10 @@ class Serving(Protocol):
 
     def upload(self, run_id: str, min_ap50: float | None = None, aliases: str = ...,
                gpu: bool = False, dry_run: bool = False, container: str | None = None,
-               checkpoint: str | None = None, rules: Challenge = Challenge()) -> str:
-        """`invoke model.upload`: the run's model a new version, if the gates pass."""
+               checkpoint: str | None = None, rules: Challenge = Challenge(),
+               keep_asked: float | None = None) -> str:
+        """`invoke model.upload`: the run's model a new version, if the gates pass;
+        `keep_asked`: the fraction of its requests whose images it keeps for labelling."""
 
     def deploy(self, run_id: str, setup: ServingSetup, endpoint: str | None = None,
                dry_run: bool = False, max_cost: float | None = None,

@@ -18,6 +18,9 @@ RUNS_PREFIX = "runs"  # gs://BUCKET/runs/RUN_ID/: everything a run's jobs write
 DATASETS_PREFIX = "datasets"
 RAW_PREFIX = "raw"  # gs://BUCKET/raw/...: raw data, which conversion jobs may read
 PIPELINES_PREFIX = "pipelines"  # gs://BUCKET/pipelines/: the pipeline root and its state
+# gs://BUCKET/asked/MODEL/DAY/: images endpoints were asked about, kept for labelling
+# (serving/asked.py, which imports nothing of ours, names it too)
+ASKED_PREFIX = "asked"
 PIPELINE_RUN_PREFIX = "ct-"  # the runs the pipeline trains: gs://BUCKET/runs/ct-VERSION/
 
 # A converted dataset: what `data convert` writes and the trainer's --data-dir reads. Train

@@ -37,7 +37,8 @@ from launch.targets.champion import (
     vouch,
 )
 from launch.targets.vertex.hardware import catalogue, multi_region
-from serving import contract
+from launch.values.resources import optional_number
+from serving import asked, contract
 from trainer.common import jsonnum
 from trainer.common.files import (
     EXPORT_INFO_FILE,
@@ -48,6 +49,7 @@ from trainer.common.files import (
     RUNS_PREFIX,
     metrics_file,
 )
+from trainer.common.options import Bound
 from trainer.model.best.choice import DEFAULT_CHOICE, LATEST, Choice
 from trainer.model.eval_record import EvaluationRecord
 from trainer.model.experiments import AP_METRICS, EXPERIMENTS, MASK_AP_METRICS
@@ -101,6 +103,25 @@ def check_container(container: str) -> str:
                          f"at the trainer's TensorFlow; the default) or {PREBUILT} (Vertex AI's "
                          "prebuilt TensorFlow container, until its end of availability)")
     return container
+
+
+def check_keep_asked(rate: float | str | None, container: str) -> float | None:
+    """--keep-asked: a fraction of requests, above 0 and at most 1, kept by our image only."""
+    rate = optional_number("--keep-asked", rate, float, Bound(0, above=True, maximum=1))
+    if rate and container != CUSTOM:
+        raise InputError(f"--keep-asked {rate:g}: only our serving image keeps asked images; "
+                         f"drop --container {container} or --keep-asked")
+    return rate or None
+
+
+def keeping(container: aiplatform_v1.ModelContainerSpec, rate: float, bucket: str,
+            model: str) -> None:
+    """The variables that make our image keep `rate` of its requests' images in
+    gs://`bucket`/asked/`model`/ (serving/asked.py), where `label.push --asked` reads them."""
+    container.env.extend([
+        aiplatform_v1.EnvVar(name=asked.KEEP_RATE, value=f"{rate:g}"),
+        aiplatform_v1.EnvVar(name=asked.KEEP_URI,
+                             value=f"gs://{bucket}/{asked.ASKED_PREFIX}/{model}")])
 
 
 def custom_container(image: str) -> aiplatform_v1.ModelContainerSpec:

@@ -126,12 +126,13 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
                  aliases: str = ",".join(registry.DEFAULT_ALIASES), gpu: bool = False,
                  dry_run: bool = False, container: str | None = None,
                  today: datetime.date | None = None, checkpoint: str | None = None,
-                 rules: Challenge = Challenge()) -> str:
+                 rules: Challenge = Challenge(), keep_asked: float | None = None) -> str:
     region = ServingRegion.of(cloud)
     choice = mirror.checkpoint_choice(checkpoint, paths=False)
     rules = rules.checked()
     wanted = registry.check_aliases(aliases)
     container = registry.check_container(container or registry.CUSTOM)
+    keep_asked = registry.check_keep_asked(keep_asked, container)
     if container == registry.PREBUILT:  # Google's, until its end of availability
         lifecycle.check_offered(registry.prediction_image(region.name, "gpu" if gpu else "cpu"),
                                 today or datetime.date.today())  # before any request
@@ -151,6 +152,9 @@ def upload_model(cloud: Cloud, run_id: str, min_ap50: float | None = None,
     spec = (registry.custom_container(submit.sources_image(
         cloud, "serving_gpu_image" if gpu else "serving_image", dry_run))
             if container == registry.CUSTOM else registry.prebuilt_container(region.name, gpu))
+    if keep_asked and candidate:  # the images go where label.push --asked finds them
+        registry.keeping(spec, keep_asked, paths.bucket,
+                         registry.parent_model_id(candidate.experiment))
     model = registry.model_spec(paths, spec, candidate)
     recorded = _unless_unreadable(dry_run, f"run {run_id}'s job file", "the version's "
                                   "labels lack its dataset", lambda: bucket_run_data(
@@ -620,9 +624,10 @@ class VertexServing:
     def upload(self, run_id: str, min_ap50: float | None = None,
                aliases: str = ",".join(registry.DEFAULT_ALIASES), gpu: bool = False,
                dry_run: bool = False, container: str | None = None,
-               checkpoint: str | None = None, rules: Challenge = Challenge()) -> str:
+               checkpoint: str | None = None, rules: Challenge = Challenge(),
+               keep_asked: float | None = None) -> str:
         return upload_model(self.cloud, run_id, min_ap50, aliases, gpu, dry_run, container,
-                            checkpoint=checkpoint, rules=rules)
+                            checkpoint=checkpoint, rules=rules, keep_asked=keep_asked)
 
     def deploy(self, run_id: str, setup: ServingSetup, endpoint: str | None = None,
                dry_run: bool = False, max_cost: float | None = None,
