@@ -894,9 +894,11 @@ LABEL_HELP = {
 
 
 @task(name="push", help={
-    "images": "the images to label: a local glob (or --dataset)",
+    "images": "the images to label: a local glob (or --dataset, or --asked)",
     "dataset": "push a named dataset's images from the bucket (NAME or NAME@VERSION), with "
                "--model's detections or else its own boxes as pre-labels, to review",
+    "asked": "push the images endpoints were asked about, kept in gs://BUCKET/asked/MODEL/ "
+             "by a version uploaded with --keep-asked (MODEL: e.g. pets-retinanet-mobilenet)",
     "model": "an export whose detections, at its operating point, become pre-labels",
     "strategy": "push only the --budget images worth labelling first: random, uncertainty, "
                 "disagreement or diversity (docs/guides/labelling.md; default: every image)",
@@ -906,18 +908,26 @@ LABEL_HELP = {
     "seed": "random's draw", **LABEL_HELP}, flags=cloud("env", "bucket"))
 def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, url=None,
                token_file=None, strategy=None, budget: int | None = None, against=None,
-               seed=0, dataset=None, tool="labelstudio", **where):
+               seed=0, dataset=None, tool="labelstudio", asked=None, **where):
     """Send images to Label Studio (or CVAT) with a model's detections as pre-labels."""
     from launch.features import labelling
 
     def pushed() -> str:
-        if bool(images) == bool(dataset):
-            raise InputError("give --images (a glob of the images to label) or --dataset "
-                             "(a named dataset's images), one of them")
+        if [bool(images), bool(dataset), bool(asked)].count(True) != 1:
+            raise InputError("give --images (a glob of the images to label), --dataset (a "
+                             "named dataset's images) or --asked (the images a served "
+                             "Model's endpoints kept), one of them")
         choice = labelling.Choice(strategy, budget, against, seed)
         choice.check(model)  # before the server is asked anything
+        if asked:
+            from launch.stores.gcs.asked import check_model
+
+            check_model(asked)
         studio = labelling.connect(url, token_file, tool)
         work = Path(WORK) / "label"
+        if asked:
+            return labelling.push_asked(studio, title or asked, _cloud(c, **where), asked,
+                                        model, Path(data_dir), work, choice).summary()
         if dataset:
             from launch.stores.gcs import datasets
 

@@ -86,6 +86,26 @@ def test_push_correct_pull_publishes_the_corrections_as_a_new_version(exported, 
             named.upload(fakes.cloud(), str(tmp_path / "reviewed"), "pets")
             review = labelling.push_dataset(studio, "pets-review", fakes.cloud(), "pets", None,
                                             tmp_path / "work", say=said.append)
+            # the images an endpoint was asked about, kept by the serving image, twice
+            import hashlib
+
+            bucket = fakes.cloud().fields(("bucket",))["bucket"]
+            for path in images[:3]:
+                fakes.cloud().storage().bucket(bucket).blob(
+                    f"asked/pets-retinanet-mobilenet/2026-12-03/"
+                    f"{hashlib.sha256(path.read_bytes()).hexdigest()}.jpg").upload_from_filename(
+                    str(path))
+            asked = [labelling.push_asked(
+                studio, "pets-asked", fakes.cloud(), "pets-retinanet-mobilenet",
+                str(exported), tmp_path, tmp_path / "work", say=said.append)
+                for _ in range(2)]
+        assert [(p.added, p.present) for p in asked] == [(3, 0), (0, 3)]
+        kept = list(studio.tasks(asked[0].project))
+        assert sorted(t["data"][labelling.SHA] for t in kept) == \
+            sorted(hashlib.sha256(path.read_bytes()).hexdigest() for path in images[:3])
+        assert sum(len(t["predictions"]) for t in kept) == asked[0].prelabelled
+        assert f"3 image(s) endpoints were asked about, kept in gs://{bucket}/asked/" \
+               "pets-retinanet-mobilenet/" in said
         stored = examples(tmp_path / "reviewed")
         assert review.added == review.prelabelled == len(stored) and review.present == 0
         for task in studio.tasks(review.project):
@@ -217,7 +237,11 @@ def test_the_label_tasks_refuse_in_one_line_before_reaching_a_server(tmp_path):
     for args, env, said in [
         (("label.push", "--images", f"{tmp_path}/*.jpg"), {"LABEL_STUDIO_API_KEY": None},
          "no Label Studio token: set LABEL_STUDIO_API_KEY, or --token-file FILE"),
-        (("label.push",), {}, "give --images (a glob of the images to label) or --dataset"),
+        (("label.push",), {}, "give --images (a glob of the images to label), --dataset (a "
+                              "named dataset's images) or --asked"),
+        (("label.push", "--asked", "pets", "--images", "x"), {}, "one of them"),
+        (("label.push", "--asked", "../runs"), {"LABEL_STUDIO_API_KEY": "t"},
+         "--asked '../runs': give the served Model's name"),
         (("label.push", "--images", f"{tmp_path}/*.jpg", "--data-dir", str(tmp_path)),
          {"LABEL_STUDIO_API_KEY": "t"}, f"--images {tmp_path}/*.jpg matches no file"),
         (("label.push", "--images", f"{tmp_path}/*.jpg", "--strategy", "uncertainty",
@@ -238,6 +262,58 @@ def test_the_label_tasks_refuse_in_one_line_before_reaching_a_server(tmp_path):
         ran = invoke(*args, env=env)
         assert ran.returncode == 2 and said in ran.stderr, (args, ran.stderr)
         assert len(ran.stderr.strip().splitlines()) == 1 and "s3cr3t" not in ran.stderr
+
+
+def test_asked_images_are_staged_by_their_digest_and_hostile_objects_are_named(tmp_path):
+    """What `label.push --asked MODEL` takes from gs://BUCKET/asked/MODEL/: objects of the
+    serving image's naming, whose bytes are what their name says, once each; a name of
+    another shape (another model's, a path), a wrong digest and an object larger than any
+    request are skipped and named, and nothing is written outside the staging folder."""
+    import hashlib
+    import io
+
+    from launch.stores.gcs import asked
+    from tests.fakes.gcs import FakeGcs
+
+    def jpeg(seed: int) -> bytes:
+        out = io.BytesIO()
+        Image.new("RGB", (16 + seed, 12), (seed, 0, 0)).save(out, "JPEG")
+        return out.getvalue()
+
+    kept = [jpeg(i) for i in range(3)]
+    folder = "asked/pets-retinanet-mobilenet"
+    with FakeGcs() as server:
+        bucket = server.client().create_bucket("pets-data")
+        names = {f"{folder}/2026-12-0{day}/{hashlib.sha256(data).hexdigest()}.jpg": data
+                 for day, data in enumerate(kept, start=1)}
+        names[f"{folder}/2026-12-04/{hashlib.sha256(kept[0]).hexdigest()}.jpg"] = kept[0]
+        hostile = {f"{folder}/2026-12-03/{'0' * 64}.jpg": kept[1],  # not its digest
+                   f"{folder}/2026-12-03/../../runs/x.jpg": kept[1],
+                   f"{folder}/2026-12-03/photo.jpg": kept[1],
+                   f"{folder}/2026-12-03/{'a' * 64}.jpg": b"\xff" * (asked.MAX_IMAGE_BYTES + 1),
+                   f"{folder}-other/2026-12-03/{'b' * 64}.jpg": kept[1]}
+        for name, data in {**names, **hostile}.items():
+            bucket.blob(name).upload_from_string(data)
+        (tmp_path / "out").mkdir()
+        (tmp_path / "out" / "stale.jpg").write_bytes(b"from an earlier push")
+        staged = asked.stage(server.client(), "pets-data", "pets-retinanet-mobilenet",
+                             tmp_path / "out")
+    assert sorted(p.read_bytes() for p in staged.images) == sorted(kept)
+    assert {p.name for p in (tmp_path / "out").iterdir()} == {
+        f"{hashlib.sha256(data).hexdigest()}.jpg" for data in kept}
+    assert staged.skipped == {
+        f"gs://pets-data/{folder}/2026-12-03/{'0' * 64}.jpg":
+            "its bytes are not what its name says",
+        f"gs://pets-data/{folder}/2026-12-03/../../runs/x.jpg":
+            "not a name the serving image gives a kept image",
+        f"gs://pets-data/{folder}/2026-12-03/photo.jpg":
+            "not a name the serving image gives a kept image",
+        f"gs://pets-data/{folder}/2026-12-03/{'a' * 64}.jpg":
+            f"{asked.MAX_IMAGE_BYTES + 1} bytes, more than any request carries (2,097,152)"}
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "out"]
+    assert staged.lines("gs://pets-data/asked/pets-retinanet-mobilenet/")[0] == (
+        "3 image(s) endpoints were asked about, kept in "
+        "gs://pets-data/asked/pets-retinanet-mobilenet/")
 
 
 def test_a_pull_joins_the_newest_version_and_an_image_labelled_again_keeps_its_split(tmp_path):

@@ -396,6 +396,28 @@ def push_dataset(studio: Studio, title: str, cloud, reference: str, model: str |
                        labelled=None if model else labels)
 
 
+def push_asked(studio: Studio, title: str, cloud, served: str, model: str | None,
+               data_dir: Path, work: Path, choice: Choice = Choice(),
+               say: Callable[[str], None] = print) -> Pushed:
+    """`label.push --asked MODEL`: the images endpoints serving MODEL were asked about and
+    kept (`model.upload --keep-asked`), pre-labelled with `model`'s detections; a push adds
+    only those the project does not hold yet."""
+    from launch.errors import MissingError
+    from launch.stores.gcs import asked
+    from trainer.common.files import ASKED_PREFIX
+
+    bucket = cloud.fields(("project", "bucket"))["bucket"]
+    staged = asked.stage(cloud.storage(), bucket, served, work / "asked" / served)
+    where = f"gs://{bucket}/{ASKED_PREFIX}/{served}/"
+    for line in staged.lines(where):
+        say(line)
+    if not staged.images:
+        raise MissingError(f"--asked {served}: {where} holds no kept image; upload a version "
+                           "with `invoke model.upload --keep-asked RATE` and let it serve")
+    return push_images(studio, title, f"{work / 'asked' / served}/*", data_dir, model, work,
+                       choice, say)
+
+
 def push_images(studio: Studio, title: str, pattern: str, data_dir: Path,
                 model: str | None, work: Path, choice: Choice = Choice(),
                 say: Callable[[str], None] = print, labelled: Mapping | None = None
