@@ -150,6 +150,15 @@ except SystemExit as exit:
      "it with one"),
     (["--model_dir=m", "--mode=continuous_eval", "--eval-split=test", "--data_dir=."], 2,
      "--split test evaluates one checkpoint once: use --mode eval"),
+    # tested after training: on a test split there, by a command that trains
+    (["--model_dir=m", "--data_dir=.", "--test_after"], 2,
+     "--test: the data has no test split (./test.record-* matches no file); convert it with "
+     "one (`invoke data.convert --split` with two fractions, or the format's own test list), "
+     "or drop --test"),
+    (["--model_dir=m", "--mode=eval", "--data_dir=.", "--test_after"], 2,
+     "--test tests what training chose: --mode eval trains nothing"),
+    (["--model_dir=m", "--train_input=x", "--test_after"], 2,
+     "--test reads the test split: give --data_dir (or --test_input)"),
     (["--model_dir=m", "--data_dir=.", "--init_checkpoint=/no/ckpt-1"], 2,
      "--init-from /no/ckpt-1 not found"),
     (["data", "convert", "--data_dir=/nonexistent", "--output_dir=o"], 2,

@@ -160,6 +160,13 @@ def test_a_test_split_that_is_the_training_data_is_refused_in_one_line(records_d
         "out. Convert the data again (`invoke data.convert` "
         "keeps each image in one split), or evaluate on val"]
     assert not (model_dir / files.TEST_METRICS_DIR).exists()
+    # a training that would test itself afterwards (--test) is refused before it trains
+    trained = trainer_here(*data_flags(data, tmp_path / "run"), "--test_after",
+                           "--train_steps=1", check=False)
+    assert trained.returncode == 2 and trained.stderr.splitlines()[0].startswith(
+        f"{ERROR_PREFIX}--test: {len(names)} of the test split's {len(names)} images are in "
+        "the training split too")
+    assert not list((tmp_path / "run").glob("ckpt-*"))
 
 
 def test_a_held_out_test_split_passes_the_check(records_dir):

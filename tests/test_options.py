@@ -192,6 +192,16 @@ def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():
     assert "--mode=train" in args  # --evaluate: the training evaluates its checkpoints itself
     evaluating = jobfile.request(jobfile.resolve("train", {"evaluate": True}), "train")
     assert evaluating.args.mode == "train_and_eval"
+    testing = jobfile.request(jobfile.resolve("train", {"test": True}), "train")
+    assert "--test_after" in testing.trainer_job(TrainerDirs("m", "d")).args  # --test
+    listed = testing.reading("gs://b/datasets/pets/v1", data_files=(
+        "train.record-00000-of-00001", "val.record-00000-of-00001",
+        "test.record-00000-of-00001"))  # a named dataset's version: its listed files
+    assert "--test_input=gs://b/datasets/pets/v1/test.record-00000-of-00001" in \
+        listed.trainer_job(TrainerDirs("m", "d")).args
+    with pytest.raises(InputError, match=r"^--test: the named dataset lists no test split"):
+        listed.reading("gs://b/x", data_files=("train.record-0",)).trainer_job(
+            TrainerDirs("m", "d"))
     tuning = jobfile.request(jobfile.resolve("tune", {}), "tune")
     assert tuning.args.mode == "train"
     assert {name: field.metadata["lands"] for name, field in jobfile.FIELDS.items()
@@ -200,7 +210,7 @@ def test_a_job_files_values_land_on_the_trainers_fields_with_their_checks():
         "config_file": "config_files", "early_stop_patience": "early_stop_patience",
         "early_stop_min_delta": "early_stop_min_delta",
         "early_stop_evaluator": "early_stop_evaluator", "idle_timeout": "eval_idle_timeout",
-        "split": "eval_split", "seed": "seed"}
+        "split": "eval_split", "seed": "seed", "test": "test_after"}
     evaluation = jobfile.request(jobfile.resolve("eval", {
         "idle_timeout": "30", "once": True, "data_dir": "d", "config_file": ["c.yaml"],
         "steps": "7"}), "eval")

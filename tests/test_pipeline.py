@@ -244,7 +244,7 @@ def kfp_log(said: str, root) -> str:
     return text
 
 
-@pytest.mark.slow(154)  # three pipeline runs, two short trainings, three test evaluations
+@pytest.mark.slow(130)  # three pipeline runs, two short trainings that test themselves, one test
 @pytest.mark.pipeline_local  # `pytest -m pipeline_local`: this test alone
 def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse_model(
         trained, tmp_path, capsys):
@@ -320,6 +320,16 @@ def test_the_pipeline_runs_here_deploys_then_stops_on_no_new_data_and_on_a_worse
         f"{verdict['champion']:.3f}" in verdict["reason"]
     assert [v.model for v in steps.lineage(str(state))] == ["1"]  # nothing uploaded
     assert steps.traffic(str(state)) == {"1": 100}  # the champion still serves
+    # each training tested what it chose itself (--test): the trainer processes the three
+    # runs started were two trainings, the first's export, and the champion's test alone
+    from launch.targets.local.jobs import JobTable, LocalJob
+
+    ran = [job for job in JobTable().newest(10_000) if isinstance(job, LocalJob)
+           and any(str(state) in arg for arg in job.argv)]
+    assert sorted(job.name for job in ran) == ["eval-pets_retinanet_mobilenet", "export",
+                                               "train-pets_retinanet_mobilenet",
+                                               "train-pets_retinanet_mobilenet"], ran
+    assert all("--test_after" in job.argv for job in ran if job.name.startswith("train-"))
 
 
 LOCAL_JOB = "target: local\nexperiment: pets_retinanet_mobilenet\ndata-dir: {data}\nsteps: 1\n"

@@ -68,13 +68,14 @@ def put_checkpoint(storage, model_dir: Path, prefix: str) -> str:
     return f"gs://{OUTPUTS.bucket}/{prefix}"
 
 
-@pytest.mark.slow(56)  # a training that evaluates, and a test evaluation: trainer processes
+@pytest.mark.slow(50)  # a training that evaluates and tests itself: one trainer process
 def test_on_vertex_ai_a_run_trains_uploads_and_deploys_then_stops_on_no_new_data(
         trained, services, tmp_path):
-    """A first run trains on the dataset's newest version (evaluating its checkpoints on
-    the validation split as it trains: --evaluate), evaluates it on the test split, passes the gate
-    (nothing serves), uploads a version labelled with its dataset version and deploys it
-    with all the traffic; a second with no new version stops at its first step."""
+    """A first run trains on the dataset's newest version in one job (evaluating its
+    checkpoints on the validation split as it trains, --evaluate, then the chosen one on the
+    test split, --test), passes the gate (nothing serves), uploads a version labelled with
+    its dataset version and deploys it with all the traffic; a second with no new version
+    stops at its first step."""
     fakes = services
     fakes.vertex.custom_runner = MirroredJobCommands(
         os.environ["STORAGE_EMULATOR_HOST"], fakes.storage, OUTPUTS.bucket,
@@ -102,11 +103,15 @@ def test_on_vertex_ai_a_run_trains_uploads_and_deploys_then_stops_on_no_new_data
 
     assert run_once(good) == "stopped: no newer data"
     assert "no version newer than" in good.decisions()[-1]["reason"]
-    assert len(fakes.vertex.jobs) == 2  # the training and its test evaluation, no more
+    assert len(fakes.vertex.jobs) == 1  # the training, which evaluated and tested itself
     training = next(iter(fakes.vertex.jobs.values())).job_spec.worker_pool_specs[0]
     assert "--mode=train_and_eval" in training.container_spec.args  # --evaluate
-    assert fakes.storage.bucket(OUTPUTS.bucket).blob(
-        f"runs/{run_id}/checkpoints/eval/ckpt-10.json").exists()  # the training's own
+    (tested,) = [arg for arg in training.container_spec.args if arg.startswith("--test_input")]
+    assert "--test_after" in training.container_spec.args  # --test, on the version's files
+    assert tested.startswith(f"--test_input=gs://{OUTPUTS.bucket}/datasets/pets/")
+    for records in ("eval", "eval-test"):  # the training's own, of the checkpoint it chose
+        assert fakes.storage.bucket(OUTPUTS.bucket).blob(
+            f"runs/{run_id}/checkpoints/{records}/ckpt-10.json").exists()
     # each job ran the environment's deployed trainer image; the version serves on its
     # deployed serving image: pinned by digest, nothing built
     assert {job.job_spec.worker_pool_specs[0].container_spec.image_uri.split("@")[0]

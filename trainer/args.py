@@ -154,6 +154,12 @@ class TrainArgs(Args):
         "checkpoint, as export chooses it, evaluated once into eval-test/, which best/ and "
         "early stopping never read)", default=files.VAL, choices=(files.VAL, files.TEST),
         shown="--split")
+    test_after: bool = option(
+        "after training, the checkpoint export would choose evaluated once on the test split "
+        "into eval-test/, as --mode eval --eval_split test does, in this process", default=False,
+        shown="--test")
+    test_input: str | None = option("test TFRecord glob for --test_after (overrides "
+                                    "--data_dir)")
     label_map: str | None = option("label map .pbtxt (overrides --data_dir)")
     strategy: str = option(default="auto", choices=STRATEGIES)
     num_gpus: int | None = option("default: the visible GPUs")
@@ -183,6 +189,10 @@ class TrainArgs(Args):
                                 "checkpoint once: use --mode eval (training and continuous "
                                 f"evaluation read {files.VAL}, so that the test split never "
                                 "picks a checkpoint)")
+        if self.test_after and "train" not in self.mode:
+            raise SettingsError(f"{shown(TrainArgs, 'test_after')} tests what training chose: "
+                                f"--mode {self.mode} trains nothing (`invoke eval --split "
+                                f"{files.TEST}` tests a run)")
         evaluator_flag = shown(TrainArgs, "early_stop_evaluator")
         if self.mode == TRAIN_AND_EVAL and patience is not None and \
                 self.early_stop_evaluator != TRAINER:

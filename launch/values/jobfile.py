@@ -164,6 +164,10 @@ class JobFile:
                             "validation interval and its last, with best/ and the operating "
                             "point): no evaluation job beside it", default=False,
                             tasks=frozenset({TRAIN}))
+    test: bool = option("after training, the training job evaluates the checkpoint export "
+                        "would choose on the test split once (into eval-test/, as `invoke "
+                        "eval --split test`): no test job of its own", default=False,
+                        tasks=frozenset({TRAIN}), lands="test_after")
     once: bool = option("evaluate the newest checkpoint and stop", default=False,
                         tasks=frozenset({EVAL}), section=EVAL)
     idle_timeout: float | None = option("seconds to wait for a new checkpoint",

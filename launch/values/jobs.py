@@ -74,12 +74,13 @@ class TrainerJob:
         return sum(pool.replica_count for pool in self.pools)
 
 
-def inputs(data_dir: str, data_files: Sequence[str], eval_split: str = VAL
-           ) -> dict[str, str]:
+def inputs(data_dir: str, data_files: Sequence[str], eval_split: str = VAL,
+           test_after: bool = False) -> dict[str, str]:
     """A named dataset's shards as the trainer's --train_input and --eval_input (the split
-    it evaluates on: val, or test): each listed path, comma-separated (Model Garden globs
-    none of them), so a file put into the version later is never read. Empty (no files
-    listed): the splits' globs below --data_dir."""
+    it evaluates on: val, or test), and --test_input when it tests after training: each
+    listed path, comma-separated (Model Garden globs none of them), so a file put into the
+    version later is never read. Empty (no files listed): the splits' globs below
+    --data_dir."""
     if not data_files:
         return {}
 
@@ -87,11 +88,13 @@ def inputs(data_dir: str, data_files: Sequence[str], eval_split: str = VAL
         return ",".join(f"{data_dir.rstrip('/')}/{name}" for name in sorted(data_files)
                         if name.startswith(shard_glob(split).removesuffix("*")))
 
-    if eval_split == TEST and not listed(TEST):
-        raise InputError(f"--split {TEST}: the named dataset lists no test split "
-                         f"({shard_glob(TEST)}); convert the data with one, or evaluate on "
-                         f"{VAL} (drop --split {TEST})")
-    return {"train_input": listed(TRAIN), "eval_input": listed(eval_split)}
+    if (eval_split == TEST or test_after) and not listed(TEST):
+        asked, instead = ("--test", "drop --test") if test_after else (
+            f"--split {TEST}", f"evaluate on {VAL} (drop --split {TEST})")
+        raise InputError(f"{asked}: the named dataset lists no test split "
+                         f"({shard_glob(TEST)}); convert the data with one, or {instead}")
+    return {"train_input": listed(TRAIN), "eval_input": listed(eval_split),
+            **({"test_input": listed(TEST)} if test_after else {})}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +188,8 @@ class Request:
         over the target's; a named dataset's listed files are the inputs)."""
         data_dir = self.args.data_dir or dirs.data_dir
         return dataclasses.replace(self.args, model_dir=dirs.model_dir, data_dir=data_dir,
-                                   **inputs(data_dir, self.data_files, self.args.eval_split))
+                                   **inputs(data_dir, self.data_files, self.args.eval_split,
+                                            self.args.test_after))
 
     def trainer_job(self, dirs: TrainerDirs) -> TrainerJob:
         """The trainer at `dirs` on a chief, and workers if the resources have them."""

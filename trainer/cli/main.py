@@ -67,6 +67,9 @@ def run_trainer(args: trainer_args.TrainArgs) -> int:
         settings = dataclasses.replace(settings, init_checkpoint=pretrained.extracted(
             settings.init_checkpoint))
     params_lib.check_inputs(settings)  # before the GPU probe loads TensorFlow
+    if settings.test_input:  # --test_after: a test split that is held out, before training
+        evaluate.check_held_out(settings.train_input, settings.test_input,
+                                trainer_args.shown(trainer_args.TrainArgs, "test_after"))
     cluster = train.environment_for_cluster()
     num_gpus = settings.num_gpus if settings.num_gpus is not None else train.visible_gpus()
     strategy_name = distribution.choose_strategy(settings.strategy, os.environ, num_gpus,
@@ -89,6 +92,11 @@ def run_trainer(args: trainer_args.TrainArgs) -> int:
         strategy = distribution.build_strategy(strategy_name, num_gpus,
                                                distribution.tpu_address(settings.tpu, slice_))
         train.run_training(settings, params, strategy, cluster, slice_)
+    if settings.test_input and distribution.is_chief(cluster, slice_):
+        tested = settings.tested()  # what `eval --split test` would do, without its start
+        tested_params = params_lib.build_params(tested, precision)
+        with tracing.as_written(tested_params, tested.experiment):
+            return _run_evaluation(tested, tested_params, evaluate)
     return 0
 
 

@@ -307,19 +307,20 @@ def image_digests(input_path: str) -> dict[str, str]:
     return found
 
 
-def check_held_out(train_input: str | None, test_input: str) -> None:
+def check_held_out(train_input: str | None, test_input: str, asked: str = "") -> None:
     """A test split that shares images with the training split (by content, as conversion
     holds the test split out: trainer/data/changes.py) would be recorded, and gated on, as
-    held out when it is not: refused in one line before any checkpoint is evaluated."""
+    held out when it is not: refused in one line before any checkpoint is evaluated (and
+    before training, for `asked` --test)."""
     trained = image_digests(train_input) if train_input else {}
     if not trained:
         return
     test = image_digests(test_input)
     shared = sorted(name for digest, name in test.items() if digest in trained)
     if shared:
-        flag = shown(TrainArgs, "eval_split")
+        asked = asked or f"{shown(TrainArgs, 'eval_split')} {files.TEST}"
         raise SettingsError(
-            f"{flag} {files.TEST}: {len(shared)} of the test split's {len(test)} images are "
+            f"{asked}: {len(shared)} of the test split's {len(test)} images are "
             f"in the training split too, by content ({', '.join(map(repr, shared[:3]))}"
             f"{', ...' if len(shared) > 3 else ''}): its figures would not be held out. "
             "Convert the data again (`invoke data.convert` keeps each image in one split), or "

@@ -33,16 +33,19 @@ def _check_inputs(pattern: str | None, flag: str) -> None:
                             "`invoke data.convert` (or `python -m trainer data convert`)")
 
 
-def _check_test_split(pattern: str | None) -> None:
-    """`--eval_split test` on data converted without one: refused in one line."""
+def _check_test_split(pattern: str | None, after: bool = False) -> None:
+    """`--eval_split test` (or `--test_after`) on data converted without one: refused in one
+    line."""
     if pattern is not None and not io.match(pattern.split(",")[0].strip() or pattern):
         flag = shown(TrainArgs, "eval_split")
+        asked = shown(TrainArgs, "test_after") if after else f"{flag} {files.TEST}"
+        instead = f"drop {asked}" if after else \
+            f"evaluate on {files.VAL} (drop {flag} {files.TEST})"
         raise SettingsError(
-            f"{flag} {files.TEST}: the data has no test split ({pattern[:300]} matches no "
-            "file); convert it with one (`invoke data.convert --split` with two fractions, "
-            f"or the format's own test list), or evaluate on {files.VAL} (drop {flag} "
-            f"{files.TEST})")
-    _check_inputs(pattern, "--eval-input")
+            f"{asked}: the data has no test split ({pattern[:300]} matches no file); convert "
+            "it with one (`invoke data.convert --split` with two fractions, or the format's "
+            f"own test list), or {instead}")
+    _check_inputs(pattern, "--test-input" if after else "--eval-input")
 
 
 def _num_classes(label_map_path: str | None) -> int | None:
@@ -81,6 +84,8 @@ def check_inputs(settings: TrainerSettings) -> None:
         _check_test_split(settings.eval_input)
     elif settings.mode != "train" or (stopping and stopping.evaluator == TRAINER):
         _check_inputs(settings.eval_input, "--eval-input")  # the chief evaluates too
+    if settings.test_input:  # tested after training: checked before it starts
+        _check_test_split(settings.test_input, after=True)
     if settings.init_checkpoint:
         init_checkpoint.check_readable(settings.init_checkpoint)
     _num_classes(settings.label_map)

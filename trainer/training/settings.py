@@ -12,7 +12,7 @@ from trainer.args import TrainArgs
 from trainer.common import files, io
 from trainer.common.errors import SettingsError
 from trainer.model import model_dir as model_dir_lib
-from trainer.model.best.stopping import EarlyStopping
+from trainer.model.best.stopping import TRAINER, EarlyStopping
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,6 +27,14 @@ class TrainerSettings(TrainArgs):
     @property
     def trains(self) -> bool:
         return "train" in self.mode
+
+    def tested(self) -> TrainerSettings:
+        """The settings of `--test_after`'s evaluation: --mode eval --eval_split test."""
+        return dataclasses.replace(self, mode="eval", eval_split=files.TEST,
+                                   eval_input=self.test_input, test_after=False,
+                                   test_input=None, export_dir=None,
+                                   early_stop_patience=None, early_stop_min_delta=0.0,
+                                   early_stop_evaluator=TRAINER)
 
     @property
     def early_stopping(self) -> EarlyStopping | None:
@@ -49,12 +57,18 @@ def settings_from_args(args: TrainArgs, env: Mapping[str, str] = os.environ,
         return explicit or (f"{data_dir}/{name}" if data_dir else None)
 
     args.check()  # as `parse` did, for arguments built in code
+    test_input = from_data_dir(args.test_input, files.shard_glob(files.TEST)) \
+        if args.test_after else None
+    if args.test_after and not test_input:
+        raise SettingsError(f"{trainer_args.shown(TrainArgs, 'test_after')} reads the test "
+                            "split: give --data_dir (or --test_input)")
     given = {field.name: getattr(args, field.name) for field in dataclasses.fields(TrainArgs)}
     return TrainerSettings(**{
         **given,
         "model_dir": model_dir.rstrip("/"),
         "train_input": from_data_dir(args.train_input, files.shard_glob("train")),
         "eval_input": from_data_dir(args.eval_input, files.shard_glob(args.eval_split)),
+        "test_input": test_input,
         "label_map": args.label_map or (files.data_label_map(data_dir, exists)
                                         if data_dir else None),
         "init_checkpoint_type": args.init_checkpoint_type or "backbone",

@@ -204,10 +204,11 @@ class VertexSteps:
     def train(self, version: str) -> str:
         """The run training on `version` (gs://BUCKET/runs/RUN_ID), followed to its end; it
         evaluates its checkpoints on the validation split itself (--evaluate), so the
-        checkpoint upload takes is chosen without a job of its own."""
+        checkpoint upload takes is chosen without a job of its own, and then that checkpoint
+        on the test split (--test), so the gate's figure needs none either."""
         run_id = pipeline_state.run_id_for(self.state, version)
         print(self.launch(jobfile.TRAIN, dataset=self._on(version), run_id=run_id,
-                          evaluate=True), flush=True)
+                          evaluate=True, test=True), flush=True)
         return run_id
 
     def _on(self, version: str) -> str:
@@ -237,18 +238,20 @@ class VertexSteps:
         return decisions.vouched_in(self.decisions())
 
     def evaluate(self, run_id: str, version: str) -> float:
-        """The run's chosen checkpoint on the test split of `version`, then the serving
-        version's on the same split unless it was measured on the same files already. A
-        run whose training evaluated no checkpoint (one trained before --evaluate, or whose
-        evaluation failed) has its final one evaluated on the validation split first: the
-        registry takes an evaluated one."""
+        """The run's chosen checkpoint on the test split of `version` (unless its training
+        tested it: --test), then the serving version's on the same split unless it was
+        measured on the same files already. A run whose training evaluated no checkpoint
+        (one trained before --evaluate, or whose evaluation failed) has its final one
+        evaluated on the validation split first: the registry takes an evaluated one."""
         try:
             self.serving.chosen_step(run_id)
         except GateError:  # not evaluated; anything else wrong is said again below
             print(self.launch(jobfile.EVAL, run_id=run_id, once=True,
                               dataset=self._on(version)), flush=True)
-        print(self.launch(jobfile.EVAL, run_id=run_id, split="test",
-                          dataset=self._on(version)), flush=True)
+        storage, paths = self.cloud.storage(), run_paths(self.cloud, run_id)
+        if champion.test_record(storage, paths, self.serving.chosen_step(run_id)) is None:
+            print(self.launch(jobfile.EVAL, run_id=run_id, split="test",  # not by training
+                              dataset=self._on(version)), flush=True)
         tested = self._test_figure(run_id)
         written = [tested]
         origin, before = self.serving.champion(self.spec.experiment, self.measure,

@@ -205,24 +205,26 @@ def resolve_dataset(job: str, state: str, settings: str = NO_SETTINGS) -> str:
 
 
 def train(job: str, state: str, version: str, settings: str = NO_SETTINGS) -> str:
-    """Trains on `version` into a new run, as `invoke train --job` does; the run's id."""
+    """Trains on `version` into a new run, as `invoke train --job` does, then tests the
+    checkpoint it chose on the test split in the same process (--test); the run's id."""
     if vertex := on_vertex(job, state, settings):
         return vertex.train(version)
     spec = job_of(job)
     run_id = run_id_for(state, version)
     on_version(spec, version)  # checked before any directory is named by it
     print(launch(job, jobfile.TRAIN, data_dir=str(Path(spec.data_dir, version)),
-                 model_dir=str(run_dir(state, run_id))), flush=True)
+                 model_dir=str(run_dir(state, run_id)), test=True), flush=True)
     return run_id
 
 
 def evaluate(job: str, state: str, run_id: str, version: str, settings: str = NO_SETTINGS
              ) -> float:
-    """The run's best checkpoint on the test split of `version` (its data), and the serving
-    version's on the same split unless it was measured on the same files already (a test
-    split kept from one version to the next) and its record there is one the gate may trust
-    (_defending), so the comparison is of one test; the sha256 of the records written goes
-    to the state (`evaluated`). The run's figure."""
+    """The run's best checkpoint on the test split of `version` (its data), unless its
+    training tested it already (--test), and the serving version's on the same split unless
+    it was measured on the same files already (a test split kept from one version to the
+    next) and its record there is one the gate may trust (_defending), so the comparison is
+    of one test; the sha256 of the records written goes to the state (`evaluated`). The
+    run's figure."""
     if vertex := on_vertex(job, state, settings):
         return vertex.evaluate(run_id, version)
     spec = job_of(job)
@@ -233,7 +235,8 @@ def evaluate(job: str, state: str, run_id: str, version: str, settings: str = NO
     defending = _defending(state, held, measure, vouched_in(decisions(state))) if held \
         else None  # the figure the gate will read; not trusted: measured again
     again = [held.run_id] if held and not _measured_on(defending, data) else []
-    for each in [run_id, *again]:  # as `invoke eval --split test` evaluates a run
+    untested = [] if _record(state, run_id) else [run_id]  # its training tested it (--test)
+    for each in [*untested, *again]:  # as `invoke eval --split test` evaluates a run
         print(launch(job, jobfile.EVAL, split="test", data_dir=str(data),
                      model_dir=str(run_dir(state, each))), flush=True)
     if held and not again:
