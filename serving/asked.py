@@ -29,7 +29,7 @@ KEEP_URI = "PETS_ASKED_URI"  # gs://BUCKET/asked/NAME
 # the data bucket's folder of kept images: trainer/common/files.py's ASKED_PREFIX (this image
 # imports nothing of ours), which infra's grant and label.push name
 ASKED_PREFIX = "asked"
-QUEUE = 64  # images waiting to be kept; more are dropped
+QUEUE = 64  # images waiting to be kept (at most 128 MiB: MAX_BODY each); more are dropped
 CONTENT_TYPES = {"jpg": "image/jpeg", "png": "image/png", "bmp": "image/bmp"}
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"  # a Model's display name as model.upload makes it
 _URI = re.compile(rf"gs://(?P<bucket>[a-z0-9][a-z0-9._-]{{1,220}})/{ASKED_PREFIX}/"
@@ -104,7 +104,10 @@ class Keeper:
             try:
                 self.waiting.put_nowait(data)
             except queue.Full:
-                self._count("dropped")
+                dropped = self._count("dropped")
+                if str(dropped).strip("0") == "1":  # the 1st, 10th, 100th, ...: a log, not a flood
+                    print(f"serving: {dropped} asked image(s) not kept so far: the queue of "
+                          f"{QUEUE} waiting to be written was full", flush=True)
 
     def drain(self) -> dict[str, int]:
         """Waits until every queued image is kept or has failed; the counts so far."""
@@ -112,9 +115,10 @@ class Keeper:
         with self._lock:
             return dict(self.counts)
 
-    def _count(self, what: str) -> None:
+    def _count(self, what: str) -> int:
         with self._lock:
             self.counts[what] += 1
+            return self.counts[what]
 
     def _work(self) -> None:
         while True:

@@ -496,3 +496,49 @@ def test_a_keeping_variable_the_image_cannot_use_stops_it_at_start_naming_it(
     assert asked.ASKED_PREFIX == files.ASKED_PREFIX  # the image imports nothing of ours
     assert Keeping.from_environ({KEEP_RATE: "0.05", KEEP_URI: f"gs://pets-data/{ASKED}/"}) == \
         Keeping(0.05, "pets-data", ASKED)
+
+
+def test_a_slow_bucket_never_holds_a_request_and_a_full_queue_drops_and_says_so(capsys):
+    """Cloud Storage that does not answer: requests are answered at once, QUEUE images wait,
+    the rest are dropped and counted, with a line at the 1st, 10th, ... drop; once the bucket
+    answers, the waiting ones are written."""
+    from serving.asked import QUEUE, Keeper, Keeping
+
+    release, created = threading.Event(), []
+
+    class Bucket(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            release.wait(timeout=TIMEOUT * 6)
+            created.append(body)
+            send = b'{"name": "x"}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(send)))
+            self.end_headers()
+            self.wfile.write(send)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    bucket = ThreadingHTTPServer(("127.0.0.1", 0), Bucket)
+    threading.Thread(target=bucket.serve_forever, daemon=True).start()
+    keeper = Keeper(Keeping(1.0, "pets-data", ASKED),
+                    {"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{bucket.server_address[1]}"},
+                    chance=lambda: 0.0, today=lambda: DAY)
+    try:
+        images = [encoded((8 + i, 8), "PNG") for i in range(QUEUE + 12)]
+        keeper.offer(json.dumps({"instances": [b64(images[0])]}).encode())
+        while keeper.waiting.qsize():  # the writer holds the first, waiting on the bucket
+            time.sleep(0.01)
+        keeper.offer(json.dumps({"instances": [b64(i) for i in images[1:]]}).encode())
+        assert keeper.counts["dropped"] == 11 and keeper.waiting.qsize() == QUEUE
+        release.set()
+        assert keeper.drain() == {"kept": QUEUE + 1, "known": 0, "dropped": 11, "failed": 0}
+    finally:
+        release.set()
+        bucket.shutdown()
+        bucket.server_close()
+    assert len(created) == QUEUE + 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"serving: {n} asked image(s) not kept so far: the queue of {QUEUE} waiting to be "
+        "written was full" for n in (1, 10)]
