@@ -56,6 +56,9 @@ class Retention:
     soft_delete_days: int = 7  # recover deleted objects within this window
     scratch_prefixes: tuple[str, ...] = ("scratch/",)
     scratch_expiry_days: int | None = 14  # None keeps scratch objects forever
+    # the images endpoints kept for labelling (asked/: `model.upload --keep-asked`), your
+    # users' pictures: deleted after this many days (None keeps them)
+    asked_expiry_days: int | None = 90
     build_source_days: int = 7  # Cloud Build uploads and logs
     keep_image_versions: int = 10  # most recent tagged trainer images kept
     untagged_image_days: int = 3

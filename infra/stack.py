@@ -393,7 +393,10 @@ class TrainingPlatformStack(TerraformStack):
             lifecycle_rules=[delete_rule(noncurrent_days=retention.noncurrent_version_days)]
             + ([delete_rule(age_days=retention.scratch_expiry_days,
                             prefixes=retention.scratch_prefixes)]
-               if retention.scratch_expiry_days else []),
+               if retention.scratch_expiry_days else [])
+            + ([delete_rule(age_days=retention.asked_expiry_days,
+                            prefixes=(f"{ASKED_PREFIX}/",))]
+               if retention.asked_expiry_days else []),
             # Training jobs read everything (data, a run's checkpoints) but write only runs/.
             iam=[Grant("roles/storage.objectAdmin", "researchers", who.researchers),
                  Grant("roles/storage.objectViewer", "trainer", who.trainer.member),

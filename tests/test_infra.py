@@ -71,6 +71,9 @@ def test_data_bucket_is_private_versioned_and_regional(stacks, env_name):
             "with_state": "ARCHIVED"} in conditions
     assert {"age": env.retention.scratch_expiry_days,
             "matches_prefix": list(env.retention.scratch_prefixes)} in conditions
+    # the images endpoints kept for labelling (users' pictures) expire by default
+    assert env.retention.asked_expiry_days == 90
+    assert {"age": 90, "matches_prefix": ["asked/"]} in conditions
     assert all(rule["action"] == {"type": "Delete"} for rule in data["lifecycle_rule"])
 
 

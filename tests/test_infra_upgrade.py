@@ -62,6 +62,10 @@ def expected_after(before: dict, env_name: str) -> dict:
     after = copy.deepcopy(before)
     after["terraform"]["required_providers"]["google"] = dict(PROVIDER_AFTER)
     env = ENVIRONMENTS[env_name]
+    for resource in after["resource"]["google_storage_bucket"].values():  # since the move:
+        if resource["name"] == names.data_bucket(env):  # the kept asked images expire
+            resource["lifecycle_rule"].append({"action": {"type": "Delete"}, "condition": {
+                "age": env.retention.asked_expiry_days, "matches_prefix": ["asked/"]}})
     if env.is_production:
         for kind in PROTECTED:
             for resource in after["resource"][kind].values():
