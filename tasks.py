@@ -899,6 +899,7 @@ LABEL_HELP = {
                "--model's detections or else its own boxes as pre-labels, to review",
     "asked": "push the images endpoints were asked about, kept in gs://BUCKET/asked/MODEL/ "
              "by a version uploaded with --keep-asked (MODEL: e.g. pets-retinanet-mobilenet)",
+    "since": "--asked: only the images kept on this day (YYYY-MM-DD) or after",
     "model": "an export whose detections, at its operating point, become pre-labels",
     "strategy": "push only the --budget images worth labelling first: random, uncertainty, "
                 "disagreement or diversity (docs/guides/labelling.md; default: every image)",
@@ -908,7 +909,7 @@ LABEL_HELP = {
     "seed": "random's draw", **LABEL_HELP}, flags=cloud("env", "bucket"))
 def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, url=None,
                token_file=None, strategy=None, budget: int | None = None, against=None,
-               seed=0, dataset=None, tool="labelstudio", asked=None, **where):
+               seed=0, dataset=None, tool="labelstudio", asked=None, since=None, **where):
     """Send images to Label Studio (or CVAT) with a model's detections as pre-labels."""
     from launch.features import labelling
 
@@ -919,15 +920,20 @@ def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, ur
                              "Model's endpoints kept), one of them")
         choice = labelling.Choice(strategy, budget, against, seed)
         choice.check(model)  # before the server is asked anything
+        if since and not asked:
+            raise InputError(f"--since {since[:40]!r} picks among --asked's images: add "
+                             "--asked MODEL")
         if asked:
-            from launch.stores.gcs.asked import check_model
+            from launch.stores.gcs.asked import check_model, check_since
 
             check_model(asked)
+            check_since(since)
         studio = labelling.connect(url, token_file, tool)
         work = Path(WORK) / "label"
         if asked:
             return labelling.push_asked(studio, title or asked, _cloud(c, **where), asked,
-                                        model, Path(data_dir), work, choice).summary()
+                                        model, Path(data_dir), work, choice,
+                                        since=since).summary()
         if dataset:
             from launch.stores.gcs import datasets
 

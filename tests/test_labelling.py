@@ -242,6 +242,10 @@ def test_the_label_tasks_refuse_in_one_line_before_reaching_a_server(tmp_path):
         (("label.push", "--asked", "pets", "--images", "x"), {}, "one of them"),
         (("label.push", "--asked", "../runs"), {"LABEL_STUDIO_API_KEY": "t"},
          "--asked '../runs': give the served Model's name"),
+        (("label.push", "--asked", "pets", "--since", "yesterday"),
+         {"LABEL_STUDIO_API_KEY": "t"}, "--since 'yesterday': give a day as YYYY-MM-DD"),
+        (("label.push", "--images", "x", "--since", "2026-12-01"),
+         {"LABEL_STUDIO_API_KEY": "t"}, "--since '2026-12-01' picks among --asked's images"),
         (("label.push", "--images", f"{tmp_path}/*.jpg", "--data-dir", str(tmp_path)),
          {"LABEL_STUDIO_API_KEY": "t"}, f"--images {tmp_path}/*.jpg matches no file"),
         (("label.push", "--images", f"{tmp_path}/*.jpg", "--strategy", "uncertainty",
@@ -298,6 +302,10 @@ def test_asked_images_are_staged_by_their_digest_and_hostile_objects_are_named(t
         (tmp_path / "out" / "stale.jpg").write_bytes(b"from an earlier push")
         staged = asked.stage(server.client(), "pets-data", "pets-retinanet-mobilenet",
                              tmp_path / "out")
+        assert sorted(p.read_bytes() for p in asked.stage(
+            server.client(), "pets-data", "pets-retinanet-mobilenet", tmp_path / "since",
+            asked.check_since("2026-12-03")).images) == sorted([kept[0], kept[2]])
+        shutil.rmtree(tmp_path / "since")
     assert sorted(p.read_bytes() for p in staged.images) == sorted(kept)
     assert {p.name for p in (tmp_path / "out").iterdir()} == {
         f"{hashlib.sha256(data).hexdigest()}.jpg" for data in kept}

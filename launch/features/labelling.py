@@ -398,16 +398,17 @@ def push_dataset(studio: Studio, title: str, cloud, reference: str, model: str |
 
 def push_asked(studio: Studio, title: str, cloud, served: str, model: str | None,
                data_dir: Path, work: Path, choice: Choice = Choice(),
-               say: Callable[[str], None] = print) -> Pushed:
-    """`label.push --asked MODEL`: the images endpoints serving MODEL were asked about and
-    kept (`model.upload --keep-asked`), pre-labelled with `model`'s detections; a push adds
-    only those the project does not hold yet."""
+               say: Callable[[str], None] = print, since: str | None = None) -> Pushed:
+    """`label.push --asked MODEL [--since DAY]`: the images endpoints serving MODEL were
+    asked about and kept (`model.upload --keep-asked`), pre-labelled with `model`'s
+    detections; a push adds only those the project does not hold yet."""
     from launch.errors import MissingError
     from launch.stores.gcs import asked
     from trainer.common.files import ASKED_PREFIX
 
     bucket = cloud.fields(("project", "bucket"))["bucket"]
-    staged = asked.stage(cloud.storage(), bucket, served, work / "asked" / served)
+    staged = asked.stage(cloud.storage(), bucket, served, work / "asked" / served,
+                         asked.check_since(since))
     where = f"gs://{bucket}/{ASKED_PREFIX}/{served}/"
     for line in staged.lines(where):
         say(line)

@@ -11,6 +11,7 @@ format), never by the bucket. Anything else is skipped and named.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import hashlib
 import re
 import shutil
@@ -24,7 +25,7 @@ from trainer.common.files import ASKED_PREFIX
 
 MAX_IMAGES = 5_000  # a push's worth, the newest days first; the rest wait for the next
 MAX_IMAGE_BYTES = 2 << 20  # the serving front's MAX_BODY: no request carried a larger image
-_KEPT = re.compile(rf"{ASKED_PREFIX}/(?P<model>{NAME})/\d{{4}}-\d{{2}}-\d{{2}}/"
+_KEPT = re.compile(rf"{ASKED_PREFIX}/(?P<model>{NAME})/(?P<day>\d{{4}}-\d{{2}}-\d{{2}})/"
                    r"(?P<sha>[0-9a-f]{64})\.(?P<kind>jpg|png|bmp)")
 
 
@@ -51,13 +52,28 @@ def check_model(model: str) -> str:
     return model
 
 
-def stage(client, bucket: str, model: str, out: Path) -> Staged:
-    """The kept images of `model` in `out` (emptied first: it is this tool's), newest first."""
+def check_since(since: str | None) -> datetime.date | None:
+    """--since: a day, YYYY-MM-DD (the kept images' folders are named by theirs)."""
+    if not since:
+        return None
+    try:
+        return datetime.date.fromisoformat(since)
+    except ValueError:
+        raise InputError(f"--since {printable(since[:40])!r}: give a day as YYYY-MM-DD "
+                         "(2026-12-01: the images kept that day and after)") from None
+
+
+def stage(client, bucket: str, model: str, out: Path,
+          since: datetime.date | None = None) -> Staged:
+    """The kept images of `model` (those kept on `since` or after) in `out` (emptied first:
+    it is this tool's), newest first."""
     folder = f"{ASKED_PREFIX}/{check_model(model)}"
     wanted, skipped = [], {}
     for blob in list_blobs(client, bucket, folder):
         found = _KEPT.fullmatch(blob.name)
         shown = f"gs://{bucket}/{printable(blob.name[:300])}"
+        if found and since and found["day"] < since.isoformat():
+            continue  # kept before --since: pushed before, as asked
         if not found or found["model"] != model:
             skipped[shown] = "not a name the serving image gives a kept image"
         elif blob.size is None or blob.size > MAX_IMAGE_BYTES:
