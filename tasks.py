@@ -900,7 +900,8 @@ LABEL_HELP = {
     "asked": "push the images endpoints were asked about, kept in gs://BUCKET/asked/MODEL/ "
              "by a version uploaded with --keep-asked (MODEL: e.g. pets-retinanet-mobilenet)",
     "since": "--asked: only the images kept on this day (YYYY-MM-DD) or after",
-    "model": "an export whose detections, at its operating point, become pre-labels",
+    "model": "an export whose detections, at its operating point, become pre-labels: a "
+             "local directory, or the serving run's in the bucket (gs://BUCKET/runs/RUN/model)",
     "strategy": "push only the --budget images worth labelling first: random, uncertainty, "
                 "disagreement or diversity (docs/guides/labelling.md; default: every image)",
     "budget": "how many images --strategy chooses",
@@ -930,18 +931,24 @@ def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, ur
             check_since(since)
         studio = labelling.connect(url, token_file, tool)
         work = Path(WORK) / "label"
+        detector = model
+        if any(m and m.startswith("gs://") for m in (model, against)):  # the bucket's export
+            cloud = _cloud(c, **where)
+            detector = labelling.local_model(cloud, model)
+            choice = labelling.Choice(strategy, budget, labelling.local_model(cloud, against),
+                                      seed)
         if asked:
             return labelling.push_asked(studio, title or asked, _cloud(c, **where), asked,
-                                        model, Path(data_dir), work, choice,
+                                        detector, Path(data_dir), work, choice,
                                         since=since).summary()
         if dataset:
             from launch.stores.gcs import datasets
 
             name = datasets.check(dataset.split("@", 1)[0])
             return labelling.push_dataset(studio, title or name, _cloud(c, **where), dataset,
-                                          model, work, choice).summary()
+                                          detector, work, choice).summary()
         return labelling.push_images(studio, title or Path(data_dir).name, images,
-                                     Path(data_dir), model, work, choice).summary()
+                                     Path(data_dir), detector, work, choice).summary()
 
     _say(pushed)
 

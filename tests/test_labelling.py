@@ -485,3 +485,22 @@ def test_the_loop_runs_through_cvat_too(tmp_path, monkeypatch):
             np.asarray([d["box"] for d in image["detections"]]), abs=1e-5)
         assert values(example, "image/object/class/label") == \
             [label_map[d["class"]] for d in image["detections"]]
+
+
+def test_a_model_in_the_bucket_is_mirrored_here_before_it_detects(services, tmp_path,
+                                                                   monkeypatch):
+    """`label.push --model gs://BUCKET/runs/RUN/model`: the serving run's export, copied
+    here first (as predict copies one), its files unchanged; a local one is used as it is."""
+    monkeypatch.chdir(tmp_path)  # the mirror: work/cache here
+    cloud = services.cloud()
+    bucket = cloud.storage().bucket(cloud.fields(("bucket",))["bucket"])
+    files = {"saved_model.pb": b"graph", "variables/variables.index": b"index",
+             "export.json": b'{"score_threshold": 0.4}'}
+    for name, data in files.items():
+        bucket.blob(f"runs/r1/model/{name}").upload_from_string(data)
+    here = Path(labelling.local_model(cloud, f"gs://{bucket.name}/runs/r1/model"))
+    assert here.resolve().is_relative_to(tmp_path / "work" / "cache")
+    assert {str(p.relative_to(here)): p.read_bytes() for p in here.rglob("*")
+            if p.is_file()} == files
+    assert labelling.local_model(cloud, str(tmp_path)) == str(tmp_path)
+    assert labelling.local_model(cloud, None) is None

@@ -283,6 +283,16 @@ def detected(model: str, pattern: str, out: Path) -> dict:
     return json.loads((out / DETECTIONS_FILE).read_text())
 
 
+def local_model(cloud, model: str | None) -> str | None:
+    """`model` here: an export in the bucket (the serving run's, gs://BUCKET/runs/RUN/model)
+    mirrored first, as predict mirrors one; a local one as it is."""
+    from launch.stores.gcs import mirror
+
+    if model is None or not mirror.is_gcs(model):
+        return model
+    return str(mirror.stage_directory(cloud.storage(), model))
+
+
 def operating_point(model: str) -> float:
     from trainer.evaluation import operating
 
