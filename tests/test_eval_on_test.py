@@ -163,9 +163,11 @@ def test_a_test_split_that_is_the_training_data_is_refused_in_one_line(records_d
     # a training that would test itself afterwards (--test) is refused before it trains
     trained = trainer_here(*data_flags(data, tmp_path / "run"), "--test_after",
                            "--train_steps=1", check=False)
-    assert trained.returncode == 2 and trained.stderr.splitlines()[0].startswith(
+    assert trained.returncode == 2 and trained.stderr.splitlines() == [
         f"{ERROR_PREFIX}--test: {len(names)} of the test split's {len(names)} images are in "
-        "the training split too")
+        f"the training split too, by content ({shown}, ...): its figures would not be held "
+        "out. Convert the data again (`invoke data.convert` keeps each image in one split), "
+        "or drop --test"]
     assert not list((tmp_path / "run").glob("ckpt-*"))
 
 

@@ -67,7 +67,11 @@ def run_trainer(args: trainer_args.TrainArgs) -> int:
         settings = dataclasses.replace(settings, init_checkpoint=pretrained.extracted(
             settings.init_checkpoint))
     params_lib.check_inputs(settings)  # before the GPU probe loads TensorFlow
-    if settings.test_input:  # --test_after: a test split that is held out, before training
+    # A test split held out from training, checked once before anything runs: for the one
+    # evaluation --eval_split test makes, and for the one --test_after makes after training
+    if settings.eval_split == files.TEST:
+        evaluate.check_held_out(settings.train_input, settings.eval_input)
+    if settings.test_input:
         evaluate.check_held_out(settings.train_input, settings.test_input,
                                 trainer_args.shown(trainer_args.TrainArgs, "test_after"))
     cluster = train.environment_for_cluster()

@@ -311,28 +311,26 @@ def check_held_out(train_input: str | None, test_input: str, asked: str = "") ->
     """A test split that shares images with the training split (by content, as conversion
     holds the test split out: trainer/data/changes.py) would be recorded, and gated on, as
     held out when it is not: refused in one line before any checkpoint is evaluated (and
-    before training, for `asked` --test)."""
+    before training, for `asked` --test), by the trainer as it starts."""
     trained = image_digests(train_input) if train_input else {}
     if not trained:
         return
     test = image_digests(test_input)
     shared = sorted(name for digest, name in test.items() if digest in trained)
     if shared:
-        asked = asked or f"{shown(TrainArgs, 'eval_split')} {files.TEST}"
+        flag = asked or f"{shown(TrainArgs, 'eval_split')} {files.TEST}"
         raise SettingsError(
-            f"{asked}: {len(shared)} of the test split's {len(test)} images are "
+            f"{flag}: {len(shared)} of the test split's {len(test)} images are "
             f"in the training split too, by content ({', '.join(map(repr, shared[:3]))}"
             f"{', ...' if len(shared) > 3 else ''}): its figures would not be held out. "
             "Convert the data again (`invoke data.convert` keeps each image in one split), or "
-            f"evaluate on {files.VAL}")
+            + (f"drop {asked}" if asked else f"evaluate on {files.VAL}"))
 
 
 def evaluator_for(settings, params) -> CheckpointEvaluator:
     """The evaluator of a run: its evaluation data (validation, or the test split's with
-    --eval_split test, refused when it is not held out), class names and summary directory
-    (validation/ or test/)."""
-    if settings.eval_split == files.TEST:
-        check_held_out(settings.train_input, settings.eval_input)
+    --eval_split test, which the trainer checked is held out: check_held_out), class names
+    and summary directory (validation/ or test/)."""
     names = id_to_name(read_label_map(settings.label_map)) if settings.label_map else {}
     split = settings.eval_split
     subdir = TEST_SUMMARY_SUBDIR if split == files.TEST else SUMMARY_SUBDIR
