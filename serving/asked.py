@@ -34,6 +34,9 @@ CONTENT_TYPES = {"jpg": "image/jpeg", "png": "image/png", "bmp": "image/bmp"}
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"  # a Model's display name as model.upload makes it
 _URI = re.compile(rf"gs://(?P<bucket>[a-z0-9][a-z0-9._-]{{1,220}})/{ASKED_PREFIX}/"
                   rf"(?P<name>{NAME})/?")
+# the name `object_name` gives a kept image, as `label.push --asked` reads it back
+KEPT_NAME = re.compile(rf"{ASKED_PREFIX}/(?P<model>{NAME})/(?P<day>\d{{4}}-\d{{2}}-\d{{2}})/"
+                       rf"(?P<sha>[0-9a-f]{{64}})\.(?P<kind>{'|'.join(CONTENT_TYPES)})")
 _FEW = Backoff(tries=3)  # an image is not worth minutes of retrying
 
 

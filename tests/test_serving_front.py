@@ -427,6 +427,8 @@ def test_a_sample_of_asked_images_is_kept_in_the_bucket_named_by_their_bytes(ask
     asked/NAME/DAY/, named by its sha256 and its format, bytes unchanged; what is no image, a
     request over the budget and a request the sample passes over keep nothing; every request
     is answered as before."""
+    from serving.asked import KEPT_NAME
+
     jpeg, png = encoded((40, 30), "JPEG"), encoded((20, 10), "PNG")
     environ = {"STORAGE_EMULATOR_HOST": asked_bucket.url}
     front, upstream = keeping_front(environ)
@@ -445,6 +447,7 @@ def test_a_sample_of_asked_images_is_kept_in_the_bucket_named_by_their_bytes(ask
         f"{ASKED}/2026-12-03/{hashlib.sha256(data).hexdigest()}.{kind}"
         for data, kind in ((jpeg, "jpg"), (png, "png")))
     for name, blob in blobs.items():
+        assert KEPT_NAME.fullmatch(name)  # as label.push --asked reads it back
         assert blob.download_as_bytes() == (jpeg if name.endswith(".jpg") else png)
         assert blob.content_type == ("image/jpeg" if name.endswith(".jpg") else "image/png")
     front, upstream = keeping_front(environ, rate=0.5, chance=0.5)  # not this one

@@ -20,13 +20,12 @@ from pathlib import Path
 from launch.errors import InputError
 from launch.stores.gcs.upload import list_blobs
 from launch.text import printable
-from serving.asked import NAME
+from serving.asked import KEPT_NAME, NAME
+from serving.front import MAX_BODY
 from trainer.common.files import ASKED_PREFIX
 
 MAX_IMAGES = 5_000  # a push's worth, the newest days first; the rest wait for the next
-MAX_IMAGE_BYTES = 2 << 20  # the serving front's MAX_BODY: no request carried a larger image
-_KEPT = re.compile(rf"{ASKED_PREFIX}/(?P<model>{NAME})/(?P<day>\d{{4}}-\d{{2}}-\d{{2}})/"
-                   r"(?P<sha>[0-9a-f]{64})\.(?P<kind>jpg|png|bmp)")
+MAX_IMAGE_BYTES = MAX_BODY  # no request the serving front took carried a larger image
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +69,7 @@ def stage(client, bucket: str, model: str, out: Path,
     folder = f"{ASKED_PREFIX}/{check_model(model)}"
     wanted, skipped = [], {}
     for blob in list_blobs(client, bucket, folder):
-        found = _KEPT.fullmatch(blob.name)
+        found = KEPT_NAME.fullmatch(blob.name)
         shown = f"gs://{bucket}/{printable(blob.name[:300])}"
         if found and since and found["day"] < since.isoformat():
             continue  # kept before --since: pushed before, as asked
