@@ -935,8 +935,7 @@ def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, ur
         if any(m and m.startswith("gs://") for m in (model, against)):  # the bucket's export
             cloud = _cloud(c, **where)
             detector = labelling.local_model(cloud, model)
-            choice = labelling.Choice(strategy, budget, labelling.local_model(cloud, against),
-                                      seed)
+            choice = dataclasses.replace(choice, against=labelling.local_model(cloud, against))
         if asked:
             return labelling.push_asked(studio, title or asked, _cloud(c, **where), asked,
                                         detector, Path(data_dir), work, choice,

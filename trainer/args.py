@@ -453,6 +453,16 @@ def shown(command: type[Args], name: str) -> str:
     return meta["shown"] or f"--{(meta['flag'] or name).replace('_', '-')}"
 
 
+def test_split_asked(after: bool) -> tuple[str, str]:
+    """What asked for a test split, as a refusal names it, and the way out without one:
+    --test (`test_after`: drop it) or --split test (evaluate on val instead)."""
+    if after:
+        flag = shown(TrainArgs, "test_after")
+        return flag, f"drop {flag}"
+    flag = f"{shown(TrainArgs, 'eval_split')} {files.TEST}"
+    return flag, f"evaluate on {files.VAL} (drop {flag})"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse's own mistakes (an unknown flag, a missing value) as one SettingsError line,
     which the CLI prints with exit 2, instead of the usage block."""

@@ -15,7 +15,7 @@ from launch.values import capabilities
 from launch.values.capabilities import Capability
 from launch.values.resources import DEFAULT_RESOURCES, Resources, optional_number
 from launch.values.sweep import Sweep
-from trainer.args import TRAIN_AND_EVAL, Args, ConvertArgs, TrainArgs
+from trainer.args import TRAIN_AND_EVAL, Args, ConvertArgs, TrainArgs, test_split_asked
 from trainer.common.files import TEST, TRAIN, VAL, shard_glob
 from trainer.common.registry import Registry
 from trainer.model.experiments import DEFAULT_EXPERIMENT, default_train_steps
@@ -89,8 +89,7 @@ def inputs(data_dir: str, data_files: Sequence[str], eval_split: str = VAL,
                         if name.startswith(shard_glob(split).removesuffix("*")))
 
     if (eval_split == TEST or test_after) and not listed(TEST):
-        asked, instead = ("--test", "drop --test") if test_after else (
-            f"--split {TEST}", f"evaluate on {VAL} (drop --split {TEST})")
+        asked, instead = test_split_asked(test_after)
         raise InputError(f"{asked}: the named dataset lists no test split "
                          f"({shard_glob(TEST)}); convert the data with one, or {instead}")
     return {"train_input": listed(TRAIN), "eval_input": listed(eval_split),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 
-from trainer.args import INIT_CHECKPOINT_TYPES, TrainArgs, shown
+from trainer.args import INIT_CHECKPOINT_TYPES, test_split_asked
 from trainer.common import files, io
 from trainer.common.errors import SettingsError
 from trainer.data.checks import masks_missing
@@ -37,10 +37,7 @@ def _check_test_split(pattern: str | None, after: bool = False) -> None:
     """`--eval_split test` (or `--test_after`) on data converted without one: refused in one
     line."""
     if pattern is not None and not io.match(pattern.split(",")[0].strip() or pattern):
-        flag = shown(TrainArgs, "eval_split")
-        asked = shown(TrainArgs, "test_after") if after else f"{flag} {files.TEST}"
-        instead = f"drop {asked}" if after else \
-            f"evaluate on {files.VAL} (drop {flag} {files.TEST})"
+        asked, instead = test_split_asked(after)
         raise SettingsError(
             f"{asked}: the data has no test split ({pattern[:300]} matches no file); convert "
             "it with one (`invoke data.convert --split` with two fractions, or the format's "
