@@ -930,7 +930,10 @@ def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, ur
             check_model(asked)
             check_since(since)
         studio = labelling.connect(url, token_file, tool)
-        work = Path(WORK) / "label"
+        with labelling.working(Path(WORK) / "label") as work:
+            return push(studio, work, choice)
+
+    def push(studio, work: Path, choice) -> str:
         detector = model
         if any(m and m.startswith("gs://") for m in (model, against)):  # the bucket's export
             cloud = _cloud(c, **where)
@@ -965,15 +968,16 @@ def label_pull(c, data_dir=LABELLED_DIR, title=None, url=None, token_file=None,
 
     def pulled() -> str:
         studio = labelling.connect(url, token_file, tool)
-        work = Path(WORK) / "label"
         if dataset:
             from launch.stores.gcs import datasets
 
             datasets.check(dataset)  # before the server is asked anything
-            return labelling.pull_to_bucket(studio, title or dataset, _cloud(c, **where),
-                                            dataset, work, with_predictions).summary()
-        return labelling.pull_version(studio, title or Path(data_dir).name, Path(data_dir),
-                                      work, with_predictions).summary()
+        with labelling.working(Path(WORK) / "label") as work:
+            if dataset:
+                return labelling.pull_to_bucket(studio, title or dataset, _cloud(c, **where),
+                                                dataset, work, with_predictions).summary()
+            return labelling.pull_version(studio, title or Path(data_dir).name,
+                                          Path(data_dir), work, with_predictions).summary()
 
     _say(pulled)
 

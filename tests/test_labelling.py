@@ -301,10 +301,11 @@ def test_asked_images_are_staged_by_their_digest_and_hostile_objects_are_named(t
         (tmp_path / "out").mkdir()
         (tmp_path / "out" / "stale.jpg").write_bytes(b"from an earlier push")
         staged = asked.stage(server.client(), "pets-data", "pets-retinanet-mobilenet",
-                             tmp_path / "out")
+                             labelling.fresh(tmp_path, "out"))
         assert sorted(p.read_bytes() for p in asked.stage(
-            server.client(), "pets-data", "pets-retinanet-mobilenet", tmp_path / "since",
-            asked.check_since("2026-12-03")).images) == sorted([kept[0], kept[2]])
+            server.client(), "pets-data", "pets-retinanet-mobilenet",
+            labelling.fresh(tmp_path, "since"), asked.check_since("2026-12-03")).images
+        ) == sorted([kept[0], kept[2]])
         shutil.rmtree(tmp_path / "since")
     assert sorted(p.read_bytes() for p in staged.images) == sorted(kept)
     assert {p.name for p in (tmp_path / "out").iterdir()} == {
@@ -322,6 +323,49 @@ def test_asked_images_are_staged_by_their_digest_and_hostile_objects_are_named(t
     assert staged.lines("gs://pets-data/asked/pets-retinanet-mobilenet/")[0] == (
         "3 image(s) endpoints were asked about, kept in "
         "gs://pets-data/asked/pets-retinanet-mobilenet/")
+
+
+def test_one_labelling_command_at_a_time_holds_the_work_directory_and_links_are_not_followed(
+        tmp_path):
+    """A push or pull empties and refills its work folders: a second command while one runs is
+    refused in one line naming the holder's process, and a folder on the way that is a
+    symbolic link is refused, not followed (emptying it would delete what it points at)."""
+    import os
+
+    work, outside = tmp_path / "work" / "label", tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "keep.jpg").write_bytes(b"someone else's")
+    with labelling.working(work):
+        (labelling.fresh(work, "pulled") / "a.jpg").write_bytes(b"this push's")
+        with pytest.raises(InputError) as busy, labelling.working(work):
+            pass
+        assert str(busy.value) == (f"labelling's work directory {work} is in use by process "
+                                   f"{os.getpid()}; wait for it to finish, or choose another "
+                                   "directory")
+        assert (work / "pulled" / "a.jpg").read_bytes() == b"this push's"
+        (work / "bucket").symlink_to(outside)
+        (work / "dataset-images").symlink_to(outside)
+        for parts in (("bucket", "pets"), ("dataset-images",)):
+            with pytest.raises(InputError, match="is a symbolic link: labelling writes only "
+                                                 "into folders of its own"):
+                labelling.fresh(work, *parts)
+    with labelling.working(work):  # released at the block's end, however it ended
+        assert labelling.fresh(work, "pulled").is_dir()
+        assert not any((work / "pulled").iterdir())
+    assert sorted(p.name for p in outside.iterdir()) == ["keep.jpg"]
+    (tmp_path / "linked").symlink_to(work)
+    with pytest.raises(InputError, match="linked is a symbolic link"), \
+            labelling.working(tmp_path / "linked"):
+        pass
+    from tests.cli import invoke, refused
+
+    with labelling.working(work):  # the tasks hold it too: refused before a server is asked
+        for args in (("label.push", "--images", f"{outside}/*.jpg"),
+                     ("label.pull", "--data-dir", str(tmp_path / "data"))):
+            assert refused(invoke(*args, "--url", "http://127.0.0.1:9", cwd=tmp_path,
+                                  env={"LABEL_STUDIO_API_KEY": "t"})) == (
+                f"error: labelling's work directory work/label is in use by process "
+                f"{os.getpid()}; wait for it to finish, or choose another directory")
 
 
 def test_a_pull_joins_the_newest_version_and_an_image_labelled_again_keeps_its_split(tmp_path):

@@ -8,17 +8,22 @@ is still those bytes. The pull writes Label Studio's export layout (the tasks' J
 `images/`, each image under a name of this tool's making, never the server's path) and
 converts it as `data.convert --format labelstudio` does: the same checks, repairs and
 report.
+
+Their work directory (`work/label`) is the command's own while it runs: one labelling command
+at a time holds it (`working`), and each folder a command refills is emptied by `fresh`, which
+refuses a symbolic link in its place rather than follow it.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import json
 import re
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
@@ -33,6 +38,49 @@ TASKS_FILE = "label_studio.json"
 CHOICE_FILE = "choice.json"  # label.push --strategy: what it chose and why
 REASON = "pets_reason"  # why the strategy chose the image, in its task's data
 SAFE = re.compile(r"[^A-Za-z0-9._-]")
+WORK_LOCK = ".labelling.lock"
+
+
+@contextlib.contextmanager
+def working(work: Path) -> Iterator[Path]:
+    """`work`, held by this command for the block: a push or pull empties and refills its
+    folders, so a second one at once (another terminal, a script) is refused in one line
+    naming the process that holds it, before either loses the other's files."""
+    from launch.errors import InputError
+    from trainer.common import locks
+    from trainer.common.errors import DirectoryBusy
+
+    _not_a_link(work)
+    try:
+        lock = locks.hold(work, WORK_LOCK, "labelling's work directory")
+    except DirectoryBusy as error:
+        raise InputError(str(error)) from None
+    try:
+        yield work
+    finally:
+        lock.close()
+
+
+def _not_a_link(path: Path) -> None:
+    from launch.errors import InputError
+
+    if path.is_symlink():
+        raise InputError(f"{path} is a symbolic link: labelling writes only into folders of "
+                         "its own, never through a link; remove it and run again")
+
+
+def fresh(work: Path, *parts: str) -> Path:
+    """work/PARTS..., empty, for this command's files: every folder on the way that exists is
+    a real one (a link there is refused, not followed: emptying it would delete whatever it
+    points at)."""
+    folder = work
+    for part in parts:
+        folder = folder / part
+        _not_a_link(folder)
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    return folder
 
 
 def label_config(names: Iterable[str]) -> str:
@@ -393,13 +441,9 @@ def push_dataset(studio: Studio, title: str, cloud, reference: str, model: str |
     from launch.stores.gcs import datasets as named
 
     manifest = named.resolve(cloud, reference)
-    base = work / "bucket" / manifest.dataset
-    if base.exists():
-        shutil.rmtree(base)
+    base = fresh(work, "bucket", manifest.dataset)
     shutil.copytree(named.stage(cloud, manifest.reference), base / manifest.version)
-    images = work / "dataset-images"
-    if images.exists():
-        shutil.rmtree(images)
+    images = fresh(work, "dataset-images")
     labels = version_images(base / manifest.version, images)
     say(f"{len(labels['images'])} image(s) of {manifest.reference}")
     return push_images(studio, title, f"{images}/*", base, model, work, choice, say,
@@ -417,7 +461,7 @@ def push_asked(studio: Studio, title: str, cloud, served: str, model: str | None
     from trainer.common.files import ASKED_PREFIX
 
     bucket = cloud.fields(("project", "bucket"))["bucket"]
-    staged = asked.stage(cloud.storage(), bucket, served, work / "asked" / served,
+    staged = asked.stage(cloud.storage(), bucket, served, fresh(work, "asked", served),
                          asked.check_since(since))
     where = f"gs://{bucket}/{ASKED_PREFIX}/{served}/"
     for line in staged.lines(where):
@@ -463,6 +507,7 @@ def push_images(studio: Studio, title: str, pattern: str, data_dir: Path,
     if choice.strategy:
         picked = chosen_images(images, choice, data_dir, report, against, threshold)
         work.mkdir(parents=True, exist_ok=True)
+        _not_a_link(work / CHOICE_FILE)
         (work / CHOICE_FILE).write_text(json.dumps(
             {"strategy": choice.strategy, "budget": choice.budget, "operating_point": threshold,
              "chosen": [dataclasses.asdict(c) for c in picked]}, indent=1) + "\n")
@@ -501,9 +546,7 @@ def pull_version(studio: Studio, title: str, data_dir: Path, work: Path,
     function of its bytes: the pipeline tests on it, and no image changes split later)."""
     from trainer.data.planning import Split
 
-    staged = work / "pulled"
-    if staged.exists():
-        shutil.rmtree(staged)
+    staged = fresh(work, "pulled")
     if isinstance(studio, cvat.Settings):  # completed jobs' frames; --with-predictions: all
         found = cvat.pull(studio, title, staged, with_unfinished=with_predictions)
         pulled, form = Pulled(found.images, dict(found.skipped)), "cvat"
@@ -530,10 +573,7 @@ def pull_to_bucket(studio: Studio, title: str, cloud, name: str, work: Path,
     named.check(name)
     bucket = cloud.fields(("project", "bucket"))["bucket"]
     newest = read_manifest(cloud.storage(), bucket, name)
-    base = work / "bucket" / name  # a local dataset: the bucket's newest version, then ours
-    if base.exists():
-        shutil.rmtree(base)
-    base.mkdir(parents=True)
+    base = fresh(work, "bucket", name)  # a local dataset: the bucket's newest version, then ours
     if newest:
         shutil.copytree(named.stage(cloud, f"{name}@{newest.version}"), base / newest.version)
     pulled = pull_version(studio, title, base, work, with_predictions)

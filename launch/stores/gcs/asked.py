@@ -14,7 +14,6 @@ import dataclasses
 import datetime
 import hashlib
 import re
-import shutil
 from pathlib import Path
 
 from launch.errors import InputError
@@ -64,8 +63,8 @@ def check_since(since: str | None) -> datetime.date | None:
 
 def stage(client, bucket: str, model: str, out: Path,
           since: datetime.date | None = None) -> Staged:
-    """The kept images of `model` (those kept on `since` or after) in `out` (emptied first:
-    it is this tool's), newest first."""
+    """The kept images of `model` (those kept on `since` or after) in `out`, an empty folder
+    of the caller's (labelling's `fresh`), newest first."""
     folder = f"{ASKED_PREFIX}/{check_model(model)}"
     wanted, skipped = [], {}
     for blob in list_blobs(client, bucket, folder):
@@ -82,9 +81,6 @@ def stage(client, bucket: str, model: str, out: Path,
             wanted.append((blob.name, found["sha"], found["kind"], blob))
     wanted.sort(key=lambda entry: entry[0], reverse=True)  # the day is in the name
     more = max(0, len(wanted) - MAX_IMAGES)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
     images, seen = [], set()
     for name, sha, kind, blob in wanted[:MAX_IMAGES]:
         if sha in seen:  # the same image kept again on another day
