@@ -92,17 +92,13 @@ class Keeper:
         self._lock = threading.Lock()
         threading.Thread(target=self._work, daemon=True).start()
 
-    def offer(self, body: bytes) -> None:
-        """Queues the images of a request the sample takes; never raises, never waits."""
+    def offer(self, images: list[bytes]) -> None:
+        """Queues a request's images (the front's `pixels.body_images`, read once) when the
+        sample takes it, those of a format the graph reads; never raises, never waits."""
         if self.chance() >= self.keeping.rate:
             return
-        try:
-            values = pixels.b64_values(body)
-        except ValueError:
-            return
-        for value in values:
-            data = pixels.decoded(value)
-            if data is None or pixels.image_kind(data) is None:
+        for data in images:
+            if pixels.image_kind(data) is None:
                 continue
             try:
                 self.waiting.put_nowait(data)

@@ -65,14 +65,15 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if self.command == "POST":
             try:
-                reason = pixels.refusal(pixels.body_pixels(body), self.server.budget)
+                images = pixels.body_images(body)
             except ValueError as error:
-                reason = f"the body is not JSON: {str(error)[:200]}"
-            if reason is not None:
+                self._refuse(400, f"the body is not JSON: {str(error)[:200]}")
+                return
+            if (reason := pixels.refusal(pixels.pixels_of(images), self.server.budget)):
                 self._refuse(400, reason)
                 return
             if self.server.keeper:
-                self.server.keeper.offer(body)
+                self.server.keeper.offer(images)
         self._forward(body)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle

@@ -83,12 +83,6 @@ def decoded(text: str) -> bytes | None:
         return None
 
 
-def encoded_pixels(text: str) -> int:
-    """The pixels of one `{"b64": ...}` value; 0 when it is no base64."""
-    data = decoded(text)
-    return 0 if data is None else image_pixels(data)
-
-
 def image_kind(data: bytes) -> str | None:
     """The file extension of an image in one of the graph's formats, by its magic bytes."""
     for magic, kind in ((JPEG_MAGIC, "jpg"), (PNG_MAGIC, "png"), (BMP_MAGIC, "bmp")):
@@ -113,10 +107,16 @@ def b64_values(body: bytes) -> list[str]:
     return found
 
 
-def body_pixels(body: bytes) -> int:
-    """The pixels of every `{"b64": ...}` value anywhere in a JSON body, in `instances` or
-    `inputs` (`b64_values`). Raises ValueError for a body that is not JSON."""
-    return sum(map(encoded_pixels, b64_values(body)))
+def body_images(body: bytes) -> list[bytes]:
+    """The bytes of every `{"b64": ...}` value anywhere in a JSON body, in `instances` or
+    `inputs` (`b64_values`), that is base64: read once, for the pixel budget and for the
+    images kept. Raises ValueError for a body that is not JSON."""
+    return [data for data in map(decoded, b64_values(body)) if data is not None]
+
+
+def pixels_of(images: list[bytes]) -> int:
+    """The pixels of `images`, by their headers (`image_pixels`)."""
+    return sum(map(image_pixels, images))
 
 
 def budget_of(model_dir: Path) -> int:

@@ -8,9 +8,11 @@ import datetime
 import io
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +35,17 @@ os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 # modules again (the quick tier: 379 CPU-seconds, 365 with bytecode written, 2026-12-03).
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+# The bucket's local mirror (launch/stores/gcs/mirror.py, read when it is imported) in a
+# folder of the run's, made by the first process and removed by it at the end, never the
+# checkout's work/cache: the xdist workers and every process a test starts inherit it.
+OWN_CACHE = None if os.environ.get("PETS_CACHE_DIR") else tempfile.mkdtemp(prefix="pets-cache-")
+if OWN_CACHE:
+    os.environ["PETS_CACHE_DIR"] = OWN_CACHE
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if OWN_CACHE:
+        shutil.rmtree(OWN_CACHE, ignore_errors=True)
 
 
 BUILDS = ("trained", "mask_trained", "swept")  # session fixtures that take minutes

@@ -263,7 +263,7 @@ def test_the_label_tasks_refuse_in_one_line_before_reaching_a_server(tmp_path):
          {"LABEL_STUDIO_API_KEY": "s3cr3t-token"}, "cannot reach Label Studio at "
                                                    "http://127.0.0.1:9"),
     ]:
-        ran = invoke(*args, env=env)
+        ran = invoke(*args, env=env, cwd=tmp_path)  # its work/ there, not the checkout's
         assert ran.returncode == 2 and said in ran.stderr, (args, ran.stderr)
         assert len(ran.stderr.strip().splitlines()) == 1 and "s3cr3t" not in ran.stderr
 
@@ -531,11 +531,11 @@ def test_the_loop_runs_through_cvat_too(tmp_path, monkeypatch):
             [label_map[d["class"]] for d in image["detections"]]
 
 
-def test_a_model_in_the_bucket_is_mirrored_here_before_it_detects(services, tmp_path,
-                                                                   monkeypatch):
+def test_a_model_in_the_bucket_is_mirrored_here_before_it_detects(services, tmp_path):
     """`label.push --model gs://BUCKET/runs/RUN/model`: the serving run's export, copied
     here first (as predict copies one), its files unchanged; a local one is used as it is."""
-    monkeypatch.chdir(tmp_path)  # the mirror: work/cache here
+    from launch.stores.gcs import mirror
+
     cloud = services.cloud()
     bucket = cloud.storage().bucket(cloud.fields(("bucket",))["bucket"])
     files = {"saved_model.pb": b"graph", "variables/variables.index": b"index",
@@ -543,7 +543,7 @@ def test_a_model_in_the_bucket_is_mirrored_here_before_it_detects(services, tmp_
     for name, data in files.items():
         bucket.blob(f"runs/r1/model/{name}").upload_from_string(data)
     here = Path(labelling.local_model(cloud, f"gs://{bucket.name}/runs/r1/model"))
-    assert here.resolve().is_relative_to(tmp_path / "work" / "cache")
+    assert here.resolve().is_relative_to(mirror.CACHE_DIR.resolve())
     assert {str(p.relative_to(here)): p.read_bytes() for p in here.rglob("*")
             if p.is_file()} == files
     assert labelling.local_model(cloud, str(tmp_path)) == str(tmp_path)

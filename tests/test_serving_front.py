@@ -44,6 +44,11 @@ def b64(data: bytes) -> dict:
     return {"b64": base64.b64encode(data).decode()}
 
 
+def body_pixels(body: bytes) -> int:
+    """What the front counts against the budget: each `{"b64": ...}` image, read once."""
+    return pixels.pixels_of(pixels.body_images(body))
+
+
 # --- the header reader ------------------------------------------------------------------------
 
 def exif_before_the_frame() -> bytes:
@@ -108,24 +113,24 @@ def test_body_pixels_counts_every_b64_value_wherever_it_is():
     """`instances`, `inputs`, nested, and both of two duplicate keys (Python keeps the last
     one; a C++ reader may keep the first): every image is counted."""
     big, small = encoded((100, 100), "PNG"), encoded((2, 2), "PNG")
-    assert pixels.body_pixels(json.dumps({"instances": [b64(big), b64(small)]}).encode()) \
+    assert body_pixels(json.dumps({"instances": [b64(big), b64(small)]}).encode()) \
         == 10_004
-    assert pixels.body_pixels(json.dumps({"inputs": {"x": [b64(big)]}}).encode()) == 10_000
+    assert body_pixels(json.dumps({"inputs": {"x": [b64(big)]}}).encode()) == 10_000
     twice = b'{"instances": [%s], "instances": [%s]}' % (
         json.dumps(b64(big)).encode(), json.dumps(b64(small)).encode())
-    assert pixels.body_pixels(twice) == 10_004
+    assert body_pixels(twice) == 10_004
     unpadded = base64.b64encode(big).decode().rstrip("=")
     padded = base64.b64encode(encoded((100, 101), "PNG")).decode()  # ends in "="
     assert padded.endswith("=")
     for sent in (unpadded, unpadded[:40] + "\n" + unpadded[40:], unpadded + " ",
                  padded.replace("=", "."), padded[:8] + "\r\n " + padded[8:]):
         # what TF Serving's decoder (absl) also reads: no padding, white space, `.` as pad
-        assert pixels.body_pixels(json.dumps({"instances": [{"b64": sent}]}).encode()) in \
+        assert body_pixels(json.dumps({"instances": [{"b64": sent}]}).encode()) in \
             (10_000, 10_100), repr(sent[-6:])
-    assert pixels.body_pixels(b'{"instances": [{"b64": "!!!"}, {"b64": 3}]}') == 0
+    assert body_pixels(b'{"instances": [{"b64": "!!!"}, {"b64": 3}]}') == 0
     for bad in (b"not json", b"[" * 100_000, b"\xff\xfe"):
         with pytest.raises(ValueError):
-            pixels.body_pixels(bad)
+            body_pixels(bad)
 
 
 def test_the_budget_and_its_file_are_the_exports(tmp_path):
@@ -530,10 +535,10 @@ def test_a_slow_bucket_never_holds_a_request_and_a_full_queue_drops_and_says_so(
                     chance=lambda: 0.0, today=lambda: DAY)
     try:
         images = [encoded((8 + i, 8), "PNG") for i in range(QUEUE + 12)]
-        keeper.offer(json.dumps({"instances": [b64(images[0])]}).encode())
+        keeper.offer(images[:1])
         while keeper.waiting.qsize():  # the writer holds the first, waiting on the bucket
             time.sleep(0.01)
-        keeper.offer(json.dumps({"instances": [b64(i) for i in images[1:]]}).encode())
+        keeper.offer(images[1:])
         assert keeper.counts["dropped"] == 11 and keeper.waiting.qsize() == QUEUE
         release.set()
         assert keeper.drain() == {"kept": QUEUE + 1, "known": 0, "dropped": 11, "failed": 0}
