@@ -220,11 +220,12 @@ class VertexSteps:
     def measure(self) -> champion.Measure:
         return champion.Measure(EXPERIMENTS[self.spec.experiment].gate_metric)
 
-    def _test_figure(self, run_id: str) -> champion.Figure:
+    def _test_figure(self, run_id: str, step: int | None = None) -> champion.Figure:
         """The run's figure on the test split, of the checkpoint upload would choose (the
-        serving's `chosen_step`: the best), with its record's sha256."""
+        serving's `chosen_step`, the best: `step` when the caller has just read it), with its
+        record's sha256."""
         storage, paths = self.cloud.storage(), run_paths(self.cloud, run_id)
-        step = self.serving.chosen_step(run_id)
+        step = self.serving.chosen_step(run_id) if step is None else step
         found = champion.read_figure(champion.test_record(storage, paths, step), run_id,
                                      self.measure)
         if isinstance(found, champion.Unreadable):
@@ -244,15 +245,16 @@ class VertexSteps:
         (one trained before --evaluate, or whose evaluation failed) has its final one
         evaluated on the validation split first: the registry takes an evaluated one."""
         try:
-            self.serving.chosen_step(run_id)
-        except GateError:  # not evaluated; anything else wrong is said again below
+            step = self.serving.chosen_step(run_id)
+        except GateError:  # not evaluated; anything else wrong is said by the second read
             print(self.launch(jobfile.EVAL, run_id=run_id, once=True,
                               dataset=self._on(version)), flush=True)
+            step = self.serving.chosen_step(run_id)
         storage, paths = self.cloud.storage(), run_paths(self.cloud, run_id)
-        if champion.test_record(storage, paths, self.serving.chosen_step(run_id)) is None:
+        if champion.test_record(storage, paths, step) is None:
             print(self.launch(jobfile.EVAL, run_id=run_id, split="test",  # not by training
                               dataset=self._on(version)), flush=True)
-        tested = self._test_figure(run_id)
+        tested = self._test_figure(run_id, step)
         written = [tested]
         origin, before = self.serving.champion(self.spec.experiment, self.measure,
                                                self._vouched())
