@@ -9,6 +9,7 @@ second training job of a run whose training job has not ended (`launch.targets.v
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from collections.abc import Iterator
@@ -20,12 +21,26 @@ from trainer.common.errors import DirectoryBusy
 MODEL_DIR_LOCK = ".writer.lock"
 
 
+def _open(path: Path) -> IO[str]:
+    """The lock file, made if missing, never through a symbolic link: its holder writes its
+    process id there (truncating it first), which through a link would overwrite the file
+    the link points at."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as error:
+        if error.errno != errno.ELOOP:
+            raise
+        raise DirectoryBusy(f"{path} is a symbolic link, not a lock file: remove it (nothing "
+                            "was written through it)") from None
+    return os.fdopen(fd, "r+")
+
+
 def hold(directory: str | Path, name: str, what: str) -> IO[str]:
     """Locks `directory` for this process until the returned file is closed; raises
     DirectoryBusy naming the process that holds it (`what`: whose directory, for the message)."""
     root = Path(directory)
     root.mkdir(parents=True, exist_ok=True)
-    lock = open(root / name, "a+")  # noqa: SIM115 (held until the caller closes it)
+    lock = _open(root / name)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -54,6 +69,6 @@ def taking_turns(directory: str, name: str) -> Iterator[None]:
         yield
         return
     Path(directory).mkdir(parents=True, exist_ok=True)
-    with open(Path(directory) / name, "a") as lock:
+    with _open(Path(directory) / name) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, however we exit
         yield
