@@ -72,10 +72,11 @@ def _guarded(action):
     from google.auth.exceptions import DefaultCredentialsError
 
     from launch.text import printable
+    from trainer.common.errors import DirectoryBusy
 
     try:
         return action()
-    except UserError as error:
+    except (UserError, DirectoryBusy) as error:  # DirectoryBusy: another writer holds a lock
         raise Exit(printable(f"error: {error}"), code=2) from None
     except DefaultCredentialsError:
         raise Exit(f"error: {NO_CREDENTIALS}", code=2) from None

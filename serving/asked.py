@@ -80,7 +80,7 @@ def object_name(folder: str, data: bytes, day: datetime.date) -> str | None:
 
 
 class Keeper:
-    """Offered each request's body, keeps the images of `keeping.rate` of them."""
+    """Offered each request's images, keeps those of `keeping.rate` of the requests."""
 
     def __init__(self, keeping: Keeping, environ: Mapping[str, str],
                  chance: Callable[[], float] = random.random,

@@ -74,6 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if self.server.keeper:
                 self.server.keeper.offer(images)
+            del images  # not held while TF Serving answers (up to UPSTREAM_TIMEOUT)
         self._forward(body)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle

@@ -66,3 +66,27 @@ def test_work_that_ran_and_failed_exits_1_naming_why(tmp_path: Path):
     (line,) = [line for line in ran.stderr.splitlines() if line.startswith("error: ")]
     assert line.startswith("error: convert failed with exit status 1: no valid example to "
                            "write; see ")
+
+
+def test_a_lock_another_writer_holds_or_a_linked_lock_file_is_exit_2_in_one_line(tmp_path):
+    """DirectoryBusy from any lock a task takes (the pipeline's state, the local jobs table,
+    a model directory) is the user's to resolve: one `error:` line, exit 2, no traceback."""
+    from invoke import Exit
+
+    import tasks
+    from launch.features.pipeline import steps
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / steps.STATE_LOCK).symlink_to(tmp_path / "elsewhere")
+
+    def change_state() -> str:
+        with steps.turn(str(state)):
+            return "changed"
+
+    with pytest.raises(Exit) as stopped:
+        tasks._guarded(change_state)
+    assert stopped.value.code == 2 and str(stopped.value.message) == (
+        f"error: {state / steps.STATE_LOCK} is a symbolic link, not a lock file: remove it "
+        "(nothing was written through it)")
+    assert not (tmp_path / "elsewhere").exists()

@@ -353,6 +353,9 @@ def test_one_labelling_command_at_a_time_holds_the_work_directory_and_links_are_
         assert labelling.fresh(work, "pulled").is_dir()
         assert not any((work / "pulled").iterdir())
     assert sorted(p.name for p in outside.iterdir()) == ["keep.jpg"]
+    for name in ("..", ".", "", "a/../..", "x\0"):  # a folder of its own, by its name too
+        with pytest.raises(InputError, match="is not a folder name of labelling's own"):
+            labelling.fresh(work, "asked", name)
     (tmp_path / "linked").symlink_to(work)
     with pytest.raises(InputError, match="linked is a symbolic link"), \
             labelling.working(tmp_path / "linked"):

@@ -73,8 +73,12 @@ def fresh(work: Path, *parts: str) -> Path:
     """work/PARTS..., empty, for this command's files: every folder on the way that exists is
     a real one (a link there is refused, not followed: emptying it would delete whatever it
     points at)."""
+    from launch.errors import InputError
+
     folder = work
     for part in parts:
+        if part in ("", ".", "..") or "/" in part or "\0" in part:
+            raise InputError(f"{part[:80]!r} is not a folder name of labelling's own")
         folder = folder / part
         _not_a_link(folder)
     if folder.exists():
@@ -498,11 +502,11 @@ def push_images(studio: Studio, title: str, pattern: str, data_dir: Path,
     threshold = 0.5
     if model:
         say(f"detecting with {model} for pre-labels")
-        report = detected(model, pattern, work / "detected")
+        report = detected(model, pattern, fresh(work, "detected"))
         threshold = operating_point(model)
     if choice.against:
         say(f"detecting with {choice.against} to compare")
-        against = detected(choice.against, pattern, work / "against")
+        against = detected(choice.against, pattern, fresh(work, "against"))
     reasons: dict[str, str] = {}
     if choice.strategy:
         picked = chosen_images(images, choice, data_dir, report, against, threshold)

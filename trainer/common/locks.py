@@ -26,7 +26,7 @@ def _open(path: Path) -> IO[str]:
     process id there (truncating it first), which through a link would overwrite the file
     the link points at."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError as error:
         if error.errno != errno.ELOOP:
             raise
@@ -62,9 +62,10 @@ def hold_model_dir(model_dir: str) -> IO[str] | None:
 
 @contextlib.contextmanager
 def taking_turns(directory: str, name: str) -> Iterator[None]:
-    """Waits for, then holds, `directory`'s lock `name` for the block: writers of one file
-    take turns (best/ of a run). Cloud Storage has no lock to take: there the block runs as it
-    is, and the writers' own protocol keeps the file whole (trainer/model/best/keeping.py)."""
+    """Waits for, then holds, `directory`'s lock `name` for the block (DirectoryBusy if that
+    lock file is a symbolic link): writers of one file take turns (best/ of a run). Cloud
+    Storage has no lock to take: there the block runs as it is, and the writers' own
+    protocol keeps the file whole (trainer/model/best/keeping.py)."""
     if "://" in directory:
         yield
         return

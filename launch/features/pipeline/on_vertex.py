@@ -247,6 +247,8 @@ class VertexSteps:
         try:
             step = self.serving.chosen_step(run_id)
         except GateError:  # not evaluated; anything else wrong is said by the second read
+            step = None
+        if step is None:
             print(self.launch(jobfile.EVAL, run_id=run_id, once=True,
                               dataset=self._on(version)), flush=True)
             step = self.serving.chosen_step(run_id)
