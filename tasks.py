@@ -935,21 +935,20 @@ def label_push(c, images=None, model=None, data_dir=LABELLED_DIR, title=None, ur
             return push(studio, work, choice)
 
     def push(studio, work: Path, choice) -> str:
+        cloud = _cloud(c, **where)  # settings only: a client when a step asks for one
         detector = model
         if any(m and m.startswith("gs://") for m in (model, against)):  # the bucket's export
-            cloud = _cloud(c, **where)
             detector = labelling.local_model(cloud, model)
             choice = dataclasses.replace(choice, against=labelling.local_model(cloud, against))
         if asked:
-            return labelling.push_asked(studio, title or asked, _cloud(c, **where), asked,
-                                        detector, Path(data_dir), work, choice,
-                                        since=since).summary()
+            return labelling.push_asked(studio, title or asked, cloud, asked, detector,
+                                        Path(data_dir), work, choice, since=since).summary()
         if dataset:
             from launch.stores.gcs import datasets
 
             name = datasets.check(dataset.split("@", 1)[0])
-            return labelling.push_dataset(studio, title or name, _cloud(c, **where), dataset,
-                                          detector, work, choice).summary()
+            return labelling.push_dataset(studio, title or name, cloud, dataset, detector,
+                                          work, choice).summary()
         return labelling.push_images(studio, title or Path(data_dir).name, images,
                                      Path(data_dir), detector, work, choice).summary()
 

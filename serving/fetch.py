@@ -255,7 +255,7 @@ class Storage:
                 return
 
     def _page(self, path: str) -> tuple[list[str], str | None]:
-        with self._get(path) as answer:
+        with self._request(path) as answer:
             data = _read(answer, path)
         try:  # not the listing the API documents
             listing = json.loads(data)
@@ -282,7 +282,7 @@ class Storage:
     def _download(self, path: str, target: Path, quota: Quota, shown: str) -> None:
         partial = None
         try:
-            with self._get(path) as body:
+            with self._request(path) as body:
                 handle, partial = tempfile.mkstemp(prefix=".partial-", dir=target.parent)
                 with os.fdopen(handle, "wb") as out:
                     while chunk := _read(body, path, CHUNK):
@@ -317,12 +317,14 @@ class Storage:
             data, f"\r\n--{boundary}--\r\n".encode()))
         kind = f"multipart/related; boundary={boundary}"
         try:
-            self.backoff.run(lambda: self._get(path, body, kind).close())
+            self.backoff.run(lambda: self._request(path, body, kind).close())
         except Exists:
             return False
         return True
 
-    def _get(self, path: str, data: bytes | None = None, content_type: str = ""):
+    def _request(self, path: str, data: bytes | None = None, content_type: str = ""):
+        """A GET of `path`, or a POST of `data` (an upload); an error as FetchError, Exists
+        (412) or Transient (what Google's retry strategy retries)."""
         method = "GET" if data is None else "POST"
         headers = self.headers if data is None else {**self.headers,
                                                      "Content-Type": content_type}

@@ -465,16 +465,15 @@ def push_asked(studio: Studio, title: str, cloud, served: str, model: str | None
     from trainer.common.files import ASKED_PREFIX
 
     bucket = cloud.fields(("project", "bucket"))["bucket"]
-    staged = asked.stage(cloud.storage(), bucket, served, fresh(work, "asked", served),
-                         asked.check_since(since))
+    folder = fresh(work, "asked", served)
+    staged = asked.stage(cloud.storage(), bucket, served, folder, asked.check_since(since))
     where = f"gs://{bucket}/{ASKED_PREFIX}/{served}/"
     for line in staged.lines(where):
         say(line)
     if not staged.images:
         raise MissingError(f"--asked {served}: {where} holds no kept image; upload a version "
                            "with `invoke model.upload --keep-asked RATE` and let it serve")
-    return push_images(studio, title, f"{work / 'asked' / served}/*", data_dir, model, work,
-                       choice, say)
+    return push_images(studio, title, f"{folder}/*", data_dir, model, work, choice, say)
 
 
 def push_images(studio: Studio, title: str, pattern: str, data_dir: Path,
